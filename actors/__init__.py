@@ -1,0 +1,1 @@
+"""Dramatiq broker set-up and actors (dispatch, start, stop, sweep, refresh, drain)."""

@@ -1,0 +1,1 @@
+"""The ``kickoff`` command line: click groups that parse, call a library function and print."""

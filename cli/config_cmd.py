@@ -1,0 +1,27 @@
+"""``kickoff config``: show the settings a process would read (secrets masked)."""
+
+from __future__ import annotations
+
+import click
+
+from cli.common import echo_json
+from cli.context import CliContext
+
+
+@click.group("config")
+def config_group() -> None:
+    """Inspect kickoff's settings (keyword > environment > .env > defaults)."""
+
+
+@config_group.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def show(obj: CliContext, as_json: bool) -> None:
+    """Print every setting with its effective value; the API key shows as ***."""
+    values = obj.settings.describe()
+    if as_json:
+        echo_json(values)
+        return
+    width = max(len(k) for k in values)
+    for key, value in values.items():
+        click.echo(f"{key.upper():<{width}}  {value}")

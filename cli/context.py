@@ -1,0 +1,42 @@
+"""The object every command receives: settings read once, services opened on first use."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from config.settings import MatchListenerEnvironment, load_listener_settings
+
+if TYPE_CHECKING:
+    from models.barriers import Barriers
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class CliContext:
+    """Settings plus lazily opened database and Redis handles for one CLI invocation."""
+
+    settings: MatchListenerEnvironment = field(default_factory=load_listener_settings)
+    _db_ready: bool = False
+
+    def database(self) -> None:
+        """Bind the model layer to DATABASE_URL and check that PostgreSQL answers."""
+        if self._db_ready:
+            return
+        from models.db import check_connection, init_database
+
+        init_database(self.settings.database_url)
+        check_connection(self.settings.database_url)
+        self._db_ready = True
+
+    @cached_property
+    def barriers(self) -> Barriers:
+        """Redis barriers on REDIS_URL (pinged once, so an outage is one clear line)."""
+        from models.barriers import Barriers
+
+        barriers = Barriers.from_settings(self.settings)
+        barriers.ping()
+        return barriers

@@ -1,0 +1,41 @@
+"""``kickoff db``: create the database and apply schema migrations."""
+
+from __future__ import annotations
+
+import click
+
+from cli.common import echo_json
+from cli.context import CliContext
+from models.migrate import migrate as apply_migrations
+
+
+@click.group()
+def db() -> None:
+    """Manage the PostgreSQL schema (DATABASE_URL)."""
+
+
+@db.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def migrate(obj: CliContext, as_json: bool) -> None:
+    """Create the database if missing and apply pending migrations.
+
+    Idempotent: a second run applies nothing and says so.
+    """
+    report = apply_migrations(obj.settings.database_url)
+    if as_json:
+        echo_json(
+            {
+                "database": report.database,
+                "created_database": report.created_database,
+                "applied": list(report.applied),
+            }
+        )
+        return
+    if report.created_database:
+        click.echo(f"created database {report.database}")
+    if report.applied:
+        for mid in report.applied:
+            click.echo(f"applied {mid}")
+    else:
+        click.echo(f"database {report.database} is up to date (nothing to apply)")

@@ -1,0 +1,58 @@
+"""The ``kickoff`` entry point: builds the context object and turns KickoffErrors into one line."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+from pydantic import ValidationError
+
+from cli.config_cmd import config_group
+from cli.context import CliContext
+from cli.db import db
+from config.errors import KickoffError, NotFound
+from config.settings import load_listener_settings
+
+
+class KickoffGroup(click.Group):
+    """A group whose commands report kickoff errors as one line instead of a traceback."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except NotFound as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(2)
+        except KickoffError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=KickoffGroup)
+@click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG level.")
+@click.version_option(package_name="kickoff")
+@click.pass_context
+def cli(ctx: click.Context, verbose: bool) -> None:
+    """kickoff: live match listeners and transactional publishing.
+
+    Settings come from keyword options, then the environment, then .env at the repository
+    root, then defaults (see `kickoff config show` and .env.example).
+    """
+    try:
+        settings = load_listener_settings()
+    except ValidationError as exc:
+        raise click.ClickException(f"invalid settings: {exc}") from exc
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else getattr(logging, settings.log_level.upper(), 20),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    ctx.obj = CliContext(settings=settings)
+
+
+cli.add_command(db)
+cli.add_command(config_group)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="kickoff")

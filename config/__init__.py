@@ -1,0 +1,1 @@
+"""Process settings, the exception tree and the clock: the bottom layer every package may import."""

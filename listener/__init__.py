@@ -1,0 +1,1 @@
+"""The in-process match listener: stream client, archive, heartbeat, exit codes."""

@@ -1,0 +1,19 @@
+"""Peewee models on PostgreSQL, the database handle, pure status rules, badges and Redis barriers."""
+
+from models.badges import Badge, derive_badge
+from models.db import database, init_database
+from models.league import League
+from models.listener_record import MatchListenerRecord
+from models.match import Match
+from models.question import Question
+
+__all__ = [
+    "Badge",
+    "League",
+    "Match",
+    "MatchListenerRecord",
+    "Question",
+    "database",
+    "derive_badge",
+    "init_database",
+]

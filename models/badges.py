@@ -1,0 +1,46 @@
+"""The admin badge of a lifecycle row, derived exactly as the "Admin badges" table says."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from config.clock import ensure_utc
+
+EXIT_ABANDONED = 14
+EXIT_STOPPED = 15
+
+
+class Badge(StrEnum):
+    """What an operator sees for one listener run."""
+
+    RUNNING = "Running"  # open row, heartbeat no older than the stale threshold
+    STALE = "Stale"  # open row, heartbeat older than the threshold: likely a dead worker
+    ABANDONED = "Abandoned"  # closed with exit 14 by sweep/dispatch/start cleanup
+    STOPPED = "Stopped"  # closed with exit 15 by an operator stop
+    ENDED = "Ended"  # closed with any other exit (graceful end, failure, cancel)
+
+
+def is_stale(heartbeat_at: datetime, *, now: datetime, stale_after_seconds: float) -> bool:
+    """Whether a heartbeat is older than the threshold (exactly at the threshold is fresh)."""
+    age = ensure_utc(now, what="now") - ensure_utc(heartbeat_at, what="heartbeat_at")
+    return age > timedelta(seconds=stale_after_seconds)
+
+
+def derive_badge(
+    *,
+    ended_at: datetime | None,
+    exit_code: int | None,
+    heartbeat_at: datetime,
+    now: datetime,
+    stale_after_seconds: float,
+) -> Badge:
+    """Return the badge of a row from its end time, exit code and last heartbeat."""
+    if ended_at is None:
+        stale = is_stale(heartbeat_at, now=now, stale_after_seconds=stale_after_seconds)
+        return Badge.STALE if stale else Badge.RUNNING
+    if exit_code == EXIT_ABANDONED:
+        return Badge.ABANDONED
+    if exit_code == EXIT_STOPPED:
+        return Badge.STOPPED
+    return Badge.ENDED

@@ -1,0 +1,43 @@
+"""MatchListenerRecord: the lifecycle row one listener run writes (startup, heartbeats, shutdown)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+import peewee
+
+from config.clock import utcnow
+from models.badges import Badge, derive_badge
+from models.base import BaseModel, UTCDateTimeField
+from models.match import Match
+
+
+class MatchListenerRecord(BaseModel):
+    """One run of a match listener; open while ``ended_at`` is null."""
+
+    id = peewee.UUIDField(primary_key=True, default=uuid.uuid4)
+    match = peewee.ForeignKeyField(Match, backref="listener_records", on_delete="CASCADE")
+    message_id = peewee.TextField(null=True)  # the Dramatiq message id of the start
+    created_at = UTCDateTimeField(default=utcnow)
+    heartbeat_at = UTCDateTimeField(default=utcnow)
+    ended_at = UTCDateTimeField(null=True)
+    exit_code = peewee.IntegerField(null=True)
+    exit_reason = peewee.TextField(null=True)
+    stopped_by = peewee.TextField(null=True)
+    host = peewee.TextField(null=True)
+    pid = peewee.IntegerField(null=True)
+    dry_run = peewee.BooleanField(default=False)
+
+    class Meta:
+        table_name = "match_listener_records"
+
+    def badge(self, *, now: datetime | None = None, stale_after_seconds: float) -> Badge:
+        """The admin badge of this row at ``now`` (see models.badges)."""
+        return derive_badge(
+            ended_at=self.ended_at,
+            exit_code=self.exit_code,
+            heartbeat_at=self.heartbeat_at,
+            now=now or utcnow(),
+            stale_after_seconds=stale_after_seconds,
+        )

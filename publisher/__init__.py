@@ -1,0 +1,1 @@
+"""Publishing to RabbitMQ: queues, outbox, idempotency, triggers, trades, alerts, job runs, launcher."""

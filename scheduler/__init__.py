@@ -1,0 +1,1 @@
+"""The periodic table by app_env and the process that sends it (Periodiq)."""

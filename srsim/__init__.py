@@ -1,0 +1,1 @@
+"""srsim: the feed simulator (continuous sessions, push streams, schedule API)."""

@@ -1,0 +1,145 @@
+"""Shared fixtures: a private PostgreSQL database, Redis key prefix and Dramatiq namespace per run.
+
+Every pytest session migrates its own database (``kickoff_test_<hex>``) and uses its own Redis
+prefix, so parallel runs on one machine do not see each other. Tables are truncated and the
+prefix's keys deleted after each test that used them.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from config import clock
+from config.settings import MatchListenerEnvironment
+from models.barriers import Barriers, connect_redis
+from models.db import database, init_database
+from models.migrate import drop_database, migrate
+
+RUN_ID = uuid.uuid4().hex[:10]
+ADMIN_URL = os.environ.get("KICKOFF_TEST_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432")
+
+
+@pytest.fixture(scope="session")
+def test_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Environment variables of this test run (also given to subprocess workers and CLIs)."""
+    data_dir = tmp_path_factory.mktemp("data")
+    return {
+        "DATABASE_URL": f"{ADMIN_URL}/kickoff_test_{RUN_ID}",
+        "REDIS_URL": os.environ.get("KICKOFF_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
+        "REDIS_KEY_PREFIX": f"kickofftest:{RUN_ID}:",
+        "BROKER_URL": os.environ.get("KICKOFF_TEST_BROKER_URL", "redis://127.0.0.1:6379/2"),
+        "BROKER_NAMESPACE": f"kickofftest-{RUN_ID}",
+        "APP_ENV": "develop",
+        "DATA_DIR": str(data_dir),
+        "SPORTRADAR_API_KEY": "test-api-key-never-printed",
+    }
+
+
+@pytest.fixture
+def subprocess_env(test_env: dict[str, str]) -> dict[str, str]:
+    """os.environ plus this run's settings, for kickoff subprocesses."""
+    env = dict(os.environ)
+    env.update(test_env)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@pytest.fixture(scope="session")
+def settings(test_env: dict[str, str]) -> MatchListenerEnvironment:
+    """MatchListenerEnvironment of this run, ignoring any developer .env."""
+    kwargs = {k.lower(): v for k, v in test_env.items()}
+    return MatchListenerEnvironment(_env_file=None, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def migrated_database(settings: MatchListenerEnvironment) -> Iterator[str]:
+    """Create and migrate this run's database once; drop it at the end."""
+    migrate(settings.database_url)
+    init_database(settings.database_url)
+    yield settings.database_url
+    database.close()
+    drop_database(settings.database_url)
+
+
+def _truncate_all() -> None:
+    rows = database.execute_sql(
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+        "AND tablename NOT LIKE '\\_yoyo%%' AND tablename NOT LIKE 'yoyo%%'"
+    ).fetchall()
+    if rows:
+        names = ", ".join(f'"{r[0]}"' for r in rows)
+        database.execute_sql(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
+
+
+@pytest.fixture
+def db(migrated_database: str) -> Iterator[str]:
+    """The migrated test database, emptied after the test."""
+    yield migrated_database
+    database.close()
+    database.connect(reuse_if_open=True)
+    _truncate_all()
+    database.close()
+
+
+@pytest.fixture
+def redis_client(settings: MatchListenerEnvironment):
+    """A Redis client; every key under this run's prefix is deleted after the test."""
+    client = connect_redis(settings.redis_url)
+    yield client
+    keys = list(client.scan_iter(match=f"{settings.redis_key_prefix}*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+@pytest.fixture
+def barriers(settings: MatchListenerEnvironment, redis_client) -> Barriers:
+    """Barriers under this run's key prefix."""
+    return Barriers.from_settings(settings, client=redis_client)
+
+
+class FrozenClock:
+    """A settable clock for tests: ``now`` is fixed until moved."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> datetime:
+        self.now += timedelta(**delta)
+        return self.now
+
+
+@pytest.fixture
+def frozen_clock() -> Iterator[FrozenClock]:
+    """Freeze kickoff's clock at 2024-05-21 18:00 UTC; restored after the test."""
+    fc = FrozenClock(datetime(2024, 5, 21, 18, 0, tzinfo=UTC))
+    clock.set_clock(fc)
+    yield fc
+    clock.set_clock(None)
+
+
+@pytest.fixture
+def make_match(db: str) -> Callable[..., object]:
+    """Create a Match (and its league) with sensible defaults; keyword arguments override."""
+    from models import League, Match
+
+    def make(league: str = "nfl", *, league_enabled: bool = True, **fields: object) -> Match:
+        lg, _ = League.get_or_create(name=league, defaults={"enabled": league_enabled})
+        fields.setdefault("sr_id", f"sr:match:{uuid.uuid4()}")
+        fields.setdefault("scheduled", clock.utcnow())
+        return Match.create(league=lg, **fields)
+
+    return make
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent
