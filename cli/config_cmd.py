@@ -6,6 +6,7 @@ import click
 
 from cli.common import echo_json
 from cli.context import CliContext
+from config.settings import env_example
 
 
 @click.group("config")
@@ -25,3 +26,9 @@ def show(obj: CliContext, as_json: bool) -> None:
     width = max(len(k) for k in values)
     for key, value in values.items():
         click.echo(f"{key.upper():<{width}}  {value}")
+
+
+@config_group.command("example")
+def example() -> None:
+    """Print .env.example: every setting with its default and meaning."""
+    click.echo(env_example(), nl=False)

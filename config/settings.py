@@ -83,6 +83,10 @@ class BaseEnvironment(BaseSettings):
     )
     log_level: str = Field("INFO", description="Log level of kickoff's loggers.")
 
+    # -- publisher (outbox, triggers, drain) -------------------------------------
+
+    # -- job runs (catalog, launcher) ---------------------------------------------
+
     def describe(self) -> dict[str, Any]:
         """Return the settings as a printable dict: secrets and URL passwords masked."""
         out: dict[str, Any] = {}
@@ -116,6 +120,10 @@ class MatchListenerEnvironment(BaseEnvironment):
     listener_sr_env: str = Field("trial", description="Access level segment of the feed URL.")
     listener_skip_processing: bool = Field(
         False, description="Record events only; do not run the processing pipeline."
+    )
+    listener_body: str = Field(
+        "listener.match_listener:MatchListener",
+        description="Dotted path (module:attr) of the listener body class (listener.body).",
     )
     listener_pipeline: str = Field(
         "listener.pipeline:QuestionPipeline",
@@ -151,6 +159,34 @@ class MatchListenerEnvironment(BaseEnvironment):
     listener_read_timeout_seconds: float = Field(
         30.0, gt=0, description="Read timeout of the push stream (heartbeats come every 5 s)."
     )
+
+    # -- lifecycle (dispatch, start, stop, sweep) ---------------------------------
+
+    # -- stream, archive, simulator -----------------------------------------------
+
+
+def env_example() -> str:
+    """Return the text of ``.env.example``: every field, its default and its meaning."""
+    lines = [
+        "# kickoff settings. Copy to .env at the repository root and edit.",
+        "# Precedence: keyword arguments > process environment > .env > these defaults.",
+        "",
+    ]
+    for cls in (BaseEnvironment, MatchListenerEnvironment):
+        fields = cls.model_fields
+        own = [n for n in fields if cls is BaseEnvironment or n not in BaseEnvironment.model_fields]
+        lines.append(f"# --- {cls.__name__} ---")
+        for name in own:
+            info = fields[name]
+            default = info.default
+            if isinstance(default, SecretStr) or default is None:
+                default = ""
+            elif isinstance(default, StrEnum):
+                default = default.value
+            lines.append(f"# {info.description}")
+            lines.append(f"{name.upper()}={default}")
+        lines.append("")
+    return "\n".join(lines)
 
 
 def load_settings(**overrides: Any) -> BaseEnvironment:

@@ -1,0 +1,39 @@
+"""The narrow interface between the listener lifecycle (row, heartbeat, stop) and a listener body.
+
+``run_match_listener`` builds a ListenerContext, instantiates the body named by the
+``listener_body`` setting and calls ``run``; the body returns an exit code (listener.exit_codes).
+When a stop is requested (operator stop, lost start lock, worker shutdown) the lifecycle sets
+``ctx.stop_requested`` and calls ``body.request_stop()`` from another thread; the body must
+then return promptly (within a second), e.g. by closing its stream connection.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from config.settings import MatchListenerEnvironment
+
+
+@dataclass(frozen=True)
+class ListenerContext:
+    """What a listener body is given for one run."""
+
+    match_id: str  # internal Match.id
+    record_id: str | None  # lifecycle row id; None in a dry run without a row
+    is_test: bool  # srsim clone: Match.status is owned by the simulator, not the stream
+    settings: MatchListenerEnvironment
+    stop_requested: threading.Event = field(default_factory=threading.Event)
+
+
+class ListenerBody(Protocol):
+    """A listener body: follows one match until the game ends or a stop is requested."""
+
+    def run(self, ctx: ListenerContext) -> int:
+        """Follow the match; return an ExitCode value."""
+        ...
+
+    def request_stop(self) -> None:
+        """Called from another thread: make ``run`` return soon."""
+        ...
