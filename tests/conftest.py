@@ -8,6 +8,7 @@ prefix's keys deleted after each test that used them.
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -35,6 +36,7 @@ def test_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "REDIS_KEY_PREFIX": f"kickofftest:{RUN_ID}:",
         "BROKER_URL": os.environ.get("KICKOFF_TEST_BROKER_URL", "redis://127.0.0.1:6379/2"),
         "BROKER_NAMESPACE": f"kickofftest-{RUN_ID}",
+        "AMQP_URL": f"amqp://guest:guest@127.0.0.1:5672/kickoff_test_{RUN_ID}",
         "APP_ENV": "develop",
         "DATA_DIR": str(data_dir),
         "SPORTRADAR_API_KEY": "test-api-key-never-printed",
@@ -85,6 +87,20 @@ def db(migrated_database: str) -> Iterator[str]:
     database.connect(reuse_if_open=True)
     _truncate_all()
     database.close()
+
+
+def _rabbitmqctl(*args: str) -> None:
+    subprocess.run(["rabbitmqctl", "-q", *args], check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="session")
+def amqp_vhost(settings: MatchListenerEnvironment) -> Iterator[str]:
+    """This run's own RabbitMQ vhost (created with rabbitmqctl, deleted at the end); its AMQP URL."""
+    vhost = f"kickoff_test_{RUN_ID}"
+    _rabbitmqctl("add_vhost", vhost)
+    _rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+    yield settings.amqp_url
+    _rabbitmqctl("delete_vhost", vhost)
 
 
 @pytest.fixture
