@@ -8,6 +8,7 @@ import sys
 import click
 from pydantic import ValidationError
 
+from cli.check import check
 from cli.config_cmd import config_group
 from cli.context import CliContext
 from cli.db import db
@@ -51,6 +52,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 cli.add_command(db)
 cli.add_command(config_group)
+cli.add_command(check)
 
 
 def main() -> None:

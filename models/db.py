@@ -52,6 +52,8 @@ def database_errors(url: str | None = None) -> Iterator[None]:
     except peewee.OperationalError as exc:
         address = mask_url(url or _bound_url or "<unset>")
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "does not exist" in reason:
+            reason += " (run `kickoff db migrate` to create it)"
         raise DatabaseUnavailable(
             service="PostgreSQL", setting="DATABASE_URL", address=address, reason=reason
         ) from exc

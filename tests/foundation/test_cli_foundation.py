@@ -1,0 +1,69 @@
+"""The kickoff CLI's foundation commands, run as real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from models.migrate import drop_database
+
+
+def kickoff(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cli", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_kickoff_help_lists_the_command_groups(subprocess_env):
+    result = kickoff("--help", env=subprocess_env)
+    assert result.returncode == 0
+    for group in ("db", "config", "check"):
+        assert group in result.stdout
+
+
+@pytest.fixture
+def fresh_database_env(subprocess_env):
+    url = f"postgresql://postgres@127.0.0.1:5432/kickoff_fresh_{uuid.uuid4().hex[:8]}"
+    env = dict(subprocess_env, DATABASE_URL=url)
+    yield env
+    drop_database(url)
+
+
+def test_migrate_creates_the_database_and_a_second_run_is_a_no_op(fresh_database_env):
+    first = kickoff("db", "migrate", "--json", env=fresh_database_env)
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    assert report["created_database"] is True
+    assert "0001_foundation" in report["applied"]
+    second = kickoff("db", "migrate", env=fresh_database_env)
+    assert second.returncode == 0, second.stderr
+    assert "up to date" in second.stdout
+
+
+def test_a_bad_database_url_gives_one_line_naming_the_setting_and_address(subprocess_env):
+    env = dict(subprocess_env, DATABASE_URL="postgresql://postgres:pw@127.0.0.1:1/nowhere")
+    result = kickoff("db", "migrate", env=env)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "DATABASE_URL=postgresql://postgres:***@127.0.0.1:1/nowhere" in lines[0]
+    assert "Traceback" not in result.stderr and "pw@" not in result.stderr
+
+
+def test_a_redis_that_does_not_answer_gives_one_line_naming_the_setting(subprocess_env, db):
+    env = dict(subprocess_env, REDIS_URL="redis://127.0.0.1:1/0")
+    result = kickoff("check", env=env)
+    assert result.returncode == 1
+    fails = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert fails == [fails[0]] and "REDIS_URL=redis://127.0.0.1:1/0" in fails[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_check_reports_every_service_ok_when_they_answer(subprocess_env, db):
+    result = kickoff("check", "--json", env=subprocess_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["ok"] is True

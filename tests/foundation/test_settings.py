@@ -1,0 +1,130 @@
+"""Settings precedence (keyword > environment > .env > defaults) and the secret API key."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli.main import cli
+from config.settings import (
+    ENV_FILE,
+    REPO_ROOT,
+    BaseEnvironment,
+    MatchListenerEnvironment,
+    env_example,
+    mask_url,
+)
+
+SECRET = "sk-live-0123456789abcdef"
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in list(MatchListenerEnvironment.model_fields):
+        monkeypatch.delenv(name.upper(), raising=False)
+    return monkeypatch
+
+
+@pytest.fixture
+def env_file(tmp_path: Path) -> Path:
+    path = tmp_path / ".env"
+    path.write_text("APP_ENV=staging\nLISTENER_HEARTBEAT_INTERVAL_SECONDS=7\nDATA_DIR=/from/envfile\n")
+    return path
+
+
+def test_defaults_apply_when_nothing_else_is_set(clean_env):
+    s = MatchListenerEnvironment(_env_file=None)
+    assert s.app_env == "develop"
+    assert s.listener_heartbeat_interval_seconds == 30
+    assert s.database_url == "postgresql://postgres@127.0.0.1:5432/kickoff"
+    assert s.redis_url.endswith("/0") and s.broker_url.endswith("/2")
+
+
+def test_the_env_file_beats_the_defaults(clean_env, env_file):
+    s = MatchListenerEnvironment(_env_file=env_file)
+    assert s.app_env == "staging"
+    assert s.listener_heartbeat_interval_seconds == 7
+
+
+def test_the_process_environment_beats_the_env_file(clean_env, env_file):
+    clean_env.setenv("APP_ENV", "production")
+    s = MatchListenerEnvironment(_env_file=env_file)
+    assert s.app_env == "production"
+    assert s.listener_heartbeat_interval_seconds == 7  # still from .env
+    assert str(s.data_dir) == "/from/envfile"
+
+
+def test_keyword_arguments_beat_everything(clean_env, env_file):
+    clean_env.setenv("APP_ENV", "production")
+    clean_env.setenv("LISTENER_HEARTBEAT_INTERVAL_SECONDS", "9")
+    s = MatchListenerEnvironment(_env_file=env_file, app_env="develop")
+    assert s.app_env == "develop"  # keyword over environment
+    assert s.listener_heartbeat_interval_seconds == 9  # environment over .env
+    assert str(s.data_dir) == "/from/envfile"  # .env over default
+    assert s.listener_stop_poll_seconds == 1.0  # default
+
+
+def test_variable_names_are_field_names_upper_cased_without_prefix(clean_env):
+    clean_env.setenv("LISTENER_DRY_RUN", "true")
+    clean_env.setenv("DATABASE_URL", "postgresql://u@db:5432/x")
+    s = MatchListenerEnvironment(_env_file=None)
+    assert s.listener_dry_run is True
+    assert s.database_url == "postgresql://u@db:5432/x"
+
+
+def test_the_default_env_file_is_at_the_repository_root():
+    assert ENV_FILE == REPO_ROOT / ".env"
+    assert (REPO_ROOT / "pyproject.toml").exists()
+
+
+def test_a_listener_environment_is_a_base_environment():
+    assert issubclass(MatchListenerEnvironment, BaseEnvironment)
+    assert "listener_dry_run" not in BaseEnvironment.model_fields
+
+
+def test_the_api_key_never_appears_in_repr_or_str(clean_env):
+    s = MatchListenerEnvironment(_env_file=None, sportradar_api_key=SECRET)
+    assert SECRET not in repr(s)
+    assert SECRET not in str(s)
+    assert SECRET not in str(s.describe())
+    assert s.sportradar_api_key.get_secret_value() == SECRET
+
+
+def test_the_api_key_never_appears_in_logs(clean_env, caplog):
+    s = MatchListenerEnvironment(_env_file=None, sportradar_api_key=SECRET)
+    with caplog.at_level(logging.DEBUG):
+        logging.getLogger("kickoff.test").info("settings %s %r", s, s.describe())
+    assert SECRET not in caplog.text
+
+
+def test_the_api_key_never_appears_in_cli_output(clean_env):
+    clean_env.setenv("SPORTRADAR_API_KEY", SECRET)
+    runner = CliRunner()
+    for args in (["config", "show"], ["config", "show", "--json"], ["config", "example"]):
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 0, result.output
+        assert SECRET not in result.output
+    assert "***" in runner.invoke(cli, ["config", "show"]).output
+
+
+def test_url_passwords_are_masked():
+    assert mask_url("amqp://guest:hunter2@h:5672/%2F") == "amqp://guest:***@h:5672/%2F"
+    assert mask_url("postgresql://postgres@h/db") == "postgresql://postgres@h/db"
+
+
+def test_env_example_lists_every_field_and_matches_the_committed_file():
+    text = env_example()
+    for name in MatchListenerEnvironment.model_fields:
+        assert f"\n{name.upper()}=" in text
+    assert (REPO_ROOT / ".env.example").read_text() == text, (
+        "regenerate with: kickoff config example > .env.example"
+    )
+
+
+def test_an_invalid_setting_is_refused_with_its_name(clean_env):
+    clean_env.setenv("APP_ENV", "moon")
+    with pytest.raises(ValueError, match="app_env"):
+        MatchListenerEnvironment(_env_file=None)
