@@ -94,5 +94,148 @@ class ListenerStartSettingsError(ListenerError):
     """
 
 
+class StreamError(ListenerError):
+    """Base class of the errors of a match listener's push stream."""
+
+
+class StreamConnectionError(StreamError):
+    """Raised when the push stream cannot be (re)connected or times out after every reconnect (exit 12)."""
+
+
+class StreamDataError(StreamError):
+    """Raised when the feed answers with an HTTP error or unreadable data the listener cannot skip (exit 11)."""
+
+
+class ArchivePathError(ListenerError):
+    """Raised when a league or shortcode would place a listener archive outside DATA_DIR (exit 11)."""
+
+
+class ScheduleFetchError(KickoffError):
+    """Raised when the feed's schedule API cannot be reached or answers something unreadable."""
+
+
+class SimulatorScriptError(KickoffError):
+    """Raised when an srsim script file is missing, not JSON, or lacks a required field."""
+
+
 class PublishError(KickoffError):
     """Base class of the errors raised while publishing to RabbitMQ."""
+
+
+# -- publisher (queues, outbox, triggers, trades) -----------------------------------
+
+
+class BrokerConnectionError(PublishError, BrokerUnavailable):
+    """Raised when RabbitMQ (AMQP_URL) refuses a connection or drops it before a publish is sent.
+
+    Retryable: an outbox row stays pending and the drain publishes it later.
+    """
+
+
+class MissingQueueError(PublishError, ConfigurationError):
+    """Raised when a passive declare finds no such queue on the broker (``kickoff amqp setup``).
+
+    A configuration error naming the queue; the outbox row stays pending and the channel is reopened.
+    """
+
+    def __init__(self, queue: str, detail: str = "") -> None:
+        self.queue = queue
+        extra = f" ({detail})" if detail else ""
+        super().__init__(
+            f"queue {queue!r} does not exist on the broker{extra}; run `kickoff amqp setup` to declare it"
+        )
+
+
+class UnroutableMessageError(PublishError):
+    """Raised when the broker returns a ``mandatory`` message because no queue is bound to its key."""
+
+
+class PublishNackedError(PublishError):
+    """Raised when the broker answers a publish with basic.nack (it could not take the message)."""
+
+
+class PublishUncertainError(PublishError):
+    """Raised when a message was sent but the connection failed before its confirm arrived.
+
+    The broker may or may not hold the message: outbox rows are retried (consumers drop the
+    duplicate by message id); trades are marked for manual reconciliation.
+    """
+
+
+class TriggerError(KickoffError):
+    """Base class of errors a trigger (lineup, waiver, draft-pick, rumor-action) reports to its caller."""
+
+    retryable = False
+
+
+class TriggerValidationError(TriggerError, ValueError):
+    """Raised before anything is saved when a trigger request is invalid (HTTP 422); names the field."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
+
+
+class TriggerConflictError(TriggerError):
+    """Raised when a request conflicts with the current state, e.g. a filled or expired pick (HTTP 409)."""
+
+
+class TriggerUnavailableError(TriggerError):
+    """Raised when a trigger cannot be served right now (HTTP 503): retry with the same key.
+
+    Examples: the parent of a chained claim cannot be read, a draft target was saved but its
+    delivery failed (``tracking_id`` is then set).
+    """
+
+    retryable = True
+
+    def __init__(self, message: str, *, tracking_id: str | None = None) -> None:
+        self.tracking_id = tracking_id
+        super().__init__(message)
+
+
+class ActionNotFound(NotFound):
+    """Raised when no activity action has the given tracking id."""
+
+
+class TradeError(KickoffError):
+    """Base class of errors of the direct trade publishers and their reconciliation."""
+
+
+class TradeAlreadyClaimedError(TradeError):
+    """Raised when an offer or decision already has an execution_log claim (it was published before)."""
+
+
+class TradeNotFound(NotFound):
+    """Raised when no execution_log entry has the given key."""
+
+
+# -- job runs ----------------------------------------------------------------------
+
+
+class RunError(KickoffError):
+    """Base class of the errors raised by the job catalog, publish_run, the launcher and run_scope."""
+
+
+class CatalogError(RunError, ConfigurationError):
+    """Raised when the job catalog (JOB_CATALOG_PATH) cannot be read or does not validate.
+
+    The message names the file and the first problem found, so it prints as one line.
+    """
+
+
+class UnknownJob(RunError, NotFound):
+    """Raised when publish_run is asked for a job the catalog does not declare."""
+
+
+class InvalidRunParams(RunError, ValueError):
+    """Raised when a run's params do not match the job's parameter schema in the catalog."""
+
+
+class InvalidTrigger(RunError, ValueError):
+    """Raised when publish_run gets a trigger without what its dedupe key needs (slot, chain root, key)."""
+
+
+class RunNotFound(RunError, NotFound):
+    """Raised when no run_log row has the given run id (CLI, run_scope adopting RUN_ID)."""

@@ -1,0 +1,362 @@
+"""The one module that talks to pika: a confirming, mandatory, pipelined RabbitMQ publisher.
+
+Every message goes to the default exchange with the queue name as routing key, as persistent
+JSON with a message id, ``mandatory=True`` and publisher confirms. A batch is published in one
+go and then all its confirms are awaited (delivery tags tracked here), so throughput is not one
+round trip per message. pika errors are translated into ``config.errors`` PublishError
+subclasses here; nothing above this module imports pika.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pika
+import pika.exceptions
+
+from config.errors import (
+    BrokerConnectionError,
+    MissingQueueError,
+    PublishError,
+    PublishNackedError,
+    PublishUncertainError,
+    UnroutableMessageError,
+)
+from config.settings import mask_url
+from publisher.queues import declare_passive
+
+logger = logging.getLogger(__name__)
+
+CONTENT_TYPE = "application/json"
+PERSISTENT = 2
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    """One message to publish: its queue, JSON body, message id and AMQP headers."""
+
+    queue: str
+    body: dict[str, Any]
+    message_id: str
+    headers: dict[str, Any] = field(default_factory=dict)
+
+    def encoded(self) -> bytes:
+        """The body as compact UTF-8 JSON."""
+        return json.dumps(self.body, separators=(",", ":"), default=str).encode()
+
+
+@dataclass(frozen=True)
+class PublishOutcome:
+    """The broker's answer for one message: confirmed (error None) or the PublishError."""
+
+    message: OutgoingMessage
+    error: PublishError | None = None
+
+    @property
+    def confirmed(self) -> bool:
+        return self.error is None
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class AmqpPublisher:
+    """A lazily connected publisher on AMQP_URL; reconnects after a broker outage.
+
+    Not thread-safe: give each thread its own publisher. ``close()`` when done.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        confirm_timeout: float = 10.0,
+        connect_timeout: float = 5.0,
+        heartbeat: int = 30,
+    ) -> None:
+        self.url = url
+        self.confirm_timeout = confirm_timeout
+        self.connect_timeout = connect_timeout
+        self.heartbeat = heartbeat
+        self._connection: pika.BlockingConnection | None = None
+        self._channel: Any = None
+        self._checked: set[str] = set()
+        # delivery tag -> message id, of the batch being confirmed
+        self._unconfirmed: dict[int, str] = {}
+        self._acked: set[str] = set()
+        self._nacked: set[str] = set()
+        self._returned: dict[str, str] = {}
+        self._next_tag = 0
+
+    # -- connection and channel ---------------------------------------------------
+
+    def _unavailable(self, exc: BaseException) -> BrokerConnectionError:
+        return BrokerConnectionError(
+            service="RabbitMQ", setting="AMQP_URL", address=mask_url(self.url), reason=_reason(exc)
+        )
+
+    def _connect(self) -> None:
+        params = pika.URLParameters(self.url)
+        params.socket_timeout = self.connect_timeout
+        params.stack_timeout = self.connect_timeout * 2
+        params.blocked_connection_timeout = self.confirm_timeout
+        params.heartbeat = self.heartbeat
+        params.connection_attempts = 1
+        try:
+            self._connection = pika.BlockingConnection(params)
+        except (pika.exceptions.AMQPError, OSError) as exc:
+            self._connection = None
+            raise self._unavailable(exc) from exc
+        self._checked.clear()
+        self._open_channel()
+
+    def _open_channel(self) -> None:
+        """Open a channel in confirm mode with our own ack/nack and return callbacks."""
+        assert self._connection is not None
+        try:
+            channel = self._connection.channel()
+            # BlockingChannel's own confirm mode waits for each confirm; we enable confirms on
+            # the underlying channel instead and track delivery tags, so a batch is pipelined.
+            impl = channel._impl
+            selected: list[bool] = []
+            impl.confirm_delivery(
+                ack_nack_callback=self._on_confirm, callback=lambda _frame: selected.append(True)
+            )
+            impl.add_on_return_callback(self._on_return)
+            channel._flush_output(lambda: bool(selected))
+        except (pika.exceptions.AMQPError, OSError) as exc:
+            self._drop()
+            raise self._unavailable(exc) from exc
+        self._channel = channel
+        self._next_tag = 0
+
+    def _drop(self) -> None:
+        """Forget a broken connection (closing it quietly if it is still open)."""
+        conn, self._connection, self._channel = self._connection, None, None
+        self._checked.clear()
+        if conn is not None and conn.is_open:
+            try:
+                conn.close()
+            except Exception:  # a broken connection may fail to close; it is gone anyway
+                logger.debug("ignored error while closing a broken AMQP connection", exc_info=True)
+
+    def _ensure_open(self) -> None:
+        if self._connection is None or not self._connection.is_open:
+            self._drop()
+            self._connect()
+        elif self._channel is None or not self._channel.is_open:
+            self._open_channel()
+
+    def close(self) -> None:
+        """Close the connection (a later publish reconnects)."""
+        self._drop()
+
+    def __enter__(self) -> AmqpPublisher:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- broker callbacks (called by pika while we process events) ----------------
+
+    def _on_confirm(self, frame: Any) -> None:
+        method = frame.method
+        tag = method.delivery_tag
+        tags = [t for t in self._unconfirmed if t <= tag] if method.multiple else [tag]
+        target = self._nacked if isinstance(method, pika.spec.Basic.Nack) else self._acked
+        for t in tags:
+            message_id = self._unconfirmed.pop(t, None)
+            if message_id is not None:
+                target.add(message_id)
+
+    def _on_return(self, _channel: Any, method: Any, properties: Any, _body: bytes) -> None:
+        message_id = properties.message_id or ""
+        self._returned[message_id] = f"{method.reply_code} {method.reply_text}"
+
+    # -- queues ---------------------------------------------------------------------
+
+    def check_queue(self, queue: str) -> None:
+        """Make sure ``queue`` can take messages: passive declare for outbox queues, else durable.
+
+        A missing queue raises MissingQueueError naming it; the channel the broker closed is
+        reopened so the publisher keeps working.
+        """
+        self._ensure_open()
+        if queue in self._checked:
+            return
+        try:
+            if declare_passive(queue):
+                self._channel.queue_declare(queue=queue, passive=True)
+            else:
+                self._channel.queue_declare(queue=queue, durable=True)
+        except pika.exceptions.ChannelClosedByBroker as exc:
+            self._channel = None
+            try:
+                self._open_channel()
+            except BrokerConnectionError:
+                logger.warning("could not reopen the AMQP channel after declaring %s", queue)
+            if exc.reply_code == 404:
+                raise MissingQueueError(queue, exc.reply_text) from exc
+            raise PublishError(f"cannot declare queue {queue!r}: {exc.reply_code} {exc.reply_text}") from exc
+        except (pika.exceptions.AMQPError, OSError) as exc:
+            self._drop()
+            raise self._unavailable(exc) from exc
+        self._checked.add(queue)
+
+    def declare_durable(self, queues: Iterable[str]) -> list[str]:
+        """Declare ``queues`` durable (``kickoff amqp setup``); returns the names declared."""
+        self._ensure_open()
+        done = []
+        for queue in queues:
+            try:
+                self._channel.queue_declare(queue=queue, durable=True)
+            except (pika.exceptions.AMQPError, OSError) as exc:
+                self._drop()
+                raise self._unavailable(exc) from exc
+            self._checked.add(queue)
+            done.append(queue)
+        return done
+
+    def delete_queue(self, queue: str) -> None:
+        """Delete ``queue`` (tests and operator clean-up)."""
+        self._ensure_open()
+        try:
+            self._channel.queue_delete(queue=queue)
+        except (pika.exceptions.AMQPError, OSError) as exc:
+            self._drop()
+            raise self._unavailable(exc) from exc
+        self._checked.discard(queue)
+
+    # -- publishing -------------------------------------------------------------------
+
+    def publish(self, message: OutgoingMessage) -> None:
+        """Publish one message and wait for its confirm; raise the PublishError if not confirmed."""
+        outcome = self.publish_many([message])[0]
+        if outcome.error is not None:
+            raise outcome.error
+
+    def publish_many(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+        """Publish ``messages`` back to back, then wait for all confirms; one outcome per message.
+
+        Messages for a missing queue get MissingQueueError and are not sent. A connection that
+        fails before a message is sent gives BrokerConnectionError; after it was sent and before
+        its confirm, PublishUncertainError.
+        """
+        if not messages:
+            return []
+        errors: dict[str, PublishError] = {}
+        try:
+            self._ensure_open()
+        except BrokerConnectionError as exc:
+            return [PublishOutcome(m, exc) for m in messages]
+        sendable: list[OutgoingMessage] = []
+        for queue in dict.fromkeys(m.queue for m in messages):
+            try:
+                self.check_queue(queue)
+            except PublishError as exc:
+                for m in messages:
+                    if m.queue == queue:
+                        errors[m.message_id] = exc
+                continue
+            sendable.extend(m for m in messages if m.queue == queue)
+        sent: set[str] = set()
+        if sendable:
+            self._acked.clear()
+            self._nacked.clear()
+            self._returned.clear()
+            self._unconfirmed.clear()
+            try:
+                self._send(sendable, sent)
+                self._await_confirms()
+            except (pika.exceptions.AMQPError, OSError, _ConfirmTimeout) as exc:
+                self._drop()
+                for m in sendable:
+                    if m.message_id in self._acked and m.message_id not in self._returned:
+                        continue
+                    if m.message_id in sent:
+                        errors[m.message_id] = PublishUncertainError(
+                            f"message {m.message_id} to {m.queue} sent but not confirmed: {_reason(exc)}"
+                        )
+                    else:
+                        errors[m.message_id] = self._unavailable(exc)
+                self._unconfirmed.clear()
+            else:
+                for m in sendable:
+                    if m.message_id in self._returned:
+                        self._checked.discard(m.queue)
+                        reply = self._returned[m.message_id]
+                        errors[m.message_id] = UnroutableMessageError(
+                            f"message {m.message_id} to {m.queue} was returned: {reply}"
+                        )
+                    elif m.message_id in self._nacked:
+                        errors[m.message_id] = PublishNackedError(
+                            f"message {m.message_id} to {m.queue} was nacked by the broker"
+                        )
+        return [PublishOutcome(m, errors.get(m.message_id)) for m in messages]
+
+    def _send(self, messages: Sequence[OutgoingMessage], sent: set[str]) -> None:
+        impl = self._channel._impl
+        for m in messages:
+            props = pika.BasicProperties(
+                content_type=CONTENT_TYPE,
+                delivery_mode=PERSISTENT,
+                message_id=m.message_id,
+                headers=dict(m.headers) or None,
+                timestamp=int(time.time()),
+            )
+            impl.basic_publish(
+                exchange="", routing_key=m.queue, body=m.encoded(), properties=props, mandatory=True
+            )
+            self._next_tag += 1
+            self._unconfirmed[self._next_tag] = m.message_id
+            sent.add(m.message_id)
+
+    def _await_confirms(self) -> None:
+        timed_out: list[bool] = []
+        assert self._connection is not None
+        timer = self._connection.call_later(self.confirm_timeout, lambda: timed_out.append(True))
+        try:
+            self._channel._flush_output(lambda: not self._unconfirmed or bool(timed_out))
+        finally:
+            if not timed_out and self._connection is not None and self._connection.is_open:
+                self._connection.remove_timeout(timer)
+        if self._unconfirmed:
+            raise _ConfirmTimeout(f"no confirm within {self.confirm_timeout:g}s")
+
+
+class _ConfirmTimeout(Exception):
+    """Internal: the broker did not confirm a batch in time (becomes PublishUncertainError)."""
+
+
+def read_messages(*, url: str, queue: str, limit: int = 10_000) -> list[tuple[dict[str, Any], Any]]:
+    """Drain up to ``limit`` messages from ``queue`` (tests, contract checks): (body, properties) pairs."""
+    params = pika.URLParameters(url)
+    try:
+        conn = pika.BlockingConnection(params)
+    except (pika.exceptions.AMQPError, OSError) as exc:
+        raise BrokerConnectionError(
+            service="RabbitMQ", setting="AMQP_URL", address=mask_url(url), reason=_reason(exc)
+        ) from exc
+    out: list[tuple[dict[str, Any], Any]] = []
+    try:
+        channel = conn.channel()
+        while len(out) < limit:
+            method, props, body = channel.basic_get(queue=queue, auto_ack=True)
+            if method is None:
+                break
+            out.append((json.loads(body), props))
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        if exc.reply_code == 404:
+            raise MissingQueueError(queue) from exc
+        raise PublishError(f"cannot read {queue!r}: {exc}") from exc
+    finally:
+        if conn.is_open:
+            conn.close()
+    return out
