@@ -1,1 +1,18 @@
-"""Dramatiq broker set-up and actors (dispatch, start, stop, sweep, refresh, drain)."""
+"""Dramatiq broker set-up and actors (dispatch, start, stop, sweep, refresh, drain).
+
+Importing this package reads the settings once (MatchListenerEnvironment: environment, then
+``.env``, then defaults), sets the RedisBroker as Dramatiq's broker and binds the database,
+then imports every actor module explicitly, so ``dramatiq actors`` (default queue) and
+``dramatiq actors --queues match_listeners --threads N`` find all actors. Nothing connects at
+import time. How to declare an actor: see ``actors/broker.py``.
+"""
+
+from __future__ import annotations
+
+from actors.broker import setup_broker
+from config.settings import load_listener_settings
+
+settings = load_listener_settings()
+kickoff_broker = setup_broker(settings)
+
+# Actor modules: one explicit import per module (keep this block last).

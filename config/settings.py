@@ -84,8 +84,74 @@ class BaseEnvironment(BaseSettings):
     log_level: str = Field("INFO", description="Log level of kickoff's loggers.")
 
     # -- publisher (outbox, triggers, drain) -------------------------------------
+    amqp_confirm_timeout_seconds: float = Field(
+        10.0, gt=0, description="How long a publish waits for the broker's confirms before it is uncertain."
+    )
+    amqp_connect_timeout_seconds: float = Field(
+        5.0, gt=0, description="Socket connect timeout of the RabbitMQ publisher."
+    )
+    activity_dependency_hold_seconds: float = Field(
+        3600.0, gt=0, description="How long a chained waiver claim waits for its parent IR move."
+    )
+    idempotency_ttl_lineup_seconds: float = Field(
+        1800.0, ge=0, description="Key release TTL of lineup_updates (a finished action's key is reusable after)."
+    )
+    idempotency_ttl_waiver_seconds: float = Field(
+        7 * 86400.0, ge=0, description="Key release TTL of waiver_actions."
+    )
+    idempotency_ttl_draft_seconds: float = Field(900.0, ge=0, description="Key release TTL of draft_targets.")
+    outbox_immediate_grace_seconds: float = Field(
+        30.0, ge=0, description="The drain leaves a fresh row this long to the trigger's own publish."
+    )
+    outbox_batch_size: int = Field(500, gt=0, description="Outbox rows the drain claims and publishes per batch.")
+    outbox_max_attempts: int = Field(
+        12, gt=0, description="Failed publishes of one outbox row before it is marked dead."
+    )
+    outbox_backoff_base_seconds: float = Field(
+        5.0, gt=0, description="First retry delay of a failed outbox row; doubles per attempt."
+    )
+    outbox_backoff_max_seconds: float = Field(
+        900.0, gt=0, description="Longest retry delay of a failed outbox row."
+    )
+    outbox_drain_max_seconds: float = Field(
+        50.0, gt=0, description="Longest one drain run (periodic actor, CLI) keeps publishing."
+    )
+    trigger_retry_attempts: int = Field(
+        6, gt=0, description="trigger_client: attempts for connection errors, timeouts and 5xx-like errors."
+    )
+    trigger_retry_initial_seconds: float = Field(
+        5.0, ge=0, description="trigger_client: first retry delay (doubles per attempt)."
+    )
+    trigger_retry_max_seconds: float = Field(30.0, ge=0, description="trigger_client: longest retry delay.")
 
     # -- job runs (catalog, launcher) ---------------------------------------------
+    job_catalog_path: Path = Field(
+        Path(__file__).resolve().parent.parent / "publisher" / "catalog.yaml",
+        description="YAML file declaring the jobs publish_run accepts and the launcher starts.",
+    )
+    launcher_cap: int = Field(4, gt=0, description="Most job processes one launcher runs at once.")
+    launcher_prefetch: int = Field(
+        100, gt=0, description="Unacked job_runs deliveries RabbitMQ may hand one launcher at once."
+    )
+    launcher_poll_seconds: float = Field(
+        0.05, gt=0, description="Launcher loop tick: how often it reaps, starts and reads the broker."
+    )
+    launcher_drain_interval_seconds: float = Field(
+        5.0, gt=0, description="How often the launcher loop calls drain_job_runs."
+    )
+    launcher_rescan_interval_seconds: float = Field(
+        30.0, gt=0, description="How often the launcher re-reads queued run_log rows into its list."
+    )
+    launcher_claim_grace_seconds: float = Field(
+        30.0, gt=0, description="A claimed run with no pid after this long never started; requeue it."
+    )
+    launcher_shutdown_grace_seconds: float = Field(
+        30.0, ge=0, description="On SIGTERM, wait this long for running jobs before exiting."
+    )
+    job_run_drain_batch: int = Field(100, gt=0, description="Outbox rows drain_job_runs sends per call.")
+    job_run_event_debounce_seconds: float = Field(
+        60.0, gt=0, description="Default debounce window of event-triggered runs (job@key@window)."
+    )
 
     def describe(self) -> dict[str, Any]:
         """Return the settings as a printable dict: secrets and URL passwords masked."""
@@ -161,8 +227,83 @@ class MatchListenerEnvironment(BaseEnvironment):
     )
 
     # -- lifecycle (dispatch, start, stop, sweep) ---------------------------------
+    listener_dispatch_within_minutes: int = Field(
+        10, ge=0, description="Dispatch window after now for pre-game matches (minutes)."
+    )
+    listener_stop_flag_ttl_seconds: float = Field(
+        300.0, gt=0, description="Lifetime of an operator stop flag; starts in flight are skipped meanwhile."
+    )
+    listener_lock_loss_grace_seconds: float = Field(
+        2.0,
+        ge=0,
+        description="A listener that cannot extend its start lock stops this long before the lock expires.",
+    )
+    listener_test_duration_seconds: float | None = Field(
+        None, description="Scripted test listener: run this long, then exit (empty: until stopped)."
+    )
+    listener_test_exit_code: int = Field(0, description="Scripted test listener: exit code it returns.")
+    listener_test_hang: bool = Field(
+        False, description="Scripted test listener: ignore request_stop (a hung body)."
+    )
+    broker_heartbeat_timeout_seconds: float = Field(
+        60.0, gt=0, description="Dramatiq Redis broker: a worker silent this long is dead; its messages requeue."
+    )
+    broker_maintenance_chance: int = Field(
+        1000, ge=0, description="Dramatiq Redis broker: commands per million that run queue maintenance."
+    )
+    periodic_skip_delay_seconds: float = Field(
+        30.0, gt=0, description="A scheduled tick older than this when a worker takes it is skipped."
+    )
+    scheduler_tick_ttl_seconds: float = Field(
+        3600.0, gt=0, description="Lifetime of the per-slot key that stops a tick being sent twice."
+    )
 
     # -- stream, archive, simulator -----------------------------------------------
+    listener_stream_format: str = Field(
+        "sse", description="Framing to ask the feed for: sse | ndjson (the response content type decides)."
+    )
+    listener_stream_path: str = Field(
+        "/{league}/{access}/stream/en/events/subscribe",
+        description="Path of the push stream under SPORTRADAR_BASE_URL ({league}, {access} filled in).",
+    )
+    listener_reconnect_attempts: int = Field(
+        5, ge=0, description="Reconnects after a dropped stream before giving up (exit 12)."
+    )
+    listener_reconnect_backoff_seconds: float = Field(
+        1.0, ge=0, description="First reconnect delay; doubles per failed attempt."
+    )
+    listener_reconnect_backoff_max_seconds: float = Field(
+        30.0, ge=0, description="Longest delay between two reconnect attempts."
+    )
+    listener_max_line_bytes: int = Field(
+        1_048_576, gt=0, description="A stream line longer than this is skipped (logged)."
+    )
+    listener_max_bad_lines: int = Field(
+        20, gt=0, description="Consecutive unreadable stream lines (bad JSON, oversize) before exit 11."
+    )
+    listener_archive_flush_events: int = Field(
+        256, gt=0, description="Flush the event archive after this many buffered events."
+    )
+    listener_archive_flush_seconds: float = Field(
+        0.5, ge=0, description="Flush the event archive when its oldest buffered event is this old."
+    )
+    listener_db_concurrency: int = Field(
+        8, gt=0, description="Listener threads of one process that may talk to PostgreSQL at once."
+    )
+    schedule_access: str = Field("trial", description="Access level segment of the schedule API paths.")
+    schedule_daily_leagues: str = Field(
+        "mlb,nhl", description="Leagues whose schedule is refreshed daily (comma-separated)."
+    )
+    schedule_weekly_leagues: str = Field(
+        "nfl", description="Leagues whose schedule is refreshed weekly (comma-separated)."
+    )
+    schedule_timeout_seconds: float = Field(10.0, gt=0, description="HTTP timeout of schedule API calls.")
+    srsim_host: str = Field("127.0.0.1", description="Address `kickoff sim serve` binds.")
+    srsim_port: int = Field(8765, ge=0, description="Port `kickoff sim serve` binds (0: any free port).")
+    srsim_speed: float = Field(1.0, gt=0, description="Simulator speed factor: 10 plays a game 10x faster.")
+    srsim_heartbeat_seconds: float = Field(
+        5.0, gt=0, description="Script seconds between two stream heartbeats (divided by the speed)."
+    )
 
 
 def env_example() -> str:

@@ -1,0 +1,117 @@
+"""Dramatiq middleware of kickoff: a database connection per message, log context, shutdown hooks."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pendulum
+from dramatiq.middleware import Middleware, SkipMessage
+from periodiq import PeriodiqMiddleware
+
+logger = logging.getLogger(__name__)
+
+_context = threading.local()
+
+
+class DatabaseConnectionMiddleware(Middleware):
+    """Close the worker thread's PostgreSQL connection when a message ends.
+
+    Connections open lazily (the Peewee database autoconnects per thread on the first query),
+    so an actor that never queries never connects, and a long actor (a listener) can close its
+    connection early and reopen it for its final write.
+    """
+
+    def _close(self) -> None:
+        from models.db import database
+
+        if database.obj is None:
+            return
+        try:
+            if not database.is_closed():
+                database.close()
+        except Exception:  # a broken connection must not fail the message bookkeeping
+            logger.warning("closing the database connection failed", exc_info=True)
+
+    def after_process_message(self, broker: Any, message: Any, *, result: Any = None, exception: Any = None):
+        self._close()
+
+    def after_skip_message(self, broker: Any, message: Any) -> None:
+        self._close()
+
+
+class LogContextMiddleware(Middleware):
+    """Expose the current actor name and message id to log records (``%(kickoff_message)s``)."""
+
+    def before_process_message(self, broker: Any, message: Any) -> None:
+        _context.message = f"{message.actor_name}:{message.message_id}"
+
+    def after_process_message(self, broker: Any, message: Any, *, result: Any = None, exception: Any = None):
+        _context.message = "-"
+
+    after_skip_message = after_process_message  # type: ignore[assignment]
+
+
+class LogContextFilter(logging.Filter):
+    """Add ``kickoff_message`` (actor:message id or ``-``) to every record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.kickoff_message = getattr(_context, "message", "-")
+        return True
+
+
+def current_log_context() -> str:
+    """The ``actor:message_id`` of the message this thread processes, or ``-``."""
+    return getattr(_context, "message", "-")
+
+
+class ScheduledTickMiddleware(PeriodiqMiddleware):
+    """Periodiq's skip of late ticks, for every message that carries ``scheduled_at``.
+
+    kickoff's periodic table (scheduler/) is data, not an actor option, so the check keys on the
+    message: a tick that waited longer than ``skip_delay`` seconds in the queue is skipped (the
+    next tick comes within a minute anyway). Messages without ``scheduled_at`` run normally.
+    """
+
+    def before_process_message(self, broker: Any, message: Any) -> None:
+        scheduled_at = message.options.get("scheduled_at")
+        if not scheduled_at:
+            return
+        delta = pendulum.now() - pendulum.parse(scheduled_at)
+        if delta.total_seconds() > self.skip_delay:
+            logger.info(
+                "skipping tick %s of %s: %.0f s late",
+                message.message_id,
+                message.actor_name,
+                delta.total_seconds(),
+            )
+            raise SkipMessage()
+
+
+class WorkerShutdownHooks(Middleware):
+    """Run registered callbacks when a worker process starts a graceful shutdown (SIGTERM).
+
+    The listener lifecycle registers one so running listeners end with a recorded exit
+    instead of leaving their rows open.
+    """
+
+    def __init__(self) -> None:
+        self._hooks: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+
+    def register(self, hook: Callable[[], None]) -> None:
+        """Call ``hook()`` (once) at the start of the worker's graceful shutdown."""
+        with self._lock:
+            if hook not in self._hooks:
+                self._hooks.append(hook)
+
+    def before_worker_shutdown(self, broker: Any, worker: Any) -> None:
+        with self._lock:
+            hooks = list(self._hooks)
+        for hook in hooks:
+            try:
+                hook()
+            except Exception:
+                logger.exception("worker shutdown hook %r failed", hook)
