@@ -93,8 +93,13 @@ class BaseEnvironment(BaseSettings):
     activity_dependency_hold_seconds: float = Field(
         3600.0, gt=0, description="How long a chained waiver claim waits for its parent IR move."
     )
+    activity_parent_read_timeout_seconds: float = Field(
+        2.0, gt=0, description="How long reading a chained claim's parent may wait before it is unreadable."
+    )
     idempotency_ttl_lineup_seconds: float = Field(
-        1800.0, ge=0, description="Key release TTL of lineup_updates (a finished action's key is reusable after)."
+        1800.0,
+        ge=0,
+        description="Key release TTL of lineup_updates (a finished action's key is reusable after).",
     )
     idempotency_ttl_waiver_seconds: float = Field(
         7 * 86400.0, ge=0, description="Key release TTL of waiver_actions."
@@ -103,7 +108,9 @@ class BaseEnvironment(BaseSettings):
     outbox_immediate_grace_seconds: float = Field(
         30.0, ge=0, description="The drain leaves a fresh row this long to the trigger's own publish."
     )
-    outbox_batch_size: int = Field(500, gt=0, description="Outbox rows the drain claims and publishes per batch.")
+    outbox_batch_size: int = Field(
+        500, gt=0, description="Outbox rows the drain claims and publishes per batch."
+    )
     outbox_max_attempts: int = Field(
         12, gt=0, description="Failed publishes of one outbox row before it is marked dead."
     )
@@ -246,7 +253,7 @@ class MatchListenerEnvironment(BaseEnvironment):
         False, description="Scripted test listener: ignore request_stop (a hung body)."
     )
     broker_heartbeat_timeout_seconds: float = Field(
-        60.0, gt=0, description="Dramatiq Redis broker: a worker silent this long is dead; its messages requeue."
+        60.0, gt=0, description="Dramatiq Redis broker: a worker silent this long is dead; messages requeue."
     )
     broker_maintenance_chance: int = Field(
         1000, ge=0, description="Dramatiq Redis broker: commands per million that run queue maintenance."

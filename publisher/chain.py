@@ -1,0 +1,58 @@
+"""Chained claims: check the IR move a waiver claim waits for (after_tracking_id)."""
+
+from __future__ import annotations
+
+import logging
+
+import peewee
+
+from config.errors import TriggerUnavailableError, TriggerValidationError
+from config.settings import BaseEnvironment
+from models.activity import ActionStatus
+from models.db import database
+from publisher.queues import LINEUP_UPDATES
+from publisher.validation import is_ir_swap
+
+logger = logging.getLogger(__name__)
+
+
+def check_parent(
+    after_tracking_id: str, *, league_id: str, team: str, settings: BaseEnvironment
+) -> ActionStatus:
+    """Return the parent's status if a claim may wait for it; refuse the ``after_tracking_id`` field if not.
+
+    The parent must exist, be a lineup action of the same league and team, contain an ir entry
+    and not be failed. A parent that cannot be read (database error, lock wait past
+    ACTIVITY_PARENT_READ_TIMEOUT_SECONDS) raises TriggerUnavailableError: retry, nothing is queued.
+    """
+    timeout_ms = max(int(settings.activity_parent_read_timeout_seconds * 1000), 1)
+    try:
+        with database.atomic():
+            database.execute_sql(f"SET LOCAL lock_timeout = {timeout_ms}")
+            database.execute_sql(f"SET LOCAL statement_timeout = {timeout_ms}")
+            row = database.execute_sql(
+                "SELECT kind, league_id, team, status, request FROM activity_actions "
+                "WHERE tracking_id = %s FOR SHARE",
+                (after_tracking_id,),
+            ).fetchone()
+    except peewee.DatabaseError as exc:
+        logger.warning("cannot read parent action: tracking_id=%s: %s", after_tracking_id, exc)
+        raise TriggerUnavailableError(
+            f"cannot read parent action {after_tracking_id}; nothing was queued, retry"
+        ) from exc
+    if row is None:
+        raise TriggerValidationError("after_tracking_id", f"no action has tracking id {after_tracking_id}")
+    kind, parent_league, parent_team, status, request = row
+    if kind != LINEUP_UPDATES or parent_league != league_id:
+        raise TriggerValidationError(
+            "after_tracking_id", "the parent must be a lineup action of the same league"
+        )
+    if parent_team != team:
+        raise TriggerValidationError(
+            "after_tracking_id", f"the parent belongs to team {parent_team}, not {team}"
+        )
+    if not any(is_ir_swap(s) for s in (request or {}).get("swaps", [])):
+        raise TriggerValidationError("after_tracking_id", "the parent contains no ir entry")
+    if status == ActionStatus.FAILED:
+        raise TriggerValidationError("after_tracking_id", "the parent IR move failed")
+    return ActionStatus(status)

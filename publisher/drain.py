@@ -1,0 +1,172 @@
+"""The drain runner: publish due outbox rows in batches, expire draft targets, resolve held claims.
+
+Each batch is claimed inside one transaction with ``FOR UPDATE SKIP LOCKED``, published with
+pipelined confirms, and marked published with one UPDATE; failures back off exponentially and
+become dead after OUTBOX_MAX_ATTEMPTS. A crash between publish and mark rolls the transaction
+back, so the row is published again with the same message id (consumers drop the duplicate).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from config.clock import utcnow
+from config.errors import BrokerConnectionError
+from config.settings import BaseEnvironment
+from models.activity import ActionStatus
+from models.db import database, database_errors
+from models.outbox import OutboxStatus
+from publisher.amqp import AmqpPublisher
+from publisher.outbox import ROW_COLUMNS, OutboxRow, record_outcomes
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DrainReport:
+    """What one drain run did."""
+
+    batches: int = 0
+    published: int = 0
+    failed: int = 0
+    expired: int = 0
+    released: int = 0
+    cancelled: int = 0
+
+    def as_json(self) -> dict[str, int]:
+        return {
+            "batches": self.batches,
+            "published": self.published,
+            "failed": self.failed,
+            "expired": self.expired,
+            "released": self.released,
+            "cancelled": self.cancelled,
+        }
+
+
+def _skip_action(tracking_id: str, reason: str, *, now: datetime) -> None:
+    """Mark an action skipped and release its key, so a fresh request can queue a new one."""
+    database.execute_sql(
+        "UPDATE activity_actions SET status = %s, error = %s, updated_at = %s, finished_at = %s, "
+        "released_key = COALESCE(idempotency_key, released_key), idempotency_key = NULL "
+        "WHERE tracking_id = %s",
+        (ActionStatus.SKIPPED.value, reason, now, now, tracking_id),
+    )
+
+
+def resolve_held_claims(*, now: datetime | None = None) -> tuple[int, int]:
+    """Release chained claims whose IR move succeeded; cancel those whose parent failed or hold ran out.
+
+    A parent still queued, delivered or running (including one whose publish is being retried,
+    a transient failure) keeps the claim held until its hold_until. Returns (released, cancelled).
+    """
+    now = now or utcnow()
+    released = cancelled = 0
+    with database_errors(), database.atomic():
+        rows = database.execute_sql(
+            "SELECT o.id, o.tracking_id, a.hold_until, p.status FROM outbox_messages o "
+            "JOIN activity_actions a ON a.tracking_id = o.tracking_id "
+            "LEFT JOIN activity_actions p ON p.tracking_id = o.held_by "
+            "WHERE o.status = 'pending' AND o.held_by IS NOT NULL ORDER BY o.id FOR UPDATE OF o SKIP LOCKED"
+        ).fetchall()
+        for outbox_id, tracking_id, hold_until, parent_status in rows:
+            tracking_id = str(tracking_id)
+            if parent_status == ActionStatus.SUCCEEDED.value:
+                database.execute_sql(
+                    "UPDATE outbox_messages SET held_by = NULL, next_attempt_at = %s WHERE id = %s",
+                    (now, outbox_id),
+                )
+                released += 1
+                logger.info("chained claim released: tracking_id=%s", tracking_id)
+                continue
+            if parent_status in (None, ActionStatus.FAILED.value, ActionStatus.SKIPPED.value):
+                reason = f"cancelled: parent IR move {parent_status or 'missing'}"
+            elif hold_until is not None and now >= hold_until:
+                reason = "cancelled: parent IR move did not finish within the hold"
+            else:
+                continue
+            database.execute_sql(
+                "UPDATE outbox_messages SET status = %s, last_error = %s WHERE id = %s",
+                (OutboxStatus.CANCELLED.value, reason, outbox_id),
+            )
+            _skip_action(tracking_id, reason, now=now)
+            cancelled += 1
+            logger.warning("chained claim %s: tracking_id=%s", reason, tracking_id)
+    return released, cancelled
+
+
+def drain_batch(
+    *, publisher: AmqpPublisher, settings: BaseEnvironment, limit: int | None = None
+) -> tuple[int, int, int, int]:
+    """Claim and publish one batch of due rows; returns (claimed, published, failed, expired)."""
+    now = utcnow()
+    limit = limit or settings.outbox_batch_size
+    with database_errors(), database.atomic():
+        raw = database.execute_sql(
+            f"SELECT {ROW_COLUMNS} FROM outbox_messages "
+            "WHERE status = 'pending' AND held_by IS NULL AND next_attempt_at <= %s "
+            "ORDER BY next_attempt_at, id LIMIT %s FOR UPDATE SKIP LOCKED",
+            (now, limit),
+        ).fetchall()
+        if not raw:
+            return 0, 0, 0, 0
+        rows = [OutboxRow.from_db(r) for r in raw]
+        live = [r for r in rows if r.expires_at is None or r.expires_at > now]
+        expired = [r for r in rows if r not in live]
+        if expired:
+            database.execute_sql(
+                "UPDATE outbox_messages SET status = %s, last_error = 'expired before publish' "
+                "WHERE id = ANY(%s)",
+                (OutboxStatus.EXPIRED.value, [r.id for r in expired]),
+            )
+            for r in expired:
+                if r.tracking_id:
+                    _skip_action(r.tracking_id, "expired: the pick's deadline passed in the outbox", now=now)
+                logger.warning("draft target expired in the outbox: tracking_id=%s", r.tracking_id)
+        outcomes = publisher.publish_many([r.message() for r in live])
+        published, failed = record_outcomes(live, outcomes, now=utcnow(), settings=settings)
+    return len(rows), published, failed, len(expired)
+
+
+def drain_outbox(
+    *,
+    publisher: AmqpPublisher,
+    settings: BaseEnvironment,
+    max_seconds: float | None = None,
+    batch_size: int | None = None,
+) -> DrainReport:
+    """Resolve held claims, then publish due rows batch by batch until none are due or time is up.
+
+    Stops early when the broker is unreachable (the rows keep their backoff).
+    """
+    deadline = time.monotonic() + (
+        max_seconds if max_seconds is not None else settings.outbox_drain_max_seconds
+    )
+    released, cancelled = resolve_held_claims()
+    batches = published = failed = expired = 0
+    while time.monotonic() < deadline:
+        claimed, ok, bad, gone = drain_batch(publisher=publisher, settings=settings, limit=batch_size)
+        if not claimed:
+            break
+        batches += 1
+        published += ok
+        failed += bad
+        expired += gone
+        if bad and not ok and not _broker_reachable(publisher):
+            logger.warning("outbox drain stopped: the broker is unreachable (%s rows failed)", bad)
+            break
+    report = DrainReport(batches, published, failed, expired, released, cancelled)
+    if batches or released or cancelled:
+        logger.info("outbox drain: %s", report.as_json())
+    return report
+
+
+def _broker_reachable(publisher: AmqpPublisher) -> bool:
+    try:
+        publisher.declare_durable([])
+    except BrokerConnectionError:
+        return False
+    return True

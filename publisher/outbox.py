@@ -1,0 +1,281 @@
+"""The activity outbox: save a message with its action, publish one row at once, mark results, report.
+
+A row is marked published only after the broker confirmed it; every failure leaves it pending
+with a backoff, so a saved message is never lost. Rows are claimed with ``FOR UPDATE SKIP
+LOCKED`` so a trigger's own publish and any number of drains never send the same row at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from config.clock import utcnow
+from config.errors import MissingQueueError, PublishError
+from config.settings import BaseEnvironment
+from models.activity import ActionStatus
+from models.db import database, database_errors
+from models.outbox import OutboxStatus
+from publisher.amqp import AmqpPublisher, OutgoingMessage, PublishOutcome
+
+logger = logging.getLogger(__name__)
+
+ROW_COLUMNS = "id, message_id, queue, body, headers, tracking_id, attempts, expires_at"
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    """A claimed outbox row, as the drain and the immediate publish see it."""
+
+    id: int
+    message_id: str
+    queue: str
+    body: dict[str, Any]
+    headers: dict[str, Any]
+    tracking_id: str | None
+    attempts: int
+    expires_at: datetime | None
+
+    @classmethod
+    def from_db(cls, row: Sequence[Any]) -> OutboxRow:
+        body = row[3] if isinstance(row[3], dict) else json.loads(row[3])
+        headers = row[4] if isinstance(row[4], dict) else json.loads(row[4] or "{}")
+        return cls(
+            id=row[0],
+            message_id=str(row[1]),
+            queue=row[2],
+            body=body,
+            headers=headers,
+            tracking_id=None if row[5] is None else str(row[5]),
+            attempts=row[6],
+            expires_at=row[7],
+        )
+
+    def message(self) -> OutgoingMessage:
+        return OutgoingMessage(
+            queue=self.queue, body=self.body, message_id=self.message_id, headers=self.headers
+        )
+
+
+def insert_row(
+    *,
+    message: OutgoingMessage,
+    tracking_id: str | None,
+    next_attempt_at: datetime,
+    held_by: str | None = None,
+    expires_at: datetime | None = None,
+) -> int:
+    """Insert one pending outbox row (call inside the transaction that saves its action)."""
+    cursor = database.execute_sql(
+        "INSERT INTO outbox_messages (message_id, queue, body, headers, tracking_id, held_by, "
+        "next_attempt_at, expires_at, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        (
+            message.message_id,
+            message.queue,
+            json.dumps(message.body, default=str),
+            json.dumps(message.headers),
+            tracking_id,
+            held_by,
+            next_attempt_at,
+            expires_at,
+            utcnow(),
+        ),
+    )
+    return cursor.fetchone()[0]
+
+
+def backoff_delay(attempts: int, settings: BaseEnvironment) -> timedelta:
+    """Delay before retry number ``attempts``: base doubling per attempt, capped at the maximum."""
+    seconds = settings.outbox_backoff_base_seconds * (2 ** max(attempts - 1, 0))
+    return timedelta(seconds=min(seconds, settings.outbox_backoff_max_seconds))
+
+
+def mark_published(rows: Sequence[OutboxRow], *, now: datetime) -> None:
+    """Mark confirmed rows published and their queued actions delivered (one UPDATE each)."""
+    if not rows:
+        return
+    database.execute_sql(
+        "UPDATE outbox_messages SET status = %s, published_at = %s, attempts = attempts + 1, "
+        "last_error = NULL WHERE id = ANY(%s)",
+        (OutboxStatus.PUBLISHED.value, now, [r.id for r in rows]),
+    )
+    tracking = [r.tracking_id for r in rows if r.tracking_id]
+    if tracking:
+        database.execute_sql(
+            "UPDATE activity_actions SET status = %s, updated_at = %s "
+            "WHERE tracking_id = ANY(%s::uuid[]) AND status = %s",
+            (ActionStatus.DELIVERED.value, now, tracking, ActionStatus.QUEUED.value),
+        )
+
+
+def mark_failed(row: OutboxRow, error: PublishError, *, now: datetime, settings: BaseEnvironment) -> str:
+    """Record a failed publish: back off, or mark the row dead after OUTBOX_MAX_ATTEMPTS.
+
+    A missing queue is a configuration error: the row stays pending (not counted towards dead)
+    until an operator declares the queue. Returns the row's new status.
+    """
+    config_error = isinstance(error, MissingQueueError)
+    attempts = row.attempts if config_error else row.attempts + 1
+    status = OutboxStatus.PENDING
+    if not config_error and attempts >= settings.outbox_max_attempts:
+        status = OutboxStatus.DEAD
+    next_at = now + backoff_delay(max(attempts, 1), settings)
+    database.execute_sql(
+        "UPDATE outbox_messages SET status = %s, attempts = %s, next_attempt_at = %s, last_error = %s "
+        "WHERE id = %s",
+        (status.value, attempts, next_at, f"{type(error).__name__}: {error}", row.id),
+    )
+    if status is OutboxStatus.DEAD and row.tracking_id:
+        database.execute_sql(
+            "UPDATE activity_actions SET status = %s, error = %s, updated_at = %s, finished_at = %s "
+            "WHERE tracking_id = %s AND status = %s",
+            (ActionStatus.FAILED.value, f"delivery failed: {error}", now, now, row.tracking_id, "queued"),
+        )
+    log = logger.error if config_error or status is OutboxStatus.DEAD else logger.warning
+    log(
+        "outbox publish failed: tracking_id=%s message_id=%s queue=%s attempts=%s status=%s: %s",
+        row.tracking_id,
+        row.message_id,
+        row.queue,
+        attempts,
+        status.value,
+        error,
+    )
+    return status.value
+
+
+def record_outcomes(
+    rows: Sequence[OutboxRow], outcomes: Sequence[PublishOutcome], *, now: datetime, settings: BaseEnvironment
+) -> tuple[int, int]:
+    """Apply a batch's broker answers to its rows; returns (published, failed)."""
+    by_id = {r.message_id: r for r in rows}
+    confirmed = [by_id[o.message.message_id] for o in outcomes if o.confirmed]
+    mark_published(confirmed, now=now)
+    failed = 0
+    for outcome in outcomes:
+        if outcome.error is not None:
+            mark_failed(by_id[outcome.message.message_id], outcome.error, now=now, settings=settings)
+            failed += 1
+    return len(confirmed), failed
+
+
+def publish_row_now(
+    outbox_id: int, *, publisher: AmqpPublisher, settings: BaseEnvironment
+) -> PublishOutcome | None:
+    """Publish one just-saved row at once; None when a drain holds it or it is no longer pending."""
+    with database_errors(), database.atomic():
+        cursor = database.execute_sql(
+            f"SELECT {ROW_COLUMNS} FROM outbox_messages WHERE id = %s AND status = %s AND held_by IS NULL "
+            "FOR UPDATE SKIP LOCKED",
+            (outbox_id, OutboxStatus.PENDING.value),
+        )
+        raw = cursor.fetchone()
+        if raw is None:
+            return None
+        row = OutboxRow.from_db(raw)
+        outcome = publisher.publish_many([row.message()])[0]
+        record_outcomes([row], [outcome], now=utcnow(), settings=settings)
+    return outcome
+
+
+@dataclass(frozen=True)
+class DeadRow:
+    """A dead outbox row, as `kickoff outbox status` lists it."""
+
+    id: int
+    message_id: str
+    queue: str
+    tracking_id: str | None
+    attempts: int
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class OutboxReport:
+    """Backlog, held claims, the oldest pending age and dead rows of the activity outbox."""
+
+    backlog: int
+    held: int
+    oldest_pending_age_seconds: float | None
+    dead: int
+    dead_rows: tuple[DeadRow, ...]
+    backlog_by_queue: dict[str, int]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "backlog": self.backlog,
+            "held": self.held,
+            "oldest_pending_age_seconds": self.oldest_pending_age_seconds,
+            "dead": self.dead,
+            "backlog_by_queue": self.backlog_by_queue,
+            "dead_rows": [
+                {
+                    "id": d.id,
+                    "message_id": d.message_id,
+                    "queue": d.queue,
+                    "tracking_id": d.tracking_id,
+                    "attempts": d.attempts,
+                    "last_error": d.last_error,
+                }
+                for d in self.dead_rows
+            ],
+        }
+
+
+def outbox_report(*, now: datetime | None = None, dead_limit: int = 20) -> OutboxReport:
+    """Read the outbox state (pending rows not held count as backlog)."""
+    now = now or utcnow()
+    with database_errors():
+        by_queue = dict(
+            database.execute_sql(
+                "SELECT queue, count(*) FROM outbox_messages WHERE status = 'pending' AND held_by IS NULL "
+                "GROUP BY queue ORDER BY queue"
+            ).fetchall()
+        )
+        held, oldest = database.execute_sql(
+            "SELECT count(*) FILTER (WHERE held_by IS NOT NULL), "
+            "min(created_at) FILTER (WHERE held_by IS NULL) FROM outbox_messages WHERE status = 'pending'"
+        ).fetchone()
+        dead = database.execute_sql("SELECT count(*) FROM outbox_messages WHERE status = 'dead'").fetchone()[
+            0
+        ]
+        dead_rows = tuple(
+            DeadRow(
+                id=r[0],
+                message_id=str(r[1]),
+                queue=r[2],
+                tracking_id=r[3] and str(r[3]),
+                attempts=r[4],
+                last_error=r[5],
+            )
+            for r in database.execute_sql(
+                "SELECT id, message_id, queue, tracking_id, attempts, last_error FROM outbox_messages "
+                "WHERE status = 'dead' ORDER BY id DESC LIMIT %s",
+                (dead_limit,),
+            ).fetchall()
+        )
+    age = None if oldest is None else max((now - oldest).total_seconds(), 0.0)
+    return OutboxReport(
+        backlog=sum(by_queue.values()),
+        held=held,
+        oldest_pending_age_seconds=age,
+        dead=dead,
+        dead_rows=dead_rows,
+        backlog_by_queue=by_queue,
+    )
+
+
+def retry_dead(*, now: datetime | None = None) -> int:
+    """Make every dead row pending again with a fresh attempt budget; returns how many."""
+    now = now or utcnow()
+    with database_errors(), database.atomic():
+        cursor = database.execute_sql(
+            "UPDATE outbox_messages SET status = 'pending', attempts = 0, next_attempt_at = %s "
+            "WHERE status = 'dead'",
+            (now,),
+        )
+        return cursor.rowcount

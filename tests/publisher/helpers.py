@@ -1,0 +1,64 @@
+"""Request builders and row readers shared by the publisher tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from models.db import database
+from publisher.triggers import DraftPickRequest, LineupRequest, WaiverRequest
+
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def lineup(**kw: Any) -> LineupRequest:
+    base: dict[str, Any] = {
+        "league_id": "L1",
+        "team": "7",
+        "swaps": [{"player_id": 3139477, "to_slot": "BE"}],
+        "idempotency_key": "lineup-7-abc",
+    }
+    base.update(kw)
+    return LineupRequest(**base)
+
+
+def ir_move(**kw: Any) -> LineupRequest:
+    kw.setdefault("swaps", [{"player_id": 4362628, "to_slot": "IR", "kind": "ir"}])
+    kw.setdefault("idempotency_key", None)
+    return lineup(**kw)
+
+
+def waiver(**kw: Any) -> WaiverRequest:
+    base: dict[str, Any] = {
+        "league_id": "L1",
+        "team": "7",
+        "add_player_id": 4430807,
+        "drop_player_id": 3916387,
+        "idempotency_key": "waiver-7-abc",
+    }
+    base.update(kw)
+    return WaiverRequest(**base)
+
+
+def draft(**kw: Any) -> DraftPickRequest:
+    base: dict[str, Any] = {"league_id": "L1", "team": "7", "pick_number": 12, "espn_id": 4426515}
+    base.update(kw)
+    base.setdefault("idempotency_key", f"{base['league_id']}:{base['pick_number']}:{base['espn_id']}")
+    return DraftPickRequest(**base)
+
+
+def count(table: str, where: str = "TRUE", params: tuple[Any, ...] = ()) -> int:
+    return database.execute_sql(f"SELECT count(*) FROM {table} WHERE {where}", params).fetchone()[0]
+
+
+def action(tracking_id: str) -> dict[str, Any]:
+    cursor = database.execute_sql("SELECT * FROM activity_actions WHERE tracking_id = %s", (tracking_id,))
+    names = [c[0] for c in cursor.description]
+    row = cursor.fetchone()
+    return dict(zip(names, row, strict=True)) if row else {}
+
+
+def outbox_row(tracking_id: str) -> dict[str, Any]:
+    cursor = database.execute_sql("SELECT * FROM outbox_messages WHERE tracking_id = %s", (tracking_id,))
+    names = [c[0] for c in cursor.description]
+    row = cursor.fetchone()
+    return dict(zip(names, row, strict=True)) if row else {}

@@ -1,0 +1,70 @@
+"""The AMQP boundary: wire format, passive declare of outbox queues, mandatory publishes."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from config.errors import MissingQueueError, PublishError, UnroutableMessageError
+from publisher.amqp import AmqpPublisher, OutgoingMessage
+from publisher.queues import LINEUP_UPDATES, TRADE_RESPONSES, WAIVER_ACTIONS
+
+
+def _msg(queue: str, **body: object) -> OutgoingMessage:
+    return OutgoingMessage(queue=queue, body=dict(body) or {"x": 1}, message_id=str(uuid.uuid4()))
+
+
+def test_messages_are_persistent_json_with_a_message_id_on_the_default_exchange(publisher, read_queue):
+    message = OutgoingMessage(
+        queue=LINEUP_UPDATES, body={"a": 1}, message_id=str(uuid.uuid4()), headers={"traceparent": "t"}
+    )
+    publisher.publish(message)
+    [(body, props)] = read_queue(LINEUP_UPDATES)
+    assert body == {"a": 1}
+    assert props.delivery_mode == 2
+    assert props.content_type == "application/json"
+    assert props.message_id == message.message_id
+    assert props.headers == {"traceparent": "t"}
+
+
+def test_a_missing_outbox_queue_is_a_configuration_error_naming_it_and_the_channel_recovers(publisher):
+    publisher.delete_queue(WAIVER_ACTIONS)
+    with pytest.raises(MissingQueueError, match="waiver_actions") as info:
+        publisher.publish(_msg(WAIVER_ACTIONS))
+    assert info.value.queue == WAIVER_ACTIONS
+    publisher.publish(_msg(LINEUP_UPDATES))  # same publisher, channel reopened
+
+
+def test_a_batch_with_a_missing_queue_still_publishes_the_other_queues(publisher, read_queue):
+    publisher.delete_queue(WAIVER_ACTIONS)
+    outcomes = publisher.publish_many([_msg(WAIVER_ACTIONS), _msg(LINEUP_UPDATES), _msg(LINEUP_UPDATES)])
+    assert [o.confirmed for o in outcomes] == [False, True, True]
+    assert isinstance(outcomes[0].error, MissingQueueError)
+    assert len(read_queue(LINEUP_UPDATES)) == 2
+
+
+def test_trade_queues_are_declared_durable_on_publish(publisher, read_queue):
+    publisher.publish(_msg(TRADE_RESPONSES))
+    assert len(read_queue(TRADE_RESPONSES)) == 1
+
+
+def test_an_unroutable_message_is_an_error_not_a_silent_drop(publisher):
+    publisher.check_queue(LINEUP_UPDATES)
+    publisher.delete_queue(LINEUP_UPDATES)
+    publisher._checked.add(LINEUP_UPDATES)  # as if it vanished after the check
+    with pytest.raises(UnroutableMessageError, match="NO_ROUTE"):
+        publisher.publish(_msg(LINEUP_UPDATES))
+
+
+def test_an_unreachable_broker_is_a_publish_error_naming_amqp_url():
+    pub = AmqpPublisher(url="amqp://guest:secret@127.0.0.1:1/%2F", connect_timeout=1)
+    with pytest.raises(PublishError, match="AMQP_URL") as info:
+        pub.publish(_msg(LINEUP_UPDATES))
+    assert "secret" not in str(info.value)
+
+
+def test_a_large_batch_is_confirmed_message_by_message(publisher, read_queue):
+    outcomes = publisher.publish_many([_msg(LINEUP_UPDATES, i=i) for i in range(2000)])
+    assert all(o.confirmed for o in outcomes)
+    assert sorted(b["i"] for b, _ in read_queue(LINEUP_UPDATES)) == list(range(2000))
