@@ -239,3 +239,7 @@ class InvalidTrigger(RunError, ValueError):
 
 class RunNotFound(RunError, NotFound):
     """Raised when no run_log row has the given run id (CLI, run_scope adopting RUN_ID)."""
+
+
+class InvalidRunCommand(RunError, ValueError):
+    """Raised when a job_runs delivery is not a RunCommand (the launcher acks and drops it)."""

@@ -1,0 +1,46 @@
+"""``kickoff launcher``: consume job_runs and start catalog jobs as processes under a cap."""
+
+from __future__ import annotations
+
+import click
+
+from cli.context import CliContext
+
+
+@click.command()
+@click.option("--cap", type=click.IntRange(1, 1000), default=None, help="Most runs at once (LAUNCHER_CAP).")
+@click.pass_obj
+def launcher(obj: CliContext, cap: int | None) -> None:
+    """Start job runs from job_runs as processes, at most --cap at once on this host.
+
+    Each delivery is acked once its run is checked and listed, so runs waiting for a slot never
+    hold one. On start it rebuilds its list from queued run_log rows and watches (or finishes)
+    runs an earlier launcher on this host left running. It also drains the run outbox.
+    SIGTERM/Ctrl-C: stop taking runs, wait LAUNCHER_SHUTDOWN_GRACE_SECONDS for running ones.
+    Job output goes to DATA_DIR/runs/<job>/<run_id>.<attempt>.log.
+    """
+    from publisher.amqp import AmqpPublisher
+    from publisher.catalog import load_catalog
+    from publisher.launcher import Launcher, LauncherConfig
+
+    settings = obj.settings
+    catalog = load_catalog(settings.job_catalog_path)
+    obj.database()
+    config = LauncherConfig(
+        cap=cap or settings.launcher_cap,
+        prefetch=settings.launcher_prefetch,
+        poll_seconds=settings.launcher_poll_seconds,
+        drain_interval_seconds=settings.launcher_drain_interval_seconds,
+        rescan_interval_seconds=settings.launcher_rescan_interval_seconds,
+        claim_grace_seconds=settings.launcher_claim_grace_seconds,
+        shutdown_grace_seconds=settings.launcher_shutdown_grace_seconds,
+        drain_batch=settings.job_run_drain_batch,
+    )
+    with AmqpPublisher(url=settings.amqp_url) as publisher:
+        Launcher(
+            catalog=catalog,
+            publisher=publisher,
+            data_dir=settings.data_dir,
+            amqp_url=settings.amqp_url,
+            config=config,
+        ).run()

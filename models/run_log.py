@@ -1,0 +1,97 @@
+"""RunLog and JobRunOutbox: one row per job run, and the run outbox that carries its RunCommands."""
+
+from __future__ import annotations
+
+import uuid
+from enum import StrEnum
+
+import peewee
+from playhouse.postgres_ext import BinaryJSONField
+
+from config.clock import utcnow
+from models.base import BaseModel, UTCDateTimeField
+
+
+class RunStatus(StrEnum):
+    """Where a run is in its life (run_log.status)."""
+
+    QUEUED = "queued"  # written by publish_run (or a retry); waiting for a launcher slot
+    RUNNING = "running"  # claimed by a launcher; the job process is (about to be) running
+    SUCCEEDED = "succeeded"  # the job process exited 0
+    FAILED = "failed"  # the job process exited non-zero (or was lost) and no retry is left
+    SKIPPED = "skipped"  # never started: expired or refused by overlap (reason says which)
+
+
+#: Statuses a run never leaves.
+FINAL_STATUSES: frozenset[RunStatus] = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.SKIPPED})
+
+
+class Trigger(StrEnum):
+    """What asked for a run; decides its dedupe key (see publisher.runs.dedupe_key_for)."""
+
+    SCHEDULE = "schedule"  # a cron slot of the catalog: job@slot
+    CHAIN = "chain"  # a successor of a run that succeeded: job@chain_root
+    EVENT = "event"  # an event with a key, debounced: job@key@debounce_window
+    MANUAL = "manual"  # an operator (Jobs API): a fresh UUID, the run id
+    CLI = "cli"  # `kickoff runs publish`: a fresh UUID, the run id
+    MCP = "mcp"  # an MCP tool call: a fresh UUID, the run id
+    SCOPE = "scope"  # a child run recorded by a nested run_scope (never published)
+
+
+class SkipReason(StrEnum):
+    """Why a run ended skipped (run_log.reason)."""
+
+    EXPIRED = "expired"  # the initial attempt was still queued at expires_at
+    OVERLAP = "overlap"  # overlap: forbid and another run of the job was running
+
+
+class RunLog(BaseModel):
+    """One job run: its trigger, dedupe key, attempts and outcome."""
+
+    id = peewee.UUIDField(primary_key=True, default=uuid.uuid4)
+    job = peewee.TextField()  # the catalog job name (a child scope's own name for SCOPE runs)
+    trigger = peewee.TextField()  # a Trigger value
+    dedupe_key = peewee.TextField(unique=True)
+    params = BinaryJSONField(default=dict)
+    status = peewee.TextField(default=RunStatus.QUEUED.value)  # a RunStatus value
+    reason = peewee.TextField(null=True)  # a SkipReason value, or "lost", or the failure
+    attempt = peewee.IntegerField(default=1)  # the current attempt, 1 for the initial one
+    retry_budget = peewee.IntegerField(default=0)  # retries allowed after the initial attempt
+    parent = peewee.ForeignKeyField("self", null=True, backref="children", on_delete="SET NULL")
+    chain_root = peewee.UUIDField(null=True)
+    queued_at = UTCDateTimeField(default=utcnow)
+    expires_at = UTCDateTimeField(null=True)
+    claimed_at = UTCDateTimeField(null=True)  # when a launcher took the current attempt
+    started_at = UTCDateTimeField(null=True)  # when the current attempt's process started
+    first_started_at = UTCDateTimeField(null=True)  # when any attempt first started
+    ended_at = UTCDateTimeField(null=True)
+    duration_seconds = peewee.DoubleField(null=True)
+    exit_code = peewee.IntegerField(null=True)
+    log_path = peewee.TextField(null=True)
+    host = peewee.TextField(null=True)  # the launcher host running the current attempt
+    pid = peewee.IntegerField(null=True)  # the pid of the current attempt's process
+    error = peewee.TextField(null=True)
+
+    class Meta:
+        table_name = "run_log"
+
+    @property
+    def job_name(self) -> str:
+        """``<job>@<dedupe_key>``: the JOB_NAME a launched process receives."""
+        return f"{self.job}@{self.dedupe_key}"
+
+
+class JobRunOutbox(BaseModel):
+    """A RunCommand waiting to reach the job_runs queue (published_at set once confirmed)."""
+
+    id = peewee.BigAutoField()
+    run = peewee.ForeignKeyField(RunLog, backref="outbox", on_delete="CASCADE", column_name="run_id")
+    attempt = peewee.IntegerField()
+    payload = BinaryJSONField()
+    created_at = UTCDateTimeField(default=utcnow)
+    published_at = UTCDateTimeField(null=True)
+    tries = peewee.IntegerField(default=0)
+    last_error = peewee.TextField(null=True)
+
+    class Meta:
+        table_name = "job_run_outbox"

@@ -1,0 +1,1 @@
+"""Small example jobs kickoff ships (no-op, sleep, fail, run_scope); each runs as ``python -m``."""

@@ -1,0 +1,297 @@
+"""The launcher: consumes job_runs, keeps a pending list, starts runs as processes under a cap."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import subprocess
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from config.errors import BrokerUnavailable, DatabaseUnavailable, InvalidRunCommand, KickoffError
+from models.db import database_errors
+from models.run_log import RunLog
+from publisher.catalog import Catalog, Job
+from publisher.run_command import RunCommand
+from publisher.run_consumer import Delivery, RunConsumer
+from publisher.run_process import process_alive, read_exit_code, run_files, spawn
+from publisher.run_state import (
+    LOST,
+    claim,
+    finish,
+    is_pending,
+    mark_started,
+    queued_runs,
+    requeue_unstarted,
+    running_on_host,
+)
+from publisher.runs import CommandPublisher, drain_job_runs, send_outbox_rows
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Running:
+    """One attempt this launcher watches: its own child (``proc``) or an adopted orphan (``pid``)."""
+
+    run_id: str
+    attempt: int
+    pid: int
+    exit_file: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+
+@dataclass
+class LauncherStats:
+    """Counters of one launcher process (logged on exit, read by tests and the benchmark)."""
+
+    accepted: int = 0  # deliveries added to the pending list
+    stale: int = 0  # deliveries of runs no longer queued at that attempt (acked and dropped)
+    started: int = 0
+    finished: int = 0
+    skipped: int = 0
+    adopted: int = 0  # orphans of an earlier launcher watched after a restart
+    max_running: int = 0
+    ack_seconds: list[float] = field(default_factory=list)  # delivery received -> acked
+
+
+@dataclass(frozen=True)
+class LauncherConfig:
+    """The launcher's knobs (from settings; tests pass short intervals)."""
+
+    cap: int = 4
+    prefetch: int = 100
+    poll_seconds: float = 0.05
+    drain_interval_seconds: float = 5.0
+    rescan_interval_seconds: float = 30.0
+    claim_grace_seconds: float = 30.0
+    shutdown_grace_seconds: float = 30.0
+    drain_batch: int = 100
+
+
+class Launcher:
+    """Starts job runs as subprocesses, at most ``config.cap`` at once on this host.
+
+    A delivery is acked as soon as the run is checked (queued at the command's attempt) and in
+    the pending list, so no delivery is held while a run waits for a slot or runs. After a
+    restart the list is rebuilt from queued run_log rows and orphans are watched or finished.
+    """
+
+    def __init__(
+        self,
+        *,
+        catalog: Catalog,
+        publisher: CommandPublisher,
+        data_dir: Path,
+        amqp_url: str,
+        config: LauncherConfig,
+        host: str | None = None,
+        job_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.publisher = publisher
+        self.data_dir = Path(data_dir)
+        self.config = config
+        self.host = host or socket.gethostname()
+        self.job_env = None if job_env is None else dict(job_env)  # None: this process's environment
+        self.pending: OrderedDict[str, int] = OrderedDict()  # run id -> attempt, oldest first
+        self.running: dict[str, Running] = {}
+        self.stats = LauncherStats()
+        self.consumer = RunConsumer(url=amqp_url, on_delivery=self.on_delivery, prefetch=config.prefetch)
+        self._stop = False
+        self._next_drain = 0.0
+        self._next_rescan = 0.0
+        self._next_connect = 0.0
+
+    # -- deliveries -------------------------------------------------------------------
+
+    def on_delivery(self, delivery: Delivery) -> None:
+        """Check the run is queued at the command's attempt, add it to the list, then ack."""
+        received = time.monotonic()
+        try:
+            command = RunCommand.from_bytes(delivery.body)
+        except InvalidRunCommand as exc:
+            logger.error("dropping job_runs delivery %s: %s", delivery.message_id, exc)
+            delivery.ack()
+            return
+        try:
+            with database_errors():
+                pending = is_pending(command.run_id, command.attempt)
+        except DatabaseUnavailable as exc:
+            logger.warning("run %s: cannot check run_log, requeueing the command: %s", command.run_id, exc)
+            delivery.nack()
+            return
+        if pending:
+            self.pending.setdefault(command.run_id, command.attempt)
+            self.stats.accepted += 1
+        else:
+            self.stats.stale += 1
+            logger.debug("run %s attempt %s: not queued any more, dropped", command.run_id, command.attempt)
+        delivery.ack()
+        self.stats.ack_seconds.append(time.monotonic() - received)
+
+    # -- starting ---------------------------------------------------------------------
+
+    def start_pending(self) -> None:
+        """Claim and start pending runs while fewer than ``cap`` run."""
+        while self.pending and len(self.running) < self.config.cap:
+            run_id, attempt = self.pending.popitem(last=False)
+            outcome = claim(run_id, attempt, catalog=self.catalog, host=self.host)
+            if outcome.skipped is not None:
+                self.stats.skipped += 1
+            if outcome.run is None or outcome.job is None:
+                continue
+            self._start(outcome.run, outcome.job)
+
+    def _start(self, run: RunLog, job: Job) -> None:
+        files = run_files(self.data_dir, run)
+        try:
+            proc = spawn(run, job, files=files, base_env=self.job_env)
+        except OSError as exc:
+            logger.error("run %s of %s: cannot start %s: %s", run.id, run.job, job.argv(), exc)
+            self._finished(str(run.id), run.attempt, exit_code=None, reason=f"cannot start: {exc}")
+            return
+        mark_started(run, pid=proc.pid, log_path=str(files.log))
+        self.running[str(run.id)] = Running(str(run.id), run.attempt, proc.pid, files.exit, proc)
+        self.stats.started += 1
+        self.stats.max_running = max(self.stats.max_running, len(self.running))
+        logger.info("run %s of %s started: attempt %s, pid %s", run.id, run.job, run.attempt, proc.pid)
+
+    # -- finishing --------------------------------------------------------------------
+
+    def reap(self) -> None:
+        """Finish every watched attempt whose process has ended."""
+        for entry in list(self.running.values()):
+            if entry.proc is not None:
+                code = entry.proc.poll()
+                if code is None:
+                    continue
+                exit_code: int | None = code if code >= 0 else 128 - code
+                reason = None
+            else:
+                if process_alive(entry.pid, entry.run_id):
+                    continue
+                exit_code = read_exit_code(entry.exit_file)
+                reason = LOST if exit_code is None else None
+            del self.running[entry.run_id]
+            self._finished(entry.run_id, entry.attempt, exit_code=exit_code, reason=reason)
+
+    def _finished(self, run_id: str, attempt: int, *, exit_code: int | None, reason: str | None) -> None:
+        result = finish(run_id, attempt, exit_code=exit_code, catalog=self.catalog, reason=reason)
+        if result.status is None:
+            return
+        self.stats.finished += 1
+        if result.retry_attempt is not None:
+            self.pending.setdefault(run_id, result.retry_attempt)
+        if result.outbox_ids:
+            send_outbox_rows(result.outbox_ids, publisher=self.publisher)
+
+    # -- restart ----------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """After a restart: watch or finish this host's running rows, rebuild the pending list."""
+        now = time.time()
+        for run in running_on_host(self.host):
+            run_id = str(run.id)
+            if run_id in self.running:
+                continue
+            files = run_files(self.data_dir, run)
+            if run.pid is None:
+                claimed = run.claimed_at.timestamp() if run.claimed_at else 0.0
+                if now - claimed >= self.config.claim_grace_seconds and requeue_unstarted(
+                    run_id, run.attempt
+                ):
+                    logger.warning("run %s: claimed but never started; queued again", run_id)
+                continue
+            self.running[run_id] = Running(run_id, run.attempt, run.pid, files.exit)
+            self.stats.adopted += 1
+            logger.info("run %s: adopted pid %s from an earlier launcher", run_id, run.pid)
+        self.rescan()
+
+    def rescan(self) -> None:
+        """Add every queued run_log row to the pending list (oldest first)."""
+        for run_id, attempt in queued_runs():
+            if run_id not in self.running:
+                self.pending.setdefault(run_id, attempt)
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def request_stop(self, *_args: object) -> None:
+        """Stop taking new runs; ``run`` then waits for the running ones (shutdown grace)."""
+        self._stop = True
+
+    def step(self, *, timeout: float | None = None) -> None:
+        """One loop turn: read the broker, reap, start, and drain/rescan when due."""
+        now = time.monotonic()
+        wait = self.config.poll_seconds if timeout is None else timeout
+        if now >= self._next_connect:
+            try:
+                self.consumer.poll(wait)
+                wait = 0.0
+            except BrokerUnavailable as exc:
+                logger.warning("job_runs consumer: %s; retrying in 2 s", exc)
+                self._next_connect = now + 2.0
+            except KickoffError as exc:
+                logger.error("job_runs consumer: %s; retrying in 5 s", exc)
+                self._next_connect = now + 5.0
+        if wait:
+            time.sleep(wait)
+        self.reap()
+        if now >= self._next_rescan:
+            self.rescan()
+            self._next_rescan = now + self.config.rescan_interval_seconds
+        self.start_pending()
+        if now >= self._next_drain:
+            self._next_drain = now + self.config.drain_interval_seconds
+            drain_job_runs(publisher=self.publisher, batch=self.config.drain_batch)
+
+    def run(self, *, install_signals: bool = True, until: float | None = None) -> LauncherStats:
+        """Run until SIGTERM/SIGINT (or ``until`` seconds); then wait for running jobs (grace)."""
+        if install_signals:
+            signal.signal(signal.SIGTERM, self.request_stop)
+            signal.signal(signal.SIGINT, self.request_stop)
+        deadline = None if until is None else time.monotonic() + until
+        with database_errors():
+            self.recover()
+        self._next_rescan = time.monotonic() + self.config.rescan_interval_seconds
+        logger.info(
+            "launcher on %s: cap %s, %s pending, %s adopted",
+            self.host,
+            self.config.cap,
+            len(self.pending),
+            len(self.running),
+        )
+        while not self._stop and (deadline is None or time.monotonic() < deadline):
+            try:
+                with database_errors():
+                    self.step()
+            except DatabaseUnavailable as exc:
+                logger.warning("launcher: %s; retrying in 2 s", exc)
+                time.sleep(2.0)
+        self.shutdown()
+        return self.stats
+
+    def shutdown(self) -> None:
+        """Stop consuming, wait up to the grace for running jobs; the rest are adopted on restart."""
+        self.consumer.close()
+        end = time.monotonic() + self.config.shutdown_grace_seconds
+        while self.running and time.monotonic() < end:
+            with database_errors():
+                self.reap()
+            time.sleep(0.05)
+        if self.running:
+            logger.warning(
+                "launcher exiting with %s runs still running (adopted on restart)", len(self.running)
+            )
+        logger.info(
+            "launcher stopped: %s accepted, %s started, %s finished, %s skipped, max %s running",
+            self.stats.accepted,
+            self.stats.started,
+            self.stats.finished,
+            self.stats.skipped,
+            self.stats.max_running,
+        )

@@ -1,0 +1,113 @@
+"""run_scope(): what a job process wraps its work in, so its run (and each step) is recorded."""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import peewee
+
+from config.clock import utcnow
+from config.errors import RunNotFound
+from config.settings import BaseEnvironment, load_settings
+from models.db import bound_url, database_errors, init_database
+from models.run_log import RunLog, RunStatus, Trigger
+from publisher.run_context import get_run_id, reset_run_id, set_run_id
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """The run a scope records: its id, its job name, and whether it adopted the launcher's row."""
+
+    run_id: str
+    job: str
+    adopted: bool  # True for the outermost scope of a launched process (the RUN_ID row)
+    parent_id: str | None = None
+
+
+def _ensure_database(settings: BaseEnvironment | None) -> None:
+    if bound_url() is None:
+        init_database((settings or load_settings()).database_url)
+
+
+def _adopt(run_id: str) -> RunScope:
+    try:
+        key = uuid.UUID(run_id)
+    except ValueError as exc:
+        raise RunNotFound(f"RUN_ID {run_id!r} is not a run id") from exc
+    try:
+        run = RunLog.get_by_id(key)
+    except peewee.DoesNotExist as exc:
+        raise RunNotFound(f"RUN_ID {run_id} names no run_log row") from exc
+    return RunScope(
+        run_id=str(run.id), job=run.job, adopted=True, parent_id=run.parent_id and str(run.parent_id)
+    )
+
+
+def _record_child(name: str, parent_id: str | None) -> RunScope:
+    run_id = uuid.uuid4()
+    now = utcnow()
+    RunLog.create(
+        id=run_id,
+        job=name,
+        trigger=Trigger.SCOPE.value,
+        dedupe_key=str(run_id),
+        status=RunStatus.RUNNING.value,
+        parent=parent_id,
+        queued_at=now,
+        claimed_at=now,
+        started_at=now,
+        first_started_at=now,
+        pid=os.getpid(),
+    )
+    return RunScope(run_id=str(run_id), job=name, adopted=False, parent_id=parent_id)
+
+
+def _close_child(scope: RunScope, error: BaseException | None) -> None:
+    now = utcnow()
+    run = RunLog.get_by_id(uuid.UUID(scope.run_id))
+    run.status = (RunStatus.FAILED if error is not None else RunStatus.SUCCEEDED).value
+    run.ended_at = now
+    run.duration_seconds = (now - run.started_at).total_seconds() if run.started_at else None
+    if error is not None:
+        run.error = f"{type(error).__name__}: {error}"[:2000]
+    run.save()
+
+
+@contextmanager
+def run_scope(name: str, *, settings: BaseEnvironment | None = None) -> Iterator[RunScope]:
+    """Record the work inside the block as a run and make it the current run id (X-Run-Id).
+
+    The outermost scope of a launched process adopts the row named by RUN_ID and keeps the
+    catalog job name (the launcher records its outcome). Any other scope records a child run
+    of the enclosing one (trigger ``scope``), finished succeeded or failed when the block ends.
+    """
+    with database_errors():
+        _ensure_database(settings)
+        current = get_run_id()
+        env_run_id = os.environ.get("RUN_ID")
+        scope = _adopt(env_run_id) if current is None and env_run_id else _record_child(name, current)
+    token = set_run_id(scope.run_id)
+    logger.debug("run %s: scope %s entered (adopted=%s)", scope.run_id, scope.job, scope.adopted)
+    error: BaseException | None = None
+    try:
+        yield scope
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        reset_run_id(token)
+        if not scope.adopted:
+            with database_errors():
+                _close_child(scope, error)
+        elif error is not None:
+            with database_errors():
+                RunLog.update(error=f"{type(error).__name__}: {error}"[:2000]).where(
+                    RunLog.id == uuid.UUID(scope.run_id)
+                ).execute()

@@ -1,0 +1,338 @@
+"""publish_run and drain_job_runs: run_log row + run outbox in one transaction, then job_runs."""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+import peewee
+
+from config.clock import ensure_utc, utcnow
+from config.errors import InvalidTrigger, PublishError
+from models.db import database, database_errors
+from models.run_log import JobRunOutbox, RunLog, RunStatus, Trigger
+from publisher.amqp import OutgoingMessage, PublishOutcome
+from publisher.catalog import Catalog, Job
+from publisher.queues import JOB_RUNS
+from publisher.run_command import RunCommand
+
+logger = logging.getLogger(__name__)
+
+#: Triggers whose dedupe key is the fresh run id.
+FRESH_KEY_TRIGGERS = frozenset({Trigger.MANUAL, Trigger.CLI, Trigger.MCP})
+
+
+class CommandPublisher(Protocol):
+    """What sends RunCommands: publisher.amqp.AmqpPublisher (confirmed, mandatory, passive declare)."""
+
+    def publish_many(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]: ...
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """What publish_run did: ``queued`` a new run or found a ``duplicate`` of its dedupe key."""
+
+    status: str  # "queued" | "duplicate"
+    run_id: str
+    job: str
+    dedupe_key: str
+    published: bool = False  # the RunCommand reached job_runs now (else the drain sends it)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "run_id": self.run_id,
+            "job": self.job,
+            "dedupe_key": self.dedupe_key,
+            "published": self.published,
+        }
+
+
+@dataclass(frozen=True)
+class DrainReport:
+    """What one drain_job_runs call did with the unpublished outbox rows it took."""
+
+    published: int = 0  # confirmed by the broker and marked published
+    stale: int = 0  # the run had moved on (not queued at that attempt): marked without sending
+    failed: int = 0  # still unpublished; tried again by the next drain
+
+
+def _iso_slot(value: datetime) -> str:
+    return ensure_utc(value, what="slot").replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def debounce_window(now: datetime, seconds: float) -> str:
+    """The start of the ``seconds``-long window holding ``now`` (UTC, aligned to the epoch)."""
+    epoch = ensure_utc(now, what="event time").timestamp()
+    start = math.floor(epoch / seconds) * seconds
+    return _iso_slot(datetime.fromtimestamp(start, tz=UTC))
+
+
+def dedupe_key_for(
+    job: Job,
+    trigger: Trigger,
+    *,
+    run_id: uuid.UUID,
+    now: datetime,
+    slot: datetime | None = None,
+    chain_root: uuid.UUID | str | None = None,
+    event_key: str | None = None,
+    default_debounce_seconds: float = 60.0,
+) -> str:
+    """The run's dedupe key by trigger (schedule job@slot, chain job@chain_root, event
+    job@key@window, manual/cli/mcp the run id)."""
+    if trigger is Trigger.SCHEDULE:
+        if slot is None:
+            raise InvalidTrigger(f"job {job.name}: a schedule run needs its slot")
+        return f"{job.name}@{_iso_slot(slot)}"
+    if trigger is Trigger.CHAIN:
+        if chain_root is None:
+            raise InvalidTrigger(f"job {job.name}: a chain run needs its chain root")
+        return f"{job.name}@{chain_root}"
+    if trigger is Trigger.EVENT:
+        if not event_key:
+            raise InvalidTrigger(f"job {job.name}: an event run needs an event key")
+        window = debounce_window(now, job.debounce_seconds or default_debounce_seconds)
+        return f"{job.name}@{event_key}@{window}"
+    if trigger in FRESH_KEY_TRIGGERS:
+        return str(run_id)
+    raise InvalidTrigger(f"job {job.name}: trigger {trigger.value!r} cannot be published")
+
+
+def command_message(command: RunCommand) -> OutgoingMessage:
+    """The job_runs message of ``command``."""
+    return OutgoingMessage(queue=JOB_RUNS, body=command.to_dict(), message_id=command.message_id)
+
+
+def enqueue_run(
+    job_name: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    trigger: Trigger | str,
+    catalog: Catalog,
+    slot: datetime | None = None,
+    chain_root: uuid.UUID | str | None = None,
+    event_key: str | None = None,
+    parent_id: uuid.UUID | str | None = None,
+    default_debounce_seconds: float = 60.0,
+) -> tuple[PublishResult, int | None]:
+    """Write the queued run_log row and its job_run_outbox row (inside the caller's transaction).
+
+    Returns the result and the outbox row id to publish (None for a duplicate).
+    """
+    trigger = Trigger(trigger)
+    job = catalog.job(job_name)
+    params = dict(params or {})
+    job.validate_params(params)
+    now = utcnow()
+    run_id = uuid.uuid4()
+    key = dedupe_key_for(
+        job,
+        trigger,
+        run_id=run_id,
+        now=now,
+        slot=slot,
+        chain_root=chain_root,
+        event_key=event_key,
+        default_debounce_seconds=default_debounce_seconds,
+    )
+    inserted = (
+        RunLog.insert(
+            id=run_id,
+            job=job.name,
+            trigger=trigger.value,
+            dedupe_key=key,
+            params=params,
+            status=RunStatus.QUEUED.value,
+            attempt=1,
+            retry_budget=job.retries,
+            parent=parent_id,
+            chain_root=chain_root if trigger is Trigger.CHAIN else None,
+            queued_at=now,
+            expires_at=now + timedelta(seconds=job.expires_after_seconds),
+        )
+        .on_conflict_ignore()
+        .returning(RunLog.id)
+        .execute()
+    )
+    if not list(inserted):
+        existing = RunLog.get(RunLog.dedupe_key == key)
+        logger.info("run %s of %s: duplicate of dedupe key %s", existing.id, job.name, key)
+        return PublishResult("duplicate", str(existing.id), job.name, key), None
+    command = RunCommand(
+        run_id=str(run_id),
+        job=job.name,
+        attempt=1,
+        trigger=trigger.value,
+        dedupe_key=key,
+        parent_id=None if parent_id is None else str(parent_id),
+    )
+    outbox = JobRunOutbox.create(run=run_id, attempt=1, payload=command.to_dict(), created_at=now)
+    logger.info("run %s of %s queued (%s, key %s)", run_id, job.name, trigger.value, key)
+    return PublishResult("queued", str(run_id), job.name, key), outbox.id
+
+
+def enqueue_retry(run: RunLog) -> int:
+    """Queue the next attempt of ``run`` (caller's transaction): row back to queued, new outbox row."""
+    run.status = RunStatus.QUEUED.value
+    run.attempt += 1
+    run.pid = None
+    run.claimed_at = None
+    run.started_at = None
+    run.host = None
+    run.save()
+    command = RunCommand(
+        run_id=str(run.id),
+        job=run.job,
+        attempt=run.attempt,
+        trigger=run.trigger,
+        dedupe_key=run.dedupe_key,
+        parent_id=None if run.parent_id is None else str(run.parent_id),
+    )
+    outbox = JobRunOutbox.create(run=run.id, attempt=run.attempt, payload=command.to_dict())
+    logger.info("run %s of %s: attempt %s queued", run.id, run.job, run.attempt)
+    return outbox.id
+
+
+def publish_run(
+    job_name: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    trigger: Trigger | str,
+    catalog: Catalog,
+    publisher: CommandPublisher | None,
+    slot: datetime | None = None,
+    chain_root: uuid.UUID | str | None = None,
+    event_key: str | None = None,
+    parent_id: uuid.UUID | str | None = None,
+    default_debounce_seconds: float = 60.0,
+) -> PublishResult:
+    """Validate ``job_name`` and ``params`` against the catalog, save the queued run and its
+    RunCommand in one transaction, then publish the command to job_runs.
+
+    A used dedupe key returns the existing run as ``duplicate``. A failed publish leaves the
+    outbox row for drain_job_runs (``published`` False); with ``publisher`` None it is left to
+    the drain on purpose.
+    """
+    with database_errors(), database.atomic():
+        result, outbox_id = enqueue_run(
+            job_name,
+            params,
+            trigger=trigger,
+            catalog=catalog,
+            slot=slot,
+            chain_root=chain_root,
+            event_key=event_key,
+            parent_id=parent_id,
+            default_debounce_seconds=default_debounce_seconds,
+        )
+    if outbox_id is None or publisher is None:
+        return result
+    report = send_outbox_rows([outbox_id], publisher=publisher)
+    if report.published:
+        return PublishResult(result.status, result.run_id, result.job, result.dedupe_key, published=True)
+    return result
+
+
+def _send_locked(rows: list[JobRunOutbox], *, publisher: CommandPublisher) -> DrainReport:
+    """Publish locked outbox rows (skipping stale ones) and record each outcome."""
+    now = utcnow()
+    runs = {r.id: r for r in RunLog.select().where(RunLog.id.in_([row.run_id for row in rows]))}
+    live: list[JobRunOutbox] = []
+    stale = 0
+    for row in rows:
+        run = runs.get(row.run_id)
+        if run is None or run.status != RunStatus.QUEUED.value or run.attempt != row.attempt:
+            row.published_at = now
+            row.last_error = "stale: the run was no longer queued at this attempt; not sent"
+            row.save()
+            stale += 1
+        else:
+            live.append(row)
+    if not live:
+        return DrainReport(stale=stale)
+    messages = [command_message(RunCommand.from_dict(row.payload)) for row in live]
+    outcomes = publisher.publish_many(messages)
+    published = failed = 0
+    for row, outcome in zip(live, outcomes, strict=True):
+        row.tries += 1
+        if outcome.confirmed:
+            row.published_at = utcnow()
+            row.last_error = None
+            published += 1
+        else:
+            row.last_error = str(outcome.error)[:500]
+            failed += 1
+            logger.warning("run %s attempt %s: publish failed: %s", row.run_id, row.attempt, outcome.error)
+        row.save()
+    return DrainReport(published=published, stale=stale, failed=failed)
+
+
+def send_outbox_rows(ids: Sequence[int], *, publisher: CommandPublisher) -> DrainReport:
+    """Publish the given unpublished outbox rows now (rows another sender holds are skipped)."""
+    if not ids:
+        return DrainReport()
+    with database_errors(), database.atomic():
+        rows = list(
+            JobRunOutbox.select()
+            .where(JobRunOutbox.id.in_(list(ids)), JobRunOutbox.published_at.is_null())
+            .order_by(JobRunOutbox.id)
+            .for_update(skip_locked=True)
+        )
+        if not rows:
+            return DrainReport()
+        try:
+            return _send_locked(rows, publisher=publisher)
+        except PublishError as exc:  # defensive: publish_many reports per message
+            logger.warning("job_runs publish failed: %s", exc)
+            return DrainReport(failed=len(rows))
+
+
+def drain_job_runs(*, publisher: CommandPublisher, batch: int = 100) -> DrainReport:
+    """Publish up to ``batch`` unpublished run outbox rows, oldest first; safe to call concurrently.
+
+    Called by the drain actor and by the launcher loop. Rows of runs that moved on are marked
+    without sending; rows the broker refused stay for the next call.
+    """
+    with database_errors(), database.atomic():
+        rows = list(
+            JobRunOutbox.select()
+            .where(JobRunOutbox.published_at.is_null())
+            .order_by(JobRunOutbox.id)
+            .limit(batch)
+            .for_update(skip_locked=True)
+        )
+        if not rows:
+            return DrainReport()
+        report = _send_locked(rows, publisher=publisher)
+    if report.published or report.failed:
+        logger.info(
+            "drain_job_runs: %s published, %s stale, %s failed", report.published, report.stale, report.failed
+        )
+    return report
+
+
+def pending_outbox_count() -> int:
+    """How many run outbox rows wait for a publish."""
+    with database_errors():
+        return JobRunOutbox.select().where(JobRunOutbox.published_at.is_null()).count()
+
+
+def get_run(run_id: uuid.UUID | str) -> RunLog:
+    """The run_log row ``run_id`` or RunNotFound."""
+    from config.errors import RunNotFound
+
+    try:
+        key = uuid.UUID(str(run_id))
+    except ValueError as exc:
+        raise RunNotFound(f"{run_id!r} is not a run id (a UUID)") from exc
+    with database_errors():
+        try:
+            return RunLog.get_by_id(key)
+        except peewee.DoesNotExist as exc:
+            raise RunNotFound(f"no run {run_id} in run_log") from exc

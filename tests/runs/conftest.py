@@ -1,0 +1,165 @@
+"""Fixtures of the job-run tests: the catalog, a job_runs queue, publishers and in-process launchers."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from models.run_log import RunLog
+from publisher.amqp import AmqpPublisher
+from publisher.catalog import Catalog, load_catalog
+from publisher.launcher import Launcher, LauncherConfig
+from publisher.queues import JOB_RUNS
+
+
+@pytest.fixture(scope="session")
+def catalog(settings) -> Catalog:
+    """The catalog kickoff ships (JOB_CATALOG_PATH's default)."""
+    return load_catalog(settings.job_catalog_path)
+
+
+@pytest.fixture
+def job_runs_queue(amqp_vhost: str) -> Iterator[str]:
+    """A fresh durable job_runs queue in this run's vhost (deleted after the test)."""
+    with AmqpPublisher(url=amqp_vhost) as admin:
+        admin.delete_queue(JOB_RUNS)
+        admin.declare_durable([JOB_RUNS])
+    yield JOB_RUNS
+    with AmqpPublisher(url=amqp_vhost) as admin:
+        admin.delete_queue(JOB_RUNS)
+
+
+@pytest.fixture
+def publisher(amqp_vhost: str, job_runs_queue: str) -> Iterator[AmqpPublisher]:
+    """A confirming publisher on this run's vhost."""
+    with AmqpPublisher(url=amqp_vhost) as pub:
+        yield pub
+
+
+@pytest.fixture
+def trace_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "traces"
+    path.mkdir()
+    return path
+
+
+def read_traces(trace_dir: Path) -> list[dict[str, Any]]:
+    """Every trace a job process wrote (one per started attempt)."""
+    return [json.loads(p.read_text()) for p in sorted(trace_dir.glob("*.json"))]
+
+
+def queue_counts(vhost_url: str, queue: str = JOB_RUNS) -> tuple[int, int]:
+    """(ready, unacknowledged) messages of ``queue``, as RabbitMQ itself reports them."""
+    vhost = vhost_url.rsplit("/", 1)[1]
+    out = subprocess.run(
+        [
+            "rabbitmqctl",
+            "-q",
+            "list_queues",
+            "-p",
+            vhost,
+            "name",
+            "messages_ready",
+            "messages_unacknowledged",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0] == queue:
+            return int(parts[1]), int(parts[2])
+    raise AssertionError(f"queue {queue} not listed: {out!r}")
+
+
+def run_status(run_id: str) -> RunLog:
+    return RunLog.get_by_id(run_id)
+
+
+def step_until(launcher: Launcher, predicate: Callable[[], bool], *, timeout: float = 30.0) -> None:
+    """Turn the launcher's loop until ``predicate()`` holds (fails the test after ``timeout``)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        launcher.step()
+        if predicate():
+            return
+    raise AssertionError(f"condition not reached within {timeout} s")
+
+
+def kill_running(launcher: Launcher) -> None:
+    """Kill every job process a launcher still watches (test teardown)."""
+    for entry in list(launcher.running.values()):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(entry.pid, signal.SIGKILL)
+        if entry.proc is not None:
+            entry.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def make_launcher(
+    db: str, settings, catalog: Catalog, amqp_vhost: str, job_runs_queue: str, subprocess_env, tmp_path: Path
+) -> Iterator[Callable[..., Launcher]]:
+    """Build in-process launchers on this run's vhost and database; closed and cleaned after the test."""
+    made: list[tuple[Launcher, AmqpPublisher]] = []
+
+    def make(cap: int = 4, **config: Any) -> Launcher:
+        config.setdefault("poll_seconds", 0.02)
+        config.setdefault("drain_interval_seconds", 0.5)
+        config.setdefault("rescan_interval_seconds", 30.0)
+        config.setdefault("claim_grace_seconds", 1.0)
+        config.setdefault("shutdown_grace_seconds", 5.0)
+        pub = AmqpPublisher(url=amqp_vhost)
+        launcher = Launcher(
+            catalog=catalog,
+            publisher=pub,
+            data_dir=tmp_path / "data",
+            amqp_url=amqp_vhost,
+            config=LauncherConfig(cap=cap, **config),
+            job_env=subprocess_env,
+        )
+        made.append((launcher, pub))
+        return launcher
+
+    yield make
+    for launcher, pub in made:
+        kill_running(launcher)
+        launcher.consumer.close()
+        pub.close()
+
+
+class LauncherThread:
+    """A launcher running its real loop (``run``) in a background thread."""
+
+    def __init__(self, launcher: Launcher) -> None:
+        self.launcher = launcher
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="launcher", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.launcher.run(install_signals=False)
+        except BaseException as exc:  # reported by stop()
+            self.error = exc
+
+    def start(self) -> LauncherThread:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.launcher.request_stop()
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive(), "launcher thread did not stop"
+        if self.error is not None:
+            raise self.error
