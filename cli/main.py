@@ -12,6 +12,8 @@ from cli.check import check
 from cli.config_cmd import config_group
 from cli.context import CliContext
 from cli.db import db
+from cli.listen import listen_command
+from cli.sim import sim_group
 from cli.launcher import launcher
 from cli.runs import runs
 from config.errors import KickoffError, NotFound
@@ -54,6 +56,8 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 cli.add_command(db)
 cli.add_command(config_group)
+cli.add_command(listen_command)
+cli.add_command(sim_group)
 cli.add_command(check)
 cli.add_command(runs)
 cli.add_command(launcher)

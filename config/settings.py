@@ -282,6 +282,9 @@ class MatchListenerEnvironment(BaseEnvironment):
     listener_reconnect_backoff_max_seconds: float = Field(
         30.0, ge=0, description="Longest delay between two reconnect attempts."
     )
+    listener_reconnect_reset_seconds: float = Field(
+        60.0, ge=0, description="A stream connection that lasted this long resets the reconnect count."
+    )
     listener_max_line_bytes: int = Field(
         1_048_576, gt=0, description="A stream line longer than this is skipped (logged)."
     )

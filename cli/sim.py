@@ -1,0 +1,141 @@
+"""``kickoff sim``: run the feed simulator (srsim) and clone recorded matches into is_test replays."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import click
+
+from cli.common import echo_json
+from cli.context import CliContext
+
+
+@click.group("sim")
+def sim_group() -> None:
+    """The feed simulator: continuous game sessions, push streams and a schedule API.
+
+    Point listeners at it with SPORTRADAR_BASE_URL=http://HOST:PORT (the default base URL is
+    srsim's default address).
+    """
+
+
+@sim_group.command("serve")
+@click.option("--host", default=None, help="Address to bind (default SRSIM_HOST).")
+@click.option("--port", type=int, default=None, help="Port to bind, 0 for any free one (default SRSIM_PORT).")
+@click.option(
+    "--speed", type=float, default=None, help="Speed factor: 10 plays games 10x faster (SRSIM_SPEED)."
+)
+@click.option(
+    "--script",
+    "scripts",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    multiple=True,
+    help="Game script file (JSON, see docs/listener.md); repeatable. Default: three built-in games.",
+)
+@click.option("--heartbeat-seconds", type=float, default=None, help="Script seconds between heartbeats.")
+@click.option(
+    "--db/--no-db",
+    "use_db",
+    default=True,
+    help="Write Match.status of is_test games to DATABASE_URL (srsim owns them). Default on.",
+)
+@click.option("--register", is_flag=True, help="Create missing is_test Match rows for the script's games.")
+@click.option("--api-key", default=None, help="Refuse stream requests without this x-api-key (default: any).")
+@click.pass_obj
+def serve(
+    obj: CliContext,
+    host: str | None,
+    port: int | None,
+    speed: float | None,
+    scripts: tuple[Path, ...],
+    heartbeat_seconds: float | None,
+    use_db: bool,
+    register: bool,
+    api_key: str | None,
+) -> None:
+    """Serve every game's session until Ctrl-C / SIGTERM.
+
+    A session's clock starts with the server and runs whether or not anyone listens. The first
+    line printed is `srsim listening on http://HOST:PORT`; then one line per session.
+    """
+    from srsim.script import demo_games, load_script
+    from srsim.server import SimServer
+
+    s = obj.settings
+    games = [g for path in scripts for g in load_script(path)] if scripts else demo_games()
+    writer = None
+    speed = speed or s.srsim_speed
+    if use_db:
+        from srsim.clone import register_test_matches
+        from srsim.status import StatusWriter
+
+        obj.database()
+        if register:
+            register_test_matches(games, speed=speed)
+        writer = StatusWriter()
+    server = SimServer(
+        games,
+        host=host or s.srsim_host,
+        port=s.srsim_port if port is None else port,
+        speed=speed,
+        heartbeat_seconds=heartbeat_seconds or s.srsim_heartbeat_seconds,
+        api_key=api_key,
+        status_writer=writer,
+    )
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.create_task(server.serve())
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, server.stop_soon)
+        while not server.ready:
+            await asyncio.sleep(0.01)
+            if task.done():
+                return await task
+        click.echo(f"srsim listening on {server.base_url}", nl=True)
+        for sess in server.sessions.values():
+            g = sess.game
+            click.echo(f"  {g.league} {g.sr_id} {g.title!r} is_test={g.is_test} events={len(sess.lines)}")
+        await task
+
+    try:
+        asyncio.run(main())
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+@sim_group.command("clone")
+@click.argument("sr_id")
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Script file to write."
+)
+@click.option(
+    "--start-after", type=float, default=10.0, show_default=True, help="Script seconds before kick-off."
+)
+@click.option(
+    "--event-interval", type=float, default=2.0, show_default=True, help="Script seconds per event."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.pass_obj
+def clone(
+    obj: CliContext, sr_id: str, out: Path | None, start_after: float, event_interval: float, as_json: bool
+) -> None:
+    """Turn recorded match SR_ID (its archive) into an is_test clone and an srsim script.
+
+    Creates a new is_test Match (new sr_id) and writes the script (default
+    DATA_DIR/srsim/{new sr_id}.json); serve it with `kickoff sim serve --script FILE`.
+    """
+    from srsim.clone import clone_match
+
+    obj.database()
+    match, path, count = clone_match(
+        sr_id, data_dir=obj.settings.data_dir, out=out, start_after=start_after, event_interval=event_interval
+    )
+    if as_json:
+        echo_json({"match_id": str(match.id), "sr_id": match.sr_id, "script": str(path), "events": count})
+    else:
+        click.echo(f"is_test clone {match.sr_id} (match {match.id}): {count} events -> {path}")
+        click.echo(f"serve it: kickoff sim serve --script {path}")

@@ -1,0 +1,419 @@
+"""MatchListener: the listener body that follows one match's push stream until the game is over.
+
+Per event: append it to the archive, apply ``payload.game.status`` through
+``Match.apply_stream`` for live matches (is_test statuses belong to srsim; PostgreSQL is touched
+only when the status changes), and pass it to the processing pipeline. Per stream heartbeat: count
+consecutive ones (exit 10 at ``listener_max_consecutive_heartbeats``) and reload Match.status every
+``listener_status_reload_heartbeats`` of them: a terminal status (ended, postponed, cancelled) exits
+13; a delayed one keeps the listener up, writes a synthetic delay marker and resets the counter.
+Errors map to exit codes: 11 data/HTTP/JSON, 12 connection/timeout after reconnects, 16 an
+unexpected cancel, 9 anything else; an operator stop (``request_stop``) returns 15 within a second.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+
+from config.errors import (
+    ArchivePathError,
+    ConfigurationError,
+    StreamConnectionError,
+    StreamDataError,
+)
+from listener.archive import EventArchive, TextLog, archive_path, shortcode_for
+from listener.body import ListenerContext
+from listener.exit_codes import ExitCode
+from listener.pipeline import Pipeline, RecordOnlyPipeline, load_pipeline
+from listener.stream import OVERSIZE, FeedConnection, StreamConfig, redact_url, subscribe_url
+from models.status import DELAYED, TERMINAL, Phase, apply_stream_status, normalise, phase_of
+
+logger = logging.getLogger(__name__)
+
+_gate_lock = threading.Lock()
+_db_gate: threading.BoundedSemaphore | None = None
+
+
+def db_gate(size: int) -> threading.BoundedSemaphore:
+    """The process-wide limit on listener threads talking to PostgreSQL at once."""
+    global _db_gate
+    with _gate_lock:
+        if _db_gate is None:
+            _db_gate = threading.BoundedSemaphore(size)
+        return _db_gate
+
+
+class _Exit(Exception):
+    """Ends the run with an exit code."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+@dataclass
+class ListenerStats:
+    """Counters of one run (also read by benchmarks and ``kickoff listen``)."""
+
+    events: int = 0
+    heartbeats: int = 0
+    skipped: int = 0
+    reconnects: int = 0
+    status_reloads: int = 0
+    delay_markers: int = 0
+
+
+@dataclass(frozen=True)
+class MatchInfo:
+    """What the body knows about its match at start."""
+
+    sr_id: str
+    league: str
+    status: str | None  # None when there is no Match row (``kickoff listen`` of an unknown id)
+    has_row: bool
+
+
+class MatchListener:
+    """Follows one match's push stream; ``run`` returns an ExitCode value."""
+
+    def __init__(self, *, session: requests.Session | None = None) -> None:
+        self._session = session
+        self._conn: FeedConnection | None = None
+        self._stop = threading.Event()
+        self._conn_lock = threading.Lock()
+        self.stats = ListenerStats()
+        self.archive: EventArchive | None = None
+        self.exit_reason = ""
+        self._log = TextLog(None)
+
+    # -- lifecycle interface -----------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Make ``run`` return promptly (closes the stream socket from this thread)."""
+        self._stop.set()
+        with self._conn_lock:
+            conn = self._conn
+        if conn is not None:
+            conn.close()
+
+    def run(self, ctx: ListenerContext) -> int:
+        """Follow the match until it ends, a stop is requested or an error ends the run."""
+        s = ctx.settings
+        if s.listener_force_exit_code is not None:
+            self.exit_reason = "listener_force_exit_code"
+            logger.info(
+                "match %s forced exit %s before any stream work", ctx.match_id, s.listener_force_exit_code
+            )
+            return int(s.listener_force_exit_code)
+        self._ctx = ctx
+        log = TextLog(None)
+        pipeline: Pipeline = RecordOnlyPipeline()
+        try:
+            info = self._load_match(ctx)
+            path = archive_path(s.data_dir, info.league, shortcode_for(info.sr_id))
+            self.archive = EventArchive(
+                path,
+                flush_events=s.listener_archive_flush_events,
+                flush_seconds=s.listener_archive_flush_seconds,
+                match_id=ctx.match_id,
+            ).open()
+            log = TextLog.for_run(path, ctx.record_id)
+            self._log = log
+            log.write(
+                "start match=%s sr_id=%s league=%s archive_events=%d",
+                ctx.match_id,
+                info.sr_id,
+                info.league,
+                self.archive.count,
+            )
+            if not s.listener_skip_processing and info.has_row:
+                pipeline = load_pipeline(
+                    s.listener_pipeline, match_id=ctx.match_id, settings=s, db_gate=self._gate()
+                )
+            self._status = info.status
+            self._info = info
+            self._match_urn = f"sd:match:{info.sr_id}"
+            code = self._follow(ctx, info, pipeline)
+            self.exit_reason = self.exit_reason or "stream ended"
+        except _Exit as exc:
+            code, self.exit_reason = exc.code, exc.reason
+        except (StreamDataError, ArchivePathError) as exc:
+            code, self.exit_reason = ExitCode.DATA_ERROR, str(exc)
+        except StreamConnectionError as exc:
+            code, self.exit_reason = ExitCode.CONNECTION_ERROR, str(exc)
+        except ConfigurationError as exc:
+            code, self.exit_reason = ExitCode.UNEXPECTED_ERROR, str(exc)
+        except Exception as exc:
+            logger.exception("match %s listener failed unexpectedly", ctx.match_id)
+            code, self.exit_reason = ExitCode.UNEXPECTED_ERROR, f"{type(exc).__name__}: {exc}"
+        except BaseException as exc:
+            if isinstance(exc, SystemExit) and isinstance(exc.code, int):
+                code, self.exit_reason = exc.code, "SystemExit"
+            else:
+                code, self.exit_reason = ExitCode.CANCELLED, f"cancelled: {type(exc).__name__}"
+        finally:
+            self._close_quietly(pipeline)
+        if self._stop.is_set() or ctx.stop_requested.is_set():
+            code, self.exit_reason = ExitCode.STOPPED, "stop requested"
+        logger.info(
+            "match %s listener exit %d (%s): %d events, %d heartbeats, %d skipped, %d reconnects",
+            ctx.match_id,
+            code,
+            self.exit_reason,
+            self.stats.events,
+            self.stats.heartbeats,
+            self.stats.skipped,
+            self.stats.reconnects,
+        )
+        log.write(
+            "exit %d (%s) events=%d heartbeats=%d skipped=%d reconnects=%d",
+            code,
+            self.exit_reason,
+            self.stats.events,
+            self.stats.heartbeats,
+            self.stats.skipped,
+            self.stats.reconnects,
+        )
+        return int(code)
+
+    # -- set-up --------------------------------------------------------------------------
+
+    def _gate(self) -> threading.BoundedSemaphore:
+        return db_gate(self._ctx.settings.listener_db_concurrency)
+
+    def _load_match(self, ctx: ListenerContext) -> MatchInfo:
+        s = ctx.settings
+        if ctx.match_id:
+            from models.db import database
+            from models.match import Match
+
+            with self._gate(), database.connection_context():
+                match = Match.select(Match, Match.league).where(Match.id == ctx.match_id).first()
+                if match is not None:
+                    # resolve_listener_environment injects both; without it the row decides both.
+                    injected = s.listener_sr_request_match_uuid is not None
+                    sr_id = s.listener_sr_request_match_uuid if injected else match.sr_id
+                    league = s.listener_sr_url_league if injected else match.league.name
+                    return MatchInfo(sr_id=sr_id, league=league, status=match.status, has_row=True)
+        if not s.listener_sr_request_match_uuid:
+            raise ConfigurationError(
+                f"match {ctx.match_id!r} not found and listener_sr_request_match_uuid unset"
+            )
+        return MatchInfo(
+            sr_id=s.listener_sr_request_match_uuid,
+            league=s.listener_sr_url_league,
+            status=None,
+            has_row=False,
+        )
+
+    def _close_quietly(self, pipeline: Pipeline) -> None:
+        try:
+            pipeline.close()
+        except Exception:
+            logger.exception(
+                "match %s pipeline close failed", getattr(self, "_ctx", None) and self._ctx.match_id
+            )
+        if self.archive is not None:
+            try:
+                self.archive.close()
+            except OSError:
+                logger.exception("match %s archive close failed", self._ctx.match_id)
+
+    # -- the stream loop ----------------------------------------------------------------
+
+    def _follow(self, ctx: ListenerContext, info: MatchInfo, pipeline: Pipeline) -> int:
+        s = ctx.settings
+        config = StreamConfig(
+            url=subscribe_url(
+                base_url=s.sportradar_base_url,
+                path=s.listener_stream_path,
+                league=info.league,
+                access=s.listener_sr_env,
+                sr_id=info.sr_id,
+                fmt=s.listener_stream_format,
+            ),
+            api_key=s.sportradar_api_key.get_secret_value(),
+            connect_timeout=s.listener_connect_timeout_seconds,
+            read_timeout=s.listener_read_timeout_seconds,
+            max_line_bytes=s.listener_max_line_bytes,
+            match_id=ctx.match_id,
+        )
+        session = self._session or requests.Session()
+        failures = 0
+        self._idle = 0
+        self._bad = 0
+        try:
+            while not self._stopped():
+                conn = FeedConnection(config, session=session)
+                with self._conn_lock:
+                    self._conn = conn
+                connected_at = time.monotonic()
+                try:
+                    conn.open()
+                    logger.info(
+                        "match %s stream connected %s (%s)", ctx.match_id, conn.final_url, conn.content_type
+                    )
+                    self._log.write("connected %s content_type=%s", conn.final_url, conn.content_type)
+                    for raw in conn.messages():
+                        self._handle(raw, pipeline)
+                        if self._stopped():
+                            return ExitCode.STOPPED
+                except StreamConnectionError as exc:
+                    if self._stopped():
+                        return ExitCode.STOPPED
+                    # A connection that stayed up long enough was a working one: start counting afresh.
+                    lasted = time.monotonic() - connected_at
+                    failures = 1 if lasted >= s.listener_reconnect_reset_seconds else failures + 1
+                    if failures > s.listener_reconnect_attempts:
+                        raise StreamConnectionError(
+                            f"{exc} (gave up after {failures - 1} reconnects)"
+                        ) from exc
+                    delay = min(
+                        s.listener_reconnect_backoff_seconds * (2 ** max(failures - 1, 0)),
+                        s.listener_reconnect_backoff_max_seconds,
+                    )
+                    self.stats.reconnects += 1
+                    logger.warning("match %s %s; reconnecting in %.1fs", ctx.match_id, exc, delay)
+                    self._log.write("disconnected (%s); reconnect in %.1fs", exc, delay)
+                    if self.archive is not None:
+                        self.archive.flush()
+                    if self._stop.wait(delay) or ctx.stop_requested.is_set():
+                        return ExitCode.STOPPED
+                finally:
+                    conn.close()
+                    with self._conn_lock:
+                        self._conn = None
+            return ExitCode.STOPPED
+        finally:
+            if self._session is None:
+                session.close()
+
+    def _stopped(self) -> bool:
+        return self._stop.is_set() or self._ctx.stop_requested.is_set()
+
+    def _handle(self, raw: bytes | object, pipeline: Pipeline) -> None:
+        archive = self.archive
+        assert archive is not None
+        if raw is OVERSIZE:
+            self._skip("line longer than listener_max_line_bytes")
+            return
+        assert isinstance(raw, bytes)
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            self._skip("invalid JSON")
+            return
+        if not isinstance(message, dict):
+            self._skip("not a JSON object")
+            return
+        if "heartbeat" in message:
+            self._bad = 0
+            self._on_heartbeat()
+            return
+        payload = message.get("payload")
+        if not isinstance(payload, dict):
+            self._skip(f"unknown message type (keys {sorted(message)[:5]})", bad=False)
+            return
+        self._bad = 0
+        meta = message.get("metadata")
+        if isinstance(meta, dict) and meta.get("match") not in (None, self._match_urn):
+            self._skip(f"event of another match ({meta.get('match')})", bad=False)
+            return
+        self._idle = 0
+        self.stats.events += 1
+        archive.append_raw(raw if b"\n" not in raw else json.dumps(message).encode())
+        game = payload.get("game")
+        incoming = game.get("status") if isinstance(game, dict) else None
+        if incoming is None:
+            incoming = payload.get("status") or (message.get("metadata") or {}).get("status")
+        if isinstance(incoming, str) and incoming != self._status:
+            self._apply_stream_status(incoming)
+        pipeline.process(message)
+        archive.maybe_flush()
+
+    def _skip(self, why: str, *, bad: bool = True) -> None:
+        self.stats.skipped += 1
+        if not bad:
+            logger.info("match %s skipped a stream message: %s", self._ctx.match_id, why)
+            return
+        logger.warning("match %s skipped a stream line: %s", self._ctx.match_id, why)
+        self._bad += 1
+        if self._bad >= self._ctx.settings.listener_max_bad_lines:
+            raise _Exit(ExitCode.DATA_ERROR, f"{self._bad} consecutive unreadable stream lines (last: {why})")
+
+    def _apply_stream_status(self, incoming: str) -> None:
+        """Live matches: persist through Match.apply_stream (only when the status differs)."""
+        if not self._info.has_row:  # no Match row: follow the stream's status in memory only
+            self._status = apply_stream_status(self._status or "scheduled", incoming)
+            return
+        if self._ctx.is_test:  # srsim owns an is_test match's status
+            return
+        if normalise(incoming) is None:
+            logger.warning("match %s stream status %r unknown; ignored", self._ctx.match_id, incoming)
+            self._status = incoming  # remembered so the warning is not repeated for every event
+            return
+        from models.db import database
+        from models.match import Match
+
+        with self._gate(), database.connection_context():
+            match = Match.get_by_id(self._ctx.match_id)
+            before = match.status
+            self._status = match.apply_stream(incoming)
+        if before != self._status:
+            self._log.write("status %s -> %s (stream)", before, self._status)
+
+    def _on_heartbeat(self) -> None:
+        s = self._ctx.settings
+        self.stats.heartbeats += 1
+        self._idle += 1
+        if self.archive is not None:
+            self.archive.flush()
+        if self._idle % s.listener_status_reload_heartbeats == 0:
+            self._reload_status()
+        if self._idle >= s.listener_max_consecutive_heartbeats:
+            raise _Exit(ExitCode.MAX_HEARTBEATS, f"{self._idle} consecutive heartbeats without an event")
+
+    def _reload_status(self) -> None:
+        self.stats.status_reloads += 1
+        status = self._status
+        if self._info.has_row:
+            from models.db import database
+            from models.match import Match
+
+            with self._gate(), database.connection_context():
+                row = Match.select(Match.status).where(Match.id == self._ctx.match_id).first()
+            status = row.status if row is not None else status
+            self._status = status
+        self._log.write("status check: %s after %d idle heartbeats", status, self._idle)
+        phase = phase_of(status)
+        if phase is Phase.TERMINAL or (status in TERMINAL):
+            raise _Exit(ExitCode.NOT_IN_PROGRESS, f"match no longer in progress ({status})")
+        if phase is Phase.DELAYED or status in DELAYED:
+            assert self.archive is not None
+            self.archive.append_marker("delay", status=status, idle_heartbeats=self._idle)
+            self.stats.delay_markers += 1
+            logger.info(
+                "match %s is %s: listener stays up, heartbeat counter reset", self._ctx.match_id, status
+            )
+            self._idle = 0
+
+
+def describe_url(settings: Any, sr_id: str, league: str) -> str:
+    """The redacted subscribe URL a listener with these settings would follow (for logs and CLIs)."""
+    return redact_url(
+        subscribe_url(
+            base_url=settings.sportradar_base_url,
+            path=settings.listener_stream_path,
+            league=league,
+            access=settings.listener_sr_env,
+            sr_id=sr_id,
+            fmt=settings.listener_stream_format,
+        )
+    )

@@ -1,0 +1,120 @@
+"""The default event processing pipeline: issues and settles in-game Questions from push events.
+
+A pipeline is any class named by the ``listener_pipeline`` setting, constructed as
+``cls(match_id=..., settings=..., db_gate=...)`` with a ``process(message)`` method taking the
+parsed envelope and a ``close()``. QuestionPipeline issues one question per at-bat ("Will the
+hitter get a hit?", key ``atbat:{event id}``) when the at-bat starts and settles it when an event
+with the ``atbatover`` category arrives. It touches PostgreSQL only on those two events, through
+a short connection held under the process-wide gate, never for the whole game.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from typing import Any, Protocol
+
+from config.clock import utcnow
+from config.errors import ConfigurationError
+from config.settings import MatchListenerEnvironment
+
+logger = logging.getLogger(__name__)
+
+
+class Pipeline(Protocol):
+    """What the listener calls for every event."""
+
+    def process(self, message: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def load_pipeline(
+    dotted: str, *, match_id: str, settings: MatchListenerEnvironment, db_gate: threading.Semaphore
+) -> Pipeline:
+    """Instantiate the pipeline class at ``module:attr`` (or ``module.attr``)."""
+    module_name, sep, attr = dotted.partition(":")
+    if not sep:
+        module_name, _, attr = dotted.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigurationError(f"listener_pipeline {dotted!r} cannot be imported: {exc}") from exc
+    return cls(match_id=match_id, settings=settings, db_gate=db_gate)
+
+
+class QuestionPipeline:
+    """Issues an in-game question at each at-bat and settles it when the at-bat is over."""
+
+    def __init__(
+        self, *, match_id: str, settings: MatchListenerEnvironment, db_gate: threading.Semaphore
+    ) -> None:
+        self.match_id = match_id
+        self.settings = settings
+        self.db_gate = db_gate
+        self.open_key: str | None = None
+        self.issued = 0
+        self.settled = 0
+
+    def process(self, message: dict[str, Any]) -> None:
+        payload = message.get("payload")
+        if not isinstance(payload, dict) or not self.match_id:
+            return
+        event = payload.get("event")
+        if not isinstance(event, dict):
+            return
+        meta = message.get("metadata") if isinstance(message.get("metadata"), dict) else {}
+        etype = event.get("type") or event.get("event_type")
+        categories = str(meta.get("event_category") or event.get("event_category") or "").split(",")
+        if etype == "atbat" and meta.get("operation", "create") == "create" and event.get("id"):
+            self._issue(event)
+        if "atbatover" in categories and self.open_key is not None:
+            self._settle("yes" if "hit" in categories else "no", event)
+
+    def _issue(self, event: dict[str, Any]) -> None:
+        from models.db import database
+        from models.question import Question
+
+        key = f"atbat:{event['id']}"
+        hitter = (event.get("hitter") or {}).get("full_name") or "the hitter"
+        with self.db_gate, database.connection_context():
+            Question.insert(
+                match=self.match_id,
+                key=key,
+                prompt=f"Will {hitter} get a hit in this at-bat?",
+                in_game=True,
+                details={"event_id": event["id"]},
+            ).on_conflict_ignore().execute()
+        self.open_key = key
+        self.issued += 1
+
+    def _settle(self, answer: str, event: dict[str, Any]) -> None:
+        from models.db import database
+        from models.question import Question
+
+        key, self.open_key = self.open_key, None
+        with self.db_gate, database.connection_context():
+            Question.update(status="settled", answer=answer, settled_at=utcnow()).where(
+                (Question.match == self.match_id) & (Question.key == key) & (Question.status == "open")
+            ).execute()
+        self.settled += 1
+        logger.debug(
+            "match %s question %s settled %s by event %s", self.match_id, key, answer, event.get("id")
+        )
+
+    def close(self) -> None:
+        logger.debug("match %s pipeline issued %d, settled %d", self.match_id, self.issued, self.settled)
+
+
+class RecordOnlyPipeline:
+    """A pipeline that does nothing (what ``listener_skip_processing`` amounts to)."""
+
+    def __init__(self, **_: Any) -> None:
+        pass
+
+    def process(self, message: dict[str, Any]) -> None:
+        return None
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,227 @@
+"""The push-stream client: one match's feed as an iterator of raw JSON messages, with reconnects.
+
+Two framings, chosen by the response's content type: ``text/event-stream`` is kickoff's SSE
+framing (parsed with sseclient-py), anything else is the provider's newline-delimited JSON over
+chunked HTTP. The provider answers the subscribe URL with a redirect to the stream host; the
+client follows it itself (``allow_redirects=False``), as the provider's sample client does.
+The API key travels only in the ``x-api-key`` header: it is never part of a URL we log or store.
+Lines longer than ``max_line_bytes`` are skipped without being buffered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+
+import requests
+import sseclient
+from urllib3.exceptions import HTTPError as Urllib3HTTPError
+
+from config.errors import StreamConnectionError, StreamDataError
+
+logger = logging.getLogger(__name__)
+
+OVERSIZE = object()  # marker yielded instead of a line longer than the limit
+_SECRET_PARAMS = {"api_key", "apikey", "key", "token", "access_token"}
+_MAX_REDIRECTS = 5
+_CHUNK = 16384
+
+
+def redact_url(url: str) -> str:
+    """Return ``url`` with credentials and secret-looking query values replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable url>"
+    query = urlencode(
+        [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in parse_qsl(parts.query, True)],
+        safe=":*",
+    )
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def subscribe_url(*, base_url: str, path: str, league: str, access: str, sr_id: str, fmt: str) -> str:
+    """The subscribe URL of one match's push stream (no key in it)."""
+    query = {"match": f"sd:match:{sr_id}"}
+    if fmt == "ndjson":
+        query["format"] = "ndjson"
+    rel = path.format(league=league.lower(), access=access)
+    return f"{base_url.rstrip('/')}{rel}?{urlencode(query, safe=':')}"
+
+
+def capped_lines(chunks: Iterator[bytes], max_bytes: int) -> Iterator[bytes | object]:
+    """Split a byte stream into lines (without the newline); a line over ``max_bytes`` becomes OVERSIZE.
+
+    An over-long line is dropped as it arrives, so memory stays bounded by the limit. A partial
+    last line (the stream cut mid-line) is dropped: it is not a complete message.
+    """
+    parts: list[bytes] = []
+    pending = 0
+    skipping = False
+    for chunk in chunks:
+        if not chunk:
+            continue
+        if b"\n" not in chunk:
+            if not skipping:
+                parts.append(chunk)
+                pending += len(chunk)
+                if pending > max_bytes:
+                    skipping = True
+                    parts, pending = [], 0
+                    yield OVERSIZE
+            continue
+        pieces = chunk.split(b"\n")
+        if skipping:
+            skipping = False
+        else:
+            parts.append(pieces[0])
+            line = b"".join(parts) if len(parts) > 1 else parts[0]
+            if len(line) > max_bytes:
+                yield OVERSIZE
+            else:
+                yield line[:-1] if line.endswith(b"\r") else line
+        for line in pieces[1:-1]:
+            if len(line) > max_bytes:
+                yield OVERSIZE
+            else:
+                yield line[:-1] if line.endswith(b"\r") else line
+        last = pieces[-1]
+        parts, pending = ([last], len(last)) if last else ([], 0)
+        if pending > max_bytes:
+            skipping = True
+            parts, pending = [], 0
+            yield OVERSIZE
+
+
+@dataclass
+class StreamConfig:
+    """What the client needs to follow one match."""
+
+    url: str  # subscribe URL (no secret in it)
+    api_key: str
+    connect_timeout: float
+    read_timeout: float
+    max_line_bytes: int
+    match_id: str = ""
+
+
+class FeedConnection:
+    """One HTTP connection to the push stream; ``messages()`` yields raw JSON texts (bytes)."""
+
+    def __init__(self, config: StreamConfig, *, session: requests.Session) -> None:
+        self.config = config
+        self.session = session
+        self.response: requests.Response | None = None
+        self.content_type = ""
+        self.final_url = ""
+        self._closed = threading.Event()
+
+    def open(self) -> FeedConnection:
+        """Connect, follow redirects, check the status; raise StreamConnectionError / StreamDataError."""
+        url = self.config.url
+        headers = {
+            "x-api-key": self.config.api_key,
+            "Accept": "text/event-stream, application/x-ndjson;q=0.9, application/json;q=0.8",
+        }
+        timeout = (self.config.connect_timeout, self.config.read_timeout)
+        for _ in range(_MAX_REDIRECTS + 1):
+            if self._closed.is_set():
+                raise StreamConnectionError("stream closed while connecting")
+            try:
+                resp = self.session.get(
+                    url, headers=headers, stream=True, timeout=timeout, allow_redirects=False
+                )
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                raise StreamConnectionError(
+                    f"cannot connect to {redact_url(url)}: {type(exc).__name__}"
+                ) from exc
+            except requests.RequestException as exc:
+                raise StreamDataError(f"bad request to {redact_url(url)}: {type(exc).__name__}") from exc
+            if resp.is_redirect:
+                location = resp.headers.get("Location", "")
+                resp.close()
+                url = urljoin(url, location)
+                logger.info("match %s stream redirected to %s", self.config.match_id, redact_url(url))
+                continue
+            self.response = resp
+            if resp.status_code >= 500 or resp.status_code == 429:
+                resp.close()
+                raise StreamConnectionError(f"feed answered HTTP {resp.status_code} at {redact_url(url)}")
+            if resp.status_code >= 400:
+                resp.close()
+                raise StreamDataError(f"feed answered HTTP {resp.status_code} at {redact_url(url)}")
+            self.content_type = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
+            self.final_url = redact_url(url)
+            return self
+        raise StreamDataError(f"more than {_MAX_REDIRECTS} redirects from {redact_url(self.config.url)}")
+
+    def messages(self) -> Iterator[bytes | object]:
+        """Yield each message's JSON text (or OVERSIZE); StreamConnectionError when the connection drops."""
+        assert self.response is not None
+        raw = self.response.iter_content(chunk_size=_CHUNK)
+        lines = capped_lines(raw, self.config.max_line_bytes)
+        try:
+            if self.content_type == "text/event-stream":
+                yield from self._sse(lines)
+            else:
+                for line in lines:
+                    if line is OVERSIZE or line.strip():  # type: ignore[union-attr]
+                        yield line
+        except (requests.ConnectionError, requests.Timeout, Urllib3HTTPError, OSError, ValueError) as exc:
+            # ChunkedEncodingError (a truncated chunk) is a ConnectionError subclass; a socket we
+            # shut down from request_stop surfaces as one of these too.
+            raise StreamConnectionError(f"stream dropped: {type(exc).__name__}") from exc
+        except requests.RequestException as exc:
+            raise StreamConnectionError(f"stream dropped: {type(exc).__name__}") from exc
+        raise StreamConnectionError("stream ended by the server")
+
+    def _sse(self, lines: Iterator[bytes | object]) -> Iterator[bytes | object]:
+        pending_oversize = []
+
+        def source() -> Iterator[bytes]:
+            for line in lines:
+                if line is OVERSIZE:
+                    pending_oversize.append(1)
+                    continue
+                yield line + b"\n"  # type: ignore[operator]
+
+        for event in sseclient.SSEClient(source()).events():
+            while pending_oversize:
+                pending_oversize.pop()
+                yield OVERSIZE
+            yield event.data.encode()
+        while pending_oversize:
+            pending_oversize.pop()
+            yield OVERSIZE
+
+    def close(self) -> None:
+        """Close from any thread: wakes a reader blocked in recv by shutting the socket down."""
+        self._closed.set()
+        resp = self.response
+        if resp is None:
+            return
+        sock = _socket_of(resp)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(Exception):
+            resp.close()
+
+
+def _socket_of(resp: requests.Response) -> socket.socket | None:
+    raw: Any = resp.raw
+    conn = getattr(raw, "_connection", None)
+    sock = getattr(conn, "sock", None)
+    if sock is not None:
+        return sock
+    fp = getattr(raw, "_fp", None)
+    with contextlib.suppress(AttributeError):
+        return fp.fp.raw._sock  # type: ignore[union-attr]
+    return None

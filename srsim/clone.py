@@ -1,0 +1,95 @@
+"""Turn a recorded match (its listener archive) into an is_test clone that srsim replays."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from config.clock import utcnow
+from config.errors import MatchNotFound, SimulatorScriptError
+from listener.archive import archive_path, read_events, shortcode_for
+from srsim.script import GameScript, save_script
+
+logger = logging.getLogger(__name__)
+
+
+def clone_match(
+    sr_id: str,
+    *,
+    data_dir: Path,
+    out: Path | None = None,
+    start_after: float = 10.0,
+    event_interval: float = 2.0,
+) -> tuple[Any, Path, int]:
+    """Create an is_test Match copying ``sr_id`` and a script replaying its archived events.
+
+    Returns (the new Match, the script path, the number of events). Synthetic kickoff markers
+    in the archive are not replayed.
+    """
+    from models.db import database
+    from models.match import Match
+
+    with database.connection_context():
+        source = Match.select().where(Match.sr_id == sr_id).first()
+        if source is None:
+            raise MatchNotFound(f"no match with sr_id {sr_id!r}")
+        league = source.league
+        path = archive_path(data_dir, league.name, shortcode_for(source.sr_id))
+        if not path.exists():
+            raise SimulatorScriptError(f"match {source.id} has no archive at {path}")
+        events = [e for e in read_events(path) if isinstance(e, dict) and isinstance(e.get("payload"), dict)]
+        if not events:
+            raise SimulatorScriptError(f"archive {path} holds no events to replay")
+        new_sr_id = str(uuid.uuid4())
+        clone = Match.create(
+            sr_id=new_sr_id,
+            league=league,
+            title=f"clone of {source.title or source.sr_id}",
+            scheduled=utcnow() + timedelta(seconds=start_after),
+            status="scheduled",
+            is_test=True,
+        )
+    game = GameScript(
+        sr_id=new_sr_id,
+        league=league.name,
+        title=clone.title,
+        is_test=True,
+        start_after=start_after,
+        event_interval=event_interval,
+        events=events,
+        event_count=len(events),
+    )
+    out = out or Path(data_dir) / "srsim" / f"{new_sr_id}.json"
+    save_script(out, [game])
+    logger.info(
+        "match %s cloned from sr_id=%s as sr_id=%s (%d events)", clone.id, sr_id, new_sr_id, len(events)
+    )
+    return clone, out, len(events)
+
+
+def register_test_matches(games: list[GameScript], *, speed: float = 1.0) -> int:
+    """Create the is_test Match rows (and leagues) of srsim's is_test games that do not exist yet."""
+    from models.db import database
+    from models.league import League
+    from models.match import Match
+
+    created = 0
+    with database.connection_context():
+        for g in games:
+            if not g.is_test:
+                continue
+            lg, _ = League.get_or_create(name=g.league)
+            _, made = Match.get_or_create(
+                sr_id=g.sr_id,
+                defaults={
+                    "league": lg,
+                    "title": g.title,
+                    "scheduled": utcnow() + timedelta(seconds=g.start_after / speed),
+                    "is_test": True,
+                },
+            )
+            created += int(made)
+    return created

@@ -1,0 +1,353 @@
+"""srsim's HTTP server: continuous game sessions served as push streams and a schedule API (asyncio).
+
+Each game is a session whose clock starts with the server and runs whether or not anyone
+listens, so a late or reconnecting listener gets the live position (nothing is replayed, as
+with the provider). Routes:
+
+* ``GET /{league}/{access}/stream/en/events/subscribe?match=sd:match:{id}`` - SSE
+  (``text/event-stream``) by default; with ``format=ndjson`` a 302 redirect to a stream URL that
+  sends newline-delimited JSON over chunked HTTP, like the provider. Heartbeats
+  ``{"heartbeat":{"interval":N}}`` every ``heartbeat_seconds`` (script seconds) on both.
+* ``GET /{league}/{access}/games/{yyyy}/{mm}/{dd}/schedule.json`` - daily schedule (MLB, NHL shape).
+* ``GET /{league}/{access}/games/{yyyy}/{REG|PRE|PST}/{week}/schedule.json`` - weekly (NFL shape).
+* ``GET /{league}/{access}/games/{yyyy}/{REG|PRE|PST}/schedule.json`` - the league's season.
+* ``GET /_srsim/sessions`` - every session's position and status (for boards and tests).
+
+One asyncio loop serves every connection, so a thousand concurrent streams cost a thousand small
+coroutines, not a thousand threads. For is_test matches the session drives Match.status through
+a StatusWriter (scheduled → inprogress → delayed → inprogress → closed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from srsim.script import GameScript
+
+logger = logging.getLogger(__name__)
+
+_STREAM = re.compile(
+    r"^/(?P<league>[a-z0-9_-]+)/(?P<access>[a-z0-9_-]+)/stream/(?:[a-z]+/)?events/subscribe$"
+)
+_PUSH = re.compile(r"^/_push/(?P<sr_id>[A-Za-z0-9_.:-]+)$")
+_DAILY = re.compile(
+    r"^/(?P<league>[a-z0-9_-]+)/[a-z0-9_-]+/(?:[a-z]+/)?games/(\d{4})/(\d{2})/(\d{2})/schedule\.json$"
+)
+_WEEKLY = re.compile(
+    r"^/(?P<league>[a-z0-9_-]+)/[a-z0-9_-]+/(?:[a-z]+/)?games/(\d{4})/([A-Z]{3})/(\d+)/schedule\.json$"
+)
+_SEASON = re.compile(
+    r"^/(?P<league>[a-z0-9_-]+)/[a-z0-9_-]+/(?:[a-z]+/)?games/(\d{4})/([A-Z]{3})/schedule\.json$"
+)
+
+
+@dataclass
+class Session:
+    """One game's continuous session: its script, messages and clock origin."""
+
+    game: GameScript
+    origin: float  # monotonic second of script time 0
+    speed: float
+    scheduled: datetime
+    times: list[float] = field(default_factory=list)  # real seconds after origin
+    lines: list[bytes] = field(default_factory=list)  # one JSON text per event
+
+    @classmethod
+    def build(cls, game: GameScript, *, origin: float, speed: float, wall_origin: datetime) -> Session:
+        scheduled = wall_origin + timedelta(seconds=game.start_after / speed)
+        s = cls(game=game, origin=origin, speed=speed, scheduled=scheduled)
+        s.times = [t / speed for t in game.event_times()]
+        s.lines = [json.dumps(e, separators=(",", ":")).encode() for e in game.envelopes(scheduled)]
+        return s
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.origin
+
+    def position(self) -> int:
+        """Index of the next event that has not happened yet."""
+        now = self.elapsed()
+        lo, hi = 0, len(self.times)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.times[mid] <= now:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def status(self) -> str:
+        return self.game.status_at(self.elapsed() * self.speed)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "sr_id": self.game.sr_id,
+            "league": self.game.league,
+            "title": self.game.title,
+            "is_test": self.game.is_test,
+            "status": self.status(),
+            "position": self.position(),
+            "events": len(self.lines),
+            "scheduled": self.scheduled.isoformat(),
+        }
+
+
+class SimServer:
+    """The simulator: sessions plus an asyncio HTTP server, run in the caller's or a background thread."""
+
+    def __init__(
+        self,
+        games: list[GameScript],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        speed: float = 1.0,
+        heartbeat_seconds: float = 5.0,
+        api_key: str | None = None,
+        status_writer: Any = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.speed = speed
+        self.heartbeat = heartbeat_seconds / speed
+        self.api_key = api_key
+        self.status_writer = status_writer
+        self.origin = time.monotonic()
+        self.wall_origin = datetime.now(UTC)
+        self.sessions = {
+            g.sr_id: Session.build(g, origin=self.origin, speed=speed, wall_origin=self.wall_origin)
+            for g in games
+        }
+        self.streams_open = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._stopping: asyncio.Event | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    # -- running ---------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Serve until ``stop()``."""
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        self._server = await asyncio.start_server(
+            self._handle, self.host, self.port, backlog=4096, limit=65536
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        drivers = [asyncio.create_task(self._drive(s)) for s in self.sessions.values() if s.game.is_test]
+        logger.info(
+            "srsim serving %d sessions on %s (speed %.1fx)", len(self.sessions), self.base_url, self.speed
+        )
+        self._ready.set()
+        try:
+            await self._stopping.wait()
+        finally:
+            for d in drivers:
+                d.cancel()
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+
+    def start_background(self) -> SimServer:
+        """Run the server in a daemon thread (tests, benchmarks, the demo); returns once listening."""
+        self._thread = threading.Thread(target=lambda: asyncio.run(self.serve()), name="srsim", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("srsim did not start")
+        return self
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
+    def stop_soon(self) -> None:
+        """Ask the server to stop (from the loop's thread, e.g. a signal handler)."""
+        if self._stopping is not None:
+            self._stopping.set()
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stopping is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
+        if self._thread is not None:
+            self._thread.join(5)
+
+    # -- is_test status --------------------------------------------------------------
+
+    async def _drive(self, session: Session) -> None:
+        for when, status in session.game.transitions():
+            delay = session.origin + when / self.speed - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if self.status_writer is not None:
+                self.status_writer.write(session.game.sr_id, status)
+
+    # -- HTTP --------------------------------------------------------------------------
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+            request_line, *header_lines = head.decode("latin-1").split("\r\n")
+            method, target, _ = request_line.split(" ", 2)
+            headers = {}
+            for h in header_lines:
+                if ":" in h:
+                    k, v = h.split(":", 1)
+                    headers[k.strip().lower()] = v.strip()
+            await self._route(method, target, headers, writer)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
+            pass
+        except (ConnectionError, OSError, asyncio.CancelledError):
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _route(
+        self, method: str, target: str, headers: dict[str, str], writer: asyncio.StreamWriter
+    ) -> None:
+        parts = urlsplit(target)
+        path, query = parts.path, parse_qs(parts.query)
+        if method != "GET":
+            return await _respond(writer, 405, {"message": "method not allowed"})
+        if path == "/_srsim/sessions":
+            return await _respond(writer, 200, {"sessions": [s.describe() for s in self.sessions.values()]})
+        if self.api_key is not None and headers.get("x-api-key") != self.api_key:
+            return await _respond(writer, 401, {"message": "Invalid Authentication"})
+        if m := _STREAM.match(path):
+            sr_id = (query.get("match", [""])[0]).removeprefix("sd:match:")
+            session = self.sessions.get(sr_id)
+            if session is None or session.game.league != m["league"]:
+                return await _respond(writer, 404, {"message": f"no such match {sr_id}"})
+            if query.get("format", [""])[0] == "ndjson":
+                writer.write(
+                    f"HTTP/1.1 302 Found\r\nLocation: /_push/{sr_id}\r\nContent-Length: 0\r\n"
+                    "Connection: close\r\n\r\n".encode()
+                )
+                return await writer.drain()
+            return await self._stream(session, writer, sse=True)
+        if m := _PUSH.match(path):
+            session = self.sessions.get(m["sr_id"])
+            if session is None:
+                return await _respond(writer, 404, {"message": "no such stream"})
+            return await self._stream(session, writer, sse=False)
+        for pattern, kind in ((_DAILY, "daily"), (_WEEKLY, "weekly"), (_SEASON, "season")):
+            if m := pattern.match(path):
+                return await _respond(writer, 200, self._schedule(kind, m))
+        return await _respond(writer, 404, {"message": "not found"})
+
+    async def _stream(self, session: Session, writer: asyncio.StreamWriter, *, sse: bool) -> None:
+        ctype = "text/event-stream" if sse else "application/json"
+        writer.write(
+            f"HTTP/1.1 200 OK\r\nContent-Type: {ctype}; charset=utf-8\r\nTransfer-Encoding: chunked\r\n"
+            "Cache-Control: no-cache\r\nConnection: close\r\n\r\n".encode()
+        )
+        hb = json.dumps(
+            {"heartbeat": {"interval": int(self.heartbeat * 1000)}}, separators=(",", ":")
+        ).encode()
+        hb_frame = _chunk(b"event: heartbeat\ndata: " + hb + b"\n\n" if sse else hb + b"\n")
+        idx = session.position()
+        next_hb = time.monotonic() + self.heartbeat
+        self.streams_open += 1
+        assert self._stopping is not None
+        try:
+            await writer.drain()
+            while not self._stopping.is_set() and not writer.is_closing():
+                now = time.monotonic()
+                due = session.origin + session.times[idx] if idx < len(session.times) else float("inf")
+                if due <= now:
+                    frames = []
+                    while idx < len(session.times) and session.origin + session.times[idx] <= now:
+                        line = session.lines[idx]
+                        frames.append(
+                            _chunk(
+                                b"event: event\nid: %d\ndata: " % idx + line + b"\n\n"
+                                if sse
+                                else line + b"\n"
+                            )
+                        )
+                        idx += 1
+                    writer.write(b"".join(frames))
+                    await writer.drain()
+                    continue
+                if next_hb <= now:
+                    writer.write(hb_frame)
+                    await writer.drain()
+                    next_hb += self.heartbeat
+                    continue
+                await asyncio.sleep(min(due, next_hb) - now)
+        finally:
+            self.streams_open -= 1
+
+    def _schedule(self, kind: str, m: re.Match[str]) -> dict[str, Any]:
+        league = m["league"]
+        games = [s for s in self.sessions.values() if s.game.league == league]
+        if kind == "daily":
+            day = f"{m[2]}-{m[3]}-{m[4]}"
+            games = [s for s in games if s.scheduled.date().isoformat() == day]
+            return {
+                "date": day,
+                "league": {"name": league.upper(), "alias": league.upper()},
+                "games": [_schedule_game(s) for s in games],
+            }
+        if kind == "weekly":
+            week = int(m[4])
+            games = [s for s in games if s.game.week == week]
+            return {
+                "year": int(m[2]),
+                "type": m[3],
+                "name": m[3],
+                "week": {"sequence": week, "title": str(week), "games": [_schedule_game(s) for s in games]},
+            }
+        weeks: dict[int, list[dict[str, Any]]] = {}
+        for s in games:
+            weeks.setdefault(s.game.week, []).append(_schedule_game(s))
+        return {
+            "year": int(m[2]),
+            "type": m[3],
+            "name": m[3],
+            "weeks": [{"sequence": w, "title": str(w), "games": g} for w, g in sorted(weeks.items())],
+        }
+
+
+def _schedule_game(s: Session) -> dict[str, Any]:
+    (hn, hm, ha), (an, am, aa) = s.game.home, s.game.away
+    return {
+        "id": s.game.sr_id,
+        "status": s.status(),
+        "title": s.game.title,
+        "coverage": "full",
+        "scheduled": s.scheduled.isoformat(),
+        "home": {"name": f"{hm} {hn}", "alias": ha},
+        "away": {"name": f"{am} {an}", "alias": aa},
+    }
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n" % len(data) + data + b"\r\n"
+
+
+async def _respond(writer: asyncio.StreamWriter, status: int, body: dict[str, Any]) -> None:
+    data = json.dumps(body).encode()
+    reason = {200: "OK", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed"}.get(
+        status, "Error"
+    )
+    writer.write(
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+        "Connection: close\r\n\r\n".encode()
+        + data
+    )
+    await writer.drain()

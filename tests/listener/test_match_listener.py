@@ -1,0 +1,209 @@
+"""MatchListener against srsim in process: whole games, status writes, rain delays, exits and stops."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+
+from listener.archive import read_events
+from listener.body import ListenerContext
+from listener.exit_codes import ExitCode
+from models import Match, Question
+from srsim.script import GameScript
+from tests.listener.conftest import run_listener, start_listener
+
+
+def _game(**kw) -> GameScript:
+    values = {"sr_id": str(uuid.uuid4()), "league": "mlb", "start_after": 0.4, "event_interval": 0.03}
+    values.update(kw)
+    return GameScript(**values)
+
+
+def _ctx(match, settings, *, record_id=None) -> ListenerContext:
+    return ListenerContext(
+        match_id=str(match.id), record_id=record_id, is_test=match.is_test, settings=settings
+    )
+
+
+def _statuses_seen(match_id: str, *, until: float, into: list[str]) -> None:
+    """Poll Match.status (test thread) and remember each distinct value in order."""
+    while time.monotonic() < until:
+        status = Match.get_by_id(match_id).status
+        if not into or into[-1] != status:
+            into.append(status)
+        time.sleep(0.01)
+
+
+def test_a_whole_live_game_is_archived_in_order_and_ends_with_exit_13(sim, listener_settings, make_match):
+    game = _game(event_count=24, game_delay_at_event=8, delay_seconds=0.4)
+    match = make_match("mlb", sr_id=game.sr_id, is_test=False)
+    server = sim([game])
+    settings = listener_settings(sportradar_base_url=server.base_url)
+    out = start_listener(_ctx(match, settings, record_id=str(uuid.uuid4())))
+    seen: list[str] = []
+    _statuses_seen(str(match.id), until=time.monotonic() + 1.6, into=seen)
+    out.thread.join(20)
+    assert out.code == ExitCode.NOT_IN_PROGRESS, out.listener.exit_reason
+    events = [e for e in read_events(out.listener.archive.path) if "payload" in e]
+    assert len(events) == game.total_events == 25
+    expected = [json.loads(line) for line in server.sessions[game.sr_id].lines]
+    assert events == expected  # every event, in the order sent
+    assert seen[:4] == ["scheduled", "inprogress", "delayed", "inprogress"]
+    assert Match.get_by_id(match.id).status == "complete"
+
+
+def test_a_live_game_writes_a_text_log_named_after_the_record(sim, listener_settings, make_match):
+    game = _game(event_count=4)
+    match = make_match("mlb", sr_id=game.sr_id)
+    settings = listener_settings(sportradar_base_url=sim([game]).base_url)
+    record_id = str(uuid.uuid4())
+    out = run_listener(_ctx(match, settings, record_id=record_id))
+    log = out.listener.archive.path.with_name(f"{out.listener.archive.path.stem}.{record_id[:8]}.log")
+    text = log.read_text()
+    assert "connected" in text and "exit 13" in text
+    assert "test-api-key-never-printed" not in text
+
+
+def test_an_is_test_game_leaves_status_to_srsim_and_exits_13_when_closed(sim, listener_settings, make_match):
+    game = _game(event_count=10, game_delay_at_event=3, delay_seconds=0.3)
+    match = make_match("mlb", sr_id=game.sr_id, is_test=True)
+    server = sim([game])
+    settings = listener_settings(sportradar_base_url=server.base_url)
+    out = run_listener(_ctx(match, settings), timeout=20)
+    assert out.code == ExitCode.NOT_IN_PROGRESS
+    assert Match.get_by_id(match.id).status == "closed"  # srsim's write, not the stream's "complete"
+    writer_log = [s for sr, s in server.status_writer.written if sr == game.sr_id]
+    assert writer_log == ["inprogress", "delayed", "inprogress", "closed"]
+    assert out.listener.stats.events == 11
+
+
+def test_a_rain_delay_longer_than_the_heartbeat_limit_keeps_the_listener_up(
+    sim, listener_settings, make_match
+):
+    # 60 heartbeats of delay against a limit of 12: only the delayed status checks keep it alive.
+    game = _game(event_count=6, game_delay_at_event=2, delay_seconds=3.0)
+    match = make_match("mlb", sr_id=game.sr_id, is_test=True)
+    server = sim([game])
+    settings = listener_settings(
+        sportradar_base_url=server.base_url,
+        listener_max_consecutive_heartbeats=12,
+        listener_status_reload_heartbeats=4,
+    )
+    out = run_listener(_ctx(match, settings), timeout=20)
+    assert out.code == ExitCode.NOT_IN_PROGRESS
+    assert out.listener.stats.events == 7
+    archive = read_events(out.listener.archive.path)
+    markers = [e["kickoff"] for e in archive if "kickoff" in e]
+    assert markers and all(m["marker"] == "delay" and m["status"] == "delayed" for m in markers)
+    assert out.listener.stats.delay_markers == len(markers)
+
+
+@pytest.mark.parametrize("status", ["postponed", "cancelled"])
+def test_a_postponed_or_cancelled_match_ends_the_listener_with_13(status, sim, listener_settings, make_match):
+    game = _game(event_count=3, start_after=60)  # never starts: heartbeats only
+    match = make_match("mlb", sr_id=game.sr_id, is_test=True, status="delayed")
+    settings = listener_settings(sportradar_base_url=sim([game], write_status=False).base_url)
+    out = start_listener(_ctx(match, settings))
+    time.sleep(0.3)
+    assert out.thread.is_alive()  # delayed: still up
+    Match.update(status=status).where(Match.id == match.id).execute()
+    out.thread.join(5)
+    assert out.code == ExitCode.NOT_IN_PROGRESS
+    assert status in out.listener.exit_reason
+
+
+def test_too_many_heartbeats_without_an_event_exit_10(sim, listener_settings, make_match):
+    game = _game(event_count=3, start_after=60)
+    match = make_match("mlb", sr_id=game.sr_id, status="inprogress")
+    settings = listener_settings(
+        sportradar_base_url=sim([game]).base_url, listener_max_consecutive_heartbeats=6
+    )
+    out = run_listener(_ctx(match, settings), timeout=10)
+    assert out.code == ExitCode.MAX_HEARTBEATS
+    assert out.listener.stats.heartbeats == 6
+
+
+@pytest.mark.parametrize(
+    ("local", "incoming", "persist"),
+    [
+        ("scheduled", "inprogress", "inprogress"),
+        ("inprogress", "delayed", "delayed"),
+        ("delayed", "inprogress", "inprogress"),
+        ("inprogress", "complete", "complete"),
+        ("scheduled", "scheduled", "scheduled"),
+        ("closed", "inprogress", "closed"),
+    ],
+    ids=[
+        "first-live-event",
+        "delay-from-feed",
+        "delay-ended",
+        "game-over",
+        "no-pregame-write",
+        "never-reopen",
+    ],
+)
+def test_the_stream_status_of_a_live_match_is_persisted_as_the_spec_table_says(
+    local, incoming, persist, raw_feed, listener_settings, make_match
+):
+    sr_id = str(uuid.uuid4())
+    match = make_match("mlb", sr_id=sr_id, status=local)
+    event = {
+        "payload": {"game": {"id": sr_id, "status": incoming}, "event": {"id": "e1", "type": "pitch"}},
+        "metadata": {"match": f"sd:match:{sr_id}", "operation": "update"},
+    }
+    body = (json.dumps(event) + "\n" + '{"heartbeat":{"interval":5000}}\n' * 3).encode()
+    feed = raw_feed(body)
+    settings = listener_settings(sportradar_base_url=feed.base_url, listener_reconnect_attempts=0)
+    run_listener(_ctx(match, settings), timeout=10)
+    assert Match.get_by_id(match.id).status == persist
+
+
+def test_listener_force_exit_code_exits_before_any_stream_work(listener_settings, make_match):
+    match = make_match("mlb")
+    settings = listener_settings(listener_force_exit_code=11, sportradar_base_url="http://127.0.0.1:9")
+    out = run_listener(_ctx(match, settings), timeout=5)
+    assert out.code == 11
+    assert out.listener.archive is None  # no archive opened, no connection made
+
+
+def test_request_stop_ends_a_running_listener_within_a_second_with_15(sim, listener_settings, make_match):
+    game = _game(event_count=3, start_after=60)
+    match = make_match("mlb", sr_id=game.sr_id)
+    settings = listener_settings(
+        sportradar_base_url=sim([game], heartbeat_seconds=30).base_url, listener_read_timeout_seconds=60
+    )
+    ctx = _ctx(match, settings)
+    out = start_listener(ctx)
+    time.sleep(0.3)  # connected, blocked reading (next heartbeat in 30 s)
+    t0 = time.monotonic()
+    ctx.stop_requested.set()
+    out.listener.request_stop()
+    out.thread.join(3)
+    assert not out.thread.is_alive()
+    assert time.monotonic() - t0 < 1.0
+    assert out.code == ExitCode.STOPPED
+
+
+def test_the_default_pipeline_issues_and_settles_in_game_questions(sim, listener_settings, make_match):
+    game = _game(event_count=12)  # three at-bats: hit, out, out
+    match = make_match("mlb", sr_id=game.sr_id)
+    settings = listener_settings(sportradar_base_url=sim([game]).base_url)
+    out = run_listener(_ctx(match, settings), timeout=15)
+    assert out.code == ExitCode.NOT_IN_PROGRESS
+    questions = list(Question.select().where(Question.match == match.id).order_by(Question.issued_at))
+    assert len(questions) == 3
+    assert [q.answer for q in questions] == ["yes", "no", "no"]
+    assert all(q.status == "settled" and q.in_game for q in questions)
+    assert Match.get_by_id(match.id).has_in_game_questions()
+
+
+def test_skip_processing_records_events_without_questions(sim, listener_settings, make_match):
+    game = _game(event_count=8)
+    match = make_match("mlb", sr_id=game.sr_id)
+    settings = listener_settings(sportradar_base_url=sim([game]).base_url, listener_skip_processing=True)
+    out = run_listener(_ctx(match, settings), timeout=15)
+    assert out.listener.stats.events == 8
+    assert Question.select().where(Question.match == match.id).count() == 0

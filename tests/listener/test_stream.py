@@ -1,0 +1,139 @@
+"""The stream client and the listener against raw feeds: provider NDJSON shape, malformed lines, errors."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+
+import pytest
+
+from listener.archive import read_events
+from listener.body import ListenerContext
+from listener.exit_codes import ExitCode
+from listener.stream import OVERSIZE, capped_lines, redact_url
+from models import League, Match
+from tests.listener.conftest import FIXTURES, run_listener
+
+OURS = "5f0c3a6e-1d2b-4c8e-9a7f-2b1e6d4c8a10"
+HEARTBEAT = b'{"heartbeat":{"interval":5000}}\n'
+
+
+def _ctx(settings, match=None, *, sr_id=OURS) -> ListenerContext:
+    if match is None:
+        settings = settings.model_copy(
+            update={"listener_sr_request_match_uuid": sr_id, "listener_sr_url_league": "mlb"}
+        )
+    return ListenerContext(
+        match_id=str(match.id) if match else "", record_id=None, is_test=False, settings=settings
+    )
+
+
+def _event(sr_id: str = OURS, n: int = 1, status: str = "inprogress") -> bytes:
+    msg = {
+        "payload": {"game": {"id": sr_id, "status": status}, "event": {"id": f"e{n}", "type": "pitch"}},
+        "metadata": {"match": f"sd:match:{sr_id}", "operation": "update"},
+    }
+    return json.dumps(msg).encode() + b"\n"
+
+
+def test_the_providers_ndjson_shape_behind_a_redirect_is_parsed(raw_feed, listener_settings, make_match):
+    body = (FIXTURES / "provider_push_stream.ndjson").read_bytes()
+    feed = raw_feed(body + HEARTBEAT * 8, redirect=True)
+    match = make_match("mlb", sr_id=OURS, status="scheduled")
+    settings = listener_settings(
+        sportradar_base_url=feed.base_url,
+        listener_stream_format="ndjson",
+        listener_max_consecutive_heartbeats=6,
+    )
+    out = run_listener(_ctx(settings, match), timeout=10)
+    assert out.code == ExitCode.MAX_HEARTBEATS
+    sent = [json.loads(line) for line in body.splitlines()]
+    ours = [m for m in sent if m.get("metadata", {}).get("match") == f"sd:match:{OURS}"]
+    assert read_events(out.listener.archive.path) == ours  # other matches' events and heartbeats left out
+    assert out.listener.stats.events == len(ours) == 8
+    assert Match.get_by_id(match.id).status == "inprogress"
+    first_path, headers = feed.requests[0]
+    assert feed.requests[1][0].startswith("/stream-host/")  # the redirect was followed
+    assert "match=sd:match:" + OURS in first_path and "api_key" not in first_path
+    assert headers.get("x-api-key") == "test-api-key-never-printed"
+
+
+def test_the_api_key_is_never_logged_or_archived(raw_feed, listener_settings, caplog):
+    feed = raw_feed(_event() + HEARTBEAT * 3, redirect=True)
+    settings = listener_settings(sportradar_base_url=feed.base_url, listener_reconnect_attempts=1)
+    with caplog.at_level(logging.DEBUG):
+        out = run_listener(_ctx(settings), timeout=10)
+    key = "test-api-key-never-printed"
+    assert key not in caplog.text
+    assert key not in out.listener.archive.path.read_text()
+    assert "***" in redact_url("http://h/x?api_key=" + key) and key not in redact_url(
+        "http://u:" + key + "@h/"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "skipped"),
+    [
+        (b"{not json\n" + _event(), 1),
+        (b'{"payload": {"game": ' + b"x" * (10 * 1024 * 1024) + b"}}\n" + _event(), 1),
+        (b'{"something_new":{"a":1}}\n[1,2]\n"text"\n' + _event(), 3),
+    ],
+    ids=["invalid-json", "ten-megabyte-line", "unknown-types"],
+)
+def test_a_malformed_line_is_skipped_with_a_log_and_the_stream_goes_on(
+    raw_feed, listener_settings, body, skipped
+):
+    feed = raw_feed(body + HEARTBEAT * 4, redirect=False)
+    settings = listener_settings(sportradar_base_url=feed.base_url, listener_max_consecutive_heartbeats=3)
+    t0 = time.monotonic()
+    out = run_listener(_ctx(settings), timeout=20)
+    assert out.code == ExitCode.MAX_HEARTBEATS
+    assert out.listener.stats.skipped == skipped
+    assert out.listener.stats.events == 1
+    assert time.monotonic() - t0 < 10
+
+
+def test_too_many_unreadable_lines_in_a_row_exit_11(raw_feed, listener_settings):
+    feed = raw_feed(b"garbage\n" * 30, redirect=False)
+    settings = listener_settings(sportradar_base_url=feed.base_url, listener_max_bad_lines=5)
+    out = run_listener(_ctx(settings), timeout=10)
+    assert out.code == ExitCode.DATA_ERROR
+    assert "unreadable" in out.listener.exit_reason
+
+
+def test_a_truncated_chunk_reconnects_then_gives_up_with_12(raw_feed, listener_settings):
+    feed = raw_feed(_event() + HEARTBEAT, redirect=False, truncate=True)
+    settings = listener_settings(sportradar_base_url=feed.base_url, listener_reconnect_attempts=2)
+    out = run_listener(_ctx(settings), timeout=10)
+    assert out.code == ExitCode.CONNECTION_ERROR
+    assert len(feed.requests) == 3  # first connection and two reconnects
+    assert out.listener.stats.events == 3  # the complete line before each cut was kept
+
+
+def test_an_http_error_from_the_feed_exits_11(raw_feed, listener_settings):
+    feed = raw_feed(b"", redirect=False, status=401)
+    out = run_listener(_ctx(listener_settings(sportradar_base_url=feed.base_url)), timeout=10)
+    assert out.code == ExitCode.DATA_ERROR
+    assert "401" in out.listener.exit_reason
+
+
+def test_a_feed_that_cannot_be_reached_exits_12_after_reconnects(listener_settings):
+    settings = listener_settings(sportradar_base_url="http://127.0.0.1:9", listener_reconnect_attempts=1)
+    out = run_listener(_ctx(settings), timeout=10)
+    assert out.code == ExitCode.CONNECTION_ERROR
+    assert out.listener.stats.reconnects == 1
+
+
+def test_a_hostile_league_name_in_the_database_is_refused_with_11(listener_settings, db):
+    league = League.create(name="../../outside")
+    match = Match.create(sr_id=str(uuid.uuid4()), league=league, scheduled="2024-05-21T18:00:00+00:00")
+    out = run_listener(_ctx(listener_settings(), match), timeout=5)
+    assert out.code == ExitCode.DATA_ERROR
+    assert "refusing league" in out.listener.exit_reason
+
+
+def test_capped_lines_drops_an_over_long_line_without_buffering_it():
+    chunks = [b"a" * 6, b"a" * 6, b"a" * 6, b"\nok\n", b"tail"]
+    assert list(capped_lines(iter(chunks), 10)) == [OVERSIZE, b"ok"]
