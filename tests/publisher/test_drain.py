@@ -1,0 +1,134 @@
+"""The drain runner: batches, backoff, dead rows, missing queues, concurrent drains, crash before mark."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from config.clock import utcnow
+from models.db import database
+from publisher import drain as drain_module
+from publisher.amqp import AmqpPublisher, OutgoingMessage
+from publisher.drain import drain_outbox
+from publisher.outbox import backoff_delay, insert_row, outbox_report
+from publisher.queues import LINEUP_UPDATES, WAIVER_ACTIONS
+from tests.publisher.helpers import count
+
+
+def _rows(n: int, queue: str = LINEUP_UPDATES) -> list[str]:
+    ids = []
+    with database.atomic():
+        for i in range(n):
+            message_id = str(uuid.uuid4())
+            insert_row(
+                message=OutgoingMessage(queue=queue, body={"i": i}, message_id=message_id),
+                tracking_id=None,
+                next_attempt_at=utcnow(),
+            )
+            ids.append(message_id)
+    return ids
+
+
+def test_due_rows_are_published_in_batches_and_marked_published(publisher, pub_settings, read_queue):
+    ids = _rows(1200)
+    report = drain_outbox(publisher=publisher, settings=pub_settings, batch_size=500)
+    assert report.batches == 3 and report.published == 1200
+    assert count("outbox_messages", "status = 'published' AND published_at IS NOT NULL") == 1200
+    assert sorted(p.message_id for _, p in read_queue(LINEUP_UPDATES)) == sorted(ids)
+
+
+def test_backoff_doubles_per_attempt_up_to_the_maximum(settings):
+    s = settings.model_copy(update={"outbox_backoff_base_seconds": 5, "outbox_backoff_max_seconds": 30})
+    assert [backoff_delay(n, s).total_seconds() for n in range(1, 6)] == [5, 10, 20, 30, 30]
+
+
+def test_a_row_that_keeps_failing_backs_off_then_is_dead_and_visible(
+    db, fresh_queues, pub_settings, frozen_clock
+):
+    _rows(1)
+    down = AmqpPublisher(url="amqp://guest:guest@127.0.0.1:1/%2F", connect_timeout=1)
+    for _ in range(pub_settings.outbox_max_attempts):
+        assert drain_outbox(publisher=down, settings=pub_settings).failed == 1
+        frozen_clock.advance(seconds=1)
+    report = outbox_report()
+    assert report.dead == 1 and report.backlog == 0
+    assert report.dead_rows[0].attempts == pub_settings.outbox_max_attempts
+    assert "AMQP_URL" in report.dead_rows[0].last_error
+
+
+def test_a_missing_queue_leaves_the_row_pending_with_an_error_naming_the_queue(
+    publisher, pub_settings, frozen_clock
+):
+    publisher.delete_queue(WAIVER_ACTIONS)
+    _rows(2, WAIVER_ACTIONS)
+    _rows(1, LINEUP_UPDATES)
+    report = drain_outbox(publisher=publisher, settings=pub_settings)
+    assert report.published == 1 and report.failed == 2
+    rows = database.execute_sql(
+        "SELECT status, attempts, last_error FROM outbox_messages WHERE queue = %s", (WAIVER_ACTIONS,)
+    ).fetchall()
+    assert all(r[0] == "pending" and r[1] == 0 and "waiver_actions" in r[2] for r in rows)
+    publisher.declare_durable([WAIVER_ACTIONS])
+    frozen_clock.advance(seconds=10)
+    assert drain_outbox(publisher=publisher, settings=pub_settings).published == 2
+
+
+def test_status_reports_backlog_and_the_oldest_pending_age(db, pub_settings, frozen_clock):
+    _rows(3)
+    frozen_clock.advance(seconds=90)
+    report = outbox_report()
+    assert report.backlog == 3 and report.oldest_pending_age_seconds == pytest.approx(90)
+    assert report.backlog_by_queue == {LINEUP_UPDATES: 3}
+
+
+def test_two_drains_at_once_never_publish_a_row_twice(publisher, pub_settings, amqp_vhost, read_queue):
+    _rows(3000)
+    reports = []
+
+    def run() -> None:
+        with AmqpPublisher(url=amqp_vhost) as own:
+            reports.append(drain_outbox(publisher=own, settings=pub_settings, batch_size=200))
+        database.close()
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sum(r.published for r in reports) == 3000
+    assert all(r.published > 0 for r in reports)
+    ids = [p.message_id for _, p in read_queue(LINEUP_UPDATES)]
+    assert len(ids) == len(set(ids)) == 3000
+
+
+def test_a_crash_between_publish_and_mark_republishes_with_the_same_message_id(
+    publisher, pub_settings, read_queue, monkeypatch
+):
+    [message_id] = _rows(1)
+
+    def crash(*args, **kwargs):
+        raise SystemExit("killed between publish and mark")
+
+    monkeypatch.setattr(drain_module, "record_outcomes", crash)
+    with pytest.raises(SystemExit):
+        drain_outbox(publisher=publisher, settings=pub_settings)
+    monkeypatch.undo()
+    assert count("outbox_messages", "status = 'pending'") == 1  # the mark was rolled back
+    assert drain_outbox(publisher=publisher, settings=pub_settings).published == 1
+    ids = [p.message_id for _, p in read_queue(LINEUP_UPDATES)]
+    assert ids == [message_id, message_id]  # a consumer drops the second by message id
+
+
+def test_a_fresh_trigger_row_is_left_to_the_trigger_during_the_grace(db, fresh_queues, settings, publisher):
+    with database.atomic():
+        insert_row(
+            message=OutgoingMessage(queue=LINEUP_UPDATES, body={}, message_id=str(uuid.uuid4())),
+            tracking_id=None,
+            next_attempt_at=utcnow() + timedelta(seconds=settings.outbox_immediate_grace_seconds),
+        )
+    assert drain_outbox(publisher=publisher, settings=settings).published == 0
+    time.sleep(0)  # nothing else due

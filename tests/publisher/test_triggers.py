@@ -1,0 +1,152 @@
+"""Triggers: validation first, action + outbox row in one transaction, publish at once, draft rules."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+
+from config.clock import utcnow
+from config.errors import TriggerConflictError, TriggerUnavailableError, TriggerValidationError
+from models.activity import ActionStatus
+from publisher.actions import get_action, record_result
+from publisher.amqp import AmqpPublisher
+from publisher.drain import drain_outbox
+from publisher.run_context import bound_run_id
+from publisher.triggers import TriggerStatus, trigger_draft_pick, trigger_lineup, trigger_waiver
+from tests.publisher.helpers import TRACEPARENT, action, count, draft, lineup, outbox_row, waiver
+
+DOWN_URL = "amqp://guest:guest@127.0.0.1:1/%2F"
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        pytest.param(
+            lambda p, s: trigger_lineup(
+                lineup(swaps=[{"player_id": "4046", "to_slot": "BE"}]), publisher=p, settings=s
+            ),
+            "swaps[0].player_id",
+            id="lineup-swap-player-sleeper-id",
+        ),
+        pytest.param(
+            lambda p, s: trigger_waiver(waiver(add_player_id="4046"), publisher=p, settings=s),
+            "add_player_id",
+            id="waiver-add-sleeper-id",
+        ),
+        pytest.param(
+            lambda p, s: trigger_waiver(waiver(drop_player_id="DAL"), publisher=p, settings=s),
+            "drop_player_id",
+            id="waiver-drop-sleeper-id",
+        ),
+        pytest.param(
+            lambda p, s: trigger_draft_pick(draft(espn_id="6794"), publisher=p, settings=s),
+            "espn_id",
+            id="draft-sleeper-id",
+        ),
+        pytest.param(
+            lambda p, s: trigger_lineup(lineup(traceparent="not-a-trace"), publisher=p, settings=s),
+            "traceparent",
+            id="lineup-bad-traceparent",
+        ),
+        pytest.param(
+            lambda p, s: trigger_lineup(lineup(swaps=[]), publisher=p, settings=s),
+            "swaps",
+            id="lineup-no-swaps",
+        ),
+    ],
+)
+def test_a_refused_request_names_the_field_and_queues_nothing(
+    publisher, pub_settings, read_queue, call, field
+):
+    with pytest.raises(TriggerValidationError) as info:
+        call(publisher, pub_settings)
+    assert info.value.field == field
+    assert count("activity_actions") == 0 and count("outbox_messages") == 0
+
+
+def test_a_lineup_trigger_saves_action_and_message_and_publishes_at_once(publisher, pub_settings, read_queue):
+    request = lineup(
+        swaps=[{"player_id": 3139477, "to_slot": "BE", "kind": "lineup"}],
+        decision_inputs={"season": 2024, "week": 3, "projection": 12.5},
+        traceparent=TRACEPARENT,
+    )
+    result = trigger_lineup(request, publisher=publisher, settings=pub_settings)
+    assert result.status is TriggerStatus.QUEUED and result.published
+    assert action(result.tracking_id)["status"] == ActionStatus.DELIVERED
+    row = outbox_row(result.tracking_id)
+    assert row["status"] == "published" and row["published_at"] is not None
+    [(body, props)] = read_queue("lineup_updates")
+    assert body["tracking_id"] == result.tracking_id
+    assert body["swaps"] == [{"player_id": 3139477, "to_slot": "BE"}]  # swap kind stripped
+    assert "decision_inputs" not in body
+    assert body["traceparent"] == TRACEPARENT and props.headers == {"traceparent": TRACEPARENT}
+    assert props.message_id == str(row["message_id"])
+
+
+def test_with_the_broker_down_the_trigger_still_queues_and_the_drain_delivers_later(
+    db, fresh_queues, pub_settings, amqp_vhost, read_queue
+):
+    down = AmqpPublisher(url=DOWN_URL, connect_timeout=1)
+    result = trigger_waiver(waiver(), publisher=down, settings=pub_settings)
+    assert result.status is TriggerStatus.QUEUED and not result.published
+    row = outbox_row(result.tracking_id)
+    assert row["status"] == "pending" and row["attempts"] == 1 and "AMQP_URL" in row["last_error"]
+    time.sleep(0.1)  # past the row's (test-sized) backoff
+    with AmqpPublisher(url=amqp_vhost) as up:
+        report = drain_outbox(publisher=up, settings=pub_settings)
+    assert report.published == 1
+    [(body, _)] = read_queue("waiver_actions")
+    assert body["tracking_id"] == result.tracking_id
+    assert get_action(result.tracking_id).status == ActionStatus.DELIVERED
+
+
+def test_a_trigger_inside_a_run_scope_links_the_action_to_the_run(publisher, pub_settings):
+    with bound_run_id("run-42"):
+        result = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings)
+    assert get_action(result.tracking_id).run_id == "run-42"
+
+
+def test_a_filled_pick_is_a_conflict(publisher, pub_settings):
+    first = trigger_draft_pick(draft(), publisher=publisher, settings=pub_settings)
+    record_result(first.tracking_id, ActionStatus.SUCCEEDED)
+    with pytest.raises(TriggerConflictError, match="filled"):
+        trigger_draft_pick(draft(espn_id=3918298), publisher=publisher, settings=pub_settings)
+
+
+def test_an_expired_pick_is_a_conflict_and_queues_nothing(publisher, pub_settings):
+    with pytest.raises(TriggerConflictError, match="expired"):
+        trigger_draft_pick(
+            draft(expires_at=utcnow() - timedelta(seconds=1)), publisher=publisher, settings=pub_settings
+        )
+    assert count("activity_actions") == 0
+
+
+def test_a_draft_delivery_failure_is_retryable_and_a_retry_with_the_same_key_is_a_duplicate(
+    db, fresh_queues, pub_settings, amqp_vhost
+):
+    down = AmqpPublisher(url=DOWN_URL, connect_timeout=1)
+    with pytest.raises(TriggerUnavailableError) as info:
+        trigger_draft_pick(draft(), publisher=down, settings=pub_settings)
+    assert info.value.retryable and info.value.tracking_id
+    with AmqpPublisher(url=amqp_vhost) as up:
+        retry = trigger_draft_pick(draft(), publisher=up, settings=pub_settings)
+    assert retry.status is TriggerStatus.DUPLICATE and retry.tracking_id == info.value.tracking_id
+
+
+def test_a_draft_target_expires_while_waiting_in_the_outbox(
+    db, fresh_queues, pub_settings, amqp_vhost, frozen_clock, read_queue
+):
+    down = AmqpPublisher(url=DOWN_URL, connect_timeout=1)
+    with pytest.raises(TriggerUnavailableError) as info:
+        trigger_draft_pick(
+            draft(expires_at=utcnow() + timedelta(minutes=2)), publisher=down, settings=pub_settings
+        )
+    frozen_clock.advance(minutes=3)
+    with AmqpPublisher(url=amqp_vhost) as up:
+        report = drain_outbox(publisher=up, settings=pub_settings)
+    assert report.expired == 1 and report.published == 0
+    assert read_queue("draft_targets") == []
+    assert outbox_row(info.value.tracking_id)["status"] == "expired"
+    assert get_action(info.value.tracking_id).status == ActionStatus.SKIPPED
