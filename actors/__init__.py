@@ -16,3 +16,4 @@ settings = load_listener_settings()
 kickoff_broker = setup_broker(settings)
 
 # Actor modules: one explicit import per module (keep this block last).
+from actors import listeners  # noqa: E402,F401  dispatch, start, stop, sweep

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
+from dramatiq.middleware import CurrentMessage
 
 from actors.middleware import (
     DatabaseConnectionMiddleware,
@@ -52,6 +53,7 @@ def build_broker(settings: MatchListenerEnvironment) -> RedisBroker:
         heartbeat_timeout=int(settings.broker_heartbeat_timeout_seconds * 1000),
         maintenance_chance=settings.broker_maintenance_chance,
     )
+    broker.add_middleware(CurrentMessage())
     broker.add_middleware(ScheduledTickMiddleware(skip_delay=settings.periodic_skip_delay_seconds))
     broker.add_middleware(LogContextMiddleware())
     broker.add_middleware(DatabaseConnectionMiddleware())

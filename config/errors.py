@@ -94,6 +94,14 @@ class ListenerStartSettingsError(ListenerError):
     """
 
 
+class ListenerRunFailed(ListenerError):
+    """Raised by the start_match_listener actor when a run ended with a failure exit (9, 11, 12, 16, ...).
+
+    The failure is already recorded (row exit code, attempt counter); raising marks the Dramatiq
+    message failed (it is not retried: max_retries=0).
+    """
+
+
 class StreamError(ListenerError):
     """Base class of the errors of a match listener's push stream."""
 

@@ -1,0 +1,124 @@
+"""Listener actors: dispatch, start, stop and sweep; thin wrappers over the listener library.
+
+start_match_listener runs on the ``match_listeners`` queue with no time limit and no retries
+(failed starts are counted by the attempt counter, not retried); the others run on ``default``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import dramatiq
+from dramatiq.middleware import CurrentMessage
+
+from actors.broker import QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS, shutdown_hooks
+from config.errors import ListenerRunFailed
+from config.settings import MatchListenerEnvironment
+from listener import cleanup, dispatch, lifecycle
+from listener.dispatch import StartMessage
+from listener.runtime import ListenerServices
+from models.barriers import Barriers
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Runtime:
+    settings: MatchListenerEnvironment
+    barriers: Barriers
+
+
+_runtime_cache: _Runtime | None = None
+_runtime_mu = threading.Lock()
+
+
+def runtime() -> _Runtime:
+    """Settings (read once by ``actors``) and Redis barriers of this process, built on first use."""
+    global _runtime_cache
+    with _runtime_mu:
+        if _runtime_cache is None:
+            import actors
+
+            _runtime_cache = _Runtime(actors.settings, Barriers.from_settings(actors.settings))
+        return _runtime_cache
+
+
+def services() -> ListenerServices:
+    """The process's listener services; their shutdown hook is registered with the broker."""
+    rt = runtime()
+    svc = ListenerServices.for_process(settings=rt.settings, barriers=rt.barriers)
+    hooks = shutdown_hooks(start_match_listener.broker)
+    if hooks is not None:
+        hooks.register(svc.shutdown_all)
+    return svc
+
+
+def send_start(message: StartMessage) -> None:
+    """Send one start_match_listener message with its pre-assigned message id."""
+    msg = start_match_listener.message_with_options(
+        kwargs={"match_id": message.match_id, "overrides": message.overrides, "force": message.force}
+    ).copy(message_id=message.message_id)
+    start_match_listener.broker.enqueue(msg)
+
+
+@dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
+def dispatch_upcoming_match_listeners(within_minutes: int | None = None, is_test: bool | None = None) -> dict:
+    """Find matches needing a listener and enqueue one start per match (under the dispatch lock)."""
+    rt = runtime()
+    result = dispatch.dispatch_upcoming_match_listeners(
+        within_minutes=within_minutes,
+        is_test=is_test,
+        settings=rt.settings,
+        barriers=rt.barriers,
+        send=send_start,
+    )
+    return result.as_dict()
+
+
+@dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
+def dispatch_upcoming_test_match_listeners() -> dict:
+    """Develop's periodic dispatch: test clones only (is_test=True)."""
+    return dispatch_upcoming_match_listeners.fn(is_test=True)
+
+
+@dramatiq.actor(queue_name=QUEUE_MATCH_LISTENERS, max_retries=0, time_limit=float("inf"))
+def start_match_listener(match_id: str, overrides: dict[str, Any] | None = None, force: bool = False) -> dict:
+    """Run the listener of one match for the whole game (see listener.lifecycle)."""
+    rt = runtime()
+    message = CurrentMessage.get_current_message()
+    result = lifecycle.start_match_listener(
+        match_id,
+        overrides,
+        force,
+        message_id=message.message_id if message is not None else None,
+        settings=rt.settings,
+        barriers=rt.barriers,
+        services=services(),
+    )
+    if not result.success:
+        raise ListenerRunFailed(
+            f"match {result.match_id}: listener exited {result.exit_code} ({result.reason}); "
+            f"failed start {result.attempts}"
+        )
+    return result.as_dict()
+
+
+@dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
+def stop_match_listener(match_id: str, stopped_by: str = "operator") -> dict:
+    """Operator stop: exit 15 within the poll interval, queued start revoked, auto-dispatch off."""
+    rt = runtime()
+    return cleanup.stop_match_listener(
+        match_id, settings=rt.settings, barriers=rt.barriers, stopped_by=stopped_by
+    ).as_dict()
+
+
+@dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
+def sweep_stale_match_listeners(heartbeat_stale_seconds: float | None = None) -> dict:
+    """Close stale open rows as Abandoned (14) and clear the barriers of dead matches."""
+    rt = runtime()
+    return cleanup.sweep_stale_match_listeners(
+        heartbeat_stale_seconds=heartbeat_stale_seconds, settings=rt.settings, barriers=rt.barriers
+    ).as_dict()

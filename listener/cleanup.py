@@ -1,0 +1,196 @@
+"""Operator and cleanup actions on listeners: stop (exit 15), sweep stale rows (Abandoned, 14).
+
+Start locks are deleted here only on behalf of a holder that is provably not beating: the
+lock key must still hold the closed row's token and that row's heartbeat must be older than
+one heartbeat interval plus the grace. A healthy listener whose row is closed under it sees
+that at its next beat, stops itself and releases its own lock, so a successor cannot overlap it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from config.clock import utcnow
+from config.errors import LockNotOwned
+from config.settings import MatchListenerEnvironment
+from listener import rows
+from listener.locks import delete_start_lock_if_token
+from listener.start import load_match
+from models.barriers import Barriers
+from models.db import database, database_errors
+from models.match import Match
+
+logger = logging.getLogger(__name__)
+
+
+def _holder_silent(row: rows.ClosedRow, settings: MatchListenerEnvironment) -> bool:
+    silent_for = settings.listener_heartbeat_interval_seconds + settings.listener_lock_loss_grace_seconds
+    return utcnow() - row.heartbeat_at > timedelta(seconds=silent_for)
+
+
+def release_dead_holders_locks(
+    closed: Iterable[rows.ClosedRow], *, settings: MatchListenerEnvironment, barriers: Barriers
+) -> int:
+    """Delete the start lock of each closed row whose holder is silent (token-compared)."""
+    n = 0
+    for row in closed:
+        if _holder_silent(row, settings) and delete_start_lock_if_token(
+            barriers, row.match_id, row.record_id
+        ):
+            logger.info("match %s: released the start lock of dead run %s", row.match_id, row.record_id)
+            n += 1
+    return n
+
+
+def after_abandon(
+    closed: list[rows.ClosedRow], *, settings: MatchListenerEnvironment, barriers: Barriers
+) -> set[str]:
+    """Barrier clean-up after rows were abandoned; return the matches whose barriers were cleared.
+
+    Pending, attempts and exhausted are cleared for a match with no active sibling row left.
+    """
+    if not closed:
+        return set()
+    for row in closed:
+        logger.warning(
+            "match %s: row %s abandoned (exit 14), heartbeat %s",
+            row.match_id,
+            row.record_id,
+            row.heartbeat_at.isoformat(),
+        )
+    release_dead_holders_locks(closed, settings=settings, barriers=barriers)
+    matches = {row.match_id for row in closed}
+    active = rows.matches_with_active_rows(
+        matches,
+        stale_seconds=barriers.stale_seconds,
+        active_max_age_seconds=barriers.active_max_age_seconds,
+    )
+    cleared = matches - active
+    for match_id in cleared:
+        barriers.clear_start_barriers(match_id, include_start_lock=False)
+    return cleared
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What one sweep did."""
+
+    locked: bool  # another sweep held the sweep lock; nothing was done
+    abandoned: int = 0  # rows closed with exit 14
+    matches: list[str] = field(default_factory=list)  # matches with abandoned rows
+    barriers_cleared: list[str] = field(default_factory=list)  # matches whose barriers were cleared
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def sweep_stale_match_listeners(
+    *,
+    heartbeat_stale_seconds: float | None = None,
+    settings: MatchListenerEnvironment,
+    barriers: Barriers,
+) -> SweepResult:
+    """Close stale open rows as Abandoned (14) under the sweep lock; clear barriers of dead matches.
+
+    ``heartbeat_stale_seconds`` overrides the threshold (0: every open row, as after a deploy).
+    """
+    stale = (
+        settings.listener_heartbeat_stale_seconds
+        if heartbeat_stale_seconds is None
+        else heartbeat_stale_seconds
+    )
+    lock = barriers.sweep_lock()
+    if not lock.acquire():
+        logger.info("sweep skipped: another sweep holds the lock")
+        return SweepResult(locked=True)
+    try:
+        closed = rows.abandon_stale_rows(stale_seconds=stale)
+        cleared = after_abandon(closed, settings=settings, barriers=barriers)
+    finally:
+        with contextlib.suppress(LockNotOwned):
+            lock.release()
+    return SweepResult(
+        locked=False,
+        abandoned=len(closed),
+        matches=sorted({r.match_id for r in closed}),
+        barriers_cleared=sorted(cleared),
+    )
+
+
+@dataclass(frozen=True)
+class StopResult:
+    """What an operator stop did."""
+
+    match_id: str  # internal Match.id
+    rows_closed: int  # open rows closed with exit 15
+    revoked_message_id: str | None  # the queued/running start message that was revoked
+    locks_released: int  # start locks of silent holders deleted
+    auto_dispatch_was: bool  # auto_dispatch_listener before the stop (now off)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def stop_match_listener(
+    match_id: str,
+    *,
+    settings: MatchListenerEnvironment,
+    barriers: Barriers,
+    stopped_by: str = "operator",
+) -> StopResult:
+    """Operator stop: the running listener ends with 15, a queued start never runs, dispatch turns off.
+
+    Order: stop flag (a running listener sees it within the poll interval), revoke the stored
+    start message id, close open rows with 15, clear pending/attempts/exhausted, turn
+    auto-dispatch off and forget the stored message id.
+    """
+    match = load_match(match_id)
+    mid = str(match.id)
+    barriers.set_stop_flag(mid, ttl_seconds=settings.listener_stop_flag_ttl_seconds)
+    message_id = (match.listener_start_settings or {}).get("message_id")
+    if message_id:
+        barriers.revoke_message(message_id)
+    closed = rows.close_open_rows_for_stop(mid, stopped_by=stopped_by)
+    released = release_dead_holders_locks(closed, settings=settings, barriers=barriers)
+    barriers.clear_start_barriers(mid, include_start_lock=False)
+    with database_errors():
+        database.execute_sql(
+            "UPDATE matches SET auto_dispatch_listener = FALSE, "
+            "listener_start_settings = listener_start_settings - 'message_id', updated_at = %s "
+            "WHERE id = %s",
+            (utcnow(), uuid.UUID(mid)),
+        )
+    logger.info(
+        "match %s: stopped by %s: %d rows closed, message %s revoked",
+        mid,
+        stopped_by,
+        len(closed),
+        message_id,
+    )
+    return StopResult(
+        match_id=mid,
+        rows_closed=len(closed),
+        revoked_message_id=message_id,
+        locks_released=released,
+        auto_dispatch_was=bool(match.auto_dispatch_listener),
+    )
+
+
+def set_auto_dispatch(match_id: str, on: bool, *, barriers: Barriers) -> bool:
+    """Turn a match's auto-dispatch on or off; turning it on also clears a leftover stop flag.
+
+    Returns the previous value.
+    """
+    match = load_match(match_id)
+    before = bool(match.auto_dispatch_listener)
+    with database_errors():
+        Match.update(auto_dispatch_listener=on, updated_at=utcnow()).where(Match.id == match.id).execute()
+    if on:
+        barriers.clear_stop_flag(str(match.id))
+    return before

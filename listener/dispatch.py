@@ -1,0 +1,188 @@
+"""The dispatcher: one tick finds matches needing a listener and sends one start message per match.
+
+Cost follows the eligible matches, not the table: one indexed query, one UPDATE abandoning
+stale rows among them, one Redis pipeline for exhausted flags, one for the pending keys
+(SET NX), one UPDATE saving every message id, then one send per claimed match.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from config.errors import KickoffError, LockNotOwned
+from config.settings import MatchListenerEnvironment
+from listener import rows
+from listener.cleanup import after_abandon
+from listener.locks import claim_pending_many, clear_pending_many
+from listener.start import find_upcoming_matches_needing_listeners
+from models.barriers import Barriers
+from models.db import database, database_errors
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StartMessage:
+    """One start_match_listener message to send (queue ``match_listeners``)."""
+
+    match_id: str  # internal Match.id
+    message_id: str  # ``start-match-listener.{match_id}.{uuid4}``, the Dramatiq message id
+    overrides: dict[str, Any] | None = None  # call overrides (strongest settings layer)
+    force: bool = False  # clear barriers first (never takes a live run's lock)
+
+
+#: Sends one start message to the broker (the actors module provides the Dramatiq one).
+Sender = Callable[[StartMessage], None]
+
+
+def new_message_id(match_id: str) -> str:
+    """A fresh start message id; dot-separated because both UUIDs contain dashes."""
+    return f"start-match-listener.{match_id}.{uuid.uuid4()}"
+
+
+def save_message_ids(pairs: list[tuple[str, str]]) -> None:
+    """Store each ``(match_id, message_id)`` in Match.listener_start_settings (one UPDATE)."""
+    if not pairs:
+        return
+    with database_errors():
+        database.execute_sql(
+            "UPDATE matches AS m SET listener_start_settings = "
+            "m.listener_start_settings || jsonb_build_object('message_id', v.mid) "
+            "FROM (SELECT unnest(%s::uuid[]) AS id, unnest(%s::text[]) AS mid) AS v WHERE m.id = v.id",
+            ([p[0] for p in pairs], [p[1] for p in pairs]),
+        )
+
+
+@dataclass(frozen=True)
+class DispatchResult:
+    """What one dispatch tick did."""
+
+    locked: bool = False  # another dispatch held the lock; nothing was done
+    eligible: int = 0  # matches the selection returned
+    enqueued: int = 0  # start messages sent
+    skipped: int = 0  # pending key already held (queued or running)
+    exhausted: int = 0  # skipped: attempt cap reached
+    abandoned: int = 0  # stale open rows closed with 14 on the way
+    failed: int = 0  # sends that raised (their pending keys were released)
+    match_ids: list[str] = field(default_factory=list)  # matches that got a start message
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def dispatch_upcoming_match_listeners(
+    *,
+    within_minutes: int | None = None,
+    is_test: bool | None = None,
+    settings: MatchListenerEnvironment,
+    barriers: Barriers,
+    send: Sender,
+    use_lock: bool = True,
+) -> DispatchResult:
+    """One dispatch tick under the dispatch lock (``use_lock=False`` only to test the pending keys)."""
+    within = settings.listener_dispatch_within_minutes if within_minutes is None else within_minutes
+    lock = barriers.dispatch_lock()
+    if use_lock and not lock.acquire():
+        logger.info("dispatch skipped: another dispatch holds the lock")
+        return DispatchResult(locked=True)
+    try:
+        return _dispatch(within=within, is_test=is_test, settings=settings, barriers=barriers, send=send)
+    finally:
+        if use_lock:
+            try:
+                lock.release()
+            except LockNotOwned:
+                logger.warning("dispatch lock expired before the tick ended")
+        if not database.is_closed():
+            database.close()
+
+
+def _dispatch(
+    *, within: int, is_test: bool | None, settings: MatchListenerEnvironment, barriers: Barriers, send: Sender
+) -> DispatchResult:
+    ids = find_upcoming_matches_needing_listeners(
+        within_minutes=within,
+        is_test=is_test,
+        active_max_age_seconds=barriers.active_max_age_seconds,
+        stale_seconds=barriers.stale_seconds,
+    )
+    if not ids:
+        return DispatchResult()
+    abandoned = rows.abandon_stale_rows(stale_seconds=barriers.stale_seconds, match_ids=ids)
+    after_abandon(abandoned, settings=settings, barriers=barriers)
+    exhausted = barriers.exhausted_among(ids)
+    candidates = [m for m in ids if m not in exhausted]
+    claimed_flags = claim_pending_many(barriers, candidates)
+    claimed = [m for m, ok in zip(candidates, claimed_flags, strict=True) if ok]
+    messages = [StartMessage(match_id=m, message_id=new_message_id(m)) for m in claimed]
+    try:
+        save_message_ids([(m.match_id, m.message_id) for m in messages])
+    except KickoffError:
+        clear_pending_many(barriers, claimed)
+        raise
+    sent: list[str] = []
+    failed: list[str] = []
+    for message in messages:
+        try:
+            send(message)
+        except Exception:
+            logger.exception("match %s: sending start %s failed", message.match_id, message.message_id)
+            failed.append(message.match_id)
+        else:
+            sent.append(message.match_id)
+    if failed:
+        clear_pending_many(barriers, failed)
+    logger.info(
+        "dispatch: %d eligible, %d enqueued, %d already pending, %d exhausted, %d abandoned",
+        len(ids),
+        len(sent),
+        len(candidates) - len(claimed),
+        len(exhausted),
+        len(abandoned),
+    )
+    return DispatchResult(
+        eligible=len(ids),
+        enqueued=len(sent),
+        skipped=len(candidates) - len(claimed),
+        exhausted=len(exhausted),
+        abandoned=len(abandoned),
+        failed=len(failed),
+        match_ids=sent,
+    )
+
+
+def request_start(
+    match_id: str,
+    *,
+    overrides: dict[str, Any] | None,
+    force: bool,
+    barriers: Barriers,
+    send: Sender,
+) -> tuple[StartMessage | None, str]:
+    """A manual start: claim pending (force: take it over), save the message id, send.
+
+    Returns the message sent (None when a non-forced start found the match already pending)
+    and a one-line description. A manual start also clears a leftover stop flag (an explicit
+    operator intent).
+    """
+    if force:
+        barriers.clear_pending(match_id)
+    if not barriers.claim_pending(match_id):
+        return None, f"match {match_id}: a start is already queued or running (use --force to override)"
+    barriers.clear_stop_flag(match_id)
+    message = StartMessage(
+        match_id=match_id, message_id=new_message_id(match_id), overrides=overrides, force=force
+    )
+    try:
+        save_message_ids([(match_id, message.message_id)])
+        send(message)
+    except Exception:
+        barriers.clear_pending(match_id)
+        raise
+    return message, f"match {match_id}: start enqueued as {message.message_id}" + (
+        " (force)" if force else ""
+    )

@@ -1,0 +1,176 @@
+"""One heartbeat thread per worker process: one UPDATE and one Redis call per interval for all listeners.
+
+Every interval the thread writes ``heartbeat_at`` on the open rows of every registered run
+(one UPDATE) and extends their start locks (one Lua call). A run is told to stop when:
+
+* its start lock no longer holds its token (someone deleted it, or it expired);
+* its row was closed by someone else (operator stop, sweep);
+* Redis (or PostgreSQL) has not answered for so long that the lock (or the row) would go
+  stale before the next interval plus the grace: the run stops before a successor could
+  start, because a successor needs the lock to expire first.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from config.errors import KickoffError
+from listener import rows
+from listener.locks import extend_start_locks
+from models.barriers import Barriers
+from models.db import database
+
+logger = logging.getLogger(__name__)
+
+#: Reason given when a run's row was closed by someone else (stop, sweep): not a failure.
+ROW_CLOSED_ELSEWHERE = "lifecycle row closed by another process"
+
+
+@dataclass(eq=False)
+class HeartbeatRegistration:
+    """One running listener as the heartbeat thread sees it."""
+
+    match_id: str  # internal Match.id
+    token: str  # start-lock token of the run (= lifecycle row id)
+    record_id: str | None  # lifecycle row, None in a dry run without a row
+    on_lost: Callable[[str], None]  # called (possibly repeatedly) with a reason when the run must stop
+    last_lock_ok: float = field(default_factory=time.monotonic)
+    last_row_ok: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class BeatReport:
+    """What one beat did (tests and logs)."""
+
+    rows_written: int  # rows whose heartbeat_at was updated
+    locks_extended: int  # start locks extended
+    lost: tuple[str, ...]  # match ids told to stop
+
+
+class HeartbeatService:
+    """The process's single heartbeat thread; register a run when it starts, unregister at its end."""
+
+    def __init__(
+        self,
+        *,
+        barriers: Barriers,
+        interval_seconds: float,
+        lock_ttl_seconds: float,
+        grace_seconds: float,
+    ) -> None:
+        self.barriers = barriers
+        self.interval_seconds = interval_seconds
+        self.lock_ttl_seconds = lock_ttl_seconds
+        self.grace_seconds = grace_seconds
+        self._regs: set[HeartbeatRegistration] = set()
+        self._mu = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    # -- registration ----------------------------------------------------------------
+
+    def register(self, reg: HeartbeatRegistration) -> None:
+        with self._mu:
+            self._regs.add(reg)
+        self.start()
+
+    def unregister(self, reg: HeartbeatRegistration) -> None:
+        with self._mu:
+            self._regs.discard(reg)
+
+    def registered(self) -> int:
+        with self._mu:
+            return len(self._regs)
+
+    # -- the beat --------------------------------------------------------------------
+
+    def _too_late(self, last_ok: float, now: float) -> bool:
+        """Whether waiting one more interval could let the lock/row go stale while we run."""
+        return now + self.interval_seconds + self.grace_seconds >= last_ok + self.lock_ttl_seconds
+
+    def beat_once(self) -> BeatReport:
+        """Write every registered row's heartbeat and extend every start lock, once."""
+        with self._mu:
+            regs = list(self._regs)
+        if not regs:
+            return BeatReport(0, 0, ())
+        lost: dict[HeartbeatRegistration, str] = {}
+        now = time.monotonic()
+
+        record_ids = [r.record_id for r in regs if r.record_id]
+        written: set[str] | None
+        try:
+            written = rows.heartbeat_rows(record_ids)
+        except KickoffError as exc:
+            logger.warning("heartbeat: writing %d rows failed: %s", len(record_ids), exc)
+            written = None
+        finally:
+            if not database.is_closed():
+                database.close()
+        for reg in regs:
+            if reg.record_id is None:
+                continue
+            if written is None:
+                if self._too_late(reg.last_row_ok, now):
+                    lost[reg] = "heartbeat could not be written before the stale threshold"
+            elif reg.record_id in written:
+                reg.last_row_ok = now
+            else:
+                lost[reg] = ROW_CLOSED_ELSEWHERE
+
+        extended = 0
+        try:
+            results = extend_start_locks(
+                self.barriers, [(r.match_id, r.token) for r in regs], ttl_seconds=self.lock_ttl_seconds
+            )
+        except KickoffError as exc:
+            logger.warning("heartbeat: extending %d start locks failed: %s", len(regs), exc)
+            for reg in regs:
+                if self._too_late(reg.last_lock_ok, now):
+                    lost.setdefault(reg, "Redis unreachable: start lock would expire")
+        else:
+            for reg, ok in zip(regs, results, strict=True):
+                if ok:
+                    reg.last_lock_ok = now
+                    extended += 1
+                else:
+                    lost.setdefault(reg, "start lock lost")
+
+        for reg, reason in lost.items():
+            logger.warning("match %s: listener must stop: %s", reg.match_id, reason)
+            try:
+                reg.on_lost(reason)
+            except Exception:
+                logger.exception("match %s: stop callback failed", reg.match_id)
+        return BeatReport(len(written or ()), extended, tuple(r.match_id for r in lost))
+
+    # -- the thread ------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the thread if it is not running (idempotent)."""
+        with self._mu:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._stopping = False
+            self._thread = threading.Thread(target=self._run, name="kickoff-heartbeat", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stopping:
+            self._wake.wait(self.interval_seconds)
+            self._wake.clear()
+            if self._stopping:
+                break
+            try:
+                self.beat_once()
+            except Exception:
+                logger.exception("heartbeat beat failed")

@@ -1,0 +1,177 @@
+"""Process-wide listener services: the heartbeat thread, the stop watcher and the running-run registry.
+
+A worker process builds one ``ListenerServices`` (``ListenerServices.for_process``) and every
+``run_match_listener`` in it registers a ``RunHandle``. Whoever decides a run must end
+(operator stop flag, lost start lock, closed row, worker shutdown) calls
+``RunHandle.request_stop`` with a ``StopCause``; the first cause wins and decides the recorded exit.
+A body that ignores ``request_stop`` for longer than the grace gets ``ListenerInterrupted``
+raised in its thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from dramatiq.middleware.threading import raise_thread_exception
+
+from config.settings import MatchListenerEnvironment
+from listener.body import ListenerBody, ListenerContext
+from listener.exit_codes import ExitCode
+from listener.heartbeat import HeartbeatService
+from listener.stop_watch import StopWatcher
+from models.barriers import Barriers
+
+logger = logging.getLogger(__name__)
+
+
+class ListenerInterrupted(BaseException):
+    """Raised inside a listener body's thread that ignored ``request_stop`` past the grace.
+
+    A BaseException so a body's ``except Exception`` cannot swallow it.
+    """
+
+
+@dataclass(frozen=True)
+class StopCause:
+    """Why a run was asked to stop, and what its row records."""
+
+    code: int  # exit code written on the row
+    reason: str  # exit_reason on the row
+    stopped_by: str | None = None  # who stopped it (operator stops only)
+
+
+def operator_stop() -> StopCause:
+    return StopCause(int(ExitCode.STOPPED), "stopped by operator", "operator")
+
+
+def lost_lock(reason: str) -> StopCause:
+    """The run can no longer prove it owns the match: exit 16 (unexpected cancel), a failure."""
+    return StopCause(int(ExitCode.CANCELLED), reason)
+
+
+def row_closed_elsewhere(reason: str) -> StopCause:
+    """Someone else (stop, sweep) already closed the row: end quietly, not a failure."""
+    return StopCause(int(ExitCode.ABANDONED), reason)
+
+
+def worker_shutdown() -> StopCause:
+    """Graceful worker shutdown: recorded as Abandoned (14), like the deploy's sweep would."""
+    return StopCause(int(ExitCode.ABANDONED), "worker shutdown")
+
+
+@dataclass(eq=False)
+class RunHandle:
+    """One running listener in this process."""
+
+    ctx: ListenerContext
+    body: ListenerBody
+    thread_id: int = field(default_factory=threading.get_ident)
+    cause: StopCause | None = None
+    stop_deadline: float | None = None
+    interrupted: bool = False
+    in_body: bool = False  # only a thread still inside body.run may be interrupted
+    _mu: threading.Lock = field(default_factory=threading.Lock)
+
+    def request_stop(self, cause: StopCause, *, grace_seconds: float) -> bool:
+        """Ask the body to stop; the first cause wins. True if this call set the cause."""
+        with self._mu:
+            if self.cause is not None:
+                return False
+            self.cause = cause
+            self.stop_deadline = time.monotonic() + grace_seconds
+        logger.info("match %s: stopping listener: %s", self.ctx.match_id, cause.reason)
+        self.ctx.stop_requested.set()
+        try:
+            self.body.request_stop()
+        except Exception:
+            logger.exception("match %s: body.request_stop failed", self.ctx.match_id)
+        return True
+
+    def leave_body(self) -> None:
+        """Mark that the thread left body.run: no interrupt may be raised any more."""
+        with self._mu:
+            self.in_body = False
+
+    def enforce_deadline(self, now: float) -> None:
+        """Interrupt the body's thread once if it ignored the stop past its deadline."""
+        with self._mu:
+            due = (
+                self.in_body
+                and self.stop_deadline is not None
+                and now >= self.stop_deadline
+                and not self.interrupted
+            )
+            if due:
+                self.interrupted = True
+        if due:
+            logger.warning("match %s: listener body ignored stop; interrupting its thread", self.ctx.match_id)
+            raise_thread_exception(self.thread_id, ListenerInterrupted)
+
+
+class ListenerServices:
+    """Heartbeat thread, stop watcher and running runs of one process."""
+
+    _process: ListenerServices | None = None
+    _process_mu = threading.Lock()
+
+    def __init__(self, *, settings: MatchListenerEnvironment, barriers: Barriers) -> None:
+        self.settings = settings
+        self.barriers = barriers
+        self.stop_grace_seconds = max(1.0, settings.listener_lock_loss_grace_seconds)
+        self.heartbeat = HeartbeatService(
+            barriers=barriers,
+            interval_seconds=settings.listener_heartbeat_interval_seconds,
+            lock_ttl_seconds=barriers.stale_seconds,
+            grace_seconds=settings.listener_lock_loss_grace_seconds,
+        )
+        self.stop_watch = StopWatcher(
+            barriers=barriers, poll_seconds=settings.listener_stop_poll_seconds, tick=self.enforce_deadlines
+        )
+        self._runs: set[RunHandle] = set()
+        self._mu = threading.Lock()
+        self.shutting_down = False
+
+    @classmethod
+    def for_process(cls, *, settings: MatchListenerEnvironment, barriers: Barriers) -> ListenerServices:
+        """The services of this process, built on first use."""
+        with cls._process_mu:
+            if cls._process is None:
+                cls._process = cls(settings=settings, barriers=barriers)
+            return cls._process
+
+    def add(self, handle: RunHandle) -> None:
+        with self._mu:
+            self._runs.add(handle)
+
+    def remove(self, handle: RunHandle) -> None:
+        with self._mu:
+            self._runs.discard(handle)
+
+    def running(self) -> list[RunHandle]:
+        with self._mu:
+            return list(self._runs)
+
+    def stop(self, handle: RunHandle, cause: StopCause) -> bool:
+        return handle.request_stop(cause, grace_seconds=self.stop_grace_seconds)
+
+    def enforce_deadlines(self) -> None:
+        now = time.monotonic()
+        for handle in self.running():
+            handle.enforce_deadline(now)
+
+    def shutdown_all(self) -> int:
+        """Graceful worker shutdown: ask every running listener to end (exit 14); return how many."""
+        self.shutting_down = True
+        runs = self.running()
+        for handle in runs:
+            self.stop(handle, worker_shutdown())
+        logger.info("worker shutdown: asked %d listeners to stop", len(runs))
+        return len(runs)
+
+    def close(self) -> None:
+        """Stop the threads (tests)."""
+        self.heartbeat.stop()
+        self.stop_watch.stop()

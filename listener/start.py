@@ -1,0 +1,251 @@
+"""Listener start-up: which matches need a listener, the settings merge, and one listener run.
+
+``run_match_listener`` writes the lifecycle row, registers the run with the process's single
+heartbeat thread and stop watcher, calls the body named by ``listener_body`` through
+listener.body's interface, and writes the shutdown. It holds no database connection while the
+body runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import peewee
+from pydantic import ValidationError
+
+from config.clock import utcnow
+from config.errors import ListenerStartSettingsError, MatchNotFound
+from config.settings import MatchListenerEnvironment
+from listener import rows
+from listener.body import ListenerBody, ListenerContext
+from listener.exit_codes import ExitCode, describe
+from listener.heartbeat import ROW_CLOSED_ELSEWHERE, HeartbeatRegistration
+from listener.runtime import (
+    ListenerInterrupted,
+    ListenerServices,
+    RunHandle,
+    StopCause,
+    lost_lock,
+    operator_stop,
+    row_closed_elsewhere,
+    worker_shutdown,
+)
+from listener.stop_watch import StopRegistration
+from models.db import database, database_errors
+from models.league import League
+from models.listener_record import MatchListenerRecord
+from models.match import METADATA_KEYS, Match
+from models.status import DISPATCH_ALWAYS, DISPATCH_IN_WINDOW
+
+logger = logging.getLogger(__name__)
+
+#: Injected from the match unless the call overrides set them.
+INJECTED_KEYS = ("listener_sr_request_match_uuid", "listener_sr_url_league")
+
+
+# -- selection ------------------------------------------------------------------------
+
+
+def find_upcoming_matches_needing_listeners(
+    *,
+    within_minutes: int,
+    is_test: bool | None,
+    active_max_age_seconds: float,
+    stale_seconds: float,
+    now: datetime | None = None,
+) -> list[str]:
+    """Internal ids of matches the dispatcher should start a listener for (one query).
+
+    Enabled league, ``auto_dispatch_listener`` on; live statuses always, pre-game and delayed
+    ones when ``scheduled`` is in [now - active age, now + within_minutes]; ``is_test`` filters
+    test vs live (None: both); a match with an open row created within the active age and a
+    fresh heartbeat is dropped (stale open rows do not block: dispatch abandons them).
+    """
+    now = now or utcnow()
+    R = MatchListenerRecord
+    open_recent = R.select(R.id).where(
+        R.match == Match.id,
+        R.ended_at.is_null(),
+        R.created_at >= now - timedelta(seconds=active_max_age_seconds),
+        R.heartbeat_at >= now - timedelta(seconds=stale_seconds),
+    )
+    window = Match.scheduled.between(
+        now - timedelta(seconds=active_max_age_seconds), now + timedelta(minutes=within_minutes)
+    )
+    cond = (
+        League.enabled
+        & Match.auto_dispatch_listener
+        & (
+            Match.status.in_(sorted(DISPATCH_ALWAYS))
+            | (Match.status.in_(sorted(DISPATCH_IN_WINDOW)) & window)
+        )
+        & ~peewee.fn.EXISTS(open_recent)
+    )
+    if is_test is not None:
+        cond &= Match.is_test == is_test
+    with database_errors():
+        query = Match.select(Match.id).join(League).where(cond).order_by(Match.scheduled, Match.id)
+        return [str(m.id) for m in query]
+
+
+# -- settings merge -------------------------------------------------------------------
+
+
+def validate_override_keys(overrides: dict[str, Any] | None, *, source: str = "overrides") -> None:
+    """Refuse keys that are not MatchListenerEnvironment fields (ListenerStartSettingsError)."""
+    unknown = sorted(set(overrides or {}) - set(MatchListenerEnvironment.model_fields))
+    if unknown:
+        raise ListenerStartSettingsError(f"unknown listener setting(s) in {source}: {', '.join(unknown)}")
+
+
+def resolve_listener_environment(
+    match: Match, overrides: dict[str, Any] | None = None, *, env_file: Any = ...
+) -> MatchListenerEnvironment:
+    """Build a run's settings: call overrides > Match.listener_start_settings > Layer A.
+
+    The Sportradar match id and the league name are injected unless the overrides set them;
+    metadata keys (``message_id``) are stripped; unknown keys raise ListenerStartSettingsError.
+    Layer A is MatchListenerEnvironment itself: process environment > .env > defaults.
+    """
+    overrides = dict(overrides or {})
+    stored = {k: v for k, v in (match.listener_start_settings or {}).items() if k not in METADATA_KEYS}
+    for key in METADATA_KEYS:
+        overrides.pop(key, None)
+    validate_override_keys(overrides, source="overrides")
+    validate_override_keys(stored, source=f"Match.listener_start_settings of match {match.id}")
+    merged: dict[str, Any] = {**stored}
+    merged["listener_sr_request_match_uuid"] = str(match.sr_id)
+    merged["listener_sr_url_league"] = match.league.name
+    merged.update(overrides)
+    kwargs: dict[str, Any] = dict(merged)
+    if env_file is not ...:
+        kwargs["_env_file"] = env_file
+    try:
+        return MatchListenerEnvironment(**kwargs)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise ListenerStartSettingsError(
+            f"invalid listener setting for match {match.id}: {where}: {first.get('msg')}"
+        ) from exc
+
+
+def load_body_class(path: str) -> type[ListenerBody]:
+    """Import the body class named ``module:attr`` (the ``listener_body`` setting)."""
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ListenerStartSettingsError(f"listener_body must be 'module:attr', got {path!r}")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ListenerStartSettingsError(f"listener_body {path!r} cannot be imported: {exc}") from exc
+
+
+# -- one run --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How one listener run ended."""
+
+    record_id: str | None  # the lifecycle row (None: dry run without a row)
+    exit_code: int  # the recorded exit (or, when someone else closed the row, the cause's)
+    reason: str  # exit_reason
+    stop_cause: StopCause | None  # set when the lifecycle ended the run (stop, lost lock, shutdown)
+
+
+def load_match(match_id: str) -> Match:
+    """The Match with its league, or MatchNotFound."""
+    try:
+        with database_errors():
+            return Match.select(Match, League).join(League).where(Match.id == uuid.UUID(match_id)).get()
+    except (Match.DoesNotExist, ValueError) as exc:
+        raise MatchNotFound(f"no match with id {match_id}") from exc
+
+
+def run_match_listener(
+    match_id: str,
+    overrides: dict[str, Any] | None,
+    *,
+    token: str,
+    message_id: str | None,
+    services: ListenerServices,
+) -> RunOutcome:
+    """Run one listener for ``match_id`` under a start lock held with ``token``.
+
+    ``token`` becomes the lifecycle row's id, so cleanup can tell whose lock it is. Raises
+    MatchNotFound / ListenerStartSettingsError before any row is written.
+    """
+    match = load_match(match_id)
+    env = resolve_listener_environment(match, overrides)
+    body_cls = load_body_class(env.listener_body)
+    is_test = bool(match.is_test)
+    write_row = is_test or not env.listener_dry_run
+    record_id = token if write_row else None
+    if record_id:
+        rows.create_row(
+            record_id=record_id, match_id=match_id, message_id=message_id, dry_run=env.listener_dry_run
+        )
+    if not database.is_closed():
+        database.close()  # no connection held while the game runs
+    logger.info("match %s: listener started (row %s, message %s)", match_id, record_id, message_id)
+
+    ctx = ListenerContext(match_id=match_id, record_id=record_id, is_test=is_test, settings=env)
+    body = body_cls()
+    handle = RunHandle(ctx=ctx, body=body)
+    hb = HeartbeatRegistration(
+        match_id=match_id,
+        token=token,
+        record_id=record_id,
+        on_lost=lambda reason: services.stop(
+            handle, row_closed_elsewhere(reason) if reason == ROW_CLOSED_ELSEWHERE else lost_lock(reason)
+        ),
+    )
+    sw = StopRegistration(match_id=match_id, on_stop=lambda: services.stop(handle, operator_stop()))
+    services.add(handle)
+    services.heartbeat.register(hb)
+    services.stop_watch.register(sw)
+    code: int
+    try:
+        if services.shutting_down:
+            services.stop(handle, worker_shutdown())
+        if env.listener_force_exit_code is not None:
+            code = int(env.listener_force_exit_code)
+        elif handle.cause is not None:
+            code = handle.cause.code
+        else:
+            handle.in_body = True
+            try:
+                code = int(body.run(ctx))
+            finally:
+                handle.leave_body()
+    except ListenerInterrupted:
+        code = handle.cause.code if handle.cause else int(ExitCode.CANCELLED)
+    except Exception:
+        logger.exception("match %s: listener body raised", match_id)
+        code = int(ExitCode.UNEXPECTED_ERROR)
+    finally:
+        services.stop_watch.unregister(sw)
+        services.heartbeat.unregister(hb)
+        services.remove(handle)
+
+    cause = handle.cause
+    if cause is not None:
+        code, reason, stopped_by = cause.code, cause.reason, cause.stopped_by
+    else:
+        reason, stopped_by = describe(code), None
+    if record_id:
+        try:
+            written = rows.close_row(record_id, exit_code=code, reason=reason, stopped_by=stopped_by)
+        finally:
+            if not database.is_closed():
+                database.close()
+        if not written:
+            logger.info("match %s: row %s was already closed by another process", match_id, record_id)
+    logger.info("match %s: listener ended with exit %s (%s)", match_id, code, reason)
+    return RunOutcome(record_id=record_id, exit_code=code, reason=reason, stop_cause=cause)

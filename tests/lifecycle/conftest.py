@@ -1,0 +1,190 @@
+"""Lifecycle fixtures: short intervals, the scripted body, in-process services and worker subprocesses."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.settings import MatchListenerEnvironment
+from listener.dispatch import StartMessage
+from listener.runtime import ListenerServices
+from models.barriers import Barriers
+from models.db import database
+
+#: Short intervals: every interval is a setting, so tests run the real code fast.
+SHORT = {
+    "LISTENER_BODY": "listener.testing:ScriptedListener",
+    "LISTENER_HEARTBEAT_INTERVAL_SECONDS": "0.2",
+    "LISTENER_HEARTBEAT_STALE_SECONDS": "1.5",
+    "LISTENER_STOP_POLL_SECONDS": "0.1",
+    "LISTENER_LOCK_LOSS_GRACE_SECONDS": "0.3",
+    "LISTENER_STOP_FLAG_TTL_SECONDS": "30",
+}
+
+
+@pytest.fixture(autouse=True)
+def lifecycle_env(monkeypatch: pytest.MonkeyPatch, test_env: dict[str, str]) -> dict[str, str]:
+    """This run's settings plus short intervals in os.environ (Layer A of every resolved run)."""
+    env = {**test_env, **SHORT}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
+@pytest.fixture
+def lsettings(lifecycle_env: dict[str, str]) -> MatchListenerEnvironment:
+    """MatchListenerEnvironment of the test run with short intervals (no .env file)."""
+    return MatchListenerEnvironment(_env_file=None)
+
+
+@pytest.fixture
+def lbarriers(lsettings: MatchListenerEnvironment, redis_client: Any) -> Barriers:
+    return Barriers.from_settings(lsettings, client=redis_client)
+
+
+@pytest.fixture
+def services(lsettings: MatchListenerEnvironment, lbarriers: Barriers) -> Iterator[ListenerServices]:
+    """Fresh process-wide listener services for one test (threads stopped afterwards)."""
+    svc = ListenerServices(settings=lsettings, barriers=lbarriers)
+    yield svc
+    svc.shutdown_all()
+    time.sleep(0.05)
+    svc.close()
+
+
+class Outbox:
+    """A recording sender: the start messages dispatch would send to the broker."""
+
+    def __init__(self) -> None:
+        self.messages: list[StartMessage] = []
+        self._mu = threading.Lock()
+
+    def __call__(self, message: StartMessage) -> None:
+        with self._mu:
+            self.messages.append(message)
+
+    @property
+    def match_ids(self) -> list[str]:
+        return [m.match_id for m in self.messages]
+
+
+@pytest.fixture
+def outbox() -> Outbox:
+    return Outbox()
+
+
+@pytest.fixture
+def runner() -> Iterator[Callable[..., Future]]:
+    """Run a callable in a background thread (a listener run lasts until stopped)."""
+    pool = ThreadPoolExecutor(max_workers=16)
+
+    def submit(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+        def call() -> Any:
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if not database.is_closed():
+                    database.close()
+
+        return pool.submit(call)
+
+    yield submit
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def wait_for(predicate: Callable[[], Any], *, timeout: float = 10.0, interval: float = 0.05) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s: {predicate}")
+        time.sleep(interval)
+
+
+class WorkerProcess:
+    """A real ``dramatiq actors`` worker subprocess on the RedisBroker of this run."""
+
+    def __init__(self, env: dict[str, str], log: Path, *, queues: tuple[str, ...], threads: int) -> None:
+        self.log = log
+        self.fh = log.open("wb")
+        dramatiq_bin = str(Path(sys.executable).parent / "dramatiq")
+        cmd = [
+            dramatiq_bin,
+            "actors",
+            "--processes",
+            "1",
+            "--threads",
+            str(threads),
+            "--worker-shutdown-timeout",
+            "10000",
+            "--queues",
+            *queues,
+        ]
+        self.proc = subprocess.Popen(
+            cmd,
+            env=env,
+            stdout=self.fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=str(Path(__file__).resolve().parents[2]),
+        )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        wait_for(lambda: "ready for action" in self.output() or self.proc.poll() is not None, timeout=timeout)
+        assert self.proc.poll() is None, self.output()
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (master and worker): no shutdown code runs."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def terminate(self, timeout: float = 20.0) -> int:
+        """SIGTERM (graceful shutdown) and wait."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        return self.proc.wait(timeout=timeout)
+
+    def close(self) -> None:
+        try:
+            if self.proc.poll() is None:
+                self.kill()
+        finally:
+            self.fh.close()
+
+
+@pytest.fixture
+def start_worker(
+    subprocess_env: dict[str, str], lifecycle_env: dict[str, str], tmp_path: Path
+) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start worker subprocesses (killed at teardown); keyword ``env`` adds settings."""
+    workers: list[WorkerProcess] = []
+
+    def start(
+        *, queues: tuple[str, ...] = ("match_listeners",), threads: int = 4, env: dict[str, str] | None = None
+    ) -> WorkerProcess:
+        full = {**subprocess_env, **lifecycle_env, **(env or {})}
+        worker = WorkerProcess(full, tmp_path / f"worker{len(workers)}.log", queues=queues, threads=threads)
+        workers.append(worker)
+        worker.wait_ready()
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.close()

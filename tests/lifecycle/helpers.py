@@ -1,0 +1,70 @@
+"""Small helpers shared by the lifecycle tests."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from config.clock import utcnow
+from listener import lifecycle
+from listener.dispatch import dispatch_upcoming_match_listeners
+from models.listener_record import MatchListenerRecord
+from models.match import Match
+
+
+def rows_of(match: Any) -> list[MatchListenerRecord]:
+    """Lifecycle rows of a match, oldest first."""
+    return list(
+        MatchListenerRecord.select()
+        .where(MatchListenerRecord.match == match.id)
+        .order_by(MatchListenerRecord.created_at)
+    )
+
+
+def open_rows(match: Any) -> list[MatchListenerRecord]:
+    return [r for r in rows_of(match) if r.ended_at is None]
+
+
+def reload(match: Any) -> Match:
+    return Match.get_by_id(match.id)
+
+
+def dead_run(match: Any, barriers: Any, *, age_seconds: float = 600.0, hold_lock: bool = True) -> str:
+    """A hard-killed listener: an open row with an old heartbeat, its lock (if still held) and pending."""
+    record_id = str(uuid.uuid4())
+    past = utcnow() - timedelta(seconds=age_seconds)
+    MatchListenerRecord.create(id=record_id, match=match.id, created_at=past, heartbeat_at=past)
+    if hold_lock:
+        barriers.start_lock(match.id).acquire(record_id)
+    barriers.claim_pending(match.id)
+    return record_id
+
+
+def live_row(match: Any) -> str:
+    """An open row with a fresh heartbeat (a listener elsewhere that looks alive)."""
+    record_id = str(uuid.uuid4())
+    MatchListenerRecord.create(id=record_id, match=match.id)
+    return record_id
+
+
+def start(match: Any, *, settings: Any, barriers: Any, services: Any, **kw: Any) -> lifecycle.StartResult:
+    """Call the start the actor calls, in-process."""
+    return lifecycle.start_match_listener(
+        str(match.id),
+        kw.pop("overrides", None),
+        kw.pop("force", False),
+        message_id=kw.pop("message_id", None),
+        settings=settings,
+        barriers=barriers,
+        services=services,
+    )
+
+
+def dispatch(*, settings: Any, barriers: Any, send: Any, **kw: Any):
+    return dispatch_upcoming_match_listeners(settings=settings, barriers=barriers, send=send, **kw)
+
+
+def quick(**settings: Any) -> dict[str, Any]:
+    """listener_start_settings for a scripted run that ends at once with ``exit``."""
+    return {"listener_test_duration_seconds": 0, **settings}

@@ -1,0 +1,169 @@
+"""Every row of "Deduping and locks", the race of 8 dispatchers, and re-delivered starts."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from listener.cleanup import stop_match_listener, sweep_stale_match_listeners
+from listener.dispatch import request_start
+from tests.lifecycle.conftest import wait_for
+from tests.lifecycle.helpers import dead_run, dispatch, live_row, open_rows, rows_of, start
+
+
+@pytest.fixture
+def ctx(lsettings, lbarriers, services):
+    return {"settings": lsettings, "barriers": lbarriers, "services": services}
+
+
+def test_a_fresh_open_row_skips_the_start(make_match, ctx):
+    match = make_match()
+    live_row(match)
+    assert start(match, **ctx).as_dict()["skipped_active"] is True
+    assert len(rows_of(match)) == 1
+
+
+def test_a_stale_open_row_is_abandoned_with_14_and_allows_the_restart(make_match, ctx):
+    match = make_match(listener_start_settings={"listener_test_duration_seconds": 0})
+    dead_run(match, ctx["barriers"])
+    result = start(match, **ctx)
+    assert result.exit_code == 0
+    old, new = rows_of(match)
+    assert old.exit_code == 14 and new.exit_code == 0
+
+
+def test_the_pending_key_stops_dispatch_and_manual_start_double_enqueueing(make_match, ctx, outbox):
+    match = make_match()
+    b = ctx["barriers"]
+    assert dispatch(send=outbox, **_sb(ctx)).enqueued == 1
+    assert dispatch(send=outbox, **_sb(ctx)).skipped == 1
+    message, note = request_start(str(match.id), overrides=None, force=False, barriers=b, send=outbox)
+    assert message is None and "already queued" in note
+    assert len(outbox.messages) == 1
+
+
+def test_the_attempt_counter_counts_failed_starts_with_a_ttl(make_match, ctx):
+    match = make_match(listener_start_settings={"listener_force_exit_code": 11})
+    start(match, **ctx)
+    start(match, **ctx)
+    b = ctx["barriers"]
+    assert b.attempts(match.id) == 2
+    ttl = b.client.ttl(b.attempts_key(match.id))
+    assert 0 < ttl <= ctx["settings"].listener_start_attempts_ttl_seconds
+
+
+def test_the_exhausted_flag_makes_dispatch_skip_the_match(make_match, ctx, outbox):
+    match = make_match()
+    b = ctx["barriers"]
+    for _ in range(b.attempt_cap):
+        b.record_failed_attempt(match.id)
+    result = dispatch(send=outbox, **_sb(ctx))
+    assert result.exhausted == 1 and result.enqueued == 0
+
+
+def test_the_dispatch_lock_allows_one_dispatch_at_a_time(make_match, ctx, outbox):
+    make_match()
+    held = ctx["barriers"].dispatch_lock()
+    assert held.acquire()
+    assert dispatch(send=outbox, **_sb(ctx)).locked is True
+    held.release()
+    assert dispatch(send=outbox, **_sb(ctx)).enqueued == 1
+
+
+def test_the_sweep_lock_allows_one_sweeper_and_the_threshold_is_optional(make_match, ctx):
+    match = make_match()
+    live_row(match)  # fresh heartbeat
+    held = ctx["barriers"].sweep_lock()
+    assert held.acquire()
+    assert sweep_stale_match_listeners(settings=ctx["settings"], barriers=ctx["barriers"]).locked is True
+    held.release()
+    assert sweep_stale_match_listeners(settings=ctx["settings"], barriers=ctx["barriers"]).abandoned == 0
+    forced = sweep_stale_match_listeners(
+        heartbeat_stale_seconds=0, settings=ctx["settings"], barriers=ctx["barriers"]
+    )
+    assert forced.abandoned == 1 and rows_of(match)[0].exit_code == 14
+
+
+def test_the_start_lock_holds_one_starter_per_match_and_is_extended_by_heartbeats(make_match, ctx, runner):
+    match = make_match()
+    b = ctx["barriers"]
+    future = runner(start, match, **ctx)
+    [row] = wait_for(lambda: open_rows(match))
+    key = b.start_lock_key(match.id)
+    assert b.client.get(key).decode() == str(row.id)  # the lock's token is the row id
+    assert start(match, force=True, **ctx).as_dict()["skipped_locked"] is True
+    ttl_ms = ctx["settings"].listener_heartbeat_stale_seconds * 1000
+    # Outlive the lock's TTL: only heartbeats can keep it.
+    time.sleep(ctx["settings"].listener_heartbeat_stale_seconds * 1.5)
+    assert b.client.get(key).decode() == str(row.id)
+    assert 0 < b.client.pttl(key) <= ttl_ms
+    stop_match_listener(str(match.id), settings=ctx["settings"], barriers=b)
+    future.result(timeout=5)
+    assert b.client.get(key) is None
+
+
+@pytest.mark.parametrize("use_lock", [True, False], ids=["with-dispatch-lock", "pending-keys-alone"])
+def test_eight_concurrent_dispatchers_over_200_matches_send_exactly_200_starts(
+    make_match, ctx, outbox, use_lock
+):
+    matches = [make_match() for _ in range(200)]
+    barrier = threading.Barrier(8)
+    results = []
+
+    def one() -> None:
+        barrier.wait()
+        try:
+            results.append(dispatch(send=outbox, use_lock=use_lock, **_sb(ctx)))
+        finally:
+            from models.db import database
+
+            database.close()
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(results) == 8
+    assert len(outbox.messages) == 200
+    assert sorted(outbox.match_ids) == sorted(str(m.id) for m in matches)
+    assert sum(r.enqueued for r in results) == 200
+
+
+def test_a_redelivered_start_message_does_nothing(make_match, ctx, outbox, runner):
+    match = make_match(listener_start_settings={"listener_test_duration_seconds": 0})
+    dispatch(send=outbox, **_sb(ctx))
+    [message] = outbox.messages
+    first = start(match, message_id=message.message_id, **ctx)
+    assert first.exit_code == 0
+    again = start(match, message_id=message.message_id, **ctx)
+    assert again.as_dict()["skipped_revoked"] is True
+    assert len(rows_of(match)) == 1
+
+
+def test_a_redelivered_start_of_a_run_that_died_before_its_row_frees_the_pending_key(make_match, ctx, outbox):
+    from listener.locks import consume_message
+
+    match = make_match()
+    dispatch(send=outbox, **_sb(ctx))
+    [message] = outbox.messages
+    consume_message(ctx["barriers"], message.message_id)  # first delivery consumed it, then the worker died
+    again = start(match, message_id=message.message_id, **ctx)
+    assert again.as_dict()["skipped_revoked"] is True and rows_of(match) == []
+    assert not ctx["barriers"].is_pending(match.id)
+    assert dispatch(send=outbox, **_sb(ctx)).enqueued == 1
+
+
+def test_a_start_superseded_by_a_newer_message_does_nothing(make_match, ctx, outbox):
+    match = make_match()
+    dispatch(send=outbox, **_sb(ctx))
+    old = outbox.messages[0]
+    request_start(str(match.id), overrides=None, force=True, barriers=ctx["barriers"], send=outbox)
+    assert start(match, message_id=old.message_id, **ctx).as_dict()["skipped_superseded"] is True
+    assert rows_of(match) == []
+
+
+def _sb(ctx):
+    return {"settings": ctx["settings"], "barriers": ctx["barriers"]}

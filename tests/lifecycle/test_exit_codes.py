@@ -1,0 +1,115 @@
+"""Exit codes → start outcome, row by row ("Exit codes" table), plus settings errors and skips."""
+
+from __future__ import annotations
+
+import pytest
+
+from config.errors import ListenerStartSettingsError
+from listener.cleanup import stop_match_listener, sweep_stale_match_listeners
+from models.badges import Badge
+from tests.lifecycle.helpers import dead_run, quick, rows_of, start
+
+SUCCESS = [(0, "clean"), (10, "max heartbeats"), (13, "not in progress")]
+FAILURE = [
+    (16, "cancelled"),
+    (9, "unexpected error"),
+    (11, "data error"),
+    (12, "connection error"),
+    (42, "unexpected exit 42"),
+]
+
+
+@pytest.fixture
+def ctx(lsettings, lbarriers, services):
+    return {"settings": lsettings, "barriers": lbarriers, "services": services}
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"), SUCCESS, ids=["0-clean", "10-max-heartbeats", "13-not-in-progress"]
+)
+def test_a_success_exit_ends_the_row_and_counts_no_attempt(make_match, ctx, code, reason):
+    match = make_match(listener_start_settings={"listener_force_exit_code": code})
+    result = start(match, **ctx)
+    assert result.success and result.exit_code == code
+    [row] = rows_of(match)
+    assert row.exit_code == code and row.exit_reason == reason and row.ended_at is not None
+    assert row.badge(stale_after_seconds=60) is Badge.ENDED
+    assert ctx["barriers"].attempts(match.id) == 0
+
+
+def test_a_clean_return_none_from_the_body_is_a_success(make_match, ctx):
+    match = make_match(listener_start_settings=quick(listener_test_exit_code=0))
+    result = start(match, **ctx)
+    assert result.success and result.exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    FAILURE,
+    ids=["16-cancel", "9-exception", "11-data", "12-connection", "other-non-zero"],
+)
+def test_a_failure_exit_ends_the_row_and_counts_one_failed_attempt(make_match, ctx, code, reason):
+    match = make_match(listener_start_settings={"listener_force_exit_code": code})
+    result = start(match, **ctx)
+    assert not result.success and result.exit_code == code and result.attempts == 1
+    [row] = rows_of(match)
+    assert row.exit_code == code and row.exit_reason == reason
+    assert row.badge(stale_after_seconds=60) is Badge.ENDED
+    assert ctx["barriers"].attempts(match.id) == 1
+    assert not ctx["barriers"].is_pending(match.id)
+
+
+def test_an_exception_in_the_body_is_exit_9(make_match, ctx):
+    match = make_match(listener_start_settings={"listener_body": "tests.lifecycle.bodies:Exploding"})
+    result = start(match, **ctx)
+    assert result.exit_code == 9 and not result.success
+
+
+def test_exit_14_is_recorded_by_cleanup_not_by_a_live_run_and_is_not_counted(make_match, ctx):
+    match = make_match()
+    dead_run(match, ctx["barriers"])
+    sweep_stale_match_listeners(settings=ctx["settings"], barriers=ctx["barriers"])
+    [row] = rows_of(match)
+    assert row.exit_code == 14 and row.badge(stale_after_seconds=60) is Badge.ABANDONED
+    assert ctx["barriers"].attempts(match.id) == 0
+
+
+def test_exit_15_is_recorded_by_the_stop_and_is_not_counted(make_match, ctx, runner):
+    from tests.lifecycle.conftest import wait_for
+    from tests.lifecycle.helpers import open_rows
+
+    match = make_match()
+    future = runner(start, match, **ctx)
+    wait_for(lambda: open_rows(match))
+    stop_match_listener(str(match.id), settings=ctx["settings"], barriers=ctx["barriers"])
+    result = future.result(timeout=5)
+    assert result.exit_code == 15 and result.success
+    [row] = rows_of(match)
+    assert row.exit_code == 15 and row.stopped_by == "operator"
+    assert row.badge(stale_after_seconds=60) is Badge.STOPPED
+    assert ctx["barriers"].attempts(match.id) == 0
+
+
+@pytest.mark.parametrize(
+    "where", ["overrides", "listener_start_settings"], ids=["unknown-override", "unknown-stored-setting"]
+)
+def test_a_settings_error_is_a_failed_start_counted_without_a_row(make_match, ctx, where):
+    stored = {"no_such_setting": 1} if where == "listener_start_settings" else {}
+    match = make_match(listener_start_settings=stored)
+    overrides = {"no_such_setting": 1} if where == "overrides" else None
+    ctx["barriers"].claim_pending(match.id)
+    with pytest.raises(ListenerStartSettingsError, match="no_such_setting"):
+        start(match, overrides=overrides, **ctx)
+    assert rows_of(match) == []
+    assert ctx["barriers"].attempts(match.id) == 1
+    assert not ctx["barriers"].is_pending(match.id)
+    assert not ctx["barriers"].start_lock(match.id).locked()
+
+
+def test_an_intentional_skip_is_a_successful_result_with_a_skipped_flag(make_match, ctx):
+    from tests.lifecycle.helpers import live_row
+
+    match = make_match()
+    live_row(match)
+    result = start(match, **ctx)
+    assert result.success and result.as_dict()["skipped_active"] is True
