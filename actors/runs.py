@@ -1,0 +1,44 @@
+"""The job-run tick: publish due scheduled catalog jobs and drain the run outbox (periodic)."""
+
+from __future__ import annotations
+
+import logging
+from functools import cache
+
+import dramatiq
+
+from actors.broker import QUEUE_DEFAULT
+from publisher.amqp import AmqpPublisher
+from publisher.catalog import Catalog, load_catalog
+
+logger = logging.getLogger(__name__)
+
+
+@cache
+def _catalog() -> Catalog:
+    import actors
+
+    return load_catalog(actors.settings.job_catalog_path)
+
+
+@dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
+def tick_job_runs() -> dict:
+    """Publish the latest slot of every scheduled job (job@slot dedupes a doubled tick), then
+    publish run outbox rows whose first publish failed."""
+    import actors
+    from publisher.run_schedule import publish_scheduled_runs
+    from publisher.runs import drain_job_runs
+
+    settings = actors.settings
+    with AmqpPublisher(url=settings.amqp_url) as publisher:
+        schedule = publish_scheduled_runs(catalog=_catalog(), publisher=publisher)
+        drained = drain_job_runs(publisher=publisher, batch=settings.job_run_drain_batch)
+    result = {
+        **schedule.to_dict(),
+        "published": drained.published,
+        "stale": drained.stale,
+        "failed": drained.failed,
+    }
+    if schedule.queued or drained.published or drained.failed:
+        logger.info("tick_job_runs: %s", result)
+    return result
