@@ -16,4 +16,7 @@ settings = load_listener_settings()
 kickoff_broker = setup_broker(settings)
 
 # Actor modules: one explicit import per module (keep this block last).
-from actors import listeners  # noqa: E402,F401  dispatch, start, stop, sweep
+from actors import (  # noqa: E402 - after the broker is set
+    listeners,  # noqa: F401  dispatch, start, stop, sweep
+    refresh,  # noqa: F401  schedule refresh (league, daily, weekly)
+)

@@ -1,0 +1,48 @@
+"""Schedule refresh against srsim's schedule API: upsert, freeze, and the provider's document shapes."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+
+from config.errors import ScheduleFetchError
+from listener.schedule import daily_path, games_of, refresh, weekly_path
+from models import Match
+from srsim.script import GameScript
+
+
+def test_a_daily_refresh_creates_new_matches_and_freezes_a_live_one(sim, listener_settings, make_match):
+    new, live = (GameScript(sr_id=str(uuid.uuid4()), league="mlb", start_after=30) for _ in range(2))
+    server = sim([new, live], write_status=False)
+    local = make_match("mlb", sr_id=live.sr_id, status="inprogress")  # the stream already saw it live
+    settings = listener_settings(sportradar_base_url=server.base_url)
+    result = refresh(settings, league="mlb", path=daily_path("mlb", "trial", datetime.now(UTC).date()))
+    assert (result.seen, result.created, result.updated) == (2, 1, 1)
+    created = Match.get(Match.sr_id == new.sr_id)
+    assert created.status == "scheduled" and created.league.name == "mlb"
+    assert Match.get_by_id(local.id).status == "inprogress"  # freeze: schedule said scheduled
+    assert Match.get_by_id(local.id).sr_status == "scheduled"
+
+
+def test_a_weekly_refresh_reads_the_nfl_week_shape(sim, listener_settings, db):
+    game = GameScript(sr_id=str(uuid.uuid4()), league="nfl", week=3)
+    server = sim([game], write_status=False)
+    settings = listener_settings(sportradar_base_url=server.base_url)
+    result = refresh(settings, league="nfl", path=weekly_path("nfl", "trial", 2024, "REG", 3))
+    assert result.created == 1
+    assert Match.get(Match.sr_id == game.sr_id).title
+
+
+def test_games_are_found_in_daily_weekly_and_season_documents():
+    g = {"id": "x", "status": "scheduled"}
+    assert games_of({"games": [g]}) == [g]
+    assert games_of({"week": {"games": [g]}}) == [g]
+    assert games_of({"weeks": [{"games": [g]}, {"games": [g]}]}) == [g, g]
+
+
+def test_an_unreachable_schedule_api_is_one_clear_error(listener_settings):
+    settings = listener_settings(sportradar_base_url="http://127.0.0.1:9")
+    with pytest.raises(ScheduleFetchError, match="cannot fetch schedule"):
+        refresh(settings, league="mlb", path="/mlb/trial/games/2024/05/21/schedule.json")
