@@ -1,0 +1,167 @@
+"""rumor-action: turn rumor signals into moves sent through the lineup and waiver triggers.
+
+The rules (a signal below RUMOR_MIN_CONFIDENCE is ignored):
+
+1. ``ruled_out`` on a rostered starter: bench him (a lineup swap to ``BE``).
+2. ``season_ending`` on a rostered player with a ``replacement_player_id``: move him to IR
+   (lineup, swap kind ``ir``), then claim the replacement chained behind that IR move.
+3. ``breakout`` on a player not on the roster, with a rostered ``drop_player_id``: claim him
+   and drop that player.
+
+Everything else is ignored with a reason. Keys come from the key builders (Job name
+``rumor-action``), so re-running the same signals in a week gives duplicates, not new moves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from config.errors import TriggerValidationError
+from config.settings import BaseEnvironment
+from publisher import validation as v
+from publisher.amqp import AmqpPublisher
+from publisher.idempotency import lineup_key, waiver_key
+from publisher.triggers import LineupRequest, TriggerResult, WaiverRequest, trigger_lineup, trigger_waiver
+
+RUMOR_JOB_NAME = "rumor-action"
+RUMOR_MIN_CONFIDENCE = 0.7
+BENCH_SLOTS = frozenset({"BE", "IR"})
+SIGNAL_KINDS = frozenset({"ruled_out", "season_ending", "breakout"})
+
+
+@dataclass(frozen=True)
+class RumorSignal:
+    """One rumor about an ESPN player, with the source's confidence (0..1)."""
+
+    player_id: int
+    kind: str
+    confidence: float
+    source: str = ""
+    replacement_player_id: int | None = None
+    drop_player_id: int | None = None
+
+
+@dataclass(frozen=True)
+class RumorRequest:
+    """POST /v1/trigger/rumor-action: the team's roster (ESPN id -> slot) and the signals to weigh."""
+
+    league_id: str
+    team: str
+    season: int
+    week: int
+    roster: dict[int, str]
+    signals: list[RumorSignal] = field(default_factory=list)
+    traceparent: str | None = None
+
+
+@dataclass(frozen=True)
+class RumorOutcome:
+    """What one signal led to: the triggers it sent, or why it was ignored."""
+
+    signal: RumorSignal
+    rule: str | None
+    results: tuple[TriggerResult, ...] = ()
+    ignored: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "player_id": self.signal.player_id,
+            "kind": self.signal.kind,
+            "rule": self.rule,
+            "results": [r.as_json() for r in self.results],
+            "ignored": self.ignored,
+        }
+
+
+def _check(request: RumorRequest) -> None:
+    v.text(request.league_id, "league_id")
+    v.text(request.team, "team")
+    v.positive_int(request.season, "season")
+    v.positive_int(request.week, "week")
+    for pid in request.roster:
+        v.espn_id(pid, "roster")
+    for i, s in enumerate(request.signals):
+        v.espn_id(s.player_id, f"signals[{i}].player_id")
+        if s.kind not in SIGNAL_KINDS:
+            raise TriggerValidationError(f"signals[{i}].kind", f"must be one of {sorted(SIGNAL_KINDS)}")
+        if not 0 <= s.confidence <= 1:
+            raise TriggerValidationError(f"signals[{i}].confidence", "must be between 0 and 1")
+
+
+def evaluate_rumors(
+    request: RumorRequest, *, publisher: AmqpPublisher, settings: BaseEnvironment, run_id: str | None = None
+) -> list[RumorOutcome]:
+    """Apply the rules to each signal and send the resulting moves; one outcome per signal."""
+    _check(request)
+    inputs = {"season": request.season, "week": request.week}
+    common = {
+        "league_id": request.league_id,
+        "team": request.team,
+        "traceparent": request.traceparent,
+        "decision_inputs": inputs,
+    }
+    kw = {"publisher": publisher, "settings": settings, "run_id": run_id}
+
+    def lineup(swaps: list[dict[str, Any]]) -> TriggerResult:
+        key = lineup_key(
+            job_name=RUMOR_JOB_NAME, team=request.team, season=request.season, week=request.week, swaps=swaps
+        )
+        return trigger_lineup(LineupRequest(swaps=swaps, idempotency_key=key, **common), **kw)
+
+    def claim(add: int, drop: int | None, after: str | None = None, ir: int | None = None) -> TriggerResult:
+        key = waiver_key(
+            team=request.team,
+            season=request.season,
+            week=request.week,
+            add_player_id=add,
+            drop_player_id=drop,
+            ir_player_id=ir,
+        )
+        req = WaiverRequest(
+            add_player_id=add, drop_player_id=drop, after_tracking_id=after, idempotency_key=key, **common
+        )
+        return trigger_waiver(req, **kw)
+
+    outcomes: list[RumorOutcome] = []
+    for s in request.signals:
+        slot = request.roster.get(s.player_id)
+        if s.confidence < RUMOR_MIN_CONFIDENCE:
+            outcomes.append(
+                RumorOutcome(s, None, ignored=f"confidence {s.confidence} below {RUMOR_MIN_CONFIDENCE}")
+            )
+        elif s.kind == "ruled_out":
+            if slot is None or slot in BENCH_SLOTS:
+                outcomes.append(RumorOutcome(s, None, ignored="not a rostered starter"))
+            else:
+                swaps = [{"player_id": s.player_id, "to_slot": "BE", "kind": "lineup"}]
+                outcomes.append(RumorOutcome(s, "bench-ruled-out-starter", (lineup(swaps),)))
+        elif s.kind == "season_ending":
+            if slot is None or slot == "IR" or s.replacement_player_id is None:
+                outcomes.append(
+                    RumorOutcome(s, None, ignored="not rostered, already on IR, or no replacement")
+                )
+            else:
+                ir = lineup([{"player_id": s.player_id, "to_slot": "IR", "kind": "ir"}])
+                chained = claim(s.replacement_player_id, None, after=ir.tracking_id, ir=s.player_id)
+                outcomes.append(RumorOutcome(s, "ir-and-claim-replacement", (ir, chained)))
+        else:  # breakout
+            if slot is not None or s.drop_player_id is None or s.drop_player_id not in request.roster:
+                outcomes.append(
+                    RumorOutcome(s, None, ignored="already rostered or no rostered drop_player_id")
+                )
+            else:
+                outcomes.append(RumorOutcome(s, "claim-breakout", (claim(s.player_id, s.drop_player_id),)))
+    return outcomes
+
+
+def signals_from_json(items: Iterable[dict[str, Any]]) -> list[RumorSignal]:
+    """Build signals from JSON objects (CLI, API)."""
+    out = []
+    for i, item in enumerate(items):
+        try:
+            out.append(RumorSignal(**item))
+        except TypeError as exc:
+            raise TriggerValidationError(f"signals[{i}]", str(exc)) from exc
+    return out

@@ -1,0 +1,352 @@
+"""Direct trade publishers: claim the offer, decision or counter in execution_log first, then publish.
+
+No outbox: the claim (unique per queue and key) makes a second approval a duplicate; the
+publish follows at once to a durable-declared trade queue. A publish that surely did not
+happen marks the claim failed (a decision may be retried); a publish whose confirm never came
+marks it uncertain, and an operator reconciles it (``kickoff trades``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import peewee
+
+from config.clock import utcnow
+from config.errors import (
+    BrokerConnectionError,
+    MissingQueueError,
+    PublishError,
+    PublishUncertainError,
+    TradeError,
+    TradeNotFound,
+    TriggerValidationError,
+)
+from models.db import database, database_errors
+from models.execution_log import ExecutionStatus
+from publisher import validation as v
+from publisher.amqp import AmqpPublisher, OutgoingMessage
+from publisher.queues import TRADE_NEGOTIATIONS, TRADE_QUEUES, TRADE_RESPONSES, TRADE_SUBMISSIONS
+from publisher.trace import check_traceparent, trace_headers
+
+logger = logging.getLogger(__name__)
+
+DECISIONS = frozenset({"accept", "reject"})
+
+
+class TradeStatus(StrEnum):
+    """The answer of a trade publish."""
+
+    PUBLISHED = "published"  # claimed and confirmed by the broker
+    DUPLICATE = "duplicate"  # the key was claimed before; nothing was published
+    FAILED = "failed"  # claimed, but the publish surely did not happen (retry allowed)
+    UNCERTAIN = "uncertain"  # sent, not confirmed: needs manual reconciliation
+
+
+@dataclass(frozen=True)
+class TradeResult:
+    """A trade publish's answer."""
+
+    status: TradeStatus
+    queue: str
+    claim_key: str
+    message_id: str
+    error: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "queue": self.queue,
+            "claim_key": self.claim_key,
+            "message_id": self.message_id,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class ExecutionEntry:
+    """One execution_log claim."""
+
+    queue: str
+    claim_key: str
+    league_id: str
+    team: str | None
+    message_id: str
+    status: str
+    error: str | None
+    resolution: str | None
+    created_at: Any
+
+
+_ENTRY_COLUMNS = "queue, claim_key, league_id, team, message_id, status, error, resolution, created_at"
+
+
+def _entry(row: Any) -> ExecutionEntry:
+    return ExecutionEntry(
+        queue=row[0],
+        claim_key=row[1],
+        league_id=row[2],
+        team=row[3],
+        message_id=str(row[4]),
+        status=row[5],
+        error=row[6],
+        resolution=row[7],
+        created_at=row[8],
+    )
+
+
+def _set_status(queue: str, key: str, status: ExecutionStatus, error: str | None = None) -> None:
+    with database_errors(), database.atomic():
+        database.execute_sql(
+            "UPDATE execution_log SET status = %s, error = %s, updated_at = %s "
+            "WHERE queue = %s AND claim_key = %s",
+            (status.value, error, utcnow(), queue, key),
+        )
+
+
+def _publish_claimed(
+    *, queue: str, key: str, message: OutgoingMessage, publisher: AmqpPublisher
+) -> TradeResult:
+    try:
+        publisher.publish(message)
+    except PublishUncertainError as exc:
+        _set_status(queue, key, ExecutionStatus.UNCERTAIN, str(exc))
+        logger.error("trade publish uncertain, reconcile by hand: queue=%s key=%s: %s", queue, key, exc)
+        return TradeResult(TradeStatus.UNCERTAIN, queue, key, message.message_id, str(exc))
+    except (BrokerConnectionError, MissingQueueError, PublishError) as exc:
+        _set_status(queue, key, ExecutionStatus.FAILED, f"{type(exc).__name__}: {exc}")
+        logger.warning("trade publish failed: queue=%s key=%s: %s", queue, key, exc)
+        return TradeResult(TradeStatus.FAILED, queue, key, message.message_id, str(exc))
+    _set_status(queue, key, ExecutionStatus.PUBLISHED)
+    logger.info("trade published: queue=%s key=%s message_id=%s", queue, key, message.message_id)
+    return TradeResult(TradeStatus.PUBLISHED, queue, key, message.message_id)
+
+
+def _claim_and_publish(
+    *,
+    queue: str,
+    key: str,
+    league_id: str,
+    team: str,
+    body: dict[str, Any],
+    traceparent: str | None,
+    publisher: AmqpPublisher,
+) -> TradeResult:
+    message_id = str(uuid.uuid4())
+    body = v.strip_request_only(body)
+    try:
+        with database_errors(), database.atomic():
+            database.execute_sql(
+                "INSERT INTO execution_log (claim_key, queue, league_id, team, message_id, body, status, "
+                "created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (key, queue, league_id, team, message_id, json.dumps(body), "claimed", utcnow(), utcnow()),
+            )
+    except peewee.IntegrityError:
+        existing = get_entry(queue, key)
+        logger.info("trade already claimed: queue=%s key=%s status=%s", queue, key, existing.status)
+        return TradeResult(TradeStatus.DUPLICATE, queue, key, existing.message_id)
+    message = OutgoingMessage(
+        queue=queue, body=body, message_id=message_id, headers=trace_headers(traceparent)
+    )
+    return _publish_claimed(queue=queue, key=key, message=message, publisher=publisher)
+
+
+def _ids(values: Any, field: str, check: Any) -> list[Any]:
+    if not isinstance(values, list) or not values:
+        raise TriggerValidationError(field, "at least one player id is required")
+    return [check(x, f"{field}[{i}]") for i, x in enumerate(values)]
+
+
+def submit_offer(
+    *,
+    offer_key: str,
+    league_id: str,
+    team: str,
+    counterparty_team: str,
+    give_player_ids: list[int],
+    receive_player_ids: list[int],
+    publisher: AmqpPublisher,
+    traceparent: str | None = None,
+) -> TradeResult:
+    """Approve an offer: claim ``offer_key``, publish to trade_submissions (ESPN player ids)."""
+    body = {
+        "offer_key": v.text(offer_key, "offer_key"),
+        "league_id": v.text(league_id, "league_id"),
+        "team_id": v.text(team, "team"),
+        "counterparty_team_id": v.text(counterparty_team, "counterparty_team"),
+        "give_player_ids": _ids(give_player_ids, "give_player_ids", v.espn_id),
+        "receive_player_ids": _ids(receive_player_ids, "receive_player_ids", v.espn_id),
+        "traceparent": check_traceparent(traceparent),
+        "created_at": utcnow().isoformat(),
+    }
+    return _claim_and_publish(
+        queue=TRADE_SUBMISSIONS,
+        key=offer_key,
+        league_id=league_id,
+        team=team,
+        body=body,
+        traceparent=body["traceparent"],
+        publisher=publisher,
+    )
+
+
+def respond_to_trade(
+    *,
+    decision_key: str,
+    league_id: str,
+    team: str,
+    trade_id: str,
+    decision: str,
+    publisher: AmqpPublisher,
+    traceparent: str | None = None,
+) -> TradeResult:
+    """Decide an incoming trade: claim ``decision_key``, publish accept/reject to trade_responses."""
+    if decision not in DECISIONS:
+        raise TriggerValidationError("decision", f"must be one of {sorted(DECISIONS)}")
+    body = {
+        "decision_key": v.text(decision_key, "decision_key"),
+        "league_id": v.text(league_id, "league_id"),
+        "team_id": v.text(team, "team"),
+        "trade_id": v.text(trade_id, "trade_id"),
+        "decision": decision,
+        "traceparent": check_traceparent(traceparent),
+        "created_at": utcnow().isoformat(),
+    }
+    return _claim_and_publish(
+        queue=TRADE_RESPONSES,
+        key=decision_key,
+        league_id=league_id,
+        team=team,
+        body=body,
+        traceparent=body["traceparent"],
+        publisher=publisher,
+    )
+
+
+def stage_counter(
+    *,
+    publication_key: str,
+    league_id: str,
+    team: str,
+    trade_id: str,
+    give_player_ids: list[str],
+    receive_player_ids: list[str],
+    publisher: AmqpPublisher,
+    traceparent: str | None = None,
+) -> TradeResult:
+    """Stage a counter-offer on trade_negotiations: Sleeper player ids (the worker maps them)."""
+    body = {
+        "publication_key": v.text(publication_key, "publication_key"),
+        "league_id": v.text(league_id, "league_id"),
+        "team_id": v.text(team, "team"),
+        "trade_id": v.text(trade_id, "trade_id"),
+        "give_player_ids": _ids(give_player_ids, "give_player_ids", v.sleeper_id),
+        "receive_player_ids": _ids(receive_player_ids, "receive_player_ids", v.sleeper_id),
+        "traceparent": check_traceparent(traceparent),
+        "created_at": utcnow().isoformat(),
+    }
+    return _claim_and_publish(
+        queue=TRADE_NEGOTIATIONS,
+        key=publication_key,
+        league_id=league_id,
+        team=team,
+        body=body,
+        traceparent=body["traceparent"],
+        publisher=publisher,
+    )
+
+
+def get_entry(queue: str, claim_key: str) -> ExecutionEntry:
+    """Return the claim of ``claim_key`` on ``queue``; TradeNotFound if there is none."""
+    with database_errors():
+        row = database.execute_sql(
+            f"SELECT {_ENTRY_COLUMNS} FROM execution_log WHERE queue = %s AND claim_key = %s",
+            (queue, claim_key),
+        ).fetchone()
+    if row is None:
+        raise TradeNotFound(f"no execution_log claim for {claim_key!r} on {queue}")
+    return _entry(row)
+
+
+def _republish(entry: ExecutionEntry, publisher: AmqpPublisher) -> TradeResult:
+    with database_errors():
+        (body,) = database.execute_sql(
+            "SELECT body FROM execution_log WHERE queue = %s AND claim_key = %s",
+            (entry.queue, entry.claim_key),
+        ).fetchone()
+    body = body if isinstance(body, dict) else json.loads(body)
+    message = OutgoingMessage(
+        queue=entry.queue,
+        body=body,
+        message_id=entry.message_id,
+        headers=trace_headers(body.get("traceparent")),
+    )
+    return _publish_claimed(queue=entry.queue, key=entry.claim_key, message=message, publisher=publisher)
+
+
+def retry_decision(*, decision_key: str, publisher: AmqpPublisher) -> TradeResult:
+    """``.../decision/retry``: publish a failed decision again with the same message id."""
+    entry = get_entry(TRADE_RESPONSES, decision_key)
+    if entry.status != ExecutionStatus.FAILED:
+        raise TradeError(
+            f"decision {decision_key!r} is {entry.status}; only a failed decision can be retried"
+        )
+    return _republish(entry, publisher)
+
+
+def list_uncertain(*, stale_claim_seconds: float = 60.0) -> list[ExecutionEntry]:
+    """Claims to reconcile: uncertain ones, and claims stuck in ``claimed`` (a crash mid-publish)."""
+    cutoff = utcnow().timestamp() - stale_claim_seconds
+    with database_errors():
+        rows = database.execute_sql(
+            f"SELECT {_ENTRY_COLUMNS} FROM execution_log WHERE status = 'uncertain' "
+            "OR (status = 'claimed' AND extract(epoch FROM created_at) < %s) ORDER BY created_at",
+            (cutoff,),
+        ).fetchall()
+    return [_entry(r) for r in rows]
+
+
+class Resolution(StrEnum):
+    """How an operator reconciles an uncertain trade claim."""
+
+    PUBLISHED = "published"  # the worker did receive it (seen in its logs or on ESPN): nothing to send
+    NOT_PUBLISHED = "not-published"  # it never arrived: mark failed so it can be retried
+    REPUBLISH = "republish"  # send it again now with the same message id (the worker dedupes)
+
+
+def resolve_uncertain(
+    *,
+    queue: str,
+    claim_key: str,
+    resolution: Resolution,
+    operator: str,
+    publisher: AmqpPublisher | None = None,
+) -> ExecutionEntry:
+    """Reconcile an uncertain (or stuck) claim and return it as it now stands."""
+    if queue not in TRADE_QUEUES:
+        raise TriggerValidationError("queue", f"must be one of {list(TRADE_QUEUES)}")
+    entry = get_entry(queue, claim_key)
+    if entry.status not in (ExecutionStatus.UNCERTAIN, ExecutionStatus.CLAIMED):
+        raise TradeError(f"claim {claim_key!r} on {queue} is {entry.status}, not uncertain")
+    if resolution is Resolution.REPUBLISH:
+        if publisher is None:
+            raise TradeError("republish needs a publisher")
+        _republish(entry, publisher)
+    else:
+        status = ExecutionStatus.RESOLVED if resolution is Resolution.PUBLISHED else ExecutionStatus.FAILED
+        _set_status(queue, claim_key, status, entry.error)
+    with database_errors(), database.atomic():
+        database.execute_sql(
+            "UPDATE execution_log SET resolution = %s, resolved_by = %s, resolved_at = %s "
+            "WHERE queue = %s AND claim_key = %s",
+            (resolution.value, operator, utcnow(), queue, claim_key),
+        )
+    logger.info(
+        "trade claim reconciled: queue=%s key=%s resolution=%s by=%s", queue, claim_key, resolution, operator
+    )
+    return get_entry(queue, claim_key)

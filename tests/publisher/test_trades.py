@@ -1,0 +1,122 @@
+"""Direct trade publishes: execution_log claim first, durable queues, uncertain results reconciled by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from config.errors import PublishUncertainError, TradeError, TriggerValidationError
+from publisher import trades
+from publisher.amqp import AmqpPublisher
+from publisher.trades import Resolution, TradeStatus
+from tests.publisher.helpers import TRACEPARENT, count
+
+
+def _offer(publisher, key="offer-1", **kw):
+    args = {
+        "offer_key": key,
+        "league_id": "L1",
+        "team": "7",
+        "counterparty_team": "3",
+        "give_player_ids": [3139477],
+        "receive_player_ids": [4362628],
+        "publisher": publisher,
+        "traceparent": TRACEPARENT,
+    }
+    args.update(kw)
+    return trades.submit_offer(**args)
+
+
+def test_an_offer_is_claimed_then_published_to_a_durable_queue(publisher, read_queue):
+    result = _offer(publisher)
+    assert result.status is TradeStatus.PUBLISHED
+    assert trades.get_entry("trade_submissions", "offer-1").status == "published"
+    [(body, props)] = read_queue("trade_submissions")
+    assert body["offer_key"] == "offer-1" and props.message_id == result.message_id
+    assert props.headers == {"traceparent": TRACEPARENT}
+
+
+def test_a_second_approval_of_the_same_offer_is_a_duplicate_and_publishes_nothing(publisher, read_queue):
+    first = _offer(publisher)
+    second = _offer(publisher)
+    assert second.status is TradeStatus.DUPLICATE and second.message_id == first.message_id
+    assert len(read_queue("trade_submissions")) == 1
+
+
+def test_counter_staging_takes_sleeper_ids_and_refuses_espn_ids(publisher, read_queue):
+    with pytest.raises(TriggerValidationError) as info:
+        trades.stage_counter(
+            publication_key="p1",
+            league_id="L1",
+            team="7",
+            trade_id="t1",
+            give_player_ids=[3139477],
+            receive_player_ids=["4046"],
+            publisher=publisher,
+        )
+    assert info.value.field == "give_player_ids[0]"
+    ok = trades.stage_counter(
+        publication_key="p1",
+        league_id="L1",
+        team="7",
+        trade_id="t1",
+        give_player_ids=["6794"],
+        receive_player_ids=["4046"],
+        publisher=publisher,
+    )
+    assert ok.status is TradeStatus.PUBLISHED
+    [(body, _)] = read_queue("trade_negotiations")
+    assert body["give_player_ids"] == ["6794"]
+
+
+def test_a_failed_decision_can_be_retried_with_the_same_message_id(db, fresh_queues, amqp_vhost, read_queue):
+    down = AmqpPublisher(url="amqp://guest:guest@127.0.0.1:1/%2F", connect_timeout=1)
+    failed = trades.respond_to_trade(
+        decision_key="d1", league_id="L1", team="7", trade_id="t9", decision="accept", publisher=down
+    )
+    assert failed.status is TradeStatus.FAILED
+    with AmqpPublisher(url=amqp_vhost) as up:
+        retried = trades.retry_decision(decision_key="d1", publisher=up)
+        assert retried.status is TradeStatus.PUBLISHED
+        with pytest.raises(TradeError, match="only a failed decision"):
+            trades.retry_decision(decision_key="d1", publisher=up)
+    [(body, props)] = read_queue("trade_responses")
+    assert body["decision"] == "accept" and props.message_id == failed.message_id
+
+
+def test_an_uncertain_publish_is_marked_for_manual_reconciliation(publisher, read_queue, monkeypatch):
+    def lost_confirm(message):
+        raise PublishUncertainError("sent but not confirmed: connection reset")
+
+    monkeypatch.setattr(publisher, "publish", lost_confirm)
+    result = _offer(publisher)
+    assert result.status is TradeStatus.UNCERTAIN
+    assert [e.claim_key for e in trades.list_uncertain()] == ["offer-1"]
+    monkeypatch.undo()
+    entry = trades.resolve_uncertain(
+        queue="trade_submissions",
+        claim_key="offer-1",
+        resolution=Resolution.REPUBLISH,
+        operator="ops",
+        publisher=publisher,
+    )
+    assert entry.status == "published" and entry.resolution == "republish"
+    assert trades.list_uncertain() == []
+    assert len(read_queue("trade_submissions")) == 1
+
+
+def test_resolving_as_published_sends_nothing(publisher, read_queue, monkeypatch):
+    monkeypatch.setattr(publisher, "publish", lambda m: (_ for _ in ()).throw(PublishUncertainError("lost")))
+    _offer(publisher, key="offer-2")
+    entry = trades.resolve_uncertain(
+        queue="trade_submissions", claim_key="offer-2", resolution=Resolution.PUBLISHED, operator="ops"
+    )
+    assert entry.status == "resolved" and count("execution_log", "status = 'uncertain'") == 0
+    publisher.declare_durable(["trade_submissions"])
+    assert read_queue("trade_submissions") == []
+
+
+def test_request_only_fields_are_stripped_before_publishing():
+    from publisher.validation import strip_request_only
+
+    body = {"a": 1, "decision_inputs": {}, "swap_kind": "ir", "after_tracking_id": "x"}
+    assert strip_request_only(body) == {"a": 1}
