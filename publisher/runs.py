@@ -185,6 +185,7 @@ def enqueue_retry(run: RunLog) -> int:
     run.claimed_at = None
     run.started_at = None
     run.host = None
+    run.ended_at = None  # the failed attempt's exit code and error stay until the next one ends
     run.save()
     command = RunCommand(
         run_id=str(run.id),
