@@ -11,11 +11,15 @@ from pydantic import ValidationError
 from cli.check import check
 from cli.config_cmd import config_group
 from cli.context import CliContext
+from cli.amqp import amqp
 from cli.db import db
 from cli.listen import listen_command
 from cli.sim import sim_group
 from cli.launcher import launcher
 from cli.runs import runs
+from cli.outbox import outbox
+from cli.trades import trades
+from cli.trigger import trigger
 from config.errors import KickoffError, NotFound
 from config.settings import load_listener_settings
 
@@ -61,6 +65,10 @@ cli.add_command(sim_group)
 cli.add_command(check)
 cli.add_command(runs)
 cli.add_command(launcher)
+cli.add_command(trigger)
+cli.add_command(outbox)
+cli.add_command(amqp)
+cli.add_command(trades)
 
 
 def main() -> None:

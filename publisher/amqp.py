@@ -360,3 +360,12 @@ def read_messages(*, url: str, queue: str, limit: int = 10_000) -> list[tuple[di
         if conn.is_open:
             conn.close()
     return out
+
+
+def publisher_from_settings(settings: Any) -> AmqpPublisher:
+    """An AmqpPublisher on AMQP_URL with the configured confirm and connect timeouts."""
+    return AmqpPublisher(
+        url=settings.amqp_url,
+        confirm_timeout=settings.amqp_confirm_timeout_seconds,
+        connect_timeout=settings.amqp_connect_timeout_seconds,
+    )

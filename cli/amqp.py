@@ -1,0 +1,38 @@
+"""``kickoff amqp setup``: declare the outbox queues (durable) on a fresh broker."""
+
+from __future__ import annotations
+
+import click
+
+from cli.common import echo_json
+from cli.context import CliContext
+from config.settings import mask_url
+from publisher.amqp import publisher_from_settings
+from publisher.queues import OUTBOX_QUEUES, TRADE_QUEUES
+
+
+@click.group()
+def amqp() -> None:
+    """RabbitMQ (AMQP_URL) set-up."""
+
+
+@amqp.command("setup")
+@click.option(
+    "--with-trade-queues", is_flag=True, help="Also declare the trade queues (else declared on publish)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def setup_cmd(obj: CliContext, with_trade_queues: bool, as_json: bool) -> None:
+    """Declare lineup_updates, waiver_actions, draft_targets and job_runs durable (idempotent).
+
+    The outboxes publish with a passive declare, so these queues must exist before anything is
+    published; a missing one leaves messages pending with an error naming it.
+    """
+    queues = list(OUTBOX_QUEUES) + (list(TRADE_QUEUES) if with_trade_queues else [])
+    with publisher_from_settings(obj.settings) as publisher:
+        declared = publisher.declare_durable(queues)
+    if as_json:
+        echo_json({"declared": declared, "amqp_url": mask_url(obj.settings.amqp_url)})
+    else:
+        for queue in declared:
+            click.echo(f"declared {queue}")

@@ -1,0 +1,72 @@
+"""``kickoff trades``: list and resolve trade claims whose publish result is uncertain."""
+
+from __future__ import annotations
+
+import getpass
+
+import click
+
+from cli.common import echo_json
+from cli.context import CliContext
+from publisher.amqp import publisher_from_settings
+from publisher.queues import TRADE_QUEUES
+from publisher.trades import Resolution, list_uncertain, resolve_uncertain
+
+
+@click.group()
+def trades() -> None:
+    """Trade claims in execution_log (trade_submissions, trade_responses, trade_negotiations).
+
+    A trade is claimed in execution_log, then published. When the broker did not confirm the
+    publish (connection lost after sending), the claim is `uncertain`: check the worker's logs
+    or ESPN, then resolve it here.
+    """
+
+
+@trades.command("uncertain")
+@click.option(
+    "--stale-seconds", type=float, default=60.0, help="Also list claims stuck this long in `claimed`."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per claim.")
+@click.pass_obj
+def uncertain_cmd(obj: CliContext, stale_seconds: float, as_json: bool) -> None:
+    """List claims needing manual reconciliation."""
+    obj.database()
+    entries = list_uncertain(stale_claim_seconds=stale_seconds)
+    for e in entries:
+        if as_json:
+            echo_json({**vars(e), "created_at": e.created_at.isoformat()})
+        else:
+            click.echo(
+                f"{e.queue} {e.claim_key} {e.status} league={e.league_id} "
+                f"message_id={e.message_id}: {e.error}"
+            )
+    if not entries and not as_json:
+        click.echo("no uncertain trade claims")
+
+
+@trades.command("resolve")
+@click.argument("queue", type=click.Choice(TRADE_QUEUES))
+@click.argument("claim_key")
+@click.option(
+    "--as",
+    "resolution",
+    type=click.Choice([r.value for r in Resolution]),
+    required=True,
+    help="published: the worker got it; not-published: it never arrived (a retry may publish); "
+    "republish: send it again now with the same message id.",
+)
+@click.option("--operator", default=getpass.getuser, help="Who resolved it (recorded).")
+@click.pass_obj
+def resolve_cmd(obj: CliContext, queue: str, claim_key: str, resolution: str, operator: str) -> None:
+    """Resolve one uncertain claim."""
+    obj.database()
+    with publisher_from_settings(obj.settings) as publisher:
+        entry = resolve_uncertain(
+            queue=queue,
+            claim_key=claim_key,
+            resolution=Resolution(resolution),
+            operator=operator,
+            publisher=publisher,
+        )
+    click.echo(f"{entry.queue} {entry.claim_key}: {entry.status} ({entry.resolution})")

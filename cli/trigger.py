@@ -1,0 +1,292 @@
+"""``kickoff trigger``: queue lineup, waiver, draft-pick and rumor-action requests through the outbox."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from typing import Any
+
+import click
+
+from cli.common import echo_json
+from cli.context import CliContext
+from config.clock import parse_iso8601
+from models.activity import ActionStatus
+from publisher.actions import get_action, record_result
+from publisher.amqp import publisher_from_settings
+from publisher.idempotency import draft_key, lineup_key, waiver_key
+from publisher.rumor import RumorRequest, evaluate_rumors, signals_from_json
+from publisher.triggers import (
+    DraftPickRequest,
+    LineupRequest,
+    TriggerResult,
+    WaiverRequest,
+    trigger_draft_pick,
+    trigger_lineup,
+    trigger_waiver,
+)
+
+
+def _player_id(value: str) -> Any:
+    """An integer (ESPN id) when it parses as one; otherwise the string, which validation refuses."""
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
+def _swap(text: str) -> dict[str, Any]:
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise click.BadParameter(f"expected PLAYER_ID:SLOT[:ir], got {text!r}", param_hint="--swap")
+    swap: dict[str, Any] = {"player_id": _player_id(parts[0]), "to_slot": parts[1]}
+    if len(parts) == 3:
+        swap["kind"] = parts[2]
+    return swap
+
+
+def _inputs(season: int | None, week: int | None) -> dict[str, Any]:
+    return {k: val for k, val in (("season", season), ("week", week)) if val is not None}
+
+
+def _print(result: TriggerResult, as_json: bool) -> None:
+    if as_json:
+        echo_json(result.as_json())
+        return
+    extra = " (held until its IR move succeeds)" if result.held else ""
+    if result.status.value == "queued" and not result.published and not result.held:
+        extra = " (saved; the broker did not confirm yet, the outbox drain will publish it)"
+    click.echo(f"{result.status.value} {result.tracking_id}{extra}")
+
+
+key_options = [
+    click.option(
+        "--key", "key", default=None, help="Explicit idempotency key (default: built by the key builder)."
+    ),
+    click.option("--no-key", is_flag=True, help="Send no key: the request always publishes (manual moves)."),
+    click.option("--traceparent", default=None, help="W3C traceparent to put in the body and AMQP headers."),
+    click.option("--json", "as_json", is_flag=True, help='Print {"status": ..., "tracking_id": ...}.'),
+]
+
+
+def with_key_options(fn: Any) -> Any:
+    for option in reversed(key_options):
+        fn = option(fn)
+    return fn
+
+
+def _key(explicit: str | None, no_key: bool, built: str | None) -> str | None:
+    if no_key:
+        return None
+    return explicit if explicit is not None else built
+
+
+@click.group()
+def trigger() -> None:
+    """Queue moves for the browser worker (lineup_updates, waiver_actions, draft_targets).
+
+    Each command validates first (player ids are ESPN ids: integers), saves the action with its
+    message in one transaction, publishes at once and prints `queued` or `duplicate` with the
+    tracking id. If RabbitMQ is down the message stays in the outbox; `kickoff outbox drain`
+    (or the periodic drain actor) publishes it later.
+    """
+
+
+@trigger.command("lineup")
+@click.option("--league", "league_id", required=True, help="Fantasy league id.")
+@click.option("--team", required=True, help="Team id in the league.")
+@click.option(
+    "--swap", "swaps", multiple=True, required=True, help="PLAYER_ID:SLOT[:ir] (ESPN id); repeatable."
+)
+@click.option("--season", type=int, default=None, help="Season (part of the key and its suffix).")
+@click.option("--week", type=int, default=None, help="Week (part of the key and its suffix).")
+@click.option("--job-name", default=lambda: os.environ.get("JOB_NAME", "cli"), help="Job name in the key.")
+@with_key_options
+@click.pass_obj
+def lineup_cmd(
+    obj: CliContext, league_id, team, swaps, season, week, job_name, key, no_key, traceparent, as_json
+):
+    """Queue a lineup change; a swap ending in `:ir` is an IR move a waiver claim can chain behind."""
+    parsed = [_swap(s) for s in swaps]
+    built = None
+    if season is not None and week is not None:
+        built = lineup_key(job_name=job_name, team=team, season=season, week=week, swaps=parsed)
+    request = LineupRequest(
+        league_id=league_id,
+        team=team,
+        swaps=parsed,
+        idempotency_key=_key(key, no_key, built),
+        decision_inputs=_inputs(season, week),
+        traceparent=traceparent,
+    )
+    obj.database()
+    with publisher_from_settings(obj.settings) as publisher:
+        _print(trigger_lineup(request, publisher=publisher, settings=obj.settings), as_json)
+
+
+@trigger.command("waiver")
+@click.option("--league", "league_id", required=True, help="Fantasy league id.")
+@click.option("--team", required=True, help="Team id in the league.")
+@click.option("--add", "add_player_id", required=True, help="ESPN id of the player to claim.")
+@click.option("--drop", "drop_player_id", default=None, help="ESPN id of the player to drop.")
+@click.option("--bid", type=int, default=None, help="FAAB bid.")
+@click.option("--after", "after_tracking_id", default=None, help="Tracking id of the IR move to wait for.")
+@click.option("--season", type=int, default=None, help="Season (no key is sent without season and week).")
+@click.option("--week", type=int, default=None, help="Week.")
+@with_key_options
+@click.pass_obj
+def waiver_cmd(
+    obj: CliContext,
+    league_id,
+    team,
+    add_player_id,
+    drop_player_id,
+    bid,
+    after_tracking_id,
+    season,
+    week,
+    key,
+    no_key,
+    traceparent,
+    as_json,
+):
+    """Queue a waiver claim; with --after it waits for that IR move (and must not --drop)."""
+    add = _player_id(add_player_id)
+    drop = None if drop_player_id is None else _player_id(drop_player_id)
+    built = None
+    if isinstance(add, int):
+        built = waiver_key(team=team, season=season, week=week, add_player_id=add, drop_player_id=drop)
+    request = WaiverRequest(
+        league_id=league_id,
+        team=team,
+        add_player_id=add,
+        drop_player_id=drop,
+        bid=bid,
+        after_tracking_id=after_tracking_id,
+        idempotency_key=_key(key, no_key, built),
+        decision_inputs=_inputs(season, week),
+        traceparent=traceparent,
+    )
+    obj.database()
+    with publisher_from_settings(obj.settings) as publisher:
+        _print(trigger_waiver(request, publisher=publisher, settings=obj.settings), as_json)
+
+
+@trigger.command("draft-pick")
+@click.option("--league", "league_id", required=True, help="Fantasy league id.")
+@click.option("--team", required=True, help="Team id in the league.")
+@click.option("--pick", "pick_number", type=int, required=True, help="Overall pick number.")
+@click.option("--espn-id", required=True, help="ESPN id of the player to draft.")
+@click.option("--expires-at", default=None, help="ISO 8601 time with offset when the pick's clock runs out.")
+@with_key_options
+@click.pass_obj
+def draft_cmd(
+    obj: CliContext, league_id, team, pick_number, espn_id, expires_at, key, no_key, traceparent, as_json
+):
+    """Queue a draft target. A filled or expired pick is refused; a failed delivery says retry."""
+    espn = _player_id(espn_id)
+    deadline: datetime | None = None if expires_at is None else parse_iso8601(expires_at, what="--expires-at")
+    built = (
+        draft_key(league_id=league_id, pick_number=pick_number, espn_id=espn)
+        if isinstance(espn, int)
+        else None
+    )
+    request = DraftPickRequest(
+        league_id=league_id,
+        team=team,
+        pick_number=pick_number,
+        espn_id=espn,
+        expires_at=deadline,
+        idempotency_key=_key(key, no_key, built),
+        traceparent=traceparent,
+    )
+    obj.database()
+    with publisher_from_settings(obj.settings) as publisher:
+        _print(trigger_draft_pick(request, publisher=publisher, settings=obj.settings), as_json)
+
+
+@trigger.command("rumor-action")
+@click.option("--league", "league_id", required=True, help="Fantasy league id.")
+@click.option("--team", required=True, help="Team id in the league.")
+@click.option("--season", type=int, required=True, help="Season.")
+@click.option("--week", type=int, required=True, help="Week.")
+@click.option("--roster", "roster", multiple=True, help="ESPN_ID=SLOT of a rostered player; repeatable.")
+@click.option(
+    "--signal",
+    "signals",
+    multiple=True,
+    help='JSON signal, e.g. {"player_id": 1, "kind": '
+    '"ruled_out", "confidence": 0.9}; repeatable. Kinds: ruled_out, season_ending, breakout.',
+)
+@click.option("--traceparent", default=None, help="W3C traceparent for the resulting messages.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per signal.")
+@click.pass_obj
+def rumor_cmd(obj: CliContext, league_id, team, season, week, roster, signals, traceparent, as_json):
+    """Weigh rumor signals and send the resulting moves through the lineup and waiver triggers.
+
+    Rules: a ruled-out starter is benched; a season-ending injury goes to IR and its
+    replacement is claimed behind that IR move; a breakout free agent is claimed dropping the
+    named player. Signals below confidence 0.7 are ignored.
+    """
+    parsed_roster: dict[int, str] = {}
+    for item in roster:
+        pid, sep, slot = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected ESPN_ID=SLOT, got {item!r}", param_hint="--roster")
+        parsed_roster[_player_id(pid)] = slot
+    try:
+        parsed_signals = signals_from_json(json.loads(s) for s in signals)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--signal") from exc
+    request = RumorRequest(
+        league_id=league_id,
+        team=team,
+        season=season,
+        week=week,
+        roster=parsed_roster,
+        signals=parsed_signals,
+        traceparent=traceparent,
+    )
+    obj.database()
+    with publisher_from_settings(obj.settings) as publisher:
+        outcomes = evaluate_rumors(request, publisher=publisher, settings=obj.settings)
+    for outcome in outcomes:
+        if as_json:
+            echo_json(outcome.as_json())
+        elif outcome.ignored:
+            click.echo(f"{outcome.signal.kind} {outcome.signal.player_id}: ignored ({outcome.ignored})")
+        else:
+            sent = ", ".join(f"{r.status.value} {r.tracking_id}" for r in outcome.results)
+            click.echo(f"{outcome.signal.kind} {outcome.signal.player_id}: {outcome.rule}: {sent}")
+
+
+@trigger.command("show")
+@click.argument("tracking_id")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def show_cmd(obj: CliContext, tracking_id: str, as_json: bool) -> None:
+    """Show an action's status, key, chain and run by tracking id (exit 2 if unknown)."""
+    obj.database()
+    view = get_action(tracking_id)
+    data = {
+        k: (str(val) if val is not None and not isinstance(val, str) else val)
+        for k, val in vars(view).items()
+    }
+    if as_json:
+        echo_json(data)
+    else:
+        for name, val in data.items():
+            click.echo(f"{name}: {val}")
+
+
+@trigger.command("result")
+@click.argument("tracking_id")
+@click.argument("status", type=click.Choice([s.value for s in ActionStatus]))
+@click.option("--error", default=None, help="Failure text to record.")
+@click.pass_obj
+def result_cmd(obj: CliContext, tracking_id: str, status: str, error: str | None) -> None:
+    """Record the worker's verified result for an action (releases or cancels chained claims)."""
+    obj.database()
+    record_result(tracking_id, ActionStatus(status), error=error)
+    click.echo(f"{tracking_id}: {status}")
