@@ -18,7 +18,7 @@ from models.run_log import RunLog
 from publisher.catalog import Catalog, Job
 from publisher.run_command import RunCommand
 from publisher.run_consumer import Delivery, RunConsumer
-from publisher.run_process import process_alive, read_exit_code, run_files, spawn
+from publisher.run_process import find_run_process, process_alive, read_exit_code, run_files, spawn
 from publisher.run_state import (
     LOST,
     claim,
@@ -32,6 +32,8 @@ from publisher.run_state import (
 from publisher.runs import CommandPublisher, drain_job_runs, send_outbox_rows
 
 logger = logging.getLogger(__name__)
+
+DB_RETRY_SECONDS = 2.0  # pause after PostgreSQL failed before touching it (and the broker) again
 
 
 @dataclass
@@ -106,6 +108,7 @@ class Launcher:
         self._next_drain = 0.0
         self._next_rescan = 0.0
         self._next_connect = 0.0
+        self._db_down_until = 0.0
 
     # -- deliveries -------------------------------------------------------------------
 
@@ -118,12 +121,17 @@ class Launcher:
             logger.error("dropping job_runs delivery %s: %s", delivery.message_id, exc)
             delivery.ack()
             return
+        if time.monotonic() < self._db_down_until:
+            delivery.nack()
+            return
         try:
             with database_errors():
                 pending = is_pending(command.run_id, command.attempt)
         except DatabaseUnavailable as exc:
             logger.warning("run %s: cannot check run_log, requeueing the command: %s", command.run_id, exc)
             delivery.nack()
+            self._db_down_until = time.monotonic() + DB_RETRY_SECONDS
+            self._next_connect = self._db_down_until  # stop reading the broker meanwhile
             return
         if pending:
             self.pending.setdefault(command.run_id, command.attempt)
@@ -155,8 +163,8 @@ class Launcher:
             logger.error("run %s of %s: cannot start %s: %s", run.id, run.job, job.argv(), exc)
             self._finished(str(run.id), run.attempt, exit_code=None, reason=f"cannot start: {exc}")
             return
-        mark_started(run, pid=proc.pid, log_path=str(files.log))
         self.running[str(run.id)] = Running(str(run.id), run.attempt, proc.pid, files.exit, proc)
+        mark_started(run, pid=proc.pid, log_path=str(files.log))
         self.stats.started += 1
         self.stats.max_running = max(self.stats.max_running, len(self.running))
         logger.info("run %s of %s started: attempt %s, pid %s", run.id, run.job, run.attempt, proc.pid)
@@ -177,8 +185,9 @@ class Launcher:
                     continue
                 exit_code = read_exit_code(entry.exit_file)
                 reason = LOST if exit_code is None else None
-            del self.running[entry.run_id]
+            # Forget the entry only once the outcome is recorded (a database error retries).
             self._finished(entry.run_id, entry.attempt, exit_code=exit_code, reason=reason)
+            del self.running[entry.run_id]
 
     def _finished(self, run_id: str, attempt: int, *, exit_code: int | None, reason: str | None) -> None:
         result = finish(run_id, attempt, exit_code=exit_code, catalog=self.catalog, reason=reason)
@@ -202,11 +211,15 @@ class Launcher:
             files = run_files(self.data_dir, run)
             if run.pid is None:
                 claimed = run.claimed_at.timestamp() if run.claimed_at else 0.0
-                if now - claimed >= self.config.claim_grace_seconds and requeue_unstarted(
-                    run_id, run.attempt
-                ):
-                    logger.warning("run %s: claimed but never started; queued again", run_id)
-                continue
+                if now - claimed < self.config.claim_grace_seconds:
+                    continue  # maybe being started right now by another launcher on this host
+                pid = find_run_process(run_id, run.attempt) if files.log.exists() else None
+                if pid is None and not files.log.exists():
+                    if requeue_unstarted(run_id, run.attempt):
+                        logger.warning("run %s: claimed but never started; queued again", run_id)
+                    continue
+                # Started but its pid never reached run_log: watch it (or finish it) by its files.
+                run.pid = pid or 0
             self.running[run_id] = Running(run_id, run.attempt, run.pid, files.exit)
             self.stats.adopted += 1
             logger.info("run %s: adopted pid %s from an earlier launcher", run_id, run.pid)

@@ -96,3 +96,22 @@ def process_alive(pid: int, run_id: str) -> bool:
     except OSError:
         return False
     return f"RUN_ID={run_id}".encode() in environ.split(b"\0")
+
+
+def find_run_process(run_id: str, attempt: int) -> int | None:
+    """The pid of the exit-code wrapper (or job) of ``run_id`` at ``attempt``, found in /proc."""
+    wanted = {f"RUN_ID={run_id}".encode(), f"RUN_ATTEMPT={attempt}".encode()}
+    found: dict[int, int] = {}  # pid -> parent pid
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = set((entry / "environ").read_bytes().split(b"\0"))
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if wanted <= environ:
+            found[int(entry.name)] = int(stat.rsplit(")", 1)[-1].split()[1])
+    # The wrapper is the one whose parent is not itself part of the run.
+    roots = [pid for pid, ppid in found.items() if ppid not in found]
+    return min(roots) if roots else None

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from models.run_log import RunLog
-from publisher.run_process import process_alive, run_files
+from publisher.run_process import find_run_process, process_alive, run_files, spawn
 from publisher.run_state import LOST, claim
 from publisher.runs import publish_run
 from tests.runs.conftest import read_traces, step_until
@@ -147,3 +147,24 @@ def test_an_orphan_that_finished_is_recorded_from_its_exit_file(make_launcher, c
     row = RunLog.get_by_id(result.run_id)
     assert (row.status, row.exit_code) == ("failed", 7)
     assert os.path.exists(files.exit)
+
+
+def test_a_run_started_whose_pid_never_reached_run_log_is_found_and_not_started_twice(
+    make_launcher, catalog, trace_dir
+):
+    params = {"seconds": 1, "trace_dir": str(trace_dir)}
+    result = publish_run("sleep", params, trigger="cli", catalog=catalog, publisher=None)
+    dead = make_launcher()
+    claimed = claim(result.run_id, 1, catalog=catalog, host=dead.host)
+    proc = spawn(claimed.run, claimed.job, files=run_files(dead.data_dir, claimed.run), base_env=dead.job_env)
+    try:  # the launcher died before mark_started: run_log has no pid
+        assert RunLog.get_by_id(result.run_id).pid is None
+        assert find_run_process(result.run_id, 1) == proc.pid
+
+        launcher = make_launcher(claim_grace_seconds=0.0)
+        launcher.recover()
+        assert launcher.running[result.run_id].pid == proc.pid and not launcher.pending
+        step_until(launcher, lambda: RunLog.get_by_id(result.run_id).status == "succeeded")
+    finally:
+        proc.wait(timeout=10)
+    assert [t["run_id"] for t in read_traces(trace_dir)] == [result.run_id]
