@@ -18,5 +18,6 @@ kickoff_broker = setup_broker(settings)
 # Actor modules: one explicit import per module (keep this block last).
 from actors import (  # noqa: E402 - after the broker is set
     listeners,  # noqa: F401  dispatch, start, stop, sweep
+    outbox,  # noqa: F401  periodic outbox drain
     refresh,  # noqa: F401  schedule refresh (league, daily, weekly)
 )
