@@ -8,9 +8,11 @@ import pytest
 
 from config.errors import RunNotFound
 from models.run_log import RunLog, RunStatus
+from publisher.amqp import AmqpPublisher
 from publisher.run_context import get_run_id
 from publisher.run_scope import run_scope
 from publisher.runs import publish_run
+from publisher.trigger_client import TriggerClient
 from tests.runs.conftest import read_traces, step_until
 
 
@@ -77,3 +79,15 @@ def test_a_launched_job_process_adopts_its_row_and_records_its_steps(
     assert set(children) == {"extract", "load"}
     assert {c.status for c in children.values()} == {"succeeded"}
     assert str(children["load"].id) == trace["scopes"]["load"]
+
+
+def test_trigger_client_sends_the_innermost_scopes_run_id_as_x_run_id(db, catalog, settings, monkeypatch):
+    queued = publish_run("noop", trigger="cli", catalog=catalog, publisher=None)
+    monkeypatch.setenv("RUN_ID", queued.run_id)
+    client = TriggerClient(publisher=AmqpPublisher(url=settings.amqp_url), settings=settings)
+    assert client.headers() == {}
+    with run_scope("outer", settings=settings):
+        assert client.headers() == {"X-Run-Id": queued.run_id}
+        with run_scope("step", settings=settings) as step:
+            assert client.headers() == {"X-Run-Id": step.run_id}
+    assert client.headers() == {}
