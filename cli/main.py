@@ -8,16 +8,21 @@ import sys
 import click
 from pydantic import ValidationError
 
+from cli.amqp import amqp
 from cli.check import check
 from cli.config_cmd import config_group
 from cli.context import CliContext
-from cli.amqp import amqp
 from cli.db import db
-from cli.listen import listen_command
-from cli.sim import sim_group
+from cli.enqueue import enqueue
 from cli.launcher import launcher
-from cli.runs import runs
+from cli.leagues import leagues
+from cli.listen import listen_command
+from cli.listeners import listeners
+from cli.matches import matches
 from cli.outbox import outbox
+from cli.runs import runs
+from cli.scheduler import scheduler_command
+from cli.sim import sim_group
 from cli.trades import trades
 from cli.trigger import trigger
 from config.errors import KickoffError, NotFound
@@ -65,6 +70,11 @@ cli.add_command(sim_group)
 cli.add_command(check)
 cli.add_command(runs)
 cli.add_command(launcher)
+cli.add_command(leagues)
+cli.add_command(matches)
+cli.add_command(listeners)
+cli.add_command(enqueue)
+cli.add_command(scheduler_command)
 cli.add_command(trigger)
 cli.add_command(outbox)
 cli.add_command(amqp)

@@ -1,0 +1,73 @@
+"""``kickoff enqueue ACTOR [--kw KEY=VALUE ...]``: send a message to any actor on its queue."""
+
+from __future__ import annotations
+
+import click
+
+from cli.common import echo_json, parse_assignments
+from cli.context import CliContext
+from config.errors import NotFound
+
+
+@click.command("enqueue")
+@click.argument("actor_name", metavar="ACTOR")
+@click.option(
+    "--kw",
+    "kws",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help='Keyword argument of the actor (JSON values: true, 30, null, "text"); repeatable.',
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: bool) -> None:
+    """Send one message to ACTOR (e.g. dispatch_upcoming_match_listeners, start_match_listener).
+
+    start_match_listener goes through the same path as `kickoff listeners start` (pending key,
+    stored message id, so a stop can revoke it): --kw match_id=<internal id> [--kw force=true]
+    [--kw overrides='{"listener_dry_run": true}'].
+    """
+    import actors
+
+    kwargs = parse_assignments(kws, option="--kw")
+    broker = actors.kickoff_broker
+    if actor_name not in broker.actors:
+        raise NotFound(f"no actor named {actor_name!r}; known: {', '.join(sorted(broker.actors))}")
+    actor = broker.get_actor(actor_name)
+    if actor_name == "start_match_listener":
+        from actors.listeners import send_start
+        from listener.dispatch import request_start
+        from listener.start import load_match
+
+        if "match_id" not in kwargs:
+            raise click.BadParameter(
+                "start_match_listener needs --kw match_id=<internal id>", param_hint="--kw"
+            )
+        obj.database()
+        match_id = str(load_match(str(kwargs["match_id"])).id)
+        message, note = request_start(
+            match_id,
+            overrides=kwargs.get("overrides"),
+            force=bool(kwargs.get("force")),
+            barriers=obj.barriers,
+            send=send_start,
+        )
+        message_id = message.message_id if message else None
+    else:
+        sent = actor.send_with_options(kwargs=kwargs)
+        message_id, note = (
+            sent.message_id,
+            f"enqueued {actor_name} as {sent.message_id} on {actor.queue_name}",
+        )
+    if as_json:
+        echo_json(
+            {
+                "actor": actor_name,
+                "queue": actor.queue_name,
+                "message_id": message_id,
+                "kwargs": kwargs,
+                "detail": note,
+            }
+        )
+    else:
+        click.echo(note)

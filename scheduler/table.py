@@ -1,0 +1,65 @@
+"""The periodic table: which actor the scheduler sends, when, with which kwargs, in which app_env.
+
+To add a periodic job append one ``PeriodicEntry`` to ``PERIODIC`` (the actor must be imported
+by ``actors/__init__.py``)::
+
+    PeriodicEntry("refresh_daily_matches", actor="refresh_daily_matches", cron="5 6 * * *",
+                  envs=NOT_DEVELOP, kwargs={"league": "mlb"})
+
+``cron`` is a Periodiq cron spec (``m h dom mon dow``, UTC; ``@hourly`` etc. work). ``name``
+must be unique: the scheduler's per-slot dedupe key is built from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from config.settings import AppEnv
+
+EVERY_MINUTE = "* * * * *"
+ALL_ENVS = frozenset(AppEnv)
+DEVELOP_ONLY = frozenset({AppEnv.DEVELOP})
+NOT_DEVELOP = frozenset({AppEnv.STAGING, AppEnv.PRODUCTION})
+
+
+@dataclass(frozen=True)
+class PeriodicEntry:
+    """One row of the periodic table."""
+
+    name: str  # unique entry name (dedupe key, logs)
+    actor: str  # Dramatiq actor name
+    cron: str  # Periodiq cron spec, UTC
+    envs: frozenset[AppEnv]  # app_envs in which the entry is sent
+    kwargs: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the actor
+
+
+PERIODIC: list[PeriodicEntry] = [
+    # Develop auto-starts test clones only, so a laptop never follows live matches.
+    PeriodicEntry(
+        "dispatch_upcoming_test_match_listeners",
+        actor="dispatch_upcoming_test_match_listeners",
+        cron=EVERY_MINUTE,
+        envs=DEVELOP_ONLY,
+    ),
+    PeriodicEntry(
+        "dispatch_upcoming_match_listeners",
+        actor="dispatch_upcoming_match_listeners",
+        cron=EVERY_MINUTE,
+        envs=NOT_DEVELOP,
+    ),
+    PeriodicEntry(
+        "sweep_stale_match_listeners",
+        actor="sweep_stale_match_listeners",
+        cron=EVERY_MINUTE,
+        envs=NOT_DEVELOP,
+    ),
+    # Publishes outbox rows whose immediate publish failed (broker outage), in every app_env.
+    PeriodicEntry("drain_outbox", actor="drain_outbox", cron=EVERY_MINUTE, envs=ALL_ENVS),
+]
+
+
+def entries_for(app_env: AppEnv | str, table: list[PeriodicEntry] | None = None) -> list[PeriodicEntry]:
+    """The entries the scheduler sends in ``app_env``."""
+    env = AppEnv(app_env)
+    return [e for e in (PERIODIC if table is None else table) if env in e.envs]

@@ -1,0 +1,211 @@
+"""The operator CLI: leagues, matches, listeners, enqueue (in-process CliRunner on the real services)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from click.testing import CliRunner
+
+from cli.main import cli
+from tests.lifecycle.helpers import dead_run, reload, rows_of
+
+STATUS_KEYS = {
+    "match_id",
+    "sr_id",
+    "badge",
+    "exit_code",
+    "heartbeat_age_s",
+    "attempts",
+    "exhausted",
+    "auto_dispatch",
+}
+
+
+@pytest.fixture
+def kick(db, redis_client, lifecycle_env):
+    runner = CliRunner()
+
+    def run(*args: str, code: int = 0):
+        result = runner.invoke(cli, list(args), catch_exceptions=False)
+        assert result.exit_code == code, result.output
+        return result
+
+    return run
+
+
+def queue_size(client, namespace: str, queue: str) -> int:
+    return client.hlen(f"{namespace}:{queue}.msgs")
+
+
+@pytest.fixture
+def broker_queues(lifecycle_env):
+    from models.barriers import connect_redis
+
+    client = connect_redis(lifecycle_env["BROKER_URL"])
+    ns = lifecycle_env["BROKER_NAMESPACE"]
+    yield lambda q: queue_size(client, ns, q)
+    for key in client.scan_iter(match=f"{ns}:*"):
+        client.delete(key)
+
+
+def test_leagues_add_prints_what_it_did_and_list_shows_it(kick):
+    assert kick("leagues", "add", "nfl").output.strip() == "league nfl added (enabled)"
+    assert json.loads(kick("leagues", "add", "mlb", "--disabled", "--json").output)["enabled"] is False
+    listed = json.loads(kick("leagues", "list", "--json").output)["leagues"]
+    assert [(lg["name"], lg["enabled"]) for lg in listed] == [("mlb", False), ("nfl", True)]
+    dup = kick("leagues", "add", "nfl", code=1)
+    assert "already exists" in dup.output and len(dup.output.strip().splitlines()) == 1
+
+
+def test_matches_add_prints_the_internal_id_and_json_gives_an_object(kick):
+    kick("leagues", "add", "nfl")
+    plain = kick(
+        "matches", "add", "--league", "nfl", "--sr-id", "sr:match:1", "--scheduled", "2030-01-01T18:00:00Z"
+    )
+    uuid.UUID(plain.output.strip())
+    out = kick(
+        "matches",
+        "add",
+        "--league",
+        "nfl",
+        "--sr-id",
+        "sr:match:2",
+        "--scheduled",
+        "2030-01-01T20:00:00+02:00",
+        "--status",
+        "inprogress",
+        "--test",
+        "--no-auto-dispatch",
+        "--setting",
+        "listener_dry_run=true",
+        "--json",
+    )
+    created = json.loads(out.output)
+    assert set(created) == {"id"}
+    listed = {m["sr_id"]: m for m in json.loads(kick("matches", "list", "--json").output)["matches"]}
+    assert listed["sr:match:2"]["is_test"] and not listed["sr:match:2"]["auto_dispatch"]
+    assert listed["sr:match:2"]["scheduled"].startswith("2030-01-01T18:00:00")
+
+
+def test_matches_add_with_an_unknown_league_is_one_line_exit_2(kick):
+    out = kick(
+        "matches", "add", "--league", "nope", "--sr-id", "x", "--scheduled", "2030-01-01T18:00:00Z", code=2
+    )
+    assert "no league named 'nope'" in out.output and len(out.output.strip().splitlines()) == 1
+
+
+def test_set_dispatch_turns_auto_dispatch_off_and_on(kick, make_match):
+    match = make_match()
+    assert "auto-dispatch off (was on)" in kick("matches", "set-dispatch", str(match.id), "off").output
+    assert reload(match).auto_dispatch_listener is False
+    out = json.loads(kick("matches", "set-dispatch", str(match.id), "on", "--json").output)
+    assert out == {"match_id": str(match.id), "auto_dispatch": True, "was": False}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("listeners", "stop", "{id}"),
+        ("listeners", "start", "{id}"),
+        ("listeners", "status", "--match", "{id}"),
+        ("matches", "set-dispatch", "{id}", "on"),
+    ],
+    ids=["stop", "start", "status", "set-dispatch"],
+)
+def test_an_unknown_match_id_is_one_clear_line_and_exit_2(kick, args):
+    missing = str(uuid.uuid4())
+    out = kick(*(a.format(id=missing) for a in args), code=2)
+    assert missing in out.output and len(out.output.strip().splitlines()) == 1
+
+
+def test_a_malformed_match_id_is_exit_2(kick):
+    out = kick("listeners", "stop", "sr:match:1", code=2)
+    assert "not a match id" in out.output
+
+
+def test_listeners_dispatch_json_reports_counts_and_sends_starts(kick, make_match, broker_queues):
+    make_match()
+    make_match(is_test=True)
+    out = json.loads(kick("listeners", "dispatch", "--test", "--json").output)
+    assert out["enqueued"] == 1 and out["skipped"] == 0 and out["eligible"] == 1
+    again = json.loads(kick("listeners", "dispatch", "--json").output)
+    assert again["enqueued"] == 1 and again["skipped"] == 1
+    assert broker_queues("match_listeners") == 2
+    assert "0 enqueued, 2 already pending" in kick("listeners", "dispatch").output
+
+
+def test_listeners_start_saves_the_message_id_and_refuses_a_double_start(kick, make_match, broker_queues):
+    match = make_match()
+    out = json.loads(
+        kick("listeners", "start", str(match.id), "--override", "listener_dry_run=true", "--json").output
+    )
+    assert out["enqueued"] and reload(match).listener_start_settings["message_id"] == out["message_id"]
+    assert "already queued or running" in kick("listeners", "start", str(match.id)).output
+    forced = kick("listeners", "start", str(match.id), "--force").output
+    assert "(force)" in forced
+    assert broker_queues("match_listeners") == 2
+
+
+def test_listeners_start_with_an_unknown_override_is_one_line(kick, make_match):
+    match = make_match()
+    out = kick("listeners", "start", str(match.id), "--override", "bogus=1", code=1)
+    assert "bogus" in out.output and len(out.output.strip().splitlines()) == 1
+
+
+def test_listeners_stop_and_sweep_print_what_they_did(kick, make_match, barriers):
+    from config.settings import MatchListenerEnvironment
+    from models.barriers import Barriers
+
+    b = Barriers.from_settings(MatchListenerEnvironment(_env_file=None), client=barriers.client)
+    stopped = make_match()
+    dead_run(stopped, b)
+    out = json.loads(kick("listeners", "stop", str(stopped.id), "--json").output)
+    assert out["rows_closed"] == 1 and out["auto_dispatch_was"] is True
+    swept = make_match()
+    dead_run(swept, b)
+    text = kick("listeners", "sweep", "--heartbeat-stale-seconds", "0").output
+    assert text.startswith("sweep: 1 rows abandoned (14) on 1 matches")
+    assert rows_of(swept)[0].exit_code == 14 and rows_of(stopped)[0].exit_code == 15
+
+
+def test_listeners_status_json_lists_the_latest_run_per_match(kick, make_match, barriers):
+    from config.settings import MatchListenerEnvironment
+    from models.barriers import Barriers
+
+    b = Barriers.from_settings(MatchListenerEnvironment(_env_file=None), client=barriers.client)
+    match = make_match(sr_id="sr:match:status")
+    dead_run(match, b)
+    b.record_failed_attempt(match.id)
+    [row] = json.loads(kick("listeners", "status", "--json").output)
+    assert set(row) == STATUS_KEYS
+    assert row["badge"] == "Stale" and row["attempts"] == 1 and row["exit_code"] is None
+    assert row["heartbeat_age_s"] >= 500 and row["auto_dispatch"] is True
+    kick("listeners", "sweep")
+    [row] = json.loads(kick("listeners", "status", "--match", str(match.id), "--json").output)
+    assert row["badge"] == "Abandoned" and row["exit_code"] == 14
+    assert "sr:match:status" in kick("listeners", "status").output
+
+
+def test_enqueue_sends_any_actor_on_its_queue(kick, broker_queues):
+    out = json.loads(
+        kick("enqueue", "sweep_stale_match_listeners", "--kw", "heartbeat_stale_seconds=0", "--json").output
+    )
+    assert out["queue"] == "default" and out["kwargs"] == {"heartbeat_stale_seconds": 0}
+    assert broker_queues("default") == 1
+
+
+def test_enqueue_start_match_listener_goes_through_the_start_path(kick, make_match, broker_queues):
+    match = make_match()
+    out = json.loads(
+        kick(
+            "enqueue", "start_match_listener", "--kw", f"match_id={match.id}", "--kw", "force=true", "--json"
+        ).output
+    )
+    assert out["message_id"] == reload(match).listener_start_settings["message_id"]
+    assert broker_queues("match_listeners") == 1
+
+
+def test_enqueue_an_unknown_actor_is_exit_2(kick):
+    assert "no actor named 'nope'" in kick("enqueue", "nope", code=2).output

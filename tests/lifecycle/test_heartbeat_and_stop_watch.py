@@ -1,0 +1,148 @@
+"""One heartbeat thread and one stop watcher per process; listeners that lose their lock stop themselves."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from listener.heartbeat import HeartbeatRegistration, HeartbeatService
+from listener.stop_watch import StopRegistration, StopWatcher
+from models.barriers import Barriers, connect_redis
+from tests.lifecycle.conftest import wait_for
+from tests.lifecycle.helpers import live_row, open_rows, rows_of, start
+
+
+@pytest.fixture
+def ctx(lsettings, lbarriers, services):
+    return {"settings": lsettings, "barriers": lbarriers, "services": services}
+
+
+def test_one_beat_writes_every_row_and_extends_every_lock_in_one_statement_each(make_match, lbarriers):
+    matches = [make_match() for _ in range(50)]
+    lost: list[str] = []
+    service = HeartbeatService(barriers=lbarriers, interval_seconds=10, lock_ttl_seconds=5, grace_seconds=0)
+    for m in matches:
+        record = live_row(m)
+        lbarriers.start_lock(m.id).acquire(record)
+        service.register(HeartbeatRegistration(str(m.id), record, record, on_lost=lost.append))
+    report = service.beat_once()
+    service.stop()
+    assert report.rows_written == 50 and report.locks_extended == 50 and lost == []
+    assert lbarriers.client.pttl(lbarriers.start_lock_key(matches[0].id)) > 4000
+
+
+def test_a_listener_whose_start_lock_was_taken_stops_itself_with_16(make_match, ctx, runner):
+    match = make_match()
+    future = runner(start, match, **ctx)
+    wait_for(lambda: open_rows(match))
+    b = ctx["barriers"]
+    b.client.set(b.start_lock_key(match.id), "a-successor")
+    result = future.result(timeout=3)
+    assert result.exit_code == 16 and "start lock lost" in result.reason
+    assert rows_of(match)[0].exit_code == 16
+    assert b.client.get(b.start_lock_key(match.id)) == b"a-successor"  # never deletes what it does not own
+
+
+def test_a_listener_whose_row_was_closed_elsewhere_stops_without_counting_a_failure(make_match, ctx, runner):
+    from listener.cleanup import sweep_stale_match_listeners
+
+    match = make_match()
+    future = runner(start, match, **ctx)
+    wait_for(lambda: open_rows(match))
+    sweep_stale_match_listeners(heartbeat_stale_seconds=0, settings=ctx["settings"], barriers=ctx["barriers"])
+    result = future.result(timeout=3)
+    assert result.success and rows_of(match)[0].exit_code == 14
+    assert ctx["barriers"].attempts(match.id) == 0
+    assert not ctx["barriers"].start_lock(match.id).locked()
+
+
+def test_redis_unreachable_stops_the_listener_before_its_lock_could_expire(make_match, lbarriers):
+    match = make_match()
+    record = live_row(match)
+    ttl = 1.0
+    assert lbarriers.start_lock(match.id).acquire(record)
+    lbarriers.client.pexpire(lbarriers.start_lock_key(match.id), int(ttl * 1000))
+    dead = Barriers(
+        connect_redis("redis://127.0.0.1:1/0"),
+        prefix=lbarriers.prefix,
+        url="redis://127.0.0.1:1/0",
+        stale_seconds=ttl,
+    )
+    stopped_at: list[float] = []
+    service = HeartbeatService(barriers=dead, interval_seconds=0.1, lock_ttl_seconds=ttl, grace_seconds=0.2)
+    acquired = time.monotonic()
+    service.register(
+        HeartbeatRegistration(
+            str(match.id), record, record, on_lost=lambda reason: stopped_at.append(time.monotonic())
+        )
+    )
+    wait_for(lambda: stopped_at, timeout=3)
+    service.stop()
+    assert stopped_at[0] - acquired < ttl - 0.2 + 0.05  # before expiry minus the grace
+
+
+def test_one_mget_per_poll_notifies_only_the_flagged_listeners(lbarriers, redis_client):
+    calls: list[str] = []
+    watcher = StopWatcher(barriers=lbarriers, poll_seconds=10)
+    for mid in ("a", "b", "c"):
+        watcher.register(StopRegistration(mid, on_stop=lambda mid=mid: calls.append(mid)))
+    lbarriers.set_stop_flag("b")
+    assert watcher.poll_once() == {"b"}
+    watcher.stop()
+    assert calls == ["b"]
+
+
+def test_a_hung_body_that_ignores_stop_is_interrupted_after_the_grace(make_match, ctx, runner):
+    from listener.cleanup import stop_match_listener
+
+    match = make_match(listener_start_settings={"listener_test_hang": True})
+    future = runner(start, match, **ctx)
+    wait_for(lambda: open_rows(match))
+    begun = time.monotonic()
+    stop_match_listener(str(match.id), settings=ctx["settings"], barriers=ctx["barriers"])
+    result = future.result(timeout=5)
+    assert result.exit_code == 15
+    assert time.monotonic() - begun < ctx["services"].stop_grace_seconds + 1.0
+    assert not ctx["barriers"].start_lock(match.id).locked()
+
+
+def test_a_graceful_worker_shutdown_ends_running_listeners_with_a_recorded_14(make_match, ctx, runner):
+    matches = [make_match() for _ in range(3)]
+    futures = [runner(start, m, **ctx) for m in matches]
+    for m in matches:
+        wait_for(lambda m=m: open_rows(m))
+    assert ctx["services"].shutdown_all() == 3
+    for f in futures:
+        assert f.result(timeout=3).exit_code == 14
+    for m in matches:
+        [row] = rows_of(m)
+        assert row.exit_code == 14 and row.exit_reason == "worker shutdown"
+        assert not ctx["barriers"].is_pending(m.id) and not ctx["barriers"].start_lock(m.id).locked()
+        assert ctx["barriers"].attempts(m.id) == 0
+
+
+def test_a_run_holds_no_database_connection_while_the_game_runs(make_match, ctx, runner):
+    from models.db import database
+
+    match = make_match()
+    seen: list[bool] = []
+
+    class Probe:
+        def run(self, c):
+            seen.append(database.is_closed())
+            return 0
+
+        def request_stop(self):
+            pass
+
+    import sys
+    import types
+
+    mod = types.ModuleType("tests_lifecycle_probe")
+    mod.Probe = Probe
+    sys.modules["tests_lifecycle_probe"] = mod
+    match.listener_start_settings = {"listener_body": "tests_lifecycle_probe:Probe"}
+    match.save()
+    assert runner(start, match, **ctx).result(timeout=5).exit_code == 0
+    assert seen == [True]

@@ -1,0 +1,120 @@
+"""Every row of "Stop vs force vs abandon", and stops of starts that are still queued."""
+
+from __future__ import annotations
+
+import pytest
+
+from listener.cleanup import stop_match_listener, sweep_stale_match_listeners
+from tests.lifecycle.conftest import wait_for
+from tests.lifecycle.helpers import dead_run, dispatch, open_rows, reload, rows_of, start
+
+
+@pytest.fixture
+def ctx(lsettings, lbarriers, services):
+    return {"settings": lsettings, "barriers": lbarriers, "services": services}
+
+
+def _barriers_clear(b, match) -> bool:
+    return not (
+        b.is_pending(match.id)
+        or b.attempts(match.id)
+        or b.is_exhausted(match.id)
+        or b.start_lock(match.id).locked()
+    )
+
+
+def _dirty(b, match) -> None:
+    b.claim_pending(match.id)
+    b.record_failed_attempt(match.id)
+
+
+def test_abandoned_14_clears_barriers_and_auto_dispatch_stays_on(make_match, ctx):
+    match = make_match()
+    b = ctx["barriers"]
+    dead_run(match, b)
+    _dirty(b, match)
+    sweep_stale_match_listeners(settings=ctx["settings"], barriers=b)
+    assert rows_of(match)[0].exit_code == 14
+    assert _barriers_clear(b, match)
+    assert reload(match).auto_dispatch_listener is True
+
+
+def test_abandon_keeps_barriers_while_an_active_sibling_remains(make_match, ctx, runner):
+    match = make_match()
+    b = ctx["barriers"]
+    future = runner(start, match, **ctx)
+    wait_for(lambda: open_rows(match))
+    from datetime import timedelta
+
+    from config.clock import utcnow
+    from models.listener_record import MatchListenerRecord
+
+    past = utcnow() - timedelta(hours=1)
+    MatchListenerRecord.create(match=match.id, created_at=past, heartbeat_at=past)
+    result = sweep_stale_match_listeners(settings=ctx["settings"], barriers=b)
+    assert result.abandoned == 1 and result.barriers_cleared == []
+    assert b.start_lock(match.id).locked()  # the live run's lock is untouched
+    stop_match_listener(str(match.id), settings=ctx["settings"], barriers=b)
+    future.result(timeout=5)
+
+
+def test_operator_stop_15_clears_barriers_and_turns_auto_dispatch_off(make_match, ctx):
+    match = make_match()
+    b = ctx["barriers"]
+    dead_run(match, b)
+    _dirty(b, match)
+    result = stop_match_listener(str(match.id), settings=ctx["settings"], barriers=b)
+    assert result.rows_closed == 1 and result.locks_released == 1
+    assert rows_of(match)[0].exit_code == 15
+    assert _barriers_clear(b, match)
+    assert reload(match).auto_dispatch_listener is False
+
+
+def test_manual_force_start_clears_barriers_then_reacquires_and_leaves_auto_dispatch(make_match, ctx, runner):
+    match = make_match()
+    b = ctx["barriers"]
+    _dirty(b, match)
+    future = runner(start, match, force=True, **ctx)
+    [row] = wait_for(lambda: open_rows(match))
+    assert b.attempts(match.id) == 0
+    assert b.client.get(b.start_lock_key(match.id)).decode() == str(row.id)
+    assert reload(match).auto_dispatch_listener is True
+    stop_match_listener(str(match.id), settings=ctx["settings"], barriers=b)
+    future.result(timeout=5)
+
+
+def test_a_stop_while_the_start_is_queued_prevents_the_start(make_match, ctx, outbox):
+    match = make_match()
+    dispatch(settings=ctx["settings"], barriers=ctx["barriers"], send=outbox)
+    [message] = outbox.messages
+    stop_match_listener(str(match.id), settings=ctx["settings"], barriers=ctx["barriers"])
+    result = start(match, message_id=message.message_id, **ctx)
+    assert result.as_dict()["skipped_revoked"] is True
+    assert rows_of(match) == []
+
+
+def test_a_start_with_no_message_id_is_skipped_while_the_stop_flag_is_set(make_match, ctx, runner):
+    match = make_match()
+    ctx["barriers"].set_stop_flag(match.id)  # the stop happened; this start has no message id to revoke
+    result = start(match, **ctx)
+    assert result.as_dict()["skipped_stopped"] is True and rows_of(match) == []
+
+
+def test_a_stopped_match_is_not_re_dispatched_until_dispatch_is_turned_back_on(make_match, ctx, outbox):
+    from listener.cleanup import set_auto_dispatch
+
+    match = make_match()
+    stop_match_listener(str(match.id), settings=ctx["settings"], barriers=ctx["barriers"])
+    assert dispatch(settings=ctx["settings"], barriers=ctx["barriers"], send=outbox).eligible == 0
+    set_auto_dispatch(str(match.id), True, barriers=ctx["barriers"])
+    assert not ctx["barriers"].stop_flags_among([match.id])
+    assert dispatch(settings=ctx["settings"], barriers=ctx["barriers"], send=outbox).enqueued == 1
+
+
+def test_a_stop_of_an_unknown_match_raises_match_not_found(ctx, db):
+    import uuid
+
+    from config.errors import MatchNotFound
+
+    with pytest.raises(MatchNotFound):
+        stop_match_listener(str(uuid.uuid4()), settings=ctx["settings"], barriers=ctx["barriers"])
