@@ -8,7 +8,7 @@ from functools import cache
 import dramatiq
 
 from actors.broker import QUEUE_DEFAULT
-from publisher.amqp import AmqpPublisher
+from publisher.amqp import publisher_from_settings
 from publisher.catalog import Catalog, load_catalog
 
 logger = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ def tick_job_runs() -> dict:
     from publisher.runs import drain_job_runs
 
     settings = actors.settings
-    with AmqpPublisher(url=settings.amqp_url) as publisher:
+    with publisher_from_settings(settings) as publisher:
         schedule = publish_scheduled_runs(catalog=_catalog(), publisher=publisher)
         drained = drain_job_runs(publisher=publisher, batch=settings.job_run_drain_batch)
     result = {

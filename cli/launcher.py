@@ -19,7 +19,7 @@ def launcher(obj: CliContext, cap: int | None) -> None:
     SIGTERM/Ctrl-C: stop taking runs, wait LAUNCHER_SHUTDOWN_GRACE_SECONDS for running ones.
     Job output goes to DATA_DIR/runs/<job>/<run_id>.<attempt>.log.
     """
-    from publisher.amqp import AmqpPublisher
+    from publisher.amqp import publisher_from_settings
     from publisher.catalog import load_catalog
     from publisher.launcher import Launcher, LauncherConfig
 
@@ -36,7 +36,7 @@ def launcher(obj: CliContext, cap: int | None) -> None:
         shutdown_grace_seconds=settings.launcher_shutdown_grace_seconds,
         drain_batch=settings.job_run_drain_batch,
     )
-    with AmqpPublisher(url=settings.amqp_url) as publisher:
+    with publisher_from_settings(settings) as publisher:
         Launcher(
             catalog=catalog,
             publisher=publisher,

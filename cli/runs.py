@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -10,8 +10,11 @@ from cli.common import echo_json, parse_assignments
 from cli.context import CliContext
 from models.run_log import RunLog, RunStatus, Trigger
 
+if TYPE_CHECKING:
+    from publisher.catalog import Catalog
 
-def _catalog(obj: CliContext):  # -> publisher.catalog.Catalog
+
+def _catalog(obj: CliContext) -> Catalog:
     from publisher.catalog import load_catalog
 
     return load_catalog(obj.settings.job_catalog_path)
@@ -72,13 +75,13 @@ def publish(obj: CliContext, job: str, params: tuple[str, ...], trigger: str, as
     strings. Prints queued and the run id; a broker outage still queues the run (the drain
     publishes it later).
     """
-    from publisher.amqp import AmqpPublisher
+    from publisher.amqp import publisher_from_settings
     from publisher.runs import publish_run
 
     values = parse_assignments(params, option="--param")
     catalog = _catalog(obj)
     obj.database()
-    with AmqpPublisher(url=obj.settings.amqp_url) as publisher:
+    with publisher_from_settings(obj.settings) as publisher:
         result = publish_run(job, values, trigger=trigger, catalog=catalog, publisher=publisher)
     if as_json:
         echo_json(result.to_dict())
@@ -139,11 +142,11 @@ def show(obj: CliContext, run_id: str, as_json: bool) -> None:
 @click.pass_obj
 def drain(obj: CliContext, batch: int | None, as_json: bool) -> None:
     """Publish run outbox rows whose first publish failed (the launcher also does this)."""
-    from publisher.amqp import AmqpPublisher
+    from publisher.amqp import publisher_from_settings
     from publisher.runs import drain_job_runs
 
     obj.database()
-    with AmqpPublisher(url=obj.settings.amqp_url) as publisher:
+    with publisher_from_settings(obj.settings) as publisher:
         report = drain_job_runs(publisher=publisher, batch=batch or obj.settings.job_run_drain_batch)
     if as_json:
         echo_json({"published": report.published, "stale": report.stale, "failed": report.failed})

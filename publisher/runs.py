@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import peewee
 
 from config.clock import ensure_utc, utcnow
-from config.errors import InvalidTrigger, PublishError
+from config.errors import InvalidTrigger, PublishError, RunNotFound
 from models.db import database, database_errors
 from models.run_log import JobRunOutbox, RunLog, RunStatus, Trigger
 from publisher.amqp import OutgoingMessage, PublishOutcome
@@ -326,8 +326,6 @@ def pending_outbox_count() -> int:
 
 def get_run(run_id: uuid.UUID | str) -> RunLog:
     """The run_log row ``run_id`` or RunNotFound."""
-    from config.errors import RunNotFound
-
     try:
         key = uuid.UUID(str(run_id))
     except ValueError as exc:
