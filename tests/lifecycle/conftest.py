@@ -156,9 +156,9 @@ class WorkerProcess:
         self.proc.wait(timeout=10)
 
     def terminate(self, timeout: float = 20.0) -> int:
-        """SIGTERM (graceful shutdown) and wait."""
+        """SIGTERM to the master (it forwards it to its worker process once) and wait."""
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
+            os.kill(self.proc.pid, signal.SIGTERM)
         return self.proc.wait(timeout=timeout)
 
     def close(self) -> None:

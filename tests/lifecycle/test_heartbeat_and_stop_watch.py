@@ -60,7 +60,7 @@ def test_a_listener_whose_row_was_closed_elsewhere_stops_without_counting_a_fail
 def test_redis_unreachable_stops_the_listener_before_its_lock_could_expire(make_match, lbarriers):
     match = make_match()
     record = live_row(match)
-    ttl = 1.0
+    ttl = 2.0
     assert lbarriers.start_lock(match.id).acquire(record)
     lbarriers.client.pexpire(lbarriers.start_lock_key(match.id), int(ttl * 1000))
     dead = Barriers(
@@ -70,7 +70,7 @@ def test_redis_unreachable_stops_the_listener_before_its_lock_could_expire(make_
         stale_seconds=ttl,
     )
     stopped_at: list[float] = []
-    service = HeartbeatService(barriers=dead, interval_seconds=0.1, lock_ttl_seconds=ttl, grace_seconds=0.2)
+    service = HeartbeatService(barriers=dead, interval_seconds=0.1, lock_ttl_seconds=ttl, grace_seconds=0.5)
     acquired = time.monotonic()
     service.register(
         HeartbeatRegistration(
@@ -79,7 +79,7 @@ def test_redis_unreachable_stops_the_listener_before_its_lock_could_expire(make_
     )
     wait_for(lambda: stopped_at, timeout=3)
     service.stop()
-    assert stopped_at[0] - acquired < ttl - 0.2 + 0.05  # before expiry minus the grace
+    assert 0.5 < stopped_at[0] - acquired < ttl  # kept going while it could, stopped before expiry
 
 
 def test_one_mget_per_poll_notifies_only_the_flagged_listeners(lbarriers, redis_client):

@@ -1,0 +1,178 @@
+"""End to end with a real ``dramatiq actors`` listener worker on the RedisBroker.
+
+Hard kill, operator stop (running and queued) and graceful shutdown, with short intervals.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from config.clock import utcnow
+from listener.cleanup import sweep_stale_match_listeners
+from listener.dispatch import dispatch_upcoming_match_listeners
+from models.db import database
+from models.listener_record import MatchListenerRecord
+from tests.lifecycle.conftest import wait_for
+from tests.lifecycle.helpers import open_rows, reload, rows_of
+
+WORKER_ENV = {
+    "BROKER_HEARTBEAT_TIMEOUT_SECONDS": "1",  # a killed worker's message is re-delivered quickly
+    "BROKER_MAINTENANCE_CHANCE": "1000000",
+}
+
+
+@pytest.fixture
+def send_start(lifecycle_env):
+    import actors
+    from actors.listeners import send_start
+
+    if actors.settings.broker_namespace != lifecycle_env["BROKER_NAMESPACE"]:
+        pytest.skip("actors was imported earlier with other settings")
+    yield send_start
+    from models.barriers import connect_redis
+
+    client = connect_redis(lifecycle_env["BROKER_URL"])
+    for key in client.scan_iter(match=f"{lifecycle_env['BROKER_NAMESPACE']}:*"):
+        client.delete(key)
+
+
+@pytest.fixture
+def ctx(lsettings, lbarriers):
+    return {"settings": lsettings, "barriers": lbarriers}
+
+
+def _dispatch(ctx, send):
+    try:
+        return dispatch_upcoming_match_listeners(
+            settings=ctx["settings"], barriers=ctx["barriers"], send=send
+        )
+    finally:
+        database.close()
+
+
+class LiveMonitor:
+    """Samples lifecycle rows every 20 ms; records the most live (open, fresh) listeners of one match."""
+
+    def __init__(self, match_id, stale_seconds: float) -> None:
+        self.match_id = match_id
+        self.stale = stale_seconds
+        self.max_live = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                cutoff = utcnow() - timedelta(seconds=self.stale)
+                live = (
+                    MatchListenerRecord.select()
+                    .where(
+                        MatchListenerRecord.match == self.match_id,
+                        MatchListenerRecord.ended_at.is_null(),
+                        MatchListenerRecord.heartbeat_at >= cutoff,
+                    )
+                    .count()
+                )
+                self.max_live = max(self.max_live, live)
+                time.sleep(0.02)
+        finally:
+            database.close()
+
+    def __enter__(self) -> LiveMonitor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def test_hard_kill_goes_stale_then_abandoned_then_a_new_running_row_never_two_live(
+    make_match, ctx, send_start, start_worker
+):
+    match = make_match(status="inprogress")
+    stale = ctx["settings"].listener_heartbeat_stale_seconds
+    with LiveMonitor(match.id, stale) as monitor:
+        first = start_worker(env=WORKER_ENV)
+        assert _dispatch(ctx, send_start).enqueued == 1
+        [old] = wait_for(lambda: open_rows(match), timeout=15)
+        first.kill()
+        wait_for(
+            lambda: utcnow() - MatchListenerRecord.get_by_id(old.id).heartbeat_at > timedelta(seconds=stale)
+        )
+        assert MatchListenerRecord.get_by_id(old.id).badge(stale_after_seconds=stale).value == "Stale"
+        second = start_worker(env=WORKER_ENV)
+        # Dramatiq re-delivers the dead worker's start; it must do nothing.
+        wait_for(lambda: "skipped_revoked" in second.output(), timeout=15)
+        swept = sweep_stale_match_listeners(settings=ctx["settings"], barriers=ctx["barriers"])
+        assert swept.abandoned == 1
+        assert MatchListenerRecord.get_by_id(old.id).exit_code == 14
+        assert _dispatch(ctx, send_start).enqueued == 1
+        wait_for(lambda: open_rows(match), timeout=15)
+        time.sleep(3 * ctx["settings"].listener_heartbeat_interval_seconds)
+    all_rows = rows_of(match)
+    assert len(all_rows) == 2 and all_rows[0].exit_code == 14 and all_rows[1].ended_at is None
+    assert all_rows[1].badge(stale_after_seconds=stale).value == "Running"
+    assert monitor.max_live == 1
+
+
+def test_stop_closes_the_running_row_with_15_within_2_s_and_the_match_is_not_re_dispatched(
+    make_match, ctx, send_start, start_worker, subprocess_env, lifecycle_env
+):
+    match = make_match()
+    start_worker()
+    _dispatch(ctx, send_start)
+    [row] = wait_for(lambda: open_rows(match), timeout=15)
+    kickoff = str(Path(sys.executable).parent / "kickoff")
+    done = subprocess.run(
+        [kickoff, "listeners", "stop", str(match.id)],
+        env={**subprocess_env, **lifecycle_env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "rows closed with 15" in done.stdout
+    row = MatchListenerRecord.get_by_id(row.id)
+    assert row.exit_code == 15 and row.stopped_by == "operator"
+    # The command closes the row itself; the listener thread must end (lock released) within 2 s of it.
+    wait_for(lambda: not ctx["barriers"].start_lock(match.id).locked(), timeout=5)
+    ended = (utcnow() - row.ended_at).total_seconds()
+    assert ended <= 2.0, f"listener ended {ended:.2f} s after its row was closed by the stop"
+    assert reload(match).auto_dispatch_listener is False
+    assert _dispatch(ctx, send_start).eligible == 0
+
+
+def test_a_stop_while_the_start_is_queued_prevents_the_start(make_match, ctx, send_start, start_worker):
+    from listener.cleanup import stop_match_listener
+
+    match = make_match()
+    assert _dispatch(ctx, send_start).enqueued == 1
+    stop_match_listener(str(match.id), settings=ctx["settings"], barriers=ctx["barriers"])
+    worker = start_worker()
+    wait_for(lambda: "skipped_revoked" in worker.output(), timeout=15)
+    assert rows_of(match) == []
+
+
+def test_sigterm_ends_running_listeners_with_a_recorded_14_and_releases_their_barriers(
+    make_match, ctx, send_start, start_worker
+):
+    matches = [make_match() for _ in range(3)]
+    worker = start_worker()
+    assert _dispatch(ctx, send_start).enqueued == 3
+    for m in matches:
+        wait_for(lambda m=m: open_rows(m), timeout=15)
+    assert worker.terminate() == 0
+    for m in matches:
+        [row] = rows_of(m)
+        assert row.exit_code == 14 and row.exit_reason == "worker shutdown"
+        b = ctx["barriers"]
+        assert not b.start_lock(m.id).locked() and not b.is_pending(m.id) and b.attempts(m.id) == 0
+    assert _dispatch(ctx, send_start).enqueued == 3  # the next dispatch restarts them
