@@ -95,9 +95,11 @@ def serve(
             if task.done():
                 return await task
         click.echo(f"srsim listening on {server.base_url}", nl=True)
-        for sess in server.sessions.values():
+        for sess in list(server.sessions.values())[:20]:
             g = sess.game
             click.echo(f"  {g.league} {g.sr_id} {g.title!r} is_test={g.is_test} events={len(sess.lines)}")
+        if len(server.sessions) > 20:
+            click.echo(f"  ... and {len(server.sessions) - 20} more sessions")
         await task
 
     try:

@@ -148,6 +148,10 @@ class SimServer:
             self._handle, self.host, self.port, backlog=4096, limit=65536
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        # Session clocks start now that the server listens (building long scripts takes time).
+        self.origin = time.monotonic()
+        for session in self.sessions.values():
+            session.origin = self.origin
         drivers = [asyncio.create_task(self._drive(s)) for s in self.sessions.values() if s.game.is_test]
         logger.info(
             "srsim serving %d sessions on %s (speed %.1fx)", len(self.sessions), self.base_url, self.speed

@@ -1,0 +1,225 @@
+"""Listener density benchmark: N listeners in ONE process against srsim at 1 event/s each.
+
+The parent starts ``kickoff sim serve`` (a subprocess) with N games sending one event per second
+and a stream heartbeat every 5 s, then a worker subprocess that runs N MatchListener bodies, one
+thread each, as the listener worker does (record-only, archives on, no database rows). The worker
+measures its RSS before and after starting the listeners, its CPU over a steady window, and how
+late stream heartbeats were handled (interval between two heartbeats minus the 5 s nominal).
+Goal: 1000 listeners, <= 1 MB RSS each above the baseline, <= 50 % of one core, heartbeats on time.
+
+    .venv/bin/python bench/listener_density.py [--sizes 100,500,1000] [--window 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+HEARTBEAT_S = 5.0
+
+
+def worker(n: int, base_url: str, ids: list[str], data_dir: str, warmup: float, window: float) -> None:
+    import psutil
+
+    from config.settings import MatchListenerEnvironment
+    from listener.body import ListenerContext
+    from listener.match_listener import MatchListener
+
+    class Timed(MatchListener):
+        def __init__(self) -> None:
+            super().__init__()
+            self.beats: list[float] = []
+
+        def _on_heartbeat(self) -> None:
+            self.beats.append(time.monotonic())
+            super()._on_heartbeat()
+
+    proc = psutil.Process()
+    base = MatchListenerEnvironment(
+        _env_file=None,
+        data_dir=data_dir,
+        sportradar_base_url=base_url,
+        listener_skip_processing=True,
+        listener_sr_url_league="mlb",
+        listener_read_timeout_seconds=30,
+    )
+    threading.stack_size(512 * 1024)
+    baseline = proc.memory_info().rss
+    bodies, threads, ctxs = [], [], []
+    for sr_id in ids[:n]:
+        s = base.model_copy(update={"listener_sr_request_match_uuid": sr_id})
+        ctx = ListenerContext(match_id="", record_id=None, is_test=False, settings=s)
+        body = Timed()
+        t = threading.Thread(target=body.run, args=(ctx,), daemon=True)
+        t.start()
+        bodies.append(body)
+        threads.append(t)
+        ctxs.append(ctx)
+    time.sleep(warmup)
+    events0 = sum(b.stats.events for b in bodies)
+    cpu0, t0 = sum(proc.cpu_times()[:2]), time.monotonic()
+    time.sleep(window)
+    cpu1, t1 = sum(proc.cpu_times()[:2]), time.monotonic()
+    events1 = sum(b.stats.events for b in bodies)
+    rss = proc.memory_info().rss
+    lags = []
+    for b in bodies:
+        beats = [x for x in b.beats if t0 - HEARTBEAT_S <= x <= t1]
+        lags += [(y - x) - HEARTBEAT_S for x, y in itertools.pairwise(beats)]
+    alive = sum(t.is_alive() for t in threads)
+    for ctx, body in zip(ctxs, bodies, strict=True):
+        ctx.stop_requested.set()
+        body.request_stop()
+    stop0 = time.monotonic()
+    for t in threads:
+        t.join(5)
+    print(
+        json.dumps(
+            {
+                "n": n,
+                "alive": alive,
+                "baseline_mb": baseline / 2**20,
+                "rss_mb": rss / 2**20,
+                "per_listener_kb": (rss - baseline) / n / 1024,
+                "cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0),
+                "events_per_s": (events1 - events0) / (t1 - t0),
+                "hb_lag_p50_ms": 1000 * statistics.median(lags) if lags else None,
+                "hb_lag_p99_ms": 1000 * sorted(lags)[int(0.99 * (len(lags) - 1))] if lags else None,
+                "hb_lag_max_ms": 1000 * max(lags) if lags else None,
+                "stop_all_s": time.monotonic() - stop0,
+            }
+        ),
+        flush=True,
+    )
+
+
+def run(n: int, warmup: float, window: float) -> dict:
+    ids = [str(uuid.uuid4()) for _ in range(n)]
+    with tempfile.TemporaryDirectory() as d:
+        script = Path(d) / "games.json"
+        events = int(warmup + window + 30)
+        script.write_text(
+            json.dumps(
+                {
+                    "games": [
+                        # Kick-offs spread over one second: real games' events are not aligned.
+                        {
+                            "sr_id": i,
+                            "league": "mlb",
+                            "is_test": False,
+                            "start_after": 1 + k / n,
+                            "event_interval": 1.0,
+                            "event_count": events,
+                        }
+                        for k, i in enumerate(ids)
+                    ]
+                }
+            )
+        )
+        kickoff = str(Path(sys.executable).with_name("kickoff"))
+        sim = subprocess.Popen(
+            [
+                kickoff,
+                "sim",
+                "serve",
+                "--no-db",
+                "--port",
+                "0",
+                "--script",
+                str(script),
+                "--heartbeat-seconds",
+                str(HEARTBEAT_S),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        try:
+            assert sim.stdout is not None
+            line = sim.stdout.readline()
+            base_url = line.rsplit(" ", 1)[1].strip()
+            threading.Thread(target=sim.stdout.read, daemon=True).start()  # keep the pipe drained
+            ids_file = Path(d) / "ids.json"
+            ids_file.write_text(json.dumps(ids))
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--worker",
+                    str(n),
+                    "--base-url",
+                    base_url,
+                    "--ids",
+                    str(ids_file),
+                    "--data-dir",
+                    str(Path(d) / "data"),
+                    "--warmup",
+                    str(warmup),
+                    "--window",
+                    str(window),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=warmup + window + 120,
+            )
+            if out.returncode != 0:
+                raise SystemExit(out.stderr[-2000:])
+            return json.loads(out.stdout.strip().splitlines()[-1])
+        finally:
+            sim.kill()
+            sim.wait(5)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100,500,1000")
+    parser.add_argument("--warmup", type=float, default=12.0)
+    parser.add_argument("--window", type=float, default=20.0)
+    parser.add_argument("--worker", type=int)
+    parser.add_argument("--base-url")
+    parser.add_argument("--ids")
+    parser.add_argument("--data-dir")
+    args = parser.parse_args()
+    if args.worker:
+        ids = json.loads(Path(args.ids).read_text())
+        worker(args.worker, args.base_url, ids, args.data_dir, args.warmup, args.window)
+        os._exit(0)
+    print(f"listener density: N listeners in one process, 1 event/s each, heartbeat {HEARTBEAT_S:.0f} s")
+    print(
+        f"{'N':>5} {'alive':>5} {'base MB':>8} {'RSS MB':>7} {'KB/listener':>11} {'CPU %':>6} "
+        f"{'events/s':>8} {'hb lag p50/p99/max ms':>22} {'stop all s':>10}"
+    )
+    for n in (int(x) for x in args.sizes.split(",")):
+        r = run(n, args.warmup, args.window)
+        lag = (
+            f"{r['hb_lag_p50_ms']:.0f}/{r['hb_lag_p99_ms']:.0f}/{r['hb_lag_max_ms']:.0f}"
+            if r["hb_lag_p50_ms"] is not None
+            else "-"
+        )
+        print(
+            f"{r['n']:>5} {r['alive']:>5} {r['baseline_mb']:>8.1f} {r['rss_mb']:>7.1f} "
+            f"{r['per_listener_kb']:>11.0f} "
+            f"{r['cpu_pct']:>6.1f} {r['events_per_s']:>8.0f} {lag:>22} {r['stop_all_s']:>10.2f}"
+        )
+        ok = r["per_listener_kb"] <= 1024 and r["cpu_pct"] <= 50 and r["alive"] == n
+        print(
+            f"      goal (<= 1024 KB each, <= 50 % CPU, all alive): {'met' if ok else 'NOT met'}; "
+            f"RSS ratio {r['per_listener_kb'] / 1024:.2f} of budget, "
+            f"CPU ratio {r['cpu_pct'] / 50:.2f} of budget"
+        )
+
+
+if __name__ == "__main__":
+    main()

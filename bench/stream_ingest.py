@@ -1,0 +1,133 @@
+"""Stream ingest benchmark: events per second one MatchListener sustains from a fast srsim.
+
+Runs ``kickoff sim serve`` as a subprocess with one game of N events sent as fast as srsim can,
+and one listener in this process (record-only, archive on, no database). Prints events/s for
+both framings (SSE and the provider's NDJSON). Goal: >= 10,000 events/s.
+
+    .venv/bin/python bench/stream_ingest.py [--events 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from config.settings import MatchListenerEnvironment
+from listener.body import ListenerContext
+from listener.match_listener import MatchListener
+
+GOAL = 10_000
+
+
+class TimedListener(MatchListener):
+    """Remembers when the first and the last event arrived."""
+
+    first = last = 0.0
+
+    def _handle(self, raw, pipeline):  # type: ignore[no-untyped-def]
+        before = self.stats.events
+        super()._handle(raw, pipeline)
+        if self.stats.events != before:
+            now = time.perf_counter()
+            self.first = self.first or now
+            self.last = now
+
+
+def start_sim(script: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    kickoff = str(Path(sys.executable).with_name("kickoff"))
+    proc = subprocess.Popen(
+        [
+            kickoff,
+            "sim",
+            "serve",
+            "--no-db",
+            "--port",
+            "0",
+            "--script",
+            str(script),
+            "--heartbeat-seconds",
+            "0.2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "listening on" not in line:
+        proc.kill()
+        raise SystemExit(f"srsim did not start: {line!r}")
+    threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep the pipe drained
+    return proc, line.rsplit(" ", 1)[1].strip()
+
+
+def run(events: int, fmt: str, tmp: Path) -> tuple[float, int]:
+    sr_id = str(uuid.uuid4())
+    script = tmp / f"{fmt}.json"
+    # The whole game is due 2 s after start: srsim sends it as fast as the listener reads.
+    script.write_text(
+        json.dumps(
+            {
+                "games": [
+                    {
+                        "sr_id": sr_id,
+                        "league": "mlb",
+                        "is_test": False,
+                        "start_after": 2.0,
+                        "event_interval": 1e-6,
+                        "event_count": events,
+                    }
+                ]
+            }
+        )
+    )
+    env = dict(os.environ)
+    proc, base_url = start_sim(script, env)
+    try:
+        settings = MatchListenerEnvironment(
+            _env_file=None,
+            data_dir=tmp / "data",
+            sportradar_base_url=base_url,
+            listener_sr_request_match_uuid=sr_id,
+            listener_sr_url_league="mlb",
+            listener_stream_format=fmt,
+            listener_skip_processing=True,
+            listener_status_reload_heartbeats=3,
+            listener_max_consecutive_heartbeats=20,
+        )
+        body = TimedListener()
+        code = body.run(ListenerContext(match_id="", record_id=None, is_test=False, settings=settings))
+        span = body.last - body.first
+        assert code == 13, (code, body.exit_reason, body.stats)
+        return body.stats.events / span if span else 0.0, body.stats.events
+    finally:
+        proc.kill()
+        proc.wait(5)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=100_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        print(f"stream ingest: one listener, {args.events} events, archive on, record-only")
+        for fmt in ("sse", "ndjson"):
+            rate, n = run(args.events, fmt, Path(d))
+            print(
+                f"  {fmt:7s} {n:8d} events  {rate:10,.0f} events/s  ({rate / GOAL:.1f}x the {GOAL:,}/s goal)"
+            )
+
+
+if __name__ == "__main__":
+    main()
