@@ -135,12 +135,14 @@ class Launcher:
             return
         if pending:
             self.pending.setdefault(command.run_id, command.attempt)
-            self.stats.accepted += 1
         else:
-            self.stats.stale += 1
             logger.debug("run %s attempt %s: not queued any more, dropped", command.run_id, command.attempt)
         delivery.ack()
         self.stats.ack_seconds.append(time.monotonic() - received)
+        if pending:
+            self.stats.accepted += 1
+        else:
+            self.stats.stale += 1
 
     # -- starting ---------------------------------------------------------------------
 

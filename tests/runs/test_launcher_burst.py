@@ -62,4 +62,4 @@ def test_a_burst_of_200_runs_never_exceeds_the_cap_and_no_delivery_waits_for_its
     concurrency = max_overlap([(t["start"], t["end"]) for t in traces])
     assert 2 <= concurrency <= CAP
     assert launcher.stats.max_running <= CAP
-    assert max(launcher.stats.ack_seconds) < 0.5
+    assert max(launcher.stats.ack_seconds) < 2.0  # one run_log read; generous for a loaded CI box
