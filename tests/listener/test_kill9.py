@@ -27,7 +27,7 @@ def test_kill_9_mid_game_then_restart_leaves_valid_json_with_new_events_appended
     sim, listener_settings, subprocess_env, tmp_path: Path
 ):
     game = GameScript(
-        sr_id=str(uuid.uuid4()), league="mlb", start_after=0.3, event_interval=0.04, event_count=90
+        sr_id=str(uuid.uuid4()), league="mlb", start_after=8.0, event_interval=0.04, event_count=90
     )
     server = sim([game])
     data_dir = tmp_path / "data"
@@ -49,7 +49,7 @@ def test_kill_9_mid_game_then_restart_leaves_valid_json_with_new_events_appended
     )
     path = archive_path(data_dir, "mlb", game.sr_id)
     try:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 30  # kick-off is 8 s after srsim starts
         while time.monotonic() < deadline:
             if path.exists() and len(read_events(path)) >= 20:
                 break

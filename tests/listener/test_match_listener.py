@@ -28,9 +28,9 @@ def _ctx(match, settings, *, record_id=None) -> ListenerContext:
     )
 
 
-def _statuses_seen(match_id: str, *, until: float, into: list[str]) -> None:
-    """Poll Match.status (test thread) and remember each distinct value in order."""
-    while time.monotonic() < until:
+def _statuses_seen(match_id: str, *, until: float, into: list[str], thread) -> None:
+    """Poll Match.status (test thread) and remember each distinct value in order, until the run ends."""
+    while time.monotonic() < until and thread.is_alive():
         status = Match.get_by_id(match_id).status
         if not into or into[-1] != status:
             into.append(status)
@@ -38,13 +38,13 @@ def _statuses_seen(match_id: str, *, until: float, into: list[str]) -> None:
 
 
 def test_a_whole_live_game_is_archived_in_order_and_ends_with_exit_13(sim, listener_settings, make_match):
-    game = _game(event_count=24, game_delay_at_event=8, delay_seconds=0.4)
+    game = _game(event_count=24, game_delay_at_event=8, delay_seconds=1.0)
     match = make_match("mlb", sr_id=game.sr_id, is_test=False)
     server = sim([game])
     settings = listener_settings(sportradar_base_url=server.base_url)
     out = start_listener(_ctx(match, settings, record_id=str(uuid.uuid4())))
     seen: list[str] = []
-    _statuses_seen(str(match.id), until=time.monotonic() + 1.6, into=seen)
+    _statuses_seen(str(match.id), until=time.monotonic() + 15, into=seen, thread=out.thread)
     out.thread.join(20)
     assert out.code == ExitCode.NOT_IN_PROGRESS, out.listener.exit_reason
     events = [e for e in read_events(out.listener.archive.path) if "payload" in e]

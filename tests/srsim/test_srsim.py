@@ -107,14 +107,14 @@ def test_the_schedule_api_answers_daily_weekly_and_season_shapes(server):
 
 
 def test_srsim_moves_an_is_test_matchs_status_through_the_game(server, make_match):
-    game = _game(event_count=10, game_delay_at_event=4, delay_seconds=0.3)
+    game = _game(event_count=10, game_delay_at_event=4, delay_seconds=0.8)
     match = make_match("mlb", sr_id=game.sr_id, is_test=True)
     live = make_match("mlb", sr_id=str(uuid.uuid4()), is_test=False)
     writer = StatusWriter()
     try:
         server([game, _game(sr_id=live.sr_id, is_test=False)], status_writer=writer)
         seen = []
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + 10
         while time.monotonic() < deadline and (not seen or seen[-1] != "closed"):
             status = Match.get_by_id(match.id).status
             if not seen or seen[-1] != status:
