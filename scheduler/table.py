@@ -58,6 +58,23 @@ PERIODIC: list[PeriodicEntry] = [
     PeriodicEntry("drain_outbox", actor="drain_outbox", cron=EVERY_MINUTE, envs=ALL_ENVS),
     # Scheduled catalog jobs (one run per cron slot, job@slot) and the run outbox drain.
     PeriodicEntry("tick_job_runs", actor="tick_job_runs", cron=EVERY_MINUTE, envs=ALL_ENVS),
+    # Schedule refresh keeps match rows current (freeze/heal); it never starts listeners.
+    *(
+        PeriodicEntry(
+            f"refresh_league_schedule_{league}",
+            actor="refresh_league_schedule",
+            cron="15 4 * * *",
+            envs=NOT_DEVELOP,
+            kwargs={"league": league},
+        )
+        for league in ("mlb", "nhl", "nfl")
+    ),
+    PeriodicEntry(
+        "refresh_daily_schedules", actor="refresh_daily_schedules", cron="*/30 * * * *", envs=NOT_DEVELOP
+    ),
+    PeriodicEntry(
+        "refresh_weekly_schedules", actor="refresh_weekly_schedules", cron="10,40 * * * *", envs=NOT_DEVELOP
+    ),
 ]
 
 

@@ -46,3 +46,15 @@ def test_an_unreachable_schedule_api_is_one_clear_error(listener_settings):
     settings = listener_settings(sportradar_base_url="http://127.0.0.1:9")
     with pytest.raises(ScheduleFetchError, match="cannot fetch schedule"):
         refresh(settings, league="mlb", path="/mlb/trial/games/2024/05/21/schedule.json")
+
+
+@pytest.mark.parametrize(
+    ("app_env", "scheduled"), [("develop", False), ("staging", True), ("production", True)]
+)
+def test_schedule_refresh_is_scheduled_whenever_app_env_is_not_develop(app_env, scheduled):
+    from scheduler.table import entries_for
+
+    actors = {e.actor for e in entries_for(app_env)}
+    wanted = {"refresh_league_schedule", "refresh_daily_schedules", "refresh_weekly_schedules"}
+    assert (wanted <= actors) is scheduled
+    assert not (wanted & actors) or scheduled
