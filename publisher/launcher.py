@@ -198,6 +198,8 @@ class Launcher:
         self.stats.finished += 1
         if result.retry_attempt is not None:
             self.pending.setdefault(run_id, result.retry_attempt)
+        for successor in result.successors:  # also published; whichever comes first starts it
+            self.pending.setdefault(successor, 1)
         if result.outbox_ids:
             send_outbox_rows(result.outbox_ids, publisher=self.publisher)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from config.clock import utcnow
 from models.run_log import RunLog, RunStatus, SkipReason, Trigger
-from publisher.amqp import OutgoingMessage, read_messages
+from publisher.amqp import AmqpPublisher, OutgoingMessage, read_messages
 from publisher.queues import JOB_RUNS
 from publisher.run_command import RunCommand
 from publisher.runs import command_message, drain_job_runs, publish_run
@@ -212,3 +212,14 @@ def test_queued_runs_reach_the_launcher_without_a_command(make_launcher, catalog
     assert list(launcher.pending) == [result.run_id]
     step_until(launcher, lambda: _final(result.run_id))
     assert RunLog.get_by_id(result.run_id).status == "succeeded"
+
+
+def test_the_launcher_starts_queued_runs_while_job_runs_is_missing(make_launcher, catalog, amqp_vhost):
+    with AmqpPublisher(url=amqp_vhost) as admin:
+        admin.delete_queue(JOB_RUNS)
+    launcher = make_launcher()
+    result = publish_run("noop", trigger="cli", catalog=catalog, publisher=launcher.publisher)
+    assert not result.published  # passive declare failed: the command waits in the outbox
+    step_until(launcher, lambda: _final(result.run_id))
+    assert RunLog.get_by_id(result.run_id).status == "succeeded"
+    assert not launcher.consumer.connected
