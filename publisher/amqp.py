@@ -44,9 +44,12 @@ class OutgoingMessage:
     body: dict[str, Any]
     message_id: str
     headers: dict[str, Any] = field(default_factory=dict)
+    raw: bytes | None = None  # the body already encoded (the drain reads it as text from PostgreSQL)
 
     def encoded(self) -> bytes:
-        """The body as compact UTF-8 JSON."""
+        """The body as UTF-8 JSON (``raw`` when given, else compact JSON of ``body``)."""
+        if self.raw is not None:
+            return self.raw
         return json.dumps(self.body, separators=(",", ":"), default=str).encode()
 
 
@@ -318,7 +321,21 @@ class AmqpPublisher:
             self._unconfirmed[self._next_tag] = m.message_id
             sent.add(m.message_id)
 
+    def _coalesce_output(self) -> None:
+        """Join the batch's queued frames into one buffer, so it leaves in a few sends, not 3 per message.
+
+        pika queues every frame (method, header, body) as its own buffer and sends them one by
+        one; joining keeps the bytes and their order. A no-op if pika's internals differ.
+        """
+        transport = getattr(getattr(self._connection, "_impl", None), "_transport", None)
+        buffers = getattr(transport, "_tx_buffers", None)
+        if buffers is not None and len(buffers) > 1:
+            joined = b"".join(buffers)
+            buffers.clear()
+            buffers.append(joined)
+
     def _await_confirms(self) -> None:
+        self._coalesce_output()
         timed_out: list[bool] = []
         assert self._connection is not None
         timer = self._connection.call_later(self.confirm_timeout, lambda: timed_out.append(True))

@@ -114,8 +114,10 @@ def drain_batch(
         if not raw:
             return 0, 0, 0, 0
         rows = [OutboxRow.from_db(r) for r in raw]
-        live = [r for r in rows if r.expires_at is None or r.expires_at > now]
-        expired = [r for r in rows if r not in live]
+        live: list[OutboxRow] = []
+        expired: list[OutboxRow] = []
+        for r in rows:
+            (live if r.expires_at is None or r.expires_at > now else expired).append(r)
         if expired:
             database.execute_sql(
                 "UPDATE outbox_messages SET status = %s, last_error = 'expired before publish' "

@@ -24,7 +24,7 @@ from publisher.amqp import AmqpPublisher, OutgoingMessage, PublishOutcome
 
 logger = logging.getLogger(__name__)
 
-ROW_COLUMNS = "id, message_id, queue, body, headers, tracking_id, attempts, expires_at"
+ROW_COLUMNS = "id, message_id, queue, body::text, headers, tracking_id, attempts, expires_at"
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class OutboxRow:
     id: int
     message_id: str
     queue: str
-    body: dict[str, Any]
+    body_json: str
     headers: dict[str, Any]
     tracking_id: str | None
     attempts: int
@@ -42,22 +42,31 @@ class OutboxRow:
 
     @classmethod
     def from_db(cls, row: Sequence[Any]) -> OutboxRow:
-        body = row[3] if isinstance(row[3], dict) else json.loads(row[3])
+        body = row[3] if isinstance(row[3], str) else json.dumps(row[3])
         headers = row[4] if isinstance(row[4], dict) else json.loads(row[4] or "{}")
         return cls(
             id=row[0],
             message_id=str(row[1]),
             queue=row[2],
-            body=body,
+            body_json=body,
             headers=headers,
             tracking_id=None if row[5] is None else str(row[5]),
             attempts=row[6],
             expires_at=row[7],
         )
 
+    @property
+    def body(self) -> dict[str, Any]:
+        return json.loads(self.body_json)
+
     def message(self) -> OutgoingMessage:
+        """The message to publish; the stored JSON text is sent as is (no re-encoding)."""
         return OutgoingMessage(
-            queue=self.queue, body=self.body, message_id=self.message_id, headers=self.headers
+            queue=self.queue,
+            body={},
+            message_id=self.message_id,
+            headers=self.headers,
+            raw=self.body_json.encode(),
         )
 
 

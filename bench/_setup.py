@@ -1,0 +1,57 @@
+"""Benchmark scaffolding: a throw-away database and RabbitMQ vhost, removed afterwards."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from config.settings import load_settings
+from models.db import database, init_database
+from models.migrate import drop_database, migrate
+from publisher.amqp import AmqpPublisher
+from publisher.queues import ALL_QUEUES, OUTBOX_QUEUES
+
+ADMIN_DB = "postgresql://postgres@127.0.0.1:5432"
+AMQP_HOST = "amqp://guest:guest@127.0.0.1:5672"
+
+
+def _ctl(*args: str) -> None:
+    subprocess.run(["rabbitmqctl", "-q", *args], check=True, capture_output=True, timeout=60)
+
+
+@contextmanager
+def bench_environment(**overrides: object) -> Iterator[object]:
+    """Settings bound to a fresh database and vhost (both dropped when the block ends)."""
+    tag = uuid.uuid4().hex[:8]
+    db_url = f"{ADMIN_DB}/kickoff_bench_{tag}"
+    vhost = f"kickoff_bench_{tag}"
+    _ctl("add_vhost", vhost)
+    _ctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+    migrate(db_url)
+    init_database(db_url)
+    settings = load_settings(
+        _env_file=None, database_url=db_url, amqp_url=f"{AMQP_HOST}/{vhost}", **overrides
+    )
+    with AmqpPublisher(url=settings.amqp_url) as admin:
+        admin.declare_durable(list(OUTBOX_QUEUES))
+    try:
+        yield settings
+    finally:
+        database.close()
+        drop_database(db_url)
+        _ctl("delete_vhost", vhost)
+
+
+def purge(url: str) -> None:
+    """Empty every kickoff queue of the vhost."""
+    with AmqpPublisher(url=url) as admin:
+        for queue in ALL_QUEUES:
+            admin.delete_queue(queue)
+        admin.declare_durable(list(OUTBOX_QUEUES))
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(round(p / 100 * (len(ordered) - 1)), len(ordered) - 1)]
