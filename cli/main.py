@@ -13,6 +13,7 @@ from cli.check import check
 from cli.config_cmd import config_group
 from cli.context import CliContext
 from cli.db import db
+from cli.demo import demo
 from cli.enqueue import enqueue
 from cli.launcher import launcher
 from cli.leagues import leagues
@@ -66,6 +67,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 cli.add_command(db)
 cli.add_command(config_group)
 cli.add_command(listen_command)
+cli.add_command(demo)
 cli.add_command(sim_group)
 cli.add_command(check)
 cli.add_command(runs)

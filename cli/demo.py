@@ -1,0 +1,347 @@
+"""``kickoff demo``: the whole system on this machine in about two minutes, with a summary.
+
+Migrates, starts srsim with three scripted is_test games, the scheduler, the default worker and
+the listener worker as subprocesses, then plays a script of its own: the first game's listener
+worker is killed with SIGKILL mid-game and restarted (its run goes Stale, is swept as Abandoned
+(14) and dispatched again), the second game has a rain delay longer than the idle-heartbeat limit,
+the third is a plain game. It nudges sweep and dispatch every few seconds (a faster scheduler)
+and prints a live board; at the end, each match's status, each listener's exit code and the events
+archived. Short intervals come from environment settings given to every process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+
+#: Settings of every demo process (short intervals so the demo takes about two minutes).
+DEMO_ENV = {
+    "APP_ENV": "develop",
+    "LISTENER_HEARTBEAT_INTERVAL_SECONDS": "1",
+    "LISTENER_HEARTBEAT_STALE_SECONDS": "6",
+    "LISTENER_STOP_POLL_SECONDS": "0.5",
+    "LISTENER_MAX_CONSECUTIVE_HEARTBEATS": "60",  # 30 s of idle stream (heartbeat every 0.5 s)
+    "LISTENER_STATUS_RELOAD_HEARTBEATS": "4",
+    "LISTENER_RECONNECT_BACKOFF_SECONDS": "0.5",
+    "SRSIM_HEARTBEAT_SECONDS": "0.5",
+}
+KILL_AFTER_EVENTS = 6
+
+
+@dataclass
+class DemoGame:
+    """One demo game: its script and its Match row once created."""
+
+    role: str  # "kill drill" | "rain delay" | "plain"
+    sr_id: str
+    title: str
+    script: dict[str, Any]
+    match_id: str | None = None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _games() -> list[DemoGame]:
+    def game(role: str, title: str, **kw: Any) -> DemoGame:
+        sr_id = str(uuid.uuid4())
+        script = {"sr_id": sr_id, "league": "mlb", "title": title, "is_test": True, "event_interval": 1.0}
+        script.update(kw)
+        return DemoGame(role=role, sr_id=sr_id, title=title, script=script)
+
+    return [
+        game("kill drill", "HOU @ KC (worker killed)", start_after=12, event_count=40),
+        game(
+            "rain delay",
+            "BOS @ NYY (rain delay)",
+            start_after=45,
+            event_count=30,
+            game_delay_at_event=10,
+            delay_seconds=35,
+        ),
+        game("plain", "LAD @ CHC", start_after=45, event_count=30),
+    ]
+
+
+class Processes:
+    """The demo's subprocesses, each in its own process group; all killed on exit."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
+        self.env = env
+        self.log_dir = log_dir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        proc = subprocess.Popen(
+            argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self.procs[name] = proc
+        return proc
+
+    def kill9(self, name: str) -> None:
+        proc = self.procs[name]
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for proc in self.procs.values():
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+
+
+def _bin(name: str) -> str:
+    return str(Path(sys.executable).with_name(name))
+
+
+@click.command("demo")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print only the summary, as one JSON object (board on stderr)."
+)
+@click.option(
+    "--timeout", type=float, default=240.0, show_default=True, help="Give up after this many seconds."
+)
+def demo(as_json: bool, timeout: float) -> None:
+    """Run the whole system locally and show it working (about two minutes).
+
+    Needs PostgreSQL, Redis and RabbitMQ as configured (DATABASE_URL, REDIS_URL, BROKER_URL).
+    Starts `kickoff sim serve`, `kickoff scheduler`, a default `dramatiq` worker and a listener
+    worker; kills the listener worker mid-game and restarts it; prints a board every 2 s and a
+    summary. Exit status 0 when every game ended closed with exit 13 and the drills behaved.
+    `--json` prints {"ok", "matches": [{"sr_id", "status", "exit_code", "events", "archive"}]}.
+    """
+    os.environ.update({k: os.environ.get(f"KICKOFF_DEMO_{k}", v) for k, v in DEMO_ENV.items()})
+    port = _free_port()
+    os.environ["SPORTRADAR_BASE_URL"] = f"http://127.0.0.1:{port}"
+
+    from config.settings import load_listener_settings
+    from models.db import init_database
+    from models.migrate import migrate
+
+    settings = load_listener_settings()
+    migrate(settings.database_url)
+    init_database(settings.database_url)
+
+    out = sys.stderr if as_json else sys.stdout
+    games = _games()
+    run_dir = Path(settings.data_dir).resolve() / "demo" / time.strftime("%Y%m%dT%H%M%S")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    script = run_dir / "games.json"
+    script.write_text(json.dumps({"games": [g.script for g in games]}, indent=1))
+    procs = Processes(dict(os.environ), run_dir)
+    started = time.monotonic()
+    try:
+        procs.start("srsim", [_bin("kickoff"), "sim", "serve", "--port", str(port), "--script", str(script)])
+        procs.start("scheduler", [_bin("kickoff"), "scheduler"])
+        procs.start(
+            "worker",
+            [_bin("dramatiq"), "actors", "--processes", "1", "--threads", "4", "--queues", "default"],
+        )
+        listener_worker = [
+            _bin("dramatiq"),
+            "actors",
+            "--processes",
+            "1",
+            "--threads",
+            "8",
+            "--queues",
+            "match_listeners",
+            "--worker-shutdown-timeout",
+            "5000",
+        ]
+        procs.start("listener-worker", listener_worker)
+        print(f"kickoff demo: logs in {run_dir}; srsim on port {port}", file=out, flush=True)
+        _create_match(games[0], speed_started=started)
+        result = _play(games, procs, listener_worker, settings, out=out, started=started, timeout=timeout)
+    finally:
+        procs.stop_all()
+    if as_json:
+        click.echo(json.dumps(result, default=str))
+    else:
+        _print_summary(result, out)
+    sys.exit(0 if result["ok"] else 1)
+
+
+def _create_match(game: DemoGame, *, speed_started: float) -> None:
+    from config.clock import utcnow
+    from models.db import database
+    from models.league import League
+    from models.match import Match
+
+    kickoff_in = game.script["start_after"] - (time.monotonic() - speed_started)
+    with database.connection_context():
+        league, _ = League.get_or_create(name="mlb", defaults={"enabled": True})
+        match = Match.create(
+            sr_id=game.sr_id,
+            league=league,
+            title=game.title,
+            is_test=True,
+            scheduled=utcnow() + timedelta(seconds=max(kickoff_in, 0)),
+        )
+    game.match_id = str(match.id)
+
+
+def _play(
+    games: list[DemoGame],
+    procs: Processes,
+    listener_worker: list[str],
+    settings: Any,
+    *,
+    out: Any,
+    started: float,
+    timeout: float,
+) -> dict[str, Any]:
+    from actors.listeners import send_start  # sets up the broker from the demo's settings
+    from listener.cleanup import sweep_stale_match_listeners
+    from listener.dispatch import dispatch_upcoming_match_listeners
+    from models.barriers import Barriers
+
+    barriers = Barriers.from_settings(settings)
+    killed = False
+    next_nudge = next_board = 0.0
+    while time.monotonic() - started < timeout:
+        now = time.monotonic()
+        rows = [_row(g, settings) for g in games]
+        if not killed and rows[0]["events"] >= KILL_AFTER_EVENTS and rows[0]["badge"] == "Running":
+            print("-- SIGKILL the listener worker mid-game, then restart it --", file=out, flush=True)
+            procs.kill9("listener-worker")
+            procs.start("listener-worker", listener_worker)
+            for g in games[1:]:
+                _create_match(g, speed_started=started)
+            killed = True
+        if now >= next_nudge:
+            sweep_stale_match_listeners(settings=settings, barriers=barriers)
+            dispatch_upcoming_match_listeners(
+                is_test=True, settings=settings, barriers=barriers, send=send_start
+            )
+            next_nudge = now + 3
+        if now >= next_board:
+            _print_board(rows, out, now - started)
+            next_board = now + 2
+        if killed and all(
+            r["status"] == "closed" and r["exit_code"] is not None and not r["open"] for r in rows
+        ):
+            break
+        time.sleep(0.5)
+    rows = [_row(g, settings) for g in games]
+    _print_board(rows, out, time.monotonic() - started)
+    checks = {
+        "every game closed with exit 13": all(r["status"] == "closed" and r["exit_code"] == 13 for r in rows),
+        "killed listener was Abandoned (14) then recovered": 14 in rows[0]["history"]
+        and rows[0]["exit_code"] == 13,
+        "rain delay kept the listener up (delay markers)": rows[1]["delay_markers"] > 0
+        and rows[1]["runs"] == 1,
+        "events archived": all(r["events"] > 0 for r in rows),
+    }
+    return {
+        "ok": all(checks.values()) and killed,
+        "checks": checks,
+        "seconds": round(time.monotonic() - started, 1),
+        "matches": [
+            {
+                "sr_id": r["sr_id"],
+                "title": r["title"],
+                "status": r["status"],
+                "exit_code": r["exit_code"],
+                "events": r["events"],
+                "archive": r["archive"],
+                "runs": r["history"],
+            }
+            for r in rows
+        ],
+    }
+
+
+def _row(game: DemoGame, settings: Any) -> dict[str, Any]:
+    from listener.archive import archive_path, read_events
+    from models.db import database
+    from models.listener_record import MatchListenerRecord
+    from models.match import Match
+
+    row: dict[str, Any] = {
+        "sr_id": game.sr_id,
+        "title": game.title,
+        "role": game.role,
+        "status": "-",
+        "badge": "-",
+        "exit_code": None,
+        "events": 0,
+        "delay_markers": 0,
+        "history": [],
+        "runs": 0,
+        "open": False,
+        "archive": None,
+    }
+    path = archive_path(settings.data_dir, "mlb", game.sr_id)
+    row["archive"] = str(path)
+    if path.exists():
+        events = read_events(path)
+        row["events"] = sum(1 for e in events if isinstance(e, dict) and "payload" in e)
+        row["delay_markers"] = sum(1 for e in events if isinstance(e, dict) and "kickoff" in e)
+    if game.match_id is None:
+        return row
+    with database.connection_context():
+        row["status"] = Match.get_by_id(game.match_id).status
+        records = list(
+            MatchListenerRecord.select()
+            .where(MatchListenerRecord.match == game.match_id)
+            .order_by(MatchListenerRecord.created_at)
+        )
+    if records:
+        last = records[-1]
+        row["badge"] = str(last.badge(stale_after_seconds=settings.listener_heartbeat_stale_seconds).value)
+        row["exit_code"] = last.exit_code
+        row["history"] = [r.exit_code for r in records]
+        row["runs"] = len(records)
+        row["open"] = last.ended_at is None
+    return row
+
+
+def _print_board(rows: list[dict[str, Any]], out: Any, elapsed: float) -> None:
+    print(
+        f"[{elapsed:5.0f}s] {'game':28s} {'status':10s} {'listener':10s} {'exit':>4s} {'events':>6s} runs",
+        file=out,
+    )
+    for r in rows:
+        exit_code = "" if r["exit_code"] is None else str(r["exit_code"])
+        runs = ",".join("…" if c is None else str(c) for c in r["history"])
+        print(
+            f"        {r['title'][:28]:28s} {r['status']:10s} {r['badge']:10s} {exit_code:>4s} "
+            f"{r['events']:>6d} [{runs}]",
+            file=out,
+            flush=True,
+        )
+
+
+def _print_summary(result: dict[str, Any], out: Any) -> None:
+    print(f"\nkickoff demo {'PASSED' if result['ok'] else 'FAILED'} in {result['seconds']} s", file=out)
+    for name, ok in result["checks"].items():
+        print(f"  [{'x' if ok else ' '}] {name}", file=out)
+    for m in result["matches"]:
+        print(
+            f"  {m['title']}: status {m['status']}, exit {m['exit_code']}, runs {m['runs']}, "
+            f"{m['events']} events -> {m['archive']}",
+            file=out,
+        )
