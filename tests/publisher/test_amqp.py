@@ -68,3 +68,29 @@ def test_a_large_batch_is_confirmed_message_by_message(publisher, read_queue):
     outcomes = publisher.publish_many([_msg(LINEUP_UPDATES, i=i) for i in range(2000)])
     assert all(o.confirmed for o in outcomes)
     assert sorted(b["i"] for b, _ in read_queue(LINEUP_UPDATES)) == list(range(2000))
+
+
+@pytest.mark.parametrize(
+    ("queue", "path"),
+    [
+        pytest.param("lineup_updates", "outbox", id="lineup_updates-outbox"),
+        pytest.param("waiver_actions", "outbox", id="waiver_actions-outbox"),
+        pytest.param("draft_targets", "outbox", id="draft_targets-outbox"),
+        pytest.param("trade_submissions", "direct", id="trade_submissions-direct"),
+        pytest.param("trade_responses", "direct", id="trade_responses-direct"),
+        pytest.param("trade_negotiations", "direct", id="trade_negotiations-direct"),
+        pytest.param("job_runs", "run_outbox", id="job_runs-run-outbox"),
+    ],
+)
+def test_queue_table_outbox_queues_must_exist_and_trade_queues_are_declared_on_publish(publisher, queue, path):
+    from publisher.queues import PATHS
+
+    assert PATHS[queue].value == path
+    publisher.delete_queue(queue)
+    if path == "direct":
+        publisher.publish(_msg(queue))  # declared durable on publish
+        publisher.close()
+        publisher.publish(_msg(queue))  # and it survived: a fresh channel finds it
+    else:
+        with pytest.raises(MissingQueueError, match=queue):
+            publisher.publish(_msg(queue))
