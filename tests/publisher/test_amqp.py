@@ -82,7 +82,9 @@ def test_a_large_batch_is_confirmed_message_by_message(publisher, read_queue):
         pytest.param("job_runs", "run_outbox", id="job_runs-run-outbox"),
     ],
 )
-def test_queue_table_outbox_queues_must_exist_and_trade_queues_are_declared_on_publish(publisher, queue, path):
+def test_queue_table_outbox_queues_must_exist_and_trade_queues_are_declared_on_publish(
+    publisher, queue, path
+):
     from publisher.queues import PATHS
 
     assert PATHS[queue].value == path
