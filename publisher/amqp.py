@@ -151,6 +151,13 @@ class AmqpPublisher:
                 logger.debug("ignored error while closing a broken AMQP connection", exc_info=True)
 
     def _ensure_open(self) -> None:
+        """Reconnect if needed; an idle connection the broker dropped is noticed here, before a send."""
+        if self._connection is not None and self._connection.is_open:
+            try:
+                self._connection.process_data_events(time_limit=0)  # heartbeats, a pending close
+            except (pika.exceptions.AMQPError, OSError):
+                logger.info("AMQP connection was lost while idle; reconnecting")
+                self._drop()
         if self._connection is None or not self._connection.is_open:
             self._drop()
             self._connect()

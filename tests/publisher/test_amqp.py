@@ -96,3 +96,22 @@ def test_queue_table_outbox_queues_must_exist_and_trade_queues_are_declared_on_p
     else:
         with pytest.raises(MissingQueueError, match=queue):
             publisher.publish(_msg(queue))
+
+
+def test_a_connection_the_broker_closed_while_idle_is_replaced_before_the_next_publish(
+    publisher, amqp_vhost, read_queue
+):
+    import subprocess
+    import time
+
+    publisher.publish(_msg(LINEUP_UPDATES))
+    vhost = amqp_vhost.rsplit("/", 1)[1]
+    subprocess.run(
+        ["rabbitmqctl", "-q", "close_all_connections", "--vhost", vhost, "--limit", "100", "idle cut"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    time.sleep(0.5)  # let the close frame arrive
+    publisher.publish(_msg(LINEUP_UPDATES))
+    assert len(read_queue(LINEUP_UPDATES)) == 2
