@@ -63,7 +63,7 @@ def baseline(url: str, n: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
-    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=500, help="rows per batch (OUTBOX_BATCH_SIZE default)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     with bench_environment(outbox_batch_size=args.batch, outbox_drain_max_seconds=600) as settings:

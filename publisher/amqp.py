@@ -179,7 +179,14 @@ class AmqpPublisher:
     def _on_confirm(self, frame: Any) -> None:
         method = frame.method
         tag = method.delivery_tag
-        tags = [t for t in self._unconfirmed if t <= tag] if method.multiple else [tag]
+        if method.multiple:  # every tag up to this one; tags were added in ascending order
+            tags = []
+            for t in self._unconfirmed:
+                if t > tag:
+                    break
+                tags.append(t)
+        else:
+            tags = [tag]
         target = self._nacked if isinstance(method, pika.spec.Basic.Nack) else self._acked
         for t in tags:
             message_id = self._unconfirmed.pop(t, None)
