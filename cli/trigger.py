@@ -132,6 +132,9 @@ def lineup_cmd(
 @click.option("--drop", "drop_player_id", default=None, help="ESPN id of the player to drop.")
 @click.option("--bid", type=int, default=None, help="FAAB bid.")
 @click.option("--after", "after_tracking_id", default=None, help="Tracking id of the IR move to wait for.")
+@click.option(
+    "--ir-player", "ir_player_id", type=int, default=None, help="ESPN id moved to IR (part of the key)."
+)
 @click.option("--season", type=int, default=None, help="Season (no key is sent without season and week).")
 @click.option("--week", type=int, default=None, help="Week.")
 @with_key_options
@@ -144,6 +147,7 @@ def waiver_cmd(
     drop_player_id,
     bid,
     after_tracking_id,
+    ir_player_id,
     season,
     week,
     key,
@@ -156,7 +160,14 @@ def waiver_cmd(
     drop = None if drop_player_id is None else _player_id(drop_player_id)
     built = None
     if isinstance(add, int):
-        built = waiver_key(team=team, season=season, week=week, add_player_id=add, drop_player_id=drop)
+        built = waiver_key(
+            team=team,
+            season=season,
+            week=week,
+            add_player_id=add,
+            drop_player_id=drop,
+            ir_player_id=ir_player_id,
+        )
     request = WaiverRequest(
         league_id=league_id,
         team=team,
