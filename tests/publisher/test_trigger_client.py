@@ -80,3 +80,15 @@ def test_the_run_id_of_the_enclosing_scope_is_sent_and_linked_to_the_action(publ
         result = client.lineup(lineup())
     assert client.headers() == {}
     assert get_action(result.tracking_id).run_id == "run-7"
+
+
+def test_a_trigger_client_inside_run_scope_links_the_action_to_the_recorded_run(
+    publisher, pub_settings, monkeypatch
+):
+    from publisher.run_scope import run_scope
+
+    monkeypatch.delenv("RUN_ID", raising=False)
+    client = TriggerClient(publisher=publisher, settings=pub_settings)
+    with run_scope("lineup-job", settings=pub_settings) as scope:
+        result = client.lineup(lineup())
+    assert get_action(result.tracking_id).run_id == str(scope.run_id)
