@@ -207,3 +207,41 @@ def test_skip_processing_records_events_without_questions(sim, listener_settings
     out = run_listener(_ctx(match, settings), timeout=15)
     assert out.listener.stats.events == 8
     assert Question.select().where(Question.match == match.id).count() == 0
+
+
+class RaisingPipeline:
+    """A pipeline that raises what its settings name on the first event (to test the exit mapping)."""
+
+    raises: type[BaseException] = RuntimeError
+
+    def __init__(self, **_: object) -> None:
+        pass
+
+    def process(self, message: dict) -> None:
+        raise self.raises("boom")
+
+    def close(self) -> None:
+        pass
+
+
+class CancellingPipeline(RaisingPipeline):
+    raises = KeyboardInterrupt
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "code"),
+    [("RaisingPipeline", ExitCode.UNEXPECTED_ERROR), ("CancellingPipeline", ExitCode.CANCELLED)],
+    ids=["unexpected-exception-9", "unexpected-cancel-16"],
+)
+def test_an_unexpected_error_or_cancel_maps_to_its_exit_code(
+    pipeline, code, sim, listener_settings, make_match
+):
+    game = _game(event_count=3)
+    match = make_match("mlb", sr_id=game.sr_id)
+    settings = listener_settings(
+        sportradar_base_url=sim([game]).base_url,
+        listener_pipeline=f"tests.listener.test_match_listener:{pipeline}",
+    )
+    out = run_listener(_ctx(match, settings), timeout=10)
+    assert out.code == code
+    assert "boom" in out.listener.exit_reason or "KeyboardInterrupt" in out.listener.exit_reason

@@ -1,0 +1,92 @@
+"""MatchListener as the default listener_body under the real start path (row, lock, heartbeats, stop)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from listener import lifecycle
+from listener.archive import read_events
+from listener.exit_codes import ExitCode
+from listener.runtime import ListenerServices
+from models import MatchListenerRecord
+from models.barriers import Barriers
+from srsim.script import GameScript
+
+
+@pytest.fixture
+def services(settings, redis_client):
+    lsettings = settings.model_copy(
+        update={"listener_heartbeat_interval_seconds": 0.2, "listener_stop_poll_seconds": 0.1}
+    )
+    barriers = Barriers.from_settings(lsettings, client=redis_client)
+    svc = ListenerServices(settings=lsettings, barriers=barriers)
+    yield lsettings, barriers, svc
+    svc.shutdown_all()
+    time.sleep(0.05)
+    svc.close()
+
+
+def _start_settings(server, tmp_path) -> dict:
+    return {
+        "sportradar_base_url": server.base_url,
+        "data_dir": str(tmp_path / "data"),
+        "listener_status_reload_heartbeats": 4,
+        "listener_archive_flush_seconds": 0.0,
+    }
+
+
+def test_a_start_runs_the_default_body_to_exit_13_and_closes_the_row(sim, services, make_match, tmp_path):
+    settings, barriers, svc = services
+    game = GameScript(
+        sr_id=str(uuid.uuid4()), league="mlb", start_after=0.5, event_interval=0.03, event_count=12
+    )
+    server = sim([game])
+    match = make_match(
+        "mlb", sr_id=game.sr_id, is_test=True, listener_start_settings=_start_settings(server, tmp_path)
+    )
+    result = lifecycle.start_match_listener(
+        str(match.id), None, False, message_id=None, settings=settings, barriers=barriers, services=svc
+    )
+    assert result.exit_code == ExitCode.NOT_IN_PROGRESS and result.success
+    [row] = MatchListenerRecord.select().where(MatchListenerRecord.match == match.id)
+    assert row.exit_code == 13 and row.ended_at is not None
+    archive = tmp_path / "data" / "listener" / "mlb" / f"{game.sr_id}.json"
+    assert len([e for e in read_events(archive) if "payload" in e]) == 12
+    assert archive.with_name(f"{game.sr_id}.{str(row.id)[:8]}.log").exists()
+
+
+def test_an_operator_stop_ends_the_default_body_with_15(sim, services, make_match, tmp_path):
+    settings, lbarriers, svc = services
+    game = GameScript(sr_id=str(uuid.uuid4()), league="mlb", start_after=60, event_count=3)
+    server = sim([game], heartbeat_seconds=30)  # no traffic at all: the body is blocked in recv
+    match = make_match(
+        "mlb", sr_id=game.sr_id, is_test=True, listener_start_settings=_start_settings(server, tmp_path)
+    )
+    results = []
+    t = threading.Thread(
+        target=lambda: results.append(
+            lifecycle.start_match_listener(
+                str(match.id),
+                None,
+                False,
+                message_id=None,
+                settings=settings,
+                barriers=lbarriers,
+                services=svc,
+            )
+        ),
+        daemon=True,
+    )
+    t.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and server.streams_open == 0:
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    lbarriers.set_stop_flag(match.id, ttl_seconds=30)
+    t.join(5)
+    assert not t.is_alive() and time.monotonic() - t0 < 2.0
+    assert results[0].exit_code == ExitCode.STOPPED
