@@ -8,17 +8,13 @@ archive only. Record-only (``listener_skip_processing``) unless the caller asks 
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import signal
-import socket
 import threading
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from config.clock import utcnow
 from config.settings import MatchListenerEnvironment
 from listener.body import ListenerContext
 from listener.exit_codes import describe
@@ -102,34 +98,31 @@ def listen(
 
 
 def _open_row(match_id: str, *, dry_run: bool) -> str:
+    from listener import rows
     from models.db import database
-    from models.listener_record import MatchListenerRecord
 
     record_id = str(uuid.uuid4())
     with database.connection_context():
-        MatchListenerRecord.create(
-            id=record_id, match=match_id, host=socket.gethostname(), pid=os.getpid(), dry_run=dry_run
-        )
+        rows.create_row(record_id=record_id, match_id=match_id, message_id=None, dry_run=dry_run)
     return record_id
 
 
 def _beat(record_id: str, interval: float, stop: threading.Event) -> None:
+    from listener import rows
     from models.db import database
-    from models.listener_record import MatchListenerRecord
 
     while not stop.wait(interval):
-        with contextlib.suppress(Exception), database.connection_context():
-            MatchListenerRecord.update(heartbeat_at=utcnow()).where(
-                MatchListenerRecord.id == record_id
-            ).execute()
+        try:
+            with database.connection_context():
+                if not rows.heartbeat_rows([record_id]):
+                    logger.warning("row %s was closed by someone else (sweep or stop)", record_id)
+        except Exception:
+            logger.exception("heartbeat of row %s failed", record_id)
 
 
 def _close_row(record_id: str, code: int, reason: str) -> None:
+    from listener import rows
     from models.db import database
-    from models.listener_record import MatchListenerRecord
 
-    now = utcnow()
     with database.connection_context():
-        MatchListenerRecord.update(
-            ended_at=now, heartbeat_at=now, exit_code=code, exit_reason=reason[:500]
-        ).where((MatchListenerRecord.id == record_id) & MatchListenerRecord.ended_at.is_null()).execute()
+        rows.close_row(record_id, exit_code=code, reason=reason[:500])
