@@ -1,9 +1,10 @@
 """The worker-less listener behind ``kickoff listen``: one match, in this process, until it ends.
 
 Settings come from the environment and ``.env`` only (no Match.listener_start_settings merge);
-the match is looked up by its Sportradar id. When a Match row exists (and not in a dry run) the
-run writes a lifecycle row with heartbeats so the board shows it; without a row it records the
-archive only. Record-only (``listener_skip_processing``) unless the caller asks for processing.
+the match is looked up by its Sportradar id. When a Match row exists the run writes a lifecycle
+row with heartbeats so the board shows it (a dry run writes none, except for is_test matches);
+without a row it records the archive only. Record-only (``listener_skip_processing``) unless the
+caller asks for processing.
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ def listen(
     run_settings = settings.model_copy(update=updates)
     match_id = str(match.id) if match is not None else ""
     record_id = None
-    if match is not None and not settings.listener_dry_run:
-        record_id = _open_row(match_id, dry_run=False)
+    # A dry run writes no row, except for is_test matches (so dispatch does not start another).
+    if match is not None and (match.is_test or not settings.listener_dry_run):
+        record_id = _open_row(match_id, dry_run=settings.listener_dry_run)
     ctx = ListenerContext(
         match_id=match_id, record_id=record_id, is_test=bool(match and match.is_test), settings=run_settings
     )
