@@ -137,3 +137,25 @@ def test_a_hostile_league_name_in_the_database_is_refused_with_11(listener_setti
 def test_capped_lines_drops_an_over_long_line_without_buffering_it():
     chunks = [b"a" * 6, b"a" * 6, b"a" * 6, b"\nok\n", b"tail"]
     assert list(capped_lines(iter(chunks), 10)) == [OVERSIZE, b"ok"]
+
+
+def _sse(data: bytes, event: bytes = b"event") -> bytes:
+    return b"event: " + event + b"\ndata: " + data + b"\n\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "skipped"),
+    [
+        (_sse(b"{not json") + _sse(_event().strip()), 1),
+        (_sse(b'{"payload": "' + b"x" * (10 * 1024 * 1024) + b'"}') + _sse(_event().strip()), 1),
+        (_sse(b'{"surprise": 1}', b"mystery") + _sse(_event().strip()), 1),
+    ],
+    ids=["sse-invalid-json", "sse-ten-megabyte-line", "sse-unknown-type"],
+)
+def test_malformed_sse_events_are_skipped_too(raw_feed, listener_settings, body, skipped):
+    hb = _sse(HEARTBEAT.strip(), b"heartbeat")
+    feed = raw_feed(body + hb * 4, redirect=False, content_type="text/event-stream")
+    settings = listener_settings(sportradar_base_url=feed.base_url, listener_max_consecutive_heartbeats=3)
+    out = run_listener(_ctx(settings), timeout=20)
+    assert out.code == ExitCode.MAX_HEARTBEATS
+    assert (out.listener.stats.skipped, out.listener.stats.events) == (skipped, 1)
