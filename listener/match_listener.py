@@ -17,7 +17,6 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import requests
 
@@ -31,7 +30,7 @@ from listener.archive import EventArchive, TextLog, archive_path, shortcode_for
 from listener.body import ListenerContext
 from listener.exit_codes import ExitCode
 from listener.pipeline import Pipeline, RecordOnlyPipeline, load_pipeline
-from listener.stream import OVERSIZE, FeedConnection, StreamConfig, redact_url, subscribe_url
+from listener.stream import OVERSIZE, FeedConnection, StreamConfig, subscribe_url
 from models.status import DELAYED, TERMINAL, Phase, apply_stream_status, normalise, phase_of
 
 logger = logging.getLogger(__name__)
@@ -403,17 +402,3 @@ class MatchListener:
                 "match %s is %s: listener stays up, heartbeat counter reset", self._ctx.match_id, status
             )
             self._idle = 0
-
-
-def describe_url(settings: Any, sr_id: str, league: str) -> str:
-    """The redacted subscribe URL a listener with these settings would follow (for logs and CLIs)."""
-    return redact_url(
-        subscribe_url(
-            base_url=settings.sportradar_base_url,
-            path=settings.listener_stream_path,
-            league=league,
-            access=settings.listener_sr_env,
-            sr_id=sr_id,
-            fmt=settings.listener_stream_format,
-        )
-    )
