@@ -14,6 +14,7 @@ from typing import Any
 import dramatiq
 from dramatiq.middleware import CurrentMessage
 
+from actors.batch import enqueue_many
 from actors.broker import QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS, shutdown_hooks
 from config.errors import ListenerRunFailed
 from config.settings import MatchListenerEnvironment
@@ -56,12 +57,25 @@ def services() -> ListenerServices:
     return svc
 
 
+def _start_message(message: StartMessage) -> dramatiq.Message:
+    return dramatiq.Message(
+        queue_name=start_match_listener.queue_name,
+        actor_name=start_match_listener.actor_name,
+        args=(),
+        kwargs={"match_id": message.match_id, "overrides": message.overrides, "force": message.force},
+        options={},
+        message_id=message.message_id,
+    )
+
+
 def send_start(message: StartMessage) -> None:
     """Send one start_match_listener message with its pre-assigned message id."""
-    msg = start_match_listener.message_with_options(
-        kwargs={"match_id": message.match_id, "overrides": message.overrides, "force": message.force}
-    ).copy(message_id=message.message_id)
-    start_match_listener.broker.enqueue(msg)
+    start_match_listener.broker.enqueue(_start_message(message))
+
+
+def send_starts(messages: list[StartMessage]) -> None:
+    """Send many start messages in one Redis round trip (the dispatch tick)."""
+    enqueue_many(start_match_listener.broker, [_start_message(m) for m in messages])
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
@@ -74,6 +88,7 @@ def dispatch_upcoming_match_listeners(within_minutes: int | None = None, is_test
         settings=rt.settings,
         barriers=rt.barriers,
         send=send_start,
+        send_batch=send_starts,
     )
     return result.as_dict()
 

@@ -1,8 +1,9 @@
 """The dispatcher: one tick finds matches needing a listener and sends one start message per match.
 
-Cost follows the eligible matches, not the table: one indexed query, one UPDATE abandoning
-stale rows among them, one Redis pipeline for exhausted flags, one for the pending keys
-(SET NX), one UPDATE saving every message id, then one send per claimed match.
+Cost follows the eligible matches, not the table: one indexed query (which also flags stale
+open rows), one UPDATE abandoning those stale rows (only when there are any), one MGET for
+exhausted flags, one script call claiming the pending keys (SET NX), one UPDATE saving every
+message id, then the sends (one pipelined round trip with a batch sender).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from config.errors import KickoffError, LockNotOwned
 from config.settings import MatchListenerEnvironment
 from listener import rows
 from listener.cleanup import after_abandon
-from listener.locks import claim_pending_many, clear_pending_many
-from listener.start import find_upcoming_matches_needing_listeners
+from listener.locks import claim_pending_many, clear_pending_many, exhausted_among
+from listener.start import find_candidates
 from models.barriers import Barriers
 from models.db import database, database_errors
 
@@ -37,6 +38,8 @@ class StartMessage:
 
 #: Sends one start message to the broker (the actors module provides the Dramatiq one).
 Sender = Callable[[StartMessage], None]
+#: Sends many start messages at once (one round trip); all or nothing as far as the caller knows.
+BatchSender = Callable[[list[StartMessage]], None]
 
 
 def new_message_id(match_id: str) -> str:
@@ -81,16 +84,29 @@ def dispatch_upcoming_match_listeners(
     settings: MatchListenerEnvironment,
     barriers: Barriers,
     send: Sender,
+    send_batch: BatchSender | None = None,
     use_lock: bool = True,
 ) -> DispatchResult:
-    """One dispatch tick under the dispatch lock (``use_lock=False`` only to test the pending keys)."""
+    """One dispatch tick under the dispatch lock (``use_lock=False`` only to test the pending keys).
+
+    With ``send_batch`` the start messages go out in one call; a batch that raises releases
+    every pending key of the batch (a start that did go out is then superseded by the next
+    dispatch's newer message id and does nothing).
+    """
     within = settings.listener_dispatch_within_minutes if within_minutes is None else within_minutes
     lock = barriers.dispatch_lock()
     if use_lock and not lock.acquire():
         logger.info("dispatch skipped: another dispatch holds the lock")
         return DispatchResult(locked=True)
     try:
-        return _dispatch(within=within, is_test=is_test, settings=settings, barriers=barriers, send=send)
+        return _dispatch(
+            within=within,
+            is_test=is_test,
+            settings=settings,
+            barriers=barriers,
+            send=send,
+            send_batch=send_batch,
+        )
     finally:
         if use_lock:
             try:
@@ -102,19 +118,27 @@ def dispatch_upcoming_match_listeners(
 
 
 def _dispatch(
-    *, within: int, is_test: bool | None, settings: MatchListenerEnvironment, barriers: Barriers, send: Sender
+    *,
+    within: int,
+    is_test: bool | None,
+    settings: MatchListenerEnvironment,
+    barriers: Barriers,
+    send: Sender,
+    send_batch: BatchSender | None,
 ) -> DispatchResult:
-    ids = find_upcoming_matches_needing_listeners(
+    found = find_candidates(
         within_minutes=within,
         is_test=is_test,
         active_max_age_seconds=barriers.active_max_age_seconds,
         stale_seconds=barriers.stale_seconds,
     )
-    if not ids:
+    if not found:
         return DispatchResult()
-    abandoned = rows.abandon_stale_rows(stale_seconds=barriers.stale_seconds, match_ids=ids)
+    ids = [mid for mid, _ in found]
+    with_stale = [mid for mid, has_stale in found if has_stale]
+    abandoned = rows.abandon_stale_rows(stale_seconds=barriers.stale_seconds, match_ids=with_stale)
     after_abandon(abandoned, settings=settings, barriers=barriers)
-    exhausted = barriers.exhausted_among(ids)
+    exhausted = exhausted_among(barriers, ids)
     candidates = [m for m in ids if m not in exhausted]
     claimed_flags = claim_pending_many(barriers, candidates)
     claimed = [m for m, ok in zip(candidates, claimed_flags, strict=True) if ok]
@@ -126,6 +150,15 @@ def _dispatch(
         raise
     sent: list[str] = []
     failed: list[str] = []
+    if send_batch is not None and messages:
+        try:
+            send_batch(messages)
+        except Exception:
+            logger.exception("sending %d start messages failed", len(messages))
+            failed = [m.match_id for m in messages]
+        else:
+            sent = [m.match_id for m in messages]
+        messages = []
     for message in messages:
         try:
             send(message)

@@ -34,6 +34,15 @@ end
 return out
 """
 
+# KEYS: pending keys; ARGV[1]: ttl in seconds. Returns 1 where SET NX succeeded.
+_CLAIM_MANY = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('set', key, '1', 'NX', 'EX', ARGV[1]) then out[i] = 1 else out[i] = 0 end
+end
+return out
+"""
+
 # KEYS[1]: lock key; ARGV[1]: token of the (dead) holder.
 _DELETE_IF_TOKEN = """
 if redis.call('get', KEYS[1]) == ARGV[1] then
@@ -91,14 +100,21 @@ def start_lock_holder(barriers: Barriers, match_id: str) -> str | None:
 
 @_redis_errors
 def claim_pending_many(barriers: Barriers, match_ids: Sequence[str]) -> list[bool]:
-    """SET NX the pending key of every match in one round trip; True where this call claimed it."""
+    """SET NX the pending key of every match in one script call; True where this call claimed it."""
     if not match_ids:
         return []
     ttl = int(barriers.active_max_age_seconds)
-    pipe = barriers.client.pipeline(transaction=False)
-    for match_id in match_ids:
-        pipe.set(barriers.pending_key(match_id), "1", nx=True, ex=ttl)
-    return [bool(x) for x in pipe.execute()]
+    keys = [barriers.pending_key(m) for m in match_ids]
+    return [bool(x) for x in barriers.client.eval(_CLAIM_MANY, len(keys), *keys, ttl)]
+
+
+@_redis_errors
+def exhausted_among(barriers: Barriers, match_ids: Sequence[str]) -> set[str]:
+    """The ids whose exhausted flag is set (one MGET)."""
+    if not match_ids:
+        return set()
+    values = barriers.client.mget([barriers.exhausted_key(m) for m in match_ids])
+    return {m for m, v in zip(match_ids, values, strict=True) if v is not None}
 
 
 @_redis_errors

@@ -76,6 +76,13 @@ def close_row(record_id: str, *, exit_code: int | None, reason: str, stopped_by:
     return bool(n)
 
 
+def recorded_exit(record_id: str) -> tuple[int | None, str | None]:
+    """The exit code and reason a row was closed with (by whoever closed it)."""
+    with database_errors():
+        row = R.select(R.exit_code, R.exit_reason).where(R.id == uuid.UUID(record_id)).first()
+    return (row.exit_code, row.exit_reason) if row else (None, None)
+
+
 def _stale_before(stale_seconds: float, now: datetime) -> datetime:
     return now - timedelta(seconds=stale_seconds)
 

@@ -59,7 +59,28 @@ def find_upcoming_matches_needing_listeners(
     stale_seconds: float,
     now: datetime | None = None,
 ) -> list[str]:
-    """Internal ids of matches the dispatcher should start a listener for (one query).
+    """Internal ids of matches the dispatcher should start a listener for (one query); see below."""
+    return [
+        mid
+        for mid, _ in find_candidates(
+            within_minutes=within_minutes,
+            is_test=is_test,
+            active_max_age_seconds=active_max_age_seconds,
+            stale_seconds=stale_seconds,
+            now=now,
+        )
+    ]
+
+
+def find_candidates(
+    *,
+    within_minutes: int,
+    is_test: bool | None,
+    active_max_age_seconds: float,
+    stale_seconds: float,
+    now: datetime | None = None,
+) -> list[tuple[str, bool]]:
+    """``(match id, has a stale open row)`` for every match needing a listener (one query).
 
     Enabled league, ``auto_dispatch_listener`` on; live statuses always, pre-game and delayed
     ones when ``scheduled`` is in [now - active age, now + within_minutes]; ``is_test`` filters
@@ -73,6 +94,9 @@ def find_upcoming_matches_needing_listeners(
         R.ended_at.is_null(),
         R.created_at >= now - timedelta(seconds=active_max_age_seconds),
         R.heartbeat_at >= now - timedelta(seconds=stale_seconds),
+    )
+    stale_open = R.select(R.id).where(
+        R.match == Match.id, R.ended_at.is_null(), R.heartbeat_at < now - timedelta(seconds=stale_seconds)
     )
     window = Match.scheduled.between(
         now - timedelta(seconds=active_max_age_seconds), now + timedelta(minutes=within_minutes)
@@ -89,8 +113,14 @@ def find_upcoming_matches_needing_listeners(
     if is_test is not None:
         cond &= Match.is_test == is_test
     with database_errors():
-        query = Match.select(Match.id).join(League).where(cond).order_by(Match.scheduled, Match.id)
-        return [str(m.id) for m in query]
+        query = (
+            Match.select(Match.id, peewee.fn.EXISTS(stale_open).alias("has_stale"))
+            .join(League)
+            .where(cond)
+            .order_by(Match.scheduled, Match.id)
+            .tuples()
+        )
+        return [(str(mid), bool(has_stale)) for mid, has_stale in query]
 
 
 # -- settings merge -------------------------------------------------------------------
@@ -242,10 +272,14 @@ def run_match_listener(
     if record_id:
         try:
             written = rows.close_row(record_id, exit_code=code, reason=reason, stopped_by=stopped_by)
+            if not written:
+                # Closed by a stop (15) or a sweep (14) first: report what the row says.
+                recorded, recorded_reason = rows.recorded_exit(record_id)
+                if recorded is not None:
+                    code, reason = recorded, recorded_reason or reason
+                logger.info("match %s: row %s was already closed with %s", match_id, record_id, code)
         finally:
             if not database.is_closed():
                 database.close()
-        if not written:
-            logger.info("match %s: row %s was already closed by another process", match_id, record_id)
     logger.info("match %s: listener ended with exit %s (%s)", match_id, code, reason)
     return RunOutcome(record_id=record_id, exit_code=code, reason=reason, stop_cause=cause)

@@ -84,8 +84,11 @@ def outbox() -> Outbox:
 
 
 @pytest.fixture
-def runner() -> Iterator[Callable[..., Future]]:
-    """Run a callable in a background thread (a listener run lasts until stopped)."""
+def runner(services: ListenerServices) -> Iterator[Callable[..., Future]]:
+    """Run a callable in a background thread (a listener run lasts until stopped).
+
+    At teardown every listener still running is stopped first, so a failed test cannot hang.
+    """
     pool = ThreadPoolExecutor(max_workers=16)
 
     def submit(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
@@ -99,6 +102,7 @@ def runner() -> Iterator[Callable[..., Future]]:
         return pool.submit(call)
 
     yield submit
+    services.shutdown_all()
     pool.shutdown(wait=True, cancel_futures=True)
 
 

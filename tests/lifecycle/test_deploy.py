@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.lifecycle.helpers import dead_run, reload, rows_of
 
 PROCESSES = {
@@ -29,6 +31,7 @@ def test_the_procfile_and_systemd_define_every_process(repo_root: Path):
         assert needle in unit and "EnvironmentFile=" in unit
 
 
+@pytest.mark.e2e
 def test_the_staging_deploy_sweeps_with_zero_then_dispatches(
     repo_root, make_match, barriers, subprocess_env, lifecycle_env, tmp_path
 ):

@@ -57,6 +57,7 @@ def test_a_second_scheduler_or_a_restart_inside_the_minute_sends_nothing_twice(r
     assert [slot_of(s) for s in sent] == ["20300101T1000", "20300101T1001"]
 
 
+@pytest.mark.e2e
 def test_two_scheduler_processes_send_each_slot_once(subprocess_env, lifecycle_env, tmp_path: Path):
     from models.barriers import connect_redis
 

@@ -22,6 +22,8 @@ from models.listener_record import MatchListenerRecord
 from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import open_rows, reload, rows_of
 
+pytestmark = pytest.mark.e2e
+
 WORKER_ENV = {
     "BROKER_HEARTBEAT_TIMEOUT_SECONDS": "1",  # a killed worker's message is re-delivered quickly
     "BROKER_MAINTENANCE_CHANCE": "1000000",

@@ -1,0 +1,223 @@
+"""Benchmark: one dispatch tick with 1,000 eligible matches among 10,000 and 100,000 stored; stop latency.
+
+Run: ``.venv/bin/python bench/dispatch.py`` (a few minutes at most). Uses a throw-away database,
+its own Redis key prefix and Dramatiq namespace (all removed at the end), the real RedisBroker
+for the start messages, and default intervals for the stop latency (LISTENER_STOP_POLL_SECONDS).
+
+Goal: a tick <= 250 ms and the 100k/10k ratio <= 1.5 (cost follows eligible matches, not table size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import threading
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+ADMIN_DB = "postgresql://postgres@127.0.0.1:5432"
+TAG = uuid.uuid4().hex[:8]
+ELIGIBLE = 1_000
+
+
+def configure_env() -> None:
+    os.environ.update(
+        {
+            "DATABASE_URL": f"{ADMIN_DB}/kickoff_bench_{TAG}",
+            "REDIS_KEY_PREFIX": f"kickoffbench:{TAG}:",
+            "BROKER_NAMESPACE": f"kickoffbench-{TAG}",
+            "LISTENER_BODY": "listener.testing:ScriptedListener",
+        }
+    )
+
+
+def seed(total: int, *, start_index: int) -> None:
+    """Add matches until ``total`` are stored: 1,000 eligible, the rest history, far future or off."""
+    from config.clock import utcnow
+    from models.db import database
+    from models.league import League
+    from models.listener_record import MatchListenerRecord
+    from models.match import Match
+
+    nfl, _ = League.get_or_create(name="nfl")
+    off, _ = League.get_or_create(name="xfl", defaults={"enabled": False})
+    now = utcnow()
+    rows, records = [], []
+    for i in range(start_index, total):
+        mid = uuid.uuid4()
+        row = {
+            "id": mid,
+            "sr_id": f"sr:match:bench:{i}",
+            "league": nfl.id,
+            "status": "scheduled",
+            "scheduled": now + timedelta(minutes=5),
+        }
+        if i >= ELIGIBLE:
+            kind = i % 10
+            if kind < 8:  # played: closed, with a finished listener run
+                row.update(status="closed", scheduled=now - timedelta(days=1 + i % 300))
+                records.append(
+                    {
+                        "id": uuid.uuid4(),
+                        "match": mid,
+                        "created_at": row["scheduled"],
+                        "heartbeat_at": row["scheduled"],
+                        "ended_at": row["scheduled"],
+                        "exit_code": 13,
+                    }
+                )
+            elif kind == 8:  # scheduled beyond the window
+                row.update(scheduled=now + timedelta(days=1 + i % 60))
+            else:  # disabled league or dispatch off
+                row.update(league=off.id) if i % 2 else row.update(auto_dispatch_listener=False)
+        rows.append(row)
+    with database.atomic():
+        for n in range(0, len(rows), 5000):
+            Match.insert_many(rows[n : n + 5000]).execute()
+        for n in range(0, len(records), 5000):
+            MatchListenerRecord.insert_many(records[n : n + 5000]).execute()
+    database.execute_sql("ANALYZE matches")
+    database.execute_sql("ANALYZE match_listener_records")
+
+
+def reset(barriers, broker_client, namespace: str) -> None:
+    """Forget the previous tick: pending keys, stored message ids, queued messages."""
+    from models.db import database
+
+    keys = list(barriers.client.scan_iter(match=f"{barriers.prefix}pending_*", count=5000))
+    if keys:
+        barriers.client.delete(*keys)
+    database.execute_sql(
+        "UPDATE matches SET listener_start_settings = '{}'::jsonb "
+        "WHERE listener_start_settings ? 'message_id'"
+    )
+    for key in broker_client.scan_iter(match=f"{namespace}:*"):
+        broker_client.delete(key)
+
+
+def time_ticks(settings, barriers, broker_client, send, send_batch, ticks: int) -> list[float]:
+    from listener.dispatch import dispatch_upcoming_match_listeners
+
+    out = []
+    for _ in range(ticks):
+        reset(barriers, broker_client, settings.broker_namespace)
+        began = time.perf_counter()
+        result = dispatch_upcoming_match_listeners(
+            settings=settings, barriers=barriers, send=send, send_batch=send_batch
+        )
+        out.append((time.perf_counter() - began) * 1000)
+        assert result.enqueued == ELIGIBLE, result
+    return out
+
+
+def stop_latency(settings, barriers, stops: int) -> list[float]:
+    """Start ``stops`` scripted listeners in-process, stop them one by one, time stop -> run ended."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from listener.cleanup import stop_match_listener
+    from listener.lifecycle import start_match_listener
+    from listener.runtime import ListenerServices
+    from models.db import database
+    from models.match import Match
+
+    services = ListenerServices(settings=settings, barriers=barriers)
+    ids = [str(m.id) for m in Match.select(Match.id).where(Match.status == "scheduled").limit(stops)]
+    pool = ThreadPoolExecutor(max_workers=stops)
+
+    def run(mid: str):
+        try:
+            return start_match_listener(
+                mid, None, True, message_id=None, settings=settings, barriers=barriers, services=services
+            )
+        finally:
+            database.close()
+
+    futures = {mid: pool.submit(run, mid) for mid in ids}
+    deadline = time.monotonic() + 30
+    while len(services.running()) < stops and time.monotonic() < deadline:
+        time.sleep(0.05)
+    latencies = []
+    rng = random.Random(7)
+    for mid in ids:
+        time.sleep(rng.uniform(0, settings.listener_stop_poll_seconds))  # stops arrive at random poll phases
+        ended = threading.Event()
+        futures[mid].add_done_callback(lambda _f, e=ended: e.set())
+        began = time.perf_counter()
+        stop_match_listener(mid, settings=settings, barriers=barriers)
+        ended.wait(10)
+        latencies.append((time.perf_counter() - began) * 1000)
+        outcome = futures[mid].result()
+        assert outcome.exit_code == 15, outcome
+    pool.shutdown()
+    services.close()
+    database.close()
+    return latencies
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(round(p / 100 * (len(ordered) - 1)), len(ordered) - 1)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ticks", type=int, default=5, help="ticks timed per table size")
+    parser.add_argument("--stops", type=int, default=50, help="stops timed")
+    args = parser.parse_args()
+    configure_env()
+
+    import actors
+    from actors.listeners import send_start, send_starts
+    from models.barriers import Barriers, connect_redis
+    from models.db import database
+    from models.migrate import drop_database, migrate
+
+    settings = actors.settings
+    migrate(settings.database_url)
+    barriers = Barriers.from_settings(settings)
+    broker_client = connect_redis(settings.broker_url)
+    try:
+        results = {}
+        stored = 0
+        for total in (10_000, 100_000):
+            t0 = time.perf_counter()
+            seed(total, start_index=stored)
+            stored = total
+            print(f"seeded {total:,} matches ({ELIGIBLE:,} eligible) in {time.perf_counter() - t0:.1f} s")
+            time_ticks(settings, barriers, broker_client, send_start, send_starts, 1)  # warm up
+            ticks = time_ticks(settings, barriers, broker_client, send_start, send_starts, args.ticks)
+            results[total] = statistics.median(ticks)
+            print(
+                f"  tick with {total:>7,} stored: median {results[total]:.1f} ms "
+                f"(min {min(ticks):.1f}, max {max(ticks):.1f}; {args.ticks} ticks, "
+                f"{ELIGIBLE:,} starts sent each)"
+            )
+        ratio = results[100_000] / results[10_000]
+        print(
+            f"ratio 100k/10k: {ratio:.2f} (goal <= 1.5); tick goal <= 250 ms: "
+            f"{'met' if max(results.values()) <= 250 else 'NOT met'}"
+        )
+        reset(barriers, broker_client, settings.broker_namespace)
+        lat = stop_latency(settings, barriers, args.stops)
+        print(
+            f"stop latency over {len(lat)} stops (poll {settings.listener_stop_poll_seconds} s): "
+            f"p50 {pct(lat, 50):.0f} ms, p95 {pct(lat, 95):.0f} ms, max {max(lat):.0f} ms (goal: within 2 s)"
+        )
+    finally:
+        database.close()
+        drop_database(settings.database_url)
+        for client in (barriers.client, broker_client):
+            for key in client.scan_iter(match=f"*{TAG}*", count=5000):
+                client.delete(key)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
