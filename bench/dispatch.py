@@ -161,6 +161,68 @@ def stop_latency(settings, barriers, stops: int) -> list[float]:
     return latencies
 
 
+def scale(settings, barriers, n: int) -> None:
+    """Run ``n`` scripted listeners in one process: one heartbeat thread, one stop watcher, bounded DB use."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from listener.lifecycle import start_match_listener
+    from listener.runtime import ListenerServices
+    from models.db import database
+    from models.match import Match
+
+    services = ListenerServices(settings=settings, barriers=barriers)
+    ids = [str(m.id) for m in Match.select(Match.id).where(Match.status == "scheduled").limit(n)]
+    database.close()
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            row = database.execute_sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            ).fetchone()
+            peak[0] = max(peak[0], int(row[0]) - 1)
+            time.sleep(0.02)
+        database.close()
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    pool = ThreadPoolExecutor(max_workers=len(ids))
+    began = time.perf_counter()
+
+    def run(mid: str):
+        return start_match_listener(
+            mid, None, True, message_id=None, settings=settings, barriers=barriers, services=services
+        )
+
+    futures = [pool.submit(run, mid) for mid in ids]
+    while len(services.running()) < len(ids) and time.perf_counter() - began < 120:
+        time.sleep(0.05)
+    started = time.perf_counter() - began
+    t = time.perf_counter()
+    report = services.heartbeat.beat_once()
+    beat_ms = (time.perf_counter() - t) * 1000
+    t = time.perf_counter()
+    services.stop_watch.poll_once()
+    poll_ms = (time.perf_counter() - t) * 1000
+    threads = sum(1 for th in threading.enumerate() if th.name.startswith("kickoff-"))
+    t = time.perf_counter()
+    services.shutdown_all()
+    codes = [f.result(timeout=120).exit_code for f in futures]
+    ended = time.perf_counter() - t
+    done.set()
+    sampler.join()
+    pool.shutdown()
+    services.close()
+    print(
+        f"{len(ids):,} listeners in one process: all running after {started:.1f} s; one heartbeat "
+        f"({report.rows_written} rows, {report.locks_extended} locks) {beat_ms:.0f} ms; one stop poll "
+        f"{poll_ms:.0f} ms; {threads} service threads; peak PostgreSQL connections {peak[0]} "
+        f"(slots {settings.listener_db_slots_per_process}); graceful shutdown of all {ended:.1f} s "
+        f"(exit 14: {codes.count(14)})"
+    )
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(round(p / 100 * (len(ordered) - 1)), len(ordered) - 1)]
@@ -170,6 +232,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ticks", type=int, default=5, help="ticks timed per table size")
     parser.add_argument("--stops", type=int, default=50, help="stops timed")
+    parser.add_argument("--listeners", type=int, default=1000, help="listeners run at once in one process")
     args = parser.parse_args()
     configure_env()
 
@@ -210,6 +273,9 @@ def main() -> int:
             f"stop latency over {len(lat)} stops (poll {settings.listener_stop_poll_seconds} s): "
             f"p50 {pct(lat, 50):.0f} ms, p95 {pct(lat, 95):.0f} ms, max {max(lat):.0f} ms (goal: within 2 s)"
         )
+        if args.listeners:
+            reset(barriers, broker_client, settings.broker_namespace)
+            scale(settings, barriers, args.listeners)
     finally:
         database.close()
         drop_database(settings.database_url)

@@ -245,6 +245,9 @@ class MatchListenerEnvironment(BaseEnvironment):
         ge=0,
         description="A listener that cannot extend its start lock stops this long before the lock expires.",
     )
+    listener_db_slots_per_process: int = Field(
+        8, gt=0, description="Listener starts/shutdowns of one worker process using PostgreSQL at once."
+    )
     listener_test_duration_seconds: float | None = Field(
         None, description="Scripted test listener: run this long, then exit (empty: until stopped)."
     )

@@ -133,51 +133,62 @@ def start_match_listener(
         logger.info("match %s: start %s: %s", mid, message_id, why)
         return StartResult(match_id=mid, message_id=message_id, skipped=why)
 
-    if message_id is not None:
-        consumed = consume_message(barriers, message_id)
-        current = stored_message_id(mid)
-        if not consumed:
-            if current == message_id:
-                # Re-delivered after its worker died (a stop would have removed the stored id).
-                recover_pending_of_dead_start(mid, barriers=barriers)
-            return skip(Skip.REVOKED, clear_pending=False)
-        if current is not None and current != message_id:
-            return skip(Skip.SUPERSEDED, clear_pending=False)
+    def prepare() -> StartResult | str:
+        """The guards before the run; a StartResult (skip) or the start-lock token taken."""
+        if message_id is not None:
+            consumed = consume_message(barriers, message_id)
+            current = stored_message_id(mid)
+            if not consumed:
+                if current == message_id:
+                    # Re-delivered after its worker died (a stop would have removed the stored id).
+                    recover_pending_of_dead_start(mid, barriers=barriers)
+                return skip(Skip.REVOKED, clear_pending=False)
+            if current is not None and current != message_id:
+                return skip(Skip.SUPERSEDED, clear_pending=False)
 
-    if force:
-        barriers.clear_start_barriers(mid, include_start_lock=False)
-        barriers.clear_stop_flag(mid)
-    try:
-        validate_override_keys(overrides)
-    except KickoffError:
-        barriers.clear_pending(mid)
-        _count_failure(mid, barriers)
-        raise
-    if not force:
-        if barriers.stop_flags_among([mid]):
-            return skip(Skip.STOPPED, clear_pending=False)
-        if barriers.is_exhausted(mid):
-            return skip(Skip.EXHAUSTED, clear_pending=True)
+        if force:
+            barriers.clear_start_barriers(mid, include_start_lock=False)
+            barriers.clear_stop_flag(mid)
+        try:
+            validate_override_keys(overrides)
+        except KickoffError:
+            barriers.clear_pending(mid)
+            _count_failure(mid, barriers)
+            raise
+        if not force:
+            if barriers.stop_flags_among([mid]):
+                return skip(Skip.STOPPED, clear_pending=False)
+            if barriers.is_exhausted(mid):
+                return skip(Skip.EXHAUSTED, clear_pending=True)
 
-    stale_kw = {
-        "stale_seconds": barriers.stale_seconds,
-        "active_max_age_seconds": barriers.active_max_age_seconds,
-    }
-    abandoned = rows.abandon_stale_rows(stale_seconds=barriers.stale_seconds, match_ids=[mid])
-    after_abandon(abandoned, settings=settings, barriers=barriers)
-    if not force and rows.has_active_row(mid, **stale_kw):
-        return skip(Skip.ACTIVE, clear_pending=True)
+        stale_kw = {
+            "stale_seconds": barriers.stale_seconds,
+            "active_max_age_seconds": barriers.active_max_age_seconds,
+        }
+        abandoned = rows.abandon_stale_rows(stale_seconds=barriers.stale_seconds, match_ids=[mid])
+        after_abandon(abandoned, settings=settings, barriers=barriers)
+        if not force and rows.has_active_row(mid, **stale_kw):
+            return skip(Skip.ACTIVE, clear_pending=True)
 
-    token = str(uuid.uuid4())
-    if not barriers.start_lock(mid).acquire(token):
-        return skip(Skip.LOCKED, clear_pending=not force)
-    if not force and rows.has_active_row(mid, **stale_kw):
-        _unwind(mid, token, barriers)
-        return skip(Skip.ACTIVE, clear_pending=False)
-    if force:
-        superseded = rows.supersede_open_rows(mid)
-        if superseded:
-            logger.warning("match %s: forced start closed %d open rows of dead runs", mid, len(superseded))
+        token = str(uuid.uuid4())
+        if not barriers.start_lock(mid).acquire(token):
+            return skip(Skip.LOCKED, clear_pending=not force)
+        if not force and rows.has_active_row(mid, **stale_kw):
+            _unwind(mid, token, barriers)
+            return skip(Skip.ACTIVE, clear_pending=False)
+        if force:
+            superseded = rows.supersede_open_rows(mid)
+            if superseded:
+                logger.warning(
+                    "match %s: forced start closed %d open rows of dead runs", mid, len(superseded)
+                )
+        return token
+
+    with services.db_slot():
+        prepared = prepare()
+    if isinstance(prepared, StartResult):
+        return prepared
+    token = prepared
 
     outcome: RunOutcome | None = None
     try:
@@ -190,9 +201,8 @@ def start_match_listener(
         if not database.is_closed():
             database.close()
     if message_id is not None:
-        with contextlib.suppress(KickoffError):
+        with services.db_slot(), contextlib.suppress(KickoffError):
             forget_message_id(mid, message_id)
-            database.close()
 
     failed = is_counted_failure(outcome.exit_code)
     attempts = _count_failure(mid, barriers) if failed else None

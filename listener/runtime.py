@@ -10,9 +10,11 @@ raised in its thread.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from dramatiq.middleware.threading import raise_thread_exception
@@ -23,6 +25,7 @@ from listener.exit_codes import ExitCode
 from listener.heartbeat import HeartbeatService
 from listener.stop_watch import StopWatcher
 from models.barriers import Barriers
+from models.db import database
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +136,22 @@ class ListenerServices:
         self._runs: set[RunHandle] = set()
         self._mu = threading.Lock()
         self.shutting_down = False
+        self._db_slots = threading.BoundedSemaphore(settings.listener_db_slots_per_process)
+
+    @contextlib.contextmanager
+    def db_slot(self) -> Iterator[None]:
+        """Bound the PostgreSQL connections a burst of starts/shutdowns opens; close ours at exit.
+
+        A worker with 1,000 listener threads must not open 1,000 connections when a dispatch
+        hands it 1,000 starts at once: each start's database work runs inside a slot, and no
+        connection is kept while the game runs.
+        """
+        with self._db_slots:
+            try:
+                yield
+            finally:
+                if not database.is_closed():
+                    database.close()
 
     @classmethod
     def for_process(cls, *, settings: MatchListenerEnvironment, barriers: Barriers) -> ListenerServices:

@@ -36,7 +36,7 @@ from listener.runtime import (
     worker_shutdown,
 )
 from listener.stop_watch import StopRegistration
-from models.db import database, database_errors
+from models.db import database_errors
 from models.league import League
 from models.listener_record import MatchListenerRecord
 from models.match import METADATA_KEYS, Match
@@ -211,18 +211,17 @@ def run_match_listener(
     ``token`` becomes the lifecycle row's id, so cleanup can tell whose lock it is. Raises
     MatchNotFound / ListenerStartSettingsError before any row is written.
     """
-    match = load_match(match_id)
-    env = resolve_listener_environment(match, overrides)
-    body_cls = load_body_class(env.listener_body)
-    is_test = bool(match.is_test)
-    write_row = is_test or not env.listener_dry_run
-    record_id = token if write_row else None
-    if record_id:
-        rows.create_row(
-            record_id=record_id, match_id=match_id, message_id=message_id, dry_run=env.listener_dry_run
-        )
-    if not database.is_closed():
-        database.close()  # no connection held while the game runs
+    with services.db_slot():  # the connection is closed at the end: none is held while the game runs
+        match = load_match(match_id)
+        env = resolve_listener_environment(match, overrides)
+        body_cls = load_body_class(env.listener_body)
+        is_test = bool(match.is_test)
+        write_row = is_test or not env.listener_dry_run
+        record_id = token if write_row else None
+        if record_id:
+            rows.create_row(
+                record_id=record_id, match_id=match_id, message_id=message_id, dry_run=env.listener_dry_run
+            )
     logger.info("match %s: listener started (row %s, message %s)", match_id, record_id, message_id)
 
     ctx = ListenerContext(match_id=match_id, record_id=record_id, is_test=is_test, settings=env)
@@ -270,7 +269,7 @@ def run_match_listener(
     else:
         reason, stopped_by = describe(code), None
     if record_id:
-        try:
+        with services.db_slot():
             written = rows.close_row(record_id, exit_code=code, reason=reason, stopped_by=stopped_by)
             if not written:
                 # Closed by a stop (15) or a sweep (14) first: report what the row says.
@@ -278,8 +277,5 @@ def run_match_listener(
                 if recorded is not None:
                     code, reason = recorded, recorded_reason or reason
                 logger.info("match %s: row %s was already closed with %s", match_id, record_id, code)
-        finally:
-            if not database.is_closed():
-                database.close()
     logger.info("match %s: listener ended with exit %s (%s)", match_id, code, reason)
     return RunOutcome(record_id=record_id, exit_code=code, reason=reason, stop_cause=cause)
