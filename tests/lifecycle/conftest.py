@@ -41,6 +41,34 @@ def lifecycle_env(monkeypatch: pytest.MonkeyPatch, test_env: dict[str, str]) -> 
     return env
 
 
+@pytest.fixture(autouse=True)
+def actors_bound(lifecycle_env: dict[str, str]) -> None:
+    """Make sure ``actors`` (settings read once at import) points at this run's services.
+
+    If another test module imported ``actors`` earlier with other settings, rebind its actors
+    to a broker built from this run's settings (what a fresh process would do at import).
+    """
+    import actors
+    from actors import listeners
+    from actors.broker import setup_broker
+
+    wanted = MatchListenerEnvironment(_env_file=None)
+    current = actors.settings
+    if (current.broker_namespace, current.database_url, current.redis_key_prefix) == (
+        wanted.broker_namespace,
+        wanted.database_url,
+        wanted.redis_key_prefix,
+    ):
+        return
+    old = actors.kickoff_broker
+    new = setup_broker(wanted)
+    for actor in list(old.actors.values()):
+        actor.broker = new
+        new.declare_actor(actor)
+    actors.settings, actors.kickoff_broker = wanted, new
+    listeners._runtime_cache = None
+
+
 @pytest.fixture
 def lsettings(lifecycle_env: dict[str, str]) -> MatchListenerEnvironment:
     """MatchListenerEnvironment of the test run with short intervals (no .env file)."""

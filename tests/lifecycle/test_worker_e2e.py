@@ -32,11 +32,8 @@ WORKER_ENV = {
 
 @pytest.fixture
 def send_start(lifecycle_env):
-    import actors
     from actors.listeners import send_start
 
-    if actors.settings.broker_namespace != lifecycle_env["BROKER_NAMESPACE"]:
-        pytest.skip("actors was imported earlier with other settings")
     yield send_start
     from models.barriers import connect_redis
 
