@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from dramatiq.middleware.threading import raise_thread_exception
 
+from config.errors import ConfigurationError
 from config.settings import MatchListenerEnvironment
 from listener.body import ListenerBody, ListenerContext
 from listener.exit_codes import ExitCode
@@ -121,6 +122,13 @@ class ListenerServices:
     _process_mu = threading.Lock()
 
     def __init__(self, *, settings: MatchListenerEnvironment, barriers: Barriers) -> None:
+        margin = settings.listener_heartbeat_interval_seconds + settings.listener_lock_loss_grace_seconds
+        if margin >= barriers.stale_seconds:
+            raise ConfigurationError(
+                "LISTENER_HEARTBEAT_INTERVAL_SECONDS + LISTENER_LOCK_LOSS_GRACE_SECONDS "
+                f"({margin:g}) must be below LISTENER_HEARTBEAT_STALE_SECONDS ({barriers.stale_seconds:g}): "
+                "the start lock would expire between heartbeats"
+            )
         self.settings = settings
         self.barriers = barriers
         self.stop_grace_seconds = max(1.0, settings.listener_lock_loss_grace_seconds)

@@ -146,3 +146,12 @@ def test_a_run_holds_no_database_connection_while_the_game_runs(make_match, ctx,
     match.save()
     assert runner(start, match, **ctx).result(timeout=5).exit_code == 0
     assert seen == [True]
+
+
+def test_intervals_that_would_let_the_lock_expire_between_heartbeats_are_refused(lsettings, lbarriers):
+    from config.errors import ConfigurationError
+    from listener.runtime import ListenerServices
+
+    bad = lsettings.model_copy(update={"listener_heartbeat_interval_seconds": lbarriers.stale_seconds})
+    with pytest.raises(ConfigurationError, match="LISTENER_HEARTBEAT_STALE_SECONDS"):
+        ListenerServices(settings=bad, barriers=lbarriers)
