@@ -13,7 +13,6 @@ Every interval the thread writes ``heartbeat_at`` on the open rows of every regi
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from config.errors import KickoffError
 from listener import rows
 from listener.locks import extend_start_locks
+from listener.poller import RegistryPoller
 from models.barriers import Barriers
 from models.db import database
 
@@ -51,7 +51,7 @@ class BeatReport:
     lost: tuple[str, ...]  # match ids told to stop
 
 
-class HeartbeatService:
+class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
     """The process's single heartbeat thread; register a run when it starts, unregister at its end."""
 
     def __init__(
@@ -62,30 +62,17 @@ class HeartbeatService:
         lock_ttl_seconds: float,
         grace_seconds: float,
     ) -> None:
+        super().__init__(thread_name="kickoff-heartbeat", step_name="heartbeat beat")
         self.barriers = barriers
         self.interval_seconds = interval_seconds
         self.lock_ttl_seconds = lock_ttl_seconds
         self.grace_seconds = grace_seconds
-        self._regs: set[HeartbeatRegistration] = set()
-        self._mu = threading.Lock()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._stopping = False
 
-    # -- registration ----------------------------------------------------------------
+    def period_seconds(self) -> float:
+        return self.interval_seconds
 
-    def register(self, reg: HeartbeatRegistration) -> None:
-        with self._mu:
-            self._regs.add(reg)
-        self.start()
-
-    def unregister(self, reg: HeartbeatRegistration) -> None:
-        with self._mu:
-            self._regs.discard(reg)
-
-    def registered(self) -> int:
-        with self._mu:
-            return len(self._regs)
+    def step(self) -> None:
+        self.beat_once()
 
     # -- the beat --------------------------------------------------------------------
 
@@ -95,8 +82,7 @@ class HeartbeatService:
 
     def beat_once(self) -> BeatReport:
         """Write every registered row's heartbeat and extend every start lock, once."""
-        with self._mu:
-            regs = list(self._regs)
+        regs = self.snapshot()
         if not regs:
             return BeatReport(0, 0, ())
         lost: dict[HeartbeatRegistration, str] = {}
@@ -148,29 +134,3 @@ class HeartbeatService:
             except Exception:
                 logger.exception("match %s: stop callback failed", reg.match_id)
         return BeatReport(len(written or ()), extended, tuple(r.match_id for r in lost))
-
-    # -- the thread ------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Start the thread if it is not running (idempotent)."""
-        with self._mu:
-            if self._thread is not None and self._thread.is_alive():
-                return
-            self._stopping = False
-            self._thread = threading.Thread(target=self._run, name="kickoff-heartbeat", daemon=True)
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
-
-    def _run(self) -> None:
-        while not self._stopping:
-            self._wake.wait(self.interval_seconds)
-            self._wake.clear()
-            if self._stopping:
-                break
-            try:
-                self.beat_once()
-            except Exception:
-                logger.exception("heartbeat beat failed")

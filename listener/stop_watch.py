@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from config.errors import KickoffError
+from listener.poller import RegistryPoller
 from models.barriers import Barriers
 
 logger = logging.getLogger(__name__)
@@ -21,7 +21,7 @@ class StopRegistration:
     on_stop: Callable[[], None]  # called (possibly repeatedly) while the flag is set
 
 
-class StopWatcher:
+class StopWatcher(RegistryPoller[StopRegistration]):
     """The process's single stop-flag poller.
 
     ``tick`` (optional) runs after every poll on the same thread; the lifecycle uses it to
@@ -31,28 +31,22 @@ class StopWatcher:
     def __init__(
         self, *, barriers: Barriers, poll_seconds: float, tick: Callable[[], None] | None = None
     ) -> None:
+        super().__init__(thread_name="kickoff-stop-watch", step_name="stop watch poll")
         self.barriers = barriers
         self.poll_seconds = poll_seconds
         self.tick = tick
-        self._regs: set[StopRegistration] = set()
-        self._mu = threading.Lock()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._stopping = False
 
-    def register(self, reg: StopRegistration) -> None:
-        with self._mu:
-            self._regs.add(reg)
-        self.start()
+    def period_seconds(self) -> float:
+        return self.poll_seconds
 
-    def unregister(self, reg: StopRegistration) -> None:
-        with self._mu:
-            self._regs.discard(reg)
+    def step(self) -> None:
+        self.poll_once()
+        if self.tick is not None:
+            self.tick()
 
     def poll_once(self) -> set[str]:
         """Read every registered match's stop flag in one MGET; notify the flagged ones."""
-        with self._mu:
-            regs = list(self._regs)
+        regs = self.snapshot()
         if not regs:
             return set()
         try:
@@ -67,29 +61,3 @@ class StopWatcher:
                 except Exception:
                     logger.exception("match %s: stop callback failed", reg.match_id)
         return flagged
-
-    def start(self) -> None:
-        """Start the thread if it is not running (idempotent)."""
-        with self._mu:
-            if self._thread is not None and self._thread.is_alive():
-                return
-            self._stopping = False
-            self._thread = threading.Thread(target=self._run, name="kickoff-stop-watch", daemon=True)
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
-
-    def _run(self) -> None:
-        while not self._stopping:
-            self._wake.wait(self.poll_seconds)
-            self._wake.clear()
-            if self._stopping:
-                break
-            try:
-                self.poll_once()
-                if self.tick is not None:
-                    self.tick()
-            except Exception:
-                logger.exception("stop watch poll failed")
