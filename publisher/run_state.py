@@ -68,6 +68,20 @@ def _end(run: RunLog, status: RunStatus, *, now: datetime, reason: str | None = 
     run.save()
 
 
+def _locked_attempt(run_id: str, attempt: int, status: RunStatus) -> RunLog | None:
+    """The run's row locked FOR UPDATE (caller's transaction), if it is at ``attempt`` in ``status``."""
+    return (
+        RunLog.select()
+        .where(
+            RunLog.id == uuid.UUID(run_id),
+            RunLog.status == status.value,
+            RunLog.attempt == attempt,
+        )
+        .for_update()
+        .first()
+    )
+
+
 def claim(run_id: str, attempt: int, *, catalog: Catalog, host: str) -> Claim:
     """Take a queued run for this launcher, or end it skipped (expired / overlap).
 
@@ -77,16 +91,7 @@ def claim(run_id: str, attempt: int, *, catalog: Catalog, host: str) -> Claim:
     """
     now = utcnow()
     with database.atomic():
-        run = (
-            RunLog.select()
-            .where(
-                RunLog.id == uuid.UUID(run_id),
-                RunLog.status == RunStatus.QUEUED.value,
-                RunLog.attempt == attempt,
-            )
-            .for_update()
-            .first()
-        )
+        run = _locked_attempt(run_id, attempt, RunStatus.QUEUED)
         if run is None:
             return Claim(None, note="not queued at this attempt")
         try:
@@ -170,16 +175,7 @@ def finish(
     """
     now = utcnow()
     with database.atomic():
-        run = (
-            RunLog.select()
-            .where(
-                RunLog.id == uuid.UUID(run_id),
-                RunLog.status == RunStatus.RUNNING.value,
-                RunLog.attempt == attempt,
-            )
-            .for_update()
-            .first()
-        )
+        run = _locked_attempt(run_id, attempt, RunStatus.RUNNING)
         if run is None:
             return Finish(None)
         run.exit_code = exit_code
