@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -58,6 +59,13 @@ def _print(result: TriggerResult, as_json: bool) -> None:
     if result.status.value == "queued" and not result.published and not result.held:
         extra = " (saved; the broker did not confirm yet, the outbox drain will publish it)"
     click.echo(f"{result.status.value} {result.tracking_id}{extra}")
+
+
+def _send(obj: CliContext, send: Callable[..., TriggerResult], request: Any, as_json: bool) -> None:
+    """Send ``request`` with the trigger function ``send`` and print its answer."""
+    obj.database()
+    with publisher_from_settings(obj.settings) as publisher:
+        _print(send(request, publisher=publisher, settings=obj.settings), as_json)
 
 
 key_options = [
@@ -120,9 +128,7 @@ def lineup_cmd(
         decision_inputs=_inputs(season, week),
         traceparent=traceparent,
     )
-    obj.database()
-    with publisher_from_settings(obj.settings) as publisher:
-        _print(trigger_lineup(request, publisher=publisher, settings=obj.settings), as_json)
+    _send(obj, trigger_lineup, request, as_json)
 
 
 @trigger.command("waiver")
@@ -179,9 +185,7 @@ def waiver_cmd(
         decision_inputs=_inputs(season, week),
         traceparent=traceparent,
     )
-    obj.database()
-    with publisher_from_settings(obj.settings) as publisher:
-        _print(trigger_waiver(request, publisher=publisher, settings=obj.settings), as_json)
+    _send(obj, trigger_waiver, request, as_json)
 
 
 @trigger.command("draft-pick")
@@ -212,9 +216,7 @@ def draft_cmd(
         idempotency_key=_key(key, no_key, built),
         traceparent=traceparent,
     )
-    obj.database()
-    with publisher_from_settings(obj.settings) as publisher:
-        _print(trigger_draft_pick(request, publisher=publisher, settings=obj.settings), as_json)
+    _send(obj, trigger_draft_pick, request, as_json)
 
 
 @trigger.command("rumor-action")
