@@ -27,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._srsim import start_sim, write_games
+
 HEARTBEAT_S = 5.0
 
 
@@ -108,49 +110,16 @@ def worker(n: int, base_url: str, ids: list[str], data_dir: str, warmup: float, 
 def run(n: int, warmup: float, window: float) -> dict:
     ids = [str(uuid.uuid4()) for _ in range(n)]
     with tempfile.TemporaryDirectory() as d:
-        script = Path(d) / "games.json"
-        events = int(warmup + window + 30)
-        script.write_text(
-            json.dumps(
-                {
-                    "games": [
-                        # Kick-offs spread over one second: real games' events are not aligned.
-                        {
-                            "sr_id": i,
-                            "league": "mlb",
-                            "is_test": False,
-                            "start_after": 1 + k / n,
-                            "event_interval": 1.0,
-                            "event_count": events,
-                        }
-                        for k, i in enumerate(ids)
-                    ]
-                }
-            )
+        # Kick-offs spread over one second: real games' events are not aligned.
+        script = write_games(
+            Path(d) / "games.json",
+            ids,
+            start_after=1,
+            event_interval=1.0,
+            event_count=int(warmup + window + 30),
         )
-        kickoff = str(Path(sys.executable).with_name("kickoff"))
-        sim = subprocess.Popen(
-            [
-                kickoff,
-                "sim",
-                "serve",
-                "--no-db",
-                "--port",
-                "0",
-                "--script",
-                str(script),
-                "--heartbeat-seconds",
-                str(HEARTBEAT_S),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
+        sim, base_url = start_sim(script, heartbeat_seconds=HEARTBEAT_S)
         try:
-            assert sim.stdout is not None
-            line = sim.stdout.readline()
-            base_url = line.rsplit(" ", 1)[1].strip()
-            threading.Thread(target=sim.stdout.read, daemon=True).start()  # keep the pipe drained
             ids_file = Path(d) / "ids.json"
             ids_file.write_text(json.dumps(ids))
             out = subprocess.run(

@@ -29,6 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._srsim import write_games
+
 HEARTBEAT_INTERVAL = 5.0
 WAVE = 50  # matches dispatched per second
 
@@ -94,23 +96,8 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
     try:
         ids = [str(uuid.uuid4()) for _ in range(n)]
         events = int(60 + warmup + window)
-        script = tmp / "games.json"
-        script.write_text(
-            json.dumps(
-                {
-                    "games": [
-                        {
-                            "sr_id": i,
-                            "league": "mlb",
-                            "is_test": True,
-                            "start_after": 5 + k / n,
-                            "event_interval": 1.0,
-                            "event_count": events,
-                        }
-                        for k, i in enumerate(ids)
-                    ]
-                }
-            )
+        script = write_games(
+            tmp / "games.json", ids, start_after=5, event_interval=1.0, event_count=events, is_test=True
         )
         with database.connection_context():
             league = League.create(name="mlb")

@@ -10,18 +10,15 @@ both framings (SSE and the provider's NDJSON). Goal: >= 10,000 events/s.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._srsim import start_sim, write_games
 from config.settings import MatchListenerEnvironment
 from listener.body import ListenerContext
 from listener.match_listener import MatchListener
@@ -43,57 +40,13 @@ class TimedListener(MatchListener):
             self.last = now
 
 
-def start_sim(script: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    kickoff = str(Path(sys.executable).with_name("kickoff"))
-    proc = subprocess.Popen(
-        [
-            kickoff,
-            "sim",
-            "serve",
-            "--no-db",
-            "--port",
-            "0",
-            "--script",
-            str(script),
-            "--heartbeat-seconds",
-            "0.2",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "listening on" not in line:
-        proc.kill()
-        raise SystemExit(f"srsim did not start: {line!r}")
-    threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep the pipe drained
-    return proc, line.rsplit(" ", 1)[1].strip()
-
-
 def run(events: int, fmt: str, tmp: Path) -> tuple[float, int]:
     sr_id = str(uuid.uuid4())
-    script = tmp / f"{fmt}.json"
     # The whole game is due 2 s after start: srsim sends it as fast as the listener reads.
-    script.write_text(
-        json.dumps(
-            {
-                "games": [
-                    {
-                        "sr_id": sr_id,
-                        "league": "mlb",
-                        "is_test": False,
-                        "start_after": 2.0,
-                        "event_interval": 1e-6,
-                        "event_count": events,
-                    }
-                ]
-            }
-        )
+    script = write_games(
+        tmp / f"{fmt}.json", [sr_id], start_after=2.0, event_interval=1e-6, event_count=events
     )
-    env = dict(os.environ)
-    proc, base_url = start_sim(script, env)
+    proc, base_url = start_sim(script, heartbeat_seconds=0.2)
     try:
         settings = MatchListenerEnvironment(
             _env_file=None,

@@ -1,0 +1,65 @@
+"""Benchmark scaffolding: an srsim game script and a ``kickoff sim serve --no-db`` subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+
+def write_games(
+    path: Path,
+    sr_ids: list[str],
+    *,
+    start_after: float,
+    event_interval: float,
+    event_count: int,
+    is_test: bool = False,
+) -> Path:
+    """Write an srsim script: one mlb game per id, kick-offs spread over the second after ``start_after``."""
+    n = len(sr_ids)
+    games = [
+        {
+            "sr_id": sr_id,
+            "league": "mlb",
+            "is_test": is_test,
+            "start_after": start_after + k / n,
+            "event_interval": event_interval,
+            "event_count": event_count,
+        }
+        for k, sr_id in enumerate(sr_ids)
+    ]
+    path.write_text(json.dumps({"games": games}))
+    return path
+
+
+def start_sim(script: Path, *, heartbeat_seconds: float) -> tuple[subprocess.Popen[str], str]:
+    """Start srsim without a database; return the process (the caller kills it) and its base URL."""
+    kickoff = str(Path(sys.executable).with_name("kickoff"))
+    proc = subprocess.Popen(
+        [
+            kickoff,
+            "sim",
+            "serve",
+            "--no-db",
+            "--port",
+            "0",
+            "--script",
+            str(script),
+            "--heartbeat-seconds",
+            str(heartbeat_seconds),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "listening on" not in line:
+        proc.kill()
+        proc.wait(5)
+        raise SystemExit(f"srsim did not start: {line!r}")
+    threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep the pipe drained
+    return proc, line.rsplit(" ", 1)[1].strip()
