@@ -111,7 +111,7 @@ class StreamConnectionError(StreamError):
 
 
 class StreamDataError(StreamError):
-    """Raised when the feed answers with an HTTP error or unreadable data the listener cannot skip (exit 11)."""
+    """Raised when the feed answers an HTTP error or data the listener cannot skip (exit 11)."""
 
 
 class ArchivePathError(ListenerError):
