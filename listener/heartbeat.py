@@ -1,13 +1,15 @@
 """One heartbeat thread per worker process: one UPDATE and one Redis call per interval for all listeners.
 
-Every interval the thread writes ``heartbeat_at`` on the open rows of every registered run
-(one UPDATE) and extends their start locks (one Lua call). A run is told to stop when:
+Every interval the thread extends the start locks of every registered run (one Lua call),
+then writes ``heartbeat_at`` on their open rows (one UPDATE); the lock extension never waits
+on PostgreSQL. A run is told to stop when:
 
 * its start lock no longer holds its token (someone deleted it, or it expired);
 * its row was closed by someone else (operator stop, sweep);
 * Redis (or PostgreSQL) has not answered for so long that the lock (or the row) would go
   stale before the next interval plus the grace: the run stops before a successor could
-  start, because a successor needs the lock to expire first.
+  start, because a successor needs the lock to expire first. The stop watcher's thread checks
+  these deadlines too (``enforce_deadlines``), so a beat hung in PostgreSQL cannot delay them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from config.errors import KickoffError
 from listener import rows
 from listener.locks import extend_start_locks
 from listener.poller import RegistryPoller
@@ -28,6 +29,10 @@ logger = logging.getLogger(__name__)
 
 #: Reason given when a run's row was closed by someone else (stop, sweep): not a failure.
 ROW_CLOSED_ELSEWHERE = "lifecycle row closed by another process"
+#: Reason given when the start lock could not be extended in time (Redis down or the beat stuck).
+LOCK_UNREACHABLE = "start lock could not be extended before it would expire"
+#: Reason given when the row's heartbeat could not be written in time (PostgreSQL failing or stuck).
+ROW_UNWRITABLE = "heartbeat could not be written before the stale threshold"
 
 
 @dataclass(eq=False)
@@ -38,6 +43,7 @@ class HeartbeatRegistration:
     token: str  # start-lock token of the run (= lifecycle row id)
     record_id: str | None  # lifecycle row, None in a dry run without a row
     on_lost: Callable[[str], None]  # called (possibly repeatedly) with a reason when the run must stop
+    # monotonic times of the last proof: set them to when the lock was taken / the row written
     last_lock_ok: float = field(default_factory=time.monotonic)
     last_row_ok: float = field(default_factory=time.monotonic)
 
@@ -81,44 +87,29 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
         return now + self.interval_seconds + self.grace_seconds >= last_ok + self.lock_ttl_seconds
 
     def beat_once(self) -> BeatReport:
-        """Write every registered row's heartbeat and extend every start lock, once."""
+        """Extend every registered start lock, then write every row's heartbeat, once.
+
+        The locks are extended first and independently of PostgreSQL: a row write that hangs
+        or fails must not let the start lock expire under a live run. Any failure of the row
+        write counts as "not written"; the deadlines are also enforced from the stop watcher's
+        thread (``enforce_deadlines``) so a beat stuck in PostgreSQL still stops the run in time.
+        """
         regs = self.snapshot()
         if not regs:
             return BeatReport(0, 0, ())
         lost: dict[HeartbeatRegistration, str] = {}
         now = time.monotonic()
 
-        record_ids = [r.record_id for r in regs if r.record_id]
-        written: set[str] | None
-        try:
-            written = rows.heartbeat_rows(record_ids)
-        except KickoffError as exc:
-            logger.warning("heartbeat: writing %d rows failed: %s", len(record_ids), exc)
-            written = None
-        finally:
-            if not database.is_closed():
-                database.close()
-        for reg in regs:
-            if reg.record_id is None:
-                continue
-            if written is None:
-                if self._too_late(reg.last_row_ok, now):
-                    lost[reg] = "heartbeat could not be written before the stale threshold"
-            elif reg.record_id in written:
-                reg.last_row_ok = now
-            else:
-                lost[reg] = ROW_CLOSED_ELSEWHERE
-
         extended = 0
         try:
             results = extend_start_locks(
                 self.barriers, [(r.match_id, r.token) for r in regs], ttl_seconds=self.lock_ttl_seconds
             )
-        except KickoffError as exc:
+        except Exception as exc:
             logger.warning("heartbeat: extending %d start locks failed: %s", len(regs), exc)
             for reg in regs:
                 if self._too_late(reg.last_lock_ok, now):
-                    lost.setdefault(reg, "Redis unreachable: start lock would expire")
+                    lost.setdefault(reg, LOCK_UNREACHABLE)
         else:
             for reg, ok in zip(regs, results, strict=True):
                 if ok:
@@ -127,10 +118,51 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
                 else:
                     lost.setdefault(reg, "start lock lost")
 
+        record_ids = [r.record_id for r in regs if r.record_id]
+        written: set[str] | None = None
+        if record_ids:
+            try:
+                written = rows.heartbeat_rows(record_ids)
+            except Exception as exc:
+                logger.warning("heartbeat: writing %d rows failed: %s", len(record_ids), exc)
+                written = None
+            finally:
+                if not database.is_closed():
+                    database.close()
+        for reg in regs:
+            if reg.record_id is None:
+                continue
+            if written is None:
+                if self._too_late(reg.last_row_ok, now):
+                    lost.setdefault(reg, ROW_UNWRITABLE)
+            elif reg.record_id in written:
+                reg.last_row_ok = now
+            else:
+                lost.setdefault(reg, ROW_CLOSED_ELSEWHERE)
+
+        self._notify(lost)
+        return BeatReport(len(written or ()), extended, tuple(r.match_id for r in lost))
+
+    def enforce_deadlines(self, now: float | None = None) -> list[str]:
+        """Tell every run whose lock or row has not been renewed in time to stop; return their match ids.
+
+        Called from another thread (the stop watcher's tick) so that a beat stuck in PostgreSQL
+        or Redis cannot keep a run going past the point where a successor could start.
+        """
+        now = time.monotonic() if now is None else now
+        lost: dict[HeartbeatRegistration, str] = {}
+        for reg in self.snapshot():
+            if self._too_late(reg.last_lock_ok, now):
+                lost[reg] = LOCK_UNREACHABLE
+            elif reg.record_id is not None and self._too_late(reg.last_row_ok, now):
+                lost[reg] = ROW_UNWRITABLE
+        self._notify(lost)
+        return [r.match_id for r in lost]
+
+    def _notify(self, lost: dict[HeartbeatRegistration, str]) -> None:
         for reg, reason in lost.items():
             logger.warning("match %s: listener must stop: %s", reg.match_id, reason)
             try:
                 reg.on_lost(reason)
             except Exception:
                 logger.exception("match %s: stop callback failed", reg.match_id)
-        return BeatReport(len(written or ()), extended, tuple(r.match_id for r in lost))

@@ -185,7 +185,9 @@ class ListenerServices:
         return handle.request_stop(cause, grace_seconds=self.stop_grace_seconds)
 
     def enforce_deadlines(self) -> None:
+        """The stop watcher's tick: lock/row deadlines of every run, then interrupts of ignored stops."""
         now = time.monotonic()
+        self.heartbeat.enforce_deadlines(now)
         for handle in self.running():
             handle.enforce_deadline(now)
 

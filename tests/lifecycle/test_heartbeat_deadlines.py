@@ -1,0 +1,95 @@
+"""A heartbeat stuck or failing on PostgreSQL or Redis never lets a listener outlive its start lock."""
+
+from __future__ import annotations
+
+import peewee
+import psycopg2
+import pytest
+
+from listener import rows
+from listener.heartbeat import HeartbeatRegistration, HeartbeatService
+from listener.locks import start_lock_holder
+from tests.lifecycle.conftest import wait_for
+from tests.lifecycle.helpers import live_row, open_rows, rows_of, start
+
+
+@pytest.fixture
+def ctx(lsettings, lbarriers, services):
+    return {"settings": lsettings, "barriers": lbarriers, "services": services}
+
+
+def _row_locker(database_url: str, record_id: str) -> psycopg2.extensions.connection:
+    """Another session holding the row's lock: every UPDATE of that row blocks until rollback."""
+    conn = psycopg2.connect(database_url)
+    cur = conn.cursor()
+    cur.execute("SELECT id FROM match_listener_records WHERE id = %s FOR UPDATE", (record_id,))
+    return conn
+
+
+def test_a_heartbeat_stuck_in_postgresql_still_stops_the_listener_before_its_lock_expires(
+    make_match, ctx, runner
+):
+    match = make_match()
+    future = runner(start, match, **ctx)
+    [row] = wait_for(lambda: open_rows(match))
+    record_id = str(row.id)
+    services, barriers = ctx["services"], ctx["barriers"]
+    [handle] = wait_for(services.running)
+    blocker = _row_locker(ctx["settings"].database_url, record_id)
+    try:
+        wait_for(lambda: handle.cause is not None, timeout=5)
+        # Told to stop while its lock still holds its token: no successor could have started yet.
+        assert start_lock_holder(barriers, str(match.id)) == record_id
+        assert handle.cause.code == 16
+    finally:
+        blocker.rollback()
+        blocker.close()
+    result = future.result(timeout=5)
+    assert result.exit_code == 16 and rows_of(match)[0].exit_code == 16
+
+
+def test_a_row_write_that_keeps_failing_does_not_stop_the_lock_from_being_extended(
+    make_match, lbarriers, monkeypatch
+):
+    match = make_match()
+    record = live_row(match)
+    assert lbarriers.start_lock(match.id).acquire(record)
+    lbarriers.client.pexpire(lbarriers.start_lock_key(match.id), 1000)
+
+    def broken(record_ids):
+        raise peewee.InterfaceError("connection already closed")
+
+    monkeypatch.setattr(rows, "heartbeat_rows", broken)
+    lost: list[str] = []
+    service = HeartbeatService(
+        barriers=lbarriers, interval_seconds=0.1, lock_ttl_seconds=1.5, grace_seconds=0.2
+    )
+    reg = HeartbeatRegistration(str(match.id), record, record, on_lost=lost.append)
+    service.register(reg)
+    report = service.beat_once()
+    service.stop()
+    assert report.locks_extended == 1 and report.rows_written == 0 and lost == []
+    assert lbarriers.client.pttl(lbarriers.start_lock_key(match.id)) > 1200
+    reg.last_row_ok -= 10  # the row has not been written for longer than the margin
+    service.beat_once()
+    assert lost and "heartbeat could not be written" in lost[0]
+
+
+@pytest.mark.parametrize("which", ["lock", "row"], ids=["lock deadline", "row deadline"])
+def test_the_stop_watch_tick_enforces_the_heartbeat_deadlines_of_every_run(make_match, lbarriers, which):
+    match = make_match()
+    record = live_row(match)
+    lost: list[str] = []
+    service = HeartbeatService(
+        barriers=lbarriers, interval_seconds=0.1, lock_ttl_seconds=1.5, grace_seconds=0.2
+    )
+    reg = HeartbeatRegistration(str(match.id), record, record, on_lost=lost.append)
+    service.register(reg)
+    service.stop()  # no beats: only the other thread's check can stop the run
+    assert service.enforce_deadlines() == [] and lost == []
+    if which == "lock":
+        reg.last_lock_ok -= 10
+    else:
+        reg.last_row_ok -= 10
+    assert service.enforce_deadlines() == [str(match.id)]
+    assert len(lost) == 1
