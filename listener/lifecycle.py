@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 import uuid
 from dataclasses import asdict, dataclass
 from enum import StrEnum
@@ -171,6 +172,7 @@ def start_match_listener(
             return skip(Skip.ACTIVE, clear_pending=True)
 
         token = str(uuid.uuid4())
+        locked_at.append(time.monotonic())  # before SET NX: the lock's TTL runs from no earlier
         if not barriers.start_lock(mid).acquire(token):
             return skip(Skip.LOCKED, clear_pending=not force)
         if not force and rows.has_active_row(mid, **stale_kw):
@@ -184,6 +186,7 @@ def start_match_listener(
                 )
         return token
 
+    locked_at: list[float] = []
     with services.db_slot():
         prepared = prepare()
     if isinstance(prepared, StartResult):
@@ -192,7 +195,14 @@ def start_match_listener(
 
     outcome: RunOutcome | None = None
     try:
-        outcome = run_match_listener(mid, overrides, token=token, message_id=message_id, services=services)
+        outcome = run_match_listener(
+            mid,
+            overrides,
+            token=token,
+            message_id=message_id,
+            services=services,
+            lock_acquired_at=locked_at[-1],
+        )
     except KickoffError:
         _count_failure(mid, barriers)
         raise

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -205,12 +206,17 @@ def run_match_listener(
     token: str,
     message_id: str | None,
     services: ListenerServices,
+    lock_acquired_at: float | None = None,
 ) -> RunOutcome:
     """Run one listener for ``match_id`` under a start lock held with ``token``.
 
-    ``token`` becomes the lifecycle row's id, so cleanup can tell whose lock it is. Raises
-    MatchNotFound / ListenerStartSettingsError before any row is written.
+    ``token`` becomes the lifecycle row's id, so cleanup can tell whose lock it is.
+    ``lock_acquired_at`` (``time.monotonic()`` taken just before the lock was acquired) starts
+    the lock's deadline clock; without it, the registration time does. Raises MatchNotFound /
+    ListenerStartSettingsError before any row is written.
     """
+    if lock_acquired_at is None:
+        lock_acquired_at = time.monotonic()
     with services.db_slot():  # the connection is closed at the end: none is held while the game runs
         match = load_match(match_id)
         env = resolve_listener_environment(match, overrides)
@@ -218,6 +224,7 @@ def run_match_listener(
         is_test = bool(match.is_test)
         write_row = is_test or not env.listener_dry_run
         record_id = token if write_row else None
+        row_written_at = time.monotonic()  # taken before the write: the row's heartbeat is not older
         if record_id:
             rows.create_row(
                 record_id=record_id, match_id=match_id, message_id=message_id, dry_run=env.listener_dry_run
@@ -231,6 +238,8 @@ def run_match_listener(
         match_id=match_id,
         token=token,
         record_id=record_id,
+        last_lock_ok=lock_acquired_at,
+        last_row_ok=row_written_at,
         on_lost=lambda reason: services.stop(
             handle, row_closed_elsewhere(reason) if reason == ROW_CLOSED_ELSEWHERE else lost_lock(reason)
         ),

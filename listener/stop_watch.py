@@ -40,9 +40,12 @@ class StopWatcher(RegistryPoller[StopRegistration]):
         return self.poll_seconds
 
     def step(self) -> None:
-        self.poll_once()
+        try:
+            self.poll_once()
+        except Exception:
+            logger.exception("stop watch: poll failed")
         if self.tick is not None:
-            self.tick()
+            self.tick()  # runs even when the poll failed (a failing tick is logged by the poller)
 
     def poll_once(self) -> set[str]:
         """Read every registered match's stop flag in one MGET; notify the flagged ones."""

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import time
+
 import peewee
 import psycopg2
 import pytest
+import redis
 
 from listener import rows
 from listener.heartbeat import HeartbeatRegistration, HeartbeatService
 from listener.locks import start_lock_holder
+from listener.start import run_match_listener
+from listener.stop_watch import StopWatcher
+from models.barriers import Barriers
 from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import live_row, open_rows, rows_of, start
 
@@ -93,3 +99,38 @@ def test_the_stop_watch_tick_enforces_the_heartbeat_deadlines_of_every_run(make_
         reg.last_row_ok -= 10
     assert service.enforce_deadlines() == [str(match.id)]
     assert len(lost) == 1
+
+
+def test_the_stop_watch_tick_runs_even_when_the_poll_fails_with_a_redis_error(lbarriers):
+    broken = Barriers(
+        redis.Redis(db=99),  # SELECT 99 answers an error that is not a connection error
+        prefix=lbarriers.prefix,
+        url="redis://127.0.0.1:6379/99",
+    )
+    ticks: list[int] = []
+    from listener.stop_watch import StopRegistration
+
+    watcher = StopWatcher(barriers=broken, poll_seconds=10, tick=lambda: ticks.append(1))
+    watcher.register(StopRegistration("m", on_stop=lambda: None))
+    watcher.stop()
+    watcher.step()
+    assert ticks == [1]
+
+
+def test_the_lock_deadline_counts_from_when_the_lock_was_taken_not_from_registration(make_match, ctx):
+    match = make_match()
+    token = "0" * 8 + "-0000-4000-8000-" + "0" * 12
+    barriers = ctx["barriers"]
+    assert barriers.start_lock(match.id).acquire(token)
+    begun = time.monotonic()
+    # The lock was taken long ago (a slow start): the run must be stopped at once.
+    outcome = run_match_listener(
+        str(match.id),
+        None,
+        token=token,
+        message_id=None,
+        services=ctx["services"],
+        lock_acquired_at=begun - 10,
+    )
+    assert outcome.exit_code == 16
+    assert time.monotonic() - begun < 3
