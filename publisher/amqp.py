@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/json"
 PERSISTENT = 2
+# how often a wait for confirms wakes to check its deadline when the broker sends nothing
+CONFIRM_POLL_SECONDS = 0.2
 
 
 @dataclass(frozen=True)
@@ -349,15 +351,30 @@ class AmqpPublisher:
             buffers.append(joined)
 
     def _await_confirms(self) -> None:
+        """Process I/O until every tag of the batch is confirmed; _ConfirmTimeout past the deadline.
+
+        The deadline is checked by the wait's own stop condition. BlockingConnection.call_later
+        callbacks only run from process_data_events, never inside _flush_output, so a ticker on
+        the I/O loop itself wakes the poll at least every CONFIRM_POLL_SECONDS to re-check it.
+        """
         self._coalesce_output()
-        timed_out: list[bool] = []
         assert self._connection is not None
-        timer = self._connection.call_later(self.confirm_timeout, lambda: timed_out.append(True))
+        impl = self._connection._impl
+        deadline = time.monotonic() + self.confirm_timeout
+        timer: list[object] = []
+
+        def expired() -> bool:
+            return time.monotonic() >= deadline
+
+        def tick() -> None:
+            timer[:] = [impl._adapter_call_later(CONFIRM_POLL_SECONDS, tick)]
+
+        tick()
         try:
-            self._channel._flush_output(lambda: not self._unconfirmed or bool(timed_out))
+            self._channel._flush_output(lambda: not self._unconfirmed or expired())
         finally:
-            if not timed_out and self._connection is not None and self._connection.is_open:
-                self._connection.remove_timeout(timer)
+            if self._connection is not None and self._connection.is_open and timer:
+                impl._adapter_remove_timeout(timer[0])
         if self._unconfirmed:
             raise _ConfirmTimeout(f"no confirm within {self.confirm_timeout:g}s")
 

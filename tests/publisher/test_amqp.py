@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 
 import pytest
 
-from config.errors import MissingQueueError, PublishError, UnroutableMessageError
-from publisher.amqp import AmqpPublisher, OutgoingMessage
+from config.errors import MissingQueueError, PublishError, PublishUncertainError, UnroutableMessageError
+from publisher.amqp import AmqpPublisher, OutgoingMessage, _ConfirmTimeout
 from publisher.queues import LINEUP_UPDATES, TRADE_RESPONSES, WAIVER_ACTIONS
 
 
@@ -115,3 +117,53 @@ def test_a_connection_the_broker_closed_while_idle_is_replaced_before_the_next_p
     time.sleep(0.5)  # let the close frame arrive
     publisher.publish(_msg(LINEUP_UPDATES))
     assert len(read_queue(LINEUP_UPDATES)) == 2
+
+
+def _bounded(call, *, limit: float) -> tuple[object, float]:
+    """Run ``call`` in a thread; (its result or exception, seconds taken); fails if it outlives ``limit``."""
+    box: list[object] = []
+
+    def run() -> None:
+        try:
+            box.append(call())
+        except BaseException as exc:  # handed back to the test
+            box.append(exc)
+
+    started = time.monotonic()
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(limit)
+    if worker.is_alive():  # leave its connection to the vhost teardown: closing it here would block
+        pytest.fail(f"still waiting after {limit:g}s")
+    return box[0], time.monotonic() - started
+
+
+def test_waiting_for_a_confirm_the_broker_never_sends_gives_up_after_the_confirm_timeout(
+    amqp_vhost, fresh_queues
+):
+    pub = AmqpPublisher(url=amqp_vhost, confirm_timeout=1.0)
+    pub.publish(_msg(LINEUP_UPDATES))  # connection and confirm-mode channel are open
+    pub._unconfirmed[10**6] = "never-confirmed"  # a delivery tag the broker will never confirm
+    result, took = _bounded(pub._await_confirms, limit=2.5)
+    assert isinstance(result, _ConfirmTimeout)
+    assert 1.0 <= took < 2.0
+    pub.close()
+
+
+def test_a_batch_whose_confirm_never_arrives_is_uncertain_not_published(
+    amqp_vhost, fresh_queues, monkeypatch
+):
+    pub = AmqpPublisher(url=amqp_vhost, confirm_timeout=1.0)
+    real_send = pub._send
+
+    def send_under_a_tag_the_broker_never_confirms(messages, sent):
+        real_send(messages, sent)
+        pub._unconfirmed = {tag + 10**6: mid for tag, mid in pub._unconfirmed.items()}
+
+    monkeypatch.setattr(pub, "_send", send_under_a_tag_the_broker_never_confirms)
+    outcomes, _took = _bounded(lambda: pub.publish_many([_msg(LINEUP_UPDATES)]), limit=3.0)
+    [outcome] = outcomes
+    assert not outcome.confirmed
+    assert isinstance(outcome.error, PublishUncertainError)
+    assert "not confirmed" in str(outcome.error)
+    pub.close()

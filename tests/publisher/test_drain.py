@@ -132,3 +132,29 @@ def test_a_fresh_trigger_row_is_left_to_the_trigger_during_the_grace(db, fresh_q
         )
     assert drain_outbox(publisher=publisher, settings=settings).published == 0
     time.sleep(0)  # nothing else due
+
+
+def test_a_batch_the_broker_never_confirms_stays_pending_after_the_confirm_timeout(
+    db, fresh_queues, amqp_vhost, pub_settings, monkeypatch
+):
+    _rows(1)
+    silent = AmqpPublisher(url=amqp_vhost, confirm_timeout=1.0)
+    real_send = silent._send
+
+    def send_under_a_tag_the_broker_never_confirms(messages, sent):
+        real_send(messages, sent)
+        silent._unconfirmed = {tag + 10**6: mid for tag, mid in silent._unconfirmed.items()}
+
+    monkeypatch.setattr(silent, "_send", send_under_a_tag_the_broker_never_confirms)
+    no_retry_yet = pub_settings.model_copy(
+        update={"outbox_backoff_base_seconds": 60.0, "outbox_backoff_max_seconds": 60.0}
+    )
+    started = time.monotonic()
+    report = drain_outbox(publisher=silent, settings=no_retry_yet)
+    assert time.monotonic() - started < 3.0
+    assert report.published == 0 and report.failed == 1
+    [(status, published_at, last_error)] = database.execute_sql(
+        "SELECT status, published_at, last_error FROM outbox_messages"
+    ).fetchall()
+    assert status == "pending" and published_at is None and "not confirmed" in last_error
+    silent.close()
