@@ -2,8 +2,9 @@
 
 ``start_match_listener`` is what the Dramatiq actor calls. Before anything else a start
 message is *consumed* (its revoked key is SET NX): a message revoked by an operator stop, or
-re-delivered by Dramatiq after its worker died, does nothing. A message that is no longer the
-match's stored ``message_id`` (a newer start was enqueued) does nothing either.
+re-delivered by Dramatiq after its worker died, does nothing. A message that is not the
+match's stored ``message_id`` does nothing either: a newer start was enqueued, or an operator
+stop forgot the stored id (every sender stores the id before sending the message).
 """
 
 from __future__ import annotations
@@ -144,7 +145,10 @@ def start_match_listener(
                     # Re-delivered after its worker died (a stop would have removed the stored id).
                     recover_pending_of_dead_start(mid, barriers=barriers)
                 return skip(Skip.REVOKED, clear_pending=False)
-            if current is not None and current != message_id:
+            if current != message_id:
+                # Every sender stores its message id before sending, so a message that is not
+                # the stored one was replaced by a newer start, or its match was stopped (the
+                # stop forgets the stored id): it must never run, even after the stop flag expired.
                 return skip(Skip.SUPERSEDED, clear_pending=False)
 
         if force:

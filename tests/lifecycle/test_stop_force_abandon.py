@@ -118,3 +118,20 @@ def test_a_stop_of_an_unknown_match_raises_match_not_found(ctx, db):
 
     with pytest.raises(MatchNotFound):
         stop_match_listener(str(uuid.uuid4()), settings=ctx["settings"], barriers=ctx["barriers"])
+
+
+def test_an_older_queued_start_never_runs_after_a_stop_even_once_the_stop_flag_expired(
+    make_match, ctx, outbox
+):
+    from listener.dispatch import request_start
+
+    match = make_match(listener_start_settings={"listener_test_duration_seconds": 0})
+    b = ctx["barriers"]
+    dispatch(settings=ctx["settings"], barriers=b, send=outbox)  # M1: queued behind a full worker
+    [older] = outbox.messages
+    request_start(str(match.id), overrides=None, force=True, barriers=b, send=outbox)  # M2 (stored)
+    stop_match_listener(str(match.id), settings=ctx["settings"], barriers=b)  # revokes M2 only
+    b.clear_stop_flag(match.id)  # the stop flag's TTL ran out
+    result = start(match, message_id=older.message_id, **ctx)
+    assert result.as_dict()["skipped_superseded"] is True and rows_of(match) == []
+    assert reload(match).auto_dispatch_listener is False
