@@ -2,7 +2,8 @@
 
 Start locks are deleted here only on behalf of a holder that is provably not beating: the
 lock key must still hold the closed row's token and that row's heartbeat must be older than
-one heartbeat interval plus the grace. A healthy listener whose row is closed under it sees
+the stale threshold (by then the holder has stopped itself, see ``_holder_silent``). A healthy
+listener whose row is closed under it sees
 that at its next beat, stops itself and releases its own lock, so a successor cannot overlap it.
 """
 
@@ -30,8 +31,15 @@ logger = logging.getLogger(__name__)
 
 
 def _holder_silent(row: rows.ClosedRow, settings: MatchListenerEnvironment) -> bool:
-    silent_for = settings.listener_heartbeat_interval_seconds + settings.listener_lock_loss_grace_seconds
-    return utcnow() - row.heartbeat_at > timedelta(seconds=silent_for)
+    """Whether the row's holder must already have stopped itself (so its lock may be deleted).
+
+    A holder whose row writes fail keeps extending its lock through Redis and only stops itself
+    once its row has not been written for ``stale - interval - grace`` (listener.heartbeat
+    ``_too_late``); it then has the interval plus the grace to end. So a holder is silent only
+    once its heartbeat is older than the stale threshold (the start lock's TTL) itself: any
+    earlier, a live holder could still be running and a successor would overlap it.
+    """
+    return utcnow() - row.heartbeat_at > timedelta(seconds=settings.listener_heartbeat_stale_seconds)
 
 
 def release_dead_holders_locks(
