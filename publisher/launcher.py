@@ -207,10 +207,20 @@ class Launcher:
 
     def recover(self) -> None:
         """After a restart: watch or finish this host's running rows, rebuild the pending list."""
+        self._check_host_runs(unstarted_only=False)
+        self.rescan(host_runs=False)
+
+    def _check_host_runs(self, *, unstarted_only: bool) -> None:
+        """Adopt this host's running rows nobody here watches; requeue those claimed but never started.
+
+        A row without a pid is left alone during the claim grace (another launcher on this host
+        may be starting it right now). ``unstarted_only`` looks only at rows without a pid: the
+        periodic re-check for a row that was still in its grace when ``recover`` ran.
+        """
         now = time.time()
         for run in running_on_host(self.host):
             run_id = str(run.id)
-            if run_id in self.running:
+            if run_id in self.running or (unstarted_only and run.pid is not None):
                 continue
             files = run_files(self.data_dir, run)
             if run.pid is None:
@@ -227,10 +237,15 @@ class Launcher:
             self.running[run_id] = Running(run_id, run.attempt, run.pid, files.exit)
             self.stats.adopted += 1
             logger.info("run %s: adopted pid %s from an earlier launcher", run_id, run.pid)
-        self.rescan()
 
-    def rescan(self) -> None:
-        """Add every queued run_log row to the pending list (oldest first)."""
+    def rescan(self, *, host_runs: bool = True) -> None:
+        """Add every queued run_log row to the pending list (oldest first).
+
+        With ``host_runs``, first re-check this host's running rows without a pid whose claim
+        grace has passed, so a row claimed just before a quick restart is not stranded.
+        """
+        if host_runs:
+            self._check_host_runs(unstarted_only=True)
         for run_id, attempt in queued_runs():
             if run_id not in self.running:
                 self.pending.setdefault(run_id, attempt)

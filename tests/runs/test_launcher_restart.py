@@ -109,6 +109,19 @@ def test_a_run_claimed_but_never_started_is_queued_again_after_the_grace(make_la
     assert RunLog.get_by_id(result.run_id).attempt == 1
 
 
+def test_a_run_claimed_just_before_a_quick_restart_is_queued_again_by_a_later_rescan(make_launcher, catalog):
+    result = publish_run("noop", trigger="cli", catalog=catalog, publisher=None)
+    dead = make_launcher()
+    claim(result.run_id, 1, catalog=catalog, host=dead.host)  # crash between claim and mark_started
+
+    launcher = make_launcher(claim_grace_seconds=0.5, rescan_interval_seconds=0.1)
+    launcher.recover()  # restarted within the grace: the row may still be starting, so left alone
+    assert result.run_id not in launcher.pending and result.run_id not in launcher.running
+    assert RunLog.get_by_id(result.run_id).status == "running"
+    step_until(launcher, lambda: RunLog.get_by_id(result.run_id).status == "succeeded", timeout=10)
+    assert RunLog.get_by_id(result.run_id).attempt == 1
+
+
 @pytest.mark.parametrize(
     ("job", "expected"),
     [
