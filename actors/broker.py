@@ -67,7 +67,11 @@ def setup_broker(settings: MatchListenerEnvironment) -> RedisBroker:
     """Build the broker, make it Dramatiq's global broker and bind the database proxy."""
     broker = build_broker(settings)
     dramatiq.set_broker(broker)
-    init_database(settings.database_url)
+    init_database(
+        settings.database_url,
+        connect_timeout_seconds=settings.database_connect_timeout_seconds,
+        statement_timeout_seconds=settings.database_statement_timeout_seconds,
+    )
     return broker
 
 

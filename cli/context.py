@@ -28,7 +28,11 @@ class CliContext:
             return
         from models.db import check_connection, init_database
 
-        init_database(self.settings.database_url)
+        init_database(
+            self.settings.database_url,
+            connect_timeout_seconds=self.settings.database_connect_timeout_seconds,
+            statement_timeout_seconds=self.settings.database_statement_timeout_seconds,
+        )
         check_connection(self.settings.database_url)
         self._db_ready = True
 

@@ -82,6 +82,12 @@ class BaseEnvironment(BaseSettings):
         SecretStr(""), description="API key of the feed; secret, never logged or printed."
     )
     log_level: str = Field("INFO", description="Log level of kickoff's loggers.")
+    database_connect_timeout_seconds: float = Field(
+        10.0, ge=0, description="PostgreSQL connect timeout (0: none)."
+    )
+    database_statement_timeout_seconds: float = Field(
+        60.0, ge=0, description="PostgreSQL statement_timeout of every kickoff connection (0: none)."
+    )
 
     # -- publisher (outbox, triggers, drain) -------------------------------------
     amqp_confirm_timeout_seconds: float = Field(

@@ -48,7 +48,11 @@ def listen(
     from models.db import database, init_database
     from models.match import Match
 
-    init_database(settings.database_url)
+    init_database(
+        settings.database_url,
+        connect_timeout_seconds=settings.database_connect_timeout_seconds,
+        statement_timeout_seconds=settings.database_statement_timeout_seconds,
+    )
     with database.connection_context():
         match = Match.select().where(Match.sr_id == sr_id).first()
         league_name = league or (match.league.name if match is not None else settings.listener_sr_url_league)

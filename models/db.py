@@ -29,10 +29,51 @@ def connect_kwargs_from_url(url: str) -> tuple[str, dict[str, object]]:
     return name, parsed
 
 
-def init_database(url: str) -> PostgresqlExtDatabase:
-    """Bind the process-wide proxy to the PostgreSQL database at ``url`` (no connection yet)."""
+#: Defaults of the connection limits (settings ``database_connect_timeout_seconds`` and
+#: ``database_statement_timeout_seconds``): a dead or hung PostgreSQL must fail a call, not hang it.
+DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0
+DEFAULT_STATEMENT_TIMEOUT_SECONDS = 60.0
+
+#: libpq TCP keepalives: a connection whose peer vanished (network cut, host gone) fails in
+#: about ``idle + interval * count`` seconds instead of waiting on the socket forever.
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+
+
+def connection_limits(
+    kwargs: dict[str, object], *, connect_timeout_seconds: float, statement_timeout_seconds: float
+) -> dict[str, object]:
+    """``kwargs`` plus connect timeout, keepalives and a server-side statement timeout.
+
+    Values given in the URL's query (``?connect_timeout=..``) win; the statement timeout is
+    appended to any ``options`` the URL carries. A timeout of 0 disables it.
+    """
+    out: dict[str, object] = {**KEEPALIVES, **kwargs}
+    if connect_timeout_seconds > 0:
+        out.setdefault("connect_timeout", max(1, int(connect_timeout_seconds)))
+    if statement_timeout_seconds > 0:
+        opt = f"-c statement_timeout={int(statement_timeout_seconds * 1000)}"
+        out["options"] = f"{out['options']} {opt}" if out.get("options") else opt
+    return out
+
+
+def init_database(
+    url: str,
+    *,
+    connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
+    statement_timeout_seconds: float = DEFAULT_STATEMENT_TIMEOUT_SECONDS,
+) -> PostgresqlExtDatabase:
+    """Bind the process-wide proxy to the PostgreSQL database at ``url`` (no connection yet).
+
+    Every connection gets a connect timeout, TCP keepalives and a statement timeout (see
+    ``connection_limits``); migrations use their own connection and are not limited.
+    """
     global _bound_url
     name, kwargs = connect_kwargs_from_url(url)
+    kwargs = connection_limits(
+        kwargs,
+        connect_timeout_seconds=connect_timeout_seconds,
+        statement_timeout_seconds=statement_timeout_seconds,
+    )
     db = PostgresqlExtDatabase(name, autoconnect=True, thread_safe=True, **kwargs)
     database.initialize(db)
     _bound_url = url
