@@ -1,10 +1,15 @@
-"""Send many messages to the Dramatiq RedisBroker in one Redis round trip (a pipeline of its enqueue script).
+"""Send many messages to the Dramatiq RedisBroker in one Redis round trip of three commands per queue.
 
-Dramatiq's ``RedisBroker.enqueue`` makes one round trip per message; a dispatch tick sends up to
-thousands of starts. This module runs the broker's own ``dispatch`` Lua script with the same
-arguments ``enqueue`` uses, through one pipeline, and emits the same before/after middleware
-events. It relies on RedisBroker internals (``scripts``, ``_should_do_maintenance``,
-``_max_unpack_size``; checked against dramatiq 2.2); any other broker falls back to ``enqueue``.
+Dramatiq's ``RedisBroker.enqueue`` runs its ``dispatch`` Lua script once per message (a worker
+heartbeat ZADD, a chance of queue maintenance, then HSET of the message body and RPUSH of its id);
+a dispatch tick sends up to thousands of starts. This module runs that script for the first
+message of a batch (heartbeat and maintenance chance, as one ``enqueue`` would) and stores every
+other message the way the script's ``enqueue`` command does: one HSET of all bodies into
+``{namespace}:{queue}.msgs`` and one RPUSH of all ids onto ``{namespace}:{queue}``, in order, all
+in one pipeline. The same before/after ``enqueue`` middleware events are emitted. It relies on
+RedisBroker internals (``scripts``, ``_should_do_maintenance``, ``_max_unpack_size``, the key
+layout of ``dispatch.lua``; checked against dramatiq 2.2); any other broker falls back to
+``enqueue``.
 """
 
 from __future__ import annotations
@@ -14,12 +19,22 @@ from uuid import uuid4
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.common import current_millis
+from dramatiq.middleware import Middleware
+
+#: Messages per HSET/RPUSH command (keeps one command's size bounded).
+_CHUNK = 1000
 
 
 def _supports_pipeline(broker: dramatiq.Broker) -> bool:
     return isinstance(broker, RedisBroker) and all(
         hasattr(broker, name) for name in ("scripts", "_should_do_maintenance", "_max_unpack_size")
     )
+
+
+def _has_hook(broker: dramatiq.Broker, name: str) -> bool:
+    """Whether any middleware does something on ``name`` (the base class's hooks do nothing)."""
+    base = getattr(Middleware, name)
+    return any(getattr(type(m), name, base) is not base or name in vars(m) for m in broker.middleware)
 
 
 def enqueue_many(broker: dramatiq.Broker, messages: list[dramatiq.Message]) -> list[dramatiq.Message]:
@@ -29,27 +44,40 @@ def enqueue_many(broker: dramatiq.Broker, messages: list[dramatiq.Message]) -> l
     if not _supports_pipeline(broker):
         return [broker.enqueue(m) for m in messages]
     assert isinstance(broker, RedisBroker)
-    script = broker.scripts["dispatch"]
+    enqueued = [m.copy(options={"redis_message_id": str(uuid4())}) for m in messages]
+    if _has_hook(broker, "before_enqueue"):
+        for message in enqueued:
+            broker.emit_before("enqueue", message, None)
+    first, rest = enqueued[0], enqueued[1:]
     pipe = broker.client.pipeline(transaction=False)
-    enqueued = []
-    for message in messages:
-        message = message.copy(options={"redis_message_id": str(uuid4())})
-        broker.emit_before("enqueue", message, None)
-        args = [
+    broker.scripts["dispatch"](
+        keys=[broker.namespace],
+        args=[
             "enqueue",
             current_millis(),
-            message.queue_name,
+            first.queue_name,
             broker.broker_id,
             broker.heartbeat_timeout,
             broker.dead_message_ttl,
             broker._should_do_maintenance("enqueue"),
             broker._max_unpack_size(),
-            message.options["redis_message_id"],
-            message.encode(),
-        ]
-        script(keys=[broker.namespace], args=args, client=pipe)
-        enqueued.append(message)
+            first.options["redis_message_id"],
+            first.encode(),
+        ],
+        client=pipe,
+    )
+    by_queue: dict[str, list[dramatiq.Message]] = {}
+    for message in rest:
+        by_queue.setdefault(message.queue_name, []).append(message)
+    for queue_name, queued in by_queue.items():
+        queue_key = f"{broker.namespace}:{queue_name}"
+        for n in range(0, len(queued), _CHUNK):
+            chunk = queued[n : n + _CHUNK]
+            ids = [m.options["redis_message_id"] for m in chunk]
+            pipe.hset(f"{queue_key}.msgs", mapping={i: m.encode() for i, m in zip(ids, chunk, strict=True)})
+            pipe.rpush(queue_key, *ids)
     pipe.execute()
-    for message in enqueued:
-        broker.emit_after("enqueue", message, None)
+    if _has_hook(broker, "after_enqueue"):
+        for message in enqueued:
+            broker.emit_after("enqueue", message, None)
     return enqueued
