@@ -4,7 +4,8 @@ Two framings, chosen by the response's content type: ``text/event-stream`` is ki
 framing (parsed with sseclient-py), anything else is the provider's newline-delimited JSON over
 chunked HTTP. The provider answers the subscribe URL with a redirect to the stream host; the
 client follows it itself (``allow_redirects=False``), as the provider's sample client does.
-The API key travels only in the ``x-api-key`` header: it is never part of a URL we log or store.
+The API key travels only in the ``x-api-key`` header: it is never part of a URL we log or store,
+and a redirect gets it only if it stays on the subscribe URL's scheme, host and port.
 Lines longer than ``max_line_bytes`` are skipped without being buffered.
 """
 
@@ -45,6 +46,19 @@ def redact_url(url: str) -> str:
     )
     netloc = parts.netloc.rsplit("@", 1)[-1]
     return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of ``url``, the port made explicit for http/https (None if unparsable)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return ("", "", None)
+    scheme = parts.scheme.lower()
+    if port is None:
+        port = {"http": 80, "https": 443}.get(scheme)
+    return (scheme, (parts.hostname or "").lower(), port)
 
 
 def subscribe_url(*, base_url: str, path: str, league: str, access: str, sr_id: str, fmt: str) -> str:
@@ -126,14 +140,14 @@ class FeedConnection:
     def open(self) -> FeedConnection:
         """Connect, follow redirects, check the status; raise StreamConnectionError / StreamDataError."""
         url = self.config.url
-        headers = {
-            "x-api-key": self.config.api_key,
-            "Accept": "text/event-stream, application/x-ndjson;q=0.9, application/json;q=0.8",
-        }
+        home = _origin(url)
+        accept = {"Accept": "text/event-stream, application/x-ndjson;q=0.9, application/json;q=0.8"}
         timeout = (self.config.connect_timeout, self.config.read_timeout)
         for _ in range(_MAX_REDIRECTS + 1):
             if self._closed.is_set():
                 raise StreamConnectionError("stream closed while connecting")
+            # The key goes only to the feed's own origin, never to a host a redirect names.
+            headers = {"x-api-key": self.config.api_key, **accept} if _origin(url) == home else accept
             try:
                 resp = self.session.get(
                     url, headers=headers, stream=True, timeout=timeout, allow_redirects=False

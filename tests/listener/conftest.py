@@ -101,6 +101,7 @@ class RawFeedHandler(http.server.BaseHTTPRequestHandler):
     """Serves ``server.body`` (bytes) as NDJSON over chunked HTTP, optionally behind a redirect.
 
     ``server.truncate``: stop mid-chunk and close (a truncated chunk). ``server.status``: HTTP status.
+    ``server.redirect_to``: the redirect's origin (empty: a relative Location, this same server).
     """
 
     protocol_version = "HTTP/1.1"
@@ -113,7 +114,7 @@ class RawFeedHandler(http.server.BaseHTTPRequestHandler):
         srv.requests.append((self.path, dict(self.headers)))
         if srv.redirect and not self.path.startswith("/stream-host/"):
             self.send_response(302)
-            self.send_header("Location", "/stream-host/abc?session=opaque")
+            self.send_header("Location", f"{srv.redirect_to}/stream-host/abc?session=opaque")
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
@@ -145,7 +146,10 @@ class RawFeedHandler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def raw_feed() -> Iterator[Callable[..., Any]]:
-    """Start a raw feed server: ``raw_feed(body, redirect=True, truncate=False, status=200)``."""
+    """Start a raw feed server: ``raw_feed(body, redirect=True, truncate=False, status=200)``.
+
+    Also ``content_type`` and ``redirect_to`` (another server's origin to redirect to).
+    """
     servers: list[http.server.ThreadingHTTPServer] = []
 
     def start(
@@ -155,11 +159,12 @@ def raw_feed() -> Iterator[Callable[..., Any]]:
         truncate: bool = False,
         status: int = 200,
         content_type: str = "application/json",
+        redirect_to: str = "",
     ) -> http.server.ThreadingHTTPServer:
         srv: Any = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RawFeedHandler)
         srv.daemon_threads = True
         srv.body, srv.redirect, srv.truncate, srv.status = body, redirect, truncate, status
-        srv.content_type = content_type
+        srv.content_type, srv.redirect_to = content_type, redirect_to
         srv.requests = []
         srv.base_url = f"http://127.0.0.1:{srv.server_address[1]}"
         threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()

@@ -8,11 +8,12 @@ import time
 import uuid
 
 import pytest
+import requests
 
 from listener.archive import read_events
 from listener.body import ListenerContext
 from listener.exit_codes import ExitCode
-from listener.stream import OVERSIZE, capped_lines, redact_url
+from listener.stream import OVERSIZE, FeedConnection, StreamConfig, capped_lines, redact_url
 from models import League, Match
 from tests.listener.conftest import FIXTURES, run_listener
 
@@ -58,6 +59,33 @@ def test_the_providers_ndjson_shape_behind_a_redirect_is_parsed(raw_feed, listen
     assert feed.requests[1][0].startswith("/stream-host/")  # the redirect was followed
     assert "match=sd:match:" + OURS in first_path and "api_key" not in first_path
     assert headers.get("x-api-key") == "test-api-key-never-printed"
+
+
+@pytest.mark.parametrize(
+    ("target", "key_sent"),
+    [
+        pytest.param("same-origin", True, id="same-host-and-port-gets-the-key"),
+        pytest.param("other-origin", False, id="another-host-or-port-does-not"),
+    ],
+)
+def test_the_api_key_follows_a_redirect_only_to_the_feeds_own_origin(raw_feed, target, key_sent):
+    stream_host = raw_feed(_event(), redirect=False)
+    redirect_to = "" if target == "same-origin" else stream_host.base_url
+    feed = raw_feed(_event(), redirect=True, redirect_to=redirect_to)
+    config = StreamConfig(
+        url=f"{feed.base_url}/subscribe?match=sd:match:{OURS}",
+        api_key="test-api-key-never-printed",
+        connect_timeout=5,
+        read_timeout=5,
+        max_line_bytes=1 << 20,
+    )
+    with requests.Session() as session:
+        conn = FeedConnection(config, session=session).open()
+        conn.response.close()
+    assert feed.requests[0][1].get("x-api-key") == "test-api-key-never-printed"
+    followed = feed.requests[1] if target == "same-origin" else stream_host.requests[0]
+    assert followed[0].startswith("/stream-host/")
+    assert ("x-api-key" in {k.lower() for k in followed[1]}) is key_sent
 
 
 def test_the_api_key_is_never_logged_or_archived(raw_feed, listener_settings, caplog):
