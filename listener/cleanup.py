@@ -21,7 +21,7 @@ from config.clock import utcnow
 from config.errors import LockNotOwned
 from config.settings import MatchListenerEnvironment
 from listener import rows
-from listener.locks import delete_start_lock_if_token
+from listener.locks import _redis_errors, delete_start_lock_if_token
 from listener.start import load_match
 from models.barriers import Barriers
 from models.db import database, database_errors
@@ -85,6 +85,59 @@ def after_abandon(
     return cleared
 
 
+@_redis_errors  # Redis connection failures become RedisUnavailable
+def reclaim_stale_pending(match_ids: Iterable[str] | None = None, *, barriers: Barriers) -> list[str]:
+    """Clear pending keys that no start can clear any more; return their match ids.
+
+    A pending key is reclaimable when no start lock is held for the match **and** no queued
+    start can still run: the match's stored message id is absent (a stop forgot it) or already
+    consumed (its start began and died, or was revoked). A start that is still queued has its
+    id stored and not consumed, so its pending key is kept. ``match_ids`` None: every pending
+    key in Redis (the sweep).
+    """
+    if match_ids is None:
+        pattern = barriers.pending_key("*")
+        start = len(barriers.pending_key(""))
+        ids = [k.decode()[start:] for k in barriers.client.scan_iter(match=pattern, count=1000)]
+    else:
+        ids = [str(m) for m in match_ids]
+    ids = [m for m in ids if _is_uuid(m)]
+    if not ids:
+        return []
+    pipe = barriers.client.pipeline(transaction=False)
+    for mid in ids:
+        pipe.exists(barriers.pending_key(mid))
+        pipe.exists(barriers.start_lock_key(mid))
+    flags = pipe.execute()
+    unlocked = [mid for i, mid in enumerate(ids) if flags[2 * i] and not flags[2 * i + 1]]
+    if not unlocked:
+        return []
+    with database_errors():
+        stored = dict(
+            database.execute_sql(
+                "SELECT id::text, listener_start_settings ->> 'message_id' FROM matches "
+                "WHERE id = ANY(%s::uuid[])",
+                (unlocked,),
+            ).fetchall()
+        )
+    queued = {mid: stored.get(mid) for mid in unlocked if stored.get(mid)}
+    consumed = barriers.client.mget([barriers.revoked_key(m) for m in queued.values()]) if queued else []
+    still_queued = {mid for mid, used in zip(queued, consumed, strict=True) if used is None}
+    reclaim = [mid for mid in unlocked if mid not in still_queued]
+    if reclaim:
+        barriers.client.delete(*(barriers.pending_key(m) for m in reclaim))
+        logger.info("reclaimed %d pending keys no start could clear: %s", len(reclaim), reclaim)
+    return reclaim
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class SweepResult:
     """What one sweep did."""
@@ -93,6 +146,7 @@ class SweepResult:
     abandoned: int = 0  # rows closed with exit 14
     matches: list[str] = field(default_factory=list)  # matches with abandoned rows
     barriers_cleared: list[str] = field(default_factory=list)  # matches whose barriers were cleared
+    pending_reclaimed: list[str] = field(default_factory=list)  # pending keys no start could clear
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,6 +174,7 @@ def sweep_stale_match_listeners(
     try:
         closed = rows.abandon_stale_rows(stale_seconds=stale)
         cleared = after_abandon(closed, settings=settings, barriers=barriers)
+        reclaimed = reclaim_stale_pending(barriers=barriers)
     finally:
         with contextlib.suppress(LockNotOwned):
             lock.release()
@@ -128,6 +183,7 @@ def sweep_stale_match_listeners(
         abandoned=len(closed),
         matches=sorted({r.match_id for r in closed}),
         barriers_cleared=sorted(cleared),
+        pending_reclaimed=sorted(reclaimed),
     )
 
 
@@ -193,7 +249,8 @@ def stop_match_listener(
 def set_auto_dispatch(match_id: str, on: bool, *, barriers: Barriers) -> bool:
     """Turn a match's auto-dispatch on or off; turning it on also clears a leftover stop flag.
 
-    Returns the previous value.
+    Turning it on also reclaims a pending key no start can clear (``reclaim_stale_pending``),
+    e.g. one claimed inside a stop's race window. Returns the previous value.
     """
     match = load_match(match_id)
     before = bool(match.auto_dispatch_listener)
@@ -201,4 +258,5 @@ def set_auto_dispatch(match_id: str, on: bool, *, barriers: Barriers) -> bool:
         Match.update(auto_dispatch_listener=on, updated_at=utcnow()).where(Match.id == match.id).execute()
     if on:
         barriers.clear_stop_flag(str(match.id))
+        reclaim_stale_pending([str(match.id)], barriers=barriers)
     return before

@@ -1,0 +1,53 @@
+"""A pending key no start can clear any more is reclaimed; a queued start's pending key is kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from listener.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
+from listener.locks import consume_message
+from tests.lifecycle.helpers import dispatch
+
+
+@pytest.fixture
+def sb(lsettings, lbarriers):
+    return {"settings": lsettings, "barriers": lbarriers}
+
+
+def _sweep(sb):
+    return sweep_stale_match_listeners(settings=sb["settings"], barriers=sb["barriers"])
+
+
+def test_a_start_that_died_holding_the_lock_before_its_row_stops_blocking_dispatch_once_the_lock_expired(
+    make_match, sb, outbox
+):
+    match = make_match()
+    b = sb["barriers"]
+    dispatch(send=outbox, **sb)
+    [message] = outbox.messages
+    consume_message(b, message.message_id)  # the start began ...
+    assert b.start_lock(match.id).acquire("dead-token")  # ... took the lock, then its worker died
+    assert _sweep(sb).pending_reclaimed == []  # the lock still holds: it may be alive
+    b.client.delete(b.start_lock_key(match.id))  # the lock's TTL ran out
+    assert _sweep(sb).pending_reclaimed == [str(match.id)]
+    assert dispatch(send=outbox, **sb).enqueued == 1
+
+
+def test_a_queued_start_keeps_its_pending_key_through_a_sweep(make_match, sb, outbox):
+    match = make_match()
+    dispatch(send=outbox, **sb)  # stored and sent, not consumed yet: no lock, no row
+    assert _sweep(sb).pending_reclaimed == []
+    assert sb["barriers"].is_pending(match.id)
+    assert dispatch(send=outbox, **sb).enqueued == 0
+
+
+def test_a_pending_key_left_inside_a_stops_race_window_is_cleared_when_dispatch_is_turned_back_on(
+    make_match, sb, outbox
+):
+    match = make_match()
+    b = sb["barriers"]
+    stop_match_listener(str(match.id), **sb)
+    b.claim_pending(match.id)  # claimed by a start racing the stop; its start skipped as stopped
+    set_auto_dispatch(str(match.id), True, barriers=b)
+    assert not b.is_pending(match.id)
+    assert dispatch(send=outbox, **sb).enqueued == 1
