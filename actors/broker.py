@@ -2,7 +2,9 @@
 
 How to declare an actor (every module under ``actors/``)::
 
-    import dramatiq
+    import logging
+
+import dramatiq
     from actors.broker import QUEUE_DEFAULT
 
     @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
@@ -23,6 +25,8 @@ Rules:
 """
 
 from __future__ import annotations
+
+import logging
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
@@ -67,6 +71,8 @@ def setup_broker(settings: MatchListenerEnvironment) -> RedisBroker:
     """Build the broker, make it Dramatiq's global broker and bind the database proxy."""
     broker = build_broker(settings)
     dramatiq.set_broker(broker)
+    # pika logs every AMQP connection step at INFO; kickoff logs the failures it translates.
+    logging.getLogger("pika").setLevel(logging.WARNING)
     init_database(
         settings.database_url,
         connect_timeout_seconds=settings.database_connect_timeout_seconds,

@@ -61,6 +61,9 @@ def cli(ctx: click.Context, verbose: bool) -> None:
         level=logging.DEBUG if verbose else getattr(logging, settings.log_level.upper(), 20),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # pika logs every connection step at INFO and a refused connection with a traceback;
+    # kickoff reports those failures itself as one line (BrokerUnavailable).
+    logging.getLogger("pika").setLevel(logging.DEBUG if verbose else logging.CRITICAL)
     ctx.obj = CliContext(settings=settings)
 
 

@@ -54,7 +54,8 @@ def test_a_bad_database_url_gives_one_line_naming_the_setting_and_address(subpro
     assert "Traceback" not in result.stderr and "pw@" not in result.stderr
 
 
-def test_a_redis_that_does_not_answer_gives_one_line_naming_the_setting(subprocess_env, db):
+def test_a_redis_that_does_not_answer_gives_one_line_naming_the_setting(subprocess_env, db, amqp_vhost):
+    assert kickoff("amqp", "setup", env=subprocess_env).returncode == 0
     env = dict(subprocess_env, REDIS_URL="redis://127.0.0.1:1/0")
     result = kickoff("check", env=env)
     assert result.returncode == 1
@@ -63,7 +64,19 @@ def test_a_redis_that_does_not_answer_gives_one_line_naming_the_setting(subproce
     assert "Traceback" not in result.stderr
 
 
-def test_check_reports_every_service_ok_when_they_answer(subprocess_env, db):
+def test_an_unreachable_rabbitmq_gives_one_line_naming_the_setting(subprocess_env, db):
+    env = dict(subprocess_env, AMQP_URL="amqp://guest:secretpw@127.0.0.1:1/%2F")
+    result = kickoff("check", env=env)
+    assert result.returncode == 1
+    fails = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(fails) == 1 and "AMQP_URL=amqp://guest:***@127.0.0.1:1/%2F" in fails[0]
+    assert "secretpw" not in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_check_reports_every_service_ok_when_they_answer(subprocess_env, db, amqp_vhost):
+    setup = kickoff("amqp", "setup", env=subprocess_env)
+    assert setup.returncode == 0, setup.stderr
     result = kickoff("check", "--json", env=subprocess_env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout)["ok"] is True
