@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -139,8 +139,11 @@ class BaseEnvironment(BaseSettings):
 
     # -- job runs (catalog, launcher) ---------------------------------------------
     job_catalog_path: Path = Field(
-        Path(__file__).resolve().parent.parent / "publisher" / "catalog.yaml",
-        description="YAML file declaring the jobs publish_run accepts and the launcher starts.",
+        Path("publisher/catalog.yaml"),
+        description=(
+            "YAML file declaring the jobs publish_run accepts and the launcher starts"
+            " (a relative path is taken from the kickoff source root)."
+        ),
     )
     launcher_cap: int = Field(4, gt=0, description="Most job processes one launcher runs at once.")
     launcher_prefetch: int = Field(
@@ -165,6 +168,11 @@ class BaseEnvironment(BaseSettings):
     job_run_event_debounce_seconds: float = Field(
         60.0, gt=0, description="Default debounce window of event-triggered runs (job@key@window)."
     )
+
+    @field_validator("job_catalog_path")
+    @classmethod
+    def _catalog_from_source_root(cls, value: Path) -> Path:
+        return value if value.is_absolute() else REPO_ROOT / value
 
     def describe(self) -> dict[str, Any]:
         """Return the settings as a printable dict: secrets and URL passwords masked."""

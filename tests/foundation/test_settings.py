@@ -128,3 +128,15 @@ def test_an_invalid_setting_is_refused_with_its_name(clean_env):
     clean_env.setenv("APP_ENV", "moon")
     with pytest.raises(ValueError, match="app_env"):
         MatchListenerEnvironment(_env_file=None)
+
+
+def test_the_default_job_catalog_is_the_shipped_file_wherever_kickoff_is_checked_out(clean_env):
+    s = MatchListenerEnvironment(_env_file=None)
+    assert s.job_catalog_path == REPO_ROOT / "publisher" / "catalog.yaml"
+    assert s.job_catalog_path.is_file()
+    assert "\nJOB_CATALOG_PATH=publisher/catalog.yaml\n" in env_example()
+
+
+def test_an_absolute_job_catalog_path_is_kept(clean_env, tmp_path):
+    s = MatchListenerEnvironment(_env_file=None, job_catalog_path=tmp_path / "jobs.yaml")
+    assert s.job_catalog_path == tmp_path / "jobs.yaml"
