@@ -309,7 +309,12 @@ class MatchListenerEnvironment(BaseEnvironment):
         20, gt=0, description="Consecutive unreadable stream lines (bad JSON, oversize) before exit 11."
     )
     listener_archive_flush_events: int = Field(
-        256, gt=0, description="Flush the event archive after this many buffered events."
+        1,
+        gt=0,
+        description=(
+            "Write the event archive after this many buffered events (1: every event reaches the OS at"
+            " once, so a kill -9 loses at most a partial last event; raise it for bulk replays)."
+        ),
     )
     listener_archive_flush_seconds: float = Field(
         0.5, ge=0, description="Flush the event archive when its oldest buffered event is this old."

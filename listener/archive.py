@@ -7,8 +7,9 @@ One file per match, a JSON array with one event per line::
     ,{"payload": ...}
     ]
 
-Events are buffered and written in batches; after every flush the file is valid JSON (the
-closing ``]`` is rewritten behind the new events). A restart reopens the same file and appends.
+Events are written as they arrive (or in batches when ``flush_events`` > 1); after every write
+the file is valid JSON (the closing ``]`` is rewritten behind the new events). A restart
+reopens the same file and appends.
 A file cut mid-write (kill -9) is repaired on reopen: complete event lines are kept, the partial
 last one is dropped. League and shortcode are sanitised; a value that still points outside
 ``DATA_DIR`` (``..``, separators, empty) is refused with ArchivePathError.
@@ -112,7 +113,7 @@ class EventArchive:
         self,
         path: Path,
         *,
-        flush_events: int = 256,
+        flush_events: int = 1,
         flush_seconds: float = 0.5,
         match_id: str = "",
     ) -> None:

@@ -99,3 +99,12 @@ def test_the_text_log_is_named_after_the_shortcode_and_record_id(tmp_path: Path)
     log.write("hello %s", "world")
     assert (path.parent / "m1.01234567.log").read_text().strip().endswith("hello world")
     assert TextLog.for_run(path, None).path is None
+
+
+def test_by_default_every_event_is_on_disk_as_soon_as_it_is_appended(tmp_path: Path, settings):
+    path = tmp_path / "mlb" / "live.json"
+    archive = EventArchive(path, flush_events=settings.listener_archive_flush_events).open()
+    for n in range(3):
+        archive.append({"payload": {"n": n}})
+        # read through another handle, as a successor would after a kill -9 right now
+        assert [e["payload"]["n"] for e in json.loads(path.read_text())] == list(range(n + 1))
