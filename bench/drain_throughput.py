@@ -20,8 +20,7 @@ import pika
 
 from bench._setup import bench_environment, purge
 from models.db import database
-from publisher.amqp import AmqpPublisher
-from publisher.drain import drain_outbox
+from publisher.drain import drain_outbox_concurrently
 
 
 def fill_outbox(n: int) -> None:
@@ -64,19 +63,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=500, help="rows per batch (OUTBOX_BATCH_SIZE default)")
+    parser.add_argument("--workers", type=int, default=2, help="drains side by side (OUTBOX_DRAIN_WORKERS)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     with bench_environment(outbox_batch_size=args.batch, outbox_drain_max_seconds=600) as settings:
         fill_outbox(args.messages)
         base = baseline(settings.amqp_url, args.messages)
         purge(settings.amqp_url)
-        with AmqpPublisher(url=settings.amqp_url) as publisher:
-            start = time.perf_counter()
-            report = drain_outbox(publisher=publisher, settings=settings)
-            elapsed = time.perf_counter() - start
+        start = time.perf_counter()
+        report = drain_outbox_concurrently(settings=settings, workers=args.workers)
+        elapsed = time.perf_counter() - start
         assert report.published == args.messages, report
         drain_rate = args.messages / elapsed
-        print(f"messages:                  {args.messages} (batch {args.batch})")
+        print(f"messages:                  {args.messages} (batch {args.batch}, {args.workers} drains)")
         print(f"baseline (1 confirm each): {base:,.0f} msg/s")
         print(
             f"outbox drain:              {drain_rate:,.0f} msg/s  ({elapsed:.2f} s, {report.batches} batches)"

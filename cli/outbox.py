@@ -6,8 +6,7 @@ import click
 
 from cli.common import echo_json
 from cli.context import CliContext
-from publisher.amqp import publisher_from_settings
-from publisher.drain import drain_outbox
+from publisher.drain import drain_outbox_concurrently
 from publisher.outbox import outbox_report, retry_dead
 
 
@@ -26,13 +25,18 @@ def outbox() -> None:
 @click.option(
     "--max-seconds", type=float, default=None, help="Stop after this long (default OUTBOX_DRAIN_MAX_SECONDS)."
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Drains side by side, each with its own connections (default OUTBOX_DRAIN_WORKERS).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_obj
-def drain_cmd(obj: CliContext, max_seconds: float | None, as_json: bool) -> None:
+def drain_cmd(obj: CliContext, max_seconds: float | None, workers: int | None, as_json: bool) -> None:
     """Publish every due row now: releases chained claims, expires late draft targets."""
     obj.database()
-    with publisher_from_settings(obj.settings) as publisher:
-        report = drain_outbox(publisher=publisher, settings=obj.settings, max_seconds=max_seconds)
+    report = drain_outbox_concurrently(settings=obj.settings, workers=workers, max_seconds=max_seconds)
     if as_json:
         echo_json(report.as_json())
     else:

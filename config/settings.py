@@ -126,6 +126,14 @@ class BaseEnvironment(BaseSettings):
     outbox_backoff_max_seconds: float = Field(
         900.0, gt=0, description="Longest retry delay of a failed outbox row."
     )
+    outbox_drain_workers: int = Field(
+        2,
+        gt=0,
+        description=(
+            "Drains run side by side by one drain run, each with its own AMQP and database connection"
+            " (SKIP LOCKED keeps their batches apart); one encodes while another waits for confirms."
+        ),
+    )
     outbox_drain_max_seconds: float = Field(
         50.0, gt=0, description="Longest one drain run (periodic actor, CLI) keeps publishing."
     )

@@ -9,8 +9,10 @@ back, so the row is published again with the same message id (consumers drop the
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 from config.clock import utcnow
@@ -19,7 +21,7 @@ from config.settings import BaseEnvironment
 from models.activity import ActionStatus
 from models.db import database, database_errors
 from models.outbox import OutboxStatus
-from publisher.amqp import AmqpPublisher
+from publisher.amqp import AmqpPublisher, publisher_from_settings
 from publisher.outbox import ROW_COLUMNS, OutboxRow, record_outcomes
 
 logger = logging.getLogger(__name__)
@@ -35,6 +37,9 @@ class DrainReport:
     expired: int = 0
     released: int = 0
     cancelled: int = 0
+
+    def __add__(self, other: DrainReport) -> DrainReport:
+        return DrainReport(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
     def as_json(self) -> dict[str, int]:
         return {
@@ -139,6 +144,7 @@ def drain_outbox(
     settings: BaseEnvironment,
     max_seconds: float | None = None,
     batch_size: int | None = None,
+    resolve_claims: bool = True,
 ) -> DrainReport:
     """Resolve held claims, then publish due rows batch by batch until none are due or time is up.
 
@@ -147,7 +153,7 @@ def drain_outbox(
     deadline = time.monotonic() + (
         max_seconds if max_seconds is not None else settings.outbox_drain_max_seconds
     )
-    released, cancelled = resolve_held_claims()
+    released, cancelled = resolve_held_claims() if resolve_claims else (0, 0)
     batches = published = failed = expired = 0
     while time.monotonic() < deadline:
         claimed, ok, bad, gone = drain_batch(publisher=publisher, settings=settings, limit=batch_size)
@@ -164,6 +170,56 @@ def drain_outbox(
     if batches or released or cancelled:
         logger.info("outbox drain: %s", report.as_json())
     return report
+
+
+def drain_outbox_concurrently(
+    *,
+    settings: BaseEnvironment,
+    workers: int | None = None,
+    max_seconds: float | None = None,
+    batch_size: int | None = None,
+    publisher_factory: Callable[[], AmqpPublisher] | None = None,
+) -> DrainReport:
+    """Resolve held claims once, then run ``workers`` drains side by side (OUTBOX_DRAIN_WORKERS).
+
+    Each drain has its own AMQP connection (``publisher_factory``, default: AMQP_URL) and its own
+    database connection; ``FOR UPDATE SKIP LOCKED`` keeps their batches apart, so a row is still
+    published by one drain only. One drain encodes its batch while another waits for confirms.
+    """
+    workers = workers or settings.outbox_drain_workers
+    make_publisher = publisher_factory or (lambda: publisher_from_settings(settings))
+    released, cancelled = resolve_held_claims()
+    reports: list[DrainReport] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with make_publisher() as publisher:
+                reports.append(
+                    drain_outbox(
+                        publisher=publisher,
+                        settings=settings,
+                        max_seconds=max_seconds,
+                        batch_size=batch_size,
+                        resolve_claims=False,
+                    )
+                )
+        except BaseException as exc:  # re-raised in the caller's thread below
+            errors.append(exc)
+        finally:
+            database.close()
+
+    threads = [threading.Thread(target=run, name=f"outbox-drain-{n}") for n in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    total = sum(reports, DrainReport(released=released, cancelled=cancelled))
+    if workers > 1 and (total.batches or released or cancelled):
+        logger.info("outbox drain (%d workers): %s", workers, total.as_json())
+    return total
 
 
 def _broker_reachable(publisher: AmqpPublisher) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from datetime import timedelta
@@ -13,7 +12,7 @@ from config.clock import utcnow
 from models.db import database
 from publisher import drain as drain_module
 from publisher.amqp import AmqpPublisher, OutgoingMessage
-from publisher.drain import drain_outbox
+from publisher.drain import drain_outbox, drain_outbox_concurrently
 from publisher.outbox import backoff_delay, insert_row, outbox_report
 from publisher.queues import LINEUP_UPDATES, WAIVER_ACTIONS
 from tests.publisher.helpers import count
@@ -87,20 +86,17 @@ def test_status_reports_backlog_and_the_oldest_pending_age(db, pub_settings, fro
 
 def test_two_drains_at_once_never_publish_a_row_twice(publisher, pub_settings, amqp_vhost, read_queue):
     _rows(3000)
-    reports = []
+    made: list[AmqpPublisher] = []
 
-    def run() -> None:
-        with AmqpPublisher(url=amqp_vhost) as own:
-            reports.append(drain_outbox(publisher=own, settings=pub_settings, batch_size=200))
-        database.close()
+    def own_publisher() -> AmqpPublisher:
+        made.append(AmqpPublisher(url=amqp_vhost))
+        return made[-1]
 
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert sum(r.published for r in reports) == 3000
-    assert all(r.published > 0 for r in reports)
+    report = drain_outbox_concurrently(
+        settings=pub_settings, workers=2, batch_size=200, publisher_factory=own_publisher
+    )
+    assert report.published == 3000 and report.failed == 0
+    assert len(made) == 2
     ids = [p.message_id for _, p in read_queue(LINEUP_UPDATES)]
     assert len(ids) == len(set(ids)) == 3000
 
