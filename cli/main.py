@@ -64,6 +64,8 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     # pika logs every connection step at INFO and a refused connection with a traceback;
     # kickoff reports those failures itself as one line (BrokerUnavailable).
     logging.getLogger("pika").setLevel(logging.DEBUG if verbose else logging.CRITICAL)
+    # yoyo logs each migration step; `kickoff db migrate` prints what it applied itself.
+    logging.getLogger("yoyo").setLevel(logging.DEBUG if verbose else logging.WARNING)
     ctx.obj = CliContext(settings=settings)
 
 
