@@ -36,7 +36,7 @@ from actors.middleware import (
     DatabaseConnectionMiddleware,
     LogContextMiddleware,
     ScheduledTickMiddleware,
-    WorkerShutdownHooks,
+    WorkerHooks,
 )
 from config.settings import MatchListenerEnvironment
 from models.db import init_database
@@ -61,7 +61,7 @@ def build_broker(settings: MatchListenerEnvironment) -> RedisBroker:
     broker.add_middleware(ScheduledTickMiddleware(skip_delay=settings.periodic_skip_delay_seconds))
     broker.add_middleware(LogContextMiddleware())
     broker.add_middleware(DatabaseConnectionMiddleware())
-    broker.add_middleware(WorkerShutdownHooks())
+    broker.add_middleware(WorkerHooks())
     for queue in QUEUES:
         broker.declare_queue(queue)
     return broker
@@ -81,9 +81,9 @@ def setup_broker(settings: MatchListenerEnvironment) -> RedisBroker:
     return broker
 
 
-def shutdown_hooks(broker: dramatiq.Broker) -> WorkerShutdownHooks | None:
-    """The WorkerShutdownHooks middleware of ``broker`` (None on a broker without it)."""
+def worker_hooks(broker: dramatiq.Broker) -> WorkerHooks | None:
+    """The WorkerHooks middleware of ``broker`` (None on a broker without it)."""
     for middleware in broker.middleware:
-        if isinstance(middleware, WorkerShutdownHooks):
+        if isinstance(middleware, WorkerHooks):
             return middleware
     return None

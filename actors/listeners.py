@@ -15,7 +15,7 @@ import dramatiq
 from dramatiq.middleware import CurrentMessage
 
 from actors.batch import enqueue_many
-from actors.broker import QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS, shutdown_hooks
+from actors.broker import QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS, worker_hooks
 from config.errors import ListenerRunFailed
 from config.settings import MatchListenerEnvironment
 from listener import cleanup, dispatch, lifecycle
@@ -48,13 +48,47 @@ def runtime() -> _Runtime:
 
 
 def services() -> ListenerServices:
-    """The process's listener services; their shutdown hook is registered with the broker."""
+    """The process's listener services; their shutdown hook is registered with the broker.
+
+    They hold the process's worker lease, and their lease thread restarts at once the matches
+    of listener workers whose lease is gone (and of this process's runs a shutdown ends).
+    """
     rt = runtime()
-    svc = ListenerServices.for_process(settings=rt.settings, barriers=rt.barriers)
-    hooks = shutdown_hooks(start_match_listener.broker)
+
+    def reap() -> list[str]:
+        closed = cleanup.reap_dead_workers(settings=rt.settings, barriers=rt.barriers)
+        return sorted({row.match_id for row in closed})
+
+    def redispatch(match_ids: list[str]) -> None:
+        dispatch.dispatch_matches(
+            match_ids, settings=rt.settings, barriers=rt.barriers, send_batch=send_starts
+        )
+
+    svc = ListenerServices.for_process(
+        settings=rt.settings, barriers=rt.barriers, reap=reap, redispatch=redispatch
+    )
+    hooks = worker_hooks(start_match_listener.broker)
     if hooks is not None:
         hooks.register(svc.shutdown_all)
     return svc
+
+
+def register_boot_hook() -> None:
+    """Have every worker process of this broker run ``start_listener_services`` once booted."""
+    hooks = worker_hooks(start_match_listener.broker)
+    if hooks is not None:
+        hooks.register_boot(start_listener_services)
+
+
+def start_listener_services(worker: dramatiq.Worker) -> None:
+    """At worker boot: a process that consumes ``match_listeners`` takes its lease and starts reaping.
+
+    So a listener worker that (re)starts after another one was killed restarts the dead one's
+    matches within seconds, before any start message reaches it.
+    """
+    queues = getattr(worker, "queues", None)
+    if queues is None or QUEUE_MATCH_LISTENERS in queues:
+        services()
 
 
 def _start_message(message: StartMessage) -> dramatiq.Message:
@@ -137,3 +171,6 @@ def sweep_stale_match_listeners(heartbeat_stale_seconds: float | None = None) ->
     return cleanup.sweep_stale_match_listeners(
         heartbeat_stale_seconds=heartbeat_stale_seconds, settings=rt.settings, barriers=rt.barriers
     ).as_dict()
+
+
+register_boot_hook()

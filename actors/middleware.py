@@ -1,4 +1,4 @@
-"""Dramatiq middleware of kickoff: a database connection per message, log context, shutdown hooks."""
+"""Dramatiq middleware of kickoff: a database connection per message, log context, boot and shutdown hooks."""
 
 from __future__ import annotations
 
@@ -90,22 +90,39 @@ class ScheduledTickMiddleware(PeriodiqMiddleware):
             raise SkipMessage()
 
 
-class WorkerShutdownHooks(Middleware):
-    """Run registered callbacks when a worker process starts a graceful shutdown (SIGTERM).
+class WorkerHooks(Middleware):
+    """Run registered callbacks when a worker process has booted and when it starts a graceful shutdown.
 
-    The listener lifecycle registers one so running listeners end with a recorded exit
-    instead of leaving their rows open.
+    The listener lifecycle registers a boot hook (a listener worker takes its lease and starts
+    reaping dead workers' runs at once) and a shutdown hook (running listeners end with a
+    recorded exit instead of leaving their rows open).
     """
 
     def __init__(self) -> None:
+        self._boot: list[Callable[[Any], None]] = []
         self._hooks: list[Callable[[], None]] = []
         self._lock = threading.Lock()
+
+    def register_boot(self, hook: Callable[[Any], None]) -> None:
+        """Call ``hook(worker)`` (once) after the worker process booted."""
+        with self._lock:
+            if hook not in self._boot:
+                self._boot.append(hook)
 
     def register(self, hook: Callable[[], None]) -> None:
         """Call ``hook()`` (once) at the start of the worker's graceful shutdown."""
         with self._lock:
             if hook not in self._hooks:
                 self._hooks.append(hook)
+
+    def after_worker_boot(self, broker: Any, worker: Any) -> None:
+        with self._lock:
+            hooks = list(self._boot)
+        for hook in hooks:
+            try:
+                hook(worker)
+            except Exception:
+                logger.exception("worker boot hook %r failed", hook)
 
     def before_worker_shutdown(self, broker: Any, worker: Any) -> None:
         with self._lock:

@@ -267,6 +267,14 @@ class MatchListenerEnvironment(BaseEnvironment):
         ge=0,
         description="A listener that cannot extend its start lock stops this long before the lock expires.",
     )
+    listener_worker_lease_seconds: float = Field(
+        20.0,
+        gt=0,
+        description=(
+            "Lease of a listener worker process in Redis, renewed every quarter of it: a worker that"
+            " cannot renew stops its listeners, and a dead worker's matches start again once it lapses."
+        ),
+    )
     listener_db_slots_per_process: int = Field(
         8, gt=0, description="Listener starts/shutdowns of one worker process using PostgreSQL at once."
     )

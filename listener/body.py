@@ -4,12 +4,15 @@
 ``listener_body`` setting and calls ``run``; the body returns an exit code (listener.exit_codes).
 When a stop is requested (operator stop, lost start lock, worker shutdown) the lifecycle sets
 ``ctx.stop_requested`` and calls ``body.request_stop()`` from another thread; the body must
-then return promptly (within a second), e.g. by closing its stream connection.
+then return promptly (within a second), e.g. by closing its stream connection. Before each write
+the body asks ``ctx.may_write()``: a process that was paused past its worker lease learns it
+there, before its stop request arrives.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -25,6 +28,9 @@ class ListenerContext:
     is_test: bool  # srsim clone: Match.status is owned by the simulator, not the stream
     settings: MatchListenerEnvironment
     stop_requested: threading.Event = field(default_factory=threading.Event)
+    #: False once the run's worker lease ran out (the process was paused or cut off): a successor
+    #: may be running, so the body must write nothing more (archive, Match.status) and return.
+    may_write: Callable[[], bool] = lambda: True
 
 
 class ListenerBody(Protocol):

@@ -14,7 +14,6 @@ import logging
 import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from config.clock import utcnow
@@ -30,6 +29,50 @@ from models.match import Match
 logger = logging.getLogger(__name__)
 
 
+def reap_dead_workers(
+    match_ids: Iterable[str] | None = None, *, settings: MatchListenerEnvironment, barriers: Barriers
+) -> list[rows.ClosedRow]:
+    """Abandon (14) the open rows whose worker lease is gone; free their locks and barriers.
+
+    A lease key is gone only once its process has fenced itself (listener.lease), so the lock of
+    such a row is deleted at once (token-compared) and its match can start again. Nothing is
+    judged until Redis's data epoch is older than one lease plus one renewal: after Redis lost
+    its data, every live worker re-creates its lease within that time.
+    """
+    leased = rows.open_leased_rows(match_ids)
+    if not leased:
+        return []
+    lease_ttl = settings.listener_worker_lease_seconds
+    alive, epoch_age = barriers.live_worker_leases({r.worker_lease for r in leased})
+    if epoch_age is None or epoch_age < lease_ttl * 1.25 + 1:
+        return []
+    dead = [r.record_id for r in leased if r.worker_lease not in alive]
+    closed = rows.abandon_rows_of_dead_workers(dead)
+    for row in closed:
+        logger.warning(
+            "match %s: row %s abandoned (exit 14): its worker lease expired", row.match_id, row.record_id
+        )
+        delete_start_lock_if_token(barriers, row.match_id, row.record_id)
+    _clear_barriers_of_dead(closed, barriers=barriers)
+    return closed
+
+
+def _clear_barriers_of_dead(closed: list[rows.ClosedRow], *, barriers: Barriers) -> set[str]:
+    """Clear pending, attempts and exhausted of each match with no active row left."""
+    matches = {row.match_id for row in closed}
+    if not matches:
+        return set()
+    active = rows.matches_with_active_rows(
+        matches,
+        stale_seconds=barriers.stale_seconds,
+        active_max_age_seconds=barriers.active_max_age_seconds,
+    )
+    cleared = matches - active
+    for match_id in cleared:
+        barriers.clear_start_barriers(match_id, include_start_lock=False)
+    return cleared
+
+
 def _holder_silent(row: rows.ClosedRow, settings: MatchListenerEnvironment) -> bool:
     """Whether the row's holder must already have stopped itself (so its lock may be deleted).
 
@@ -39,7 +82,7 @@ def _holder_silent(row: rows.ClosedRow, settings: MatchListenerEnvironment) -> b
     once its heartbeat is older than the stale threshold (the start lock's TTL) itself: any
     earlier, a live holder could still be running and a successor would overlap it.
     """
-    return utcnow() - row.heartbeat_at > timedelta(seconds=settings.listener_heartbeat_stale_seconds)
+    return row.heartbeat_age_seconds > settings.listener_heartbeat_stale_seconds
 
 
 def release_dead_holders_locks(
@@ -73,16 +116,7 @@ def after_abandon(
             row.heartbeat_at.isoformat(),
         )
     release_dead_holders_locks(closed, settings=settings, barriers=barriers)
-    matches = {row.match_id for row in closed}
-    active = rows.matches_with_active_rows(
-        matches,
-        stale_seconds=barriers.stale_seconds,
-        active_max_age_seconds=barriers.active_max_age_seconds,
-    )
-    cleared = matches - active
-    for match_id in cleared:
-        barriers.clear_start_barriers(match_id, include_start_lock=False)
-    return cleared
+    return _clear_barriers_of_dead(closed, barriers=barriers)
 
 
 @_redis_errors  # Redis connection failures become RedisUnavailable
@@ -158,9 +192,11 @@ def sweep_stale_match_listeners(
     settings: MatchListenerEnvironment,
     barriers: Barriers,
 ) -> SweepResult:
-    """Close stale open rows as Abandoned (14) under the sweep lock; clear barriers of dead matches.
+    """Abandon (14) dead runs under the sweep lock; clear the barriers of their matches.
 
-    ``heartbeat_stale_seconds`` overrides the threshold (0: every open row, as after a deploy).
+    A run is dead when its worker lease is gone (``reap_dead_workers``) or its heartbeat is older
+    than the stale threshold. ``heartbeat_stale_seconds`` overrides that threshold (0 closes
+    every open row, healthy or not: an operator's last resort, never needed after a deploy).
     """
     stale = (
         settings.listener_heartbeat_stale_seconds
@@ -172,8 +208,11 @@ def sweep_stale_match_listeners(
         logger.info("sweep skipped: another sweep holds the lock")
         return SweepResult(locked=True)
     try:
+        reaped = reap_dead_workers(settings=settings, barriers=barriers)
         closed = rows.abandon_stale_rows(stale_seconds=stale)
         cleared = after_abandon(closed, settings=settings, barriers=barriers)
+        cleared |= _clear_barriers_of_dead(reaped, barriers=barriers)
+        closed = reaped + closed
         reclaimed = reclaim_stale_pending(barriers=barriers)
     finally:
         with contextlib.suppress(LockNotOwned):

@@ -128,6 +128,36 @@ def dispatch_upcoming_match_listeners(
             database.close()
 
 
+def dispatch_matches(
+    match_ids: list[str],
+    *,
+    settings: MatchListenerEnvironment,
+    barriers: Barriers,
+    send_batch: BatchSender,
+) -> DispatchResult:
+    """Dispatch only ``match_ids`` (live or test alike), without the dispatch lock.
+
+    Used to restart at once the matches whose runs just ended through no fault of theirs (a
+    dead worker's runs, a worker's graceful shutdown); the pending keys still keep a match from
+    being sent twice, and the usual selection rules (auto-dispatch, league, status, window) apply.
+    """
+    if not match_ids:
+        return DispatchResult()
+    try:
+        return _dispatch(
+            within=settings.listener_dispatch_within_minutes,
+            is_test=None,
+            settings=settings,
+            barriers=barriers,
+            send=lambda message: send_batch([message]),
+            send_batch=send_batch,
+            match_ids=match_ids,
+        )
+    finally:
+        if not database.is_closed():
+            database.close()
+
+
 def _dispatch(
     *,
     within: int,
@@ -136,12 +166,14 @@ def _dispatch(
     barriers: Barriers,
     send: Sender,
     send_batch: BatchSender | None,
+    match_ids: list[str] | None = None,
 ) -> DispatchResult:
     found = find_candidates(
         within_minutes=within,
         is_test=is_test,
         active_max_age_seconds=barriers.active_max_age_seconds,
         stale_seconds=barriers.stale_seconds,
+        match_ids=match_ids,
     )
     if not found:
         return DispatchResult()

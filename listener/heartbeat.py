@@ -43,6 +43,8 @@ class HeartbeatRegistration:
     token: str  # start-lock token of the run (= lifecycle row id)
     record_id: str | None  # lifecycle row, None in a dry run without a row
     on_lost: Callable[[str], None]  # called (possibly repeatedly) with a reason when the run must stop
+    lease_id: str | None = None  # the worker lease the run started under (listener.lease)
+    fenced: bool = False  # its lease ran out: never extend its lock again
     # monotonic times of the last proof: set them to when the lock was taken / the row written
     last_lock_ok: float = field(default_factory=time.monotonic)
     last_row_ok: float = field(default_factory=time.monotonic)
@@ -94,11 +96,18 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
         write counts as "not written"; the deadlines are also enforced from the stop watcher's
         thread (``enforce_deadlines``) so a beat stuck in PostgreSQL still stops the run in time.
         """
-        regs = self.snapshot()
-        if not regs:
-            return BeatReport(0, 0, ())
-        lost: dict[HeartbeatRegistration, str] = {}
         now = time.monotonic()
+        lost: dict[HeartbeatRegistration, str] = {}
+        regs = []
+        for reg in self.snapshot():
+            # A run whose lock may have expired (or whose lease ran out) must not take it again.
+            if reg.fenced or now >= reg.last_lock_ok + self.lock_ttl_seconds - self.grace_seconds:
+                lost[reg] = LOCK_UNREACHABLE
+            else:
+                regs.append(reg)
+        if not regs:
+            self._notify(lost)
+            return BeatReport(0, 0, tuple(r.match_id for r in lost))
 
         extended = 0
         try:
@@ -142,6 +151,10 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
 
         self._notify(lost)
         return BeatReport(len(written or ()), extended, tuple(r.match_id for r in lost))
+
+    def wake(self) -> None:
+        """Beat now instead of at the end of the interval."""
+        self._wake.set()
 
     def enforce_deadlines(self, now: float | None = None) -> list[str]:
         """Tell every run whose lock or row has not been renewed in time to stop; return their match ids.

@@ -20,7 +20,7 @@ from typing import Any
 from config.errors import KickoffError, LockNotOwned
 from config.settings import MatchListenerEnvironment
 from listener import rows
-from listener.cleanup import after_abandon
+from listener.cleanup import after_abandon, reap_dead_workers
 from listener.exit_codes import ExitCode, is_success
 from listener.locks import clear_pending_many, consume_message, start_lock_holder
 from listener.runtime import ListenerServices
@@ -43,6 +43,7 @@ class Skip(StrEnum):
     EXHAUSTED = "skipped_exhausted"  # attempt cap reached (force clears it)
     ACTIVE = "skipped_active"  # an open row with a fresh heartbeat exists
     LOCKED = "skipped_locked"  # another run holds the start lock (force never takes it)
+    SHUTDOWN = "skipped_shutdown"  # this worker is shutting down: handed to another worker
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,11 @@ def start_match_listener(
                 # stop forgets the stored id): it must never run, even after the stop flag expired.
                 return skip(Skip.SUPERSEDED, clear_pending=False)
 
+        if services.shutting_down:
+            # Taken from the queue while this worker stops: send a new start for another worker.
+            barriers.clear_pending(mid)
+            services.hand_off(mid)
+            return skip(Skip.SHUTDOWN, clear_pending=False)
         if force:
             barriers.clear_start_barriers(mid, include_start_lock=False)
             barriers.clear_stop_flag(mid)
@@ -170,6 +176,7 @@ def start_match_listener(
             "stale_seconds": barriers.stale_seconds,
             "active_max_age_seconds": barriers.active_max_age_seconds,
         }
+        reap_dead_workers([mid], settings=settings, barriers=barriers)
         abandoned = rows.abandon_stale_rows(stale_seconds=barriers.stale_seconds, match_ids=[mid])
         after_abandon(abandoned, settings=settings, barriers=barriers)
         if not force and rows.has_active_row(mid, **stale_kw):
@@ -217,6 +224,8 @@ def start_match_listener(
     if message_id is not None:
         with services.db_slot(), contextlib.suppress(KickoffError):
             forget_message_id(mid, message_id)
+    if outcome.stop_cause is not None and outcome.stop_cause.hand_off:
+        services.hand_off(mid)  # a worker shutdown: the match streams again on another worker now
 
     failed = is_counted_failure(outcome.exit_code)
     attempts = _count_failure(mid, barriers) if failed else None

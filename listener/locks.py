@@ -19,14 +19,20 @@ from models.barriers import Barriers
 P = ParamSpec("P")
 T = TypeVar("T")
 
-# KEYS: lock keys; ARGV[1]: ttl in ms, ARGV[1 + i]: token expected in KEYS[i].
+# KEYS: lock keys; ARGV[1]: ttl in ms, ARGV[1 + i]: token expected in KEYS[i]. Per key: 1 extended,
+# 2 the key was missing and is taken again with the token (Redis restarted empty), 0 another
+# token holds it.
 _EXTEND_MANY = """
 local ttl = tonumber(ARGV[1])
 local out = {}
 for i, key in ipairs(KEYS) do
-  if redis.call('get', key) == ARGV[i + 1] then
+  local holder = redis.call('get', key)
+  if holder == ARGV[i + 1] then
     redis.call('pexpire', key, ttl)
     out[i] = 1
+  elseif not holder then
+    redis.call('set', key, ARGV[i + 1], 'PX', ttl)
+    out[i] = 2
   else
     out[i] = 0
   end
@@ -75,7 +81,11 @@ def extend_start_locks(
 ) -> list[bool]:
     """Extend the start locks of ``(match_id, token)`` pairs in one round trip.
 
-    Returns, per pair, whether the lock still held that token (and was extended).
+    Returns, per pair, whether the lock now holds that token. A missing key is taken again:
+    it can only be missing while its holder still beats in time if Redis lost its data (an
+    expired or deleted lock means the holder's deadline passed, or its row was closed, and the
+    caller stops such a run before or right after this call); a key held by another token
+    is never touched.
     """
     if not holders:
         return []

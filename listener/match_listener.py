@@ -300,6 +300,8 @@ class MatchListener:
     def _handle(self, raw: bytes | object, pipeline: Pipeline) -> None:
         archive = self.archive
         assert archive is not None
+        if not self._ctx.may_write():  # paused past the worker lease: a successor may be writing
+            raise _Exit(ExitCode.CANCELLED, "worker lease expired")
         if raw is OVERSIZE:
             self._skip("line longer than listener_max_line_bytes")
             return

@@ -1,7 +1,9 @@
 """Lifecycle-row SQL: open rows, batch heartbeats, shutdown writes, stale abandon and operator close.
 
 Every function here is one statement (or one small query) so callers never hold a connection
-for long; callers decide when the connection is closed.
+for long; callers decide when the connection is closed. Every lifecycle time (created, heartbeat,
+ended) is written with PostgreSQL's clock and every age is judged by it, so a worker whose own
+clock is off can neither look stale while alive nor keep a dead run looking alive.
 """
 
 from __future__ import annotations
@@ -11,11 +13,10 @@ import socket
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import peewee
 
-from config.clock import utcnow
 from listener.exit_codes import ExitCode
 from models.db import database_errors
 from models.listener_record import MatchListenerRecord
@@ -29,23 +30,49 @@ class ClosedRow:
 
     record_id: str  # MatchListenerRecord.id (also the start-lock token of its run)
     match_id: str  # internal Match.id
-    heartbeat_at: datetime  # its last heartbeat (decides whether its holder can still be alive)
+    heartbeat_at: datetime  # its last heartbeat
+    heartbeat_age_seconds: float  # by PostgreSQL's clock (decides whether its holder can be alive)
 
 
-def create_row(*, record_id: str, match_id: str, message_id: str | None, dry_run: bool) -> None:
-    """Write the startup row of one listener run (open, heartbeat now)."""
-    now = utcnow()
+def db_now() -> peewee.Node:
+    """PostgreSQL's clock: the one every lifecycle time is written and judged by."""
+    return peewee.fn.now()
+
+
+def db_ago(seconds: float) -> peewee.Node:
+    """``now() - seconds`` by PostgreSQL's clock."""
+    return peewee.SQL("(now() - make_interval(secs => %s))", (float(seconds),))
+
+
+def _heartbeat_age() -> peewee.Node:
+    return peewee.fn.date_part("epoch", peewee.fn.now() - R.heartbeat_at).alias("heartbeat_age")
+
+
+def _closed(rows: Iterable[MatchListenerRecord]) -> list[ClosedRow]:
+    return [ClosedRow(str(r.id), str(r.match_id), r.heartbeat_at, float(r.heartbeat_age)) for r in rows]
+
+
+def create_row(
+    *,
+    record_id: str,
+    match_id: str,
+    message_id: str | None,
+    dry_run: bool,
+    worker_lease: str | None = None,
+) -> None:
+    """Write the startup row of one listener run (open, heartbeat now, its worker's lease)."""
     with database_errors():
-        R.create(
+        R.insert(
             id=uuid.UUID(record_id),
             match=uuid.UUID(match_id),
             message_id=message_id,
-            created_at=now,
-            heartbeat_at=now,
+            created_at=db_now(),
+            heartbeat_at=db_now(),
             host=socket.gethostname(),
             pid=os.getpid(),
             dry_run=dry_run,
-        )
+            worker_lease=worker_lease,
+        ).execute()
 
 
 def heartbeat_rows(record_ids: Sequence[str]) -> set[str]:
@@ -58,7 +85,7 @@ def heartbeat_rows(record_ids: Sequence[str]) -> set[str]:
         return set()
     with database_errors():
         query = (
-            R.update(heartbeat_at=utcnow())
+            R.update(heartbeat_at=db_now())
             .where(R.id.in_([uuid.UUID(r) for r in record_ids]), R.ended_at.is_null())
             .returning(R.id)
         )
@@ -69,7 +96,7 @@ def close_row(record_id: str, *, exit_code: int | None, reason: str, stopped_by:
     """Write the shutdown of one run unless its row is already closed; True when written."""
     with database_errors():
         n = (
-            R.update(ended_at=utcnow(), exit_code=exit_code, exit_reason=reason, stopped_by=stopped_by)
+            R.update(ended_at=db_now(), exit_code=exit_code, exit_reason=reason, stopped_by=stopped_by)
             .where(R.id == uuid.UUID(record_id), R.ended_at.is_null())
             .execute()
         )
@@ -83,8 +110,14 @@ def recorded_exit(record_id: str) -> tuple[int | None, str | None]:
     return (row.exit_code, row.exit_reason) if row else (None, None)
 
 
-def _stale_before(stale_seconds: float, now: datetime) -> datetime:
-    return now - timedelta(seconds=stale_seconds)
+def _abandon(cond: peewee.Expression, *, reason: str) -> list[ClosedRow]:
+    with database_errors():
+        query = (
+            R.update(ended_at=db_now(), exit_code=int(ExitCode.ABANDONED), exit_reason=reason)
+            .where(cond)
+            .returning(R.id, R.match, R.heartbeat_at, _heartbeat_age())
+        )
+        return _closed(query.execute())
 
 
 def abandon_stale_rows(
@@ -94,80 +127,81 @@ def abandon_stale_rows(
 
     ``match_ids`` limits the sweep to those matches (dispatch and start); None sweeps all.
     """
-    now = utcnow()
-    cond = R.ended_at.is_null() & (R.heartbeat_at < _stale_before(stale_seconds, now))
+    cond = R.ended_at.is_null() & (R.heartbeat_at < db_ago(stale_seconds))
+    if match_ids is not None:
+        ids = [uuid.UUID(str(m)) for m in match_ids]
+        if not ids:
+            return []
+        cond &= R.match.in_(ids)
+    return _abandon(cond, reason=reason)
+
+
+@dataclass(frozen=True)
+class LeasedRow:
+    """An open row and the lease of the worker process that runs it."""
+
+    record_id: str
+    match_id: str
+    worker_lease: str
+
+
+def open_leased_rows(match_ids: Iterable[str] | None = None) -> list[LeasedRow]:
+    """Open rows written under a worker lease (``match_ids`` None: all of them)."""
+    cond = R.ended_at.is_null() & R.worker_lease.is_null(False)
     if match_ids is not None:
         ids = [uuid.UUID(str(m)) for m in match_ids]
         if not ids:
             return []
         cond &= R.match.in_(ids)
     with database_errors():
-        query = (
-            R.update(ended_at=now, exit_code=int(ExitCode.ABANDONED), exit_reason=reason)
-            .where(cond)
-            .returning(R.id, R.match, R.heartbeat_at)
-        )
-        return [ClosedRow(str(r.id), str(r.match_id), r.heartbeat_at) for r in query.execute()]
+        query = R.select(R.id, R.match, R.worker_lease).where(cond).tuples()
+        return [LeasedRow(str(rid), str(mid), lease) for rid, mid, lease in query]
+
+
+def abandon_rows_of_dead_workers(record_ids: Sequence[str]) -> list[ClosedRow]:
+    """Close the given rows, if still open, as Abandoned (14): their worker's lease expired."""
+    if not record_ids:
+        return []
+    cond = R.ended_at.is_null() & R.id.in_([uuid.UUID(r) for r in record_ids])
+    return _abandon(cond, reason="worker lease expired")
 
 
 def close_open_rows_for_stop(match_id: str, *, stopped_by: str) -> list[ClosedRow]:
     """Close every open row of a match with exit 15 (operator stop)."""
-    now = utcnow()
     with database_errors():
-        open_rows = list(
-            R.select(R.id, R.heartbeat_at).where(R.match == uuid.UUID(match_id), R.ended_at.is_null())
-        )
-        closed: list[ClosedRow] = []
-        for row in open_rows:
-            n = (
-                R.update(
-                    ended_at=now,
-                    exit_code=int(ExitCode.STOPPED),
-                    exit_reason="stopped by operator",
-                    stopped_by=stopped_by,
-                )
-                .where(R.id == row.id, R.ended_at.is_null())
-                .execute()
+        query = (
+            R.update(
+                ended_at=db_now(),
+                exit_code=int(ExitCode.STOPPED),
+                exit_reason="stopped by operator",
+                stopped_by=stopped_by,
             )
-            if n:
-                closed.append(ClosedRow(str(row.id), match_id, row.heartbeat_at))
-    return closed
+            .where(R.match == uuid.UUID(match_id), R.ended_at.is_null())
+            .returning(R.id, R.match, R.heartbeat_at, _heartbeat_age())
+        )
+        return _closed(query.execute())
 
 
 def supersede_open_rows(match_id: str, *, keep: str | None = None) -> list[ClosedRow]:
     """Close every other open row of a match as Abandoned (a forced start proved none is live)."""
-    now = utcnow()
     cond = (R.match == uuid.UUID(match_id)) & R.ended_at.is_null()
     if keep:
         cond &= R.id != uuid.UUID(keep)
-    with database_errors():
-        query = (
-            R.update(
-                ended_at=now, exit_code=int(ExitCode.ABANDONED), exit_reason="superseded by forced start"
-            )
-            .where(cond)
-            .returning(R.id, R.match, R.heartbeat_at)
-        )
-        return [ClosedRow(str(r.id), str(r.match_id), r.heartbeat_at) for r in query.execute()]
+    return _abandon(cond, reason="superseded by forced start")
 
 
-def active_condition(
-    *, stale_seconds: float, active_max_age_seconds: float, now: datetime
-) -> peewee.Expression:
+def active_condition(*, stale_seconds: float, active_max_age_seconds: float) -> peewee.Expression:
     """SQL condition of an active row: open, fresh heartbeat, created within the active age."""
     return (
         R.ended_at.is_null()
-        & (R.heartbeat_at >= _stale_before(stale_seconds, now))
-        & (R.created_at >= now - timedelta(seconds=active_max_age_seconds))
+        & (R.heartbeat_at >= db_ago(stale_seconds))
+        & (R.created_at >= db_ago(active_max_age_seconds))
     )
 
 
 def has_active_row(match_id: str, *, stale_seconds: float, active_max_age_seconds: float) -> bool:
     """Whether a match has an active lifecycle row (the start guard)."""
-    now = utcnow()
-    cond = active_condition(
-        stale_seconds=stale_seconds, active_max_age_seconds=active_max_age_seconds, now=now
-    )
+    cond = active_condition(stale_seconds=stale_seconds, active_max_age_seconds=active_max_age_seconds)
     with database_errors():
         return R.select().where(cond, R.match == uuid.UUID(match_id)).exists()
 
@@ -179,10 +213,7 @@ def matches_with_active_rows(
     ids = [uuid.UUID(str(m)) for m in match_ids]
     if not ids:
         return set()
-    now = utcnow()
-    cond = active_condition(
-        stale_seconds=stale_seconds, active_max_age_seconds=active_max_age_seconds, now=now
-    )
+    cond = active_condition(stale_seconds=stale_seconds, active_max_age_seconds=active_max_age_seconds)
     with database_errors():
         query = R.select(R.match).where(cond, R.match.in_(ids)).distinct()
         return {str(r.match_id) for r in query}

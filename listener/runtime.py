@@ -5,7 +5,8 @@ A worker process builds one ``ListenerServices`` (``ListenerServices.for_process
 (operator stop flag, lost start lock, closed row, worker shutdown) calls
 ``RunHandle.request_stop`` with a ``StopCause``; the first cause wins and decides the recorded exit.
 A body that ignores ``request_stop`` for longer than the grace gets ``ListenerInterrupted``
-raised in its thread.
+raised in its thread. The process's worker lease (listener.lease) is renewed by its own thread,
+which also runs the reaper of other processes' dead runs when one is given.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from dramatiq.middleware.threading import raise_thread_exception
@@ -24,6 +25,7 @@ from config.settings import MatchListenerEnvironment
 from listener.body import ListenerBody, ListenerContext
 from listener.exit_codes import ExitCode
 from listener.heartbeat import HeartbeatService
+from listener.lease import LEASE_EXPIRED, LeaseKeeper, WorkerLease
 from listener.stop_watch import StopWatcher
 from models.barriers import Barriers
 from models.db import database
@@ -45,6 +47,7 @@ class StopCause:
     code: int  # exit code written on the row
     reason: str  # exit_reason on the row
     stopped_by: str | None = None  # who stopped it (operator stops only)
+    hand_off: bool = False  # the match should start again elsewhere at once (worker shutdown)
 
 
 def operator_stop() -> StopCause:
@@ -63,7 +66,7 @@ def row_closed_elsewhere(reason: str) -> StopCause:
 
 def worker_shutdown() -> StopCause:
     """Graceful worker shutdown: recorded as Abandoned (14), like the deploy's sweep would."""
-    return StopCause(int(ExitCode.ABANDONED), "worker shutdown")
+    return StopCause(int(ExitCode.ABANDONED), "worker shutdown", hand_off=True)
 
 
 @dataclass(eq=False)
@@ -115,19 +118,44 @@ class RunHandle:
             raise_thread_exception(self.thread_id, ListenerInterrupted)
 
 
+#: Abandons other processes' runs whose worker lease is gone; returns the matches it freed.
+Reaper = Callable[[], list[str]]
+#: Sends a start for each of these matches at once (the usual selection rules apply).
+Redispatcher = Callable[[list[str]], None]
+
+
 class ListenerServices:
-    """Heartbeat thread, stop watcher and running runs of one process."""
+    """Heartbeat thread, stop watcher, worker lease and running runs of one process.
+
+    ``reap`` and ``redispatch`` (given by a listener worker) let this process restart, within
+    seconds, the matches of a worker that died and of its own runs a shutdown ends.
+    """
 
     _process: ListenerServices | None = None
     _process_mu = threading.Lock()
 
-    def __init__(self, *, settings: MatchListenerEnvironment, barriers: Barriers) -> None:
+    def __init__(
+        self,
+        *,
+        settings: MatchListenerEnvironment,
+        barriers: Barriers,
+        reap: Reaper | None = None,
+        redispatch: Redispatcher | None = None,
+    ) -> None:
         margin = settings.listener_heartbeat_interval_seconds + settings.listener_lock_loss_grace_seconds
         if margin >= barriers.stale_seconds:
             raise ConfigurationError(
                 "LISTENER_HEARTBEAT_INTERVAL_SECONDS + LISTENER_LOCK_LOSS_GRACE_SECONDS "
                 f"({margin:g}) must be below LISTENER_HEARTBEAT_STALE_SECONDS ({barriers.stale_seconds:g}): "
                 "the start lock would expire between heartbeats"
+            )
+        lease_margin = settings.listener_lock_loss_grace_seconds + settings.listener_stop_poll_seconds
+        lease_ttl = settings.listener_worker_lease_seconds
+        if lease_ttl / 4 + lease_margin >= lease_ttl:
+            raise ConfigurationError(
+                f"LISTENER_WORKER_LEASE_SECONDS ({lease_ttl:g}) must exceed a quarter of itself plus "
+                "LISTENER_LOCK_LOSS_GRACE_SECONDS + LISTENER_STOP_POLL_SECONDS "
+                f"({lease_margin:g}): the lease would expire between renewals"
             )
         self.settings = settings
         self.barriers = barriers
@@ -141,6 +169,10 @@ class ListenerServices:
         self.stop_watch = StopWatcher(
             barriers=barriers, poll_seconds=settings.listener_stop_poll_seconds, tick=self.enforce_deadlines
         )
+        self.lease = WorkerLease(barriers=barriers, ttl_seconds=lease_ttl, fence_margin_seconds=lease_margin)
+        self.lease_keeper = LeaseKeeper(lease=self.lease, step=self.keep_lease)
+        self.reap = reap
+        self.redispatch = redispatch
         self._runs: set[RunHandle] = set()
         self._mu = threading.Lock()
         self.shutting_down = False
@@ -162,12 +194,57 @@ class ListenerServices:
                     database.close()
 
     @classmethod
-    def for_process(cls, *, settings: MatchListenerEnvironment, barriers: Barriers) -> ListenerServices:
-        """The services of this process, built on first use."""
+    def for_process(
+        cls,
+        *,
+        settings: MatchListenerEnvironment,
+        barriers: Barriers,
+        reap: Reaper | None = None,
+        redispatch: Redispatcher | None = None,
+    ) -> ListenerServices:
+        """The services of this process, built (and their lease taken) on first use."""
         with cls._process_mu:
             if cls._process is None:
-                cls._process = cls(settings=settings, barriers=barriers)
+                cls._process = cls(settings=settings, barriers=barriers, reap=reap, redispatch=redispatch)
+                cls._process.start()
             return cls._process
+
+    def start(self) -> None:
+        """Take the lease now and start its thread (a run would take it on first use anyway)."""
+        self.lease.renew()
+        self.lease_keeper.start()
+        self.stop_watch.start()
+
+    # -- the worker lease --------------------------------------------------------------
+
+    def keep_lease(self) -> None:
+        """The lease thread's step: renew, stop the runs of a lost lease, then reap and restart."""
+        renewal = self.lease.renew()
+        if renewal.lost is not None:
+            self._stop_lease_runs(renewal.lost)
+        if renewal.redis_reset:
+            self.heartbeat.wake()  # take the start locks again now, not at the next beat
+        if self.reap is None or self.shutting_down:
+            return
+        freed = self.reap()
+        if freed and self.redispatch is not None:
+            logger.warning("restarting %d matches of dead listener workers: %s", len(freed), freed)
+            self.redispatch(freed)
+
+    def _stop_lease_runs(self, lease_id: str) -> None:
+        for reg in self.heartbeat.snapshot():
+            if reg.lease_id == lease_id:
+                reg.fenced = True
+                reg.on_lost(LEASE_EXPIRED)
+
+    def hand_off(self, match_id: str) -> None:
+        """Start a match again at once on another worker (its run here ended by a shutdown)."""
+        if self.redispatch is None:
+            return
+        try:
+            self.redispatch([match_id])
+        except Exception:
+            logger.exception("match %s: restarting it elsewhere failed (the next dispatch will)", match_id)
 
     def add(self, handle: RunHandle) -> None:
         with self._mu:
@@ -187,6 +264,9 @@ class ListenerServices:
     def enforce_deadlines(self) -> None:
         """The stop watcher's tick: lock/row deadlines of every run, then interrupts of ignored stops."""
         now = time.monotonic()
+        lost = self.lease.fenced_lease(now)
+        if lost is not None:
+            self._stop_lease_runs(lost)
         self.heartbeat.enforce_deadlines(now)
         for handle in self.running():
             handle.enforce_deadline(now)
@@ -204,3 +284,4 @@ class ListenerServices:
         """Stop the threads (tests)."""
         self.heartbeat.stop()
         self.stop_watch.stop()
+        self.lease_keeper.stop()

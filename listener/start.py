@@ -80,6 +80,7 @@ def find_candidates(
     active_max_age_seconds: float,
     stale_seconds: float,
     now: datetime | None = None,
+    match_ids: list[str] | None = None,
 ) -> list[tuple[str, bool]]:
     """``(match id, has a stale open row)`` for every match needing a listener (one query).
 
@@ -87,17 +88,16 @@ def find_candidates(
     ones when ``scheduled`` is in [now - active age, now + within_minutes]; ``is_test`` filters
     test vs live (None: both); a match with an open row created within the active age and a
     fresh heartbeat is dropped (stale open rows do not block: dispatch abandons them).
+    ``match_ids`` limits the selection to those matches (a restart of known matches).
     """
     now = now or utcnow()
     R = MatchListenerRecord
     open_recent = R.select(R.id).where(
         R.match == Match.id,
-        R.ended_at.is_null(),
-        R.created_at >= now - timedelta(seconds=active_max_age_seconds),
-        R.heartbeat_at >= now - timedelta(seconds=stale_seconds),
+        rows.active_condition(stale_seconds=stale_seconds, active_max_age_seconds=active_max_age_seconds),
     )
     stale_open = R.select(R.id).where(
-        R.match == Match.id, R.ended_at.is_null(), R.heartbeat_at < now - timedelta(seconds=stale_seconds)
+        R.match == Match.id, R.ended_at.is_null(), R.heartbeat_at < rows.db_ago(stale_seconds)
     )
     window = Match.scheduled.between(
         now - timedelta(seconds=active_max_age_seconds), now + timedelta(minutes=within_minutes)
@@ -113,6 +113,8 @@ def find_candidates(
     )
     if is_test is not None:
         cond &= Match.is_test == is_test
+    if match_ids is not None:
+        cond &= Match.id.in_([uuid.UUID(m) for m in match_ids])
     with database_errors():
         query = (
             Match.select(Match.id, peewee.fn.EXISTS(stale_open).alias("has_stale"))
@@ -224,14 +226,31 @@ def run_match_listener(
         is_test = bool(match.is_test)
         write_row = is_test or not env.listener_dry_run
         record_id = token if write_row else None
+        lease_id = services.lease.require()
         row_written_at = time.monotonic()  # taken before the write: the row's heartbeat is not older
         if record_id:
             rows.create_row(
-                record_id=record_id, match_id=match_id, message_id=message_id, dry_run=env.listener_dry_run
+                record_id=record_id,
+                match_id=match_id,
+                message_id=message_id,
+                dry_run=env.listener_dry_run,
+                worker_lease=lease_id,
             )
-    logger.info("match %s: listener started (row %s, message %s)", match_id, record_id, message_id)
+    logger.info(
+        "match %s: listener started (row %s, message %s, worker lease %s)",
+        match_id,
+        record_id,
+        message_id,
+        lease_id,
+    )
 
-    ctx = ListenerContext(match_id=match_id, record_id=record_id, is_test=is_test, settings=env)
+    ctx = ListenerContext(
+        match_id=match_id,
+        record_id=record_id,
+        is_test=is_test,
+        settings=env,
+        may_write=lambda: services.lease.holds(lease_id),
+    )
     body = body_cls()
     handle = RunHandle(ctx=ctx, body=body)
     hb = HeartbeatRegistration(
@@ -240,6 +259,7 @@ def run_match_listener(
         record_id=record_id,
         last_lock_ok=lock_acquired_at,
         last_row_ok=row_written_at,
+        lease_id=lease_id,
         on_lost=lambda reason: services.stop(
             handle, row_closed_elsewhere(reason) if reason == ROW_CLOSED_ELSEWHERE else lost_lock(reason)
         ),

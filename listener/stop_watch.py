@@ -1,8 +1,16 @@
-"""One stop-flag poller per worker process: one MGET per poll interval for every registered listener."""
+"""One stop watcher per worker process: stops pushed over Redis pub/sub, and a poll (one MGET) as fallback.
+
+An operator stop sets the match's stop flag and publishes the match id on the stop channel
+(models.barriers). The push thread hears it at once and checks the flag (a stale push never
+stops a later run); the poll reads every registered match's flag each interval, so a stop
+still lands when the push was missed (Redis reconnecting, a subscription not yet made).
+"""
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,6 +43,61 @@ class StopWatcher(RegistryPoller[StopRegistration]):
         self.barriers = barriers
         self.poll_seconds = poll_seconds
         self.tick = tick
+        self._push_thread: threading.Thread | None = None
+        self._push_mu = threading.Lock()
+
+    def start(self) -> None:
+        """Start the poll thread and the push thread (idempotent)."""
+        super().start()
+        with self._push_mu:
+            if self._push_thread is not None and self._push_thread.is_alive():
+                return
+            self._push_thread = threading.Thread(target=self._listen, name="kickoff-stop-push", daemon=True)
+            self._push_thread.start()
+
+    def _listen(self) -> None:
+        """Follow the stop channel until stopped; resubscribe with backoff after a Redis error."""
+        backoff = 0.5
+        while not self._stopping:
+            pubsub = None
+            try:
+                pubsub = self.barriers.stop_subscription()
+                backoff = 0.5
+                while not self._stopping:
+                    match_id = self.barriers.next_stop_message(pubsub, timeout=1.0)
+                    if match_id is not None:
+                        self.stop_pushed(match_id)
+            except KickoffError as exc:
+                logger.warning("stop watch: stop channel lost (%s); polling until it is back", exc)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+            except Exception:
+                logger.exception("stop watch: stop channel failed")
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+            finally:
+                if pubsub is not None:
+                    try:
+                        pubsub.close()
+                    except Exception:
+                        logger.debug("closing the stop subscription failed", exc_info=True)
+
+    def stop_pushed(self, match_id: str) -> None:
+        """A stop was pushed for ``match_id``: stop its run here if its flag is still set."""
+        regs = [r for r in self.snapshot() if r.match_id == match_id]
+        if not regs:
+            return
+        try:
+            if match_id not in self.barriers.stop_flags_among([match_id]):
+                return
+        except KickoffError as exc:
+            logger.warning("match %s: stop pushed, flag unreadable (%s): the poll decides", match_id, exc)
+            return
+        for reg in regs:
+            try:
+                reg.on_stop()
+            except Exception:
+                logger.exception("match %s: stop callback failed", reg.match_id)
 
     def period_seconds(self) -> float:
         return self.poll_seconds

@@ -16,7 +16,14 @@ dispatch_upcoming_match_listeners          60 s             token lock: one disp
 sweep_stale_match_listeners                60 s             token lock: one sweeper at a time
 stop_match_listener_{id}                   stop flag TTL    operator stop: running listener exits 15
 revoked_message_{message id}               active age       a queued start that must not run
+listener_worker_{lease id}                 worker lease     a listener worker process is alive;
+                                                            renewed every lease / 4
+redis_epoch                                none             "{id}:{unix s}" written when found
+                                                            missing: Redis lost its data then
 =========================================  ===============  ===================================
+
+Pub/sub channel ``listener_stops`` (after the prefix): an operator stop publishes the match id,
+so a running listener stops at once; the stop-flag poll is the fallback.
 
 Locks are token-safe (redis-py's Lock: ``SET NX PX`` with a random token; release and extend
 compare the token in a Lua script), so a holder can never release or extend a lock it lost.
@@ -42,6 +49,26 @@ R = TypeVar("R")
 
 DISPATCH_LOCK = "dispatch_upcoming_match_listeners"
 SWEEP_LOCK = "sweep_stale_match_listeners"
+EPOCH_KEY = "redis_epoch"
+STOP_CHANNEL = "listener_stops"
+
+# KEYS[1]: the lease key, KEYS[2]: the epoch key. ARGV[1]: ttl ms, ARGV[2]: the epoch the caller
+# last saw ('' for a new lease), ARGV[3]: a fresh epoch id. Returns {state, epoch}: state 1 the
+# lease was extended, 2 it was created (a new lease, or Redis lost its data since the caller's
+# last renewal), 0 it expired under an unchanged epoch (the caller was too slow: fenced).
+_RENEW_LEASE = """
+local epoch = redis.call('get', KEYS[2])
+if not epoch then
+  epoch = ARGV[3] .. ':' .. redis.call('time')[1]
+  redis.call('set', KEYS[2], epoch)
+end
+if redis.call('pexpire', KEYS[1], ARGV[1]) == 1 then return {1, epoch} end
+if ARGV[2] == '' or ARGV[2] ~= epoch then
+  redis.call('set', KEYS[1], '1', 'PX', ARGV[1])
+  return {2, epoch}
+end
+return {0, epoch}
+"""
 
 
 def connect_redis(url: str) -> redis.Redis:
@@ -190,6 +217,13 @@ class Barriers:
     def revoked_key(self, message_id: str) -> str:
         return f"{self.prefix}revoked_message_{message_id}"
 
+    def worker_lease_key(self, lease_id: str) -> str:
+        return f"{self.prefix}listener_worker_{lease_id}"
+
+    @property
+    def stop_channel(self) -> str:
+        return self.prefix + STOP_CHANNEL
+
     # -- ping --------------------------------------------------------------------
 
     @_redis_errors
@@ -278,8 +312,69 @@ class Barriers:
 
     @_redis_errors
     def set_stop_flag(self, match_id: object, *, ttl_seconds: float = 300.0) -> None:
-        """Ask the running listener of ``match_id`` to stop (exit 15)."""
-        self.client.set(self.stop_flag_key(match_id), "1", ex=max(1, int(ttl_seconds)))
+        """Ask the running listener of ``match_id`` to stop (exit 15): the flag, then a push."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.set(self.stop_flag_key(match_id), "1", ex=max(1, int(ttl_seconds)))
+        pipe.publish(self.stop_channel, str(match_id))
+        pipe.execute()
+
+    def stop_subscription(self) -> Any:
+        """A redis-py PubSub subscribed to the stop channel (its own connection)."""
+        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        self._subscribe(pubsub)
+        return pubsub
+
+    @_redis_errors
+    def _subscribe(self, pubsub: Any) -> None:
+        pubsub.subscribe(self.stop_channel)
+
+    @_redis_errors
+    def next_stop_message(self, pubsub: Any, *, timeout: float) -> str | None:
+        """The next match id pushed on the stop channel within ``timeout`` seconds, or None."""
+        message = pubsub.get_message(timeout=timeout)
+        if message is None or message.get("type") != "message":
+            return None
+        data = message["data"]
+        return data.decode() if isinstance(data, bytes) else str(data)
+
+    # -- worker leases -----------------------------------------------------------------
+
+    @_redis_errors
+    def renew_worker_lease(
+        self, lease_id: str, *, known_epoch: str, new_epoch_id: str, ttl_seconds: float
+    ) -> tuple[int, str]:
+        """Extend (or create) a listener worker's lease; ``(state, epoch)``, see ``_RENEW_LEASE``."""
+        keys = [self.worker_lease_key(lease_id), self.prefix + EPOCH_KEY]
+        state, epoch = self._script(_RENEW_LEASE)(
+            keys=keys, args=[int(ttl_seconds * 1000), known_epoch, new_epoch_id]
+        )
+        return int(state), epoch.decode() if isinstance(epoch, bytes) else str(epoch)
+
+    @_redis_errors
+    def live_worker_leases(self, lease_ids: Iterable[str]) -> tuple[set[str], float | None]:
+        """Which of ``lease_ids`` are alive, and the age in seconds of Redis's data epoch.
+
+        The age is None when no epoch is recorded yet (nothing can be judged dead then).
+        """
+        ids = sorted(set(lease_ids))
+        pipe = self.client.pipeline(transaction=False)
+        pipe.time()
+        pipe.get(self.prefix + EPOCH_KEY)
+        for lease_id in ids:
+            pipe.exists(self.worker_lease_key(lease_id))
+        now, epoch, *hits = pipe.execute()
+        alive = {lease_id for lease_id, hit in zip(ids, hits, strict=True) if hit}
+        if epoch is None:
+            return alive, None
+        started = float((epoch.decode() if isinstance(epoch, bytes) else epoch).rsplit(":", 1)[1])
+        return alive, float(now[0]) - started
+
+    def _script(self, source: str) -> Any:
+        """The registered Lua script of ``source`` (EVALSHA, loaded once per client)."""
+        scripts = self.__dict__.setdefault("_scripts", {})
+        if source not in scripts:
+            scripts[source] = self.client.register_script(source)
+        return scripts[source]
 
     @_redis_errors
     def clear_stop_flag(self, match_id: object) -> None:

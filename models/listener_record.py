@@ -28,6 +28,7 @@ class MatchListenerRecord(BaseModel):
     host = peewee.TextField(null=True)
     pid = peewee.IntegerField(null=True)
     dry_run = peewee.BooleanField(default=False)
+    worker_lease = peewee.TextField(null=True)  # lease id of the worker process running it
 
     class Meta:
         table_name = "match_listener_records"

@@ -112,6 +112,7 @@ def test_a_graceful_worker_shutdown_ends_running_listeners_with_a_recorded_14(ma
     futures = [runner(start, m, **ctx) for m in matches]
     for m in matches:
         wait_for(lambda m=m: open_rows(m))
+    wait_for(lambda: len(ctx["services"].running()) == 3)  # registered just after the row is written
     assert ctx["services"].shutdown_all() == 3
     for f in futures:
         assert f.result(timeout=3).exit_code == 14

@@ -169,9 +169,14 @@ def test_sigterm_ends_running_listeners_with_a_recorded_14_and_releases_their_ba
     for m in matches:
         wait_for(lambda m=m: open_rows(m), timeout=15)
     assert worker.terminate() == 0
+    b = ctx["barriers"]
     for m in matches:
         [row] = rows_of(m)
         assert row.exit_code == 14 and row.exit_reason == "worker shutdown"
-        b = ctx["barriers"]
-        assert not b.start_lock(m.id).locked() and not b.is_pending(m.id) and b.attempts(m.id) == 0
-    assert _dispatch(ctx, send_start).enqueued == 3  # the next dispatch restarts them
+        # Released its lock, counted nothing, and handed the match off: a new start is queued.
+        assert not b.start_lock(m.id).locked() and b.is_pending(m.id) and b.attempts(m.id) == 0
+    assert _dispatch(ctx, send_start).enqueued == 0  # already queued: nothing is sent twice
+    start_worker()  # the next listener worker takes the handed-off starts at once
+    for m in matches:
+        wait_for(lambda m=m: open_rows(m), timeout=30)
+        assert len(open_rows(m)) == 1 and len(rows_of(m)) == 2
