@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from listener import rows
+from listener.lease import WorkerLease
 from listener.locks import extend_start_locks
 from listener.poller import RegistryPoller
 from models.barriers import Barriers
@@ -69,9 +70,11 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
         interval_seconds: float,
         lock_ttl_seconds: float,
         grace_seconds: float,
+        lease: WorkerLease | None = None,
     ) -> None:
         super().__init__(thread_name="kickoff-heartbeat", step_name="heartbeat beat")
         self.barriers = barriers
+        self.lease = lease  # the process's worker lease: a run under a lapsed one is fenced
         self.interval_seconds = interval_seconds
         self.lock_ttl_seconds = lock_ttl_seconds
         self.grace_seconds = grace_seconds
@@ -101,7 +104,8 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
         regs = []
         for reg in self.snapshot():
             # A run whose lock may have expired (or whose lease ran out) must not take it again.
-            if reg.fenced or now >= reg.last_lock_ok + self.lock_ttl_seconds - self.grace_seconds:
+            lapsed = self.lease is not None and not self.lease.holds(reg.lease_id, now)
+            if reg.fenced or lapsed or now >= reg.last_lock_ok + self.lock_ttl_seconds - self.grace_seconds:
                 lost[reg] = LOCK_UNREACHABLE
             else:
                 regs.append(reg)

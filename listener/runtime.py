@@ -160,16 +160,17 @@ class ListenerServices:
         self.settings = settings
         self.barriers = barriers
         self.stop_grace_seconds = max(1.0, settings.listener_lock_loss_grace_seconds)
+        self.stop_watch = StopWatcher(
+            barriers=barriers, poll_seconds=settings.listener_stop_poll_seconds, tick=self.enforce_deadlines
+        )
+        self.lease = WorkerLease(barriers=barriers, ttl_seconds=lease_ttl, fence_margin_seconds=lease_margin)
         self.heartbeat = HeartbeatService(
             barriers=barriers,
             interval_seconds=settings.listener_heartbeat_interval_seconds,
             lock_ttl_seconds=barriers.stale_seconds,
             grace_seconds=settings.listener_lock_loss_grace_seconds,
+            lease=self.lease,
         )
-        self.stop_watch = StopWatcher(
-            barriers=barriers, poll_seconds=settings.listener_stop_poll_seconds, tick=self.enforce_deadlines
-        )
-        self.lease = WorkerLease(barriers=barriers, ttl_seconds=lease_ttl, fence_margin_seconds=lease_margin)
         self.lease_keeper = LeaseKeeper(lease=self.lease, step=self.keep_lease)
         self.reap = reap
         self.redispatch = redispatch
@@ -216,6 +217,11 @@ class ListenerServices:
         self.stop_watch.start()
 
     # -- the worker lease --------------------------------------------------------------
+
+    def lease_for_run(self) -> str:
+        """The lease a new run starts under (taken, and its thread started, on first use)."""
+        self.lease_keeper.start()
+        return self.lease.require()
 
     def keep_lease(self) -> None:
         """The lease thread's step: renew, stop the runs of a lost lease, then reap and restart."""

@@ -226,7 +226,7 @@ def run_match_listener(
         is_test = bool(match.is_test)
         write_row = is_test or not env.listener_dry_run
         record_id = token if write_row else None
-        lease_id = services.lease.require()
+        lease_id = services.lease_for_run()
         row_written_at = time.monotonic()  # taken before the write: the row's heartbeat is not older
         if record_id:
             rows.create_row(

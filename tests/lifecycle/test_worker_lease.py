@@ -1,0 +1,189 @@
+"""Worker leases, the reaper, stops pushed over pub/sub and one clock, in process on the real services."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from config import clock
+from config.settings import MatchListenerEnvironment
+from listener.cleanup import reap_dead_workers, stop_match_listener, sweep_stale_match_listeners
+from listener.lease import LEASE_EXPIRED, WorkerLease
+from listener.runtime import ListenerServices
+from models.barriers import EPOCH_KEY, Barriers
+from models.db import database
+from models.listener_record import MatchListenerRecord
+from tests.lifecycle.conftest import wait_for
+from tests.lifecycle.helpers import open_rows, rows_of, start
+
+
+@pytest.fixture
+def ctx(lsettings, lbarriers, services):
+    return {"settings": lsettings, "barriers": lbarriers, "services": services}
+
+
+def _epoch_aged(barriers, seconds: float) -> None:
+    """Pretend Redis has kept its data for ``seconds`` (the reaper judges nothing before)."""
+    now = int(barriers.client.time()[0])
+    barriers.client.set(barriers.prefix + EPOCH_KEY, f"test:{now - int(seconds)}")
+
+
+def _leased_row(match, lease_id: str, *, heartbeat_age: float = 0.0) -> str:
+    record_id = str(uuid.uuid4())
+    MatchListenerRecord.insert(
+        id=record_id,
+        match=match.id,
+        worker_lease=lease_id,
+        heartbeat_at=clock.utcnow() - timedelta(seconds=heartbeat_age),
+    ).execute()
+    return record_id
+
+
+def test_a_lease_is_renewed_and_one_that_expired_is_never_renewed(lbarriers):
+    lease = WorkerLease(barriers=lbarriers, ttl_seconds=5, fence_margin_seconds=1)
+    first = lease.renew()
+    assert first.lease_id and first.lost is None and not first.redis_reset
+    key = lbarriers.worker_lease_key(first.lease_id)
+    assert 0 < lbarriers.client.pttl(key) <= 5000
+    assert lease.renew().lease_id == first.lease_id  # extended, same id
+    assert lease.current(now=time.monotonic() + 4.5) is None  # past ttl - margin: fenced by time
+
+    lbarriers.client.delete(key)  # expired while the epoch stayed: the process was too slow
+    lapsed = lease.renew()
+    assert lapsed.lease_id is None and lapsed.lost == first.lease_id
+    assert not lbarriers.client.exists(key)  # never brought back
+    fresh = lease.renew()
+    assert fresh.lease_id not in (None, first.lease_id) and fresh.lost is None
+
+
+def test_redis_losing_its_data_recreates_the_lease_instead_of_fencing_the_worker(lbarriers):
+    lease = WorkerLease(barriers=lbarriers, ttl_seconds=5, fence_margin_seconds=1)
+    lease_id = lease.renew().lease_id
+    lbarriers.client.delete(lbarriers.worker_lease_key(lease_id), lbarriers.prefix + EPOCH_KEY)
+    renewal = lease.renew()
+    assert renewal.redis_reset and renewal.lease_id == lease_id and renewal.lost is None
+    assert lbarriers.client.exists(lbarriers.worker_lease_key(lease_id))
+
+
+def test_the_reaper_abandons_a_dead_workers_row_frees_its_lock_and_barriers(make_match, lsettings, lbarriers):
+    match = make_match(status="inprogress")
+    record_id = _leased_row(match, "a-dead-worker")  # fresh heartbeat: only the lease says it is dead
+    lbarriers.start_lock(match.id).acquire(record_id)
+    lbarriers.claim_pending(match.id)
+    lbarriers.record_failed_attempt(match.id)
+    _epoch_aged(lbarriers, 3600)
+    [closed] = reap_dead_workers(settings=lsettings, barriers=lbarriers)
+    assert closed.record_id == record_id
+    row = MatchListenerRecord.get_by_id(record_id)
+    assert row.exit_code == 14 and row.exit_reason == "worker lease expired"
+    assert not lbarriers.start_lock(match.id).locked()
+    assert not lbarriers.is_pending(match.id) and lbarriers.attempts(match.id) == 0
+
+
+def test_the_reaper_judges_nothing_until_every_live_worker_could_recreate_its_lease(
+    make_match, lsettings, lbarriers
+):
+    match = make_match(status="inprogress")
+    _leased_row(match, "a-lease-redis-forgot")
+    _epoch_aged(lbarriers, 1)  # Redis came back empty a second ago
+    assert reap_dead_workers(settings=lsettings, barriers=lbarriers) == []
+    assert len(open_rows(match)) == 1
+
+
+def test_a_sweep_keeps_a_healthy_run_and_abandons_one_whose_worker_is_gone(make_match, lsettings, lbarriers):
+    healthy, dead = make_match(status="inprogress"), make_match(status="inprogress")
+    lease = WorkerLease(barriers=lbarriers, ttl_seconds=30, fence_margin_seconds=1)
+    _leased_row(healthy, lease.renew().lease_id)
+    _leased_row(dead, "a-dead-worker")
+    _epoch_aged(lbarriers, 3600)
+    result = sweep_stale_match_listeners(settings=lsettings, barriers=lbarriers)
+    assert result.abandoned == 1 and result.matches == [str(dead.id)]
+    assert len(open_rows(healthy)) == 1 and open_rows(dead) == []
+
+
+def test_a_start_takes_over_from_a_run_whose_worker_is_gone(make_match, ctx, runner):
+    match = make_match(status="inprogress")
+    old = _leased_row(match, "a-dead-worker")
+    ctx["barriers"].start_lock(match.id).acquire(old)
+    _epoch_aged(ctx["barriers"], 3600)
+    future = runner(start, match, **ctx)
+    wait_for(lambda: [r for r in open_rows(match) if str(r.id) != old])
+    assert MatchListenerRecord.get_by_id(old).exit_code == 14
+    assert len(open_rows(match)) == 1
+    ctx["services"].shutdown_all()
+    assert future.result(timeout=5).exit_code == 14
+
+
+def test_a_run_whose_lease_cannot_be_renewed_stops_itself_before_the_lease_expires(
+    make_match, lifecycle_env, lbarriers, runner
+):
+    settings = MatchListenerEnvironment(_env_file=None, listener_worker_lease_seconds=2.0)
+    services = ListenerServices(settings=settings, barriers=lbarriers)
+    match = make_match()
+    try:
+        future = runner(start, match, settings=settings, barriers=lbarriers, services=services)
+        [row] = wait_for(lambda: open_rows(match))
+        lease_key = lbarriers.worker_lease_key(row.worker_lease)
+        services.lease_keeper.stop()  # the renewals stop coming (Redis cut off, or the thread stuck)
+        result = future.result(timeout=10)
+        assert result.exit_code == 16 and result.reason == LEASE_EXPIRED
+        # It stopped while its lease key still existed: nobody could have taken over yet.
+        assert rows_of(match)[0].exit_code == 16
+        assert not lbarriers.start_lock(match.id).locked()
+        assert lbarriers.client.pttl(lease_key) != -1
+    finally:
+        services.shutdown_all()
+        services.close()
+
+
+def test_an_operator_stop_is_pushed_to_the_running_listener_without_waiting_for_the_poll(
+    make_match, lifecycle_env, lbarriers, runner
+):
+    # Poll and heartbeat far apart: only the push can end the run within the few seconds allowed.
+    settings = MatchListenerEnvironment(
+        _env_file=None,
+        listener_stop_poll_seconds=60,
+        listener_heartbeat_interval_seconds=30,
+        listener_heartbeat_stale_seconds=180,
+        listener_worker_lease_seconds=120,
+    )
+    lbarriers = Barriers.from_settings(settings, client=lbarriers.client)
+    services = ListenerServices(settings=settings, barriers=lbarriers)
+    match = make_match()
+    try:
+        future = runner(start, match, settings=settings, barriers=lbarriers, services=services)
+        wait_for(lambda: open_rows(match))
+        wait_for(lambda: lbarriers.client.pubsub_numsub(lbarriers.stop_channel)[0][1] >= 1)
+        stop_match_listener(str(match.id), settings=settings, barriers=lbarriers)
+        result = future.result(timeout=5)
+        assert result.exit_code == 15
+    finally:
+        services.shutdown_all()
+        services.close()
+
+
+@pytest.mark.parametrize("offset_minutes", [-5, 5], ids=["worker-clock-5-min-slow", "worker-clock-5-min-fast"])
+def test_heartbeat_age_is_judged_by_postgresql_not_the_workers_clock(
+    offset_minutes, make_match, ctx, runner
+):
+    alive, dead = make_match(status="inprogress"), make_match(status="inprogress")
+    # A dead run: its heartbeat is ten seconds old by the database's clock (stale is 1.5 s).
+    database.execute_sql(
+        "INSERT INTO match_listener_records (id, match_id, created_at, heartbeat_at) "
+        "VALUES (%s, %s, now() - interval '10 seconds', now() - interval '10 seconds')",
+        (uuid.uuid4(), dead.id),
+    )
+    clock.set_clock(lambda: datetime.now(UTC) + timedelta(minutes=offset_minutes))
+    try:
+        future = runner(start, alive, **ctx)
+        wait_for(lambda: open_rows(alive))
+        time.sleep(3 * ctx["settings"].listener_heartbeat_interval_seconds)  # a few beats
+        result = sweep_stale_match_listeners(settings=ctx["settings"], barriers=ctx["barriers"])
+        assert result.matches == [str(dead.id)]  # the dead one is abandoned, the live one is not
+        assert len(open_rows(alive)) == 1 and not future.done()
+    finally:
+        clock.set_clock(None)
+        ctx["services"].shutdown_all()

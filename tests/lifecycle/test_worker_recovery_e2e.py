@@ -1,0 +1,147 @@
+"""Real listener workers killed or paused mid-game: their matches stream again within seconds, never twice.
+
+These run at the default lease (20 s) and a stale threshold of 180 s, so only the worker lease
+can bring a match back before the test's deadline: the heartbeat's stale path would need minutes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from config.settings import MatchListenerEnvironment
+from listener.dispatch import dispatch_upcoming_match_listeners
+from models.barriers import Barriers
+from models.db import database
+from models.listener_record import MatchListenerRecord
+from tests.lifecycle.conftest import wait_for
+from tests.lifecycle.helpers import open_rows, rows_of
+
+pytestmark = pytest.mark.e2e
+
+#: Default lease and stale threshold; a heartbeat every 5 s so a test sees rows being written.
+DEFAULTS = {
+    "LISTENER_HEARTBEAT_INTERVAL_SECONDS": "5",
+    "LISTENER_HEARTBEAT_STALE_SECONDS": "180",
+    "LISTENER_LOCK_LOSS_GRACE_SECONDS": "2",
+    "LISTENER_STOP_POLL_SECONDS": "1",
+    "LISTENER_WORKER_LEASE_SECONDS": "20",
+}
+#: Before the stale path could act (180 s), after the lease path should have (45 s at most).
+RECOVERY_DEADLINE = 120.0
+
+
+@pytest.fixture
+def ctx(lifecycle_env, redis_client, monkeypatch):
+    for key, value in DEFAULTS.items():
+        monkeypatch.setenv(key, value)
+    settings = MatchListenerEnvironment(_env_file=None)
+    return {"settings": settings, "barriers": Barriers.from_settings(settings, client=redis_client)}
+
+
+@pytest.fixture
+def send_start(lifecycle_env):
+    from actors.listeners import send_start
+
+    yield send_start
+    from models.barriers import connect_redis
+
+    client = connect_redis(lifecycle_env["BROKER_URL"])
+    for key in client.scan_iter(match=f"{lifecycle_env['BROKER_NAMESPACE']}:*"):
+        client.delete(key)
+
+
+def _dispatch(ctx, send):
+    try:
+        return dispatch_upcoming_match_listeners(settings=ctx["settings"], barriers=ctx["barriers"], send=send)
+    finally:
+        database.close()
+
+
+class OpenRowMonitor:
+    """Samples every 20 ms the largest number of open lifecycle rows any one of ``match_ids`` has."""
+
+    def __init__(self, match_ids) -> None:
+        self.match_ids = list(match_ids)
+        self.max_open = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                row = database.execute_sql(
+                    "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM match_listener_records "
+                    "WHERE ended_at IS NULL AND match_id = ANY(%s::uuid[]) GROUP BY match_id) c",
+                    ([str(m) for m in self.match_ids],),
+                ).fetchone()
+                self.max_open = max(self.max_open, int(row[0]))
+                time.sleep(0.02)
+        finally:
+            database.close()
+
+    def __enter__(self) -> OpenRowMonitor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def _restarted(match, old_id) -> bool:
+    return any(str(r.id) != str(old_id) for r in open_rows(match))
+
+
+def test_a_hard_killed_listener_workers_matches_stream_again_on_another_worker_within_seconds(
+    make_match, ctx, send_start, start_worker
+):
+    matches = [make_match(status="inprogress") for _ in range(3)]
+    with OpenRowMonitor(m.id for m in matches) as monitor:
+        doomed = start_worker(env=DEFAULTS)
+        assert _dispatch(ctx, send_start).enqueued == 3
+        old = {m.id: wait_for(lambda m=m: open_rows(m), timeout=30)[0].id for m in matches}
+        survivor = start_worker(env=DEFAULTS)
+        killed_at = time.monotonic()
+        doomed.kill()
+        for m in matches:
+            wait_for(lambda m=m: _restarted(m, old[m.id]), timeout=RECOVERY_DEADLINE, interval=0.2)
+        recovered_in = time.monotonic() - killed_at
+    print(f"kill to streaming again: {recovered_in:.1f} s")
+    for m in matches:
+        first, second = rows_of(m)
+        assert first.exit_code == 14 and first.exit_reason == "worker lease expired"
+        assert second.ended_at is None and second.worker_lease != first.worker_lease
+    assert "restarting" in survivor.output() or "started" in survivor.output()
+    assert monitor.max_open == 1  # never two open rows for one match
+
+
+def test_a_paused_worker_stops_itself_on_resume_and_never_writes_over_its_successor(
+    make_match, ctx, send_start, start_worker
+):
+    match = make_match(status="inprogress")
+    with OpenRowMonitor([match.id]) as monitor:
+        paused = start_worker(env=DEFAULTS)
+        assert _dispatch(ctx, send_start).enqueued == 1
+        [old] = wait_for(lambda: open_rows(match), timeout=30)
+        start_worker(env=DEFAULTS)
+        os.killpg(paused.proc.pid, signal.SIGSTOP)  # longer than every lease: "dead" to the others
+        try:
+            wait_for(lambda: _restarted(match, old.id), timeout=RECOVERY_DEADLINE, interval=0.2)
+        finally:
+            os.killpg(paused.proc.pid, signal.SIGCONT)
+        [new] = open_rows(match)
+        # The resumed run ends on its own, without a single write: its lease lapsed while paused.
+        wait_for(lambda: "listener ended with exit" in paused.output(), timeout=30)
+        beat = new.heartbeat_at
+        wait_for(lambda: MatchListenerRecord.get_by_id(new.id).heartbeat_at > beat, timeout=30)
+    old_after = MatchListenerRecord.get_by_id(old.id)
+    assert old_after.exit_code == 14 and old_after.exit_reason == "worker lease expired"
+    assert MatchListenerRecord.get_by_id(new.id).ended_at is None  # the successor's row untouched
+    holder = ctx["barriers"].client.get(ctx["barriers"].start_lock_key(match.id))
+    assert holder.decode() == str(new.id)  # the lock stayed with the successor
+    assert monitor.max_open == 1
