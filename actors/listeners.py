@@ -91,7 +91,8 @@ def start_listener_services(worker: dramatiq.Worker) -> None:
         services()
 
 
-def _start_message(message: StartMessage) -> dramatiq.Message:
+def start_message(message: StartMessage) -> dramatiq.Message:
+    """The Dramatiq message of a start, with its pre-assigned message id."""
     return dramatiq.Message(
         queue_name=start_match_listener.queue_name,
         actor_name=start_match_listener.actor_name,
@@ -104,12 +105,12 @@ def _start_message(message: StartMessage) -> dramatiq.Message:
 
 def send_start(message: StartMessage) -> None:
     """Send one start_match_listener message with its pre-assigned message id."""
-    start_match_listener.broker.enqueue(_start_message(message))
+    start_match_listener.broker.enqueue(start_message(message))
 
 
 def send_starts(messages: list[StartMessage]) -> None:
     """Send many start messages in one Redis round trip (the dispatch tick)."""
-    enqueue_many(start_match_listener.broker, [_start_message(m) for m in messages])
+    enqueue_many(start_match_listener.broker, [start_message(m) for m in messages])
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)

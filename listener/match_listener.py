@@ -23,6 +23,7 @@ import requests
 from config.errors import (
     ArchivePathError,
     ConfigurationError,
+    DatabaseUnavailable,
     StreamConnectionError,
     StreamDataError,
 )
@@ -336,7 +337,12 @@ class MatchListener:
             incoming = payload.get("status") or (message.get("metadata") or {}).get("status")
         if isinstance(incoming, str) and incoming != self._status:
             self._apply_stream_status(incoming)
-        pipeline.process(message)
+        try:
+            pipeline.process(message)
+        except DatabaseUnavailable as exc:  # archived already; the stream goes on
+            logger.warning(
+                "match %s: event not processed (PostgreSQL unavailable): %s", self._ctx.match_id, exc
+            )
         archive.maybe_flush()
 
     def _skip(self, why: str, *, bad: bool = True) -> None:
@@ -360,13 +366,18 @@ class MatchListener:
             logger.warning("match %s stream status %r unknown; ignored", self._ctx.match_id, incoming)
             self._status = incoming  # remembered so the warning is not repeated for every event
             return
-        from models.db import database
+        from models.db import database, database_errors
         from models.match import Match
 
-        with self._gate(), database.connection_context():
-            match = Match.get_by_id(self._ctx.match_id)
-            before = match.status
-            self._status = match.apply_stream(incoming)
+        try:
+            with self._gate(), database_errors(), database.connection_context():
+                match = Match.get_by_id(self._ctx.match_id)
+                before = match.status
+                self._status = match.apply_stream(incoming)
+        except DatabaseUnavailable as exc:
+            # PostgreSQL restarting: keep streaming; the next event with a status tries again.
+            logger.warning("match %s: status %r not written yet: %s", self._ctx.match_id, incoming, exc)
+            return
         if before != self._status:
             self._log.write("status %s -> %s (stream)", before, self._status)
 
@@ -385,11 +396,15 @@ class MatchListener:
         self.stats.status_reloads += 1
         status = self._status
         if self._info.has_row:
-            from models.db import database
+            from models.db import database, database_errors
             from models.match import Match
 
-            with self._gate(), database.connection_context():
-                row = Match.select(Match.status).where(Match.id == self._ctx.match_id).first()
+            try:
+                with self._gate(), database_errors(), database.connection_context():
+                    row = Match.select(Match.status).where(Match.id == self._ctx.match_id).first()
+            except DatabaseUnavailable as exc:
+                logger.warning("match %s: status reload skipped: %s", self._ctx.match_id, exc)
+                row = None
             status = row.status if row is not None else status
             self._status = status
         self._log.write("status check: %s after %d idle heartbeats", status, self._idle)

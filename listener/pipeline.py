@@ -73,12 +73,12 @@ class QuestionPipeline:
             self._settle("yes" if "hit" in categories else "no", event)
 
     def _issue(self, event: dict[str, Any]) -> None:
-        from models.db import database
+        from models.db import database, database_errors
         from models.question import Question
 
         key = f"atbat:{event['id']}"
         hitter = (event.get("hitter") or {}).get("full_name") or "the hitter"
-        with self.db_gate, database.connection_context():
+        with self.db_gate, database_errors(), database.connection_context():
             Question.insert(
                 match=self.match_id,
                 key=key,
@@ -90,11 +90,11 @@ class QuestionPipeline:
         self.issued += 1
 
     def _settle(self, answer: str, event: dict[str, Any]) -> None:
-        from models.db import database
+        from models.db import database, database_errors
         from models.question import Question
 
         key, self.open_key = self.open_key, None
-        with self.db_gate, database.connection_context():
+        with self.db_gate, database_errors(), database.connection_context():
             Question.update(status="settled", answer=answer, settled_at=utcnow()).where(
                 (Question.match == self.match_id) & (Question.key == key) & (Question.status == "open")
             ).execute()

@@ -20,7 +20,7 @@ import peewee
 from pydantic import ValidationError
 
 from config.clock import utcnow
-from config.errors import ListenerStartSettingsError, MatchNotFound
+from config.errors import DatabaseUnavailable, ListenerStartSettingsError, MatchNotFound
 from config.settings import MatchListenerEnvironment
 from listener import rows
 from listener.body import ListenerBody, ListenerContext
@@ -299,7 +299,12 @@ def run_match_listener(
         reason, stopped_by = describe(code), None
     if record_id:
         with services.db_slot():
-            written = rows.close_row(record_id, exit_code=code, reason=reason, stopped_by=stopped_by)
+            try:
+                written = rows.close_row(record_id, exit_code=code, reason=reason, stopped_by=stopped_by)
+            except DatabaseUnavailable as exc:
+                # The row stays open and goes stale; the sweep abandons it. The exit is reported.
+                logger.warning("match %s: row %s not closed: %s", match_id, record_id, exc)
+                written = True
             if not written:
                 # Closed by a stop (15) or a sweep (14) first: report what the row says.
                 recorded, recorded_reason = rows.recorded_exit(record_id)

@@ -87,10 +87,10 @@ def bound_url() -> str | None:
 
 @contextmanager
 def database_errors(url: str | None = None) -> Iterator[None]:
-    """Translate a failure to connect into DatabaseUnavailable naming DATABASE_URL."""
+    """Translate a failed or lost connection into DatabaseUnavailable naming DATABASE_URL."""
     try:
         yield
-    except peewee.OperationalError as exc:
+    except (peewee.OperationalError, peewee.InterfaceError) as exc:
         address = mask_url(url or _bound_url or "<unset>")
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if "does not exist" in reason:

@@ -165,10 +165,10 @@ def test_an_operator_stop_is_pushed_to_the_running_listener_without_waiting_for_
         services.close()
 
 
-@pytest.mark.parametrize("offset_minutes", [-5, 5], ids=["worker-clock-5-min-slow", "worker-clock-5-min-fast"])
-def test_heartbeat_age_is_judged_by_postgresql_not_the_workers_clock(
-    offset_minutes, make_match, ctx, runner
-):
+@pytest.mark.parametrize(
+    "offset_minutes", [-5, 5], ids=["worker-clock-5-min-slow", "worker-clock-5-min-fast"]
+)
+def test_heartbeat_age_is_judged_by_postgresql_not_the_workers_clock(offset_minutes, make_match, ctx, runner):
     alive, dead = make_match(status="inprogress"), make_match(status="inprogress")
     # A dead run: its heartbeat is ten seconds old by the database's clock (stale is 1.5 s).
     database.execute_sql(

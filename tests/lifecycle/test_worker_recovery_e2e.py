@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 
 import pytest
@@ -19,7 +18,8 @@ from models.barriers import Barriers
 from models.db import database
 from models.listener_record import MatchListenerRecord
 from tests.lifecycle.conftest import wait_for
-from tests.lifecycle.helpers import open_rows, rows_of
+from tests.lifecycle.helpers import OpenRowMonitor, open_rows, rows_of
+from tests.private_redis import PrivateRedis
 
 pytestmark = pytest.mark.e2e
 
@@ -57,40 +57,11 @@ def send_start(lifecycle_env):
 
 def _dispatch(ctx, send):
     try:
-        return dispatch_upcoming_match_listeners(settings=ctx["settings"], barriers=ctx["barriers"], send=send)
+        return dispatch_upcoming_match_listeners(
+            settings=ctx["settings"], barriers=ctx["barriers"], send=send
+        )
     finally:
         database.close()
-
-
-class OpenRowMonitor:
-    """Samples every 20 ms the largest number of open lifecycle rows any one of ``match_ids`` has."""
-
-    def __init__(self, match_ids) -> None:
-        self.match_ids = list(match_ids)
-        self.max_open = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                row = database.execute_sql(
-                    "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM match_listener_records "
-                    "WHERE ended_at IS NULL AND match_id = ANY(%s::uuid[]) GROUP BY match_id) c",
-                    ([str(m) for m in self.match_ids],),
-                ).fetchone()
-                self.max_open = max(self.max_open, int(row[0]))
-                time.sleep(0.02)
-        finally:
-            database.close()
-
-    def __enter__(self) -> OpenRowMonitor:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
 
 
 def _restarted(match, old_id) -> bool:
@@ -145,3 +116,29 @@ def test_a_paused_worker_stops_itself_on_resume_and_never_writes_over_its_succes
     holder = ctx["barriers"].client.get(ctx["barriers"].start_lock_key(match.id))
     assert holder.decode() == str(new.id)  # the lock stayed with the successor
     assert monitor.max_open == 1
+
+
+def test_a_listener_worker_reconnects_after_the_brokers_redis_restarts_and_takes_new_starts(
+    make_match, ctx, start_worker, tmp_path
+):
+    from actors.broker import build_broker
+    from actors.listeners import start_message
+
+    with PrivateRedis(tmp_path / "broker-redis") as broker_redis:
+        bsettings = ctx["settings"].model_copy(update={"broker_url": broker_redis.url()})
+        broker = build_broker(bsettings)
+
+        def send(message) -> None:
+            broker.enqueue(start_message(message))
+
+        first = make_match(status="inprogress")
+        start_worker(env={**DEFAULTS, "BROKER_URL": broker_redis.url()})
+        assert _dispatch(ctx, send).enqueued == 1
+        [running] = wait_for(lambda: open_rows(first), timeout=30)
+
+        broker_redis.restart(down_seconds=1.0)  # queues, acks and worker heartbeats are gone
+        second = make_match(status="inprogress")
+        assert _dispatch(ctx, send).enqueued == 1  # the first match still streams: only the second
+        wait_for(lambda: open_rows(second), timeout=RECOVERY_DEADLINE, interval=0.2)
+        assert [r.id for r in open_rows(first)] == [running.id]  # never interrupted
+        broker.close()
