@@ -39,15 +39,15 @@ def reap_dead_workers(
     judged until Redis's data epoch is older than one lease plus one renewal: after Redis lost
     its data, every live worker re-creates its lease within that time.
     """
-    leased = rows.open_leased_rows(match_ids)
-    if not leased:
+    match_ids = None if match_ids is None else list(match_ids)
+    leases = rows.open_worker_leases(match_ids)
+    if not leases:
         return []
     lease_ttl = settings.listener_worker_lease_seconds
-    alive, epoch_age = barriers.live_worker_leases({r.worker_lease for r in leased})
+    alive, epoch_age = barriers.live_worker_leases(leases)
     if epoch_age is None or epoch_age < lease_ttl * 1.25 + 1:
         return []
-    dead = [r.record_id for r in leased if r.worker_lease not in alive]
-    closed = rows.abandon_rows_of_dead_workers(dead)
+    closed = rows.abandon_rows_of_dead_workers(leases - alive, match_ids=match_ids)
     for row in closed:
         logger.warning(
             "match %s: row %s abandoned (exit 14): its worker lease expired", row.match_id, row.record_id

@@ -136,33 +136,31 @@ def abandon_stale_rows(
     return _abandon(cond, reason=reason)
 
 
-@dataclass(frozen=True)
-class LeasedRow:
-    """An open row and the lease of the worker process that runs it."""
+def open_worker_leases(match_ids: Iterable[str] | None = None) -> set[str]:
+    """The distinct worker leases open rows run under (``match_ids`` None: all of them).
 
-    record_id: str
-    match_id: str
-    worker_lease: str
-
-
-def open_leased_rows(match_ids: Iterable[str] | None = None) -> list[LeasedRow]:
-    """Open rows written under a worker lease (``match_ids`` None: all of them)."""
+    One small answer (a lease per worker process), read through a partial index on open rows.
+    """
     cond = R.ended_at.is_null() & R.worker_lease.is_null(False)
     if match_ids is not None:
         ids = [uuid.UUID(str(m)) for m in match_ids]
         if not ids:
-            return []
+            return set()
         cond &= R.match.in_(ids)
     with database_errors():
-        query = R.select(R.id, R.match, R.worker_lease).where(cond).tuples()
-        return [LeasedRow(str(rid), str(mid), lease) for rid, mid, lease in query]
+        return {lease for (lease,) in R.select(R.worker_lease).where(cond).distinct().tuples()}
 
 
-def abandon_rows_of_dead_workers(record_ids: Sequence[str]) -> list[ClosedRow]:
-    """Close the given rows, if still open, as Abandoned (14): their worker's lease expired."""
-    if not record_ids:
+def abandon_rows_of_dead_workers(
+    lease_ids: Iterable[str], *, match_ids: Iterable[str] | None = None
+) -> list[ClosedRow]:
+    """Close the open rows run under ``lease_ids`` as Abandoned (14): those leases expired."""
+    leases = sorted(set(lease_ids))
+    if not leases:
         return []
-    cond = R.ended_at.is_null() & R.id.in_([uuid.UUID(r) for r in record_ids])
+    cond = R.ended_at.is_null() & R.worker_lease.in_(leases)
+    if match_ids is not None:
+        cond &= R.match.in_([uuid.UUID(str(m)) for m in match_ids])
     return _abandon(cond, reason="worker lease expired")
 
 
