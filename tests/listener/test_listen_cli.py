@@ -54,18 +54,30 @@ def _locks(settings, redis_client) -> Barriers:
     return Barriers(redis_client, prefix=settings.redis_key_prefix, url=settings.redis_url, stale_seconds=120)
 
 
-@pytest.mark.parametrize("held_by", ["worker run", "start lock only"])
+#: What holds the match before ``kickoff listen`` runs: (open row, start lock, pending key).
+HOLDERS = {
+    "worker run": (True, True, True),  # what a listener worker's run holds
+    "start lock only": (False, True, False),
+    "open row only": (True, False, False),  # a live listener elsewhere, e.g. between lock renewals
+    "queued start": (False, False, True),  # dispatched, not yet taken by a worker
+}
+
+
+@pytest.mark.parametrize("held_by", list(HOLDERS))
 def test_kickoff_listen_refuses_a_held_match_in_one_line_without_opening_a_stream(
     held_by, make_match, raw_feed, subprocess_env, settings, redis_client, tmp_path
 ):
+    has_row, has_lock, has_pending = HOLDERS[held_by]
     feed = raw_feed(b"")
     match = make_match("mlb", status="inprogress")
     barriers = _locks(settings, redis_client)
     token = str(uuid.uuid4())
-    if held_by == "worker run":  # what a listener worker's run holds: open row, start lock, pending
+    if has_row:
         MatchListenerRecord.create(id=token, match=match.id, host="worker-host-7", pid=31337)
-        barriers.claim_pending(match.id)
-    assert barriers.start_lock(match.id).acquire(token)
+    if has_lock:
+        assert barriers.start_lock(match.id).acquire(token)
+    if has_pending:
+        assert barriers.claim_pending(match.id)
     data_dir = tmp_path / "data"
     env = dict(subprocess_env, SPORTRADAR_BASE_URL=feed.base_url, DATA_DIR=str(data_dir))
     done = subprocess.run(
@@ -74,22 +86,24 @@ def test_kickoff_listen_refuses_a_held_match_in_one_line_without_opening_a_strea
     assert done.returncode == 1, done.stdout + done.stderr
     lines = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
     assert len(lines) == 1, lines
-    if held_by == "worker run":
+    if has_row:
         assert "worker-host-7" in lines[0] and "31337" in lines[0] and token in lines[0]
-    else:
+    elif has_lock:
         assert token in lines[0]
+    else:
+        assert "pending" in lines[0]
     assert feed.requests == [] and not data_dir.exists()
-    assert [str(r.id) for r in MatchListenerRecord.select().where(MatchListenerRecord.match == match.id)] == (
-        [token] if held_by == "worker run" else []
-    )
-    assert barriers.start_lock(match.id).adopt(token).owned()
-    assert barriers.is_pending(match.id) is (held_by == "worker run")  # ours was given back
+    rows = MatchListenerRecord.select().where(MatchListenerRecord.match == match.id)
+    assert [(str(r.id), r.ended_at) for r in rows] == ([(token, None)] if has_row else [])
+    assert barriers.start_lock(match.id).adopt(token).owned() is has_lock
+    assert barriers.is_pending(match.id) is has_pending  # a pending key it claimed was given back
     held = subprocess.run(
         [_kickoff(), "listen", match.sr_id, "--json"], env=env, capture_output=True, text=True, timeout=120
     )
     out = json.loads(held.stdout)
     assert held.returncode == 1 and out["started"] is False and feed.requests == []
-    assert out["held_by"].get("record_id", out["held_by"].get("token")) == token
+    named = out["held_by"].get("record_id", out["held_by"].get("token"))
+    assert named == (token if has_row or has_lock else None)
 
 
 def test_kickoff_listen_takes_the_lock_beats_obeys_a_stop_and_releases_everything(
