@@ -160,3 +160,30 @@ def test_kickoff_listen_takes_the_lock_beats_obeys_a_stop_and_releases_everythin
     assert closed.exit_code == 15 and closed.ended_at is not None
     assert barriers.client.get(barriers.start_lock_key(match.id)) is None
     assert not barriers.is_pending(match.id)
+
+
+def test_kickoff_listen_of_an_unknown_match_records_the_archive_only(
+    sim, db, subprocess_env, settings, redis_client, tmp_path
+):
+    game = GameScript(
+        sr_id=str(uuid.uuid4()), league="mlb", start_after=1.0, event_interval=0.05, event_count=5
+    )
+    server = sim([game])
+    env = dict(
+        subprocess_env,
+        SPORTRADAR_BASE_URL=server.base_url,
+        DATA_DIR=str(tmp_path / "data"),
+        LISTENER_STATUS_RELOAD_HEARTBEATS="4",
+    )
+    done = subprocess.run(
+        [_kickoff(), "listen", game.sr_id, "--league", "mlb", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert done.returncode == out["exit_code"] == 13, done.stderr[-2000:]
+    assert out["record_id"] is None and out["events"] >= 1 and Path(out["archive"]).is_file()
+    assert MatchListenerRecord.select().count() == 0
+    assert list(redis_client.scan_iter(match=f"{settings.redis_key_prefix}*")) == []
