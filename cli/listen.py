@@ -1,4 +1,4 @@
-"""``kickoff listen SR_ID``: follow one match in this process, without workers (record-only by default)."""
+"""``kickoff listen SR_ID``: follow one match in this process, guarded like a worker start."""
 
 from __future__ import annotations
 
@@ -23,21 +23,35 @@ from cli.context import CliContext
 def listen_command(obj: CliContext, sr_id: str, league: str | None, process: bool, as_json: bool) -> None:
     """Follow the push stream of match SR_ID (the Sportradar id) until it ends; exit with its code.
 
-    Settings come from the environment and .env only (SPORTRADAR_BASE_URL, SPORTRADAR_API_KEY,
-    LISTENER_* ...). Events are appended to DATA_DIR/listener/{league}/{shortcode}.json. When the
-    match has a row in the database a lifecycle row is written (unless LISTENER_DRY_RUN). Ctrl-C
-    or SIGTERM stops the run (exit 15). The exit status is the listener's exit code: 13 when the
-    match is over, 10 after too many idle heartbeats, 11 data error, 12 connection error.
+    A match kickoff knows starts like a worker start: the pending start key, the start lock (token
+    = the lifecycle row id), a lifecycle row with heartbeats (unless a dry run of a live match),
+    the stop watch and self-fencing (exit 16 when the lock is lost). When another listener holds
+    the match this prints one line naming it (host/pid of its row, or the lock token) and exits
+    1 without opening a stream. Settings, weakest first: the environment and .env, the match's
+    listener_start_settings, --league / --process. A match kickoff does not know is recorded
+    to the archive only, with no row and no lock. Events are appended to
+    DATA_DIR/listener/{league}/{shortcode}.json. Ctrl-C or SIGTERM stops the run (exit 15). The
+    exit status is the listener's exit code: 13 when the match is over, 10 after too many idle
+    heartbeats, 11 data error, 12 connection error.
     """
+    from config.errors import ListenerHeld
     from listener.listen import listen
 
-    result = listen(
-        sr_id, settings=obj.settings, league=league, record_only=not process, install_signals=True
-    )
+    try:
+        result = listen(
+            sr_id, settings=obj.settings, league=league, record_only=not process, install_signals=True
+        )
+    except ListenerHeld as exc:
+        if as_json:
+            echo_json({"sr_id": sr_id, "started": False, "held_by": exc.holder, "detail": str(exc)})
+        else:
+            click.echo(str(exc), err=True)
+        sys.exit(1)
     if as_json:
         echo_json(
             {
                 "sr_id": sr_id,
+                "started": True,
                 "exit_code": result.exit_code,
                 "reason": result.reason,
                 "events": result.events,

@@ -169,30 +169,61 @@ def sweep_cmd(obj: CliContext, heartbeat_stale_seconds: float | None, as_json: b
 
 
 @listeners.command("status")
-@click.option("--match", "match_id", type=MATCH_ID, default=None, help="Only this match.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of objects.")
+@click.option(
+    "--match", "match_id", type=MATCH_ID, default=None, help="Only this match (shown even with no run)."
+)
+@click.option("--active", is_flag=True, help="Only matches with an open run or a pending start.")
+@click.option(
+    "--watch",
+    "watch_seconds",
+    type=click.FloatRange(min=0.5),
+    is_flag=False,
+    flag_value=2.0,
+    default=None,
+    metavar="[SECONDS]",
+    help="Redraw the board every SECONDS (default 2) until Ctrl-C.",
+)
+@click.option("--json", "as_json", is_flag=True, help='Print one JSON object: {"matches": [...], ...}.')
 @click.pass_obj
-def status_cmd(obj: CliContext, match_id: str | None, as_json: bool) -> None:
-    """One line per match with a listener history: badge and exit of its latest run, barriers."""
-    from listener.status import listener_status
+def status_cmd(
+    obj: CliContext, match_id: str | None, active: bool, watch_seconds: float | None, as_json: bool
+) -> None:
+    """The listener board: every match with a run, attempts, exhausted, pending or a stop.
+
+    A match is listed when it has a lifecycle row, an attempt counter, an exhausted flag, a
+    pending start or a stop flag, or when auto-dispatch is off (e.g. by a stop) for a match
+    dispatch would otherwise start: a match stopped while its start was queued shows badge "-"
+    and dispatch off.
+
+    \b
+    badge    the newest run (an open row wins over a later closed one): Running, Late (heartbeat
+             older than two intervals), Stale (older than the stale threshold), Abandoned (14),
+             Stopped (15), Ended (any other exit); "-" when the match has no run
+    exit     exit code of a closed run; reason: its closing reason (e.g. "HTTP 404",
+             "heartbeat stale", "stopped by operator")
+    hb_age_s heartbeat age of an open run; att/exh: failed starts / attempt cap reached;
+             pend: a start is queued or running; dispatch: auto-dispatch on/off
+    """
+    from cli.board import render_board, watch
+    from config.clock import utcnow
+    from listener.board import listener_board
 
     obj.database()
-    rows = listener_status(settings=obj.settings, barriers=obj.barriers, match_id=match_id)
-    if as_json:
-        echo_json(rows)
-        return
-    if not rows:
-        click.echo("no listener runs")
-        return
-    click.echo(
-        f"{'match_id':<36}  {'sr_id':<24} {'badge':<9} {'exit':>4} {'hb_age_s':>8} {'att':>3} "
-        f"{'exh':<3} dispatch"
-    )
-    for r in rows:
-        exit_code = "" if r["exit_code"] is None else r["exit_code"]
-        age = "" if r["heartbeat_age_s"] is None else f"{r['heartbeat_age_s']:.0f}"
-        click.echo(
-            f"{r['match_id']:<36}  {r['sr_id']:<24} {r['badge']:<9} {exit_code!s:>4} {age:>8} "
-            f"{r['attempts']:>3} {'yes' if r['exhausted'] else 'no':<3} "
-            f"{'on' if r['auto_dispatch'] else 'off'}"
+
+    def draw() -> None:
+        entries = listener_board(
+            settings=obj.settings, barriers=obj.barriers, match_id=match_id, active_only=active
         )
+        at = utcnow().isoformat(timespec="seconds")
+        if as_json:
+            echo_json({"at": at, "count": len(entries), "matches": [e.as_dict() for e in entries]})
+            return
+        if watch_seconds is not None:
+            click.echo(f"listener board at {at} (every {watch_seconds:g} s; Ctrl-C to stop)")
+        for line in render_board(entries):
+            click.echo(line)
+
+    if watch_seconds is None:
+        draw()
+    else:
+        watch(draw, seconds=watch_seconds)

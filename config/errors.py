@@ -94,6 +94,18 @@ class ListenerStartSettingsError(ListenerError):
     """
 
 
+class ListenerHeld(ListenerError):
+    """Raised by ``kickoff listen`` when another listener already holds the match (nothing was started).
+
+    ``holder`` describes it: ``record_id``, ``host`` and ``pid`` of its open row, or the start
+    lock's ``token``, or ``pending`` when only a queued start is known.
+    """
+
+    def __init__(self, message: str, *, holder: dict[str, object]) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
 class ListenerRunFailed(ListenerError):
     """Raised by the start_match_listener actor when a run ended with a failure exit (9, 11, 12, 16, ...).
 

@@ -1,17 +1,43 @@
 #!/usr/bin/env bash
-# Staging deploy without cron: migrate, restart every process, then recover listeners at once.
+# Staging deploy without cron: check, migrate, restart every process, recover listeners, show the board.
 #
-#   deploy/staging-deploy.sh            # systemd units from deploy/systemd/
-#   RESTART_CMD="honcho restart" deploy/staging-deploy.sh
-#   DRY_RUN=1 deploy/staging-deploy.sh  # print the steps only
+#   deploy/staging-deploy.sh                                     # systemd units from deploy/systemd/
+#   RESTART_CMD="sudo systemctl restart kickoff.target" deploy/staging-deploy.sh
+#   RESTART_CMD="supervisorctl restart kickoff:*" deploy/staging-deploy.sh
+#   KICKOFF_ENV_FILE=/srv/kickoff/env deploy/staging-deploy.sh   # settings file (default /etc/kickoff/env)
+#   DRY_RUN=1 deploy/staging-deploy.sh                           # print the steps only
 #
-# After the restart, listeners whose worker died without writing their shutdown are closed as
-# Abandoned (exit 14, not an operator Stop) by a sweep with a zero threshold, and one dispatch
-# starts every match that still needs a listener, instead of waiting for the stale threshold.
-# (A gracefully stopped listener worker already recorded exit 14 and released its locks.)
+# (honcho and foreman have no restart command: stop the `honcho start` process and start it
+# again yourself, then run this script with RESTART_CMD=true.)
+#
+# The environment file is loaded first (`set -a; . file; set +a`): KICKOFF_ENV_FILE, else
+# /etc/kickoff/env when it exists; variables already set in the caller's environment are
+# overwritten by the file. `kickoff check` must pass before anything changes.
+#
+# After the restart, one sweep with the normal threshold closes listeners whose holders are gone
+# as Abandoned (exit 14) and one dispatch starts every match that still needs a listener. The
+# sweep never uses a zero threshold: that would close healthy listeners (including any started
+# after the restart). A gracefully stopped listener worker already recorded exit 14 and released
+# its locks, so the dispatch restarts its matches at once.
 set -euo pipefail
 
 KICKOFF_HOME="${KICKOFF_HOME:-$(cd "$(dirname "$0")/.." && pwd)}"
+KICKOFF_ENV_FILE="${KICKOFF_ENV_FILE:-}"
+if [ -z "$KICKOFF_ENV_FILE" ] && [ -f /etc/kickoff/env ]; then
+  KICKOFF_ENV_FILE=/etc/kickoff/env
+fi
+if [ -n "$KICKOFF_ENV_FILE" ]; then
+  if [ ! -r "$KICKOFF_ENV_FILE" ]; then
+    echo "environment file $KICKOFF_ENV_FILE is not readable" >&2
+    exit 1
+  fi
+  echo "==> environment from $KICKOFF_ENV_FILE"
+  set -a
+  # shellcheck disable=SC1090
+  . "$KICKOFF_ENV_FILE"
+  set +a
+fi
+
 KICKOFF="${KICKOFF:-$KICKOFF_HOME/.venv/bin/kickoff}"
 UNITS="${UNITS:-kickoff-worker kickoff-listener-worker kickoff-scheduler kickoff-launcher kickoff-srsim}"
 RESTART_CMD="${RESTART_CMD:-}"
@@ -21,10 +47,13 @@ run() {
   if [ -z "${DRY_RUN:-}" ]; then "$@"; fi
 }
 
-echo "==> 1/4 migrate"
+echo "==> 1/6 check services"
+run "$KICKOFF" check
+
+echo "==> 2/6 migrate"
 run "$KICKOFF" db migrate
 
-echo "==> 2/4 restart processes"
+echo "==> 3/6 restart processes"
 if [ -n "$RESTART_CMD" ]; then
   run sh -c "$RESTART_CMD"
 else
@@ -33,10 +62,13 @@ else
   done
 fi
 
-echo "==> 3/4 abandon listeners the restart left open"
-run "$KICKOFF" listeners sweep --heartbeat-stale-seconds 0
+echo "==> 4/6 abandon listeners whose holders are gone"
+run "$KICKOFF" listeners sweep
 
-echo "==> 4/4 dispatch"
+echo "==> 5/6 dispatch"
 run "$KICKOFF" listeners dispatch
+
+echo "==> 6/6 listener board"
+run "$KICKOFF" listeners status
 
 echo "==> deployed"

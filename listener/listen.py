@@ -1,27 +1,44 @@
 """The worker-less listener behind ``kickoff listen``: one match, in this process, until it ends.
 
-Settings come from the environment and ``.env`` only (no Match.listener_start_settings merge);
-the match is looked up by its Sportradar id. When a Match row exists the run writes a lifecycle
-row with heartbeats so the board shows it (a dry run writes none, except for is_test matches);
-without a row it records the archive only. Record-only (``listener_skip_processing``) unless the
-caller asks for processing.
+A match with a Match row goes through the worker's start path (listener.lifecycle
+``start_match_listener`` without a message id): this process claims the match's pending start
+key, takes its start lock with the lifecycle row id as token, and runs under its own
+ListenerServices (the same heartbeat thread, stop watch and self-fencing as a listener worker).
+When another listener holds the match (pending key, start lock or an active open row) nothing is
+started and ListenerHeld names the holder; a match whose start attempts are exhausted is not
+started either (as a worker start would skip it). Settings are the worker's merge (Layer A, then
+Match.listener_start_settings, then this call's overrides: the MatchListener body, record-only
+unless asked to process, and ``--league``).
+
+Without a Match row the run records the archive only (no row, no lock), from the environment's
+settings. Ctrl-C or SIGTERM ends the run as an operator stop (exit 15).
 """
 
 from __future__ import annotations
 
 import logging
 import signal
-import threading
-import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from config.errors import ListenerError, ListenerHeld
 from config.settings import MatchListenerEnvironment
+from listener import rows
 from listener.body import ListenerContext
-from listener.exit_codes import describe
+from listener.cleanup import after_abandon
+from listener.holder import describe_holder, match_holder
+from listener.lifecycle import Skip, start_match_listener
 from listener.match_listener import MatchListener
+from listener.runtime import ListenerServices, RunHandle, operator_stop
+from models.barriers import Barriers
+from models.db import database
 
 logger = logging.getLogger(__name__)
+
+#: The body ``kickoff listen`` runs, whatever LISTENER_BODY says (it follows the real feed).
+LISTEN_BODY = "listener.match_listener:MatchListener"
 
 
 @dataclass(frozen=True)
@@ -36,6 +53,46 @@ class ListenResult:
     events: int
 
 
+class ForegroundServices(ListenerServices):
+    """ListenerServices of one foreground run: remembers its run; ``interrupt`` stops it as an operator."""
+
+    def __init__(self, *, settings: MatchListenerEnvironment, barriers: Barriers) -> None:
+        super().__init__(settings=settings, barriers=barriers)
+        self.handle: RunHandle | None = None
+        self.interrupted = False
+
+    def add(self, handle: RunHandle) -> None:
+        super().add(handle)
+        self.handle = handle
+        if self.interrupted:  # a signal arrived before the run registered
+            self.stop(handle, operator_stop())
+
+    def interrupt(self) -> None:
+        """Stop the run (exit 15), now or as soon as it registers."""
+        self.interrupted = True
+        for handle in self.running():
+            self.stop(handle, operator_stop())
+
+
+@contextmanager
+def _signals(on_signal: Callable[[], None], *, install: bool) -> Iterator[None]:
+    """Route SIGINT and SIGTERM to ``on_signal`` while inside (only when ``install``)."""
+    previous: dict[int, Any] = {}
+    if install:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+
+            def handler(signum: int, _frame: object) -> None:
+                logger.info("signal %s: stopping the listener", signum)
+                on_signal()
+
+            previous[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
 def listen(
     sr_id: str,
     *,
@@ -43,9 +100,10 @@ def listen(
     league: str | None = None,
     record_only: bool = True,
     install_signals: bool = False,
+    barriers: Barriers | None = None,
 ) -> ListenResult:
-    """Follow match ``sr_id`` in the calling thread and return how it ended."""
-    from models.db import database, init_database
+    """Follow match ``sr_id`` in the calling thread and return how it ended (ListenerHeld: not started)."""
+    from models.db import init_database
     from models.match import Match
 
     init_database(
@@ -55,80 +113,101 @@ def listen(
     )
     with database.connection_context():
         match = Match.select().where(Match.sr_id == sr_id).first()
-        league_name = league or (match.league.name if match is not None else settings.listener_sr_url_league)
-    updates: dict[str, Any] = {
-        "listener_sr_request_match_uuid": sr_id,
-        "listener_sr_url_league": league_name,
-    }
-    if record_only:
-        updates["listener_skip_processing"] = True
-    run_settings = settings.model_copy(update=updates)
-    match_id = str(match.id) if match is not None else ""
-    record_id = None
-    # A dry run writes no row, except for is_test matches (so dispatch does not start another).
-    if match is not None and (match.is_test or not settings.listener_dry_run):
-        record_id = _open_row(match_id, dry_run=settings.listener_dry_run)
-    ctx = ListenerContext(
-        match_id=match_id, record_id=record_id, is_test=bool(match and match.is_test), settings=run_settings
+    if match is None:
+        return _archive_only(sr_id, settings=settings, league=league, install_signals=install_signals)
+    barriers = barriers or Barriers.from_settings(settings)
+    overrides: dict[str, Any] = {"listener_body": LISTEN_BODY, "listener_skip_processing": record_only}
+    if league:
+        overrides["listener_sr_url_league"] = league
+    return _start(
+        str(match.id), overrides, settings=settings, barriers=barriers, install_signals=install_signals
     )
-    body = MatchListener()
-    stop_beats = threading.Event()
-    beater = None
-    if record_id:
-        beater = threading.Thread(
-            target=_beat,
-            args=(record_id, settings.listener_heartbeat_interval_seconds, stop_beats),
-            daemon=True,
-        )
-        beater.start()
-    previous: dict[int, Any] = {}
-    if install_signals:
-        for sig in (signal.SIGINT, signal.SIGTERM):
 
-            def on_signal(signum: int, _frame: object) -> None:
-                logger.info("match %s: signal %s, stopping", match_id or sr_id, signum)
-                ctx.stop_requested.set()
-                body.request_stop()
 
-            previous[sig] = signal.signal(sig, on_signal)
+def _held(match_id: str, *, barriers: Barriers, fallback: dict[str, Any] | None = None) -> ListenerHeld:
+    holder = match_holder(match_id, barriers=barriers) or fallback or {"pending": True}
+    return ListenerHeld(
+        f"match {match_id} is already held by {describe_holder(holder)}; not started", holder=holder
+    )
+
+
+def _claim(match_id: str, *, settings: MatchListenerEnvironment, barriers: Barriers) -> None:
+    """Claim the match like a dispatch would, or raise ListenerHeld naming whoever holds it.
+
+    Stale open rows of the match are abandoned first (as dispatch and start do), so a dead
+    listener does not block. A leftover operator stop flag is cleared once the claim is ours
+    (running ``kickoff listen`` is an explicit start, like ``kickoff listeners start``).
+    """
+    abandoned = rows.abandon_stale_rows(stale_seconds=barriers.stale_seconds, match_ids=[match_id])
+    after_abandon(abandoned, settings=settings, barriers=barriers)
+    if not barriers.claim_pending(match_id):
+        raise _held(match_id, barriers=barriers)
+    holder = match_holder(match_id, barriers=barriers)  # at least our own pending key
+    if holder is not None and "pending" not in holder:  # an open row or a start lock
+        barriers.clear_pending(match_id)
+        raise _held(match_id, barriers=barriers, fallback=holder)
+    barriers.clear_stop_flag(match_id)
+
+
+def _start(
+    match_id: str,
+    overrides: dict[str, Any],
+    *,
+    settings: MatchListenerEnvironment,
+    barriers: Barriers,
+    install_signals: bool,
+) -> ListenResult:
+    services = ForegroundServices(settings=settings, barriers=barriers)  # checks the intervals first
+    _claim(match_id, settings=settings, barriers=barriers)
     try:
-        code = body.run(ctx)
+        with _signals(services.interrupt, install=install_signals):
+            result = start_match_listener(
+                match_id, overrides, message_id=None, settings=settings, barriers=barriers, services=services
+            )
     finally:
-        stop_beats.set()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if record_id:
-        _close_row(record_id, code, body.exit_reason or describe(code))
+        services.close()
+    if result.skipped is Skip.EXHAUSTED:
+        raise ListenerError(
+            f"match {match_id}: its start attempts are exhausted "
+            f"(`kickoff listeners start {match_id} --force` clears them); not started"
+        )
+    if result.skipped is not None:
+        # Lost a race after the claim (another start took the lock or wrote a row first).
+        if result.skipped is Skip.STOPPED:
+            barriers.clear_pending(match_id)
+        raise _held(match_id, barriers=barriers, fallback={"pending": True})
+    body = services.handle.body if services.handle is not None else None
+    archive = getattr(body, "archive", None)
+    stats = getattr(body, "stats", None)
+    return ListenResult(
+        exit_code=int(result.exit_code or 0),
+        reason=result.reason or "",
+        match_id=match_id,
+        record_id=result.record_id,
+        archive=str(archive.path) if archive is not None else None,
+        events=stats.events if stats is not None else 0,
+    )
+
+
+def _archive_only(
+    sr_id: str, *, settings: MatchListenerEnvironment, league: str | None, install_signals: bool
+) -> ListenResult:
+    """A match kickoff does not know: record its stream into the archive, no row and no lock."""
+    run_settings = settings.model_copy(
+        update={
+            "listener_sr_request_match_uuid": sr_id,
+            "listener_sr_url_league": league or settings.listener_sr_url_league,
+            "listener_skip_processing": True,
+        }
+    )
+    ctx = ListenerContext(match_id="", record_id=None, is_test=False, settings=run_settings)
+    body = MatchListener()
+
+    def stop() -> None:
+        ctx.stop_requested.set()
+        body.request_stop()
+
+    with _signals(stop, install=install_signals):
+        code = body.run(ctx)
     archive = str(body.archive.path) if body.archive is not None else None
-    return ListenResult(code, body.exit_reason, match_id or None, record_id, archive, body.stats.events)
-
-
-def _open_row(match_id: str, *, dry_run: bool) -> str:
-    from listener import rows
-    from models.db import database
-
-    record_id = str(uuid.uuid4())
-    with database.connection_context():
-        rows.create_row(record_id=record_id, match_id=match_id, message_id=None, dry_run=dry_run)
-    return record_id
-
-
-def _beat(record_id: str, interval: float, stop: threading.Event) -> None:
-    from listener import rows
-    from models.db import database
-
-    while not stop.wait(interval):
-        try:
-            with database.connection_context():
-                if not rows.heartbeat_rows([record_id]):
-                    logger.warning("row %s was closed by someone else (sweep or stop)", record_id)
-        except Exception:
-            logger.exception("heartbeat of row %s failed", record_id)
-
-
-def _close_row(record_id: str, code: int, reason: str) -> None:
-    from listener import rows
-    from models.db import database
-
-    with database.connection_context():
-        rows.close_row(record_id, exit_code=code, reason=reason[:500])
+    return ListenResult(code, body.exit_reason, None, None, archive, body.stats.events)

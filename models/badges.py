@@ -14,7 +14,8 @@ EXIT_STOPPED = 15
 class Badge(StrEnum):
     """What an operator sees for one listener run."""
 
-    RUNNING = "Running"  # open row, heartbeat no older than the stale threshold
+    RUNNING = "Running"  # open row, heartbeat no older than two heartbeat intervals
+    LATE = "Late"  # open row, heartbeat older than two intervals (or its worker lease gone), not stale
     STALE = "Stale"  # open row, heartbeat older than the threshold: likely a dead worker
     ABANDONED = "Abandoned"  # closed with exit 14 by sweep/dispatch/start cleanup
     STOPPED = "Stopped"  # closed with exit 15 by an operator stop
@@ -34,11 +35,25 @@ def derive_badge(
     heartbeat_at: datetime,
     now: datetime,
     stale_after_seconds: float,
+    late_after_seconds: float | None = None,
+    lease_gone: bool = False,
 ) -> Badge:
-    """Return the badge of a row from its end time, exit code and last heartbeat."""
+    """Return the badge of a row from its end time, exit code and last heartbeat.
+
+    ``late_after_seconds`` (the board passes two heartbeat intervals) turns an open row whose
+    heartbeat is older than that, but not stale, Late; None never says Late. ``lease_gone``
+    (the run's worker lease is known to be gone) makes a fresh open row Late too.
+    """
     if ended_at is None:
-        stale = is_stale(heartbeat_at, now=now, stale_after_seconds=stale_after_seconds)
-        return Badge.STALE if stale else Badge.RUNNING
+        if is_stale(heartbeat_at, now=now, stale_after_seconds=stale_after_seconds):
+            return Badge.STALE
+        if lease_gone:
+            return Badge.LATE
+        if late_after_seconds is not None and is_stale(
+            heartbeat_at, now=now, stale_after_seconds=late_after_seconds
+        ):
+            return Badge.LATE
+        return Badge.RUNNING
     if exit_code == EXIT_ABANDONED:
         return Badge.ABANDONED
     if exit_code == EXIT_STOPPED:

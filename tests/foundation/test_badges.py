@@ -49,3 +49,34 @@ def test_a_row_closed_with_any_other_code_is_ended(code):
 
 def test_a_closed_row_ignores_its_heartbeat_age():
     assert badge(ended=True, exit_code=0, heartbeat_age=10_000) is Badge.ENDED
+
+
+LATE = 60.0
+
+
+def late_badge(*, heartbeat_age: float, lease_gone: bool = False) -> Badge:
+    return derive_badge(
+        ended_at=None,
+        exit_code=None,
+        heartbeat_at=NOW - timedelta(seconds=heartbeat_age),
+        now=NOW,
+        stale_after_seconds=STALE,
+        late_after_seconds=LATE,
+        lease_gone=lease_gone,
+    )
+
+
+def test_a_heartbeat_older_than_two_intervals_is_late_until_it_is_stale():
+    assert late_badge(heartbeat_age=LATE) is Badge.RUNNING
+    assert late_badge(heartbeat_age=LATE + 0.001) is Badge.LATE
+    assert late_badge(heartbeat_age=STALE) is Badge.LATE
+    assert late_badge(heartbeat_age=STALE + 0.001) is Badge.STALE
+
+
+def test_without_a_late_threshold_an_old_heartbeat_is_running_as_before():
+    assert badge(heartbeat_age=STALE - 1) is Badge.RUNNING
+
+
+def test_a_fresh_run_whose_worker_lease_is_gone_is_late_and_a_stale_one_stays_stale():
+    assert late_badge(heartbeat_age=1, lease_gone=True) is Badge.LATE
+    assert late_badge(heartbeat_age=STALE + 1, lease_gone=True) is Badge.STALE

@@ -13,13 +13,20 @@ from tests.lifecycle.helpers import dead_run, reload, rows_of
 
 STATUS_KEYS = {
     "match_id",
+    "league",
     "sr_id",
+    "match_status",
     "badge",
-    "exit_code",
+    "record_id",
     "heartbeat_age_s",
     "attempts",
     "exhausted",
+    "pending",
     "auto_dispatch",
+    "exit_code",
+    "reason",
+    "host",
+    "pid",
 }
 
 
@@ -178,13 +185,13 @@ def test_listeners_status_json_lists_the_latest_run_per_match(kick, make_match, 
     match = make_match(sr_id="sr:match:status")
     dead_run(match, b)
     b.record_failed_attempt(match.id)
-    [row] = json.loads(kick("listeners", "status", "--json").output)
+    [row] = json.loads(kick("listeners", "status", "--json").output)["matches"]
     assert set(row) == STATUS_KEYS
     assert row["badge"] == "Stale" and row["attempts"] == 1 and row["exit_code"] is None
     assert row["heartbeat_age_s"] >= 500 and row["auto_dispatch"] is True
     kick("listeners", "sweep")
-    [row] = json.loads(kick("listeners", "status", "--match", str(match.id), "--json").output)
-    assert row["badge"] == "Abandoned" and row["exit_code"] == 14
+    [row] = json.loads(kick("listeners", "status", "--match", str(match.id), "--json").output)["matches"]
+    assert row["badge"] == "Abandoned" and row["exit_code"] == 14 and row["reason"] == "heartbeat stale"
     assert "sr:match:status" in kick("listeners", "status").output
 
 

@@ -1,14 +1,18 @@
-"""deploy/: every process is defined, and the staging deploy migrates, restarts, sweeps with 0, dispatches."""
+"""deploy/: every process is defined; the staging deploy checks, sweeps, dispatches, shows the board."""
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.lifecycle.helpers import dead_run, reload, rows_of
+from models.listener_record import MatchListenerRecord
+from tests.lifecycle.helpers import open_rows
 
 PROCESSES = {
     "worker": "--queues default",
@@ -17,6 +21,22 @@ PROCESSES = {
     "launcher": "kickoff launcher",
     "srsim": "kickoff sim serve",
 }
+WORKER_DEPS = (
+    "postgresql.service",
+    "redis-server.service",
+    "rabbitmq-server.service",
+    "network-online.target",
+)
+
+
+def _directives(unit: str, name: str) -> list[str]:
+    """Every value of directive ``name`` in a unit file's text (space-separated values split)."""
+    out: list[str] = []
+    for line in unit.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == name:
+            out.extend(value.split())
+    return out
 
 
 def test_the_procfile_and_systemd_define_every_process(repo_root: Path):
@@ -31,33 +51,108 @@ def test_the_procfile_and_systemd_define_every_process(repo_root: Path):
         assert needle in unit and "EnvironmentFile=" in unit
 
 
-@pytest.mark.e2e
-def test_the_staging_deploy_sweeps_with_zero_then_dispatches(
-    repo_root, make_match, barriers, subprocess_env, lifecycle_env, tmp_path
-):
-    from config.settings import MatchListenerEnvironment
-    from models.barriers import Barriers, connect_redis
+def test_systemd_units_keep_launcher_jobs_leave_the_simulator_out_and_order_workers(repo_root: Path):
+    systemd = repo_root / "deploy/systemd"
+    launcher = (systemd / "kickoff-launcher.service").read_text()
+    assert _directives(launcher, "KillMode") == ["process"]
+    target = (systemd / "kickoff.target").read_text()
+    assert "kickoff-srsim.service" not in _directives(target, "Wants")
+    srsim = (systemd / "kickoff-srsim.service").read_text()
+    assert "kickoff.target" not in _directives(srsim, "PartOf") + _directives(srsim, "WantedBy")
+    for name in ("worker", "listener-worker"):
+        unit = (systemd / f"kickoff-{name}.service").read_text()
+        for dep in WORKER_DEPS:
+            assert dep in _directives(unit, "After") and dep in _directives(unit, "Wants"), (name, dep)
 
-    b = Barriers.from_settings(MatchListenerEnvironment(_env_file=None), client=barriers.client)
-    match = make_match(status="inprogress")
-    dead_run(match, b, age_seconds=0.5)  # killed by the restart: not yet stale by the normal threshold
-    restarted = tmp_path / "restarted"
+
+def _deploy(repo_root: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(repo_root / "deploy/staging-deploy.sh")], env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_the_staging_deploy_dry_run_prints_check_sweep_without_zero_dispatch_and_status(repo_root, tmp_path):
+    env = {**os.environ, "DRY_RUN": "1", "KICKOFF": "kickoff", "RESTART_CMD": "true"}
+    env.pop("KICKOFF_ENV_FILE", None)
+    done = _deploy(repo_root, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    commands = [line[2:] for line in done.stdout.splitlines() if line.startswith("+ ")]
+    assert commands == [
+        "kickoff check",
+        "kickoff db migrate",
+        "sh -c true",
+        "kickoff listeners sweep",
+        "kickoff listeners dispatch",
+        "kickoff listeners status",
+    ]
+    assert "--heartbeat-stale-seconds" not in done.stdout
+
+
+def test_the_staging_deploy_refuses_an_unreadable_environment_file(repo_root, tmp_path):
+    env = {**os.environ, "DRY_RUN": "1", "KICKOFF_ENV_FILE": str(tmp_path / "missing")}
+    done = _deploy(repo_root, env)
+    assert done.returncode == 1 and "missing" in done.stderr and "+ " not in done.stdout
+
+
+def _healthy_run(match, barriers) -> str:
+    """A listener that is alive elsewhere: open row with a fresh heartbeat, its start lock, pending."""
+    record_id = str(uuid.uuid4())
+    MatchListenerRecord.create(id=record_id, match=match.id, host=socket.gethostname(), pid=os.getpid())
+    assert barriers.start_lock(match.id).acquire(record_id)
+    assert barriers.claim_pending(match.id)
+    return record_id
+
+
+@pytest.mark.e2e
+def test_rerunning_the_staging_deploy_closes_no_healthy_listener(
+    repo_root, make_match, barriers, subprocess_env, test_env, amqp_vhost, tmp_path
+):
+    from models.barriers import connect_redis
+    from publisher.amqp import AmqpPublisher
+    from publisher.queues import OUTBOX_QUEUES
+
+    with AmqpPublisher(url=amqp_vhost) as admin:
+        admin.declare_durable(list(OUTBOX_QUEUES))  # so `kickoff check` passes
+    from models.barriers import Barriers
+
+    locks = Barriers(barriers.client, prefix=barriers.prefix, url=barriers.url, stale_seconds=180)
+    matches = [make_match(status="inprogress", sr_id=f"sr:match:deploy{i}") for i in range(3)]
+    record_ids = {str(m.id): _healthy_run(m, locks) for m in matches}
+    # The settings come from the environment file only (the process environment says otherwise).
+    env_file = tmp_path / "kickoff.env"
+    file_settings = {
+        **test_env,
+        "LISTENER_HEARTBEAT_STALE_SECONDS": "180",
+        "LISTENER_HEARTBEAT_INTERVAL_SECONDS": "30",
+    }
+    env_file.write_text("".join(f"{k}='{v}'\n" for k, v in file_settings.items()))
     env = {
         **subprocess_env,
-        **lifecycle_env,
+        "LISTENER_HEARTBEAT_STALE_SECONDS": "0.5",
+        "KICKOFF_ENV_FILE": str(env_file),
         "KICKOFF": str(Path(sys.executable).parent / "kickoff"),
-        "RESTART_CMD": f"touch {restarted}",
+        "RESTART_CMD": "true",
     }
-    done = subprocess.run(
-        [str(repo_root / "deploy/staging-deploy.sh")], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    out = done.stdout
-    steps = ["db migrate", f"touch {restarted}", "sweep --heartbeat-stale-seconds 0", "listeners dispatch"]
-    positions = [out.index(step) for step in steps]
-    assert positions == sorted(positions) and restarted.exists()
-    assert "sweep: 1 rows abandoned (14)" in out and "dispatch: 1 enqueued" in out
-    assert rows_of(match)[0].exit_code == 14 and reload(match).auto_dispatch_listener is True
-    broker = connect_redis(lifecycle_env["BROKER_URL"])
-    for key in broker.scan_iter(match=f"{lifecycle_env['BROKER_NAMESPACE']}:*"):
-        broker.delete(key)
+    try:
+        done = _deploy(repo_root, env)
+        out = done.stdout
+        assert done.returncode == 0, out + done.stderr
+        assert f"==> environment from {env_file}" in out
+        kickoff = env["KICKOFF"]
+        steps = ["check", "db migrate", "listeners sweep", "listeners dispatch", "listeners status"]
+        lines = [f"+ {kickoff} {step}" for step in steps]
+        lines.insert(2, "+ sh -c true")
+        positions = [out.index(line + "\n") for line in lines]
+        assert positions == sorted(positions)
+        for match in matches:
+            [row] = open_rows(match)
+            assert str(row.id) == record_ids[str(match.id)] and row.exit_code is None
+            assert locks.start_lock(match.id).adopt(str(row.id)).owned()
+        board = out[out.index("listeners status") :]
+        for match in matches:
+            [line] = [ln for ln in board.splitlines() if str(match.id) in ln]
+            assert "Running" in line
+    finally:
+        broker = connect_redis(test_env["BROKER_URL"])
+        for key in broker.scan_iter(match=f"{test_env['BROKER_NAMESPACE']}:*"):
+            broker.delete(key)

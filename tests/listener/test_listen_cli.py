@@ -1,14 +1,18 @@
-"""``kickoff listen``: one listener in a subprocess, a lifecycle row for a known match, the exit code."""
+"""``kickoff listen``: one listener in a subprocess, guarded and fenced like a worker start, the exit code."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from models import MatchListenerRecord
+from models.barriers import Barriers
 from srsim.script import GameScript
 
 
@@ -29,3 +33,157 @@ def test_kickoff_listen_follows_a_known_match_to_exit_13_and_closes_its_row(sim,
     [row] = MatchListenerRecord.select().where(MatchListenerRecord.match == match.id)
     assert row.exit_code == 13 and row.ended_at is not None and str(row.id) == out["record_id"]
     assert "test-api-key-never-printed" not in done.stdout + done.stderr
+
+
+def _kickoff() -> str:
+    return str(Path(sys.executable).with_name("kickoff"))
+
+
+def _until(predicate, *, timeout: float = 60.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what} not met within {timeout} s"
+        time.sleep(0.1)
+
+
+def _locks(settings, redis_client) -> Barriers:
+    """Barriers whose start lock lives long enough for a test to look at it."""
+    return Barriers(redis_client, prefix=settings.redis_key_prefix, url=settings.redis_url, stale_seconds=120)
+
+
+#: What holds the match before ``kickoff listen`` runs: (open row, start lock, pending key).
+HOLDERS = {
+    "worker run": (True, True, True),  # what a listener worker's run holds
+    "start lock only": (False, True, False),
+    "open row only": (True, False, False),  # a live listener elsewhere, e.g. between lock renewals
+    "queued start": (False, False, True),  # dispatched, not yet taken by a worker
+}
+
+
+@pytest.mark.parametrize("held_by", list(HOLDERS))
+def test_kickoff_listen_refuses_a_held_match_in_one_line_without_opening_a_stream(
+    held_by, make_match, raw_feed, subprocess_env, settings, redis_client, tmp_path
+):
+    has_row, has_lock, has_pending = HOLDERS[held_by]
+    feed = raw_feed(b"")
+    match = make_match("mlb", status="inprogress")
+    barriers = _locks(settings, redis_client)
+    token = str(uuid.uuid4())
+    if has_row:
+        MatchListenerRecord.create(id=token, match=match.id, host="worker-host-7", pid=31337)
+    if has_lock:
+        assert barriers.start_lock(match.id).acquire(token)
+    if has_pending:
+        assert barriers.claim_pending(match.id)
+    data_dir = tmp_path / "data"
+    env = dict(subprocess_env, SPORTRADAR_BASE_URL=feed.base_url, DATA_DIR=str(data_dir))
+    done = subprocess.run(
+        [_kickoff(), "listen", match.sr_id], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
+    assert len(lines) == 1, lines
+    if has_row:
+        assert "worker-host-7" in lines[0] and "31337" in lines[0] and token in lines[0]
+    elif has_lock:
+        assert token in lines[0]
+    else:
+        assert "pending" in lines[0]
+    assert feed.requests == [] and not data_dir.exists()
+    rows = MatchListenerRecord.select().where(MatchListenerRecord.match == match.id)
+    assert [(str(r.id), r.ended_at) for r in rows] == ([(token, None)] if has_row else [])
+    assert barriers.start_lock(match.id).adopt(token).owned() is has_lock
+    assert barriers.is_pending(match.id) is has_pending  # a pending key it claimed was given back
+    held = subprocess.run(
+        [_kickoff(), "listen", match.sr_id, "--json"], env=env, capture_output=True, text=True, timeout=120
+    )
+    out = json.loads(held.stdout)
+    assert held.returncode == 1 and out["started"] is False and feed.requests == []
+    named = out["held_by"].get("record_id", out["held_by"].get("token"))
+    assert named == (token if has_row or has_lock else None)
+
+
+def test_kickoff_listen_takes_the_lock_beats_obeys_a_stop_and_releases_everything(
+    sim, make_match, subprocess_env, settings, redis_client, tmp_path
+):
+    from listener.cleanup import stop_match_listener
+
+    game = GameScript(
+        sr_id=str(uuid.uuid4()), league="mlb", start_after=1.0, event_interval=0.2, event_count=100_000
+    )
+    server = sim([game])
+    match = make_match("mlb", sr_id=game.sr_id, is_test=True, status="inprogress")
+    env = dict(
+        subprocess_env,
+        SPORTRADAR_BASE_URL=server.base_url,
+        DATA_DIR=str(tmp_path / "data"),
+        LISTENER_HEARTBEAT_INTERVAL_SECONDS="1",
+        LISTENER_HEARTBEAT_STALE_SECONDS="20",
+        LISTENER_LOCK_LOSS_GRACE_SECONDS="2",
+        LISTENER_STOP_POLL_SECONDS="0.2",
+    )
+    proc = subprocess.Popen(
+        [_kickoff(), "listen", game.sr_id, "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    barriers = _locks(settings, redis_client)
+    try:
+
+        def open_row():
+            return (
+                MatchListenerRecord.select()
+                .where(MatchListenerRecord.match == match.id, MatchListenerRecord.ended_at.is_null())
+                .first()
+            )
+
+        row = _until(open_row, what="an open row")
+        assert barriers.client.get(barriers.start_lock_key(match.id)).decode() == str(row.id)
+        assert barriers.is_pending(match.id)
+        first_beat = row.heartbeat_at
+        _until(lambda: open_row() and open_row().heartbeat_at > first_beat, what="a heartbeat")
+        stop_match_listener(str(match.id), settings=settings, barriers=barriers)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 15, stderr[-2000:]
+    out = json.loads(stdout.strip().splitlines()[-1])
+    assert out["started"] is True and out["record_id"] == str(row.id) and out["exit_code"] == 15
+    closed = MatchListenerRecord.get_by_id(row.id)
+    assert closed.exit_code == 15 and closed.ended_at is not None
+    assert barriers.client.get(barriers.start_lock_key(match.id)) is None
+    assert not barriers.is_pending(match.id)
+
+
+def test_kickoff_listen_of_an_unknown_match_records_the_archive_only(
+    sim, db, subprocess_env, settings, redis_client, tmp_path
+):
+    game = GameScript(
+        sr_id=str(uuid.uuid4()), league="mlb", start_after=1.0, event_interval=0.05, event_count=5
+    )
+    server = sim([game])
+    env = dict(
+        subprocess_env,
+        SPORTRADAR_BASE_URL=server.base_url,
+        DATA_DIR=str(tmp_path / "data"),
+        LISTENER_STATUS_RELOAD_HEARTBEATS="4",
+    )
+    done = subprocess.run(
+        [_kickoff(), "listen", game.sr_id, "--league", "mlb", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert done.returncode == out["exit_code"] == 13, done.stderr[-2000:]
+    assert out["record_id"] is None and out["events"] >= 1 and Path(out["archive"]).is_file()
+    assert MatchListenerRecord.select().count() == 0
+    assert list(redis_client.scan_iter(match=f"{settings.redis_key_prefix}*")) == []

@@ -1,0 +1,223 @@
+"""The listener board: one entry per match with a run, a start barrier, or auto-dispatch off by a stop.
+
+A match is on the board when it has a lifecycle row, an attempt counter, an exhausted flag or
+a pending start key in Redis, a stop flag, or when auto-dispatch is off for a match the
+dispatcher would otherwise start (enabled league, live, or pre-game/delayed inside the window):
+that is what a stop leaves behind, also for a match stopped while its start was still queued
+(no row: badge ``-``, ``auto_dispatch`` false). Each entry shows the match's newest run, where an
+open row wins over a later closed one. One SQL query, one SCAN per key family and one pipelined
+round trip for the counters.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
+
+from config.clock import utcnow
+from config.errors import MatchNotFound
+from config.settings import MatchListenerEnvironment
+from listener.locks import _redis_errors
+from models.badges import derive_badge
+from models.barriers import Barriers
+from models.db import database, database_errors
+from models.status import DISPATCH_ALWAYS, DISPATCH_IN_WINDOW
+
+#: Badge of a match on the board without any lifecycle row.
+NO_RUN = "-"
+
+
+class OpenRun(NamedTuple):
+    """An open lifecycle row on the board, as a worker-lease check sees it."""
+
+    record_id: str  # MatchListenerRecord.id (= the run's start-lock token)
+    match_id: str  # internal Match.id
+    host: str | None  # host that wrote the row
+    pid: int | None  # process that wrote the row
+
+
+#: Given the open runs on the board, return the record ids whose worker lease is gone (badge Late).
+LeasesGone = Callable[[Sequence[OpenRun]], set[str]]
+
+
+@dataclass(frozen=True)
+class BoardEntry:
+    """One match on the board and its newest run."""
+
+    match_id: str  # internal Match.id
+    league: str  # league name
+    sr_id: str  # the provider's match id
+    match_status: str  # Match.status
+    badge: str  # models.badges.Badge of the newest run, or "-" without a run
+    record_id: str | None  # the newest run's lifecycle row
+    heartbeat_age_s: float | None  # open run only
+    attempts: int  # failed starts counted in Redis
+    exhausted: bool  # attempt cap reached: dispatch skips the match
+    pending: bool  # a start is queued or running (pending key)
+    auto_dispatch: bool  # Match.auto_dispatch_listener
+    exit_code: int | None  # closed run only
+    reason: str | None  # the closing reason (exit_reason), closed run only
+    host: str | None  # host of the newest run
+    pid: int | None  # process of the newest run
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the newest run is an open row (only open rows have a heartbeat age)."""
+        return self.heartbeat_age_s is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_SELECT = """
+WITH ids AS (
+  {ids}
+)
+SELECT m.id::text, l.name, m.sr_id, m.status, m.auto_dispatch_listener,
+       r.id::text, r.heartbeat_at, r.ended_at, r.exit_code, r.exit_reason, r.host, r.pid
+  FROM ids
+  JOIN matches m ON m.id = ids.id
+  JOIN leagues l ON l.id = m.league_id
+  LEFT JOIN LATERAL (
+    SELECT * FROM match_listener_records x
+     WHERE x.match_id = m.id
+     ORDER BY (x.ended_at IS NULL) DESC, x.created_at DESC
+     LIMIT 1
+  ) r ON TRUE
+"""
+
+_ALL_IDS = """
+  SELECT DISTINCT match_id AS id FROM match_listener_records
+  UNION
+  SELECT unnest(%s::uuid[])
+  UNION
+  SELECT m.id FROM matches m JOIN leagues l ON l.id = m.league_id
+   WHERE NOT m.auto_dispatch_listener AND l.enabled
+     AND (m.status = ANY(%s) OR (m.status = ANY(%s) AND m.scheduled BETWEEN %s AND %s))
+"""
+
+
+@_redis_errors
+def _ids_with_keys(barriers: Barriers) -> set[str]:
+    """Match ids that have a pending, attempts, exhausted or stop-flag key (SCAN per key family)."""
+    found: set[str] = set()
+    for key_of in (
+        barriers.pending_key,
+        barriers.attempts_key,
+        barriers.exhausted_key,
+        barriers.stop_flag_key,
+    ):
+        start = len(key_of(""))
+        for raw in barriers.client.scan_iter(match=key_of("*"), count=1000):
+            candidate = (raw.decode() if isinstance(raw, bytes) else raw)[start:]
+            try:
+                found.add(str(uuid.UUID(candidate)))
+            except ValueError:
+                continue
+    return found
+
+
+@_redis_errors
+def _counters(barriers: Barriers, match_ids: Sequence[str]) -> list[tuple[int, bool, bool]]:
+    """``(attempts, exhausted, pending)`` per match, in one pipelined round trip."""
+    pipe = barriers.client.pipeline(transaction=False)
+    for mid in match_ids:
+        pipe.get(barriers.attempts_key(mid))
+        pipe.exists(barriers.exhausted_key(mid))
+        pipe.exists(barriers.pending_key(mid))
+    flat = pipe.execute() if match_ids else []
+    return [
+        (int(flat[i]) if flat[i] else 0, bool(flat[i + 1]), bool(flat[i + 2])) for i in range(0, len(flat), 3)
+    ]
+
+
+def _select(
+    match_id: str | None, *, redis_ids: Iterable[str], settings: MatchListenerEnvironment, now: datetime
+) -> list[tuple[Any, ...]]:
+    with database_errors():
+        if match_id is not None:
+            params: tuple[Any, ...] = (uuid.UUID(match_id),)
+            found = database.execute_sql(_SELECT.format(ids="SELECT %s::uuid AS id"), params).fetchall()
+            if not found:
+                raise MatchNotFound(f"no match with id {match_id}")
+            return found
+        params = (
+            sorted(redis_ids),
+            sorted(DISPATCH_ALWAYS),
+            sorted(DISPATCH_IN_WINDOW),
+            now - timedelta(seconds=settings.listener_active_max_age_seconds),
+            now + timedelta(minutes=settings.listener_dispatch_within_minutes),
+        )
+        return database.execute_sql(_SELECT.format(ids=_ALL_IDS), params).fetchall()
+
+
+def listener_board(
+    *,
+    settings: MatchListenerEnvironment,
+    barriers: Barriers,
+    match_id: str | None = None,
+    active_only: bool = False,
+    leases_gone: LeasesGone | None = None,
+) -> list[BoardEntry]:
+    """The board, sorted by league and sr_id; see the module docstring for who is on it.
+
+    ``match_id`` shows that match whatever it has (MatchNotFound when it does not exist).
+    ``active_only`` keeps matches with an open run or a pending start. An open run is Late when
+    its heartbeat is older than two heartbeat intervals, or when ``leases_gone`` (the worker
+    lease check, when there is one) names its record id; Stale past the stale threshold.
+    """
+    now = utcnow()
+    redis_ids = _ids_with_keys(barriers) if match_id is None else set()
+    found = _select(match_id, redis_ids=redis_ids, settings=settings, now=now)
+    if not database.is_closed():
+        database.close()
+    open_runs = [
+        OpenRun(record_id=row[5], match_id=row[0], host=row[10], pid=row[11])
+        for row in found
+        if row[5] is not None and row[7] is None  # a run whose ended_at is null
+    ]
+    gone = leases_gone(open_runs) if leases_gone is not None and open_runs else set()
+    counters = _counters(barriers, [row[0] for row in found])
+    entries = []
+    for row, (attempts, exhausted, pending) in zip(found, counters, strict=True):
+        mid, league, sr_id, status, auto, rid, heartbeat_at, ended_at, code, why, host, pid = row
+        if rid is None:
+            badge, age = NO_RUN, None
+        else:
+            badge = str(
+                derive_badge(
+                    ended_at=ended_at,
+                    exit_code=code,
+                    heartbeat_at=heartbeat_at,
+                    now=now,
+                    stale_after_seconds=settings.listener_heartbeat_stale_seconds,
+                    late_after_seconds=2 * settings.listener_heartbeat_interval_seconds,
+                    lease_gone=rid in gone,
+                )
+            )
+            age = None if ended_at else round((now - heartbeat_at).total_seconds(), 1)
+        entries.append(
+            BoardEntry(
+                match_id=mid,
+                league=league,
+                sr_id=sr_id,
+                match_status=status,
+                badge=badge,
+                record_id=rid,
+                heartbeat_age_s=age,
+                attempts=attempts,
+                exhausted=exhausted,
+                pending=pending,
+                auto_dispatch=bool(auto),
+                exit_code=code if ended_at else None,
+                reason=why if ended_at else None,
+                host=host,
+                pid=pid,
+            )
+        )
+    if active_only:
+        entries = [e for e in entries if e.is_open or e.pending]
+    return sorted(entries, key=lambda e: (e.league, e.sr_id))

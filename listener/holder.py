@@ -1,0 +1,56 @@
+"""Who holds a match's listener: its newest open row, else its start lock's token, else a pending start."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from config.clock import utcnow
+from listener.locks import start_lock_holder
+from models.barriers import Barriers
+from models.db import database_errors
+from models.listener_record import MatchListenerRecord
+
+R = MatchListenerRecord
+
+
+def match_holder(match_id: str, *, barriers: Barriers) -> dict[str, Any] | None:
+    """Describe whoever holds ``match_id`` (None: nobody).
+
+    ``{"record_id", "host", "pid", "heartbeat_at"}`` of the newest open row when there is one;
+    else ``{"token"}`` of the start lock; else ``{"pending": True}`` when only a pending start key
+    is set (a start is queued, or one is between its claim and its lock).
+    """
+    with database_errors():
+        row = (
+            R.select(R.id, R.host, R.pid, R.heartbeat_at)
+            .where(R.match == uuid.UUID(match_id), R.ended_at.is_null())
+            .order_by(R.created_at.desc())
+            .first()
+        )
+    if row is not None:
+        return {
+            "record_id": str(row.id),
+            "host": row.host,
+            "pid": row.pid,
+            "heartbeat_at": row.heartbeat_at.isoformat(),
+        }
+    token = start_lock_holder(barriers, match_id)
+    if token is not None:
+        return {"token": token}
+    if barriers.is_pending(match_id):
+        return {"pending": True}
+    return None
+
+
+def describe_holder(holder: dict[str, Any]) -> str:
+    """One human phrase naming the holder (host/pid of its row, else the lock token)."""
+    if "record_id" in holder:
+        where = f"host {holder['host'] or '?'} pid {holder['pid'] or '?'}"
+        beat = datetime.fromisoformat(holder["heartbeat_at"])
+        age = (utcnow() - beat).total_seconds()
+        return f"a listener on {where} (row {holder['record_id']}, heartbeat {age:.0f} s ago)"
+    if "token" in holder:
+        return f"the start lock holder {holder['token']} (no open row)"
+    return "a queued or starting listener (pending start key, no lock or open row yet)"

@@ -1,0 +1,271 @@
+"""The listener board (``kickoff listeners status``) against real PostgreSQL and Redis."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli.main import cli
+from config.clock import utcnow
+from listener.board import NO_RUN, listener_board
+from listener.cleanup import stop_match_listener
+from models.listener_record import MatchListenerRecord
+from tests.lifecycle.helpers import dispatch, reload
+
+#: Board thresholds for these tests: Late after 60 s, Stale after 180 s.
+INTERVAL, STALE = 30.0, 180.0
+
+ENTRY_KEYS = {
+    "match_id",
+    "league",
+    "sr_id",
+    "match_status",
+    "badge",
+    "record_id",
+    "heartbeat_age_s",
+    "attempts",
+    "exhausted",
+    "pending",
+    "auto_dispatch",
+    "exit_code",
+    "reason",
+    "host",
+    "pid",
+}
+
+
+@pytest.fixture
+def bsettings(lsettings):
+    return lsettings.model_copy(
+        update={"listener_heartbeat_interval_seconds": INTERVAL, "listener_heartbeat_stale_seconds": STALE}
+    )
+
+
+@pytest.fixture
+def board(bsettings, lbarriers, db):
+    def read(**kw):
+        return {e.match_id: e for e in listener_board(settings=bsettings, barriers=lbarriers, **kw)}
+
+    return read
+
+
+def a_row(match, *, age: float = 0.0, created_age: float | None = None, **closed) -> str:
+    """A lifecycle row whose heartbeat is ``age`` seconds old; keywords close it (exit_code, reason)."""
+    now = utcnow()
+    record_id = str(uuid.uuid4())
+    fields = {}
+    if closed:
+        fields = {"ended_at": now, "exit_code": closed["exit_code"], "exit_reason": closed.get("reason")}
+    created = now - timedelta(seconds=age if created_age is None else created_age)
+    MatchListenerRecord.create(
+        id=record_id,
+        match=match.id,
+        created_at=created,
+        heartbeat_at=now - timedelta(seconds=age),
+        host="host-a",
+        pid=4242,
+        **fields,
+    )
+    return record_id
+
+
+def test_a_match_without_a_row_but_with_attempts_is_on_the_board(board, make_match, lbarriers):
+    match = make_match(status="closed")
+    lbarriers.record_failed_attempt(match.id)
+    lbarriers.record_failed_attempt(match.id)
+    entry = board()[str(match.id)]
+    assert entry.badge == NO_RUN and entry.record_id is None and entry.attempts == 2
+    assert not entry.exhausted and not entry.pending and entry.league == "nfl"
+
+
+def test_an_exhausted_match_without_a_row_is_on_the_board(board, make_match, lbarriers):
+    match = make_match(status="closed")
+    for _ in range(lbarriers.attempt_cap):
+        lbarriers.record_failed_attempt(match.id)
+    entry = board()[str(match.id)]
+    assert entry.exhausted and entry.attempts == lbarriers.attempt_cap and entry.badge == NO_RUN
+
+
+def test_a_pending_start_without_a_row_is_on_the_board_and_active(board, make_match, lbarriers):
+    pending = make_match(status="scheduled")
+    quiet = make_match(status="closed")
+    a_row(quiet, age=500, exit_code=13, reason="not in progress")
+    assert lbarriers.claim_pending(pending.id)
+    entry = board()[str(pending.id)]
+    assert entry.pending and entry.badge == NO_RUN and entry.auto_dispatch
+    assert set(board(active_only=True)) == {str(pending.id)}
+
+
+def test_a_match_stopped_while_its_start_was_queued_shows_auto_dispatch_false(
+    board, bsettings, lbarriers, make_match, outbox
+):
+    match = make_match(status="inprogress")
+    assert dispatch(settings=bsettings, barriers=lbarriers, send=outbox).enqueued == 1
+    assert board()[str(match.id)].pending
+    stop_match_listener(str(match.id), settings=bsettings, barriers=lbarriers)
+    entry = board()[str(match.id)]
+    assert entry.auto_dispatch is False and entry.badge == NO_RUN and not entry.pending
+    # Still listed once the stop flag expired: dispatch would start it but auto-dispatch is off.
+    lbarriers.clear_stop_flag(match.id)
+    assert board()[str(match.id)].auto_dispatch is False
+    # A finished match with auto-dispatch off and nothing else is not on the board.
+    done = make_match(status="closed", auto_dispatch_listener=False)
+    assert str(done.id) not in board()
+    assert reload(match).auto_dispatch_listener is False
+
+
+def test_an_open_row_wins_over_a_later_closed_one(board, make_match):
+    match = make_match(status="inprogress")
+    open_id = a_row(match, age=5, created_age=600)
+    a_row(match, age=10, created_age=10, exit_code=14, reason="superseded by forced start")
+    entry = board()[str(match.id)]
+    assert entry.record_id == open_id and entry.badge == "Running" and entry.exit_code is None
+    assert entry.heartbeat_age_s is not None and entry.host == "host-a" and entry.pid == 4242
+
+
+def test_late_between_running_and_stale_and_when_the_worker_lease_is_gone(board, make_match):
+    ages = {"Running": 10, "Late": 2 * INTERVAL + 40, "Stale": STALE + 60}
+    rows = {}
+    for badge, age in ages.items():
+        match = make_match(status="inprogress")
+        rows[badge] = (str(match.id), a_row(match, age=age))
+    entries = board()
+    assert {badge: entries[mid].badge for badge, (mid, _) in rows.items()} == {b: b for b in ages}
+    running_mid, running_rid = rows["Running"]
+    seen = []
+
+    def leases_gone(open_runs):
+        seen.extend(open_runs)
+        return {running_rid}
+
+    assert board(leases_gone=leases_gone)[running_mid].badge == "Late"
+    assert {r.record_id for r in seen} == {rid for _, rid in rows.values()}
+
+
+def test_the_reason_column_shows_the_closing_reason(board, make_match):
+    match = make_match(status="inprogress")
+    a_row(match, age=30, exit_code=11, reason="HTTP 404")
+    entry = board()[str(match.id)]
+    assert (entry.badge, entry.exit_code, entry.reason) == ("Ended", 11, "HTTP 404")
+
+
+def test_an_unknown_match_is_not_found_and_a_known_one_is_shown_with_nothing(board, make_match):
+    from config.errors import MatchNotFound
+
+    with pytest.raises(MatchNotFound):
+        board(match_id=str(uuid.uuid4()))
+    match = make_match(status="scheduled")
+    [entry] = board(match_id=str(match.id)).values()
+    assert entry.badge == NO_RUN and entry.attempts == 0 and entry.auto_dispatch
+
+
+# -- the CLI --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def kick(db, redis_client, lifecycle_env, monkeypatch):
+    monkeypatch.setenv("LISTENER_HEARTBEAT_INTERVAL_SECONDS", str(INTERVAL))
+    monkeypatch.setenv("LISTENER_HEARTBEAT_STALE_SECONDS", str(STALE))
+    runner = CliRunner()
+
+    def run(*args: str, code: int = 0):
+        result = runner.invoke(cli, list(args), catch_exceptions=False)
+        assert result.exit_code == code, result.output
+        return result.output
+
+    return run
+
+
+def test_status_prints_a_header_and_a_reason_column(kick, make_match, lbarriers):
+    ended = make_match(status="closed", sr_id="sr:match:ended")
+    a_row(ended, age=30, exit_code=11, reason="HTTP 404")
+    late = make_match(status="inprogress", sr_id="sr:match:late")
+    a_row(late, age=2 * INTERVAL + 30)
+    header, *lines = kick("listeners", "status").splitlines()
+    assert header.split() == [
+        "match_id",
+        "sr_id",
+        "league",
+        "status",
+        "badge",
+        "exit",
+        "hb_age_s",
+        "att",
+        "exh",
+        "pend",
+        "dispatch",
+        "reason",
+    ]
+    [ended_line] = [ln for ln in lines if "sr:match:ended" in ln]
+    assert ended_line.endswith("HTTP 404") and " Ended " in ended_line and " 11 " in ended_line
+    [late_line] = [ln for ln in lines if "sr:match:late" in ln]
+    assert " Late " in late_line
+
+
+def test_status_json_is_one_object_and_match_shows_a_match_without_runs(kick, make_match, lbarriers):
+    match = make_match(status="scheduled")
+    empty = json.loads(kick("listeners", "status", "--json"))
+    assert empty["matches"] == [] and empty["count"] == 0
+    [entry] = json.loads(kick("listeners", "status", "--match", str(match.id), "--json"))["matches"]
+    assert set(entry) == ENTRY_KEYS and entry["badge"] == NO_RUN and entry["match_id"] == str(match.id)
+    assert str(match.id) in kick("listeners", "status", "--match", str(match.id))
+    lbarriers.claim_pending(match.id)
+    other = make_match(status="closed")
+    a_row(other, age=100, exit_code=13, reason="not in progress")
+    listed = json.loads(kick("listeners", "status", "--active", "--json"))["matches"]
+    assert [e["match_id"] for e in listed] == [str(match.id)]
+    assert len(json.loads(kick("listeners", "status", "--json"))["matches"]) == 2
+
+
+def _read_lines(stream, out: queue.Queue) -> None:
+    for line in iter(stream.readline, ""):
+        out.put(line)
+    out.put(None)
+
+
+def test_status_watch_redraws_until_ctrl_c_and_exits_0(make_match, subprocess_env, lifecycle_env, lbarriers):
+    match = make_match(status="inprogress", sr_id="sr:match:watched")
+    a_row(match, age=1)
+    env = {**subprocess_env, **lifecycle_env}
+    kickoff = str(Path(sys.executable).with_name("kickoff"))
+    proc = subprocess.Popen(
+        [kickoff, "listeners", "status", "--watch", "0.5"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_read_lines, args=(proc.stdout, lines), daemon=True).start()
+    try:
+        draws = matched = 0
+        deadline = time.monotonic() + 60
+        while draws < 2 or matched < 2:
+            assert time.monotonic() < deadline, "fewer than two redraws within 60 s"
+            try:
+                line = lines.get(timeout=1)
+            except queue.Empty:
+                continue
+            assert line is not None, proc.stderr.read() if proc.stderr else ""
+            draws += line.startswith("listener board at ")
+            matched += "sr:match:watched" in line
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        err = proc.stderr.read() if proc.stderr else ""
+        assert "Traceback" not in err and "Aborted" not in err, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
