@@ -12,12 +12,11 @@ round trip for the counters.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
-from config.clock import utcnow
 from config.errors import MatchNotFound
 from config.settings import MatchListenerEnvironment
 from listener.locks import _redis_errors
@@ -28,19 +27,6 @@ from models.status import DISPATCH_ALWAYS, DISPATCH_IN_WINDOW
 
 #: Badge of a match on the board without any lifecycle row.
 NO_RUN = "-"
-
-
-class OpenRun(NamedTuple):
-    """An open lifecycle row on the board, as a worker-lease check sees it."""
-
-    record_id: str  # MatchListenerRecord.id (= the run's start-lock token)
-    match_id: str  # internal Match.id
-    host: str | None  # host that wrote the row
-    pid: int | None  # process that wrote the row
-
-
-#: Given the open runs on the board, return the record ids whose worker lease is gone (badge Late).
-LeasesGone = Callable[[Sequence[OpenRun]], set[str]]
 
 
 @dataclass(frozen=True)
@@ -77,7 +63,8 @@ WITH ids AS (
   {ids}
 )
 SELECT m.id::text, l.name, m.sr_id, m.status, m.auto_dispatch_listener,
-       r.id::text, r.heartbeat_at, r.ended_at, r.exit_code, r.exit_reason, r.host, r.pid
+       r.id::text, r.heartbeat_at, r.ended_at, r.exit_code, r.exit_reason, r.host, r.pid,
+       r.worker_lease, now()
   FROM ids
   JOIN matches m ON m.id = ids.id
   JOIN leagues l ON l.id = m.league_id
@@ -154,36 +141,36 @@ def _select(
         return database.execute_sql(_SELECT.format(ids=_ALL_IDS), params).fetchall()
 
 
+def _db_now() -> datetime:
+    """PostgreSQL's clock: every lifecycle time is written and judged by it."""
+    with database_errors():
+        return database.execute_sql("SELECT now()").fetchone()[0]
+
+
 def listener_board(
     *,
     settings: MatchListenerEnvironment,
     barriers: Barriers,
     match_id: str | None = None,
     active_only: bool = False,
-    leases_gone: LeasesGone | None = None,
 ) -> list[BoardEntry]:
     """The board, sorted by league and sr_id; see the module docstring for who is on it.
 
     ``match_id`` shows that match whatever it has (MatchNotFound when it does not exist).
     ``active_only`` keeps matches with an open run or a pending start. An open run is Late when
-    its heartbeat is older than two heartbeat intervals, or when ``leases_gone`` (the worker
-    lease check, when there is one) names its record id; Stale past the stale threshold.
+    its heartbeat is older than two heartbeat intervals or its worker lease is gone from Redis;
+    Stale past the stale threshold. Ages are judged by PostgreSQL's clock.
     """
-    now = utcnow()
     redis_ids = _ids_with_keys(barriers) if match_id is None else set()
-    found = _select(match_id, redis_ids=redis_ids, settings=settings, now=now)
+    found = _select(match_id, redis_ids=redis_ids, settings=settings, now=_db_now())
     if not database.is_closed():
         database.close()
-    open_runs = [
-        OpenRun(record_id=row[5], match_id=row[0], host=row[10], pid=row[11])
-        for row in found
-        if row[5] is not None and row[7] is None  # a run whose ended_at is null
-    ]
-    gone = leases_gone(open_runs) if leases_gone is not None and open_runs else set()
+    open_leases = {row[12] for row in found if row[5] is not None and row[7] is None and row[12]}
+    alive = barriers.live_worker_leases(open_leases)[0] if open_leases else set()
     counters = _counters(barriers, [row[0] for row in found])
     entries = []
     for row, (attempts, exhausted, pending) in zip(found, counters, strict=True):
-        mid, league, sr_id, status, auto, rid, heartbeat_at, ended_at, code, why, host, pid = row
+        mid, league, sr_id, status, auto, rid, heartbeat_at, ended_at, code, why, host, pid, lease, now = row
         if rid is None:
             badge, age = NO_RUN, None
         else:
@@ -195,7 +182,7 @@ def listener_board(
                     now=now,
                     stale_after_seconds=settings.listener_heartbeat_stale_seconds,
                     late_after_seconds=2 * settings.listener_heartbeat_interval_seconds,
-                    lease_gone=rid in gone,
+                    lease_gone=lease is not None and lease not in alive,
                 )
             )
             age = None if ended_at else round((now - heartbeat_at).total_seconds(), 1)

@@ -21,6 +21,7 @@ from cli.main import cli
 from config.clock import utcnow
 from listener.board import NO_RUN, listener_board
 from listener.cleanup import stop_match_listener
+from listener.lease import WorkerLease
 from models.listener_record import MatchListenerRecord
 from tests.lifecycle.helpers import dispatch, reload
 
@@ -61,7 +62,9 @@ def board(bsettings, lbarriers, db):
     return read
 
 
-def a_row(match, *, age: float = 0.0, created_age: float | None = None, **closed) -> str:
+def a_row(
+    match, *, age: float = 0.0, created_age: float | None = None, worker_lease: str | None = None, **closed
+) -> str:
     """A lifecycle row whose heartbeat is ``age`` seconds old; keywords close it (exit_code, reason)."""
     now = utcnow()
     record_id = str(uuid.uuid4())
@@ -76,6 +79,7 @@ def a_row(match, *, age: float = 0.0, created_age: float | None = None, **closed
         heartbeat_at=now - timedelta(seconds=age),
         host="host-a",
         pid=4242,
+        worker_lease=worker_lease,
         **fields,
     )
     return record_id
@@ -135,7 +139,7 @@ def test_an_open_row_wins_over_a_later_closed_one(board, make_match):
     assert entry.heartbeat_age_s is not None and entry.host == "host-a" and entry.pid == 4242
 
 
-def test_late_between_running_and_stale_and_when_the_worker_lease_is_gone(board, make_match):
+def test_late_between_running_and_stale_and_when_the_worker_lease_is_gone(board, make_match, lbarriers):
     ages = {"Running": 10, "Late": 2 * INTERVAL + 40, "Stale": STALE + 60}
     rows = {}
     for badge, age in ages.items():
@@ -143,15 +147,13 @@ def test_late_between_running_and_stale_and_when_the_worker_lease_is_gone(board,
         rows[badge] = (str(match.id), a_row(match, age=age))
     entries = board()
     assert {badge: entries[mid].badge for badge, (mid, _) in rows.items()} == {b: b for b in ages}
-    running_mid, running_rid = rows["Running"]
-    seen = []
-
-    def leases_gone(open_runs):
-        seen.extend(open_runs)
-        return {running_rid}
-
-    assert board(leases_gone=leases_gone)[running_mid].badge == "Late"
-    assert {r.record_id for r in seen} == {rid for _, rid in rows.values()}
+    # A fresh heartbeat under a live worker lease is Running; under a lease gone from Redis, Late.
+    lease = WorkerLease(barriers=lbarriers, ttl_seconds=30, fence_margin_seconds=1)
+    live, dead = make_match(status="inprogress"), make_match(status="inprogress")
+    a_row(live, age=1, worker_lease=lease.renew().lease_id)
+    a_row(dead, age=1, worker_lease="a-lease-gone-from-redis")
+    entries = board()
+    assert entries[str(live.id)].badge == "Running" and entries[str(dead.id)].badge == "Late"
 
 
 def test_the_reason_column_shows_the_closing_reason(board, make_match):
