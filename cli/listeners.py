@@ -145,12 +145,19 @@ def stop_cmd(obj: CliContext, match_id: str, as_json: bool) -> None:
     "--heartbeat-stale-seconds",
     type=click.FloatRange(min=0),
     default=None,
-    help="Threshold (default LISTENER_HEARTBEAT_STALE_SECONDS); 0 abandons every open row.",
+    help=(
+        "Heartbeat threshold (default LISTENER_HEARTBEAT_STALE_SECONDS). 0 abandons every open row,"
+        " healthy or not: a last resort, never needed after a deploy."
+    ),
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_obj
 def sweep_cmd(obj: CliContext, heartbeat_stale_seconds: float | None, as_json: bool) -> None:
-    """Close open rows with a stale heartbeat as Abandoned (14) and clear their barriers."""
+    """Close dead listeners' rows as Abandoned (14) and clear their barriers.
+
+    A listener is dead when its worker's lease is gone from Redis or its heartbeat is older than
+    the threshold; a healthy one is never closed with the default threshold.
+    """
     from listener.cleanup import sweep_stale_match_listeners
 
     obj.database()
