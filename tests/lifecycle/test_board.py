@@ -248,6 +248,8 @@ def test_status_watch_redraws_until_ctrl_c_and_exits_0(make_match, subprocess_en
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A suite started in the background inherits SIGINT ignored; Ctrl-C must reach the command.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_read_lines, args=(proc.stdout, lines), daemon=True).start()
