@@ -29,7 +29,7 @@ from config.errors import (
 )
 from listener.archive import EventArchive, TextLog, archive_path, shortcode_for
 from listener.body import ListenerContext
-from listener.exit_codes import ExitCode
+from listener.exit_codes import ExitCode, exit_code_of, system_exit_reason
 from listener.pipeline import Pipeline, RecordOnlyPipeline, load_pipeline
 from listener.stream import OVERSIZE, FeedConnection, StreamConfig, subscribe_url
 from models.status import DELAYED, TERMINAL, Phase, apply_stream_status, normalise, phase_of
@@ -153,11 +153,10 @@ class MatchListener:
         except Exception as exc:
             logger.exception("match %s listener failed unexpectedly", ctx.match_id)
             code, self.exit_reason = ExitCode.UNEXPECTED_ERROR, f"{type(exc).__name__}: {exc}"
+        except SystemExit as exc:  # sys.exit() / sys.exit(None) is a clean return, as in a process
+            code, self.exit_reason = exit_code_of(exc.code), system_exit_reason(exc)
         except BaseException as exc:
-            if isinstance(exc, SystemExit) and isinstance(exc.code, int):
-                code, self.exit_reason = exc.code, "SystemExit"
-            else:
-                code, self.exit_reason = ExitCode.CANCELLED, f"cancelled: {type(exc).__name__}"
+            code, self.exit_reason = ExitCode.CANCELLED, f"cancelled: {type(exc).__name__}"
         finally:
             self._close_quietly(pipeline)
         if self._stop.is_set() or ctx.stop_requested.is_set():

@@ -24,7 +24,7 @@ from config.errors import DatabaseUnavailable, ListenerStartSettingsError, Match
 from config.settings import MatchListenerEnvironment
 from listener import rows
 from listener.body import ListenerBody, ListenerContext
-from listener.exit_codes import ExitCode, describe
+from listener.exit_codes import ExitCode, describe, exit_code_of, system_exit_reason
 from listener.heartbeat import ROW_CLOSED_ELSEWHERE, HeartbeatRegistration
 from listener.runtime import (
     ListenerInterrupted,
@@ -269,6 +269,7 @@ def run_match_listener(
     services.heartbeat.register(hb)
     services.stop_watch.register(sw)
     code: int
+    exit_reason: str | None = None  # set when the body's exit carries its own reason (SystemExit)
     try:
         if services.shutting_down:
             services.stop(handle, worker_shutdown())
@@ -279,11 +280,15 @@ def run_match_listener(
         else:
             handle.in_body = True
             try:
-                code = int(body.run(ctx))
+                code = exit_code_of(body.run(ctx))  # None is a clean return (0)
             finally:
                 handle.leave_body()
     except ListenerInterrupted:
         code = handle.cause.code if handle.cause else int(ExitCode.CANCELLED)
+    except SystemExit as exc:
+        # A body's sys.exit() ends the run, not the worker: recorded and counted like a return.
+        code, exit_reason = exit_code_of(exc.code), system_exit_reason(exc)
+        logger.info("match %s: listener body raised SystemExit(%r)", match_id, exc.code)
     except Exception:
         logger.exception("match %s: listener body raised", match_id)
         code = int(ExitCode.UNEXPECTED_ERROR)
@@ -296,7 +301,7 @@ def run_match_listener(
     if cause is not None:
         code, reason, stopped_by = cause.code, cause.reason, cause.stopped_by
     else:
-        reason, stopped_by = describe(code), None
+        reason, stopped_by = exit_reason or describe(code), None
     if record_id:
         with services.db_slot():
             try:

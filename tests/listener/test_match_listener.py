@@ -245,3 +245,38 @@ def test_an_unexpected_error_or_cancel_maps_to_its_exit_code(
     out = run_listener(_ctx(match, settings), timeout=10)
     assert out.code == code
     assert "boom" in out.listener.exit_reason or "KeyboardInterrupt" in out.listener.exit_reason
+
+
+class ExitNonePipeline(RaisingPipeline):
+    """``sys.exit()`` inside the default body's pipeline."""
+
+    def process(self, message: dict) -> None:
+        raise SystemExit(None)
+
+
+class ExitThreePipeline(RaisingPipeline):
+    def process(self, message: dict) -> None:
+        raise SystemExit(3)
+
+
+class ExitMessagePipeline(RaisingPipeline):
+    def process(self, message: dict) -> None:
+        raise SystemExit("feed gone")
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "code"),
+    [("ExitNonePipeline", 0), ("ExitThreePipeline", 3), ("ExitMessagePipeline", 1)],
+    ids=["SystemExit(None)-is-0", "SystemExit(3)-is-3", "SystemExit(msg)-is-1"],
+)
+def test_system_exit_in_the_default_body_maps_like_a_process_exit(
+    pipeline, code, sim, listener_settings, make_match
+):
+    game = _game(event_count=3)
+    match = make_match("mlb", sr_id=game.sr_id)
+    settings = listener_settings(
+        sportradar_base_url=sim([game]).base_url,
+        listener_pipeline=f"tests.listener.test_match_listener:{pipeline}",
+    )
+    out = run_listener(_ctx(match, settings), timeout=10)
+    assert out.code == code, out.listener.exit_reason
