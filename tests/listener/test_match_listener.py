@@ -280,3 +280,66 @@ def test_system_exit_in_the_default_body_maps_like_a_process_exit(
     )
     out = run_listener(_ctx(match, settings), timeout=10)
     assert out.code == code, out.listener.exit_reason
+
+
+def _feed_of(sr_id: str, *events: dict) -> bytes:
+    lines = [json.dumps(e) for e in events] + ['{"heartbeat":{"interval":5000}}'] * 3
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.mark.parametrize(
+    ("sources", "persist"),
+    [
+        ({"payload.game", "payload", "game", "top", "metadata"}, "delayed"),
+        ({"payload", "game", "top", "metadata"}, "wdelay"),
+        ({"game", "top", "metadata"}, "fdelay"),
+        ({"top", "metadata"}, "odelay"),
+        ({"metadata"}, "inprogress"),
+    ],
+    ids=[
+        "payload.game.status-first",
+        "then-payload.status",
+        "then-game.status",
+        "then-status",
+        "not-metadata",
+    ],
+)
+def test_the_stream_status_is_read_from_its_sources_in_the_spec_order(
+    sources, persist, raw_feed, listener_settings, make_match
+):
+    sr_id = str(uuid.uuid4())
+    match = make_match("mlb", sr_id=sr_id, status="inprogress")
+    event: dict = {
+        "payload": {"game": {"id": sr_id}, "event": {"id": "e1", "type": "pitch"}},
+        "metadata": {"match": f"sd:match:{sr_id}", "operation": "update"},
+    }
+    if "payload.game" in sources:
+        event["payload"]["game"]["status"] = "delayed"
+    if "payload" in sources:
+        event["payload"]["status"] = "wdelay"
+    if "game" in sources:
+        event["game"] = {"status": "fdelay"}
+    if "top" in sources:
+        event["status"] = "odelay"
+    if "metadata" in sources:
+        event["metadata"]["status"] = "suspended"
+    feed = raw_feed(_feed_of(sr_id, event))
+    settings = listener_settings(sportradar_base_url=feed.base_url, listener_reconnect_attempts=0)
+    run_listener(_ctx(match, settings), timeout=10)
+    assert Match.get_by_id(match.id).status == persist
+
+
+def test_complete_then_closed_on_the_stream_persists_closed(raw_feed, listener_settings, make_match):
+    sr_id = str(uuid.uuid4())
+    match = make_match("mlb", sr_id=sr_id, status="inprogress")
+
+    def event(n: int, status: str) -> dict:
+        return {
+            "payload": {"game": {"id": sr_id, "status": status}, "event": {"id": f"e{n}", "type": "pitch"}},
+            "metadata": {"match": f"sd:match:{sr_id}", "operation": "update"},
+        }
+
+    feed = raw_feed(_feed_of(sr_id, event(1, "complete"), event(2, "closed"), event(3, "complete")))
+    settings = listener_settings(sportradar_base_url=feed.base_url, listener_reconnect_attempts=0)
+    run_listener(_ctx(match, settings), timeout=10)
+    assert Match.get_by_id(match.id).status == "closed"
