@@ -81,6 +81,10 @@ class BaseEnvironment(BaseSettings):
     sportradar_api_key: SecretStr = Field(
         SecretStr(""), description="API key of the feed; secret, never logged or printed."
     )
+    sentry_dsn: SecretStr = Field(
+        SecretStr(""),
+        description="Sentry DSN of failure reports (one event per failed listener attempt); empty: none.",
+    )
     log_level: str = Field("INFO", description="Log level of kickoff's loggers.")
     database_connect_timeout_seconds: float = Field(
         10.0, ge=0, description="PostgreSQL connect timeout (0: none)."

@@ -190,6 +190,7 @@ class RunOutcome:
     exit_code: int  # the recorded exit (or, when someone else closed the row, the cause's)
     reason: str  # exit_reason
     stop_cause: StopCause | None  # set when the lifecycle ended the run (stop, lost lock, shutdown)
+    sr_id: str | None = None  # the provider's match id (for failure reports)
 
 
 def load_match(match_id: str) -> Match:
@@ -224,6 +225,7 @@ def run_match_listener(
         env = resolve_listener_environment(match, overrides)
         body_cls = load_body_class(env.listener_body)
         is_test = bool(match.is_test)
+        sr_id = str(match.sr_id)
         write_row = is_test or not env.listener_dry_run
         record_id = token if write_row else None
         lease_id = services.lease_for_run()
@@ -317,4 +319,4 @@ def run_match_listener(
                     code, reason = recorded, recorded_reason or reason
                 logger.info("match %s: row %s was already closed with %s", match_id, record_id, code)
     logger.info("match %s: listener ended with exit %s (%s)", match_id, code, reason)
-    return RunOutcome(record_id=record_id, exit_code=code, reason=reason, stop_cause=cause)
+    return RunOutcome(record_id=record_id, exit_code=code, reason=reason, stop_cause=cause, sr_id=sr_id)
