@@ -128,6 +128,7 @@ class SimServer:
             for g in games
         }
         self.streams_open = 0
+        self.schedule_requests: list[str] = []  # paths of schedule API requests served (tests, logs)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
         self._thread: threading.Thread | None = None
@@ -250,6 +251,7 @@ class SimServer:
             return await self._stream(session, writer, sse=False)
         for pattern, kind in ((_DAILY, "daily"), (_WEEKLY, "weekly"), (_SEASON, "season")):
             if m := pattern.match(path):
+                self.schedule_requests.append(path)
                 return await _respond(writer, 200, self._schedule(kind, m))
         return await _respond(writer, 404, {"message": "not found"})
 
