@@ -48,7 +48,7 @@ def add(
     import peewee
 
     from config.clock import parse_iso8601
-    from listener.start import validate_override_keys
+    from listener.start import validate_listener_settings
     from models.league import League
     from models.match import Match
     from models.status import normalise
@@ -57,7 +57,7 @@ def add(
     if normalise(status) is None:
         raise click.BadParameter(f"unknown status {status!r}", param_hint="--status")
     per_match = parse_assignments(settings_, option="--setting")
-    validate_override_keys(per_match, source="--setting")
+    validate_listener_settings(per_match, source="--setting")
     obj.database()
     with database_errors():
         lg = League.get_or_none(League.name == league)

@@ -40,7 +40,7 @@ from listener.stop_watch import StopRegistration
 from models.db import database_errors
 from models.league import League
 from models.listener_record import MatchListenerRecord
-from models.match import METADATA_KEYS, Match
+from models.match import METADATA_KEYS, SRSIM_UNSERVED, Match
 from models.status import DISPATCH_ALWAYS, DISPATCH_IN_WINDOW
 
 logger = logging.getLogger(__name__)
@@ -87,7 +87,8 @@ def find_candidates(
     Enabled league, ``auto_dispatch_listener`` on; live statuses always, pre-game and delayed
     ones when ``scheduled`` is in [now - active age, now + within_minutes]; ``is_test`` filters
     test vs live (None: both); a match with an open row created within the active age and a
-    fresh heartbeat is dropped (stale open rows do not block: dispatch abandons them).
+    fresh heartbeat is dropped (stale open rows do not block: dispatch abandons them); an is_test
+    clone no srsim serves yet (``srsim_unserved``) is not selected.
     ``match_ids`` limits the selection to those matches (a restart of known matches).
     """
     now = now or utcnow()
@@ -110,6 +111,7 @@ def find_candidates(
             | (Match.status.in_(sorted(DISPATCH_IN_WINDOW)) & window)
         )
         & ~peewee.fn.EXISTS(open_recent)
+        & ~Match.listener_start_settings.has_key(SRSIM_UNSERVED)
     )
     if is_test is not None:
         cond &= Match.is_test == is_test
@@ -134,6 +136,24 @@ def validate_override_keys(overrides: dict[str, Any] | None, *, source: str = "o
     unknown = sorted(set(overrides or {}) - set(MatchListenerEnvironment.model_fields))
     if unknown:
         raise ListenerStartSettingsError(f"unknown listener setting(s) in {source}: {', '.join(unknown)}")
+
+
+def validate_listener_settings(settings: dict[str, Any] | None, *, source: str) -> None:
+    """Refuse unknown keys and invalid values (ListenerStartSettingsError naming the first).
+
+    What a run would refuse at start, checked when the settings are stored (``--setting``).
+    """
+    validate_override_keys(settings, source=source)
+    if not settings:
+        return
+    try:
+        MatchListenerEnvironment(_env_file=None, **settings)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise ListenerStartSettingsError(
+            f"invalid listener setting in {source}: {where}: {first.get('msg')}"
+        ) from exc
 
 
 def resolve_listener_environment(
