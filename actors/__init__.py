@@ -10,9 +10,11 @@ import time. How to declare an actor: see ``actors/broker.py``.
 from __future__ import annotations
 
 from actors.broker import setup_broker
+from actors.reporting import init_reporting
 from config.settings import load_listener_settings
 
 settings = load_listener_settings()
+init_reporting(settings)  # before the broker: the Dramatiq integration hooks brokers built after it
 kickoff_broker = setup_broker(settings)
 
 # Actor modules: one explicit import per module (keep this block last).

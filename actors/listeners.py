@@ -2,6 +2,7 @@
 
 start_match_listener runs on the ``match_listeners`` queue with no time limit and no retries
 (failed starts are counted by the attempt counter, not retried); the others run on ``default``.
+A failed start raises, so its message fails (and, with SENTRY_DSN, is one report: actors.reporting).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Any
 import dramatiq
 from dramatiq.middleware import CurrentMessage
 
+from actors import reporting
 from actors.batch import enqueue_many
 from actors.broker import QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS, worker_hooks
-from config.errors import ListenerRunFailed
+from config.errors import KickoffError, ListenerRunFailed
 from config.settings import MatchListenerEnvironment
 from listener import cleanup, dispatch, lifecycle
 from listener.dispatch import StartMessage
@@ -91,6 +93,14 @@ def start_listener_services(worker: dramatiq.Worker) -> None:
         services()
 
 
+def _attempts(rt: _Runtime, match_id: str) -> int | None:
+    """The failed-start counter of a match (None when Redis cannot tell)."""
+    try:
+        return rt.barriers.attempts(match_id)
+    except KickoffError:
+        return None
+
+
 def start_message(message: StartMessage) -> dramatiq.Message:
     """The Dramatiq message of a start, with its pre-assigned message id."""
     return dramatiq.Message(
@@ -139,16 +149,22 @@ def start_match_listener(match_id: str, overrides: dict[str, Any] | None = None,
     """Run the listener of one match for the whole game (see listener.lifecycle)."""
     rt = runtime()
     message = CurrentMessage.get_current_message()
-    result = lifecycle.start_match_listener(
-        match_id,
-        overrides,
-        force,
-        message_id=message.message_id if message is not None else None,
-        settings=rt.settings,
-        barriers=rt.barriers,
-        services=services(),
-    )
+    reporting.tag_listener_start(str(match_id))
+    try:
+        result = lifecycle.start_match_listener(
+            match_id,
+            overrides,
+            force,
+            message_id=message.message_id if message is not None else None,
+            settings=rt.settings,
+            barriers=rt.barriers,
+            services=services(),
+        )
+    except KickoffError:  # a settings error or an unknown match: a failed start, counted
+        reporting.tag_failed_attempt(sr_id=None, exit_code=None, attempt=_attempts(rt, match_id))
+        raise
     if not result.success:
+        reporting.tag_failed_attempt(sr_id=result.sr_id, exit_code=result.exit_code, attempt=result.attempts)
         raise ListenerRunFailed(
             f"match {result.match_id}: listener exited {result.exit_code} ({result.reason}); "
             f"failed start {result.attempts}"

@@ -1,55 +1,41 @@
 """Schedule refresh actors: the league season, daily (MLB, NHL) and weekly (NFL) schedules.
 
 They keep match rows current so dispatch has something to find; they never start listeners.
-The scheduler sends them whenever APP_ENV is not develop (scheduler table).
+The scheduler sends them whenever APP_ENV is not develop (scheduler table). Thin wrappers over
+listener.schedule; the settings are the process's (``actors.settings``), read at each call.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import dramatiq
 
-from actors import settings
 from actors.broker import QUEUE_DEFAULT
 from config.clock import utcnow
-from listener.schedule import daily_path, refresh, season_path, weekly_path
+from config.settings import MatchListenerEnvironment
+from listener import schedule
 
 
-def _leagues(value: str) -> list[str]:
-    return [x.strip().lower() for x in value.split(",") if x.strip()]
+def _settings() -> MatchListenerEnvironment:
+    import actors
+
+    return actors.settings
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
 def refresh_league_schedule(league: str, year: int | None = None, season: str = "REG") -> dict:
-    """Refresh a league's whole season schedule."""
-    year = year or utcnow().year
-    r = refresh(settings, league=league, path=season_path(league, settings.schedule_access, year, season))
+    """Refresh a league's whole season schedule (default: the season active today)."""
+    r = schedule.refresh_season(_settings(), league=league, today=utcnow().date(), year=year, season=season)
     return {"league": league, "seen": r.seen, "created": r.created, "updated": r.updated}
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
 def refresh_daily_schedules(days_ahead: int = 1) -> dict:
     """Refresh today's (and the next ``days_ahead`` days') schedule of every daily league (MLB, NHL)."""
-    out: dict[str, int] = {}
-    today = utcnow().date()
-    for league in _leagues(settings.schedule_daily_leagues):
-        for n in range(days_ahead + 1):
-            day = today + timedelta(days=n)
-            r = refresh(settings, league=league, path=daily_path(league, settings.schedule_access, day))
-            out[league] = out.get(league, 0) + r.seen
-    return {"seen": out}
+    return {"seen": schedule.refresh_daily(_settings(), today=utcnow().date(), days_ahead=days_ahead)}
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
 def refresh_weekly_schedules(week: int | None = None, season: str = "REG") -> dict:
-    """Refresh the current week of every weekly league (NFL); the week defaults to the ISO week's place
-    in the season (September start), clamped to 1..18."""
-    now = utcnow()
-    if week is None:
-        week = min(max(now.isocalendar().week - 36, 1), 18)
-    out: dict[str, int] = {}
-    for league in _leagues(settings.schedule_weekly_leagues):
-        path = weekly_path(league, settings.schedule_access, now.year, season, week)
-        out[league] = refresh(settings, league=league, path=path).seen
-    return {"seen": out, "week": week}
+    """Refresh the current NFL week (listener.schedule.nfl_week) of every weekly league."""
+    seen, year, week = schedule.refresh_weekly(_settings(), today=utcnow().date(), week=week, season=season)
+    return {"seen": seen, "year": year, "week": week}

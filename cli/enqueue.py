@@ -26,6 +26,10 @@ def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: boo
     start_match_listener goes through the same path as `kickoff listeners start` (pending key,
     stored message id, so a stop can revoke it): --kw match_id=<internal id> [--kw force=true]
     [--kw overrides='{"listener_dry_run": true}'].
+
+    dispatch_upcoming_match_listeners is a one-shot: within_minutes defaults to 0 (matches due
+    now); --kw within_minutes=30 widens it, --kw within_minutes=null uses the scheduler's
+    LISTENER_DISPATCH_WITHIN_MINUTES.
     """
     import actors
 
@@ -34,6 +38,10 @@ def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: boo
     if actor_name not in broker.actors:
         raise NotFound(f"no actor named {actor_name!r}; known: {', '.join(sorted(broker.actors))}")
     actor = broker.get_actor(actor_name)
+    if actor_name == "dispatch_upcoming_match_listeners":
+        from listener.dispatch import MANUAL_WITHIN_MINUTES
+
+        kwargs.setdefault("within_minutes", MANUAL_WITHIN_MINUTES)
     if actor_name == "start_match_listener":
         from actors.listeners import send_start
         from listener.dispatch import request_start

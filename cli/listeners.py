@@ -43,14 +43,18 @@ def listeners() -> None:
 @click.option(
     "--within-minutes",
     type=click.IntRange(min=0),
-    default=None,
-    help="Window after now for pre-game matches (default: LISTENER_DISPATCH_WITHIN_MINUTES).",
+    default=0,  # listener.dispatch.MANUAL_WITHIN_MINUTES (not imported: --help stays fast)
+    show_default=True,
+    help=(
+        "Window after now for pre-game matches (a one-shot's default is 0: matches due now;"
+        " the scheduler's ticks use LISTENER_DISPATCH_WITHIN_MINUTES)."
+    ),
 )
 @click.option("--test", "which", flag_value="test", help="Test clones only (as develop's scheduler).")
 @click.option("--live", "which", flag_value="live", help="Live matches only.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_obj
-def dispatch_cmd(obj: CliContext, within_minutes: int | None, which: str | None, as_json: bool) -> None:
+def dispatch_cmd(obj: CliContext, within_minutes: int, which: str | None, as_json: bool) -> None:
     """Run one dispatch now: enqueue a start for every match that needs a listener."""
     from listener.dispatch import dispatch_upcoming_match_listeners
 

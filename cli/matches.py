@@ -48,7 +48,7 @@ def add(
     import peewee
 
     from config.clock import parse_iso8601
-    from listener.start import validate_override_keys
+    from listener.start import validate_listener_settings
     from models.league import League
     from models.match import Match
     from models.status import normalise
@@ -57,7 +57,7 @@ def add(
     if normalise(status) is None:
         raise click.BadParameter(f"unknown status {status!r}", param_hint="--status")
     per_match = parse_assignments(settings_, option="--setting")
-    validate_override_keys(per_match, source="--setting")
+    validate_listener_settings(per_match, source="--setting")
     obj.database()
     with database_errors():
         lg = League.get_or_none(League.name == league)
@@ -86,7 +86,8 @@ def add(
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_obj
 def list_(obj: CliContext, as_json: bool) -> None:
-    """List matches by start time."""
+    """List matches by start time, each with its listener badge (as `kickoff listeners status`)."""
+    from listener.board import listener_board
     from models.league import League
     from models.match import Match
 
@@ -105,13 +106,18 @@ def list_(obj: CliContext, as_json: bool) -> None:
             }
             for m in query
         ]
+    board = listener_board(settings=obj.settings, barriers=obj.barriers, match_ids=[r["id"] for r in rows])
+    badges = {e.match_id: e.badge for e in board}
+    for r in rows:
+        r["badge"] = badges.get(r["id"], "-")
     if as_json:
         echo_json({"matches": rows})
         return
     for r in rows:
         flags = ("test " if r["is_test"] else "") + ("" if r["auto_dispatch"] else "dispatch-off")
         click.echo(
-            f"{r['id']}  {r['sr_id']:<28} {r['league']:<6} {r['scheduled']}  {r['status']:<10} {flags}"
+            f"{r['id']}  {r['sr_id']:<28} {r['league']:<6} {r['scheduled']}  {r['status']:<10} "
+            f"{r['badge']:<9} {flags}"
         )
 
 

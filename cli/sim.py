@@ -43,6 +43,16 @@ def sim_group() -> None:
 )
 @click.option("--register", is_flag=True, help="Create missing is_test Match rows for the script's games.")
 @click.option("--api-key", default=None, help="Refuse stream requests without this x-api-key (default: any).")
+@click.option(
+    "--watch-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help=(
+        "Serve every script that appears here while running (default DATA_DIR/srsim, where"
+        " `kickoff sim clone` writes); scripts already there at start are not served."
+    ),
+)
+@click.option("--no-watch", is_flag=True, help="Serve only the --script games (no directory watch).")
 @click.pass_obj
 def serve(
     obj: CliContext,
@@ -54,6 +64,8 @@ def serve(
     use_db: bool,
     register: bool,
     api_key: str | None,
+    watch_dir: Path | None,
+    no_watch: bool,
 ) -> None:
     """Serve every game's session until Ctrl-C / SIGTERM.
 
@@ -83,6 +95,8 @@ def serve(
         heartbeat_seconds=heartbeat_seconds or s.srsim_heartbeat_seconds,
         api_key=api_key,
         status_writer=writer,
+        watch_dir=None if no_watch else (watch_dir or s.data_dir / "srsim"),
+        watch_seconds=s.srsim_watch_seconds,
     )
 
     async def main() -> None:
@@ -95,6 +109,8 @@ def serve(
             if task.done():
                 return await task
         click.echo(f"srsim listening on {server.base_url}", nl=True)
+        if server.watch_dir is not None:
+            click.echo(f"  serving new scripts in {server.watch_dir}")
         for sess in list(server.sessions.values())[:20]:
             g = sess.game
             click.echo(f"  {g.league} {g.sr_id} {g.title!r} is_test={g.is_test} events={len(sess.lines)}")
@@ -120,24 +136,57 @@ def serve(
 @click.option(
     "--event-interval", type=float, default=2.0, show_default=True, help="Script seconds per event."
 )
+@click.option(
+    "--setting",
+    "settings_",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help=(
+        "Listener setting of the clone (its Match.listener_start_settings), e.g."
+        " listener_force_exit_code=11; checked against the listener settings; repeatable."
+    ),
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.pass_obj
 def clone(
-    obj: CliContext, sr_id: str, out: Path | None, start_after: float, event_interval: float, as_json: bool
+    obj: CliContext,
+    sr_id: str,
+    out: Path | None,
+    start_after: float,
+    event_interval: float,
+    settings_: tuple[str, ...],
+    as_json: bool,
 ) -> None:
     """Turn recorded match SR_ID (its archive) into an is_test clone and an srsim script.
 
     Creates a new is_test Match (new sr_id) and writes the script (default
-    DATA_DIR/srsim/{new sr_id}.json); serve it with `kickoff sim serve --script FILE`.
+    DATA_DIR/srsim/{new sr_id}.json). A running `kickoff sim serve` watching DATA_DIR/srsim serves
+    it within SRSIM_WATCH_SECONDS, no restart needed; with --out elsewhere, serve it with
+    `kickoff sim serve --script FILE`. The clone is not dispatched until an srsim serves it.
     """
+    from cli.common import parse_assignments
     from srsim.clone import clone_match
 
+    per_clone = parse_assignments(settings_, option="--setting")
     obj.database()
     match, path, count = clone_match(
-        sr_id, data_dir=obj.settings.data_dir, out=out, start_after=start_after, event_interval=event_interval
+        sr_id,
+        data_dir=obj.settings.data_dir,
+        out=out,
+        start_after=start_after,
+        event_interval=event_interval,
+        settings=per_clone,
     )
     if as_json:
-        echo_json({"match_id": str(match.id), "sr_id": match.sr_id, "script": str(path), "events": count})
+        echo_json(
+            {
+                "match_id": str(match.id),
+                "sr_id": match.sr_id,
+                "script": str(path),
+                "events": count,
+                "settings": per_clone,
+            }
+        )
     else:
         click.echo(f"is_test clone {match.sr_id} (match {match.id}): {count} events -> {path}")
-        click.echo(f"serve it: kickoff sim serve --script {path}")
+        click.echo("dispatchable once an srsim serves it (a running `kickoff sim serve` picks it up)")

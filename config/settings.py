@@ -81,6 +81,10 @@ class BaseEnvironment(BaseSettings):
     sportradar_api_key: SecretStr = Field(
         SecretStr(""), description="API key of the feed; secret, never logged or printed."
     )
+    sentry_dsn: SecretStr = Field(
+        SecretStr(""),
+        description="Sentry DSN of failure reports (one event per failed listener attempt); empty: none.",
+    )
     log_level: str = Field("INFO", description="Log level of kickoff's loggers.")
     database_connect_timeout_seconds: float = Field(
         10.0, ge=0, description="PostgreSQL connect timeout (0: none)."
@@ -349,6 +353,9 @@ class MatchListenerEnvironment(BaseEnvironment):
     srsim_host: str = Field("127.0.0.1", description="Address `kickoff sim serve` binds.")
     srsim_port: int = Field(8765, ge=0, description="Port `kickoff sim serve` binds (0: any free port).")
     srsim_speed: float = Field(1.0, gt=0, description="Simulator speed factor: 10 plays a game 10x faster.")
+    srsim_watch_seconds: float = Field(
+        1.0, gt=0, description="How often `kickoff sim serve` looks for new scripts in DATA_DIR/srsim."
+    )
     srsim_heartbeat_seconds: float = Field(
         5.0, gt=0, description="Script seconds between two stream heartbeats (divided by the speed)."
     )

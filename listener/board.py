@@ -122,7 +122,12 @@ def _counters(barriers: Barriers, match_ids: Sequence[str]) -> list[tuple[int, b
 
 
 def _select(
-    match_id: str | None, *, redis_ids: Iterable[str], settings: MatchListenerEnvironment, now: datetime
+    match_id: str | None,
+    *,
+    redis_ids: Iterable[str],
+    settings: MatchListenerEnvironment,
+    now: datetime,
+    match_ids: Sequence[str] | None = None,
 ) -> list[tuple[Any, ...]]:
     with database_errors():
         if match_id is not None:
@@ -131,6 +136,9 @@ def _select(
             if not found:
                 raise MatchNotFound(f"no match with id {match_id}")
             return found
+        if match_ids is not None:
+            ids = _SELECT.format(ids="SELECT DISTINCT unnest(%s::uuid[]) AS id")
+            return database.execute_sql(ids, ([str(m) for m in match_ids],)).fetchall()
         params = (
             sorted(redis_ids),
             sorted(DISPATCH_ALWAYS),
@@ -152,17 +160,20 @@ def listener_board(
     settings: MatchListenerEnvironment,
     barriers: Barriers,
     match_id: str | None = None,
+    match_ids: Sequence[str] | None = None,
     active_only: bool = False,
 ) -> list[BoardEntry]:
     """The board, sorted by league and sr_id; see the module docstring for who is on it.
 
-    ``match_id`` shows that match whatever it has (MatchNotFound when it does not exist).
+    ``match_id`` shows that match whatever it has (MatchNotFound when it does not exist);
+    ``match_ids`` shows exactly those matches (unknown ids are left out), e.g. every match of
+    ``kickoff matches list``, so both show the same badge.
     ``active_only`` keeps matches with an open run or a pending start. An open run is Late when
     its heartbeat is older than two heartbeat intervals or its worker lease is gone from Redis;
     Stale past the stale threshold. Ages are judged by PostgreSQL's clock.
     """
-    redis_ids = _ids_with_keys(barriers) if match_id is None else set()
-    found = _select(match_id, redis_ids=redis_ids, settings=settings, now=_db_now())
+    redis_ids = _ids_with_keys(barriers) if match_id is None and match_ids is None else set()
+    found = _select(match_id, redis_ids=redis_ids, settings=settings, now=_db_now(), match_ids=match_ids)
     if not database.is_closed():
         database.close()
     open_leases = {row[12] for row in found if row[5] is not None and row[7] is None and row[12]}

@@ -36,6 +36,11 @@ class StartMessage:
     force: bool = False  # clear barriers first (never takes a live run's lock)
 
 
+#: The window of a manual one-shot dispatch (``kickoff listeners dispatch``, ``kickoff enqueue
+#: dispatch_upcoming_match_listeners``) when none is given: matches due now, not the scheduler's
+#: look-ahead (LISTENER_DISPATCH_WITHIN_MINUTES, which the scheduler's ticks use).
+MANUAL_WITHIN_MINUTES = 0
+
 #: Sends one start message to the broker (the actors module provides the Dramatiq one).
 Sender = Callable[[StartMessage], None]
 #: Sends many start messages at once (one round trip); all or nothing as far as the caller knows.

@@ -28,6 +28,27 @@ def is_success(code: int | None) -> bool:
     return code is None or code in SUCCESS_CODES
 
 
+def exit_code_of(value: object) -> int:
+    """The exit code of a body's return value or a ``SystemExit.code``, as Python's exit maps it.
+
+    None is a clean return (0); an int is itself; anything else (a message) is 1, an
+    unexpected exit, as ``sys.exit("message")`` makes a process exit 1.
+    """
+    if value is None:
+        return int(ExitCode.CLEAN)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 1
+    return int(value)
+
+
+def system_exit_reason(exc: SystemExit) -> str:
+    """The exit reason of a body's SystemExit: the code's description, plus its message if any."""
+    code = exit_code_of(exc.code)
+    if exc.code is None or isinstance(exc.code, int):
+        return describe(code)
+    return f"{describe(code)}: SystemExit({exc.code!s:.200})"
+
+
 def describe(code: int | None) -> str:
     """A short human reason for an exit code (for MatchListenerRecord.exit_reason)."""
     if code is None:

@@ -58,6 +58,7 @@ class StartResult:
     record_id: str | None = None  # the run's lifecycle row
     success: bool = True  # False: a failed start (counted)
     attempts: int | None = None  # the attempt counter after a failure
+    sr_id: str | None = None  # the provider's match id, when the run loaded its match
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -237,6 +238,7 @@ def start_match_listener(
         record_id=outcome.record_id,
         success=not failed,
         attempts=attempts,
+        sr_id=outcome.sr_id,
     )
 
 

@@ -1,6 +1,6 @@
 """MatchListener: the listener body that follows one match's push stream until the game is over.
 
-Per event: append it to the archive, apply ``payload.game.status`` through
+Per event: append it to the archive, apply its status (``stream_status_of``) through
 ``Match.apply_stream`` for live matches (is_test statuses belong to srsim; PostgreSQL is touched
 only when the status changes), and pass it to the processing pipeline. Per stream heartbeat: count
 consecutive ones (exit 10 at ``listener_max_consecutive_heartbeats``) and reload Match.status every
@@ -29,7 +29,7 @@ from config.errors import (
 )
 from listener.archive import EventArchive, TextLog, archive_path, shortcode_for
 from listener.body import ListenerContext
-from listener.exit_codes import ExitCode
+from listener.exit_codes import ExitCode, exit_code_of, system_exit_reason
 from listener.pipeline import Pipeline, RecordOnlyPipeline, load_pipeline
 from listener.stream import OVERSIZE, FeedConnection, StreamConfig, subscribe_url
 from models.status import DELAYED, TERMINAL, Phase, apply_stream_status, normalise, phase_of
@@ -47,6 +47,29 @@ def db_gate(size: int) -> threading.BoundedSemaphore:
         if _db_gate is None:
             _db_gate = threading.BoundedSemaphore(size)
         return _db_gate
+
+
+def _status_at(obj: object) -> str | None:
+    if not isinstance(obj, dict):
+        return None
+    status = obj.get("status")
+    return status if isinstance(status, str) and status else None
+
+
+def stream_status_of(message: dict) -> str | None:
+    """An event's game status: ``payload.game.status``, then ``payload.status``, then the
+    message's top-level ``game.status``, then its top-level ``status`` (never ``metadata``)."""
+    payload = message.get("payload")
+    for source in (
+        payload.get("game") if isinstance(payload, dict) else None,
+        payload,
+        message.get("game"),
+        message,
+    ):
+        status = _status_at(source)
+        if status is not None:
+            return status
+    return None
 
 
 class _Exit(Exception):
@@ -153,11 +176,10 @@ class MatchListener:
         except Exception as exc:
             logger.exception("match %s listener failed unexpectedly", ctx.match_id)
             code, self.exit_reason = ExitCode.UNEXPECTED_ERROR, f"{type(exc).__name__}: {exc}"
+        except SystemExit as exc:  # sys.exit() / sys.exit(None) is a clean return, as in a process
+            code, self.exit_reason = exit_code_of(exc.code), system_exit_reason(exc)
         except BaseException as exc:
-            if isinstance(exc, SystemExit) and isinstance(exc.code, int):
-                code, self.exit_reason = exc.code, "SystemExit"
-            else:
-                code, self.exit_reason = ExitCode.CANCELLED, f"cancelled: {type(exc).__name__}"
+            code, self.exit_reason = ExitCode.CANCELLED, f"cancelled: {type(exc).__name__}"
         finally:
             self._close_quietly(pipeline)
         if self._stop.is_set() or ctx.stop_requested.is_set():
@@ -331,11 +353,8 @@ class MatchListener:
         self._idle = 0
         self.stats.events += 1
         archive.append_raw(raw if b"\n" not in raw else json.dumps(message).encode())
-        game = payload.get("game")
-        incoming = game.get("status") if isinstance(game, dict) else None
-        if incoming is None:
-            incoming = payload.get("status") or (message.get("metadata") or {}).get("status")
-        if isinstance(incoming, str) and incoming != self._status:
+        incoming = stream_status_of(message)
+        if incoming is not None and incoming != self._status:
             self._apply_stream_status(incoming)
         try:
             pipeline.process(message)

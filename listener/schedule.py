@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 import requests
@@ -32,6 +32,40 @@ class RefreshResult:
     seen: int
     created: int
     updated: int
+
+
+#: Weeks of the NFL regular season (REG).
+NFL_REGULAR_WEEKS = 18
+
+
+def season_year(league: str, day: date) -> int:
+    """The provider's season year of ``league`` on ``day`` (the year the season started).
+
+    NFL: January and February still belong to the season that started the September before.
+    NHL and NBA (October to June): before July the season started the year before. Others
+    (MLB): the calendar year.
+    """
+    league = league.lower()
+    if league == "nfl":
+        return day.year if day.month >= 3 else day.year - 1
+    if league in ("nhl", "nba"):
+        return day.year if day.month >= 7 else day.year - 1
+    return day.year
+
+
+def nfl_week(day: date) -> tuple[int, int]:
+    """``(season year, regular-season week)`` of ``day``, the week clamped to 1..18.
+
+    The season opens on the Thursday after Labor Day (the first Monday of September); week 1
+    runs from the Tuesday before that Thursday, and every week from Tuesday to Monday, as the
+    provider's weeks do. Before week 1 (the off-season) it is week 1; after week 18 (playoffs)
+    week 18.
+    """
+    year = season_year("nfl", day)
+    labor_day = date(year, 9, 1) + timedelta(days=(7 - date(year, 9, 1).weekday()) % 7)
+    week1_tuesday = labor_day + timedelta(days=1)
+    week = (day - week1_tuesday).days // 7 + 1
+    return year, min(max(week, 1), NFL_REGULAR_WEEKS)
 
 
 def daily_path(league: str, access: str, day: date) -> str:
@@ -132,3 +166,47 @@ def _title(g: dict[str, Any]) -> str | None:
     away = (g.get("away") or {}).get("alias")
     home = (g.get("home") or {}).get("alias")
     return f"{away} @ {home}" if away and home else None
+
+
+def leagues_of(value: str) -> list[str]:
+    """League names of a comma-separated setting (SCHEDULE_DAILY_LEAGUES, SCHEDULE_WEEKLY_LEAGUES)."""
+    return [x.strip().lower() for x in value.split(",") if x.strip()]
+
+
+def refresh_season(
+    settings: MatchListenerEnvironment,
+    *,
+    league: str,
+    today: date,
+    year: int | None = None,
+    season: str = "REG",
+) -> RefreshResult:
+    """Refresh ``league``'s whole season schedule (default: the season active on ``today``)."""
+    year = year or season_year(league, today)
+    return refresh(settings, league=league, path=season_path(league, settings.schedule_access, year, season))
+
+
+def refresh_daily(settings: MatchListenerEnvironment, *, today: date, days_ahead: int = 1) -> dict[str, int]:
+    """Refresh today's and the next ``days_ahead`` days' schedule of every daily league; games seen."""
+    seen: dict[str, int] = {}
+    for league in leagues_of(settings.schedule_daily_leagues):
+        for n in range(days_ahead + 1):
+            path = daily_path(league, settings.schedule_access, today + timedelta(days=n))
+            seen[league] = seen.get(league, 0) + refresh(settings, league=league, path=path).seen
+    return seen
+
+
+def refresh_weekly(
+    settings: MatchListenerEnvironment, *, today: date, week: int | None = None, season: str = "REG"
+) -> tuple[dict[str, int], int, int]:
+    """Refresh the current week (``nfl_week``; or ``week``) of every weekly league.
+
+    Returns (games seen per league, season year, week).
+    """
+    year, current = nfl_week(today)
+    week = week or current
+    seen: dict[str, int] = {}
+    for league in leagues_of(settings.schedule_weekly_leagues):
+        path = weekly_path(league, settings.schedule_access, year, season, week)
+        seen[league] = refresh(settings, league=league, path=path).seen
+    return seen, year, week

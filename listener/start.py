@@ -24,7 +24,7 @@ from config.errors import DatabaseUnavailable, ListenerStartSettingsError, Match
 from config.settings import MatchListenerEnvironment
 from listener import rows
 from listener.body import ListenerBody, ListenerContext
-from listener.exit_codes import ExitCode, describe
+from listener.exit_codes import ExitCode, describe, exit_code_of, system_exit_reason
 from listener.heartbeat import ROW_CLOSED_ELSEWHERE, HeartbeatRegistration
 from listener.runtime import (
     ListenerInterrupted,
@@ -40,7 +40,7 @@ from listener.stop_watch import StopRegistration
 from models.db import database_errors
 from models.league import League
 from models.listener_record import MatchListenerRecord
-from models.match import METADATA_KEYS, Match
+from models.match import METADATA_KEYS, SRSIM_UNSERVED, Match
 from models.status import DISPATCH_ALWAYS, DISPATCH_IN_WINDOW
 
 logger = logging.getLogger(__name__)
@@ -87,7 +87,8 @@ def find_candidates(
     Enabled league, ``auto_dispatch_listener`` on; live statuses always, pre-game and delayed
     ones when ``scheduled`` is in [now - active age, now + within_minutes]; ``is_test`` filters
     test vs live (None: both); a match with an open row created within the active age and a
-    fresh heartbeat is dropped (stale open rows do not block: dispatch abandons them).
+    fresh heartbeat is dropped (stale open rows do not block: dispatch abandons them); an is_test
+    clone no srsim serves yet (``srsim_unserved``) is not selected.
     ``match_ids`` limits the selection to those matches (a restart of known matches).
     """
     now = now or utcnow()
@@ -110,6 +111,7 @@ def find_candidates(
             | (Match.status.in_(sorted(DISPATCH_IN_WINDOW)) & window)
         )
         & ~peewee.fn.EXISTS(open_recent)
+        & ~Match.listener_start_settings.has_key(SRSIM_UNSERVED)
     )
     if is_test is not None:
         cond &= Match.is_test == is_test
@@ -134,6 +136,24 @@ def validate_override_keys(overrides: dict[str, Any] | None, *, source: str = "o
     unknown = sorted(set(overrides or {}) - set(MatchListenerEnvironment.model_fields))
     if unknown:
         raise ListenerStartSettingsError(f"unknown listener setting(s) in {source}: {', '.join(unknown)}")
+
+
+def validate_listener_settings(settings: dict[str, Any] | None, *, source: str) -> None:
+    """Refuse unknown keys and invalid values (ListenerStartSettingsError naming the first).
+
+    What a run would refuse at start, checked when the settings are stored (``--setting``).
+    """
+    validate_override_keys(settings, source=source)
+    if not settings:
+        return
+    try:
+        MatchListenerEnvironment(_env_file=None, **settings)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise ListenerStartSettingsError(
+            f"invalid listener setting in {source}: {where}: {first.get('msg')}"
+        ) from exc
 
 
 def resolve_listener_environment(
@@ -190,6 +210,7 @@ class RunOutcome:
     exit_code: int  # the recorded exit (or, when someone else closed the row, the cause's)
     reason: str  # exit_reason
     stop_cause: StopCause | None  # set when the lifecycle ended the run (stop, lost lock, shutdown)
+    sr_id: str | None = None  # the provider's match id (for failure reports)
 
 
 def load_match(match_id: str) -> Match:
@@ -224,6 +245,7 @@ def run_match_listener(
         env = resolve_listener_environment(match, overrides)
         body_cls = load_body_class(env.listener_body)
         is_test = bool(match.is_test)
+        sr_id = str(match.sr_id)
         write_row = is_test or not env.listener_dry_run
         record_id = token if write_row else None
         lease_id = services.lease_for_run()
@@ -269,6 +291,7 @@ def run_match_listener(
     services.heartbeat.register(hb)
     services.stop_watch.register(sw)
     code: int
+    exit_reason: str | None = None  # set when the body's exit carries its own reason (SystemExit)
     try:
         if services.shutting_down:
             services.stop(handle, worker_shutdown())
@@ -279,11 +302,15 @@ def run_match_listener(
         else:
             handle.in_body = True
             try:
-                code = int(body.run(ctx))
+                code = exit_code_of(body.run(ctx))  # None is a clean return (0)
             finally:
                 handle.leave_body()
     except ListenerInterrupted:
         code = handle.cause.code if handle.cause else int(ExitCode.CANCELLED)
+    except SystemExit as exc:
+        # A body's sys.exit() ends the run, not the worker: recorded and counted like a return.
+        code, exit_reason = exit_code_of(exc.code), system_exit_reason(exc)
+        logger.info("match %s: listener body raised SystemExit(%r)", match_id, exc.code)
     except Exception:
         logger.exception("match %s: listener body raised", match_id)
         code = int(ExitCode.UNEXPECTED_ERROR)
@@ -296,7 +323,7 @@ def run_match_listener(
     if cause is not None:
         code, reason, stopped_by = cause.code, cause.reason, cause.stopped_by
     else:
-        reason, stopped_by = describe(code), None
+        reason, stopped_by = exit_reason or describe(code), None
     if record_id:
         with services.db_slot():
             try:
@@ -312,4 +339,4 @@ def run_match_listener(
                     code, reason = recorded, recorded_reason or reason
                 logger.info("match %s: row %s was already closed with %s", match_id, record_id, code)
     logger.info("match %s: listener ended with exit %s (%s)", match_id, code, reason)
-    return RunOutcome(record_id=record_id, exit_code=code, reason=reason, stop_cause=cause)
+    return RunOutcome(record_id=record_id, exit_code=code, reason=reason, stop_cause=cause, sr_id=sr_id)

@@ -17,8 +17,10 @@ from models.status import apply_stream_status, refreshed_status
 
 logger = logging.getLogger(__name__)
 
+#: Set on an is_test clone until srsim serves its script (srsim.status.StatusWriter.mark_served).
+SRSIM_UNSERVED = "srsim_unserved"
 #: Keys of ``listener_start_settings`` that are bookkeeping, not listener settings.
-METADATA_KEYS = frozenset({"message_id"})
+METADATA_KEYS = frozenset({"message_id", SRSIM_UNSERVED})
 
 
 class Match(BaseModel):

@@ -108,16 +108,32 @@ def refreshed_status(
     return new
 
 
+#: Terminal statuses a game passes through in this order (the provider's game over, then its
+#: statistics final): a terminal status moves only to a later one of these. The other terminal
+#: statuses (cancelled, postponed, unnecessary) are final.
+TERMINAL_SEQUENCE = ("complete", "closed")
+
+
+def is_later_terminal(local: str | None, new: str | None) -> bool:
+    """Whether terminal ``new`` comes after terminal ``local`` (``complete`` → ``closed``)."""
+    if local not in TERMINAL_SEQUENCE or new not in TERMINAL_SEQUENCE:
+        return False
+    return TERMINAL_SEQUENCE.index(new) > TERMINAL_SEQUENCE.index(local)
+
+
 def apply_stream_status(local: str, incoming: str) -> str:
     """Return the status a push-stream event persists (Match.apply_stream_status).
 
-    The stream never writes a pre-game status and never reopens a terminal game; live,
-    delayed and terminal statuses from the stream are trusted.
+    The stream never writes a pre-game status and never reopens a terminal game; a terminal
+    game moves only to a later terminal status (``complete`` → ``closed``). Live, delayed and
+    terminal statuses from the stream are otherwise trusted.
     """
     new = normalise(incoming)
     if new is None:
         logger.warning("push stream: unknown status %r ignored; keeping %r", incoming, local)
         return local
-    if phase_of(new) is Phase.PREGAME or phase_of(local) is Phase.TERMINAL:
+    if phase_of(new) is Phase.PREGAME:
         return local
+    if phase_of(local) is Phase.TERMINAL:
+        return new if is_later_terminal(normalise(local), new) else local
     return new

@@ -23,14 +23,21 @@ def clone_match(
     out: Path | None = None,
     start_after: float = 10.0,
     event_interval: float = 2.0,
+    settings: dict[str, Any] | None = None,
 ) -> tuple[Any, Path, int]:
     """Create an is_test Match copying ``sr_id`` and a script replaying its archived events.
 
     Returns (the new Match, the script path, the number of events). Synthetic kickoff markers
-    in the archive are not replayed.
+    in the archive are not replayed. ``settings`` (the clone body: listener settings such as
+    ``listener_force_exit_code``) are validated against MatchListenerEnvironment and stored in
+    the clone's ``listener_start_settings``. The clone is not dispatchable until an srsim serves
+    its script (``srsim_unserved``, cleared by srsim when it starts the session).
     """
+    from listener.start import validate_listener_settings
     from models.db import database
-    from models.match import Match
+    from models.match import SRSIM_UNSERVED, Match
+
+    validate_listener_settings(settings, source="the clone's --setting")
 
     with database.connection_context():
         source = Match.select().where(Match.sr_id == sr_id).first()
@@ -51,6 +58,7 @@ def clone_match(
             scheduled=utcnow() + timedelta(seconds=start_after),
             status="scheduled",
             is_test=True,
+            listener_start_settings={**(settings or {}), SRSIM_UNSERVED: True},
         )
     game = GameScript(
         sr_id=new_sr_id,

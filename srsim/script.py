@@ -18,6 +18,7 @@ and nothing marks the end of the stream afterwards, as in the real feed.
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -238,8 +239,11 @@ def load_script(path: Path | str) -> list[GameScript]:
 
 
 def save_script(path: Path, games: list[GameScript]) -> None:
+    """Write a script file atomically (a watching srsim never reads a half-written one)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"games": [g.to_dict() for g in games]}, indent=1), encoding="utf-8")
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps({"games": [g.to_dict() for g in games]}, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def demo_games(

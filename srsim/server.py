@@ -13,6 +13,9 @@ with the provider). Routes:
 * ``GET /{league}/{access}/games/{yyyy}/{REG|PRE|PST}/schedule.json`` - the league's season.
 * ``GET /_srsim/sessions`` - every session's position and status (for boards and tests).
 
+With ``watch_dir`` srsim serves every script file that appears there while it runs (``kickoff sim
+clone`` writes one), each new session's clock starting when it is picked up.
+
 One asyncio loop serves every connection, so a thousand concurrent streams cost a thousand small
 coroutines, not a thousand threads. For is_test matches the session drives Match.status through
 a StatusWriter (scheduled → inprogress → delayed → inprogress → closed).
@@ -29,10 +32,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from srsim.script import GameScript
+from config.errors import SimulatorScriptError
+from srsim.script import GameScript, load_script
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +119,8 @@ class SimServer:
         heartbeat_seconds: float = 5.0,
         api_key: str | None = None,
         status_writer: Any = None,
+        watch_dir: Path | None = None,
+        watch_seconds: float = 1.0,
     ) -> None:
         self.host = host
         self.port = port
@@ -127,7 +134,12 @@ class SimServer:
             g.sr_id: Session.build(g, origin=self.origin, speed=speed, wall_origin=self.wall_origin)
             for g in games
         }
+        self.watch_dir = watch_dir
+        self.watch_seconds = watch_seconds
+        self._seen_scripts: set[Path] = set()
+        self._drivers: list[asyncio.Task[None]] = []
         self.streams_open = 0
+        self.schedule_requests: list[str] = []  # paths of schedule API requests served (tests, logs)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
         self._thread: threading.Thread | None = None
@@ -152,7 +164,12 @@ class SimServer:
         self.origin = time.monotonic()
         for session in self.sessions.values():
             session.origin = self.origin
-        drivers = [asyncio.create_task(self._drive(s)) for s in self.sessions.values() if s.game.is_test]
+        for session in self.sessions.values():
+            self._start_session(session)
+        if self.watch_dir is not None:
+            # Scripts already there are the past (serve them with --script); new ones are served.
+            self._seen_scripts = set(self._scripts_in(self.watch_dir))
+            self._drivers.append(asyncio.create_task(self._watch(self.watch_dir)))
         logger.info(
             "srsim serving %d sessions on %s (speed %.1fx)", len(self.sessions), self.base_url, self.speed
         )
@@ -160,7 +177,7 @@ class SimServer:
         try:
             await self._stopping.wait()
         finally:
-            for d in drivers:
+            for d in self._drivers:
                 d.cancel()
             self._server.close()
             with contextlib.suppress(Exception):
@@ -188,6 +205,56 @@ class SimServer:
             self._loop.call_soon_threadsafe(self._stopping.set)
         if self._thread is not None:
             self._thread.join(5)
+
+    # -- sessions added while serving ----------------------------------------------------
+
+    def _start_session(self, session: Session) -> None:
+        """Drive an is_test session's status and make its clone dispatchable (loop thread)."""
+        if not session.game.is_test:
+            return
+        self._drivers.append(asyncio.create_task(self._drive(session)))
+        if self.status_writer is not None:
+            self.status_writer.mark_served(session.game.sr_id, session.scheduled)
+
+    def add_games(self, games: list[GameScript]) -> list[str]:
+        """Serve more games from now on (loop thread); returns the sr_ids added (known ones are kept).
+
+        Each new session's clock starts now, as if srsim had just started with it.
+        """
+        added = []
+        for game in games:
+            if game.sr_id in self.sessions:
+                continue
+            session = Session.build(
+                game, origin=time.monotonic(), speed=self.speed, wall_origin=datetime.now(UTC)
+            )
+            self.sessions[game.sr_id] = session
+            self._start_session(session)
+            added.append(game.sr_id)
+        return added
+
+    @staticmethod
+    def _scripts_in(directory: Path) -> list[Path]:
+        try:
+            return sorted(p for p in directory.glob("*.json") if p.is_file())
+        except OSError:
+            return []
+
+    async def _watch(self, directory: Path) -> None:
+        """Serve every script file that appears in ``directory`` (``kickoff sim clone`` writes there)."""
+        while True:
+            await asyncio.sleep(self.watch_seconds)
+            for path in self._scripts_in(directory):
+                if path in self._seen_scripts:
+                    continue
+                self._seen_scripts.add(path)
+                try:
+                    games = await asyncio.to_thread(load_script, path)
+                except SimulatorScriptError as exc:
+                    logger.warning("srsim: script %s not served: %s", path, exc)
+                    continue
+                added = self.add_games(games)
+                logger.info("srsim: serving %d new sessions from %s: %s", len(added), path, ", ".join(added))
 
     # -- is_test status --------------------------------------------------------------
 
@@ -250,6 +317,7 @@ class SimServer:
             return await self._stream(session, writer, sse=False)
         for pattern, kind in ((_DAILY, "daily"), (_WEEKLY, "weekly"), (_SEASON, "season")):
             if m := pattern.match(path):
+                self.schedule_requests.append(path)
                 return await _respond(writer, 200, self._schedule(kind, m))
         return await _respond(writer, 404, {"message": "not found"})
 

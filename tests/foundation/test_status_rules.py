@@ -64,6 +64,9 @@ STREAM_ROWS = [
     ("inprogress", "complete", "complete", "game over on the feed"),
     ("scheduled", "scheduled", "scheduled", "stream must not write pregame"),
     ("closed", "inprogress", "closed", "never reopen terminal"),
+    ("complete", "closed", "closed", "a terminal status moves to a later terminal one"),
+    ("closed", "complete", "closed", "never back to an earlier terminal one"),
+    ("cancelled", "closed", "cancelled", "cancelled is final"),
 ]
 
 

@@ -13,3 +13,36 @@ class Exploding:
 
     def request_stop(self) -> None:
         pass
+
+
+class _Quiet:
+    def request_stop(self) -> None:
+        pass
+
+
+class ReturnsNone(_Quiet):
+    """A body that returns None (a clean return, exit 0)."""
+
+    def run(self, ctx: ListenerContext) -> None:
+        return None
+
+
+class ExitsNone(_Quiet):
+    """A body that calls ``sys.exit()`` (SystemExit(None): a clean return, exit 0)."""
+
+    def run(self, ctx: ListenerContext) -> int:
+        raise SystemExit(None)
+
+
+class ExitsThree(_Quiet):
+    """A body that calls ``sys.exit(3)`` (an unexpected exit 3)."""
+
+    def run(self, ctx: ListenerContext) -> int:
+        raise SystemExit(3)
+
+
+class ExitsWithMessage(_Quiet):
+    """A body that calls ``sys.exit("feed gone")`` (exit 1, as a process would)."""
+
+    def run(self, ctx: ListenerContext) -> int:
+        raise SystemExit("feed gone")

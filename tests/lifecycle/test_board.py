@@ -273,3 +273,37 @@ def test_status_watch_redraws_until_ctrl_c_and_exits_0(make_match, subprocess_en
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_matches_list_shows_the_same_badge_as_the_board(kick, make_match, lbarriers):
+    """Every badge, including Late (lease gone) and "-" (no run), as `listeners status` shows it."""
+    lease = WorkerLease(barriers=lbarriers, ttl_seconds=30, fence_margin_seconds=1)
+    rows = {
+        "running": dict(age=1, worker_lease=lease.renew().lease_id),
+        "late": dict(age=2 * INTERVAL + 30),
+        "lease-gone": dict(age=1, worker_lease="a-lease-gone-from-redis"),
+        "stale": dict(age=STALE + 60),
+        "abandoned": dict(age=400, exit_code=14, reason="abandoned"),
+        "stopped": dict(age=400, exit_code=15, reason="stopped"),
+        "ended": dict(age=400, exit_code=13, reason="not in progress"),
+    }
+    expected = {
+        "running": "Running",
+        "late": "Late",
+        "lease-gone": "Late",
+        "stale": "Stale",
+        "abandoned": "Abandoned",
+        "stopped": "Stopped",
+        "ended": "Ended",
+        "no-run": NO_RUN,
+    }
+    for name, kw in rows.items():
+        a_row(make_match(status="inprogress", sr_id=f"sr:match:{name}"), **kw)
+    make_match(status="scheduled", sr_id="sr:match:no-run")
+    listed = {m["sr_id"]: m for m in json.loads(kick("matches", "list", "--json"))["matches"]}
+    board = {e["sr_id"]: e for e in json.loads(kick("listeners", "status", "--json"))["matches"]}
+    assert {sr.split(":")[-1]: m["badge"] for sr, m in listed.items()} == expected
+    for sr_id, entry in board.items():
+        assert listed[sr_id]["badge"] == entry["badge"]
+    text = {ln.split()[1]: ln for ln in kick("matches", "list").splitlines()}
+    assert " Stopped " in text["sr:match:stopped"] and " Late " in text["sr:match:lease-gone"]

@@ -216,3 +216,41 @@ def test_enqueue_start_match_listener_goes_through_the_start_path(kick, make_mat
 
 def test_enqueue_an_unknown_actor_is_exit_2(kick):
     assert "no actor named 'nope'" in kick("enqueue", "nope", code=2).output
+
+
+def test_a_manual_dispatch_defaults_to_within_minutes_0(kick, make_match, broker_queues):
+    """A one-shot takes matches due now; a match starting in 5 minutes needs --within-minutes."""
+    from datetime import timedelta
+
+    from config.clock import utcnow
+
+    make_match(scheduled=utcnow() + timedelta(minutes=5))
+    out = json.loads(kick("listeners", "dispatch", "--json").output)
+    assert out["eligible"] == 0 and out["enqueued"] == 0
+    out = json.loads(kick("listeners", "dispatch", "--within-minutes", "10", "--json").output)
+    assert out["eligible"] == 1 and out["enqueued"] == 1
+    assert "default: 0;" in " ".join(kick("listeners", "dispatch", "--help").output.split())
+
+
+def _queued_kwargs(lifecycle_env, queue: str) -> list[dict]:
+    from models.barriers import connect_redis
+
+    client = connect_redis(lifecycle_env["BROKER_URL"])
+    raw = client.hvals(f"{lifecycle_env['BROKER_NAMESPACE']}:{queue}.msgs")
+    return [json.loads(m)["kwargs"] for m in raw]
+
+
+def test_enqueue_dispatch_defaults_to_within_minutes_0_and_keeps_an_explicit_one(
+    kick, lifecycle_env, broker_queues
+):
+    kick("enqueue", "dispatch_upcoming_match_listeners", "--kw", "is_test=true")
+    kick("enqueue", "dispatch_upcoming_match_listeners", "--kw", "within_minutes=30")
+    kwargs = sorted(_queued_kwargs(lifecycle_env, "default"), key=lambda k: k["within_minutes"])
+    assert kwargs == [{"is_test": True, "within_minutes": 0}, {"within_minutes": 30}]
+
+
+def test_the_scheduler_dispatch_keeps_the_settings_window():
+    from scheduler.table import PERIODIC
+
+    [entry] = [e for e in PERIODIC if e.name == "dispatch_upcoming_match_listeners"]
+    assert "within_minutes" not in entry.kwargs  # the actor falls back to LISTENER_DISPATCH_WITHIN_MINUTES

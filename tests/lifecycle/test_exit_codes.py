@@ -7,7 +7,7 @@ import pytest
 from config.errors import ListenerStartSettingsError
 from listener.cleanup import stop_match_listener, sweep_stale_match_listeners
 from models.badges import Badge
-from tests.lifecycle.helpers import dead_run, quick, rows_of, start
+from tests.lifecycle.helpers import dead_run, rows_of, start
 
 SUCCESS = [(0, "clean"), (10, "max heartbeats"), (13, "not in progress")]
 FAILURE = [
@@ -37,10 +37,27 @@ def test_a_success_exit_ends_the_row_and_counts_no_attempt(make_match, ctx, code
     assert ctx["barriers"].attempts(match.id) == 0
 
 
-def test_a_clean_return_none_from_the_body_is_a_success(make_match, ctx):
-    match = make_match(listener_start_settings=quick(listener_test_exit_code=0))
+@pytest.mark.parametrize(
+    ("body", "code", "reason", "success"),
+    [
+        ("ReturnsNone", 0, "clean", True),
+        ("ExitsNone", 0, "clean", True),
+        ("ExitsThree", 3, "unexpected exit 3", False),
+        ("ExitsWithMessage", 1, "unexpected exit 1: SystemExit(feed gone)", False),
+    ],
+    ids=["return-None", "SystemExit(None)", "SystemExit(3)", "SystemExit(msg)"],
+)
+def test_a_body_returning_none_or_raising_system_exit_closes_its_row_with_the_spec_outcome(
+    make_match, ctx, body, code, reason, success
+):
+    """0 / None is a SUCCESS; SystemExit(n) is exit n and SystemExit("msg") exit 1, both counted."""
+    match = make_match(listener_start_settings={"listener_body": f"tests.lifecycle.bodies:{body}"})
     result = start(match, **ctx)
-    assert result.success and result.exit_code == 0
+    assert result.success is success and result.exit_code == code
+    [row] = rows_of(match)
+    assert row.ended_at is not None and row.exit_code == code and row.exit_reason == reason
+    assert ctx["barriers"].attempts(match.id) == (0 if success else 1)
+    assert not ctx["barriers"].start_lock(match.id).locked()
 
 
 @pytest.mark.parametrize(

@@ -245,3 +245,101 @@ def test_an_unexpected_error_or_cancel_maps_to_its_exit_code(
     out = run_listener(_ctx(match, settings), timeout=10)
     assert out.code == code
     assert "boom" in out.listener.exit_reason or "KeyboardInterrupt" in out.listener.exit_reason
+
+
+class ExitNonePipeline(RaisingPipeline):
+    """``sys.exit()`` inside the default body's pipeline."""
+
+    def process(self, message: dict) -> None:
+        raise SystemExit(None)
+
+
+class ExitThreePipeline(RaisingPipeline):
+    def process(self, message: dict) -> None:
+        raise SystemExit(3)
+
+
+class ExitMessagePipeline(RaisingPipeline):
+    def process(self, message: dict) -> None:
+        raise SystemExit("feed gone")
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "code"),
+    [("ExitNonePipeline", 0), ("ExitThreePipeline", 3), ("ExitMessagePipeline", 1)],
+    ids=["SystemExit(None)-is-0", "SystemExit(3)-is-3", "SystemExit(msg)-is-1"],
+)
+def test_system_exit_in_the_default_body_maps_like_a_process_exit(
+    pipeline, code, sim, listener_settings, make_match
+):
+    game = _game(event_count=3)
+    match = make_match("mlb", sr_id=game.sr_id)
+    settings = listener_settings(
+        sportradar_base_url=sim([game]).base_url,
+        listener_pipeline=f"tests.listener.test_match_listener:{pipeline}",
+    )
+    out = run_listener(_ctx(match, settings), timeout=10)
+    assert out.code == code, out.listener.exit_reason
+
+
+def _feed_of(sr_id: str, *events: dict) -> bytes:
+    lines = [json.dumps(e) for e in events] + ['{"heartbeat":{"interval":5000}}'] * 3
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.mark.parametrize(
+    ("sources", "persist"),
+    [
+        ({"payload.game", "payload", "game", "top", "metadata"}, "delayed"),
+        ({"payload", "game", "top", "metadata"}, "wdelay"),
+        ({"game", "top", "metadata"}, "fdelay"),
+        ({"top", "metadata"}, "odelay"),
+        ({"metadata"}, "inprogress"),
+    ],
+    ids=[
+        "payload.game.status-first",
+        "then-payload.status",
+        "then-game.status",
+        "then-status",
+        "not-metadata",
+    ],
+)
+def test_the_stream_status_is_read_from_its_sources_in_the_spec_order(
+    sources, persist, raw_feed, listener_settings, make_match
+):
+    sr_id = str(uuid.uuid4())
+    match = make_match("mlb", sr_id=sr_id, status="inprogress")
+    event: dict = {
+        "payload": {"game": {"id": sr_id}, "event": {"id": "e1", "type": "pitch"}},
+        "metadata": {"match": f"sd:match:{sr_id}", "operation": "update"},
+    }
+    if "payload.game" in sources:
+        event["payload"]["game"]["status"] = "delayed"
+    if "payload" in sources:
+        event["payload"]["status"] = "wdelay"
+    if "game" in sources:
+        event["game"] = {"status": "fdelay"}
+    if "top" in sources:
+        event["status"] = "odelay"
+    if "metadata" in sources:
+        event["metadata"]["status"] = "suspended"
+    feed = raw_feed(_feed_of(sr_id, event))
+    settings = listener_settings(sportradar_base_url=feed.base_url, listener_reconnect_attempts=0)
+    run_listener(_ctx(match, settings), timeout=10)
+    assert Match.get_by_id(match.id).status == persist
+
+
+def test_complete_then_closed_on_the_stream_persists_closed(raw_feed, listener_settings, make_match):
+    sr_id = str(uuid.uuid4())
+    match = make_match("mlb", sr_id=sr_id, status="inprogress")
+
+    def event(n: int, status: str) -> dict:
+        return {
+            "payload": {"game": {"id": sr_id, "status": status}, "event": {"id": f"e{n}", "type": "pitch"}},
+            "metadata": {"match": f"sd:match:{sr_id}", "operation": "update"},
+        }
+
+    feed = raw_feed(_feed_of(sr_id, event(1, "complete"), event(2, "closed"), event(3, "complete")))
+    settings = listener_settings(sportradar_base_url=feed.base_url, listener_reconnect_attempts=0)
+    run_listener(_ctx(match, settings), timeout=10)
+    assert Match.get_by_id(match.id).status == "closed"

@@ -58,3 +58,44 @@ def test_schedule_refresh_is_scheduled_whenever_app_env_is_not_develop(app_env, 
     wanted = {"refresh_league_schedule", "refresh_daily_schedules", "refresh_weekly_schedules"}
     assert (wanted <= actors) is scheduled
     assert not (wanted & actors) or scheduled
+
+
+@pytest.mark.parametrize(
+    ("day", "expected"),
+    [
+        ("2024-08-01", (2024, 1)),  # off-season: week 1
+        ("2024-09-03", (2024, 1)),  # the Tuesday before the opener (Labor Day was 2 September)
+        ("2024-09-05", (2024, 1)),  # the opener
+        ("2024-09-09", (2024, 1)),  # Monday night of week 1
+        ("2024-09-10", (2024, 2)),  # Tuesday: week 2
+        ("2024-12-29", (2024, 17)),
+        ("2025-01-05", (2024, 18)),  # January belongs to the season that started in September
+        ("2025-02-09", (2024, 18)),  # playoffs: clamped to 18
+        ("2025-09-04", (2025, 1)),  # Labor Day 1 September 2025, opener 4 September
+        ("2025-09-09", (2025, 2)),
+        ("2026-09-10", (2026, 1)),  # Labor Day 7 September 2026
+    ],
+)
+def test_the_nfl_week_heuristic(day, expected):
+    from datetime import date
+
+    from listener.schedule import nfl_week
+
+    assert nfl_week(date.fromisoformat(day)) == expected
+
+
+@pytest.mark.parametrize(
+    ("league", "day", "year"),
+    [
+        ("mlb", "2025-01-10", 2025),
+        ("nhl", "2025-01-10", 2024),
+        ("nhl", "2025-10-10", 2025),
+        ("nfl", "2025-02-01", 2024),
+    ],
+)
+def test_the_season_year_of_a_league(league, day, year):
+    from datetime import date
+
+    from listener.schedule import season_year
+
+    assert season_year(league, date.fromisoformat(day)) == year

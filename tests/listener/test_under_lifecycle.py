@@ -90,3 +90,35 @@ def test_an_operator_stop_ends_the_default_body_with_15(sim, services, make_matc
     t.join(5)
     assert not t.is_alive() and time.monotonic() - t0 < 2.0
     assert results[0].exit_code == ExitCode.STOPPED
+
+
+@pytest.mark.parametrize("is_test", [False, True], ids=["live-no-row", "is_test-writes-its-row"])
+def test_a_dry_run_writes_no_row_except_for_is_test_and_a_live_one_still_writes_match_status(
+    is_test, sim, services, make_match, tmp_path
+):
+    """Decision: a dry run skips the lifecycle row only; a live match's status still follows the stream."""
+    from models import Match
+
+    settings, barriers, svc = services
+    game = GameScript(
+        sr_id=str(uuid.uuid4()), league="mlb", start_after=0.3, event_interval=0.03, event_count=8
+    )
+    server = sim([game])
+    match = make_match(
+        "mlb",
+        sr_id=game.sr_id,
+        is_test=is_test,
+        listener_start_settings={**_start_settings(server, tmp_path), "listener_dry_run": True},
+    )
+    result = lifecycle.start_match_listener(
+        str(match.id), None, False, message_id=None, settings=settings, barriers=barriers, services=svc
+    )
+    assert result.exit_code == ExitCode.NOT_IN_PROGRESS and result.success
+    rows = list(MatchListenerRecord.select().where(MatchListenerRecord.match == match.id))
+    if is_test:
+        [row] = rows
+        assert row.dry_run is True and row.exit_code == 13 and result.record_id == str(row.id)
+        assert Match.get_by_id(match.id).status == "closed"  # srsim's write, not the stream's
+    else:
+        assert rows == [] and result.record_id is None
+        assert Match.get_by_id(match.id).status == "complete"  # the stream's write, dry run or not

@@ -46,3 +46,127 @@ def test_a_recorded_match_is_cloned_into_an_is_test_match_and_a_replay_script(ma
 def test_cloning_an_unknown_match_is_not_found(db, tmp_path):
     with pytest.raises(MatchNotFound):
         clone_match("nope", data_dir=tmp_path)
+
+
+def _recorded(make_match, data_dir, events: int = 4):
+    source = make_match("mlb", sr_id=str(uuid.uuid4()), status="closed", title="HOU @ KC")
+    archive = EventArchive(archive_path(data_dir, "mlb", source.sr_id)).open()
+    for i in range(events):
+        archive.append(
+            {
+                "payload": {"game": {"id": source.sr_id, "status": "inprogress"}, "event": {"id": f"e{i}"}},
+                "metadata": {"match": f"sd:match:{source.sr_id}", "operation": "create"},
+            }
+        )
+    archive.close()
+    return source
+
+
+def _dispatchable(settings) -> set[str]:
+    from listener.start import find_upcoming_matches_needing_listeners
+
+    return set(
+        find_upcoming_matches_needing_listeners(
+            within_minutes=10,
+            is_test=True,
+            active_max_age_seconds=settings.listener_active_max_age_seconds,
+            stale_seconds=settings.listener_heartbeat_stale_seconds,
+        )
+    )
+
+
+def test_a_clone_stores_its_settings_and_bad_ones_are_refused_before_anything_is_written(
+    make_match, tmp_path
+):
+    from config.errors import ListenerStartSettingsError
+
+    source = _recorded(make_match, tmp_path)
+    clone, _, _ = clone_match(source.sr_id, data_dir=tmp_path, settings={"listener_force_exit_code": 11})
+    stored = Match.get_by_id(clone.id).listener_start_settings
+    assert stored["listener_force_exit_code"] == 11
+    assert Match.get_by_id(clone.id).start_settings_without_metadata() == {"listener_force_exit_code": 11}
+    before = Match.select().count()
+    with pytest.raises(ListenerStartSettingsError, match="no_such_setting"):
+        clone_match(source.sr_id, data_dir=tmp_path, settings={"no_such_setting": 1})
+    with pytest.raises(ListenerStartSettingsError, match="listener_force_exit_code"):
+        clone_match(source.sr_id, data_dir=tmp_path, settings={"listener_force_exit_code": "eleven"})
+    assert Match.select().count() == before
+
+
+def test_sim_clone_setting_on_the_command_line(make_match, tmp_path, test_env, monkeypatch):
+    from click.testing import CliRunner
+
+    from cli.main import cli
+
+    for key, value in {**test_env, "DATA_DIR": str(tmp_path)}.items():
+        monkeypatch.setenv(key, value)
+    source = _recorded(make_match, tmp_path)
+    runner = CliRunner()
+    ok = runner.invoke(
+        cli, ["sim", "clone", source.sr_id, "--setting", "listener_force_exit_code=11", "--json"]
+    )
+    assert ok.exit_code == 0, ok.output
+    out = json.loads(ok.output)
+    assert out["settings"] == {"listener_force_exit_code": 11}
+    assert Match.get_by_id(out["match_id"]).listener_start_settings["listener_force_exit_code"] == 11
+    for bad, word in (("nope=1", "nope"), ("listener_force_exit_code=x", "listener_force_exit_code")):
+        refused = runner.invoke(cli, ["sim", "clone", source.sr_id, "--setting", bad])
+        assert refused.exit_code == 1 and word in refused.output
+        assert len(refused.output.strip().splitlines()) == 1, refused.output
+
+
+def test_a_clone_is_served_by_a_running_srsim_without_a_restart_and_dispatchable_only_then(
+    make_match, tmp_path, settings
+):
+    import time
+
+    import requests
+
+    from srsim.server import SimServer
+    from srsim.status import StatusWriter
+
+    watch = tmp_path / "srsim"
+    other = SimServer([], heartbeat_seconds=0.1, watch_dir=None).start_background()  # not watching
+    writer = StatusWriter()
+    server = SimServer([], heartbeat_seconds=0.1, status_writer=writer, watch_dir=watch, watch_seconds=0.1)
+    server.start_background()
+    try:
+        source = _recorded(make_match, tmp_path)
+        clone, script, _ = clone_match(source.sr_id, data_dir=tmp_path, start_after=1, event_interval=0.1)
+        assert script.parent == watch
+        assert str(clone.id) not in _dispatchable(settings)  # not served yet: not dispatched
+
+        deadline = time.monotonic() + 30
+        while clone.sr_id not in writer.served and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert clone.sr_id in writer.served and clone.sr_id in server.sessions
+        assert clone.sr_id not in other.sessions
+        assert str(clone.id) in _dispatchable(settings)
+        row = Match.get_by_id(clone.id)
+        assert row.scheduled == server.sessions[clone.sr_id].scheduled
+        assert "srsim_unserved" not in row.listener_start_settings
+        url = f"{server.base_url}/mlb/trial/stream/en/events/subscribe?match=sd:match:{clone.sr_id}"
+        with requests.get(url, stream=True, timeout=5) as resp:
+            assert resp.status_code == 200
+    finally:
+        server.stop()
+        other.stop()
+        writer.close()
+
+
+def test_scripts_already_in_the_watched_directory_are_not_replayed(make_match, tmp_path):
+    import time
+
+    from srsim.server import SimServer
+
+    source = _recorded(make_match, tmp_path)
+    old, _, _ = clone_match(source.sr_id, data_dir=tmp_path)
+    server = SimServer([], watch_dir=tmp_path / "srsim", watch_seconds=0.05).start_background()
+    try:
+        new, _, _ = clone_match(source.sr_id, data_dir=tmp_path)
+        deadline = time.monotonic() + 30
+        while new.sr_id not in server.sessions and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert new.sr_id in server.sessions and old.sr_id not in server.sessions
+    finally:
+        server.stop()

@@ -1,0 +1,187 @@
+"""Failure reports against a local HTTP endpoint that receives sentry-sdk's envelopes.
+
+A real listener worker with SENTRY_DSN set: one event per failed attempt, fingerprinted by the
+internal match id and tagged with sr_id, exit code and attempt; successes and skips send
+nothing; the provider API key never appears in what is sent. Without a DSN sentry-sdk is never
+initialised.
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.server
+import json
+import threading
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from listener.dispatch import request_start
+from tests.lifecycle.conftest import wait_for
+from tests.lifecycle.helpers import live_row, quick, rows_of
+
+API_KEY = "test-api-key-never-printed"  # tests/conftest.py's SPORTRADAR_API_KEY
+
+
+def parse_envelope(body: bytes) -> list[tuple[dict[str, Any], bytes]]:
+    """``(item header, payload)`` of every item of a Sentry envelope."""
+    items = []
+    pos = body.index(b"\n") + 1
+    while pos < len(body):
+        end = body.find(b"\n", pos)
+        end = len(body) if end == -1 else end
+        line, pos = body[pos:end], end + 1
+        if not line.strip():
+            continue
+        header = json.loads(line)
+        if header.get("length") is not None:
+            payload, pos = body[pos : pos + header["length"]], pos + header["length"] + 1
+        else:
+            end = body.find(b"\n", pos)
+            end = len(body) if end == -1 else end
+            payload, pos = body[pos:end], end + 1
+        items.append((header, payload))
+    return items
+
+
+class SentryEndpoint:
+    """A tiny threaded HTTP server standing in for Sentry's ingest: keeps every envelope it gets."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        self._mu = threading.Lock()
+        endpoint = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                encoding = (self.headers.get("Content-Encoding") or "").lower()
+                if encoding == "gzip":
+                    raw = gzip.decompress(raw)
+                elif encoding == "deflate":
+                    raw = zlib.decompress(raw)
+                elif encoding == "br":
+                    import brotli  # only when sentry-sdk found it installed
+
+                    raw = brotli.decompress(raw)
+                with endpoint._mu:
+                    endpoint.bodies.append(raw)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def dsn(self) -> str:
+        return f"http://publickey@127.0.0.1:{self.server.server_address[1]}/1"
+
+    def events(self) -> list[dict[str, Any]]:
+        with self._mu:
+            bodies = list(self.bodies)
+        return [
+            json.loads(payload)
+            for body in bodies
+            for header, payload in parse_envelope(body)
+            if header.get("type") == "event"
+        ]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def sentry_endpoint() -> Iterator[SentryEndpoint]:
+    endpoint = SentryEndpoint()
+    yield endpoint
+    endpoint.close()
+
+
+@pytest.fixture
+def clean_broker(lifecycle_env):
+    yield
+    from models.barriers import connect_redis
+
+    client = connect_redis(lifecycle_env["BROKER_URL"])
+    for key in client.scan_iter(match=f"{lifecycle_env['BROKER_NAMESPACE']}:*"):
+        client.delete(key)
+
+
+def _tags(event: dict[str, Any]) -> dict[str, str]:
+    tags = event.get("tags") or {}
+    return dict(tags) if isinstance(tags, dict) else {k: v for k, v in tags}
+
+
+@pytest.mark.e2e
+def test_each_failed_attempt_is_one_event_fingerprinted_by_match_and_without_the_api_key(
+    make_match, lbarriers, start_worker, sentry_endpoint, clean_broker
+):
+    from actors.listeners import send_start
+
+    failing = make_match(listener_start_settings=quick(listener_force_exit_code=11))
+    fine = make_match(listener_start_settings=quick(listener_test_exit_code=0))
+    skipped = make_match()
+    live_row(skipped)
+
+    def start(match, **overrides) -> None:
+        message, note = request_start(
+            str(match.id), overrides=overrides or None, force=False, barriers=lbarriers, send=send_start
+        )
+        assert message is not None, note
+
+    # One thread: messages run in the order sent, and the reports leave in the order captured.
+    worker = start_worker(threads=1, env={"SENTRY_DSN": sentry_endpoint.dsn})
+    start(fine)
+    start(skipped)
+    # The API key rides in the message (an override), so the event would carry it unscrubbed.
+    start(failing, sportradar_api_key=API_KEY)
+    wait_for(lambda: len(sentry_endpoint.events()) >= 1, timeout=60)
+    wait_for(lambda: not lbarriers.is_pending(failing.id), timeout=30)
+    start(failing, sportradar_api_key=API_KEY)
+    wait_for(lambda: len(sentry_endpoint.events()) >= 2, timeout=60)
+
+    events = sentry_endpoint.events()
+    assert len(events) == 2, [e.get("message") or e.get("exception") for e in events]
+    for attempt, event in enumerate(events, start=1):
+        assert event["fingerprint"] == ["start_match_listener", str(failing.id)]
+        tags = _tags(event)
+        assert tags["sr_id"] == failing.sr_id and tags["exit_code"] == "11"
+        assert tags["attempt"] == str(attempt) and tags["match_id"] == str(failing.id)
+        assert event["exception"]["values"][-1]["type"] == "ListenerRunFailed"
+    assert [r.exit_code for r in rows_of(fine)] == [0] and rows_of(skipped)[0].ended_at is None
+    sent = b"".join(sentry_endpoint.bodies)
+    assert API_KEY.encode() not in sent
+    assert b"[Filtered]" in sent  # it was there, and replaced
+    assert "ListenerRunFailed" in worker.output()
+
+
+def test_without_a_dsn_sentry_is_never_initialised(lsettings):
+    import sentry_sdk
+
+    from actors.reporting import init_reporting
+
+    assert lsettings.sentry_dsn.get_secret_value() == ""
+    assert init_reporting(lsettings) is False
+    assert not sentry_sdk.get_client().is_active()
+
+
+def test_scrub_replaces_the_key_in_every_string_keys_included():
+    from actors.reporting import FILTERED, scrub
+
+    event = {
+        "extra": {"kwargs": {"overrides": {"sportradar_api_key": API_KEY}}},
+        API_KEY: [f"x{API_KEY}y", 3],
+    }
+    out = scrub(event, (API_KEY,))
+    assert API_KEY not in json.dumps(out)
+    assert out["extra"]["kwargs"]["overrides"]["sportradar_api_key"] == FILTERED
+    assert out[FILTERED] == [f"x{FILTERED}y", 3]

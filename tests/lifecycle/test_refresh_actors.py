@@ -1,0 +1,110 @@
+"""The three schedule refresh actors against srsim's schedule API, in process and on a real worker."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from listener.schedule import nfl_week, season_year
+from models import Match
+from srsim.script import GameScript
+from srsim.server import SimServer
+from tests.lifecycle.conftest import wait_for
+
+
+@pytest.fixture
+def srsim(db) -> Iterator[Callable[[list[GameScript]], SimServer]]:
+    servers: list[SimServer] = []
+
+    def start(games: list[GameScript]) -> SimServer:
+        server = SimServer(games, heartbeat_seconds=1.0).start_background()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def pointed_at(monkeypatch) -> Callable[[SimServer], None]:
+    """Point the actors' settings (read once per process) at an srsim server."""
+    import actors
+
+    def point(server: SimServer) -> None:
+        monkeypatch.setattr(
+            actors, "settings", actors.settings.model_copy(update={"sportradar_base_url": server.base_url})
+        )
+
+    return point
+
+
+def _game(league: str, **kw) -> GameScript:
+    return GameScript(sr_id=str(uuid.uuid4()), league=league, start_after=600, **kw)
+
+
+def test_refresh_daily_schedules_reads_today_and_tomorrow_of_mlb_and_nhl(srsim, pointed_at, make_match):
+    from actors.refresh import refresh_daily_schedules
+
+    mlb, nhl, nfl = _game("mlb"), _game("nhl"), _game("nfl")
+    server = srsim([mlb, nhl, nfl])
+    live = make_match("mlb", sr_id=mlb.sr_id, status="inprogress")
+    pointed_at(server)
+    out = refresh_daily_schedules.fn()
+    assert out == {"seen": {"mlb": 1, "nhl": 1}}
+    assert Match.get(Match.sr_id == nhl.sr_id).status == "scheduled"
+    assert Match.get_by_id(live.id).status == "inprogress"  # freeze
+    assert not Match.select().where(Match.sr_id == nfl.sr_id).exists()
+    assert len(server.schedule_requests) == 4 and all("/games/" in p for p in server.schedule_requests)
+
+
+def test_refresh_weekly_schedules_asks_for_the_current_nfl_week_and_season(srsim, pointed_at, db):
+    from actors.refresh import refresh_weekly_schedules
+
+    year, week = nfl_week(datetime.now(UTC).date())
+    this_week, other_week = _game("nfl", week=week), _game("nfl", week=week % 18 + 1)
+    server = srsim([this_week, other_week])
+    pointed_at(server)
+    out = refresh_weekly_schedules.fn()
+    assert out == {"seen": {"nfl": 1}, "year": year, "week": week}
+    assert server.schedule_requests == [f"/nfl/trial/games/{year}/REG/{week}/schedule.json"]
+    assert Match.get(Match.sr_id == this_week.sr_id).league.name == "nfl"
+    assert not Match.select().where(Match.sr_id == other_week.sr_id).exists()
+
+
+def test_refresh_league_schedule_reads_the_active_season(srsim, pointed_at, db):
+    from actors.refresh import refresh_league_schedule
+
+    games = [_game("nhl", week=1), _game("nhl", week=2), _game("mlb")]
+    server = srsim(games)
+    pointed_at(server)
+    out = refresh_league_schedule.fn(league="nhl")
+    assert out == {"league": "nhl", "seen": 2, "created": 2, "updated": 0}
+    year = season_year("nhl", datetime.now(UTC).date())
+    assert server.schedule_requests == [f"/nhl/trial/games/{year}/REG/schedule.json"]
+    assert refresh_league_schedule.fn(league="nhl")["updated"] == 2
+
+
+@pytest.mark.e2e
+def test_the_refresh_actors_run_on_a_real_worker_against_srsim(srsim, start_worker, lifecycle_env):
+    from actors.refresh import refresh_daily_schedules, refresh_league_schedule, refresh_weekly_schedules
+
+    _, week = nfl_week(datetime.now(UTC).date())
+    daily, weekly, season = _game("mlb"), _game("nfl", week=week), _game("nhl")
+    server = srsim([daily, weekly, season])
+    start_worker(queues=("default",), threads=2, env={"SPORTRADAR_BASE_URL": server.base_url})
+    try:
+        refresh_daily_schedules.send()
+        refresh_weekly_schedules.send()
+        refresh_league_schedule.send(league="nhl")
+        ids = {daily.sr_id, weekly.sr_id, season.sr_id}
+        wait_for(lambda: Match.select().where(Match.sr_id.in_(ids)).count() == 3, timeout=60)
+    finally:
+        from models.barriers import connect_redis
+
+        client = connect_redis(lifecycle_env["BROKER_URL"])
+        for key in client.scan_iter(match=f"{lifecycle_env['BROKER_NAMESPACE']}:*"):
+            client.delete(key)
