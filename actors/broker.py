@@ -27,6 +27,7 @@ Rules:
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
@@ -57,6 +58,7 @@ def build_broker(settings: MatchListenerEnvironment) -> RedisBroker:
         heartbeat_timeout=int(settings.broker_heartbeat_timeout_seconds * 1000),
         maintenance_chance=settings.broker_maintenance_chance,
     )
+    broker.kickoff_url = settings.broker_url  # type: ignore[attr-defined]  # for broker_errors
     broker.add_middleware(CurrentMessage())
     broker.add_middleware(ScheduledTickMiddleware(skip_delay=settings.periodic_skip_delay_seconds))
     broker.add_middleware(LogContextMiddleware())
@@ -79,6 +81,14 @@ def setup_broker(settings: MatchListenerEnvironment) -> RedisBroker:
         statement_timeout_seconds=settings.database_statement_timeout_seconds,
     )
     return broker
+
+
+def broker_errors(broker: dramatiq.Broker) -> AbstractContextManager[None]:
+    """Redis errors of ``broker`` (sends, queue reads) as RedisUnavailable naming BROKER_URL."""
+    from models.barriers import redis_errors
+
+    url = getattr(broker, "kickoff_url", None) or "<unset>"
+    return redis_errors(url=url, setting="BROKER_URL", service="the Dramatiq broker (Redis)")
 
 
 def worker_hooks(broker: dramatiq.Broker) -> WorkerHooks | None:

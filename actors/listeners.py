@@ -17,7 +17,7 @@ from dramatiq.middleware import CurrentMessage
 
 from actors import reporting
 from actors.batch import enqueue_many
-from actors.broker import QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS, worker_hooks
+from actors.broker import QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS, broker_errors, worker_hooks
 from config.errors import KickoffError, ListenerRunFailed
 from config.settings import MatchListenerEnvironment
 from listener import cleanup, dispatch, lifecycle
@@ -115,12 +115,14 @@ def start_message(message: StartMessage) -> dramatiq.Message:
 
 def send_start(message: StartMessage) -> None:
     """Send one start_match_listener message with its pre-assigned message id."""
-    start_match_listener.broker.enqueue(start_message(message))
+    with broker_errors(start_match_listener.broker):
+        start_match_listener.broker.enqueue(start_message(message))
 
 
 def send_starts(messages: list[StartMessage]) -> None:
     """Send many start messages in one Redis round trip (the dispatch tick)."""
-    enqueue_many(start_match_listener.broker, [start_message(m) for m in messages])
+    with broker_errors(start_match_listener.broker):
+        enqueue_many(start_match_listener.broker, [start_message(m) for m in messages])
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)

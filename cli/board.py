@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 import click
 
+from cli.table import render_table
 from config.errors import KickoffError
 from listener.board import BoardEntry
 
@@ -47,18 +48,12 @@ def _cells(e: BoardEntry) -> list[str]:
 
 def render_board(entries: Sequence[BoardEntry]) -> list[str]:
     """A header row and one line per entry, columns padded to their widest cell."""
-    if not entries:
-        return ["no matches on the board"]
-    table = [[name for name, _ in COLUMNS], *(_cells(e) for e in entries)]
-    widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
-    lines = []
-    for row in table:
-        cells = [
-            cell.rjust(w) if right else cell.ljust(w)
-            for cell, w, (_, right) in zip(row[:-1], widths, COLUMNS, strict=False)
-        ]
-        lines.append("  ".join([*cells, row[-1]]).rstrip())
-    return lines
+    return render_table(
+        [name for name, _ in COLUMNS],
+        (_cells(e) for e in entries),
+        empty="no matches on the board",
+        right=[name for name, right in COLUMNS if right],
+    )
 
 
 def watch(draw: Callable[[], None], *, seconds: float) -> None:

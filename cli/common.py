@@ -1,4 +1,4 @@
-"""Shared CLI helpers: KEY=VALUE parsing, JSON output, match id arguments."""
+"""Shared CLI helpers: KEY=VALUE parsing, JSON output, --limit, match id arguments."""
 
 from __future__ import annotations
 
@@ -25,21 +25,50 @@ def parse_assignments(pairs: Iterable[str], *, option: str) -> dict[str, Any]:
     return out
 
 
-def echo_json(obj: Any) -> None:
-    """Print one JSON object on one line (for scripts)."""
+def echo_json(obj: dict[str, Any]) -> None:
+    """Print one JSON document, an object, on one line (for scripts); lists go under a key."""
+    if not isinstance(obj, dict):
+        raise TypeError(f"--json output must be one object, not {type(obj).__name__}")
     click.echo(json.dumps(obj, default=str, sort_keys=True))
 
 
+#: ``--limit N`` of every listing (the newest/first N rows; 0 is refused).
+LIMIT_OPTION = click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Show at most this many rows.",
+)
+
+
 class MatchIdType(click.ParamType):
-    """An internal Match.id (UUID); anything else is one clear line."""
+    """A match by its internal Match.id (UUID) or its sr_id; converts to the internal id.
+
+    An sr_id is looked up in the database (DATABASE_URL); an unknown one is one clear line.
+    """
 
     name = "MATCH_ID"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value).strip()
         try:
-            return str(uuid.UUID(str(value)))
+            return str(uuid.UUID(text))
         except ValueError:
-            self.fail(f"{value!r} is not a match id (the internal UUID, not the sr_id)", param, ctx)
+            pass
+        if not text:
+            self.fail("a match id or sr_id is required", param, ctx)
+        from cli.context import CliContext
+        from listener.start import match_id_for_sr_id
+
+        obj = ctx.find_object(CliContext) if ctx is not None else None
+        if obj is None:
+            self.fail(f"{text!r} is not a match id (UUID)", param, ctx)
+        obj.database()
+        found = match_id_for_sr_id(text)
+        if found is None:
+            self.fail(f"no match with id or sr_id {text!r}", param, ctx)
+        return found
 
 
 MATCH_ID = MatchIdType()

@@ -7,6 +7,7 @@ import click
 from cli.common import echo_json
 from cli.context import CliContext
 from models.migrate import migrate as apply_migrations
+from models.migrate import migration_status
 
 
 @click.group()
@@ -15,7 +16,9 @@ def db() -> None:
 
 
 @db.command()
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"database", "created_database", "applied": [...]}.'
+)
 @click.pass_obj
 def migrate(obj: CliContext, as_json: bool) -> None:
     """Create the database if missing and apply pending migrations.
@@ -39,3 +42,28 @@ def migrate(obj: CliContext, as_json: bool) -> None:
             click.echo(f"applied {mid}")
     else:
         click.echo(f"database {report.database} is up to date (nothing to apply)")
+
+
+@db.command("status")
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"database", "applied": [...], "pending": [...]}.'
+)
+@click.pass_obj
+def status(obj: CliContext, as_json: bool) -> None:
+    """Show applied and pending migrations: one line per migration; exit 1 when any is pending."""
+    report = migration_status(obj.settings.database_url)
+    if as_json:
+        echo_json(
+            {"database": report.database, "applied": list(report.applied), "pending": list(report.pending)}
+        )
+    else:
+        for mid in report.applied:
+            click.echo(f"applied  {mid}")
+        for mid in report.pending:
+            click.echo(f"pending  {mid}")
+        if report.pending:
+            click.echo(f"{len(report.pending)} pending: run kickoff db migrate")
+        else:
+            click.echo(f"database {report.database} is up to date")
+    if report.pending:
+        raise SystemExit(1)

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+from typing import Any
+
 import click
 
 from cli.common import echo_json, parse_assignments
 from cli.context import CliContext
 from config.errors import NotFound
+
+
+def check_actor_kwargs(actor_name: str, fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+    """Refuse keyword arguments the actor's function would not accept (one line naming them)."""
+    try:
+        inspect.signature(fn).bind(**kwargs)
+    except TypeError as exc:
+        raise click.BadParameter(f"{actor_name}: {exc}", param_hint="--kw") from exc
 
 
 @click.command("enqueue")
@@ -30,6 +42,9 @@ def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: boo
     dispatch_upcoming_match_listeners is a one-shot: within_minutes defaults to 0 (matches due
     now); --kw within_minutes=30 widens it, --kw within_minutes=null uses the scheduler's
     LISTENER_DISPATCH_WITHIN_MINUTES.
+
+    The keyword arguments are checked against the actor's signature before anything is sent.
+    Prints what was enqueued (actor, queue, message id).
     """
     import actors
 
@@ -38,6 +53,7 @@ def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: boo
     if actor_name not in broker.actors:
         raise NotFound(f"no actor named {actor_name!r}; known: {', '.join(sorted(broker.actors))}")
     actor = broker.get_actor(actor_name)
+    check_actor_kwargs(actor_name, actor.fn, kwargs)
     if actor_name == "dispatch_upcoming_match_listeners":
         from listener.dispatch import MANUAL_WITHIN_MINUTES
 
@@ -45,12 +61,12 @@ def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: boo
     if actor_name == "start_match_listener":
         from actors.listeners import send_start
         from listener.dispatch import request_start
-        from listener.start import load_match
+        from listener.start import load_match, validate_listener_settings
 
-        if "match_id" not in kwargs:
-            raise click.BadParameter(
-                "start_match_listener needs --kw match_id=<internal id>", param_hint="--kw"
-            )
+        overrides = kwargs.get("overrides")
+        if overrides is not None and not isinstance(overrides, dict):
+            raise click.BadParameter("overrides must be a JSON object", param_hint="--kw")
+        validate_listener_settings(overrides, source="--kw overrides")
         obj.database()
         match_id = str(load_match(str(kwargs["match_id"])).id)
         message, note = request_start(
@@ -62,7 +78,10 @@ def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: boo
         )
         message_id = message.message_id if message else None
     else:
-        sent = actor.send_with_options(kwargs=kwargs)
+        from actors.broker import broker_errors
+
+        with broker_errors(actor.broker):
+            sent = actor.send_with_options(kwargs=kwargs)
         message_id, note = (
             sent.message_id,
             f"enqueued {actor_name} as {sent.message_id} on {actor.queue_name}",

@@ -1,57 +1,95 @@
-"""``kickoff leagues``: add and list leagues (a disabled league's matches never get listeners)."""
+"""``kickoff leagues``: add, list, enable and disable leagues (disabled: no listener is started)."""
 
 from __future__ import annotations
 
 import click
-import peewee
 
-from cli.common import echo_json
+from cli.common import LIMIT_OPTION, echo_json
 from cli.context import CliContext
-from config.errors import KickoffError
-from models.db import database_errors
+from cli.table import echo_table
 
 
 @click.group("leagues")
 def leagues() -> None:
-    """Leagues by feed name (nfl, mlb, ...); only enabled leagues are dispatched."""
+    """Leagues by feed name (nfl, mlb, ...); only enabled leagues are dispatched.
+
+    A name is one archive directory ({DATA_DIR}/listener/NAME): letters, digits, '.', '_' and
+    '-', no leading dot; names are unique case-insensitively.
+    """
+
+
+def _league_dict(league: object) -> dict[str, object]:
+    return {"id": league.id, "name": league.name, "enabled": league.enabled}  # type: ignore[attr-defined]
 
 
 @leagues.command("add")
 @click.argument("name")
 @click.option("--disabled", is_flag=True, help="Create the league disabled (no dispatch).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"id", "name", "enabled"}.')
 @click.pass_obj
 def add(obj: CliContext, name: str, disabled: bool, as_json: bool) -> None:
-    """Add league NAME (the feed's league segment, e.g. nfl)."""
-    from models.league import League
+    """Add league NAME (the feed's league segment, e.g. nfl); prints what was added."""
+    from listener.leagues import InvalidLeagueName, add_league, check_league_name
 
-    obj.database()
     try:
-        with database_errors():
-            league = League.create(name=name, enabled=not disabled)
-    except peewee.IntegrityError as exc:
-        raise KickoffError(f"league {name!r} already exists") from exc
+        check_league_name(name)
+    except InvalidLeagueName as exc:
+        raise click.BadParameter(str(exc), param_hint="NAME") from exc
+    obj.database()
+    league = add_league(name, enabled=not disabled)
     if as_json:
-        echo_json({"id": league.id, "name": league.name, "enabled": league.enabled})
+        echo_json(_league_dict(league))
     else:
         click.echo(f"league {league.name} added ({'enabled' if league.enabled else 'disabled'})")
 
 
 @leagues.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@LIMIT_OPTION
+@click.option("--json", "as_json", is_flag=True, help='Print {"leagues": [{"id", "name", "enabled"}]}.')
 @click.pass_obj
-def list_(obj: CliContext, as_json: bool) -> None:
-    """List leagues and whether they are enabled."""
+def list_(obj: CliContext, limit: int, as_json: bool) -> None:
+    """List leagues by name: a table of name and enabled/disabled."""
+    from models.db import database_errors
     from models.league import League
 
     obj.database()
     with database_errors():
-        rows = [
-            {"id": lg.id, "name": lg.name, "enabled": lg.enabled}
-            for lg in League.select().order_by(League.name)
-        ]
+        rows = [_league_dict(lg) for lg in League.select().order_by(League.name).limit(limit)]
     if as_json:
         echo_json({"leagues": rows})
         return
-    for r in rows:
-        click.echo(f"{r['name']:<12} {'enabled' if r['enabled'] else 'disabled'}")
+    echo_table(
+        ["name", "state"],
+        ([r["name"], "enabled" if r["enabled"] else "disabled"] for r in rows),
+        empty="no leagues (kickoff leagues add NAME)",
+    )
+
+
+def _set_enabled(obj: CliContext, name: str, enabled: bool, as_json: bool) -> None:
+    from listener.leagues import set_league_enabled
+
+    obj.database()
+    league, before = set_league_enabled(name, enabled)
+    if as_json:
+        echo_json({**_league_dict(league), "was_enabled": before})
+    else:
+        state = "enabled" if enabled else "disabled"
+        click.echo(f"league {league.name} {state} (was {'enabled' if before else 'disabled'})")
+
+
+@leagues.command("enable")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help='Print {"id", "name", "enabled", "was_enabled"}.')
+@click.pass_obj
+def enable(obj: CliContext, name: str, as_json: bool) -> None:
+    """Enable league NAME: its matches are dispatched again; prints the new and old state."""
+    _set_enabled(obj, name, True, as_json)
+
+
+@leagues.command("disable")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help='Print {"id", "name", "enabled", "was_enabled"}.')
+@click.pass_obj
+def disable(obj: CliContext, name: str, as_json: bool) -> None:
+    """Disable league NAME: no new listener starts (running ones go on); prints the new and old state."""
+    _set_enabled(obj, name, False, as_json)

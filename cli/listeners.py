@@ -50,16 +50,24 @@ def listeners() -> None:
         " the scheduler's ticks use LISTENER_DISPATCH_WITHIN_MINUTES)."
     ),
 )
-@click.option("--test", "which", flag_value="test", help="Test clones only (as develop's scheduler).")
-@click.option("--live", "which", flag_value="live", help="Live matches only.")
+@click.option("--test", "test_only", is_flag=True, help="Test clones only (as develop's scheduler).")
+@click.option("--live", "live_only", is_flag=True, help="Live matches only (not with --test).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_obj
-def dispatch_cmd(obj: CliContext, within_minutes: int, which: str | None, as_json: bool) -> None:
-    """Run one dispatch now: enqueue a start for every match that needs a listener."""
+def dispatch_cmd(
+    obj: CliContext, within_minutes: int, test_only: bool, live_only: bool, as_json: bool
+) -> None:
+    """Run one dispatch now: enqueue a start for every match that needs a listener.
+
+    Prints the counts (enqueued, already pending, exhausted, abandoned) and each enqueued match.
+    """
     from listener.dispatch import dispatch_upcoming_match_listeners
 
+    if test_only and live_only:
+        raise click.UsageError("--test and --live contradict each other: give one or neither")
+
     obj.database()
-    is_test = {"test": True, "live": False}.get(which or "")
+    is_test = True if test_only else (False if live_only else None)
     result = dispatch_upcoming_match_listeners(
         within_minutes=within_minutes,
         is_test=is_test,
@@ -101,10 +109,10 @@ def dispatch_cmd(obj: CliContext, within_minutes: int, which: str | None, as_jso
 def start_cmd(obj: CliContext, match_id: str, force: bool, overrides: tuple[str, ...], as_json: bool) -> None:
     """Enqueue a start of MATCH_ID's listener on the match_listeners queue."""
     from listener.dispatch import request_start
-    from listener.start import load_match, validate_override_keys
+    from listener.start import load_match, validate_listener_settings
 
     parsed = parse_assignments(overrides, option="--override")
-    validate_override_keys(parsed, source="--override")
+    validate_listener_settings(parsed, source="--override")
     obj.database()
     load_match(match_id)
     message, note = request_start(

@@ -1,12 +1,16 @@
-"""The ``kickoff`` entry point: builds the context object and turns KickoffErrors into one line."""
+"""The ``kickoff`` entry point: builds the context object; the one top-level error handler.
+
+Every error ends as one line on stderr and exit 1 (2 for an unknown name, as click's usage
+errors); the traceback is printed only with ``-v``.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
+import traceback
 
 import click
-from pydantic import ValidationError
 
 from cli.amqp import amqp
 from cli.check import check
@@ -30,21 +34,37 @@ from config.errors import KickoffError, NotFound
 from config.settings import load_listener_settings
 
 
+def _fail(ctx: click.Context, line: str, code: int) -> None:
+    """Print ``line`` (the traceback first with -v) and exit with ``code``."""
+    if ctx.params.get("verbose"):
+        traceback.print_exc()
+    click.echo(f"Error: {line}", err=True)
+    sys.exit(code)
+
+
 class KickoffGroup(click.Group):
-    """A group whose commands report kickoff errors as one line instead of a traceback."""
+    """The root group: every error below it is one line on stderr, never a traceback (unless -v)."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            exc.ctx = None  # one line ("Error: ..."), not the usage block: `--help` shows that
+            raise
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
         except NotFound as exc:
-            click.echo(f"Error: {exc}", err=True)
-            sys.exit(2)
+            _fail(ctx, str(exc), 2)
         except KickoffError as exc:
-            raise click.ClickException(str(exc)) from exc
+            _fail(ctx, str(exc), 1)
+        except Exception as exc:  # a bug or an untranslated driver error: still one line
+            first = (str(exc).strip().splitlines() or [""])[0]
+            _fail(ctx, f"unexpected {type(exc).__name__}: {first} (run kickoff -v ... for the traceback)", 1)
+        return None
 
 
 @click.group(cls=KickoffGroup)
-@click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG level.")
+@click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG level; print the traceback of an error.")
 @click.version_option(package_name="kickoff")
 @click.pass_context
 def cli(ctx: click.Context, verbose: bool) -> None:
@@ -53,12 +73,9 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     Settings come from keyword options, then the environment, then .env at the repository
     root, then defaults (see `kickoff config show` and .env.example).
     """
-    try:
-        settings = load_listener_settings()
-    except ValidationError as exc:
-        raise click.ClickException(f"invalid settings: {exc}") from exc
+    settings = load_listener_settings()
     logging.basicConfig(
-        level=logging.DEBUG if verbose else getattr(logging, settings.log_level.upper(), 20),
+        level=logging.DEBUG if verbose else getattr(logging, settings.log_level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     # pika logs every connection step at INFO and a refused connection with a traceback;

@@ -6,7 +6,7 @@ import click
 
 from cli.common import MATCH_ID, echo_json, parse_assignments
 from cli.context import CliContext
-from config.errors import KickoffError, LeagueNotFound
+from config.errors import KickoffError
 from models.db import database_errors
 
 
@@ -48,8 +48,8 @@ def add(
     import peewee
 
     from config.clock import parse_iso8601
+    from listener.leagues import get_league
     from listener.start import validate_listener_settings
-    from models.league import League
     from models.match import Match
     from models.status import normalise
 
@@ -59,10 +59,8 @@ def add(
     per_match = parse_assignments(settings_, option="--setting")
     validate_listener_settings(per_match, source="--setting")
     obj.database()
+    lg = get_league(league)
     with database_errors():
-        lg = League.get_or_none(League.name == league)
-        if lg is None:
-            raise LeagueNotFound(f"no league named {league!r} (kickoff leagues add {league})")
         try:
             match = Match.create(
                 league=lg,

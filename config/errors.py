@@ -56,6 +56,10 @@ class BrokerUnavailable(ServiceUnavailable):
     """Raised when RabbitMQ refuses or does not answer a connection."""
 
 
+class DatabaseNotMigrated(KickoffError):
+    """Raised when PostgreSQL answers but kickoff's tables are missing: run ``kickoff db migrate``."""
+
+
 class MigrationError(KickoffError):
     """Raised when the schema migrations cannot be applied."""
 

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from config.errors import ConfigurationError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ENV_FILE = REPO_ROOT / ".env"
@@ -40,6 +42,27 @@ def mask_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+#: The URL schemes each service setting accepts.
+URL_SCHEMES: dict[str, tuple[str, ...]] = {
+    "database_url": ("postgresql", "postgres"),
+    "redis_url": ("redis", "rediss", "unix"),
+    "broker_url": ("redis", "rediss", "unix"),
+    "amqp_url": ("amqp", "amqps"),
+}
+
+
+def check_url_scheme(url: str, schemes: tuple[str, ...]) -> None:
+    """Raise ValueError unless ``url`` is ``scheme://...`` with one of ``schemes`` and a host or path."""
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ValueError(f"not a URL: {exc}") from exc
+    if parts.scheme.lower() not in schemes or not (parts.netloc or parts.path):
+        raise ValueError(f"expected a {schemes[0]}:// URL, got {mask_url(url)!r}")
+
+
 class BaseEnvironment(BaseSettings):
     """Settings shared by every kickoff process."""
 
@@ -49,6 +72,8 @@ class BaseEnvironment(BaseSettings):
         extra="ignore",
         case_sensitive=False,
         validate_default=True,
+        # ``NAME=`` (as .env.example writes an unset optional setting) means unset: the default.
+        env_ignore_empty=True,
     )
 
     database_url: str = Field(
@@ -85,7 +110,9 @@ class BaseEnvironment(BaseSettings):
         SecretStr(""),
         description="Sentry DSN of failure reports (one event per failed listener attempt); empty: none.",
     )
-    log_level: str = Field("INFO", description="Log level of kickoff's loggers.")
+    log_level: str = Field(
+        "INFO", description="Log level of kickoff's loggers: DEBUG | INFO | WARNING | ERROR | CRITICAL."
+    )
     database_connect_timeout_seconds: float = Field(
         10.0, ge=0, description="PostgreSQL connect timeout (0: none)."
     )
@@ -180,6 +207,20 @@ class BaseEnvironment(BaseSettings):
     job_run_event_debounce_seconds: float = Field(
         60.0, gt=0, description="Default debounce window of event-triggered runs (job@key@window)."
     )
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_log_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {value!r} (one of {', '.join(LOG_LEVELS)})")
+        return level
+
+    @field_validator("database_url", "redis_url", "broker_url", "amqp_url")
+    @classmethod
+    def _known_url_scheme(cls, value: str, info: ValidationInfo) -> str:
+        check_url_scheme(value, URL_SCHEMES[info.field_name or ""])
+        return value
 
     @field_validator("job_catalog_path")
     @classmethod
@@ -385,11 +426,29 @@ def env_example() -> str:
     return "\n".join(lines)
 
 
+def describe_settings_error(exc: ValidationError) -> str:
+    """One line naming the first invalid setting (as its environment variable) and why."""
+    first = exc.errors()[0]
+    name = ".".join(str(p) for p in first.get("loc", ())) or "?"
+    msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"invalid setting {name.upper()}: {msg}{more}"
+
+
 def load_settings(**overrides: Any) -> BaseEnvironment:
-    """Read BaseEnvironment once at process start; keyword arguments win over everything."""
-    return BaseEnvironment(**overrides)
+    """Read BaseEnvironment once at process start; keyword arguments win over everything.
+
+    An invalid value raises ConfigurationError naming the setting (one line).
+    """
+    try:
+        return BaseEnvironment(**overrides)
+    except ValidationError as exc:
+        raise ConfigurationError(describe_settings_error(exc)) from exc
 
 
 def load_listener_settings(**overrides: Any) -> MatchListenerEnvironment:
-    """Read MatchListenerEnvironment once; keyword arguments win over everything."""
-    return MatchListenerEnvironment(**overrides)
+    """Read MatchListenerEnvironment once; keyword arguments win over everything (see load_settings)."""
+    try:
+        return MatchListenerEnvironment(**overrides)
+    except ValidationError as exc:
+        raise ConfigurationError(describe_settings_error(exc)) from exc

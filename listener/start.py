@@ -130,6 +130,12 @@ def find_candidates(
 
 # -- settings merge -------------------------------------------------------------------
 
+#: Settings a worker process reads once (its services); a start override or a per-match
+#: setting cannot change them, so the edge refuses them instead of storing a no-op.
+PROCESS_SETTINGS = frozenset(
+    {"database_url", "redis_url", "redis_key_prefix", "broker_url", "broker_namespace", "amqp_url"}
+)
+
 
 def validate_override_keys(overrides: dict[str, Any] | None, *, source: str = "overrides") -> None:
     """Refuse keys that are not MatchListenerEnvironment fields (ListenerStartSettingsError)."""
@@ -146,6 +152,11 @@ def validate_listener_settings(settings: dict[str, Any] | None, *, source: str) 
     validate_override_keys(settings, source=source)
     if not settings:
         return
+    fixed = sorted(set(settings) & PROCESS_SETTINGS)
+    if fixed:
+        raise ListenerStartSettingsError(
+            f"invalid listener setting in {source}: {fixed[0]}: a process setting, not one of a single run"
+        )
     try:
         MatchListenerEnvironment(_env_file=None, **settings)
     except ValidationError as exc:
@@ -220,6 +231,13 @@ def load_match(match_id: str) -> Match:
             return Match.select(Match, League).join(League).where(Match.id == uuid.UUID(match_id)).get()
     except (Match.DoesNotExist, ValueError) as exc:
         raise MatchNotFound(f"no match with id {match_id}") from exc
+
+
+def match_id_for_sr_id(sr_id: str) -> str | None:
+    """The internal id of the match whose sr_id is ``sr_id``, or None."""
+    with database_errors():
+        row = Match.select(Match.id).where(Match.sr_id == sr_id).first()
+    return str(row.id) if row else None
 
 
 def run_match_listener(

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
 import redis
@@ -76,21 +77,29 @@ def connect_redis(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10)
 
 
+@contextmanager
+def redis_errors(*, url: str, setting: str = "REDIS_URL", service: str = "Redis") -> Iterator[None]:
+    """The one boundary of the Redis driver: a refused or timed-out command becomes RedisUnavailable.
+
+    ``setting`` names what an operator should look at: REDIS_URL for kickoff's keys, BROKER_URL
+    for Dramatiq's broker (sends, queue depths, worker heartbeats).
+    """
+    try:
+        yield
+    except (LockNotOwnedError, LockError) as exc:
+        raise LockNotOwned(str(exc)) from exc
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise RedisUnavailable(
+            service=service, setting=setting, address=mask_url(url), reason=str(exc) or type(exc).__name__
+        ) from exc
+
+
 def _translate(url_of: Callable[[Any], str]) -> Callable[[Callable[P, R]], Callable[P, R]]:
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            try:
+            with redis_errors(url=url_of(args[0])):
                 return fn(*args, **kwargs)
-            except (LockNotOwnedError, LockError) as exc:
-                raise LockNotOwned(str(exc)) from exc
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                raise RedisUnavailable(
-                    service="Redis",
-                    setting="REDIS_URL",
-                    address=mask_url(url_of(args[0])),
-                    reason=str(exc) or type(exc).__name__,
-                ) from exc
 
         return wrapper
 

@@ -1,7 +1,10 @@
 """The process-wide database handle: a Peewee proxy initialised once at boot.
 
 ``init_database`` binds the proxy to PostgreSQL; nothing connects at import time.
-``database_errors`` translates psycopg2/Peewee connection failures into DatabaseUnavailable.
+``database_errors`` is the one boundary of the PostgreSQL driver: a failed or lost connection
+becomes DatabaseUnavailable, a missing table DatabaseNotMigrated. The database object applies it
+to every connect and statement, so code above it sees kickoff errors only (and peewee's
+IntegrityError, which callers turn into their own "already exists").
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from contextlib import contextmanager
 import peewee
 from playhouse.postgres_ext import PostgresqlExtDatabase
 
-from config.errors import DatabaseUnavailable
+from config.errors import DatabaseNotMigrated, DatabaseUnavailable
 from config.settings import mask_url
 
 database = peewee.DatabaseProxy()
@@ -56,6 +59,22 @@ def connection_limits(
     return out
 
 
+class KickoffDatabase(PostgresqlExtDatabase):
+    """PostgreSQL whose connects and statements raise kickoff errors (``database_errors``)."""
+
+    def connect(self, reuse_if_open: bool = False) -> bool:
+        with database_errors():
+            return super().connect(reuse_if_open=reuse_if_open)
+
+    def execute_sql(self, sql: str, params: object = None, named_cursor: object = None) -> object:
+        with database_errors():
+            return super().execute_sql(sql, params, named_cursor=named_cursor)
+
+
+#: SQLSTATE of "relation does not exist" / "column does not exist": a schema behind the code.
+_UNDEFINED = {"42P01", "42703"}
+
+
 def init_database(
     url: str,
     *,
@@ -74,7 +93,7 @@ def init_database(
         connect_timeout_seconds=connect_timeout_seconds,
         statement_timeout_seconds=statement_timeout_seconds,
     )
-    db = PostgresqlExtDatabase(name, autoconnect=True, thread_safe=True, **kwargs)
+    db = KickoffDatabase(name, autoconnect=True, thread_safe=True, **kwargs)
     database.initialize(db)
     _bound_url = url
     return db
@@ -90,10 +109,17 @@ def database_errors(url: str | None = None) -> Iterator[None]:
     """Translate a failed or lost connection into DatabaseUnavailable naming DATABASE_URL."""
     try:
         yield
+    except peewee.ProgrammingError as exc:
+        if getattr(getattr(exc, "orig", None), "pgcode", None) in _UNDEFINED:
+            raise DatabaseNotMigrated(
+                "database not migrated: run kickoff db migrate "
+                f"(DATABASE_URL={mask_url(url or _bound_url or '<unset>')})"
+            ) from exc
+        raise
     except (peewee.OperationalError, peewee.InterfaceError) as exc:
         address = mask_url(url or _bound_url or "<unset>")
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if "does not exist" in reason:
+        if "database" in reason and "does not exist" in reason:
             reason += " (run `kickoff db migrate` to create it)"
         raise DatabaseUnavailable(
             service="PostgreSQL", setting="DATABASE_URL", address=address, reason=reason

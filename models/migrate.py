@@ -95,3 +95,36 @@ def migrate(url: str) -> MigrationReport:
     finally:
         backend.connection.close()
     return MigrationReport(database=name, created_database=created, applied=applied, already_applied=done)
+
+
+@dataclass(frozen=True)
+class MigrationStatus:
+    """Which migrations the database at DATABASE_URL has applied and which are pending."""
+
+    database: str
+    applied: tuple[str, ...]
+    pending: tuple[str, ...]
+
+
+def migration_status(url: str) -> MigrationStatus:
+    """Read applied and pending migrations (nothing is changed; the database must exist)."""
+    name, _ = connect_kwargs_from_url(url)
+    try:
+        backend = get_backend(url)
+    except psycopg2.OperationalError as exc:
+        raise _unavailable(url, exc) from exc
+    migrations = read_migrations(str(MIGRATIONS_DIR))
+    try:
+        pending = {m.id for m in backend.to_apply(migrations)}
+    except psycopg2.OperationalError as exc:
+        raise _unavailable(url, exc) from exc
+    except psycopg2.Error as exc:
+        raise MigrationError(f"cannot read the migrations of {name}: {exc}") from exc
+    finally:
+        backend.connection.close()
+    ids = [m.id for m in migrations]
+    return MigrationStatus(
+        database=name,
+        applied=tuple(i for i in ids if i not in pending),
+        pending=tuple(i for i in ids if i in pending),
+    )

@@ -80,3 +80,83 @@ def test_check_reports_every_service_ok_when_they_answer(subprocess_env, db, amq
     result = kickoff("check", "--json", env=subprocess_env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout)["ok"] is True
+
+
+def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode != 0, result.stdout
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def unmigrated_env(subprocess_env):
+    """A database that exists but was never migrated."""
+    import psycopg2
+
+    name = f"kickoff_bare_{uuid.uuid4().hex[:8]}"
+    conn = psycopg2.connect("postgresql://postgres@127.0.0.1:5432/postgres")
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    conn.close()
+    url = f"postgresql://postgres@127.0.0.1:5432/{name}"
+    yield dict(subprocess_env, DATABASE_URL=url)
+    drop_database(url)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("leagues", "list"), ("matches", "list"), ("listeners", "status"), ("leagues", "add", "nfl")],
+    ids=["leagues-list", "matches-list", "listeners-status", "leagues-add"],
+)
+def test_a_database_never_migrated_says_so_in_one_line(unmigrated_env, args):
+    line = one_error_line(kickoff(*args, env=unmigrated_env))
+    assert line.startswith("Error: database not migrated: run kickoff db migrate")
+
+
+def test_db_status_lists_pending_then_applied_migrations(unmigrated_env):
+    before = kickoff("db", "status", "--json", env=unmigrated_env)
+    assert before.returncode == 1
+    report = json.loads(before.stdout)
+    assert report["applied"] == [] and report["pending"][0] == "0001_foundation"
+    assert "0006_league_name_ci" in report["pending"]
+    assert kickoff("db", "migrate", env=unmigrated_env).returncode == 0
+    after = kickoff("db", "status", env=unmigrated_env)
+    assert after.returncode == 0 and "applied  0006_league_name_ci" in after.stdout
+    assert "up to date" in after.stdout
+
+
+def test_an_unknown_role_is_not_told_to_migrate(subprocess_env):
+    env = dict(subprocess_env, DATABASE_URL="postgresql://nosuchrole@127.0.0.1:5432/postgres")
+    line = one_error_line(kickoff("leagues", "list", env=env))
+    assert "DATABASE_URL=" in line and 'role "nosuchrole" does not exist' in line
+    assert "migrate" not in line
+
+
+@pytest.mark.parametrize("url", ["notaurl", "mysql://root@127.0.0.1/kickoff"])
+def test_a_database_url_that_is_not_postgresql_is_one_line(subprocess_env, url):
+    for args in (("db", "migrate"), ("matches", "list")):
+        line = one_error_line(kickoff(*args, env=dict(subprocess_env, DATABASE_URL=url)))
+        assert "invalid setting DATABASE_URL: expected a postgresql:// URL" in line
+
+
+def test_an_unreachable_broker_on_enqueue_and_start_is_one_line_naming_broker_url(subprocess_env, db):
+    env = dict(subprocess_env, BROKER_URL="redis://127.0.0.1:1/0")
+    line = one_error_line(kickoff("enqueue", "sweep_stale_match_listeners", env=env))
+    assert "BROKER_URL=redis://127.0.0.1:1/0" in line
+    from models import League, Match
+
+    match = Match.create(
+        league=League.create(name="nfl"), sr_id="sr:match:broker", scheduled="2030-01-01T18:00:00+00:00"
+    )
+    line = one_error_line(kickoff("listeners", "start", str(match.id), env=env))
+    assert "BROKER_URL=redis://127.0.0.1:1/0" in line
+
+
+def test_verbose_prints_the_traceback_too(subprocess_env):
+    env = dict(subprocess_env, BROKER_URL="redis://127.0.0.1:1/0")
+    result = kickoff("-v", "enqueue", "sweep_stale_match_listeners", env=env)
+    assert result.returncode == 1 and "Traceback" in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("Error: cannot reach")

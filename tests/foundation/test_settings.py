@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -140,3 +141,46 @@ def test_the_default_job_catalog_is_the_shipped_file_wherever_kickoff_is_checked
 def test_an_absolute_job_catalog_path_is_kept(clean_env, tmp_path):
     s = MatchListenerEnvironment(_env_file=None, job_catalog_path=tmp_path / "jobs.yaml")
     assert s.job_catalog_path == tmp_path / "jobs.yaml"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("LOG_LEVEL", "LOUD", "invalid setting LOG_LEVEL: unknown log level 'LOUD'"),
+        ("DATABASE_URL", "notaurl", "invalid setting DATABASE_URL: expected a postgresql:// URL"),
+        ("DATABASE_URL", "mysql://root@db/kickoff", "invalid setting DATABASE_URL: expected a postgresql://"),
+        ("REDIS_URL", "http://127.0.0.1:6379/0", "invalid setting REDIS_URL: expected a redis:// URL"),
+        ("BROKER_URL", "amqp://127.0.0.1/", "invalid setting BROKER_URL: expected a redis:// URL"),
+        ("AMQP_URL", "redis://127.0.0.1/0", "invalid setting AMQP_URL: expected a amqp:// URL"),
+    ],
+)
+def test_a_bad_log_level_or_url_scheme_is_one_line_naming_the_setting(clean_env, name, value, says):
+    clean_env.setenv(name, value)
+    result = CliRunner().invoke(cli, ["config", "show"])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [f"Error: {result.output.strip()[7:]}"]
+    assert says in result.output and "Traceback" not in result.output
+
+
+def test_log_level_is_case_insensitive(clean_env):
+    assert MatchListenerEnvironment(_env_file=None, log_level="debug").log_level == "DEBUG"
+
+
+def test_the_env_example_copied_to_env_works_and_empty_means_unset(clean_env, tmp_path, monkeypatch):
+    copied = tmp_path / ".env"
+    copied.write_text((REPO_ROOT / ".env.example").read_text())
+    assert "\nLISTENER_TEST_DURATION_SECONDS=\n" in copied.read_text()
+    settings = MatchListenerEnvironment(_env_file=copied)
+    assert settings.listener_test_duration_seconds is None
+    assert settings.listener_force_exit_code is None
+    assert settings.sentry_dsn.get_secret_value() == ""
+    for cls in (BaseEnvironment, MatchListenerEnvironment):
+        monkeypatch.setitem(cls.model_config, "env_file", copied)
+    result = CliRunner().invoke(cli, ["config", "show", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["listener_test_duration_seconds"] is None
+
+
+def test_an_empty_environment_variable_means_unset(clean_env):
+    clean_env.setenv("LISTENER_HEARTBEAT_INTERVAL_SECONDS", "")
+    assert MatchListenerEnvironment(_env_file=None).listener_heartbeat_interval_seconds == 30

@@ -220,3 +220,32 @@ def start_worker(
     yield start
     for worker in workers:
         worker.close()
+
+
+@pytest.fixture
+def kick(db, redis_client, lifecycle_env):
+    """Run the kickoff CLI in process on this run's services: ``kick(*args, code=0)``."""
+    from click.testing import CliRunner
+
+    from cli.main import cli
+
+    runner = CliRunner()
+
+    def run(*args: str, code: int = 0):
+        result = runner.invoke(cli, list(args), catch_exceptions=False)
+        assert result.exit_code == code, result.output
+        return result
+
+    return run
+
+
+@pytest.fixture
+def broker_queues(lifecycle_env):
+    """``broker_queues(queue)``: messages waiting on a Dramatiq queue of this run's namespace."""
+    from models.barriers import connect_redis
+
+    client = connect_redis(lifecycle_env["BROKER_URL"])
+    ns = lifecycle_env["BROKER_NAMESPACE"]
+    yield lambda q: client.hlen(f"{ns}:{q}.msgs")
+    for key in client.scan_iter(match=f"{ns}:*"):
+        client.delete(key)

@@ -6,9 +6,7 @@ import json
 import uuid
 
 import pytest
-from click.testing import CliRunner
 
-from cli.main import cli
 from tests.lifecycle.helpers import dead_run, reload, rows_of
 
 STATUS_KEYS = {
@@ -28,33 +26,6 @@ STATUS_KEYS = {
     "host",
     "pid",
 }
-
-
-@pytest.fixture
-def kick(db, redis_client, lifecycle_env):
-    runner = CliRunner()
-
-    def run(*args: str, code: int = 0):
-        result = runner.invoke(cli, list(args), catch_exceptions=False)
-        assert result.exit_code == code, result.output
-        return result
-
-    return run
-
-
-def queue_size(client, namespace: str, queue: str) -> int:
-    return client.hlen(f"{namespace}:{queue}.msgs")
-
-
-@pytest.fixture
-def broker_queues(lifecycle_env):
-    from models.barriers import connect_redis
-
-    client = connect_redis(lifecycle_env["BROKER_URL"])
-    ns = lifecycle_env["BROKER_NAMESPACE"]
-    yield lambda q: queue_size(client, ns, q)
-    for key in client.scan_iter(match=f"{ns}:*"):
-        client.delete(key)
 
 
 def test_leagues_add_prints_what_it_did_and_list_shows_it(kick):
@@ -127,9 +98,12 @@ def test_an_unknown_match_id_is_one_clear_line_and_exit_2(kick, args):
     assert missing in out.output and len(out.output.strip().splitlines()) == 1
 
 
-def test_a_malformed_match_id_is_exit_2(kick):
-    out = kick("listeners", "stop", "sr:match:1", code=2)
-    assert "not a match id" in out.output
+def test_an_unknown_sr_id_is_exit_2_and_a_known_one_names_the_match(kick, make_match):
+    out = kick("listeners", "stop", "sr:match:nope", code=2)
+    assert "no match with id or sr_id 'sr:match:nope'" in out.output
+    match = make_match(sr_id="sr:match:42")
+    listed = json.loads(kick("listeners", "status", "--match", "sr:match:42", "--json").output)
+    assert [m["match_id"] for m in listed["matches"]] == [str(match.id)]
 
 
 def test_listeners_dispatch_json_reports_counts_and_sends_starts(kick, make_match, broker_queues):

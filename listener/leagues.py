@@ -1,0 +1,64 @@
+"""League administration: names checked against the archive-path rule, unique case-insensitively."""
+
+from __future__ import annotations
+
+import peewee
+
+from config.errors import ArchivePathError, ConfigurationError, KickoffError, LeagueNotFound
+from listener.archive import safe_component
+from models.db import database_errors
+from models.league import League
+
+
+class InvalidLeagueName(ConfigurationError, ValueError):
+    """Raised when a league name cannot be an archive directory ({DATA_DIR}/listener/{league})."""
+
+
+def check_league_name(name: str) -> str:
+    """Return ``name`` when it is one safe archive path component as given, else raise InvalidLeagueName."""
+    try:
+        cleaned = safe_component(name, what="league")
+    except ArchivePathError as exc:
+        raise InvalidLeagueName(f"league name {name!r} is not allowed: {exc}") from exc
+    if cleaned != name:
+        raise InvalidLeagueName(
+            f"league name {name!r} is not allowed: use letters, digits, '.', '_' and '-' only"
+        )
+    return name
+
+
+def find_league(name: str) -> League | None:
+    """The league named ``name``, compared case-insensitively, or None."""
+    with database_errors():
+        return League.get_or_none(peewee.fn.lower(League.name) == name.lower())
+
+
+def get_league(name: str) -> League:
+    """The league named ``name`` (case-insensitive), or LeagueNotFound naming the command to add it."""
+    league = find_league(name)
+    if league is None:
+        raise LeagueNotFound(f"no league named {name!r} (kickoff leagues add {name})")
+    return league
+
+
+def add_league(name: str, *, enabled: bool = True) -> League:
+    """Create league ``name``; refuses a bad name or one that exists in any case."""
+    check_league_name(name)
+    existing = find_league(name)
+    if existing is not None:
+        raise KickoffError(f"league {existing.name!r} already exists")
+    try:
+        with database_errors():
+            return League.create(name=name, enabled=enabled)
+    except peewee.IntegrityError as exc:
+        raise KickoffError(f"league {name!r} already exists") from exc
+
+
+def set_league_enabled(name: str, enabled: bool) -> tuple[League, bool]:
+    """Enable or disable league ``name``; returns the league and whether it was enabled before."""
+    league = get_league(name)
+    before = bool(league.enabled)
+    with database_errors():
+        League.update(enabled=enabled).where(League.id == league.id).execute()
+    league.enabled = enabled
+    return league, before
