@@ -38,6 +38,7 @@ from actors.middleware import (
     LogContextMiddleware,
     ScheduledTickMiddleware,
     WorkerHooks,
+    WorkerPresence,
 )
 from config.settings import MatchListenerEnvironment
 from models.db import init_database
@@ -64,6 +65,9 @@ def build_broker(settings: MatchListenerEnvironment) -> RedisBroker:
     broker.add_middleware(LogContextMiddleware())
     broker.add_middleware(DatabaseConnectionMiddleware())
     broker.add_middleware(WorkerHooks())
+    broker.add_middleware(
+        WorkerPresence(namespace=settings.broker_namespace, ttl_seconds=settings.worker_presence_ttl_seconds)
+    )
     for queue in QUEUES:
         broker.declare_queue(queue)
     return broker

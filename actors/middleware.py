@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -65,6 +67,49 @@ class LogContextFilter(logging.Filter):
 def current_log_context() -> str:
     """The ``actor:message_id`` of the message this thread processes, or ``-``."""
     return getattr(_context, "message", "-")
+
+
+class WorkerPresence(Middleware):
+    """Mark this worker process alive on each queue it consumes (models.presence), from boot to shutdown.
+
+    A daemon thread renews the mark every ``interval_seconds``; ``kickoff check`` counts the
+    marks younger than ``ttl_seconds`` per queue. A Redis error is logged and retried next time.
+    """
+
+    def __init__(self, *, namespace: str, ttl_seconds: float) -> None:
+        self.namespace = namespace
+        self.ttl_seconds = ttl_seconds
+        self.interval_seconds = max(0.5, ttl_seconds / 6)
+        self.member = f"{socket.gethostname()}:{os.getpid()}"
+        self.queues: list[str] = []
+        self._stop = threading.Event()
+
+    def after_worker_boot(self, broker: Any, worker: Any) -> None:
+        from models.presence import mark_alive
+
+        self.member = f"{socket.gethostname()}:{os.getpid()}"
+        self.queues = sorted(q for q in getattr(worker, "consumers", {}) if not q.endswith((".DQ", ".XQ")))
+
+        def renew() -> None:
+            while not self._stop.is_set():
+                try:
+                    mark_alive(
+                        broker.client, self.namespace, self.queues, self.member, ttl_seconds=self.ttl_seconds
+                    )
+                except Exception as exc:  # Redis down: the broker itself reports it; try again
+                    logger.warning("worker presence not renewed: %s", exc)
+                self._stop.wait(self.interval_seconds)
+
+        threading.Thread(target=renew, name="kickoff-worker-presence", daemon=True).start()
+
+    def before_worker_shutdown(self, broker: Any, worker: Any) -> None:
+        from models.presence import forget
+
+        self._stop.set()
+        try:
+            forget(broker.client, self.namespace, self.queues, self.member)
+        except Exception as exc:
+            logger.warning("worker presence not removed: %s", exc)
 
 
 class ScheduledTickMiddleware(PeriodiqMiddleware):

@@ -1,28 +1,46 @@
-"""``kickoff check``: ask each backing service for an answer and print one line per service."""
+"""``kickoff check``: what is wrong, service by service, and what to look at (one line per check)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
 import click
 
 from cli.common import echo_json
 from cli.context import CliContext
-from config.errors import ConfigurationError, ServiceUnavailable
+from config.errors import KickoffError
 from config.settings import mask_url
 
-
-def _check_database(obj: CliContext) -> None:
-    obj.database()
+OK, WARN, FAIL = "ok", "warn", "FAIL"
 
 
-def _check_redis(obj: CliContext) -> None:
-    obj.barriers.ping()
+@dataclass(frozen=True)
+class Check:
+    """One answer of ``kickoff check``: ok, warn (worth a look, exit 0) or FAIL (exit 1)."""
+
+    name: str
+    status: str
+    detail: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"name": self.name, "status": self.status, "detail": self.detail}
 
 
-def _check_broker(obj: CliContext) -> None:
-    from models.barriers import Barriers, connect_redis
+def _probe(name: str, ok_detail: str, fn: Callable[[], Any]) -> Check:
+    try:
+        fn()
+    except KickoffError as exc:
+        return Check(name, FAIL, str(exc))
+    return Check(name, OK, ok_detail)
 
-    settings = obj.settings
-    Barriers(connect_redis(settings.broker_url), prefix="", url=settings.broker_url).ping()
+
+def _broker_client(obj: CliContext) -> Any:
+    from models.barriers import connect_redis
+
+    return connect_redis(obj.settings.broker_url)
 
 
 def _check_rabbitmq(obj: CliContext) -> None:
@@ -34,38 +52,149 @@ def _check_rabbitmq(obj: CliContext) -> None:
             publisher.check_queue(queue)
 
 
-CHECKS = (
-    ("PostgreSQL", "DATABASE_URL", "database_url", _check_database),
-    ("Redis", "REDIS_URL", "redis_url", _check_redis),
-    ("Dramatiq broker", "BROKER_URL", "broker_url", _check_broker),
-    ("RabbitMQ", "AMQP_URL", "amqp_url", _check_rabbitmq),
-)
+def _check_broker(obj: CliContext) -> None:
+    from models.barriers import redis_errors
+
+    with redis_errors(
+        url=obj.settings.broker_url, setting="BROKER_URL", service="the Dramatiq broker (Redis)"
+    ):
+        _broker_client(obj).ping()
+
+
+def service_checks(obj: CliContext) -> list[Check]:
+    """Each backing service answers at its configured address (RabbitMQ: the outbox queues exist)."""
+    s = obj.settings
+    return [
+        _probe("PostgreSQL", f"at DATABASE_URL={mask_url(s.database_url)}", obj.database),
+        _probe("Redis", f"at REDIS_URL={mask_url(s.redis_url)}", lambda: obj.barriers),
+        _probe("Dramatiq broker", f"at BROKER_URL={mask_url(s.broker_url)}", lambda: _check_broker(obj)),
+        _probe("RabbitMQ", f"at AMQP_URL={mask_url(s.amqp_url)}", lambda: _check_rabbitmq(obj)),
+    ]
+
+
+def _migrations(obj: CliContext) -> Check:
+    from models.migrate import migration_status
+
+    try:
+        status = migration_status(obj.settings.database_url)
+    except KickoffError as exc:
+        return Check("migrations", FAIL, str(exc))
+    if status.pending:
+        return Check(
+            "migrations",
+            FAIL,
+            f"{len(status.pending)} pending ({', '.join(status.pending)}): run kickoff db migrate",
+        )
+    return Check("migrations", OK, f"all {len(status.applied)} applied")
+
+
+def _queues(obj: CliContext) -> Iterator[Check]:
+    from actors.broker import QUEUES
+    from models.barriers import redis_errors
+    from models.presence import queue_report
+
+    s = obj.settings
+    try:
+        with redis_errors(url=s.broker_url, setting="BROKER_URL", service="the Dramatiq broker (Redis)"):
+            client = _broker_client(obj)
+            reports = [
+                queue_report(client, s.broker_namespace, q, ttl_seconds=s.worker_presence_ttl_seconds)
+                for q in QUEUES
+            ]
+    except KickoffError as exc:
+        yield Check("workers", FAIL, f"not checked: {exc}")
+        return
+    for r in reports:
+        if r.workers:
+            yield Check(f"workers on {r.queue}", OK, f"{len(r.workers)} alive ({', '.join(r.workers)})")
+        else:
+            yield Check(
+                f"workers on {r.queue}", FAIL, f"no worker alive (dramatiq actors --queues {r.queue})"
+            )
+        status = WARN if r.dead else OK
+        dead = f", {r.dead} dead-lettered (kickoff dead-letters list)" if r.dead else ", 0 dead-lettered"
+        yield Check(f"queue {r.queue}", status, f"{r.waiting} waiting, {r.delayed} delayed{dead}")
+
+
+def _scheduler(obj: CliContext) -> Check:
+    from config.clock import utcnow
+
+    s = obj.settings
+    try:
+        client = obj.barriers.client
+        now = utcnow()
+        minutes = int(s.scheduler_alive_seconds // 60) + 1
+        for back in range(minutes + 1):
+            slot = (now - timedelta(minutes=back)).strftime("%Y%m%dT%H%M")
+            pattern = f"{s.redis_key_prefix}scheduler_tick_*_{slot}"
+            if next(iter(client.scan_iter(match=pattern, count=1000)), None) is not None:
+                ago = "this minute" if back == 0 else f"{back} min ago"
+                return Check("scheduler", OK, f"sent a tick {ago}")
+    except KickoffError as exc:
+        return Check("scheduler", FAIL, f"not checked: {exc}")
+    except Exception as exc:  # redis errors from scan_iter outside the barriers wrapper
+        return Check("scheduler", FAIL, f"not checked: cannot read REDIS_URL: {exc}")
+    return Check(
+        "scheduler",
+        FAIL,
+        f"no tick in the last {s.scheduler_alive_seconds:g} s (is `kickoff scheduler` running?)",
+    )
+
+
+def _feed(obj: CliContext) -> Check:
+    import requests
+
+    url = obj.settings.sportradar_base_url
+    try:
+        requests.get(url, timeout=5)
+    except requests.RequestException as exc:
+        reason = str(exc).splitlines()[0][:200]
+        return Check("feed", FAIL, f"cannot reach the feed at SPORTRADAR_BASE_URL={mask_url(url)}: {reason}")
+    return Check("feed", OK, f"answers at SPORTRADAR_BASE_URL={mask_url(url)}")
+
+
+def full_checks(obj: CliContext) -> list[Check]:
+    """Services, migrations, workers per queue, queue depths and dead letters, the scheduler, the feed."""
+    checks = service_checks(obj)
+    by_name = {c.name: c for c in checks}
+    if by_name["PostgreSQL"].status == OK:
+        checks.append(_migrations(obj))
+    checks.extend(_queues(obj))
+    if by_name["Redis"].status == OK:
+        checks.append(_scheduler(obj))
+    checks.append(_feed(obj))
+    return checks
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--services",
+    "services_only",
+    is_flag=True,
+    help="Only check that each service answers (as a deploy does first).",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"ok": bool, "checks": [{"name", "status", "detail"}]}.'
+)
 @click.pass_obj
-def check(obj: CliContext, as_json: bool) -> None:
-    """Check that PostgreSQL, Redis and RabbitMQ answer at the configured addresses.
+def check(obj: CliContext, services_only: bool, as_json: bool) -> None:
+    """Tell what is wrong: one line per check, "ok", "warn" or "FAIL" first; exit 1 on any FAIL.
 
-    For RabbitMQ it also checks that the outbox queues exist (`kickoff amqp setup`).
+    \b
+    PostgreSQL, Redis, the Dramatiq broker, RabbitMQ (and its outbox queues) answer;
+    migrations applied; a worker alive on each queue (default, match_listeners);
+    each queue's waiting, delayed and dead-lettered messages (dead letters: warn);
+    the scheduler sent a tick recently (SCHEDULER_ALIVE_SECONDS); the feed answers.
 
-    Prints one line per service; exits 1 when any does not answer.
+    Each failure names the setting to look at (DATABASE_URL, REDIS_URL, BROKER_URL, AMQP_URL,
+    SPORTRADAR_BASE_URL) or the command that fixes it.
     """
-    results: dict[str, str] = {}
-    failed = False
-    for service, setting, attr, probe in CHECKS:
-        try:
-            probe(obj)
-            results[service] = "ok"
-            line = f"ok    {service} at {setting}={mask_url(getattr(obj.settings, attr))}"
-        except (ServiceUnavailable, ConfigurationError) as exc:
-            failed = True
-            results[service] = str(exc)
-            line = f"FAIL  {exc}"
-        if not as_json:
-            click.echo(line)
+    checks = service_checks(obj) if services_only else full_checks(obj)
+    ok = all(c.status != FAIL for c in checks)
     if as_json:
-        echo_json({"ok": not failed, "services": results})
-    if failed:
+        echo_json({"ok": ok, "checks": [c.as_dict() for c in checks]})
+    else:
+        for c in checks:
+            click.echo(f"{c.status:<5} {c.name}: {c.detail}")
+    if not ok:
         raise SystemExit(1)

@@ -17,6 +17,7 @@ from cli.check import check
 from cli.config_cmd import config_group
 from cli.context import CliContext
 from cli.db import db
+from cli.dead_letters import dead_letters
 from cli.demo import demo
 from cli.enqueue import enqueue
 from cli.launcher import launcher
@@ -98,6 +99,7 @@ cli.add_command(leagues)
 cli.add_command(matches)
 cli.add_command(listeners)
 cli.add_command(enqueue)
+cli.add_command(dead_letters)
 cli.add_command(scheduler_command)
 cli.add_command(trigger)
 cli.add_command(outbox)

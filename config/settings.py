@@ -336,6 +336,16 @@ class MatchListenerEnvironment(BaseEnvironment):
     broker_maintenance_chance: int = Field(
         1000, ge=0, description="Dramatiq Redis broker: commands per million that run queue maintenance."
     )
+    worker_presence_ttl_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="A worker process not seen on its queues this long is not alive (kickoff check).",
+    )
+    scheduler_alive_seconds: float = Field(
+        150.0,
+        gt=0,
+        description="kickoff check: the scheduler is alive when it claimed a tick slot this recently.",
+    )
     periodic_skip_delay_seconds: float = Field(
         30.0, gt=0, description="A scheduled tick older than this when a worker takes it is skipped."
     )

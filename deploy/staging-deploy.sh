@@ -12,7 +12,7 @@
 #
 # The environment file is loaded first (`set -a; . file; set +a`): KICKOFF_ENV_FILE, else
 # /etc/kickoff/env when it exists; variables already set in the caller's environment are
-# overwritten by the file. `kickoff check` must pass before anything changes.
+# overwritten by the file. `kickoff check --services` must pass before anything changes.
 #
 # After the restart, one sweep with the normal threshold closes listeners whose holders are gone
 # as Abandoned (exit 14) and one dispatch starts every match that still needs a listener. The
@@ -48,7 +48,7 @@ run() {
 }
 
 echo "==> 1/6 check services"
-run "$KICKOFF" check
+run "$KICKOFF" check --services
 
 echo "==> 2/6 migrate"
 run "$KICKOFF" db migrate

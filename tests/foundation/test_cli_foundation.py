@@ -57,7 +57,7 @@ def test_a_bad_database_url_gives_one_line_naming_the_setting_and_address(subpro
 def test_a_redis_that_does_not_answer_gives_one_line_naming_the_setting(subprocess_env, db, amqp_vhost):
     assert kickoff("amqp", "setup", env=subprocess_env).returncode == 0
     env = dict(subprocess_env, REDIS_URL="redis://127.0.0.1:1/0")
-    result = kickoff("check", env=env)
+    result = kickoff("check", "--services", env=env)
     assert result.returncode == 1
     fails = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
     assert fails == [fails[0]] and "REDIS_URL=redis://127.0.0.1:1/0" in fails[0]
@@ -66,7 +66,7 @@ def test_a_redis_that_does_not_answer_gives_one_line_naming_the_setting(subproce
 
 def test_an_unreachable_rabbitmq_gives_one_line_naming_the_setting(subprocess_env, db):
     env = dict(subprocess_env, AMQP_URL="amqp://guest:secretpw@127.0.0.1:1/%2F")
-    result = kickoff("check", env=env)
+    result = kickoff("check", "--services", env=env)
     assert result.returncode == 1
     fails = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
     assert len(fails) == 1 and "AMQP_URL=amqp://guest:***@127.0.0.1:1/%2F" in fails[0]
@@ -77,7 +77,7 @@ def test_an_unreachable_rabbitmq_gives_one_line_naming_the_setting(subprocess_en
 def test_check_reports_every_service_ok_when_they_answer(subprocess_env, db, amqp_vhost):
     setup = kickoff("amqp", "setup", env=subprocess_env)
     assert setup.returncode == 0, setup.stderr
-    result = kickoff("check", "--json", env=subprocess_env)
+    result = kickoff("check", "--services", "--json", env=subprocess_env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout)["ok"] is True
 

@@ -78,7 +78,7 @@ def test_the_staging_deploy_dry_run_prints_check_sweep_without_zero_dispatch_and
     assert done.returncode == 0, done.stdout + done.stderr
     commands = [line[2:] for line in done.stdout.splitlines() if line.startswith("+ ")]
     assert commands == [
-        "kickoff check",
+        "kickoff check --services",
         "kickoff db migrate",
         "sh -c true",
         "kickoff listeners sweep",
@@ -139,7 +139,13 @@ def test_rerunning_the_staging_deploy_closes_no_healthy_listener(
         assert done.returncode == 0, out + done.stderr
         assert f"==> environment from {env_file}" in out
         kickoff = env["KICKOFF"]
-        steps = ["check", "db migrate", "listeners sweep", "listeners dispatch", "listeners status"]
+        steps = [
+            "check --services",
+            "db migrate",
+            "listeners sweep",
+            "listeners dispatch",
+            "listeners status",
+        ]
         lines = [f"+ {kickoff} {step}" for step in steps]
         lines.insert(2, "+ sh -c true")
         positions = [out.index(line + "\n") for line in lines]

@@ -1,0 +1,99 @@
+"""Dead-lettered Dramatiq messages (BROKER_URL): list them, send them again, purge them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import dramatiq
+
+from actors.broker import QUEUES, broker_errors
+from config.errors import NotFound
+from models import presence
+
+
+@dataclass(frozen=True)
+class RetryResult:
+    """A dead letter sent again: its old id, the new message id (None: a start already pending)."""
+
+    message_id: str
+    actor: str
+    new_message_id: str | None
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "message_id": self.message_id,
+            "actor": self.actor,
+            "new_message_id": self.new_message_id,
+            "detail": self.detail,
+        }
+
+
+def _namespace(broker: Any) -> str:
+    return str(broker.namespace)
+
+
+def list_dead(broker: Any, *, queue: str | None = None, limit: int = 100) -> list[presence.DeadMessage]:
+    """The newest dead letters of ``queue`` (every kickoff queue when None), at most ``limit``."""
+    out: list[presence.DeadMessage] = []
+    with broker_errors(broker):
+        for q in [queue] if queue else list(QUEUES):
+            out.extend(presence.dead_messages(broker.client, _namespace(broker), q, limit=limit))
+    out.sort(key=lambda m: m.dead_at, reverse=True)
+    return out[:limit]
+
+
+def _find(broker: Any, message_id: str) -> tuple[str, bytes]:
+    for q in QUEUES:
+        body = presence.dead_message_body(broker.client, _namespace(broker), q, message_id)
+        if body is not None:
+            return q, body
+    raise NotFound(f"no dead-lettered message {message_id} (kickoff dead-letters list)")
+
+
+def retry_dead(broker: Any, message_id: str, *, barriers: Any) -> RetryResult:
+    """Send a dead letter again as a new message on its queue, then drop the dead letter.
+
+    A start_match_listener goes through the start path (pending key, stored message id), so a
+    match already queued or running is not started twice.
+    """
+    with broker_errors(broker):
+        queue, body = _find(broker, message_id)
+        message = dramatiq.Message.decode(body)
+        kwargs = dict(message.kwargs or {})
+        if message.actor_name == "start_match_listener":
+            from actors.listeners import send_start
+            from listener.dispatch import request_start
+
+            sent, detail = request_start(
+                str(kwargs.get("match_id")),
+                overrides=kwargs.get("overrides"),
+                force=False,
+                barriers=barriers,
+                send=send_start,
+            )
+            new_id = sent.message_id if sent else None
+        else:
+            actor = broker.get_actor(message.actor_name)
+            again = actor.send_with_options(args=tuple(message.args or ()), kwargs=kwargs)
+            new_id, detail = (
+                again.message_id,
+                f"sent {message.actor_name} again as {again.message_id} on {queue}",
+            )
+        presence.drop_dead(broker.client, _namespace(broker), queue, [message_id])
+    return RetryResult(message_id=message_id, actor=message.actor_name, new_message_id=new_id, detail=detail)
+
+
+def purge_dead(broker: Any, *, message_ids: list[str] | None = None, queue: str | None = None) -> int:
+    """Delete the given dead letters (every one of ``queue``, or of every queue, when None); how many."""
+    removed = 0
+    with broker_errors(broker):
+        for q in [queue] if queue else list(QUEUES):
+            ids = (
+                message_ids
+                if message_ids is not None
+                else presence.all_dead_ids(broker.client, _namespace(broker), q)
+            )
+            removed += presence.drop_dead(broker.client, _namespace(broker), q, list(ids))
+    return removed

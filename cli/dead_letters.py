@@ -1,0 +1,96 @@
+"""``kickoff dead-letters``: list, retry and purge dead-lettered Dramatiq messages (BROKER_URL)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import click
+
+from cli.common import LIMIT_OPTION, echo_json
+from cli.context import CliContext
+from cli.table import echo_table
+
+QUEUE_CHOICE = click.Choice(["default", "match_listeners"])
+
+
+def _broker():
+    import actors
+
+    return actors.kickoff_broker
+
+
+@click.group("dead-letters")
+def dead_letters() -> None:
+    """Messages a worker gave up on (an actor raised; Dramatiq keeps them a week).
+
+    A failed listener run is dead-lettered by design (its failure is also recorded on its row).
+    """
+
+
+@dead_letters.command("list")
+@click.option("--queue", type=QUEUE_CHOICE, default=None, help="Only this queue.")
+@LIMIT_OPTION
+@click.option("--json", "as_json", is_flag=True, help='Print {"count", "messages": [{"message_id", ...}]}.')
+def list_cmd(queue: str | None, limit: int, as_json: bool) -> None:
+    """List dead letters, newest first: message id, queue, actor, when, kwargs."""
+    from actors.dead_letters import list_dead
+
+    rows = list_dead(_broker(), queue=queue, limit=limit)
+    if as_json:
+        echo_json({"count": len(rows), "messages": [m.as_dict() for m in rows]})
+        return
+    echo_table(
+        ["message_id", "queue", "actor", "dead_at", "kwargs"],
+        (
+            [
+                m.message_id,
+                m.queue,
+                m.actor,
+                datetime.fromtimestamp(m.dead_at, UTC).isoformat(timespec="seconds"),
+                ", ".join(f"{k}={v}" for k, v in sorted(m.kwargs.items())),
+            ]
+            for m in rows
+        ),
+        empty="no dead-lettered messages",
+    )
+
+
+@dead_letters.command("retry")
+@click.argument("message_ids", nargs=-1, required=True, metavar="MESSAGE_ID...")
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"retried": [{"message_id", "new_message_id", ...}]}.'
+)
+@click.pass_obj
+def retry_cmd(obj: CliContext, message_ids: tuple[str, ...], as_json: bool) -> None:
+    """Send each dead letter again as a new message and drop it; prints the new message ids.
+
+    A start_match_listener goes through the start path: no second start of a pending match.
+    """
+    from actors.dead_letters import retry_dead
+
+    broker = _broker()
+    obj.database()
+    results = [retry_dead(broker, mid, barriers=obj.barriers) for mid in message_ids]
+    if as_json:
+        echo_json({"retried": [r.as_dict() for r in results]})
+        return
+    for r in results:
+        click.echo(f"{r.message_id}: {r.detail}")
+
+
+@dead_letters.command("purge")
+@click.argument("message_ids", nargs=-1, metavar="[MESSAGE_ID...]")
+@click.option("--all", "purge_all", is_flag=True, help="Every dead letter (of --queue, or of every queue).")
+@click.option("--queue", type=QUEUE_CHOICE, default=None, help="With --all: only this queue.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"purged": N}.')
+def purge_cmd(message_ids: tuple[str, ...], purge_all: bool, queue: str | None, as_json: bool) -> None:
+    """Delete the given dead letters, or --all; prints how many were deleted."""
+    from actors.dead_letters import purge_dead
+
+    if bool(message_ids) == purge_all:
+        raise click.UsageError("give MESSAGE_ID... or --all (not both)")
+    removed = purge_dead(_broker(), message_ids=list(message_ids) if message_ids else None, queue=queue)
+    if as_json:
+        echo_json({"purged": removed})
+    else:
+        click.echo(f"purged {removed} dead-lettered message(s)")

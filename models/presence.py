@@ -1,0 +1,151 @@
+"""The Dramatiq broker's Redis (BROKER_URL) read for operators: worker presence, queue depths, dead letters.
+
+Every worker process marks the queues it consumes in ``{namespace}:kickoff_workers.{queue}`` (a
+sorted set: ``host:pid`` scored by the last mark, renewed every few seconds by
+actors.middleware.WorkerPresence). Dramatiq's own ``{namespace}:__heartbeats__`` cannot tell
+which queue a worker serves, and every sender (a CLI enqueue too) appears in it.
+
+Dramatiq's keys read here: ``{namespace}:{queue}`` (list of waiting message ids),
+``{namespace}:{queue}.DQ`` (delayed and retried messages) and ``{namespace}:{queue}.XQ`` (a sorted
+set of dead-lettered message ids, their bodies in ``.XQ.msgs``, kept for a week).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+
+def presence_key(namespace: str, queue: str) -> str:
+    """The sorted set of worker processes consuming ``queue``."""
+    return f"{namespace}:kickoff_workers.{queue}"
+
+
+def mark_alive(
+    client: redis.Redis, namespace: str, queues: list[str], member: str, *, ttl_seconds: float
+) -> None:
+    """Mark ``member`` (``host:pid``) alive on each of ``queues`` now; forget marks older than the TTL."""
+    now = time.time()
+    pipe = client.pipeline(transaction=False)
+    for queue in queues:
+        key = presence_key(namespace, queue)
+        pipe.zadd(key, {member: now})
+        pipe.zremrangebyscore(key, 0, now - ttl_seconds)
+        pipe.expire(key, int(ttl_seconds * 4) + 1)
+    pipe.execute()
+
+
+def forget(client: redis.Redis, namespace: str, queues: list[str], member: str) -> None:
+    """Remove ``member`` from each of ``queues`` (a worker that shuts down)."""
+    pipe = client.pipeline(transaction=False)
+    for queue in queues:
+        pipe.zrem(presence_key(namespace, queue), member)
+    pipe.execute()
+
+
+@dataclass(frozen=True)
+class QueueReport:
+    """One queue as the broker holds it."""
+
+    queue: str
+    workers: list[str]  # worker processes (host:pid) marked alive within the TTL
+    waiting: int  # messages waiting to be taken
+    delayed: int  # delayed or retried messages (.DQ)
+    dead: int  # dead-lettered messages (.XQ)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "workers": self.workers,
+            "waiting": self.waiting,
+            "delayed": self.delayed,
+            "dead": self.dead,
+        }
+
+
+def queue_report(client: redis.Redis, namespace: str, queue: str, *, ttl_seconds: float) -> QueueReport:
+    """Workers alive, waiting, delayed and dead-lettered messages of ``queue``."""
+    now = time.time()
+    pipe = client.pipeline(transaction=False)
+    pipe.zrangebyscore(presence_key(namespace, queue), now - ttl_seconds, "+inf")
+    pipe.llen(f"{namespace}:{queue}")
+    pipe.llen(f"{namespace}:{queue}.DQ")
+    pipe.zcard(f"{namespace}:{queue}.XQ")
+    members, waiting, delayed, dead = pipe.execute()
+    return QueueReport(
+        queue=queue,
+        workers=sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members),
+        waiting=int(waiting),
+        delayed=int(delayed),
+        dead=int(dead),
+    )
+
+
+@dataclass(frozen=True)
+class DeadMessage:
+    """A dead-lettered Dramatiq message."""
+
+    message_id: str
+    queue: str
+    actor: str
+    kwargs: dict[str, Any]
+    dead_at: float  # unix seconds it was dead-lettered
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "message_id": self.message_id,
+            "queue": self.queue,
+            "actor": self.actor,
+            "kwargs": self.kwargs,
+            "dead_at": self.dead_at,
+        }
+
+
+def dead_messages(client: redis.Redis, namespace: str, queue: str, *, limit: int) -> list[DeadMessage]:
+    """The newest ``limit`` dead-lettered messages of ``queue``."""
+    xq = f"{namespace}:{queue}.XQ"
+    entries = client.zrevrange(xq, 0, limit - 1, withscores=True)
+    ids = [mid.decode() if isinstance(mid, bytes) else str(mid) for mid, _ in entries]
+    bodies = client.hmget(f"{xq}.msgs", ids) if ids else []
+    out = []
+    for (_, score), mid, body in zip(entries, ids, bodies, strict=True):
+        data: dict[str, Any] = json.loads(body) if body else {}
+        out.append(
+            DeadMessage(
+                message_id=mid,
+                queue=queue,
+                actor=str(data.get("actor_name", "?")),
+                kwargs=dict(data.get("kwargs") or {}),
+                dead_at=float(score) / 1000,  # Dramatiq scores in milliseconds
+            )
+        )
+    return out
+
+
+def dead_message_body(client: redis.Redis, namespace: str, queue: str, message_id: str) -> bytes | None:
+    """The encoded body of one dead-lettered message, or None."""
+    return client.hget(f"{namespace}:{queue}.XQ.msgs", message_id)
+
+
+def drop_dead(client: redis.Redis, namespace: str, queue: str, message_ids: list[str]) -> int:
+    """Delete dead-lettered messages; returns how many were there."""
+    if not message_ids:
+        return 0
+    xq = f"{namespace}:{queue}.XQ"
+    pipe = client.pipeline(transaction=True)
+    pipe.zrem(xq, *message_ids)
+    pipe.hdel(f"{xq}.msgs", *message_ids)
+    removed, _ = pipe.execute()
+    return int(removed)
+
+
+def all_dead_ids(client: redis.Redis, namespace: str, queue: str) -> list[str]:
+    """Every dead-lettered message id of ``queue``."""
+    return [
+        m.decode() if isinstance(m, bytes) else str(m)
+        for m in client.zrange(f"{namespace}:{queue}.XQ", 0, -1)
+    ]
