@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from cli.common import MATCH_ID, echo_json, parse_assignments
+from cli.common import LIMIT_OPTION, MATCH_ID, echo_json, parse_assignments
 from cli.context import CliContext
 
 
@@ -30,7 +30,7 @@ def _send_starts() -> Any:
 
 @click.group("listeners")
 def listeners() -> None:
-    """Operate match listeners. MATCH_ID is the internal Match.id (UUID), not the sr_id.
+    """Operate match listeners. MATCH_ID is the internal Match.id (UUID) or the match's sr_id.
 
     \b
     Listener back after a hard fail: wait for Abandoned + the next dispatch, or `start --force`.
@@ -202,10 +202,18 @@ def sweep_cmd(obj: CliContext, heartbeat_stale_seconds: float | None, as_json: b
     metavar="[SECONDS]",
     help="Redraw the board every SECONDS (default 2) until Ctrl-C.",
 )
-@click.option("--json", "as_json", is_flag=True, help='Print one JSON object: {"matches": [...], ...}.')
+@LIMIT_OPTION
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print one JSON object: {"at", "count", "matches": [...]}.'
+)
 @click.pass_obj
 def status_cmd(
-    obj: CliContext, match_id: str | None, active: bool, watch_seconds: float | None, as_json: bool
+    obj: CliContext,
+    match_id: str | None,
+    active: bool,
+    watch_seconds: float | None,
+    limit: int,
+    as_json: bool,
 ) -> None:
     """The listener board: every match with a run, attempts, exhausted, pending or a stop.
 
@@ -232,7 +240,7 @@ def status_cmd(
     def draw() -> None:
         entries = listener_board(
             settings=obj.settings, barriers=obj.barriers, match_id=match_id, active_only=active
-        )
+        )[:limit]
         at = utcnow().isoformat(timespec="seconds")
         if as_json:
             echo_json({"at": at, "count": len(entries), "matches": [e.as_dict() for e in entries]})

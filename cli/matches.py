@@ -1,18 +1,19 @@
-"""``kickoff matches``: add and list matches, turn a match's auto-dispatch on or off."""
+"""``kickoff matches``: add, list, show and edit matches, turn a match's auto-dispatch on or off."""
 
 from __future__ import annotations
 
 import click
 
-from cli.common import MATCH_ID, echo_json, parse_assignments
+from cli.common import LIMIT_OPTION, MATCH_ID, echo_json, parse_assignments
 from cli.context import CliContext
+from cli.table import echo_table, render_table
 from config.errors import KickoffError
 from models.db import database_errors
 
 
 @click.group("matches")
 def matches() -> None:
-    """Matches the dispatcher may start listeners for (MATCH_ID is the internal UUID)."""
+    """Matches the dispatcher may start listeners for (MATCH_ID: the internal UUID or the sr_id)."""
 
 
 @matches.command("add")
@@ -81,17 +82,21 @@ def add(
 
 
 @matches.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@LIMIT_OPTION
+@click.option("--json", "as_json", is_flag=True, help='Print {"matches": [{"id", "sr_id", "badge", ...}]}.')
 @click.pass_obj
-def list_(obj: CliContext, as_json: bool) -> None:
-    """List matches by start time, each with its listener badge (as `kickoff listeners status`)."""
+def list_(obj: CliContext, limit: int, as_json: bool) -> None:
+    """List matches by start time, each with its listener badge (as `kickoff listeners status`).
+
+    A table: id, sr_id, league, scheduled, status, badge, flags (test, dispatch-off).
+    """
     from listener.board import listener_board
     from models.league import League
     from models.match import Match
 
     obj.database()
     with database_errors():
-        query = Match.select(Match, League).join(League).order_by(Match.scheduled, Match.id)
+        query = Match.select(Match, League).join(League).order_by(Match.scheduled, Match.id).limit(limit)
         rows = [
             {
                 "id": str(m.id),
@@ -111,12 +116,125 @@ def list_(obj: CliContext, as_json: bool) -> None:
     if as_json:
         echo_json({"matches": rows})
         return
-    for r in rows:
-        flags = ("test " if r["is_test"] else "") + ("" if r["auto_dispatch"] else "dispatch-off")
-        click.echo(
-            f"{r['id']}  {r['sr_id']:<28} {r['league']:<6} {r['scheduled']}  {r['status']:<10} "
-            f"{r['badge']:<9} {flags}"
-        )
+    echo_table(
+        ["id", "sr_id", "league", "scheduled", "status", "badge", "flags"],
+        (
+            [
+                r["id"],
+                r["sr_id"],
+                r["league"],
+                r["scheduled"],
+                r["status"],
+                r["badge"],
+                " ".join(
+                    f
+                    for f in ("test" if r["is_test"] else "", "" if r["auto_dispatch"] else "dispatch-off")
+                    if f
+                ),
+            ]
+            for r in rows
+        ),
+        empty="no matches (kickoff matches add ...)",
+    )
+
+
+@matches.command("show")
+@click.argument("match_id", type=MATCH_ID)
+@click.option(
+    "--runs",
+    "runs_limit",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Newest runs shown.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print {"id", "sr_id", ..., "settings", "runs": [...], "barriers"}.',
+)
+@click.pass_obj
+def show(obj: CliContext, match_id: str, runs_limit: int, as_json: bool) -> None:
+    """Show MATCH_ID: its fields, per-match listener settings, newest runs and Redis barriers."""
+    from listener.match_admin import match_detail
+
+    obj.database()
+    d = match_detail(match_id, settings=obj.settings, barriers=obj.barriers, runs_limit=runs_limit)
+    if as_json:
+        echo_json(d)
+        return
+    for key in ("id", "sr_id", "league", "title", "scheduled", "status", "is_test", "auto_dispatch", "badge"):
+        click.echo(f"{key + ':':<15}{'' if d[key] is None else d[key]}")
+    b = d["barriers"]
+    click.echo(
+        f"{'barriers:':<15}pending={'yes' if b['pending'] else 'no'} attempts={b['attempts']} "
+        f"exhausted={'yes' if b['exhausted'] else 'no'} stop_flag={'yes' if b['stop_flag'] else 'no'}"
+    )
+    settings = ", ".join(f"{k}={v}" for k, v in sorted(d["settings"].items())) or "(none)"
+    click.echo(f"{'settings:':<15}{settings}")
+    click.echo("runs:")
+    for line in render_table(
+        ["record_id", "started_at", "ended_at", "exit", "reason", "host", "pid"],
+        (
+            [r["record_id"], r["started_at"], r["ended_at"], r["exit_code"], r["reason"], r["host"], r["pid"]]
+            for r in d["runs"]
+        ),
+        empty="no runs",
+        right=["exit", "pid"],
+    ):
+        click.echo(f"  {line}")
+
+
+@matches.command("edit")
+@click.argument("match_id", type=MATCH_ID)
+@click.option("--title", default=None, help="New display title.")
+@click.option("--scheduled", default=None, help="New start time, ISO 8601 with an offset.")
+@click.option("--status", default=None, help="New Match.status (checked against the status vocabulary).")
+@click.option(
+    "--setting", "set_", multiple=True, metavar="KEY=VALUE", help="Set a per-match listener setting."
+)
+@click.option("--unset", "unset", multiple=True, metavar="KEY", help="Remove a per-match listener setting.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"match_id", "changed": {...}}.')
+@click.pass_obj
+def edit(
+    obj: CliContext,
+    match_id: str,
+    title: str | None,
+    scheduled: str | None,
+    status: str | None,
+    set_: tuple[str, ...],
+    unset: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Edit MATCH_ID's title, start time, status or listener settings; prints what changed.
+
+    Settings are checked as `matches add --setting`: a bad one is one line and nothing is saved.
+    A running listener keeps the settings it started with.
+    """
+    from config.clock import parse_iso8601
+    from listener.match_admin import edit_match
+    from models.status import normalise
+
+    when = parse_iso8601(scheduled, what="--scheduled") if scheduled is not None else None
+    if status is not None and normalise(status) is None:
+        raise click.BadParameter(f"unknown status {status!r}", param_hint="--status")
+    per_match = parse_assignments(set_, option="--setting")
+    obj.database()
+    changed = edit_match(
+        match_id,
+        title=title,
+        scheduled=when,
+        status=status,
+        set_settings=per_match,
+        unset_settings=list(unset),
+    )
+    if as_json:
+        echo_json({"match_id": match_id, "changed": changed})
+    elif changed:
+        click.echo(f"match {match_id}: " + ", ".join(f"{k}={v}" for k, v in changed.items()))
+    else:
+        click.echo(f"match {match_id}: nothing changed")
 
 
 @matches.command("set-dispatch")

@@ -305,5 +305,6 @@ def test_matches_list_shows_the_same_badge_as_the_board(kick, make_match, lbarri
     assert {sr.split(":")[-1]: m["badge"] for sr, m in listed.items()} == expected
     for sr_id, entry in board.items():
         assert listed[sr_id]["badge"] == entry["badge"]
-    text = {ln.split()[1]: ln for ln in kick("matches", "list").splitlines()}
-    assert " Stopped " in text["sr:match:stopped"] and " Late " in text["sr:match:lease-gone"]
+    text = {ln.split()[1]: ln.split() for ln in kick("matches", "list").splitlines()}
+    assert text["sr_id"][5] == "badge"  # the header row
+    assert text["sr:match:stopped"][5] == "Stopped" and text["sr:match:lease-gone"][5] == "Late"

@@ -132,3 +132,58 @@ def test_leagues_list_has_headers_and_says_when_empty(kick):
     assert lines[0].split() == ["name", "state"]
     assert lines[1].index("enabled") == lines[2].index("disabled") == lines[0].index("state")
     assert len(kick("leagues", "list", "--limit", "1").output.strip().splitlines()) == 2
+
+
+def test_matches_show_prints_settings_runs_and_barriers(kick, make_match, barriers):
+    from tests.lifecycle.helpers import dead_run
+
+    match = make_match(sr_id="sr:match:show", listener_start_settings={"listener_dry_run": True})
+    assert "no runs" in kick("matches", "show", "sr:match:show").output
+    from config.settings import MatchListenerEnvironment
+    from models.barriers import Barriers
+
+    b = Barriers.from_settings(MatchListenerEnvironment(_env_file=None), client=barriers.client)
+    dead_run(match, b)
+    b.record_failed_attempt(match.id)
+    d = json.loads(kick("matches", "show", str(match.id), "--json").output)
+    assert d["sr_id"] == "sr:match:show" and d["settings"] == {"listener_dry_run": True}
+    assert len(d["runs"]) == 1 and d["barriers"]["attempts"] == 1
+    text = kick("matches", "show", "sr:match:show").output
+    assert "settings:      listener_dry_run=True" in text and d["runs"][0]["record_id"] in text
+
+
+def test_matches_edit_checks_settings_before_saving(kick, make_match):
+    match = make_match(sr_id="sr:match:edit")
+    out = json.loads(
+        kick(
+            "matches",
+            "edit",
+            "sr:match:edit",
+            "--title",
+            "New",
+            "--setting",
+            "listener_dry_run=true",
+            "--json",
+        ).output
+    )
+    assert out["changed"] == {"title": "New", "settings": {"listener_dry_run": True}}
+    line = one_error_line(
+        kick(
+            "matches", "edit", str(match.id), "--setting", "listener_heartbeat_interval_seconds=abc", code=1
+        ).output
+    )
+    assert "listener_heartbeat_interval_seconds" in line
+    assert reload(match).listener_start_settings == {"listener_dry_run": True}
+    assert "unset" not in kick("matches", "edit", str(match.id), "--unset", "listener_dry_run").output
+    assert reload(match).listener_start_settings == {}
+    assert "nothing changed" in kick("matches", "edit", str(match.id)).output
+
+
+def test_matches_list_is_a_table_with_headers_and_says_when_empty(kick, make_match):
+    assert kick("matches", "list").output.strip() == "no matches (kickoff matches add ...)"
+    make_match(sr_id="sr:match:" + "x" * 60)
+    make_match(sr_id="sr:match:2")
+    lines = kick("matches", "list").output.strip().splitlines()
+    assert lines[0].split() == ["id", "sr_id", "league", "scheduled", "status", "badge", "flags"]
+    assert lines[1].index("nfl") == lines[2].index("nfl") == lines[0].index("league")
+    assert len(json.loads(kick("matches", "list", "--limit", "1", "--json").output)["matches"]) == 1

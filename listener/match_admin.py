@@ -1,0 +1,126 @@
+"""One match as an operator sees and edits it: settings, runs and barriers; edits checked first."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from config.clock import utcnow
+from config.errors import KickoffError
+from config.settings import MatchListenerEnvironment
+from listener.board import listener_board
+from listener.start import load_match, validate_listener_settings
+from models.barriers import Barriers
+from models.db import database_errors
+from models.listener_record import MatchListenerRecord
+from models.match import METADATA_KEYS, Match
+from models.status import normalise
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def match_detail(
+    match_id: str, *, settings: MatchListenerEnvironment, barriers: Barriers, runs_limit: int = 20
+) -> dict[str, Any]:
+    """The match, its per-match listener settings, its newest runs and its Redis barriers."""
+    match = load_match(match_id)
+    with database_errors():
+        records = list(
+            MatchListenerRecord.select()
+            .where(MatchListenerRecord.match == match.id)
+            .order_by(MatchListenerRecord.created_at.desc())
+            .limit(runs_limit)
+        )
+    [entry] = listener_board(settings=settings, barriers=barriers, match_id=str(match.id))
+    stored = match.listener_start_settings or {}
+    return {
+        "id": str(match.id),
+        "sr_id": match.sr_id,
+        "league": match.league.name,
+        "title": match.title,
+        "scheduled": _iso(match.scheduled),
+        "status": match.status,
+        "is_test": match.is_test,
+        "auto_dispatch": match.auto_dispatch_listener,
+        "badge": entry.badge,
+        "settings": match.start_settings_without_metadata(),
+        "last_message_id": stored.get("message_id"),
+        "runs": [
+            {
+                "record_id": str(r.id),
+                "started_at": _iso(r.created_at),
+                "heartbeat_at": _iso(r.heartbeat_at),
+                "ended_at": _iso(r.ended_at),
+                "exit_code": r.exit_code,
+                "reason": r.exit_reason,
+                "stopped_by": r.stopped_by,
+                "host": r.host,
+                "pid": r.pid,
+                "dry_run": r.dry_run,
+            }
+            for r in records
+        ],
+        "barriers": {
+            "pending": entry.pending,
+            "attempts": entry.attempts,
+            "exhausted": entry.exhausted,
+            "stop_flag": str(match.id) in barriers.stop_flags_among([match.id]),
+        },
+    }
+
+
+def edit_match(
+    match_id: str,
+    *,
+    title: str | None = None,
+    scheduled: datetime | None = None,
+    status: str | None = None,
+    set_settings: dict[str, Any] | None = None,
+    unset_settings: list[str] | None = None,
+) -> dict[str, Any]:
+    """Change a match's title, start time, status or per-match listener settings; returns the changes.
+
+    Settings are checked (keys and values, as a run would) before anything is saved; the
+    bookkeeping keys (``message_id``...) cannot be set or unset here.
+    """
+    match = load_match(match_id)
+    changes: dict[str, Any] = {}
+    if status is not None:
+        norm = normalise(status)
+        if norm is None:
+            raise KickoffError(f"unknown status {status!r}")
+        if norm != match.status:
+            changes["status"] = norm
+    if title is not None and title != match.title:
+        changes["title"] = title
+    if scheduled is not None and scheduled != match.scheduled:
+        changes["scheduled"] = scheduled
+    if set_settings or unset_settings:
+        bookkeeping = sorted((set(set_settings or {}) | set(unset_settings or [])) & set(METADATA_KEYS))
+        if bookkeeping:
+            raise KickoffError(f"{bookkeeping[0]} is kickoff's bookkeeping, not a listener setting")
+        stored = dict(match.listener_start_settings or {})
+        user = {k: v for k, v in stored.items() if k not in METADATA_KEYS}
+        missing = sorted(set(unset_settings or []) - set(user))
+        if missing:
+            raise KickoffError(f"match {match.id} has no setting {missing[0]!r} to unset")
+        for key in unset_settings or []:
+            user.pop(key)
+        user.update(set_settings or {})
+        validate_listener_settings(user, source="--setting")
+        new = {**{k: v for k, v in stored.items() if k in METADATA_KEYS}, **user}
+        if new != stored:
+            changes["listener_start_settings"] = new
+    if changes:
+        with database_errors():
+            Match.update(**changes, updated_at=utcnow()).where(Match.id == match.id).execute()
+    shown = dict(changes)
+    if "listener_start_settings" in shown:
+        shown["settings"] = {
+            k: v for k, v in shown.pop("listener_start_settings").items() if k not in METADATA_KEYS
+        }
+    if "scheduled" in shown:
+        shown["scheduled"] = _iso(shown["scheduled"])
+    return shown
