@@ -62,7 +62,7 @@ def build_broker(settings: MatchListenerEnvironment) -> RedisBroker:
     broker.kickoff_url = settings.broker_url  # type: ignore[attr-defined]  # for broker_errors
     broker.add_middleware(CurrentMessage())
     broker.add_middleware(ScheduledTickMiddleware(skip_delay=settings.periodic_skip_delay_seconds))
-    broker.add_middleware(LogContextMiddleware())
+    broker.add_middleware(LogContextMiddleware(log_format=str(settings.log_format)))
     broker.add_middleware(DatabaseConnectionMiddleware())
     broker.add_middleware(WorkerHooks())
     broker.add_middleware(

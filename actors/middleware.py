@@ -13,9 +13,9 @@ import pendulum
 from dramatiq.middleware import Middleware, SkipMessage
 from periodiq import PeriodiqMiddleware
 
-logger = logging.getLogger(__name__)
+from config.log import set_log_context
 
-_context = threading.local()
+logger = logging.getLogger(__name__)
 
 
 class DatabaseConnectionMiddleware(Middleware):
@@ -45,28 +45,33 @@ class DatabaseConnectionMiddleware(Middleware):
 
 
 class LogContextMiddleware(Middleware):
-    """Expose the current actor name and message id to log records (``%(kickoff_message)s``)."""
+    """Name the message a worker thread processes on its log records (config.log).
+
+    Every record logged while a message runs carries its actor, message id and, when its
+    kwargs name one, the match id. At process boot it installs kickoff's log format on the
+    worker's log pipe (LOG_FORMAT), so worker lines look like the CLI's.
+    """
+
+    def __init__(self, *, log_format: str = "text") -> None:
+        self.log_format = log_format
+
+    def after_process_boot(self, broker: Any) -> None:
+        from config.log import install_formatter
+
+        install_formatter(self.log_format)
 
     def before_process_message(self, broker: Any, message: Any) -> None:
-        _context.message = f"{message.actor_name}:{message.message_id}"
+        match_id = (message.kwargs or {}).get("match_id")
+        set_log_context(
+            actor=message.actor_name,
+            message_id=message.message_id,
+            match_id=str(match_id) if match_id else None,
+        )
 
     def after_process_message(self, broker: Any, message: Any, *, result: Any = None, exception: Any = None):
-        _context.message = "-"
+        set_log_context(actor=None, message_id=None, match_id=None)
 
     after_skip_message = after_process_message  # type: ignore[assignment]
-
-
-class LogContextFilter(logging.Filter):
-    """Add ``kickoff_message`` (actor:message id or ``-``) to every record."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.kickoff_message = getattr(_context, "message", "-")
-        return True
-
-
-def current_log_context() -> str:
-    """The ``actor:message_id`` of the message this thread processes, or ``-``."""
-    return getattr(_context, "message", "-")
 
 
 class WorkerPresence(Middleware):

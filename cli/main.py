@@ -32,7 +32,11 @@ from cli.sim import sim_group
 from cli.trades import trades
 from cli.trigger import trigger
 from config.errors import KickoffError, NotFound
+from config.log import configure_logging
 from config.settings import load_listener_settings
+
+#: Commands that run until stopped (or for minutes) and report through their logs.
+LONG_RUNNING = frozenset({"scheduler", "launcher", "listen", "sim", "demo"})
 
 
 def _fail(ctx: click.Context, line: str, code: int) -> None:
@@ -75,10 +79,12 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     root, then defaults (see `kickoff config show` and .env.example).
     """
     settings = load_listener_settings()
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else getattr(logging, settings.log_level),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    # A one-shot command prints what it did itself: its INFO logs would say it twice, so it logs
+    # warnings only; long-running commands (scheduler, launcher, listen, sim, demo) log at LOG_LEVEL.
+    level = getattr(logging, settings.log_level)
+    if ctx.invoked_subcommand not in LONG_RUNNING:
+        level = max(level, logging.WARNING)
+    configure_logging(level=logging.DEBUG if verbose else level, fmt=str(settings.log_format))
     # pika logs every connection step at INFO and a refused connection with a traceback;
     # kickoff reports those failures itself as one line (BrokerUnavailable).
     logging.getLogger("pika").setLevel(logging.DEBUG if verbose else logging.CRITICAL)

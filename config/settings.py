@@ -29,6 +29,13 @@ class AppEnv(StrEnum):
     PRODUCTION = "production"  # live service: live and test matches, every periodic job
 
 
+class LogFormat(StrEnum):
+    """How log lines are written (config.log)."""
+
+    TEXT = "text"  # one readable line per record
+    JSON = "json"  # one JSON object per line
+
+
 def mask_url(url: str) -> str:
     """Return ``url`` with any password replaced by ``***`` (for messages and logs)."""
     try:
@@ -112,6 +119,9 @@ class BaseEnvironment(BaseSettings):
     )
     log_level: str = Field(
         "INFO", description="Log level of kickoff's loggers: DEBUG | INFO | WARNING | ERROR | CRITICAL."
+    )
+    log_format: LogFormat = Field(
+        LogFormat.TEXT, description="text | json: json prints one JSON object per log line."
     )
     database_connect_timeout_seconds: float = Field(
         10.0, ge=0, description="PostgreSQL connect timeout (0: none)."

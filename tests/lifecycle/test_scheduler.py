@@ -92,8 +92,8 @@ def test_two_scheduler_processes_send_each_slot_once(subprocess_env, lifecycle_e
     sent = text.count(" sent\n") + text.count(" sent\r\n")
     slots = set()
     for line in text.splitlines():
-        if "scheduler.runner: tick " in line:
-            name, _, when = line.split("tick ", 1)[1].partition(" at ")
+        if " scheduler.runner " in line and "]: tick " in line:
+            name, _, when = line.split("]: tick ", 1)[1].partition(" at ")
             slots.add(
                 (
                     name,
