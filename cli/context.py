@@ -20,7 +20,16 @@ class CliContext:
     """Settings plus lazily opened database and Redis handles for one CLI invocation."""
 
     settings: MatchListenerEnvironment = field(default_factory=load_listener_settings)
+    verbose: bool = False
     _db_ready: bool = False
+
+    def log_progress(self) -> None:
+        """Log at LOG_LEVEL (DEBUG with -v): for commands that run on and report through their logs.
+
+        One-shot commands print what they did and log warnings only, so nothing is said twice.
+        """
+        level = logging.DEBUG if self.verbose else getattr(logging, self.settings.log_level)
+        logging.getLogger().setLevel(level)
 
     def database(self) -> None:
         """Bind the model layer to DATABASE_URL and check that PostgreSQL answers."""

@@ -26,6 +26,8 @@ from typing import Any
 
 import click
 
+from cli.context import CliContext
+
 #: Settings of every demo process (short intervals so the demo takes about two minutes).
 DEMO_ENV = {
     "APP_ENV": "develop",
@@ -123,7 +125,8 @@ def _bin(name: str) -> str:
 @click.option(
     "--timeout", type=float, default=240.0, show_default=True, help="Give up after this many seconds."
 )
-def demo(as_json: bool, timeout: float) -> None:
+@click.pass_obj
+def demo(obj: CliContext, as_json: bool, timeout: float) -> None:
     """Run the whole system locally and show it working (about two minutes).
 
     Needs PostgreSQL, Redis and RabbitMQ as configured (DATABASE_URL, REDIS_URL, BROKER_URL).
@@ -132,6 +135,7 @@ def demo(as_json: bool, timeout: float) -> None:
     summary. Exit status 0 when every game ended closed with exit 13 and the drills behaved.
     `--json` prints {"ok", "matches": [{"sr_id", "status", "exit_code", "events", "archive"}]}.
     """
+    obj.log_progress()
     os.environ.update({k: os.environ.get(f"KICKOFF_DEMO_{k}", v) for k, v in DEMO_ENV.items()})
     port = _free_port()
     os.environ["SPORTRADAR_BASE_URL"] = f"http://127.0.0.1:{port}"

@@ -19,6 +19,7 @@ def launcher(obj: CliContext, cap: int | None) -> None:
     SIGTERM/Ctrl-C: stop taking runs, wait LAUNCHER_SHUTDOWN_GRACE_SECONDS for running ones.
     Job output goes to DATA_DIR/runs/<job>/<run_id>.<attempt>.log.
     """
+    obj.log_progress()
     from publisher.amqp import publisher_from_settings
     from publisher.catalog import load_catalog
     from publisher.launcher import Launcher, LauncherConfig

@@ -37,6 +37,8 @@ def listen_command(obj: CliContext, sr_id: str, league: str | None, process: boo
     from config.errors import ListenerHeld
     from listener.listen import listen
 
+    obj.log_progress()
+
     try:
         result = listen(
             sr_id, settings=obj.settings, league=league, record_only=not process, install_signals=True

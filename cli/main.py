@@ -35,9 +35,6 @@ from config.errors import KickoffError, NotFound
 from config.log import configure_logging
 from config.settings import load_listener_settings
 
-#: Commands that run until stopped (or for minutes) and report through their logs.
-LONG_RUNNING = frozenset({"scheduler", "launcher", "listen", "sim", "demo"})
-
 
 def _fail(ctx: click.Context, line: str, code: int) -> None:
     """Print ``line`` (the traceback first with -v) and exit with ``code``."""
@@ -80,17 +77,15 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     """
     settings = load_listener_settings()
     # A one-shot command prints what it did itself: its INFO logs would say it twice, so it logs
-    # warnings only; long-running commands (scheduler, launcher, listen, sim, demo) log at LOG_LEVEL.
-    level = getattr(logging, settings.log_level)
-    if ctx.invoked_subcommand not in LONG_RUNNING:
-        level = max(level, logging.WARNING)
+    # warnings only; long-running commands call CliContext.log_progress (LOG_LEVEL).
+    level = max(getattr(logging, settings.log_level), logging.WARNING)
     configure_logging(level=logging.DEBUG if verbose else level, fmt=str(settings.log_format))
     # pika logs every connection step at INFO and a refused connection with a traceback;
     # kickoff reports those failures itself as one line (BrokerUnavailable).
     logging.getLogger("pika").setLevel(logging.DEBUG if verbose else logging.CRITICAL)
     # yoyo logs each migration step; `kickoff db migrate` prints what it applied itself.
     logging.getLogger("yoyo").setLevel(logging.DEBUG if verbose else logging.WARNING)
-    ctx.obj = CliContext(settings=settings)
+    ctx.obj = CliContext(settings=settings, verbose=verbose)
 
 
 cli.add_command(db)

@@ -34,4 +34,5 @@ def scheduler_command(obj: CliContext, print_only: bool, as_json: bool) -> None:
         return
     from scheduler.runner import run_scheduler
 
+    obj.log_progress()
     run_scheduler()

@@ -72,6 +72,7 @@ def serve(
     A session's clock starts with the server and runs whether or not anyone listens. The first
     line printed is `srsim listening on http://HOST:PORT`; then one line per session.
     """
+    obj.log_progress()
     from srsim.script import demo_games, load_script
     from srsim.server import SimServer
 

@@ -2,9 +2,8 @@
 
 ``init_database`` binds the proxy to PostgreSQL; nothing connects at import time.
 ``database_errors`` is the one boundary of the PostgreSQL driver: a failed or lost connection
-becomes DatabaseUnavailable, a missing table DatabaseNotMigrated. The database object applies it
-to every connect and statement, so code above it sees kickoff errors only (and peewee's
-IntegrityError, which callers turn into their own "already exists").
+becomes DatabaseUnavailable, a missing table DatabaseNotMigrated. The database object itself
+turns a missing table into DatabaseNotMigrated on every statement, wherever it runs.
 """
 
 from __future__ import annotations
@@ -60,19 +59,34 @@ def connection_limits(
 
 
 class KickoffDatabase(PostgresqlExtDatabase):
-    """PostgreSQL whose connects and statements raise kickoff errors (``database_errors``)."""
+    """PostgreSQL whose every statement on a schema that is not there raises DatabaseNotMigrated.
 
-    def connect(self, reuse_if_open: bool = False) -> bool:
-        with database_errors():
-            return super().connect(reuse_if_open=reuse_if_open)
+    Other errors keep their Peewee type here (callers decide what a timeout or a lost connection
+    means, through ``database_errors`` or their own retry); only a missing table or column is the
+    same answer everywhere: run kickoff db migrate.
+    """
 
     def execute_sql(self, sql: str, params: object = None, named_cursor: object = None) -> object:
-        with database_errors():
+        try:
             return super().execute_sql(sql, params, named_cursor=named_cursor)
+        except peewee.ProgrammingError as exc:
+            if _undefined(exc):
+                raise not_migrated(None) from exc
+            raise
 
 
 #: SQLSTATE of "relation does not exist" / "column does not exist": a schema behind the code.
 _UNDEFINED = {"42P01", "42703"}
+
+
+def _undefined(exc: Exception) -> bool:
+    return getattr(getattr(exc, "orig", None), "pgcode", None) in _UNDEFINED
+
+
+def not_migrated(url: str | None) -> DatabaseNotMigrated:
+    """The one answer to a missing table or column, naming DATABASE_URL."""
+    address = mask_url(url or _bound_url or "<unset>")
+    return DatabaseNotMigrated(f"database not migrated: run kickoff db migrate (DATABASE_URL={address})")
 
 
 def init_database(
@@ -110,11 +124,8 @@ def database_errors(url: str | None = None) -> Iterator[None]:
     try:
         yield
     except peewee.ProgrammingError as exc:
-        if getattr(getattr(exc, "orig", None), "pgcode", None) in _UNDEFINED:
-            raise DatabaseNotMigrated(
-                "database not migrated: run kickoff db migrate "
-                f"(DATABASE_URL={mask_url(url or _bound_url or '<unset>')})"
-            ) from exc
+        if _undefined(exc):
+            raise not_migrated(url) from exc
         raise
     except (peewee.OperationalError, peewee.InterfaceError) as exc:
         address = mask_url(url or _bound_url or "<unset>")

@@ -146,7 +146,7 @@ def test_listeners_stop_and_sweep_print_what_they_did(kick, make_match, barriers
     assert out["rows_closed"] == 1 and out["auto_dispatch_was"] is True
     swept = make_match()
     dead_run(swept, b)
-    text = kick("listeners", "sweep", "--heartbeat-stale-seconds", "0").output
+    text = kick("listeners", "sweep", "--heartbeat-stale-seconds", "0").stdout
     assert text.startswith("sweep: 1 rows abandoned (14) on 1 matches")
     assert rows_of(swept)[0].exit_code == 14 and rows_of(stopped)[0].exit_code == 15
 
