@@ -1,0 +1,250 @@
+"""A TCP fault proxy for tests: put it between kickoff and a shared service, then break the link.
+
+The proxy listens on 127.0.0.1 (``port``) and forwards every connection to ``target``. Point the
+code under test at the proxy's port (``url_via``), never stop the shared service itself, and
+switch modes while the test runs:
+
+* ``forward()``: pass bytes both ways (the default). Connections that saw a black hole are
+  closed first, since the bytes it swallowed make their stream unusable.
+* ``refuse()``: the service is down. Open connections are cut and new connects are refused
+  (the listening socket is closed; it is bound again on the same port by the next mode).
+* ``blackhole()``: the service hangs. Connects still complete (the kernel accepts them), but no
+  byte reaches either side; reads on both sides just wait, so clients meet their timeouts.
+* ``cut()``: close every open connection now (the mode stays as it is).
+
+Thread-based: one accept thread, one thread per connection; ``stop()`` closes everything.
+Usable as a context manager::
+
+    with FaultProxy(("127.0.0.1", 5672)) as proxy:
+        url = proxy.url_via("amqp://guest:guest@127.0.0.1:5672/vhost")
+        proxy.refuse()
+        ...
+        proxy.forward()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import select
+import socket
+import struct
+import threading
+from enum import StrEnum
+from urllib.parse import urlsplit, urlunsplit
+
+logger = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.05  # how often loops wake to see a mode change or stop()
+
+
+class Mode(StrEnum):
+    FORWARD = "forward"
+    REFUSE = "refuse"
+    BLACKHOLE = "blackhole"
+
+
+def _close(sock: socket.socket, *, reset: bool = False) -> None:
+    with contextlib.suppress(OSError):
+        if reset:  # RST instead of FIN: the peer sees "connection reset"
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+
+
+class _Link:
+    """One client connection and, unless it was black-holed from the start, its upstream."""
+
+    def __init__(self, client: socket.socket, upstream: socket.socket | None) -> None:
+        self.client = client
+        self.upstream = upstream
+        self.closed = threading.Event()
+        self.tainted = upstream is None  # swallowed bytes: the stream cannot be resumed
+
+    def close(self) -> None:
+        if not self.closed.is_set():
+            self.closed.set()
+            _close(self.client, reset=True)
+            if self.upstream is not None:
+                _close(self.upstream, reset=True)
+
+
+class FaultProxy:
+    """Forward 127.0.0.1:``port`` to ``target``; refuse, black-hole or cut connections on demand."""
+
+    def __init__(self, target: tuple[str, int], *, port: int = 0, connect_timeout: float = 5.0) -> None:
+        self.target = target
+        self.connect_timeout = connect_timeout
+        self._port = port
+        self._mode = Mode.FORWARD
+        self._lock = threading.Lock()
+        self._links: set[_Link] = set()
+        self._listener: socket.socket | None = None
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.accepted = 0  # connections accepted (any mode)
+
+    # -- life cycle -----------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The listening port (chosen by the kernel when 0 was given; fixed for the proxy's life)."""
+        return self._port
+
+    @property
+    def mode(self) -> Mode:
+        return self._mode
+
+    def start(self) -> FaultProxy:
+        """Bind the listening socket and start accepting."""
+        self._bind()
+        self._thread = threading.Thread(
+            target=self._accept_loop, name=f"faultproxy:{self._port}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop accepting and close every connection."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._unbind()
+        self.cut()
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def url_via(self, url: str) -> str:
+        """``url`` with its host and port replaced by the proxy's (user, path and query kept)."""
+        parts = urlsplit(url)
+        userinfo = parts.netloc.rpartition("@")[0]
+        netloc = f"{userinfo}@127.0.0.1:{self._port}" if userinfo else f"127.0.0.1:{self._port}"
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+    # -- modes ------------------------------------------------------------------------
+
+    def forward(self) -> None:
+        """Pass bytes both ways; connections tainted by a black hole are closed first."""
+        with self._lock:
+            self._mode = Mode.FORWARD
+            tainted = [link for link in self._links if link.tainted]
+        for link in tainted:
+            link.close()
+        self._bind()
+
+    def refuse(self) -> None:
+        """Cut open connections and refuse new ones (like a stopped service)."""
+        with self._lock:
+            self._mode = Mode.REFUSE
+        self._unbind()
+        self.cut()
+
+    def blackhole(self) -> None:
+        """Swallow every byte both ways on open and new connections (like a hung service)."""
+        with self._lock:
+            self._mode = Mode.BLACKHOLE
+            for link in self._links:
+                link.tainted = True
+        self._bind()
+
+    def cut(self) -> None:
+        """Close every open connection now (with a reset); the mode is unchanged."""
+        with self._lock:
+            links = list(self._links)
+        for link in links:
+            link.close()
+
+    @property
+    def connections(self) -> int:
+        """Connections open right now."""
+        with self._lock:
+            return sum(not link.closed.is_set() for link in self._links)
+
+    # -- internals --------------------------------------------------------------------
+
+    def _bind(self) -> None:
+        with self._lock:
+            if self._listener is not None:
+                return
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", self._port))
+            sock.listen(128)
+            sock.setblocking(False)
+            self._port = sock.getsockname()[1]
+            self._listener = sock
+
+    def _unbind(self) -> None:
+        with self._lock:
+            sock, self._listener = self._listener, None
+        if sock is not None:
+            # shutdown first: the accept thread may still hold the socket in select(), and
+            # close() alone would keep it listening until that select returns.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            _close(sock)
+
+    def _accept_loop(self) -> None:
+        while not self._stopping.is_set():
+            with self._lock:
+                listener = self._listener
+            if listener is None:
+                self._stopping.wait(POLL_SECONDS)
+                continue
+            try:
+                ready, _, _ = select.select([listener], [], [], POLL_SECONDS)
+                if not ready:
+                    continue
+                client, _ = listener.accept()
+            except (OSError, ValueError):  # closed by refuse() meanwhile
+                continue
+            self.accepted += 1
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        upstream = None
+        if self._mode is Mode.FORWARD:
+            try:
+                upstream = socket.create_connection(self.target, timeout=self.connect_timeout)
+            except OSError as exc:
+                logger.debug("fault proxy: upstream %s refused: %s", self.target, exc)
+                _close(client, reset=True)
+                return
+        elif self._mode is Mode.REFUSE:
+            _close(client, reset=True)
+            return
+        link = _Link(client, upstream)
+        with self._lock:
+            self._links.add(link)
+        try:
+            self._pump(link)
+        finally:
+            link.close()
+            with self._lock:
+                self._links.discard(link)
+
+    def _pump(self, link: _Link) -> None:
+        socks = [link.client] if link.upstream is None else [link.client, link.upstream]
+        while not link.closed.is_set() and not self._stopping.is_set():
+            try:
+                ready, _, _ = select.select(socks, [], [], POLL_SECONDS)
+            except (OSError, ValueError):
+                return
+            for sock in ready:
+                try:
+                    data = sock.recv(65536)
+                except OSError:
+                    return
+                if not data:
+                    return
+                if link.tainted or self._mode is not Mode.FORWARD:
+                    link.tainted = True
+                    continue  # swallowed
+                other = link.upstream if sock is link.client else link.client
+                try:
+                    other.sendall(data)
+                except OSError:
+                    return

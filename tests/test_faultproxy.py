@@ -1,0 +1,80 @@
+"""The test fault proxy itself: forward, refuse, black-hole and cut, against a local echo server."""
+
+from __future__ import annotations
+
+import socket
+import socketserver
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from tests.faultproxy import FaultProxy
+
+
+class _Echo(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        try:
+            while data := self.request.recv(4096):
+                self.request.sendall(data)
+        except ConnectionResetError:  # the proxy cut the link
+            pass
+
+
+@pytest.fixture
+def echo() -> Iterator[tuple[str, int]]:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address
+    server.shutdown()
+    server.server_close()
+
+
+def _roundtrip(sock: socket.socket, payload: bytes = b"ping") -> bytes:
+    sock.sendall(payload)
+    return sock.recv(4096)
+
+
+def test_forward_refuse_blackhole_and_cut(echo):
+    with FaultProxy(echo) as proxy:
+        addr = ("127.0.0.1", proxy.port)
+        with socket.create_connection(addr, timeout=5) as sock:
+            assert _roundtrip(sock) == b"ping"
+
+        proxy.refuse()
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(addr, timeout=5)
+
+        proxy.blackhole()
+        with socket.create_connection(addr, timeout=0.5) as sock, pytest.raises(TimeoutError):
+            _roundtrip(sock)  # connects, never answers
+
+        proxy.forward()
+        with socket.create_connection(addr, timeout=5) as sock:
+            assert _roundtrip(sock) == b"ping"
+            proxy.cut()
+            assert _closed_by_peer(sock)
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """True when the peer closed (EOF) or reset the connection."""
+    try:
+        return sock.recv(4096) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_an_open_connection_is_swallowed_by_a_blackhole_and_closed_when_it_heals(echo):
+    with FaultProxy(echo) as proxy:
+        sock = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+        assert _roundtrip(sock) == b"ping"
+        proxy.blackhole()
+        sock.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            _roundtrip(sock)
+        proxy.forward()
+        sock.settimeout(5)
+        assert _closed_by_peer(sock)  # never resumed with a gap in the stream
+        sock.close()
