@@ -307,10 +307,15 @@ class AmqpPublisher:
                         errors[m.message_id] = self._unavailable(exc)
                 self._unconfirmed.clear()
             else:
+                missing = self._missing_after_return(
+                    {m.queue for m in sendable if m.message_id in self._returned}
+                )
                 for m in sendable:
                     if m.message_id in self._returned:
-                        self._checked.discard(m.queue)
                         reply = self._returned[m.message_id]
+                        if m.queue in missing:
+                            errors[m.message_id] = missing[m.queue]
+                            continue
                         errors[m.message_id] = UnroutableMessageError(
                             f"message {m.message_id} to {m.queue} was returned: {reply}"
                         )
@@ -319,6 +324,20 @@ class AmqpPublisher:
                             f"message {m.message_id} to {m.queue} was nacked by the broker"
                         )
         return [PublishOutcome(m, errors.get(m.message_id)) for m in messages]
+
+    def _missing_after_return(self, queues: set[str]) -> dict[str, PublishError]:
+        """Check again the queues of returned messages: a queue deleted meanwhile is a missing queue
+        (configuration), not a refusal of the message; an unreachable broker is unavailability."""
+        found: dict[str, PublishError] = {}
+        for queue in queues:
+            self._checked.discard(queue)
+            try:
+                self.check_queue(queue)
+            except (MissingQueueError, BrokerConnectionError) as exc:
+                found[queue] = exc
+            except PublishError:
+                continue
+        return found
 
     def _send(self, messages: Sequence[OutgoingMessage], sent: set[str]) -> None:
         impl = self._channel._impl

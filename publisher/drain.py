@@ -1,8 +1,9 @@
 """The drain runner: publish due outbox rows in batches, expire draft targets, resolve held claims.
 
 Each batch is claimed inside one transaction with ``FOR UPDATE SKIP LOCKED``, published with
-pipelined confirms, and marked published with one UPDATE; failures back off exponentially and
-become dead after OUTBOX_MAX_ATTEMPTS. A crash between publish and mark rolls the transaction
+pipelined confirms, and marked published with one UPDATE; failures back off exponentially (capped)
+and only the broker's refusals of a message make it dead after OUTBOX_MAX_ATTEMPTS: an outage
+leaves every row pending however long it lasts. A crash between publish and mark rolls the transaction
 back, so the row is published again with the same message id (consumers drop the duplicate).
 """
 
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime
+from typing import Any
 
 from config.clock import utcnow
 from config.errors import BrokerConnectionError
@@ -29,7 +31,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class DrainReport:
-    """What one drain run did."""
+    """What one drain run did; ``broker_error`` says why it stopped early (broker unreachable)."""
 
     batches: int = 0
     published: int = 0
@@ -37,11 +39,15 @@ class DrainReport:
     expired: int = 0
     released: int = 0
     cancelled: int = 0
+    broker_error: str | None = None
 
     def __add__(self, other: DrainReport) -> DrainReport:
-        return DrainReport(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+        counts = (
+            getattr(self, f.name) + getattr(other, f.name) for f in fields(self) if f.name != "broker_error"
+        )
+        return DrainReport(*counts, broker_error=self.broker_error or other.broker_error)
 
-    def as_json(self) -> dict[str, int]:
+    def as_json(self) -> dict[str, Any]:
         return {
             "batches": self.batches,
             "published": self.published,
@@ -49,6 +55,7 @@ class DrainReport:
             "expired": self.expired,
             "released": self.released,
             "cancelled": self.cancelled,
+            "broker_error": self.broker_error,
         }
 
 
@@ -155,6 +162,7 @@ def drain_outbox(
     )
     released, cancelled = resolve_held_claims() if resolve_claims else (0, 0)
     batches = published = failed = expired = 0
+    broker_error = None
     while time.monotonic() < deadline:
         claimed, ok, bad, gone = drain_batch(publisher=publisher, settings=settings, limit=batch_size)
         if not claimed:
@@ -163,10 +171,12 @@ def drain_outbox(
         published += ok
         failed += bad
         expired += gone
-        if bad and not ok and not _broker_reachable(publisher):
-            logger.warning("outbox drain stopped: the broker is unreachable (%s rows failed)", bad)
-            break
-    report = DrainReport(batches, published, failed, expired, released, cancelled)
+        if bad and not ok:
+            broker_error = _broker_unreachable(publisher)
+            if broker_error is not None:
+                logger.warning("outbox drain stopped: %s (%s rows failed)", broker_error, bad)
+                break
+    report = DrainReport(batches, published, failed, expired, released, cancelled, broker_error)
     if batches or released or cancelled:
         logger.info("outbox drain: %s", report.as_json())
     return report
@@ -222,9 +232,22 @@ def drain_outbox_concurrently(
     return total
 
 
-def _broker_reachable(publisher: AmqpPublisher) -> bool:
+def _broker_unreachable(publisher: AmqpPublisher) -> str | None:
+    """None when RabbitMQ answers; else the one-line error naming AMQP_URL."""
     try:
         publisher.declare_durable([])
-    except BrokerConnectionError:
-        return False
-    return True
+    except BrokerConnectionError as exc:
+        return str(exc)
+    return None
+
+
+def make_all_due(*, now: datetime | None = None) -> int:
+    """Make every pending row that is not held due now (``kickoff outbox drain --now``); returns how many."""
+    now = now or utcnow()
+    with database_errors(), database.atomic():
+        cursor = database.execute_sql(
+            "UPDATE outbox_messages SET next_attempt_at = %s "
+            "WHERE status = 'pending' AND held_by IS NULL AND next_attempt_at > %s",
+            (now, now),
+        )
+        return cursor.rowcount
