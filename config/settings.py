@@ -111,6 +111,14 @@ class BaseEnvironment(BaseSettings):
         7 * 86400.0, ge=0, description="Key release TTL of waiver_actions."
     )
     idempotency_ttl_draft_seconds: float = Field(900.0, ge=0, description="Key release TTL of draft_targets.")
+    draft_target_default_expiry_seconds: float = Field(
+        600.0,
+        gt=0,
+        description=(
+            "A draft target sent without expires_at expires this long after it was saved "
+            "(the drain never delivers it later)."
+        ),
+    )
     outbox_immediate_grace_seconds: float = Field(
         30.0, ge=0, description="The drain leaves a fresh row this long to the trigger's own publish."
     )

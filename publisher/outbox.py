@@ -196,12 +196,12 @@ def record_outcomes(
 def publish_row_now(
     outbox_id: int, *, publisher: AmqpPublisher, settings: BaseEnvironment
 ) -> PublishOutcome | None:
-    """Publish one just-saved row at once; None when a drain holds it or it is no longer pending."""
+    """Publish one saved row at once; None when a drain holds it, it is no longer pending or it expired."""
     with database_errors(), database.atomic():
         cursor = database.execute_sql(
             f"SELECT {ROW_COLUMNS} FROM outbox_messages WHERE id = %s AND status = %s AND held_by IS NULL "
-            "FOR UPDATE SKIP LOCKED",
-            (outbox_id, OutboxStatus.PENDING.value),
+            "AND (expires_at IS NULL OR expires_at > %s) FOR UPDATE SKIP LOCKED",
+            (outbox_id, OutboxStatus.PENDING.value, utcnow()),
         )
         raw = cursor.fetchone()
         if raw is None:
