@@ -40,7 +40,8 @@ def outbox() -> None:
 def drain_cmd(
     obj: CliContext, max_seconds: float | None, workers: int | None, now: bool, as_json: bool
 ) -> None:
-    """Publish every due row now: releases chained claims, expires late draft targets.
+    """Publish every due row now: releases chained claims, expires late draft targets, and
+    republishes pending or uncertain trade claims (same message id).
 
     Rows waiting for their backoff are left alone unless --now is given; the output says how
     many wait and when the first is due. Exit code 1 with one line naming AMQP_URL when RabbitMQ
@@ -62,7 +63,8 @@ def drain_cmd(
         return
     click.echo(
         f"published {report.published}, failed {report.failed}, expired {report.expired}, "
-        f"released {report.released}, cancelled {report.cancelled} in {report.batches} batches"
+        f"released {report.released}, cancelled {report.cancelled}, trades {report.trades} "
+        f"in {report.batches} batches"
     )
     if waiting is not None and waiting.next_attempt_at > utcnow():
         click.echo(

@@ -25,6 +25,7 @@ from models.db import database, database_errors
 from models.outbox import OutboxStatus
 from publisher.amqp import AmqpPublisher, publisher_from_settings
 from publisher.outbox import ROW_COLUMNS, OutboxRow, record_outcomes
+from publisher.trades import redeliver_trades, redeliverable_trades
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class DrainReport:
     expired: int = 0
     released: int = 0
     cancelled: int = 0
+    trades: int = 0  # pending or uncertain trade claims republished and confirmed
     broker_error: str | None = None
 
     def __add__(self, other: DrainReport) -> DrainReport:
@@ -55,6 +57,7 @@ class DrainReport:
             "expired": self.expired,
             "released": self.released,
             "cancelled": self.cancelled,
+            "trades": self.trades,
             "broker_error": self.broker_error,
         }
 
@@ -176,7 +179,15 @@ def drain_outbox(
             if broker_error is not None:
                 logger.warning("outbox drain stopped: %s (%s rows failed)", broker_error, bad)
                 break
-    report = DrainReport(batches, published, failed, expired, released, cancelled, broker_error)
+    report = DrainReport(
+        batches=batches,
+        published=published,
+        failed=failed,
+        expired=expired,
+        released=released,
+        cancelled=cancelled,
+        broker_error=broker_error,
+    )
     if batches or released or cancelled:
         logger.info("outbox drain: %s", report.as_json())
     return report
@@ -190,7 +201,8 @@ def drain_outbox_concurrently(
     batch_size: int | None = None,
     publisher_factory: Callable[[], AmqpPublisher] | None = None,
 ) -> DrainReport:
-    """Resolve held claims once, then run ``workers`` drains side by side (OUTBOX_DRAIN_WORKERS).
+    """Resolve held claims and republish pending or uncertain trade claims once, then run
+    ``workers`` drains side by side (OUTBOX_DRAIN_WORKERS).
 
     Each drain has its own AMQP connection (``publisher_factory``, default: AMQP_URL) and its own
     database connection; ``FOR UPDATE SKIP LOCKED`` keeps their batches apart, so a row is still
@@ -199,6 +211,7 @@ def drain_outbox_concurrently(
     workers = workers or settings.outbox_drain_workers
     make_publisher = publisher_factory or (lambda: publisher_from_settings(settings))
     released, cancelled = resolve_held_claims()
+    trades = _redeliver_trades(make_publisher)
     reports: list[DrainReport] = []
     errors: list[BaseException] = []
 
@@ -226,10 +239,18 @@ def drain_outbox_concurrently(
         thread.join()
     if errors:
         raise errors[0]
-    total = sum(reports, DrainReport(released=released, cancelled=cancelled))
+    total = sum(reports, DrainReport(released=released, cancelled=cancelled, trades=trades))
     if workers > 1 and (total.batches or released or cancelled):
         logger.info("outbox drain (%d workers): %s", workers, total.as_json())
     return total
+
+
+def _redeliver_trades(make_publisher: Callable[[], AmqpPublisher]) -> int:
+    """Republish pending and uncertain trade claims (connects only when there are some)."""
+    if not redeliverable_trades():
+        return 0
+    with make_publisher() as publisher:
+        return redeliver_trades(publisher=publisher).published
 
 
 def _broker_unreachable(publisher: AmqpPublisher) -> str | None:
