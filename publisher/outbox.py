@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from config.clock import utcnow
-from config.errors import MissingQueueError, PublishError, PublishRefusedError
+from config.errors import BrokerConnectionError, MissingQueueError, PublishError, PublishRefusedError
 from config.settings import BaseEnvironment
 from models.activity import ActionStatus
 from models.db import database, database_errors
@@ -178,18 +178,63 @@ def mark_failed(row: OutboxRow, error: PublishError, *, now: datetime, settings:
     return status.value
 
 
+def mark_unavailable(
+    rows: Sequence[OutboxRow], error: PublishError, *, now: datetime, settings: BaseEnvironment
+) -> None:
+    """Record one unavailability for many rows in one UPDATE: a try each, no attempt, capped backoff.
+
+    An outage fails every row of a batch the same way; one statement and one log line per batch
+    keep a long outage with a large backlog from flooding the database and the log.
+    """
+    if not rows:
+        return
+    database.execute_sql(
+        "UPDATE outbox_messages SET tries = tries + 1, last_error = %s, next_attempt_at = %s "
+        "+ make_interval(secs => LEAST(%s * power(2, LEAST(tries, 40)), %s)) WHERE id = ANY(%s)",
+        (
+            f"{type(error).__name__}: {error}",
+            now,
+            settings.outbox_backoff_base_seconds,
+            settings.outbox_backoff_max_seconds,
+            [r.id for r in rows],
+        ),
+    )
+    logger.warning(
+        "outbox publish of %s rows failed, they stay pending (queues %s, first message_id=%s): %s",
+        len(rows),
+        ",".join(sorted({r.queue for r in rows})),
+        rows[0].message_id,
+        error,
+    )
+
+
 def record_outcomes(
     rows: Sequence[OutboxRow], outcomes: Sequence[PublishOutcome], *, now: datetime, settings: BaseEnvironment
 ) -> tuple[int, int]:
-    """Apply a batch's broker answers to its rows; returns (published, failed)."""
+    """Apply a batch's broker answers to its rows; returns (published, failed).
+
+    Rows that failed with one shared unavailability error (the connection was refused or lost)
+    are recorded together by ``mark_unavailable``; every other failure row by row.
+    """
     by_id = {r.message_id: r for r in rows}
     confirmed = [by_id[o.message.message_id] for o in outcomes if o.confirmed]
     mark_published(confirmed, now=now)
     failed = 0
+    shared: dict[int, tuple[PublishError, list[OutboxRow]]] = {}
     for outcome in outcomes:
-        if outcome.error is not None:
-            mark_failed(by_id[outcome.message.message_id], outcome.error, now=now, settings=settings)
-            failed += 1
+        if outcome.error is None:
+            continue
+        failed += 1
+        row = by_id[outcome.message.message_id]
+        if isinstance(outcome.error, BrokerConnectionError):
+            shared.setdefault(id(outcome.error), (outcome.error, []))[1].append(row)
+        else:
+            mark_failed(row, outcome.error, now=now, settings=settings)
+    for error, failed_rows in shared.values():
+        if len(failed_rows) == 1:
+            mark_failed(failed_rows[0], error, now=now, settings=settings)
+        else:
+            mark_unavailable(failed_rows, error, now=now, settings=settings)
     return len(confirmed), failed
 
 

@@ -67,6 +67,31 @@ def test_an_unreachable_broker_never_uses_up_attempts_however_long_it_lasts(
     )
 
 
+def test_a_batch_failed_by_an_outage_is_recorded_in_one_statement_with_each_rows_backoff(
+    db, fresh_queues, pub_settings, frozen_clock, caplog
+):
+    _rows(4)
+    database.execute_sql("UPDATE outbox_messages SET tries = id - 1")  # tries 0, 1, 2, 3
+    down = AmqpPublisher(url="amqp://guest:guest@127.0.0.1:1/%2F", connect_timeout=1)
+    with caplog.at_level("WARNING", logger="publisher.outbox"):
+        assert drain_outbox(publisher=down, settings=pub_settings).failed == 4
+    rows = database.execute_sql(
+        "SELECT tries, attempts, status, next_attempt_at FROM outbox_messages ORDER BY id"
+    ).fetchall()
+    assert (
+        [r[0] for r in rows] == [1, 2, 3, 4]
+        and {r[1] for r in rows} == {0}
+        and {r[2] for r in rows} == {"pending"}
+    )
+    assert [r[3] - frozen_clock.now for r in rows] == [backoff_delay(n, pub_settings) for n in (1, 2, 3, 4)]
+    assert (
+        sum(  # one line for the batch, not one per row
+            "rows failed, they stay pending" in r.message for r in caplog.records
+        )
+        == 1
+    )
+
+
 def test_a_confirm_that_never_comes_never_uses_up_attempts(
     db, fresh_queues, amqp_vhost, pub_settings, monkeypatch
 ):
