@@ -27,7 +27,9 @@ from publisher.amqp import AmqpPublisher, OutgoingMessage, PublishOutcome
 
 logger = logging.getLogger(__name__)
 
-ROW_COLUMNS = "id, message_id, queue, body::text, headers, tracking_id, attempts, expires_at, tries"
+ROW_COLUMNS = (
+    "id, message_id::text, queue, body::text, headers::text, tracking_id::text, attempts, expires_at, tries"
+)
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,8 @@ class OutboxRow:
     @classmethod
     def from_db(cls, row: Sequence[Any]) -> OutboxRow:
         body = row[3] if isinstance(row[3], str) else json.dumps(row[3])
-        headers = row[4] if isinstance(row[4], dict) else json.loads(row[4] or "{}")
+        raw = row[4]
+        headers = raw if isinstance(raw, dict) else {} if raw in (None, "{}") else json.loads(raw)
         return cls(
             id=row[0],
             message_id=str(row[1]),

@@ -195,3 +195,11 @@ def test_a_batch_whose_confirm_never_arrives_is_uncertain_not_published(
     assert isinstance(outcome.error, PublishUncertainError)
     assert "not confirmed" in str(outcome.error)
     pub.close()
+
+
+def test_a_body_larger_than_a_frame_is_split_and_arrives_whole(publisher, read_queue):
+    big = "x" * 300_000  # above the default frame_max of 131,072 bytes
+    outcomes = publisher.publish_many([_msg(LINEUP_UPDATES, big=big), _msg(LINEUP_UPDATES, small=1)])
+    assert all(o.confirmed for o in outcomes)
+    bodies = [b for b, _ in read_queue(LINEUP_UPDATES)]
+    assert bodies == [{"big": big}, {"small": 1}]

@@ -104,9 +104,12 @@ def test_a_confirm_that_never_comes_never_uses_up_attempts(
         silent._unconfirmed = {tag + 10**6: mid for tag, mid in silent._unconfirmed.items()}
 
     monkeypatch.setattr(silent, "_send", send_under_a_tag_the_broker_never_confirms)
+    one_try_per_run = pub_settings.model_copy(
+        update={"outbox_backoff_base_seconds": 60.0, "outbox_backoff_max_seconds": 60.0}
+    )
     for _ in range(pub_settings.outbox_max_attempts + 2):
         database.execute_sql("UPDATE outbox_messages SET next_attempt_at = now() - interval '1 second'")
-        assert drain_outbox(publisher=silent, settings=pub_settings).failed == 1
+        assert drain_outbox(publisher=silent, settings=one_try_per_run).failed == 1
     silent.close()
     [(status, attempts, tries)] = database.execute_sql(
         "SELECT status, attempts, tries FROM outbox_messages"
