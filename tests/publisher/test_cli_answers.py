@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 from click.testing import CliRunner
 
 from cli.answers import EXIT_CONFLICT, EXIT_INVALID, EXIT_UNAVAILABLE
 from cli.main import cli
+from tests.publisher.helpers import count
 
 DOWN_URL = "amqp://guest:secret@127.0.0.1:1/%2F"
 DRAFT = ["trigger", "draft-pick", "--league", "L1", "--team", "7", "--pick", "12", "--espn-id", "4426515"]
@@ -85,3 +87,13 @@ def test_runs_publish_answers_pending_with_the_broker_down_and_3_for_bad_params(
     assert code == 0 and data["status"] == "pending" and data["published"] is False
     code, out = run("runs", "publish", "sleep", "--param", "seconds=soon", "--json")
     assert code == 3 and json.loads(out)["status"] == "invalid"
+
+
+def test_a_trigger_with_postgresql_down_is_unavailable_exit_5(subprocess_env, publisher):
+    env = {**subprocess_env, "DATABASE_URL": "postgresql://postgres@127.0.0.1:1/kickoff_down"}
+    out = subprocess.run(
+        [".venv/bin/kickoff", *LINEUP, "--json"], env=env, capture_output=True, text=True, timeout=60
+    )
+    data = json.loads(out.stdout)
+    assert out.returncode == 5 and data["status"] == "unavailable" and "DATABASE_URL" in data["error"]
+    assert count("activity_actions") == 0
