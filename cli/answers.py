@@ -40,7 +40,7 @@ EXIT_UNAVAILABLE = 5
 
 #: What the --help texts of the publishing commands say about exit codes.
 EXIT_CODES_HELP = (
-    "Exit codes: 0 queued, pending or duplicate; 2 usage error; 3 invalid request (nothing "
+    "Exit codes: 0 queued, pending or duplicate; 2 usage error or unknown job; 3 invalid request (nothing "
     "saved); 4 conflict (filled or expired pick); 5 unavailable (retry with the same key); "
     "1 any other error."
 )
