@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from cli.answers import EXIT_CODES_HELP, publisher_answers
 from cli.common import echo_json
 from cli.context import CliContext
 from config.clock import parse_iso8601
@@ -22,6 +23,7 @@ from publisher.triggers import (
     DraftPickRequest,
     LineupRequest,
     TriggerResult,
+    TriggerStatus,
     WaiverRequest,
     trigger_draft_pick,
     trigger_lineup,
@@ -55,9 +57,13 @@ def _print(result: TriggerResult, as_json: bool) -> None:
     if as_json:
         echo_json(result.as_json())
         return
-    extra = " (held until its IR move succeeds)" if result.held else ""
-    if result.status.value == "queued" and not result.published and not result.held:
-        extra = " (saved; the broker did not confirm yet, the outbox drain will publish it)"
+    extra = ""
+    if result.held:
+        extra = " (held until its IR move succeeds)"
+    elif result.status is TriggerStatus.PENDING:
+        extra = " (saved; the broker did not confirm it yet, the outbox drain will publish it)"
+    elif result.status is TriggerStatus.DUPLICATE and not result.published:
+        extra = " (the earlier request's message is not delivered yet; the outbox drain publishes it)"
     click.echo(f"{result.status.value} {result.tracking_id}{extra}")
 
 
@@ -74,7 +80,12 @@ key_options = [
     ),
     click.option("--no-key", is_flag=True, help="Send no key: the request always publishes (manual moves)."),
     click.option("--traceparent", default=None, help="W3C traceparent to put in the body and AMQP headers."),
-    click.option("--json", "as_json", is_flag=True, help='Print {"status": ..., "tracking_id": ...}.'),
+    click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help='Print {"status": ..., "tracking_id": ..., "published": ..., "held": ...}.',
+    ),
 ]
 
 
@@ -90,18 +101,20 @@ def _key(explicit: str | None, no_key: bool, built: str | None) -> str | None:
     return explicit if explicit is not None else built
 
 
-@click.group()
+@click.group(epilog=EXIT_CODES_HELP)
 def trigger() -> None:
     """Queue moves for the browser worker (lineup_updates, waiver_actions, draft_targets).
 
     Each command validates first (player ids are ESPN ids: integers), saves the action with its
-    message in one transaction, publishes at once and prints `queued` or `duplicate` with the
-    tracking id. If RabbitMQ is down the message stays in the outbox; `kickoff outbox drain`
-    (or the periodic drain actor) publishes it later.
+    message in one transaction, publishes at once and prints the answer with the tracking id:
+    `queued` (RabbitMQ confirmed the message), `pending` (saved; RabbitMQ did not confirm it, or
+    a chained claim is held, and the outbox drain publishes it later) or `duplicate` (the key
+    belongs to an earlier action). A draft pick that could not be delivered answers
+    `unavailable` (exit 5): retry with the same key, which tries the delivery again at once.
     """
 
 
-@trigger.command("lineup")
+@trigger.command("lineup", epilog=EXIT_CODES_HELP)
 @click.option("--league", "league_id", required=True, help="Fantasy league id.")
 @click.option("--team", required=True, help="Team id in the league.")
 @click.option(
@@ -112,6 +125,7 @@ def trigger() -> None:
 @click.option("--job-name", default=lambda: os.environ.get("JOB_NAME", "cli"), help="Job name in the key.")
 @with_key_options
 @click.pass_obj
+@publisher_answers
 def lineup_cmd(
     obj: CliContext, league_id, team, swaps, season, week, job_name, key, no_key, traceparent, as_json
 ):
@@ -131,7 +145,7 @@ def lineup_cmd(
     _send(obj, trigger_lineup, request, as_json)
 
 
-@trigger.command("waiver")
+@trigger.command("waiver", epilog=EXIT_CODES_HELP)
 @click.option("--league", "league_id", required=True, help="Fantasy league id.")
 @click.option("--team", required=True, help="Team id in the league.")
 @click.option("--add", "add_player_id", required=True, help="ESPN id of the player to claim.")
@@ -145,6 +159,7 @@ def lineup_cmd(
 @click.option("--week", type=int, default=None, help="Week.")
 @with_key_options
 @click.pass_obj
+@publisher_answers
 def waiver_cmd(
     obj: CliContext,
     league_id,
@@ -188,7 +203,7 @@ def waiver_cmd(
     _send(obj, trigger_waiver, request, as_json)
 
 
-@trigger.command("draft-pick")
+@trigger.command("draft-pick", epilog=EXIT_CODES_HELP)
 @click.option("--league", "league_id", required=True, help="Fantasy league id.")
 @click.option("--team", required=True, help="Team id in the league.")
 @click.option("--pick", "pick_number", type=int, required=True, help="Overall pick number.")
@@ -196,10 +211,16 @@ def waiver_cmd(
 @click.option("--expires-at", default=None, help="ISO 8601 time with offset when the pick's clock runs out.")
 @with_key_options
 @click.pass_obj
+@publisher_answers
 def draft_cmd(
     obj: CliContext, league_id, team, pick_number, espn_id, expires_at, key, no_key, traceparent, as_json
 ):
-    """Queue a draft target. A filled or expired pick is refused; a failed delivery says retry."""
+    """Queue a draft target that expires with its pick (default: DRAFT_TARGET_DEFAULT_EXPIRY_SECONDS).
+
+    Answers `queued` once RabbitMQ confirmed it. A filled or expired pick is a conflict (exit
+    4); a target that could not be delivered is `unavailable` (exit 5, the tracking id is
+    printed): retry with the same key and it is published again at once.
+    """
     espn = _player_id(espn_id)
     deadline: datetime | None = None if expires_at is None else parse_iso8601(expires_at, what="--expires-at")
     built = (
@@ -219,7 +240,7 @@ def draft_cmd(
     _send(obj, trigger_draft_pick, request, as_json)
 
 
-@trigger.command("rumor-action")
+@trigger.command("rumor-action", epilog=EXIT_CODES_HELP)
 @click.option("--league", "league_id", required=True, help="Fantasy league id.")
 @click.option("--team", required=True, help="Team id in the league.")
 @click.option("--season", type=int, required=True, help="Season.")
@@ -235,6 +256,7 @@ def draft_cmd(
 @click.option("--traceparent", default=None, help="W3C traceparent for the resulting messages.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per signal.")
 @click.pass_obj
+@publisher_answers
 def rumor_cmd(obj: CliContext, league_id, team, season, week, roster, signals, traceparent, as_json):
     """Weigh rumor signals and send the resulting moves through the lineup and waiver triggers.
 
