@@ -25,7 +25,8 @@ def run(test_env, publisher):
     def invoke(*args: str, broker_down: bool = False) -> tuple[int, str]:
         env = {**test_env, "AMQP_URL": DOWN_URL} if broker_down else test_env
         result = runner.invoke(cli, list(args), env=env, catch_exceptions=False)
-        return result.exit_code, result.output
+        # --json answers are stdout alone (a warning logged on stderr is not part of the document)
+        return result.exit_code, result.stdout if "--json" in args else result.output
 
     return invoke
 
