@@ -15,7 +15,7 @@ from cli.common import echo_json
 from cli.context import CliContext
 from config.clock import parse_iso8601
 from models.activity import ActionStatus
-from publisher.actions import get_action, record_result
+from publisher.actions import RESULT_STATUSES, get_action, record_result
 from publisher.amqp import publisher_from_settings
 from publisher.idempotency import draft_key, lineup_key, waiver_key
 from publisher.rumor import RumorRequest, evaluate_rumors, signals_from_json
@@ -315,13 +315,22 @@ def show_cmd(obj: CliContext, tracking_id: str, as_json: bool) -> None:
             click.echo(f"{name}: {val}")
 
 
-@trigger.command("result")
+@trigger.command("result", epilog=EXIT_CODES_HELP)
 @click.argument("tracking_id")
-@click.argument("status", type=click.Choice([s.value for s in ActionStatus]))
+@click.argument("status", type=click.Choice(sorted(s.value for s in RESULT_STATUSES)))
 @click.option("--error", default=None, help="Failure text to record.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"tracking_id", "status"}.')
 @click.pass_obj
-def result_cmd(obj: CliContext, tracking_id: str, status: str, error: str | None) -> None:
-    """Record the worker's verified result for an action (releases or cancels chained claims)."""
+@publisher_answers
+def result_cmd(obj: CliContext, tracking_id: str, status: str, error: str | None, as_json: bool) -> None:
+    """Record the worker's verified result for an action (releases or cancels chained claims).
+
+    Only a pending action (queued, delivered, running) moves; a finished one (succeeded,
+    failed, skipped) is a conflict (exit 4) and is left as it is. Prints TRACKING_ID: STATUS.
+    """
     obj.database()
     record_result(tracking_id, ActionStatus(status), error=error)
-    click.echo(f"{tracking_id}: {status}")
+    if as_json:
+        echo_json({"tracking_id": tracking_id, "status": status})
+    else:
+        click.echo(f"{tracking_id}: {status}")

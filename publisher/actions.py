@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from config.clock import utcnow
-from config.errors import ActionNotFound
+from config.errors import ActionNotFound, TriggerConflictError, TriggerValidationError
 from models.activity import PENDING_STATUSES, ActionStatus
 from models.db import database, database_errors
 
@@ -56,16 +56,38 @@ def get_action(tracking_id: str) -> ActionView:
     )
 
 
+#: What a worker may report: it is acting on the action, or its verified outcome.
+RESULT_STATUSES: frozenset[ActionStatus] = frozenset(
+    {ActionStatus.RUNNING, ActionStatus.SUCCEEDED, ActionStatus.FAILED}
+)
+
+#: The statuses a worker's report may move an action out of (besides repeating its own status).
+REPORTABLE_FROM: frozenset[ActionStatus] = PENDING_STATUSES
+
+
 def record_result(tracking_id: str, status: ActionStatus, *, error: str | None = None) -> None:
-    """Record what the worker reported for an action (running, succeeded, failed)."""
+    """Record what the worker reported for an action (running, succeeded, failed).
+
+    Only a pending action (queued, delivered, running) moves; repeating the status it already
+    has is a no-op success. Anything else is refused before a write: a status a worker does not
+    report is TriggerValidationError, a finished action (succeeded, failed, skipped) asked to move
+    TriggerConflictError naming its status.
+    """
+    if status not in RESULT_STATUSES:
+        allowed = ", ".join(sorted(s.value for s in RESULT_STATUSES))
+        raise TriggerValidationError("status", f"a worker reports {allowed}, not {status.value}")
     now = utcnow()
     finished = None if status in PENDING_STATUSES else now
+    sources = sorted({s.value for s in REPORTABLE_FROM} | {status.value})
     with database_errors(), database.atomic():
         cursor = database.execute_sql(
             "UPDATE activity_actions SET status = %s, error = %s, updated_at = %s, "
-            "finished_at = COALESCE(%s, finished_at) WHERE tracking_id::text = %s",
-            (status.value, error, now, finished, str(tracking_id)),
+            "finished_at = COALESCE(%s, finished_at) WHERE tracking_id::text = %s AND status = ANY(%s)",
+            (status.value, error, now, finished, str(tracking_id), sources),
         )
     if cursor.rowcount == 0:
-        raise ActionNotFound(f"no activity action has tracking id {tracking_id}")
+        current = get_action(tracking_id).status  # ActionNotFound when there is none
+        raise TriggerConflictError(
+            f"action {tracking_id} is {current}: a worker result cannot change it to {status.value}"
+        )
     logger.info("action result recorded: tracking_id=%s status=%s", tracking_id, status.value)

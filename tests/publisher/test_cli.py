@@ -124,6 +124,15 @@ def test_trigger_show_and_result_and_the_chained_claim(run):
     assert run("trigger", "result", parent, "succeeded")[0] == 0
     code, out = run("trigger", "show", parent, "--json")
     assert json.loads(out)["status"] == "succeeded"
+    code, out = run("trigger", "result", parent, "running")  # a finished action does not move
+    assert (
+        code == 4
+        and out.strip() == f"Error: action {parent} is succeeded: a worker result cannot change it to running"
+    )
+    assert run("trigger", "result", parent, "succeeded")[0] == 0  # the same report again is a no-op
+    code, out = run("trigger", "result", parent, "queued")
+    assert code == 2 and "'queued' is not one of" in out
+    assert json.loads(run("trigger", "show", parent, "--json")[1])["status"] == "succeeded"
     assert json.loads(run("outbox", "drain", "--json")[1])["released"] == 1
     code, out = run("trigger", "show", "00000000-0000-4000-8000-000000000000")
     assert code == 2
