@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from cli.answers import EXIT_CODES_HELP, publisher_answers
-from cli.common import echo_json, parse_assignments
+from cli.common import LIMIT_OPTION, echo_json, parse_assignments
 from cli.context import CliContext
+from cli.table import echo_table
 from models.run_log import RunLog, RunStatus, Trigger
 
 if TYPE_CHECKING:
@@ -101,23 +102,36 @@ def publish(obj: CliContext, job: str, params: tuple[str, ...], trigger: str, as
     "--status", type=click.Choice([s.value for s in RunStatus]), default=None, help="Only this status."
 )
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="Newest N runs.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per line.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"count", "runs": [{"run_id", "job", ...}]}.')
 @click.pass_obj
 def list_runs(obj: CliContext, job: str | None, status: str | None, limit: int, as_json: bool) -> None:
-    """List recent runs, newest first: id, job, trigger, status, attempt, exit code."""
+    """List recent runs, newest first: a table of run id, job, trigger, status, attempt, exit code."""
     obj.database()
     query = RunLog.select().order_by(RunLog.queued_at.desc()).limit(limit)
     if job:
         query = query.where(RunLog.job == job)
     if status:
         query = query.where(RunLog.status == status)
-    for run in query:
-        if as_json:
-            echo_json(run_dict(run))
-            continue
-        outcome = run.status + (f" ({run.reason})" if run.reason else "")
-        code = "" if run.exit_code is None else f" exit={run.exit_code}"
-        click.echo(f"{run.id}  {run.job:<20} {run.trigger:<8} {outcome:<20} attempt={run.attempt}{code}")
+    found = list(query)
+    if as_json:
+        echo_json({"count": len(found), "runs": [run_dict(run) for run in found]})
+        return
+    echo_table(
+        ["run_id", "job", "trigger", "status", "attempt", "exit"],
+        (
+            [
+                run.id,
+                run.job,
+                run.trigger,
+                run.status + (f" ({run.reason})" if run.reason else ""),
+                run.attempt,
+                run.exit_code,
+            ]
+            for run in found
+        ),
+        empty="no runs",
+        right=["attempt", "exit"],
+    )
 
 
 @runs.command()
@@ -158,13 +172,14 @@ def drain(obj: CliContext, batch: int | None, as_json: bool) -> None:
 
 
 @runs.command()
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per job.")
+@LIMIT_OPTION
+@click.option("--json", "as_json", is_flag=True, help='Print {"count", "jobs": [{"job", "overlap", ...}]}.')
 @click.pass_obj
-def catalog(obj: CliContext, as_json: bool) -> None:
-    """Validate the job catalog (JOB_CATALOG_PATH) and list its jobs and policies."""
+def catalog(obj: CliContext, limit: int, as_json: bool) -> None:
+    """Validate the job catalog (JOB_CATALOG_PATH) and list its jobs and policies (a table)."""
     cat = _catalog(obj)
-    for job in cat.jobs.values():
-        data = {
+    jobs = [
+        {
             "job": job.name,
             "overlap": job.overlap.value,
             "retries": job.retries,
@@ -173,9 +188,85 @@ def catalog(obj: CliContext, as_json: bool) -> None:
             "successors": list(job.successors),
             "description": job.description,
         }
-        if as_json:
-            echo_json(data)
-        else:
-            extra = f" schedule={job.schedule!r}" if job.schedule else ""
-            chain = f" then {','.join(job.successors)}" if job.successors else ""
-            click.echo(f"{job.name:<20} overlap={job.overlap.value} retries={job.retries}{extra}{chain}")
+        for job in list(cat.jobs.values())[:limit]
+    ]
+    if as_json:
+        echo_json({"count": len(jobs), "jobs": jobs})
+        return
+    echo_table(
+        ["job", "overlap", "retries", "schedule", "then"],
+        (
+            [j["job"], j["overlap"], j["retries"], j["schedule"] or "", ",".join(j["successors"])]
+            for j in jobs
+        ),
+        empty="no jobs in the catalog",
+        right=["retries"],
+    )
+
+
+@runs.command(epilog=EXIT_CODES_HELP)
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help='Print {"run_id", "status", "reason"}.')
+@click.pass_obj
+@publisher_answers
+def cancel(obj: CliContext, run_id: str, as_json: bool) -> None:
+    """Cancel a queued run: it ends skipped (reason cancelled) and is never started.
+
+    A running or ended run is a conflict (exit 4): cancel stops no process. Prints the new status.
+    """
+    from publisher.run_admin import cancel_run
+
+    obj.database()
+    run = cancel_run(run_id)
+    if as_json:
+        echo_json({"run_id": str(run.id), "status": run.status, "reason": run.reason})
+    else:
+        click.echo(f"{run.id} {run.job}: {run.status} ({run.reason})")
+
+
+@runs.command(epilog=EXIT_CODES_HELP)
+@click.argument("run_id")
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"run_id", "job", "attempt", "status", "published"}.'
+)
+@click.pass_obj
+@publisher_answers
+def retry(obj: CliContext, run_id: str, as_json: bool) -> None:
+    """Queue the next attempt of a failed or skipped run (beyond its retry budget).
+
+    Prints `queued` (RabbitMQ confirmed the command) or `pending` (the drain publishes it) with the
+    attempt. A queued, running or succeeded run is a conflict (exit 4).
+    """
+    from publisher.amqp import publisher_from_settings
+    from publisher.run_admin import retry_run
+
+    obj.database()
+    with publisher_from_settings(obj.settings) as publisher:
+        answer = retry_run(run_id, publisher=publisher)
+    data = answer.as_dict()
+    if as_json:
+        echo_json(data)
+    else:
+        click.echo(f"{data['status']} {answer.run_id} {answer.job} attempt {answer.attempt}")
+
+
+@runs.command()
+@click.argument("run_id")
+@click.option(
+    "--lines", "-n", type=click.IntRange(min=1), default=100, show_default=True, help="Last N lines."
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"run_id", "attempt", "log_path", "lines": [...]}.'
+)
+@click.pass_obj
+def logs(obj: CliContext, run_id: str, lines: int, as_json: bool) -> None:
+    """Print the last lines of the run's current attempt's log (DATA_DIR/runs/<job>/...)."""
+    from publisher.run_admin import run_log_tail
+
+    obj.database()
+    run, tail = run_log_tail(run_id, lines=lines)
+    if as_json:
+        echo_json({"run_id": str(run.id), "attempt": run.attempt, "log_path": run.log_path, "lines": tail})
+        return
+    for line in tail:
+        click.echo(line)

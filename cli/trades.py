@@ -6,8 +6,9 @@ import getpass
 
 import click
 
-from cli.common import echo_json
+from cli.common import LIMIT_OPTION, echo_json
 from cli.context import CliContext
+from cli.table import echo_table
 from publisher.amqp import publisher_from_settings
 from publisher.queues import TRADE_QUEUES
 from publisher.trades import Resolution, list_uncertain, resolve_uncertain
@@ -28,22 +29,32 @@ def trades() -> None:
 @click.option(
     "--stale-seconds", type=float, default=60.0, help="Also list claims stuck this long in `claimed`."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per claim.")
+@LIMIT_OPTION
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"count", "claims": [{"queue", "claim_key", ...}]}.'
+)
 @click.pass_obj
-def uncertain_cmd(obj: CliContext, stale_seconds: float, as_json: bool) -> None:
-    """List claims needing manual reconciliation."""
+def uncertain_cmd(obj: CliContext, stale_seconds: float, limit: int, as_json: bool) -> None:
+    """List claims needing manual reconciliation.
+
+    A table of queue, claim key, status, league, message id and error; "no uncertain trade claims"
+    when there is none.
+    """
     obj.database()
-    entries = list_uncertain(stale_claim_seconds=stale_seconds)
-    for e in entries:
-        if as_json:
-            echo_json({**vars(e), "created_at": e.created_at.isoformat()})
-        else:
-            click.echo(
-                f"{e.queue} {e.claim_key} {e.status} league={e.league_id} "
-                f"message_id={e.message_id}: {e.error}"
-            )
-    if not entries and not as_json:
-        click.echo("no uncertain trade claims")
+    entries = list_uncertain(stale_claim_seconds=stale_seconds)[:limit]
+    if as_json:
+        echo_json(
+            {
+                "count": len(entries),
+                "claims": [{**vars(e), "created_at": e.created_at.isoformat()} for e in entries],
+            }
+        )
+        return
+    echo_table(
+        ["queue", "claim_key", "status", "league", "message_id", "error"],
+        ([e.queue, e.claim_key, e.status, e.league_id, e.message_id, e.error] for e in entries),
+        empty="no uncertain trade claims",
+    )
 
 
 @trades.command("resolve")

@@ -254,7 +254,7 @@ def draft_cmd(
     '"ruled_out", "confidence": 0.9}; repeatable. Kinds: ruled_out, season_ending, breakout.',
 )
 @click.option("--traceparent", default=None, help="W3C traceparent for the resulting messages.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per signal.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"outcomes": [one object per signal]}.')
 @click.pass_obj
 @publisher_answers
 def rumor_cmd(obj: CliContext, league_id, team, season, week, roster, signals, traceparent, as_json):
@@ -286,10 +286,11 @@ def rumor_cmd(obj: CliContext, league_id, team, season, week, roster, signals, t
     obj.database()
     with publisher_from_settings(obj.settings) as publisher:
         outcomes = evaluate_rumors(request, publisher=publisher, settings=obj.settings)
+    if as_json:
+        echo_json({"outcomes": [outcome.as_json() for outcome in outcomes]})
+        return
     for outcome in outcomes:
-        if as_json:
-            echo_json(outcome.as_json())
-        elif outcome.ignored:
+        if outcome.ignored:
             click.echo(f"{outcome.signal.kind} {outcome.signal.player_id}: ignored ({outcome.ignored})")
         else:
             sent = ", ".join(f"{r.status.value} {r.tracking_id}" for r in outcome.results)

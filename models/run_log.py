@@ -43,6 +43,7 @@ class SkipReason(StrEnum):
 
     EXPIRED = "expired"  # the initial attempt was still queued at expires_at
     OVERLAP = "overlap"  # overlap: forbid and another run of the job was running
+    CANCELLED = "cancelled"  # an operator cancelled it while it was queued (kickoff runs cancel)
 
 
 class RunLog(BaseModel):

@@ -25,7 +25,7 @@ def test_runs_publish_list_and_show(db, publisher, subprocess_env, amqp_vhost):
     assert (run.job, run.trigger, run.params) == ("sleep", "cli", {"seconds": 2})
 
     listed = kickoff(subprocess_env, "runs", "list", "--json")
-    assert [json.loads(line)["run_id"] for line in listed.stdout.splitlines()] == [result["run_id"]]
+    assert [run["run_id"] for run in json.loads(listed.stdout)["runs"]] == [result["run_id"]]
 
     shown = kickoff(subprocess_env, "runs", "show", result["run_id"], "--json")
     assert json.loads(shown.stdout)["status"] == "queued"

@@ -1,0 +1,94 @@
+"""Operator actions on one run: cancel it while queued, retry it once it ended, read its log."""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from config.clock import utcnow
+from config.errors import RunError, TriggerConflictError
+from models.db import database, database_errors
+from models.run_log import RunLog, RunStatus, SkipReason
+from publisher.runs import CommandPublisher, enqueue_retry, get_run, send_outbox_rows
+
+logger = logging.getLogger(__name__)
+
+#: Runs an operator may retry: they ended without success.
+RETRYABLE = frozenset({RunStatus.FAILED.value, RunStatus.SKIPPED.value})
+
+
+def cancel_run(run_id: str) -> RunLog:
+    """End a queued run as skipped (reason ``cancelled``); a launcher then never starts it.
+
+    A run that is running or ended is a TriggerConflictError naming its status (nothing changes):
+    cancel stops no process.
+    """
+    run = get_run(run_id)  # RunNotFound
+    now = utcnow()
+    with database_errors(), database.atomic():
+        changed = (
+            RunLog.update(status=RunStatus.SKIPPED.value, reason=SkipReason.CANCELLED.value, ended_at=now)
+            .where(RunLog.id == run.id, RunLog.status == RunStatus.QUEUED.value)
+            .execute()
+        )
+    if not changed:
+        current = get_run(run_id).status
+        raise TriggerConflictError(f"run {run.id} is {current}: only a queued run can be cancelled")
+    logger.info("run %s of %s cancelled by an operator", run.id, run.job)
+    return get_run(run_id)
+
+
+@dataclass(frozen=True)
+class RetryAnswer:
+    """A retried run: its id, the new attempt and whether RabbitMQ confirmed the command."""
+
+    run_id: str
+    job: str
+    attempt: int
+    published: bool
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "run_id": self.run_id,
+            "job": self.job,
+            "attempt": self.attempt,
+            "status": "queued" if self.published else "pending",
+            "published": self.published,
+        }
+
+
+def retry_run(run_id: str, *, publisher: CommandPublisher | None) -> RetryAnswer:
+    """Queue the next attempt of a failed or skipped run (beyond its retry budget) and publish it.
+
+    ``queued`` when RabbitMQ confirmed the command, else ``pending`` (the drain publishes it). A
+    queued, running or succeeded run is a TriggerConflictError naming its status.
+    """
+    with database_errors(), database.atomic():
+        run = RunLog.select().where(RunLog.id == get_run(run_id).id).for_update().get()
+        if run.status not in RETRYABLE:
+            raise TriggerConflictError(
+                f"run {run.id} is {run.status}: only a failed or skipped run can be retried"
+            )
+        outbox_id = enqueue_retry(run)
+    published = bool(publisher is not None and send_outbox_rows([outbox_id], publisher=publisher).published)
+    logger.info("run %s of %s: attempt %s queued by an operator", run.id, run.job, run.attempt)
+    return RetryAnswer(run_id=str(run.id), job=run.job, attempt=run.attempt, published=published)
+
+
+def run_log_tail(run_id: str, *, lines: int) -> tuple[RunLog, list[str]]:
+    """The run and the last ``lines`` lines of its current attempt's log file.
+
+    RunError when the run never started (no log yet) or its log file is gone.
+    """
+    run = get_run(run_id)
+    if not run.log_path:
+        raise RunError(f"run {run.id} is {run.status} and has no log yet (it never started)")
+    path = Path(run.log_path)
+    try:
+        with path.open(errors="replace") as fh:
+            tail = list(deque((line.rstrip("\n") for line in fh), maxlen=lines))
+    except OSError as exc:
+        raise RunError(f"cannot read the log of run {run.id} at {path}: {exc.strerror or exc}") from exc
+    return run, tail
