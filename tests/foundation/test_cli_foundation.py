@@ -39,9 +39,13 @@ def test_migrate_creates_the_database_and_a_second_run_is_a_no_op(fresh_database
     report = json.loads(first.stdout)
     assert report["created_database"] is True
     assert "0001_foundation" in report["applied"]
+    assert first.stderr == ""  # what it did is in the answer, not logged beside it
     second = kickoff("db", "migrate", env=fresh_database_env)
     assert second.returncode == 0, second.stderr
-    assert "up to date" in second.stdout
+    assert second.stdout.strip().splitlines() == [
+        f"database {report['database']} is up to date (nothing to apply)"
+    ]
+    assert second.stderr == ""
 
 
 def test_a_bad_database_url_gives_one_line_naming_the_setting_and_address(subprocess_env):
@@ -114,6 +118,13 @@ def unmigrated_env(subprocess_env):
 def test_a_database_never_migrated_says_so_in_one_line(unmigrated_env, args):
     line = one_error_line(kickoff(*args, env=unmigrated_env))
     assert line.startswith("Error: database not migrated: run kickoff db migrate")
+
+
+def test_check_on_a_database_never_migrated_fails_naming_the_fix(unmigrated_env):
+    result = kickoff("check", "--json", env=unmigrated_env)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    [migrations] = [c for c in json.loads(result.stdout)["checks"] if c["name"] == "migrations"]
+    assert migrations["status"] == "FAIL" and migrations["detail"].endswith("run kickoff db migrate")
 
 
 def test_db_status_lists_pending_then_applied_migrations(unmigrated_env):
