@@ -15,7 +15,7 @@ def config_group() -> None:
 
 
 @config_group.command("show")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help="Print one object: setting name -> effective value.")
 @click.pass_obj
 def show(obj: CliContext, as_json: bool) -> None:
     """Print every setting with its effective value; the API key shows as ***."""

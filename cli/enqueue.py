@@ -30,7 +30,9 @@ def check_actor_kwargs(actor_name: str, fn: Callable[..., Any], kwargs: dict[str
     metavar="KEY=VALUE",
     help='Keyword argument of the actor (JSON values: true, 30, null, "text"); repeatable.',
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"actor", "queue", "message_id", "kwargs", "detail"}.'
+)
 @click.pass_obj
 def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: bool) -> None:
     """Send one message to ACTOR (e.g. dispatch_upcoming_match_listeners, start_match_listener).

@@ -52,7 +52,13 @@ def listeners() -> None:
 )
 @click.option("--test", "test_only", is_flag=True, help="Test clones only (as develop's scheduler).")
 @click.option("--live", "live_only", is_flag=True, help="Live matches only (not with --test).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print {"locked", "eligible", "enqueued", "skipped", "exhausted", "abandoned", "failed",'
+    ' "match_ids"}.',
+)
 @click.pass_obj
 def dispatch_cmd(
     obj: CliContext, within_minutes: int, test_only: bool, live_only: bool, as_json: bool
@@ -104,10 +110,16 @@ def dispatch_cmd(
     metavar="KEY=VALUE",
     help="Listener setting for this start only (strongest layer); repeatable.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"match_id", "enqueued", "message_id", "force", "detail"}.'
+)
 @click.pass_obj
 def start_cmd(obj: CliContext, match_id: str, force: bool, overrides: tuple[str, ...], as_json: bool) -> None:
-    """Enqueue a start of MATCH_ID's listener on the match_listeners queue."""
+    """Enqueue a start of MATCH_ID's listener on the match_listeners queue; prints the message id.
+
+    --override values are checked against the listener settings first: a bad one is one line and
+    nothing is enqueued.
+    """
     from listener.dispatch import request_start
     from listener.start import load_match, validate_listener_settings
 
@@ -134,7 +146,12 @@ def start_cmd(obj: CliContext, match_id: str, force: bool, overrides: tuple[str,
 
 @listeners.command("stop")
 @click.argument("match_id", type=MATCH_ID)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print {"match_id", "rows_closed", "revoked_message_id", "locks_released", "auto_dispatch_was"}.',
+)
 @click.pass_obj
 def stop_cmd(obj: CliContext, match_id: str, as_json: bool) -> None:
     """Stop MATCH_ID's listener (exit 15 within 2 s), revoke a queued start, turn auto-dispatch off."""
@@ -162,7 +179,12 @@ def stop_cmd(obj: CliContext, match_id: str, as_json: bool) -> None:
         " healthy or not: a last resort, never needed after a deploy."
     ),
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print {"locked", "abandoned", "matches", "barriers_cleared", "pending_reclaimed"}.',
+)
 @click.pass_obj
 def sweep_cmd(obj: CliContext, heartbeat_stale_seconds: float | None, as_json: bool) -> None:
     """Close dead listeners' rows as Abandoned (14) and clear their barriers.

@@ -240,7 +240,7 @@ def edit(
 @matches.command("set-dispatch")
 @click.argument("match_id", type=MATCH_ID)
 @click.argument("state", type=click.Choice(["on", "off"]))
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"match_id", "auto_dispatch", "was"}.')
 @click.pass_obj
 def set_dispatch(obj: CliContext, match_id: str, state: str, as_json: bool) -> None:
     """Turn auto-dispatch of MATCH_ID on or off (on also clears a leftover stop flag)."""

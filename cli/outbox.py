@@ -35,7 +35,12 @@ def outbox() -> None:
     help="Drains side by side, each with its own connections (default OUTBOX_DRAIN_WORKERS).",
 )
 @click.option("--now", "now", is_flag=True, help="Ignore backoff: try every pending row now.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print {"batches", "published", "failed", "expired", "released", "cancelled", "trades", ...}.',
+)
 @click.pass_obj
 def drain_cmd(
     obj: CliContext, max_seconds: float | None, workers: int | None, now: bool, as_json: bool
@@ -77,7 +82,13 @@ def drain_cmd(
 
 
 @outbox.command("status")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print {"backlog", "held", "dead", "backlog_by_queue", "oldest_pending": [...],'
+    ' "dead_rows": [...]}.',
+)
 @click.option(
     "--pending",
     "pending_limit",

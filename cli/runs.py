@@ -136,7 +136,7 @@ def list_runs(obj: CliContext, job: str | None, status: str | None, limit: int, 
 
 @runs.command()
 @click.argument("run_id")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help='Print the run: {"run_id", "job", "status", ...}.')
 @click.pass_obj
 def show(obj: CliContext, run_id: str, as_json: bool) -> None:
     """Show one run: trigger, dedupe key, attempts, times, exit code, log file. Exit 2 if unknown."""
@@ -155,7 +155,7 @@ def show(obj: CliContext, run_id: str, as_json: bool) -> None:
 @click.option(
     "--batch", type=click.IntRange(1, 10_000), default=None, help="Rows per call (JOB_RUN_DRAIN_BATCH)."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"published", "stale", "failed"}.')
 @click.pass_obj
 def drain(obj: CliContext, batch: int | None, as_json: bool) -> None:
     """Publish run outbox rows whose first publish failed (the launcher also does this)."""

@@ -299,7 +299,7 @@ def rumor_cmd(obj: CliContext, league_id, team, season, week, roster, signals, t
 
 @trigger.command("show")
 @click.argument("tracking_id")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help='Print the action: {"tracking_id", "status", ...}.')
 @click.pass_obj
 def show_cmd(obj: CliContext, tracking_id: str, as_json: bool) -> None:
     """Show an action's status, key, chain and run by tracking id (exit 2 if unknown)."""
