@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from cli.common import echo_json, parse_assignments
+from cli.common import MATCH_ID, echo_json, parse_assignments
 from cli.context import CliContext
 from config.errors import NotFound
 
@@ -38,7 +38,7 @@ def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: boo
     """Send one message to ACTOR (e.g. dispatch_upcoming_match_listeners, start_match_listener).
 
     start_match_listener goes through the same path as `kickoff listeners start` (pending key,
-    stored message id, so a stop can revoke it): --kw match_id=<internal id> [--kw force=true]
+    stored message id, so a stop can revoke it): --kw match_id=<internal id or sr_id> [--kw force=true]
     [--kw overrides='{"listener_dry_run": true}'].
 
     dispatch_upcoming_match_listeners is a one-shot: within_minutes defaults to 0 (matches due
@@ -70,7 +70,8 @@ def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: boo
             raise click.BadParameter("overrides must be a JSON object", param_hint="--kw")
         validate_listener_settings(overrides, source="--kw overrides")
         obj.database()
-        match_id = str(load_match(str(kwargs["match_id"])).id)
+        kwargs["match_id"] = MATCH_ID.convert(str(kwargs["match_id"]), None, click.get_current_context())
+        match_id = str(load_match(kwargs["match_id"]).id)
         message, note = request_start(
             match_id,
             overrides=kwargs.get("overrides"),

@@ -186,6 +186,18 @@ def test_enqueue_start_match_listener_goes_through_the_start_path(kick, make_mat
     )
     assert out["message_id"] == reload(match).listener_start_settings["message_id"]
     assert broker_queues("match_listeners") == 1
+    by_sr_id = json.loads(
+        kick(
+            "enqueue",
+            "start_match_listener",
+            "--kw",
+            f"match_id={match.sr_id}",
+            "--kw",
+            "force=true",
+            "--json",
+        ).output
+    )
+    assert by_sr_id["kwargs"]["match_id"] == str(match.id) and broker_queues("match_listeners") == 2
 
 
 def test_enqueue_an_unknown_actor_is_exit_2(kick):
