@@ -9,6 +9,7 @@ import click
 from pydantic import ValidationError
 
 from cli.amqp import amqp
+from cli.apikeys import apikeys
 from cli.check import check
 from cli.config_cmd import config_group
 from cli.context import CliContext
@@ -23,6 +24,7 @@ from cli.matches import matches
 from cli.outbox import outbox
 from cli.runs import runs
 from cli.scheduler import scheduler_command
+from cli.serve import serve_command
 from cli.sim import sim_group
 from cli.trades import trades
 from cli.trigger import trigger
@@ -86,6 +88,8 @@ cli.add_command(trigger)
 cli.add_command(outbox)
 cli.add_command(amqp)
 cli.add_command(trades)
+cli.add_command(serve_command)
+cli.add_command(apikeys)
 
 
 def main() -> None:

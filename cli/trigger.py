@@ -61,8 +61,50 @@ def _print(result: TriggerResult, as_json: bool) -> None:
     click.echo(f"{result.status.value} {result.tracking_id}{extra}")
 
 
+API_URL_META = "kickoff_api_url"
+
+
+def _remember_api(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value:
+        ctx.meta[API_URL_META] = value
+    return value
+
+
+api_option = click.option(
+    "--api",
+    metavar="URL",
+    default=None,
+    expose_value=False,
+    callback=_remember_api,
+    help="Send through the HTTP API at URL (key from KICKOFF_API_KEY), retrying connection errors, "
+    "timeouts and 5xx (TRIGGER_RETRY_*), instead of publishing from this process.",
+)
+
+
+def _api_client(obj: CliContext) -> Any:
+    """The HTTP trigger client when --api was given, else None."""
+    url = click.get_current_context().meta.get(API_URL_META)
+    if not url:
+        return None
+    from publisher.trigger_http import API_KEY_ENV, HttpTriggerClient
+
+    key = os.environ.get(API_KEY_ENV)
+    if not key:
+        raise click.UsageError(f"--api needs an API key in {API_KEY_ENV}")
+    return HttpTriggerClient(base_url=url, api_key=key, settings=obj.settings)
+
+
 def _send(obj: CliContext, send: Callable[..., TriggerResult], request: Any, as_json: bool) -> None:
-    """Send ``request`` with the trigger function ``send`` and print its answer."""
+    """Send ``request`` with the trigger function ``send`` (or through --api) and print its answer."""
+    client = _api_client(obj)
+    if client is not None:
+        with client:
+            data = client.send(request)
+        if as_json:
+            echo_json(data)
+        else:
+            click.echo(f"{data['status']} {data['tracking_id']}")
+        return
     obj.database()
     with publisher_from_settings(obj.settings) as publisher:
         _print(send(request, publisher=publisher, settings=obj.settings), as_json)
@@ -75,6 +117,7 @@ key_options = [
     click.option("--no-key", is_flag=True, help="Send no key: the request always publishes (manual moves)."),
     click.option("--traceparent", default=None, help="W3C traceparent to put in the body and AMQP headers."),
     click.option("--json", "as_json", is_flag=True, help='Print {"status": ..., "tracking_id": ...}.'),
+    api_option,
 ]
 
 
@@ -234,6 +277,7 @@ def draft_cmd(
 )
 @click.option("--traceparent", default=None, help="W3C traceparent for the resulting messages.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per signal.")
+@api_option
 @click.pass_obj
 def rumor_cmd(obj: CliContext, league_id, team, season, week, roster, signals, traceparent, as_json):
     """Weigh rumor signals and send the resulting moves through the lineup and waiver triggers.
@@ -261,6 +305,18 @@ def rumor_cmd(obj: CliContext, league_id, team, season, week, roster, signals, t
         signals=parsed_signals,
         traceparent=traceparent,
     )
+    client = _api_client(obj)
+    if client is not None:
+        with client:
+            for data in client.send(request)["outcomes"]:
+                if as_json:
+                    echo_json(data)
+                else:
+                    sent = ", ".join(f"{r['status']} {r['tracking_id']}" for r in data["results"])
+                    click.echo(
+                        f"{data['kind']} {data['player_id']}: {data['rule'] or data['ignored']}: {sent}"
+                    )
+        return
     obj.database()
     with publisher_from_settings(obj.settings) as publisher:
         outcomes = evaluate_rumors(request, publisher=publisher, settings=obj.settings)

@@ -239,6 +239,21 @@ class TradeNotFound(NotFound):
     """Raised when no execution_log entry has the given key."""
 
 
+# -- HTTP API ----------------------------------------------------------------------
+
+
+class ApiKeyNotFound(NotFound):
+    """Raised when no API key has the given id (``kickoff apikeys revoke``)."""
+
+
+class ApiRequestError(KickoffError):
+    """Raised by the HTTP trigger client for a 4xx answer other than 422/409 (401, 403, 404, 413, 415)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        super().__init__(f"HTTP {status}: {message}")
+
+
 # -- job runs ----------------------------------------------------------------------
 
 

@@ -149,6 +149,24 @@ class BaseEnvironment(BaseSettings):
     )
     trigger_retry_max_seconds: float = Field(30.0, ge=0, description="trigger_client: longest retry delay.")
 
+    # -- HTTP API (kickoff serve) --------------------------------------------------
+    api_host: str = Field("127.0.0.1", description="Address `kickoff serve` binds.")
+    api_port: int = Field(8080, ge=0, le=65535, description="Port `kickoff serve` binds.")
+    api_workers: int = Field(1, gt=0, description="uvicorn worker processes of `kickoff serve`.")
+    api_max_body_bytes: int = Field(
+        65536, gt=0, description="Largest request body the API accepts (larger: 413)."
+    )
+    api_metrics_require_key: bool = Field(
+        False, description="GET /metrics needs an API key (read scope or wider); off: open, as /healthz."
+    )
+    dramatiq_prometheus: bool = Field(
+        False,
+        description=(
+            "Dramatiq workers add Dramatiq's Prometheus middleware (exposition on dramatiq_prom_port,"
+            " default 9191; one port per worker command)."
+        ),
+    )
+
     # -- job runs (catalog, launcher) ---------------------------------------------
     job_catalog_path: Path = Field(
         Path("publisher/catalog.yaml"),

@@ -1,0 +1,80 @@
+"""``kickoff apikeys``: create (the key is printed once), list and revoke API keys of `kickoff serve`."""
+
+from __future__ import annotations
+
+import click
+
+from cli.common import echo_json
+from cli.context import CliContext
+
+SCOPES = ("trigger", "operator", "read")
+
+
+@click.group("apikeys")
+def apikeys() -> None:
+    """API keys for `kickoff serve` (Authorization: Bearer KEY).
+
+    \b
+    trigger   triggers, trades, action results, run publishing
+    read      every GET route
+    operator  everything (listener operations included)
+    Only a key's SHA-256 is stored: the key is printed once, by create.
+    """
+
+
+@apikeys.command("create")
+@click.option("--name", required=True, help="Who or what uses the key (shown by list).")
+@click.option("--scope", type=click.Choice(SCOPES), required=True, help="What the key may call.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"id": ..., "key": ...}.')
+@click.pass_obj
+def create_cmd(obj: CliContext, name: str, scope: str, as_json: bool) -> None:
+    """Create a key and print it once (it cannot be shown again)."""
+    from api.keys import Scope, create_key
+
+    if not name.strip():
+        raise click.BadParameter("must not be empty", param_hint="--name")
+    obj.database()
+    key, secret = create_key(name=name.strip(), scope=Scope(scope))
+    if as_json:
+        echo_json({"id": key.id, "key": secret})
+        return
+    click.echo(f"id:    {key.id}")
+    click.echo(f"key:   {secret}")
+    click.echo("Store the key now: it is not stored and cannot be shown again.")
+
+
+@apikeys.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per key.")
+@click.pass_obj
+def list_cmd(obj: CliContext, as_json: bool) -> None:
+    """List keys (id, name, scope, created, revoked); never the keys themselves."""
+    from api.keys import list_keys
+
+    obj.database()
+    keys = list_keys()
+    for key in keys:
+        if as_json:
+            echo_json(key.as_dict())
+        else:
+            revoked = f" revoked {key.revoked_at.isoformat()}" if key.revoked_at else ""
+            click.echo(
+                f"{key.id}  {key.scope.value:<8} {key.name}  created {key.created_at.isoformat()}{revoked}"
+            )
+    if not keys and not as_json:
+        click.echo("no API keys")
+
+
+@apikeys.command("revoke")
+@click.argument("key_id")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_obj
+def revoke_cmd(obj: CliContext, key_id: str, as_json: bool) -> None:
+    """Revoke key KEY_ID at once (exit 2 if unknown); its row stays for the record."""
+    from api.keys import revoke_key
+
+    obj.database()
+    key = revoke_key(key_id)
+    if as_json:
+        echo_json(key.as_dict())
+    else:
+        click.echo(f"revoked {key.id} ({key.name})")
