@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from api.auth import authorize
+from api.auth import KeyCache, authorize
 from api.context import ApiContext
 from api.errors import error_body, status_of
 from api.metrics import ApiMetrics
@@ -95,6 +95,7 @@ def create_app(settings: MatchListenerEnvironment | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.ctx = ctx
+    app.state.key_cache = KeyCache(ctx.settings.api_key_cache_seconds)
     app.state.metrics = ApiMetrics(ctx)
     for module in (health, triggers, trades, actions, runs, listeners):
         app.include_router(module.router)

@@ -8,12 +8,14 @@ route without a rule is refused (500) and fails the table-driven test. Keys are 
 from __future__ import annotations
 
 import logging
+import time
 from enum import StrEnum
 from typing import Any
 
 from fastapi import HTTPException, Request
+from starlette.concurrency import run_in_threadpool
 
-from api.keys import ApiKey, Scope, authenticate
+from api.keys import ApiKey, Scope, authenticate, hash_key
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +85,31 @@ def _unauthorized(detail: str) -> HTTPException:
     return HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
 
 
-def authorize(request: Request) -> ApiKey | None:
+class KeyCache:
+    """Keys that authenticated recently, by hash, for API_KEY_CACHE_SECONDS (0: ask PostgreSQL every time).
+
+    Only valid keys are kept; a revoked key is refused once its entry expires.
+    """
+
+    def __init__(self, ttl_seconds: float) -> None:
+        self.ttl = ttl_seconds
+        self._entries: dict[str, tuple[ApiKey, float]] = {}
+
+    async def lookup(self, key: str) -> ApiKey | None:
+        digest = hash_key(key)
+        now = time.monotonic()
+        entry = self._entries.get(digest)
+        if entry is not None and entry[1] > now:
+            return entry[0]
+        found = await run_in_threadpool(authenticate, key)
+        if found is not None and self.ttl > 0:
+            if len(self._entries) > 10_000:
+                self._entries.clear()
+            self._entries[digest] = (found, now + self.ttl)
+        return found
+
+
+async def authorize(request: Request) -> ApiKey | None:
     """The application-wide dependency: look up the route's rule, then check key and scope."""
     route = request.scope.get("route")
     path = getattr(route, "path", None)
@@ -100,7 +126,7 @@ def authorize(request: Request) -> ApiKey | None:
     key = bearer_key(request)
     if key is None:
         raise _unauthorized("an API key is required (Authorization: Bearer KEY)")
-    found = authenticate(key)
+    found = await request.app.state.key_cache.lookup(key)
     if found is None:
         raise _unauthorized("the API key is not valid (unknown or revoked)")
     if need not in COVERS[found.scope]:

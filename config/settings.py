@@ -156,6 +156,12 @@ class BaseEnvironment(BaseSettings):
     api_max_body_bytes: int = Field(
         65536, gt=0, description="Largest request body the API accepts (larger: 413)."
     )
+    api_key_cache_seconds: float = Field(
+        2.0,
+        ge=0,
+        description="A key that authenticated is trusted this long without asking PostgreSQL again;"
+        " a revoked key is refused at the latest this long after `kickoff apikeys revoke` (0: at once).",
+    )
     api_metrics_require_key: bool = Field(
         False, description="GET /metrics needs an API key (read scope or wider); off: open, as /healthz."
     )
