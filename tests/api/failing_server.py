@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,10 +20,14 @@ from tests.api.conftest import free_port, wait_until
 
 @dataclass
 class Script:
-    """Answers in order (status, body); the last one repeats. Requests are recorded."""
+    """Answers in order (status, body); the last one repeats. Requests are recorded.
+
+    A status of 0 is "hang": the request gets no answer until the client gives up.
+    """
 
     answers: list[tuple[int, dict[str, Any]]]
     received: list[dict[str, Any]] = field(default_factory=list)
+    hang_seconds: float = 5.0
 
     def next(self) -> tuple[int, dict[str, Any]]:
         return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
@@ -35,6 +40,9 @@ def failing_server(script: Script) -> Iterator[str]:
     async def answer(request: Request) -> JSONResponse:
         script.received.append({"headers": dict(request.headers), "body": await request.json()})
         status, body = script.next()
+        if status == 0:
+            await asyncio.sleep(script.hang_seconds)
+            return JSONResponse({"error": "too late"}, status_code=504)
         return JSONResponse(body, status_code=status)
 
     app = Starlette(routes=[Route("/v1/trigger/{name}", answer, methods=["POST"])])

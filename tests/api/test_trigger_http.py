@@ -88,6 +88,17 @@ def test_a_4xx_is_never_retried(fast, status, body, error):
         assert info.value.field == "swaps[0].player_id"
 
 
+def test_a_timeout_is_retried(fast):
+    script = Script([(0, {}), OK])
+    sleeps: list[float] = []
+    with failing_server(script) as url:
+        http = HttpTriggerClient(
+            base_url=url, api_key="kk_test", settings=fast, timeout=0.5, sleep=sleeps.append
+        )
+        assert http.send(REQUEST) == OK[1]
+    assert len(script.received) == 2 and sleeps == [0.01]
+
+
 def test_connection_errors_are_retried(fast):
     sleeps: list[float] = []
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens

@@ -186,3 +186,12 @@ def test_concurrent_repeats_of_one_key_make_one_action(api):
         t.join()
     assert sorted(a.status_code for a in answers) == [200] * 7 + [202]
     assert len({a.json()["tracking_id"] for a in answers}) == 1
+
+
+def test_a_trigger_while_rabbitmq_is_down_is_saved_and_accepted(broken_server, keys, db):
+    r = httpx.post(
+        f"{broken_server.url}/v1/trigger/lineup", json=LINEUP, headers=bearer(keys["trigger"]), timeout=60
+    )
+    assert r.status_code == 202, r.text
+    assert r.json()["status"] in NEW
+    assert get_action(r.json()["tracking_id"]).status == ActionStatus.QUEUED.value
