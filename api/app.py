@@ -79,10 +79,10 @@ def _install_error_handlers(app: FastAPI) -> None:
 def create_app(settings: MatchListenerEnvironment | None = None) -> FastAPI:
     """Build the application on ``settings`` (default: read from the environment once)."""
     ctx = ApiContext(settings=settings or load_listener_settings())
-    ctx.database()
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        ctx.boot()
         yield
         ctx.close()
 

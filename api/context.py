@@ -23,6 +23,17 @@ class ApiContext:
         self._publishers: list[AmqpPublisher] = []
         self._lock = threading.Lock()
 
+    def boot(self) -> None:
+        """Before the first request: set up the Dramatiq broker, then bind the model layer.
+
+        Importing ``actors`` sets the broker and binds the database proxy from the environment;
+        doing it here, not on the first start or dispatch request, means the proxy is never
+        rebound while other requests use it. The proxy is then bound to these settings.
+        """
+        import actors  # noqa: F401  the broker of start messages
+
+        self.database()
+
     def database(self) -> None:
         """Bind the model layer to DATABASE_URL (connections are opened per thread on first use)."""
         from models.db import init_database
@@ -58,7 +69,7 @@ class ApiContext:
         return load_catalog(self.settings.job_catalog_path)
 
     def send_start(self) -> Any:
-        """The Dramatiq sender of listener start messages (imports actors: broker from settings)."""
+        """The Dramatiq sender of listener start messages (actors is imported by ``boot``)."""
         from actors.listeners import send_start
 
         return send_start
