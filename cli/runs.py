@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from cli.answers import EXIT_CODES_HELP, publisher_answers
 from cli.common import echo_json, parse_assignments
 from cli.context import CliContext
 from models.run_log import RunLog, RunStatus, Trigger
@@ -56,7 +57,7 @@ def runs() -> None:
     """
 
 
-@runs.command()
+@runs.command(epilog=EXIT_CODES_HELP)
 @click.argument("job")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="A run param (repeatable).")
 @click.option(
@@ -66,14 +67,18 @@ def runs() -> None:
     show_default=True,
     help="Who asks; each run gets a fresh dedupe key (its run id).",
 )
-@click.option("--json", "as_json", is_flag=True, help='Print {"status": ..., "run_id": ...}.')
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"status": ..., "run_id": ..., "published": ..., ...}.'
+)
 @click.pass_obj
+@publisher_answers
 def publish(obj: CliContext, job: str, params: tuple[str, ...], trigger: str, as_json: bool) -> None:
     """Publish a run of catalog job JOB (params are checked against its schema).
 
     Values of --param are JSON when they parse as JSON (--param seconds=2 is a number), else
-    strings. Prints queued and the run id; a broker outage still queues the run (the drain
-    publishes it later).
+    strings. Prints `queued` (RabbitMQ confirmed the command) or `pending` (saved; RabbitMQ did
+    not confirm it, the drain publishes it later and a launcher's rescan starts it anyway) with
+    the run id. Params that do not match the job's schema are invalid (exit 3).
     """
     from publisher.amqp import publisher_from_settings
     from publisher.runs import publish_run
@@ -86,9 +91,7 @@ def publish(obj: CliContext, job: str, params: tuple[str, ...], trigger: str, as
     if as_json:
         echo_json(result.to_dict())
         return
-    note = (
-        "" if result.published or result.status == "duplicate" else " (not yet published; the drain retries)"
-    )
+    note = " (saved; not yet published, the drain retries)" if result.status == "pending" else ""
     click.echo(f"{result.status} {result.run_id} {result.job}{note}")
 
 

@@ -17,9 +17,10 @@ from publisher.trades import Resolution, list_uncertain, resolve_uncertain
 def trades() -> None:
     """Trade claims in execution_log (trade_submissions, trade_responses, trade_negotiations).
 
-    A trade is claimed in execution_log, then published. When the broker did not confirm the
-    publish (connection lost after sending), the claim is `uncertain`: check the worker's logs
-    or ESPN, then resolve it here.
+    A trade is claimed in execution_log, then published. A claim the unreachable broker never
+    got is `pending`, one whose confirm never came is `uncertain`; every outbox drain
+    republishes both with their message id. Claims stuck in `claimed` (a crash mid-publish) and
+    uncertain ones can be checked against the worker's logs or ESPN and resolved here.
     """
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from cli.answers import EXIT_CODES_HELP, publisher_answers
 from cli.common import echo_json
 from cli.context import CliContext
 from config.clock import parse_iso8601
@@ -22,6 +23,7 @@ from publisher.triggers import (
     DraftPickRequest,
     LineupRequest,
     TriggerResult,
+    TriggerStatus,
     WaiverRequest,
     trigger_draft_pick,
     trigger_lineup,
@@ -55,9 +57,13 @@ def _print(result: TriggerResult, as_json: bool) -> None:
     if as_json:
         echo_json(result.as_json())
         return
-    extra = " (held until its IR move succeeds)" if result.held else ""
-    if result.status.value == "queued" and not result.published and not result.held:
-        extra = " (saved; the broker did not confirm yet, the outbox drain will publish it)"
+    extra = ""
+    if result.held:
+        extra = " (held until its IR move succeeds)"
+    elif result.status is TriggerStatus.PENDING:
+        extra = " (saved; the broker did not confirm it yet, the outbox drain will publish it)"
+    elif result.status is TriggerStatus.DUPLICATE and not result.published:
+        extra = " (the earlier request's message is not delivered yet; the outbox drain publishes it)"
     click.echo(f"{result.status.value} {result.tracking_id}{extra}")
 
 
@@ -100,10 +106,15 @@ def _send(obj: CliContext, send: Callable[..., TriggerResult], request: Any, as_
     if client is not None:
         with client:
             data = client.send(request)
-        if as_json:
-            echo_json(data)
-        else:
-            click.echo(f"{data['status']} {data['tracking_id']}")
+        _print(
+            TriggerResult(
+                TriggerStatus(data["status"]),
+                data["tracking_id"],
+                published=bool(data.get("published")),
+                held=bool(data.get("held")),
+            ),
+            as_json,
+        )
         return
     obj.database()
     with publisher_from_settings(obj.settings) as publisher:
@@ -116,7 +127,12 @@ key_options = [
     ),
     click.option("--no-key", is_flag=True, help="Send no key: the request always publishes (manual moves)."),
     click.option("--traceparent", default=None, help="W3C traceparent to put in the body and AMQP headers."),
-    click.option("--json", "as_json", is_flag=True, help='Print {"status": ..., "tracking_id": ...}.'),
+    click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help='Print {"status": ..., "tracking_id": ..., "published": ..., "held": ...}.',
+    ),
     api_option,
 ]
 
@@ -133,18 +149,20 @@ def _key(explicit: str | None, no_key: bool, built: str | None) -> str | None:
     return explicit if explicit is not None else built
 
 
-@click.group()
+@click.group(epilog=EXIT_CODES_HELP)
 def trigger() -> None:
     """Queue moves for the browser worker (lineup_updates, waiver_actions, draft_targets).
 
     Each command validates first (player ids are ESPN ids: integers), saves the action with its
-    message in one transaction, publishes at once and prints `queued` or `duplicate` with the
-    tracking id. If RabbitMQ is down the message stays in the outbox; `kickoff outbox drain`
-    (or the periodic drain actor) publishes it later.
+    message in one transaction, publishes at once and prints the answer with the tracking id:
+    `queued` (RabbitMQ confirmed the message), `pending` (saved; RabbitMQ did not confirm it, or
+    a chained claim is held, and the outbox drain publishes it later) or `duplicate` (the key
+    belongs to an earlier action). A draft pick that could not be delivered answers
+    `unavailable` (exit 5): retry with the same key, which tries the delivery again at once.
     """
 
 
-@trigger.command("lineup")
+@trigger.command("lineup", epilog=EXIT_CODES_HELP)
 @click.option("--league", "league_id", required=True, help="Fantasy league id.")
 @click.option("--team", required=True, help="Team id in the league.")
 @click.option(
@@ -155,6 +173,7 @@ def trigger() -> None:
 @click.option("--job-name", default=lambda: os.environ.get("JOB_NAME", "cli"), help="Job name in the key.")
 @with_key_options
 @click.pass_obj
+@publisher_answers
 def lineup_cmd(
     obj: CliContext, league_id, team, swaps, season, week, job_name, key, no_key, traceparent, as_json
 ):
@@ -174,7 +193,7 @@ def lineup_cmd(
     _send(obj, trigger_lineup, request, as_json)
 
 
-@trigger.command("waiver")
+@trigger.command("waiver", epilog=EXIT_CODES_HELP)
 @click.option("--league", "league_id", required=True, help="Fantasy league id.")
 @click.option("--team", required=True, help="Team id in the league.")
 @click.option("--add", "add_player_id", required=True, help="ESPN id of the player to claim.")
@@ -188,6 +207,7 @@ def lineup_cmd(
 @click.option("--week", type=int, default=None, help="Week.")
 @with_key_options
 @click.pass_obj
+@publisher_answers
 def waiver_cmd(
     obj: CliContext,
     league_id,
@@ -231,7 +251,7 @@ def waiver_cmd(
     _send(obj, trigger_waiver, request, as_json)
 
 
-@trigger.command("draft-pick")
+@trigger.command("draft-pick", epilog=EXIT_CODES_HELP)
 @click.option("--league", "league_id", required=True, help="Fantasy league id.")
 @click.option("--team", required=True, help="Team id in the league.")
 @click.option("--pick", "pick_number", type=int, required=True, help="Overall pick number.")
@@ -239,10 +259,16 @@ def waiver_cmd(
 @click.option("--expires-at", default=None, help="ISO 8601 time with offset when the pick's clock runs out.")
 @with_key_options
 @click.pass_obj
+@publisher_answers
 def draft_cmd(
     obj: CliContext, league_id, team, pick_number, espn_id, expires_at, key, no_key, traceparent, as_json
 ):
-    """Queue a draft target. A filled or expired pick is refused; a failed delivery says retry."""
+    """Queue a draft target that expires with its pick (default: DRAFT_TARGET_DEFAULT_EXPIRY_SECONDS).
+
+    Answers `queued` once RabbitMQ confirmed it. A filled or expired pick is a conflict (exit
+    4); a target that could not be delivered is `unavailable` (exit 5, the tracking id is
+    printed): retry with the same key and it is published again at once.
+    """
     espn = _player_id(espn_id)
     deadline: datetime | None = None if expires_at is None else parse_iso8601(expires_at, what="--expires-at")
     built = (
@@ -262,7 +288,7 @@ def draft_cmd(
     _send(obj, trigger_draft_pick, request, as_json)
 
 
-@trigger.command("rumor-action")
+@trigger.command("rumor-action", epilog=EXIT_CODES_HELP)
 @click.option("--league", "league_id", required=True, help="Fantasy league id.")
 @click.option("--team", required=True, help="Team id in the league.")
 @click.option("--season", type=int, required=True, help="Season.")
@@ -279,6 +305,7 @@ def draft_cmd(
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per signal.")
 @api_option
 @click.pass_obj
+@publisher_answers
 def rumor_cmd(obj: CliContext, league_id, team, season, week, roster, signals, traceparent, as_json):
     """Weigh rumor signals and send the resulting moves through the lineup and waiver triggers.
 
@@ -308,26 +335,25 @@ def rumor_cmd(obj: CliContext, league_id, team, season, week, roster, signals, t
     client = _api_client(obj)
     if client is not None:
         with client:
-            for data in client.send(request)["outcomes"]:
-                if as_json:
-                    echo_json(data)
-                else:
-                    sent = ", ".join(f"{r['status']} {r['tracking_id']}" for r in data["results"])
-                    click.echo(
-                        f"{data['kind']} {data['player_id']}: {data['rule'] or data['ignored']}: {sent}"
-                    )
-        return
-    obj.database()
-    with publisher_from_settings(obj.settings) as publisher:
-        outcomes = evaluate_rumors(request, publisher=publisher, settings=obj.settings)
-    for outcome in outcomes:
-        if as_json:
-            echo_json(outcome.as_json())
-        elif outcome.ignored:
-            click.echo(f"{outcome.signal.kind} {outcome.signal.player_id}: ignored ({outcome.ignored})")
-        else:
-            sent = ", ".join(f"{r.status.value} {r.tracking_id}" for r in outcome.results)
-            click.echo(f"{outcome.signal.kind} {outcome.signal.player_id}: {outcome.rule}: {sent}")
+            answers = client.send(request)["outcomes"]
+    else:
+        obj.database()
+        with publisher_from_settings(obj.settings) as publisher:
+            outcomes = evaluate_rumors(request, publisher=publisher, settings=obj.settings)
+        answers = [outcome.as_json() for outcome in outcomes]
+    for data in answers:
+        _print_outcome(data, as_json)
+
+
+def _print_outcome(data: dict[str, Any], as_json: bool) -> None:
+    """Print one rumor outcome (RumorOutcome.as_json(), also the API's answer)."""
+    if as_json:
+        echo_json(data)
+    elif data["ignored"]:
+        click.echo(f"{data['kind']} {data['player_id']}: ignored ({data['ignored']})")
+    else:
+        sent = ", ".join(f"{r['status']} {r['tracking_id']}" for r in data["results"])
+        click.echo(f"{data['kind']} {data['player_id']}: {data['rule']}: {sent}")
 
 
 @trigger.command("show")

@@ -174,11 +174,19 @@ class MissingQueueError(PublishError, ConfigurationError):
         )
 
 
-class UnroutableMessageError(PublishError):
-    """Raised when the broker returns a ``mandatory`` message because no queue is bound to its key."""
+class PublishRefusedError(PublishError):
+    """Base class of the broker's refusals of one message (the broker was there and said no).
+
+    Only these count towards OUTBOX_MAX_ATTEMPTS: an unreachable broker, a lost connection or a
+    confirm that never came say nothing about the message, and a missing queue is configuration.
+    """
 
 
-class PublishNackedError(PublishError):
+class UnroutableMessageError(PublishRefusedError):
+    """Raised when the broker returns a ``mandatory`` message although its queue exists."""
+
+
+class PublishNackedError(PublishRefusedError):
     """Raised when the broker answers a publish with basic.nack (it could not take the message)."""
 
 
@@ -186,7 +194,8 @@ class PublishUncertainError(PublishError):
     """Raised when a message was sent but the connection failed before its confirm arrived.
 
     The broker may or may not hold the message: outbox rows are retried (consumers drop the
-    duplicate by message id); trades are marked for manual reconciliation.
+    duplicate by message id); trade claims are republished with the same message id by
+    ``redeliver_trades`` or reconciled by hand.
     """
 
 

@@ -115,6 +115,14 @@ class BaseEnvironment(BaseSettings):
         7 * 86400.0, ge=0, description="Key release TTL of waiver_actions."
     )
     idempotency_ttl_draft_seconds: float = Field(900.0, ge=0, description="Key release TTL of draft_targets.")
+    draft_target_default_expiry_seconds: float = Field(
+        600.0,
+        gt=0,
+        description=(
+            "A draft target sent without expires_at expires this long after it was saved "
+            "(the drain never delivers it later)."
+        ),
+    )
     outbox_immediate_grace_seconds: float = Field(
         30.0, ge=0, description="The drain leaves a fresh row this long to the trigger's own publish."
     )
@@ -122,10 +130,15 @@ class BaseEnvironment(BaseSettings):
         500, gt=0, description="Outbox rows the drain claims and publishes per batch."
     )
     outbox_max_attempts: int = Field(
-        12, gt=0, description="Failed publishes of one outbox row before it is marked dead."
+        12,
+        gt=0,
+        description=(
+            "Refusals of one outbox message by the broker (nack, unroutable) before it is marked "
+            "dead; an unreachable broker or a lost confirm never counts."
+        ),
     )
     outbox_backoff_base_seconds: float = Field(
-        5.0, gt=0, description="First retry delay of a failed outbox row; doubles per attempt."
+        5.0, gt=0, description="First retry delay of a failed outbox row; doubles per try."
     )
     outbox_backoff_max_seconds: float = Field(
         900.0, gt=0, description="Longest retry delay of a failed outbox row."

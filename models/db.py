@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -85,12 +86,33 @@ def bound_url() -> str | None:
     return _bound_url
 
 
+def _forget_broken_connection() -> None:
+    """Drop this thread's connection if the server or the network closed it.
+
+    Peewee keeps a connection it believes open; after PostgreSQL went away every later query
+    on it fails with ``connection already closed`` and autoconnect never opens a new one. Once
+    no transaction is open (the outermost handler), a connection that is no longer usable is
+    closed, so the next query reconnects.
+    """
+    try:
+        if database.is_closed() or database.in_transaction() or database.is_connection_usable():
+            return
+        database.close()
+    except (peewee.PeeweeException, AttributeError):  # unbound proxy, or closing failed: start over
+        with contextlib.suppress(Exception):
+            database.obj._state.reset()  # type: ignore[union-attr]
+
+
 @contextmanager
 def database_errors(url: str | None = None) -> Iterator[None]:
-    """Translate a failed or lost connection into DatabaseUnavailable naming DATABASE_URL."""
+    """Translate a failure to connect (or a connection lost meanwhile) into DatabaseUnavailable naming
+    DATABASE_URL; a connection the server or the network closed is dropped so the next query reconnects."""
     try:
         yield
     except (peewee.OperationalError, peewee.InterfaceError) as exc:
+        if isinstance(exc, peewee.InterfaceError) and "must be initialized" in str(exc):
+            raise
+        _forget_broken_connection()
         address = mask_url(url or _bound_url or "<unset>")
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if "does not exist" in reason:

@@ -16,8 +16,9 @@ class ExecutionStatus(StrEnum):
 
     CLAIMED = "claimed"  # claimed, publish in progress (a crash here leaves it for reconciliation)
     PUBLISHED = "published"  # the broker confirmed the message
-    FAILED = "failed"  # the publish surely did not happen (not sent); a retry may publish again
-    UNCERTAIN = "uncertain"  # sent but unconfirmed: an operator must reconcile it by hand
+    PENDING = "pending"  # not sent: the broker was unreachable; the drain republishes it (same message id)
+    FAILED = "failed"  # the broker refused it (nack, unroutable, declare refused); a decision may be retried
+    UNCERTAIN = "uncertain"  # sent, unconfirmed: the drain republishes it (same message id), or an operator
     RESOLVED = "resolved"  # an operator reconciled it (see resolution)
 
 

@@ -16,7 +16,7 @@ class OutboxStatus(StrEnum):
 
     PENDING = "pending"  # not yet confirmed by the broker; the drain retries it when due
     PUBLISHED = "published"  # the broker confirmed it (published_at set)
-    DEAD = "dead"  # gave up after OUTBOX_MAX_ATTEMPTS; shown by `kickoff outbox status`
+    DEAD = "dead"  # refused by the broker OUTBOX_MAX_ATTEMPTS times; shown by `kickoff outbox status`
     EXPIRED = "expired"  # a draft target whose pick deadline passed before it was published
     CANCELLED = "cancelled"  # a chained claim whose parent failed or whose hold ran out
 
@@ -31,7 +31,8 @@ class OutboxMessage(BaseModel):
     tracking_id = peewee.UUIDField(null=True)
     status = peewee.TextField(default=OutboxStatus.PENDING.value)
     held_by = peewee.UUIDField(null=True)
-    attempts = peewee.IntegerField(default=0)
+    attempts = peewee.IntegerField(default=0)  # the broker's refusals (nack, unroutable); dead at the max
+    tries = peewee.IntegerField(default=0)  # every publish try, outages included (sets the backoff)
     next_attempt_at = UTCDateTimeField(default=utcnow)
     expires_at = UTCDateTimeField(null=True)
     published_at = UTCDateTimeField(null=True)

@@ -1,8 +1,9 @@
 """The drain runner: publish due outbox rows in batches, expire draft targets, resolve held claims.
 
 Each batch is claimed inside one transaction with ``FOR UPDATE SKIP LOCKED``, published with
-pipelined confirms, and marked published with one UPDATE; failures back off exponentially and
-become dead after OUTBOX_MAX_ATTEMPTS. A crash between publish and mark rolls the transaction
+pipelined confirms, and marked published with one UPDATE; failures back off exponentially (capped)
+and only the broker's refusals of a message make it dead after OUTBOX_MAX_ATTEMPTS: an outage
+leaves every row pending however long it lasts. A crash between publish and mark rolls the transaction
 back, so the row is published again with the same message id (consumers drop the duplicate).
 """
 
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime
+from typing import Any
 
 from config.clock import utcnow
 from config.errors import BrokerConnectionError
@@ -23,13 +25,14 @@ from models.db import database, database_errors
 from models.outbox import OutboxStatus
 from publisher.amqp import AmqpPublisher, publisher_from_settings
 from publisher.outbox import ROW_COLUMNS, OutboxRow, record_outcomes
+from publisher.trades import redeliver_trades, redeliverable_trades
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class DrainReport:
-    """What one drain run did."""
+    """What one drain run did; ``broker_error`` says why it stopped early (broker unreachable)."""
 
     batches: int = 0
     published: int = 0
@@ -37,11 +40,16 @@ class DrainReport:
     expired: int = 0
     released: int = 0
     cancelled: int = 0
+    trades: int = 0  # pending or uncertain trade claims republished and confirmed
+    broker_error: str | None = None
 
     def __add__(self, other: DrainReport) -> DrainReport:
-        return DrainReport(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+        counts = (
+            getattr(self, f.name) + getattr(other, f.name) for f in fields(self) if f.name != "broker_error"
+        )
+        return DrainReport(*counts, broker_error=self.broker_error or other.broker_error)
 
-    def as_json(self) -> dict[str, int]:
+    def as_json(self) -> dict[str, Any]:
         return {
             "batches": self.batches,
             "published": self.published,
@@ -49,6 +57,8 @@ class DrainReport:
             "expired": self.expired,
             "released": self.released,
             "cancelled": self.cancelled,
+            "trades": self.trades,
+            "broker_error": self.broker_error,
         }
 
 
@@ -155,6 +165,7 @@ def drain_outbox(
     )
     released, cancelled = resolve_held_claims() if resolve_claims else (0, 0)
     batches = published = failed = expired = 0
+    broker_error = None
     while time.monotonic() < deadline:
         claimed, ok, bad, gone = drain_batch(publisher=publisher, settings=settings, limit=batch_size)
         if not claimed:
@@ -163,10 +174,20 @@ def drain_outbox(
         published += ok
         failed += bad
         expired += gone
-        if bad and not ok and not _broker_reachable(publisher):
-            logger.warning("outbox drain stopped: the broker is unreachable (%s rows failed)", bad)
-            break
-    report = DrainReport(batches, published, failed, expired, released, cancelled)
+        if bad and not ok:
+            broker_error = _broker_unreachable(publisher)
+            if broker_error is not None:
+                logger.warning("outbox drain stopped: %s (%s rows failed)", broker_error, bad)
+                break
+    report = DrainReport(
+        batches=batches,
+        published=published,
+        failed=failed,
+        expired=expired,
+        released=released,
+        cancelled=cancelled,
+        broker_error=broker_error,
+    )
     if batches or released or cancelled:
         logger.info("outbox drain: %s", report.as_json())
     return report
@@ -180,7 +201,8 @@ def drain_outbox_concurrently(
     batch_size: int | None = None,
     publisher_factory: Callable[[], AmqpPublisher] | None = None,
 ) -> DrainReport:
-    """Resolve held claims once, then run ``workers`` drains side by side (OUTBOX_DRAIN_WORKERS).
+    """Resolve held claims and republish pending or uncertain trade claims once, then run
+    ``workers`` drains side by side (OUTBOX_DRAIN_WORKERS).
 
     Each drain has its own AMQP connection (``publisher_factory``, default: AMQP_URL) and its own
     database connection; ``FOR UPDATE SKIP LOCKED`` keeps their batches apart, so a row is still
@@ -189,6 +211,7 @@ def drain_outbox_concurrently(
     workers = workers or settings.outbox_drain_workers
     make_publisher = publisher_factory or (lambda: publisher_from_settings(settings))
     released, cancelled = resolve_held_claims()
+    trades = _redeliver_trades(make_publisher)
     reports: list[DrainReport] = []
     errors: list[BaseException] = []
 
@@ -216,15 +239,36 @@ def drain_outbox_concurrently(
         thread.join()
     if errors:
         raise errors[0]
-    total = sum(reports, DrainReport(released=released, cancelled=cancelled))
+    total = sum(reports, DrainReport(released=released, cancelled=cancelled, trades=trades))
     if workers > 1 and (total.batches or released or cancelled):
         logger.info("outbox drain (%d workers): %s", workers, total.as_json())
     return total
 
 
-def _broker_reachable(publisher: AmqpPublisher) -> bool:
+def _redeliver_trades(make_publisher: Callable[[], AmqpPublisher]) -> int:
+    """Republish pending and uncertain trade claims (connects only when there are some)."""
+    if not redeliverable_trades():
+        return 0
+    with make_publisher() as publisher:
+        return redeliver_trades(publisher=publisher).published
+
+
+def _broker_unreachable(publisher: AmqpPublisher) -> str | None:
+    """None when RabbitMQ answers; else the one-line error naming AMQP_URL."""
     try:
         publisher.declare_durable([])
-    except BrokerConnectionError:
-        return False
-    return True
+    except BrokerConnectionError as exc:
+        return str(exc)
+    return None
+
+
+def make_all_due(*, now: datetime | None = None) -> int:
+    """Make every pending row that is not held due now (``kickoff outbox drain --now``); returns how many."""
+    now = now or utcnow()
+    with database_errors(), database.atomic():
+        cursor = database.execute_sql(
+            "UPDATE outbox_messages SET next_attempt_at = %s "
+            "WHERE status = 'pending' AND held_by IS NULL AND next_attempt_at > %s",
+            (now, now),
+        )
+        return cursor.rowcount

@@ -150,7 +150,12 @@ class Launcher:
         """Claim and start pending runs while fewer than ``cap`` run."""
         while self.pending and len(self.running) < self.config.cap:
             run_id, attempt = self.pending.popitem(last=False)
-            outcome = claim(run_id, attempt, catalog=self.catalog, host=self.host)
+            try:
+                outcome = claim(run_id, attempt, catalog=self.catalog, host=self.host)
+            except BaseException:  # PostgreSQL away: keep the run first in line for the next turn
+                self.pending[run_id] = attempt
+                self.pending.move_to_end(run_id, last=False)
+                raise
             if outcome.skipped is not None:
                 self.stats.skipped += 1
             if outcome.run is None or outcome.job is None:

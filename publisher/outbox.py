@@ -1,8 +1,11 @@
 """The activity outbox: save a message with its action, publish one row at once, mark results, report.
 
 A row is marked published only after the broker confirmed it; every failure leaves it pending
-with a backoff, so a saved message is never lost. Rows are claimed with ``FOR UPDATE SKIP
-LOCKED`` so a trigger's own publish and any number of drains never send the same row at once.
+with a backoff, so a saved message is never lost. Only the broker's refusal of the message
+(nack, unroutable with its queue present) counts towards OUTBOX_MAX_ATTEMPTS and ``dead``; an
+unreachable broker, a lost connection or a missing confirm never does, however long it lasts.
+Rows are claimed with ``FOR UPDATE SKIP LOCKED`` so a trigger's own publish and any number of
+drains never send the same row at once.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from config.clock import utcnow
-from config.errors import MissingQueueError, PublishError
+from config.errors import BrokerConnectionError, MissingQueueError, PublishError, PublishRefusedError
 from config.settings import BaseEnvironment
 from models.activity import ActionStatus
 from models.db import database, database_errors
@@ -24,7 +27,9 @@ from publisher.amqp import AmqpPublisher, OutgoingMessage, PublishOutcome
 
 logger = logging.getLogger(__name__)
 
-ROW_COLUMNS = "id, message_id, queue, body::text, headers, tracking_id, attempts, expires_at"
+ROW_COLUMNS = (
+    "id, message_id::text, queue, body::text, headers::text, tracking_id::text, attempts, expires_at, tries"
+)
 
 
 @dataclass(frozen=True)
@@ -37,13 +42,15 @@ class OutboxRow:
     body_json: str
     headers: dict[str, Any]
     tracking_id: str | None
-    attempts: int
+    attempts: int  # the broker's refusals of this message
     expires_at: datetime | None
+    tries: int = 0  # every publish try, outages included
 
     @classmethod
     def from_db(cls, row: Sequence[Any]) -> OutboxRow:
         body = row[3] if isinstance(row[3], str) else json.dumps(row[3])
-        headers = row[4] if isinstance(row[4], dict) else json.loads(row[4] or "{}")
+        raw = row[4]
+        headers = raw if isinstance(raw, dict) else {} if raw in (None, "{}") else json.loads(raw)
         return cls(
             id=row[0],
             message_id=str(row[1]),
@@ -53,6 +60,7 @@ class OutboxRow:
             tracking_id=None if row[5] is None else str(row[5]),
             attempts=row[6],
             expires_at=row[7],
+            tries=row[8],
         )
 
     @property
@@ -99,7 +107,7 @@ def insert_row(
 
 def backoff_delay(attempts: int, settings: BaseEnvironment) -> timedelta:
     """Delay before retry number ``attempts``: base doubling per attempt, capped at the maximum."""
-    seconds = settings.outbox_backoff_base_seconds * (2 ** max(attempts - 1, 0))
+    seconds = settings.outbox_backoff_base_seconds * (2 ** min(max(attempts - 1, 0), 40))
     return timedelta(seconds=min(seconds, settings.outbox_backoff_max_seconds))
 
 
@@ -108,7 +116,7 @@ def mark_published(rows: Sequence[OutboxRow], *, now: datetime) -> None:
     if not rows:
         return
     database.execute_sql(
-        "UPDATE outbox_messages SET status = %s, published_at = %s, attempts = attempts + 1, "
+        "UPDATE outbox_messages SET status = %s, published_at = %s, tries = tries + 1, "
         "last_error = NULL WHERE id = ANY(%s)",
         (OutboxStatus.PUBLISHED.value, now, [r.id for r in rows]),
     )
@@ -121,22 +129,33 @@ def mark_published(rows: Sequence[OutboxRow], *, now: datetime) -> None:
         )
 
 
-def mark_failed(row: OutboxRow, error: PublishError, *, now: datetime, settings: BaseEnvironment) -> str:
-    """Record a failed publish: back off, or mark the row dead after OUTBOX_MAX_ATTEMPTS.
+def counts_as_attempt(error: PublishError) -> bool:
+    """True for the broker's refusal of the message (nack, unroutable with its queue present).
 
-    A missing queue is a configuration error: the row stays pending (not counted towards dead)
-    until an operator declares the queue. Returns the row's new status.
+    Unavailability (refused or lost connections, timeouts, a confirm that never came) and a
+    missing queue (configuration) say nothing about the message and never use up attempts.
     """
-    config_error = isinstance(error, MissingQueueError)
-    attempts = row.attempts if config_error else row.attempts + 1
+    return isinstance(error, PublishRefusedError)
+
+
+def mark_failed(row: OutboxRow, error: PublishError, *, now: datetime, settings: BaseEnvironment) -> str:
+    """Record a failed publish: back off, or mark the row dead after OUTBOX_MAX_ATTEMPTS refusals.
+
+    Every failure adds a try and backs off (base doubling per try, capped at
+    OUTBOX_BACKOFF_MAX_SECONDS); only a refusal (``counts_as_attempt``) adds an attempt, so an
+    outage of any length leaves the row pending. Returns the row's new status.
+    """
+    refused = counts_as_attempt(error)
+    attempts = row.attempts + 1 if refused else row.attempts
+    tries = row.tries + 1
     status = OutboxStatus.PENDING
-    if not config_error and attempts >= settings.outbox_max_attempts:
+    if refused and attempts >= settings.outbox_max_attempts:
         status = OutboxStatus.DEAD
-    next_at = now + backoff_delay(max(attempts, 1), settings)
+    next_at = now + backoff_delay(tries, settings)
     database.execute_sql(
-        "UPDATE outbox_messages SET status = %s, attempts = %s, next_attempt_at = %s, last_error = %s "
-        "WHERE id = %s",
-        (status.value, attempts, next_at, f"{type(error).__name__}: {error}", row.id),
+        "UPDATE outbox_messages SET status = %s, attempts = %s, tries = %s, next_attempt_at = %s, "
+        "last_error = %s WHERE id = %s",
+        (status.value, attempts, tries, next_at, f"{type(error).__name__}: {error}", row.id),
     )
     if status is OutboxStatus.DEAD and row.tracking_id:
         database.execute_sql(
@@ -144,43 +163,93 @@ def mark_failed(row: OutboxRow, error: PublishError, *, now: datetime, settings:
             "WHERE tracking_id = %s AND status = %s",
             (ActionStatus.FAILED.value, f"delivery failed: {error}", now, now, row.tracking_id, "queued"),
         )
-    log = logger.error if config_error or status is OutboxStatus.DEAD else logger.warning
+    log = (
+        logger.error
+        if status is OutboxStatus.DEAD or isinstance(error, MissingQueueError)
+        else logger.warning
+    )
     log(
-        "outbox publish failed: tracking_id=%s message_id=%s queue=%s attempts=%s status=%s: %s",
+        "outbox publish failed: tracking_id=%s message_id=%s queue=%s attempts=%s tries=%s status=%s: %s",
         row.tracking_id,
         row.message_id,
         row.queue,
         attempts,
+        tries,
         status.value,
         error,
     )
     return status.value
 
 
+def mark_unavailable(
+    rows: Sequence[OutboxRow], error: PublishError, *, now: datetime, settings: BaseEnvironment
+) -> None:
+    """Record one unavailability for many rows in one UPDATE: a try each, no attempt, capped backoff.
+
+    An outage fails every row of a batch the same way; one statement and one log line per batch
+    keep a long outage with a large backlog from flooding the database and the log.
+    """
+    if not rows:
+        return
+    database.execute_sql(
+        "UPDATE outbox_messages SET tries = tries + 1, last_error = %s, next_attempt_at = %s "
+        "+ make_interval(secs => LEAST(%s * power(2, LEAST(tries, 40)), %s)) WHERE id = ANY(%s)",
+        (
+            f"{type(error).__name__}: {error}",
+            now,
+            settings.outbox_backoff_base_seconds,
+            settings.outbox_backoff_max_seconds,
+            [r.id for r in rows],
+        ),
+    )
+    logger.warning(
+        "outbox publish of %s rows failed, they stay pending (queues %s, first message_id=%s): %s",
+        len(rows),
+        ",".join(sorted({r.queue for r in rows})),
+        rows[0].message_id,
+        error,
+    )
+
+
 def record_outcomes(
     rows: Sequence[OutboxRow], outcomes: Sequence[PublishOutcome], *, now: datetime, settings: BaseEnvironment
 ) -> tuple[int, int]:
-    """Apply a batch's broker answers to its rows; returns (published, failed)."""
+    """Apply a batch's broker answers to its rows; returns (published, failed).
+
+    Rows that failed with one shared unavailability error (the connection was refused or lost)
+    are recorded together by ``mark_unavailable``; every other failure row by row.
+    """
     by_id = {r.message_id: r for r in rows}
     confirmed = [by_id[o.message.message_id] for o in outcomes if o.confirmed]
     mark_published(confirmed, now=now)
     failed = 0
+    shared: dict[int, tuple[PublishError, list[OutboxRow]]] = {}
     for outcome in outcomes:
-        if outcome.error is not None:
-            mark_failed(by_id[outcome.message.message_id], outcome.error, now=now, settings=settings)
-            failed += 1
+        if outcome.error is None:
+            continue
+        failed += 1
+        row = by_id[outcome.message.message_id]
+        if isinstance(outcome.error, BrokerConnectionError):
+            shared.setdefault(id(outcome.error), (outcome.error, []))[1].append(row)
+        else:
+            mark_failed(row, outcome.error, now=now, settings=settings)
+    for error, failed_rows in shared.values():
+        if len(failed_rows) == 1:
+            mark_failed(failed_rows[0], error, now=now, settings=settings)
+        else:
+            mark_unavailable(failed_rows, error, now=now, settings=settings)
     return len(confirmed), failed
 
 
 def publish_row_now(
     outbox_id: int, *, publisher: AmqpPublisher, settings: BaseEnvironment
 ) -> PublishOutcome | None:
-    """Publish one just-saved row at once; None when a drain holds it or it is no longer pending."""
+    """Publish one saved row at once; None when a drain holds it, it is no longer pending or it expired."""
     with database_errors(), database.atomic():
         cursor = database.execute_sql(
             f"SELECT {ROW_COLUMNS} FROM outbox_messages WHERE id = %s AND status = %s AND held_by IS NULL "
-            "FOR UPDATE SKIP LOCKED",
-            (outbox_id, OutboxStatus.PENDING.value),
+            "AND (expires_at IS NULL OR expires_at > %s) FOR UPDATE SKIP LOCKED",
+            (outbox_id, OutboxStatus.PENDING.value, utcnow()),
         )
         raw = cursor.fetchone()
         if raw is None:
@@ -204,8 +273,36 @@ class DeadRow:
 
 
 @dataclass(frozen=True)
+class PendingRow:
+    """One of the oldest pending rows, as `kickoff outbox status` lists it: when it is tried next."""
+
+    id: int
+    message_id: str
+    queue: str
+    tracking_id: str | None
+    attempts: int
+    tries: int
+    next_attempt_at: datetime
+    last_error: str | None
+    created_at: datetime
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "message_id": self.message_id,
+            "queue": self.queue,
+            "tracking_id": self.tracking_id,
+            "attempts": self.attempts,
+            "tries": self.tries,
+            "next_attempt_at": self.next_attempt_at.isoformat(),
+            "last_error": self.last_error,
+            "created_at": self.created_at.isoformat(),
+        }
+
+
+@dataclass(frozen=True)
 class OutboxReport:
-    """Backlog, held claims, the oldest pending age and dead rows of the activity outbox."""
+    """Backlog, held claims, the oldest pending rows and age, and dead rows of the activity outbox."""
 
     backlog: int
     held: int
@@ -213,6 +310,7 @@ class OutboxReport:
     dead: int
     dead_rows: tuple[DeadRow, ...]
     backlog_by_queue: dict[str, int]
+    oldest_pending: tuple[PendingRow, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -221,6 +319,7 @@ class OutboxReport:
             "oldest_pending_age_seconds": self.oldest_pending_age_seconds,
             "dead": self.dead,
             "backlog_by_queue": self.backlog_by_queue,
+            "oldest_pending": [p.as_json() for p in self.oldest_pending],
             "dead_rows": [
                 {
                     "id": d.id,
@@ -235,8 +334,11 @@ class OutboxReport:
         }
 
 
-def outbox_report(*, now: datetime | None = None, dead_limit: int = 20) -> OutboxReport:
-    """Read the outbox state (pending rows not held count as backlog)."""
+def outbox_report(
+    *, now: datetime | None = None, dead_limit: int = 20, pending_limit: int = 10
+) -> OutboxReport:
+    """Read the outbox state (pending rows not held count as backlog); the ``pending_limit``
+    oldest pending rows not held come with their attempts, tries, next attempt time and last error."""
     now = now or utcnow()
     with database_errors():
         by_queue = dict(
@@ -267,6 +369,25 @@ def outbox_report(*, now: datetime | None = None, dead_limit: int = 20) -> Outbo
                 (dead_limit,),
             ).fetchall()
         )
+        oldest_pending = tuple(
+            PendingRow(
+                id=r[0],
+                message_id=str(r[1]),
+                queue=r[2],
+                tracking_id=r[3] and str(r[3]),
+                attempts=r[4],
+                tries=r[5],
+                next_attempt_at=r[6],
+                last_error=r[7],
+                created_at=r[8],
+            )
+            for r in database.execute_sql(
+                "SELECT id, message_id, queue, tracking_id, attempts, tries, next_attempt_at, last_error, "
+                "created_at FROM outbox_messages WHERE status = 'pending' AND held_by IS NULL "
+                "ORDER BY created_at, id LIMIT %s",
+                (pending_limit,),
+            ).fetchall()
+        )
     age = None if oldest is None else max((now - oldest).total_seconds(), 0.0)
     return OutboxReport(
         backlog=sum(by_queue.values()),
@@ -275,16 +396,68 @@ def outbox_report(*, now: datetime | None = None, dead_limit: int = 20) -> Outbo
         dead=dead,
         dead_rows=dead_rows,
         backlog_by_queue=by_queue,
+        oldest_pending=oldest_pending,
     )
 
 
-def retry_dead(*, now: datetime | None = None) -> int:
-    """Make every dead row pending again with a fresh attempt budget; returns how many."""
+@dataclass(frozen=True)
+class RetryDeadReport:
+    """What `kickoff outbox retry-dead` did."""
+
+    rows: int  # dead rows made pending again with a fresh attempt budget
+    actions: int  # their failed actions restored to queued (key held again)
+    superseded: int  # rows left dead: their key was released and a newer action holds it now
+
+    def as_json(self) -> dict[str, int]:
+        return {"rows": self.rows, "actions": self.actions, "superseded": self.superseded}
+
+
+def retry_dead(*, now: datetime | None = None) -> RetryDeadReport:
+    """Make every dead row pending again with a fresh attempt budget, and its action whole.
+
+    The row's action goes back from ``failed`` to ``queued`` (so delivery marks it delivered),
+    holding its idempotency key again; a key released meanwhile is taken back unless a newer
+    action holds it, in which case the row stays dead (``superseded``): sending it would make
+    two moves for one key.
+    """
     now = now or utcnow()
+    rows = actions = superseded = 0
     with database_errors(), database.atomic():
-        cursor = database.execute_sql(
-            "UPDATE outbox_messages SET status = 'pending', attempts = 0, next_attempt_at = %s "
-            "WHERE status = 'dead'",
-            (now,),
+        dead = database.execute_sql(
+            "SELECT o.id, a.tracking_id, a.status, a.idempotency_key, a.released_key, a.league_id, a.kind "
+            "FROM outbox_messages o LEFT JOIN activity_actions a ON a.tracking_id = o.tracking_id "
+            "WHERE o.status = 'dead' ORDER BY o.id FOR UPDATE OF o"
+        ).fetchall()
+        for outbox_id, tracking_id, status, key, released, league_id, kind in dead:
+            if tracking_id is not None and status == ActionStatus.FAILED.value:
+                if key is None and released is not None:
+                    holder = database.execute_sql(
+                        "SELECT 1 FROM activity_actions WHERE league_id = %s AND kind = %s "
+                        "AND idempotency_key = %s",
+                        (league_id, kind, released),
+                    ).fetchone()
+                    if holder is not None:
+                        superseded += 1
+                        logger.warning(
+                            "dead row %s left dead: key %s now belongs to a newer action", outbox_id, released
+                        )
+                        continue
+                database.execute_sql(
+                    "UPDATE activity_actions SET status = %s, error = NULL, finished_at = NULL, "
+                    "updated_at = %s, idempotency_key = COALESCE(idempotency_key, released_key), "
+                    "released_key = CASE WHEN idempotency_key IS NULL THEN NULL ELSE released_key END "
+                    "WHERE tracking_id = %s",
+                    (ActionStatus.QUEUED.value, now, tracking_id),
+                )
+                actions += 1
+            database.execute_sql(
+                "UPDATE outbox_messages SET status = 'pending', attempts = 0, next_attempt_at = %s "
+                "WHERE id = %s",
+                (now, outbox_id),
+            )
+            rows += 1
+    if rows or superseded:
+        logger.info(
+            "retry-dead: %s rows pending again, %s actions queued, %s superseded", rows, actions, superseded
         )
-        return cursor.rowcount
+    return RetryDeadReport(rows=rows, actions=actions, superseded=superseded)

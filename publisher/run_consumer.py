@@ -12,9 +12,12 @@ import pika.exceptions
 
 from config.errors import BrokerConnectionError, MissingQueueError
 from config.settings import mask_url
+from publisher.amqp import PIKA_ERRORS, close_within
 from publisher.queues import JOB_RUNS
 
 logger = logging.getLogger(__name__)
+
+CLOSE_TIMEOUT_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,8 @@ class RunConsumer:
             if exc.reply_code == 404:
                 raise MissingQueueError(self.queue, exc.reply_text) from exc
             raise self._unavailable(exc) from exc
-        except (pika.exceptions.AMQPError, OSError) as exc:
-            self.close()
+        except PIKA_ERRORS as exc:
+            self.close(broken=True)
             raise self._unavailable(exc) from exc
         self._channel = channel
         logger.info("consuming %s (prefetch %s)", self.queue, self.prefetch)
@@ -106,15 +109,16 @@ class RunConsumer:
         try:
             assert self._connection is not None
             self._connection.process_data_events(time_limit=timeout)
-        except (pika.exceptions.AMQPError, OSError) as exc:
-            self.close()
+        except PIKA_ERRORS as exc:
+            self.close(broken=True)
             raise self._unavailable(exc) from exc
 
-    def close(self) -> None:
-        """Close the connection; unacked deliveries go back to the queue."""
+    def close(self, *, broken: bool = False) -> None:
+        """Close the connection; unacked deliveries go back to the queue.
+
+        A ``broken`` connection is shut at once; a clean close waits at most
+        CLOSE_TIMEOUT_SECONDS for the broker (a black-holed link never answers).
+        """
         conn, self._connection, self._channel = self._connection, None, None
         if conn is not None and conn.is_open:
-            try:
-                conn.close()
-            except Exception:  # already broken; nothing to release
-                logger.debug("ignored error while closing the consumer connection", exc_info=True)
+            close_within(conn, 0.0 if broken else CLOSE_TIMEOUT_SECONDS)

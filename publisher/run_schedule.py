@@ -59,5 +59,5 @@ def publish_scheduled_runs(
         except RunError as exc:
             logger.error("scheduled run of %s at %s not published: %s", job.name, slot, exc)
             continue
-        (report.queued if result.status == "queued" else report.duplicate).append(result.dedupe_key)
+        (report.duplicate if result.status == "duplicate" else report.queued).append(result.dedupe_key)
     return report

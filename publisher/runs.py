@@ -35,9 +35,10 @@ class CommandPublisher(Protocol):
 
 @dataclass(frozen=True)
 class PublishResult:
-    """What publish_run did: ``queued`` a new run or found a ``duplicate`` of its dedupe key."""
+    """What publish_run did: a new run ``queued`` (the broker confirmed its command) or ``pending``
+    (saved; the drain or the launcher's rescan takes it), or a ``duplicate`` of its dedupe key."""
 
-    status: str  # "queued" | "duplicate"
+    status: str  # "queued" | "pending" | "duplicate"
     run_id: str
     job: str
     dedupe_key: str
@@ -174,7 +175,7 @@ def enqueue_run(
     )
     outbox = JobRunOutbox.create(run=run_id, attempt=1, payload=command.to_dict(), created_at=now)
     logger.info("run %s of %s queued (%s, key %s)", run_id, job.name, trigger.value, key)
-    return PublishResult("queued", str(run_id), job.name, key), outbox.id
+    return PublishResult("pending", str(run_id), job.name, key), outbox.id
 
 
 def enqueue_retry(run: RunLog) -> int:
@@ -216,9 +217,9 @@ def publish_run(
     """Validate ``job_name`` and ``params`` against the catalog, save the queued run and its
     RunCommand in one transaction, then publish the command to job_runs.
 
-    A used dedupe key returns the existing run as ``duplicate``. A failed publish leaves the
-    outbox row for drain_job_runs (``published`` False); with ``publisher`` None it is left to
-    the drain on purpose.
+    A used dedupe key returns the existing run as ``duplicate``. The answer is ``queued`` only
+    when the broker confirmed the command; a failed publish answers ``pending`` and leaves the
+    outbox row for drain_job_runs (with ``publisher`` None it is left to the drain on purpose).
     """
     with database_errors(), database.atomic():
         result, outbox_id = enqueue_run(
@@ -232,11 +233,10 @@ def publish_run(
             parent_id=parent_id,
             default_debounce_seconds=default_debounce_seconds,
         )
-    if outbox_id is None or publisher is None:
+    if outbox_id is None:
         return result
-    report = send_outbox_rows([outbox_id], publisher=publisher)
-    if report.published:
-        return PublishResult(result.status, result.run_id, result.job, result.dedupe_key, published=True)
+    if publisher is not None and send_outbox_rows([outbox_id], publisher=publisher).published:
+        return PublishResult("queued", result.run_id, result.job, result.dedupe_key, published=True)
     return result
 
 

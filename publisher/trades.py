@@ -1,9 +1,13 @@
 """Direct trade publishers: claim the offer, decision or counter in execution_log first, then publish.
 
 No outbox: the claim (unique per queue and key) makes a second approval a duplicate; the
-publish follows at once to a durable-declared trade queue. A publish that surely did not
-happen marks the claim failed (a decision may be retried); a publish whose confirm never came
-marks it uncertain, and an operator reconciles it (``kickoff trades``).
+publish follows at once to a durable-declared trade queue. The claim row keeps the body and
+message id, so it doubles as the outbox of an outage: a publish the unreachable broker never
+got marks the claim ``pending`` and one whose confirm never came marks it ``uncertain``;
+``redeliver_trades`` (run by every outbox drain) republishes both with the same message id
+(consumers drop a duplicate by it) for as long as the outage lasts. Only the broker's refusal
+marks a claim ``failed`` (a decision may be retried). ``kickoff trades`` lists and resolves
+claims by hand.
 """
 
 from __future__ import annotations
@@ -43,9 +47,10 @@ class TradeStatus(StrEnum):
     """The answer of a trade publish."""
 
     PUBLISHED = "published"  # claimed and confirmed by the broker
+    PENDING = "pending"  # claimed and saved, not sent (broker unreachable): the drain republishes it
     DUPLICATE = "duplicate"  # the key was claimed before; nothing was published
-    FAILED = "failed"  # claimed, but the publish surely did not happen (retry allowed)
-    UNCERTAIN = "uncertain"  # sent, not confirmed: needs manual reconciliation
+    FAILED = "failed"  # claimed, but the broker refused the publish (a decision may be retried)
+    UNCERTAIN = "uncertain"  # sent, not confirmed: the drain republishes it with the same message id
 
 
 @dataclass(frozen=True)
@@ -116,9 +121,17 @@ def _publish_claimed(
         publisher.publish(message)
     except PublishUncertainError as exc:
         _set_status(queue, key, ExecutionStatus.UNCERTAIN, str(exc))
-        logger.error("trade publish uncertain, reconcile by hand: queue=%s key=%s: %s", queue, key, exc)
+        logger.warning(
+            "trade publish uncertain, the drain republishes it: queue=%s key=%s: %s", queue, key, exc
+        )
         return TradeResult(TradeStatus.UNCERTAIN, queue, key, message.message_id, str(exc))
-    except (BrokerConnectionError, MissingQueueError, PublishError) as exc:
+    except (BrokerConnectionError, MissingQueueError) as exc:
+        _set_status(queue, key, ExecutionStatus.PENDING, f"{type(exc).__name__}: {exc}")
+        logger.warning(
+            "trade publish not sent, the drain republishes it: queue=%s key=%s: %s", queue, key, exc
+        )
+        return TradeResult(TradeStatus.PENDING, queue, key, message.message_id, str(exc))
+    except PublishError as exc:
         _set_status(queue, key, ExecutionStatus.FAILED, f"{type(exc).__name__}: {exc}")
         logger.warning("trade publish failed: queue=%s key=%s: %s", queue, key, exc)
         return TradeResult(TradeStatus.FAILED, queue, key, message.message_id, str(exc))
@@ -290,13 +303,67 @@ def _republish(entry: ExecutionEntry, publisher: AmqpPublisher) -> TradeResult:
 
 
 def retry_decision(*, decision_key: str, publisher: AmqpPublisher) -> TradeResult:
-    """``.../decision/retry``: publish a failed decision again with the same message id."""
+    """``.../decision/retry``: publish a failed or pending decision again with the same message id."""
     entry = get_entry(TRADE_RESPONSES, decision_key)
-    if entry.status != ExecutionStatus.FAILED:
+    if entry.status not in (ExecutionStatus.FAILED, ExecutionStatus.PENDING):
         raise TradeError(
-            f"decision {decision_key!r} is {entry.status}; only a failed decision can be retried"
+            f"decision {decision_key!r} is {entry.status}; only a failed or pending decision can be retried"
         )
     return _republish(entry, publisher)
+
+
+@dataclass(frozen=True)
+class TradeRedelivery:
+    """What one ``redeliver_trades`` call did."""
+
+    published: int = 0  # pending or uncertain claims now confirmed
+    failed: int = 0  # refused by the broker (status failed)
+    waiting: int = 0  # still pending or uncertain (the broker is away): tried again by the next drain
+
+
+def redeliverable_trades() -> int:
+    """How many claims are pending or uncertain (cheap: the drain connects only when there are some)."""
+    with database_errors():
+        return database.execute_sql(
+            "SELECT count(*) FROM execution_log WHERE status IN (%s, %s)",
+            (ExecutionStatus.PENDING.value, ExecutionStatus.UNCERTAIN.value),
+        ).fetchone()[0]
+
+
+def redeliver_trades(*, publisher: AmqpPublisher, limit: int = 500) -> TradeRedelivery:
+    """Republish pending and uncertain claims, oldest first, with their own message ids.
+
+    Safe to run concurrently (rows are taken with ``FOR UPDATE SKIP LOCKED``). Stops at the
+    first claim the broker did not take (it is away: the rest wait for the next drain). A
+    republished uncertain claim records ``resolution = republish`` by ``drain``.
+    """
+    published = failed = 0
+    with database_errors(), database.atomic():
+        rows = database.execute_sql(
+            f"SELECT {_ENTRY_COLUMNS} FROM execution_log WHERE status IN (%s, %s) "
+            "ORDER BY created_at, id LIMIT %s FOR UPDATE SKIP LOCKED",
+            (ExecutionStatus.PENDING.value, ExecutionStatus.UNCERTAIN.value, limit),
+        ).fetchall()
+        entries = [_entry(r) for r in rows]
+        for n, entry in enumerate(entries):
+            result = _republish(entry, publisher)
+            if result.status is TradeStatus.PUBLISHED:
+                published += 1
+                if entry.status == ExecutionStatus.UNCERTAIN:
+                    database.execute_sql(
+                        "UPDATE execution_log SET resolution = %s, resolved_by = %s, resolved_at = %s "
+                        "WHERE queue = %s AND claim_key = %s",
+                        (Resolution.REPUBLISH.value, "drain", utcnow(), entry.queue, entry.claim_key),
+                    )
+            elif result.status is TradeStatus.FAILED:
+                failed += 1
+            else:
+                if entry.status == ExecutionStatus.UNCERTAIN and result.status is TradeStatus.PENDING:
+                    _set_status(entry.queue, entry.claim_key, ExecutionStatus.UNCERTAIN, result.error)
+                return TradeRedelivery(published, failed, len(entries) - n)
+    if published or failed:
+        logger.info("trade claims redelivered: %s published, %s failed", published, failed)
+    return TradeRedelivery(published, failed, 0)
 
 
 def list_uncertain(*, stale_claim_seconds: float = 60.0) -> list[ExecutionEntry]:

@@ -1,8 +1,10 @@
 """Triggers: lineup, waiver claim and draft pick requests saved with their message and published at once.
 
 Each trigger validates first (nothing is saved on a refusal), then saves the action and its
-outbox row in one transaction under the idempotency guard, publishes immediately and returns
-``queued`` or ``duplicate`` with the tracking id. A publish failure leaves the row to the drain.
+outbox row in one transaction under the idempotency guard, publishes immediately and answers
+``queued`` (the broker confirmed it), ``pending`` (saved; the drain publishes it) or
+``duplicate`` with the tracking id. A draft target that could not be delivered is a retryable
+TriggerUnavailableError, and a retry with its key tries the delivery again at once.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from config.errors import DatabaseUnavailable, TriggerConflictError, TriggerUnav
 from config.settings import BaseEnvironment
 from models.activity import ActionStatus
 from models.db import database, database_errors
+from models.outbox import OutboxStatus
 from publisher import validation as v
 from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.chain import check_parent
@@ -35,13 +38,14 @@ logger = logging.getLogger(__name__)
 class TriggerStatus(StrEnum):
     """The answer of a trigger."""
 
-    QUEUED = "queued"  # a new action was saved (and published, unless the broker was down or it is held)
+    QUEUED = "queued"  # a new action was saved and the broker confirmed its message
+    PENDING = "pending"  # a new action and its message were saved; the drain publishes it (or it is held)
     DUPLICATE = "duplicate"  # the key belongs to an earlier action; its tracking id is returned
 
 
 @dataclass(frozen=True)
 class TriggerResult:
-    """A trigger's answer: status, tracking id, and whether the broker already confirmed it."""
+    """A trigger's answer: status, tracking id, whether the broker confirmed the message, held."""
 
     status: TriggerStatus
     tracking_id: str
@@ -49,7 +53,12 @@ class TriggerResult:
     held: bool = False
 
     def as_json(self) -> dict[str, Any]:
-        return {"status": self.status.value, "tracking_id": self.tracking_id}
+        return {
+            "status": self.status.value,
+            "tracking_id": self.tracking_id,
+            "published": self.published,
+            "held": self.held,
+        }
 
 
 @dataclass(frozen=True)
@@ -139,10 +148,41 @@ def _json(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
+@dataclass(frozen=True)
+class _Delivery:
+    """The outbox row of an earlier action, as a duplicate request sees it."""
+
+    outbox_id: int | None = None
+    status: str | None = None
+    held: bool = False
+    expires_at: datetime | None = None
+
+
+def _existing_delivery(tracking_id: str) -> _Delivery:
+    """The outbox row of an action's message (caller's transaction)."""
+    row = database.execute_sql(
+        "SELECT id, status, held_by IS NOT NULL, expires_at FROM outbox_messages WHERE tracking_id = %s "
+        "ORDER BY id LIMIT 1",
+        (tracking_id,),
+    ).fetchone()
+    return _Delivery() if row is None else _Delivery(row[0], row[1], row[2], row[3])
+
+
 def _save_and_publish(
-    save: _Save, *, publisher: AmqpPublisher, settings: BaseEnvironment, run_id: str | None
-) -> tuple[TriggerResult, Exception | None]:
-    """Save action + outbox row in one transaction (idempotency guard), then publish at once."""
+    save: _Save,
+    *,
+    publisher: AmqpPublisher,
+    settings: BaseEnvironment,
+    run_id: str | None,
+    redeliver_duplicate: bool = False,
+) -> tuple[TriggerResult, Exception | str | None]:
+    """Save action + outbox row in one transaction (idempotency guard), then publish at once.
+
+    Returns the answer and, when the message was not confirmed, why (the error or a reason).
+
+    With ``redeliver_duplicate`` a duplicate whose message is still pending is published again
+    at once (the draft pick's retry): the answer is then that delivery's, not ``duplicate``.
+    """
     now = utcnow()
     tracking_id = str(uuid.uuid4())
     message_id = str(uuid.uuid4())
@@ -151,6 +191,8 @@ def _save_and_publish(
         queue=save.queue, body=body, message_id=message_id, headers=trace_headers(save.traceparent)
     )
     ttl = release_ttl(save.queue, settings)
+    duplicate: TriggerResult | None = None
+    pending_outbox_id: int | None = None
     with database_errors(), database.atomic():
         while not _insert_action(save, tracking_id=tracking_id, run_id=run_id, now=now):
             existing = database.execute_sql(
@@ -162,39 +204,78 @@ def _save_and_publish(
                 continue  # released by someone else meanwhile: try again
             old_id, status, created_at = str(existing[0]), existing[1], existing[2]
             if not key_is_released(status=status, created_at=created_at, ttl=ttl, now=now):
-                logger.info("duplicate trigger: tracking_id=%s queue=%s key=%s", old_id, save.queue, save.key)
-                return TriggerResult(TriggerStatus.DUPLICATE, old_id), None
+                delivery = _existing_delivery(old_id)
+                published = delivery.status == OutboxStatus.PUBLISHED.value
+                logger.info(
+                    "duplicate trigger: tracking_id=%s queue=%s key=%s published=%s",
+                    old_id,
+                    save.queue,
+                    save.key,
+                    published,
+                )
+                duplicate = TriggerResult(
+                    TriggerStatus.DUPLICATE, old_id, published=published, held=delivery.held
+                )
+                if delivery.status == OutboxStatus.PENDING.value and not delivery.held:
+                    if redeliver_duplicate and delivery.expires_at is not None and delivery.expires_at <= now:
+                        raise TriggerConflictError(
+                            f"the earlier request {old_id} with this key expired at "
+                            f"{delivery.expires_at.isoformat()} before it was delivered"
+                        )
+                    pending_outbox_id = delivery.outbox_id
+                break
             database.execute_sql(
                 "UPDATE activity_actions SET released_key = idempotency_key, idempotency_key = NULL, "
                 "updated_at = %s WHERE tracking_id = %s",
                 (now, old_id),
             )
             logger.info("idempotency key released: tracking_id=%s key=%s", old_id, save.key)
-        grace = timedelta(seconds=settings.outbox_immediate_grace_seconds)
-        outbox_id = insert_row(
-            message=message,
-            tracking_id=tracking_id,
-            next_attempt_at=now + grace,
-            held_by=save.held_by,
-            expires_at=save.expires_at,
+        if duplicate is None:
+            grace = timedelta(seconds=settings.outbox_immediate_grace_seconds)
+            pending_outbox_id = insert_row(
+                message=message,
+                tracking_id=tracking_id,
+                next_attempt_at=now + grace,
+                held_by=save.held_by,
+                expires_at=save.expires_at,
+            )
+    if duplicate is not None:
+        if not (redeliver_duplicate and pending_outbox_id is not None):
+            return duplicate, None
+        tracking_id = duplicate.tracking_id
+        logger.info("retry of an undelivered request: publishing tracking_id=%s again", tracking_id)
+    else:
+        logger.info(
+            "trigger saved: tracking_id=%s queue=%s run_id=%s held_by=%s",
+            tracking_id,
+            save.queue,
+            run_id,
+            save.held_by,
         )
-    logger.info(
-        "trigger saved: tracking_id=%s queue=%s run_id=%s held_by=%s",
-        tracking_id,
-        save.queue,
-        run_id,
-        save.held_by,
-    )
-    if save.held_by is not None:
-        return TriggerResult(TriggerStatus.QUEUED, tracking_id, held=True), None
+        if save.held_by is not None:
+            return TriggerResult(TriggerStatus.PENDING, tracking_id, held=True), None
+    assert pending_outbox_id is not None
     try:
-        outcome = publish_row_now(outbox_id, publisher=publisher, settings=settings)
+        outcome = publish_row_now(pending_outbox_id, publisher=publisher, settings=settings)
     except DatabaseUnavailable as exc:  # the row is saved; the drain publishes it
         logger.warning("immediate publish skipped: tracking_id=%s: %s", tracking_id, exc)
-        return TriggerResult(TriggerStatus.QUEUED, tracking_id), exc
-    error = None if outcome is None else outcome.error
-    published = outcome is not None and outcome.confirmed
-    return TriggerResult(TriggerStatus.QUEUED, tracking_id, published=published), error
+        return TriggerResult(TriggerStatus.PENDING, tracking_id), exc
+    if outcome is None:  # a drain holds the row right now, or it was just published
+        published = _row_published(pending_outbox_id)
+        busy = None if published else "a drain is publishing it right now"
+        status = TriggerStatus.QUEUED if published else TriggerStatus.PENDING
+        return TriggerResult(status, tracking_id, published=published), busy
+    if outcome.confirmed:
+        return TriggerResult(TriggerStatus.QUEUED, tracking_id, published=True), None
+    return TriggerResult(TriggerStatus.PENDING, tracking_id), outcome.error
+
+
+def _row_published(outbox_id: int) -> bool:
+    with database_errors():
+        row = database.execute_sql(
+            "SELECT status FROM outbox_messages WHERE id = %s", (outbox_id,)
+        ).fetchone()
+    return row is not None and row[0] == OutboxStatus.PUBLISHED.value
 
 
 def _run_id(run_id: str | None) -> str | None:
@@ -304,9 +385,12 @@ def trigger_draft_pick(
 ) -> TriggerResult:
     """Queue a draft target (draft_targets) that expires with its pick.
 
-    A filled or expired pick is a TriggerConflictError (409). A failed delivery is a retryable
-    TriggerUnavailableError (503) carrying the tracking id: the row is saved, a retry with the
-    same key returns ``duplicate`` and the drain delivers it unless the pick expires first.
+    A target always expires: without ``expires_at`` it gets now + DRAFT_TARGET_DEFAULT_EXPIRY_SECONDS.
+    A filled or expired pick is a TriggerConflictError (409). The answer is ``queued`` only
+    when the broker confirmed the target; otherwise it is a retryable TriggerUnavailableError
+    (503) carrying the tracking id (the target stays saved and the drain delivers it unless the
+    pick expires first). A retry with the same key publishes the saved target again at once and
+    answers ``queued`` when it goes through (``duplicate`` only for a target already delivered).
     """
     league_id = v.text(request.league_id, "league_id")
     team = v.text(request.team, "team")
@@ -315,8 +399,9 @@ def trigger_draft_pick(
     inputs = v.decision_inputs(request.decision_inputs)
     traceparent = check_traceparent(request.traceparent)
     now = utcnow()
-    expires_at = None
-    if request.expires_at is not None:
+    if request.expires_at is None:
+        expires_at = now + timedelta(seconds=settings.draft_target_default_expiry_seconds)
+    else:
         try:
             expires_at = ensure_utc(request.expires_at, what="expires_at")
         except ValueError as exc:
@@ -332,7 +417,7 @@ def trigger_draft_pick(
         "team_id": team,
         "pick_number": pick,
         "espn_id": espn,
-        "expires_at": None if expires_at is None else expires_at.isoformat(),
+        "expires_at": expires_at.isoformat(),
         "traceparent": traceparent,
         "created_at": now.isoformat(),
     }
@@ -347,13 +432,18 @@ def trigger_draft_pick(
         traceparent=traceparent,
         expires_at=expires_at,
     )
-    result, error = _save_and_publish(save, publisher=publisher, settings=settings, run_id=_run_id(run_id))
-    if result.status is TriggerStatus.QUEUED and error is not None:
-        raise TriggerUnavailableError(
-            f"draft target {result.tracking_id} saved but not delivered ({error}); retry with the same key",
-            tracking_id=result.tracking_id,
-        ) from error
-    return result
+    result, error = _save_and_publish(
+        save, publisher=publisher, settings=settings, run_id=_run_id(run_id), redeliver_duplicate=True
+    )
+    if result.published:
+        if result.status is TriggerStatus.DUPLICATE:
+            return result
+        return TriggerResult(TriggerStatus.QUEUED, result.tracking_id, published=True)
+    reason = error or "its message is not pending any more"
+    raise TriggerUnavailableError(
+        f"draft target {result.tracking_id} saved but not delivered ({reason}); retry with the same key",
+        tracking_id=result.tracking_id,
+    ) from (error if isinstance(error, BaseException) else None)
 
 
 __all__ = [

@@ -12,13 +12,16 @@ from publisher.trades import TradeResult, TradeStatus
 
 router = APIRouter(prefix="/v1/trade", tags=["trades"])
 
-# published and uncertain (sent, unconfirmed: reconciled by an operator, never by a retry) are
-# accepted; a duplicate claim is 200; a publish that surely did not happen is 503 (retry allowed).
+# A new claim is accepted: published (confirmed), pending (saved, the broker did not answer) and
+# uncertain (sent, unconfirmed) are all republished by the drain until confirmed. A repeat of a
+# claimed key is 200 duplicate. failed: the broker refused the message (502); repeating the
+# request answers duplicate, a failed decision is sent again through .../decision/retry.
 STATUS_CODES = {
     TradeStatus.PUBLISHED: 202,
+    TradeStatus.PENDING: 202,
     TradeStatus.UNCERTAIN: 202,
     TradeStatus.DUPLICATE: 200,
-    TradeStatus.FAILED: 503,
+    TradeStatus.FAILED: 502,
 }
 
 
@@ -60,7 +63,7 @@ def decide(trade_id: str, body: DecisionBody, request: Request) -> JSONResponse:
 
 @router.post("/incoming/{trade_id}/decision/retry", status_code=202)
 def retry_decision(trade_id: str, request: Request, body: DecisionRetryBody | None = None) -> JSONResponse:
-    """Publish a failed decision again with its message id (409 unless it failed)."""
+    """Publish a failed or pending decision again with its message id (409 otherwise)."""
     key = (body.decision_key if body else None) or trade_id
     return answer(trades.retry_decision(decision_key=key, publisher=ctx_of(request).publisher()))
 

@@ -7,8 +7,10 @@ import uuid
 import httpx
 import pytest
 
+from api.routes.trades import STATUS_CODES
 from publisher.amqp import AmqpPublisher
 from publisher.queues import TRADE_QUEUES
+from publisher.trades import TradeStatus
 from tests.api.conftest import bearer
 from tests.api.test_triggers import LINEUP
 
@@ -17,6 +19,10 @@ from tests.api.test_triggers import LINEUP
 def trade_queues(amqp_vhost, fresh_queues):
     with AmqpPublisher(url=amqp_vhost) as admin:
         admin.declare_durable(TRADE_QUEUES)
+
+
+def test_every_trade_status_has_a_status_code():
+    assert set(STATUS_CODES) == set(TradeStatus)
 
 
 OFFER = {
@@ -50,7 +56,7 @@ def test_decision_keys_on_the_trade_id_and_retry_needs_a_failed_one(api, trade_q
     assert r.status_code == 202 and r.json()["claim_key"] == "t-9"
     assert api.post("/v1/trade/incoming/t-9/decision", json=body).status_code == 200
     retry = api.post("/v1/trade/incoming/t-9/decision/retry")
-    assert retry.status_code == 409 and "only a failed decision" in retry.json()["error"]
+    assert retry.status_code == 409 and "only a failed or pending decision" in retry.json()["error"]
     assert api.post("/v1/trade/incoming/t-404/decision/retry").status_code == 404
     bad = api.post("/v1/trade/incoming/t-9/decision", json={**body, "decision": "maybe"})
     assert bad.status_code == 422 and bad.json()["field"] == "decision"

@@ -131,7 +131,7 @@ def test_kickoff_trigger_api_sends_through_the_server(api_server, keys, server_e
     refused = _kickoff(
         ["trigger", "lineup", "--league", "L1", "--team", "7", "--swap", "x:BN", "--api", api_server.url], env
     )
-    assert refused.returncode != 0 and "swaps[0].player_id" in refused.stderr
+    assert refused.returncode == 3 and "swaps[0].player_id" in refused.stderr  # cli/answers.py: invalid
     no_key = _kickoff(
         [*args, "--api", api_server.url], {k: v for k, v in env.items() if k != "KICKOFF_API_KEY"}
     )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pika
+
 from models.db import database
 from publisher.triggers import DraftPickRequest, LineupRequest, WaiverRequest
 
@@ -62,3 +64,19 @@ def outbox_row(tracking_id: str) -> dict[str, Any]:
     names = [c[0] for c in cursor.description]
     row = cursor.fetchone()
     return dict(zip(names, row, strict=True)) if row else {}
+
+
+def reject_all(amqp_url: str, queue: str) -> None:
+    """(Re)declare ``queue`` so that RabbitMQ nacks every publish to it (max length 0, reject-publish).
+
+    The broker is there and refuses the message: the one failure that counts towards dead.
+    """
+    conn = pika.BlockingConnection(pika.URLParameters(amqp_url))
+    try:
+        channel = conn.channel()
+        channel.queue_delete(queue=queue)
+        channel.queue_declare(
+            queue=queue, durable=True, arguments={"x-max-length": 0, "x-overflow": "reject-publish"}
+        )
+    finally:
+        conn.close()

@@ -8,9 +8,16 @@ import uuid
 
 import pytest
 
-from config.errors import MissingQueueError, PublishError, PublishUncertainError, UnroutableMessageError
+from config.errors import (
+    MissingQueueError,
+    PublishError,
+    PublishNackedError,
+    PublishUncertainError,
+    UnroutableMessageError,
+)
 from publisher.amqp import AmqpPublisher, OutgoingMessage, _ConfirmTimeout
 from publisher.queues import LINEUP_UPDATES, TRADE_RESPONSES, WAIVER_ACTIONS
+from tests.publisher.helpers import reject_all
 
 
 def _msg(queue: str, **body: object) -> OutgoingMessage:
@@ -51,11 +58,32 @@ def test_trade_queues_are_declared_durable_on_publish(publisher, read_queue):
     assert len(read_queue(TRADE_RESPONSES)) == 1
 
 
-def test_an_unroutable_message_is_an_error_not_a_silent_drop(publisher):
+def test_a_message_returned_because_its_queue_vanished_is_a_missing_queue_not_a_silent_drop(publisher):
     publisher.check_queue(LINEUP_UPDATES)
     publisher.delete_queue(LINEUP_UPDATES)
     publisher._checked.add(LINEUP_UPDATES)  # as if it vanished after the check
+    with pytest.raises(MissingQueueError, match="lineup_updates"):
+        publisher.publish(_msg(LINEUP_UPDATES))
+
+
+def test_a_returned_message_whose_queue_is_present_is_unroutable(publisher, monkeypatch):
+    publisher.check_queue(LINEUP_UPDATES)
+    publisher._checked.add(LINEUP_UPDATES)
+    real_send = publisher._send
+
+    def send_then_return(messages, sent):  # the broker returned it although the queue exists
+        real_send(messages, sent)
+        for m in messages:
+            publisher._returned[m.message_id] = "312 NO_ROUTE"
+
+    monkeypatch.setattr(publisher, "_send", send_then_return)
     with pytest.raises(UnroutableMessageError, match="NO_ROUTE"):
+        publisher.publish(_msg(LINEUP_UPDATES))
+
+
+def test_a_nack_is_a_refusal_of_the_message(publisher, amqp_vhost):
+    reject_all(amqp_vhost, LINEUP_UPDATES)
+    with pytest.raises(PublishNackedError):
         publisher.publish(_msg(LINEUP_UPDATES))
 
 
@@ -167,3 +195,11 @@ def test_a_batch_whose_confirm_never_arrives_is_uncertain_not_published(
     assert isinstance(outcome.error, PublishUncertainError)
     assert "not confirmed" in str(outcome.error)
     pub.close()
+
+
+def test_a_body_larger_than_a_frame_is_split_and_arrives_whole(publisher, read_queue):
+    big = "x" * 300_000  # above the default frame_max of 131,072 bytes
+    outcomes = publisher.publish_many([_msg(LINEUP_UPDATES, big=big), _msg(LINEUP_UPDATES, small=1)])
+    assert all(o.confirmed for o in outcomes)
+    bodies = [b for b, _ in read_queue(LINEUP_UPDATES)]
+    assert bodies == [{"big": big}, {"small": 1}]

@@ -25,7 +25,7 @@ def test_row_caller_order_the_claim_waits_for_the_ir_move_then_publishes_without
 ):
     parent = trigger_lineup(ir_move(), publisher=publisher, settings=pub_settings)
     claim = trigger_waiver(_claim(parent.tracking_id), publisher=publisher, settings=pub_settings)
-    assert claim.status is TriggerStatus.QUEUED and claim.held and not claim.published
+    assert claim.status is TriggerStatus.PENDING and claim.held and not claim.published
     drain_outbox(publisher=publisher, settings=pub_settings)
     assert read_queue("waiver_actions") == []
     record_result(parent.tracking_id, ActionStatus.SUCCEEDED)
@@ -86,7 +86,7 @@ def test_row_failure_a_cancelled_claim_is_skipped_and_its_key_released_for_a_fre
     assert outbox_row(claim.tracking_id)["status"] == "cancelled"
     fresh_parent = trigger_lineup(ir_move(), publisher=publisher, settings=pub_settings)
     again = trigger_waiver(_claim(fresh_parent.tracking_id), publisher=publisher, settings=pub_settings)
-    assert again.status is TriggerStatus.QUEUED and again.tracking_id != claim.tracking_id
+    assert again.status is TriggerStatus.PENDING and again.held and again.tracking_id != claim.tracking_id
     assert [b for b, _ in read_queue("waiver_actions")] == []
 
 

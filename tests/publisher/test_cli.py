@@ -90,14 +90,19 @@ def test_trigger_json_prints_queued_then_duplicate_with_the_same_tracking_id(run
     first = json.loads(out)
     assert code == 0 and first["status"] == "queued"
     code, out = run(*args)
-    assert json.loads(out) == {"status": "duplicate", "tracking_id": first["tracking_id"]}
+    assert json.loads(out) == {
+        "status": "duplicate",
+        "tracking_id": first["tracking_id"],
+        "published": True,
+        "held": False,
+    }
 
 
 def test_a_sleeper_id_is_refused_in_one_line_naming_the_field(run):
     code, out = run(
         "trigger", "draft-pick", "--league", "L1", "--team", "7", "--pick", "3", "--espn-id", "DAL"
     )
-    assert code == 1 and "espn_id" in out and "Sleeper" in out and "Traceback" not in out
+    assert code == 3 and "espn_id" in out and "Sleeper" in out and "Traceback" not in out
 
 
 def test_outbox_status_and_drain(run):

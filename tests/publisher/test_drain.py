@@ -9,13 +9,16 @@ from datetime import timedelta
 import pytest
 
 from config.clock import utcnow
+from models.activity import ActionStatus
 from models.db import database
 from publisher import drain as drain_module
+from publisher.actions import get_action
 from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.drain import drain_outbox, drain_outbox_concurrently
-from publisher.outbox import backoff_delay, insert_row, outbox_report
+from publisher.outbox import backoff_delay, insert_row, outbox_report, retry_dead
 from publisher.queues import LINEUP_UPDATES, WAIVER_ACTIONS
-from tests.publisher.helpers import count
+from publisher.triggers import TriggerStatus, trigger_lineup
+from tests.publisher.helpers import count, lineup, reject_all
 
 
 def _rows(n: int, queue: str = LINEUP_UPDATES) -> list[str]:
@@ -45,18 +48,129 @@ def test_backoff_doubles_per_attempt_up_to_the_maximum(settings):
     assert [backoff_delay(n, s).total_seconds() for n in range(1, 6)] == [5, 10, 20, 30, 30]
 
 
-def test_a_row_that_keeps_failing_backs_off_then_is_dead_and_visible(
+def test_an_unreachable_broker_never_uses_up_attempts_however_long_it_lasts(
     db, fresh_queues, pub_settings, frozen_clock
 ):
     _rows(1)
     down = AmqpPublisher(url="amqp://guest:guest@127.0.0.1:1/%2F", connect_timeout=1)
-    for _ in range(pub_settings.outbox_max_attempts):
+    tries = pub_settings.outbox_max_attempts * 3
+    for _ in range(tries):
         assert drain_outbox(publisher=down, settings=pub_settings).failed == 1
         frozen_clock.advance(seconds=1)
     report = outbox_report()
+    assert report.dead == 0 and report.backlog == 1
+    [row] = report.oldest_pending
+    assert row.attempts == 0 and row.tries == tries and "AMQP_URL" in row.last_error
+    # the backoff doubles per try and stops at the cap
+    assert row.next_attempt_at - (frozen_clock.now - timedelta(seconds=1)) == timedelta(
+        seconds=pub_settings.outbox_backoff_max_seconds
+    )
+
+
+def test_a_batch_failed_by_an_outage_is_recorded_in_one_statement_with_each_rows_backoff(
+    db, fresh_queues, pub_settings, frozen_clock, caplog
+):
+    _rows(4)
+    database.execute_sql("UPDATE outbox_messages SET tries = id - 1")  # tries 0, 1, 2, 3
+    down = AmqpPublisher(url="amqp://guest:guest@127.0.0.1:1/%2F", connect_timeout=1)
+    with caplog.at_level("WARNING", logger="publisher.outbox"):
+        assert drain_outbox(publisher=down, settings=pub_settings).failed == 4
+    rows = database.execute_sql(
+        "SELECT tries, attempts, status, next_attempt_at FROM outbox_messages ORDER BY id"
+    ).fetchall()
+    assert (
+        [r[0] for r in rows] == [1, 2, 3, 4]
+        and {r[1] for r in rows} == {0}
+        and {r[2] for r in rows} == {"pending"}
+    )
+    assert [r[3] - frozen_clock.now for r in rows] == [backoff_delay(n, pub_settings) for n in (1, 2, 3, 4)]
+    assert (
+        sum(  # one line for the batch, not one per row
+            "rows failed, they stay pending" in r.message for r in caplog.records
+        )
+        == 1
+    )
+
+
+def test_a_confirm_that_never_comes_never_uses_up_attempts(
+    db, fresh_queues, amqp_vhost, pub_settings, monkeypatch
+):
+    _rows(1)
+    silent = AmqpPublisher(url=amqp_vhost, confirm_timeout=0.3)
+    real_send = silent._send
+
+    def send_under_a_tag_the_broker_never_confirms(messages, sent):
+        real_send(messages, sent)
+        silent._unconfirmed = {tag + 10**6: mid for tag, mid in silent._unconfirmed.items()}
+
+    monkeypatch.setattr(silent, "_send", send_under_a_tag_the_broker_never_confirms)
+    one_try_per_run = pub_settings.model_copy(
+        update={"outbox_backoff_base_seconds": 60.0, "outbox_backoff_max_seconds": 60.0}
+    )
+    for _ in range(pub_settings.outbox_max_attempts + 2):
+        database.execute_sql("UPDATE outbox_messages SET next_attempt_at = now() - interval '1 second'")
+        assert drain_outbox(publisher=silent, settings=one_try_per_run).failed == 1
+    silent.close()
+    [(status, attempts, tries)] = database.execute_sql(
+        "SELECT status, attempts, tries FROM outbox_messages"
+    ).fetchall()
+    assert status == "pending" and attempts == 0 and tries == pub_settings.outbox_max_attempts + 2
+
+
+def test_a_message_the_broker_keeps_refusing_is_dead_after_the_maximum_and_its_action_failed(
+    publisher, pub_settings, amqp_vhost, frozen_clock
+):
+    reject_all(amqp_vhost, LINEUP_UPDATES)
+    result = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings)
+    assert not result.published
+    for _ in range(pub_settings.outbox_max_attempts - 1):
+        frozen_clock.advance(seconds=1)
+        drain_outbox(publisher=publisher, settings=pub_settings)
+    report = outbox_report()
     assert report.dead == 1 and report.backlog == 0
     assert report.dead_rows[0].attempts == pub_settings.outbox_max_attempts
-    assert "AMQP_URL" in report.dead_rows[0].last_error
+    assert "nacked" in report.dead_rows[0].last_error
+    assert get_action(result.tracking_id).status == ActionStatus.FAILED
+
+
+def test_retry_dead_restores_the_action_to_queued_so_delivery_marks_it_and_its_key_stays_held(
+    publisher, pub_settings, amqp_vhost, frozen_clock, read_queue
+):
+    reject_all(amqp_vhost, LINEUP_UPDATES)
+    result = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings)
+    for _ in range(pub_settings.outbox_max_attempts - 1):
+        frozen_clock.advance(seconds=1)
+        drain_outbox(publisher=publisher, settings=pub_settings)
+    assert get_action(result.tracking_id).status == ActionStatus.FAILED
+    publisher.delete_queue(LINEUP_UPDATES)  # the operator fixes the cause
+    publisher.declare_durable([LINEUP_UPDATES])
+
+    report = retry_dead()
+    assert report.as_json() == {"rows": 1, "actions": 1, "superseded": 0}
+    assert get_action(result.tracking_id).status == ActionStatus.QUEUED
+    assert drain_outbox(publisher=publisher, settings=pub_settings).published == 1
+    assert get_action(result.tracking_id).status == ActionStatus.DELIVERED
+    [(body, _)] = read_queue(LINEUP_UPDATES)
+    assert body["tracking_id"] == result.tracking_id
+    frozen_clock.advance(days=2)  # far past the key's TTL: a delivered action keeps it
+    again = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings)
+    assert again.status is TriggerStatus.DUPLICATE and again.tracking_id == result.tracking_id
+
+
+def test_retry_dead_leaves_a_row_dead_when_a_newer_action_took_its_released_key(
+    publisher, pub_settings, amqp_vhost, frozen_clock
+):
+    reject_all(amqp_vhost, LINEUP_UPDATES)
+    first = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings)
+    for _ in range(pub_settings.outbox_max_attempts - 1):
+        frozen_clock.advance(seconds=1)
+        drain_outbox(publisher=publisher, settings=pub_settings)
+    frozen_clock.advance(days=1)  # the failed action's key is released after its TTL
+    second = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings)
+    assert second.tracking_id != first.tracking_id
+    assert retry_dead().as_json() == {"rows": 0, "actions": 0, "superseded": 1}
+    assert get_action(first.tracking_id).status == ActionStatus.FAILED
+    assert outbox_report().dead == 1
 
 
 def test_a_missing_queue_leaves_the_row_pending_with_an_error_naming_the_queue(

@@ -76,7 +76,7 @@ def test_connections_cut_during_1000_triggers_lose_nothing(fresh_queues, db, pub
     repeated = [m for m, n in by_message_id.items() if n > 1]
     if repeated:
         attempts = database.execute_sql(
-            "SELECT min(attempts) FROM outbox_messages WHERE message_id::text = ANY(%s)", (repeated,)
+            "SELECT min(tries) FROM outbox_messages WHERE message_id::text = ANY(%s)", (repeated,)
         ).fetchone()[0]
         assert attempts >= 2
     print(f"cuts={cuts} failed_at_once={failed_at_once} duplicates={duplicates}")

@@ -1,4 +1,4 @@
-"""Direct trade publishes: execution_log claim first, durable queues, uncertain results reconciled by hand."""
+"""Direct trade publishes: execution_log claim first, durable queues, pending/uncertain claims redelivered."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import pytest
 from config.errors import PublishUncertainError, TradeError, TriggerValidationError
 from publisher import trades
 from publisher.amqp import AmqpPublisher
+from publisher.drain import drain_outbox_concurrently
 from publisher.trades import Resolution, TradeStatus
-from tests.publisher.helpers import TRACEPARENT, count
+from tests.publisher.helpers import TRACEPARENT, count, reject_all
 
 
 def _offer(publisher, key="offer-1", **kw):
@@ -68,19 +69,56 @@ def test_counter_staging_takes_sleeper_ids_and_refuses_espn_ids(publisher, read_
     assert body["give_player_ids"] == ["6794"]
 
 
-def test_a_failed_decision_can_be_retried_with_the_same_message_id(db, fresh_queues, amqp_vhost, read_queue):
+def test_a_decision_the_unreachable_broker_never_got_is_pending_and_can_be_retried_with_the_same_message_id(
+    db, fresh_queues, amqp_vhost, read_queue
+):
     down = AmqpPublisher(url="amqp://guest:guest@127.0.0.1:1/%2F", connect_timeout=1)
-    failed = trades.respond_to_trade(
+    pending = trades.respond_to_trade(
         decision_key="d1", league_id="L1", team="7", trade_id="t9", decision="accept", publisher=down
     )
-    assert failed.status is TradeStatus.FAILED
+    assert pending.status is TradeStatus.PENDING
     with AmqpPublisher(url=amqp_vhost) as up:
         retried = trades.retry_decision(decision_key="d1", publisher=up)
         assert retried.status is TradeStatus.PUBLISHED
-        with pytest.raises(TradeError, match="only a failed decision"):
+        with pytest.raises(TradeError, match="only a failed or pending decision"):
             trades.retry_decision(decision_key="d1", publisher=up)
     [(body, props)] = read_queue("trade_responses")
-    assert body["decision"] == "accept" and props.message_id == failed.message_id
+    assert body["decision"] == "accept" and props.message_id == pending.message_id
+
+
+def test_a_refused_trade_publish_is_failed(publisher, amqp_vhost, read_queue):
+    reject_all(amqp_vhost, "trade_submissions")
+    publisher.declare_durable([])  # connected; skip the durable declare (other arguments: a 406)
+    publisher._checked.add("trade_submissions")  # so the offer goes straight into the nacking queue
+    result = _offer(publisher, key="offer-refused")
+    assert result.status is TradeStatus.FAILED and "nacked" in result.error
+    assert trades.redeliverable_trades() == 0
+
+
+def test_the_drain_redelivers_pending_and_uncertain_claims_with_their_message_ids(
+    publisher, pub_settings, amqp_vhost, read_queue, monkeypatch
+):
+    down = AmqpPublisher(url="amqp://guest:guest@127.0.0.1:1/%2F", connect_timeout=1)
+    pending = _offer(down, key="offer-pending")
+    monkeypatch.setattr(
+        publisher, "publish", lambda m: (_ for _ in ()).throw(PublishUncertainError("sent, no confirm"))
+    )
+    uncertain = _offer(publisher, key="offer-uncertain")
+    monkeypatch.undo()
+    assert (pending.status, uncertain.status) == (TradeStatus.PENDING, TradeStatus.UNCERTAIN)
+    assert trades.redeliverable_trades() == 2
+
+    report = drain_outbox_concurrently(settings=pub_settings, publisher_factory=lambda: down)
+    assert report.trades == 0 and trades.redeliverable_trades() == 2  # still away: both wait
+    report = drain_outbox_concurrently(
+        settings=pub_settings, publisher_factory=lambda: AmqpPublisher(url=amqp_vhost)
+    )
+    assert report.trades == 2 and trades.redeliverable_trades() == 0
+    assert trades.get_entry("trade_submissions", "offer-pending").status == "published"
+    entry = trades.get_entry("trade_submissions", "offer-uncertain")
+    assert entry.status == "published" and entry.resolution == "republish"
+    ids = sorted(p.message_id for _, p in read_queue("trade_submissions"))
+    assert ids == sorted([pending.message_id, uncertain.message_id])
 
 
 def test_an_uncertain_publish_is_marked_for_manual_reconciliation(publisher, read_queue, monkeypatch):

@@ -85,14 +85,23 @@ def test_a_lineup_trigger_saves_action_and_message_and_publishes_at_once(publish
     assert props.message_id == str(row["message_id"])
 
 
-def test_with_the_broker_down_the_trigger_still_queues_and_the_drain_delivers_later(
+def test_with_the_broker_down_the_trigger_answers_pending_and_the_drain_delivers_later(
     db, fresh_queues, pub_settings, amqp_vhost, read_queue
 ):
     down = AmqpPublisher(url=DOWN_URL, connect_timeout=1)
     result = trigger_waiver(waiver(), publisher=down, settings=pub_settings)
-    assert result.status is TriggerStatus.QUEUED and not result.published
+    assert result.status is TriggerStatus.PENDING and not result.published
+    assert result.as_json() == {
+        "status": "pending",
+        "tracking_id": result.tracking_id,
+        "published": False,
+        "held": False,
+    }
     row = outbox_row(result.tracking_id)
-    assert row["status"] == "pending" and row["attempts"] == 1 and "AMQP_URL" in row["last_error"]
+    assert row["status"] == "pending" and row["attempts"] == 0 and row["tries"] == 1
+    assert "AMQP_URL" in row["last_error"]
+    again = trigger_waiver(waiver(), publisher=down, settings=pub_settings)
+    assert again.status is TriggerStatus.DUPLICATE and not again.published
     time.sleep(0.1)  # past the row's (test-sized) backoff
     with AmqpPublisher(url=amqp_vhost) as up:
         report = drain_outbox(publisher=up, settings=pub_settings)
@@ -100,6 +109,9 @@ def test_with_the_broker_down_the_trigger_still_queues_and_the_drain_delivers_la
     [(body, _)] = read_queue("waiver_actions")
     assert body["tracking_id"] == result.tracking_id
     assert get_action(result.tracking_id).status == ActionStatus.DELIVERED
+    with AmqpPublisher(url=amqp_vhost) as up:
+        after = trigger_waiver(waiver(), publisher=up, settings=pub_settings)
+    assert after.status is TriggerStatus.DUPLICATE and after.published
 
 
 def test_a_trigger_inside_a_run_scope_links_the_action_to_the_run(publisher, pub_settings):
@@ -123,16 +135,51 @@ def test_an_expired_pick_is_a_conflict_and_queues_nothing(publisher, pub_setting
     assert count("activity_actions") == 0
 
 
-def test_a_draft_delivery_failure_is_retryable_and_a_retry_with_the_same_key_is_a_duplicate(
-    db, fresh_queues, pub_settings, amqp_vhost
+def test_an_undelivered_draft_pick_is_unavailable_and_a_retry_with_the_same_key_delivers_it_at_once(
+    db, fresh_queues, pub_settings, amqp_vhost, read_queue
 ):
+    slow_drain = pub_settings.model_copy(update={"outbox_backoff_base_seconds": 600.0})
     down = AmqpPublisher(url=DOWN_URL, connect_timeout=1)
     with pytest.raises(TriggerUnavailableError) as info:
+        trigger_draft_pick(draft(), publisher=down, settings=slow_drain)
+    tracking_id = info.value.tracking_id
+    assert info.value.retryable and tracking_id
+    with pytest.raises(TriggerUnavailableError) as again:  # still down: the same answer, same action
+        trigger_draft_pick(draft(), publisher=down, settings=slow_drain)
+    assert again.value.tracking_id == tracking_id
+    assert outbox_row(tracking_id)["tries"] == 2
+
+    with AmqpPublisher(url=amqp_vhost) as up:  # back: the retry publishes the saved target now
+        retry = trigger_draft_pick(draft(), publisher=up, settings=slow_drain)
+        assert retry.status is TriggerStatus.QUEUED and retry.published and retry.tracking_id == tracking_id
+        assert get_action(tracking_id).status == ActionStatus.DELIVERED
+        later = trigger_draft_pick(draft(), publisher=up, settings=slow_drain)
+    assert later.status is TriggerStatus.DUPLICATE and later.published and later.tracking_id == tracking_id
+    [(body, _)] = read_queue("draft_targets")
+    assert body["tracking_id"] == tracking_id
+    assert count("activity_actions") == 1 and count("outbox_messages") == 1
+
+
+def test_a_draft_target_without_expires_at_gets_the_default_expiry(publisher, pub_settings, read_queue):
+    before = utcnow()
+    result = trigger_draft_pick(draft(), publisher=publisher, settings=pub_settings)
+    default = timedelta(seconds=pub_settings.draft_target_default_expiry_seconds)
+    expires_at = outbox_row(result.tracking_id)["expires_at"]
+    assert before + default <= expires_at <= utcnow() + default
+    [(body, _)] = read_queue("draft_targets")
+    assert body["expires_at"] == expires_at.isoformat()
+
+
+def test_a_retry_after_the_saved_target_expired_is_a_conflict_and_sends_nothing(
+    db, fresh_queues, pub_settings, amqp_vhost, frozen_clock, read_queue
+):
+    down = AmqpPublisher(url=DOWN_URL, connect_timeout=1)
+    with pytest.raises(TriggerUnavailableError):
         trigger_draft_pick(draft(), publisher=down, settings=pub_settings)
-    assert info.value.retryable and info.value.tracking_id
-    with AmqpPublisher(url=amqp_vhost) as up:
-        retry = trigger_draft_pick(draft(), publisher=up, settings=pub_settings)
-    assert retry.status is TriggerStatus.DUPLICATE and retry.tracking_id == info.value.tracking_id
+    frozen_clock.advance(seconds=pub_settings.draft_target_default_expiry_seconds + 1)
+    with AmqpPublisher(url=amqp_vhost) as up, pytest.raises(TriggerConflictError, match="expired"):
+        trigger_draft_pick(draft(), publisher=up, settings=pub_settings)
+    assert read_queue("draft_targets") == []
 
 
 def test_a_draft_target_expires_while_waiting_in_the_outbox(

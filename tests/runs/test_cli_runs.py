@@ -38,9 +38,9 @@ def test_runs_show_of_an_unknown_run_exits_2(db, subprocess_env):
     assert out.returncode == 2 and "no run" in out.stderr
 
 
-def test_invalid_params_are_one_line_and_save_nothing(db, subprocess_env):
+def test_invalid_params_are_one_line_exit_3_and_save_nothing(db, subprocess_env):
     out = kickoff(subprocess_env, "runs", "publish", "sleep", "--param", "seconds=soon")
-    assert out.returncode == 1
+    assert out.returncode == 3
     assert out.stderr.strip().count("\n") == 0 and "invalid params" in out.stderr
     assert RunLog.select().count() == 0
 

@@ -7,6 +7,9 @@ import signal
 from datetime import timedelta
 from pathlib import Path
 
+import peewee
+import pytest
+
 from config.clock import utcnow
 from models.run_log import RunLog, RunStatus, SkipReason, Trigger
 from publisher.amqp import AmqpPublisher, OutgoingMessage, read_messages
@@ -65,6 +68,30 @@ def test_a_delivery_is_acked_while_its_run_still_waits_for_a_slot(
     assert max(launcher.stats.ack_seconds) < 1.0
     assert RunLog.select().where(RunLog.status == "queued").count() == 3
     assert {r.run_id for r in results} == set(launcher.pending) | set(launcher.running)
+
+
+def test_an_acked_run_whose_claim_meets_a_database_error_stays_first_in_line(
+    make_launcher, catalog, monkeypatch
+):
+    from publisher import launcher as launcher_module
+
+    launcher = make_launcher(cap=1)
+    first = publish_run("noop", trigger="cli", catalog=catalog, publisher=None)
+    second = publish_run("noop", trigger="cli", catalog=catalog, publisher=None)
+    launcher.pending[first.run_id] = 1  # as its acked delivery left it
+    launcher.pending[second.run_id] = 1
+    real_claim = launcher_module.claim
+
+    def database_gone(*args, **kwargs):
+        raise peewee.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(launcher_module, "claim", database_gone)
+    with pytest.raises(peewee.OperationalError):
+        launcher.start_pending()
+    assert list(launcher.pending) == [first.run_id, second.run_id]  # not dropped until a rescan
+    monkeypatch.setattr(launcher_module, "claim", real_claim)
+    step_until(launcher, lambda: _final(first.run_id) and _final(second.run_id), timeout=30)
+    assert {RunLog.get_by_id(r.run_id).status for r in (first, second)} == {"succeeded"}
 
 
 def test_an_initial_attempt_past_expires_at_ends_skipped_expired_without_a_process(

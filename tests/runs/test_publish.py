@@ -44,7 +44,7 @@ def test_publish_run_writes_the_queued_row_and_outbox_row_and_publishes_the_comm
 def test_manual_cli_and_mcp_runs_get_a_fresh_key_equal_to_their_run_id(db, catalog, trigger):
     first = publish_run("noop", trigger=trigger, catalog=catalog, publisher=None)
     second = publish_run("noop", trigger=trigger, catalog=catalog, publisher=None)
-    assert first.status == second.status == "queued"
+    assert first.status == second.status == "pending"  # saved, left to the drain (no publisher)
     assert first.run_id != second.run_id
     assert first.dedupe_key == first.run_id and second.dedupe_key == second.run_id
 
@@ -56,7 +56,7 @@ def test_schedule_runs_dedupe_on_job_at_slot(db, catalog):
         "heartbeat", trigger="schedule", slot=SLOT.replace(hour=19), catalog=catalog, publisher=None
     )
     assert first.dedupe_key == "heartbeat@2024-05-21T18:00:00Z"
-    assert (first.status, again.status, later.status) == ("queued", "duplicate", "queued")
+    assert (first.status, again.status, later.status) == ("pending", "duplicate", "pending")
     assert again.run_id == first.run_id
     assert RunLog.select().count() == 2 and JobRunOutbox.select().count() == 2
 
@@ -69,7 +69,7 @@ def test_chain_runs_dedupe_on_job_at_chain_root(db, catalog):
         "chain_transform", trigger="chain", chain_root=uuid.uuid4(), catalog=catalog, publisher=None
     )
     assert first.dedupe_key == f"chain_transform@{root}"
-    assert (first.status, again.status, other.status) == ("queued", "duplicate", "queued")
+    assert (first.status, again.status, other.status) == ("pending", "duplicate", "pending")
     assert again.run_id == first.run_id
 
 
@@ -88,10 +88,10 @@ def test_event_runs_dedupe_on_job_key_and_debounce_window(db, catalog, frozen_cl
     assert first.dedupe_key == "event_refresh@m1@2024-05-21T18:00:00Z"
     assert next_window.dedupe_key == "event_refresh@m1@2024-05-21T18:00:30Z"
     assert [r.status for r in (first, same_window, other_key, next_window)] == [
-        "queued",
+        "pending",
         "duplicate",
-        "queued",
-        "queued",
+        "pending",
+        "pending",
     ]
 
 
@@ -110,7 +110,7 @@ def test_racing_publishers_of_one_key_make_one_run(db, catalog, settings):
         t.start()
     for t in threads:
         t.join(timeout=30)
-    assert sorted(r.status for r in results) == ["duplicate"] * 7 + ["queued"]
+    assert sorted(r.status for r in results) == ["duplicate"] * 7 + ["pending"]
     assert len({r.run_id for r in results}) == 1
     assert RunLog.select().count() == 1 and JobRunOutbox.select().count() == 1
 
@@ -139,7 +139,7 @@ def test_a_failed_publish_keeps_the_run_queued_and_the_drain_sends_it_later(db, 
         admin.delete_queue(JOB_RUNS)  # passive declare fails: the queue is missing
     with AmqpPublisher(url=amqp_vhost) as pub:
         result = publish_run("noop", trigger="cli", catalog=catalog, publisher=pub)
-        assert result.status == "queued" and not result.published
+        assert result.status == "pending" and not result.published
         row = JobRunOutbox.get(JobRunOutbox.run == result.run_id)
         assert row.published_at is None and row.tries == 1 and "does not exist" in row.last_error
         assert RunLog.get_by_id(result.run_id).status == RunStatus.QUEUED
@@ -159,7 +159,7 @@ def test_a_failed_publish_keeps_the_run_queued_and_the_drain_sends_it_later(db, 
 def test_a_broker_outage_leaves_the_run_for_the_drain(db, catalog):
     down = AmqpPublisher(url="amqp://guest:guest@127.0.0.1:1/%2F", connect_timeout=0.5)
     result = publish_run("noop", trigger="cli", catalog=catalog, publisher=down)
-    assert result.status == "queued" and not result.published
+    assert result.status == "pending" and not result.published
     assert drain_job_runs(publisher=down).failed == 1
     assert JobRunOutbox.get(JobRunOutbox.run == result.run_id).tries == 2
 
