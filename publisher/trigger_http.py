@@ -25,7 +25,7 @@ from config.errors import (
 )
 from config.settings import BaseEnvironment
 from publisher.run_context import RUN_ID_HEADER, get_run_id
-from publisher.trigger_client import retry_delays
+from publisher.trigger_client import is_retryable, retry_delays
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +57,6 @@ def request_body(request: Any) -> dict[str, Any]:
     return body
 
 
-def _retryable(status: int) -> bool:
-    return status >= 500
-
-
 def _error(status: int, data: dict[str, Any]) -> Exception:
     message = str(data.get("error") or f"HTTP {status}")
     if status == 422 and data.get("field"):
@@ -69,7 +65,7 @@ def _error(status: int, data: dict[str, Any]) -> Exception:
         return TriggerValidationError(field, reason)
     if status == 409:
         return TriggerConflictError(message)
-    if status >= 500:
+    if status >= 500:  # retryable (trigger_client.is_retryable)
         return TriggerUnavailableError(message, tracking_id=data.get("tracking_id"))
     return ApiRequestError(status, message)
 
@@ -104,7 +100,11 @@ class HttpTriggerClient:
         return {RUN_ID_HEADER: run_id} if run_id else {}
 
     def post(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """POST ``body`` as JSON, retrying connection errors, timeouts and 5xx; (status, answer)."""
+        """POST ``body`` as JSON; failures are retried by trigger_client's ``is_retryable``.
+
+        A connection error, a timeout or a 5xx answer is a TriggerUnavailableError (retried);
+        422, 409 and other 4xx answers are not retryable and raised at once.
+        """
         url = self.base_url + path
         for attempt in range(1, self.attempts + 1):
             try:
@@ -112,7 +112,7 @@ class HttpTriggerClient:
             except (requests.ConnectionError, requests.Timeout) as exc:
                 failure: Exception = TriggerUnavailableError(f"cannot reach {url}: {type(exc).__name__}")
                 failure.__cause__ = exc
-                status = None
+                status: int | None = None
             else:
                 status = response.status_code
                 try:
@@ -122,9 +122,7 @@ class HttpTriggerClient:
                 if status < 400:
                     return status, data
                 failure = _error(status, data)
-                if not _retryable(status):
-                    raise failure
-            if attempt == self.attempts:
+            if not is_retryable(failure) or attempt == self.attempts:
                 raise failure
             delay = self.delays[attempt - 1]
             logger.warning(
