@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from api.keys import Scope, create_key
+from models.barriers import connect_redis
 from publisher.amqp import AmqpPublisher, read_messages
 from publisher.queues import ALL_QUEUES, OUTBOX_QUEUES
 
@@ -107,6 +108,15 @@ def api_server(server_env: dict[str, str], tmp_path_factory: pytest.TempPathFact
     server = start_server(server_env, tmp_path_factory.mktemp("api") / "serve.log")
     yield server
     stop_server(server)
+    _delete_broker_namespace(server_env)
+
+
+def _delete_broker_namespace(env: dict[str, str]) -> None:
+    """Remove the start messages the listener routes enqueued under this run's Dramatiq namespace."""
+    client = connect_redis(env["BROKER_URL"])
+    keys = list(client.scan_iter(match=f"{env['BROKER_NAMESPACE']}*", count=1000))
+    if keys:
+        client.delete(*keys)
 
 
 @pytest.fixture
