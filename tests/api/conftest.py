@@ -60,7 +60,22 @@ def wait_until(check: Callable[[], bool], *, deadline: float, what: str) -> None
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def start_server(env: dict[str, str], log_path: Path) -> Server:
+def start_server(env: dict[str, str], log_path: Path, *, tries: int = 3) -> Server:
+    """Start `kickoff serve` on a free port; another free port if one was taken meanwhile."""
+    for attempt in range(1, tries + 1):
+        try:
+            return _start_server(env, log_path)
+        except ServerExited:
+            if attempt == tries or "address already in use" not in log_path.read_text().lower():
+                raise
+    raise AssertionError("unreachable")
+
+
+class ServerExited(AssertionError):
+    """`kickoff serve` exited before it answered."""
+
+
+def _start_server(env: dict[str, str], log_path: Path) -> Server:
     port = free_port()
     log = log_path.open("wb")
     process = subprocess.Popen(
@@ -74,7 +89,7 @@ def start_server(env: dict[str, str], log_path: Path) -> Server:
 
     def up() -> bool:
         if process.poll() is not None:
-            raise AssertionError(f"kickoff serve exited {process.returncode}: {log_path.read_text()}")
+            raise ServerExited(f"kickoff serve exited {process.returncode}: {log_path.read_text()}")
         try:
             return httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200
         except httpx.HTTPError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tests.api.conftest import free_port, wait_until
+from tests.api.conftest import wait_until
 
 
 @dataclass
@@ -46,9 +47,11 @@ def failing_server(script: Script) -> Iterator[str]:
         return JSONResponse(body, status_code=status)
 
     app = Starlette(routes=[Route("/v1/trigger/{name}", answer, methods=["POST"])])
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    sock = socket.socket()  # bound here, so no other process can take the port meanwhile
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     wait_until(lambda: server.started, deadline=60, what="the failing server to start")
     try:
@@ -56,3 +59,4 @@ def failing_server(script: Script) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+        sock.close()
