@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from dramatiq.middleware.threading import raise_thread_exception
 
-from config.errors import ConfigurationError
+from config.errors import ConfigurationError, KickoffError
 from config.settings import MatchListenerEnvironment
 from listener.body import ListenerBody, ListenerContext
 from listener.exit_codes import ExitCode
@@ -232,10 +232,13 @@ class ListenerServices:
             self.heartbeat.wake()  # take the start locks again now, not at the next beat
         if self.reap is None or self.shutting_down:
             return
-        freed = self.reap()
-        if freed and self.redispatch is not None:
-            logger.warning("restarting %d matches of dead listener workers: %s", len(freed), freed)
-            self.redispatch(freed)
+        try:
+            freed = self.reap()
+            if freed and self.redispatch is not None:
+                logger.warning("restarting %d matches of dead listener workers: %s", len(freed), freed)
+                self.redispatch(freed)
+        except KickoffError as exc:  # a service down: the next step (or the next dispatch) retries
+            logger.warning("reaping dead listener workers failed: %s", exc)
 
     def _stop_lease_runs(self, lease_id: str) -> None:
         for reg in self.heartbeat.snapshot():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config.errors import ListenerStartSettingsError
-from listener.start import resolve_listener_environment
+from listener.start import resolve_listener_environment, validate_override_keys
 
 
 def _match(make_match, **stored):
@@ -45,8 +45,13 @@ def test_injected_fields_yield_to_call_overrides_only(make_match):
 
 
 def test_metadata_keys_are_stripped_before_validation(make_match):
-    match = _match(make_match, message_id="start-match-listener.x.y")
-    resolve_listener_environment(match, {"message_id": "ignored"})
+    # message_id is no listener setting: left in, validation would refuse it as unknown.
+    with pytest.raises(ListenerStartSettingsError, match="message_id"):
+        validate_override_keys({"message_id": "x"})
+    match = _match(make_match, message_id="start-match-listener.x.y", listener_test_exit_code=3)
+    env = resolve_listener_environment(match, {"message_id": "ignored"})
+    assert env.listener_test_exit_code == 3  # the stored settings around it still apply
+    assert "message_id" not in env.model_dump()
 
 
 @pytest.mark.parametrize("where", ["call-overrides", "match-settings"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 import uuid
@@ -53,9 +54,19 @@ def test_a_batch_with_a_missing_queue_still_publishes_the_other_queues(publisher
     assert len(read_queue(LINEUP_UPDATES)) == 2
 
 
-def test_trade_queues_are_declared_durable_on_publish(publisher, read_queue):
+def test_trade_queues_are_declared_durable_on_publish(publisher, read_queue, amqp_vhost):
     publisher.publish(_msg(TRADE_RESPONSES))
     assert len(read_queue(TRADE_RESPONSES)) == 1
+    vhost = amqp_vhost.rsplit("/", 1)[1]
+    listed = subprocess.run(
+        ["rabbitmqctl", "-q", "list_queues", "-p", vhost, "name", "durable"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    durable = dict(line.split("\t") for line in listed.splitlines() if "\t" in line)
+    assert durable.get(TRADE_RESPONSES) == "true", listed  # survives a RabbitMQ restart
 
 
 def test_a_message_returned_because_its_queue_vanished_is_a_missing_queue_not_a_silent_drop(publisher):

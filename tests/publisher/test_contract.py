@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,6 @@ from jsonschema import Draft7Validator, FormatChecker
 
 from publisher import trades
 from publisher.alerts import InjuryChange, publish_injury_alerts
-from publisher.amqp import OutgoingMessage
 from publisher.queues import ALL_QUEUES
 from publisher.run_command import RunCommand
 from publisher.triggers import trigger_draft_pick, trigger_lineup, trigger_waiver
@@ -58,6 +56,22 @@ def test_every_operation_sends_persistent_mandatory_messages():
 def test_every_example_validates(name):
     for example in message(name)["examples"]:
         validator(message(name)["payload"]["$ref"]).validate(example["payload"])
+
+
+def test_the_format_checker_checks_date_times():
+    # jsonschema checks "date-time" only with its RFC 3339 dependency installed; prove it does.
+    assert "date-time" in FormatChecker().checkers
+    [example] = message("LineupUpdate")["examples"][:1]
+    bad = {**example["payload"], "created_at": "yesterday at noon"}
+    with pytest.raises(Exception, match="date-time"):
+        validator(message("LineupUpdate")["payload"]["$ref"]).validate(bad)
+
+
+def test_the_run_command_example_has_exactly_the_fields_the_code_writes():
+    written = RunCommand(run_id="r", job="j", attempt=1, trigger="schedule", dedupe_key="k").to_dict()
+    for example in message("RunCommand")["examples"]:
+        assert set(example["payload"]) == set(written)
+        assert RunCommand.from_dict(example["payload"]).to_dict() == example["payload"]
 
 
 def _lineup(p, s):
@@ -120,8 +134,11 @@ def _negotiation(p, s):
 
 
 def _run_command(p, s):
-    command = RunCommand(run_id=str(uuid.uuid4()), job="noop", attempt=1, trigger="cli", dedupe_key="x")
-    p.publish(OutgoingMessage(queue="job_runs", body=command.to_dict(), message_id=command.message_id))
+    from publisher.catalog import load_catalog
+    from publisher.runs import publish_run
+
+    result = publish_run("noop", trigger="cli", catalog=load_catalog(s.job_catalog_path), publisher=p)
+    assert result.status == "queued", result
 
 
 @pytest.mark.parametrize(

@@ -233,15 +233,24 @@ def test_a_crash_between_publish_and_mark_republishes_with_the_same_message_id(
     assert ids == [message_id, message_id]  # a consumer drops the second by message id
 
 
-def test_a_fresh_trigger_row_is_left_to_the_trigger_during_the_grace(db, fresh_queues, settings, publisher):
-    with database.atomic():
-        insert_row(
-            message=OutgoingMessage(queue=LINEUP_UPDATES, body={}, message_id=str(uuid.uuid4())),
-            tracking_id=None,
-            next_attempt_at=utcnow() + timedelta(seconds=settings.outbox_immediate_grace_seconds),
-        )
-    assert drain_outbox(publisher=publisher, settings=settings).published == 0
-    time.sleep(0)  # nothing else due
+def test_a_fresh_trigger_row_is_left_to_the_trigger_during_the_grace(
+    db, fresh_queues, pub_settings, publisher, read_queue, monkeypatch
+):
+    from publisher import triggers as triggers_module
+
+    settings = pub_settings.model_copy(update={"outbox_immediate_grace_seconds": 30.0})
+    drained_in_the_window: list[int] = []
+    real_publish = triggers_module.publish_row_now
+
+    def a_drain_runs_between_save_and_publish(outbox_id, **kw):
+        drained_in_the_window.append(drain_outbox(publisher=publisher, settings=settings).published)
+        return real_publish(outbox_id, **kw)
+
+    monkeypatch.setattr(triggers_module, "publish_row_now", a_drain_runs_between_save_and_publish)
+    result = trigger_lineup(lineup(), publisher=publisher, settings=settings)
+    assert drained_in_the_window == [0]  # the trigger saved its row inside the grace
+    assert result.status is TriggerStatus.QUEUED  # and published it itself
+    assert len(read_queue(LINEUP_UPDATES)) == 1
 
 
 def test_a_batch_the_broker_never_confirms_stays_pending_after_the_confirm_timeout(

@@ -43,6 +43,18 @@ def test_a_second_approval_of_the_same_offer_is_a_duplicate_and_publishes_nothin
     assert len(read_queue("trade_submissions")) == 1
 
 
+def test_a_second_decision_with_the_same_decision_key_is_a_duplicate_and_publishes_nothing(
+    publisher, read_queue
+):
+    kw = {"decision_key": "decision-1", "league_id": "L1", "team": "7", "trade_id": "t-9"}
+    first = trades.respond_to_trade(decision="accept", publisher=publisher, **kw)
+    again = trades.respond_to_trade(decision="reject", publisher=publisher, **kw)  # even a changed mind
+    assert first.status is TradeStatus.PUBLISHED
+    assert again.status is TradeStatus.DUPLICATE and again.message_id == first.message_id
+    [(body, _)] = read_queue("trade_responses")
+    assert body["decision"] == "accept"
+
+
 def test_counter_staging_takes_sleeper_ids_and_refuses_espn_ids(publisher, read_queue):
     with pytest.raises(TriggerValidationError) as info:
         trades.stage_counter(
