@@ -21,6 +21,7 @@ from cli.listen import listen_command
 from cli.listeners import listeners
 from cli.matches import matches
 from cli.outbox import outbox
+from cli.players import players
 from cli.runs import runs
 from cli.scheduler import scheduler_command
 from cli.sim import sim_group
@@ -84,6 +85,7 @@ cli.add_command(enqueue)
 cli.add_command(scheduler_command)
 cli.add_command(trigger)
 cli.add_command(outbox)
+cli.add_command(players)
 cli.add_command(amqp)
 cli.add_command(trades)
 
