@@ -8,6 +8,7 @@ import sys
 import click
 from pydantic import ValidationError
 
+from cli.actions import actions
 from cli.amqp import amqp
 from cli.check import check
 from cli.config_cmd import config_group
@@ -86,6 +87,7 @@ cli.add_command(scheduler_command)
 cli.add_command(trigger)
 cli.add_command(outbox)
 cli.add_command(players)
+cli.add_command(actions)
 cli.add_command(amqp)
 cli.add_command(trades)
 

@@ -123,6 +123,11 @@ class BaseEnvironment(BaseSettings):
             "(the drain never delivers it later)."
         ),
     )
+    action_result_timeout_seconds: float = Field(
+        86400.0,
+        gt=0,
+        description="A delivered action with no result reported this long after delivery fails (unreported).",
+    )
     players_source: str = Field(
         "{base_url}/players/nfl",
         description=(
