@@ -8,6 +8,7 @@ import sys
 import click
 from pydantic import ValidationError
 
+from cli.actions import actions
 from cli.amqp import amqp
 from cli.apikeys import apikeys
 from cli.check import check
@@ -22,6 +23,7 @@ from cli.listen import listen_command
 from cli.listeners import listeners
 from cli.matches import matches
 from cli.outbox import outbox
+from cli.players import players
 from cli.runs import runs
 from cli.scheduler import scheduler_command
 from cli.serve import serve_command
@@ -86,6 +88,8 @@ cli.add_command(enqueue)
 cli.add_command(scheduler_command)
 cli.add_command(trigger)
 cli.add_command(outbox)
+cli.add_command(players)
+cli.add_command(actions)
 cli.add_command(amqp)
 cli.add_command(trades)
 cli.add_command(serve_command)

@@ -199,6 +199,10 @@ class PublishUncertainError(PublishError):
     """
 
 
+class PlayerSyncError(KickoffError):
+    """Raised when the players map cannot be read: source unreachable, not JSON, or not a map of players."""
+
+
 class TriggerError(KickoffError):
     """Base class of errors a trigger (lineup, waiver, draft-pick, rumor-action) reports to its caller."""
 

@@ -123,6 +123,18 @@ class BaseEnvironment(BaseSettings):
             "(the drain never delivers it later)."
         ),
     )
+    action_result_timeout_seconds: float = Field(
+        86400.0,
+        gt=0,
+        description="A delivered action with no result reported this long after delivery fails (unreported).",
+    )
+    players_source: str = Field(
+        "{base_url}/players/nfl",
+        description=(
+            "Players map for player sync: an http(s) URL or a file; {base_url} is SPORTRADAR_BASE_URL"
+            " (the simulator serves one)."
+        ),
+    )
     outbox_immediate_grace_seconds: float = Field(
         30.0, ge=0, description="The drain leaves a fresh row this long to the trigger's own publish."
     )
