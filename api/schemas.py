@@ -90,8 +90,9 @@ class CounterBody(Body):
 
 
 class ActionResultBody(Body):
-    status: str = Field(description="running | succeeded | failed (activity action statuses).")
-    error: str | None = None
+    outcome: str = Field(description="succeeded | failed")
+    details: dict[str, Any] = Field(default_factory=dict, description="e.g. team_id, error.")
+    reported_by: str | None = Field(None, description="The consumer's name.")
 
 
 class RunBody(Body):

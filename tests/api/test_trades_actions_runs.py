@@ -10,6 +10,7 @@ import pytest
 from api.routes.trades import STATUS_CODES
 from publisher.amqp import AmqpPublisher
 from publisher.queues import TRADE_QUEUES
+from publisher.results import verify_results
 from publisher.trades import TradeStatus
 from tests.api.conftest import bearer
 from tests.api.test_triggers import LINEUP
@@ -77,21 +78,30 @@ def test_counter_is_staged_with_sleeper_ids(api, trade_queues, read_queue):
     assert sent["trade_id"] == "t-9" and sent["give_player_ids"] == ["4034"]
 
 
-def test_action_state_and_result(api, keys, api_server):
+def test_action_state_result_and_verification(api, keys, api_server):
     tracking_id = api.post("/v1/trigger/lineup", json=LINEUP).json()["tracking_id"]
-    shown = httpx.get(f"{api_server.url}/v1/actions/{tracking_id}", headers=bearer(keys["read"]), timeout=60)
+    read, trigger = bearer(keys["read"]), bearer(keys["trigger"])
+    shown = httpx.get(f"{api_server.url}/v1/actions/{tracking_id}", headers=read, timeout=60)
     assert shown.status_code == 200
-    assert shown.json()["tracking_id"] == tracking_id and shown.json()["kind"] == "lineup_updates"
+    state = shown.json()
+    assert state["tracking_id"] == tracking_id and state["queue"] == "lineup_updates"
+    assert state["delivery"]["status"] == "published"
+    assert state["verification"] == {"status": "not reported"}
     url = f"{api_server.url}/v1/actions/{tracking_id}/result"
-    r = httpx.post(url, json={"status": "succeeded"}, headers=bearer(keys["trigger"]), timeout=60)
-    assert r.status_code == 200 and r.json()["status"] == "succeeded"
-    r = httpx.post(url, json={"status": "great"}, headers=bearer(keys["trigger"]), timeout=60)
-    assert r.status_code == 422 and r.json()["field"] == "status"
+    body = {"outcome": "succeeded", "details": {"team_id": "7"}, "reported_by": "espn-worker"}
+    r = httpx.post(url, json=body, headers=trigger, timeout=60)
+    assert r.status_code == 202, r.text
+    assert r.json() == {"tracking_id": tracking_id, "status": "reported", "outcome": "succeeded"}
+    assert verify_results(result_timeout_seconds=3600).verified == [tracking_id]
+    state = httpx.get(f"{api_server.url}/v1/actions/{tracking_id}", headers=read, timeout=60).json()
+    assert state["status"] == "succeeded" and state["verification"]["status"] == "verified"
+    again = httpx.post(url, json=body, headers=trigger, timeout=60)
+    assert again.status_code == 409
+    bad = httpx.post(url, json={"outcome": "great"}, headers=trigger, timeout=60)
+    assert bad.status_code == 422 and bad.json()["field"] == "outcome"
     missing = f"{api_server.url}/v1/actions/{uuid.uuid4()}"
-    assert httpx.get(missing, headers=bearer(keys["read"]), timeout=60).status_code == 404
-    r = httpx.post(
-        missing + "/result", json={"status": "failed"}, headers=bearer(keys["trigger"]), timeout=60
-    )
+    assert httpx.get(missing, headers=read, timeout=60).status_code == 404
+    r = httpx.post(missing + "/result", json={"outcome": "failed"}, headers=trigger, timeout=60)
     assert r.status_code == 404
 
 

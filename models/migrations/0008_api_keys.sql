@@ -1,4 +1,4 @@
--- depends: 0006_outbox_tries
+-- depends: 0007_players
 -- API keys of `kickoff serve`: only the SHA-256 of a key is stored (the key itself is printed
 -- once by `kickoff apikeys create`); a revoked key keeps its row for the audit trail.
 CREATE TABLE api_keys (
