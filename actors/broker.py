@@ -68,6 +68,12 @@ def build_broker(settings: MatchListenerEnvironment) -> RedisBroker:
     broker.add_middleware(
         WorkerPresence(namespace=settings.broker_namespace, ttl_seconds=settings.worker_presence_ttl_seconds)
     )
+    if settings.dramatiq_prometheus:
+        # Dramatiq's own metrics (messages, errors, durations per actor); the master process
+        # forks an exposition server on dramatiq_prom_host:dramatiq_prom_port (default 9191).
+        from dramatiq.middleware.prometheus import Prometheus
+
+        broker.add_middleware(Prometheus())
     for queue in QUEUES:
         broker.declare_queue(queue)
     return broker

@@ -12,7 +12,9 @@ import traceback
 
 import click
 
+from cli.actions import actions
 from cli.amqp import amqp
+from cli.apikeys import apikeys
 from cli.check import check
 from cli.config_cmd import config_group
 from cli.context import CliContext
@@ -26,8 +28,10 @@ from cli.listen import listen_command
 from cli.listeners import listeners
 from cli.matches import matches
 from cli.outbox import outbox
+from cli.players import players
 from cli.runs import runs
 from cli.scheduler import scheduler_command
+from cli.serve import serve_command
 from cli.sim import sim_group
 from cli.trades import trades
 from cli.trigger import trigger
@@ -104,8 +108,12 @@ cli.add_command(dead_letters)
 cli.add_command(scheduler_command)
 cli.add_command(trigger)
 cli.add_command(outbox)
+cli.add_command(players)
+cli.add_command(actions)
 cli.add_command(amqp)
 cli.add_command(trades)
+cli.add_command(serve_command)
+cli.add_command(apikeys)
 
 
 def main() -> None:

@@ -106,13 +106,10 @@ def publish(obj: CliContext, job: str, params: tuple[str, ...], trigger: str, as
 @click.pass_obj
 def list_runs(obj: CliContext, job: str | None, status: str | None, limit: int, as_json: bool) -> None:
     """List recent runs, newest first: a table of run id, job, trigger, status, attempt, exit code."""
+    from publisher.runs import recent_runs
+
     obj.database()
-    query = RunLog.select().order_by(RunLog.queued_at.desc()).limit(limit)
-    if job:
-        query = query.where(RunLog.job == job)
-    if status:
-        query = query.where(RunLog.status == status)
-    found = list(query)
+    found = list(recent_runs(job=job, status=status, limit=limit))
     if as_json:
         echo_json({"count": len(found), "runs": [run_dict(run) for run in found]})
         return

@@ -53,6 +53,13 @@ def sim_group() -> None:
     ),
 )
 @click.option("--no-watch", is_flag=True, help="Serve only the --script games (no directory watch).")
+@click.option(
+    "--players",
+    "players_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Serve this players map (Sleeper's format) at /players/nfl; read anew on every request.",
+)
 @click.pass_obj
 def serve(
     obj: CliContext,
@@ -66,6 +73,7 @@ def serve(
     api_key: str | None,
     watch_dir: Path | None,
     no_watch: bool,
+    players_file: Path | None,
 ) -> None:
     """Serve every game's session until Ctrl-C / SIGTERM.
 
@@ -98,6 +106,7 @@ def serve(
         status_writer=writer,
         watch_dir=None if no_watch else (watch_dir or s.data_dir / "srsim"),
         watch_seconds=s.srsim_watch_seconds,
+        players_file=players_file,
     )
 
     async def main() -> None:

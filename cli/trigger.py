@@ -67,8 +67,55 @@ def _print(result: TriggerResult, as_json: bool) -> None:
     click.echo(f"{result.status.value} {result.tracking_id}{extra}")
 
 
+API_URL_META = "kickoff_api_url"
+
+
+def _remember_api(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value:
+        ctx.meta[API_URL_META] = value
+    return value
+
+
+api_option = click.option(
+    "--api",
+    metavar="URL",
+    default=None,
+    expose_value=False,
+    callback=_remember_api,
+    help="Send through the HTTP API at URL (key from KICKOFF_API_KEY), retrying connection errors, "
+    "timeouts and 5xx (TRIGGER_RETRY_*), instead of publishing from this process.",
+)
+
+
+def _api_client(obj: CliContext) -> Any:
+    """The HTTP trigger client when --api was given, else None."""
+    url = click.get_current_context().meta.get(API_URL_META)
+    if not url:
+        return None
+    from publisher.trigger_http import API_KEY_ENV, HttpTriggerClient
+
+    key = os.environ.get(API_KEY_ENV)
+    if not key:
+        raise click.UsageError(f"--api needs an API key in {API_KEY_ENV}")
+    return HttpTriggerClient(base_url=url, api_key=key, settings=obj.settings)
+
+
 def _send(obj: CliContext, send: Callable[..., TriggerResult], request: Any, as_json: bool) -> None:
-    """Send ``request`` with the trigger function ``send`` and print its answer."""
+    """Send ``request`` with the trigger function ``send`` (or through --api) and print its answer."""
+    client = _api_client(obj)
+    if client is not None:
+        with client:
+            data = client.send(request)
+        _print(
+            TriggerResult(
+                TriggerStatus(data["status"]),
+                data["tracking_id"],
+                published=bool(data.get("published")),
+                held=bool(data.get("held")),
+            ),
+            as_json,
+        )
+        return
     obj.database()
     with publisher_from_settings(obj.settings) as publisher:
         _print(send(request, publisher=publisher, settings=obj.settings), as_json)
@@ -86,6 +133,7 @@ key_options = [
         is_flag=True,
         help='Print {"status": ..., "tracking_id": ..., "published": ..., "held": ...}.',
     ),
+    api_option,
 ]
 
 
@@ -255,6 +303,7 @@ def draft_cmd(
 )
 @click.option("--traceparent", default=None, help="W3C traceparent for the resulting messages.")
 @click.option("--json", "as_json", is_flag=True, help='Print {"outcomes": [one object per signal]}.')
+@api_option
 @click.pass_obj
 @publisher_answers
 def rumor_cmd(obj: CliContext, league_id, team, season, week, roster, signals, traceparent, as_json):
@@ -283,18 +332,29 @@ def rumor_cmd(obj: CliContext, league_id, team, season, week, roster, signals, t
         signals=parsed_signals,
         traceparent=traceparent,
     )
-    obj.database()
-    with publisher_from_settings(obj.settings) as publisher:
-        outcomes = evaluate_rumors(request, publisher=publisher, settings=obj.settings)
+    client = _api_client(obj)
+    if client is not None:
+        with client:
+            answers = client.send(request)["outcomes"]
+    else:
+        obj.database()
+        with publisher_from_settings(obj.settings) as publisher:
+            outcomes = evaluate_rumors(request, publisher=publisher, settings=obj.settings)
+        answers = [outcome.as_json() for outcome in outcomes]
     if as_json:
-        echo_json({"outcomes": [outcome.as_json() for outcome in outcomes]})
+        echo_json({"outcomes": answers})
         return
-    for outcome in outcomes:
-        if outcome.ignored:
-            click.echo(f"{outcome.signal.kind} {outcome.signal.player_id}: ignored ({outcome.ignored})")
-        else:
-            sent = ", ".join(f"{r.status.value} {r.tracking_id}" for r in outcome.results)
-            click.echo(f"{outcome.signal.kind} {outcome.signal.player_id}: {outcome.rule}: {sent}")
+    for data in answers:
+        _print_outcome(data)
+
+
+def _print_outcome(data: dict[str, Any]) -> None:
+    """Print one rumor outcome (RumorOutcome.as_json(), also the API's answer) as a line."""
+    if data["ignored"]:
+        click.echo(f"{data['kind']} {data['player_id']}: ignored ({data['ignored']})")
+    else:
+        sent = ", ".join(f"{r['status']} {r['tracking_id']}" for r in data["results"])
+        click.echo(f"{data['kind']} {data['player_id']}: {data['rule']}: {sent}")
 
 
 @trigger.command("show")

@@ -203,6 +203,10 @@ class PublishUncertainError(PublishError):
     """
 
 
+class PlayerSyncError(KickoffError):
+    """Raised when the players map cannot be read: source unreachable, not JSON, or not a map of players."""
+
+
 class TriggerError(KickoffError):
     """Base class of errors a trigger (lineup, waiver, draft-pick, rumor-action) reports to its caller."""
 
@@ -250,6 +254,21 @@ class TradeAlreadyClaimedError(TradeError):
 
 class TradeNotFound(NotFound):
     """Raised when no execution_log entry has the given key."""
+
+
+# -- HTTP API ----------------------------------------------------------------------
+
+
+class ApiKeyNotFound(NotFound):
+    """Raised when no API key has the given id (``kickoff apikeys revoke``)."""
+
+
+class ApiRequestError(KickoffError):
+    """Raised by the HTTP trigger client for a 4xx answer other than 422/409 (401, 403, 404, 413, 415)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        super().__init__(f"HTTP {status}: {message}")
 
 
 # -- job runs ----------------------------------------------------------------------

@@ -160,6 +160,18 @@ class BaseEnvironment(BaseSettings):
             "(the drain never delivers it later)."
         ),
     )
+    action_result_timeout_seconds: float = Field(
+        86400.0,
+        gt=0,
+        description="A delivered action with no result reported this long after delivery fails (unreported).",
+    )
+    players_source: str = Field(
+        "{base_url}/players/nfl",
+        description=(
+            "Players map for player sync: an http(s) URL or a file; {base_url} is SPORTRADAR_BASE_URL"
+            " (the simulator serves one)."
+        ),
+    )
     outbox_immediate_grace_seconds: float = Field(
         30.0, ge=0, description="The drain leaves a fresh row this long to the trigger's own publish."
     )
@@ -198,6 +210,30 @@ class BaseEnvironment(BaseSettings):
         5.0, ge=0, description="trigger_client: first retry delay (doubles per attempt)."
     )
     trigger_retry_max_seconds: float = Field(30.0, ge=0, description="trigger_client: longest retry delay.")
+
+    # -- HTTP API (kickoff serve) --------------------------------------------------
+    api_host: str = Field("127.0.0.1", description="Address `kickoff serve` binds.")
+    api_port: int = Field(8080, ge=0, le=65535, description="Port `kickoff serve` binds.")
+    api_workers: int = Field(1, gt=0, description="uvicorn worker processes of `kickoff serve`.")
+    api_max_body_bytes: int = Field(
+        65536, gt=0, description="Largest request body the API accepts (larger: 413)."
+    )
+    api_key_cache_seconds: float = Field(
+        2.0,
+        ge=0,
+        description="A key that authenticated is trusted this long without asking PostgreSQL again;"
+        " a revoked key is refused at the latest this long after `kickoff apikeys revoke` (0: at once).",
+    )
+    api_metrics_require_key: bool = Field(
+        False, description="GET /metrics needs an API key (read scope or wider); off: open, as /healthz."
+    )
+    dramatiq_prometheus: bool = Field(
+        False,
+        description=(
+            "Dramatiq workers add Dramatiq's Prometheus middleware (exposition on dramatiq_prom_port,"
+            " default 9191; one port per worker command)."
+        ),
+    )
 
     # -- job runs (catalog, launcher) ---------------------------------------------
     job_catalog_path: Path = Field(

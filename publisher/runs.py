@@ -335,3 +335,14 @@ def get_run(run_id: uuid.UUID | str) -> RunLog:
             return RunLog.get_by_id(key)
         except peewee.DoesNotExist as exc:
             raise RunNotFound(f"no run {run_id} in run_log") from exc
+
+
+def recent_runs(*, job: str | None = None, status: str | None = None, limit: int = 50) -> list[RunLog]:
+    """The newest ``limit`` runs, newest first, optionally of one job and one status (CLI, API)."""
+    with database_errors():
+        query = RunLog.select().order_by(RunLog.queued_at.desc()).limit(limit)
+        if job:
+            query = query.where(RunLog.job == job)
+        if status:
+            query = query.where(RunLog.status == status)
+        return list(query)

@@ -149,15 +149,28 @@ def _claim_and_publish(
     body: dict[str, Any],
     traceparent: str | None,
     publisher: AmqpPublisher,
+    outcome_details: dict[str, Any] | None = None,
 ) -> TradeResult:
     message_id = str(uuid.uuid4())
     body = v.strip_request_only(body)
+    result = None if outcome_details is None else json.dumps({"outcome_details": outcome_details})
     try:
         with database_errors(), database.atomic():
             database.execute_sql(
                 "INSERT INTO execution_log (claim_key, queue, league_id, team, message_id, body, status, "
-                "created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (key, queue, league_id, team, message_id, json.dumps(body), "claimed", utcnow(), utcnow()),
+                "result, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    key,
+                    queue,
+                    league_id,
+                    team,
+                    message_id,
+                    json.dumps(body),
+                    "claimed",
+                    result,
+                    utcnow(),
+                    utcnow(),
+                ),
             )
     except peewee.IntegrityError:
         existing = get_entry(queue, key)
@@ -271,6 +284,7 @@ def stage_counter(
         body=body,
         traceparent=body["traceparent"],
         publisher=publisher,
+        outcome_details={"publication_key": body["publication_key"]},  # the spec's idempotency key
     )
 
 

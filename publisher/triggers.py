@@ -28,6 +28,7 @@ from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.chain import check_parent
 from publisher.idempotency import effective_key, key_is_released, release_ttl
 from publisher.outbox import insert_row, publish_row_now
+from publisher.players import refuse_sleeper_ids
 from publisher.queues import DRAFT_TARGETS, LINEUP_UPDATES, WAIVER_ACTIONS
 from publisher.run_context import get_run_id
 from publisher.trace import check_traceparent, trace_headers
@@ -289,6 +290,7 @@ def trigger_lineup(
     league_id = v.text(request.league_id, "league_id")
     team = v.text(request.team, "team")
     swaps = v.swaps(request.swaps)
+    refuse_sleeper_ids({f"swaps[{i}].player_id": s["player_id"] for i, s in enumerate(swaps)})
     inputs = v.decision_inputs(request.decision_inputs)
     traceparent = check_traceparent(request.traceparent)
     body = {
@@ -326,6 +328,7 @@ def trigger_waiver(
     team = v.text(request.team, "team")
     add = v.espn_id(request.add_player_id, "add_player_id")
     drop = None if request.drop_player_id is None else v.espn_id(request.drop_player_id, "drop_player_id")
+    refuse_sleeper_ids({"add_player_id": add, "drop_player_id": drop})
     if request.bid is not None and (isinstance(request.bid, bool) or not isinstance(request.bid, int)):
         raise v.TriggerValidationError("bid", f"must be an integer, got {request.bid!r}")
     after = v.optional_uuid(request.after_tracking_id, "after_tracking_id")
@@ -396,6 +399,7 @@ def trigger_draft_pick(
     team = v.text(request.team, "team")
     pick = v.positive_int(request.pick_number, "pick_number")
     espn = v.espn_id(request.espn_id, "espn_id")
+    refuse_sleeper_ids({"espn_id": espn})
     inputs = v.decision_inputs(request.decision_inputs)
     traceparent = check_traceparent(request.traceparent)
     now = utcnow()

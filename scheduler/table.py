@@ -56,6 +56,8 @@ PERIODIC: list[PeriodicEntry] = [
     ),
     # Publishes outbox rows whose immediate publish failed (broker outage), in every app_env.
     PeriodicEntry("drain_outbox", actor="drain_outbox", cron=EVERY_MINUTE, envs=ALL_ENVS),
+    # Settles the results consumers reported into execution_log (verified or failed).
+    PeriodicEntry("verify_action_results", actor="verify_action_results", cron=EVERY_MINUTE, envs=ALL_ENVS),
     # Scheduled catalog jobs (one run per cron slot, job@slot) and the run outbox drain.
     PeriodicEntry("tick_job_runs", actor="tick_job_runs", cron=EVERY_MINUTE, envs=ALL_ENVS),
     # Schedule refresh keeps match rows current (freeze/heal); it never starts listeners.

@@ -11,6 +11,8 @@ with the provider). Routes:
 * ``GET /{league}/{access}/games/{yyyy}/{mm}/{dd}/schedule.json`` - daily schedule (MLB, NHL shape).
 * ``GET /{league}/{access}/games/{yyyy}/{REG|PRE|PST}/{week}/schedule.json`` - weekly (NFL shape).
 * ``GET /{league}/{access}/games/{yyyy}/{REG|PRE|PST}/schedule.json`` - the league's season.
+* ``GET /players/nfl`` - the players map (Sleeper's format) from ``players_file``, read anew on
+  every request so a test or the demo changes injury statuses by rewriting the file.
 * ``GET /_srsim/sessions`` - every session's position and status (for boards and tests).
 
 With ``watch_dir`` srsim serves every script file that appears there while it runs (``kickoff sim
@@ -121,7 +123,9 @@ class SimServer:
         status_writer: Any = None,
         watch_dir: Path | None = None,
         watch_seconds: float = 1.0,
+        players_file: Path | None = None,
     ) -> None:
+        self.players_file = players_file
         self.host = host
         self.port = port
         self.speed = speed
@@ -315,11 +319,23 @@ class SimServer:
             if session is None:
                 return await _respond(writer, 404, {"message": "no such stream"})
             return await self._stream(session, writer, sse=False)
+        if path == "/players/nfl":
+            return await self._players(writer)
         for pattern, kind in ((_DAILY, "daily"), (_WEEKLY, "weekly"), (_SEASON, "season")):
             if m := pattern.match(path):
                 self.schedule_requests.append(path)
                 return await _respond(writer, 200, self._schedule(kind, m))
         return await _respond(writer, 404, {"message": "not found"})
+
+    async def _players(self, writer: asyncio.StreamWriter) -> None:
+        """The players map file as it is now; 404 without one."""
+        if self.players_file is None or not self.players_file.exists():
+            return await _respond(writer, 404, {"message": "no players map (sim serve --players FILE)"})
+        try:
+            data = json.loads(self.players_file.read_text())
+        except ValueError:
+            return await _respond(writer, 500, {"message": "the players map file is not JSON"})
+        return await _respond(writer, 200, data)
 
     async def _stream(self, session: Session, writer: asyncio.StreamWriter, *, sse: bool) -> None:
         ctype = "text/event-stream" if sse else "application/json"

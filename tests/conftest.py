@@ -159,3 +159,15 @@ def make_match(db: str) -> Callable[..., object]:
 @pytest.fixture
 def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
+
+
+#: Fixtures that reach PostgreSQL, Redis or RabbitMQ (directly or through the processes they start).
+SERVICE_FIXTURES = frozenset({"migrated_database", "amqp_vhost", "redis_client", "subprocess_env"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``unit`` every test that needs no service: ``pytest -m unit`` is the fast tier."""
+    for item in items:
+        needs_service = SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if not needs_service and not item.get_closest_marker("services"):
+            item.add_marker(pytest.mark.unit)

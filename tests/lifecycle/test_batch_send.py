@@ -9,6 +9,8 @@ from dramatiq import Middleware
 
 from listener.dispatch import StartMessage, new_message_id
 
+pytestmark = pytest.mark.services  # a real RedisBroker on BROKER_URL
+
 
 @pytest.fixture
 def broker(lifecycle_env):

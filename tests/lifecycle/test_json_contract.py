@@ -18,6 +18,8 @@ ELSEWHERE = {
     "demo": "tests/e2e/test_demo.py",
     "listen": "tests/listener/test_listen_cli.py",
     "sim clone": "tests/srsim/test_clone.py",
+    "players sync": "tests/publisher/test_players.py",
+    "actions result": "tests/publisher/test_results.py",
 }
 LINEUP = ["--league", "L1", "--team", "7", "--swap", "3139477:BE", "--season", "2024", "--week", "3"]
 
@@ -43,7 +45,7 @@ def json_of(db, redis_client, lifecycle_env, amqp_vhost, broker_queues):
         doc = json.loads(result.stdout)  # exactly one document: json.loads refuses a second one
         assert isinstance(doc, dict), result.stdout
         words = [a for a in args if not a.startswith("-")]
-        ran.add(next(" ".join(words[:n]) for n in (2, 1) if " ".join(words[:n]) in ALL))
+        ran.add(next(" ".join(words[:n]) for n in (3, 2, 1) if " ".join(words[:n]) in ALL))
         return doc
 
     run.ran = ran  # type: ignore[attr-defined]
@@ -104,7 +106,13 @@ def test_every_json_command_prints_one_object(json_of, lifecycle_env, tmp_path):
         "--signal", '{"player_id": 1, "kind": "ruled_out", "confidence": 0.1}',
     )  # fmt: skip
     run("trigger", "show", action)
+    run("actions", "show", action)
+    run("actions", "verify")
     run("trigger", "result", action, "succeeded")
+    run("players", "roster", "list")
+    key_id = run("apikeys", "create", "--name", "ci", "--scope", "read")["id"]
+    assert run("apikeys", "list")["keys"]
+    run("apikeys", "revoke", key_id)
     run("outbox", "drain")
     run("outbox", "status")
     run("outbox", "retry-dead")

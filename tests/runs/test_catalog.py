@@ -13,7 +13,9 @@ GOOD_JOB = {"command": ["{python}", "-m", "publisher.jobs.noop"]}
 
 
 def test_the_shipped_catalog_loads_with_its_example_jobs(catalog):
-    assert {"noop", "sleep", "fail", "flaky", "chain_extract", "scoped", "heartbeat"} <= set(catalog.jobs)
+    assert {"noop", "sleep", "fail", "flaky", "chain_extract", "scoped", "heartbeat", "sync_players"} <= set(
+        catalog.jobs
+    )
     assert catalog.job("sleep_exclusive").overlap is Overlap.FORBID
     assert catalog.job("flaky").retries == 2
     assert catalog.job("chain_extract").successors == ("chain_transform",)

@@ -1,0 +1,1 @@
+"""The HTTP API of kickoff (``kickoff serve``): triggers, trades, runs, listeners, health and metrics."""

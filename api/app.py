@@ -1,0 +1,111 @@
+"""The ASGI application: routes, the auth dependency, the error mapping and the request layer."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from api.auth import KeyCache, authorize
+from api.context import ApiContext
+from api.errors import error_body, status_of
+from api.metrics import ApiMetrics
+from api.middleware import RequestLayer
+from api.routes import actions, health, listeners, runs, trades, triggers
+from config.errors import KickoffError
+from config.settings import MatchListenerEnvironment, load_listener_settings
+
+logger = logging.getLogger(__name__)
+
+DESCRIPTION = """kickoff's HTTP API: triggers and trades through the transactional outbox, job runs,
+listener operations, health and Prometheus metrics. Authenticate with `Authorization: Bearer KEY`
+(`kickoff apikeys create`)."""
+
+
+def _request_id(request: Request) -> str | None:
+    return request.scope.get("state", {}).get("request_id")
+
+
+def _field_of(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) if parts else "body"
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(KickoffError)
+    async def kickoff_error(request: Request, exc: KickoffError) -> JSONResponse:
+        status = status_of(exc)
+        if status >= 500:
+            logger.warning("%s %s answered %s: %s", request.method, request.url.path, status, exc)
+        return JSONResponse({**error_body(exc), "request_id": _request_id(request)}, status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+        field = _field_of(tuple(first.get("loc", ())))
+        return JSONResponse(
+            {
+                "error": f"{field}: {first.get('msg')}",
+                "field": field,
+                "errors": [
+                    {"field": _field_of(tuple(e.get("loc", ()))), "msg": e.get("msg")} for e in errors
+                ],
+                "request_id": _request_id(request),
+            },
+            status_code=422,
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(
+            {"error": exc.detail, "request_id": _request_id(request)},
+            status_code=exc.status_code,
+            headers=exc.headers,
+        )
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("%s %s failed", request.method, request.url.path)
+        return JSONResponse({"error": "internal error", "request_id": _request_id(request)}, status_code=500)
+
+
+def create_app(settings: MatchListenerEnvironment | None = None) -> FastAPI:
+    """Build the application on ``settings`` (default: read from the environment once)."""
+    ctx = ApiContext(settings=settings or load_listener_settings())
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        ctx.boot()
+        yield
+        ctx.close()
+
+    app = FastAPI(
+        title="kickoff",
+        description=DESCRIPTION,
+        version="1",
+        redoc_url=None,
+        dependencies=[Depends(authorize)],
+        lifespan=lifespan,
+    )
+    app.state.ctx = ctx
+    app.state.key_cache = KeyCache(ctx.settings.api_key_cache_seconds)
+    app.state.metrics = ApiMetrics(ctx)
+    for module in (health, triggers, trades, actions, runs, listeners):
+        app.include_router(module.router)
+    _install_error_handlers(app)
+    app.add_middleware(
+        RequestLayer, max_body_bytes=ctx.settings.api_max_body_bytes, metrics=app.state.metrics
+    )
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """uvicorn's factory (``api.app:app_from_env``): settings from the environment."""
+    return create_app()

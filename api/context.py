@@ -1,0 +1,82 @@
+"""What every request handler shares: settings, Redis barriers, the catalog and a publisher per thread."""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from config.settings import MatchListenerEnvironment
+from publisher.amqp import AmqpPublisher, publisher_from_settings
+
+if TYPE_CHECKING:
+    from models.barriers import Barriers
+    from publisher.catalog import Catalog
+
+
+class ApiContext:
+    """Settings read once at boot; services opened on first use (a publisher per handler thread)."""
+
+    def __init__(self, *, settings: MatchListenerEnvironment) -> None:
+        self.settings = settings
+        self._local = threading.local()
+        self._publishers: list[AmqpPublisher] = []
+        self._lock = threading.Lock()
+
+    def boot(self) -> None:
+        """Before the first request: set up the Dramatiq broker, then bind the model layer.
+
+        Importing ``actors`` sets the broker and binds the database proxy from the environment;
+        doing it here, not on the first start or dispatch request, means the proxy is never
+        rebound while other requests use it. The proxy is then bound to these settings.
+        """
+        import actors  # noqa: F401  the broker of start messages
+
+        self.database()
+
+    def database(self) -> None:
+        """Bind the model layer to DATABASE_URL (connections are opened per thread on first use)."""
+        from models.db import init_database
+
+        init_database(
+            self.settings.database_url,
+            connect_timeout_seconds=self.settings.database_connect_timeout_seconds,
+            statement_timeout_seconds=self.settings.database_statement_timeout_seconds,
+        )
+
+    def publisher(self) -> AmqpPublisher:
+        """This thread's RabbitMQ publisher (pika connections are not thread-safe)."""
+        pub = getattr(self._local, "publisher", None)
+        if pub is None:
+            pub = publisher_from_settings(self.settings)
+            self._local.publisher = pub
+            with self._lock:
+                self._publishers.append(pub)
+        return pub
+
+    @cached_property
+    def barriers(self) -> Barriers:
+        """Redis barriers on REDIS_URL (the client's pool is shared by every thread)."""
+        from models.barriers import Barriers
+
+        return Barriers.from_settings(self.settings)
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        """The job catalog (JOB_CATALOG_PATH), read once."""
+        from publisher.catalog import load_catalog
+
+        return load_catalog(self.settings.job_catalog_path)
+
+    def send_start(self) -> Any:
+        """The Dramatiq sender of listener start messages (actors is imported by ``boot``)."""
+        from actors.listeners import send_start
+
+        return send_start
+
+    def close(self) -> None:
+        """Close every publisher this process opened."""
+        with self._lock:
+            pubs, self._publishers = self._publishers, []
+        for pub in pubs:
+            pub.close()

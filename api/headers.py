@@ -1,0 +1,38 @@
+"""Request headers the routes read: W3C ``traceparent`` and ``X-Run-Id``."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import Request
+
+from api.context import ApiContext
+from config.errors import TriggerValidationError
+from publisher.run_context import RUN_ID_HEADER
+from publisher.trace import TRACEPARENT_HEADER, is_valid_traceparent
+
+
+def ctx_of(request: Request) -> ApiContext:
+    """The ApiContext of the application serving ``request``."""
+    return request.app.state.ctx
+
+
+def traceparent(request: Request, body_value: str | None) -> str | None:
+    """The body's traceparent, else a valid ``traceparent`` header (an invalid header is ignored, per W3C)."""
+    if body_value is not None:
+        return body_value
+    header = request.headers.get(TRACEPARENT_HEADER)
+    if header and is_valid_traceparent(header.strip()):
+        return header.strip()
+    return None
+
+
+def run_id(request: Request) -> str | None:
+    """The ``X-Run-Id`` header (a run id is a UUID; anything else is refused naming the header)."""
+    value = request.headers.get(RUN_ID_HEADER)
+    if value is None:
+        return None
+    try:
+        return str(uuid.UUID(value.strip()))
+    except ValueError as exc:
+        raise TriggerValidationError(RUN_ID_HEADER, f"not a run id (UUID): {value[:64]!r}") from exc

@@ -1,0 +1,167 @@
+"""Prometheus metrics of the API: request latency here, shared state read at scrape time.
+
+Gauges describing the deployment (listeners by badge, heartbeat age, starts and failures,
+exhausted matches, outbox backlog and dead rows, runs by status, launcher slots in use) are
+read from PostgreSQL and Redis by a custom collector when /metrics is scraped, so any one API
+process reports the whole deployment. A source that does not answer is reported as
+``kickoff_metrics_source_up{source=...} 0`` and its metrics are left out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from config.errors import KickoffError
+from listener.exit_codes import SUCCESS_CODES
+from models.badges import Badge
+
+if TYPE_CHECKING:
+    from api.context import ApiContext
+
+logger = logging.getLogger(__name__)
+
+TIMED_PREFIXES = ("/v1/trigger/", "/v1/trade/")
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class ApiMetrics:
+    """The registry of one API process: its own histograms plus the shared-state collector."""
+
+    def __init__(self, ctx: ApiContext) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.trigger_latency = Histogram(
+            "kickoff_trigger_request_seconds",
+            "Time to answer a trigger or trade request, by route and HTTP status.",
+            ["route", "status"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.dispatch_tick = Histogram(
+            "kickoff_dispatch_tick_seconds",
+            "Duration of listener dispatch ticks run by this API process (POST /v1/listeners/dispatch);"
+            " worker ticks: dramatiq_message_duration_milliseconds on the workers.",
+            registry=self.registry,
+        )
+        self.registry.register(SharedStateCollector(ctx))
+
+    def observe_request(self, path: str, status: int, seconds: float) -> None:
+        """Time a request if it is a trigger or trade route."""
+        if path.startswith(TIMED_PREFIXES):
+            self.trigger_latency.labels(route=path, status=str(status)).observe(seconds)
+
+
+class SharedStateCollector(Collector):
+    """Reads the deployment's state from PostgreSQL and Redis on every scrape."""
+
+    def __init__(self, ctx: ApiContext) -> None:
+        self.ctx = ctx
+
+    def describe(self) -> list[Metric]:
+        return []  # collected on demand; nothing to describe at registration
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily(
+            "kickoff_metrics_source_up", "Whether a metrics source answered this scrape.", labels=["source"]
+        )
+        for source, read in (
+            ("listeners", self._listeners),
+            ("outbox", self._outbox),
+            ("runs", self._runs),
+        ):
+            try:
+                metrics = list(read())
+            except KickoffError as exc:
+                logger.warning("metrics source %s did not answer: %s", source, exc)
+                up.add_metric([source], 0)
+                continue
+            up.add_metric([source], 1)
+            yield from metrics
+        yield up
+
+    def _listeners(self) -> Iterator[Metric]:
+        from listener.board import listener_board
+        from models.db import database, database_errors
+
+        entries = listener_board(settings=self.ctx.settings, barriers=self.ctx.barriers)
+        badges = Counter(e.badge for e in entries)
+        by_badge = GaugeMetricFamily(
+            "kickoff_listeners",
+            "Matches on the listener board by badge of their newest run.",
+            labels=["badge"],
+        )
+        for badge in [*(b.value for b in Badge), "-"]:
+            by_badge.add_metric([badge], badges.get(badge, 0))
+        yield by_badge
+        ages = [e.heartbeat_age_s for e in entries if e.heartbeat_age_s is not None]
+        yield GaugeMetricFamily(
+            "kickoff_listener_oldest_heartbeat_age_seconds",
+            "Heartbeat age of the oldest open listener run (0 without an open run).",
+            value=max(ages, default=0.0),
+        )
+        yield GaugeMetricFamily(
+            "kickoff_listener_exhausted_matches",
+            "Matches whose failed starts reached the attempt cap (dispatch skips them).",
+            value=sum(1 for e in entries if e.exhausted),
+        )
+        with database_errors():
+            starts, failures = database.execute_sql(
+                "SELECT count(*), count(*) FILTER (WHERE ended_at IS NOT NULL "
+                "AND exit_code IS NOT NULL AND NOT (exit_code = ANY(%s))) FROM match_listener_records",
+                ([int(c) for c in SUCCESS_CODES],),
+            ).fetchone()
+        yield CounterMetricFamily(
+            "kickoff_listener_starts", "Listener runs started (lifecycle rows written).", value=starts
+        )
+        yield CounterMetricFamily(
+            "kickoff_listener_failures", "Listener runs that ended with a failure exit code.", value=failures
+        )
+
+    def _outbox(self) -> Iterator[Metric]:
+        from publisher.outbox import outbox_report
+
+        report = outbox_report(dead_limit=0)
+        backlog = GaugeMetricFamily(
+            "kickoff_outbox_backlog", "Pending outbox rows not held, by queue.", labels=["queue"]
+        )
+        for queue, count in sorted(report.backlog_by_queue.items()):
+            backlog.add_metric([queue], count)
+        yield backlog
+        yield GaugeMetricFamily(
+            "kickoff_outbox_held", "Pending outbox rows held by a parent.", value=report.held
+        )
+        yield GaugeMetricFamily(
+            "kickoff_outbox_oldest_pending_age_seconds",
+            "Age of the oldest pending outbox row not held (0 when none).",
+            value=report.oldest_pending_age_seconds or 0.0,
+        )
+        yield GaugeMetricFamily("kickoff_outbox_dead", "Outbox rows marked dead.", value=report.dead)
+
+    def _runs(self) -> Iterator[Metric]:
+        from models.db import database, database_errors
+        from models.run_log import RunStatus
+
+        with database_errors():
+            counts = dict(
+                database.execute_sql("SELECT status, count(*) FROM run_log GROUP BY status").fetchall()
+            )
+        runs = GaugeMetricFamily("kickoff_runs", "Job runs in run_log by status.", labels=["status"])
+        for status in RunStatus:
+            runs.add_metric([status.value], counts.get(status.value, 0))
+        yield runs
+        yield GaugeMetricFamily(
+            "kickoff_launcher_slots_in_use",
+            "Job runs running now across every launcher (each takes one slot).",
+            value=counts.get(RunStatus.RUNNING.value, 0),
+        )
+        yield GaugeMetricFamily(
+            "kickoff_launcher_cap",
+            "Slots of one launcher (LAUNCHER_CAP).",
+            value=self.ctx.settings.launcher_cap,
+        )

@@ -1,0 +1,1 @@
+"""The route modules of the API, one per family."""

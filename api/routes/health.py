@@ -1,0 +1,77 @@
+"""GET /healthz (the process answers), GET /readyz (its services answer), GET /metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from api.context import ApiContext
+from api.headers import ctx_of
+from config.errors import ConfigurationError, ServiceUnavailable
+
+router = APIRouter(tags=["health"])
+
+
+def _postgresql(ctx: ApiContext) -> None:
+    from models.db import check_connection
+
+    check_connection(ctx.settings.database_url)
+
+
+def _redis(ctx: ApiContext) -> None:
+    ctx.barriers.ping()
+
+
+def _dramatiq_broker(ctx: ApiContext) -> None:
+    from models.barriers import Barriers, connect_redis
+
+    url = ctx.settings.broker_url
+    Barriers(connect_redis(url), prefix="", url=url).ping()
+
+
+def _rabbitmq(ctx: ApiContext) -> None:
+    from publisher.amqp import publisher_from_settings
+    from publisher.queues import OUTBOX_QUEUES
+
+    with publisher_from_settings(ctx.settings) as publisher:
+        for queue in OUTBOX_QUEUES:
+            publisher.check_queue(queue)
+
+
+PROBES: tuple[tuple[str, Callable[[ApiContext], None]], ...] = (
+    ("PostgreSQL", _postgresql),
+    ("Redis", _redis),
+    ("Dramatiq broker", _dramatiq_broker),
+    ("RabbitMQ", _rabbitmq),
+)
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    """The process is up (no service is asked)."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+def readyz(request: Request) -> JSONResponse:
+    """PostgreSQL, Redis, the Dramatiq broker and RabbitMQ answer; 503 names any that does not."""
+    ctx = ctx_of(request)
+    services: dict[str, str] = {}
+    for name, probe in PROBES:
+        try:
+            probe(ctx)
+            services[name] = "ok"
+        except (ServiceUnavailable, ConfigurationError) as exc:
+            services[name] = str(exc)
+    failing = [name for name, state in services.items() if state != "ok"]
+    body = {"status": "unavailable" if failing else "ready", "failing": failing, "services": services}
+    return JSONResponse(body, status_code=503 if failing else 200)
+
+
+@router.get("/metrics")
+def metrics(request: Request) -> Response:
+    """Prometheus text: this process's request latency plus the deployment's state read now."""
+    return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

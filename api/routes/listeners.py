@@ -1,0 +1,127 @@
+"""Listener operations: the board, one match, start/stop/auto-dispatch, dispatch and sweep."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from api.headers import ctx_of
+from api.schemas import AutoDispatchBody, DispatchBody, StartListenerBody, SweepBody
+from config.clock import utcnow
+from config.errors import MatchNotFound
+from listener.board import listener_board
+from listener.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
+from listener.dispatch import dispatch_upcoming_match_listeners, request_start
+from listener.start import load_match, validate_override_keys
+
+router = APIRouter(tags=["listeners"])
+
+
+def _match_id(value: str) -> str:
+    """The internal match id (UUID); anything else is an unknown match (404)."""
+    try:
+        return str(uuid.UUID(value))
+    except ValueError as exc:
+        raise MatchNotFound(f"{value!r} is not a match id (the internal UUID, not the sr_id)") from exc
+
+
+@router.get("/v1/listeners")
+def board(request: Request, match_id: str | None = None, active: bool = False) -> dict[str, Any]:
+    """The listener board (as `kickoff listeners status --json`)."""
+    ctx = ctx_of(request)
+    entries = listener_board(
+        settings=ctx.settings,
+        barriers=ctx.barriers,
+        match_id=None if match_id is None else _match_id(match_id),
+        active_only=active,
+    )
+    return {
+        "at": utcnow().isoformat(timespec="seconds"),
+        "count": len(entries),
+        "matches": [e.as_dict() for e in entries],
+    }
+
+
+@router.get("/v1/matches/{match_id}")
+def show_match(match_id: str, request: Request) -> dict[str, Any]:
+    """One match with its listener board entry (404 if unknown)."""
+    ctx = ctx_of(request)
+    match = load_match(_match_id(match_id))
+    entries = listener_board(settings=ctx.settings, barriers=ctx.barriers, match_id=str(match.id))
+    return {
+        "id": str(match.id),
+        "sr_id": match.sr_id,
+        "league": match.league.name,
+        "scheduled": match.scheduled.isoformat(),
+        "status": match.status,
+        "is_test": match.is_test,
+        "auto_dispatch": match.auto_dispatch_listener,
+        "listener": entries[0].as_dict() if entries else None,
+    }
+
+
+@router.post("/v1/matches/{match_id}/start-listener", status_code=202)
+def start_listener(match_id: str, request: Request, body: StartListenerBody | None = None) -> JSONResponse:
+    """Enqueue a start (as `kickoff listeners start`); 200 with enqueued false when one is pending."""
+    ctx = ctx_of(request)
+    body = body or StartListenerBody()
+    validate_override_keys(body.overrides, source="overrides")
+    mid = str(load_match(_match_id(match_id)).id)
+    message, note = request_start(
+        mid, overrides=body.overrides or None, force=body.force, barriers=ctx.barriers, send=ctx.send_start()
+    )
+    data = {
+        "match_id": mid,
+        "enqueued": message is not None,
+        "message_id": message.message_id if message else None,
+        "force": body.force,
+        "detail": note,
+    }
+    return JSONResponse(data, status_code=202 if message is not None else 200)
+
+
+@router.post("/v1/matches/{match_id}/stop-listener")
+def stop_listener(match_id: str, request: Request) -> dict[str, Any]:
+    """Stop the listener (exit 15), revoke a queued start, turn auto-dispatch off."""
+    ctx = ctx_of(request)
+    return stop_match_listener(_match_id(match_id), settings=ctx.settings, barriers=ctx.barriers).as_dict()
+
+
+@router.post("/v1/matches/{match_id}/auto-dispatch")
+def auto_dispatch(match_id: str, body: AutoDispatchBody, request: Request) -> dict[str, Any]:
+    """Turn auto-dispatch on or off (on also clears a leftover stop flag)."""
+    mid = _match_id(match_id)
+    before = set_auto_dispatch(mid, body.on, barriers=ctx_of(request).barriers)
+    return {"match_id": mid, "auto_dispatch": body.on, "was": before}
+
+
+@router.post("/v1/listeners/dispatch")
+def dispatch(request: Request, body: DispatchBody | None = None) -> dict[str, Any]:
+    """Run one dispatch now (as `kickoff listeners dispatch`; within_minutes defaults to 0)."""
+    ctx = ctx_of(request)
+    body = body or DispatchBody()
+    started = time.perf_counter()
+    result = dispatch_upcoming_match_listeners(
+        within_minutes=body.within_minutes,
+        is_test=body.is_test,
+        settings=ctx.settings,
+        barriers=ctx.barriers,
+        send=ctx.send_start(),
+    )
+    request.app.state.metrics.dispatch_tick.observe(time.perf_counter() - started)
+    return result.as_dict()
+
+
+@router.post("/v1/listeners/sweep")
+def sweep(request: Request, body: SweepBody | None = None) -> dict[str, Any]:
+    """Close dead listeners' rows as Abandoned (14) and clear their barriers."""
+    ctx = ctx_of(request)
+    body = body or SweepBody()
+    result = sweep_stale_match_listeners(
+        heartbeat_stale_seconds=body.heartbeat_stale_seconds, settings=ctx.settings, barriers=ctx.barriers
+    )
+    return result.as_dict()

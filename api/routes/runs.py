@@ -1,0 +1,48 @@
+"""/v1/runs: publish a catalog job (Jobs API), list and show runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+
+from api.headers import ctx_of
+from api.schemas import RunBody
+from cli.runs import run_dict
+from models.run_log import RunStatus, Trigger
+from publisher.runs import get_run, publish_run, recent_runs
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"])
+
+
+def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in data.items()}
+
+
+@router.post("", status_code=202)
+def publish(body: RunBody, request: Request) -> JSONResponse:
+    """Publish a run of catalog job ``job`` (trigger ``manual``); 200 with ``duplicate`` for a used key."""
+    ctx = ctx_of(request)
+    result = publish_run(
+        body.job, body.params, trigger=Trigger.MANUAL, catalog=ctx.catalog, publisher=ctx.publisher()
+    )
+    return JSONResponse(result.to_dict(), status_code=200 if result.status == "duplicate" else 202)
+
+
+@router.get("")
+def list_runs(
+    job: str | None = None,
+    status: RunStatus | None = None,
+    limit: int = Query(50, ge=1, le=10_000),
+) -> dict[str, Any]:
+    """Recent runs, newest first (as `kickoff runs list --json`)."""
+    found = recent_runs(job=job, status=None if status is None else status.value, limit=limit)
+    runs = [_jsonable(run_dict(r)) for r in found]
+    return {"count": len(runs), "runs": runs}
+
+
+@router.get("/{run_id}")
+def show_run(run_id: str) -> dict[str, Any]:
+    """One run (404 if unknown)."""
+    return _jsonable(run_dict(get_run(run_id)))

@@ -1,0 +1,84 @@
+"""POST /v1/trade/*: the direct trade publishers (claim in execution_log, then publish)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from api.headers import ctx_of, traceparent
+from api.schemas import CounterBody, DecisionBody, DecisionRetryBody, OfferApproveBody
+from publisher import trades
+from publisher.trades import TradeResult, TradeStatus
+
+router = APIRouter(prefix="/v1/trade", tags=["trades"])
+
+# A new claim is accepted: published (confirmed), pending (saved, the broker did not answer) and
+# uncertain (sent, unconfirmed) are all republished by the drain until confirmed. A repeat of a
+# claimed key is 200 duplicate. failed: the broker refused the message (502); repeating the
+# request answers duplicate, a failed decision is sent again through .../decision/retry.
+STATUS_CODES = {
+    TradeStatus.PUBLISHED: 202,
+    TradeStatus.PENDING: 202,
+    TradeStatus.UNCERTAIN: 202,
+    TradeStatus.DUPLICATE: 200,
+    TradeStatus.FAILED: 502,
+}
+
+
+def answer(result: TradeResult) -> JSONResponse:
+    """The trade answer with its status code (see STATUS_CODES)."""
+    return JSONResponse(result.as_json(), status_code=STATUS_CODES[result.status])
+
+
+@router.post("/offers/{offer_key}/approve", status_code=202)
+def approve_offer(offer_key: str, body: OfferApproveBody, request: Request) -> JSONResponse:
+    """Approve an offer: claim ``offer_key``, publish to trade_submissions (ESPN ids)."""
+    result = trades.submit_offer(
+        offer_key=offer_key,
+        league_id=body.league_id,
+        team=body.team_id,
+        counterparty_team=body.counterparty_team_id,
+        give_player_ids=body.give_player_ids,
+        receive_player_ids=body.receive_player_ids,
+        publisher=ctx_of(request).publisher(),
+        traceparent=traceparent(request, body.traceparent),
+    )
+    return answer(result)
+
+
+@router.post("/incoming/{trade_id}/decision", status_code=202)
+def decide(trade_id: str, body: DecisionBody, request: Request) -> JSONResponse:
+    """Accept or reject an incoming trade: claim the decision key (default: the trade id)."""
+    result = trades.respond_to_trade(
+        decision_key=body.decision_key or trade_id,
+        league_id=body.league_id,
+        team=body.team_id,
+        trade_id=trade_id,
+        decision=body.decision,
+        publisher=ctx_of(request).publisher(),
+        traceparent=traceparent(request, body.traceparent),
+    )
+    return answer(result)
+
+
+@router.post("/incoming/{trade_id}/decision/retry", status_code=202)
+def retry_decision(trade_id: str, request: Request, body: DecisionRetryBody | None = None) -> JSONResponse:
+    """Publish a failed or pending decision again with its message id (409 otherwise)."""
+    key = (body.decision_key if body else None) or trade_id
+    return answer(trades.retry_decision(decision_key=key, publisher=ctx_of(request).publisher()))
+
+
+@router.post("/incoming/{trade_id}/counter", status_code=202)
+def counter(trade_id: str, body: CounterBody, request: Request) -> JSONResponse:
+    """Stage a counter-offer on trade_negotiations (Sleeper ids), claimed by ``publication_key``."""
+    result = trades.stage_counter(
+        publication_key=body.publication_key,
+        league_id=body.league_id,
+        team=body.team_id,
+        trade_id=trade_id,
+        give_player_ids=body.give_player_ids,
+        receive_player_ids=body.receive_player_ids,
+        publisher=ctx_of(request).publisher(),
+        traceparent=traceparent(request, body.traceparent),
+    )
+    return answer(result)

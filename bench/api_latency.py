@@ -1,0 +1,170 @@
+"""API latency: a lineup trigger over HTTP beside the library call, and triggers/s with 32 clients.
+
+Starts `kickoff serve` on a throw-away database and vhost, then
+  1. one client: alternates the library call (trigger_lineup in this process) and the same
+     trigger over HTTP (keep-alive connection), and prints p50/p99 of each and the difference;
+  2. N concurrent clients (default 32 threads, one keep-alive connection each) for a fixed number
+     of triggers, and prints triggers/s.
+Every trigger is a new action (its own key): transaction, publish, broker confirm, mark.
+
+Run: .venv/bin/python bench/api_latency.py [--requests N] [--clients C] [--total T] [--workers W]
+Goals (issue 14): HTTP p50 within 1.5 ms of the library call; >= 800 triggers/s with 32 clients.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from api.keys import Scope, create_key
+from bench._setup import bench_environment, percentile
+from publisher.amqp import AmqpPublisher
+from publisher.triggers import LineupRequest, trigger_lineup
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _serve(settings: object, workers: int) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": settings.database_url,
+        "AMQP_URL": settings.amqp_url,
+        "LOG_LEVEL": "WARNING",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli", "serve", "--port", str(port), "--workers", str(workers)],
+        cwd=REPO,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.terminate()
+    raise SystemExit("kickoff serve did not answer /healthz within 60 s")
+
+
+def _body(i: int, tag: str) -> dict[str, object]:
+    return {
+        "league_id": "L1",
+        "team_id": "7",
+        "swaps": [{"player_id": 1000 + i, "to_slot": "BE"}],
+        "idempotency_key": f"lineup-7-{tag}-{i}",
+    }
+
+
+def _one_client(url: str, key: str, settings: object, requests: int) -> None:
+    lib: list[float] = []
+    over_http: list[float] = []
+    # http.client: the thinnest keep-alive client, so the difference is the server's, not the client's
+    conn = http.client.HTTPConnection(urlsplit(url).hostname, urlsplit(url).port, timeout=60)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    with AmqpPublisher(url=settings.amqp_url) as publisher:
+        for i in range(requests + 20):
+            body = _body(i, "lib")
+            request = LineupRequest(
+                league_id=body["league_id"],
+                team=body["team_id"],
+                swaps=body["swaps"],
+                idempotency_key=body["idempotency_key"],
+            )
+            start = time.perf_counter()
+            trigger_lineup(request, publisher=publisher, settings=settings)
+            lib_ms = (time.perf_counter() - start) * 1000
+            start = time.perf_counter()
+            conn.request("POST", "/v1/trigger/lineup", body=json.dumps(_body(i, "http")), headers=headers)
+            answer = conn.getresponse()
+            text = answer.read()
+            http_ms = (time.perf_counter() - start) * 1000
+            assert answer.status == 202, text
+            if i >= 20:  # warm-up
+                lib.append(lib_ms)
+                over_http.append(http_ms)
+    conn.close()
+    p50_lib, p50_http = percentile(lib, 50), percentile(over_http, 50)
+    print(f"one client, {requests} requests each (alternating):")
+    print(f"  library call: p50 {p50_lib:.2f} ms   p99 {percentile(lib, 99):.2f} ms")
+    print(f"  HTTP:         p50 {p50_http:.2f} ms   p99 {percentile(over_http, 99):.2f} ms")
+    print(f"  HTTP p50 - library p50: {p50_http - p50_lib:+.2f} ms (goal: within 1.5 ms)")
+
+
+def _many_clients(url: str, key: str, clients: int, total: int) -> None:
+    """``clients`` threads, each with its own keep-alive http.client connection, share ``total`` triggers."""
+    counter = iter(range(total))
+    lock = threading.Lock()
+    failures: list[int] = []
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    parts = urlsplit(url)
+
+    def worker() -> None:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        while True:
+            with lock:
+                i = next(counter, None)
+            if i is None:
+                break
+            conn.request("POST", "/v1/trigger/lineup", body=json.dumps(_body(i, "load")), headers=headers)
+            answer = conn.getresponse()
+            answer.read()
+            if answer.status != 202:
+                failures.append(answer.status)
+        conn.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    print(f"{clients} concurrent clients, {total} triggers: {total / elapsed:.0f} triggers/s ", end="")
+    print(f"({elapsed:.1f} s, {len(failures)} not 202; goal: >= 800/s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=500, help="Requests of the one-client run.")
+    parser.add_argument("--clients", type=int, default=32, help="Concurrent clients of the load run.")
+    parser.add_argument("--total", type=int, default=4000, help="Triggers of the load run.")
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes of kickoff serve.")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    with bench_environment() as settings:
+        _, key = create_key(name="bench", scope=Scope.TRIGGER)
+        proc, url = _serve(settings, args.workers)
+        try:
+            print(f"kickoff serve --workers {args.workers} at {url}")
+            _one_client(url, key, settings, args.requests)
+            _many_clients(url, key, args.clients, args.total)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()

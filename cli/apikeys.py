@@ -1,0 +1,93 @@
+"""``kickoff apikeys``: create (the key is printed once), list and revoke API keys of `kickoff serve`."""
+
+from __future__ import annotations
+
+import click
+
+from cli.common import LIMIT_OPTION, echo_json
+from cli.context import CliContext
+from cli.table import echo_table
+
+SCOPES = ("trigger", "operator", "read")
+
+
+@click.group("apikeys")
+def apikeys() -> None:
+    """API keys for `kickoff serve` (Authorization: Bearer KEY).
+
+    \b
+    trigger   triggers, trades, action results, run publishing
+    read      every GET route
+    operator  everything (listener operations included)
+    Only a key's SHA-256 is stored: the key is printed once, by create.
+    """
+
+
+@apikeys.command("create")
+@click.option("--name", required=True, help="Who or what uses the key (shown by list).")
+@click.option("--scope", type=click.Choice(SCOPES), required=True, help="What the key may call.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"id": ..., "key": ...}.')
+@click.pass_obj
+def create_cmd(obj: CliContext, name: str, scope: str, as_json: bool) -> None:
+    """Create a key and print it once (it cannot be shown again)."""
+    from api.keys import Scope, create_key
+
+    if not name.strip():
+        raise click.BadParameter("must not be empty", param_hint="--name")
+    obj.database()
+    key, secret = create_key(name=name.strip(), scope=Scope(scope))
+    if as_json:
+        echo_json({"id": key.id, "key": secret})
+        return
+    click.echo(f"id:    {key.id}")
+    click.echo(f"key:   {secret}")
+    click.echo("Store the key now: it is not stored and cannot be shown again.")
+
+
+@apikeys.command("list")
+@LIMIT_OPTION
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"count", "keys": [{"id", "name", "scope", ...}]}.'
+)
+@click.pass_obj
+def list_cmd(obj: CliContext, limit: int, as_json: bool) -> None:
+    """List keys (a table of id, scope, name, created, revoked); never the keys themselves."""
+    from api.keys import list_keys
+
+    obj.database()
+    keys = list_keys()[:limit]
+    if as_json:
+        echo_json({"count": len(keys), "keys": [key.as_dict() for key in keys]})
+        return
+    echo_table(
+        ["id", "scope", "name", "created", "revoked"],
+        (
+            [
+                key.id,
+                key.scope.value,
+                key.name,
+                key.created_at.isoformat(),
+                key.revoked_at.isoformat() if key.revoked_at else "",
+            ]
+            for key in keys
+        ),
+        empty="no API keys",
+    )
+
+
+@apikeys.command("revoke")
+@click.argument("key_id")
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print the key: {"id", "name", "scope", "revoked_at", ...}.'
+)
+@click.pass_obj
+def revoke_cmd(obj: CliContext, key_id: str, as_json: bool) -> None:
+    """Revoke key KEY_ID at once (exit 2 if unknown); its row stays for the record."""
+    from api.keys import revoke_key
+
+    obj.database()
+    key = revoke_key(key_id)
+    if as_json:
+        echo_json(key.as_dict())
+    else:
+        click.echo(f"revoked {key.id} ({key.name})")

@@ -1,0 +1,38 @@
+"""``kickoff serve``: the HTTP API (FastAPI on uvicorn)."""
+
+from __future__ import annotations
+
+import click
+
+from cli.context import CliContext
+
+
+@click.command("serve")
+@click.option("--host", default=None, help="Address to bind (default API_HOST).")
+@click.option("--port", type=click.IntRange(0, 65535), default=None, help="Port to bind (default API_PORT).")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="uvicorn worker processes (default API_WORKERS).",
+)
+@click.pass_obj
+def serve_command(obj: CliContext, host: str | None, port: int | None, workers: int | None) -> None:
+    """Serve the HTTP API: triggers, trades, runs, listeners, /healthz, /readyz, /metrics, /docs.
+
+    Every /v1 route needs `Authorization: Bearer KEY` (`kickoff apikeys create`); /healthz,
+    /readyz and /metrics need none (API_METRICS_REQUIRE_KEY=true protects /metrics). See docs/api.md.
+    """
+    import uvicorn
+
+    settings = obj.settings
+    uvicorn.run(
+        "api.app:app_from_env",
+        factory=True,
+        host=host or settings.api_host,
+        port=settings.api_port if port is None else port,
+        workers=workers or settings.api_workers,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        proxy_headers=False,
+    )

@@ -1,0 +1,35 @@
+"""The sync_players catalog job: one player sync (publisher.players) with the process's settings."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from config.errors import KickoffError
+from config.settings import load_settings
+from models.db import init_database
+from publisher.amqp import publisher_from_settings
+from publisher.jobs.trace import params
+from publisher.players import sync_players
+
+
+def main() -> int:
+    settings = load_settings()
+    init_database(
+        settings.database_url,
+        connect_timeout_seconds=settings.database_connect_timeout_seconds,
+        statement_timeout_seconds=settings.database_statement_timeout_seconds,
+    )
+    source = params().get("source") or settings.players_source.format(base_url=settings.sportradar_base_url)
+    try:
+        with publisher_from_settings(settings) as publisher:
+            report = sync_players(source, publisher=publisher)
+    except KickoffError as exc:
+        print(f"player sync failed: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps({"source": source, **report.as_json()}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

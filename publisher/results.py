@@ -1,0 +1,225 @@
+"""Action results: the worker reports into execution_log; a periodic verification settles the action.
+
+A 202 or ``queued`` means the message left kickoff, not that ESPN changed. The consumer reports
+each action's outcome (``report_result``: library, ``kickoff actions result``, the HTTP API)
+as an execution_log row (``claim_key`` ``result:<tracking id>``, status ``reported``). The
+verification step (``verify_results``, the ``verify_action_results`` actor every minute) reads
+the reported rows and settles each: ``verified`` (the action becomes ``succeeded``) or
+``failed`` with the reason (the action becomes ``failed``). A delivered action with no report
+after ACTION_RESULT_TIMEOUT_SECONDS fails as unreported.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from config.clock import utcnow
+from config.errors import ActionNotFound, TriggerConflictError, TriggerValidationError
+from models.activity import ActionStatus
+from models.db import database, database_errors
+from publisher.actions import record_result
+
+logger = logging.getLogger(__name__)
+
+OUTCOMES = frozenset({"succeeded", "failed"})
+#: execution_log statuses of a reported result.
+REPORTED, VERIFIED, REJECTED = "reported", "verified", "failed"
+_NAMESPACE = uuid.UUID("5f0c1b0e-4a55-4b8e-9d8e-6b1c2a7f0e11")
+
+
+def _claim_key(tracking_id: str) -> str:
+    return f"result:{tracking_id}"
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """What one verification pass did."""
+
+    verified: list[str] = field(default_factory=list)  # tracking ids now succeeded
+    failed: dict[str, str] = field(default_factory=dict)  # tracking id -> reason
+    unreported: list[str] = field(default_factory=list)  # delivered, no report within the timeout
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def report_result(
+    tracking_id: str,
+    *,
+    outcome: str,
+    details: dict[str, Any] | None = None,
+    reported_by: str | None = None,
+) -> dict[str, Any]:
+    """Record a consumer's result of one action (``reported``); a repeat before verification replaces it.
+
+    ActionNotFound for an unknown tracking id; TriggerValidationError for an outcome other than
+    succeeded or failed; TriggerConflictError once the result was verified.
+    """
+    if outcome not in OUTCOMES:
+        raise TriggerValidationError("outcome", f"must be one of {sorted(OUTCOMES)}, got {outcome!r}")
+    if details is not None and not isinstance(details, dict):
+        raise TriggerValidationError("details", "must be an object")
+    body = {
+        "tracking_id": str(tracking_id),
+        "outcome": outcome,
+        "details": details or {},
+        "reported_by": reported_by,
+    }
+    now = utcnow()
+    with database_errors(), database.atomic():
+        action = database.execute_sql(
+            "SELECT league_id, kind, team FROM activity_actions WHERE tracking_id::text = %s",
+            (str(tracking_id),),
+        ).fetchone()
+        if action is None:
+            raise ActionNotFound(f"no activity action has tracking id {tracking_id}")
+        key = _claim_key(str(tracking_id))
+        row = database.execute_sql(
+            "INSERT INTO execution_log (claim_key, queue, league_id, team, message_id, body, status, result, "
+            "created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (queue, claim_key) DO UPDATE SET body = EXCLUDED.body, result = EXCLUDED.result, "
+            "updated_at = EXCLUDED.updated_at WHERE execution_log.status = %s RETURNING id",
+            (
+                key,
+                action[1],
+                action[0],
+                action[2],
+                uuid.uuid5(_NAMESPACE, key),
+                json.dumps(body),
+                REPORTED,
+                json.dumps(details or {}),
+                now,
+                now,
+                REPORTED,
+            ),
+        ).fetchone()
+    if row is None:
+        raise TriggerConflictError(f"the result of {tracking_id} was already verified")
+    logger.info("action result reported: tracking_id=%s outcome=%s by=%s", tracking_id, outcome, reported_by)
+    return {"tracking_id": str(tracking_id), "status": REPORTED, "outcome": outcome}
+
+
+def _check(
+    outcome: str, details: dict[str, Any], *, team: str | None, outbox_status: str | None
+) -> str | None:
+    """The reason a reported result fails verification, or None when it holds."""
+    if outbox_status != "published":
+        return "result reported for an action that was never delivered"
+    reported_team = details.get("team_id")
+    if reported_team is not None and team is not None and str(reported_team) != str(team):
+        return f"result reported for team {reported_team}, the action is team {team}"
+    if outcome == "failed":
+        return str(details.get("error") or "the worker reported a failure")
+    return None
+
+
+def verify_results(*, result_timeout_seconds: float, now: datetime | None = None) -> VerifyReport:
+    """Settle every reported result (see the module docstring); also fail long-unreported actions."""
+    now = now or utcnow()
+    report = VerifyReport()
+    with database_errors(), database.atomic():
+        rows = database.execute_sql(
+            "SELECT e.id, e.body, a.tracking_id::text, a.team, o.status FROM execution_log e "
+            "JOIN activity_actions a ON e.claim_key = 'result:' || a.tracking_id::text "
+            "LEFT JOIN outbox_messages o ON o.tracking_id = a.tracking_id "
+            "WHERE e.status = %s ORDER BY e.id FOR UPDATE OF e SKIP LOCKED",
+            (REPORTED,),
+        ).fetchall()
+        for row_id, body, tracking_id, team, outbox_status in rows:
+            body = body if isinstance(body, dict) else json.loads(body)
+            reason = _check(
+                body["outcome"], body.get("details") or {}, team=team, outbox_status=outbox_status
+            )
+            database.execute_sql(
+                "UPDATE execution_log SET status = %s, error = %s, updated_at = %s WHERE id = %s",
+                (VERIFIED if reason is None else REJECTED, reason, now, row_id),
+            )
+            if reason is None:
+                record_result(tracking_id, ActionStatus.SUCCEEDED)
+                report.verified.append(tracking_id)
+            else:
+                record_result(tracking_id, ActionStatus.FAILED, error=reason)
+                report.failed[tracking_id] = reason
+        stale = database.execute_sql(
+            "SELECT a.tracking_id::text FROM activity_actions a "
+            "JOIN outbox_messages o ON o.tracking_id = a.tracking_id AND o.status = 'published' "
+            "WHERE a.status IN (%s, %s) AND o.published_at < %s AND NOT EXISTS "
+            "(SELECT 1 FROM execution_log e WHERE e.claim_key = 'result:' || a.tracking_id::text)",
+            (
+                ActionStatus.DELIVERED.value,
+                ActionStatus.RUNNING.value,
+                now - timedelta(seconds=result_timeout_seconds),
+            ),
+        ).fetchall()
+        for (tracking_id,) in stale:
+            reason = f"no result reported within {result_timeout_seconds:g} s of delivery"
+            record_result(tracking_id, ActionStatus.FAILED, error=reason)
+            report.failed[tracking_id] = reason
+            report.unreported.append(tracking_id)
+    if rows or stale:
+        logger.info(
+            "verification: %d verified, %d failed (%d unreported)",
+            len(report.verified),
+            len(report.failed),
+            len(report.unreported),
+        )
+    return report
+
+
+def action_state(tracking_id: str) -> dict[str, Any]:
+    """An action's delivery and verification state (``kickoff actions show``, GET /v1/actions/{id})."""
+    with database_errors():
+        action = database.execute_sql(
+            "SELECT tracking_id::text, league_id, kind, team, status, error, created_at, finished_at, run_id "
+            "FROM activity_actions WHERE tracking_id::text = %s",
+            (str(tracking_id),),
+        ).fetchone()
+        if action is None:
+            raise ActionNotFound(f"no activity action has tracking id {tracking_id}")
+        outbox = database.execute_sql(
+            "SELECT message_id::text, status, published_at, attempts, last_error FROM outbox_messages "
+            "WHERE tracking_id::text = %s ORDER BY id DESC LIMIT 1",
+            (str(tracking_id),),
+        ).fetchone()
+        result = database.execute_sql(
+            "SELECT body, status, error, created_at, updated_at FROM execution_log WHERE claim_key = %s",
+            (_claim_key(str(tracking_id)),),
+        ).fetchone()
+    keys = (
+        "tracking_id",
+        "league_id",
+        "queue",
+        "team",
+        "status",
+        "error",
+        "created_at",
+        "finished_at",
+        "run_id",
+    )
+    out: dict[str, Any] = dict(zip(keys, action, strict=True))
+    out["delivery"] = (
+        None
+        if outbox is None
+        else dict(
+            zip(("message_id", "status", "published_at", "attempts", "last_error"), outbox, strict=True)
+        )
+    )
+    if result is None:
+        out["verification"] = {"status": "not reported"}
+    else:
+        body = result[0] if isinstance(result[0], dict) else json.loads(result[0])
+        out["verification"] = {
+            "status": result[1],  # reported | verified | failed
+            "outcome": body.get("outcome"),
+            "reported_by": body.get("reported_by"),
+            "details": body.get("details"),
+            "reason": result[2],
+            "reported_at": result[3],
+            "settled_at": None if result[1] == REPORTED else result[4],
+        }
+    return out

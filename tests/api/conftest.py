@@ -1,0 +1,188 @@
+"""API fixtures: a real `kickoff serve` on a free port against this run's services, keys per scope."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from api.keys import Scope, create_key
+from models.barriers import connect_redis
+from publisher.amqp import AmqpPublisher, read_messages
+from publisher.queues import ALL_QUEUES, OUTBOX_QUEUES
+
+REPO = Path(__file__).resolve().parents[2]
+START_DEADLINE_SECONDS = 90.0
+
+# Short publisher intervals for the server (as tests/publisher's pub_settings).
+SERVER_ENV = {
+    "OUTBOX_IMMEDIATE_GRACE_SECONDS": "0",
+    "ACTIVITY_PARENT_READ_TIMEOUT_SECONDS": "0.3",
+    "AMQP_CONFIRM_TIMEOUT_SECONDS": "5",
+    "LOG_LEVEL": "INFO",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Server:
+    """A running `kickoff serve` subprocess."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def wait_until(check: Callable[[], bool], *, deadline: float, what: str) -> None:
+    """Poll ``check`` until it is true or ``deadline`` seconds pass."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def start_server(env: dict[str, str], log_path: Path, *, tries: int = 3) -> Server:
+    """Start `kickoff serve` on a free port; another free port if one was taken meanwhile."""
+    for attempt in range(1, tries + 1):
+        try:
+            return _start_server(env, log_path)
+        except ServerExited:
+            if attempt == tries or "address already in use" not in log_path.read_text().lower():
+                raise
+    raise AssertionError("unreachable")
+
+
+class ServerExited(AssertionError):
+    """`kickoff serve` exited before it answered."""
+
+
+def _start_server(env: dict[str, str], log_path: Path) -> Server:
+    port = free_port()
+    log = log_path.open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        if process.poll() is not None:
+            raise ServerExited(f"kickoff serve exited {process.returncode}: {log_path.read_text()}")
+        try:
+            return httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(up, deadline=START_DEADLINE_SECONDS, what="kickoff serve to answer /healthz")
+    return Server(url=url, process=process, log_path=log_path)
+
+
+def stop_server(server: Server) -> None:
+    server.process.terminate()
+    try:
+        server.process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def server_env(test_env: dict[str, str], migrated_database: str, amqp_vhost: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(test_env)
+    env.update(SERVER_ENV)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@pytest.fixture(scope="session")
+def api_server(server_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One `kickoff serve` for the session."""
+    server = start_server(server_env, tmp_path_factory.mktemp("api") / "serve.log")
+    yield server
+    stop_server(server)
+    _delete_broker_namespace(server_env)
+
+
+def _delete_broker_namespace(env: dict[str, str]) -> None:
+    """Remove the start messages the listener routes enqueued under this run's Dramatiq namespace."""
+    client = connect_redis(env["BROKER_URL"])
+    keys = list(client.scan_iter(match=f"{env['BROKER_NAMESPACE']}*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+@pytest.fixture
+def fresh_queues(amqp_vhost: str) -> Iterator[None]:
+    """Delete every kickoff queue, then declare the outbox queues durable (like `kickoff amqp setup`)."""
+    with AmqpPublisher(url=amqp_vhost) as admin:
+        for queue in ALL_QUEUES:
+            admin.delete_queue(queue)
+        admin.declare_durable(OUTBOX_QUEUES)
+    yield
+
+
+@pytest.fixture
+def read_queue(amqp_vhost: str) -> Callable[[str], list[tuple[dict[str, Any], Any]]]:
+    def read(queue: str) -> list[tuple[dict[str, Any], Any]]:
+        return read_messages(url=amqp_vhost, queue=queue)
+
+    return read
+
+
+@pytest.fixture
+def keys(db: str) -> dict[str, str]:
+    """One live key per scope (deleted with the tables after the test)."""
+    return {scope.value: create_key(name=f"test-{scope.value}", scope=scope)[1] for scope in Scope}
+
+
+@pytest.fixture
+def api(api_server: Server, keys: dict[str, str], fresh_queues: None) -> Iterator[httpx.Client]:
+    """An HTTP client of the session server with an operator key."""
+    with httpx.Client(
+        base_url=api_server.url, headers={"Authorization": f"Bearer {keys['operator']}"}, timeout=30.0
+    ) as client:
+        yield client
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+DOWN_AMQP_URL = "amqp://guest:guest@127.0.0.1:1/%2F"
+
+
+@pytest.fixture(scope="session")
+def broken_server(server_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A second `kickoff serve` whose RabbitMQ does not answer and whose /metrics needs a key."""
+    env = {
+        **server_env,
+        "AMQP_URL": DOWN_AMQP_URL,
+        "AMQP_CONNECT_TIMEOUT_SECONDS": "1",
+        "API_METRICS_REQUIRE_KEY": "true",
+    }
+    server = start_server(env, tmp_path_factory.mktemp("api-broken") / "serve.log")
+    yield server
+    stop_server(server)

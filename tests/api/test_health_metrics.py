@@ -1,0 +1,72 @@
+"""/healthz, /readyz (503 naming what does not answer) and /metrics parsed by prometheus_client."""
+
+from __future__ import annotations
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from models.listener_record import MatchListenerRecord
+from tests.api.conftest import bearer
+from tests.api.test_triggers import LINEUP
+
+
+def test_healthz_and_readyz(api_server, fresh_queues):
+    assert httpx.get(api_server.url + "/healthz", timeout=60).json() == {"status": "ok"}
+    ready = httpx.get(api_server.url + "/readyz", timeout=60)
+    assert ready.status_code == 200, ready.text
+    assert ready.json()["status"] == "ready" and set(ready.json()["services"].values()) == {"ok"}
+
+
+def test_readyz_names_the_service_that_does_not_answer(broken_server, db):
+    ready = httpx.get(broken_server.url + "/readyz", timeout=60)
+    assert ready.status_code == 503
+    body = ready.json()
+    assert body["failing"] == ["RabbitMQ"]
+    assert "AMQP_URL" in body["services"]["RabbitMQ"] and body["services"]["PostgreSQL"] == "ok"
+    assert httpx.get(broken_server.url + "/healthz", timeout=60).status_code == 200
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_metrics_text_parses_and_reports_shared_state(api, api_server, make_match):
+    match = make_match(status="inprogress")
+    MatchListenerRecord.create(match=match, exit_code=11, ended_at=match.scheduled)
+    MatchListenerRecord.create(match=match)  # open: Running
+    assert api.post("/v1/trigger/lineup", json=LINEUP).status_code == 202
+    assert api.post("/v1/trigger/lineup", json={}).status_code == 422
+    assert api.post("/v1/runs", json={"job": "noop", "params": {}}).status_code == 202
+    r = httpx.get(api_server.url + "/metrics", timeout=60)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    samples = _samples(r.text)
+    assert samples[("kickoff_listeners", (("badge", "Running"),))] == 1
+    assert samples[("kickoff_listener_starts_total", ())] == 2
+    assert samples[("kickoff_listener_failures_total", ())] == 1
+    assert ("kickoff_listener_oldest_heartbeat_age_seconds", ()) in samples
+    assert samples[("kickoff_listener_exhausted_matches", ())] == 0
+    assert samples[("kickoff_outbox_dead", ())] == 0
+    assert ("kickoff_outbox_oldest_pending_age_seconds", ()) in samples
+    assert (
+        samples[("kickoff_runs", (("status", "queued"),))]
+        + samples[("kickoff_runs", (("status", "running"),))]
+        >= 1
+    )
+    assert ("kickoff_launcher_slots_in_use", ()) in samples
+    for source in ("listeners", "outbox", "runs"):
+        assert samples[("kickoff_metrics_source_up", (("source", source),))] == 1
+    lineup = (("route", "/v1/trigger/lineup"), ("status", "202"))
+    assert samples[("kickoff_trigger_request_seconds_count", lineup)] >= 1
+    refused = (("route", "/v1/trigger/lineup"), ("status", "422"))
+    assert samples[("kickoff_trigger_request_seconds_count", refused)] >= 1
+    assert ("kickoff_dispatch_tick_seconds_count", ()) in samples
+
+
+def test_metrics_never_contain_a_key(api_server, keys):
+    httpx.get(api_server.url + "/v1/runs", headers=bearer(keys["read"]), timeout=60)
+    text = httpx.get(api_server.url + "/metrics", timeout=60).text
+    assert all(key not in text for key in keys.values())

@@ -1,0 +1,66 @@
+"""Listener routes over HTTP: board, match, start/stop/auto-dispatch, dispatch, sweep."""
+
+from __future__ import annotations
+
+import uuid
+
+from models import Match
+
+
+def test_board_and_match(api, make_match, barriers):
+    match = make_match(status="scheduled")
+    board = api.get("/v1/listeners")
+    assert board.status_code == 200 and board.json()["count"] == 0
+    shown = api.get(f"/v1/matches/{match.id}")
+    assert shown.status_code == 200
+    assert shown.json()["id"] == str(match.id) and shown.json()["listener"]["badge"] == "-"
+    assert api.get(f"/v1/matches/{uuid.uuid4()}").status_code == 404
+    assert api.get("/v1/matches/sr:match:1").status_code == 404
+
+
+def test_start_then_a_second_start_is_not_enqueued_unless_forced(api, make_match, barriers):
+    match = make_match(status="scheduled")
+    url = f"/v1/matches/{match.id}/start-listener"
+    first = api.post(url)
+    assert first.status_code == 202 and first.json()["enqueued"] is True
+    assert barriers.is_pending(str(match.id))
+    again = api.post(url, json={})
+    assert again.status_code == 200 and again.json()["enqueued"] is False
+    forced = api.post(url, json={"force": True, "overrides": {"listener_skip_processing": True}})
+    assert forced.status_code == 202 and forced.json()["force"] is True
+    board = api.get("/v1/listeners", params={"match_id": str(match.id)}).json()
+    assert board["matches"][0]["pending"] is True
+
+
+def test_start_refuses_unknown_overrides_and_unknown_matches(api, make_match, barriers):
+    match = make_match(status="scheduled")
+    bad = api.post(f"/v1/matches/{match.id}/start-listener", json={"overrides": {"no_such_setting": 1}})
+    assert bad.status_code == 422 and "no_such_setting" in bad.json()["error"]
+    assert api.post(f"/v1/matches/{uuid.uuid4()}/start-listener").status_code == 404
+
+
+def test_stop_turns_auto_dispatch_off_and_auto_dispatch_turns_it_on(api, make_match, barriers):
+    match = make_match(status="scheduled")
+    stopped = api.post(f"/v1/matches/{match.id}/stop-listener")
+    assert stopped.status_code == 200 and stopped.json()["rows_closed"] == 0
+    assert Match.get_by_id(match.id).auto_dispatch_listener is False
+    on = api.post(f"/v1/matches/{match.id}/auto-dispatch", json={"on": True})
+    assert on.status_code == 200 and on.json() == {
+        "match_id": str(match.id),
+        "auto_dispatch": True,
+        "was": False,
+    }
+    assert Match.get_by_id(match.id).auto_dispatch_listener is True
+    assert api.post(f"/v1/matches/{match.id}/auto-dispatch", json={}).status_code == 422
+
+
+def test_dispatch_and_sweep(api, make_match, barriers):
+    match = make_match(status="inprogress")
+    dispatched = api.post("/v1/listeners/dispatch", json={"within_minutes": 0})
+    assert dispatched.status_code == 200, dispatched.text
+    assert str(match.id) in dispatched.json()["match_ids"]
+    assert barriers.is_pending(str(match.id))
+    again = api.post("/v1/listeners/dispatch")
+    assert again.status_code == 200 and again.json()["skipped"] == 1
+    swept = api.post("/v1/listeners/sweep")
+    assert swept.status_code == 200 and swept.json()["abandoned"] == 0

@@ -1,0 +1,67 @@
+"""DRAMATIQ_PROMETHEUS=true: a real worker exposes Dramatiq's own metrics on dramatiq_prom_port."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import dramatiq
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from actors.broker import QUEUE_DEFAULT, build_broker
+from tests.api.conftest import REPO, free_port, wait_until
+
+
+def test_a_worker_with_dramatiq_prometheus_serves_its_metrics(
+    test_env, settings, migrated_database, redis_client, tmp_path
+):
+    port = free_port()
+    env = {
+        **os.environ,
+        **test_env,
+        "DRAMATIQ_PROMETHEUS": "true",
+        "dramatiq_prom_host": "127.0.0.1",
+        "dramatiq_prom_port": str(port),
+        "dramatiq_prom_db": str(tmp_path / "prom"),
+    }
+    log = tmp_path / "worker.log"
+    dramatiq_bin = str(Path(sys.executable).parent / "dramatiq")
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(
+            [dramatiq_bin, "actors", "--processes", "1", "--threads", "1", "--queues", "default"],
+            env=env,
+            cwd=REPO,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        sender = build_broker(settings)  # the worker's broker: this run's namespace
+        sweep = dramatiq.Message(
+            queue_name=QUEUE_DEFAULT,
+            actor_name="sweep_stale_match_listeners",
+            args=(),
+            kwargs={},
+            options={},
+        )
+        sender.enqueue(sweep)
+        found: list[str] = []
+
+        def scraped() -> bool:
+            assert proc.poll() is None, log.read_text()
+            try:
+                text = httpx.get(f"http://127.0.0.1:{port}/", timeout=2).text
+            except httpx.HTTPError:
+                return False
+            found[:] = [f.name for f in text_string_to_metric_families(text)]
+            return any(name.startswith("dramatiq_") for name in found)
+
+        wait_until(scraped, deadline=90, what="the worker's Prometheus exposition server")
+        assert {"dramatiq_messages", "dramatiq_message_durations_milliseconds"} & set(found), found
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
