@@ -145,5 +145,5 @@ def test_kickoff_trigger_rumor_action_api(api_server, keys, server_env, fresh_qu
     args += ["--roster", "3918298=RB", "--signal", signal, "--api", api_server.url, "--json"]
     out = _kickoff(args, env)
     assert out.returncode == 0, out.stderr
-    outcome = json.loads(out.stdout)
+    [outcome] = json.loads(out.stdout)["outcomes"]  # one document, one outcome per signal
     assert outcome["rule"] and outcome["results"][0]["status"] in ("queued", "pending")
