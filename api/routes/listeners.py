@@ -16,7 +16,7 @@ from config.errors import MatchNotFound
 from listener.board import listener_board
 from listener.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
 from listener.dispatch import dispatch_upcoming_match_listeners, request_start
-from listener.start import load_match, validate_override_keys
+from listener.start import load_match, validate_listener_settings
 
 router = APIRouter(tags=["listeners"])
 
@@ -69,7 +69,7 @@ def start_listener(match_id: str, request: Request, body: StartListenerBody | No
     """Enqueue a start (as `kickoff listeners start`); 200 with enqueued false when one is pending."""
     ctx = ctx_of(request)
     body = body or StartListenerBody()
-    validate_override_keys(body.overrides, source="overrides")
+    validate_listener_settings(body.overrides, source="overrides")
     mid = str(load_match(_match_id(match_id)).id)
     message, note = request_start(
         mid, overrides=body.overrides or None, force=body.force, barriers=ctx.barriers, send=ctx.send_start()

@@ -36,6 +36,10 @@ def test_start_refuses_unknown_overrides_and_unknown_matches(api, make_match, ba
     match = make_match(status="scheduled")
     bad = api.post(f"/v1/matches/{match.id}/start-listener", json={"overrides": {"no_such_setting": 1}})
     assert bad.status_code == 422 and "no_such_setting" in bad.json()["error"]
+    value = {"overrides": {"listener_heartbeat_interval_seconds": "abc"}}
+    bad_value = api.post(f"/v1/matches/{match.id}/start-listener", json=value)
+    assert bad_value.status_code == 422 and "listener_heartbeat_interval_seconds" in bad_value.json()["error"]
+    assert not barriers.is_pending(match.id)  # nothing enqueued
     assert api.post(f"/v1/matches/{uuid.uuid4()}/start-listener").status_code == 404
 
 

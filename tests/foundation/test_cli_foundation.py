@@ -132,10 +132,10 @@ def test_db_status_lists_pending_then_applied_migrations(unmigrated_env):
     assert before.returncode == 1
     report = json.loads(before.stdout)
     assert report["applied"] == [] and report["pending"][0] == "0001_foundation"
-    assert "0006_league_name_ci" in report["pending"]
+    assert "0009_league_name_ci" in report["pending"]
     assert kickoff("db", "migrate", env=unmigrated_env).returncode == 0
     after = kickoff("db", "status", env=unmigrated_env)
-    assert after.returncode == 0 and "applied  0006_league_name_ci" in after.stdout
+    assert after.returncode == 0 and "applied  0009_league_name_ci" in after.stdout
     assert "up to date" in after.stdout
 
 

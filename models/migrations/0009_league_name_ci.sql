@@ -1,4 +1,4 @@
--- depends: 0005_listener_worker_lease
+-- depends: 0008_api_keys
 -- League names are unique case-insensitively (NFL beside nfl would be two archive trees for one
 -- feed league on a case-insensitive file system, and two leagues to an operator). Refuse to apply
 -- while duplicates exist, naming them, so an operator merges them first.
