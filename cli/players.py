@@ -6,6 +6,7 @@ import click
 
 from cli.common import echo_json
 from cli.context import CliContext
+from cli.table import echo_table
 
 
 @click.group()
@@ -82,14 +83,8 @@ def roster_list(obj: CliContext, league_id: str | None, as_json: bool) -> None:
     if as_json:
         echo_json({"players": rows})
         return
-    if not rows:
-        click.echo("no rostered players")
-        return
-    header = ("league", "sleeper_id", "name", "team", "injury_status")
-    table = [header] + [
-        (r["league_id"], r["sleeper_id"], r["full_name"] or "-", r["team"] or "-", r["injury_status"] or "-")
-        for r in rows
-    ]
-    widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
-    for row in table:
-        click.echo("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    echo_table(
+        ("league", "sleeper_id", "name", "team", "injury_status"),
+        [(r["league_id"], r["sleeper_id"], r["full_name"], r["team"], r["injury_status"]) for r in rows],
+        empty="no rostered players",
+    )

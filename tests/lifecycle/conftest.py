@@ -249,3 +249,15 @@ def broker_queues(lifecycle_env):
     yield lambda q: client.hlen(f"{ns}:{q}.msgs")
     for key in client.scan_iter(match=f"{ns}:*"):
         client.delete(key)
+
+
+@pytest.fixture
+def send_start(lifecycle_env: dict[str, str]) -> Iterator[Callable[..., None]]:
+    """The actors' real start sender (this run's broker); the namespace's messages are removed after."""
+    from actors.listeners import send_start as sender
+    from models.barriers import connect_redis
+
+    yield sender
+    client = connect_redis(lifecycle_env["BROKER_URL"])
+    for key in client.scan_iter(match=f"{lifecycle_env['BROKER_NAMESPACE']}:*"):
+        client.delete(key)

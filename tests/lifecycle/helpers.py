@@ -102,3 +102,13 @@ class OpenRowMonitor:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+
+
+def dispatch_now(ctx: dict[str, Any], send: Any) -> Any:
+    """One dispatch tick with ``ctx``'s settings and barriers; the test thread's connection closed after."""
+    try:
+        return dispatch_upcoming_match_listeners(
+            settings=ctx["settings"], barriers=ctx["barriers"], send=send
+        )
+    finally:
+        database.close()

@@ -16,11 +16,10 @@ import pytest
 
 from config.clock import utcnow
 from listener.cleanup import sweep_stale_match_listeners
-from listener.dispatch import dispatch_upcoming_match_listeners
 from models.db import database
 from models.listener_record import MatchListenerRecord
 from tests.lifecycle.conftest import wait_for
-from tests.lifecycle.helpers import open_rows, reload, rows_of
+from tests.lifecycle.helpers import dispatch_now, open_rows, reload, rows_of
 
 pytestmark = pytest.mark.e2e
 
@@ -31,29 +30,8 @@ WORKER_ENV = {
 
 
 @pytest.fixture
-def send_start(lifecycle_env):
-    from actors.listeners import send_start
-
-    yield send_start
-    from models.barriers import connect_redis
-
-    client = connect_redis(lifecycle_env["BROKER_URL"])
-    for key in client.scan_iter(match=f"{lifecycle_env['BROKER_NAMESPACE']}:*"):
-        client.delete(key)
-
-
-@pytest.fixture
 def ctx(lsettings, lbarriers):
     return {"settings": lsettings, "barriers": lbarriers}
-
-
-def _dispatch(ctx, send):
-    try:
-        return dispatch_upcoming_match_listeners(
-            settings=ctx["settings"], barriers=ctx["barriers"], send=send
-        )
-    finally:
-        database.close()
 
 
 class LiveMonitor:
@@ -100,7 +78,7 @@ def test_hard_kill_goes_stale_then_abandoned_then_a_new_running_row_never_two_li
     stale = ctx["settings"].listener_heartbeat_stale_seconds
     with LiveMonitor(match.id, stale) as monitor:
         first = start_worker(env=WORKER_ENV)
-        assert _dispatch(ctx, send_start).enqueued == 1
+        assert dispatch_now(ctx, send_start).enqueued == 1
         [old] = wait_for(lambda: open_rows(match), timeout=60)
         first.kill()
         wait_for(
@@ -113,7 +91,7 @@ def test_hard_kill_goes_stale_then_abandoned_then_a_new_running_row_never_two_li
         swept = sweep_stale_match_listeners(settings=ctx["settings"], barriers=ctx["barriers"])
         assert swept.abandoned == 1
         assert MatchListenerRecord.get_by_id(old.id).exit_code == 14
-        assert _dispatch(ctx, send_start).enqueued == 1
+        assert dispatch_now(ctx, send_start).enqueued == 1
         wait_for(lambda: open_rows(match), timeout=60)
         time.sleep(3 * ctx["settings"].listener_heartbeat_interval_seconds)
     all_rows = rows_of(match)
@@ -127,7 +105,7 @@ def test_stop_closes_the_running_row_with_15_within_2_s_and_the_match_is_not_re_
 ):
     match = make_match()
     start_worker()
-    _dispatch(ctx, send_start)
+    dispatch_now(ctx, send_start)
     [row] = wait_for(lambda: open_rows(match), timeout=60)
     kickoff = str(Path(sys.executable).parent / "kickoff")
     done = subprocess.run(
@@ -146,14 +124,14 @@ def test_stop_closes_the_running_row_with_15_within_2_s_and_the_match_is_not_re_
     ended = (utcnow() - row.ended_at).total_seconds()
     assert ended <= 2.0, f"listener ended {ended:.2f} s after its row was closed by the stop"
     assert reload(match).auto_dispatch_listener is False
-    assert _dispatch(ctx, send_start).eligible == 0
+    assert dispatch_now(ctx, send_start).eligible == 0
 
 
 def test_a_stop_while_the_start_is_queued_prevents_the_start(make_match, ctx, send_start, start_worker):
     from listener.cleanup import stop_match_listener
 
     match = make_match()
-    assert _dispatch(ctx, send_start).enqueued == 1
+    assert dispatch_now(ctx, send_start).enqueued == 1
     stop_match_listener(str(match.id), settings=ctx["settings"], barriers=ctx["barriers"])
     worker = start_worker()
     wait_for(lambda: "skipped_revoked" in worker.output(), timeout=60)
@@ -165,7 +143,7 @@ def test_sigterm_ends_running_listeners_with_a_recorded_14_and_releases_their_ba
 ):
     matches = [make_match() for _ in range(3)]
     worker = start_worker()
-    assert _dispatch(ctx, send_start).enqueued == 3
+    assert dispatch_now(ctx, send_start).enqueued == 3
     for m in matches:
         wait_for(lambda m=m: open_rows(m), timeout=60)
     assert worker.terminate() == 0
@@ -175,7 +153,7 @@ def test_sigterm_ends_running_listeners_with_a_recorded_14_and_releases_their_ba
         assert row.exit_code == 14 and row.exit_reason == "worker shutdown"
         # Released its lock, counted nothing, and handed the match off: a new start is queued.
         assert not b.start_lock(m.id).locked() and b.is_pending(m.id) and b.attempts(m.id) == 0
-    assert _dispatch(ctx, send_start).enqueued == 0  # already queued: nothing is sent twice
+    assert dispatch_now(ctx, send_start).enqueued == 0  # already queued: nothing is sent twice
     start_worker()  # the next listener worker takes the handed-off starts at once
     for m in matches:
         wait_for(lambda m=m: open_rows(m), timeout=30)

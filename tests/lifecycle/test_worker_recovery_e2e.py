@@ -16,12 +16,10 @@ from pathlib import Path
 import pytest
 
 from config.settings import MatchListenerEnvironment
-from listener.dispatch import dispatch_upcoming_match_listeners
 from models.barriers import Barriers
-from models.db import database
 from models.listener_record import MatchListenerRecord
 from tests.lifecycle.conftest import wait_for
-from tests.lifecycle.helpers import OpenRowMonitor, open_rows, rows_of
+from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, open_rows, rows_of
 from tests.private_redis import PrivateRedis
 
 pytestmark = pytest.mark.e2e
@@ -46,27 +44,6 @@ def ctx(lifecycle_env, redis_client, monkeypatch):
     return {"settings": settings, "barriers": Barriers.from_settings(settings, client=redis_client)}
 
 
-@pytest.fixture
-def send_start(lifecycle_env):
-    from actors.listeners import send_start
-
-    yield send_start
-    from models.barriers import connect_redis
-
-    client = connect_redis(lifecycle_env["BROKER_URL"])
-    for key in client.scan_iter(match=f"{lifecycle_env['BROKER_NAMESPACE']}:*"):
-        client.delete(key)
-
-
-def _dispatch(ctx, send):
-    try:
-        return dispatch_upcoming_match_listeners(
-            settings=ctx["settings"], barriers=ctx["barriers"], send=send
-        )
-    finally:
-        database.close()
-
-
 def _restarted(match, old_id) -> bool:
     return any(str(r.id) != str(old_id) for r in open_rows(match))
 
@@ -77,7 +54,7 @@ def test_a_hard_killed_listener_workers_matches_stream_again_on_another_worker_w
     matches = [make_match(status="inprogress") for _ in range(3)]
     with OpenRowMonitor(m.id for m in matches) as monitor:
         doomed = start_worker(env=DEFAULTS)
-        assert _dispatch(ctx, send_start).enqueued == 3
+        assert dispatch_now(ctx, send_start).enqueued == 3
         old = {m.id: wait_for(lambda m=m: open_rows(m), timeout=30)[0].id for m in matches}
         survivor = start_worker(env=DEFAULTS)
         killed_at = time.monotonic()
@@ -100,7 +77,7 @@ def test_a_paused_worker_stops_itself_on_resume_and_never_writes_over_its_succes
     match = make_match(status="inprogress")
     with OpenRowMonitor([match.id]) as monitor:
         paused = start_worker(env=DEFAULTS)
-        assert _dispatch(ctx, send_start).enqueued == 1
+        assert dispatch_now(ctx, send_start).enqueued == 1
         [old] = wait_for(lambda: open_rows(match), timeout=30)
         start_worker(env=DEFAULTS)
         os.killpg(paused.proc.pid, signal.SIGSTOP)  # longer than every lease: "dead" to the others
@@ -136,12 +113,12 @@ def test_a_listener_worker_reconnects_after_the_brokers_redis_restarts_and_takes
 
         first = make_match(status="inprogress")
         start_worker(env={**DEFAULTS, "BROKER_URL": broker_redis.url()})
-        assert _dispatch(ctx, send).enqueued == 1
+        assert dispatch_now(ctx, send).enqueued == 1
         [running] = wait_for(lambda: open_rows(first), timeout=30)
 
         broker_redis.restart(down_seconds=1.0)  # queues, acks and worker heartbeats are gone
         second = make_match(status="inprogress")
-        assert _dispatch(ctx, send).enqueued == 1  # the first match still streams: only the second
+        assert dispatch_now(ctx, send).enqueued == 1  # the first match still streams: only the second
         wait_for(lambda: open_rows(second), timeout=RECOVERY_DEADLINE, interval=0.2)
         assert [r.id for r in open_rows(first)] == [running.id]  # never interrupted
         broker.close()
@@ -188,7 +165,7 @@ def test_rerunning_the_deploy_beside_healthy_real_listeners_closes_none_of_them(
 ):
     matches = [make_match(status="inprogress") for _ in range(3)]
     start_worker(env=DEFAULTS)
-    assert _dispatch(ctx, send_start).enqueued == 3
+    assert dispatch_now(ctx, send_start).enqueued == 3
     before = {m.id: wait_for(lambda m=m: open_rows(m), timeout=30)[0] for m in matches}
     out = _run_deploy(repo_root, _deploy_env(subprocess_env, lifecycle_env, tmp_path, "true"))
     assert "0 rows abandoned" in out
@@ -218,7 +195,7 @@ def test_a_graceful_restart_through_the_deploy_streams_every_match_again_once_th
 ):
     matches = [make_match(status="inprogress") for _ in range(3)]
     old_worker = start_worker(env=DEFAULTS)
-    assert _dispatch(ctx, send_start).enqueued == 3
+    assert dispatch_now(ctx, send_start).enqueued == 3
     for m in matches:
         wait_for(lambda m=m: open_rows(m), timeout=30)
     pid = old_worker.proc.pid

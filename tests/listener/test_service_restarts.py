@@ -26,21 +26,11 @@ from models.db import database, init_database
 from models.listener_record import MatchListenerRecord
 from srsim.script import GameScript
 from tests.faultproxy import FaultProxy
+from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import OpenRowMonitor
 from tests.private_redis import PrivateRedis
 
 pytestmark = pytest.mark.e2e
-
-
-def wait_for(predicate, *, timeout: float = 30.0, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(interval)
 
 
 class Runs:
