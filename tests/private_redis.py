@@ -8,7 +8,6 @@ starts with no data, as a Redis without persistence does after a crash.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -17,9 +16,10 @@ import redis
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port outside the ephemeral range: the server binds it again after each restart."""
+    from tests.faultproxy import stable_port
+
+    return stable_port()
 
 
 class PrivateRedis:
