@@ -19,7 +19,6 @@ from typing import Any
 
 from config.errors import MatchNotFound
 from config.settings import MatchListenerEnvironment
-from listener.locks import _redis_errors
 from models.badges import derive_badge
 from models.barriers import Barriers
 from models.db import database, database_errors
@@ -87,40 +86,6 @@ _ALL_IDS = """
 """
 
 
-@_redis_errors
-def _ids_with_keys(barriers: Barriers) -> set[str]:
-    """Match ids that have a pending, attempts, exhausted or stop-flag key (SCAN per key family)."""
-    found: set[str] = set()
-    for key_of in (
-        barriers.pending_key,
-        barriers.attempts_key,
-        barriers.exhausted_key,
-        barriers.stop_flag_key,
-    ):
-        start = len(key_of(""))
-        for raw in barriers.client.scan_iter(match=key_of("*"), count=1000):
-            candidate = (raw.decode() if isinstance(raw, bytes) else raw)[start:]
-            try:
-                found.add(str(uuid.UUID(candidate)))
-            except ValueError:
-                continue
-    return found
-
-
-@_redis_errors
-def _counters(barriers: Barriers, match_ids: Sequence[str]) -> list[tuple[int, bool, bool]]:
-    """``(attempts, exhausted, pending)`` per match, in one pipelined round trip."""
-    pipe = barriers.client.pipeline(transaction=False)
-    for mid in match_ids:
-        pipe.get(barriers.attempts_key(mid))
-        pipe.exists(barriers.exhausted_key(mid))
-        pipe.exists(barriers.pending_key(mid))
-    flat = pipe.execute() if match_ids else []
-    return [
-        (int(flat[i]) if flat[i] else 0, bool(flat[i + 1]), bool(flat[i + 2])) for i in range(0, len(flat), 3)
-    ]
-
-
 def _select(
     match_id: str | None,
     *,
@@ -172,13 +137,13 @@ def listener_board(
     its heartbeat is older than two heartbeat intervals or its worker lease is gone from Redis;
     Stale past the stale threshold. Ages are judged by PostgreSQL's clock.
     """
-    redis_ids = _ids_with_keys(barriers) if match_id is None and match_ids is None else set()
+    redis_ids = barriers.matches_with_keys() if match_id is None and match_ids is None else set()
     found = _select(match_id, redis_ids=redis_ids, settings=settings, now=_db_now(), match_ids=match_ids)
     if not database.is_closed():
         database.close()
     open_leases = {row[12] for row in found if row[5] is not None and row[7] is None and row[12]}
     alive = barriers.live_worker_leases(open_leases)[0] if open_leases else set()
-    counters = _counters(barriers, [row[0] for row in found])
+    counters = barriers.counters([row[0] for row in found])
     entries = []
     for row, (attempts, exhausted, pending) in zip(found, counters, strict=True):
         mid, league, sr_id, status, auto, rid, heartbeat_at, ended_at, code, why, host, pid, lease, now = row

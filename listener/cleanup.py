@@ -20,7 +20,6 @@ from config.clock import utcnow
 from config.errors import LockNotOwned
 from config.settings import MatchListenerEnvironment
 from listener import rows
-from listener.locks import _redis_errors, delete_start_lock_if_token
 from listener.start import load_match
 from models.barriers import Barriers
 from models.db import database, database_errors
@@ -52,7 +51,7 @@ def reap_dead_workers(
         logger.warning(
             "match %s: row %s abandoned (exit 14): its worker lease expired", row.match_id, row.record_id
         )
-        delete_start_lock_if_token(barriers, row.match_id, row.record_id)
+        barriers.delete_start_lock_if_token(row.match_id, row.record_id)
     _clear_barriers_of_dead(closed, barriers=barriers)
     return closed
 
@@ -69,7 +68,7 @@ def _clear_barriers_of_dead(closed: list[rows.ClosedRow], *, barriers: Barriers)
     )
     cleared = matches - active
     for match_id in cleared:
-        barriers.clear_start_barriers(match_id, include_start_lock=False)
+        barriers.clear_start_barriers(match_id)
     return cleared
 
 
@@ -91,9 +90,7 @@ def release_dead_holders_locks(
     """Delete the start lock of each closed row whose holder is silent (token-compared)."""
     n = 0
     for row in closed:
-        if _holder_silent(row, settings) and delete_start_lock_if_token(
-            barriers, row.match_id, row.record_id
-        ):
+        if _holder_silent(row, settings) and barriers.delete_start_lock_if_token(row.match_id, row.record_id):
             logger.info("match %s: released the start lock of dead run %s", row.match_id, row.record_id)
             n += 1
     return n
@@ -119,7 +116,18 @@ def after_abandon(
     return _clear_barriers_of_dead(closed, barriers=barriers)
 
 
-@_redis_errors  # Redis connection failures become RedisUnavailable
+def stored_message_ids(match_ids: list[str]) -> dict[str, str | None]:
+    """The stored start message id of each match."""
+    with database_errors():
+        return dict(
+            database.execute_sql(
+                "SELECT id::text, listener_start_settings ->> 'message_id' FROM matches "
+                "WHERE id = ANY(%s::uuid[])",
+                (match_ids,),
+            ).fetchall()
+        )
+
+
 def reclaim_stale_pending(match_ids: Iterable[str] | None = None, *, barriers: Barriers) -> list[str]:
     """Clear pending keys that no start can clear any more; return their match ids.
 
@@ -129,47 +137,17 @@ def reclaim_stale_pending(match_ids: Iterable[str] | None = None, *, barriers: B
     id stored and not consumed, so its pending key is kept. ``match_ids`` None: every pending
     key in Redis (the sweep).
     """
-    if match_ids is None:
-        pattern = barriers.pending_key("*")
-        start = len(barriers.pending_key(""))
-        ids = [k.decode()[start:] for k in barriers.client.scan_iter(match=pattern, count=1000)]
-    else:
-        ids = [str(m) for m in match_ids]
-    ids = [m for m in ids if _is_uuid(m)]
-    if not ids:
-        return []
-    pipe = barriers.client.pipeline(transaction=False)
-    for mid in ids:
-        pipe.exists(barriers.pending_key(mid))
-        pipe.exists(barriers.start_lock_key(mid))
-    flags = pipe.execute()
-    unlocked = [mid for i, mid in enumerate(ids) if flags[2 * i] and not flags[2 * i + 1]]
+    unlocked = barriers.pending_without_lock(match_ids)
     if not unlocked:
         return []
-    with database_errors():
-        stored = dict(
-            database.execute_sql(
-                "SELECT id::text, listener_start_settings ->> 'message_id' FROM matches "
-                "WHERE id = ANY(%s::uuid[])",
-                (unlocked,),
-            ).fetchall()
-        )
-    queued = {mid: stored.get(mid) for mid in unlocked if stored.get(mid)}
-    consumed = barriers.client.mget([barriers.revoked_key(m) for m in queued.values()]) if queued else []
-    still_queued = {mid for mid, used in zip(queued, consumed, strict=True) if used is None}
+    queued = {mid: message_id for mid, message_id in stored_message_ids(unlocked).items() if message_id}
+    consumed = barriers.consumed_among(list(queued.values()))
+    still_queued = {mid for mid, message_id in queued.items() if message_id not in consumed}
     reclaim = [mid for mid in unlocked if mid not in still_queued]
     if reclaim:
-        barriers.client.delete(*(barriers.pending_key(m) for m in reclaim))
+        barriers.clear_pending(*reclaim)
         logger.info("reclaimed %d pending keys no start could clear: %s", len(reclaim), reclaim)
     return reclaim
-
-
-def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -261,7 +239,7 @@ def stop_match_listener(
         barriers.revoke_message(message_id)
     closed = rows.close_open_rows_for_stop(mid, stopped_by=stopped_by)
     released = release_dead_holders_locks(closed, settings=settings, barriers=barriers)
-    barriers.clear_start_barriers(mid, include_start_lock=False)
+    barriers.clear_start_barriers(mid)
     with database_errors():
         database.execute_sql(
             "UPDATE matches SET auto_dispatch_listener = FALSE, "

@@ -18,7 +18,6 @@ from config.errors import KickoffError, LockNotOwned
 from config.settings import MatchListenerEnvironment
 from listener import rows
 from listener.cleanup import after_abandon
-from listener.locks import claim_pending_many, clear_pending_many, exhausted_among
 from listener.start import find_candidates
 from models.barriers import Barriers
 from models.db import database, database_errors
@@ -186,15 +185,15 @@ def _dispatch(
     with_stale = [mid for mid, has_stale in found if has_stale]
     abandoned = rows.abandon_stale_rows(stale_seconds=barriers.stale_seconds, match_ids=with_stale)
     after_abandon(abandoned, settings=settings, barriers=barriers)
-    exhausted = exhausted_among(barriers, ids)
+    exhausted = barriers.exhausted_among(ids)
     candidates = [m for m in ids if m not in exhausted]
-    claimed_flags = claim_pending_many(barriers, candidates)
+    claimed_flags = barriers.claim_pending_many(candidates)
     claimed = [m for m, ok in zip(candidates, claimed_flags, strict=True) if ok]
     messages = [StartMessage(match_id=m, message_id=new_message_id(m)) for m in claimed]
     try:
         save_message_ids([(m.match_id, m.message_id) for m in messages])
     except KickoffError:
-        clear_pending_many(barriers, claimed)
+        barriers.clear_pending(*claimed)
         raise
     sent: list[str] = []
     failed: list[str] = []
@@ -216,7 +215,7 @@ def _dispatch(
         else:
             sent.append(message.match_id)
     if failed:
-        clear_pending_many(barriers, failed)
+        barriers.clear_pending(*failed)
     logger.info(
         "dispatch: %d eligible, %d enqueued, %d already pending, %d exhausted, %d abandoned",
         len(ids),

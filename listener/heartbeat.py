@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 from listener import rows
 from listener.lease import WorkerLease
-from listener.locks import extend_start_locks
 from listener.poller import RegistryPoller
 from models.barriers import Barriers
 from models.db import database
@@ -115,8 +114,8 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
 
         extended = 0
         try:
-            results = extend_start_locks(
-                self.barriers, [(r.match_id, r.token) for r in regs], ttl_seconds=self.lock_ttl_seconds
+            results = self.barriers.extend_start_locks(
+                [(r.match_id, r.token) for r in regs], ttl_seconds=self.lock_ttl_seconds
             )
         except Exception as exc:
             logger.warning("heartbeat: extending %d start locks failed: %s", len(regs), exc)

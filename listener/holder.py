@@ -7,7 +7,6 @@ from datetime import datetime
 from typing import Any
 
 from config.clock import utcnow
-from listener.locks import start_lock_holder
 from models.barriers import Barriers
 from models.db import database_errors
 from models.listener_record import MatchListenerRecord
@@ -36,7 +35,7 @@ def match_holder(match_id: str, *, barriers: Barriers) -> dict[str, Any] | None:
             "pid": row.pid,
             "heartbeat_at": row.heartbeat_at.isoformat(),
         }
-    token = start_lock_holder(barriers, match_id)
+    token = barriers.start_lock_holder(match_id)
     if token is not None:
         return {"token": token}
     if barriers.is_pending(match_id):

@@ -22,7 +22,6 @@ from config.settings import MatchListenerEnvironment
 from listener import rows
 from listener.cleanup import after_abandon, reap_dead_workers
 from listener.exit_codes import ExitCode, is_success
-from listener.locks import clear_pending_many, consume_message, start_lock_holder
 from listener.runtime import ListenerServices
 from listener.start import RunOutcome, run_match_listener, validate_override_keys
 from models.barriers import Barriers
@@ -105,7 +104,7 @@ def _unwind(match_id: str, token: str, barriers: Barriers) -> None:
     try:
         with contextlib.suppress(LockNotOwned):
             lock.release()
-        if start_lock_holder(barriers, match_id) in (None, token):
+        if barriers.start_lock_holder(match_id) in (None, token):
             barriers.clear_pending(match_id)
     except KickoffError as exc:
         logger.warning("match %s: releasing start barriers failed (they expire): %s", match_id, exc)
@@ -140,7 +139,7 @@ def start_match_listener(
     def prepare() -> StartResult | str:
         """The guards before the run; a StartResult (skip) or the start-lock token taken."""
         if message_id is not None:
-            consumed = consume_message(barriers, message_id)
+            consumed = barriers.consume_message(message_id)
             current = stored_message_id(mid)
             if not consumed:
                 if current == message_id:
@@ -159,7 +158,7 @@ def start_match_listener(
             services.hand_off(mid)
             return skip(Skip.SHUTDOWN, clear_pending=False)
         if force:
-            barriers.clear_start_barriers(mid, include_start_lock=False)
+            barriers.clear_start_barriers(mid)
             barriers.clear_stop_flag(mid)
         try:
             validate_override_keys(overrides)
@@ -247,11 +246,11 @@ def recover_pending_of_dead_start(match_id: str, *, barriers: Barriers) -> bool:
 
     Used for a re-delivered start whose first delivery died before writing its row.
     """
-    if start_lock_holder(barriers, match_id) is not None:
+    if barriers.start_lock_holder(match_id) is not None:
         return False
     if rows.has_active_row(
         match_id, stale_seconds=barriers.stale_seconds, active_max_age_seconds=barriers.active_max_age_seconds
     ):
         return False
-    clear_pending_many(barriers, [match_id])
+    barriers.clear_pending(match_id)
     return True

@@ -1,13 +1,13 @@
-"""Redis barriers: every lock, pending key, counter and flag kickoff keeps in Redis (REDIS_URL).
+"""Redis barriers: the one owner of every key, TTL, Lua script and Redis error translation (REDIS_URL).
 
 All keys start with the configurable ``redis_key_prefix`` (default ``kickoff:``). ``{id}`` is
-the internal Match.id.
+the internal Match.id. No other module touches the Redis client: they call ``Barriers``.
 
 =========================================  ===============  ===================================
 key (after the prefix)                     TTL              purpose
 =========================================  ===============  ===================================
-pending_start_match_listener_{id}          stale threshold  dispatch/admin cannot double-enqueue
-                                           + active age     a match; cleared when a start ends
+pending_start_match_listener_{id}          active age       dispatch/admin cannot double-enqueue
+                                                            a match; cleared when a start ends
 start_match_listener_attempts_{id}         attempts TTL     failed starts (12 h)
 start_match_listener_exhausted_{id}        attempts TTL     set at the attempt cap; dispatch skips
 start_match_listener_{id}                  stale threshold  token lock: one starter per match,
@@ -20,25 +20,31 @@ listener_worker_{lease id}                 worker lease     a listener worker pr
                                                             renewed every lease / 4
 redis_epoch                                none             "{id}:{unix s}" written when found
                                                             missing: Redis lost its data then
+scheduler_tick_{entry}_{YYYYmmddTHHMM}     tick TTL (1 h)   one send per periodic entry and slot
 =========================================  ===============  ===================================
 
 Pub/sub channel ``listener_stops`` (after the prefix): an operator stop publishes the match id,
 so a running listener stops at once; the stop-flag poll is the fallback.
 
 Locks are token-safe (redis-py's Lock: ``SET NX PX`` with a random token; release and extend
-compare the token in a Lua script), so a holder can never release or extend a lock it lost.
-Redis errors are translated here into RedisUnavailable / LockNotOwned.
+compare the token in a Lua script), so a holder can never release or extend a lock it lost, and
+no path deletes a lock another holder owns. Lua scripts are registered once per client
+(``register_script``: EVALSHA). Redis errors are translated here into RedisUnavailable /
+LockNotOwned (``redis_errors``; the Dramatiq broker's Redis uses it too, naming BROKER_URL).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterable, Iterator
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
 import redis
+from redis.commands.core import Script
 from redis.exceptions import LockError, LockNotOwnedError
 from redis.lock import Lock
 
@@ -71,6 +77,44 @@ end
 return {0, epoch}
 """
 
+# KEYS: lock keys; ARGV[1]: ttl in ms, ARGV[1 + i]: token expected in KEYS[i]. Per key: 1 extended,
+# 2 the key was missing and is taken again with the token (Redis restarted empty), 0 another
+# token holds it.
+_EXTEND_MANY = """
+local ttl = tonumber(ARGV[1])
+local out = {}
+for i, key in ipairs(KEYS) do
+  local holder = redis.call('get', key)
+  if holder == ARGV[i + 1] then
+    redis.call('pexpire', key, ttl)
+    out[i] = 1
+  elseif not holder then
+    redis.call('set', key, ARGV[i + 1], 'PX', ttl)
+    out[i] = 2
+  else
+    out[i] = 0
+  end
+end
+return out
+"""
+
+# KEYS: pending keys; ARGV[1]: ttl in seconds. Returns 1 where SET NX succeeded.
+_CLAIM_MANY = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('set', key, '1', 'NX', 'EX', ARGV[1]) then out[i] = 1 else out[i] = 0 end
+end
+return out
+"""
+
+# KEYS[1]: lock key; ARGV[1]: token of the (dead) holder.
+_DELETE_IF_TOKEN = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('del', KEYS[1])
+end
+return 0
+"""
+
 
 def connect_redis(url: str) -> redis.Redis:
     """Return a client for ``url`` (no connection is opened until the first command)."""
@@ -94,19 +138,24 @@ def redis_errors(*, url: str, setting: str = "REDIS_URL", service: str = "Redis"
         ) from exc
 
 
-def _translate(url_of: Callable[[Any], str]) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
-        @functools.wraps(fn)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            with redis_errors(url=url_of(args[0])):
-                return fn(*args, **kwargs)
+def _redis_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run a method of an object with a ``url`` inside ``redis_errors``."""
 
-        return wrapper
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with redis_errors(url=args[0].url):  # type: ignore[attr-defined]
+            return fn(*args, **kwargs)
 
-    return decorate
+    return wrapper
 
 
-_redis_errors = _translate(lambda self: self.url)
+def tick_slot(at: datetime) -> str:
+    """The minute slot (UTC, ``YYYYmmddTHHMM``) a scheduler tick at ``at`` belongs to."""
+    return at.astimezone(UTC).strftime("%Y%m%dT%H%M")
+
+
+def _text(raw: Any) -> str | None:
+    return raw.decode() if isinstance(raw, bytes) else raw
 
 
 class TokenLock:
@@ -121,8 +170,7 @@ class TokenLock:
     @property
     def token(self) -> str | None:
         """The holder's token, or None when this object holds nothing."""
-        raw = self._lock.local.token
-        return raw.decode() if isinstance(raw, bytes) else raw
+        return _text(self._lock.local.token)
 
     @_redis_errors
     def acquire(self, token: str | None = None) -> bool:
@@ -186,6 +234,7 @@ class Barriers:
         self.attempts_ttl_seconds = attempts_ttl_seconds
         self.attempt_cap = attempt_cap
         self.coordination_lock_seconds = coordination_lock_seconds
+        self._scripts: dict[str, Script] = {}
 
     @classmethod
     def from_settings(cls, settings: Any, client: redis.Redis | None = None) -> Barriers:
@@ -229,9 +278,22 @@ class Barriers:
     def worker_lease_key(self, lease_id: str) -> str:
         return f"{self.prefix}listener_worker_{lease_id}"
 
+    def tick_key(self, entry: str, slot: str) -> str:
+        return f"{self.prefix}scheduler_tick_{entry}_{slot}"
+
+    @property
+    def epoch_key(self) -> str:
+        return self.prefix + EPOCH_KEY
+
     @property
     def stop_channel(self) -> str:
         return self.prefix + STOP_CHANNEL
+
+    def _script(self, source: str) -> Script:
+        """The registered Lua script of ``source`` (EVALSHA, loaded once per client)."""
+        if source not in self._scripts:
+            self._scripts[source] = self.client.register_script(source)
+        return self._scripts[source]
 
     # -- ping --------------------------------------------------------------------
 
@@ -249,12 +311,37 @@ class Barriers:
         return bool(self.client.set(self.pending_key(match_id), "1", nx=True, ex=ttl))
 
     @_redis_errors
-    def clear_pending(self, match_id: object) -> None:
-        self.client.delete(self.pending_key(match_id))
+    def claim_pending_many(self, match_ids: Sequence[str]) -> list[bool]:
+        """SET NX the pending key of every match in one script call; True where this call claimed it."""
+        if not match_ids:
+            return []
+        keys = [self.pending_key(m) for m in match_ids]
+        return [
+            bool(x) for x in self._script(_CLAIM_MANY)(keys=keys, args=[int(self.active_max_age_seconds)])
+        ]
+
+    @_redis_errors
+    def clear_pending(self, *match_ids: object) -> None:
+        """Delete the pending keys of ``match_ids`` (one command)."""
+        if match_ids:
+            self.client.delete(*(self.pending_key(m) for m in match_ids))
 
     @_redis_errors
     def is_pending(self, match_id: object) -> bool:
         return bool(self.client.exists(self.pending_key(match_id)))
+
+    @_redis_errors
+    def pending_without_lock(self, match_ids: Iterable[str] | None = None) -> list[str]:
+        """Matches with a pending key but no start lock; ``None``: every pending key (SCAN)."""
+        ids = self._ids_of(self.pending_key) if match_ids is None else [str(m) for m in match_ids]
+        if not ids:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for mid in ids:
+            pipe.exists(self.pending_key(mid))
+            pipe.exists(self.start_lock_key(mid))
+        flags = pipe.execute()
+        return [mid for i, mid in enumerate(ids) if flags[2 * i] and not flags[2 * i + 1]]
 
     # -- attempts ------------------------------------------------------------------
 
@@ -281,14 +368,49 @@ class Barriers:
 
     @_redis_errors
     def exhausted_among(self, match_ids: Iterable[object]) -> set[str]:
-        """Return the ids (as strings) whose exhausted flag is set, in one round trip."""
-        ids = [str(m) for m in match_ids]
-        if not ids:
-            return set()
+        """Return the ids (as strings) whose exhausted flag is set, in one round trip (MGET)."""
+        return self._set_among(self.exhausted_key, match_ids)
+
+    @_redis_errors
+    def counters(self, match_ids: Sequence[str]) -> list[tuple[int, bool, bool]]:
+        """``(attempts, exhausted, pending)`` per match, in one pipelined round trip."""
+        if not match_ids:
+            return []
         pipe = self.client.pipeline(transaction=False)
-        for mid in ids:
+        for mid in match_ids:
+            pipe.get(self.attempts_key(mid))
             pipe.exists(self.exhausted_key(mid))
-        return {mid for mid, hit in zip(ids, pipe.execute(), strict=True) if hit}
+            pipe.exists(self.pending_key(mid))
+        flat = pipe.execute()
+        return [
+            (int(flat[i]) if flat[i] else 0, bool(flat[i + 1]), bool(flat[i + 2]))
+            for i in range(0, len(flat), 3)
+        ]
+
+    @_redis_errors
+    def matches_with_keys(self) -> set[str]:
+        """Match ids that have a pending, attempts, exhausted or stop-flag key (SCAN per key family)."""
+        found: set[str] = set()
+        for key_of in (self.pending_key, self.attempts_key, self.exhausted_key, self.stop_flag_key):
+            found.update(self._ids_of(key_of))
+        return found
+
+    def _set_among(self, key_of: Callable[[Any], str], ids: Iterable[object]) -> set[str]:
+        """Which of ``ids`` (as strings) have their key of one family set (one MGET)."""
+        wanted = [str(i) for i in ids]
+        if not wanted:
+            return set()
+        values = self.client.mget([key_of(i) for i in wanted])
+        return {i for i, v in zip(wanted, values, strict=True) if v is not None}
+
+    def _ids_of(self, key_of: Callable[[object], str]) -> list[str]:
+        """The match ids (UUIDs) of every key of one family (SCAN)."""
+        start = len(key_of(""))
+        found = []
+        for raw in self.client.scan_iter(match=key_of("*"), count=1000):
+            with contextlib.suppress(ValueError):
+                found.append(str(uuid.UUID(_text(raw)[start:])))
+        return found
 
     # -- locks ---------------------------------------------------------------------
 
@@ -317,6 +439,31 @@ class Barriers:
             url=self.url,
         )
 
+    @_redis_errors
+    def start_lock_holder(self, match_id: object) -> str | None:
+        """The token holding a match's start lock, or None when it is free."""
+        return _text(self.client.get(self.start_lock_key(match_id)))
+
+    @_redis_errors
+    def extend_start_locks(self, holders: Sequence[tuple[str, str]], *, ttl_seconds: float) -> list[bool]:
+        """Extend the start locks of ``(match_id, token)`` pairs in one round trip.
+
+        Returns, per pair, whether the lock now holds that token. A missing key is taken again:
+        it can only be missing while its holder still beats in time if Redis lost its data (an
+        expired lock means the holder's deadline passed, and the caller stops such a run before
+        or right after this call); a key held by another token is never touched.
+        """
+        if not holders:
+            return []
+        keys = [self.start_lock_key(match_id) for match_id, _ in holders]
+        args = [int(ttl_seconds * 1000), *(token for _, token in holders)]
+        return [bool(x) for x in self._script(_EXTEND_MANY)(keys=keys, args=args)]
+
+    @_redis_errors
+    def delete_start_lock_if_token(self, match_id: object, token: str) -> bool:
+        """Delete a match's start lock only if ``token`` (a dead run's row id) still holds it."""
+        return bool(self._script(_DELETE_IF_TOKEN)(keys=[self.start_lock_key(match_id)], args=[token]))
+
     # -- stop flags and revoked messages -------------------------------------------
 
     @_redis_errors
@@ -343,47 +490,7 @@ class Barriers:
         message = pubsub.get_message(timeout=timeout)
         if message is None or message.get("type") != "message":
             return None
-        data = message["data"]
-        return data.decode() if isinstance(data, bytes) else str(data)
-
-    # -- worker leases -----------------------------------------------------------------
-
-    @_redis_errors
-    def renew_worker_lease(
-        self, lease_id: str, *, known_epoch: str, new_epoch_id: str, ttl_seconds: float
-    ) -> tuple[int, str]:
-        """Extend (or create) a listener worker's lease; ``(state, epoch)``, see ``_RENEW_LEASE``."""
-        keys = [self.worker_lease_key(lease_id), self.prefix + EPOCH_KEY]
-        state, epoch = self._script(_RENEW_LEASE)(
-            keys=keys, args=[int(ttl_seconds * 1000), known_epoch, new_epoch_id]
-        )
-        return int(state), epoch.decode() if isinstance(epoch, bytes) else str(epoch)
-
-    @_redis_errors
-    def live_worker_leases(self, lease_ids: Iterable[str]) -> tuple[set[str], float | None]:
-        """Which of ``lease_ids`` are alive, and the age in seconds of Redis's data epoch.
-
-        The age is None when no epoch is recorded yet (nothing can be judged dead then).
-        """
-        ids = sorted(set(lease_ids))
-        pipe = self.client.pipeline(transaction=False)
-        pipe.time()
-        pipe.get(self.prefix + EPOCH_KEY)
-        for lease_id in ids:
-            pipe.exists(self.worker_lease_key(lease_id))
-        now, epoch, *hits = pipe.execute()
-        alive = {lease_id for lease_id, hit in zip(ids, hits, strict=True) if hit}
-        if epoch is None:
-            return alive, None
-        started = float((epoch.decode() if isinstance(epoch, bytes) else epoch).rsplit(":", 1)[1])
-        return alive, float(now[0]) - started
-
-    def _script(self, source: str) -> Any:
-        """The registered Lua script of ``source`` (EVALSHA, loaded once per client)."""
-        scripts = self.__dict__.setdefault("_scripts", {})
-        if source not in scripts:
-            scripts[source] = self.client.register_script(source)
-        return scripts[source]
+        return _text(message["data"])
 
     @_redis_errors
     def clear_stop_flag(self, match_id: object) -> None:
@@ -392,11 +499,7 @@ class Barriers:
     @_redis_errors
     def stop_flags_among(self, match_ids: Iterable[object]) -> set[str]:
         """Return which of ``match_ids`` have a stop flag, in one round trip (MGET)."""
-        ids = [str(m) for m in match_ids]
-        if not ids:
-            return set()
-        values = self.client.mget([self.stop_flag_key(m) for m in ids])
-        return {mid for mid, v in zip(ids, values, strict=True) if v is not None}
+        return self._set_among(self.stop_flag_key, match_ids)
 
     @_redis_errors
     def revoke_message(self, message_id: str) -> None:
@@ -407,20 +510,72 @@ class Barriers:
     def is_revoked(self, message_id: str) -> bool:
         return bool(self.client.exists(self.revoked_key(message_id)))
 
+    @_redis_errors
+    def consume_message(self, message_id: str) -> bool:
+        """Mark a start message as used (SET NX on its revoked key); False if revoked or used before.
+
+        A start runs once per message id: a message Dramatiq re-delivers after a worker died, or
+        one an operator stop revoked, finds the key set and does nothing.
+        """
+        ttl = int(self.active_max_age_seconds)
+        return bool(self.client.set(self.revoked_key(message_id), "used", nx=True, ex=ttl))
+
+    @_redis_errors
+    def consumed_among(self, message_ids: Sequence[str]) -> set[str]:
+        """Which of ``message_ids`` were consumed or revoked (one MGET)."""
+        return self._set_among(self.revoked_key, message_ids)
+
+    # -- worker leases -----------------------------------------------------------------
+
+    @_redis_errors
+    def renew_worker_lease(
+        self, lease_id: str, *, known_epoch: str, new_epoch_id: str, ttl_seconds: float
+    ) -> tuple[int, str]:
+        """Extend (or create) a listener worker's lease; ``(state, epoch)``, see ``_RENEW_LEASE``."""
+        keys = [self.worker_lease_key(lease_id), self.epoch_key]
+        state, epoch = self._script(_RENEW_LEASE)(
+            keys=keys, args=[int(ttl_seconds * 1000), known_epoch, new_epoch_id]
+        )
+        return int(state), str(_text(epoch))
+
+    @_redis_errors
+    def live_worker_leases(self, lease_ids: Iterable[str]) -> tuple[set[str], float | None]:
+        """Which of ``lease_ids`` are alive, and the age in seconds of Redis's data epoch.
+
+        The age is None when no epoch is recorded yet (nothing can be judged dead then).
+        """
+        ids = sorted(set(lease_ids))
+        pipe = self.client.pipeline(transaction=False)
+        pipe.time()
+        pipe.get(self.epoch_key)
+        for lease_id in ids:
+            pipe.exists(self.worker_lease_key(lease_id))
+        now, epoch, *hits = pipe.execute()
+        alive = {lease_id for lease_id, hit in zip(ids, hits, strict=True) if hit}
+        if epoch is None:
+            return alive, None
+        started = float(str(_text(epoch)).rsplit(":", 1)[1])
+        return alive, float(now[0]) - started
+
+    # -- scheduler ticks -----------------------------------------------------------------
+
+    @_redis_errors
+    def claim_tick(self, entry: str, at: datetime, *, owner: str, ttl_seconds: float) -> bool:
+        """SET NX a periodic entry's minute slot; False when another scheduler already sent it."""
+        key = self.tick_key(entry, tick_slot(at))
+        return bool(self.client.set(key, owner, nx=True, ex=int(ttl_seconds)))
+
+    @_redis_errors
+    def any_tick_at(self, at: datetime) -> bool:
+        """Whether any periodic entry claimed the minute slot of ``at``."""
+        pattern = self.tick_key("*", tick_slot(at))
+        return next(iter(self.client.scan_iter(match=pattern, count=1000)), None) is not None
+
     # -- clearing --------------------------------------------------------------------
 
     @_redis_errors
-    def clear_start_barriers(self, match_id: object, *, include_start_lock: bool) -> None:
-        """Delete pending, attempts and exhausted (and, if asked, the start lock whoever holds it).
-
-        Deleting the start lock is for operator paths only (stop, abandon, force): a live
-        holder then fails its next extend and stops itself.
-        """
-        keys = [
-            self.pending_key(match_id),
-            self.attempts_key(match_id),
-            self.exhausted_key(match_id),
-        ]
-        if include_start_lock:
-            keys.append(self.start_lock_key(match_id))
-        self.client.delete(*keys)
+    def clear_start_barriers(self, match_id: object) -> None:
+        """Delete pending, attempts and exhausted; the start lock is left to its holder."""
+        self.client.delete(
+            self.pending_key(match_id), self.attempts_key(match_id), self.exhausted_key(match_id)
+        )

@@ -2,7 +2,7 @@
 
 Periodiq's ``Scheduler`` wakes at each cron slot and calls ``send_with_options`` on every due
 entry. Here each entry is a ``TickSender`` that first claims a per-slot key in Redis
-(``SET NX``; ``{prefix}scheduler_tick_{name}_{slot}``): a scheduler restarted inside a minute,
+(``SET NX``; the tick key of models.barriers): a scheduler restarted inside a minute,
 or a second scheduler process, finds the slot claimed and sends nothing. The dispatch's own
 pending keys are the second line of defence.
 """
@@ -17,10 +17,10 @@ from typing import Any
 
 import pendulum
 import periodiq
-import redis
 
 from config.errors import RedisUnavailable
-from config.settings import MatchListenerEnvironment, mask_url
+from config.settings import MatchListenerEnvironment
+from models.barriers import Barriers, tick_slot
 from scheduler.table import PeriodicEntry, entries_for
 
 logger = logging.getLogger(__name__)
@@ -31,49 +31,30 @@ TickSend = Callable[[dict[str, Any], str], None]
 
 def slot_of(scheduled_at: str) -> str:
     """The minute slot (UTC, ``YYYYmmddTHHMM``) a tick belongs to."""
-    return pendulum.parse(scheduled_at).in_timezone("UTC").strftime("%Y%m%dT%H%M")
+    return tick_slot(pendulum.parse(scheduled_at))
 
 
 class TickSender:
     """A periodic entry as Periodiq's Scheduler sees it (``options['periodic']``, ``send_with_options``)."""
 
     def __init__(
-        self,
-        entry: PeriodicEntry,
-        *,
-        send: TickSend,
-        client: redis.Redis,
-        prefix: str,
-        tick_ttl_seconds: float,
-        redis_url: str = "",
+        self, entry: PeriodicEntry, *, send: TickSend, barriers: Barriers, tick_ttl_seconds: float
     ) -> None:
         self.entry = entry
         self.send = send
-        self.client = client
-        self.prefix = prefix
+        self.barriers = barriers
         self.tick_ttl_seconds = tick_ttl_seconds
-        self.redis_url = redis_url
         self.options = {"periodic": periodiq.cron(entry.cron)}
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
 
     def __str__(self) -> str:
         return self.entry.name
 
-    def tick_key(self, scheduled_at: str) -> str:
-        return f"{self.prefix}scheduler_tick_{self.entry.name}_{slot_of(scheduled_at)}"
-
     def claim(self, scheduled_at: str) -> bool:
         """SET NX this slot's key; False when another scheduler (or our previous life) sent it."""
-        try:
-            return bool(
-                self.client.set(
-                    self.tick_key(scheduled_at), self.owner, nx=True, ex=int(self.tick_ttl_seconds)
-                )
-            )
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise RedisUnavailable(
-                service="Redis", setting="REDIS_URL", address=mask_url(self.redis_url), reason=str(exc)
-            ) from exc
+        return self.barriers.claim_tick(
+            self.entry.name, pendulum.parse(scheduled_at), owner=self.owner, ttl_seconds=self.tick_ttl_seconds
+        )
 
     def send_with_options(self, *, scheduled_at: str, **_: Any) -> bool:
         """Send the tick unless its slot was already claimed; True when sent."""
@@ -90,9 +71,7 @@ class TickSender:
         return True
 
 
-def build_senders(
-    settings: MatchListenerEnvironment, *, broker: Any, client: redis.Redis
-) -> list[TickSender]:
+def build_senders(settings: MatchListenerEnvironment, *, broker: Any, barriers: Barriers) -> list[TickSender]:
     """One TickSender per entry of ``settings.app_env``, sending through ``broker``'s actors."""
     senders = []
     for entry in entries_for(settings.app_env):
@@ -105,10 +84,8 @@ def build_senders(
             TickSender(
                 entry,
                 send=send,
-                client=client,
-                prefix=settings.redis_key_prefix,
+                barriers=barriers,
                 tick_ttl_seconds=settings.scheduler_tick_ttl_seconds,
-                redis_url=settings.redis_url,
             )
         )
     return senders
@@ -117,10 +94,9 @@ def build_senders(
 def run_scheduler() -> None:
     """Run the scheduler until the process is killed (``kickoff scheduler``)."""
     import actors  # sets the broker from the settings read once at process start
-    from models.barriers import connect_redis
 
     settings = actors.settings
-    senders = build_senders(settings, broker=actors.kickoff_broker, client=connect_redis(settings.redis_url))
+    senders = build_senders(settings, broker=actors.kickoff_broker, barriers=Barriers.from_settings(settings))
     if not senders:
         logger.error("no periodic entry for app_env %s", settings.app_env)
         return

@@ -110,17 +110,15 @@ def test_failed_attempts_are_counted_with_a_ttl_and_exhaust_at_the_cap(barriers,
     assert barriers.exhausted_among([match_id, uuid.uuid4()]) == {str(match_id)}
 
 
-def test_clearing_start_barriers_keeps_a_live_lock_unless_asked(barriers):
+def test_clearing_start_barriers_never_touches_the_start_lock(barriers):
     match_id = uuid.uuid4()
     barriers.claim_pending(match_id)
     barriers.record_failed_attempt(match_id)
     lock = barriers.start_lock(match_id)
     lock.acquire()
-    barriers.clear_start_barriers(match_id, include_start_lock=False)
+    barriers.clear_start_barriers(match_id)
     assert not barriers.is_pending(match_id) and barriers.attempts(match_id) == 0
     assert lock.owned()
-    barriers.clear_start_barriers(match_id, include_start_lock=True)
-    assert not lock.locked()
 
 
 def test_stop_flags_are_read_for_many_matches_in_one_call(barriers):

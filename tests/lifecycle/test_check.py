@@ -53,7 +53,7 @@ def test_check_names_every_missing_part_and_exits_1(kick, amqp_vhost, monkeypatc
 
 
 def test_check_is_ok_with_a_worker_on_each_queue_a_recent_tick_and_the_feed(
-    kick, amqp_vhost, feed, start_worker, lifecycle_env, redis_client, broker_queues
+    kick, amqp_vhost, feed, start_worker, lifecycle_env, lbarriers, broker_queues
 ):
     from models.barriers import connect_redis
 
@@ -66,8 +66,7 @@ def test_check_is_ok_with_a_worker_on_each_queue_a_recent_tick_and_the_feed(
             broker.zcard(presence_key(ns, "default")) and broker.zcard(presence_key(ns, "match_listeners"))
         )
     )
-    slot = datetime.now(UTC).strftime("%Y%m%dT%H%M")
-    redis_client.set(f"{lifecycle_env['REDIS_KEY_PREFIX']}scheduler_tick_test_{slot}", "x", ex=300)
+    lbarriers.claim_tick("test", datetime.now(UTC), owner="x", ttl_seconds=300)
     broker.zadd(f"{ns}:default.XQ", {"dead-1": time.time() * 1000})
     checks = by_name(kick("check", "--json").output)
     assert checks["_ok"]["status"] == "True"

@@ -9,7 +9,6 @@ import pytest
 
 from config.clock import utcnow
 from listener.cleanup import stop_match_listener, sweep_stale_match_listeners
-from listener.locks import start_lock_holder
 from models.listener_record import MatchListenerRecord
 
 
@@ -44,5 +43,5 @@ def test_a_closed_rows_lock_is_deleted_only_once_its_holder_must_have_stopped_it
         stop_match_listener(str(match.id), settings=lsettings, barriers=lbarriers)
     else:
         sweep_stale_match_listeners(heartbeat_stale_seconds=0, settings=lsettings, barriers=lbarriers)
-    holder = start_lock_holder(lbarriers, str(match.id))
+    holder = lbarriers.start_lock_holder(match.id)
     assert holder == (None if deleted else record_id)

@@ -144,12 +144,10 @@ def test_a_redelivered_start_message_does_nothing(make_match, ctx, outbox, runne
 
 
 def test_a_redelivered_start_of_a_run_that_died_before_its_row_frees_the_pending_key(make_match, ctx, outbox):
-    from listener.locks import consume_message
-
     match = make_match()
     dispatch(send=outbox, **_sb(ctx))
     [message] = outbox.messages
-    consume_message(ctx["barriers"], message.message_id)  # first delivery consumed it, then the worker died
+    ctx["barriers"].consume_message(message.message_id)  # first delivery consumed it, then the worker died
     again = start(match, message_id=message.message_id, **ctx)
     assert again.as_dict()["skipped_revoked"] is True and rows_of(match) == []
     assert not ctx["barriers"].is_pending(match.id)

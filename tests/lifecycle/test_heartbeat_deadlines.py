@@ -11,7 +11,6 @@ import redis
 
 from listener import rows
 from listener.heartbeat import HeartbeatRegistration, HeartbeatService
-from listener.locks import start_lock_holder
 from listener.start import run_match_listener
 from listener.stop_watch import StopWatcher
 from models.barriers import Barriers
@@ -45,7 +44,7 @@ def test_a_heartbeat_stuck_in_postgresql_still_stops_the_listener_before_its_loc
     try:
         wait_for(lambda: handle.cause is not None, timeout=5)
         # Told to stop while its lock still holds its token: no successor could have started yet.
-        assert start_lock_holder(barriers, str(match.id)) == record_id
+        assert barriers.start_lock_holder(match.id) == record_id
         assert handle.cause.code == 16
     finally:
         blocker.rollback()

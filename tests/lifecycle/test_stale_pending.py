@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from listener.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
-from listener.locks import consume_message
+from models.barriers import Barriers
+from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import dispatch
 
 
@@ -25,10 +26,13 @@ def test_a_start_that_died_holding_the_lock_before_its_row_stops_blocking_dispat
     b = sb["barriers"]
     dispatch(send=outbox, **sb)
     [message] = outbox.messages
-    consume_message(b, message.message_id)  # the start began ...
-    assert b.start_lock(match.id).acquire("dead-token")  # ... took the lock, then its worker died
+    b.consume_message(message.message_id)  # the start began ...
+    short = Barriers(b.client, prefix=b.prefix, url=b.url, stale_seconds=5)  # (a lock TTL of 5 s)
+    lock = short.start_lock(match.id)
+    assert lock.acquire("dead-token")  # ... took the lock, then its worker died
     assert _sweep(sb).pending_reclaimed == []  # the lock still holds: it may be alive
-    b.client.delete(b.start_lock_key(match.id))  # the lock's TTL ran out
+    assert lock.locked()  # (it was still held during that sweep)
+    wait_for(lambda: not lock.locked(), timeout=60)  # the lock's TTL ran out
     assert _sweep(sb).pending_reclaimed == [str(match.id)]
     assert dispatch(send=outbox, **sb).enqueued == 1
 

@@ -13,11 +13,12 @@ from config.settings import MatchListenerEnvironment
 from listener.cleanup import reap_dead_workers, stop_match_listener, sweep_stale_match_listeners
 from listener.lease import LEASE_EXPIRED, WorkerLease
 from listener.runtime import ListenerServices
-from models.barriers import EPOCH_KEY, Barriers
+from models.barriers import Barriers, connect_redis
 from models.db import database
 from models.listener_record import MatchListenerRecord
 from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import open_rows, rows_of, start
+from tests.private_redis import PrivateRedis
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def ctx(lsettings, lbarriers, services):
 def _epoch_aged(barriers, seconds: float) -> None:
     """Pretend Redis has kept its data for ``seconds`` (the reaper judges nothing before)."""
     now = int(barriers.client.time()[0])
-    barriers.client.set(barriers.prefix + EPOCH_KEY, f"test:{now - int(seconds)}")
+    barriers.client.set(barriers.epoch_key, f"test:{now - int(seconds)}")
 
 
 def _leased_row(match, lease_id: str, *, heartbeat_age: float = 0.0) -> str:
@@ -51,21 +52,28 @@ def test_a_lease_is_renewed_and_one_that_expired_is_never_renewed(lbarriers):
     assert lease.renew().lease_id == first.lease_id  # extended, same id
     assert lease.current(now=time.monotonic() + 4.5) is None  # past ttl - margin: fenced by time
 
-    lbarriers.client.delete(key)  # expired while the epoch stayed: the process was too slow
-    lapsed = lease.renew()
-    assert lapsed.lease_id is None and lapsed.lost == first.lease_id
-    assert not lbarriers.client.exists(key)  # never brought back
-    fresh = lease.renew()
-    assert fresh.lease_id not in (None, first.lease_id) and fresh.lost is None
+    # A process too slow to notice (its fence lies past the TTL): the key expires in Redis first.
+    slow = WorkerLease(barriers=lbarriers, ttl_seconds=2, fence_margin_seconds=-600)
+    gone = slow.renew().lease_id
+    wait_for(lambda: not lbarriers.client.exists(lbarriers.worker_lease_key(gone)), timeout=60)
+    lapsed = slow.renew()
+    assert lapsed.lease_id is None and lapsed.lost == gone
+    assert not lbarriers.client.exists(lbarriers.worker_lease_key(gone))  # never brought back
+    fresh = slow.renew()
+    assert fresh.lease_id not in (None, gone) and fresh.lost is None
 
 
-def test_redis_losing_its_data_recreates_the_lease_instead_of_fencing_the_worker(lbarriers):
-    lease = WorkerLease(barriers=lbarriers, ttl_seconds=5, fence_margin_seconds=1)
-    lease_id = lease.renew().lease_id
-    lbarriers.client.delete(lbarriers.worker_lease_key(lease_id), lbarriers.prefix + EPOCH_KEY)
-    renewal = lease.renew()
-    assert renewal.redis_reset and renewal.lease_id == lease_id and renewal.lost is None
-    assert lbarriers.client.exists(lbarriers.worker_lease_key(lease_id))
+def test_redis_losing_its_data_recreates_the_lease_instead_of_fencing_the_worker(lsettings, tmp_path):
+    with PrivateRedis(tmp_path / "redis") as private:
+        barriers = Barriers(
+            connect_redis(private.url()), prefix=lsettings.redis_key_prefix, url=private.url()
+        )
+        lease = WorkerLease(barriers=barriers, ttl_seconds=5, fence_margin_seconds=1)
+        lease_id = lease.renew().lease_id
+        private.restart()  # Redis comes back empty: the lease and the epoch are gone
+        renewal = lease.renew()
+        assert renewal.redis_reset and renewal.lease_id == lease_id and renewal.lost is None
+        assert barriers.live_worker_leases([lease_id])[0] == {lease_id}
 
 
 def test_the_reaper_abandons_a_dead_workers_row_frees_its_lock_and_barriers(make_match, lsettings, lbarriers):
