@@ -90,15 +90,12 @@ def seed(total: int, *, start_index: int) -> None:
 
 def reset(barriers, broker_client, namespace: str) -> None:
     """Forget the previous tick: pending keys, stored message ids, queued messages."""
-    from models.db import database
+    from models.match import Match
 
     keys = list(barriers.client.scan_iter(match=f"{barriers.prefix}pending_*", count=5000))
     if keys:
         barriers.client.delete(*keys)
-    database.execute_sql(
-        "UPDATE matches SET listener_start_settings = '{}'::jsonb "
-        "WHERE listener_start_settings ? 'message_id'"
-    )
+    Match.update(start_message_id=None).where(Match.start_message_id.is_null(False)).execute()
     for key in broker_client.scan_iter(match=f"{namespace}:*"):
         broker_client.delete(key)
 

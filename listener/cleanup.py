@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -21,8 +20,9 @@ from config.errors import LockNotOwned
 from config.settings import MatchListenerEnvironment
 from listener import rows
 from listener.start import load_match
+from listener.start_messages import stop_dispatch, stored_message_ids
 from models.barriers import Barriers
-from models.db import database, database_errors
+from models.db import database_errors
 from models.match import Match
 
 logger = logging.getLogger(__name__)
@@ -114,18 +114,6 @@ def after_abandon(
         )
     release_dead_holders_locks(closed, settings=settings, barriers=barriers)
     return _clear_barriers_of_dead(closed, barriers=barriers)
-
-
-def stored_message_ids(match_ids: list[str]) -> dict[str, str | None]:
-    """The stored start message id of each match."""
-    with database_errors():
-        return dict(
-            database.execute_sql(
-                "SELECT id::text, listener_start_settings ->> 'message_id' FROM matches "
-                "WHERE id = ANY(%s::uuid[])",
-                (match_ids,),
-            ).fetchall()
-        )
 
 
 def reclaim_stale_pending(match_ids: Iterable[str] | None = None, *, barriers: Barriers) -> list[str]:
@@ -234,19 +222,13 @@ def stop_match_listener(
     match = load_match(match_id)
     mid = str(match.id)
     barriers.set_stop_flag(mid, ttl_seconds=settings.listener_stop_flag_ttl_seconds)
-    message_id = (match.listener_start_settings or {}).get("message_id")
+    message_id = match.start_message_id
     if message_id:
         barriers.revoke_message(message_id)
     closed = rows.close_open_rows_for_stop(mid, stopped_by=stopped_by)
     released = release_dead_holders_locks(closed, settings=settings, barriers=barriers)
     barriers.clear_start_barriers(mid)
-    with database_errors():
-        database.execute_sql(
-            "UPDATE matches SET auto_dispatch_listener = FALSE, "
-            "listener_start_settings = listener_start_settings - 'message_id', updated_at = %s "
-            "WHERE id = %s",
-            (utcnow(), uuid.UUID(mid)),
-        )
+    stop_dispatch(mid)
     logger.info(
         "match %s: stopped by %s: %d rows closed, message %s revoked",
         mid,

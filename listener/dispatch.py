@@ -19,8 +19,9 @@ from config.settings import MatchListenerEnvironment
 from listener import rows
 from listener.cleanup import after_abandon
 from listener.start import find_candidates
+from listener.start_messages import save_message_ids
 from models.barriers import Barriers
-from models.db import database, database_errors
+from models.db import database
 
 logger = logging.getLogger(__name__)
 
@@ -49,30 +50,6 @@ BatchSender = Callable[[list[StartMessage]], None]
 def new_message_id(match_id: str) -> str:
     """A fresh start message id; dot-separated because both UUIDs contain dashes."""
     return f"start-match-listener.{match_id}.{uuid.uuid4()}"
-
-
-#: One round trip, one implicit transaction. Sequential scans are off for this statement only:
-#: with the default random_page_cost the planner hashes the whole matches table to join 1,000
-#: ids (cost grows with the table); probing the primary key per id costs what the ids cost.
-_SAVE_MESSAGE_IDS = (
-    "SET LOCAL enable_seqscan = off; "
-    "UPDATE matches AS m SET listener_start_settings = "
-    "m.listener_start_settings || jsonb_build_object('message_id', v.mid) "
-    "FROM unnest(%s::uuid[], %s::text[]) AS v (id, mid) WHERE m.id = v.id; "
-    "RESET enable_seqscan"
-)
-
-
-def save_message_ids(pairs: list[tuple[str, str]]) -> None:
-    """Store each ``(match_id, message_id)`` in Match.listener_start_settings (one UPDATE).
-
-    The update touches no indexed column, so on pages with room (``matches`` has fillfactor
-    70) it is a HOT update and adds no index entries.
-    """
-    if not pairs:
-        return
-    with database_errors():
-        database.execute_sql(_SAVE_MESSAGE_IDS, ([p[0] for p in pairs], [p[1] for p in pairs]))
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,9 @@ from listener.cleanup import after_abandon, reap_dead_workers
 from listener.exit_codes import ExitCode, is_success
 from listener.runtime import ListenerServices
 from listener.start import RunOutcome, run_match_listener, validate_override_keys
+from listener.start_messages import forget_message_id, stored_message_id
 from models.barriers import Barriers
-from models.db import database, database_errors
+from models.db import database
 
 logger = logging.getLogger(__name__)
 
@@ -72,26 +73,6 @@ def is_counted_failure(code: int | None) -> bool:
     return not is_success(code) and code not in NOT_COUNTED
 
 
-def stored_message_id(match_id: str) -> str | None:
-    """``Match.listener_start_settings['message_id']`` (one small query)."""
-    with database_errors():
-        row = database.execute_sql(
-            "SELECT listener_start_settings ->> 'message_id' FROM matches WHERE id = %s",
-            (uuid.UUID(match_id),),
-        ).fetchone()
-    return row[0] if row else None
-
-
-def forget_message_id(match_id: str, message_id: str) -> None:
-    """Clear the stored message id if it is still ours (the enqueue id is cleared on unwind)."""
-    with database_errors():
-        database.execute_sql(
-            "UPDATE matches SET listener_start_settings = listener_start_settings - 'message_id' "
-            "WHERE id = %s AND listener_start_settings ->> 'message_id' = %s",
-            (uuid.UUID(match_id), message_id),
-        )
-
-
 def _count_failure(match_id: str, barriers: Barriers) -> int:
     count = barriers.record_failed_attempt(match_id)
     logger.warning("match %s: failed start %d of %d", match_id, count, barriers.attempt_cap)
@@ -108,6 +89,14 @@ def _unwind(match_id: str, token: str, barriers: Barriers) -> None:
             barriers.clear_pending(match_id)
     except KickoffError as exc:
         logger.warning("match %s: releasing start barriers failed (they expire): %s", match_id, exc)
+
+
+@dataclass(frozen=True)
+class HeldLock:
+    """The start lock a start took."""
+
+    token: str  # the holder's token, also the run's lifecycle row id
+    acquired_at: float  # time.monotonic() just before SET NX: the lock's TTL runs from no earlier
 
 
 def start_match_listener(
@@ -127,108 +116,22 @@ def start_match_listener(
     stopped or doubled by a forced start (stop it first). Raises ListenerStartSettingsError /
     MatchNotFound (failed starts, counted) and ListenerRunFailed-worthy outcomes are returned
     with ``success=False``.
+
+    Steps: consume the message, check the guards, abandon dead runs, take the start lock (all
+    under one database slot), then run and record the outcome.
     """
     mid = str(uuid.UUID(str(match_id)))
-
-    def skip(why: Skip, *, clear_pending: bool) -> StartResult:
-        if clear_pending:
-            barriers.clear_pending(mid)
-        logger.info("match %s: start %s: %s", mid, message_id, why)
-        return StartResult(match_id=mid, message_id=message_id, skipped=why)
-
-    def prepare() -> StartResult | str:
-        """The guards before the run; a StartResult (skip) or the start-lock token taken."""
-        if message_id is not None:
-            consumed = barriers.consume_message(message_id)
-            current = stored_message_id(mid)
-            if not consumed:
-                if current == message_id:
-                    # Re-delivered after its worker died (a stop would have removed the stored id).
-                    recover_pending_of_dead_start(mid, barriers=barriers)
-                return skip(Skip.REVOKED, clear_pending=False)
-            if current != message_id:
-                # Every sender stores its message id before sending, so a message that is not
-                # the stored one was replaced by a newer start, or its match was stopped (the
-                # stop forgets the stored id): it must never run, even after the stop flag expired.
-                return skip(Skip.SUPERSEDED, clear_pending=False)
-
-        if services.shutting_down:
-            # Taken from the queue while this worker stops: send a new start for another worker.
-            barriers.clear_pending(mid)
-            services.hand_off(mid)
-            return skip(Skip.SHUTDOWN, clear_pending=False)
-        if force:
-            barriers.clear_start_barriers(mid)
-            barriers.clear_stop_flag(mid)
-        try:
-            validate_override_keys(overrides)
-        except KickoffError:
-            barriers.clear_pending(mid)
-            _count_failure(mid, barriers)
-            raise
-        if not force:
-            if barriers.stop_flags_among([mid]):
-                return skip(Skip.STOPPED, clear_pending=False)
-            if barriers.is_exhausted(mid):
-                return skip(Skip.EXHAUSTED, clear_pending=True)
-
-        stale_kw = {
-            "stale_seconds": barriers.stale_seconds,
-            "active_max_age_seconds": barriers.active_max_age_seconds,
-        }
-        reap_dead_workers([mid], settings=settings, barriers=barriers)
-        abandoned = rows.abandon_stale_rows(stale_seconds=barriers.stale_seconds, match_ids=[mid])
-        after_abandon(abandoned, settings=settings, barriers=barriers)
-        if not force and rows.has_active_row(mid, **stale_kw):
-            return skip(Skip.ACTIVE, clear_pending=True)
-
-        token = str(uuid.uuid4())
-        locked_at.append(time.monotonic())  # before SET NX: the lock's TTL runs from no earlier
-        if not barriers.start_lock(mid).acquire(token):
-            return skip(Skip.LOCKED, clear_pending=not force)
-        if not force and rows.has_active_row(mid, **stale_kw):
-            _unwind(mid, token, barriers)
-            return skip(Skip.ACTIVE, clear_pending=False)
-        if force:
-            superseded = rows.supersede_open_rows(mid)
-            if superseded:
-                logger.warning(
-                    "match %s: forced start closed %d open rows of dead runs", mid, len(superseded)
-                )
-        return token
-
-    locked_at: list[float] = []
     with services.db_slot():
-        prepared = prepare()
-    if isinstance(prepared, StartResult):
-        return prepared
-    token = prepared
-
-    outcome: RunOutcome | None = None
-    try:
-        outcome = run_match_listener(
-            mid,
-            overrides,
-            token=token,
-            message_id=message_id,
-            services=services,
-            lock_acquired_at=locked_at[-1],
+        taken = (
+            _consume_message(mid, message_id, barriers=barriers)
+            or _check_guards(mid, overrides, force, barriers=barriers, services=services)
+            or _take_start_lock(mid, force, settings=settings, barriers=barriers)
         )
-    except KickoffError:
-        _count_failure(mid, barriers)
-        raise
-    finally:
-        _unwind(mid, token, barriers)
-        if not database.is_closed():
-            database.close()
-    if message_id is not None:
-        with services.db_slot(), contextlib.suppress(KickoffError):
-            forget_message_id(mid, message_id)
-    if outcome.stop_cause is not None and outcome.stop_cause.hand_off:
-        services.hand_off(mid)  # a worker shutdown: the match streams again on another worker now
-
+    if isinstance(taken, Skip):
+        logger.info("match %s: start %s: %s", mid, message_id, taken)
+        return StartResult(match_id=mid, message_id=message_id, skipped=taken)
+    outcome = _run(mid, overrides, taken, message_id=message_id, barriers=barriers, services=services)
     failed = is_counted_failure(outcome.exit_code)
-    attempts = _count_failure(mid, barriers) if failed else None
     return StartResult(
         match_id=mid,
         message_id=message_id,
@@ -236,9 +139,125 @@ def start_match_listener(
         reason=outcome.reason,
         record_id=outcome.record_id,
         success=not failed,
-        attempts=attempts,
+        attempts=_count_failure(mid, barriers) if failed else None,
         sr_id=outcome.sr_id,
     )
+
+
+def _consume_message(mid: str, message_id: str | None, *, barriers: Barriers) -> Skip | None:
+    """Use the start message once; skip a revoked, re-delivered or superseded one."""
+    if message_id is None:
+        return None
+    consumed = barriers.consume_message(message_id)
+    current = stored_message_id(mid)
+    if not consumed:
+        if current == message_id:
+            # Re-delivered after its worker died (a stop would have removed the stored id).
+            recover_pending_of_dead_start(mid, barriers=barriers)
+        return Skip.REVOKED
+    if current != message_id:
+        # Every sender stores its message id before sending, so a message that is not the stored
+        # one was replaced by a newer start, or its match was stopped (the stop forgets the
+        # stored id): it must never run, even after the stop flag expired.
+        return Skip.SUPERSEDED
+    return None
+
+
+def _check_guards(
+    mid: str,
+    overrides: dict[str, Any] | None,
+    force: bool,
+    *,
+    barriers: Barriers,
+    services: ListenerServices,
+) -> Skip | None:
+    """Worker shutdown (hand-off), the overrides, the stop flag and the attempt cap."""
+    if services.shutting_down:
+        # Taken from the queue while this worker stops: send a new start for another worker.
+        barriers.clear_pending(mid)
+        services.hand_off(mid)
+        return Skip.SHUTDOWN
+    if force:
+        barriers.clear_start_barriers(mid)
+        barriers.clear_stop_flag(mid)
+    try:
+        validate_override_keys(overrides)
+    except KickoffError:
+        barriers.clear_pending(mid)
+        _count_failure(mid, barriers)
+        raise
+    if force:
+        return None
+    if barriers.stop_flags_among([mid]):
+        return Skip.STOPPED
+    if barriers.is_exhausted(mid):
+        barriers.clear_pending(mid)
+        return Skip.EXHAUSTED
+    return None
+
+
+def _take_start_lock(
+    mid: str, force: bool, *, settings: MatchListenerEnvironment, barriers: Barriers
+) -> HeldLock | Skip:
+    """Abandon dead runs of the match, then take its start lock unless a live run holds it."""
+    stale_kw = {
+        "stale_seconds": barriers.stale_seconds,
+        "active_max_age_seconds": barriers.active_max_age_seconds,
+    }
+    reap_dead_workers([mid], settings=settings, barriers=barriers)
+    abandoned = rows.abandon_stale_rows(stale_seconds=barriers.stale_seconds, match_ids=[mid])
+    after_abandon(abandoned, settings=settings, barriers=barriers)
+    if not force and rows.has_active_row(mid, **stale_kw):
+        barriers.clear_pending(mid)
+        return Skip.ACTIVE
+
+    lock = HeldLock(token=str(uuid.uuid4()), acquired_at=time.monotonic())
+    if not barriers.start_lock(mid).acquire(lock.token):
+        if not force:
+            barriers.clear_pending(mid)
+        return Skip.LOCKED
+    if not force and rows.has_active_row(mid, **stale_kw):
+        _unwind(mid, lock.token, barriers)
+        return Skip.ACTIVE
+    if force:
+        superseded = rows.supersede_open_rows(mid)
+        if superseded:
+            logger.warning("match %s: forced start closed %d open rows of dead runs", mid, len(superseded))
+    return lock
+
+
+def _run(
+    mid: str,
+    overrides: dict[str, Any] | None,
+    lock: HeldLock,
+    *,
+    message_id: str | None,
+    barriers: Barriers,
+    services: ListenerServices,
+) -> RunOutcome:
+    """Run the listener under the lock; release it, forget the message id, hand off on shutdown."""
+    try:
+        outcome = run_match_listener(
+            mid,
+            overrides,
+            token=lock.token,
+            message_id=message_id,
+            services=services,
+            lock_acquired_at=lock.acquired_at,
+        )
+    except KickoffError:
+        _count_failure(mid, barriers)
+        raise
+    finally:
+        _unwind(mid, lock.token, barriers)
+        if not database.is_closed():
+            database.close()
+    if message_id is not None:
+        with services.db_slot(), contextlib.suppress(KickoffError):
+            forget_message_id(mid, message_id)
+    if outcome.stop_cause is not None and outcome.stop_cause.hand_off:
+        services.hand_off(mid)  # a worker shutdown: the match streams again on another worker now
+    return outcome
 
 
 def recover_pending_of_dead_start(match_id: str, *, barriers: Barriers) -> bool:

@@ -34,7 +34,6 @@ def match_detail(
             .limit(runs_limit)
         )
     [entry] = listener_board(settings=settings, barriers=barriers, match_id=str(match.id))
-    stored = match.listener_start_settings or {}
     return {
         "id": str(match.id),
         "sr_id": match.sr_id,
@@ -46,7 +45,7 @@ def match_detail(
         "auto_dispatch": match.auto_dispatch_listener,
         "badge": entry.badge,
         "settings": match.start_settings_without_metadata(),
-        "last_message_id": stored.get("message_id"),
+        "last_message_id": match.start_message_id,
         "runs": [
             {
                 "record_id": str(r.id),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -19,8 +20,11 @@ logger = logging.getLogger(__name__)
 
 #: Set on an is_test clone until srsim serves its script (srsim.status.StatusWriter.mark_served).
 SRSIM_UNSERVED = "srsim_unserved"
-#: Keys of ``listener_start_settings`` that are bookkeeping, not listener settings.
+#: Keys of ``listener_start_settings`` that are bookkeeping, not listener settings (``message_id``:
+#: where the queued start's id was kept before it got its own column; stripped if still given).
 METADATA_KEYS = frozenset({"message_id", SRSIM_UNSERVED})
+#: How often a status write re-reads and re-applies its rule after losing a race before it gives up.
+_STATUS_WRITE_TRIES = 10
 
 
 class Match(BaseModel):
@@ -38,6 +42,7 @@ class Match(BaseModel):
     is_test = peewee.BooleanField(default=False)
     auto_dispatch_listener = peewee.BooleanField(default=True)
     listener_start_settings = BinaryJSONField(default=dict)
+    start_message_id = peewee.TextField(null=True)  # the queued start's Dramatiq message id
     sr_status = peewee.TextField(null=True)  # last status the schedule API reported
     refreshed_at = UTCDateTimeField(null=True)  # last schedule refresh that saw this match
     created_at = UTCDateTimeField(default=utcnow)
@@ -55,32 +60,50 @@ class Match(BaseModel):
     def apply_refresh(self, incoming: str, *, now: datetime | None = None) -> str:
         """Apply a schedule-refresh status (freeze/heal) and save; return the stored status."""
         now = now or utcnow()
-        new = refreshed_status(
-            self.status,
-            incoming,
-            has_in_game_questions=self.has_in_game_questions(),
-            scheduled=self.scheduled,
-            now=now,
+        has_questions = self.has_in_game_questions()
+        return self._write_status(
+            lambda current: refreshed_status(
+                current, incoming, has_in_game_questions=has_questions, scheduled=self.scheduled, now=now
+            ),
+            always=True,
+            sr_status=incoming,
+            refreshed_at=now,
         )
-        self._save_status(new, sr_status=incoming, refreshed_at=now)
-        return new
 
     def apply_stream(self, incoming: str) -> str:
         """Apply a push-stream status (never pregame, never reopen terminal); return it."""
-        new = apply_stream_status(self.status, incoming)
-        if new != self.status:
-            self._save_status(new)
-        return new
+        return self._write_status(lambda current: apply_stream_status(current, incoming), always=False)
 
-    def _save_status(self, status: str, **extra: Any) -> None:
-        if status != self.status:
-            logger.info("match %s status %s -> %s", self.id, self.status, status)
-        self.status = status
-        for name, value in extra.items():
-            setattr(self, name, value)
-        self.updated_at = utcnow()
-        fields = [Match.status, Match.updated_at, *(getattr(Match, n) for n in extra)]
-        self.save(only=fields)
+    def _write_status(self, rule: Callable[[str], str], *, always: bool, **extra: Any) -> str:
+        """Store ``rule(status)`` by compare-and-set: ``UPDATE … WHERE status = <the status it read>``.
+
+        When another writer changed the status since this object read it, the update matches no
+        row; the stored status is read again and the rule applied to it, so a write computed from a
+        stale read never rewinds a newer status. ``always``: write ``extra`` even when the status
+        stays the same. Returns the stored status.
+        """
+        for _ in range(_STATUS_WRITE_TRIES):
+            old = self.status
+            new = rule(old)
+            if new == old and not always:
+                return new
+            now = utcnow()
+            query = Match.update(status=new, updated_at=now, **extra)
+            if query.where(Match.id == self.id, Match.status == old).execute():
+                if new != old:
+                    logger.info("match %s status %s -> %s", self.id, old, new)
+                self.status, self.updated_at = new, now
+                for name, value in extra.items():
+                    setattr(self, name, value)
+                return new
+            current = Match.select(Match.status).where(Match.id == self.id).scalar()
+            if current is None:
+                return old  # the match was deleted meanwhile
+            self.status = current
+        logger.warning(
+            "match %s: status %s kept: other writers changed it at every try", self.id, self.status
+        )
+        return self.status
 
     def start_settings_without_metadata(self) -> dict[str, Any]:
         """Return ``listener_start_settings`` minus the bookkeeping keys."""

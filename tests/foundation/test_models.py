@@ -83,3 +83,53 @@ def test_the_dispatch_and_open_row_indexes_exist(db):
 
     names = {r[0] for r in database.execute_sql("SELECT indexname FROM pg_indexes").fetchall()}
     assert {"matches_dispatch_idx", "match_listener_records_open_idx"} <= names
+
+
+def test_a_stale_read_cannot_rewind_a_status_the_refresh_just_wrote(make_match):
+    match = make_match(status="inprogress")
+    stale = Match.get_by_id(match.id)  # a listener read the match before the refresh ran
+    assert Match.get_by_id(match.id).apply_refresh("closed") == "closed"
+    assert stale.apply_stream("halftime") == "closed"  # its write lost the race: re-read, never reopened
+    assert Match.get_by_id(match.id).status == "closed"
+    assert stale.status == "closed"
+
+
+def test_a_stale_read_still_moves_a_status_forward_from_what_is_stored(make_match):
+    match = make_match(status="inprogress")
+    stale = Match.get_by_id(match.id)
+    assert Match.get_by_id(match.id).apply_stream("complete") == "complete"
+    assert stale.apply_stream("closed") == "closed"  # a later terminal status still applies
+    assert Match.get_by_id(match.id).status == "closed"
+
+
+def test_the_start_message_id_moves_out_of_the_settings_json(settings):
+    from yoyo import get_backend, read_migrations
+
+    from models.migrate import MIGRATIONS_DIR, drop_database, ensure_database, migrate
+
+    url = f"{settings.database_url}_upgrade"
+    ensure_database(url)
+    try:
+        backend = get_backend(url)
+        older = read_migrations(str(MIGRATIONS_DIR)).filter(lambda m: m.id < "0011")
+        with backend.lock():
+            backend.apply_migrations(backend.to_apply(older))
+        cursor = backend.connection.cursor()
+        cursor.execute("INSERT INTO leagues (name) VALUES ('nfl') RETURNING id")
+        [league_id] = cursor.fetchone()
+        for n, stored in enumerate(['{"message_id": "m-1", "listener_dry_run": true}', "{}"]):
+            cursor.execute(
+                "INSERT INTO matches (id, sr_id, league_id, scheduled, listener_start_settings) "
+                "VALUES (gen_random_uuid(), %s, %s, now(), %s::jsonb)",
+                (f"sr:{n}", league_id, stored),
+            )
+        backend.connection.commit()
+        backend.connection.close()
+        assert "0011_start_message_id" in migrate(url).applied
+        backend = get_backend(url)
+        cursor = backend.connection.cursor()
+        cursor.execute("SELECT sr_id, start_message_id, listener_start_settings FROM matches ORDER BY sr_id")
+        assert cursor.fetchall() == [("sr:0", "m-1", {"listener_dry_run": True}), ("sr:1", None, {})]
+        backend.connection.close()
+    finally:
+        drop_database(url)

@@ -42,7 +42,7 @@ def test_normal_start_creates_a_running_row_holding_pending_and_start_lock_then_
     match = make_match(listener_start_settings={"listener_test_duration_seconds": 1.0})
     assert _dispatch(ctx, outbox).enqueued == 1
     [message] = outbox.messages
-    assert reload(match).listener_start_settings["message_id"] == message.message_id
+    assert reload(match).start_message_id == message.message_id
     future = run_message(ctx, runner, message)
     [row] = wait_for(lambda: open_rows(match))
     assert row.badge(stale_after_seconds=60) is Badge.RUNNING
@@ -96,7 +96,7 @@ def test_graceful_end_releases_barriers_clears_the_enqueue_id_and_is_not_re_enqu
     result = run_message(ctx, runner, outbox.messages[0]).result(timeout=5)
     assert result.exit_code == code and result.success
     assert rows_of(match)[0].badge(stale_after_seconds=60) is Badge.ENDED
-    assert "message_id" not in reload(match).listener_start_settings
+    assert reload(match).start_message_id is None
     assert not ctx["barriers"].is_pending(match.id) and not ctx["barriers"].start_lock(match.id).locked()
     assert reload(match).auto_dispatch_listener is True
     match.apply_stream("closed")  # the game is over: no longer eligible

@@ -122,7 +122,7 @@ def test_listeners_start_saves_the_message_id_and_refuses_a_double_start(kick, m
     out = json.loads(
         kick("listeners", "start", str(match.id), "--override", "listener_dry_run=true", "--json").output
     )
-    assert out["enqueued"] and reload(match).listener_start_settings["message_id"] == out["message_id"]
+    assert out["enqueued"] and reload(match).start_message_id == out["message_id"]
     assert "already queued or running" in kick("listeners", "start", str(match.id)).output
     forced = kick("listeners", "start", str(match.id), "--force").output
     assert "(force)" in forced
@@ -184,7 +184,7 @@ def test_enqueue_start_match_listener_goes_through_the_start_path(kick, make_mat
             "enqueue", "start_match_listener", "--kw", f"match_id={match.id}", "--kw", "force=true", "--json"
         ).output
     )
-    assert out["message_id"] == reload(match).listener_start_settings["message_id"]
+    assert out["message_id"] == reload(match).start_message_id
     assert broker_queues("match_listeners") == 1
     by_sr_id = json.loads(
         kick(

@@ -33,7 +33,7 @@ def test_listeners_start_with_a_bad_override_enqueues_nothing(
     assert says in line and "--override" in line
     assert broker_queues("match_listeners") == 0
     assert not barriers.is_pending(match.id)
-    assert "message_id" not in (reload(match).listener_start_settings or {})
+    assert reload(match).start_message_id is None
 
 
 def test_matches_add_with_a_bad_setting_stores_nothing(kick):
