@@ -10,6 +10,7 @@ from config.clock import utcnow
 from config.errors import ActionNotFound, TriggerConflictError, TriggerValidationError
 from models.activity import PENDING_STATUSES, ActionStatus
 from models.db import database, database_errors
+from publisher.sql import actions as action_sql
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +36,7 @@ def get_action(tracking_id: str) -> ActionView:
     """Return the action with ``tracking_id``; ActionNotFound if there is none."""
     with database_errors():
         row = database.execute_sql(
-            "SELECT tracking_id, league_id, kind, team, status, idempotency_key, after_tracking_id, "
-            "hold_until, run_id, error, created_at FROM activity_actions WHERE tracking_id::text = %s",
+            action_sql.SELECT_VIEW,
             (str(tracking_id),),
         ).fetchone()
     if row is None:
@@ -81,8 +81,7 @@ def record_result(tracking_id: str, status: ActionStatus, *, error: str | None =
     sources = sorted({s.value for s in REPORTABLE_FROM} | {status.value})
     with database_errors(), database.atomic():
         cursor = database.execute_sql(
-            "UPDATE activity_actions SET status = %s, error = %s, updated_at = %s, "
-            "finished_at = COALESCE(%s, finished_at) WHERE tracking_id::text = %s AND status = ANY(%s)",
+            action_sql.RECORD_RESULT,
             (status.value, error, now, finished, str(tracking_id), sources),
         )
     if cursor.rowcount == 0:

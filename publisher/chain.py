@@ -11,6 +11,7 @@ from config.settings import BaseEnvironment
 from models.activity import ActionStatus
 from models.db import database
 from publisher.queues import LINEUP_UPDATES
+from publisher.sql import actions as action_sql
 from publisher.validation import is_ir_swap
 
 logger = logging.getLogger(__name__)
@@ -28,11 +29,10 @@ def check_parent(
     timeout_ms = max(int(settings.activity_parent_read_timeout_seconds * 1000), 1)
     try:
         with database.atomic():
-            database.execute_sql(f"SET LOCAL lock_timeout = {timeout_ms}")
-            database.execute_sql(f"SET LOCAL statement_timeout = {timeout_ms}")
+            database.execute_sql(action_sql.SET_LOCK_TIMEOUT, (timeout_ms,))
+            database.execute_sql(action_sql.SET_STATEMENT_TIMEOUT, (timeout_ms,))
             row = database.execute_sql(
-                "SELECT kind, league_id, team, status, request FROM activity_actions "
-                "WHERE tracking_id = %s FOR SHARE",
+                action_sql.SELECT_PARENT_FOR_SHARE,
                 (after_tracking_id,),
             ).fetchone()
     except peewee.DatabaseError as exc:

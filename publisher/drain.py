@@ -24,7 +24,9 @@ from models.activity import ActionStatus
 from models.db import database, database_errors
 from models.outbox import OutboxStatus
 from publisher.amqp import AmqpPublisher, publisher_from_settings
-from publisher.outbox import ROW_COLUMNS, OutboxRow, record_outcomes
+from publisher.outbox import OutboxRow, record_outcomes
+from publisher.sql import actions as action_sql
+from publisher.sql import outbox as outbox_sql
 from publisher.trades import redeliver_trades, redeliverable_trades
 
 logger = logging.getLogger(__name__)
@@ -65,9 +67,7 @@ class DrainReport:
 def _skip_action(tracking_id: str, reason: str, *, now: datetime) -> None:
     """Mark an action skipped and release its key, so a fresh request can queue a new one."""
     database.execute_sql(
-        "UPDATE activity_actions SET status = %s, error = %s, updated_at = %s, finished_at = %s, "
-        "released_key = COALESCE(idempotency_key, released_key), idempotency_key = NULL "
-        "WHERE tracking_id = %s",
+        action_sql.FINISH_RELEASING_KEY,
         (ActionStatus.SKIPPED.value, reason, now, now, tracking_id),
     )
 
@@ -81,17 +81,12 @@ def resolve_held_claims(*, now: datetime | None = None) -> tuple[int, int]:
     now = now or utcnow()
     released = cancelled = 0
     with database_errors(), database.atomic():
-        rows = database.execute_sql(
-            "SELECT o.id, o.tracking_id, a.hold_until, p.status FROM outbox_messages o "
-            "JOIN activity_actions a ON a.tracking_id = o.tracking_id "
-            "LEFT JOIN activity_actions p ON p.tracking_id = o.held_by "
-            "WHERE o.status = 'pending' AND o.held_by IS NOT NULL ORDER BY o.id FOR UPDATE OF o SKIP LOCKED"
-        ).fetchall()
+        rows = database.execute_sql(outbox_sql.SELECT_HELD_FOR_UPDATE).fetchall()
         for outbox_id, tracking_id, hold_until, parent_status in rows:
             tracking_id = str(tracking_id)
             if parent_status == ActionStatus.SUCCEEDED.value:
                 database.execute_sql(
-                    "UPDATE outbox_messages SET held_by = NULL, next_attempt_at = %s WHERE id = %s",
+                    outbox_sql.RELEASE_HOLD,
                     (now, outbox_id),
                 )
                 released += 1
@@ -104,7 +99,7 @@ def resolve_held_claims(*, now: datetime | None = None) -> tuple[int, int]:
             else:
                 continue
             database.execute_sql(
-                "UPDATE outbox_messages SET status = %s, last_error = %s WHERE id = %s",
+                outbox_sql.SET_STATUS,
                 (OutboxStatus.CANCELLED.value, reason, outbox_id),
             )
             _skip_action(tracking_id, reason, now=now)
@@ -121,9 +116,7 @@ def drain_batch(
     limit = limit or settings.outbox_batch_size
     with database_errors(), database.atomic():
         raw = database.execute_sql(
-            f"SELECT {ROW_COLUMNS} FROM outbox_messages "
-            "WHERE status = 'pending' AND held_by IS NULL AND next_attempt_at <= %s "
-            "ORDER BY next_attempt_at, id LIMIT %s FOR UPDATE SKIP LOCKED",
+            outbox_sql.CLAIM_DUE,
             (now, limit),
         ).fetchall()
         if not raw:
@@ -135,8 +128,7 @@ def drain_batch(
             (live if r.expires_at is None or r.expires_at > now else expired).append(r)
         if expired:
             database.execute_sql(
-                "UPDATE outbox_messages SET status = %s, last_error = 'expired before publish' "
-                "WHERE id = ANY(%s)",
+                outbox_sql.EXPIRE,
                 (OutboxStatus.EXPIRED.value, [r.id for r in expired]),
             )
             for r in expired:
@@ -267,8 +259,7 @@ def make_all_due(*, now: datetime | None = None) -> int:
     now = now or utcnow()
     with database_errors(), database.atomic():
         cursor = database.execute_sql(
-            "UPDATE outbox_messages SET next_attempt_at = %s "
-            "WHERE status = 'pending' AND held_by IS NULL AND next_attempt_at > %s",
+            outbox_sql.PULL_BACKOFF_IN,
             (now, now),
         )
         return cursor.rowcount

@@ -24,12 +24,10 @@ from models.activity import ActionStatus
 from models.db import database, database_errors
 from models.outbox import OutboxStatus
 from publisher.amqp import AmqpPublisher, OutgoingMessage, PublishOutcome
+from publisher.sql import actions as action_sql
+from publisher.sql import outbox as outbox_sql
 
 logger = logging.getLogger(__name__)
-
-ROW_COLUMNS = (
-    "id, message_id::text, queue, body::text, headers::text, tracking_id::text, attempts, expires_at, tries"
-)
 
 
 @dataclass(frozen=True)
@@ -88,8 +86,7 @@ def insert_row(
 ) -> int:
     """Insert one pending outbox row (call inside the transaction that saves its action)."""
     cursor = database.execute_sql(
-        "INSERT INTO outbox_messages (message_id, queue, body, headers, tracking_id, held_by, "
-        "next_attempt_at, expires_at, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        outbox_sql.INSERT,
         (
             message.message_id,
             message.queue,
@@ -116,15 +113,13 @@ def mark_published(rows: Sequence[OutboxRow], *, now: datetime) -> None:
     if not rows:
         return
     database.execute_sql(
-        "UPDATE outbox_messages SET status = %s, published_at = %s, tries = tries + 1, "
-        "last_error = NULL WHERE id = ANY(%s)",
+        outbox_sql.MARK_PUBLISHED,
         (OutboxStatus.PUBLISHED.value, now, [r.id for r in rows]),
     )
     tracking = [r.tracking_id for r in rows if r.tracking_id]
     if tracking:
         database.execute_sql(
-            "UPDATE activity_actions SET status = %s, updated_at = %s "
-            "WHERE tracking_id = ANY(%s::uuid[]) AND status = %s",
+            action_sql.MARK_DELIVERED,
             (ActionStatus.DELIVERED.value, now, tracking, ActionStatus.QUEUED.value),
         )
 
@@ -153,14 +148,12 @@ def mark_failed(row: OutboxRow, error: PublishError, *, now: datetime, settings:
         status = OutboxStatus.DEAD
     next_at = now + backoff_delay(tries, settings)
     database.execute_sql(
-        "UPDATE outbox_messages SET status = %s, attempts = %s, tries = %s, next_attempt_at = %s, "
-        "last_error = %s WHERE id = %s",
+        outbox_sql.MARK_FAILED,
         (status.value, attempts, tries, next_at, f"{type(error).__name__}: {error}", row.id),
     )
     if status is OutboxStatus.DEAD and row.tracking_id:
         database.execute_sql(
-            "UPDATE activity_actions SET status = %s, error = %s, updated_at = %s, finished_at = %s "
-            "WHERE tracking_id = %s AND status = %s",
+            action_sql.FAIL_QUEUED,
             (ActionStatus.FAILED.value, f"delivery failed: {error}", now, now, row.tracking_id, "queued"),
         )
     log = (
@@ -192,8 +185,7 @@ def mark_unavailable(
     if not rows:
         return
     database.execute_sql(
-        "UPDATE outbox_messages SET tries = tries + 1, last_error = %s, next_attempt_at = %s "
-        "+ make_interval(secs => LEAST(%s * power(2, LEAST(tries, 40)), %s)) WHERE id = ANY(%s)",
+        outbox_sql.MARK_UNAVAILABLE,
         (
             f"{type(error).__name__}: {error}",
             now,
@@ -247,8 +239,7 @@ def publish_row_now(
     """Publish one saved row at once; None when a drain holds it, it is no longer pending or it expired."""
     with database_errors(), database.atomic():
         cursor = database.execute_sql(
-            f"SELECT {ROW_COLUMNS} FROM outbox_messages WHERE id = %s AND status = %s AND held_by IS NULL "
-            "AND (expires_at IS NULL OR expires_at > %s) FOR UPDATE SKIP LOCKED",
+            outbox_sql.CLAIM_ONE,
             (outbox_id, OutboxStatus.PENDING.value, utcnow()),
         )
         raw = cursor.fetchone()
@@ -341,19 +332,9 @@ def outbox_report(
     oldest pending rows not held come with their attempts, tries, next attempt time and last error."""
     now = now or utcnow()
     with database_errors():
-        by_queue = dict(
-            database.execute_sql(
-                "SELECT queue, count(*) FROM outbox_messages WHERE status = 'pending' AND held_by IS NULL "
-                "GROUP BY queue ORDER BY queue"
-            ).fetchall()
-        )
-        held, oldest = database.execute_sql(
-            "SELECT count(*) FILTER (WHERE held_by IS NOT NULL), "
-            "min(created_at) FILTER (WHERE held_by IS NULL) FROM outbox_messages WHERE status = 'pending'"
-        ).fetchone()
-        dead = database.execute_sql("SELECT count(*) FROM outbox_messages WHERE status = 'dead'").fetchone()[
-            0
-        ]
+        by_queue = dict(database.execute_sql(outbox_sql.COUNT_DUE_BY_QUEUE).fetchall())
+        held, oldest = database.execute_sql(outbox_sql.COUNT_HELD_AND_OLDEST_DUE).fetchone()
+        dead = database.execute_sql(outbox_sql.COUNT_DEAD).fetchone()[0]
         dead_rows = tuple(
             DeadRow(
                 id=r[0],
@@ -364,8 +345,7 @@ def outbox_report(
                 last_error=r[5],
             )
             for r in database.execute_sql(
-                "SELECT id, message_id, queue, tracking_id, attempts, last_error FROM outbox_messages "
-                "WHERE status = 'dead' ORDER BY id DESC LIMIT %s",
+                outbox_sql.LIST_DEAD,
                 (dead_limit,),
             ).fetchall()
         )
@@ -382,9 +362,7 @@ def outbox_report(
                 created_at=r[8],
             )
             for r in database.execute_sql(
-                "SELECT id, message_id, queue, tracking_id, attempts, tries, next_attempt_at, last_error, "
-                "created_at FROM outbox_messages WHERE status = 'pending' AND held_by IS NULL "
-                "ORDER BY created_at, id LIMIT %s",
+                outbox_sql.LIST_DUE,
                 (pending_limit,),
             ).fetchall()
         )
@@ -423,17 +401,12 @@ def retry_dead(*, now: datetime | None = None) -> RetryDeadReport:
     now = now or utcnow()
     rows = actions = superseded = 0
     with database_errors(), database.atomic():
-        dead = database.execute_sql(
-            "SELECT o.id, a.tracking_id, a.status, a.idempotency_key, a.released_key, a.league_id, a.kind "
-            "FROM outbox_messages o LEFT JOIN activity_actions a ON a.tracking_id = o.tracking_id "
-            "WHERE o.status = 'dead' ORDER BY o.id FOR UPDATE OF o"
-        ).fetchall()
+        dead = database.execute_sql(outbox_sql.SELECT_DEAD_FOR_UPDATE).fetchall()
         for outbox_id, tracking_id, status, key, released, league_id, kind in dead:
             if tracking_id is not None and status == ActionStatus.FAILED.value:
                 if key is None and released is not None:
                     holder = database.execute_sql(
-                        "SELECT 1 FROM activity_actions WHERE league_id = %s AND kind = %s "
-                        "AND idempotency_key = %s",
+                        action_sql.KEY_HELD,
                         (league_id, kind, released),
                     ).fetchone()
                     if holder is not None:
@@ -443,16 +416,12 @@ def retry_dead(*, now: datetime | None = None) -> RetryDeadReport:
                         )
                         continue
                 database.execute_sql(
-                    "UPDATE activity_actions SET status = %s, error = NULL, finished_at = NULL, "
-                    "updated_at = %s, idempotency_key = COALESCE(idempotency_key, released_key), "
-                    "released_key = CASE WHEN idempotency_key IS NULL THEN NULL ELSE released_key END "
-                    "WHERE tracking_id = %s",
+                    action_sql.REQUEUE_TAKING_KEY_BACK,
                     (ActionStatus.QUEUED.value, now, tracking_id),
                 )
                 actions += 1
             database.execute_sql(
-                "UPDATE outbox_messages SET status = 'pending', attempts = 0, next_attempt_at = %s "
-                "WHERE id = %s",
+                outbox_sql.REVIVE,
                 (now, outbox_id),
             )
             rows += 1

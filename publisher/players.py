@@ -28,6 +28,7 @@ from models.db import database, database_errors
 from models.player import Player, RosterPlayer
 from publisher.alerts import InjuryChange, publish_injury_alerts, should_alert
 from publisher.amqp import AmqpPublisher
+from publisher.sql import players as player_sql
 
 logger = logging.getLogger(__name__)
 
@@ -113,11 +114,7 @@ def _rostered_ids(ids: Iterable[str]) -> set[str]:
 def _save(players: list[PlayerRecord], *, now: datetime) -> None:
     """Upsert every player of the map (one statement)."""
     database.execute_sql(
-        "INSERT INTO players (sleeper_id, espn_id, full_name, team, injury_status, synced_at) "
-        "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::text[]), "
-        "LATERAL (SELECT %s::timestamptz) t "
-        "ON CONFLICT (sleeper_id) DO UPDATE SET espn_id = EXCLUDED.espn_id, full_name = EXCLUDED.full_name, "
-        "team = EXCLUDED.team, injury_status = EXCLUDED.injury_status, synced_at = EXCLUDED.synced_at",
+        player_sql.UPSERT,
         (
             [p.sleeper_id for p in players],
             [p.espn_id for p in players],
@@ -209,9 +206,7 @@ def sleeper_only_ids(ids: Iterable[int]) -> set[int]:
         return set()
     with database_errors():
         rows = database.execute_sql(
-            "SELECT v.id FROM unnest(%s::bigint[]) AS v (id) "
-            "WHERE EXISTS (SELECT 1 FROM players p WHERE p.sleeper_id = v.id::text) "
-            "AND NOT EXISTS (SELECT 1 FROM players p WHERE p.espn_id = v.id)",
+            player_sql.SLEEPER_ONLY_IDS,
             (wanted,),
         ).fetchall()
     return {int(r[0]) for r in rows}

@@ -23,6 +23,9 @@ from config.errors import ActionNotFound, TriggerConflictError, TriggerValidatio
 from models.activity import ActionStatus
 from models.db import database, database_errors
 from publisher.actions import record_result
+from publisher.sql import actions as action_sql
+from publisher.sql import outbox as outbox_sql
+from publisher.sql import trades as trade_sql
 
 logger = logging.getLogger(__name__)
 
@@ -73,17 +76,14 @@ def report_result(
     now = utcnow()
     with database_errors(), database.atomic():
         action = database.execute_sql(
-            "SELECT league_id, kind, team FROM activity_actions WHERE tracking_id::text = %s",
+            action_sql.SELECT_QUEUE_OF,
             (str(tracking_id),),
         ).fetchone()
         if action is None:
             raise ActionNotFound(f"no activity action has tracking id {tracking_id}")
         key = _claim_key(str(tracking_id))
         row = database.execute_sql(
-            "INSERT INTO execution_log (claim_key, queue, league_id, team, message_id, body, status, result, "
-            "created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-            "ON CONFLICT (queue, claim_key) DO UPDATE SET body = EXCLUDED.body, result = EXCLUDED.result, "
-            "updated_at = EXCLUDED.updated_at WHERE execution_log.status = %s RETURNING id",
+            trade_sql.UPSERT_RESULT,
             (
                 key,
                 action[1],
@@ -124,10 +124,7 @@ def verify_results(*, result_timeout_seconds: float, now: datetime | None = None
     report = VerifyReport()
     with database_errors(), database.atomic():
         rows = database.execute_sql(
-            "SELECT e.id, e.body, a.tracking_id::text, a.team, o.status FROM execution_log e "
-            "JOIN activity_actions a ON e.claim_key = 'result:' || a.tracking_id::text "
-            "LEFT JOIN outbox_messages o ON o.tracking_id = a.tracking_id "
-            "WHERE e.status = %s ORDER BY e.id FOR UPDATE OF e SKIP LOCKED",
+            trade_sql.SELECT_REPORTED_FOR_UPDATE,
             (REPORTED,),
         ).fetchall()
         for row_id, body, tracking_id, team, outbox_status in rows:
@@ -136,7 +133,7 @@ def verify_results(*, result_timeout_seconds: float, now: datetime | None = None
                 body["outcome"], body.get("details") or {}, team=team, outbox_status=outbox_status
             )
             database.execute_sql(
-                "UPDATE execution_log SET status = %s, error = %s, updated_at = %s WHERE id = %s",
+                trade_sql.SETTLE,
                 (VERIFIED if reason is None else REJECTED, reason, now, row_id),
             )
             if reason is None:
@@ -146,10 +143,7 @@ def verify_results(*, result_timeout_seconds: float, now: datetime | None = None
                 record_result(tracking_id, ActionStatus.FAILED, error=reason)
                 report.failed[tracking_id] = reason
         stale = database.execute_sql(
-            "SELECT a.tracking_id::text FROM activity_actions a "
-            "JOIN outbox_messages o ON o.tracking_id = a.tracking_id AND o.status = 'published' "
-            "WHERE a.status IN (%s, %s) AND o.published_at < %s AND NOT EXISTS "
-            "(SELECT 1 FROM execution_log e WHERE e.claim_key = 'result:' || a.tracking_id::text)",
+            action_sql.SELECT_UNREPORTED_SINCE,
             (
                 ActionStatus.DELIVERED.value,
                 ActionStatus.RUNNING.value,
@@ -175,19 +169,17 @@ def action_state(tracking_id: str) -> dict[str, Any]:
     """An action's delivery and verification state (``kickoff actions show``, GET /v1/actions/{id})."""
     with database_errors():
         action = database.execute_sql(
-            "SELECT tracking_id::text, league_id, kind, team, status, error, created_at, finished_at, run_id "
-            "FROM activity_actions WHERE tracking_id::text = %s",
+            action_sql.SELECT_STATE,
             (str(tracking_id),),
         ).fetchone()
         if action is None:
             raise ActionNotFound(f"no activity action has tracking id {tracking_id}")
         outbox = database.execute_sql(
-            "SELECT message_id::text, status, published_at, attempts, last_error FROM outbox_messages "
-            "WHERE tracking_id::text = %s ORDER BY id DESC LIMIT 1",
+            outbox_sql.LATEST_DELIVERY_OF_ACTION,
             (str(tracking_id),),
         ).fetchone()
         result = database.execute_sql(
-            "SELECT body, status, error, created_at, updated_at FROM execution_log WHERE claim_key = %s",
+            trade_sql.SELECT_RESULT,
             (_claim_key(str(tracking_id)),),
         ).fetchone()
     keys = (

@@ -36,6 +36,7 @@ from models.execution_log import ExecutionStatus
 from publisher import validation as v
 from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.queues import TRADE_NEGOTIATIONS, TRADE_QUEUES, TRADE_RESPONSES, TRADE_SUBMISSIONS
+from publisher.sql import trades as trade_sql
 from publisher.trace import check_traceparent, trace_headers
 
 logger = logging.getLogger(__name__)
@@ -88,9 +89,6 @@ class ExecutionEntry:
     created_at: Any
 
 
-_ENTRY_COLUMNS = "queue, claim_key, league_id, team, message_id, status, error, resolution, created_at"
-
-
 def _entry(row: Any) -> ExecutionEntry:
     return ExecutionEntry(
         queue=row[0],
@@ -108,8 +106,7 @@ def _entry(row: Any) -> ExecutionEntry:
 def _set_status(queue: str, key: str, status: ExecutionStatus, error: str | None = None) -> None:
     with database_errors(), database.atomic():
         database.execute_sql(
-            "UPDATE execution_log SET status = %s, error = %s, updated_at = %s "
-            "WHERE queue = %s AND claim_key = %s",
+            trade_sql.SET_STATUS,
             (status.value, error, utcnow(), queue, key),
         )
 
@@ -157,8 +154,7 @@ def _claim_and_publish(
     try:
         with database_errors(), database.atomic():
             database.execute_sql(
-                "INSERT INTO execution_log (claim_key, queue, league_id, team, message_id, body, status, "
-                "result, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                trade_sql.INSERT,
                 (
                     key,
                     queue,
@@ -292,7 +288,7 @@ def get_entry(queue: str, claim_key: str) -> ExecutionEntry:
     """Return the claim of ``claim_key`` on ``queue``; TradeNotFound if there is none."""
     with database_errors():
         row = database.execute_sql(
-            f"SELECT {_ENTRY_COLUMNS} FROM execution_log WHERE queue = %s AND claim_key = %s",
+            trade_sql.SELECT_ENTRY,
             (queue, claim_key),
         ).fetchone()
     if row is None:
@@ -303,7 +299,7 @@ def get_entry(queue: str, claim_key: str) -> ExecutionEntry:
 def _republish(entry: ExecutionEntry, publisher: AmqpPublisher) -> TradeResult:
     with database_errors():
         (body,) = database.execute_sql(
-            "SELECT body FROM execution_log WHERE queue = %s AND claim_key = %s",
+            trade_sql.SELECT_BODY,
             (entry.queue, entry.claim_key),
         ).fetchone()
     body = body if isinstance(body, dict) else json.loads(body)
@@ -339,7 +335,7 @@ def redeliverable_trades() -> int:
     """How many claims are pending or uncertain (cheap: the drain connects only when there are some)."""
     with database_errors():
         return database.execute_sql(
-            "SELECT count(*) FROM execution_log WHERE status IN (%s, %s)",
+            trade_sql.COUNT_IN,
             (ExecutionStatus.PENDING.value, ExecutionStatus.UNCERTAIN.value),
         ).fetchone()[0]
 
@@ -354,8 +350,7 @@ def redeliver_trades(*, publisher: AmqpPublisher, limit: int = 500) -> TradeRede
     published = failed = 0
     with database_errors(), database.atomic():
         rows = database.execute_sql(
-            f"SELECT {_ENTRY_COLUMNS} FROM execution_log WHERE status IN (%s, %s) "
-            "ORDER BY created_at, id LIMIT %s FOR UPDATE SKIP LOCKED",
+            trade_sql.CLAIM_REPUBLISHABLE,
             (ExecutionStatus.PENDING.value, ExecutionStatus.UNCERTAIN.value, limit),
         ).fetchall()
         entries = [_entry(r) for r in rows]
@@ -365,8 +360,7 @@ def redeliver_trades(*, publisher: AmqpPublisher, limit: int = 500) -> TradeRede
                 published += 1
                 if entry.status == ExecutionStatus.UNCERTAIN:
                     database.execute_sql(
-                        "UPDATE execution_log SET resolution = %s, resolved_by = %s, resolved_at = %s "
-                        "WHERE queue = %s AND claim_key = %s",
+                        trade_sql.RESOLVE,
                         (Resolution.REPUBLISH.value, "drain", utcnow(), entry.queue, entry.claim_key),
                     )
             elif result.status is TradeStatus.FAILED:
@@ -385,8 +379,7 @@ def list_uncertain(*, stale_claim_seconds: float = 60.0) -> list[ExecutionEntry]
     cutoff = utcnow().timestamp() - stale_claim_seconds
     with database_errors():
         rows = database.execute_sql(
-            f"SELECT {_ENTRY_COLUMNS} FROM execution_log WHERE status = 'uncertain' "
-            "OR (status = 'claimed' AND extract(epoch FROM created_at) < %s) ORDER BY created_at",
+            trade_sql.SELECT_UNSETTLED_BEFORE,
             (cutoff,),
         ).fetchall()
     return [_entry(r) for r in rows]
@@ -423,8 +416,7 @@ def resolve_uncertain(
         _set_status(queue, claim_key, status, entry.error)
     with database_errors(), database.atomic():
         database.execute_sql(
-            "UPDATE execution_log SET resolution = %s, resolved_by = %s, resolved_at = %s "
-            "WHERE queue = %s AND claim_key = %s",
+            trade_sql.RESOLVE,
             (resolution.value, operator, utcnow(), queue, claim_key),
         )
     logger.info(

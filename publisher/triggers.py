@@ -31,6 +31,8 @@ from publisher.outbox import insert_row, publish_row_now
 from publisher.players import refuse_sleeper_ids
 from publisher.queues import DRAFT_TARGETS, LINEUP_UPDATES, WAIVER_ACTIONS
 from publisher.run_context import get_run_id
+from publisher.sql import actions as action_sql
+from publisher.sql import outbox as outbox_sql
 from publisher.trace import check_traceparent, trace_headers
 
 logger = logging.getLogger(__name__)
@@ -121,10 +123,7 @@ class _Save:
 
 def _insert_action(save: _Save, *, tracking_id: str, run_id: str | None, now: datetime) -> bool:
     cursor = database.execute_sql(
-        "INSERT INTO activity_actions (tracking_id, league_id, kind, idempotency_key, team, status, request, "
-        "decision_inputs, after_tracking_id, hold_until, run_id, traceparent, created_at, updated_at) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-        "ON CONFLICT (league_id, kind, idempotency_key) DO NOTHING RETURNING id",
+        action_sql.INSERT,
         (
             tracking_id,
             save.league_id,
@@ -162,8 +161,7 @@ class _Delivery:
 def _existing_delivery(tracking_id: str) -> _Delivery:
     """The outbox row of an action's message (caller's transaction)."""
     row = database.execute_sql(
-        "SELECT id, status, held_by IS NOT NULL, expires_at FROM outbox_messages WHERE tracking_id = %s "
-        "ORDER BY id LIMIT 1",
+        outbox_sql.SELECT_FIRST_OF_ACTION,
         (tracking_id,),
     ).fetchone()
     return _Delivery() if row is None else _Delivery(row[0], row[1], row[2], row[3])
@@ -197,8 +195,7 @@ def _save_and_publish(
     with database_errors(), database.atomic():
         while not _insert_action(save, tracking_id=tracking_id, run_id=run_id, now=now):
             existing = database.execute_sql(
-                "SELECT tracking_id, status, created_at FROM activity_actions "
-                "WHERE league_id = %s AND kind = %s AND idempotency_key = %s FOR UPDATE",
+                action_sql.SELECT_BY_KEY_FOR_UPDATE,
                 (save.league_id, save.queue, save.key),
             ).fetchone()
             if existing is None:
@@ -226,8 +223,7 @@ def _save_and_publish(
                     pending_outbox_id = delivery.outbox_id
                 break
             database.execute_sql(
-                "UPDATE activity_actions SET released_key = idempotency_key, idempotency_key = NULL, "
-                "updated_at = %s WHERE tracking_id = %s",
+                action_sql.RELEASE_KEY,
                 (now, old_id),
             )
             logger.info("idempotency key released: tracking_id=%s key=%s", old_id, save.key)
@@ -273,9 +269,7 @@ def _save_and_publish(
 
 def _row_published(outbox_id: int) -> bool:
     with database_errors():
-        row = database.execute_sql(
-            "SELECT status FROM outbox_messages WHERE id = %s", (outbox_id,)
-        ).fetchone()
+        row = database.execute_sql(outbox_sql.SELECT_STATUS, (outbox_id,)).fetchone()
     return row is not None and row[0] == OutboxStatus.PUBLISHED.value
 
 
@@ -372,8 +366,7 @@ def trigger_waiver(
 def _pick_filled(league_id: str, pick_number: int) -> bool:
     with database_errors():
         row = database.execute_sql(
-            "SELECT 1 FROM activity_actions WHERE league_id = %s AND kind = %s AND status = %s "
-            "AND (request->>'pick_number')::int = %s LIMIT 1",
+            action_sql.PICK_TAKEN,
             (league_id, DRAFT_TARGETS, ActionStatus.SUCCEEDED.value, pick_number),
         ).fetchone()
     return row is not None

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from models.activity import ActionStatus, ActivityAction
+from models.activity import ActionStatus
 from models.db import database
 from publisher.actions import record_result
 from publisher.amqp import AmqpPublisher
@@ -70,9 +70,9 @@ def test_rule_reuse_window_releases_a_finished_key_after_the_ttl(publisher, pub_
 @pytest.mark.parametrize("status", [ActionStatus.QUEUED, ActionStatus.DELIVERED, ActionStatus.RUNNING])
 def test_rule_pending_work_keeps_its_key_however_old(publisher, pub_settings, frozen_clock, status):
     first = trigger_waiver(waiver(), publisher=publisher, settings=pub_settings)
-    ActivityAction.update(status=status.value).where(
-        ActivityAction.tracking_id == first.tracking_id
-    ).execute()
+    database.execute_sql(
+        "UPDATE activity_actions SET status = %s WHERE tracking_id = %s", (status.value, first.tracking_id)
+    )
     frozen_clock.advance(days=400)
     again = trigger_waiver(waiver(), publisher=publisher, settings=pub_settings)
     assert again.status is TriggerStatus.DUPLICATE and again.tracking_id == first.tracking_id

@@ -1,0 +1,82 @@
+"""Named SQL statements on ``activity_actions`` (triggers, results, chains, the outbox's action updates).
+
+The publisher runs these with ``database.execute_sql``; no other module of it writes SQL for this table.
+"""
+
+from __future__ import annotations
+
+RECORD_RESULT = (
+    "UPDATE activity_actions SET status = %s, error = %s, updated_at = %s, finished_at = COALESCE(%s, "
+    "finished_at) WHERE tracking_id::text = %s AND status = ANY(%s)"
+)
+
+SELECT_VIEW = (
+    "SELECT tracking_id, league_id, kind, team, status, idempotency_key, after_tracking_id, hold_until, "
+    "run_id, error, created_at FROM activity_actions WHERE tracking_id::text = %s"
+)
+
+SET_LOCK_TIMEOUT = "SET LOCAL lock_timeout = %s"  # milliseconds, this transaction only
+
+SET_STATEMENT_TIMEOUT = "SET LOCAL statement_timeout = %s"  # milliseconds, this transaction only
+
+SELECT_PARENT_FOR_SHARE = (
+    "SELECT kind, league_id, team, status, request FROM activity_actions WHERE tracking_id = %s FOR SHARE"
+)
+
+FINISH_RELEASING_KEY = (
+    "UPDATE activity_actions SET status = %s, error = %s, updated_at = %s, finished_at = %s, released_key"
+    " = COALESCE(idempotency_key, released_key), idempotency_key = NULL WHERE tracking_id = %s"
+)
+
+MARK_DELIVERED = (
+    "UPDATE activity_actions SET status = %s, updated_at = %s WHERE tracking_id = ANY(%s::uuid[]) AND "
+    "status = %s"
+)
+
+FAIL_QUEUED = (
+    "UPDATE activity_actions SET status = %s, error = %s, updated_at = %s, finished_at = %s WHERE "
+    "tracking_id = %s AND status = %s"
+)
+
+REQUEUE_TAKING_KEY_BACK = (
+    "UPDATE activity_actions SET status = %s, error = NULL, finished_at = NULL, updated_at = %s, "
+    "idempotency_key = COALESCE(idempotency_key, released_key), released_key = CASE WHEN idempotency_key "
+    "IS NULL THEN NULL ELSE released_key END WHERE tracking_id = %s"
+)
+
+KEY_HELD = "SELECT 1 FROM activity_actions WHERE league_id = %s AND kind = %s AND idempotency_key = %s"
+
+SELECT_QUEUE_OF = "SELECT league_id, kind, team FROM activity_actions WHERE tracking_id::text = %s"
+
+SELECT_UNREPORTED_SINCE = (
+    "SELECT a.tracking_id::text FROM activity_actions a JOIN outbox_messages o ON o.tracking_id = "
+    "a.tracking_id AND o.status = 'published' WHERE a.status IN (%s, %s) AND o.published_at < %s AND NOT "
+    "EXISTS (SELECT 1 FROM execution_log e WHERE e.claim_key = 'result:' || a.tracking_id::text)"
+)
+
+SELECT_STATE = (
+    "SELECT tracking_id::text, league_id, kind, team, status, error, created_at, finished_at, run_id FROM"
+    " activity_actions WHERE tracking_id::text = %s"
+)
+
+INSERT = (
+    "INSERT INTO activity_actions (tracking_id, league_id, kind, idempotency_key, team, status, request, "
+    "decision_inputs, after_tracking_id, hold_until, run_id, traceparent, created_at, updated_at) VALUES "
+    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (league_id, kind, "
+    "idempotency_key) DO NOTHING RETURNING id"
+)
+
+RELEASE_KEY = (
+    "UPDATE activity_actions SET released_key = idempotency_key, idempotency_key = NULL, updated_at = %s "
+    "WHERE tracking_id = %s"
+)
+
+PICK_TAKEN = (
+    "SELECT 1 FROM activity_actions WHERE league_id = %s AND kind = %s AND status = %s AND "
+    "(request->>'pick_number')::int = %s LIMIT 1"
+)
+
+SELECT_BY_KEY_FOR_UPDATE = (
+    "SELECT tracking_id, status, created_at FROM activity_actions WHERE league_id = %s AND kind = %s AND "
+    "idempotency_key = %s FOR UPDATE"
+)
