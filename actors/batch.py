@@ -6,10 +6,9 @@ a dispatch tick sends up to thousands of starts. This module runs that script fo
 message of a batch (heartbeat and maintenance chance, as one ``enqueue`` would) and stores every
 other message the way the script's ``enqueue`` command does: one HSET of all bodies into
 ``{namespace}:{queue}.msgs`` and one RPUSH of all ids onto ``{namespace}:{queue}``, in order, all
-in one pipeline. The same before/after ``enqueue`` middleware events are emitted. It relies on
-RedisBroker internals (``scripts``, ``_should_do_maintenance``, ``_max_unpack_size``, the key
-layout of ``dispatch.lua``; checked against dramatiq 2.2); any other broker falls back to
-``enqueue``.
+in one pipeline. The same before/after ``enqueue`` middleware events are emitted. The RedisBroker
+internals this needs are in actors.dramatiq_compat (checked at import); any other broker falls
+back to ``enqueue``.
 """
 
 from __future__ import annotations
@@ -18,17 +17,16 @@ from uuid import uuid4
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
-from dramatiq.common import current_millis
 from dramatiq.middleware import Middleware
+
+from actors import dramatiq_compat
 
 #: Messages per HSET/RPUSH command (keeps one command's size bounded).
 _CHUNK = 1000
 
 
 def _supports_pipeline(broker: dramatiq.Broker) -> bool:
-    return isinstance(broker, RedisBroker) and all(
-        hasattr(broker, name) for name in ("scripts", "_should_do_maintenance", "_max_unpack_size")
-    )
+    return isinstance(broker, RedisBroker)
 
 
 def _has_hook(broker: dramatiq.Broker, name: str) -> bool:
@@ -50,31 +48,17 @@ def enqueue_many(broker: dramatiq.Broker, messages: list[dramatiq.Message]) -> l
             broker.emit_before("enqueue", message, None)
     first, rest = enqueued[0], enqueued[1:]
     pipe = broker.client.pipeline(transaction=False)
-    broker.scripts["dispatch"](
-        keys=[broker.namespace],
-        args=[
-            "enqueue",
-            current_millis(),
-            first.queue_name,
-            broker.broker_id,
-            broker.heartbeat_timeout,
-            broker.dead_message_ttl,
-            broker._should_do_maintenance("enqueue"),
-            broker._max_unpack_size(),
-            first.options["redis_message_id"],
-            first.encode(),
-        ],
-        client=pipe,
-    )
+    dramatiq_compat.run_enqueue(broker, first, client=pipe)
     by_queue: dict[str, list[dramatiq.Message]] = {}
     for message in rest:
         by_queue.setdefault(message.queue_name, []).append(message)
     for queue_name, queued in by_queue.items():
-        queue_key = f"{broker.namespace}:{queue_name}"
+        queue_key = dramatiq_compat.queue_key(broker, queue_name)
+        messages_key = dramatiq_compat.messages_key(broker, queue_name)
         for n in range(0, len(queued), _CHUNK):
             chunk = queued[n : n + _CHUNK]
             ids = [m.options["redis_message_id"] for m in chunk]
-            pipe.hset(f"{queue_key}.msgs", mapping={i: m.encode() for i, m in zip(ids, chunk, strict=True)})
+            pipe.hset(messages_key, mapping={i: m.encode() for i, m in zip(ids, chunk, strict=True)})
             pipe.rpush(queue_key, *ids)
     pipe.execute()
     if _has_hook(broker, "after_enqueue"):

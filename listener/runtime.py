@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from dramatiq.middleware.threading import raise_thread_exception
+from dramatiq.threading import raise_thread_exception
 
 from config.errors import ConfigurationError, KickoffError
 from config.settings import MatchListenerEnvironment

@@ -1,10 +1,11 @@
-"""The one module that talks to pika: a confirming, mandatory, pipelined RabbitMQ publisher.
+"""A confirming, mandatory, pipelined RabbitMQ publisher (pika's private API only via publisher.pika_compat).
 
 Every message goes to the default exchange with the queue name as routing key, as persistent
 JSON with a message id, ``mandatory=True`` and publisher confirms. A batch is published in one
 go and then all its confirms are awaited (delivery tags tracked here), so throughput is not one
 round trip per message. pika errors are translated into ``config.errors`` PublishError
-subclasses here; nothing above this module imports pika.
+subclasses here. publisher.run_consumer (the launcher's consumer) is the other module that uses
+pika; nothing above the publisher imports it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from config.errors import (
     UnroutableMessageError,
 )
 from config.settings import mask_url
+from publisher import pika_compat
 from publisher.queues import declare_passive
 
 logger = logging.getLogger(__name__)
@@ -143,13 +145,13 @@ class AmqpPublisher:
             channel = self._connection.channel()
             # BlockingChannel's own confirm mode waits for each confirm; we enable confirms on
             # the underlying channel instead and track delivery tags, so a batch is pipelined.
-            impl = channel._impl
+            impl = pika_compat.channel_impl(channel)
             selected: list[bool] = []
             impl.confirm_delivery(
                 ack_nack_callback=self._on_confirm, callback=lambda _frame: selected.append(True)
             )
             impl.add_on_return_callback(self._on_return)
-            channel._flush_output(lambda: bool(selected))
+            pika_compat.flush_until(channel, lambda: bool(selected))
         except PIKA_ERRORS as exc:
             self._drop()
             raise self._unavailable(exc) from exc
@@ -362,12 +364,11 @@ class AmqpPublisher:
         the same for every message to a queue and is marshalled once; the body frames are
         packed directly. Saves pika's per-frame work, which dominates a large batch.
         """
-        impl = self._channel._impl
+        impl = pika_compat.channel_impl(self._channel)
         if not impl.is_open:
             raise pika.exceptions.ChannelWrongStateError("Channel is closed.")
-        connection = self._connection._impl
         number = impl.channel_number
-        body_max = connection._body_max_length
+        body_max = pika_compat.body_max_length(self._connection)
         timestamp = int(time.time())
         methods: dict[str, bytes] = {}
         frames: list[bytes] = []
@@ -391,35 +392,24 @@ class AmqpPublisher:
                 chunk = body[start : start + body_max]
                 frames.append(_BODY_FRAME.pack(pika.spec.FRAME_BODY, number, len(chunk)) + chunk + _FRAME_END)
             ids.append(m.message_id)
-        connection._output_marshaled_frames([b"".join(frames)])
+        pika_compat.write_frames(self._connection, b"".join(frames))
         for message_id in ids:
             self._next_tag += 1
             self._unconfirmed[self._next_tag] = message_id
             sent.add(message_id)
 
-    def _coalesce_output(self) -> None:
-        """Join the batch's queued frames into one buffer, so it leaves in a few sends, not 3 per message.
-
-        pika queues every frame (method, header, body) as its own buffer and sends them one by
-        one; joining keeps the bytes and their order. A no-op if pika's internals differ.
-        """
-        transport = getattr(getattr(self._connection, "_impl", None), "_transport", None)
-        buffers = getattr(transport, "_tx_buffers", None)
-        if buffers is not None and len(buffers) > 1:
-            joined = b"".join(buffers)
-            buffers.clear()
-            buffers.append(joined)
-
     def _await_confirms(self) -> None:
         """Process I/O until every tag of the batch is confirmed; _ConfirmTimeout past the deadline.
 
         The deadline is checked by the wait's own stop condition. BlockingConnection.call_later
-        callbacks only run from process_data_events, never inside _flush_output, so a ticker on
+        callbacks only run from process_data_events, never inside flush_until, so a ticker on
         the I/O loop itself wakes the poll at least every CONFIRM_POLL_SECONDS to re-check it.
         """
-        self._coalesce_output()
-        assert self._connection is not None
-        impl = self._connection._impl
+        # pika queues every frame (method, header, body) as its own buffer and sends them one by
+        # one; joined, the batch leaves in a few sends, not 3 per message.
+        pika_compat.coalesce_output(self._connection)
+        connection = self._connection
+        assert connection is not None
         deadline = time.monotonic() + self.confirm_timeout
         timer: list[object] = []
 
@@ -427,14 +417,14 @@ class AmqpPublisher:
             return time.monotonic() >= deadline
 
         def tick() -> None:
-            timer[:] = [impl._adapter_call_later(CONFIRM_POLL_SECONDS, tick)]
+            timer[:] = [pika_compat.call_later(connection, CONFIRM_POLL_SECONDS, tick)]
 
         tick()
         try:
-            self._channel._flush_output(lambda: not self._unconfirmed or expired())
+            pika_compat.flush_until(self._channel, lambda: not self._unconfirmed or expired())
         finally:
             if self._connection is not None and self._connection.is_open and timer:
-                impl._adapter_remove_timeout(timer[0])
+                pika_compat.remove_timeout(connection, timer[0])
         if self._unconfirmed:
             raise _ConfirmTimeout(f"no confirm within {self.confirm_timeout:g}s")
 
@@ -445,7 +435,7 @@ class _ConfirmTimeout(Exception):
 
 def _shut_socket(conn: pika.BlockingConnection) -> None:
     """Shut the connection's socket: pika's loop then sees the stream end and stops waiting."""
-    sock = getattr(getattr(getattr(conn, "_impl", None), "_transport", None), "_sock", None)
+    sock = pika_compat.socket_of(conn)
     if sock is not None:
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
@@ -458,19 +448,18 @@ def close_within(conn: pika.BlockingConnection, seconds: float) -> None:
     is until the heartbeat timeout. A ticker on the connection's own I/O loop shuts the socket
     once the deadline passes (at once for 0), which ends the wait as a lost stream.
     """
-    impl = conn._impl
     deadline = time.monotonic() + seconds
 
     def tick() -> None:
         if time.monotonic() >= deadline:
             _shut_socket(conn)
         else:
-            impl._adapter_call_later(CONFIRM_POLL_SECONDS, tick)
+            pika_compat.call_later(conn, CONFIRM_POLL_SECONDS, tick)
 
     if seconds <= 0:
         _shut_socket(conn)
     else:
-        impl._adapter_call_later(CONFIRM_POLL_SECONDS, tick)
+        pika_compat.call_later(conn, CONFIRM_POLL_SECONDS, tick)
     try:
         conn.close()
     except Exception:  # a broken connection may fail to close; it is gone anyway

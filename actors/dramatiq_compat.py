@@ -1,0 +1,99 @@
+"""The Dramatiq RedisBroker internals kickoff relies on, in one place, checked when this module is imported.
+
+actors.batch stores a batch of messages in one Redis round trip. For the first message it runs
+the RedisBroker's own ``dispatch`` Lua script with the ``enqueue`` command (the worker heartbeat
+and the maintenance chance of one ``enqueue``); the others are stored as that command stores
+them. That needs the broker's private API: ``scripts["dispatch"]`` with its positional argument
+order (command, timestamp, queue, broker id, heartbeat timeout, dead-message TTL, maintenance
+flag, max unpack size, then the message id and body), ``_should_do_maintenance``,
+``_max_unpack_size`` and the script's key layout (``{namespace}:{queue}`` list of ids,
+``{namespace}:{queue}.msgs`` hash of bodies). Importing this module checks them against the
+installed dramatiq and raises ImportError naming its version and what differs. Checked against
+dramatiq 1.17 and 2.2.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import dramatiq
+from dramatiq.brokers import redis as redis_broker
+from dramatiq.brokers.redis import RedisBroker
+from dramatiq.common import current_millis
+
+#: ``local <name> = ARGV[<n>]`` lines of dispatch.lua, in the order ``run_enqueue`` passes them.
+_ARGV = (
+    "command",
+    "timestamp",
+    "queue_name",
+    "worker_id",
+    "heartbeat_timeout",
+    "dead_message_ttl",
+    "do_maintenance",
+    "max_unpack_size",
+)
+#: What dispatch.lua must say for the key layout and the enqueue command used here.
+_LUA_LINES = (
+    'local queue_full_name = namespace .. ":" .. queue_name',
+    'local queue_messages = queue_full_name .. ".msgs"',
+    "local message_id = ARGS[1]",
+    "local message_data = ARGS[2]",
+    'redis.call("hset", queue_messages, message_id, message_data)',
+    'redis.call("rpush", queue_full_name, message_id)',
+)
+
+
+def _check() -> None:
+    problems = [
+        f"RedisBroker.{name}"
+        for name in ("_should_do_maintenance", "_max_unpack_size")
+        if not callable(getattr(RedisBroker, name, None))
+    ]
+    source = getattr(redis_broker, "_scripts", {}).get("dispatch")
+    if source is None:
+        problems.append("the dispatch script")
+    else:
+        lua = source.decode() if isinstance(source, bytes) else str(source)
+        for n, name in enumerate(_ARGV, start=1):
+            if not re.search(rf"local {name}\s*=\s*ARGV\[{n}\]", lua):
+                problems.append(f"dispatch.lua ARGV[{n}] = {name}")
+        problems += [f"dispatch.lua: {line}" for line in _LUA_LINES if line not in lua]
+    if problems:
+        raise ImportError(
+            f"dramatiq {dramatiq.__version__} differs from what kickoff's batch enqueue uses: "
+            f"{'; '.join(problems)}; install a dramatiq version kickoff supports (see pyproject.toml)"
+        )
+
+
+_check()
+
+
+def queue_key(broker: RedisBroker, queue_name: str) -> str:
+    """The list of a queue's message ids."""
+    return f"{broker.namespace}:{queue_name}"
+
+
+def messages_key(broker: RedisBroker, queue_name: str) -> str:
+    """The hash of a queue's message bodies by id."""
+    return f"{queue_key(broker, queue_name)}.msgs"
+
+
+def run_enqueue(broker: RedisBroker, message: dramatiq.Message, *, client: Any) -> None:
+    """Run the broker's dispatch script for one ``enqueue`` of ``message`` on ``client`` (a pipeline)."""
+    broker.scripts["dispatch"](
+        keys=[broker.namespace],
+        args=[
+            "enqueue",
+            current_millis(),
+            message.queue_name,
+            broker.broker_id,
+            broker.heartbeat_timeout,
+            broker.dead_message_ttl,
+            broker._should_do_maintenance("enqueue"),
+            broker._max_unpack_size(),
+            message.options["redis_message_id"],
+            message.encode(),
+        ],
+        client=client,
+    )

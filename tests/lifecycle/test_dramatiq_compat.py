@@ -1,0 +1,30 @@
+"""The RedisBroker internals the batch enqueue uses are checked at import; the error names the version."""
+
+from __future__ import annotations
+
+import dramatiq
+import pytest
+from dramatiq.brokers import redis as redis_broker
+from dramatiq.brokers.redis import RedisBroker
+
+from actors import dramatiq_compat
+
+
+def test_the_installed_dramatiq_has_what_the_batch_enqueue_uses():
+    dramatiq_compat._check()
+
+
+def test_a_dramatiq_without_the_maintenance_hook_fails_naming_its_version(monkeypatch):
+    monkeypatch.delattr(RedisBroker, "_should_do_maintenance")
+    with pytest.raises(
+        ImportError, match=rf"dramatiq {dramatiq.__version__} .*RedisBroker\._should_do_maintenance"
+    ):
+        dramatiq_compat._check()
+
+
+def test_a_dispatch_script_with_another_argument_order_fails_at_the_check(monkeypatch):
+    lua = redis_broker._scripts["dispatch"].decode()
+    swapped = lua.replace("local worker_id = ARGV[4]", "local worker_id = ARGV[5]")
+    monkeypatch.setitem(redis_broker._scripts, "dispatch", swapped.encode())
+    with pytest.raises(ImportError, match=r"ARGV\[4\] = worker_id"):
+        dramatiq_compat._check()
