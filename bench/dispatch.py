@@ -92,9 +92,7 @@ def reset(barriers, broker_client, namespace: str) -> None:
     """Forget the previous tick: pending keys, stored message ids, queued messages."""
     from models.match import Match
 
-    keys = list(barriers.client.scan_iter(match=f"{barriers.prefix}pending_*", count=5000))
-    if keys:
-        barriers.client.delete(*keys)
+    barriers.clear_pending(*barriers.pending_match_ids())
     Match.update(start_message_id=None).where(Match.start_message_id.is_null(False)).execute()
     for key in broker_client.scan_iter(match=f"{namespace}:*"):
         broker_client.delete(key)

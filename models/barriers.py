@@ -331,9 +331,14 @@ class Barriers:
         return bool(self.client.exists(self.pending_key(match_id)))
 
     @_redis_errors
+    def pending_match_ids(self) -> list[str]:
+        """Every match with a pending key (SCAN)."""
+        return self._ids_of(self.pending_key)
+
+    @_redis_errors
     def pending_without_lock(self, match_ids: Iterable[str] | None = None) -> list[str]:
         """Matches with a pending key but no start lock; ``None``: every pending key (SCAN)."""
-        ids = self._ids_of(self.pending_key) if match_ids is None else [str(m) for m in match_ids]
+        ids = self.pending_match_ids() if match_ids is None else [str(m) for m in match_ids]
         if not ids:
             return []
         pipe = self.client.pipeline(transaction=False)

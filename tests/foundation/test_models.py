@@ -102,6 +102,7 @@ def test_a_stale_read_still_moves_a_status_forward_from_what_is_stored(make_matc
     assert Match.get_by_id(match.id).status == "closed"
 
 
+@pytest.mark.services
 def test_the_start_message_id_moves_out_of_the_settings_json(settings):
     from yoyo import get_backend, read_migrations
 
