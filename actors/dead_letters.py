@@ -64,7 +64,7 @@ def retry_dead(broker: Any, message_id: str, *, barriers: Any) -> RetryResult:
         kwargs = dict(message.kwargs or {})
         if message.actor_name == "start_match_listener":
             from actors.listeners import send_start
-            from listener.dispatch import request_start
+            from lifecycle.dispatch import request_start
 
             sent, detail = request_start(
                 str(kwargs.get("match_id")),

@@ -15,14 +15,14 @@ from typing import Any
 import dramatiq
 from dramatiq.middleware import CurrentMessage
 
-from actors import reporting
+from actors import process, reporting
 from actors.batch import enqueue_many
 from actors.broker import QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS, broker_errors, worker_hooks
 from config.errors import KickoffError, ListenerRunFailed
 from config.settings import MatchListenerEnvironment
-from listener import cleanup, dispatch, lifecycle
-from listener.dispatch import StartMessage
-from listener.runtime import ListenerServices
+from lifecycle import cleanup, dispatch, start_match
+from lifecycle.dispatch import StartMessage
+from lifecycle.runtime import ListenerServices
 from models.barriers import Barriers
 
 logger = logging.getLogger(__name__)
@@ -39,13 +39,11 @@ _runtime_mu = threading.Lock()
 
 
 def runtime() -> _Runtime:
-    """Settings (read once by ``actors``) and Redis barriers of this process, built on first use."""
+    """Settings (read once by ``actors.process``) and Redis barriers of this process, built on first use."""
     global _runtime_cache
     with _runtime_mu:
         if _runtime_cache is None:
-            import actors
-
-            _runtime_cache = _Runtime(actors.settings, Barriers.from_settings(actors.settings))
+            _runtime_cache = _Runtime(process.settings, Barriers.from_settings(process.settings))
         return _runtime_cache
 
 
@@ -148,12 +146,12 @@ def dispatch_upcoming_test_match_listeners() -> dict:
 
 @dramatiq.actor(queue_name=QUEUE_MATCH_LISTENERS, max_retries=0, time_limit=float("inf"))
 def start_match_listener(match_id: str, overrides: dict[str, Any] | None = None, force: bool = False) -> dict:
-    """Run the listener of one match for the whole game (see listener.lifecycle)."""
+    """Run the listener of one match for the whole game (see lifecycle.start_match)."""
     rt = runtime()
     message = CurrentMessage.get_current_message()
     reporting.tag_listener_start(str(match_id))
     try:
-        result = lifecycle.start_match_listener(
+        result = start_match.start_match_listener(
             match_id,
             overrides,
             force,

@@ -2,13 +2,14 @@
 
 They keep match rows current so dispatch has something to find; they never start listeners.
 The scheduler sends them whenever APP_ENV is not develop (scheduler table). Thin wrappers over
-listener.schedule; the settings are the process's (``actors.settings``), read at each call.
+listener.schedule; the settings are the process's (``actors.process.settings``), read at each call.
 """
 
 from __future__ import annotations
 
 import dramatiq
 
+from actors import process
 from actors.broker import QUEUE_DEFAULT
 from config.clock import utcnow
 from config.settings import MatchListenerEnvironment
@@ -16,9 +17,7 @@ from listener import schedule
 
 
 def _settings() -> MatchListenerEnvironment:
-    import actors
-
-    return actors.settings
+    return process.settings
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)

@@ -7,29 +7,27 @@ from functools import cache
 
 import dramatiq
 
+from actors import process
 from actors.broker import QUEUE_DEFAULT
 from publisher.amqp import publisher_from_settings
-from publisher.catalog import Catalog, load_catalog
+from runs.catalog import Catalog, load_catalog
 
 logger = logging.getLogger(__name__)
 
 
 @cache
 def _catalog() -> Catalog:
-    import actors
-
-    return load_catalog(actors.settings.job_catalog_path)
+    return load_catalog(process.settings.job_catalog_path)
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
 def tick_job_runs() -> dict:
     """Publish the latest slot of every scheduled job (job@slot dedupes a doubled tick), then
     publish run outbox rows whose first publish failed."""
-    import actors
-    from publisher.run_schedule import publish_scheduled_runs
-    from publisher.runs import drain_job_runs
+    from runs.publish import drain_job_runs
+    from runs.schedule import publish_scheduled_runs
 
-    settings = actors.settings
+    settings = process.settings
     with publisher_from_settings(settings) as publisher:
         schedule = publish_scheduled_runs(catalog=_catalog(), publisher=publisher)
         drained = drain_job_runs(publisher=publisher, batch=settings.job_run_drain_batch)

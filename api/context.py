@@ -11,7 +11,7 @@ from publisher.amqp import AmqpPublisher, publisher_from_settings
 
 if TYPE_CHECKING:
     from models.barriers import Barriers
-    from publisher.catalog import Catalog
+    from runs.catalog import Catalog
 
 
 class ApiContext:
@@ -64,7 +64,7 @@ class ApiContext:
     @cached_property
     def catalog(self) -> Catalog:
         """The job catalog (JOB_CATALOG_PATH), read once."""
-        from publisher.catalog import load_catalog
+        from runs.catalog import load_catalog
 
         return load_catalog(self.settings.job_catalog_path)
 

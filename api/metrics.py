@@ -86,7 +86,7 @@ class SharedStateCollector(Collector):
         yield up
 
     def _listeners(self) -> Iterator[Metric]:
-        from listener.board import listener_board
+        from lifecycle.board import listener_board
         from models.db import database, database_errors
 
         entries = listener_board(settings=self.ctx.settings, barriers=self.ctx.barriers)

@@ -99,7 +99,7 @@ def reset(barriers, broker_client, namespace: str) -> None:
 
 
 def time_ticks(settings, barriers, broker_client, send, send_batch, ticks: int) -> list[float]:
-    from listener.dispatch import dispatch_upcoming_match_listeners
+    from lifecycle.dispatch import dispatch_upcoming_match_listeners
 
     out = []
     for _ in range(ticks):
@@ -117,9 +117,9 @@ def stop_latency(settings, barriers, stops: int) -> list[float]:
     """Start ``stops`` scripted listeners in-process, stop them one by one, time stop -> run ended."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from listener.cleanup import stop_match_listener
-    from listener.lifecycle import start_match_listener
-    from listener.runtime import ListenerServices
+    from lifecycle.cleanup import stop_match_listener
+    from lifecycle.runtime import ListenerServices
+    from lifecycle.start_match import start_match_listener
     from models.db import database
     from models.match import Match
 
@@ -161,8 +161,8 @@ def scale(settings, barriers, n: int) -> None:
     """Run ``n`` scripted listeners in one process: one heartbeat thread, one stop watcher, bounded DB use."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from listener.lifecycle import start_match_listener
-    from listener.runtime import ListenerServices
+    from lifecycle.runtime import ListenerServices
+    from lifecycle.start_match import start_match_listener
     from models.db import database
     from models.match import Match
 
@@ -238,7 +238,7 @@ def main() -> int:
     from models.db import database
     from models.migrate import drop_database, migrate
 
-    settings = actors.settings
+    settings = actors.process.settings
     migrate(settings.database_url)
     barriers = Barriers.from_settings(settings)
     broker_client = connect_redis(settings.broker_url)

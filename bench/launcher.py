@@ -25,10 +25,10 @@ from config.settings import load_settings
 from models.db import database, init_database
 from models.migrate import drop_database, migrate
 from publisher.amqp import AmqpPublisher
-from publisher.catalog import load_catalog
-from publisher.launcher import Launcher, LauncherConfig
 from publisher.queues import JOB_RUNS
-from publisher.runs import publish_run
+from runs.catalog import load_catalog
+from runs.launcher import Launcher, LauncherConfig
+from runs.publish import publish_run
 
 
 def rabbitmqctl(*args: str) -> None:

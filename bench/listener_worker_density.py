@@ -139,7 +139,7 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
         baseline = child.memory_info().rss
 
         from actors.listeners import send_start, send_starts
-        from listener.dispatch import dispatch_upcoming_match_listeners
+        from lifecycle.dispatch import dispatch_upcoming_match_listeners
 
         barriers = Barriers.from_settings(settings)
         t_dispatch = time.monotonic()

@@ -10,7 +10,7 @@ import click
 
 from cli.table import render_table
 from config.errors import KickoffError
-from listener.board import BoardEntry
+from lifecycle.board import BoardEntry
 
 #: (header, right-aligned) per column; the reason column comes last and is not padded.
 COLUMNS = (

@@ -59,7 +59,7 @@ class MatchIdType(click.ParamType):
         if not text:
             self.fail("a match id or sr_id is required", param, ctx)
         from cli.context import CliContext
-        from listener.start import match_id_for_sr_id
+        from lifecycle.start import match_id_for_sr_id
 
         obj = ctx.find_object(CliContext) if ctx is not None else None
         if obj is None:

@@ -16,7 +16,7 @@ QUEUE_CHOICE = click.Choice(["default", "match_listeners"])
 def _broker():
     import actors
 
-    return actors.kickoff_broker
+    return actors.process.kickoff_broker
 
 
 @click.group("dead-letters")

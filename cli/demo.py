@@ -218,8 +218,8 @@ def _play(
     timeout: float,
 ) -> dict[str, Any]:
     from actors.listeners import send_start  # sets up the broker from the demo's settings
-    from listener.cleanup import sweep_stale_match_listeners
-    from listener.dispatch import dispatch_upcoming_match_listeners
+    from lifecycle.cleanup import sweep_stale_match_listeners
+    from lifecycle.dispatch import dispatch_upcoming_match_listeners
     from models.barriers import Barriers
 
     barriers = Barriers.from_settings(settings)

@@ -51,19 +51,19 @@ def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: boo
     import actors
 
     kwargs = parse_assignments(kws, option="--kw")
-    broker = actors.kickoff_broker
+    broker = actors.process.kickoff_broker
     if actor_name not in broker.actors:
         raise NotFound(f"no actor named {actor_name!r}; known: {', '.join(sorted(broker.actors))}")
     actor = broker.get_actor(actor_name)
     check_actor_kwargs(actor_name, actor.fn, kwargs)
     if actor_name == "dispatch_upcoming_match_listeners":
-        from listener.dispatch import MANUAL_WITHIN_MINUTES
+        from lifecycle.dispatch import MANUAL_WITHIN_MINUTES
 
         kwargs.setdefault("within_minutes", MANUAL_WITHIN_MINUTES)
     if actor_name == "start_match_listener":
         from actors.listeners import send_start
-        from listener.dispatch import request_start
-        from listener.start import load_match, validate_listener_settings
+        from lifecycle.dispatch import request_start
+        from lifecycle.start import load_match, validate_listener_settings
 
         overrides = kwargs.get("overrides")
         if overrides is not None and not isinstance(overrides, dict):

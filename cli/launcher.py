@@ -21,8 +21,8 @@ def launcher(obj: CliContext, cap: int | None) -> None:
     """
     obj.log_progress()
     from publisher.amqp import publisher_from_settings
-    from publisher.catalog import load_catalog
-    from publisher.launcher import Launcher, LauncherConfig
+    from runs.catalog import load_catalog
+    from runs.launcher import Launcher, LauncherConfig
 
     settings = obj.settings
     catalog = load_catalog(settings.job_catalog_path)

@@ -29,7 +29,7 @@ def _league_dict(league: object) -> dict[str, object]:
 @click.pass_obj
 def add(obj: CliContext, name: str, disabled: bool, as_json: bool) -> None:
     """Add league NAME (the feed's league segment, e.g. nfl); prints what was added."""
-    from listener.leagues import InvalidLeagueName, add_league, check_league_name
+    from lifecycle.leagues import InvalidLeagueName, add_league, check_league_name
 
     try:
         check_league_name(name)
@@ -66,7 +66,7 @@ def list_(obj: CliContext, limit: int, as_json: bool) -> None:
 
 
 def _set_enabled(obj: CliContext, name: str, enabled: bool, as_json: bool) -> None:
-    from listener.leagues import set_league_enabled
+    from lifecycle.leagues import set_league_enabled
 
     obj.database()
     league, before = set_league_enabled(name, enabled)

@@ -35,7 +35,7 @@ def listen_command(obj: CliContext, sr_id: str, league: str | None, process: boo
     heartbeats, 11 data error, 12 connection error.
     """
     from config.errors import ListenerHeld
-    from listener.listen import listen
+    from lifecycle.listen import listen
 
     obj.log_progress()
 

@@ -43,7 +43,7 @@ def listeners() -> None:
 @click.option(
     "--within-minutes",
     type=click.IntRange(min=0),
-    default=0,  # listener.dispatch.MANUAL_WITHIN_MINUTES (not imported: --help stays fast)
+    default=0,  # lifecycle.dispatch.MANUAL_WITHIN_MINUTES (not imported: --help stays fast)
     show_default=True,
     help=(
         "Window after now for pre-game matches (a one-shot's default is 0: matches due now;"
@@ -67,7 +67,7 @@ def dispatch_cmd(
 
     Prints the counts (enqueued, already pending, exhausted, abandoned) and each enqueued match.
     """
-    from listener.dispatch import dispatch_upcoming_match_listeners
+    from lifecycle.dispatch import dispatch_upcoming_match_listeners
 
     if test_only and live_only:
         raise click.UsageError("--test and --live contradict each other: give one or neither")
@@ -120,8 +120,8 @@ def start_cmd(obj: CliContext, match_id: str, force: bool, overrides: tuple[str,
     --override values are checked against the listener settings first: a bad one is one line and
     nothing is enqueued.
     """
-    from listener.dispatch import request_start
-    from listener.start import load_match, validate_listener_settings
+    from lifecycle.dispatch import request_start
+    from lifecycle.start import load_match, validate_listener_settings
 
     parsed = parse_assignments(overrides, option="--override")
     validate_listener_settings(parsed, source="--override")
@@ -155,7 +155,7 @@ def start_cmd(obj: CliContext, match_id: str, force: bool, overrides: tuple[str,
 @click.pass_obj
 def stop_cmd(obj: CliContext, match_id: str, as_json: bool) -> None:
     """Stop MATCH_ID's listener (exit 15 within 2 s), revoke a queued start, turn auto-dispatch off."""
-    from listener.cleanup import stop_match_listener
+    from lifecycle.cleanup import stop_match_listener
 
     obj.database()
     result = stop_match_listener(match_id, settings=obj.settings, barriers=obj.barriers)
@@ -192,7 +192,7 @@ def sweep_cmd(obj: CliContext, heartbeat_stale_seconds: float | None, as_json: b
     A listener is dead when its worker's lease is gone from Redis or its heartbeat is older than
     the threshold; a healthy one is never closed with the default threshold.
     """
-    from listener.cleanup import sweep_stale_match_listeners
+    from lifecycle.cleanup import sweep_stale_match_listeners
 
     obj.database()
     result = sweep_stale_match_listeners(
@@ -255,7 +255,7 @@ def status_cmd(
     """
     from cli.board import render_board, watch
     from config.clock import utcnow
-    from listener.board import listener_board
+    from lifecycle.board import listener_board
 
     obj.database()
 

@@ -49,8 +49,8 @@ def add(
     import peewee
 
     from config.clock import parse_iso8601
-    from listener.leagues import get_league
-    from listener.start import validate_listener_settings
+    from lifecycle.leagues import get_league
+    from lifecycle.start import validate_listener_settings
     from models.match import Match
     from models.status import normalise
 
@@ -90,7 +90,7 @@ def list_(obj: CliContext, limit: int, as_json: bool) -> None:
 
     A table: id, sr_id, league, scheduled, status, badge, flags (test, dispatch-off).
     """
-    from listener.board import listener_board
+    from lifecycle.board import listener_board
     from models.league import League
     from models.match import Match
 
@@ -157,7 +157,7 @@ def list_(obj: CliContext, limit: int, as_json: bool) -> None:
 @click.pass_obj
 def show(obj: CliContext, match_id: str, runs_limit: int, as_json: bool) -> None:
     """Show MATCH_ID: its fields, per-match listener settings, newest runs and Redis barriers."""
-    from listener.match_admin import match_detail
+    from lifecycle.match_admin import match_detail
 
     obj.database()
     d = match_detail(match_id, settings=obj.settings, barriers=obj.barriers, runs_limit=runs_limit)
@@ -213,7 +213,7 @@ def edit(
     A running listener keeps the settings it started with.
     """
     from config.clock import parse_iso8601
-    from listener.match_admin import edit_match
+    from lifecycle.match_admin import edit_match
     from models.status import normalise
 
     when = parse_iso8601(scheduled, what="--scheduled") if scheduled is not None else None
@@ -244,7 +244,7 @@ def edit(
 @click.pass_obj
 def set_dispatch(obj: CliContext, match_id: str, state: str, as_json: bool) -> None:
     """Turn auto-dispatch of MATCH_ID on or off (on also clears a leftover stop flag)."""
-    from listener.cleanup import set_auto_dispatch
+    from lifecycle.cleanup import set_auto_dispatch
 
     obj.database()
     before = set_auto_dispatch(match_id, state == "on", barriers=obj.barriers)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -10,43 +10,16 @@ from cli.answers import EXIT_CODES_HELP, publisher_answers
 from cli.common import LIMIT_OPTION, echo_json, parse_assignments
 from cli.context import CliContext
 from cli.table import echo_table
-from models.run_log import RunLog, RunStatus, Trigger
+from models.run_log import RunStatus, Trigger
 
 if TYPE_CHECKING:
-    from publisher.catalog import Catalog
+    from runs.catalog import Catalog
 
 
 def _catalog(obj: CliContext) -> Catalog:
-    from publisher.catalog import load_catalog
+    from runs.catalog import load_catalog
 
     return load_catalog(obj.settings.job_catalog_path)
-
-
-def run_dict(run: RunLog) -> dict[str, Any]:
-    """A run_log row as a JSON-ready dict."""
-    return {
-        "run_id": str(run.id),
-        "job": run.job,
-        "trigger": run.trigger,
-        "dedupe_key": run.dedupe_key,
-        "status": run.status,
-        "reason": run.reason,
-        "attempt": run.attempt,
-        "retry_budget": run.retry_budget,
-        "params": run.params,
-        "parent_id": None if run.parent_id is None else str(run.parent_id),
-        "chain_root": None if run.chain_root is None else str(run.chain_root),
-        "queued_at": run.queued_at,
-        "expires_at": run.expires_at,
-        "started_at": run.started_at,
-        "ended_at": run.ended_at,
-        "duration_seconds": run.duration_seconds,
-        "exit_code": run.exit_code,
-        "log_path": run.log_path,
-        "host": run.host,
-        "pid": run.pid,
-        "error": run.error,
-    }
 
 
 @click.group()
@@ -82,7 +55,7 @@ def publish(obj: CliContext, job: str, params: tuple[str, ...], trigger: str, as
     the run id. Params that do not match the job's schema are invalid (exit 3).
     """
     from publisher.amqp import publisher_from_settings
-    from publisher.runs import publish_run
+    from runs.publish import publish_run
 
     values = parse_assignments(params, option="--param")
     catalog = _catalog(obj)
@@ -106,7 +79,7 @@ def publish(obj: CliContext, job: str, params: tuple[str, ...], trigger: str, as
 @click.pass_obj
 def list_runs(obj: CliContext, job: str | None, status: str | None, limit: int, as_json: bool) -> None:
     """List recent runs, newest first: a table of run id, job, trigger, status, attempt, exit code."""
-    from publisher.runs import recent_runs
+    from runs.publish import recent_runs, run_dict
 
     obj.database()
     found = list(recent_runs(job=job, status=status, limit=limit))
@@ -137,7 +110,7 @@ def list_runs(obj: CliContext, job: str | None, status: str | None, limit: int, 
 @click.pass_obj
 def show(obj: CliContext, run_id: str, as_json: bool) -> None:
     """Show one run: trigger, dedupe key, attempts, times, exit code, log file. Exit 2 if unknown."""
-    from publisher.runs import get_run
+    from runs.publish import get_run, run_dict
 
     obj.database()
     data = run_dict(get_run(run_id))
@@ -157,7 +130,7 @@ def show(obj: CliContext, run_id: str, as_json: bool) -> None:
 def drain(obj: CliContext, batch: int | None, as_json: bool) -> None:
     """Publish run outbox rows whose first publish failed (the launcher also does this)."""
     from publisher.amqp import publisher_from_settings
-    from publisher.runs import drain_job_runs
+    from runs.publish import drain_job_runs
 
     obj.database()
     with publisher_from_settings(obj.settings) as publisher:
@@ -211,7 +184,7 @@ def cancel(obj: CliContext, run_id: str, as_json: bool) -> None:
 
     A running or ended run is a conflict (exit 4): cancel stops no process. Prints the new status.
     """
-    from publisher.run_admin import cancel_run
+    from runs.admin import cancel_run
 
     obj.database()
     run = cancel_run(run_id)
@@ -235,7 +208,7 @@ def retry(obj: CliContext, run_id: str, as_json: bool) -> None:
     attempt. A queued, running or succeeded run is a conflict (exit 4).
     """
     from publisher.amqp import publisher_from_settings
-    from publisher.run_admin import retry_run
+    from runs.admin import retry_run
 
     obj.database()
     with publisher_from_settings(obj.settings) as publisher:
@@ -258,7 +231,7 @@ def retry(obj: CliContext, run_id: str, as_json: bool) -> None:
 @click.pass_obj
 def logs(obj: CliContext, run_id: str, lines: int, as_json: bool) -> None:
     """Print the last lines of the run's current attempt's log (DATA_DIR/runs/<job>/...)."""
-    from publisher.run_admin import run_log_tail
+    from runs.admin import run_log_tail
 
     obj.database()
     run, tail = run_log_tail(run_id, lines=lines)

@@ -89,7 +89,7 @@ def serve(
     writer = None
     speed = speed or s.srsim_speed
     if use_db:
-        from srsim.clone import register_test_matches
+        from srsim.matches import register_test_matches
         from srsim.status import StatusWriter
 
         obj.database()
@@ -175,7 +175,7 @@ def clone(
     `kickoff sim serve --script FILE`. The clone is not dispatched until an srsim serves it.
     """
     from cli.common import parse_assignments
-    from srsim.clone import clone_match
+    from lifecycle.clone import clone_match
 
     per_clone = parse_assignments(settings_, option="--setting")
     obj.database()

@@ -121,7 +121,7 @@ class ListenerRunFailed(ListenerError):
 class WorkerLeaseUnavailable(ListenerError):
     """Raised when a listener run cannot start because its worker process holds no lease.
 
-    The lease (listener.lease) could not be taken or renewed: Redis does not answer. A failed
+    The lease (lifecycle.lease) could not be taken or renewed: Redis does not answer. A failed
     start, counted like any other.
     """
 

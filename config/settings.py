@@ -237,7 +237,7 @@ class BaseEnvironment(BaseSettings):
 
     # -- job runs (catalog, launcher) ---------------------------------------------
     job_catalog_path: Path = Field(
-        Path("publisher/catalog.yaml"),
+        Path("runs/catalog.yaml"),
         description=(
             "YAML file declaring the jobs publish_run accepts and the launcher starts"
             " (a relative path is taken from the kickoff source root)."

@@ -1,1 +1,1 @@
-"""The in-process match listener: stream client, archive, heartbeat, exit codes."""
+"""The match listener body: push-stream client, archive, event pipeline, MatchListener, schedule refresh."""

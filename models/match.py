@@ -52,10 +52,13 @@ class Match(BaseModel):
         table_name = "matches"
 
     def has_in_game_questions(self) -> bool:
-        """Whether at least one in-game question was issued for this match."""
-        from models.question import Question
+        """Whether at least one in-game question was issued for this match.
 
-        return Question.select().where(Question.match == self.id, Question.in_game).exists()
+        Read through the ``questions`` backref of models.question (which imports this module,
+        never the other way round).
+        """
+        questions = self.questions  # type: ignore[attr-defined]
+        return questions.where(questions.model.in_game).exists()
 
     def apply_refresh(self, incoming: str, *, now: datetime | None = None) -> str:
         """Apply a schedule-refresh status (freeze/heal) and save; return the stored status."""

@@ -1,1 +1,1 @@
-"""Publishing to RabbitMQ: queues, outbox, idempotency, triggers, trades, alerts, job runs, launcher."""
+"""Activity publishing to RabbitMQ: queues, outbox, idempotency, triggers, trades, alerts, AMQP transport."""

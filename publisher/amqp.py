@@ -4,7 +4,7 @@ Every message goes to the default exchange with the queue name as routing key, a
 JSON with a message id, ``mandatory=True`` and publisher confirms. A batch is published in one
 go and then all its confirms are awaited (delivery tags tracked here), so throughput is not one
 round trip per message. pika errors are translated into ``config.errors`` PublishError
-subclasses here. publisher.run_consumer (the launcher's consumer) is the other module that uses
+subclasses here. runs.consumer (the launcher's consumer) is the other module that uses
 pika; nothing above the publisher imports it.
 """
 

@@ -95,8 +95,10 @@ def run_scheduler() -> None:
     """Run the scheduler until the process is killed (``kickoff scheduler``)."""
     import actors  # sets the broker from the settings read once at process start
 
-    settings = actors.settings
-    senders = build_senders(settings, broker=actors.kickoff_broker, barriers=Barriers.from_settings(settings))
+    settings = actors.process.settings
+    senders = build_senders(
+        settings, broker=actors.process.kickoff_broker, barriers=Barriers.from_settings(settings)
+    )
     if not senders:
         logger.error("no periodic entry for app_env %s", settings.app_env)
         return

@@ -13,10 +13,10 @@ from api.headers import ctx_of
 from api.schemas import AutoDispatchBody, DispatchBody, StartListenerBody, SweepBody
 from config.clock import utcnow
 from config.errors import MatchNotFound
-from listener.board import listener_board
-from listener.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
-from listener.dispatch import dispatch_upcoming_match_listeners, request_start
-from listener.start import load_match, validate_listener_settings
+from lifecycle.board import listener_board
+from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
+from lifecycle.dispatch import dispatch_upcoming_match_listeners, request_start
+from lifecycle.start import load_match, validate_listener_settings
 
 router = APIRouter(tags=["listeners"])
 

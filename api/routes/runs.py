@@ -9,9 +9,8 @@ from fastapi.responses import JSONResponse
 
 from api.headers import ctx_of
 from api.schemas import RunBody
-from cli.runs import run_dict
 from models.run_log import RunStatus, Trigger
-from publisher.runs import get_run, publish_run, recent_runs
+from runs.publish import get_run, publish_run, recent_runs, run_dict
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 

@@ -15,9 +15,9 @@ from config.errors import (
     TriggerValidationError,
 )
 from publisher.actions import get_action
-from publisher.run_scope import run_scope
 from publisher.trigger_http import HttpTriggerClient
 from publisher.triggers import LineupRequest
+from runs.scope import run_scope
 from tests.api.conftest import REPO, free_port
 from tests.api.failing_server import Script, failing_server
 

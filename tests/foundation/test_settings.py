@@ -133,9 +133,9 @@ def test_an_invalid_setting_is_refused_with_its_name(clean_env):
 
 def test_the_default_job_catalog_is_the_shipped_file_wherever_kickoff_is_checked_out(clean_env):
     s = MatchListenerEnvironment(_env_file=None)
-    assert s.job_catalog_path == REPO_ROOT / "publisher" / "catalog.yaml"
+    assert s.job_catalog_path == REPO_ROOT / "runs" / "catalog.yaml"
     assert s.job_catalog_path.is_file()
-    assert "\nJOB_CATALOG_PATH=publisher/catalog.yaml\n" in env_example()
+    assert "\nJOB_CATALOG_PATH=runs/catalog.yaml\n" in env_example()
 
 
 def test_an_absolute_job_catalog_path_is_kept(clean_env, tmp_path):

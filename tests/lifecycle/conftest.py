@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from config.settings import MatchListenerEnvironment
-from listener.dispatch import StartMessage
-from listener.runtime import ListenerServices
+from lifecycle.dispatch import StartMessage
+from lifecycle.runtime import ListenerServices
 from models.barriers import Barriers
 from models.db import database
 
@@ -53,19 +53,19 @@ def actors_bound(lifecycle_env: dict[str, str]) -> None:
     from actors.broker import setup_broker
 
     wanted = MatchListenerEnvironment(_env_file=None)
-    current = actors.settings
+    current = actors.process.settings
     if (current.broker_namespace, current.database_url, current.redis_key_prefix) == (
         wanted.broker_namespace,
         wanted.database_url,
         wanted.redis_key_prefix,
     ):
         return
-    old = actors.kickoff_broker
+    old = actors.process.kickoff_broker
     new = setup_broker(wanted)
     for actor in list(old.actors.values()):
         actor.broker = new
         new.declare_actor(actor)
-    actors.settings, actors.kickoff_broker = wanted, new
+    actors.process.settings, actors.process.kickoff_broker = wanted, new
     listeners._runtime_cache = None
 
 

@@ -9,8 +9,8 @@ from datetime import timedelta
 from typing import Any
 
 from config.clock import utcnow
-from listener import lifecycle
-from listener.dispatch import dispatch_upcoming_match_listeners
+from lifecycle import start_match
+from lifecycle.dispatch import dispatch_upcoming_match_listeners
 from models.db import database
 from models.listener_record import MatchListenerRecord
 from models.match import Match
@@ -51,9 +51,9 @@ def live_row(match: Any) -> str:
     return record_id
 
 
-def start(match: Any, *, settings: Any, barriers: Any, services: Any, **kw: Any) -> lifecycle.StartResult:
+def start(match: Any, *, settings: Any, barriers: Any, services: Any, **kw: Any) -> start_match.StartResult:
     """Call the start the actor calls, in-process."""
-    return lifecycle.start_match_listener(
+    return start_match.start_match_listener(
         str(match.id),
         kw.pop("overrides", None),
         kw.pop("force", False),

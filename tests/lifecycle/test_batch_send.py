@@ -7,7 +7,7 @@ import uuid
 import pytest
 from dramatiq import Middleware
 
-from listener.dispatch import StartMessage, new_message_id
+from lifecycle.dispatch import StartMessage, new_message_id
 
 pytestmark = pytest.mark.services  # a real RedisBroker on BROKER_URL
 

@@ -19,9 +19,9 @@ from click.testing import CliRunner
 
 from cli.main import cli
 from config.clock import utcnow
-from listener.board import NO_RUN, listener_board
-from listener.cleanup import stop_match_listener
-from listener.lease import WorkerLease
+from lifecycle.board import NO_RUN, listener_board
+from lifecycle.cleanup import stop_match_listener
+from lifecycle.lease import WorkerLease
 from models.listener_record import MatchListenerRecord
 from tests.lifecycle.helpers import dispatch, reload
 

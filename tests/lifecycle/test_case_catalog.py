@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from listener.cleanup import stop_match_listener, sweep_stale_match_listeners
-from listener.dispatch import new_message_id
+from lifecycle.cleanup import stop_match_listener, sweep_stale_match_listeners
+from lifecycle.dispatch import new_message_id
 from models.badges import Badge
 from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import dead_run, dispatch, live_row, open_rows, quick, reload, rows_of, start
@@ -24,7 +24,7 @@ def _dispatch(ctx, outbox, **kw):
 
 
 def run_message(ctx, runner, message):
-    from listener.lifecycle import start_match_listener
+    from lifecycle.start_match import start_match_listener
 
     return runner(
         start_match_listener,
@@ -209,7 +209,7 @@ def test_operator_stop_closes_with_15_clears_barriers_and_turns_auto_dispatch_of
 
 
 def test_dispatch_off_excludes_the_match_until_re_enabled(make_match, ctx, outbox):
-    from listener.cleanup import set_auto_dispatch
+    from lifecycle.cleanup import set_auto_dispatch
 
     match = make_match(auto_dispatch_listener=False)
     assert _dispatch(ctx, outbox).eligible == 0

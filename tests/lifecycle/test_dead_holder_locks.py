@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from config.clock import utcnow
-from listener.cleanup import stop_match_listener, sweep_stale_match_listeners
+from lifecycle.cleanup import stop_match_listener, sweep_stale_match_listeners
 from models.listener_record import MatchListenerRecord
 
 

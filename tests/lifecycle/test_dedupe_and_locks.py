@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from listener.cleanup import stop_match_listener, sweep_stale_match_listeners
-from listener.dispatch import request_start
+from lifecycle.cleanup import stop_match_listener, sweep_stale_match_listeners
+from lifecycle.dispatch import request_start
 from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import dead_run, dispatch, live_row, open_rows, rows_of, start
 

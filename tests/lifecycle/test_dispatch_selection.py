@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from config.clock import utcnow
-from listener.start import find_upcoming_matches_needing_listeners
+from lifecycle.start import find_upcoming_matches_needing_listeners
 from models.listener_record import MatchListenerRecord
 from models.status import DELAYED, LIVE, PREGAME, TERMINAL
 from tests.lifecycle.helpers import dispatch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config.errors import ListenerStartSettingsError
-from listener.cleanup import stop_match_listener, sweep_stale_match_listeners
+from lifecycle.cleanup import stop_match_listener, sweep_stale_match_listeners
 from models.badges import Badge
 from tests.lifecycle.helpers import dead_run, rows_of, start
 

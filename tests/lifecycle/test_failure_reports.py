@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from listener.dispatch import request_start
+from lifecycle.dispatch import request_start
 from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import live_row, quick, rows_of
 

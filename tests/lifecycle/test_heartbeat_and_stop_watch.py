@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from listener.heartbeat import HeartbeatRegistration, HeartbeatService
-from listener.stop_watch import StopRegistration, StopWatcher
+from lifecycle.heartbeat import HeartbeatRegistration, HeartbeatService
+from lifecycle.stop_watch import StopRegistration, StopWatcher
 from models.barriers import Barriers, connect_redis
 from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import live_row, open_rows, rows_of, start
@@ -45,7 +45,7 @@ def test_a_listener_whose_start_lock_was_taken_stops_itself_with_16(make_match, 
 
 
 def test_a_listener_whose_row_was_closed_elsewhere_stops_without_counting_a_failure(make_match, ctx, runner):
-    from listener.cleanup import sweep_stale_match_listeners
+    from lifecycle.cleanup import sweep_stale_match_listeners
 
     match = make_match()
     future = runner(start, match, **ctx)
@@ -94,7 +94,7 @@ def test_one_mget_per_poll_notifies_only_the_flagged_listeners(lbarriers, redis_
 
 
 def test_a_hung_body_that_ignores_stop_is_interrupted_after_the_grace(make_match, ctx, runner):
-    from listener.cleanup import stop_match_listener
+    from lifecycle.cleanup import stop_match_listener
 
     match = make_match(listener_start_settings={"listener_test_hang": True})
     future = runner(start, match, **ctx)
@@ -151,7 +151,7 @@ def test_a_run_holds_no_database_connection_while_the_game_runs(make_match, ctx,
 
 def test_intervals_that_would_let_the_lock_expire_between_heartbeats_are_refused(lsettings, lbarriers):
     from config.errors import ConfigurationError
-    from listener.runtime import ListenerServices
+    from lifecycle.runtime import ListenerServices
 
     bad = lsettings.model_copy(update={"listener_heartbeat_interval_seconds": lbarriers.stale_seconds})
     with pytest.raises(ConfigurationError, match="LISTENER_HEARTBEAT_STALE_SECONDS"):

@@ -9,10 +9,10 @@ import psycopg2
 import pytest
 import redis
 
-from listener import rows
-from listener.heartbeat import HeartbeatRegistration, HeartbeatService
-from listener.start import run_match_listener
-from listener.stop_watch import StopWatcher
+from lifecycle import rows
+from lifecycle.heartbeat import HeartbeatRegistration, HeartbeatService
+from lifecycle.start import run_match_listener
+from lifecycle.stop_watch import StopWatcher
 from models.barriers import Barriers
 from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import live_row, open_rows, rows_of, start
@@ -107,7 +107,7 @@ def test_the_stop_watch_tick_runs_even_when_the_poll_fails_with_a_redis_error(lb
         url="redis://127.0.0.1:6379/99",
     )
     ticks: list[int] = []
-    from listener.stop_watch import StopRegistration
+    from lifecycle.stop_watch import StopRegistration
 
     watcher = StopWatcher(barriers=broken, poll_seconds=10, tick=lambda: ticks.append(1))
     watcher.register(StopRegistration("m", on_stop=lambda: None))

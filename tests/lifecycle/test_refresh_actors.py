@@ -35,9 +35,8 @@ def pointed_at(monkeypatch) -> Callable[[SimServer], None]:
     import actors
 
     def point(server: SimServer) -> None:
-        monkeypatch.setattr(
-            actors, "settings", actors.settings.model_copy(update={"sportradar_base_url": server.base_url})
-        )
+        wanted = actors.process.settings.model_copy(update={"sportradar_base_url": server.base_url})
+        monkeypatch.setattr(actors.process, "settings", wanted)
 
     return point
 

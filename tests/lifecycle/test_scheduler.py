@@ -35,7 +35,7 @@ def test_every_entry_names_an_actor_the_broker_knows(lifecycle_env):
     import actors
 
     for entry in PERIODIC:
-        assert entry.actor in actors.kickoff_broker.actors, entry
+        assert entry.actor in actors.process.kickoff_broker.actors, entry
     assert len({e.name for e in PERIODIC}) == len(PERIODIC)
 
 

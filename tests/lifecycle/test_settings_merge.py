@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config.errors import ListenerStartSettingsError
-from listener.start import resolve_listener_environment, validate_override_keys
+from lifecycle.start import resolve_listener_environment, validate_override_keys
 
 
 def _match(make_match, **stored):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from listener.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
+from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
 from models.barriers import Barriers
 from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import dispatch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from listener.cleanup import stop_match_listener, sweep_stale_match_listeners
+from lifecycle.cleanup import stop_match_listener, sweep_stale_match_listeners
 from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import dead_run, dispatch, open_rows, reload, rows_of, start
 
@@ -101,7 +101,7 @@ def test_a_start_with_no_message_id_is_skipped_while_the_stop_flag_is_set(make_m
 
 
 def test_a_stopped_match_is_not_re_dispatched_until_dispatch_is_turned_back_on(make_match, ctx, outbox):
-    from listener.cleanup import set_auto_dispatch
+    from lifecycle.cleanup import set_auto_dispatch
 
     match = make_match()
     stop_match_listener(str(match.id), settings=ctx["settings"], barriers=ctx["barriers"])
@@ -123,7 +123,7 @@ def test_a_stop_of_an_unknown_match_raises_match_not_found(ctx, db):
 def test_an_older_queued_start_never_runs_after_a_stop_even_once_the_stop_flag_expired(
     make_match, ctx, outbox
 ):
-    from listener.dispatch import request_start
+    from lifecycle.dispatch import request_start
 
     match = make_match(listener_start_settings={"listener_test_duration_seconds": 0})
     b = ctx["barriers"]

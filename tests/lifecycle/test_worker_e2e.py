@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from config.clock import utcnow
-from listener.cleanup import sweep_stale_match_listeners
+from lifecycle.cleanup import sweep_stale_match_listeners
 from models.db import database
 from models.listener_record import MatchListenerRecord
 from tests.lifecycle.conftest import wait_for
@@ -128,7 +128,7 @@ def test_stop_closes_the_running_row_with_15_within_2_s_and_the_match_is_not_re_
 
 
 def test_a_stop_while_the_start_is_queued_prevents_the_start(make_match, ctx, send_start, start_worker):
-    from listener.cleanup import stop_match_listener
+    from lifecycle.cleanup import stop_match_listener
 
     match = make_match()
     assert dispatch_now(ctx, send_start).enqueued == 1

@@ -10,9 +10,9 @@ import pytest
 
 from config import clock
 from config.settings import MatchListenerEnvironment
-from listener.cleanup import reap_dead_workers, stop_match_listener, sweep_stale_match_listeners
-from listener.lease import LEASE_EXPIRED, WorkerLease
-from listener.runtime import ListenerServices
+from lifecycle.cleanup import reap_dead_workers, stop_match_listener, sweep_stale_match_listeners
+from lifecycle.lease import LEASE_EXPIRED, WorkerLease
+from lifecycle.runtime import ListenerServices
 from models.barriers import Barriers, connect_redis
 from models.db import database
 from models.listener_record import MatchListenerRecord

@@ -109,7 +109,7 @@ def test_kickoff_listen_refuses_a_held_match_in_one_line_without_opening_a_strea
 def test_kickoff_listen_takes_the_lock_beats_obeys_a_stop_and_releases_everything(
     sim, make_match, subprocess_env, settings, redis_client, tmp_path
 ):
-    from listener.cleanup import stop_match_listener
+    from lifecycle.cleanup import stop_match_listener
 
     game = GameScript(
         sr_id=str(uuid.uuid4()), league="mlb", start_after=1.0, event_interval=0.2, event_count=100_000

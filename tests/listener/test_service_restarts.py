@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from listener import lifecycle
+from lifecycle import start_match
+from lifecycle.cleanup import reap_dead_workers
+from lifecycle.dispatch import dispatch_upcoming_match_listeners
+from lifecycle.heartbeat import ROW_UNWRITABLE
+from lifecycle.runtime import ListenerServices
 from listener.archive import read_events
-from listener.cleanup import reap_dead_workers
-from listener.dispatch import dispatch_upcoming_match_listeners
-from listener.heartbeat import ROW_UNWRITABLE
-from listener.runtime import ListenerServices
 from models.barriers import Barriers
 from models.db import database, init_database
 from models.listener_record import MatchListenerRecord
@@ -44,7 +44,7 @@ class Runs:
     def start(self, match_id: str) -> None:
         def run() -> None:
             try:
-                self.results[match_id] = lifecycle.start_match_listener(
+                self.results[match_id] = start_match.start_match_listener(
                     match_id, None, False, message_id=None, **self.kw
                 )
             except Exception as exc:  # recorded for the test to inspect
@@ -141,7 +141,7 @@ def test_redis_restarted_empty_mid_game_keeps_every_listener_and_starts_no_secon
                     settings=lsettings, barriers=barriers, send=sent.append
                 )
                 assert after.enqueued == 0 and sent == []  # fresh heartbeats: no second listener
-                blocked = lifecycle.start_match_listener(
+                blocked = start_match.start_match_listener(
                     ids[0],
                     None,
                     False,

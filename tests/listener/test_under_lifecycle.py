@@ -8,10 +8,10 @@ import uuid
 
 import pytest
 
-from listener import lifecycle
+from lifecycle import start_match
+from lifecycle.runtime import ListenerServices
 from listener.archive import read_events
 from listener.exit_codes import ExitCode
-from listener.runtime import ListenerServices
 from models import MatchListenerRecord
 from models.barriers import Barriers
 from srsim.script import GameScript
@@ -48,7 +48,7 @@ def test_a_start_runs_the_default_body_to_exit_13_and_closes_the_row(sim, servic
     match = make_match(
         "mlb", sr_id=game.sr_id, is_test=True, listener_start_settings=_start_settings(server, tmp_path)
     )
-    result = lifecycle.start_match_listener(
+    result = start_match.start_match_listener(
         str(match.id), None, False, message_id=None, settings=settings, barriers=barriers, services=svc
     )
     assert result.exit_code == ExitCode.NOT_IN_PROGRESS and result.success
@@ -69,7 +69,7 @@ def test_an_operator_stop_ends_the_default_body_with_15(sim, services, make_matc
     results = []
     t = threading.Thread(
         target=lambda: results.append(
-            lifecycle.start_match_listener(
+            start_match.start_match_listener(
                 str(match.id),
                 None,
                 False,
@@ -110,7 +110,7 @@ def test_a_dry_run_writes_no_row_except_for_is_test_and_a_live_one_still_writes_
         is_test=is_test,
         listener_start_settings={**_start_settings(server, tmp_path), "listener_dry_run": True},
     )
-    result = lifecycle.start_match_listener(
+    result = start_match.start_match_listener(
         str(match.id), None, False, message_id=None, settings=settings, barriers=barriers, services=svc
     )
     assert result.exit_code == ExitCode.NOT_IN_PROGRESS and result.success

@@ -13,8 +13,8 @@ from jsonschema import Draft7Validator, FormatChecker
 from publisher import trades
 from publisher.alerts import InjuryChange, publish_injury_alerts
 from publisher.queues import ALL_QUEUES
-from publisher.run_command import RunCommand
 from publisher.triggers import trigger_draft_pick, trigger_lineup, trigger_waiver
+from runs.command import RunCommand
 from tests.publisher.helpers import TRACEPARENT, draft, lineup, waiver
 
 SPEC = Path(__file__).resolve().parents[2] / "docs" / "asyncapi.yaml"
@@ -134,8 +134,8 @@ def _negotiation(p, s):
 
 
 def _run_command(p, s):
-    from publisher.catalog import load_catalog
-    from publisher.runs import publish_run
+    from runs.catalog import load_catalog
+    from runs.publish import publish_run
 
     result = publish_run("noop", trigger="cli", catalog=load_catalog(s.job_catalog_path), publisher=p)
     assert result.status == "queued", result

@@ -16,7 +16,7 @@ def test_the_drain_actor_publishes_due_rows(publisher, pub_settings, read_queue,
     import actors.outbox
     from scheduler.table import PERIODIC
 
-    monkeypatch.setattr(actors.outbox, "settings", pub_settings)
+    monkeypatch.setattr(actors.process, "settings", pub_settings)
     with database.atomic():
         message = OutgoingMessage(queue="draft_targets", body={"x": 1}, message_id=str(uuid.uuid4()))
         insert_row(message=message, tracking_id=None, next_attempt_at=utcnow())

@@ -22,13 +22,13 @@ from models.db import database
 from models.run_log import JobRunOutbox, RunLog, RunStatus
 from publisher import trades
 from publisher.amqp import AmqpPublisher, read_messages
-from publisher.catalog import load_catalog
 from publisher.drain import drain_outbox_concurrently
 from publisher.outbox import outbox_report
 from publisher.queues import DRAFT_TARGETS, JOB_RUNS, LINEUP_UPDATES, TRADE_SUBMISSIONS, WAIVER_ACTIONS
-from publisher.runs import drain_job_runs, pending_outbox_count, publish_run
 from publisher.trades import TradeStatus
 from publisher.triggers import TriggerStatus, trigger_draft_pick, trigger_lineup, trigger_waiver
+from runs.catalog import load_catalog
+from runs.publish import drain_job_runs, pending_outbox_count, publish_run
 from tests.faultproxy import FaultProxy
 from tests.publisher.helpers import count, draft, lineup, waiver
 

@@ -125,7 +125,7 @@ def test_the_sync_players_catalog_job_runs_one_sync(
     add_to_roster("L1", ["4046"])
     env = {**subprocess_env, "AMQP_URL": amqp_vhost, "RUN_PARAMS": json.dumps({"source": url})}
     done = subprocess.run(
-        [sys.executable, "-m", "publisher.jobs.sync_players"],
+        [sys.executable, "-m", "runs.jobs.sync_players"],
         env=env,
         capture_output=True,
         text=True,
@@ -136,7 +136,7 @@ def test_the_sync_players_catalog_job_runs_one_sync(
     assert json.loads(done.stdout)["rostered"] == 1
     env["RUN_PARAMS"] = json.dumps({"source": os.devnull})
     failed = subprocess.run(
-        [sys.executable, "-m", "publisher.jobs.sync_players"],
+        [sys.executable, "-m", "runs.jobs.sync_players"],
         env=env,
         capture_output=True,
         text=True,

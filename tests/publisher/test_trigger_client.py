@@ -85,7 +85,7 @@ def test_the_run_id_of_the_enclosing_scope_is_sent_and_linked_to_the_action(publ
 def test_a_trigger_client_inside_run_scope_links_the_action_to_the_recorded_run(
     publisher, pub_settings, monkeypatch
 ):
-    from publisher.run_scope import run_scope
+    from runs.scope import run_scope
 
     monkeypatch.delenv("RUN_ID", raising=False)
     client = TriggerClient(publisher=publisher, settings=pub_settings)

@@ -17,9 +17,9 @@ import pytest
 
 from models.run_log import RunLog
 from publisher.amqp import AmqpPublisher
-from publisher.catalog import Catalog, load_catalog
-from publisher.launcher import Launcher, LauncherConfig
 from publisher.queues import JOB_RUNS
+from runs.catalog import Catalog, load_catalog
+from runs.launcher import Launcher, LauncherConfig
 
 
 @pytest.fixture(scope="session")

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from config.errors import CatalogError, ConfigurationError, InvalidRunParams, UnknownJob
-from publisher.catalog import Overlap, load_catalog, parse_catalog
+from runs.catalog import Overlap, load_catalog, parse_catalog
 
-GOOD_JOB = {"command": ["{python}", "-m", "publisher.jobs.noop"]}
+GOOD_JOB = {"command": ["{python}", "-m", "runs.jobs.noop"]}
 
 
 def test_the_shipped_catalog_loads_with_its_example_jobs(catalog):
@@ -25,7 +25,7 @@ def test_the_shipped_catalog_loads_with_its_example_jobs(catalog):
 def test_python_placeholder_becomes_the_running_interpreter(catalog):
     import sys
 
-    assert catalog.job("noop").argv() == [sys.executable, "-m", "publisher.jobs.noop"]
+    assert catalog.job("noop").argv() == [sys.executable, "-m", "runs.jobs.noop"]
 
 
 @pytest.mark.parametrize(

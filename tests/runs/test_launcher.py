@@ -14,8 +14,8 @@ from config.clock import utcnow
 from models.run_log import RunLog, RunStatus, SkipReason, Trigger
 from publisher.amqp import AmqpPublisher, OutgoingMessage, read_messages
 from publisher.queues import JOB_RUNS
-from publisher.run_command import RunCommand
-from publisher.runs import command_message, drain_job_runs, publish_run
+from runs.command import RunCommand
+from runs.publish import command_message, drain_job_runs, publish_run
 from tests.runs.conftest import queue_counts, read_traces, step_until
 
 
@@ -73,7 +73,7 @@ def test_a_delivery_is_acked_while_its_run_still_waits_for_a_slot(
 def test_an_acked_run_whose_claim_meets_a_database_error_stays_first_in_line(
     make_launcher, catalog, monkeypatch
 ):
-    from publisher import launcher as launcher_module
+    from runs import launcher as launcher_module
 
     launcher = make_launcher(cap=1)
     first = publish_run("noop", trigger="cli", catalog=catalog, publisher=None)

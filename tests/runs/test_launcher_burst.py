@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from models.run_log import RunLog
-from publisher.runs import publish_run
+from runs.publish import publish_run
 from tests.runs.conftest import LauncherThread, queue_counts, read_traces
 
 BURST = 200

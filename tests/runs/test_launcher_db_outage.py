@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from models.run_log import RunLog, RunStatus
-from publisher.runs import publish_run
+from runs.publish import publish_run
 from tests.faultproxy import FaultProxy
 from tests.runs.conftest import queue_counts, read_traces
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from models.run_log import RunLog
-from publisher.run_process import find_run_process, process_alive, run_files, spawn
-from publisher.run_state import LOST, claim
-from publisher.runs import publish_run
+from runs.process import find_run_process, process_alive, run_files, spawn
+from runs.publish import publish_run
+from runs.state import LOST, claim
 from tests.runs.conftest import read_traces, step_until
 
 

@@ -12,7 +12,7 @@ from config.errors import InvalidRunParams, InvalidTrigger, UnknownJob
 from models.run_log import JobRunOutbox, RunLog, RunStatus, Trigger
 from publisher.amqp import AmqpPublisher, read_messages
 from publisher.queues import JOB_RUNS
-from publisher.runs import drain_job_runs, publish_run
+from runs.publish import drain_job_runs, publish_run
 
 SLOT = datetime(2024, 5, 21, 18, 0, tzinfo=UTC)
 

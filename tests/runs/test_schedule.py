@@ -8,9 +8,9 @@ import pytest
 
 from models.run_log import RunLog
 from publisher.amqp import read_messages
-from publisher.catalog import parse_catalog
 from publisher.queues import JOB_RUNS
-from publisher.run_schedule import latest_slot, publish_scheduled_runs
+from runs.catalog import parse_catalog
+from runs.schedule import latest_slot, publish_scheduled_runs
 
 T = datetime(2024, 5, 21, 18, 0, tzinfo=UTC)
 

@@ -14,7 +14,7 @@ def test_the_tick_actor_publishes_the_scheduled_slot_once_and_drains(
     import actors.runs
     from scheduler.table import PERIODIC
 
-    monkeypatch.setattr(actors, "settings", settings)
+    monkeypatch.setattr(actors.process, "settings", settings)
 
     assert actors.runs.tick_job_runs.queue_name == "default"
     [entry] = [e for e in PERIODIC if e.actor == "tick_job_runs"]

@@ -8,9 +8,9 @@ import uuid
 import pytest
 
 from config.errors import MatchNotFound
+from lifecycle.clone import clone_match
 from listener.archive import EventArchive, archive_path
 from models import Match
-from srsim.clone import clone_match
 from srsim.script import load_script
 
 
@@ -63,7 +63,7 @@ def _recorded(make_match, data_dir, events: int = 4):
 
 
 def _dispatchable(settings) -> set[str]:
-    from listener.start import find_upcoming_matches_needing_listeners
+    from lifecycle.start import find_upcoming_matches_needing_listeners
 
     return set(
         find_upcoming_matches_needing_listeners(

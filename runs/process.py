@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from models.run_log import RunLog
-from publisher.catalog import Job
+from runs.catalog import Job
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from typing import Any
 from config.clock import utcnow
 from config.errors import KickoffError
 from config.settings import MatchListenerEnvironment
-from listener.board import listener_board
-from listener.start import load_match, validate_listener_settings
+from lifecycle.board import listener_board
+from lifecycle.start import load_match, validate_listener_settings
 from models.barriers import Barriers
 from models.db import database_errors
 from models.listener_record import MatchListenerRecord

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from config.errors import KickoffError
-from listener.poller import RegistryPoller
+from lifecycle.poller import RegistryPoller
 from models.barriers import Barriers
 
 logger = logging.getLogger(__name__)

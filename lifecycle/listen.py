@@ -1,6 +1,6 @@
 """The worker-less listener behind ``kickoff listen``: one match, in this process, until it ends.
 
-A match with a Match row goes through the worker's start path (listener.lifecycle
+A match with a Match row goes through the worker's start path (lifecycle.start_match
 ``start_match_listener`` without a message id): this process claims the match's pending start
 key, takes its start lock with the lifecycle row id as token, and runs under its own
 ListenerServices (the same heartbeat thread, stop watch and self-fencing as a listener worker).
@@ -25,13 +25,13 @@ from typing import Any
 
 from config.errors import ListenerError, ListenerHeld
 from config.settings import MatchListenerEnvironment
-from listener import rows
+from lifecycle import rows
+from lifecycle.cleanup import after_abandon
+from lifecycle.holder import describe_holder, match_holder
+from lifecycle.runtime import ListenerServices, RunHandle, operator_stop
+from lifecycle.start_match import Skip, start_match_listener
 from listener.body import ListenerContext
-from listener.cleanup import after_abandon
-from listener.holder import describe_holder, match_holder
-from listener.lifecycle import Skip, start_match_listener
 from listener.match_listener import MatchListener
-from listener.runtime import ListenerServices, RunHandle, operator_stop
 from models.barriers import Barriers
 from models.db import database
 

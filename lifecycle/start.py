@@ -22,11 +22,9 @@ from pydantic import ValidationError
 from config.clock import utcnow
 from config.errors import DatabaseUnavailable, ListenerStartSettingsError, MatchNotFound
 from config.settings import MatchListenerEnvironment
-from listener import rows
-from listener.body import ListenerBody, ListenerContext
-from listener.exit_codes import ExitCode, describe, exit_code_of, system_exit_reason
-from listener.heartbeat import ROW_CLOSED_ELSEWHERE, HeartbeatRegistration
-from listener.runtime import (
+from lifecycle import rows
+from lifecycle.heartbeat import ROW_CLOSED_ELSEWHERE, HeartbeatRegistration
+from lifecycle.runtime import (
     ListenerInterrupted,
     ListenerServices,
     RunHandle,
@@ -36,7 +34,9 @@ from listener.runtime import (
     row_closed_elsewhere,
     worker_shutdown,
 )
-from listener.stop_watch import StopRegistration
+from lifecycle.stop_watch import StopRegistration
+from listener.body import ListenerBody, ListenerContext
+from listener.exit_codes import ExitCode, describe, exit_code_of, system_exit_reason
 from models.db import database_errors
 from models.league import League
 from models.listener_record import MatchListenerRecord

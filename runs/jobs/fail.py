@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from publisher.jobs.trace import params, write_trace
+from runs.jobs.trace import params, write_trace
 
 
 def main() -> int:

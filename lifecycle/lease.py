@@ -4,7 +4,7 @@ Every lifecycle row records the lease of the process that runs it. The process r
 lease every ``ttl / 4`` and fences itself: once ``ttl - margin`` has passed since the last
 renewal it sent (``time.monotonic``, which keeps counting while the process is paused), every
 run under that lease must stop and may write nothing more. A lease key that is gone therefore
-proves its process stopped streaming, and the reaper (listener.cleanup) abandons its rows and
+proves its process stopped streaming, and the reaper (lifecycle.cleanup) abandons its rows and
 starts their matches again within seconds, instead of waiting out the heartbeat's stale threshold.
 
 An expired lease is never renewed: the process takes a new lease id for its next runs. When
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from config.errors import KickoffError, WorkerLeaseUnavailable
-from listener.poller import RegistryPoller
+from lifecycle.poller import RegistryPoller
 from models.barriers import Barriers
 
 logger = logging.getLogger(__name__)

@@ -18,9 +18,9 @@ from typing import Any
 from config.clock import utcnow
 from config.errors import LockNotOwned
 from config.settings import MatchListenerEnvironment
-from listener import rows
-from listener.start import load_match
-from listener.start_messages import stop_dispatch, stored_message_ids
+from lifecycle import rows
+from lifecycle.start import load_match
+from lifecycle.start_messages import stop_dispatch, stored_message_ids
 from models.barriers import Barriers
 from models.db import database_errors
 from models.match import Match
@@ -33,7 +33,7 @@ def reap_dead_workers(
 ) -> list[rows.ClosedRow]:
     """Abandon (14) the open rows whose worker lease is gone; free their locks and barriers.
 
-    A lease key is gone only once its process has fenced itself (listener.lease), so the lock of
+    A lease key is gone only once its process has fenced itself (lifecycle.lease), so the lock of
     such a row is deleted at once (token-compared) and its match can start again. Nothing is
     judged until Redis's data epoch is older than one lease plus one renewal: after Redis lost
     its data, every live worker re-creates its lease within that time.
@@ -76,7 +76,7 @@ def _holder_silent(row: rows.ClosedRow, settings: MatchListenerEnvironment) -> b
     """Whether the row's holder must already have stopped itself (so its lock may be deleted).
 
     A holder whose row writes fail keeps extending its lock through Redis and only stops itself
-    once its row has not been written for ``stale - interval - grace`` (listener.heartbeat
+    once its row has not been written for ``stale - interval - grace`` (lifecycle.heartbeat
     ``_too_late``); it then has the interval plus the grace to end. So a holder is silent only
     once its heartbeat is older than the stale threshold (the start lock's TTL) itself: any
     earlier, a live holder could still be running and a successor would overlap it.

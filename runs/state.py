@@ -13,8 +13,8 @@ from config.clock import utcnow
 from config.errors import InvalidRunParams, RunError, UnknownJob
 from models.db import database
 from models.run_log import RunLog, RunStatus, SkipReason, Trigger
-from publisher.catalog import Catalog, Job, Overlap
-from publisher.runs import enqueue_retry, enqueue_run
+from runs.catalog import Catalog, Job, Overlap
+from runs.publish import enqueue_retry, enqueue_run
 
 logger = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from config.errors import InvalidTrigger, PublishError, RunNotFound
 from models.db import database, database_errors
 from models.run_log import JobRunOutbox, RunLog, RunStatus, Trigger
 from publisher.amqp import OutgoingMessage, PublishOutcome
-from publisher.catalog import Catalog, Job
 from publisher.queues import JOB_RUNS
-from publisher.run_command import RunCommand
+from runs.catalog import Catalog, Job
+from runs.command import RunCommand
 
 logger = logging.getLogger(__name__)
 
@@ -346,3 +346,30 @@ def recent_runs(*, job: str | None = None, status: str | None = None, limit: int
         if status:
             query = query.where(RunLog.status == status)
         return list(query)
+
+
+def run_dict(run: RunLog) -> dict[str, Any]:
+    """A run_log row as a JSON-ready dict."""
+    return {
+        "run_id": str(run.id),
+        "job": run.job,
+        "trigger": run.trigger,
+        "dedupe_key": run.dedupe_key,
+        "status": run.status,
+        "reason": run.reason,
+        "attempt": run.attempt,
+        "retry_budget": run.retry_budget,
+        "params": run.params,
+        "parent_id": None if run.parent_id is None else str(run.parent_id),
+        "chain_root": None if run.chain_root is None else str(run.chain_root),
+        "queued_at": run.queued_at,
+        "expires_at": run.expires_at,
+        "started_at": run.started_at,
+        "ended_at": run.ended_at,
+        "duration_seconds": run.duration_seconds,
+        "exit_code": run.exit_code,
+        "log_path": run.log_path,
+        "host": run.host,
+        "pid": run.pid,
+        "error": run.error,
+    }

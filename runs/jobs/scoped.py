@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from publisher.jobs.trace import params, write_trace
 from publisher.run_context import get_run_id
-from publisher.run_scope import run_scope
+from runs.jobs.trace import params, write_trace
+from runs.scope import run_scope
 
 
 def main() -> int:

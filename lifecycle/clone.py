@@ -33,7 +33,7 @@ def clone_match(
     the clone's ``listener_start_settings``. The clone is not dispatchable until an srsim serves
     its script (``srsim_unserved``, cleared by srsim when it starts the session).
     """
-    from listener.start import validate_listener_settings
+    from lifecycle.start import validate_listener_settings
     from models.db import database
     from models.match import SRSIM_UNSERVED, Match
 
@@ -76,28 +76,3 @@ def clone_match(
         "match %s cloned from sr_id=%s as sr_id=%s (%d events)", clone.id, sr_id, new_sr_id, len(events)
     )
     return clone, out, len(events)
-
-
-def register_test_matches(games: list[GameScript], *, speed: float = 1.0) -> int:
-    """Create the is_test Match rows (and leagues) of srsim's is_test games that do not exist yet."""
-    from models.db import database
-    from models.league import League
-    from models.match import Match
-
-    created = 0
-    with database.connection_context():
-        for g in games:
-            if not g.is_test:
-                continue
-            lg, _ = League.get_or_create(name=g.league)
-            _, made = Match.get_or_create(
-                sr_id=g.sr_id,
-                defaults={
-                    "league": lg,
-                    "title": g.title,
-                    "scheduled": utcnow() + timedelta(seconds=g.start_after / speed),
-                    "is_test": True,
-                },
-            )
-            created += int(made)
-    return created

@@ -11,8 +11,8 @@ from croniter import croniter
 from config.clock import ensure_utc, utcnow
 from config.errors import RunError
 from models.run_log import Trigger
-from publisher.catalog import Catalog, Job
-from publisher.runs import CommandPublisher, PublishResult, publish_run
+from runs.catalog import Catalog, Job
+from runs.publish import CommandPublisher, PublishResult, publish_run
 
 logger = logging.getLogger(__name__)
 

@@ -15,11 +15,12 @@ from pathlib import Path
 from config.errors import BrokerUnavailable, DatabaseUnavailable, InvalidRunCommand, KickoffError
 from models.db import database_errors
 from models.run_log import RunLog
-from publisher.catalog import Catalog, Job
-from publisher.run_command import RunCommand
-from publisher.run_consumer import Delivery, RunConsumer
-from publisher.run_process import find_run_process, process_alive, read_exit_code, run_files, spawn
-from publisher.run_state import (
+from runs.catalog import Catalog, Job
+from runs.command import RunCommand
+from runs.consumer import Delivery, RunConsumer
+from runs.process import find_run_process, process_alive, read_exit_code, run_files, spawn
+from runs.publish import CommandPublisher, drain_job_runs, send_outbox_rows
+from runs.state import (
     LOST,
     claim,
     finish,
@@ -29,7 +30,6 @@ from publisher.run_state import (
     requeue_unstarted,
     running_on_host,
 )
-from publisher.runs import CommandPublisher, drain_job_runs, send_outbox_rows
 
 logger = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from listener import rows
-from listener.lease import WorkerLease
-from listener.poller import RegistryPoller
+from lifecycle import rows
+from lifecycle.lease import WorkerLease
+from lifecycle.poller import RegistryPoller
 from models.barriers import Barriers
 from models.db import database
 
@@ -43,7 +43,7 @@ class HeartbeatRegistration:
     token: str  # start-lock token of the run (= lifecycle row id)
     record_id: str | None  # lifecycle row, None in a dry run without a row
     on_lost: Callable[[str], None]  # called (possibly repeatedly) with a reason when the run must stop
-    lease_id: str | None = None  # the worker lease the run started under (listener.lease)
+    lease_id: str | None = None  # the worker lease the run started under (lifecycle.lease)
     fenced: bool = False  # its lease ran out: never extend its lock again
     # monotonic times of the last proof: set them to when the lock was taken / the row written
     last_lock_ok: float = field(default_factory=time.monotonic)

@@ -5,7 +5,7 @@ A worker process builds one ``ListenerServices`` (``ListenerServices.for_process
 (operator stop flag, lost start lock, closed row, worker shutdown) calls
 ``RunHandle.request_stop`` with a ``StopCause``; the first cause wins and decides the recorded exit.
 A body that ignores ``request_stop`` for longer than the grace gets ``ListenerInterrupted``
-raised in its thread. The process's worker lease (listener.lease) is renewed by its own thread,
+raised in its thread. The process's worker lease (lifecycle.lease) is renewed by its own thread,
 which also runs the reaper of other processes' dead runs when one is given.
 """
 
@@ -22,11 +22,11 @@ from dramatiq.threading import raise_thread_exception
 
 from config.errors import ConfigurationError, KickoffError
 from config.settings import MatchListenerEnvironment
+from lifecycle.heartbeat import HeartbeatService
+from lifecycle.lease import LEASE_EXPIRED, LeaseKeeper, WorkerLease
+from lifecycle.stop_watch import StopWatcher
 from listener.body import ListenerBody, ListenerContext
 from listener.exit_codes import ExitCode
-from listener.heartbeat import HeartbeatService
-from listener.lease import LEASE_EXPIRED, LeaseKeeper, WorkerLease
-from listener.stop_watch import StopWatcher
 from models.barriers import Barriers
 from models.db import database
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from publisher.jobs.trace import params, write_trace
+from runs.jobs.trace import params, write_trace
 
 
 def main() -> int:

@@ -11,7 +11,7 @@ from config.clock import utcnow
 from config.errors import RunError, TriggerConflictError
 from models.db import database, database_errors
 from models.run_log import RunLog, RunStatus, SkipReason
-from publisher.runs import CommandPublisher, enqueue_retry, get_run, send_outbox_rows
+from runs.publish import CommandPublisher, enqueue_retry, get_run, send_outbox_rows
 
 logger = logging.getLogger(__name__)
 

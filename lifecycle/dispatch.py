@@ -16,10 +16,10 @@ from typing import Any
 
 from config.errors import KickoffError, LockNotOwned
 from config.settings import MatchListenerEnvironment
-from listener import rows
-from listener.cleanup import after_abandon
-from listener.start import find_candidates
-from listener.start_messages import save_message_ids
+from lifecycle import rows
+from lifecycle.cleanup import after_abandon
+from lifecycle.start import find_candidates
+from lifecycle.start_messages import save_message_ids
 from models.barriers import Barriers
 from models.db import database
 

@@ -9,8 +9,8 @@ from config.errors import KickoffError
 from config.settings import load_settings
 from models.db import init_database
 from publisher.amqp import publisher_from_settings
-from publisher.jobs.trace import params
 from publisher.players import sync_players
+from runs.jobs.trace import params
 
 
 def main() -> int:
