@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 from config.clock import utcnow
 from lifecycle import start_match
 from lifecycle.dispatch import dispatch_upcoming_match_listeners
+from lifecycle.rows import db_now
 from models.db import database
 from models.listener_record import MatchListenerRecord
 from models.match import Match
@@ -49,6 +52,32 @@ def live_row(match: Any) -> str:
     record_id = str(uuid.uuid4())
     MatchListenerRecord.create(id=record_id, match=match.id)
     return record_id
+
+
+@contextlib.contextmanager
+def beating_row(match: Any, *, every: float = 0.2) -> Iterator[str]:
+    """An open row whose heartbeat is kept fresh while the block runs (a live listener elsewhere).
+
+    A bare ``live_row`` goes stale after LISTENER_HEARTBEAT_STALE_SECONDS (1.5 s in these
+    tests): a worker that boots slower than that would rightly abandon it.
+    """
+    record_id = live_row(match)
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            MatchListenerRecord.update(heartbeat_at=db_now()).where(
+                MatchListenerRecord.id == record_id
+            ).execute()
+        database.close()
+
+    thread = threading.Thread(target=beat, name="test-beating-row", daemon=True)
+    thread.start()
+    try:
+        yield record_id
+    finally:
+        stop.set()
+        thread.join(timeout=10)
 
 
 def start(match: Any, *, settings: Any, barriers: Any, services: Any, **kw: Any) -> start_match.StartResult:

@@ -20,7 +20,7 @@ import pytest
 
 from lifecycle.dispatch import request_start
 from tests.lifecycle.conftest import wait_for
-from tests.lifecycle.helpers import live_row, quick, rows_of
+from tests.lifecycle.helpers import beating_row, quick, rows_of
 
 API_KEY = "test-api-key-never-printed"  # tests/conftest.py's SPORTRADAR_API_KEY
 
@@ -130,7 +130,6 @@ def test_each_failed_attempt_is_one_event_fingerprinted_by_match_and_without_the
     failing = make_match(listener_start_settings=quick(listener_force_exit_code=11))
     fine = make_match(listener_start_settings=quick(listener_test_exit_code=0))
     skipped = make_match()
-    live_row(skipped)
 
     def start(match, **overrides) -> None:
         message, note = request_start(
@@ -138,30 +137,31 @@ def test_each_failed_attempt_is_one_event_fingerprinted_by_match_and_without_the
         )
         assert message is not None, note
 
-    # One thread: messages run in the order sent, and the reports leave in the order captured.
-    worker = start_worker(threads=1, env={"SENTRY_DSN": sentry_endpoint.dsn})
-    start(fine)
-    start(skipped)
-    # The API key rides in the message (an override), so the event would carry it unscrubbed.
-    start(failing, sportradar_api_key=API_KEY)
-    wait_for(lambda: len(sentry_endpoint.events()) >= 1, timeout=60)
-    wait_for(lambda: not lbarriers.is_pending(failing.id), timeout=30)
-    start(failing, sportradar_api_key=API_KEY)
-    wait_for(lambda: len(sentry_endpoint.events()) >= 2, timeout=60)
+    with beating_row(skipped):  # a live listener elsewhere: its start is skipped
+        # One thread: messages run in the order sent, and the reports leave in the order captured.
+        worker = start_worker(threads=1, env={"SENTRY_DSN": sentry_endpoint.dsn})
+        start(fine)
+        start(skipped)
+        # The API key rides in the message (an override), so the event would carry it unscrubbed.
+        start(failing, sportradar_api_key=API_KEY)
+        wait_for(lambda: len(sentry_endpoint.events()) >= 1, timeout=60)
+        wait_for(lambda: not lbarriers.is_pending(failing.id), timeout=30)
+        start(failing, sportradar_api_key=API_KEY)
+        wait_for(lambda: len(sentry_endpoint.events()) >= 2, timeout=60)
 
-    events = sentry_endpoint.events()
-    assert len(events) == 2, [e.get("message") or e.get("exception") for e in events]
-    for attempt, event in enumerate(events, start=1):
-        assert event["fingerprint"] == ["start_match_listener", str(failing.id)]
-        tags = _tags(event)
-        assert tags["sr_id"] == failing.sr_id and tags["exit_code"] == "11"
-        assert tags["attempt"] == str(attempt) and tags["match_id"] == str(failing.id)
-        assert event["exception"]["values"][-1]["type"] == "ListenerRunFailed"
-    assert [r.exit_code for r in rows_of(fine)] == [0] and rows_of(skipped)[0].ended_at is None
-    sent = b"".join(sentry_endpoint.bodies)
-    assert API_KEY.encode() not in sent
-    assert b"[Filtered]" in sent  # it was there, and replaced
-    assert "ListenerRunFailed" in worker.output()
+        events = sentry_endpoint.events()
+        assert len(events) == 2, [e.get("message") or e.get("exception") for e in events]
+        for attempt, event in enumerate(events, start=1):
+            assert event["fingerprint"] == ["start_match_listener", str(failing.id)]
+            tags = _tags(event)
+            assert tags["sr_id"] == failing.sr_id and tags["exit_code"] == "11"
+            assert tags["attempt"] == str(attempt) and tags["match_id"] == str(failing.id)
+            assert event["exception"]["values"][-1]["type"] == "ListenerRunFailed"
+        assert [r.exit_code for r in rows_of(fine)] == [0] and rows_of(skipped)[0].ended_at is None
+        sent = b"".join(sentry_endpoint.bodies)
+        assert API_KEY.encode() not in sent
+        assert b"[Filtered]" in sent  # it was there, and replaced
+        assert "ListenerRunFailed" in worker.output()
 
 
 def test_without_a_dsn_sentry_is_never_initialised(lsettings):
