@@ -157,14 +157,18 @@ def validate_listener_settings(settings: dict[str, Any] | None, *, source: str) 
         raise ListenerStartSettingsError(
             f"invalid listener setting in {source}: {fixed[0]}: a process setting, not one of a single run"
         )
+    _build_settings({"_env_file": None, **settings}, what=f"in {source}")
+
+
+def _build_settings(kwargs: dict[str, Any], *, what: str) -> MatchListenerEnvironment:
+    """MatchListenerEnvironment(**kwargs); ListenerStartSettingsError naming the first invalid one."""
     try:
-        MatchListenerEnvironment(_env_file=None, **settings)
+        return MatchListenerEnvironment(**kwargs)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
-        raise ListenerStartSettingsError(
-            f"invalid listener setting in {source}: {where}: {first.get('msg')}"
-        ) from exc
+        message = f"invalid listener setting {what}: {where}: {first.get('msg')}"
+        raise ListenerStartSettingsError(message) from exc
 
 
 def resolve_listener_environment(
@@ -189,14 +193,7 @@ def resolve_listener_environment(
     kwargs: dict[str, Any] = dict(merged)
     if env_file is not ...:
         kwargs["_env_file"] = env_file
-    try:
-        return MatchListenerEnvironment(**kwargs)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        raise ListenerStartSettingsError(
-            f"invalid listener setting for match {match.id}: {where}: {first.get('msg')}"
-        ) from exc
+    return _build_settings(kwargs, what=f"for match {match.id}")
 
 
 def load_body_class(path: str) -> type[ListenerBody]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from config.clock import utcnow
 from config.errors import ActionNotFound, TriggerConflictError, TriggerValidationError
@@ -32,15 +33,18 @@ class ActionView:
     created_at: datetime
 
 
-def get_action(tracking_id: str) -> ActionView:
-    """Return the action with ``tracking_id``; ActionNotFound if there is none."""
+def action_row(statement: str, tracking_id: str) -> tuple[Any, ...]:
+    """The one row ``statement`` (an action_sql SELECT by tracking id) returns; ActionNotFound if none."""
     with database_errors():
-        row = database.execute_sql(
-            action_sql.SELECT_VIEW,
-            (str(tracking_id),),
-        ).fetchone()
+        row = database.execute_sql(statement, (str(tracking_id),)).fetchone()
     if row is None:
         raise ActionNotFound(f"no activity action has tracking id {tracking_id}")
+    return row
+
+
+def get_action(tracking_id: str) -> ActionView:
+    """Return the action with ``tracking_id``; ActionNotFound if there is none."""
+    row = action_row(action_sql.SELECT_VIEW, tracking_id)
     return ActionView(
         tracking_id=str(row[0]),
         league_id=row[1],

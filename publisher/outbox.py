@@ -335,36 +335,9 @@ def outbox_report(
         by_queue = dict(database.execute_sql(outbox_sql.COUNT_DUE_BY_QUEUE).fetchall())
         held, oldest = database.execute_sql(outbox_sql.COUNT_HELD_AND_OLDEST_DUE).fetchone()
         dead = database.execute_sql(outbox_sql.COUNT_DEAD).fetchone()[0]
-        dead_rows = tuple(
-            DeadRow(
-                id=r[0],
-                message_id=str(r[1]),
-                queue=r[2],
-                tracking_id=r[3] and str(r[3]),
-                attempts=r[4],
-                last_error=r[5],
-            )
-            for r in database.execute_sql(
-                outbox_sql.LIST_DEAD,
-                (dead_limit,),
-            ).fetchall()
-        )
+        dead_rows = tuple(DeadRow(*r) for r in database.execute_sql(outbox_sql.LIST_DEAD, (dead_limit,)))
         oldest_pending = tuple(
-            PendingRow(
-                id=r[0],
-                message_id=str(r[1]),
-                queue=r[2],
-                tracking_id=r[3] and str(r[3]),
-                attempts=r[4],
-                tries=r[5],
-                next_attempt_at=r[6],
-                last_error=r[7],
-                created_at=r[8],
-            )
-            for r in database.execute_sql(
-                outbox_sql.LIST_DUE,
-                (pending_limit,),
-            ).fetchall()
+            PendingRow(*r) for r in database.execute_sql(outbox_sql.LIST_DUE, (pending_limit,))
         )
     age = None if oldest is None else max((now - oldest).total_seconds(), 0.0)
     return OutboxReport(

@@ -19,10 +19,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from config.clock import utcnow
-from config.errors import ActionNotFound, TriggerConflictError, TriggerValidationError
+from config.errors import TriggerConflictError, TriggerValidationError
 from models.activity import ActionStatus
 from models.db import database, database_errors
-from publisher.actions import record_result
+from publisher.actions import action_row, record_result
 from publisher.sql import actions as action_sql
 from publisher.sql import outbox as outbox_sql
 from publisher.sql import trades as trade_sql
@@ -75,12 +75,7 @@ def report_result(
     }
     now = utcnow()
     with database_errors(), database.atomic():
-        action = database.execute_sql(
-            action_sql.SELECT_QUEUE_OF,
-            (str(tracking_id),),
-        ).fetchone()
-        if action is None:
-            raise ActionNotFound(f"no activity action has tracking id {tracking_id}")
+        action = action_row(action_sql.SELECT_QUEUE_OF, tracking_id)
         key = _claim_key(str(tracking_id))
         row = database.execute_sql(
             trade_sql.UPSERT_RESULT,
@@ -167,13 +162,8 @@ def verify_results(*, result_timeout_seconds: float, now: datetime | None = None
 
 def action_state(tracking_id: str) -> dict[str, Any]:
     """An action's delivery and verification state (``kickoff actions show``, GET /v1/actions/{id})."""
+    action = action_row(action_sql.SELECT_STATE, tracking_id)
     with database_errors():
-        action = database.execute_sql(
-            action_sql.SELECT_STATE,
-            (str(tracking_id),),
-        ).fetchone()
-        if action is None:
-            raise ActionNotFound(f"no activity action has tracking id {tracking_id}")
         outbox = database.execute_sql(
             outbox_sql.LATEST_DELIVERY_OF_ACTION,
             (str(tracking_id),),

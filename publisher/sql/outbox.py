@@ -78,14 +78,17 @@ COUNT_DUE_BY_QUEUE = (
 
 COUNT_DEAD = "SELECT count(*) FROM outbox_messages WHERE status = 'dead'"
 
+#: The columns of ``publisher.outbox.DeadRow``, in its order.
 LIST_DEAD = (
-    "SELECT id, message_id, queue, tracking_id, attempts, last_error FROM outbox_messages WHERE status = "
-    "'dead' ORDER BY id DESC LIMIT %s"
+    "SELECT id, message_id::text, queue, tracking_id::text, attempts, last_error FROM outbox_messages "
+    "WHERE status = 'dead' ORDER BY id DESC LIMIT %s"
 )
 
+#: The columns of ``publisher.outbox.PendingRow``, in its order.
 LIST_DUE = (
-    "SELECT id, message_id, queue, tracking_id, attempts, tries, next_attempt_at, last_error, created_at "
-    "FROM outbox_messages WHERE status = 'pending' AND held_by IS NULL ORDER BY created_at, id LIMIT %s"
+    "SELECT id, message_id::text, queue, tracking_id::text, attempts, tries, next_attempt_at, last_error, "
+    "created_at FROM outbox_messages WHERE status = 'pending' AND held_by IS NULL ORDER BY created_at, id "
+    "LIMIT %s"
 )
 
 LATEST_DELIVERY_OF_ACTION = (
