@@ -1,4 +1,4 @@
-"""Listener actors: dispatch, start, stop and sweep; thin wrappers over the listener library.
+"""Listener actors: dispatch, start, stop and sweep; thin wrappers over the lifecycle library.
 
 start_match_listener runs on the ``match_listeners`` queue with no time limit and no retries
 (failed starts are counted by the attempt counter, not retried); the others run on ``default``.
