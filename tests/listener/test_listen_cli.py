@@ -165,8 +165,10 @@ def test_kickoff_listen_takes_the_lock_beats_obeys_a_stop_and_releases_everythin
 def test_kickoff_listen_of_an_unknown_match_records_the_archive_only(
     sim, db, subprocess_env, settings, redis_client, tmp_path
 ):
+    # Events keep coming for 30 s: the simulator replays nothing, so a listener process that starts
+    # slowly on a loaded machine must still find the game under way when it connects.
     game = GameScript(
-        sr_id=str(uuid.uuid4()), league="mlb", start_after=1.0, event_interval=0.05, event_count=5
+        sr_id=str(uuid.uuid4()), league="mlb", start_after=1.0, event_interval=0.05, event_count=600
     )
     server = sim([game])
     env = dict(
