@@ -21,6 +21,6 @@ kickoff_broker = setup_broker(settings)
 from actors import (  # noqa: E402 - after the broker is set
     listeners,  # noqa: F401  dispatch, start, stop, sweep
     outbox,  # noqa: F401  periodic outbox drain
-    refresh,  # noqa: F401  schedule refresh (league, daily, weekly)
+    refresh,  # noqa: F401  league metadata, teams, seasons; schedule refresh (season, daily, weekly)
     runs,  # noqa: F401  job runs: scheduled catalog jobs and run outbox drain
 )

@@ -80,8 +80,8 @@ def season_path(league: str, access: str, year: int, season: str) -> str:
     return f"/{league}/{access}/games/{year}/{season}/schedule.json"
 
 
-def fetch(settings: MatchListenerEnvironment, path: str) -> dict[str, Any]:
-    """GET a schedule document (API key in the x-api-key header only)."""
+def fetch(settings: MatchListenerEnvironment, path: str, *, what: str = "schedule") -> dict[str, Any]:
+    """GET a schedule (or league, ``what``) document; the API key goes in the x-api-key header only."""
     url = settings.sportradar_base_url.rstrip("/") + path
     try:
         resp = requests.get(
@@ -90,15 +90,15 @@ def fetch(settings: MatchListenerEnvironment, path: str) -> dict[str, Any]:
             timeout=settings.schedule_timeout_seconds,
         )
     except requests.RequestException as exc:
-        raise ScheduleFetchError(f"cannot fetch schedule {redact_url(url)}: {type(exc).__name__}") from exc
+        raise ScheduleFetchError(f"cannot fetch {what} {redact_url(url)}: {type(exc).__name__}") from exc
     if resp.status_code != 200:
-        raise ScheduleFetchError(f"schedule {redact_url(url)} answered HTTP {resp.status_code}")
+        raise ScheduleFetchError(f"{what} {redact_url(url)} answered HTTP {resp.status_code}")
     try:
         doc = resp.json()
     except ValueError as exc:
-        raise ScheduleFetchError(f"schedule {redact_url(url)} is not JSON") from exc
+        raise ScheduleFetchError(f"{what} {redact_url(url)} is not JSON") from exc
     if not isinstance(doc, dict):
-        raise ScheduleFetchError(f"schedule {redact_url(url)} is not a JSON object")
+        raise ScheduleFetchError(f"{what} {redact_url(url)} is not a JSON object")
     return doc
 
 
@@ -116,14 +116,14 @@ def games_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def upsert_games(league_name: str, games: list[dict[str, Any]]) -> tuple[int, int]:
     """Create or update one Match per game; return (created, updated)."""
+    from listener.leagues import ensure_league
     from models.db import database
-    from models.league import League
     from models.match import Match
 
     created = updated = 0
     now = utcnow()
     with database.connection_context():
-        league, _ = League.get_or_create(name=league_name.lower())
+        league = ensure_league(league_name)
         for g in games:
             sr_id = str(g["id"])
             scheduled = parse_iso8601(g["scheduled"], what="scheduled") if g.get("scheduled") else None
@@ -181,8 +181,15 @@ def refresh_season(
     year: int | None = None,
     season: str = "REG",
 ) -> RefreshResult:
-    """Refresh ``league``'s whole season schedule (default: the season active on ``today``)."""
-    year = year or season_year(league, today)
+    """Refresh ``league``'s whole season schedule (default: the season active on ``today``).
+
+    The active season is the one the seasons table (the seasons refresh) says covers ``today``,
+    or else the next to start; without stored seasons, ``season_year``.
+    """
+    if year is None:
+        from listener.league_refresh import active_season_year
+
+        year = active_season_year(league, today) or season_year(league, today)
     return refresh(settings, league=league, path=season_path(league, settings.schedule_access, year, season))
 
 
