@@ -129,7 +129,7 @@ def test_each_failed_attempt_is_one_event_fingerprinted_by_match_and_without_the
 
     failing = make_match(listener_start_settings=quick(listener_force_exit_code=11))
     fine = make_match(listener_start_settings=quick(listener_test_exit_code=0))
-    skipped = make_match()
+    skipped = make_match(listener_start_settings=quick(listener_test_exit_code=0))
     live_row(skipped)
 
     def start(match, **overrides) -> None:
@@ -139,7 +139,10 @@ def test_each_failed_attempt_is_one_event_fingerprinted_by_match_and_without_the
         assert message is not None, note
 
     # One thread: messages run in the order sent, and the reports leave in the order captured.
-    worker = start_worker(threads=1, env={"SENTRY_DSN": sentry_endpoint.dsn})
+    # The skipped match's open row must look alive however long the worker takes to boot.
+    worker = start_worker(
+        threads=1, env={"SENTRY_DSN": sentry_endpoint.dsn, "LISTENER_HEARTBEAT_STALE_SECONDS": "600"}
+    )
     start(fine)
     start(skipped)
     # The API key rides in the message (an override), so the event would carry it unscrubbed.
