@@ -165,8 +165,9 @@ def test_kickoff_listen_takes_the_lock_beats_obeys_a_stop_and_releases_everythin
 def test_kickoff_listen_of_an_unknown_match_records_the_archive_only(
     sim, db, subprocess_env, settings, redis_client, tmp_path
 ):
+    # The game starts after the kickoff process has had time to boot and connect (nothing is replayed).
     game = GameScript(
-        sr_id=str(uuid.uuid4()), league="mlb", start_after=1.0, event_interval=0.05, event_count=5
+        sr_id=str(uuid.uuid4()), league="mlb", start_after=6.0, event_interval=0.05, event_count=5
     )
     server = sim([game])
     env = dict(
