@@ -14,6 +14,6 @@ from actors import (
     listeners,  # noqa: F401  dispatch, start, stop, sweep
     outbox,  # noqa: F401  periodic outbox drain
     process,  # noqa: F401  settings and broker, set up once
-    refresh,  # noqa: F401  schedule refresh (league, daily, weekly)
+    refresh,  # noqa: F401  league metadata, teams, seasons; schedule refresh (season, daily, weekly)
     runs,  # noqa: F401  job runs: scheduled catalog jobs and run outbox drain
 )

@@ -1,8 +1,9 @@
-"""Schedule refresh actors: the league season, daily (MLB, NHL) and weekly (NFL) schedules.
+"""Refresh actors: league metadata, teams, seasons, and the season, daily and weekly schedules.
 
-They keep match rows current so dispatch has something to find; they never start listeners.
-The scheduler sends them whenever APP_ENV is not develop (scheduler table). Thin wrappers over
-listener.schedule; the settings are the process's (``actors.process.settings``), read at each call.
+They keep league, team, season and match rows current so dispatch has something to find; they
+never start listeners. The scheduler sends them whenever APP_ENV is not develop (scheduler
+table). Thin wrappers over lifecycle.league_refresh and lifecycle.schedule; the settings are the
+process's (``actors.process.settings``), read at each call.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from actors import process
 from actors.broker import QUEUE_DEFAULT
 from config.clock import utcnow
 from config.settings import MatchListenerEnvironment
-from listener import schedule
+from lifecycle import league_refresh, schedule
 
 
 def _settings() -> MatchListenerEnvironment:
@@ -35,6 +36,34 @@ def refresh_daily_schedules(days_ahead: int = 1) -> dict:
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
 def refresh_weekly_schedules(week: int | None = None, season: str = "REG") -> dict:
-    """Refresh the current NFL week (listener.schedule.nfl_week) of every weekly league."""
+    """Refresh the current NFL week (models.season_calendar.nfl_week) of every weekly league."""
     seen, year, week = schedule.refresh_weekly(_settings(), today=utcnow().date(), week=week, season=season)
     return {"seen": seen, "year": year, "week": week}
+
+
+def _league_result(r: league_refresh.LeagueRefreshResult) -> dict:
+    return {
+        "league": r.league,
+        "seen": r.seen,
+        "created": r.created,
+        "updated": r.updated,
+        "league_changed": r.league_changed,
+    }
+
+
+@dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
+def refresh_league_metadata(league: str) -> dict:
+    """Refresh a league's metadata and its teams' conferences and divisions (the hierarchy document)."""
+    return _league_result(league_refresh.refresh_league_metadata(_settings(), league=league))
+
+
+@dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
+def refresh_league_teams(league: str) -> dict:
+    """Refresh a league's teams: name, market and alias (the teams document)."""
+    return _league_result(league_refresh.refresh_league_teams(_settings(), league=league))
+
+
+@dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
+def refresh_league_seasons(league: str) -> dict:
+    """Refresh a league's seasons (the seasons document); the season schedule refresh reads them."""
+    return _league_result(league_refresh.refresh_league_seasons(_settings(), league=league))

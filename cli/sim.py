@@ -14,7 +14,7 @@ from cli.context import CliContext
 
 @click.group("sim")
 def sim_group() -> None:
-    """The feed simulator: continuous game sessions, push streams and a schedule API.
+    """The feed simulator: continuous game sessions, push streams, a schedule API and league documents.
 
     Point listeners at it with SPORTRADAR_BASE_URL=http://HOST:PORT (the default base URL is
     srsim's default address).
@@ -60,6 +60,17 @@ def sim_group() -> None:
     default=None,
     help="Serve this players map (Sleeper's format) at /players/nfl; read anew on every request.",
 )
+@click.option(
+    "--leagues",
+    "league_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help=(
+        "League file (JSON by league: league, conferences/divisions/teams, seasons; see"
+        " docs/listener.md) served as each league's hierarchy, teams and seasons documents; read"
+        " anew on every request. Leagues it does not name are built from the served games."
+    ),
+)
 @click.pass_obj
 def serve(
     obj: CliContext,
@@ -74,6 +85,7 @@ def serve(
     watch_dir: Path | None,
     no_watch: bool,
     players_file: Path | None,
+    league_file: Path | None,
 ) -> None:
     """Serve every game's session until Ctrl-C / SIGTERM.
 
@@ -107,6 +119,7 @@ def serve(
         watch_dir=None if no_watch else (watch_dir or s.data_dir / "srsim"),
         watch_seconds=s.srsim_watch_seconds,
         players_file=players_file,
+        league_file=league_file,
     )
 
     async def main() -> None:

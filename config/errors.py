@@ -143,7 +143,8 @@ class ArchivePathError(ListenerError):
 
 
 class ScheduleFetchError(KickoffError):
-    """Raised when the feed's schedule API cannot be reached or answers something unreadable."""
+    """Raised when the feed's schedule API or a league document (hierarchy, teams, seasons) cannot be
+    reached, answers an HTTP error, or answers something unreadable (not a JSON object, no league id)."""
 
 
 class SimulatorScriptError(KickoffError):

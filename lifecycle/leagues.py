@@ -6,7 +6,7 @@ import peewee
 
 from config.errors import ArchivePathError, ConfigurationError, KickoffError, LeagueNotFound
 from listener.archive import safe_component
-from models.db import database_errors
+from models.db import database, database_errors
 from models.league import League
 
 
@@ -39,6 +39,18 @@ def get_league(name: str) -> League:
     if league is None:
         raise LeagueNotFound(f"no league named {name!r} (kickoff leagues add {name})")
     return league
+
+
+def ensure_league(name: str) -> League:
+    """The league named ``name`` (case-insensitive), created in lower case when missing (refresh)."""
+    league = find_league(name)
+    if league is not None:
+        return league
+    try:
+        with database_errors(), database.atomic():
+            return League.create(name=name.lower())
+    except peewee.IntegrityError:
+        return get_league(name)  # another refresh created it meanwhile
 
 
 def add_league(name: str, *, enabled: bool = True) -> League:

@@ -6,6 +6,8 @@ from models.league import League
 from models.listener_record import MatchListenerRecord
 from models.match import Match
 from models.question import Question
+from models.season import Season
+from models.team import Team
 
 __all__ = [
     "Badge",
@@ -13,6 +15,8 @@ __all__ = [
     "Match",
     "MatchListenerRecord",
     "Question",
+    "Season",
+    "Team",
     "database",
     "derive_badge",
     "init_database",

@@ -21,6 +21,8 @@ EVERY_MINUTE = "* * * * *"
 ALL_ENVS = frozenset(AppEnv)
 DEVELOP_ONLY = frozenset({AppEnv.DEVELOP})
 NOT_DEVELOP = frozenset({AppEnv.STAGING, AppEnv.PRODUCTION})
+#: Leagues whose metadata, teams, seasons and season schedule the scheduler refreshes.
+REFRESHED_LEAGUES = ("mlb", "nhl", "nfl")
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,18 @@ PERIODIC: list[PeriodicEntry] = [
     PeriodicEntry("verify_action_results", actor="verify_action_results", cron=EVERY_MINUTE, envs=ALL_ENVS),
     # Scheduled catalog jobs (one run per cron slot, job@slot) and the run outbox drain.
     PeriodicEntry("tick_job_runs", actor="tick_job_runs", cron=EVERY_MINUTE, envs=ALL_ENVS),
+    # League metadata, teams and seasons, daily before the season schedule (which reads the seasons).
+    *(
+        PeriodicEntry(
+            f"{actor}_{league}", actor=actor, cron=cron, envs=NOT_DEVELOP, kwargs={"league": league}
+        )
+        for actor, cron in (
+            ("refresh_league_metadata", "0 4 * * *"),
+            ("refresh_league_teams", "5 4 * * *"),
+            ("refresh_league_seasons", "10 4 * * *"),
+        )
+        for league in REFRESHED_LEAGUES
+    ),
     # Schedule refresh keeps match rows current (freeze/heal); it never starts listeners.
     *(
         PeriodicEntry(
@@ -69,7 +83,7 @@ PERIODIC: list[PeriodicEntry] = [
             envs=NOT_DEVELOP,
             kwargs={"league": league},
         )
-        for league in ("mlb", "nhl", "nfl")
+        for league in REFRESHED_LEAGUES
     ),
     PeriodicEntry(
         "refresh_daily_schedules", actor="refresh_daily_schedules", cron="*/30 * * * *", envs=NOT_DEVELOP

@@ -11,6 +11,9 @@ with the provider). Routes:
 * ``GET /{league}/{access}/games/{yyyy}/{mm}/{dd}/schedule.json`` - daily schedule (MLB, NHL shape).
 * ``GET /{league}/{access}/games/{yyyy}/{REG|PRE|PST}/{week}/schedule.json`` - weekly (NFL shape).
 * ``GET /{league}/{access}/games/{yyyy}/{REG|PRE|PST}/schedule.json`` - the league's season.
+* ``GET /{league}/{access}/league/{hierarchy|teams|seasons}.json`` - the league's metadata, teams
+  and seasons (``srsim.leagues``: from ``league_file``, read anew on every request, else built
+  from the served games).
 * ``GET /players/nfl`` - the players map (Sleeper's format) from ``players_file``, read anew on
   every request so a test or the demo changes injury statuses by rewriting the file.
 * ``GET /_srsim/sessions`` - every session's position and status (for boards and tests).
@@ -39,6 +42,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from config.errors import SimulatorScriptError
+from srsim import leagues
 from srsim.script import GameScript, load_script
 
 logger = logging.getLogger(__name__)
@@ -55,6 +59,9 @@ _WEEKLY = re.compile(
 )
 _SEASON = re.compile(
     r"^/(?P<league>[a-z0-9_-]+)/[a-z0-9_-]+/(?:[a-z]+/)?games/(\d{4})/([A-Z]{3})/schedule\.json$"
+)
+_LEAGUE = re.compile(
+    r"^/(?P<league>[a-z0-9_-]+)/[a-z0-9_-]+/(?:[a-z]+/)?league/(?P<doc>hierarchy|teams|seasons)\.json$"
 )
 
 
@@ -124,8 +131,10 @@ class SimServer:
         watch_dir: Path | None = None,
         watch_seconds: float = 1.0,
         players_file: Path | None = None,
+        league_file: Path | None = None,
     ) -> None:
         self.players_file = players_file
+        self.league_file = league_file
         self.host = host
         self.port = port
         self.speed = speed
@@ -143,7 +152,7 @@ class SimServer:
         self._seen_scripts: set[Path] = set()
         self._drivers: list[asyncio.Task[None]] = []
         self.streams_open = 0
-        self.schedule_requests: list[str] = []  # paths of schedule API requests served (tests, logs)
+        self.schedule_requests: list[str] = []  # paths of schedule and league requests served (tests)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
         self._thread: threading.Thread | None = None
@@ -321,6 +330,9 @@ class SimServer:
             return await self._stream(session, writer, sse=False)
         if path == "/players/nfl":
             return await self._players(writer)
+        if m := _LEAGUE.match(path):
+            self.schedule_requests.append(path)
+            return await self._league(m["league"], m["doc"], writer)
         for pattern, kind in ((_DAILY, "daily"), (_WEEKLY, "weekly"), (_SEASON, "season")):
             if m := pattern.match(path):
                 self.schedule_requests.append(path)
@@ -336,6 +348,23 @@ class SimServer:
         except ValueError:
             return await _respond(writer, 500, {"message": "the players map file is not JSON"})
         return await _respond(writer, 200, data)
+
+    async def _league(self, league: str, doc: str, writer: asyncio.StreamWriter) -> None:
+        """One league document; 404 for a league neither the league file nor a game names."""
+        try:
+            data = (await asyncio.to_thread(leagues.read_league_file, self.league_file)).get(league)
+        except SimulatorScriptError as exc:
+            return await _respond(writer, 500, {"message": str(exc)})
+        if data is None:
+            games = [s.game for s in self.sessions.values() if s.game.league == league]
+            if not games:
+                return await _respond(writer, 404, {"message": f"no such league {league}"})
+            data = leagues.default_league(league, games, today=datetime.now(UTC).date())
+        if doc == "hierarchy":
+            return await _respond(writer, 200, leagues.hierarchy_document(league, data))
+        if doc == "teams":
+            return await _respond(writer, 200, leagues.teams_document(league, data))
+        return await _respond(writer, 200, leagues.seasons_document(data))
 
     async def _stream(self, session: Session, writer: asyncio.StreamWriter, *, sse: bool) -> None:
         ctype = "text/event-stream" if sse else "application/json"

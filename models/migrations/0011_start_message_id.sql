@@ -1,4 +1,4 @@
--- depends: 0009_league_name_ci
+-- depends: 0010_teams_seasons
 -- The Dramatiq message id of a match's queued start gets its own column instead of a key inside
 -- the listener_start_settings JSON (which now holds listener settings only). Existing ids move.
 -- Not indexed: storing it stays a HOT update on matches (fillfactor 70).

@@ -134,6 +134,38 @@ def runner(services: ListenerServices) -> Iterator[Callable[..., Future]]:
     pool.shutdown(wait=True, cancel_futures=True)
 
 
+@pytest.fixture
+def srsim(db) -> Iterator[Callable[..., Any]]:
+    """``srsim(games, **kwargs)``: an in-process srsim (its schedule and league APIs), stopped after."""
+    from srsim.server import SimServer
+
+    servers: list[SimServer] = []
+
+    def start(games: list[Any], **kwargs: Any) -> SimServer:
+        server = SimServer(games, heartbeat_seconds=1.0, **kwargs).start_background()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def pointed_at(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """Point the actors' settings (read once per process) at an srsim server; keywords update more."""
+    import actors
+
+    def point(server: Any, **update: Any) -> None:
+        monkeypatch.setattr(
+            actors.process,
+            "settings",
+            actors.process.settings.model_copy(update={"sportradar_base_url": server.base_url, **update}),
+        )
+
+    return point
+
+
 def wait_for(predicate: Callable[[], Any], *, timeout: float = 10.0, interval: float = 0.05) -> Any:
     """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

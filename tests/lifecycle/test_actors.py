@@ -40,7 +40,7 @@ def test_a_failed_run_is_a_failed_message_and_a_skip_a_successful_one(
     from actors.listeners import send_start
 
     failing = make_match(listener_start_settings=quick(listener_force_exit_code=11))
-    skipped = make_match()
+    skipped = make_match(listener_start_settings=quick(listener_test_exit_code=0))
     live_row(skipped)  # an active listener elsewhere: the start is skipped_active
     sent = {}
     for name, match in (("failing", failing), ("skipped", skipped)):
@@ -48,7 +48,8 @@ def test_a_failed_run_is_a_failed_message_and_a_skip_a_successful_one(
             str(match.id), overrides=None, force=False, barriers=lbarriers, send=send_start
         )
         sent[name] = message.message_id
-    worker = start_worker(threads=2)
+    # The skipped match's open row must look alive however long the worker takes to boot.
+    worker = start_worker(threads=2, env={"LISTENER_HEARTBEAT_STALE_SECONDS": "600"})
 
     ours = set(sent.values())  # messages other tests left in the namespace do not count
 

@@ -129,7 +129,7 @@ def test_each_failed_attempt_is_one_event_fingerprinted_by_match_and_without_the
 
     failing = make_match(listener_start_settings=quick(listener_force_exit_code=11))
     fine = make_match(listener_start_settings=quick(listener_test_exit_code=0))
-    skipped = make_match()
+    skipped = make_match(listener_start_settings=quick(listener_test_exit_code=0))
 
     def start(match, **overrides) -> None:
         message, note = request_start(

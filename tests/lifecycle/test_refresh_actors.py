@@ -3,42 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import pytest
 
-from listener.schedule import nfl_week, season_year
 from models import Match
+from models.season_calendar import nfl_week, season_year
 from srsim.script import GameScript
-from srsim.server import SimServer
 from tests.lifecycle.conftest import wait_for
-
-
-@pytest.fixture
-def srsim(db) -> Iterator[Callable[[list[GameScript]], SimServer]]:
-    servers: list[SimServer] = []
-
-    def start(games: list[GameScript]) -> SimServer:
-        server = SimServer(games, heartbeat_seconds=1.0).start_background()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
-
-
-@pytest.fixture
-def pointed_at(monkeypatch) -> Callable[[SimServer], None]:
-    """Point the actors' settings (read once per process) at an srsim server."""
-    import actors
-
-    def point(server: SimServer) -> None:
-        wanted = actors.process.settings.model_copy(update={"sportradar_base_url": server.base_url})
-        monkeypatch.setattr(actors.process, "settings", wanted)
-
-    return point
 
 
 def _game(league: str, **kw) -> GameScript:
@@ -88,22 +60,15 @@ def test_refresh_league_schedule_reads_the_active_season(srsim, pointed_at, db):
 
 
 @pytest.mark.e2e
-def test_the_refresh_actors_run_on_a_real_worker_against_srsim(srsim, start_worker, lifecycle_env):
+def test_the_refresh_actors_run_on_a_real_worker_against_srsim(srsim, start_worker, broker_queues):
     from actors.refresh import refresh_daily_schedules, refresh_league_schedule, refresh_weekly_schedules
 
     _, week = nfl_week(datetime.now(UTC).date())
     daily, weekly, season = _game("mlb"), _game("nfl", week=week), _game("nhl")
     server = srsim([daily, weekly, season])
     start_worker(queues=("default",), threads=2, env={"SPORTRADAR_BASE_URL": server.base_url})
-    try:
-        refresh_daily_schedules.send()
-        refresh_weekly_schedules.send()
-        refresh_league_schedule.send(league="nhl")
-        ids = {daily.sr_id, weekly.sr_id, season.sr_id}
-        wait_for(lambda: Match.select().where(Match.sr_id.in_(ids)).count() == 3, timeout=60)
-    finally:
-        from models.barriers import connect_redis
-
-        client = connect_redis(lifecycle_env["BROKER_URL"])
-        for key in client.scan_iter(match=f"{lifecycle_env['BROKER_NAMESPACE']}:*"):
-            client.delete(key)
+    refresh_daily_schedules.send()
+    refresh_weekly_schedules.send()
+    refresh_league_schedule.send(league="nhl")
+    ids = {daily.sr_id, weekly.sr_id, season.sr_id}
+    wait_for(lambda: Match.select().where(Match.sr_id.in_(ids)).count() == 3, timeout=60)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from config.errors import ScheduleFetchError
-from listener.schedule import daily_path, games_of, refresh, weekly_path
+from lifecycle.schedule import daily_path, games_of, refresh, weekly_path
 from models import Match
 from srsim.script import GameScript
 
@@ -51,13 +51,18 @@ def test_an_unreachable_schedule_api_is_one_clear_error(listener_settings):
 @pytest.mark.parametrize(
     ("app_env", "scheduled"), [("develop", False), ("staging", True), ("production", True)]
 )
-def test_schedule_refresh_is_scheduled_whenever_app_env_is_not_develop(app_env, scheduled):
+def test_league_and_schedule_refresh_are_scheduled_whenever_app_env_is_not_develop(app_env, scheduled):
     from scheduler.table import entries_for
 
-    actors = {e.actor for e in entries_for(app_env)}
+    entries = entries_for(app_env)
+    actors = {e.actor for e in entries}
     wanted = {"refresh_league_schedule", "refresh_daily_schedules", "refresh_weekly_schedules"}
-    assert (wanted <= actors) is scheduled
-    assert not (wanted & actors) or scheduled
+    per_league = {"refresh_league_metadata", "refresh_league_teams", "refresh_league_seasons"}
+    assert ((wanted | per_league) <= actors) is scheduled
+    assert not ((wanted | per_league) & actors) or scheduled
+    leagues = {(e.actor, e.kwargs.get("league")) for e in entries}
+    expected = {(a, lg) for a in (*per_league, "refresh_league_schedule") for lg in ("mlb", "nhl", "nfl")}
+    assert (expected <= leagues) is scheduled
 
 
 @pytest.mark.parametrize(
@@ -79,7 +84,7 @@ def test_schedule_refresh_is_scheduled_whenever_app_env_is_not_develop(app_env, 
 def test_the_nfl_week_heuristic(day, expected):
     from datetime import date
 
-    from listener.schedule import nfl_week
+    from models.season_calendar import nfl_week
 
     assert nfl_week(date.fromisoformat(day)) == expected
 
@@ -96,6 +101,6 @@ def test_the_nfl_week_heuristic(day, expected):
 def test_the_season_year_of_a_league(league, day, year):
     from datetime import date
 
-    from listener.schedule import season_year
+    from models.season_calendar import season_year
 
     assert season_year(league, date.fromisoformat(day)) == year

@@ -25,3 +25,25 @@ def test_the_drain_actor_publishes_due_rows(publisher, pub_settings, read_queue,
     assert entry.cron == "* * * * *" and len(entry.envs) == 3
     assert actors.outbox.drain_outbox.fn()["published"] == 1
     assert len(read_queue("draft_targets")) == 1
+
+
+def test_the_verify_actor_settles_a_reported_result_every_minute_in_every_app_env(
+    publisher, pub_settings, monkeypatch, test_env
+):
+    for key, value in test_env.items():
+        monkeypatch.setenv(key, value)  # importing actors reads the settings once
+    import actors.outbox
+    from publisher.results import action_state, report_result
+    from publisher.triggers import trigger_lineup
+    from scheduler.table import PERIODIC
+    from tests.publisher.helpers import lineup
+
+    monkeypatch.setattr(actors.process, "settings", pub_settings)
+    tracking_id = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings).tracking_id
+    report_result(tracking_id, outcome="succeeded", details={"team_id": "7"}, reported_by="worker")
+    assert actors.outbox.verify_action_results.queue_name == "default"
+    [entry] = [e for e in PERIODIC if e.actor == "verify_action_results"]
+    assert entry.cron == "* * * * *" and len(entry.envs) == 3
+    out = actors.outbox.verify_action_results.fn()
+    assert out["verified"] == [tracking_id]
+    assert action_state(tracking_id)["verification"]["status"] == "verified"

@@ -72,7 +72,7 @@ def test_the_first_sync_records_then_a_change_to_out_alerts_once(
 def test_a_numeric_sleeper_id_is_refused_on_the_espn_routes_naming_the_field(
     db, fresh_queues, publisher, pub_settings, players_map
 ):
-    url, _, _ = players_map
+    url, _, path = players_map
     sync_players(url, publisher=publisher)
     with pytest.raises(TriggerValidationError, match="add_player_id") as refused:
         trigger_waiver(waiver(add_player_id=4046), publisher=publisher, settings=pub_settings)
@@ -86,6 +86,12 @@ def test_a_numeric_sleeper_id_is_refused_on_the_espn_routes_naming_the_field(
     assert trigger_waiver(
         waiver(add_player_id=987654321, idempotency_key="other"), publisher=publisher, settings=pub_settings
     ).tracking_id
+    # Known as a Sleeper id and also as another player's ESPN id: not "only a Sleeper id", so it passes.
+    players = json.loads(path.read_text())
+    players["9001"] = {"player_id": "9001", "full_name": "Some Rookie", "team": "KC", "espn_id": 1466}
+    path.write_text(json.dumps(players))
+    sync_players(url, publisher=publisher)
+    assert trigger_draft_pick(draft(espn_id=1466), publisher=publisher, settings=pub_settings).tracking_id
 
 
 def test_a_map_that_is_not_a_players_map_is_one_clear_error(db, publisher, tmp_path):

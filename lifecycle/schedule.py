@@ -18,6 +18,7 @@ from config.clock import parse_iso8601, utcnow
 from config.errors import ScheduleFetchError
 from config.settings import MatchListenerEnvironment
 from listener.stream import redact_url
+from models.season_calendar import nfl_week, season_year
 from models.status import normalise
 
 logger = logging.getLogger(__name__)
@@ -35,39 +36,6 @@ class RefreshResult:
 
 
 #: Weeks of the NFL regular season (REG).
-NFL_REGULAR_WEEKS = 18
-
-
-def season_year(league: str, day: date) -> int:
-    """The provider's season year of ``league`` on ``day`` (the year the season started).
-
-    NFL: January and February still belong to the season that started the September before.
-    NHL and NBA (October to June): before July the season started the year before. Others
-    (MLB): the calendar year.
-    """
-    league = league.lower()
-    if league == "nfl":
-        return day.year if day.month >= 3 else day.year - 1
-    if league in ("nhl", "nba"):
-        return day.year if day.month >= 7 else day.year - 1
-    return day.year
-
-
-def nfl_week(day: date) -> tuple[int, int]:
-    """``(season year, regular-season week)`` of ``day``, the week clamped to 1..18.
-
-    The season opens on the Thursday after Labor Day (the first Monday of September); week 1
-    runs from the Tuesday before that Thursday, and every week from Tuesday to Monday, as the
-    provider's weeks do. Before week 1 (the off-season) it is week 1; after week 18 (playoffs)
-    week 18.
-    """
-    year = season_year("nfl", day)
-    labor_day = date(year, 9, 1) + timedelta(days=(7 - date(year, 9, 1).weekday()) % 7)
-    week1_tuesday = labor_day + timedelta(days=1)
-    week = (day - week1_tuesday).days // 7 + 1
-    return year, min(max(week, 1), NFL_REGULAR_WEEKS)
-
-
 def daily_path(league: str, access: str, day: date) -> str:
     return f"/{league}/{access}/games/{day:%Y/%m/%d}/schedule.json"
 
@@ -80,8 +48,8 @@ def season_path(league: str, access: str, year: int, season: str) -> str:
     return f"/{league}/{access}/games/{year}/{season}/schedule.json"
 
 
-def fetch(settings: MatchListenerEnvironment, path: str) -> dict[str, Any]:
-    """GET a schedule document (API key in the x-api-key header only)."""
+def fetch(settings: MatchListenerEnvironment, path: str, *, what: str = "schedule") -> dict[str, Any]:
+    """GET a schedule (or league, ``what``) document; the API key goes in the x-api-key header only."""
     url = settings.sportradar_base_url.rstrip("/") + path
     try:
         resp = requests.get(
@@ -90,15 +58,15 @@ def fetch(settings: MatchListenerEnvironment, path: str) -> dict[str, Any]:
             timeout=settings.schedule_timeout_seconds,
         )
     except requests.RequestException as exc:
-        raise ScheduleFetchError(f"cannot fetch schedule {redact_url(url)}: {type(exc).__name__}") from exc
+        raise ScheduleFetchError(f"cannot fetch {what} {redact_url(url)}: {type(exc).__name__}") from exc
     if resp.status_code != 200:
-        raise ScheduleFetchError(f"schedule {redact_url(url)} answered HTTP {resp.status_code}")
+        raise ScheduleFetchError(f"{what} {redact_url(url)} answered HTTP {resp.status_code}")
     try:
         doc = resp.json()
     except ValueError as exc:
-        raise ScheduleFetchError(f"schedule {redact_url(url)} is not JSON") from exc
+        raise ScheduleFetchError(f"{what} {redact_url(url)} is not JSON") from exc
     if not isinstance(doc, dict):
-        raise ScheduleFetchError(f"schedule {redact_url(url)} is not a JSON object")
+        raise ScheduleFetchError(f"{what} {redact_url(url)} is not a JSON object")
     return doc
 
 
@@ -116,14 +84,14 @@ def games_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def upsert_games(league_name: str, games: list[dict[str, Any]]) -> tuple[int, int]:
     """Create or update one Match per game; return (created, updated)."""
+    from lifecycle.leagues import ensure_league
     from models.db import database
-    from models.league import League
     from models.match import Match
 
     created = updated = 0
     now = utcnow()
     with database.connection_context():
-        league, _ = League.get_or_create(name=league_name.lower())
+        league = ensure_league(league_name)
         for g in games:
             sr_id = str(g["id"])
             scheduled = parse_iso8601(g["scheduled"], what="scheduled") if g.get("scheduled") else None
@@ -181,8 +149,13 @@ def refresh_season(
     year: int | None = None,
     season: str = "REG",
 ) -> RefreshResult:
-    """Refresh ``league``'s whole season schedule (default: the season active on ``today``)."""
-    year = year or season_year(league, today)
+    """Refresh ``league``'s whole season schedule (default: the season active on ``today``).
+
+    The active season is the one the seasons table (the seasons refresh) says covers ``today``,
+    or else the next to start; without stored seasons, ``season_year``.
+    """
+    if year is None:
+        year = active_season_year(league, today) or season_year(league, today)
     return refresh(settings, league=league, path=season_path(league, settings.schedule_access, year, season))
 
 
@@ -210,3 +183,26 @@ def refresh_weekly(
         path = weekly_path(league, settings.schedule_access, year, season, week)
         seen[league] = refresh(settings, league=league, path=path).seen
     return seen, year, week
+
+
+def active_season_year(league: str, today: date) -> int | None:
+    """Year of ``league``'s stored season covering ``today``, else of the next to start; None if none."""
+    from lifecycle.leagues import find_league
+    from models.db import database, database_errors
+    from models.season import Season
+
+    with database.connection_context(), database_errors():
+        row = find_league(league)
+        if row is None:
+            return None
+        seasons = Season.select().where(Season.league == row, Season.start_date.is_null(False))
+        current = (
+            seasons.where(
+                Season.start_date <= today, Season.end_date.is_null(True) | (Season.end_date >= today)
+            )
+            .order_by(Season.start_date.desc())
+            .first()
+        )
+        if current is None:
+            current = seasons.where(Season.start_date > today).order_by(Season.start_date).first()
+    return current.year if current is not None else None

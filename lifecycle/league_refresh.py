@@ -1,0 +1,245 @@
+"""League refresh: the provider's league metadata (hierarchy), teams and seasons, upserted idempotently.
+
+Three documents per league, fetched like the schedule (``lifecycle.schedule.fetch``: API key in
+the header only, every failure a ScheduleFetchError naming the redacted URL):
+
+* ``/{league}/{access}/league/hierarchy.json`` - the league's id, alias and name (League.sr_id,
+  alias, full_name) and every team with its conference (MLB: its league, AL or NL) and division;
+* ``/{league}/{access}/league/teams.json`` - every team's name, market and alias (MLB: ``abbr``);
+* ``/{league}/{access}/league/seasons.json`` - every season's year, type (``PRE``/``REG``/``PST``,
+  given as a string or ``{"code": ...}``), status and dates.
+
+Rows are keyed by the provider's id within the league. A value that changed is updated (with
+``updated_at``); an unchanged row is not written, so a second run with the same documents
+changes nothing. Teams and seasons the provider no longer lists are kept. Each document is
+applied in one transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+import peewee
+
+from config.clock import utcnow
+from config.errors import ScheduleFetchError
+from config.settings import MatchListenerEnvironment
+from lifecycle.schedule import RefreshResult, fetch
+from listener.stream import redact_url
+
+logger = logging.getLogger(__name__)
+
+LEAGUE_DOCUMENTS = ("hierarchy", "teams", "seasons")
+
+
+@dataclass(frozen=True)
+class LeagueMetadata:
+    """The league object of a league document."""
+
+    sr_id: str
+    alias: str | None
+    full_name: str | None
+
+
+def league_document_path(league: str, access: str, document: str) -> str:
+    """Path of one league document (``hierarchy``, ``teams`` or ``seasons``)."""
+    return f"/{league}/{access}/league/{document}.json"
+
+
+# -- parsing the provider's documents ------------------------------------------------
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value not in (None, "") else None
+
+
+def parse_league(doc: dict[str, Any], *, url: str) -> LeagueMetadata:
+    """The ``league`` object (id required) of a hierarchy, teams or seasons document."""
+    league = doc.get("league")
+    if not isinstance(league, dict) or not league.get("id"):
+        raise ScheduleFetchError(f"league document {url} has no league id")
+    return LeagueMetadata(
+        sr_id=str(league["id"]), alias=_text(league.get("alias")), full_name=_text(league.get("name"))
+    )
+
+
+def team_values(raw: Any) -> dict[str, Any] | None:
+    """A team's stored values (sr_id, name, market, alias), or None for an entry without id or name."""
+    if not isinstance(raw, dict) or not raw.get("id") or not raw.get("name"):
+        return None
+    return {
+        "sr_id": str(raw["id"]),
+        "name": str(raw["name"]),
+        "market": _text(raw.get("market")),
+        "alias": _text(raw.get("alias") or raw.get("abbr")),
+    }
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def hierarchy_teams(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every team of a hierarchy document, with its conference (MLB: league) and division names."""
+    groups = doc.get("conferences") if "conferences" in doc else doc.get("leagues")
+    teams = []
+    for group in _dicts(groups):
+        for division in _dicts(group.get("divisions")):
+            for raw in _dicts(division.get("teams")):
+                values = team_values(raw)
+                if values is not None:
+                    values["conference"] = _text(group.get("name"))
+                    values["division"] = _text(division.get("name"))
+                    teams.append(values)
+    return teams
+
+
+def season_values(raw: Any) -> dict[str, Any] | None:
+    """A season's stored values, or None for an entry without id, year or type."""
+    if not isinstance(raw, dict) or not raw.get("id"):
+        return None
+    kind = raw.get("type")
+    kind = kind.get("code") if isinstance(kind, dict) else kind
+    try:
+        year = int(raw["year"])
+        start = date.fromisoformat(raw["start_date"]) if raw.get("start_date") else None
+        end = date.fromisoformat(raw["end_date"]) if raw.get("end_date") else None
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not kind:
+        return None
+    return {
+        "sr_id": str(raw["id"]),
+        "year": year,
+        "type": str(kind).upper(),
+        "status": _text(raw.get("status")),
+        "start_date": start,
+        "end_date": end,
+    }
+
+
+# -- storing ---------------------------------------------------------------------------
+
+
+def _upsert(model: type[peewee.Model], league: Any, rows: list[dict[str, Any]]) -> tuple[int, int]:
+    """Create or update ``model`` rows of ``league`` by sr_id, writing only changed values."""
+    now = utcnow()
+    existing = {r.sr_id: r for r in model.select().where(model.league == league)}
+    created = updated = 0
+    for values in {v["sr_id"]: v for v in rows}.values():
+        current = existing.get(values["sr_id"])
+        if current is None:
+            fields = {getattr(model, k): v for k, v in values.items() if k != "sr_id"}
+            model.insert(league=league, created_at=now, updated_at=now, **values).on_conflict(
+                conflict_target=[model.league, model.sr_id], update={**fields, model.updated_at: now}
+            ).execute()
+            created += 1
+            continue
+        changed = {k: v for k, v in values.items() if getattr(current, k) != v}
+        if changed:
+            model.update(**changed, updated_at=now).where(model.id == current.id).execute()
+            logger.info(
+                "%s %s of %s updated: %s", model.__name__, values["sr_id"], league.name, sorted(changed)
+            )
+            updated += 1
+    return created, updated
+
+
+def _store(
+    league_name: str,
+    metadata: LeagueMetadata | None,
+    model: type[peewee.Model] | None,
+    rows: list[dict[str, Any]],
+) -> tuple[int, int, bool]:
+    """Store the league's metadata (when given) and ``model`` rows in one transaction.
+
+    Returns (rows created, rows updated, whether the league's metadata changed).
+    """
+    from lifecycle.leagues import ensure_league
+    from models.db import database, database_errors
+    from models.league import League
+
+    with database.connection_context(), database_errors():
+        league = ensure_league(league_name)
+        with database.atomic():
+            league_changed = False
+            if metadata is not None:
+                values = {"sr_id": metadata.sr_id, "alias": metadata.alias, "full_name": metadata.full_name}
+                changed = {k: v for k, v in values.items() if getattr(league, k) != v}
+                if changed:
+                    League.update(**changed).where(League.id == league.id).execute()
+                    league_changed = True
+            created, updated = _upsert(model, league, rows) if model is not None else (0, 0)
+    return created, updated, league_changed
+
+
+# -- the three refreshes ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeagueRefreshResult(RefreshResult):
+    """What one league-document refresh did (``seen``/``created``/``updated`` count teams or seasons)."""
+
+    league_changed: bool = False  # the league's own metadata (sr_id, alias, full_name) changed
+
+
+def _refresh(settings: MatchListenerEnvironment, *, league: str, document: str) -> tuple[str, dict[str, Any]]:
+    path = league_document_path(league.lower(), settings.schedule_access, document)
+    url = redact_url(settings.sportradar_base_url.rstrip("/") + path)
+    return url, fetch(settings, path, what=f"league {document}")
+
+
+def _result(
+    league: str, url: str, what: str, rows: list[Any], stored: tuple[int, int, bool]
+) -> LeagueRefreshResult:
+    created, updated, league_changed = stored
+    logger.info(
+        "league refresh %s: %d %s, %d new, %d updated%s",
+        url,
+        len(rows),
+        what,
+        created,
+        updated,
+        ", league metadata updated" if league_changed else "",
+    )
+    return LeagueRefreshResult(
+        league=league,
+        url=url,
+        seen=len(rows),
+        created=created,
+        updated=updated,
+        league_changed=league_changed,
+    )
+
+
+def refresh_league_metadata(settings: MatchListenerEnvironment, *, league: str) -> LeagueRefreshResult:
+    """The hierarchy document: the league's metadata and each team's conference and division."""
+    from models.team import Team
+
+    url, doc = _refresh(settings, league=league, document="hierarchy")
+    metadata = parse_league(doc, url=url)
+    teams = hierarchy_teams(doc)
+    return _result(league, url, "teams", teams, _store(league, metadata, Team, teams))
+
+
+def refresh_league_teams(settings: MatchListenerEnvironment, *, league: str) -> LeagueRefreshResult:
+    """The teams document: each team's name, market and alias (conference and division untouched)."""
+    from models.team import Team
+
+    url, doc = _refresh(settings, league=league, document="teams")
+    parse_league(doc, url=url)
+    teams = [t for t in (team_values(raw) for raw in _dicts(doc.get("teams"))) if t is not None]
+    return _result(league, url, "teams", teams, _store(league, None, Team, teams))
+
+
+def refresh_league_seasons(settings: MatchListenerEnvironment, *, league: str) -> LeagueRefreshResult:
+    """The seasons document: every season's year, type, status and dates."""
+    from models.season import Season
+
+    url, doc = _refresh(settings, league=league, document="seasons")
+    parse_league(doc, url=url)
+    seasons = [s for s in (season_values(raw) for raw in _dicts(doc.get("seasons"))) if s is not None]
+    return _result(league, url, "seasons", seasons, _store(league, None, Season, seasons))
