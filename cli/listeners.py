@@ -21,13 +21,6 @@ def _send_start() -> Any:
     return send_start
 
 
-def _send_starts() -> Any:
-    """The batch sender of start messages (one Redis round trip per dispatch)."""
-    from actors.listeners import send_starts
-
-    return send_starts
-
-
 @click.group("listeners")
 def listeners() -> None:
     """Operate match listeners. MATCH_ID is the internal Match.id (UUID) or the match's sr_id.

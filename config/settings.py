@@ -263,9 +263,6 @@ class BaseEnvironment(BaseSettings):
         30.0, ge=0, description="On SIGTERM, wait this long for running jobs before exiting."
     )
     job_run_drain_batch: int = Field(100, gt=0, description="Outbox rows drain_job_runs sends per call.")
-    job_run_event_debounce_seconds: float = Field(
-        60.0, gt=0, description="Default debounce window of event-triggered runs (job@key@window)."
-    )
 
     @field_validator("log_level")
     @classmethod
