@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import requests
 
+from config.backoff import backoff_seconds
 from config.errors import (
     ArchivePathError,
     ConfigurationError,
@@ -297,9 +298,10 @@ class MatchListener:
                         raise StreamConnectionError(
                             f"{exc} (gave up after {failures - 1} reconnects)"
                         ) from exc
-                    delay = min(
-                        s.listener_reconnect_backoff_seconds * (2 ** max(failures - 1, 0)),
-                        s.listener_reconnect_backoff_max_seconds,
+                    delay = backoff_seconds(
+                        failures,
+                        base=s.listener_reconnect_backoff_seconds,
+                        cap=s.listener_reconnect_backoff_max_seconds,
                     )
                     self.stats.reconnects += 1
                     logger.warning("match %s %s; reconnecting in %.1fs", ctx.match_id, exc, delay)
