@@ -27,6 +27,7 @@ from typing import Any
 import click
 
 from cli.context import CliContext
+from cli.table import render_table
 
 #: Settings of every demo process (short intervals so the demo takes about two minutes).
 DEMO_ENV = {
@@ -324,19 +325,23 @@ def _row(game: DemoGame, settings: Any) -> dict[str, Any]:
 
 
 def _print_board(rows: list[dict[str, Any]], out: Any, elapsed: float) -> None:
-    print(
-        f"[{elapsed:5.0f}s] {'game':28s} {'status':10s} {'listener':10s} {'exit':>4s} {'events':>6s} runs",
-        file=out,
+    lines = render_table(
+        (f"[{elapsed:5.0f}s] game", "status", "listener", "exit", "events", "runs"),
+        [
+            (
+                r["title"][:28],
+                r["status"],
+                r["badge"],
+                r["exit_code"],
+                r["events"],
+                "[" + ",".join("…" if c is None else str(c) for c in r["history"]) + "]",
+            )
+            for r in rows
+        ],
+        empty=f"[{elapsed:5.0f}s] no games",
+        right=("exit", "events"),
     )
-    for r in rows:
-        exit_code = "" if r["exit_code"] is None else str(r["exit_code"])
-        runs = ",".join("…" if c is None else str(c) for c in r["history"])
-        print(
-            f"        {r['title'][:28]:28s} {r['status']:10s} {r['badge']:10s} {exit_code:>4s} "
-            f"{r['events']:>6d} [{runs}]",
-            file=out,
-            flush=True,
-        )
+    print("\n".join(lines), file=out, flush=True)
 
 
 def _print_summary(result: dict[str, Any], out: Any) -> None:
