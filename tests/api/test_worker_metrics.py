@@ -13,7 +13,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from actors.broker import QUEUE_DEFAULT, build_broker
-from tests.api.conftest import REPO, free_port, wait_until
+from tests.api.conftest import REPO, free_port
+from tests.waiting import wait_for
 
 
 def test_a_worker_with_dramatiq_prometheus_serves_its_metrics(
@@ -60,7 +61,7 @@ def test_a_worker_with_dramatiq_prometheus_serves_its_metrics(
             found[:] = [f.name for f in text_string_to_metric_families(text)]
             return any(name.startswith("dramatiq_") for name in found)
 
-        wait_until(scraped, deadline=90, what="the worker's Prometheus exposition server")
+        wait_for(scraped, timeout=90, what="the worker's Prometheus exposition server")
         assert {"dramatiq_messages", "dramatiq_message_durations_milliseconds"} & set(found), found
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -20,6 +20,7 @@ from listener.dispatch import StartMessage
 from listener.runtime import ListenerServices
 from models.barriers import Barriers
 from models.db import database
+from tests.waiting import wait_for
 
 #: Short intervals: every interval is a setting, so tests run the real code fast.
 SHORT = {
@@ -132,18 +133,6 @@ def runner(services: ListenerServices) -> Iterator[Callable[..., Future]]:
     yield submit
     services.shutdown_all()
     pool.shutdown(wait=True, cancel_futures=True)
-
-
-def wait_for(predicate: Callable[[], Any], *, timeout: float = 10.0, interval: float = 0.05) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s: {predicate}")
-        time.sleep(interval)
 
 
 class WorkerProcess:

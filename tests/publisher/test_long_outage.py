@@ -31,6 +31,7 @@ from publisher.trades import TradeStatus
 from publisher.triggers import TriggerStatus, trigger_draft_pick, trigger_lineup, trigger_waiver
 from tests.faultproxy import FaultProxy
 from tests.publisher.helpers import count, draft, lineup, waiver
+from tests.waiting import wait_for
 
 TRIGGERS = 1000  # sent while RabbitMQ is refused; one in ten is a draft pick
 RUNS = 40
@@ -38,15 +39,6 @@ TRADES = 10
 BLACKHOLE_SECONDS = 45.0  # at least; then refused for at least REFUSED_SECONDS
 REFUSED_SECONDS = 75.0
 TRIES_FACTOR = 4  # every saved row is tried at least this many times OUTBOX_MAX_ATTEMPTS
-
-
-def _wait_for(predicate: Callable[[], bool], *, timeout: float, what: str, poll: float = 0.5) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(poll)
-    raise AssertionError(f"{what}: not reached within {timeout:.0f} s")
 
 
 class Drainer:
@@ -182,9 +174,10 @@ def test_a_two_minute_outage_loses_and_doubles_nothing(fresh_queues, db, pub_set
                 if offers[-1].status is TradeStatus.PUBLISHED:
                     break
             assert offers[-1].status is TradeStatus.PUBLISHED
-            _wait_for(
+            wait_for(
                 lambda: outbox_report().backlog == 0 and trades.redeliverable_trades() == 0,
                 timeout=120,
+                interval=0.5,
                 what="warm-up delivered",
             )
 
@@ -204,7 +197,12 @@ def test_a_two_minute_outage_loses_and_doubles_nothing(fresh_queues, db, pub_set
                 sent.append((kind, n, tracking_id))
             offers.append(_offer(trade_pub, 2))
             assert offers[-1].status is TradeStatus.PENDING
-            _wait_for(lambda: time.monotonic() - hung >= BLACKHOLE_SECONDS, timeout=300, what="black hole")
+            wait_for(
+                lambda: time.monotonic() - hung >= BLACKHOLE_SECONDS,
+                timeout=300,
+                interval=0.5,
+                what="black hole",
+            )
 
             # 2. RabbitMQ is down: every connect is refused.
             proxy.refuse()
@@ -220,12 +218,13 @@ def test_a_two_minute_outage_loses_and_doubles_nothing(fresh_queues, db, pub_set
                     offers.append(_offer(trade_pub, 3 + n))
                     assert offers[-1].status is TradeStatus.PENDING
             max_attempts = settings.outbox_max_attempts
-            _wait_for(
+            wait_for(
                 lambda: (
                     time.monotonic() - refused >= REFUSED_SECONDS
                     and _min_pending_tries() >= TRIES_FACTOR * max_attempts
                 ),
                 timeout=600,
+                interval=0.5,
                 what=f"every pending row tried {TRIES_FACTOR * max_attempts} times",
             )
             outage = time.monotonic() - hung
@@ -242,13 +241,14 @@ def test_a_two_minute_outage_loses_and_doubles_nothing(fresh_queues, db, pub_set
             # 3. RabbitMQ is back.
             proxy.forward()
             back = time.monotonic()
-            _wait_for(
+            wait_for(
                 lambda: (
                     outbox_report().backlog == 0
                     and pending_outbox_count() == 0
                     and trades.redeliverable_trades() == 0
                 ),
                 timeout=300,
+                interval=0.5,
                 what="backlog delivered after the outage",
             )
             recovered = time.monotonic() - back

@@ -21,18 +21,10 @@ from models.run_log import RunLog, RunStatus
 from publisher.runs import publish_run
 from tests.faultproxy import FaultProxy
 from tests.runs.conftest import queue_counts, read_traces
+from tests.waiting import wait_for
 
 AWAY_SECONDS = 30.0
 TERMINAL = (RunStatus.SUCCEEDED.value, RunStatus.FAILED.value, RunStatus.SKIPPED.value)
-
-
-def _wait_for(predicate: Callable[[], bool], *, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not reached within {timeout:.0f} s")
 
 
 @pytest.fixture
@@ -94,7 +86,7 @@ def test_postgresql_going_away_under_the_launcher_loses_and_doubles_no_run(
         publish("sleep", ("succeeded", 0), seconds=6)
     for _ in range(2):
         publish("fail", ("failed", 3), exit_code=3)
-    _wait_for(
+    wait_for(
         lambda: RunLog.select().where(RunLog.status == "running", RunLog.pid.is_null(False)).count() >= 3,
         timeout=60,
         what="runs running under the launcher",
@@ -107,7 +99,7 @@ def test_postgresql_going_away_under_the_launcher_loses_and_doubles_no_run(
     publish("fail", ("failed", 5), exit_code=5)
     publish("sleep", ("succeeded", 0), seconds=2)
     # the runs that were running finish while PostgreSQL is away
-    _wait_for(
+    wait_for(
         lambda: time.monotonic() - away >= AWAY_SECONDS and len(read_traces(trace_dir)) >= 3,
         timeout=120,
         what="running jobs finished during the outage",
@@ -116,7 +108,7 @@ def test_postgresql_going_away_under_the_launcher_loses_and_doubles_no_run(
     finished_while_away = len(read_traces(trace_dir))
     pg_proxy.forward()
 
-    _wait_for(
+    wait_for(
         lambda: RunLog.select().where(RunLog.status.in_(TERMINAL)).count() == len(expected),
         timeout=240,
         what="every run ended after PostgreSQL came back",

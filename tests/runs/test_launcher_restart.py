@@ -16,15 +16,7 @@ from publisher.run_process import find_run_process, process_alive, run_files, sp
 from publisher.run_state import LOST, claim
 from publisher.runs import publish_run
 from tests.runs.conftest import read_traces, step_until
-
-
-def _wait(predicate, *, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+from tests.waiting import wait_for
 
 
 def _count(status: str, *, started: bool | None = None) -> int:
@@ -73,7 +65,7 @@ def test_a_sigkilled_launcher_restarts_without_losing_or_doubling_runs(
         publish_run("sleep", params, trigger="cli", catalog=catalog, publisher=publisher) for _ in range(6)
     ]
     first = launcher_process(cap=2)
-    _wait(lambda: _count("running", started=True) == 2, timeout=20, what="two runs to start")
+    wait_for(lambda: _count("running", started=True) == 2, timeout=20, what="two runs to start")
     assert _count("queued") == 4
     running = [r for r in RunLog.select().where(RunLog.status == "running")]
 
@@ -82,7 +74,7 @@ def test_a_sigkilled_launcher_restarts_without_losing_or_doubling_runs(
     assert all(process_alive(r.pid, str(r.id)) for r in running), "job processes must outlive the launcher"
 
     second = launcher_process(cap=2)
-    _wait(lambda: _count("succeeded") == 6, timeout=40, what="all six runs to succeed")
+    wait_for(lambda: _count("succeeded") == 6, timeout=40, what="all six runs to succeed")
     second.send_signal(signal.SIGTERM)
     assert second.wait(timeout=15) == 0
 
