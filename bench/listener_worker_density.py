@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._srsim import write_games
+from cli.processes import ChildProcess
 
 HEARTBEAT_INTERVAL = 5.0
 WAVE = 50  # matches dispatched per second
@@ -92,7 +92,7 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
     settings = load_listener_settings()
     migrate(settings.database_url)
     init_database(settings.database_url)
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: list[ChildProcess] = []
     try:
         ids = [str(uuid.uuid4()) for _ in range(n)]
         events = int(60 + warmup + window)
@@ -101,10 +101,9 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
         )
         with database.connection_context():
             league = League.create(name="mlb")
-        log = open(tmp / "procs.log", "ab")  # noqa: SIM115
-        common = {"env": env, "stdout": log, "stderr": subprocess.STDOUT, "start_new_session": True}
+        log = tmp / "procs.log"
         procs.append(
-            subprocess.Popen(
+            ChildProcess(
                 [
                     _bin("kickoff"),
                     "sim",
@@ -116,11 +115,13 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
                     "--heartbeat-seconds",
                     "5",
                 ],
-                **common,
+                env=env,
+                log=log,
+                append=True,
             )
         )
         procs.append(
-            subprocess.Popen(
+            ChildProcess(
                 [
                     _bin("dramatiq"),
                     "actors",
@@ -131,7 +132,9 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
                     "--queues",
                     "match_listeners",
                 ],
-                **common,
+                env=env,
+                log=log,
+                append=True,
             )
         )
         child = _worker_child(procs[-1].pid, n)
@@ -214,9 +217,7 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
         }
     finally:
         for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(10)
+            p.close()
         database.close()
         drop_database(settings.database_url)
         _clean_redis(settings)

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
-import subprocess
 import sys
 import time
 import uuid
@@ -27,6 +25,7 @@ from typing import Any
 import click
 
 from cli.context import CliContext
+from cli.processes import ChildProcess, stop_all
 from cli.table import render_table
 
 #: Settings of every demo process (short intervals so the demo takes about two minutes).
@@ -82,37 +81,25 @@ def _games() -> list[DemoGame]:
 
 
 class Processes:
-    """The demo's subprocesses, each in its own process group; all killed on exit."""
+    """The demo's subprocesses by name, logging to ``log_dir``; all stopped on exit."""
 
     def __init__(self, env: dict[str, str], log_dir: Path) -> None:
         self.env = env
         self.log_dir = log_dir
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.procs: dict[str, ChildProcess] = {}
 
-    def start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
-        proc = subprocess.Popen(
-            argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        self.procs[name] = proc
-        return proc
+    def start(self, name: str, argv: list[str]) -> ChildProcess:
+        child = ChildProcess(argv, env=self.env, log=self.log_dir / f"{name}.log", append=True)
+        self.procs[name] = child
+        return child
 
     def kill9(self, name: str) -> None:
-        proc = self.procs[name]
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+        child = self.procs.pop(name)
+        child.kill()
+        child.close()
 
     def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for proc in self.procs.values():
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
+        stop_all(self.procs.values(), grace=10)
 
 
 def _bin(name: str) -> str:

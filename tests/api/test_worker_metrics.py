@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from actors.broker import QUEUE_DEFAULT, build_broker
+from cli.processes import ChildProcess
 from tests.api.conftest import REPO, free_port
 from tests.waiting import wait_for
 
@@ -31,15 +31,12 @@ def test_a_worker_with_dramatiq_prometheus_serves_its_metrics(
     }
     log = tmp_path / "worker.log"
     dramatiq_bin = str(Path(sys.executable).parent / "dramatiq")
-    with log.open("wb") as fh:
-        proc = subprocess.Popen(
-            [dramatiq_bin, "actors", "--processes", "1", "--threads", "1", "--queues", "default"],
-            env=env,
-            cwd=REPO,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    worker = ChildProcess(
+        [dramatiq_bin, "actors", "--processes", "1", "--threads", "1", "--queues", "default"],
+        env=env,
+        log=log,
+        cwd=REPO,
+    )
     try:
         sender = build_broker(settings)  # the worker's broker: this run's namespace
         sweep = dramatiq.Message(
@@ -53,7 +50,7 @@ def test_a_worker_with_dramatiq_prometheus_serves_its_metrics(
         found: list[str] = []
 
         def scraped() -> bool:
-            assert proc.poll() is None, log.read_text()
+            assert worker.running(), worker.output()
             try:
                 text = httpx.get(f"http://127.0.0.1:{port}/", timeout=2).text
             except httpx.HTTPError:
@@ -64,5 +61,6 @@ def test_a_worker_with_dramatiq_prometheus_serves_its_metrics(
         wait_for(scraped, timeout=90, what="the worker's Prometheus exposition server")
         assert {"dramatiq_messages", "dramatiq_message_durations_milliseconds"} & set(found), found
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
+        worker.signal_group(signal.SIGTERM)
+        worker.proc.wait(timeout=60)
+        worker.close()

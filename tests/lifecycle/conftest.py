@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -15,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from cli.processes import ChildProcess
 from config.settings import MatchListenerEnvironment
 from listener.dispatch import StartMessage
 from listener.runtime import ListenerServices
@@ -135,12 +133,10 @@ def runner(services: ListenerServices) -> Iterator[Callable[..., Future]]:
     pool.shutdown(wait=True, cancel_futures=True)
 
 
-class WorkerProcess:
+class WorkerProcess(ChildProcess):
     """A real ``dramatiq actors`` worker subprocess on the RedisBroker of this run."""
 
     def __init__(self, env: dict[str, str], log: Path, *, queues: tuple[str, ...], threads: int) -> None:
-        self.log = log
-        self.fh = log.open("wb")
         dramatiq_bin = str(Path(sys.executable).parent / "dramatiq")
         cmd = [
             dramatiq_bin,
@@ -154,40 +150,15 @@ class WorkerProcess:
             "--queues",
             *queues,
         ]
-        self.proc = subprocess.Popen(
-            cmd,
-            env=env,
-            stdout=self.fh,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=str(Path(__file__).resolve().parents[2]),
-        )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
+        super().__init__(cmd, env=env, log=log, cwd=Path(__file__).resolve().parents[2])
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        wait_for(lambda: "ready for action" in self.output() or self.proc.poll() is not None, timeout=timeout)
-        assert self.proc.poll() is None, self.output()
-
-    def kill(self) -> None:
-        """SIGKILL the whole process group (master and worker): no shutdown code runs."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
+        wait_for(lambda: "ready for action" in self.output() or not self.running(), timeout=timeout)
+        assert self.running(), self.output()
 
     def terminate(self, timeout: float = 20.0) -> int:
         """SIGTERM to the master (it forwards it to its worker process once) and wait."""
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-        return self.proc.wait(timeout=timeout)
-
-    def close(self) -> None:
-        try:
-            if self.proc.poll() is None:
-                self.kill()
-        finally:
-            self.fh.close()
+        return super().terminate(timeout=timeout)
 
 
 @pytest.fixture
