@@ -6,18 +6,15 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from api.keys import Scope, create_key
 from models.barriers import connect_redis
-from publisher.amqp import AmqpPublisher, read_messages
-from publisher.queues import ALL_QUEUES, OUTBOX_QUEUES
 from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,24 +119,6 @@ def _delete_broker_namespace(env: dict[str, str]) -> None:
     keys = list(client.scan_iter(match=f"{env['BROKER_NAMESPACE']}*", count=1000))
     if keys:
         client.delete(*keys)
-
-
-@pytest.fixture
-def fresh_queues(amqp_vhost: str) -> Iterator[None]:
-    """Delete every kickoff queue, then declare the outbox queues durable (like `kickoff amqp setup`)."""
-    with AmqpPublisher(url=amqp_vhost) as admin:
-        for queue in ALL_QUEUES:
-            admin.delete_queue(queue)
-        admin.declare_durable(OUTBOX_QUEUES)
-    yield
-
-
-@pytest.fixture
-def read_queue(amqp_vhost: str) -> Callable[[str], list[tuple[dict[str, Any], Any]]]:
-    def read(queue: str) -> list[tuple[dict[str, Any], Any]]:
-        return read_messages(url=amqp_vhost, queue=queue)
-
-    return read
 
 
 @pytest.fixture

@@ -15,6 +15,25 @@ from models.db import database
 from models.listener_record import MatchListenerRecord
 from models.match import Match
 
+#: The fields of one listener board entry (`kickoff listeners status --json`).
+BOARD_ENTRY_KEYS = {
+    "match_id",
+    "league",
+    "sr_id",
+    "match_status",
+    "badge",
+    "record_id",
+    "heartbeat_age_s",
+    "attempts",
+    "exhausted",
+    "pending",
+    "auto_dispatch",
+    "exit_code",
+    "reason",
+    "host",
+    "pid",
+}
+
 
 def rows_of(match: Any) -> list[MatchListenerRecord]:
     """Lifecycle rows of a match, oldest first."""

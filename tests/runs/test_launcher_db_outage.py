@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
@@ -34,13 +32,11 @@ def pg_proxy() -> Iterator[FaultProxy]:
 
 
 @pytest.fixture
-def launcher_via(subprocess_env, tmp_path: Path) -> Iterator[Callable[[str], subprocess.Popen]]:
+def launcher_via(start_launcher) -> Callable[[str], subprocess.Popen]:
     """Start `kickoff launcher --cap 4` with DATABASE_URL set to the given URL; killed at teardown."""
-    procs: list[subprocess.Popen] = []
 
     def start(database_url: str) -> subprocess.Popen:
         env = {
-            **subprocess_env,
             "DATABASE_URL": database_url,
             "DATABASE_CONNECT_TIMEOUT_SECONDS": "2",
             "LAUNCHER_POLL_SECONDS": "0.02",
@@ -49,22 +45,9 @@ def launcher_via(subprocess_env, tmp_path: Path) -> Iterator[Callable[[str], sub
             "LAUNCHER_CLAIM_GRACE_SECONDS": "2",
             "LAUNCHER_SHUTDOWN_GRACE_SECONDS": "5",
         }
-        log = open(tmp_path / f"launcher-{len(procs)}.log", "wb")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", "launcher", "--cap", "4"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        procs.append(proc)
-        return proc
+        return start_launcher(cap=4, env=env)
 
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
+    return start
 
 
 @pytest.mark.outage

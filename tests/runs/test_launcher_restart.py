@@ -5,9 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -27,34 +25,15 @@ def _count(status: str, *, started: bool | None = None) -> int:
 
 
 @pytest.fixture
-def launcher_process(subprocess_env, tmp_path: Path):
-    """Start `kickoff launcher` subprocesses; every one is killed at teardown."""
-    procs: list[subprocess.Popen] = []
+def launcher_process(start_launcher):
+    """``launcher_process(cap)``: a `kickoff launcher` subprocess with short intervals."""
     env = {
-        **subprocess_env,
         "LAUNCHER_POLL_SECONDS": "0.02",
         "LAUNCHER_DRAIN_INTERVAL_SECONDS": "0.5",
         "LAUNCHER_CLAIM_GRACE_SECONDS": "1",
         "LAUNCHER_SHUTDOWN_GRACE_SECONDS": "5",
     }
-
-    def start(cap: int) -> subprocess.Popen:
-        log = open(tmp_path / f"launcher-{len(procs)}.log", "wb")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", "launcher", "--cap", str(cap)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        procs.append(proc)
-        return proc
-
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
+    return lambda cap: start_launcher(cap=cap, env=env)
 
 
 def test_a_sigkilled_launcher_restarts_without_losing_or_doubling_runs(
