@@ -28,8 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._setup import density_figures
 from bench._srsim import write_games
-from cli.processes import ChildProcess
+from cli.processes import ChildProcess, dramatiq_worker_argv
 
 HEARTBEAT_INTERVAL = 5.0
 WAVE = 50  # matches dispatched per second
@@ -122,16 +123,7 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
         )
         procs.append(
             ChildProcess(
-                [
-                    _bin("dramatiq"),
-                    "actors",
-                    "--processes",
-                    "1",
-                    "--threads",
-                    str(n),
-                    "--queues",
-                    "match_listeners",
-                ],
+                dramatiq_worker_argv("match_listeners", threads=n),
                 env=env,
                 log=log,
                 append=True,
@@ -207,11 +199,14 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
             "n": n,
             "running": min(counts),
             "ramp_s": ramp,
-            "baseline_mb": baseline / 2**20,
-            "rss_mb": rss / 2**20,
-            "per_listener_kb": (rss - baseline) / n / 1024,
-            "cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0),
-            "events_per_s": (ev1 - ev0) / (t1 - t0),
+            **density_figures(
+                n=n,
+                baseline_rss=baseline,
+                rss=rss,
+                cpu_seconds=cpu1 - cpu0,
+                events=ev1 - ev0,
+                seconds=t1 - t0,
+            ),
             "hb_lag_max_s": max(0.0, max(ages) - HEARTBEAT_INTERVAL),
             "hb_age_max_s": max(ages),
         }

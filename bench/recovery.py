@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._setup import ADMIN_DB, percentile
-from cli.processes import ChildProcess
+from cli.processes import ChildProcess, dramatiq_worker_argv
 
 TAG = uuid.uuid4().hex[:8]
 BIN = Path(sys.executable).parent
@@ -58,16 +58,7 @@ def stop_gracefully(child: ChildProcess) -> None:
 
 
 def listener_worker(env: dict[str, str], log: Path) -> ChildProcess:
-    cmd = [
-        str(BIN / "dramatiq"),
-        "actors",
-        "--processes",
-        "1",
-        "--threads",
-        "8",
-        "--queues",
-        "match_listeners",
-    ]
+    cmd = dramatiq_worker_argv("match_listeners", threads=8)
     return start_proc(cmd, log, env, ready=True)
 
 
@@ -174,7 +165,7 @@ def main() -> int:
         database.close()
         # Both paths start the matches the way production does: the scheduler's dispatch each minute.
         default_worker = start_proc(
-            [str(BIN / "dramatiq"), "actors", "--queues", "default"], logdir / "default.log", env, ready=True
+            dramatiq_worker_argv("default", processes=None), logdir / "default.log", env, ready=True
         )
         scheduler = start_proc([str(BIN / "kickoff"), "scheduler"], logdir / "scheduler.log", env)
         s = settings

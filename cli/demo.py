@@ -25,7 +25,7 @@ from typing import Any
 import click
 
 from cli.context import CliContext
-from cli.processes import ChildProcess, stop_all
+from cli.processes import ChildProcess, dramatiq_worker_argv, stop_all
 from cli.table import render_table
 
 #: Settings of every demo process (short intervals so the demo takes about two minutes).
@@ -149,20 +149,9 @@ def demo(obj: CliContext, as_json: bool, timeout: float) -> None:
         procs.start("scheduler", [_bin("kickoff"), "scheduler"])
         procs.start(
             "worker",
-            [_bin("dramatiq"), "actors", "--processes", "1", "--threads", "4", "--queues", "default"],
+            dramatiq_worker_argv("default", threads=4),
         )
-        listener_worker = [
-            _bin("dramatiq"),
-            "actors",
-            "--processes",
-            "1",
-            "--threads",
-            "8",
-            "--queues",
-            "match_listeners",
-            "--worker-shutdown-timeout",
-            "5000",
-        ]
+        listener_worker = dramatiq_worker_argv("match_listeners", threads=8, shutdown_timeout_ms=5000)
         procs.start("listener-worker", listener_worker)
         print(f"kickoff demo: logs in {run_dir}; srsim on port {port}", file=out, flush=True)
         _create_match(games[0], speed_started=started)

@@ -6,9 +6,28 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+
+def dramatiq_worker_argv(
+    *queues: str,
+    processes: int | None = 1,
+    threads: int | None = None,
+    shutdown_timeout_ms: int | None = None,
+) -> list[str]:
+    """The command line of a ``dramatiq actors`` worker of this environment on ``queues``
+    (``None``: dramatiq's own default for processes or threads)."""
+    argv = [str(Path(sys.executable).with_name("dramatiq")), "actors"]
+    if processes is not None:
+        argv += ["--processes", str(processes)]
+    if threads is not None:
+        argv += ["--threads", str(threads)]
+    if shutdown_timeout_ms is not None:
+        argv += ["--worker-shutdown-timeout", str(shutdown_timeout_ms)]
+    return [*argv, "--queues", *queues]
 
 
 class ChildProcess:

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
-from pathlib import Path
 
 import dramatiq
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from actors.broker import QUEUE_DEFAULT, build_broker
-from cli.processes import ChildProcess
+from cli.processes import ChildProcess, dramatiq_worker_argv
 from tests.api.conftest import REPO, free_port
 from tests.waiting import wait_for
 
@@ -30,9 +28,8 @@ def test_a_worker_with_dramatiq_prometheus_serves_its_metrics(
         "dramatiq_prom_db": str(tmp_path / "prom"),
     }
     log = tmp_path / "worker.log"
-    dramatiq_bin = str(Path(sys.executable).parent / "dramatiq")
     worker = ChildProcess(
-        [dramatiq_bin, "actors", "--processes", "1", "--threads", "1", "--queues", "default"],
+        dramatiq_worker_argv("default", threads=1),
         env=env,
         log=log,
         cwd=REPO,

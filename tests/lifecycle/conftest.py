@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -12,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cli.processes import ChildProcess
+from cli.processes import ChildProcess, dramatiq_worker_argv
 from config.settings import MatchListenerEnvironment
 from listener.dispatch import StartMessage
 from listener.runtime import ListenerServices
@@ -137,19 +136,7 @@ class WorkerProcess(ChildProcess):
     """A real ``dramatiq actors`` worker subprocess on the RedisBroker of this run."""
 
     def __init__(self, env: dict[str, str], log: Path, *, queues: tuple[str, ...], threads: int) -> None:
-        dramatiq_bin = str(Path(sys.executable).parent / "dramatiq")
-        cmd = [
-            dramatiq_bin,
-            "actors",
-            "--processes",
-            "1",
-            "--threads",
-            str(threads),
-            "--worker-shutdown-timeout",
-            "10000",
-            "--queues",
-            *queues,
-        ]
+        cmd = dramatiq_worker_argv(*queues, threads=threads, shutdown_timeout_ms=10000)
         super().__init__(cmd, env=env, log=log, cwd=Path(__file__).resolve().parents[2])
 
     def wait_ready(self, timeout: float = 30.0) -> None:
