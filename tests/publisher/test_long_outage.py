@@ -9,7 +9,6 @@ must be delivered exactly once per message id, no row dead, no action failed, ev
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from publisher.queues import DRAFT_TARGETS, JOB_RUNS, LINEUP_UPDATES, TRADE_SUBM
 from publisher.runs import drain_job_runs, pending_outbox_count, publish_run
 from publisher.trades import TradeStatus
 from publisher.triggers import TriggerStatus, trigger_draft_pick, trigger_lineup, trigger_waiver
+from tests.background import BackgroundLoop
 from tests.faultproxy import FaultProxy
 from tests.publisher.helpers import count, draft, lineup, waiver
 from tests.waiting import wait_for
@@ -41,40 +41,35 @@ REFUSED_SECONDS = 75.0
 TRIES_FACTOR = 4  # every saved row is tried at least this many times OUTBOX_MAX_ATTEMPTS
 
 
-class Drainer:
+class Drainer(BackgroundLoop):
     """What the periodic actors do (outbox drain with trade redelivery, run outbox drain), every 0.3 s."""
 
+    interval = 0.3
+    join_seconds = 120.0
+
     def __init__(self, *, settings: Any, make_publisher: Callable[[], AmqpPublisher]) -> None:
+        super().__init__()
         self.settings = settings
         self.make_publisher = make_publisher
-        self.stop = threading.Event()
         self.errors: list[BaseException] = []
         self.runs = 0
-        self.thread = threading.Thread(target=self._loop, name="drainer", daemon=True)
 
-    def _loop(self) -> None:
-        while not self.stop.is_set():
-            try:
-                drain_outbox_concurrently(
-                    settings=self.settings, publisher_factory=self.make_publisher, max_seconds=10
-                )
-                with self.make_publisher() as publisher:
-                    drain_job_runs(publisher=publisher, batch=500)
-            except BaseException as exc:  # reported by the test
-                self.errors.append(exc)
-            finally:
-                database.close()
-            self.runs += 1
-            self.stop.wait(0.3)
-
-    def __enter__(self) -> Drainer:
-        self.thread.start()
-        return self
+    def step(self) -> None:
+        try:
+            drain_outbox_concurrently(
+                settings=self.settings, publisher_factory=self.make_publisher, max_seconds=10
+            )
+            with self.make_publisher() as publisher:
+                drain_job_runs(publisher=publisher, batch=500)
+        except BaseException as exc:  # reported by the test
+            self.errors.append(exc)
+        finally:
+            database.close()
+        self.runs += 1
 
     def __exit__(self, *exc_info: object) -> None:
-        self.stop.set()
-        self.thread.join(timeout=120)
-        assert not self.thread.is_alive(), "the drainer did not stop"
+        super().__exit__(*exc_info)
+        assert not self._thread.is_alive(), "the drainer did not stop"
 
 
 def _offer(publisher: AmqpPublisher, n: int) -> trades.TradeResult:
