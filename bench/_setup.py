@@ -55,3 +55,16 @@ def purge(url: str) -> None:
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(round(p / 100 * (len(ordered) - 1)), len(ordered) - 1)]
+
+
+def density_figures(
+    *, n: int, baseline_rss: int, rss: int, cpu_seconds: float, events: int, seconds: float
+) -> dict[str, float]:
+    """Memory, CPU and event-rate figures of ``n`` listeners over a window of ``seconds``."""
+    return {
+        "baseline_mb": baseline_rss / 2**20,
+        "rss_mb": rss / 2**20,
+        "per_listener_kb": (rss - baseline_rss) / n / 1024,
+        "cpu_pct": 100 * cpu_seconds / seconds,
+        "events_per_s": events / seconds,
+    }

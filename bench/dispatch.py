@@ -214,7 +214,7 @@ def scale(settings, barriers, n: int) -> None:
         f"{len(ids):,} listeners in one process: all running after {started:.1f} s; one heartbeat "
         f"({report.rows_written} rows, {report.locks_extended} locks) {beat_ms:.0f} ms; one stop poll "
         f"{poll_ms:.0f} ms; {threads} service threads; peak PostgreSQL connections {peak[0]} "
-        f"(slots {settings.listener_db_slots_per_process}); graceful shutdown of all {ended:.1f} s "
+        f"(database slots {settings.listener_db_concurrency}); graceful shutdown of all {ended:.1f} s "
         f"(exit 14: {codes.count(14)})"
     )
 

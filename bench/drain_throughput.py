@@ -37,41 +37,20 @@ def fill_outbox(n: int) -> None:
         )
 
 
-def baseline(url: str, n: int) -> float:
-    """Plain pika: confirm mode, one basic_publish (waiting for its confirm) per message."""
-    rows = database.execute_sql(
-        "SELECT message_id, body FROM outbox_messages ORDER BY id LIMIT %s", (n,)
-    ).fetchall()
-    conn = pika.BlockingConnection(pika.URLParameters(url))
-    channel = conn.channel()
-    channel.confirm_delivery()
-    start = time.perf_counter()
-    for message_id, body in rows:
-        channel.basic_publish(
-            exchange="",
-            routing_key="lineup_updates",
-            body=json.dumps(body, separators=(",", ":")).encode(),
-            properties=pika.BasicProperties(
-                content_type="application/json", delivery_mode=2, message_id=str(message_id)
-            ),
-            mandatory=True,
-        )
-    elapsed = time.perf_counter() - start
-    conn.close()
-    return n / elapsed
+def plain_pika(url: str, n: int, *, confirms: bool) -> float:
+    """Plain pika, one basic_publish per message: messages/second.
 
-
-def unconfirmed(url: str, n: int) -> float:
-    """Plain pika without confirms: basic_publish per message, nothing awaited but the final flush.
-
-    One passive declare after the loop is a round trip on the same channel, so the broker has
-    processed every publish before the clock stops.
+    With ``confirms`` the channel is in confirm mode (each publish waits for its confirm).
+    Without, nothing is awaited but one passive declare after the loop: a round trip on the same
+    channel, so the broker has processed every publish before the clock stops.
     """
     rows = database.execute_sql(
         "SELECT message_id, body FROM outbox_messages ORDER BY id LIMIT %s", (n,)
     ).fetchall()
     conn = pika.BlockingConnection(pika.URLParameters(url))
     channel = conn.channel()
+    if confirms:
+        channel.confirm_delivery()
     start = time.perf_counter()
     for message_id, body in rows:
         channel.basic_publish(
@@ -83,7 +62,8 @@ def unconfirmed(url: str, n: int) -> float:
             ),
             mandatory=True,
         )
-    channel.queue_declare(queue="lineup_updates", passive=True)
+    if not confirms:
+        channel.queue_declare(queue="lineup_updates", passive=True)
     elapsed = time.perf_counter() - start
     conn.close()
     return n / elapsed
@@ -98,9 +78,9 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     with bench_environment(outbox_batch_size=args.batch, outbox_drain_max_seconds=600) as settings:
         fill_outbox(args.messages)
-        base = baseline(settings.amqp_url, args.messages)
+        base = plain_pika(settings.amqp_url, args.messages, confirms=True)
         purge(settings.amqp_url)
-        ceiling = unconfirmed(settings.amqp_url, args.messages)
+        ceiling = plain_pika(settings.amqp_url, args.messages, confirms=False)
         purge(settings.amqp_url)
         start = time.perf_counter()
         report = drain_outbox_concurrently(settings=settings, workers=args.workers)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._setup import density_figures
 from bench._srsim import start_sim, write_games
 
 HEARTBEAT_S = 5.0
@@ -92,11 +93,14 @@ def worker(n: int, base_url: str, ids: list[str], data_dir: str, warmup: float, 
             {
                 "n": n,
                 "alive": alive,
-                "baseline_mb": baseline / 2**20,
-                "rss_mb": rss / 2**20,
-                "per_listener_kb": (rss - baseline) / n / 1024,
-                "cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0),
-                "events_per_s": (events1 - events0) / (t1 - t0),
+                **density_figures(
+                    n=n,
+                    baseline_rss=baseline,
+                    rss=rss,
+                    cpu_seconds=cpu1 - cpu0,
+                    events=events1 - events0,
+                    seconds=t1 - t0,
+                ),
                 "hb_lag_p50_ms": 1000 * statistics.median(lags) if lags else None,
                 "hb_lag_p99_ms": 1000 * sorted(lags)[int(0.99 * (len(lags) - 1))] if lags else None,
                 "hb_lag_max_ms": 1000 * max(lags) if lags else None,

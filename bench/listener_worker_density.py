@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -29,7 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._setup import density_figures
 from bench._srsim import write_games
+from cli.processes import ChildProcess, dramatiq_worker_argv
 
 HEARTBEAT_INTERVAL = 5.0
 WAVE = 50  # matches dispatched per second
@@ -92,7 +93,7 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
     settings = load_listener_settings()
     migrate(settings.database_url)
     init_database(settings.database_url)
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: list[ChildProcess] = []
     try:
         ids = [str(uuid.uuid4()) for _ in range(n)]
         events = int(60 + warmup + window)
@@ -101,10 +102,9 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
         )
         with database.connection_context():
             league = League.create(name="mlb")
-        log = open(tmp / "procs.log", "ab")  # noqa: SIM115
-        common = {"env": env, "stdout": log, "stderr": subprocess.STDOUT, "start_new_session": True}
+        log = tmp / "procs.log"
         procs.append(
-            subprocess.Popen(
+            ChildProcess(
                 [
                     _bin("kickoff"),
                     "sim",
@@ -116,22 +116,17 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
                     "--heartbeat-seconds",
                     "5",
                 ],
-                **common,
+                env=env,
+                log=log,
+                append=True,
             )
         )
         procs.append(
-            subprocess.Popen(
-                [
-                    _bin("dramatiq"),
-                    "actors",
-                    "--processes",
-                    "1",
-                    "--threads",
-                    str(n),
-                    "--queues",
-                    "match_listeners",
-                ],
-                **common,
+            ChildProcess(
+                dramatiq_worker_argv("match_listeners", threads=n),
+                env=env,
+                log=log,
+                append=True,
             )
         )
         child = _worker_child(procs[-1].pid, n)
@@ -204,19 +199,20 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
             "n": n,
             "running": min(counts),
             "ramp_s": ramp,
-            "baseline_mb": baseline / 2**20,
-            "rss_mb": rss / 2**20,
-            "per_listener_kb": (rss - baseline) / n / 1024,
-            "cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0),
-            "events_per_s": (ev1 - ev0) / (t1 - t0),
+            **density_figures(
+                n=n,
+                baseline_rss=baseline,
+                rss=rss,
+                cpu_seconds=cpu1 - cpu0,
+                events=ev1 - ev0,
+                seconds=t1 - t0,
+            ),
             "hb_lag_max_s": max(0.0, max(ages) - HEARTBEAT_INTERVAL),
             "hb_age_max_s": max(ages),
         }
     finally:
         for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(10)
+            p.close()
         database.close()
         drop_database(settings.database_url)
         _clean_redis(settings)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._setup import ADMIN_DB, percentile
+from cli.processes import ChildProcess, dramatiq_worker_argv
 
 TAG = uuid.uuid4().hex[:8]
 BIN = Path(sys.executable).parent
@@ -39,54 +39,27 @@ ENV = {
 }
 
 
-class Proc:
-    """A kickoff process (worker or scheduler) in its own session, logging to a file."""
-
-    def __init__(self, cmd: list[str], log: Path, env: dict[str, str]) -> None:
-        self.log = log
-        self.fh = log.open("wb")
-        self.proc = subprocess.Popen(
-            cmd, env=env, stdout=self.fh, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-    def ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while "ready for action" not in self.log.read_text(errors="replace"):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError(f"worker did not start: {self.log}")
-            time.sleep(0.1)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
-        self.fh.close()
-
-    def terminate(self) -> None:
-        """Graceful stop: a listener worker records exit 14 and hands its matches off."""
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.kill()
-        self.fh.close()
+def start_proc(cmd: list[str], log: Path, env: dict[str, str], *, ready: bool = False) -> ChildProcess:
+    """A kickoff process (worker or scheduler) in its own session; ``ready``: wait for the worker."""
+    child = ChildProcess(cmd, env=env, log=log)
+    if ready and not child.wait_for_output("ready for action", timeout=60):
+        child.close()
+        raise RuntimeError(f"worker did not start: {log}")
+    return child
 
 
-def listener_worker(env: dict[str, str], log: Path) -> Proc:
-    cmd = [
-        str(BIN / "dramatiq"),
-        "actors",
-        "--processes",
-        "1",
-        "--threads",
-        "8",
-        "--queues",
-        "match_listeners",
-    ]
-    worker = Proc(cmd, log, env)
-    worker.ready()
-    return worker
+def stop_gracefully(child: ChildProcess) -> None:
+    """Graceful stop: a listener worker records exit 14 and hands its matches off."""
+    try:
+        child.terminate(timeout=60)
+    except subprocess.TimeoutExpired:
+        child.kill(timeout=30)
+    child.close()
+
+
+def listener_worker(env: dict[str, str], log: Path) -> ChildProcess:
+    cmd = dramatiq_worker_argv("match_listeners", threads=8)
+    return start_proc(cmd, log, env, ready=True)
 
 
 def open_rows() -> dict[str, tuple[str, int]]:
@@ -114,7 +87,7 @@ def wait_streaming(match_ids: list[str], *, not_rows: set[str], timeout: float) 
         time.sleep(0.1)
 
 
-def host_of(pid: int, workers: list[Proc]) -> Proc:
+def host_of(pid: int, workers: list[ChildProcess]) -> ChildProcess:
     pgid = os.getpgid(pid)
     return next(w for w in workers if w.proc.pid == pgid)
 
@@ -133,7 +106,8 @@ def kill_loop(
             victims = [m for m in match_ids if host_of(rows[m][1], workers) is victim]
             old = {rows[m][0] for m in victims}
             killed_at = time.monotonic()
-            victim.kill()
+            victim.kill(timeout=30)
+            victim.close()
             workers.remove(victim)
             back_at = wait_streaming(victims, not_rows=old, timeout=timeout)
             out.append(back_at - killed_at)
@@ -145,7 +119,7 @@ def kill_loop(
         return out
     finally:
         for w in workers:
-            w.terminate()
+            stop_gracefully(w)
 
 
 def summary(name: str, values: list[float]) -> str:
@@ -190,11 +164,10 @@ def main() -> int:
         ]
         database.close()
         # Both paths start the matches the way production does: the scheduler's dispatch each minute.
-        default_worker = Proc(
-            [str(BIN / "dramatiq"), "actors", "--queues", "default"], logdir / "default.log", env
+        default_worker = start_proc(
+            dramatiq_worker_argv("default", processes=None), logdir / "default.log", env, ready=True
         )
-        default_worker.ready()
-        scheduler = Proc([str(BIN / "kickoff"), "scheduler"], logdir / "scheduler.log", env)
+        scheduler = start_proc([str(BIN / "kickoff"), "scheduler"], logdir / "scheduler.log", env)
         s = settings
         print(
             f"lease path: lease {s.listener_worker_lease_seconds:g} s, heartbeat "
@@ -215,7 +188,8 @@ def main() -> int:
     finally:
         for proc in (scheduler, default_worker):
             if proc is not None:
-                proc.kill()
+                proc.kill(timeout=30)
+                proc.close()
         database.close()
         drop_database(settings.database_url)
         client = connect_redis(settings.redis_url)

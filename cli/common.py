@@ -1,13 +1,15 @@
-"""Shared CLI helpers: KEY=VALUE parsing, JSON output, --limit, match id arguments."""
+"""Shared CLI helpers: KEY=VALUE parsing, JSON output, count options (--limit), match id arguments."""
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import click
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def parse_assignments(pairs: Iterable[str], *, option: str) -> dict[str, Any]:
@@ -32,14 +34,16 @@ def echo_json(obj: dict[str, Any]) -> None:
     click.echo(json.dumps(obj, default=str, sort_keys=True))
 
 
+def count_option(*names: str, default: int | None, minimum: int = 1, help: str) -> Callable[[F], F]:
+    """A whole-number option of at least ``minimum`` (a smaller one is a usage error); a default
+    other than None shows in --help."""
+    return click.option(
+        *names, type=click.IntRange(min=minimum), default=default, show_default=default is not None, help=help
+    )
+
+
 #: ``--limit N`` of every listing (the newest/first N rows; 0 is refused).
-LIMIT_OPTION = click.option(
-    "--limit",
-    type=click.IntRange(min=1),
-    default=100,
-    show_default=True,
-    help="Show at most this many rows.",
-)
+LIMIT_OPTION = count_option("--limit", default=100, help="Show at most this many rows.")
 
 
 class MatchIdType(click.ParamType):

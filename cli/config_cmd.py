@@ -6,6 +6,7 @@ import click
 
 from cli.common import echo_json
 from cli.context import CliContext
+from cli.table import echo_table
 from config.settings import env_example
 
 
@@ -23,9 +24,7 @@ def show(obj: CliContext, as_json: bool) -> None:
     if as_json:
         echo_json(values)
         return
-    width = max(len(k) for k in values)
-    for key, value in values.items():
-        click.echo(f"{key.upper():<{width}}  {value}")
+    echo_table(("setting", "value"), [(k.upper(), v) for k, v in values.items()], empty="no settings")
 
 
 @config_group.command("example")

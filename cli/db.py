@@ -6,6 +6,7 @@ import click
 
 from cli.common import echo_json
 from cli.context import CliContext
+from cli.table import echo_table
 from models.migrate import migrate as apply_migrations
 from models.migrate import migration_status
 
@@ -57,10 +58,11 @@ def status(obj: CliContext, as_json: bool) -> None:
             {"database": report.database, "applied": list(report.applied), "pending": list(report.pending)}
         )
     else:
-        for mid in report.applied:
-            click.echo(f"applied  {mid}")
-        for mid in report.pending:
-            click.echo(f"pending  {mid}")
+        echo_table(
+            ("state", "migration"),
+            [*(("applied", mid) for mid in report.applied), *(("pending", mid) for mid in report.pending)],
+            empty="no migrations",
+        )
         if report.pending:
             click.echo(f"{len(report.pending)} pending: run kickoff db migrate")
         else:

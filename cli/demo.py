@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
-import subprocess
 import sys
 import time
 import uuid
@@ -27,6 +25,8 @@ from typing import Any
 import click
 
 from cli.context import CliContext
+from cli.processes import ChildProcess, dramatiq_worker_argv, stop_all
+from cli.table import render_table
 
 #: Settings of every demo process (short intervals so the demo takes about two minutes).
 DEMO_ENV = {
@@ -81,37 +81,25 @@ def _games() -> list[DemoGame]:
 
 
 class Processes:
-    """The demo's subprocesses, each in its own process group; all killed on exit."""
+    """The demo's subprocesses by name, logging to ``log_dir``; all stopped on exit."""
 
     def __init__(self, env: dict[str, str], log_dir: Path) -> None:
         self.env = env
         self.log_dir = log_dir
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.procs: dict[str, ChildProcess] = {}
 
-    def start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
-        proc = subprocess.Popen(
-            argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        self.procs[name] = proc
-        return proc
+    def start(self, name: str, argv: list[str]) -> ChildProcess:
+        child = ChildProcess(argv, env=self.env, log=self.log_dir / f"{name}.log", append=True)
+        self.procs[name] = child
+        return child
 
     def kill9(self, name: str) -> None:
-        proc = self.procs[name]
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+        child = self.procs.pop(name)
+        child.kill()
+        child.close()
 
     def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for proc in self.procs.values():
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
+        stop_all(self.procs.values(), grace=10)
 
 
 def _bin(name: str) -> str:
@@ -161,20 +149,9 @@ def demo(obj: CliContext, as_json: bool, timeout: float) -> None:
         procs.start("scheduler", [_bin("kickoff"), "scheduler"])
         procs.start(
             "worker",
-            [_bin("dramatiq"), "actors", "--processes", "1", "--threads", "4", "--queues", "default"],
+            dramatiq_worker_argv("default", threads=4),
         )
-        listener_worker = [
-            _bin("dramatiq"),
-            "actors",
-            "--processes",
-            "1",
-            "--threads",
-            "8",
-            "--queues",
-            "match_listeners",
-            "--worker-shutdown-timeout",
-            "5000",
-        ]
+        listener_worker = dramatiq_worker_argv("match_listeners", threads=8, shutdown_timeout_ms=5000)
         procs.start("listener-worker", listener_worker)
         print(f"kickoff demo: logs in {run_dir}; srsim on port {port}", file=out, flush=True)
         _create_match(games[0], speed_started=started)
@@ -324,19 +301,23 @@ def _row(game: DemoGame, settings: Any) -> dict[str, Any]:
 
 
 def _print_board(rows: list[dict[str, Any]], out: Any, elapsed: float) -> None:
-    print(
-        f"[{elapsed:5.0f}s] {'game':28s} {'status':10s} {'listener':10s} {'exit':>4s} {'events':>6s} runs",
-        file=out,
+    lines = render_table(
+        (f"[{elapsed:5.0f}s] game", "status", "listener", "exit", "events", "runs"),
+        [
+            (
+                r["title"][:28],
+                r["status"],
+                r["badge"],
+                r["exit_code"],
+                r["events"],
+                "[" + ",".join("…" if c is None else str(c) for c in r["history"]) + "]",
+            )
+            for r in rows
+        ],
+        empty=f"[{elapsed:5.0f}s] no games",
+        right=("exit", "events"),
     )
-    for r in rows:
-        exit_code = "" if r["exit_code"] is None else str(r["exit_code"])
-        runs = ",".join("…" if c is None else str(c) for c in r["history"])
-        print(
-            f"        {r['title'][:28]:28s} {r['status']:10s} {r['badge']:10s} {exit_code:>4s} "
-            f"{r['events']:>6d} [{runs}]",
-            file=out,
-            flush=True,
-        )
+    print("\n".join(lines), file=out, flush=True)
 
 
 def _print_summary(result: dict[str, Any], out: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from cli.common import LIMIT_OPTION, MATCH_ID, echo_json, parse_assignments
+from cli.common import LIMIT_OPTION, MATCH_ID, count_option, echo_json, parse_assignments
 from cli.context import CliContext
 
 
@@ -19,13 +19,6 @@ def _send_start() -> Any:
     from actors.listeners import send_start
 
     return send_start
-
-
-def _send_starts() -> Any:
-    """The batch sender of start messages (one Redis round trip per dispatch)."""
-    from actors.listeners import send_starts
-
-    return send_starts
 
 
 @click.group("listeners")
@@ -40,11 +33,10 @@ def listeners() -> None:
 
 
 @listeners.command("dispatch")
-@click.option(
+@count_option(
     "--within-minutes",
-    type=click.IntRange(min=0),
     default=0,  # lifecycle.dispatch.MANUAL_WITHIN_MINUTES (not imported: --help stays fast)
-    show_default=True,
+    minimum=0,
     help=(
         "Window after now for pre-game matches (a one-shot's default is 0: matches due now;"
         " the scheduler's ticks use LISTENER_DISPATCH_WITHIN_MINUTES)."

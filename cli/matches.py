@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import LIMIT_OPTION, MATCH_ID, echo_json, parse_assignments
+from cli.common import LIMIT_OPTION, MATCH_ID, count_option, echo_json, parse_assignments
 from cli.context import CliContext
 from cli.table import echo_table, render_table
 from config.errors import KickoffError
@@ -140,14 +140,7 @@ def list_(obj: CliContext, limit: int, as_json: bool) -> None:
 
 @matches.command("show")
 @click.argument("match_id", type=MATCH_ID)
-@click.option(
-    "--runs",
-    "runs_limit",
-    type=click.IntRange(min=1),
-    default=20,
-    show_default=True,
-    help="Newest runs shown.",
-)
+@count_option("--runs", "runs_limit", default=20, help="Newest runs shown.")
 @click.option(
     "--json",
     "as_json",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import echo_json
+from cli.common import count_option, echo_json
 from cli.context import CliContext
 from config.clock import utcnow
 from publisher.amqp import publisher_from_settings
@@ -28,9 +28,8 @@ def outbox() -> None:
 @click.option(
     "--max-seconds", type=float, default=None, help="Stop after this long (default OUTBOX_DRAIN_MAX_SECONDS)."
 )
-@click.option(
+@count_option(
     "--workers",
-    type=click.IntRange(min=1),
     default=None,
     help="Drains side by side, each with its own connections (default OUTBOX_DRAIN_WORKERS).",
 )
@@ -89,13 +88,8 @@ def drain_cmd(
     help='Print {"backlog", "held", "dead", "backlog_by_queue", "oldest_pending": [...],'
     ' "dead_rows": [...]}.',
 )
-@click.option(
-    "--pending",
-    "pending_limit",
-    type=click.IntRange(min=0),
-    default=10,
-    show_default=True,
-    help="How many of the oldest pending rows to list.",
+@count_option(
+    "--pending", "pending_limit", default=10, minimum=0, help="How many of the oldest pending rows to list."
 )
 @click.pass_obj
 def status_cmd(obj: CliContext, as_json: bool, pending_limit: int) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cli.answers import EXIT_CODES_HELP, publisher_answers
-from cli.common import LIMIT_OPTION, echo_json, parse_assignments
+from cli.common import LIMIT_OPTION, count_option, echo_json, parse_assignments
 from cli.context import CliContext
 from cli.table import echo_table
 from models.run_log import RunStatus, Trigger
@@ -222,9 +222,7 @@ def retry(obj: CliContext, run_id: str, as_json: bool) -> None:
 
 @runs.command()
 @click.argument("run_id")
-@click.option(
-    "--lines", "-n", type=click.IntRange(min=1), default=100, show_default=True, help="Last N lines."
-)
+@count_option("--lines", "-n", default=100, help="Last N lines.")
 @click.option(
     "--json", "as_json", is_flag=True, help='Print {"run_id", "attempt", "log_path", "lines": [...]}.'
 )

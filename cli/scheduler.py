@@ -6,6 +6,7 @@ import click
 
 from cli.common import echo_json
 from cli.context import CliContext
+from cli.table import echo_table
 
 
 @click.command("scheduler")
@@ -29,8 +30,11 @@ def scheduler_command(obj: CliContext, print_only: bool, as_json: bool) -> None:
         if as_json:
             echo_json({"app_env": str(obj.settings.app_env), "entries": rows})
         else:
-            for r in rows:
-                click.echo(f"{r['cron']:<16} {r['name']} -> {r['actor']} {r['kwargs'] or ''}".rstrip())
+            echo_table(
+                ("cron", "name", "actor", "kwargs"),
+                [(r["cron"], r["name"], r["actor"], r["kwargs"] or "") for r in rows],
+                empty=f"no periodic entries in {obj.settings.app_env}",
+            )
         return
     from scheduler.runner import run_scheduler
 

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import click
 
+from cli.common import count_option
 from cli.context import CliContext
 
 
 @click.command("serve")
 @click.option("--host", default=None, help="Address to bind (default API_HOST).")
 @click.option("--port", type=click.IntRange(0, 65535), default=None, help="Port to bind (default API_PORT).")
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=None,
-    help="uvicorn worker processes (default API_WORKERS).",
-)
+@count_option("--workers", default=None, help="uvicorn worker processes (default API_WORKERS).")
 @click.pass_obj
 def serve_command(obj: CliContext, host: str | None, port: int | None, workers: int | None) -> None:
     """Serve the HTTP API: triggers, trades, runs, listeners, /healthz, /readyz, /metrics, /docs.

@@ -249,10 +249,6 @@ class TradeError(KickoffError):
     """Base class of errors of the direct trade publishers and their reconciliation."""
 
 
-class TradeAlreadyClaimedError(TradeError):
-    """Raised when an offer or decision already has an execution_log claim (it was published before)."""
-
-
 class TradeNotFound(NotFound):
     """Raised when no execution_log entry has the given key."""
 

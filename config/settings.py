@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from config.errors import ConfigurationError
@@ -263,9 +263,6 @@ class BaseEnvironment(BaseSettings):
         30.0, ge=0, description="On SIGTERM, wait this long for running jobs before exiting."
     )
     job_run_drain_batch: int = Field(100, gt=0, description="Outbox rows drain_job_runs sends per call.")
-    job_run_event_debounce_seconds: float = Field(
-        60.0, gt=0, description="Default debounce window of event-triggered runs (job@key@window)."
-    )
 
     @field_validator("log_level")
     @classmethod
@@ -379,9 +376,6 @@ class MatchListenerEnvironment(BaseEnvironment):
             " cannot renew stops its listeners, and a dead worker's matches start again once it lapses."
         ),
     )
-    listener_db_slots_per_process: int = Field(
-        8, gt=0, description="Listener starts/shutdowns of one worker process using PostgreSQL at once."
-    )
     listener_test_duration_seconds: float | None = Field(
         None, description="Scripted test listener: run this long, then exit (empty: until stopped)."
     )
@@ -450,7 +444,14 @@ class MatchListenerEnvironment(BaseEnvironment):
         0.5, ge=0, description="Flush the event archive when its oldest buffered event is this old."
     )
     listener_db_concurrency: int = Field(
-        8, gt=0, description="Listener threads of one process that may talk to PostgreSQL at once."
+        8,
+        gt=0,
+        # LISTENER_DB_SLOTS_PER_PROCESS is the older name of the starts' half of this limit.
+        validation_alias=AliasChoices("listener_db_concurrency", "listener_db_slots_per_process"),
+        description=(
+            "Listener work of one process talking to PostgreSQL at once: starts, shutdown writes and"
+            " the listeners' own queries (LISTENER_DB_SLOTS_PER_PROCESS is still read as this)."
+        ),
     )
     schedule_access: str = Field("trial", description="Access level segment of the schedule API paths.")
     schedule_daily_leagues: str = Field(

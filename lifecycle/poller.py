@@ -45,10 +45,6 @@ class RegistryPoller(Generic[R]):
         with self._mu:
             self._regs.discard(reg)
 
-    def registered(self) -> int:
-        with self._mu:
-            return len(self._regs)
-
     def snapshot(self) -> list[R]:
         """The registrations now (a copy: the step runs without holding the lock)."""
         with self._mu:

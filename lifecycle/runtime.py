@@ -26,6 +26,7 @@ from lifecycle.heartbeat import HeartbeatService
 from lifecycle.lease import LEASE_EXPIRED, LeaseKeeper, WorkerLease
 from lifecycle.stop_watch import StopWatcher
 from listener.body import ListenerBody, ListenerContext
+from listener.db_gate import db_gate
 from listener.exit_codes import ExitCode
 from models.barriers import Barriers
 from models.db import database
@@ -177,15 +178,16 @@ class ListenerServices:
         self._runs: set[RunHandle] = set()
         self._mu = threading.Lock()
         self.shutting_down = False
-        self._db_slots = threading.BoundedSemaphore(settings.listener_db_slots_per_process)
+        self._db_slots = db_gate(settings.listener_db_concurrency)
 
     @contextlib.contextmanager
     def db_slot(self) -> Iterator[None]:
         """Bound the PostgreSQL connections a burst of starts/shutdowns opens; close ours at exit.
 
         A worker with 1,000 listener threads must not open 1,000 connections when a dispatch
-        hands it 1,000 starts at once: each start's database work runs inside a slot, and no
-        connection is kept while the game runs.
+        hands it 1,000 starts at once: each start's database work runs inside a slot of the
+        process's one database gate (shared with the listeners' own queries), and no connection
+        is kept while the game runs.
         """
         with self._db_slots:
             try:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from config.backoff import backoff_seconds
 from config.errors import KickoffError
 from lifecycle.poller import RegistryPoller
 from models.barriers import Barriers
@@ -57,24 +58,24 @@ class StopWatcher(RegistryPoller[StopRegistration]):
 
     def _listen(self) -> None:
         """Follow the stop channel until stopped; resubscribe with backoff after a Redis error."""
-        backoff = 0.5
+        failures = 0
         while not self._stopping:
             pubsub = None
             try:
                 pubsub = self.barriers.stop_subscription()
-                backoff = 0.5
+                failures = 0
                 while not self._stopping:
                     match_id = self.barriers.next_stop_message(pubsub, timeout=1.0)
                     if match_id is not None:
                         self.stop_pushed(match_id)
             except KickoffError as exc:
                 logger.warning("stop watch: stop channel lost (%s); polling until it is back", exc)
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
+                failures += 1
+                time.sleep(backoff_seconds(failures, base=0.5, cap=10.0))
             except Exception:
                 logger.exception("stop watch: stop channel failed")
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
+                failures += 1
+                time.sleep(backoff_seconds(failures, base=0.5, cap=10.0))
             finally:
                 if pubsub is not None:
                     try:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import requests
 
+from config.backoff import backoff_seconds
 from config.errors import (
     ArchivePathError,
     ConfigurationError,
@@ -29,24 +30,13 @@ from config.errors import (
 )
 from listener.archive import EventArchive, TextLog, archive_path, shortcode_for
 from listener.body import ListenerContext
+from listener.db_gate import db_gate
 from listener.exit_codes import ExitCode, exit_code_of, system_exit_reason
 from listener.pipeline import Pipeline, RecordOnlyPipeline, load_pipeline
 from listener.stream import OVERSIZE, FeedConnection, StreamConfig, subscribe_url
 from models.status import DELAYED, TERMINAL, Phase, apply_stream_status, normalise, phase_of
 
 logger = logging.getLogger(__name__)
-
-_gate_lock = threading.Lock()
-_db_gate: threading.BoundedSemaphore | None = None
-
-
-def db_gate(size: int) -> threading.BoundedSemaphore:
-    """The process-wide limit on listener threads talking to PostgreSQL at once."""
-    global _db_gate
-    with _gate_lock:
-        if _db_gate is None:
-            _db_gate = threading.BoundedSemaphore(size)
-        return _db_gate
 
 
 def _status_at(obj: object) -> str | None:
@@ -297,9 +287,10 @@ class MatchListener:
                         raise StreamConnectionError(
                             f"{exc} (gave up after {failures - 1} reconnects)"
                         ) from exc
-                    delay = min(
-                        s.listener_reconnect_backoff_seconds * (2 ** max(failures - 1, 0)),
-                        s.listener_reconnect_backoff_max_seconds,
+                    delay = backoff_seconds(
+                        failures,
+                        base=s.listener_reconnect_backoff_seconds,
+                        cap=s.listener_reconnect_backoff_max_seconds,
                     )
                     self.stats.reconnects += 1
                     logger.warning("match %s %s; reconnecting in %.1fs", ctx.match_id, exc, delay)

@@ -10,8 +10,8 @@ a short connection held under the process-wide gate, never for the whole game.
 
 from __future__ import annotations
 
-import importlib
 import logging
+import pkgutil
 import threading
 from typing import Any, Protocol
 
@@ -34,11 +34,8 @@ def load_pipeline(
     dotted: str, *, match_id: str, settings: MatchListenerEnvironment, db_gate: threading.Semaphore
 ) -> Pipeline:
     """Instantiate the pipeline class at ``module:attr`` (or ``module.attr``)."""
-    module_name, sep, attr = dotted.partition(":")
-    if not sep:
-        module_name, _, attr = dotted.rpartition(".")
     try:
-        cls = getattr(importlib.import_module(module_name), attr)
+        cls = pkgutil.resolve_name(dotted)
     except (ImportError, AttributeError, ValueError) as exc:
         raise ConfigurationError(f"listener_pipeline {dotted!r} cannot be imported: {exc}") from exc
     return cls(match_id=match_id, settings=settings, db_gate=db_gate)

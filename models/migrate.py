@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg2
 from psycopg2 import errorcodes, sql
@@ -73,27 +76,37 @@ def drop_database(url: str) -> None:
         conn.close()
 
 
-def migrate(url: str) -> MigrationReport:
-    """Create the database if needed and apply every pending migration (idempotent)."""
-    created = ensure_database(url)
+@contextlib.contextmanager
+def _yoyo(url: str, *, failing: str) -> Iterator[tuple[Any, Any]]:
+    """The yoyo backend of the database at ``url`` and the migration files, closed at the end.
+
+    psycopg2 errors become DatabaseUnavailable (cannot connect) or MigrationError, whose message
+    starts with ``failing`` and the database name.
+    """
     name, _ = connect_kwargs_from_url(url)
     try:
         backend = get_backend(url)
     except psycopg2.OperationalError as exc:
         raise _unavailable(url, exc) from exc
-    migrations = read_migrations(str(MIGRATIONS_DIR))
     try:
-        with backend.lock():
-            pending = backend.to_apply(migrations)
-            applied = tuple(m.id for m in pending)
-            done = tuple(m.id for m in migrations if m.id not in applied)
-            backend.apply_migrations(pending)
+        yield backend, read_migrations(str(MIGRATIONS_DIR))
     except psycopg2.OperationalError as exc:
         raise _unavailable(url, exc) from exc
     except psycopg2.Error as exc:
-        raise MigrationError(f"migration failed on {name}: {exc}") from exc
+        raise MigrationError(f"{failing} {name}: {exc}") from exc
     finally:
         backend.connection.close()
+
+
+def migrate(url: str) -> MigrationReport:
+    """Create the database if needed and apply every pending migration (idempotent)."""
+    created = ensure_database(url)
+    name, _ = connect_kwargs_from_url(url)
+    with _yoyo(url, failing="migration failed on") as (backend, migrations), backend.lock():
+        pending = backend.to_apply(migrations)
+        applied = tuple(m.id for m in pending)
+        done = tuple(m.id for m in migrations if m.id not in applied)
+        backend.apply_migrations(pending)
     return MigrationReport(database=name, created_database=created, applied=applied, already_applied=done)
 
 
@@ -109,19 +122,8 @@ class MigrationStatus:
 def migration_status(url: str) -> MigrationStatus:
     """Read applied and pending migrations (nothing is changed; the database must exist)."""
     name, _ = connect_kwargs_from_url(url)
-    try:
-        backend = get_backend(url)
-    except psycopg2.OperationalError as exc:
-        raise _unavailable(url, exc) from exc
-    migrations = read_migrations(str(MIGRATIONS_DIR))
-    try:
+    with _yoyo(url, failing="cannot read the migrations of") as (backend, migrations):
         pending = {m.id for m in backend.to_apply(migrations)}
-    except psycopg2.OperationalError as exc:
-        raise _unavailable(url, exc) from exc
-    except psycopg2.Error as exc:
-        raise MigrationError(f"cannot read the migrations of {name}: {exc}") from exc
-    finally:
-        backend.connection.close()
     ids = [m.id for m in migrations]
     return MigrationStatus(
         database=name,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from config.backoff import backoff_seconds
 from config.clock import utcnow
 from config.errors import BrokerConnectionError, MissingQueueError, PublishError, PublishRefusedError
 from config.settings import BaseEnvironment
@@ -104,8 +105,11 @@ def insert_row(
 
 def backoff_delay(attempts: int, settings: BaseEnvironment) -> timedelta:
     """Delay before retry number ``attempts``: base doubling per attempt, capped at the maximum."""
-    seconds = settings.outbox_backoff_base_seconds * (2 ** min(max(attempts - 1, 0), 40))
-    return timedelta(seconds=min(seconds, settings.outbox_backoff_max_seconds))
+    return timedelta(
+        seconds=backoff_seconds(
+            attempts, base=settings.outbox_backoff_base_seconds, cap=settings.outbox_backoff_max_seconds
+        )
+    )
 
 
 def mark_published(rows: Sequence[OutboxRow], *, now: datetime) -> None:

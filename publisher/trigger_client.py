@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from config.backoff import backoff_seconds
 from config.errors import ServiceUnavailable, TriggerError, TriggerUnavailableError
 from config.settings import BaseEnvironment
 from publisher.amqp import AmqpPublisher
@@ -43,7 +44,7 @@ def is_retryable(exc: BaseException) -> bool:
 
 def retry_delays(*, attempts: int, initial: float, maximum: float) -> list[float]:
     """The sleeps between ``attempts`` attempts: ``initial`` doubling, capped at ``maximum``."""
-    return [min(initial * 2**i, maximum) for i in range(max(attempts - 1, 0))]
+    return [backoff_seconds(n, base=initial, cap=maximum) for n in range(1, attempts)]
 
 
 class TriggerClient:

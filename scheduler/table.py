@@ -3,7 +3,7 @@
 To add a periodic job append one ``PeriodicEntry`` to ``PERIODIC`` (the actor must be imported
 by ``actors/__init__.py``)::
 
-    PeriodicEntry("refresh_daily_matches", actor="refresh_daily_matches", cron="5 6 * * *",
+    PeriodicEntry("refresh_league_schedule_mlb", actor="refresh_league_schedule", cron="15 4 * * *",
                   envs=NOT_DEVELOP, kwargs={"league": "mlb"})
 
 ``cron`` is a Periodiq cron spec (``m h dom mon dow``, UTC; ``@hourly`` etc. work). ``name``

@@ -250,35 +250,18 @@ def demo_games(
     *, start_after: float = 10.0, event_interval: float = 2.0, event_count: int = 24
 ) -> list[GameScript]:
     """The built-in games: a plain one, one with a rain delay, and one more for a restart drill."""
-    ids = [str(uuid.uuid4()) for _ in range(3)]
-    return [
-        GameScript(
-            sr_id=ids[0],
-            title="HOU @ KC",
+
+    def game(title: str, home: int, **extra: Any) -> GameScript:
+        return GameScript(
+            sr_id=str(uuid.uuid4()),
+            title=title,
             start_after=start_after,
             event_interval=event_interval,
             event_count=event_count,
-            home=_TEAMS[0],
-            away=_TEAMS[1],
-        ),
-        GameScript(
-            sr_id=ids[1],
-            title="BOS @ NYY (rain delay)",
-            start_after=start_after,
-            event_interval=event_interval,
-            event_count=event_count,
-            game_delay_at_event=event_count // 3,
-            delay_seconds=event_interval * 8,
-            home=_TEAMS[2],
-            away=_TEAMS[3],
-        ),
-        GameScript(
-            sr_id=ids[2],
-            title="LAD @ CHC",
-            start_after=start_after,
-            event_interval=event_interval,
-            event_count=event_count,
-            home=_TEAMS[4],
-            away=_TEAMS[5],
-        ),
-    ]
+            home=_TEAMS[home],
+            away=_TEAMS[home + 1],
+            **extra,
+        )
+
+    rain = {"game_delay_at_event": event_count // 3, "delay_seconds": event_interval * 8}
+    return [game("HOU @ KC", 0), game("BOS @ NYY (rain delay)", 2, **rain), game("LAD @ CHC", 4)]

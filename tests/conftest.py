@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,8 @@ from config.settings import MatchListenerEnvironment
 from models.barriers import Barriers, connect_redis
 from models.db import database, init_database
 from models.migrate import drop_database, migrate
+from publisher.amqp import AmqpPublisher, read_messages
+from publisher.queues import ALL_QUEUES, OUTBOX_QUEUES
 
 RUN_ID = uuid.uuid4().hex[:10]
 ADMIN_URL = os.environ.get("KICKOFF_TEST_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432")
@@ -101,6 +104,26 @@ def amqp_vhost(settings: MatchListenerEnvironment) -> Iterator[str]:
     _rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
     yield settings.amqp_url
     _rabbitmqctl("delete_vhost", vhost)
+
+
+@pytest.fixture
+def fresh_queues(amqp_vhost: str) -> Iterator[None]:
+    """Delete every kickoff queue, then declare the outbox queues durable (like `kickoff amqp setup`)."""
+    with AmqpPublisher(url=amqp_vhost) as admin:
+        for queue in ALL_QUEUES:
+            admin.delete_queue(queue)
+        admin.declare_durable(OUTBOX_QUEUES)
+    yield
+
+
+@pytest.fixture
+def read_queue(amqp_vhost: str) -> Callable[[str], list[tuple[dict[str, Any], Any]]]:
+    """Read (and remove) every message in a queue: (body, properties) pairs."""
+
+    def read(queue: str) -> list[tuple[dict[str, Any], Any]]:
+        return read_messages(url=amqp_vhost, queue=queue)
+
+    return read
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from api.headers import ctx_of, run_id, traceparent
-from api.schemas import DraftPickBody, LineupBody, RumorBody, WaiverBody
+from api.schemas import DraftPickBody, LineupBody, RumorBody, TriggerBody, WaiverBody
 from publisher.rumor import RumorRequest, evaluate_rumors, signals_from_json
 from publisher.triggers import (
     DraftPickRequest,
@@ -31,10 +31,16 @@ def answer(result: TriggerResult) -> JSONResponse:
     return JSONResponse(body, status_code=200 if body["status"] == DUPLICATE else 202)
 
 
-def _send(request: Request, send: Any, trigger_request: Any) -> JSONResponse:
+def _send(request: Request, body: TriggerBody, request_cls: Any, send: Any, **fields: Any) -> JSONResponse:
+    """Build ``request_cls`` from the body (its fields by name, ``team_id`` as ``team``, the request's
+    traceparent header unless the body names one; ``fields`` override) and send it with ``send``."""
+    values = {name: getattr(body, name) for name in type(body).model_fields if name != "team_id"}
+    values.update(team=body.team_id, traceparent=traceparent(request, body.traceparent), **fields)
     ctx = ctx_of(request)
-    result = send(trigger_request, publisher=ctx.publisher(), settings=ctx.settings, run_id=run_id(request))
-    return answer(result)
+    trigger_request = request_cls(**values)
+    return answer(
+        send(trigger_request, publisher=ctx.publisher(), settings=ctx.settings, run_id=run_id(request))
+    )
 
 
 def _swaps(body: LineupBody) -> list[dict[str, Any]]:
@@ -44,48 +50,19 @@ def _swaps(body: LineupBody) -> list[dict[str, Any]]:
 @router.post("/lineup", status_code=202)
 def lineup(body: LineupBody, request: Request) -> JSONResponse:
     """Queue a lineup change (lineup_updates)."""
-    trigger_request = LineupRequest(
-        league_id=body.league_id,
-        team=body.team_id,
-        swaps=_swaps(body),
-        idempotency_key=body.idempotency_key,
-        decision_inputs=body.decision_inputs,
-        traceparent=traceparent(request, body.traceparent),
-    )
-    return _send(request, trigger_lineup, trigger_request)
+    return _send(request, body, LineupRequest, trigger_lineup, swaps=_swaps(body))
 
 
 @router.post("/waiver", status_code=202)
 def waiver(body: WaiverBody, request: Request) -> JSONResponse:
     """Queue a waiver claim (waiver_actions), optionally chained behind an IR move."""
-    trigger_request = WaiverRequest(
-        league_id=body.league_id,
-        team=body.team_id,
-        add_player_id=body.add_player_id,
-        drop_player_id=body.drop_player_id,
-        bid=body.bid,
-        after_tracking_id=body.after_tracking_id,
-        idempotency_key=body.idempotency_key,
-        decision_inputs=body.decision_inputs,
-        traceparent=traceparent(request, body.traceparent),
-    )
-    return _send(request, trigger_waiver, trigger_request)
+    return _send(request, body, WaiverRequest, trigger_waiver)
 
 
 @router.post("/draft-pick", status_code=202)
 def draft_pick(body: DraftPickBody, request: Request) -> JSONResponse:
     """Queue a draft target (draft_targets); 409 for a filled or expired pick, 503 if not delivered."""
-    trigger_request = DraftPickRequest(
-        league_id=body.league_id,
-        team=body.team_id,
-        pick_number=body.pick_number,
-        espn_id=body.espn_id,
-        expires_at=body.expires_at,
-        idempotency_key=body.idempotency_key,
-        decision_inputs=body.decision_inputs,
-        traceparent=traceparent(request, body.traceparent),
-    )
-    return _send(request, trigger_draft_pick, trigger_request)
+    return _send(request, body, DraftPickRequest, trigger_draft_pick)
 
 
 def _roster_id(value: str) -> Any:

@@ -6,19 +6,16 @@ import os
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from api.keys import Scope, create_key
 from models.barriers import connect_redis
-from publisher.amqp import AmqpPublisher, read_messages
-from publisher.queues import ALL_QUEUES, OUTBOX_QUEUES
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 START_DEADLINE_SECONDS = 90.0
@@ -48,16 +45,6 @@ class Server:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
-
-
-def wait_until(check: Callable[[], bool], *, deadline: float, what: str) -> None:
-    """Poll ``check`` until it is true or ``deadline`` seconds pass."""
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def start_server(env: dict[str, str], log_path: Path, *, tries: int = 3) -> Server:
@@ -95,7 +82,7 @@ def _start_server(env: dict[str, str], log_path: Path) -> Server:
         except httpx.HTTPError:
             return False
 
-    wait_until(up, deadline=START_DEADLINE_SECONDS, what="kickoff serve to answer /healthz")
+    wait_for(up, timeout=START_DEADLINE_SECONDS, what="kickoff serve to answer /healthz")
     return Server(url=url, process=process, log_path=log_path)
 
 
@@ -132,24 +119,6 @@ def _delete_broker_namespace(env: dict[str, str]) -> None:
     keys = list(client.scan_iter(match=f"{env['BROKER_NAMESPACE']}*", count=1000))
     if keys:
         client.delete(*keys)
-
-
-@pytest.fixture
-def fresh_queues(amqp_vhost: str) -> Iterator[None]:
-    """Delete every kickoff queue, then declare the outbox queues durable (like `kickoff amqp setup`)."""
-    with AmqpPublisher(url=amqp_vhost) as admin:
-        for queue in ALL_QUEUES:
-            admin.delete_queue(queue)
-        admin.declare_durable(OUTBOX_QUEUES)
-    yield
-
-
-@pytest.fixture
-def read_queue(amqp_vhost: str) -> Callable[[str], list[tuple[dict[str, Any], Any]]]:
-    def read(queue: str) -> list[tuple[dict[str, Any], Any]]:
-        return read_messages(url=amqp_vhost, queue=queue)
-
-    return read
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tests.api.conftest import wait_until
+from tests.waiting import wait_for
 
 
 @dataclass
@@ -53,7 +53,7 @@ def failing_server(script: Script) -> Iterator[str]:
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    wait_until(lambda: server.started, deadline=60, what="the failing server to start")
+    wait_for(lambda: server.started, timeout=60, what="the failing server to start")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

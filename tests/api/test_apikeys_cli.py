@@ -8,8 +8,9 @@ import httpx
 
 from api.keys import hash_key
 from models.db import database
-from tests.api.conftest import bearer, wait_until
+from tests.api.conftest import bearer
 from tests.api.test_trigger_http import _kickoff
+from tests.waiting import wait_for
 
 
 def test_create_list_revoke(api_server, server_env, db):
@@ -27,9 +28,9 @@ def test_create_list_revoke(api_server, server_env, db):
     assert row["id"] == data["id"] and row["scope"] == "read" and row["revoked_at"] is None
     revoked = _kickoff(["apikeys", "revoke", data["id"]], server_env)
     assert revoked.returncode == 0, revoked.stderr
-    wait_until(
+    wait_for(
         lambda: httpx.get(url, headers=bearer(data["key"]), timeout=60).status_code == 401,
-        deadline=60,
+        timeout=60,
         what="the revoked key to be refused",
     )
     unknown = _kickoff(["apikeys", "revoke", "00000000-0000-4000-8000-000000000009"], server_env)

@@ -11,7 +11,8 @@ import pytest
 from api.app import create_app
 from api.auth import COVERS, RULES, Need, route_table
 from api.keys import Scope, authenticate, create_key, hash_key, list_keys, revoke_key
-from tests.api.conftest import bearer, wait_until
+from tests.api.conftest import bearer
+from tests.waiting import wait_for
 
 DUMMY = {
     "offer_key": "o-auth",
@@ -84,9 +85,9 @@ def test_a_revoked_key_is_refused_once_the_cache_entry_expires(api_server, db):
     assert httpx.get(url, headers=bearer(key), timeout=60).status_code == 200
     revoke_key(key_row.id)
     revoked_at = time.monotonic()
-    wait_until(
+    wait_for(
         lambda: httpx.get(url, headers=bearer(key), timeout=60).status_code == 401,
-        deadline=60,
+        timeout=60,
         what="the revoked key to be refused",
     )
     # API_KEY_CACHE_SECONDS (2 s by default) bounds it; a loaded machine may add scheduling delay

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import dramatiq
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from actors.broker import QUEUE_DEFAULT, build_broker
-from tests.api.conftest import REPO, free_port, wait_until
+from cli.processes import ChildProcess, dramatiq_worker_argv
+from tests.api.conftest import REPO, free_port
+from tests.waiting import wait_for
 
 
 def test_a_worker_with_dramatiq_prometheus_serves_its_metrics(
@@ -29,16 +28,12 @@ def test_a_worker_with_dramatiq_prometheus_serves_its_metrics(
         "dramatiq_prom_db": str(tmp_path / "prom"),
     }
     log = tmp_path / "worker.log"
-    dramatiq_bin = str(Path(sys.executable).parent / "dramatiq")
-    with log.open("wb") as fh:
-        proc = subprocess.Popen(
-            [dramatiq_bin, "actors", "--processes", "1", "--threads", "1", "--queues", "default"],
-            env=env,
-            cwd=REPO,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    worker = ChildProcess(
+        dramatiq_worker_argv("default", threads=1),
+        env=env,
+        log=log,
+        cwd=REPO,
+    )
     try:
         sender = build_broker(settings)  # the worker's broker: this run's namespace
         sweep = dramatiq.Message(
@@ -52,7 +47,7 @@ def test_a_worker_with_dramatiq_prometheus_serves_its_metrics(
         found: list[str] = []
 
         def scraped() -> bool:
-            assert proc.poll() is None, log.read_text()
+            assert worker.running(), worker.output()
             try:
                 text = httpx.get(f"http://127.0.0.1:{port}/", timeout=2).text
             except httpx.HTTPError:
@@ -60,8 +55,9 @@ def test_a_worker_with_dramatiq_prometheus_serves_its_metrics(
             found[:] = [f.name for f in text_string_to_metric_families(text)]
             return any(name.startswith("dramatiq_") for name in found)
 
-        wait_until(scraped, deadline=90, what="the worker's Prometheus exposition server")
+        wait_for(scraped, timeout=90, what="the worker's Prometheus exposition server")
         assert {"dramatiq_messages", "dramatiq_message_durations_milliseconds"} & set(found), found
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
+        worker.signal_group(signal.SIGTERM)
+        worker.proc.wait(timeout=60)
+        worker.close()

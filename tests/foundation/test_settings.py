@@ -76,6 +76,13 @@ def test_variable_names_are_field_names_upper_cased_without_prefix(clean_env):
     assert s.database_url == "postgresql://u@db:5432/x"
 
 
+def test_the_database_concurrency_limit_still_reads_its_older_variable_name(clean_env):
+    clean_env.setenv("LISTENER_DB_SLOTS_PER_PROCESS", "3")
+    assert MatchListenerEnvironment(_env_file=None).listener_db_concurrency == 3
+    clean_env.setenv("LISTENER_DB_CONCURRENCY", "5")
+    assert MatchListenerEnvironment(_env_file=None).listener_db_concurrency == 5  # the current name wins
+
+
 def test_the_default_env_file_is_at_the_repository_root():
     assert ENV_FILE == REPO_ROOT / ".env"
     assert (REPO_ROOT / "pyproject.toml").exists()

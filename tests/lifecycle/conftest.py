@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,11 +11,13 @@ from typing import Any
 
 import pytest
 
+from cli.processes import ChildProcess, dramatiq_worker_argv
 from config.settings import MatchListenerEnvironment
 from lifecycle.dispatch import StartMessage
 from lifecycle.runtime import ListenerServices
 from models.barriers import Barriers
 from models.db import database
+from tests.waiting import wait_for
 
 #: Short intervals: every interval is a setting, so tests run the real code fast.
 SHORT = {
@@ -166,71 +164,20 @@ def pointed_at(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
     return point
 
 
-def wait_for(predicate: Callable[[], Any], *, timeout: float = 10.0, interval: float = 0.05) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s: {predicate}")
-        time.sleep(interval)
-
-
-class WorkerProcess:
+class WorkerProcess(ChildProcess):
     """A real ``dramatiq actors`` worker subprocess on the RedisBroker of this run."""
 
     def __init__(self, env: dict[str, str], log: Path, *, queues: tuple[str, ...], threads: int) -> None:
-        self.log = log
-        self.fh = log.open("wb")
-        dramatiq_bin = str(Path(sys.executable).parent / "dramatiq")
-        cmd = [
-            dramatiq_bin,
-            "actors",
-            "--processes",
-            "1",
-            "--threads",
-            str(threads),
-            "--worker-shutdown-timeout",
-            "10000",
-            "--queues",
-            *queues,
-        ]
-        self.proc = subprocess.Popen(
-            cmd,
-            env=env,
-            stdout=self.fh,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=str(Path(__file__).resolve().parents[2]),
-        )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
+        cmd = dramatiq_worker_argv(*queues, threads=threads, shutdown_timeout_ms=10000)
+        super().__init__(cmd, env=env, log=log, cwd=Path(__file__).resolve().parents[2])
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        wait_for(lambda: "ready for action" in self.output() or self.proc.poll() is not None, timeout=timeout)
-        assert self.proc.poll() is None, self.output()
-
-    def kill(self) -> None:
-        """SIGKILL the whole process group (master and worker): no shutdown code runs."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
+        wait_for(lambda: "ready for action" in self.output() or not self.running(), timeout=timeout)
+        assert self.running(), self.output()
 
     def terminate(self, timeout: float = 20.0) -> int:
         """SIGTERM to the master (it forwards it to its worker process once) and wait."""
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-        return self.proc.wait(timeout=timeout)
-
-    def close(self) -> None:
-        try:
-            if self.proc.poll() is None:
-                self.kill()
-        finally:
-            self.fh.close()
+        return super().terminate(timeout=timeout)
 
 
 @pytest.fixture

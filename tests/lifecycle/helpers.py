@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -17,6 +16,26 @@ from lifecycle.rows import db_now
 from models.db import database
 from models.listener_record import MatchListenerRecord
 from models.match import Match
+from tests.background import BackgroundLoop
+
+#: The fields of one listener board entry (`kickoff listeners status --json`).
+BOARD_ENTRY_KEYS = {
+    "match_id",
+    "league",
+    "sr_id",
+    "match_status",
+    "badge",
+    "record_id",
+    "heartbeat_age_s",
+    "attempts",
+    "exhausted",
+    "pending",
+    "auto_dispatch",
+    "exit_code",
+    "reason",
+    "host",
+    "pid",
+}
 
 
 def rows_of(match: Any) -> list[MatchListenerRecord]:
@@ -102,35 +121,21 @@ def quick(**settings: Any) -> dict[str, Any]:
     return {"listener_test_duration_seconds": 0, **settings}
 
 
-class OpenRowMonitor:
+class OpenRowMonitor(BackgroundLoop):
     """Samples every 20 ms the largest number of open lifecycle rows any one of ``match_ids`` has."""
 
     def __init__(self, match_ids) -> None:
+        super().__init__()
         self.match_ids = list(match_ids)
         self.max_open = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                row = database.execute_sql(
-                    "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM match_listener_records "
-                    "WHERE ended_at IS NULL AND match_id = ANY(%s::uuid[]) GROUP BY match_id) c",
-                    ([str(m) for m in self.match_ids],),
-                ).fetchone()
-                self.max_open = max(self.max_open, int(row[0]))
-                time.sleep(0.02)
-        finally:
-            database.close()
-
-    def __enter__(self) -> OpenRowMonitor:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+    def step(self) -> None:
+        row = database.execute_sql(
+            "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM match_listener_records "
+            "WHERE ended_at IS NULL AND match_id = ANY(%s::uuid[]) GROUP BY match_id) c",
+            ([str(m) for m in self.match_ids],),
+        ).fetchone()
+        self.max_open = max(self.max_open, int(row[0]))
 
 
 def dispatch_now(ctx: dict[str, Any], send: Any) -> Any:

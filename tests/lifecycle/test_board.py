@@ -23,28 +23,10 @@ from lifecycle.board import NO_RUN, listener_board
 from lifecycle.cleanup import stop_match_listener
 from lifecycle.lease import WorkerLease
 from models.listener_record import MatchListenerRecord
-from tests.lifecycle.helpers import dispatch, reload
+from tests.lifecycle.helpers import BOARD_ENTRY_KEYS, dispatch, reload
 
 #: Board thresholds for these tests: Late after 60 s, Stale after 180 s.
 INTERVAL, STALE = 30.0, 180.0
-
-ENTRY_KEYS = {
-    "match_id",
-    "league",
-    "sr_id",
-    "match_status",
-    "badge",
-    "record_id",
-    "heartbeat_age_s",
-    "attempts",
-    "exhausted",
-    "pending",
-    "auto_dispatch",
-    "exit_code",
-    "reason",
-    "host",
-    "pid",
-}
 
 
 @pytest.fixture
@@ -221,7 +203,7 @@ def test_status_json_is_one_object_and_match_shows_a_match_without_runs(kick, ma
     empty = json.loads(kick("listeners", "status", "--json"))
     assert empty["matches"] == [] and empty["count"] == 0
     [entry] = json.loads(kick("listeners", "status", "--match", str(match.id), "--json"))["matches"]
-    assert set(entry) == ENTRY_KEYS and entry["badge"] == NO_RUN and entry["match_id"] == str(match.id)
+    assert set(entry) == BOARD_ENTRY_KEYS and entry["badge"] == NO_RUN and entry["match_id"] == str(match.id)
     assert str(match.id) in kick("listeners", "status", "--match", str(match.id))
     lbarriers.claim_pending(match.id)
     other = make_match(status="closed")

@@ -7,25 +7,7 @@ import uuid
 
 import pytest
 
-from tests.lifecycle.helpers import dead_run, reload, rows_of
-
-STATUS_KEYS = {
-    "match_id",
-    "league",
-    "sr_id",
-    "match_status",
-    "badge",
-    "record_id",
-    "heartbeat_age_s",
-    "attempts",
-    "exhausted",
-    "pending",
-    "auto_dispatch",
-    "exit_code",
-    "reason",
-    "host",
-    "pid",
-}
+from tests.lifecycle.helpers import BOARD_ENTRY_KEYS, dead_run, reload, rows_of
 
 
 def test_leagues_add_prints_what_it_did_and_list_shows_it(kick):
@@ -160,7 +142,7 @@ def test_listeners_status_json_lists_the_latest_run_per_match(kick, make_match, 
     dead_run(match, b)
     b.record_failed_attempt(match.id)
     [row] = json.loads(kick("listeners", "status", "--json").output)["matches"]
-    assert set(row) == STATUS_KEYS
+    assert set(row) == BOARD_ENTRY_KEYS
     assert row["badge"] == "Stale" and row["attempts"] == 1 and row["exit_code"] is None
     assert row["heartbeat_age_s"] >= 500 and row["auto_dispatch"] is True
     kick("listeners", "sweep")

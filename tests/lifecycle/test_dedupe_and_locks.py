@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -11,6 +10,7 @@ from lifecycle.cleanup import stop_match_listener, sweep_stale_match_listeners
 from lifecycle.dispatch import request_start
 from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import dead_run, dispatch, live_row, open_rows, rows_of, start
+from tests.racing import race
 
 
 @pytest.fixture
@@ -109,24 +109,13 @@ def test_eight_concurrent_dispatchers_over_200_matches_send_exactly_200_starts(
     make_match, ctx, outbox, use_lock
 ):
     matches = [make_match() for _ in range(200)]
-    barrier = threading.Barrier(8)
-    results = []
 
-    def one() -> None:
-        barrier.wait()
-        try:
-            results.append(dispatch(send=outbox, use_lock=use_lock, **_sb(ctx)))
-        finally:
-            from models.db import database
+    def one(go):
+        go()
+        return dispatch(send=outbox, use_lock=use_lock, **_sb(ctx))
 
-            database.close()
-
-    threads = [threading.Thread(target=one) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert len(results) == 8
+    results, errors = race(one, callers=8)
+    assert errors == [] and len(results) == 8
     assert len(outbox.messages) == 200
     assert sorted(outbox.match_ids) == sorted(str(m.id) for m in matches)
     assert sum(r.enqueued for r in results) == 200

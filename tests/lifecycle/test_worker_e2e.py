@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -16,8 +15,8 @@ import pytest
 
 from config.clock import utcnow
 from lifecycle.cleanup import sweep_stale_match_listeners
-from models.db import database
 from models.listener_record import MatchListenerRecord
+from tests.background import BackgroundLoop
 from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import dispatch_now, open_rows, reload, rows_of
 
@@ -34,41 +33,27 @@ def ctx(lsettings, lbarriers):
     return {"settings": lsettings, "barriers": lbarriers}
 
 
-class LiveMonitor:
+class LiveMonitor(BackgroundLoop):
     """Samples lifecycle rows every 20 ms; records the most live (open, fresh) listeners of one match."""
 
     def __init__(self, match_id, stale_seconds: float) -> None:
+        super().__init__()
         self.match_id = match_id
         self.stale = stale_seconds
         self.max_live = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                cutoff = utcnow() - timedelta(seconds=self.stale)
-                live = (
-                    MatchListenerRecord.select()
-                    .where(
-                        MatchListenerRecord.match == self.match_id,
-                        MatchListenerRecord.ended_at.is_null(),
-                        MatchListenerRecord.heartbeat_at >= cutoff,
-                    )
-                    .count()
-                )
-                self.max_live = max(self.max_live, live)
-                time.sleep(0.02)
-        finally:
-            database.close()
-
-    def __enter__(self) -> LiveMonitor:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+    def step(self) -> None:
+        cutoff = utcnow() - timedelta(seconds=self.stale)
+        live = (
+            MatchListenerRecord.select()
+            .where(
+                MatchListenerRecord.match == self.match_id,
+                MatchListenerRecord.ended_at.is_null(),
+                MatchListenerRecord.heartbeat_at >= cutoff,
+            )
+            .count()
+        )
+        self.max_live = max(self.max_live, live)
 
 
 def test_hard_kill_goes_stale_then_abandoned_then_a_new_running_row_never_two_live(

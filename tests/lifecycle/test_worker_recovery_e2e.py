@@ -124,50 +124,45 @@ def test_a_listener_worker_reconnects_after_the_brokers_redis_restarts_and_takes
         broker.close()
 
 
-def _deploy_env(subprocess_env, lifecycle_env, tmp_path, restart_cmd: str) -> dict[str, str]:
-    env_file = tmp_path / "kickoff.env"
-    env_file.write_text("".join(f"{k}='{v}'\n" for k, v in {**lifecycle_env, **DEFAULTS}.items()))
-    return {
-        **subprocess_env,
-        "KICKOFF_ENV_FILE": str(env_file),
-        "KICKOFF": str(Path(sys.executable).parent / "kickoff"),
-        "RESTART_CMD": restart_cmd,
-    }
-
-
-def _run_deploy(repo_root, env) -> str:
-    done = subprocess.run(
-        [str(repo_root / "deploy/staging-deploy.sh")], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
-
-
 @pytest.fixture
-def outbox_queues(amqp_vhost):
+def deploy(repo_root, subprocess_env, lifecycle_env, tmp_path, amqp_vhost):
+    """``deploy(restart_cmd)``: run deploy/staging-deploy.sh on this run's services; its stdout."""
     from publisher.amqp import AmqpPublisher
     from publisher.queues import OUTBOX_QUEUES
 
     with AmqpPublisher(url=amqp_vhost) as admin:
         admin.declare_durable(list(OUTBOX_QUEUES))  # so the deploy's `kickoff check` passes
+    env_file = tmp_path / "kickoff.env"
+    env_file.write_text("".join(f"{k}='{v}'\n" for k, v in {**lifecycle_env, **DEFAULTS}.items()))
+
+    def run(restart_cmd: str) -> str:
+        env = {
+            **subprocess_env,
+            "KICKOFF_ENV_FILE": str(env_file),
+            "KICKOFF": str(Path(sys.executable).parent / "kickoff"),
+            "RESTART_CMD": restart_cmd,
+        }
+        done = subprocess.run(
+            [str(repo_root / "deploy/staging-deploy.sh")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    return run
 
 
 def test_rerunning_the_deploy_beside_healthy_real_listeners_closes_none_of_them(
-    make_match,
-    ctx,
-    send_start,
-    start_worker,
-    repo_root,
-    subprocess_env,
-    lifecycle_env,
-    tmp_path,
-    outbox_queues,
+    make_match, ctx, send_start, start_worker, deploy
 ):
     matches = [make_match(status="inprogress") for _ in range(3)]
     start_worker(env=DEFAULTS)
     assert dispatch_now(ctx, send_start).enqueued == 3
     before = {m.id: wait_for(lambda m=m: open_rows(m), timeout=30)[0] for m in matches}
-    out = _run_deploy(repo_root, _deploy_env(subprocess_env, lifecycle_env, tmp_path, "true"))
+    out = deploy("true")
     assert "0 rows abandoned" in out
     for m in matches:
         [row] = open_rows(m)
@@ -183,15 +178,7 @@ def test_rerunning_the_deploy_beside_healthy_real_listeners_closes_none_of_them(
 
 
 def test_a_graceful_restart_through_the_deploy_streams_every_match_again_once_the_new_worker_is_up(
-    make_match,
-    ctx,
-    send_start,
-    start_worker,
-    repo_root,
-    subprocess_env,
-    lifecycle_env,
-    tmp_path,
-    outbox_queues,
+    make_match, ctx, send_start, start_worker, deploy
 ):
     matches = [make_match(status="inprogress") for _ in range(3)]
     old_worker = start_worker(env=DEFAULTS)
@@ -201,7 +188,7 @@ def test_a_graceful_restart_through_the_deploy_streams_every_match_again_once_th
     pid = old_worker.proc.pid
     # SIGTERM, then wait until it has exited (a zombie of this test counts as exited).
     restart = f"kill -TERM {pid}; while ps -o stat= -p {pid} | grep -qv Z; do sleep 0.2; done"
-    _run_deploy(repo_root, _deploy_env(subprocess_env, lifecycle_env, tmp_path, restart))
+    deploy(restart)
     for m in matches:
         [old] = rows_of(m)
         assert old.exit_code == 14 and old.exit_reason == "worker shutdown"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 from models import MatchListenerRecord
 from models.barriers import Barriers
 from srsim.script import GameScript
+from tests.waiting import wait_for
 
 
 def test_kickoff_listen_follows_a_known_match_to_exit_13_and_closes_its_row(sim, make_match, subprocess_env):
@@ -37,16 +37,6 @@ def test_kickoff_listen_follows_a_known_match_to_exit_13_and_closes_its_row(sim,
 
 def _kickoff() -> str:
     return str(Path(sys.executable).with_name("kickoff"))
-
-
-def _until(predicate, *, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what} not met within {timeout} s"
-        time.sleep(0.1)
 
 
 def _locks(settings, redis_client) -> Barriers:
@@ -142,11 +132,16 @@ def test_kickoff_listen_takes_the_lock_beats_obeys_a_stop_and_releases_everythin
                 .first()
             )
 
-        row = _until(open_row, what="an open row")
+        row = wait_for(open_row, timeout=60, interval=0.1, what="an open row")
         assert barriers.client.get(barriers.start_lock_key(match.id)).decode() == str(row.id)
         assert barriers.is_pending(match.id)
         first_beat = row.heartbeat_at
-        _until(lambda: open_row() and open_row().heartbeat_at > first_beat, what="a heartbeat")
+        wait_for(
+            lambda: open_row() and open_row().heartbeat_at > first_beat,
+            timeout=60,
+            interval=0.1,
+            what="a heartbeat",
+        )
         stop_match_listener(str(match.id), settings=settings, barriers=barriers)
         stdout, stderr = proc.communicate(timeout=60)
     finally:

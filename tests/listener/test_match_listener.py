@@ -224,6 +224,17 @@ class RaisingPipeline:
         pass
 
 
+def _run_with_pipeline(pipeline: str, sim, listener_settings, make_match):
+    """Run the default body over a three-event game with the pipeline class ``pipeline`` of this module."""
+    game = _game(event_count=3)
+    match = make_match("mlb", sr_id=game.sr_id)
+    settings = listener_settings(
+        sportradar_base_url=sim([game]).base_url,
+        listener_pipeline=f"tests.listener.test_match_listener:{pipeline}",
+    )
+    return run_listener(_ctx(match, settings), timeout=10)
+
+
 class CancellingPipeline(RaisingPipeline):
     raises = KeyboardInterrupt
 
@@ -236,13 +247,7 @@ class CancellingPipeline(RaisingPipeline):
 def test_an_unexpected_error_or_cancel_maps_to_its_exit_code(
     pipeline, code, sim, listener_settings, make_match
 ):
-    game = _game(event_count=3)
-    match = make_match("mlb", sr_id=game.sr_id)
-    settings = listener_settings(
-        sportradar_base_url=sim([game]).base_url,
-        listener_pipeline=f"tests.listener.test_match_listener:{pipeline}",
-    )
-    out = run_listener(_ctx(match, settings), timeout=10)
+    out = _run_with_pipeline(pipeline, sim, listener_settings, make_match)
     assert out.code == code
     assert "boom" in out.listener.exit_reason or "KeyboardInterrupt" in out.listener.exit_reason
 
@@ -272,13 +277,7 @@ class ExitMessagePipeline(RaisingPipeline):
 def test_system_exit_in_the_default_body_maps_like_a_process_exit(
     pipeline, code, sim, listener_settings, make_match
 ):
-    game = _game(event_count=3)
-    match = make_match("mlb", sr_id=game.sr_id)
-    settings = listener_settings(
-        sportradar_base_url=sim([game]).base_url,
-        listener_pipeline=f"tests.listener.test_match_listener:{pipeline}",
-    )
-    out = run_listener(_ctx(match, settings), timeout=10)
+    out = _run_with_pipeline(pipeline, sim, listener_settings, make_match)
     assert out.code == code, out.listener.exit_reason
 
 

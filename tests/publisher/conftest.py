@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
+from click.testing import CliRunner
 
+from cli.main import cli
 from config.settings import MatchListenerEnvironment
-from publisher.amqp import AmqpPublisher, read_messages
-from publisher.queues import ALL_QUEUES, OUTBOX_QUEUES
+from publisher.amqp import AmqpPublisher
 
 
 @pytest.fixture
@@ -28,16 +28,6 @@ def pub_settings(settings: MatchListenerEnvironment, amqp_vhost: str) -> MatchLi
 
 
 @pytest.fixture
-def fresh_queues(amqp_vhost: str) -> Iterator[None]:
-    """Delete every kickoff queue, then declare the outbox queues durable (like `kickoff amqp setup`)."""
-    with AmqpPublisher(url=amqp_vhost) as admin:
-        for queue in ALL_QUEUES:
-            admin.delete_queue(queue)
-        admin.declare_durable(OUTBOX_QUEUES)
-    yield
-
-
-@pytest.fixture
 def publisher(amqp_vhost: str, fresh_queues: None, db: str) -> Iterator[AmqpPublisher]:
     """A publisher on this run's vhost (closed after the test)."""
     pub = AmqpPublisher(url=amqp_vhost, confirm_timeout=5.0)
@@ -46,10 +36,12 @@ def publisher(amqp_vhost: str, fresh_queues: None, db: str) -> Iterator[AmqpPubl
 
 
 @pytest.fixture
-def read_queue(amqp_vhost: str) -> Callable[[str], list[tuple[dict[str, Any], Any]]]:
-    """Read (and remove) every message in a queue: (body, properties) pairs."""
+def run(test_env, publisher):
+    """The kickoff CLI in process on this run's services: ``run(*args)`` gives (exit code, output)."""
+    runner = CliRunner()
 
-    def read(queue: str) -> list[tuple[dict[str, Any], Any]]:
-        return read_messages(url=amqp_vhost, queue=queue)
+    def invoke(*args: str) -> tuple[int, str]:
+        result = runner.invoke(cli, list(args), env=test_env, catch_exceptions=False)
+        return result.exit_code, result.output
 
-    return read
+    return invoke

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pika
+import pytest
 
 from models.db import database
+from publisher.amqp import AmqpPublisher
 from publisher.triggers import DraftPickRequest, LineupRequest, WaiverRequest
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -80,3 +82,15 @@ def reject_all(amqp_url: str, queue: str) -> None:
         )
     finally:
         conn.close()
+
+
+def never_confirming(publisher: AmqpPublisher, monkeypatch: pytest.MonkeyPatch) -> AmqpPublisher:
+    """Make ``publisher`` send under delivery tags the broker never confirms (a lost confirm)."""
+    real_send = publisher._send
+
+    def send_under_a_tag_the_broker_never_confirms(messages, sent):
+        real_send(messages, sent)
+        publisher._unconfirmed = {tag + 10**6: mid for tag, mid in publisher._unconfirmed.items()}
+
+    monkeypatch.setattr(publisher, "_send", send_under_a_tag_the_broker_never_confirms)
+    return publisher

@@ -18,7 +18,7 @@ from config.errors import (
 )
 from publisher.amqp import AmqpPublisher, OutgoingMessage, _ConfirmTimeout
 from publisher.queues import LINEUP_UPDATES, TRADE_RESPONSES, WAIVER_ACTIONS
-from tests.publisher.helpers import reject_all
+from tests.publisher.helpers import never_confirming, reject_all
 
 
 def _msg(queue: str, **body: object) -> OutgoingMessage:
@@ -192,14 +192,7 @@ def test_waiting_for_a_confirm_the_broker_never_sends_gives_up_after_the_confirm
 def test_a_batch_whose_confirm_never_arrives_is_uncertain_not_published(
     amqp_vhost, fresh_queues, monkeypatch
 ):
-    pub = AmqpPublisher(url=amqp_vhost, confirm_timeout=1.0)
-    real_send = pub._send
-
-    def send_under_a_tag_the_broker_never_confirms(messages, sent):
-        real_send(messages, sent)
-        pub._unconfirmed = {tag + 10**6: mid for tag, mid in pub._unconfirmed.items()}
-
-    monkeypatch.setattr(pub, "_send", send_under_a_tag_the_broker_never_confirms)
+    pub = never_confirming(AmqpPublisher(url=amqp_vhost, confirm_timeout=1.0), monkeypatch)
     outcomes, _took = _bounded(lambda: pub.publish_many([_msg(LINEUP_UPDATES)]), limit=3.0)
     [outcome] = outcomes
     assert not outcome.confirmed

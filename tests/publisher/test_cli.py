@@ -5,23 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 
-import pytest
-from click.testing import CliRunner
-
-from cli.main import cli
 from publisher.amqp import AmqpPublisher
 from publisher.queues import ALL_QUEUES
-
-
-@pytest.fixture
-def run(test_env, publisher):
-    runner = CliRunner()
-
-    def invoke(*args: str) -> tuple[int, str]:
-        result = runner.invoke(cli, list(args), env=test_env, catch_exceptions=False)
-        return result.exit_code, result.output
-
-    return invoke
 
 
 def test_amqp_setup_declares_the_outbox_queues_on_a_fresh_broker(subprocess_env, amqp_vhost, db):

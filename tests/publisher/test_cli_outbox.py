@@ -7,10 +7,6 @@ import subprocess
 import uuid
 from datetime import timedelta
 
-import pytest
-from click.testing import CliRunner
-
-from cli.main import cli
 from config.clock import utcnow
 from models.db import database
 from publisher.amqp import AmqpPublisher, OutgoingMessage
@@ -21,17 +17,6 @@ from publisher.triggers import trigger_lineup
 from tests.publisher.helpers import lineup, reject_all
 
 DOWN_URL = "amqp://guest:secret@127.0.0.1:1/%2F"
-
-
-@pytest.fixture
-def run(test_env, publisher):
-    runner = CliRunner()
-
-    def invoke(*args: str) -> tuple[int, str]:
-        result = runner.invoke(cli, list(args), env=test_env, catch_exceptions=False)
-        return result.exit_code, result.output
-
-    return invoke
 
 
 def _row(*, next_attempt_in: float = 0.0) -> str:

@@ -18,7 +18,7 @@ from publisher.drain import drain_outbox, drain_outbox_concurrently
 from publisher.outbox import backoff_delay, insert_row, outbox_report, retry_dead
 from publisher.queues import LINEUP_UPDATES, WAIVER_ACTIONS
 from publisher.triggers import TriggerStatus, trigger_lineup
-from tests.publisher.helpers import count, lineup, reject_all
+from tests.publisher.helpers import count, lineup, never_confirming, reject_all
 
 
 def _rows(n: int, queue: str = LINEUP_UPDATES) -> list[str]:
@@ -96,14 +96,7 @@ def test_a_confirm_that_never_comes_never_uses_up_attempts(
     db, fresh_queues, amqp_vhost, pub_settings, monkeypatch
 ):
     _rows(1)
-    silent = AmqpPublisher(url=amqp_vhost, confirm_timeout=0.3)
-    real_send = silent._send
-
-    def send_under_a_tag_the_broker_never_confirms(messages, sent):
-        real_send(messages, sent)
-        silent._unconfirmed = {tag + 10**6: mid for tag, mid in silent._unconfirmed.items()}
-
-    monkeypatch.setattr(silent, "_send", send_under_a_tag_the_broker_never_confirms)
+    silent = never_confirming(AmqpPublisher(url=amqp_vhost, confirm_timeout=0.3), monkeypatch)
     one_try_per_run = pub_settings.model_copy(
         update={"outbox_backoff_base_seconds": 60.0, "outbox_backoff_max_seconds": 60.0}
     )
@@ -257,14 +250,7 @@ def test_a_batch_the_broker_never_confirms_stays_pending_after_the_confirm_timeo
     db, fresh_queues, amqp_vhost, pub_settings, monkeypatch
 ):
     _rows(1)
-    silent = AmqpPublisher(url=amqp_vhost, confirm_timeout=1.0)
-    real_send = silent._send
-
-    def send_under_a_tag_the_broker_never_confirms(messages, sent):
-        real_send(messages, sent)
-        silent._unconfirmed = {tag + 10**6: mid for tag, mid in silent._unconfirmed.items()}
-
-    monkeypatch.setattr(silent, "_send", send_under_a_tag_the_broker_never_confirms)
+    silent = never_confirming(AmqpPublisher(url=amqp_vhost, confirm_timeout=1.0), monkeypatch)
     no_retry_yet = pub_settings.model_copy(
         update={"outbox_backoff_base_seconds": 60.0, "outbox_backoff_max_seconds": 60.0}
     )

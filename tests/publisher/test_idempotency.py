@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
@@ -14,6 +13,7 @@ from publisher.amqp import AmqpPublisher
 from publisher.idempotency import draft_key, effective_key, lineup_key, waiver_key
 from publisher.triggers import TriggerStatus, trigger_draft_pick, trigger_lineup, trigger_waiver
 from tests.publisher.helpers import count, draft, lineup, waiver
+from tests.racing import race
 
 # -- key builders ----------------------------------------------------------------------------
 
@@ -119,25 +119,13 @@ def test_key_release_ttl_per_queue(publisher, pub_settings, frozen_clock, trigge
 
 
 def test_twenty_concurrent_identical_triggers_give_exactly_one_action(publisher, pub_settings, amqp_vhost):
-    results: list = []
-    errors: list = []
-    barrier = threading.Barrier(20)
 
-    def call() -> None:
+    def call(go):
         with AmqpPublisher(url=amqp_vhost) as own:
-            barrier.wait()
-            try:
-                results.append(trigger_waiver(waiver(), publisher=own, settings=pub_settings))
-            except Exception as exc:  # collected for the assertion below
-                errors.append(exc)
-            finally:
-                database.close()
+            go()
+            return trigger_waiver(waiver(), publisher=own, settings=pub_settings)
 
-    threads = [threading.Thread(target=call) for _ in range(20)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    results, errors = race(call, callers=20)
     assert not errors
     assert sorted(r.status.value for r in results) == ["duplicate"] * 19 + ["queued"]
     assert len({r.tracking_id for r in results}) == 1

@@ -9,7 +9,6 @@ must be delivered exactly once per message id, no row dead, no action failed, ev
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -29,8 +28,10 @@ from publisher.trades import TradeStatus
 from publisher.triggers import TriggerStatus, trigger_draft_pick, trigger_lineup, trigger_waiver
 from runs.catalog import load_catalog
 from runs.publish import drain_job_runs, pending_outbox_count, publish_run
+from tests.background import BackgroundLoop
 from tests.faultproxy import FaultProxy
 from tests.publisher.helpers import count, draft, lineup, waiver
+from tests.waiting import wait_for
 
 TRIGGERS = 1000  # sent while RabbitMQ is refused; one in ten is a draft pick
 RUNS = 40
@@ -40,49 +41,35 @@ REFUSED_SECONDS = 75.0
 TRIES_FACTOR = 4  # every saved row is tried at least this many times OUTBOX_MAX_ATTEMPTS
 
 
-def _wait_for(predicate: Callable[[], bool], *, timeout: float, what: str, poll: float = 0.5) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(poll)
-    raise AssertionError(f"{what}: not reached within {timeout:.0f} s")
-
-
-class Drainer:
+class Drainer(BackgroundLoop):
     """What the periodic actors do (outbox drain with trade redelivery, run outbox drain), every 0.3 s."""
 
+    interval = 0.3
+    join_seconds = 120.0
+
     def __init__(self, *, settings: Any, make_publisher: Callable[[], AmqpPublisher]) -> None:
+        super().__init__()
         self.settings = settings
         self.make_publisher = make_publisher
-        self.stop = threading.Event()
         self.errors: list[BaseException] = []
         self.runs = 0
-        self.thread = threading.Thread(target=self._loop, name="drainer", daemon=True)
 
-    def _loop(self) -> None:
-        while not self.stop.is_set():
-            try:
-                drain_outbox_concurrently(
-                    settings=self.settings, publisher_factory=self.make_publisher, max_seconds=10
-                )
-                with self.make_publisher() as publisher:
-                    drain_job_runs(publisher=publisher, batch=500)
-            except BaseException as exc:  # reported by the test
-                self.errors.append(exc)
-            finally:
-                database.close()
-            self.runs += 1
-            self.stop.wait(0.3)
-
-    def __enter__(self) -> Drainer:
-        self.thread.start()
-        return self
+    def step(self) -> None:
+        try:
+            drain_outbox_concurrently(
+                settings=self.settings, publisher_factory=self.make_publisher, max_seconds=10
+            )
+            with self.make_publisher() as publisher:
+                drain_job_runs(publisher=publisher, batch=500)
+        except BaseException as exc:  # reported by the test
+            self.errors.append(exc)
+        finally:
+            database.close()
+        self.runs += 1
 
     def __exit__(self, *exc_info: object) -> None:
-        self.stop.set()
-        self.thread.join(timeout=120)
-        assert not self.thread.is_alive(), "the drainer did not stop"
+        super().__exit__(*exc_info)
+        assert not self._thread.is_alive(), "the drainer did not stop"
 
 
 def _offer(publisher: AmqpPublisher, n: int) -> trades.TradeResult:
@@ -182,9 +169,10 @@ def test_a_two_minute_outage_loses_and_doubles_nothing(fresh_queues, db, pub_set
                 if offers[-1].status is TradeStatus.PUBLISHED:
                     break
             assert offers[-1].status is TradeStatus.PUBLISHED
-            _wait_for(
+            wait_for(
                 lambda: outbox_report().backlog == 0 and trades.redeliverable_trades() == 0,
                 timeout=120,
+                interval=0.5,
                 what="warm-up delivered",
             )
 
@@ -204,7 +192,12 @@ def test_a_two_minute_outage_loses_and_doubles_nothing(fresh_queues, db, pub_set
                 sent.append((kind, n, tracking_id))
             offers.append(_offer(trade_pub, 2))
             assert offers[-1].status is TradeStatus.PENDING
-            _wait_for(lambda: time.monotonic() - hung >= BLACKHOLE_SECONDS, timeout=300, what="black hole")
+            wait_for(
+                lambda: time.monotonic() - hung >= BLACKHOLE_SECONDS,
+                timeout=300,
+                interval=0.5,
+                what="black hole",
+            )
 
             # 2. RabbitMQ is down: every connect is refused.
             proxy.refuse()
@@ -220,12 +213,13 @@ def test_a_two_minute_outage_loses_and_doubles_nothing(fresh_queues, db, pub_set
                     offers.append(_offer(trade_pub, 3 + n))
                     assert offers[-1].status is TradeStatus.PENDING
             max_attempts = settings.outbox_max_attempts
-            _wait_for(
+            wait_for(
                 lambda: (
                     time.monotonic() - refused >= REFUSED_SECONDS
                     and _min_pending_tries() >= TRIES_FACTOR * max_attempts
                 ),
                 timeout=600,
+                interval=0.5,
                 what=f"every pending row tried {TRIES_FACTOR * max_attempts} times",
             )
             outage = time.monotonic() - hung
@@ -242,13 +236,14 @@ def test_a_two_minute_outage_loses_and_doubles_nothing(fresh_queues, db, pub_set
             # 3. RabbitMQ is back.
             proxy.forward()
             back = time.monotonic()
-            _wait_for(
+            wait_for(
                 lambda: (
                     outbox_report().backlog == 0
                     and pending_outbox_count() == 0
                     and trades.redeliverable_trades() == 0
                 ),
                 timeout=300,
+                interval=0.5,
                 what="backlog delivered after the outage",
             )
             recovered = time.monotonic() - back

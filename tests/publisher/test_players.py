@@ -130,22 +130,20 @@ def test_the_sync_players_catalog_job_runs_one_sync(
     url, _, _ = players_map
     add_to_roster("L1", ["4046"])
     env = {**subprocess_env, "AMQP_URL": amqp_vhost, "RUN_PARAMS": json.dumps({"source": url})}
-    done = subprocess.run(
-        [sys.executable, "-m", "runs.jobs.sync_players"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=str(Path(__file__).resolve().parents[2]),
-    )
+
+    def sync_players() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "runs.jobs.sync_players"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=str(Path(__file__).resolve().parents[2]),
+        )
+
+    done = sync_players()
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["rostered"] == 1
     env["RUN_PARAMS"] = json.dumps({"source": os.devnull})
-    failed = subprocess.run(
-        [sys.executable, "-m", "runs.jobs.sync_players"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    failed = sync_players()
     assert failed.returncode == 1 and "player sync failed" in failed.stderr

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -163,3 +164,30 @@ class LauncherThread:
         assert not self.thread.is_alive(), "launcher thread did not stop"
         if self.error is not None:
             raise self.error
+
+
+@pytest.fixture
+def start_launcher(
+    subprocess_env: dict[str, str], tmp_path: Path
+) -> Iterator[Callable[..., subprocess.Popen]]:
+    """``start_launcher(cap=, env=)``: a `kickoff launcher --cap` subprocess with ``env`` added to
+    this run's environment, logging to tmp_path; every one is killed at teardown."""
+    procs: list[subprocess.Popen] = []
+
+    def start(*, cap: int, env: dict[str, str]) -> subprocess.Popen:
+        log = open(tmp_path / f"launcher-{len(procs)}.log", "wb")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli", "launcher", "--cap", str(cap)],
+            env={**subprocess_env, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)

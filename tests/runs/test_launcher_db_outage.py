@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
@@ -21,18 +19,10 @@ from models.run_log import RunLog, RunStatus
 from runs.publish import publish_run
 from tests.faultproxy import FaultProxy
 from tests.runs.conftest import queue_counts, read_traces
+from tests.waiting import wait_for
 
 AWAY_SECONDS = 30.0
 TERMINAL = (RunStatus.SUCCEEDED.value, RunStatus.FAILED.value, RunStatus.SKIPPED.value)
-
-
-def _wait_for(predicate: Callable[[], bool], *, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not reached within {timeout:.0f} s")
 
 
 @pytest.fixture
@@ -42,13 +32,11 @@ def pg_proxy() -> Iterator[FaultProxy]:
 
 
 @pytest.fixture
-def launcher_via(subprocess_env, tmp_path: Path) -> Iterator[Callable[[str], subprocess.Popen]]:
+def launcher_via(start_launcher) -> Callable[[str], subprocess.Popen]:
     """Start `kickoff launcher --cap 4` with DATABASE_URL set to the given URL; killed at teardown."""
-    procs: list[subprocess.Popen] = []
 
     def start(database_url: str) -> subprocess.Popen:
         env = {
-            **subprocess_env,
             "DATABASE_URL": database_url,
             "DATABASE_CONNECT_TIMEOUT_SECONDS": "2",
             "LAUNCHER_POLL_SECONDS": "0.02",
@@ -57,22 +45,9 @@ def launcher_via(subprocess_env, tmp_path: Path) -> Iterator[Callable[[str], sub
             "LAUNCHER_CLAIM_GRACE_SECONDS": "2",
             "LAUNCHER_SHUTDOWN_GRACE_SECONDS": "5",
         }
-        log = open(tmp_path / f"launcher-{len(procs)}.log", "wb")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", "launcher", "--cap", "4"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        procs.append(proc)
-        return proc
+        return start_launcher(cap=4, env=env)
 
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
+    return start
 
 
 @pytest.mark.outage
@@ -94,7 +69,7 @@ def test_postgresql_going_away_under_the_launcher_loses_and_doubles_no_run(
         publish("sleep", ("succeeded", 0), seconds=6)
     for _ in range(2):
         publish("fail", ("failed", 3), exit_code=3)
-    _wait_for(
+    wait_for(
         lambda: RunLog.select().where(RunLog.status == "running", RunLog.pid.is_null(False)).count() >= 3,
         timeout=60,
         what="runs running under the launcher",
@@ -107,7 +82,7 @@ def test_postgresql_going_away_under_the_launcher_loses_and_doubles_no_run(
     publish("fail", ("failed", 5), exit_code=5)
     publish("sleep", ("succeeded", 0), seconds=2)
     # the runs that were running finish while PostgreSQL is away
-    _wait_for(
+    wait_for(
         lambda: time.monotonic() - away >= AWAY_SECONDS and len(read_traces(trace_dir)) >= 3,
         timeout=120,
         what="running jobs finished during the outage",
@@ -116,7 +91,7 @@ def test_postgresql_going_away_under_the_launcher_loses_and_doubles_no_run(
     finished_while_away = len(read_traces(trace_dir))
     pg_proxy.forward()
 
-    _wait_for(
+    wait_for(
         lambda: RunLog.select().where(RunLog.status.in_(TERMINAL)).count() == len(expected),
         timeout=240,
         what="every run ended after PostgreSQL came back",

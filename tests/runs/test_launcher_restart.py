@@ -5,9 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,15 +14,7 @@ from runs.process import find_run_process, process_alive, run_files, spawn
 from runs.publish import publish_run
 from runs.state import LOST, claim
 from tests.runs.conftest import read_traces, step_until
-
-
-def _wait(predicate, *, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+from tests.waiting import wait_for
 
 
 def _count(status: str, *, started: bool | None = None) -> int:
@@ -35,34 +25,15 @@ def _count(status: str, *, started: bool | None = None) -> int:
 
 
 @pytest.fixture
-def launcher_process(subprocess_env, tmp_path: Path):
-    """Start `kickoff launcher` subprocesses; every one is killed at teardown."""
-    procs: list[subprocess.Popen] = []
+def launcher_process(start_launcher):
+    """``launcher_process(cap)``: a `kickoff launcher` subprocess with short intervals."""
     env = {
-        **subprocess_env,
         "LAUNCHER_POLL_SECONDS": "0.02",
         "LAUNCHER_DRAIN_INTERVAL_SECONDS": "0.5",
         "LAUNCHER_CLAIM_GRACE_SECONDS": "1",
         "LAUNCHER_SHUTDOWN_GRACE_SECONDS": "5",
     }
-
-    def start(cap: int) -> subprocess.Popen:
-        log = open(tmp_path / f"launcher-{len(procs)}.log", "wb")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", "launcher", "--cap", str(cap)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        procs.append(proc)
-        return proc
-
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
+    return lambda cap: start_launcher(cap=cap, env=env)
 
 
 def test_a_sigkilled_launcher_restarts_without_losing_or_doubling_runs(
@@ -73,7 +44,7 @@ def test_a_sigkilled_launcher_restarts_without_losing_or_doubling_runs(
         publish_run("sleep", params, trigger="cli", catalog=catalog, publisher=publisher) for _ in range(6)
     ]
     first = launcher_process(cap=2)
-    _wait(lambda: _count("running", started=True) == 2, timeout=20, what="two runs to start")
+    wait_for(lambda: _count("running", started=True) == 2, timeout=20, what="two runs to start")
     assert _count("queued") == 4
     running = [r for r in RunLog.select().where(RunLog.status == "running")]
 
@@ -82,7 +53,7 @@ def test_a_sigkilled_launcher_restarts_without_losing_or_doubling_runs(
     assert all(process_alive(r.pid, str(r.id)) for r in running), "job processes must outlive the launcher"
 
     second = launcher_process(cap=2)
-    _wait(lambda: _count("succeeded") == 6, timeout=40, what="all six runs to succeed")
+    wait_for(lambda: _count("succeeded") == 6, timeout=40, what="all six runs to succeed")
     second.send_signal(signal.SIGTERM)
     assert second.wait(timeout=15) == 0
 

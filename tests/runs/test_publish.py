@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
 from datetime import UTC, datetime
 
@@ -13,6 +12,7 @@ from models.run_log import JobRunOutbox, RunLog, RunStatus, Trigger
 from publisher.amqp import AmqpPublisher, read_messages
 from publisher.queues import JOB_RUNS
 from runs.publish import drain_job_runs, publish_run
+from tests.racing import race
 
 SLOT = datetime(2024, 5, 21, 18, 0, tzinfo=UTC)
 
@@ -96,20 +96,13 @@ def test_event_runs_dedupe_on_job_key_and_debounce_window(db, catalog, frozen_cl
 
 
 def test_racing_publishers_of_one_key_make_one_run(db, catalog, settings):
-    results = []
-    barrier = threading.Barrier(8)
 
-    def publish() -> None:
-        barrier.wait()
-        results.append(
-            publish_run("heartbeat", trigger="schedule", slot=SLOT, catalog=catalog, publisher=None)
-        )
+    def publish(go):
+        go()
+        return publish_run("heartbeat", trigger="schedule", slot=SLOT, catalog=catalog, publisher=None)
 
-    threads = [threading.Thread(target=publish) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
+    results, errors = race(publish, callers=8, timeout=30)
+    assert errors == []
     assert sorted(r.status for r in results) == ["duplicate"] * 7 + ["pending"]
     assert len({r.run_id for r in results}) == 1
     assert RunLog.select().count() == 1 and JobRunOutbox.select().count() == 1
