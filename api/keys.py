@@ -19,6 +19,7 @@ from typing import Any
 
 from config.clock import utcnow
 from config.errors import ApiKeyNotFound
+from config.records import json_fields
 from models.db import database, database_errors
 
 logger = logging.getLogger(__name__)
@@ -44,14 +45,7 @@ class ApiKey:
     created_at: datetime
     revoked_at: datetime | None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "scope": self.scope.value,
-            "created_at": self.created_at.isoformat(),
-            "revoked_at": None if self.revoked_at is None else self.revoked_at.isoformat(),
-        }
+    as_dict = json_fields
 
 
 def hash_key(key: str) -> str:

@@ -19,6 +19,8 @@ from typing import Any
 
 import redis
 
+from config.records import json_fields
+
 
 def presence_key(namespace: str, queue: str) -> str:
     """The sorted set of worker processes consuming ``queue``."""
@@ -57,14 +59,7 @@ class QueueReport:
     delayed: int  # delayed or retried messages (.DQ)
     dead: int  # dead-lettered messages (.XQ)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "queue": self.queue,
-            "workers": self.workers,
-            "waiting": self.waiting,
-            "delayed": self.delayed,
-            "dead": self.dead,
-        }
+    as_dict = json_fields
 
 
 def queue_report(client: redis.Redis, namespace: str, queue: str, *, ttl_seconds: float) -> QueueReport:
@@ -95,14 +90,7 @@ class DeadMessage:
     kwargs: dict[str, Any]
     dead_at: float  # unix seconds it was dead-lettered
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "message_id": self.message_id,
-            "queue": self.queue,
-            "actor": self.actor,
-            "kwargs": self.kwargs,
-            "dead_at": self.dead_at,
-        }
+    as_dict = json_fields
 
 
 def dead_messages(client: redis.Redis, namespace: str, queue: str, *, limit: int) -> list[DeadMessage]:

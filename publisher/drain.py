@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
 
 from config.clock import utcnow
 from config.errors import BrokerConnectionError
+from config.records import json_fields
 from config.settings import BaseEnvironment
 from models.activity import ActionStatus
 from models.db import database, database_errors
@@ -51,17 +51,7 @@ class DrainReport:
         )
         return DrainReport(*counts, broker_error=self.broker_error or other.broker_error)
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "batches": self.batches,
-            "published": self.published,
-            "failed": self.failed,
-            "expired": self.expired,
-            "released": self.released,
-            "cancelled": self.cancelled,
-            "trades": self.trades,
-            "broker_error": self.broker_error,
-        }
+    as_json = json_fields
 
 
 def _skip_action(tracking_id: str, reason: str, *, now: datetime) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from config.backoff import backoff_seconds
 from config.clock import utcnow
 from config.errors import BrokerConnectionError, MissingQueueError, PublishError, PublishRefusedError
+from config.records import json_fields
 from config.settings import BaseEnvironment
 from models.activity import ActionStatus
 from models.db import database, database_errors
@@ -281,18 +282,7 @@ class PendingRow:
     last_error: str | None
     created_at: datetime
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "message_id": self.message_id,
-            "queue": self.queue,
-            "tracking_id": self.tracking_id,
-            "attempts": self.attempts,
-            "tries": self.tries,
-            "next_attempt_at": self.next_attempt_at.isoformat(),
-            "last_error": self.last_error,
-            "created_at": self.created_at.isoformat(),
-        }
+    as_json = json_fields
 
 
 @dataclass(frozen=True)
@@ -315,17 +305,7 @@ class OutboxReport:
             "dead": self.dead,
             "backlog_by_queue": self.backlog_by_queue,
             "oldest_pending": [p.as_json() for p in self.oldest_pending],
-            "dead_rows": [
-                {
-                    "id": d.id,
-                    "message_id": d.message_id,
-                    "queue": d.queue,
-                    "tracking_id": d.tracking_id,
-                    "attempts": d.attempts,
-                    "last_error": d.last_error,
-                }
-                for d in self.dead_rows
-            ],
+            "dead_rows": [json_fields(d) for d in self.dead_rows],
         }
 
 

@@ -31,6 +31,7 @@ from config.errors import (
     TradeNotFound,
     TriggerValidationError,
 )
+from config.records import json_fields
 from models.db import database, database_errors
 from models.execution_log import ExecutionStatus
 from publisher import validation as v
@@ -64,14 +65,7 @@ class TradeResult:
     message_id: str
     error: str | None = None
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status.value,
-            "queue": self.queue,
-            "claim_key": self.claim_key,
-            "message_id": self.message_id,
-            "error": self.error,
-        }
+    as_json = json_fields
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 
 from config.clock import ensure_utc, utcnow
 from config.errors import DatabaseUnavailable, TriggerConflictError, TriggerUnavailableError
+from config.records import json_fields
 from config.settings import BaseEnvironment
 from models.activity import ActionStatus
 from models.db import database, database_errors
@@ -55,13 +56,7 @@ class TriggerResult:
     published: bool = False
     held: bool = False
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status.value,
-            "tracking_id": self.tracking_id,
-            "published": self.published,
-            "held": self.held,
-        }
+    as_json = json_fields
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from config.errors import InvalidRunCommand
+from config.records import json_fields
 
 
 @dataclass(frozen=True)
@@ -25,15 +26,7 @@ class RunCommand:
         """The AMQP message id: one per run attempt, so a consumer can spot a redelivery."""
         return f"{self.run_id}:{self.attempt}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "job": self.job,
-            "attempt": self.attempt,
-            "trigger": self.trigger,
-            "dedupe_key": self.dedupe_key,
-            "parent_id": self.parent_id,
-        }
+    to_dict = json_fields
 
     @classmethod
     def from_dict(cls, data: Any) -> RunCommand:

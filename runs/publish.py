@@ -14,6 +14,7 @@ import peewee
 
 from config.clock import ensure_utc, utcnow
 from config.errors import InvalidTrigger, PublishError, RunNotFound
+from config.records import json_fields
 from models.db import database, database_errors
 from models.run_log import JobRunOutbox, RunLog, RunStatus, Trigger
 from publisher.amqp import OutgoingMessage, PublishOutcome
@@ -44,14 +45,7 @@ class PublishResult:
     dedupe_key: str
     published: bool = False  # the RunCommand reached job_runs now (else the drain sends it)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "run_id": self.run_id,
-            "job": self.job,
-            "dedupe_key": self.dedupe_key,
-            "published": self.published,
-        }
+    to_dict = json_fields
 
 
 @dataclass(frozen=True)
