@@ -10,7 +10,6 @@ size); stop latency p95 <= 250 ms.
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import statistics
@@ -22,6 +21,8 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._setup import count_options, percentile
 
 ADMIN_DB = "postgresql://postgres@127.0.0.1:5432"
 TAG = uuid.uuid4().hex[:8]
@@ -219,17 +220,13 @@ def scale(settings, barriers, n: int) -> None:
     )
 
 
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(round(p / 100 * (len(ordered) - 1)), len(ordered) - 1)]
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ticks", type=int, default=5, help="ticks timed per table size")
-    parser.add_argument("--stops", type=int, default=50, help="stops timed")
-    parser.add_argument("--listeners", type=int, default=1000, help="listeners run at once in one process")
-    args = parser.parse_args()
+    args = count_options(
+        __doc__,
+        ("--ticks", 5, "ticks timed per table size"),
+        ("--stops", 50, "stops timed"),
+        ("--listeners", 1000, "listeners run at once in one process"),
+    )
     configure_env()
 
     import actors
@@ -267,7 +264,7 @@ def main() -> int:
         lat = stop_latency(settings, barriers, args.stops)
         print(
             f"stop latency over {len(lat)} stops (poll {settings.listener_stop_poll_seconds} s): "
-            f"p50 {pct(lat, 50):.0f} ms, p95 {pct(lat, 95):.0f} ms, max {max(lat):.0f} ms "
+            f"p50 {percentile(lat, 50):.0f} ms, p95 {percentile(lat, 95):.0f} ms, max {max(lat):.0f} ms "
             "(goal: p95 <= 250 ms; stops are pushed, the poll is the fallback)"
         )
         if args.listeners:

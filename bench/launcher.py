@@ -9,11 +9,11 @@ DATABASE_URL / AMQP_URL servers; nothing else is touched.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -21,6 +21,9 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._setup import count_options
 from config.settings import load_settings
 from models.db import database, init_database
 from models.migrate import drop_database, migrate
@@ -95,11 +98,12 @@ def baseline_burst(argv: list[str], trace_dir: Path, n: int, cap: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=200, help="runs in the burst")
-    parser.add_argument("--cap", type=int, default=8, help="launcher cap")
-    parser.add_argument("--single", type=int, default=30, help="one-at-a-time runs for the latency figure")
-    args = parser.parse_args()
+    args = count_options(
+        __doc__,
+        ("--runs", 200, "runs in the burst"),
+        ("--cap", 8, "launcher cap"),
+        ("--single", 30, "one-at-a-time runs for the latency figure"),
+    )
 
     settings = load_settings()
     tag = uuid.uuid4().hex[:8]

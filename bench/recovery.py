@@ -15,7 +15,6 @@ Goal: kill to streaming again p95 <= 45 s at default settings.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._setup import ADMIN_DB, percentile
+from bench._setup import ADMIN_DB, count_options, percentile
 from cli.processes import ChildProcess, dramatiq_worker_argv
 
 TAG = uuid.uuid4().hex[:8]
@@ -130,11 +129,12 @@ def summary(name: str, values: list[float]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kills", type=int, default=20, help="kills timed on the lease path")
-    parser.add_argument("--matches", type=int, default=3, help="live matches")
-    parser.add_argument("--stale-kills", type=int, default=1, help="kills timed on the stale path (0: skip)")
-    args = parser.parse_args()
+    args = count_options(
+        __doc__,
+        ("--kills", 20, "kills timed on the lease path"),
+        ("--matches", 3, "live matches"),
+        ("--stale-kills", 1, "kills timed on the stale path (0: skip)"),
+    )
     os.environ.update(ENV)
     env = {**os.environ}
 

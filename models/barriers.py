@@ -40,6 +40,7 @@ import functools
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
@@ -211,29 +212,21 @@ class TokenLock:
                 self.release()
 
 
+@dataclass(eq=False, repr=False)
 class Barriers:
     """Owner of every kickoff key in Redis; see the module table for keys and TTLs."""
 
-    def __init__(
-        self,
-        client: redis.Redis,
-        *,
-        prefix: str,
-        url: str,
-        stale_seconds: float = 180.0,
-        active_max_age_seconds: float = 12 * 3600.0,
-        attempts_ttl_seconds: float = 12 * 3600.0,
-        attempt_cap: int = 15,
-        coordination_lock_seconds: float = 60.0,
-    ) -> None:
-        self.client = client
-        self.prefix = prefix
-        self.url = url
-        self.stale_seconds = stale_seconds
-        self.active_max_age_seconds = active_max_age_seconds
-        self.attempts_ttl_seconds = attempts_ttl_seconds
-        self.attempt_cap = attempt_cap
-        self.coordination_lock_seconds = coordination_lock_seconds
+    client: redis.Redis
+    _: KW_ONLY
+    prefix: str
+    url: str
+    stale_seconds: float = 180.0
+    active_max_age_seconds: float = 12 * 3600.0
+    attempts_ttl_seconds: float = 12 * 3600.0
+    attempt_cap: int = 15
+    coordination_lock_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
         self._scripts: dict[str, Script] = {}
 
     @classmethod

@@ -88,24 +88,19 @@ def _reason(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class AmqpPublisher:
     """A lazily connected publisher on AMQP_URL; reconnects after a broker outage.
 
     Not thread-safe: give each thread its own publisher. ``close()`` when done.
     """
 
-    def __init__(
-        self,
-        *,
-        url: str,
-        confirm_timeout: float = 10.0,
-        connect_timeout: float = 5.0,
-        heartbeat: int = 30,
-    ) -> None:
-        self.url = url
-        self.confirm_timeout = confirm_timeout
-        self.connect_timeout = connect_timeout
-        self.heartbeat = heartbeat
+    url: str
+    confirm_timeout: float = 10.0
+    connect_timeout: float = 5.0
+    heartbeat: int = 30
+
+    def __post_init__(self) -> None:
         self._connection: pika.BlockingConnection | None = None
         self._channel: Any = None
         self._checked: set[str] = set()

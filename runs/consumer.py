@@ -36,26 +36,20 @@ def _reason(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class RunConsumer:
     """Consumes ``queue`` (job_runs) with manual acks; ``poll`` hands deliveries to ``on_delivery``.
 
     pika errors become BrokerConnectionError; after one, ``poll`` reconnects on its next call.
     """
 
-    def __init__(
-        self,
-        *,
-        url: str,
-        on_delivery: Callable[[Delivery], None],
-        prefetch: int,
-        queue: str = JOB_RUNS,
-        heartbeat: int = 30,
-    ) -> None:
-        self.url = url
-        self.queue = queue
-        self.prefetch = prefetch
-        self.heartbeat = heartbeat
-        self.on_delivery = on_delivery
+    url: str
+    on_delivery: Callable[[Delivery], None]
+    prefetch: int
+    queue: str = JOB_RUNS
+    heartbeat: int = 30
+
+    def __post_init__(self) -> None:
         self._connection: pika.BlockingConnection | None = None
         self._channel: Any = None
 
