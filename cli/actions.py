@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import echo_json, parse_assignments
+from cli.common import echo_json, json_option, parse_assignments
 from cli.context import CliContext
 
 
@@ -20,7 +20,7 @@ def actions() -> None:
 
 @actions.command("show")
 @click.argument("tracking_id")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@json_option("Print one JSON object.")
 @click.pass_obj
 def show_cmd(obj: CliContext, tracking_id: str, as_json: bool) -> None:
     """The action, its delivery (outbox message, published at, attempts) and its verification."""
@@ -51,7 +51,7 @@ def show_cmd(obj: CliContext, tracking_id: str, as_json: bool) -> None:
 )
 @click.option("--detail", "details", multiple=True, metavar="KEY=VALUE", help="Result details (repeatable).")
 @click.option("--by", "reported_by", default=None, help="Who reports (the consumer's name).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@json_option("Print one JSON object.")
 @click.pass_obj
 def result_cmd(
     obj: CliContext,
@@ -78,7 +78,7 @@ def result_cmd(
 
 
 @actions.command("verify")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@json_option("Print one JSON object.")
 @click.pass_obj
 def verify_cmd(obj: CliContext, as_json: bool) -> None:
     """Run one verification now: settle every reported result; fail long-unreported actions."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import echo_json
+from cli.common import echo_json, json_option
 from cli.context import CliContext
 from config.settings import mask_url
 from publisher.amqp import publisher_from_settings
@@ -20,7 +20,7 @@ def amqp() -> None:
 @click.option(
     "--with-trade-queues", is_flag=True, help="Also declare the trade queues (else declared on publish)."
 )
-@click.option("--json", "as_json", is_flag=True, help='Print {"declared": [...], "amqp_url"}.')
+@json_option('Print {"declared": [...], "amqp_url"}.')
 @click.pass_obj
 def setup_cmd(obj: CliContext, with_trade_queues: bool, as_json: bool) -> None:
     """Declare lineup_updates, waiver_actions, draft_targets and job_runs durable (idempotent).

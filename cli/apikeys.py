@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import LIMIT_OPTION, echo_json
+from cli.common import LIMIT_OPTION, echo_json, json_option
 from cli.context import CliContext
 from cli.table import echo_table
 
@@ -26,7 +26,7 @@ def apikeys() -> None:
 @apikeys.command("create")
 @click.option("--name", required=True, help="Who or what uses the key (shown by list).")
 @click.option("--scope", type=click.Choice(SCOPES), required=True, help="What the key may call.")
-@click.option("--json", "as_json", is_flag=True, help='Print {"id": ..., "key": ...}.')
+@json_option('Print {"id": ..., "key": ...}.')
 @click.pass_obj
 def create_cmd(obj: CliContext, name: str, scope: str, as_json: bool) -> None:
     """Create a key and print it once (it cannot be shown again)."""
@@ -46,9 +46,7 @@ def create_cmd(obj: CliContext, name: str, scope: str, as_json: bool) -> None:
 
 @apikeys.command("list")
 @LIMIT_OPTION
-@click.option(
-    "--json", "as_json", is_flag=True, help='Print {"count", "keys": [{"id", "name", "scope", ...}]}.'
-)
+@json_option('Print {"count", "keys": [{"id", "name", "scope", ...}]}.')
 @click.pass_obj
 def list_cmd(obj: CliContext, limit: int, as_json: bool) -> None:
     """List keys (a table of id, scope, name, created, revoked); never the keys themselves."""
@@ -77,9 +75,7 @@ def list_cmd(obj: CliContext, limit: int, as_json: bool) -> None:
 
 @apikeys.command("revoke")
 @click.argument("key_id")
-@click.option(
-    "--json", "as_json", is_flag=True, help='Print the key: {"id", "name", "scope", "revoked_at", ...}.'
-)
+@json_option('Print the key: {"id", "name", "scope", "revoked_at", ...}.')
 @click.pass_obj
 def revoke_cmd(obj: CliContext, key_id: str, as_json: bool) -> None:
     """Revoke key KEY_ID at once (exit 2 if unknown); its row stays for the record."""

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from cli.common import echo_json
+from cli.common import echo_json, json_option
 from cli.context import CliContext
 from config.errors import KickoffError
 from config.settings import mask_url
@@ -168,9 +168,7 @@ def full_checks(obj: CliContext) -> list[Check]:
     is_flag=True,
     help="Only check that each service answers (as a deploy does first).",
 )
-@click.option(
-    "--json", "as_json", is_flag=True, help='Print {"ok": bool, "checks": [{"name", "status", "detail"}]}.'
-)
+@json_option('Print {"ok": bool, "checks": [{"name", "status", "detail"}]}.')
 @click.pass_obj
 def check(obj: CliContext, services_only: bool, as_json: bool) -> None:
     """Tell what is wrong: one line per check, "ok", "warn" or "FAIL" first; exit 1 on any FAIL.

@@ -42,6 +42,11 @@ def count_option(*names: str, default: int | None, minimum: int = 1, help: str) 
     )
 
 
+def json_option(help: str) -> Callable[[F], F]:
+    """``--json``: print one JSON object instead of text (``as_json``); ``help`` names what it holds."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
 #: ``--limit N`` of every listing (the newest/first N rows; 0 is refused).
 LIMIT_OPTION = count_option("--limit", default=100, help="Show at most this many rows.")
 

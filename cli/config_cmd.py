@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import echo_json
+from cli.common import echo_json, json_option
 from cli.context import CliContext
 from cli.table import echo_table
 from config.settings import env_example
@@ -16,7 +16,7 @@ def config_group() -> None:
 
 
 @config_group.command("show")
-@click.option("--json", "as_json", is_flag=True, help="Print one object: setting name -> effective value.")
+@json_option("Print one object: setting name -> effective value.")
 @click.pass_obj
 def show(obj: CliContext, as_json: bool) -> None:
     """Print every setting with its effective value; the API key shows as ***."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import echo_json
+from cli.common import echo_json, json_option
 from cli.context import CliContext
 from cli.table import echo_table
 from models.migrate import migrate as apply_migrations
@@ -17,9 +17,7 @@ def db() -> None:
 
 
 @db.command()
-@click.option(
-    "--json", "as_json", is_flag=True, help='Print {"database", "created_database", "applied": [...]}.'
-)
+@json_option('Print {"database", "created_database", "applied": [...]}.')
 @click.pass_obj
 def migrate(obj: CliContext, as_json: bool) -> None:
     """Create the database if missing and apply pending migrations.
@@ -46,9 +44,7 @@ def migrate(obj: CliContext, as_json: bool) -> None:
 
 
 @db.command("status")
-@click.option(
-    "--json", "as_json", is_flag=True, help='Print {"database", "applied": [...], "pending": [...]}.'
-)
+@json_option('Print {"database", "applied": [...], "pending": [...]}.')
 @click.pass_obj
 def status(obj: CliContext, as_json: bool) -> None:
     """Show applied and pending migrations: one line per migration; exit 1 when any is pending."""

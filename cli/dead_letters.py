@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import click
 
-from cli.common import LIMIT_OPTION, echo_json
+from cli.common import LIMIT_OPTION, echo_json, json_option
 from cli.context import CliContext
 from cli.table import echo_table
 
@@ -30,7 +30,7 @@ def dead_letters() -> None:
 @dead_letters.command("list")
 @click.option("--queue", type=QUEUE_CHOICE, default=None, help="Only this queue.")
 @LIMIT_OPTION
-@click.option("--json", "as_json", is_flag=True, help='Print {"count", "messages": [{"message_id", ...}]}.')
+@json_option('Print {"count", "messages": [{"message_id", ...}]}.')
 def list_cmd(queue: str | None, limit: int, as_json: bool) -> None:
     """List dead letters, newest first: message id, queue, actor, when, kwargs."""
     from actors.dead_letters import list_dead
@@ -57,9 +57,7 @@ def list_cmd(queue: str | None, limit: int, as_json: bool) -> None:
 
 @dead_letters.command("retry")
 @click.argument("message_ids", nargs=-1, required=True, metavar="MESSAGE_ID...")
-@click.option(
-    "--json", "as_json", is_flag=True, help='Print {"retried": [{"message_id", "new_message_id", ...}]}.'
-)
+@json_option('Print {"retried": [{"message_id", "new_message_id", ...}]}.')
 @click.pass_obj
 def retry_cmd(obj: CliContext, message_ids: tuple[str, ...], as_json: bool) -> None:
     """Send each dead letter again as a new message and drop it; prints the new message ids.
@@ -82,7 +80,7 @@ def retry_cmd(obj: CliContext, message_ids: tuple[str, ...], as_json: bool) -> N
 @click.argument("message_ids", nargs=-1, metavar="[MESSAGE_ID...]")
 @click.option("--all", "purge_all", is_flag=True, help="Every dead letter (of --queue, or of every queue).")
 @click.option("--queue", type=QUEUE_CHOICE, default=None, help="With --all: only this queue.")
-@click.option("--json", "as_json", is_flag=True, help='Print {"purged": N}.')
+@json_option('Print {"purged": N}.')
 def purge_cmd(message_ids: tuple[str, ...], purge_all: bool, queue: str | None, as_json: bool) -> None:
     """Delete the given dead letters, or --all; prints how many were deleted."""
     from actors.dead_letters import purge_dead

@@ -24,6 +24,7 @@ from typing import Any
 
 import click
 
+from cli.common import json_option
 from cli.context import CliContext
 from cli.processes import ChildProcess, dramatiq_worker_argv, stop_all
 from cli.table import render_table
@@ -107,9 +108,7 @@ def _bin(name: str) -> str:
 
 
 @click.command("demo")
-@click.option(
-    "--json", "as_json", is_flag=True, help="Print only the summary, as one JSON object (board on stderr)."
-)
+@json_option("Print only the summary, as one JSON object (board on stderr).")
 @click.option(
     "--timeout", type=float, default=240.0, show_default=True, help="Give up after this many seconds."
 )

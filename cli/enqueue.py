@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from cli.common import MATCH_ID, echo_json, parse_assignments
+from cli.common import MATCH_ID, echo_json, json_option, parse_assignments
 from cli.context import CliContext
 from config.errors import NotFound
 
@@ -30,9 +30,7 @@ def check_actor_kwargs(actor_name: str, fn: Callable[..., Any], kwargs: dict[str
     metavar="KEY=VALUE",
     help='Keyword argument of the actor (JSON values: true, 30, null, "text"); repeatable.',
 )
-@click.option(
-    "--json", "as_json", is_flag=True, help='Print {"actor", "queue", "message_id", "kwargs", "detail"}.'
-)
+@json_option('Print {"actor", "queue", "message_id", "kwargs", "detail"}.')
 @click.pass_obj
 def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: bool) -> None:
     """Send one message to ACTOR (e.g. dispatch_upcoming_match_listeners, start_match_listener).

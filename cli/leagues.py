@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import LIMIT_OPTION, echo_json
+from cli.common import LIMIT_OPTION, echo_json, json_option
 from cli.context import CliContext
 from cli.table import echo_table
 
@@ -25,7 +25,7 @@ def _league_dict(league: object) -> dict[str, object]:
 @leagues.command("add")
 @click.argument("name")
 @click.option("--disabled", is_flag=True, help="Create the league disabled (no dispatch).")
-@click.option("--json", "as_json", is_flag=True, help='Print {"id", "name", "enabled"}.')
+@json_option('Print {"id", "name", "enabled"}.')
 @click.pass_obj
 def add(obj: CliContext, name: str, disabled: bool, as_json: bool) -> None:
     """Add league NAME (the feed's league segment, e.g. nfl); prints what was added."""
@@ -45,7 +45,7 @@ def add(obj: CliContext, name: str, disabled: bool, as_json: bool) -> None:
 
 @leagues.command("list")
 @LIMIT_OPTION
-@click.option("--json", "as_json", is_flag=True, help='Print {"leagues": [{"id", "name", "enabled"}]}.')
+@json_option('Print {"leagues": [{"id", "name", "enabled"}]}.')
 @click.pass_obj
 def list_(obj: CliContext, limit: int, as_json: bool) -> None:
     """List leagues by name: a table of name and enabled/disabled."""
@@ -79,7 +79,7 @@ def _set_enabled(obj: CliContext, name: str, enabled: bool, as_json: bool) -> No
 
 @leagues.command("enable")
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True, help='Print {"id", "name", "enabled", "was_enabled"}.')
+@json_option('Print {"id", "name", "enabled", "was_enabled"}.')
 @click.pass_obj
 def enable(obj: CliContext, name: str, as_json: bool) -> None:
     """Enable league NAME: its matches are dispatched again; prints the new and old state."""
@@ -88,7 +88,7 @@ def enable(obj: CliContext, name: str, as_json: bool) -> None:
 
 @leagues.command("disable")
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True, help='Print {"id", "name", "enabled", "was_enabled"}.')
+@json_option('Print {"id", "name", "enabled", "was_enabled"}.')
 @click.pass_obj
 def disable(obj: CliContext, name: str, as_json: bool) -> None:
     """Disable league NAME: no new listener starts (running ones go on); prints the new and old state."""

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from cli.common import echo_json
+from cli.common import echo_json, json_option
 from cli.context import CliContext
 
 
@@ -18,7 +18,7 @@ from cli.context import CliContext
     default=False,
     help="Run the processing pipeline (questions) too; by default events are only recorded.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON object.")
+@json_option("Print the outcome as one JSON object.")
 @click.pass_obj
 def listen_command(obj: CliContext, sr_id: str, league: str | None, process: bool, as_json: bool) -> None:
     """Follow the push stream of match SR_ID (the Sportradar id) until it ends; exit with its code.

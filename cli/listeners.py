@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from cli.common import LIMIT_OPTION, MATCH_ID, count_option, echo_json, parse_assignments
+from cli.common import LIMIT_OPTION, MATCH_ID, count_option, echo_json, json_option, parse_assignments
 from cli.context import CliContext
 
 
@@ -44,12 +44,8 @@ def listeners() -> None:
 )
 @click.option("--test", "test_only", is_flag=True, help="Test clones only (as develop's scheduler).")
 @click.option("--live", "live_only", is_flag=True, help="Live matches only (not with --test).")
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help='Print {"locked", "eligible", "enqueued", "skipped", "exhausted", "abandoned", "failed",'
-    ' "match_ids"}.',
+@json_option(
+    'Print {"locked", "eligible", "enqueued", "skipped", "exhausted", "abandoned", "failed", "match_ids"}.'
 )
 @click.pass_obj
 def dispatch_cmd(
@@ -102,9 +98,7 @@ def dispatch_cmd(
     metavar="KEY=VALUE",
     help="Listener setting for this start only (strongest layer); repeatable.",
 )
-@click.option(
-    "--json", "as_json", is_flag=True, help='Print {"match_id", "enqueued", "message_id", "force", "detail"}.'
-)
+@json_option('Print {"match_id", "enqueued", "message_id", "force", "detail"}.')
 @click.pass_obj
 def start_cmd(obj: CliContext, match_id: str, force: bool, overrides: tuple[str, ...], as_json: bool) -> None:
     """Enqueue a start of MATCH_ID's listener on the match_listeners queue; prints the message id.
@@ -138,11 +132,8 @@ def start_cmd(obj: CliContext, match_id: str, force: bool, overrides: tuple[str,
 
 @listeners.command("stop")
 @click.argument("match_id", type=MATCH_ID)
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help='Print {"match_id", "rows_closed", "revoked_message_id", "locks_released", "auto_dispatch_was"}.',
+@json_option(
+    'Print {"match_id", "rows_closed", "revoked_message_id", "locks_released", "auto_dispatch_was"}.'
 )
 @click.pass_obj
 def stop_cmd(obj: CliContext, match_id: str, as_json: bool) -> None:
@@ -171,12 +162,7 @@ def stop_cmd(obj: CliContext, match_id: str, as_json: bool) -> None:
         " healthy or not: a last resort, never needed after a deploy."
     ),
 )
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help='Print {"locked", "abandoned", "matches", "barriers_cleared", "pending_reclaimed"}.',
-)
+@json_option('Print {"locked", "abandoned", "matches", "barriers_cleared", "pending_reclaimed"}.')
 @click.pass_obj
 def sweep_cmd(obj: CliContext, heartbeat_stale_seconds: float | None, as_json: bool) -> None:
     """Close dead listeners' rows as Abandoned (14) and clear their barriers.
@@ -217,9 +203,7 @@ def sweep_cmd(obj: CliContext, heartbeat_stale_seconds: float | None, as_json: b
     help="Redraw the board every SECONDS (default 2) until Ctrl-C.",
 )
 @LIMIT_OPTION
-@click.option(
-    "--json", "as_json", is_flag=True, help='Print one JSON object: {"at", "count", "matches": [...]}.'
-)
+@json_option('Print one JSON object: {"at", "count", "matches": [...]}.')
 @click.pass_obj
 def status_cmd(
     obj: CliContext,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import LIMIT_OPTION, MATCH_ID, count_option, echo_json, parse_assignments
+from cli.common import LIMIT_OPTION, MATCH_ID, count_option, echo_json, json_option, parse_assignments
 from cli.context import CliContext
 from cli.table import echo_table, render_table
 from config.errors import KickoffError
@@ -31,7 +31,7 @@ def matches() -> None:
     metavar="KEY=VALUE",
     help="Per-match listener setting (Match.listener_start_settings); repeatable.",
 )
-@click.option("--json", "as_json", is_flag=True, help='Print {"id": ...}.')
+@json_option('Print {"id": ...}.')
 @click.pass_obj
 def add(
     obj: CliContext,
@@ -83,7 +83,7 @@ def add(
 
 @matches.command("list")
 @LIMIT_OPTION
-@click.option("--json", "as_json", is_flag=True, help='Print {"matches": [{"id", "sr_id", "badge", ...}]}.')
+@json_option('Print {"matches": [{"id", "sr_id", "badge", ...}]}.')
 @click.pass_obj
 def list_(obj: CliContext, limit: int, as_json: bool) -> None:
     """List matches by start time, each with its listener badge (as `kickoff listeners status`).
@@ -141,12 +141,7 @@ def list_(obj: CliContext, limit: int, as_json: bool) -> None:
 @matches.command("show")
 @click.argument("match_id", type=MATCH_ID)
 @count_option("--runs", "runs_limit", default=20, help="Newest runs shown.")
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help='Print {"id", "sr_id", ..., "settings", "runs": [...], "barriers"}.',
-)
+@json_option('Print {"id", "sr_id", ..., "settings", "runs": [...], "barriers"}.')
 @click.pass_obj
 def show(obj: CliContext, match_id: str, runs_limit: int, as_json: bool) -> None:
     """Show MATCH_ID: its fields, per-match listener settings, newest runs and Redis barriers."""
@@ -188,7 +183,7 @@ def show(obj: CliContext, match_id: str, runs_limit: int, as_json: bool) -> None
     "--setting", "set_", multiple=True, metavar="KEY=VALUE", help="Set a per-match listener setting."
 )
 @click.option("--unset", "unset", multiple=True, metavar="KEY", help="Remove a per-match listener setting.")
-@click.option("--json", "as_json", is_flag=True, help='Print {"match_id", "changed": {...}}.')
+@json_option('Print {"match_id", "changed": {...}}.')
 @click.pass_obj
 def edit(
     obj: CliContext,
@@ -233,7 +228,7 @@ def edit(
 @matches.command("set-dispatch")
 @click.argument("match_id", type=MATCH_ID)
 @click.argument("state", type=click.Choice(["on", "off"]))
-@click.option("--json", "as_json", is_flag=True, help='Print {"match_id", "auto_dispatch", "was"}.')
+@json_option('Print {"match_id", "auto_dispatch", "was"}.')
 @click.pass_obj
 def set_dispatch(obj: CliContext, match_id: str, state: str, as_json: bool) -> None:
     """Turn auto-dispatch of MATCH_ID on or off (on also clears a leftover stop flag)."""

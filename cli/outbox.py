@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import count_option, echo_json
+from cli.common import count_option, echo_json, json_option
 from cli.context import CliContext
 from config.clock import utcnow
 from publisher.amqp import publisher_from_settings
@@ -34,12 +34,7 @@ def outbox() -> None:
     help="Drains side by side, each with its own connections (default OUTBOX_DRAIN_WORKERS).",
 )
 @click.option("--now", "now", is_flag=True, help="Ignore backoff: try every pending row now.")
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help='Print {"batches", "published", "failed", "expired", "released", "cancelled", "trades", ...}.',
-)
+@json_option('Print {"batches", "published", "failed", "expired", "released", "cancelled", "trades", ...}.')
 @click.pass_obj
 def drain_cmd(
     obj: CliContext, max_seconds: float | None, workers: int | None, now: bool, as_json: bool
@@ -81,12 +76,8 @@ def drain_cmd(
 
 
 @outbox.command("status")
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help='Print {"backlog", "held", "dead", "backlog_by_queue", "oldest_pending": [...],'
-    ' "dead_rows": [...]}.',
+@json_option(
+    'Print {"backlog", "held", "dead", "backlog_by_queue", "oldest_pending": [...], "dead_rows": [...]}.'
 )
 @count_option(
     "--pending", "pending_limit", default=10, minimum=0, help="How many of the oldest pending rows to list."
@@ -119,7 +110,7 @@ def status_cmd(obj: CliContext, as_json: bool, pending_limit: int) -> None:
 
 
 @outbox.command("retry-dead")
-@click.option("--json", "as_json", is_flag=True, help='Print {"rows": .., "actions": .., "superseded": ..}.')
+@json_option('Print {"rows": .., "actions": .., "superseded": ..}.')
 @click.pass_obj
 def retry_dead_cmd(obj: CliContext, as_json: bool) -> None:
     """Make every dead row pending again with a fresh attempt budget (after fixing the cause).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import echo_json
+from cli.common import echo_json, json_option
 from cli.context import CliContext
 from cli.table import echo_table
 
@@ -28,7 +28,7 @@ def players() -> None:
     metavar="URL_OR_FILE",
     help="The players map: an http(s) URL or a file (default PLAYERS_SOURCE).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@json_option("Print one JSON object.")
 @click.pass_obj
 def sync_cmd(obj: CliContext, source: str | None, as_json: bool) -> None:
     """Sync once: alert rostered players' injury changes, then save the map.
@@ -72,7 +72,7 @@ def roster_add(obj: CliContext, league_id: str, sleeper_ids: tuple[str, ...]) ->
 
 @roster_group.command("list")
 @click.option("--league", "league_id", default=None, help="Only this league.")
-@click.option("--json", "as_json", is_flag=True, help='Print one JSON object: {"players": [...]}.')
+@json_option('Print one JSON object: {"players": [...]}.')
 @click.pass_obj
 def roster_list(obj: CliContext, league_id: str | None, as_json: bool) -> None:
     """The rostered players with their last synced name, team and injury status."""

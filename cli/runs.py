@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cli.answers import EXIT_CODES_HELP, publisher_answers
-from cli.common import LIMIT_OPTION, count_option, echo_json, parse_assignments
+from cli.common import LIMIT_OPTION, count_option, echo_json, json_option, parse_assignments
 from cli.context import CliContext
 from cli.table import echo_table
 from models.run_log import RunStatus, Trigger
@@ -41,9 +41,7 @@ def runs() -> None:
     show_default=True,
     help="Who asks; each run gets a fresh dedupe key (its run id).",
 )
-@click.option(
-    "--json", "as_json", is_flag=True, help='Print {"status": ..., "run_id": ..., "published": ..., ...}.'
-)
+@json_option('Print {"status": ..., "run_id": ..., "published": ..., ...}.')
 @click.pass_obj
 @publisher_answers
 def publish(obj: CliContext, job: str, params: tuple[str, ...], trigger: str, as_json: bool) -> None:
@@ -75,7 +73,7 @@ def publish(obj: CliContext, job: str, params: tuple[str, ...], trigger: str, as
     "--status", type=click.Choice([s.value for s in RunStatus]), default=None, help="Only this status."
 )
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="Newest N runs.")
-@click.option("--json", "as_json", is_flag=True, help='Print {"count", "runs": [{"run_id", "job", ...}]}.')
+@json_option('Print {"count", "runs": [{"run_id", "job", ...}]}.')
 @click.pass_obj
 def list_runs(obj: CliContext, job: str | None, status: str | None, limit: int, as_json: bool) -> None:
     """List recent runs, newest first: a table of run id, job, trigger, status, attempt, exit code."""
@@ -106,7 +104,7 @@ def list_runs(obj: CliContext, job: str | None, status: str | None, limit: int, 
 
 @runs.command()
 @click.argument("run_id")
-@click.option("--json", "as_json", is_flag=True, help='Print the run: {"run_id", "job", "status", ...}.')
+@json_option('Print the run: {"run_id", "job", "status", ...}.')
 @click.pass_obj
 def show(obj: CliContext, run_id: str, as_json: bool) -> None:
     """Show one run: trigger, dedupe key, attempts, times, exit code, log file. Exit 2 if unknown."""
@@ -125,7 +123,7 @@ def show(obj: CliContext, run_id: str, as_json: bool) -> None:
 @click.option(
     "--batch", type=click.IntRange(1, 10_000), default=None, help="Rows per call (JOB_RUN_DRAIN_BATCH)."
 )
-@click.option("--json", "as_json", is_flag=True, help='Print {"published", "stale", "failed"}.')
+@json_option('Print {"published", "stale", "failed"}.')
 @click.pass_obj
 def drain(obj: CliContext, batch: int | None, as_json: bool) -> None:
     """Publish run outbox rows whose first publish failed (the launcher also does this)."""
@@ -143,7 +141,7 @@ def drain(obj: CliContext, batch: int | None, as_json: bool) -> None:
 
 @runs.command()
 @LIMIT_OPTION
-@click.option("--json", "as_json", is_flag=True, help='Print {"count", "jobs": [{"job", "overlap", ...}]}.')
+@json_option('Print {"count", "jobs": [{"job", "overlap", ...}]}.')
 @click.pass_obj
 def catalog(obj: CliContext, limit: int, as_json: bool) -> None:
     """Validate the job catalog (JOB_CATALOG_PATH) and list its jobs and policies (a table)."""
@@ -176,7 +174,7 @@ def catalog(obj: CliContext, limit: int, as_json: bool) -> None:
 
 @runs.command(epilog=EXIT_CODES_HELP)
 @click.argument("run_id")
-@click.option("--json", "as_json", is_flag=True, help='Print {"run_id", "status", "reason"}.')
+@json_option('Print {"run_id", "status", "reason"}.')
 @click.pass_obj
 @publisher_answers
 def cancel(obj: CliContext, run_id: str, as_json: bool) -> None:
@@ -196,9 +194,7 @@ def cancel(obj: CliContext, run_id: str, as_json: bool) -> None:
 
 @runs.command(epilog=EXIT_CODES_HELP)
 @click.argument("run_id")
-@click.option(
-    "--json", "as_json", is_flag=True, help='Print {"run_id", "job", "attempt", "status", "published"}.'
-)
+@json_option('Print {"run_id", "job", "attempt", "status", "published"}.')
 @click.pass_obj
 @publisher_answers
 def retry(obj: CliContext, run_id: str, as_json: bool) -> None:
@@ -223,9 +219,7 @@ def retry(obj: CliContext, run_id: str, as_json: bool) -> None:
 @runs.command()
 @click.argument("run_id")
 @count_option("--lines", "-n", default=100, help="Last N lines.")
-@click.option(
-    "--json", "as_json", is_flag=True, help='Print {"run_id", "attempt", "log_path", "lines": [...]}.'
-)
+@json_option('Print {"run_id", "attempt", "log_path", "lines": [...]}.')
 @click.pass_obj
 def logs(obj: CliContext, run_id: str, lines: int, as_json: bool) -> None:
     """Print the last lines of the run's current attempt's log (DATA_DIR/runs/<job>/...)."""

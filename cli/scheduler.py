@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import click
 
-from cli.common import echo_json
+from cli.common import echo_json, json_option
 from cli.context import CliContext
 from cli.table import echo_table
 
 
 @click.command("scheduler")
 @click.option("--print", "print_only", is_flag=True, help="Print the entries for APP_ENV and exit.")
-@click.option("--json", "as_json", is_flag=True, help="With --print: one JSON object.")
+@json_option("With --print: one JSON object.")
 @click.pass_obj
 def scheduler_command(obj: CliContext, print_only: bool, as_json: bool) -> None:
     """Send the periodic actors of APP_ENV on their cron slots (runs until killed).

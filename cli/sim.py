@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from cli.common import echo_json
+from cli.common import echo_json, json_option
 from cli.context import CliContext
 
 
@@ -169,7 +169,7 @@ def serve(
         " listener_force_exit_code=11; checked against the listener settings; repeatable."
     ),
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@json_option("Print the result as one JSON object.")
 @click.pass_obj
 def clone(
     obj: CliContext,

@@ -6,7 +6,7 @@ import getpass
 
 import click
 
-from cli.common import LIMIT_OPTION, echo_json
+from cli.common import LIMIT_OPTION, echo_json, json_option
 from cli.context import CliContext
 from cli.table import echo_table
 from publisher.amqp import publisher_from_settings
@@ -30,9 +30,7 @@ def trades() -> None:
     "--stale-seconds", type=float, default=60.0, help="Also list claims stuck this long in `claimed`."
 )
 @LIMIT_OPTION
-@click.option(
-    "--json", "as_json", is_flag=True, help='Print {"count", "claims": [{"queue", "claim_key", ...}]}.'
-)
+@json_option('Print {"count", "claims": [{"queue", "claim_key", ...}]}.')
 @click.pass_obj
 def uncertain_cmd(obj: CliContext, stale_seconds: float, limit: int, as_json: bool) -> None:
     """List claims needing manual reconciliation.

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from cli.answers import EXIT_CODES_HELP, publisher_answers
-from cli.common import echo_json
+from cli.common import echo_json, json_option
 from cli.context import CliContext
 from config.clock import parse_iso8601
 from models.activity import ActionStatus
@@ -127,12 +127,7 @@ key_options = [
     ),
     click.option("--no-key", is_flag=True, help="Send no key: the request always publishes (manual moves)."),
     click.option("--traceparent", default=None, help="W3C traceparent to put in the body and AMQP headers."),
-    click.option(
-        "--json",
-        "as_json",
-        is_flag=True,
-        help='Print {"status": ..., "tracking_id": ..., "published": ..., "held": ...}.',
-    ),
+    json_option('Print {"status": ..., "tracking_id": ..., "published": ..., "held": ...}.'),
     api_option,
 ]
 
@@ -302,7 +297,7 @@ def draft_cmd(
     '"ruled_out", "confidence": 0.9}; repeatable. Kinds: ruled_out, season_ending, breakout.',
 )
 @click.option("--traceparent", default=None, help="W3C traceparent for the resulting messages.")
-@click.option("--json", "as_json", is_flag=True, help='Print {"outcomes": [one object per signal]}.')
+@json_option('Print {"outcomes": [one object per signal]}.')
 @api_option
 @click.pass_obj
 @publisher_answers
@@ -359,7 +354,7 @@ def _print_outcome(data: dict[str, Any]) -> None:
 
 @trigger.command("show")
 @click.argument("tracking_id")
-@click.option("--json", "as_json", is_flag=True, help='Print the action: {"tracking_id", "status", ...}.')
+@json_option('Print the action: {"tracking_id", "status", ...}.')
 @click.pass_obj
 def show_cmd(obj: CliContext, tracking_id: str, as_json: bool) -> None:
     """Show an action's status, key, chain and run by tracking id (exit 2 if unknown)."""
@@ -380,7 +375,7 @@ def show_cmd(obj: CliContext, tracking_id: str, as_json: bool) -> None:
 @click.argument("tracking_id")
 @click.argument("status", type=click.Choice(sorted(s.value for s in RESULT_STATUSES)))
 @click.option("--error", default=None, help="Failure text to record.")
-@click.option("--json", "as_json", is_flag=True, help='Print {"tracking_id", "status"}.')
+@json_option('Print {"tracking_id", "status"}.')
 @click.pass_obj
 @publisher_answers
 def result_cmd(obj: CliContext, tracking_id: str, status: str, error: str | None, as_json: bool) -> None:
