@@ -174,24 +174,16 @@ class MatchListener:
             self._close_quietly(pipeline)
         if self._stop.is_set() or ctx.stop_requested.is_set():
             code, self.exit_reason = ExitCode.STOPPED, "stop requested"
+        counts = (self.stats.events, self.stats.heartbeats, self.stats.skipped, self.stats.reconnects)
         logger.info(
             "match %s listener exit %d (%s): %d events, %d heartbeats, %d skipped, %d reconnects",
             ctx.match_id,
             code,
             self.exit_reason,
-            self.stats.events,
-            self.stats.heartbeats,
-            self.stats.skipped,
-            self.stats.reconnects,
+            *counts,
         )
         log.write(
-            "exit %d (%s) events=%d heartbeats=%d skipped=%d reconnects=%d",
-            code,
-            self.exit_reason,
-            self.stats.events,
-            self.stats.heartbeats,
-            self.stats.skipped,
-            self.stats.reconnects,
+            "exit %d (%s) events=%d heartbeats=%d skipped=%d reconnects=%d", code, self.exit_reason, *counts
         )
         return int(code)
 

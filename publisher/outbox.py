@@ -297,16 +297,7 @@ class OutboxReport:
     backlog_by_queue: dict[str, int]
     oldest_pending: tuple[PendingRow, ...] = ()
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "backlog": self.backlog,
-            "held": self.held,
-            "oldest_pending_age_seconds": self.oldest_pending_age_seconds,
-            "dead": self.dead,
-            "backlog_by_queue": self.backlog_by_queue,
-            "oldest_pending": [p.as_json() for p in self.oldest_pending],
-            "dead_rows": [json_fields(d) for d in self.dead_rows],
-        }
+    as_json = json_fields
 
 
 def outbox_report(

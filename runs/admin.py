@@ -9,6 +9,7 @@ from pathlib import Path
 
 from config.clock import utcnow
 from config.errors import RunError, TriggerConflictError
+from config.records import json_fields
 from models.db import database, database_errors
 from models.run_log import RunLog, RunStatus, SkipReason
 from runs.publish import CommandPublisher, enqueue_retry, get_run, send_outbox_rows
@@ -50,13 +51,7 @@ class RetryAnswer:
     published: bool
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "run_id": self.run_id,
-            "job": self.job,
-            "attempt": self.attempt,
-            "status": "queued" if self.published else "pending",
-            "published": self.published,
-        }
+        return {**json_fields(self), "status": "queued" if self.published else "pending"}
 
 
 def retry_run(run_id: str, *, publisher: CommandPublisher | None) -> RetryAnswer:
