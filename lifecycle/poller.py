@@ -11,6 +11,27 @@ logger = logging.getLogger(__name__)
 R = TypeVar("R")
 
 
+class LockedSet(Generic[R]):
+    """A set that several threads add to and remove from; readers take a copy under its lock."""
+
+    def __init__(self) -> None:
+        self._items: set[R] = set()
+        self._mu = threading.Lock()
+
+    def add(self, item: R) -> None:
+        with self._mu:
+            self._items.add(item)
+
+    def discard(self, item: R) -> None:
+        with self._mu:
+            self._items.discard(item)
+
+    def snapshot(self) -> list[R]:
+        """The members now (a copy: callers iterate without holding the lock)."""
+        with self._mu:
+            return list(self._items)
+
+
 class RegistryPoller(Generic[R]):
     """Registrations plus one thread that calls ``step`` every ``period_seconds()`` until stopped.
 
@@ -22,7 +43,7 @@ class RegistryPoller(Generic[R]):
     def __init__(self, *, thread_name: str, step_name: str) -> None:
         self._thread_name = thread_name
         self._step_name = step_name  # in the log line of a failed step: "<step_name> failed"
-        self._regs: set[R] = set()
+        self._regs: LockedSet[R] = LockedSet()
         self._mu = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -37,18 +58,15 @@ class RegistryPoller(Generic[R]):
     # -- registration ----------------------------------------------------------------
 
     def register(self, reg: R) -> None:
-        with self._mu:
-            self._regs.add(reg)
+        self._regs.add(reg)
         self.start()
 
     def unregister(self, reg: R) -> None:
-        with self._mu:
-            self._regs.discard(reg)
+        self._regs.discard(reg)
 
     def snapshot(self) -> list[R]:
         """The registrations now (a copy: the step runs without holding the lock)."""
-        with self._mu:
-            return list(self._regs)
+        return self._regs.snapshot()
 
     # -- the thread ------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from config.errors import ConfigurationError, KickoffError
 from config.settings import MatchListenerEnvironment
 from lifecycle.heartbeat import HeartbeatService
 from lifecycle.lease import LEASE_EXPIRED, LeaseKeeper, WorkerLease
+from lifecycle.poller import LockedSet
 from lifecycle.stop_watch import StopWatcher
 from listener.body import ListenerBody, ListenerContext
 from listener.db_gate import db_gate
@@ -175,8 +176,7 @@ class ListenerServices:
         self.lease_keeper = LeaseKeeper(lease=self.lease, step=self.keep_lease)
         self.reap = reap
         self.redispatch = redispatch
-        self._runs: set[RunHandle] = set()
-        self._mu = threading.Lock()
+        self._runs: LockedSet[RunHandle] = LockedSet()
         self.shutting_down = False
         self._db_slots = db_gate(settings.listener_db_concurrency)
 
@@ -258,16 +258,13 @@ class ListenerServices:
             logger.exception("match %s: restarting it elsewhere failed (the next dispatch will)", match_id)
 
     def add(self, handle: RunHandle) -> None:
-        with self._mu:
-            self._runs.add(handle)
+        self._runs.add(handle)
 
     def remove(self, handle: RunHandle) -> None:
-        with self._mu:
-            self._runs.discard(handle)
+        self._runs.discard(handle)
 
     def running(self) -> list[RunHandle]:
-        with self._mu:
-            return list(self._runs)
+        return self._runs.snapshot()
 
     def stop(self, handle: RunHandle, cause: StopCause) -> bool:
         return handle.request_stop(cause, grace_seconds=self.stop_grace_seconds)
