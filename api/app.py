@@ -20,6 +20,7 @@ from api.middleware import RequestLayer
 from api.routes import actions, health, listeners, runs, trades, triggers
 from config.errors import KickoffError
 from config.settings import MatchListenerEnvironment, load_listener_settings
+from console.app import install_console
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +100,7 @@ def create_app(settings: MatchListenerEnvironment | None = None) -> FastAPI:
     app.state.metrics = ApiMetrics(ctx)
     for module in (health, triggers, trades, actions, runs, listeners):
         app.include_router(module.router)
+    install_console(app)
     _install_error_handlers(app)
     app.add_middleware(
         RequestLayer, max_body_bytes=ctx.settings.api_max_body_bytes, metrics=app.state.metrics

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections import deque
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from config.clock import utcnow
 from config.errors import KickoffError
 from config.settings import MatchListenerEnvironment
+from listener.archive import TextLog, archive_path, read_events, shortcode_for
 from listener.board import listener_board
 from listener.start import load_match, validate_listener_settings
 from models.barriers import Barriers
@@ -19,6 +22,31 @@ from models.status import normalise
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
+
+
+def match_archive(match: Match, *, data_dir: Path) -> Path:
+    """Where the match's listener archive is (it may not exist yet)."""
+    return archive_path(data_dir, match.league.name, shortcode_for(match.sr_id))
+
+
+def _archived_events(path: Path) -> int | None:
+    """How many events the archive holds (None: no archive yet)."""
+    try:
+        return len(read_events(path))
+    except FileNotFoundError:
+        return None
+
+
+def run_log_tail(
+    match_id: str, record_id: str, *, settings: MatchListenerEnvironment, lines: int = 50
+) -> tuple[Path | None, list[str]]:
+    """The log file of run ``record_id`` of the match and its last ``lines`` lines ([] without a file)."""
+    match = load_match(match_id)
+    path = TextLog.for_run(match_archive(match, data_dir=settings.data_dir), record_id).path
+    if path is None or not path.exists():
+        return path, []
+    with path.open(errors="replace") as fh:
+        return path, list(deque((line.rstrip("\n") for line in fh), maxlen=lines))
 
 
 def match_detail(
@@ -35,6 +63,7 @@ def match_detail(
         )
     [entry] = listener_board(settings=settings, barriers=barriers, match_id=str(match.id))
     stored = match.listener_start_settings or {}
+    archive = match_archive(match, data_dir=settings.data_dir)
     return {
         "id": str(match.id),
         "sr_id": match.sr_id,
@@ -67,7 +96,9 @@ def match_detail(
             "attempts": entry.attempts,
             "exhausted": entry.exhausted,
             "stop_flag": str(match.id) in barriers.stop_flags_among([match.id]),
+            "lock_holder": barriers.start_lock_holder(match.id),
         },
+        "archive": {"path": str(archive), "events": _archived_events(archive)},
     }
 
 

@@ -301,6 +301,12 @@ class Barriers:
             url=self.url,
         )
 
+    @_redis_errors
+    def start_lock_holder(self, match_id: object) -> str | None:
+        """The token (the holder's record id) in the match's start lock, or None when it is free."""
+        raw = self.client.get(self.start_lock_key(match_id))
+        return raw.decode() if isinstance(raw, bytes) else raw
+
     def dispatch_lock(self) -> TokenLock:
         return TokenLock(
             self.client,

@@ -412,8 +412,9 @@ class RetryDeadReport:
         return {"rows": self.rows, "actions": self.actions, "superseded": self.superseded}
 
 
-def retry_dead(*, now: datetime | None = None) -> RetryDeadReport:
-    """Make every dead row pending again with a fresh attempt budget, and its action whole.
+def retry_dead(*, now: datetime | None = None, ids: Sequence[int] | None = None) -> RetryDeadReport:
+    """Make every dead row (or the dead rows among ``ids``) pending again with a fresh attempt budget,
+    and its action whole.
 
     The row's action goes back from ``failed`` to ``queued`` (so delivery marks it delivered),
     holding its idempotency key again; a key released meanwhile is taken back unless a newer
@@ -426,7 +427,9 @@ def retry_dead(*, now: datetime | None = None) -> RetryDeadReport:
         dead = database.execute_sql(
             "SELECT o.id, a.tracking_id, a.status, a.idempotency_key, a.released_key, a.league_id, a.kind "
             "FROM outbox_messages o LEFT JOIN activity_actions a ON a.tracking_id = o.tracking_id "
-            "WHERE o.status = 'dead' ORDER BY o.id FOR UPDATE OF o"
+            "WHERE o.status = 'dead' AND (%s::bigint[] IS NULL OR o.id = ANY(%s::bigint[])) "
+            "ORDER BY o.id FOR UPDATE OF o",
+            (None if ids is None else list(ids), None if ids is None else list(ids)),
         ).fetchall()
         for outbox_id, tracking_id, status, key, released, league_id, kind in dead:
             if tracking_id is not None and status == ActionStatus.FAILED.value:
