@@ -11,10 +11,19 @@ import httpx
 import pytest
 
 from api.keys import Scope, create_key
-from tests.api.conftest import SERVER_ENV, Server, fresh_queues, server_env, start_server, stop_server
+from tests.api.conftest import (
+    SERVER_ENV,
+    Server,
+    _delete_broker_namespace,
+    fresh_queues,
+    server_env,
+    start_server,
+    stop_server,
+)
 from tests.lifecycle.conftest import SHORT
+from tests.publisher.conftest import pub_settings, publisher
 
-__all__ = ["fresh_queues", "server_env"]
+__all__ = ["fresh_queues", "pub_settings", "publisher", "server_env"]
 
 #: The server reads the board with the listener workers' intervals (badges judged the same way)
 #: and pushes board changes every 0.3 s.
@@ -33,6 +42,7 @@ def console_server(console_env: dict[str, str], tmp_path_factory: pytest.TempPat
     server = start_server(console_env, tmp_path_factory.mktemp("console") / "serve.log")
     yield server
     stop_server(server)
+    _delete_broker_namespace(console_env)
 
 
 @pytest.fixture
