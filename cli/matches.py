@@ -152,7 +152,7 @@ def list_(obj: CliContext, limit: int, as_json: bool) -> None:
     "--json",
     "as_json",
     is_flag=True,
-    help='Print {"id", "sr_id", ..., "settings", "runs": [...], "barriers"}.',
+    help='Print {"id", "sr_id", ..., "settings", "runs": [...], "barriers", "archive"}.',
 )
 @click.pass_obj
 def show(obj: CliContext, match_id: str, runs_limit: int, as_json: bool) -> None:

@@ -202,18 +202,9 @@ def test_a_clone_with_a_forced_exit_code_shows_that_exit_on_the_board(
 
 
 def test_retry_of_a_dead_outbox_row(open_console, console_keys, publisher, pub_settings, amqp_vhost):
-    from publisher.drain import drain_outbox
-    from publisher.queues import LINEUP_UPDATES
-    from publisher.triggers import trigger_lineup
-    from tests.publisher.helpers import lineup, reject_all
+    from tests.publisher.helpers import dead_lineups
 
-    reject_all(amqp_vhost, LINEUP_UPDATES)
-    result = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings)
-    database.execute_sql(
-        "UPDATE outbox_messages SET attempts = %s - 1, next_attempt_at = now()",
-        (pub_settings.outbox_max_attempts,),
-    )
-    drain_outbox(publisher=publisher, settings=pub_settings)
+    [tracking_id] = dead_lineups(amqp_vhost, publisher=publisher, settings=pub_settings)
     [(row_id, status)] = database.execute_sql("SELECT id, status FROM outbox_messages").fetchall()
     assert status == "dead"
     page = open_console(console_keys["operator"])
@@ -226,7 +217,7 @@ def test_retry_of_a_dead_outbox_row(open_console, console_keys, publisher, pub_s
     assert database.execute_sql("SELECT status FROM outbox_messages WHERE id = %s", (row_id,)).fetchone()[
         0
     ] == ("pending")
-    page.goto(f"/actions?tracking_id={result.tracking_id}")
+    page.goto(f"/actions?tracking_id={tracking_id}")
     expect(page.locator("dl.fields").first).to_contain_text("queued")
 
 
