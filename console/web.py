@@ -34,6 +34,14 @@ CSRF_HEADER = "x-csrf-token"
 
 templates = Jinja2Templates(directory=str(PACKAGE_DIR / "templates"))
 
+#: Every page: never framed by another site (clickjacking), never cached (it carries the CSRF token).
+PAGE_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "same-origin",
+}
+
 
 def _age(seconds: float | None) -> str:
     if seconds is None:
@@ -124,6 +132,7 @@ def render(request: Request, template: str, status_code: int = 200, **context: A
         template,
         {"session": session, "csrf_token": session.csrf_token if session else "", **context},
         status_code=status_code,
+        headers=PAGE_HEADERS,
     )
 
 

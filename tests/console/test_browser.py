@@ -17,6 +17,7 @@ from api.keys import Scope, create_key
 from config.clock import utcnow
 from models.db import database
 from models.listener_record import MatchListenerRecord
+from tests.api.conftest import _delete_broker_namespace
 from tests.console.conftest import write_archive
 from tests.lifecycle.conftest import WorkerProcess, wait_for
 from tests.lifecycle.test_worker_e2e import WORKER_ENV
@@ -24,7 +25,7 @@ from tests.lifecycle.test_worker_e2e import WORKER_ENV
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.services]
+pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.services, pytest.mark.timeout(300)]
 
 CHROMIUM = "/usr/bin/chromium"
 #: Generous deadline for what depends on a worker process on a busy machine (ms).
@@ -63,8 +64,13 @@ def open_console(browser, console_server) -> Iterator[Callable[[str], object]]:
 
 
 @pytest.fixture
-def listener_worker(console_env, tmp_path) -> Iterator[Callable[[], WorkerProcess]]:
-    """Start real `dramatiq actors` listener workers (killed at teardown)."""
+def listener_worker(console_env, tmp_path, redis_client) -> Iterator[Callable[[], WorkerProcess]]:
+    """Start real `dramatiq actors` listener workers.
+
+    At teardown the workers are killed, then their start messages (retries included) are removed
+    from this run's Dramatiq namespace and ``redis_client`` removes the barriers and worker leases,
+    so nothing of these tests reaches a later test's workers.
+    """
     workers: list[WorkerProcess] = []
 
     def start() -> WorkerProcess:
@@ -81,6 +87,7 @@ def listener_worker(console_env, tmp_path) -> Iterator[Callable[[], WorkerProces
     yield start
     for worker in workers:
         worker.close()
+    _delete_broker_namespace(console_env)
 
 
 def _row(page, match_id: object):
