@@ -275,9 +275,7 @@ def test_a_read_session_sees_rows_but_no_action_buttons_and_its_forged_post_is_4
     assert MatchListenerRecord.get(MatchListenerRecord.match == match.id).ended_at is None
 
 
-def test_the_board_and_the_match_card_pass_the_axe_accessibility_check(
-    open_console, console_keys, make_match
-):
+def test_every_console_page_passes_the_axe_accessibility_check(open_console, console_keys, make_match):
     from axe_playwright_python.sync_playwright import Axe
 
     match = make_match(status="inprogress", sr_id="sr:match:a11y")
