@@ -227,6 +227,16 @@ class BaseEnvironment(BaseSettings):
     api_metrics_require_key: bool = Field(
         False, description="GET /metrics needs an API key (read scope or wider); off: open, as /healthz."
     )
+    console_cookie_secure: bool = Field(
+        False,
+        description="The console's session cookie is sent only over HTTPS (Secure); turn on behind TLS.",
+    )
+    console_board_refresh_seconds: float = Field(
+        1.0, gt=0, description="How often the console's live board reads the board anew (server-sent events)."
+    )
+    console_session_hours: float = Field(
+        12.0, gt=0, description="A console sign-in lasts this long (revoking its API key ends it at once)."
+    )
     dramatiq_prometheus: bool = Field(
         False,
         description=(
