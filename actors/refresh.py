@@ -2,7 +2,7 @@
 
 They keep match rows current so dispatch has something to find; they never start listeners.
 The scheduler sends them whenever APP_ENV is not develop (scheduler table). Thin wrappers over
-listener.schedule; the settings are the process's (``actors.settings``), read at each call.
+listener.schedule; the settings are the actor runtime's (``actors.runtime.current()``), read at each call.
 """
 
 from __future__ import annotations
@@ -10,15 +10,14 @@ from __future__ import annotations
 import dramatiq
 
 from actors.broker import QUEUE_DEFAULT
+from actors.runtime import current
 from config.clock import utcnow
 from config.settings import MatchListenerEnvironment
 from listener import schedule
 
 
 def _settings() -> MatchListenerEnvironment:
-    import actors
-
-    return actors.settings
+    return current().settings
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 from functools import cache
+from pathlib import Path
 
 import dramatiq
 
 from actors.broker import QUEUE_DEFAULT
+from actors.runtime import current
 from publisher.amqp import publisher_from_settings
 from publisher.catalog import Catalog, load_catalog
 
@@ -15,23 +17,20 @@ logger = logging.getLogger(__name__)
 
 
 @cache
-def _catalog() -> Catalog:
-    import actors
-
-    return load_catalog(actors.settings.job_catalog_path)
+def _catalog(path: Path) -> Catalog:
+    return load_catalog(path)
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
 def tick_job_runs() -> dict:
     """Publish the latest slot of every scheduled job (job@slot dedupes a doubled tick), then
     publish run outbox rows whose first publish failed."""
-    import actors
     from publisher.run_schedule import publish_scheduled_runs
     from publisher.runs import drain_job_runs
 
-    settings = actors.settings
+    settings = current().settings
     with publisher_from_settings(settings) as publisher:
-        schedule = publish_scheduled_runs(catalog=_catalog(), publisher=publisher)
+        schedule = publish_scheduled_runs(catalog=_catalog(settings.job_catalog_path), publisher=publisher)
         drained = drain_job_runs(publisher=publisher, batch=settings.job_run_drain_batch)
     result = {
         **schedule.to_dict(),

@@ -237,13 +237,14 @@ def main() -> int:
     args = parser.parse_args()
     configure_env()
 
-    import actors
+    import actors  # noqa: F401  configures the actor runtime from the environment set above
     from actors.listeners import send_start, send_starts
+    from actors.runtime import current
     from models.barriers import Barriers, connect_redis
     from models.db import database
     from models.migrate import drop_database, migrate
 
-    settings = actors.settings
+    settings = current().settings
     migrate(settings.database_url)
     barriers = Barriers.from_settings(settings)
     broker_client = connect_redis(settings.broker_url)

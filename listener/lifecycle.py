@@ -13,6 +13,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
@@ -120,6 +121,7 @@ def start_match_listener(
     settings: MatchListenerEnvironment,
     barriers: Barriers,
     services: ListenerServices,
+    on_consumed: Callable[[], None] | None = None,
 ) -> StartResult:
     """Start (and run, for the whole game) the listener of one match; see the module docstring.
 
@@ -127,7 +129,8 @@ def start_match_listener(
     guard, but never takes a start lock held by another run: a live listener is never
     stopped or doubled by a forced start (stop it first). Raises ListenerStartSettingsError /
     MatchNotFound (failed starts, counted) and ListenerRunFailed-worthy outcomes are returned
-    with ``success=False``.
+    with ``success=False``. ``on_consumed`` is called once the message is consumed (from then on
+    a re-delivery does nothing): the RabbitMQ broker acks the delivery there.
     """
     mid = str(uuid.UUID(str(match_id)))
 
@@ -141,6 +144,8 @@ def start_match_listener(
         """The guards before the run; a StartResult (skip) or the start-lock token taken."""
         if message_id is not None:
             consumed = consume_message(barriers, message_id)
+            if consumed and on_consumed is not None:
+                on_consumed()
             current = stored_message_id(mid)
             if not consumed:
                 if current == message_id:

@@ -116,11 +116,12 @@ def build_senders(
 
 def run_scheduler() -> None:
     """Run the scheduler until the process is killed (``kickoff scheduler``)."""
-    import actors  # sets the broker from the settings read once at process start
-    from models.barriers import connect_redis
+    import actors  # noqa: F401  configures the actor runtime from the settings read at process start
+    from actors.runtime import current
 
-    settings = actors.settings
-    senders = build_senders(settings, broker=actors.kickoff_broker, client=connect_redis(settings.redis_url))
+    rt = current()
+    settings = rt.settings
+    senders = build_senders(settings, broker=rt.broker, client=rt.barriers.client)
     if not senders:
         logger.error("no periodic entry for app_env %s", settings.app_env)
         return

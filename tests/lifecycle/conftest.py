@@ -43,30 +43,11 @@ def lifecycle_env(monkeypatch: pytest.MonkeyPatch, test_env: dict[str, str]) -> 
 
 @pytest.fixture(autouse=True)
 def actors_bound(lifecycle_env: dict[str, str]) -> None:
-    """Make sure ``actors`` (settings read once at import) points at this run's services.
+    """The actor runtime of this process runs with this run's settings and short intervals."""
+    import actors  # noqa: F401  configures the runtime from the environment on first import
+    from actors import runtime
 
-    If another test module imported ``actors`` earlier with other settings, rebind its actors
-    to a broker built from this run's settings (what a fresh process would do at import).
-    """
-    import actors
-    from actors import listeners
-    from actors.broker import setup_broker
-
-    wanted = MatchListenerEnvironment(_env_file=None)
-    current = actors.settings
-    if (current.broker_namespace, current.database_url, current.redis_key_prefix) == (
-        wanted.broker_namespace,
-        wanted.database_url,
-        wanted.redis_key_prefix,
-    ):
-        return
-    old = actors.kickoff_broker
-    new = setup_broker(wanted)
-    for actor in list(old.actors.values()):
-        actor.broker = new
-        new.declare_actor(actor)
-    actors.settings, actors.kickoff_broker = wanted, new
-    listeners._runtime_cache = None
+    runtime.configure(MatchListenerEnvironment(_env_file=None))
 
 
 @pytest.fixture

@@ -81,17 +81,17 @@ def test_start_match_listener_has_no_time_limit_and_no_retries():
     """The broker's TimeLimit middleware reads an infinite limit for a start message."""
     from dramatiq.middleware import TimeLimit
 
-    import actors
     from actors.listeners import start_match_listener, start_message
+    from actors.runtime import current
     from listener.dispatch import StartMessage, new_message_id
 
     assert start_match_listener.queue_name == QUEUE
     assert start_match_listener.options["max_retries"] == 0
-    [time_limit] = [m for m in actors.kickoff_broker.middleware if isinstance(m, TimeLimit)]
+    [time_limit] = [m for m in current().broker.middleware if isinstance(m, TimeLimit)]
     message = start_message(StartMessage(match_id="m", message_id=new_message_id("m")))
-    actor = actors.kickoff_broker.get_actor(message.actor_name)
+    actor = current().broker.get_actor(message.actor_name)
     limit = message.options.get("time_limit") or actor.options.get("time_limit", time_limit.time_limit)
     assert limit == float("inf")
     # The other listener actors keep the default limit.
-    dispatch_actor = actors.kickoff_broker.get_actor("dispatch_upcoming_match_listeners")
+    dispatch_actor = current().broker.get_actor("dispatch_upcoming_match_listeners")
     assert "time_limit" not in dispatch_actor.options

@@ -30,14 +30,11 @@ def srsim(db) -> Iterator[Callable[[list[GameScript]], SimServer]]:
 
 
 @pytest.fixture
-def pointed_at(monkeypatch) -> Callable[[SimServer], None]:
-    """Point the actors' settings (read once per process) at an srsim server."""
-    import actors
+def pointed_at(actor_runtime, lsettings) -> Callable[[SimServer], None]:
+    """Point the actor runtime's settings at an srsim server."""
 
     def point(server: SimServer) -> None:
-        monkeypatch.setattr(
-            actors, "settings", actors.settings.model_copy(update={"sportradar_base_url": server.base_url})
-        )
+        actor_runtime(lsettings.model_copy(update={"sportradar_base_url": server.base_url}))
 
     return point
 

@@ -10,13 +10,11 @@ from publisher.amqp import OutgoingMessage
 from publisher.outbox import insert_row
 
 
-def test_the_drain_actor_publishes_due_rows(publisher, pub_settings, read_queue, monkeypatch, test_env):
-    for key, value in test_env.items():
-        monkeypatch.setenv(key, value)  # importing actors reads the settings once
+def test_the_drain_actor_publishes_due_rows(publisher, pub_settings, read_queue, actor_runtime):
     import actors.outbox
     from scheduler.table import PERIODIC
 
-    monkeypatch.setattr(actors.outbox, "settings", pub_settings)
+    actor_runtime(pub_settings)
     with database.atomic():
         message = OutgoingMessage(queue="draft_targets", body={"x": 1}, message_id=str(uuid.uuid4()))
         insert_row(message=message, tracking_id=None, next_attempt_at=utcnow())
