@@ -124,7 +124,8 @@ def publish_batch(broker: KickoffRabbitmqBroker, messages: list[dramatiq.Message
         OutgoingMessage(queue=m.queue_name, body={}, message_id=m.message_id, raw=m.encode())
         for m in messages
     ]
-    with AmqpPublisher(url=broker.kickoff_url) as publisher:
+    queues = {m.queue_name for m in messages}
+    with AmqpPublisher(url=broker.kickoff_url, passive_queues=queues) as publisher:
         outcomes = publisher.publish_many(outgoing)
     errors = [o.error for o in outcomes if o.error is not None]
     if errors:

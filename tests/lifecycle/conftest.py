@@ -128,7 +128,7 @@ def wait_for(predicate: Callable[[], Any], *, timeout: float = 10.0, interval: f
 
 
 class WorkerProcess:
-    """A real ``dramatiq actors`` worker subprocess on the RedisBroker of this run."""
+    """A real ``dramatiq actors`` worker subprocess on this run's broker (BROKER_URL of its env)."""
 
     def __init__(self, env: dict[str, str], log: Path, *, queues: tuple[str, ...], threads: int) -> None:
         self.log = log
@@ -182,9 +182,43 @@ class WorkerProcess:
             self.fh.close()
 
 
+#: The Dramatiq brokers real-worker tests run on: ``BOTH_BROKERS`` parametrizes ``worker_broker``.
+BOTH_BROKERS = pytest.mark.parametrize("worker_broker", ["redis", "amqp"], indirect=True)
+#: Dramatiq's queues (and their delay and dead-letter queues) in the run's RabbitMQ vhost.
+DRAMATIQ_AMQP_QUEUES = tuple(f"{q}{s}" for q in ("default", "match_listeners") for s in ("", ".DQ", ".XQ"))
+
+
+@pytest.fixture
+def worker_broker(
+    request: pytest.FixtureRequest,
+    lifecycle_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    actor_runtime: Callable[[MatchListenerEnvironment], object],
+) -> Iterator[str]:
+    """The broker real workers and this process's senders use: ``redis`` unless parametrized.
+
+    ``amqp`` points BROKER_URL at this run's RabbitMQ vhost (workers, the actor runtime, every
+    settings object built afterwards) and deletes Dramatiq's queues there after the test.
+    """
+    kind = getattr(request, "param", "redis")
+    if kind == "redis":
+        yield kind
+        return
+    url = request.getfixturevalue("amqp_vhost")
+    lifecycle_env["BROKER_URL"] = url
+    monkeypatch.setenv("BROKER_URL", url)
+    actor_runtime(MatchListenerEnvironment(_env_file=None))
+    yield kind
+    from publisher.amqp import AmqpPublisher
+
+    with AmqpPublisher(url=url) as admin:
+        for queue in DRAMATIQ_AMQP_QUEUES:
+            admin.delete_queue(queue)
+
+
 @pytest.fixture
 def start_worker(
-    subprocess_env: dict[str, str], lifecycle_env: dict[str, str], tmp_path: Path
+    subprocess_env: dict[str, str], lifecycle_env: dict[str, str], tmp_path: Path, worker_broker: str
 ) -> Iterator[Callable[..., WorkerProcess]]:
     """Start worker subprocesses (killed at teardown); keyword ``env`` adds settings."""
     workers: list[WorkerProcess] = []
@@ -239,6 +273,7 @@ def send_start(lifecycle_env: dict[str, str]) -> Iterator[Callable[..., None]]:
     from models.barriers import connect_redis
 
     yield sender
-    client = connect_redis(lifecycle_env["BROKER_URL"])
-    for key in client.scan_iter(match=f"{lifecycle_env['BROKER_NAMESPACE']}:*"):
-        client.delete(key)
+    if lifecycle_env["BROKER_URL"].startswith("redis"):  # RabbitMQ: worker_broker deletes the queues
+        client = connect_redis(lifecycle_env["BROKER_URL"])
+        for key in client.scan_iter(match=f"{lifecycle_env['BROKER_NAMESPACE']}:*"):
+            client.delete(key)
