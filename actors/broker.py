@@ -51,6 +51,21 @@ QUEUE_MATCH_LISTENERS = "match_listeners"  # start_match_listener only: one thre
 QUEUES = (QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS)
 
 
+class KickoffRedisBroker(RedisBroker):
+    """RedisBroker whose ``match_listeners`` consumer takes no more starts than the worker has threads.
+
+    Dramatiq prefetches twice the thread count; a start occupies its thread for a whole game, so
+    a worker whose threads are all busy would hold starts that other workers could run. Here a
+    running start stays unacked until its game ends, so a prefetch of one per thread means a full
+    worker takes nothing more.
+    """
+
+    def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> dramatiq.Consumer:
+        if queue_name == QUEUE_MATCH_LISTENERS:
+            prefetch = max(1, prefetch // 2)  # Dramatiq asks for 2 x --threads
+        return super().consume(queue_name, prefetch, timeout)
+
+
 def is_rabbitmq(broker_url: str) -> bool:
     """Whether BROKER_URL selects the RabbitMQ broker (amqp:// or amqps://)."""
     return urlsplit(broker_url).scheme.lower() in ("amqp", "amqps")
@@ -70,10 +85,12 @@ def build_broker(settings: MatchListenerEnvironment) -> dramatiq.Broker:
         from actors.rabbitmq import KickoffRabbitmqBroker
 
         quorum = frozenset({QUEUE_MATCH_LISTENERS}) if settings.broker_quorum_queues else frozenset()
-        broker = KickoffRabbitmqBroker(url=settings.broker_url, quorum_queues=quorum)
+        broker = KickoffRabbitmqBroker(
+            url=settings.broker_url, quorum_queues=quorum, early_ack_queues=frozenset({QUEUE_MATCH_LISTENERS})
+        )
         presence_client = connect_redis(settings.redis_url)  # worker marks live beside the locks
     else:
-        broker = RedisBroker(
+        broker = KickoffRedisBroker(
             url=settings.broker_url,
             namespace=settings.broker_namespace,
             heartbeat_timeout=int(settings.broker_heartbeat_timeout_seconds * 1000),

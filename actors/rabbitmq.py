@@ -72,16 +72,34 @@ class SettlingConsumer(_RabbitmqConsumer):
 
 
 class KickoffRabbitmqBroker(RabbitmqBroker):
-    """RabbitmqBroker with confirmed sends, kickoff's consumer and quorum queues where asked."""
+    """RabbitmqBroker with confirmed sends, kickoff's consumer and quorum queues where asked.
 
-    def __init__(self, *, url: str, quorum_queues: frozenset[str] = frozenset(), **kwargs: Any) -> None:
+    A consumer of an ``early_ack_queues`` queue prefetches one message: its messages are acked
+    early, so RabbitMQ's prefetch window no longer counts the running ones, and a worker whose
+    threads are all busy must not collect starts that other workers could run (it holds at most one).
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        quorum_queues: frozenset[str] = frozenset(),
+        early_ack_queues: frozenset[str] = frozenset(),
+        **kwargs: Any,
+    ) -> None:
         super().__init__(url=url, confirm_delivery=True, **kwargs)
         self.kickoff_url = url
         self.quorum_queues = quorum_queues
+        self.early_ack_queues = early_ack_queues
 
     @property
     def consumer_class(self) -> type[SettlingConsumer]:
         return SettlingConsumer
+
+    def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> Any:
+        if q_name(queue_name) in self.early_ack_queues and queue_name == q_name(queue_name):
+            prefetch = 1
+        return super().consume(queue_name, prefetch, timeout)
 
     def _build_queue_arguments(self, queue_name: str) -> dict[str, Any]:
         arguments: dict[str, Any] = super()._build_queue_arguments(queue_name)
