@@ -86,7 +86,10 @@ def build_broker(settings: MatchListenerEnvironment) -> dramatiq.Broker:
 
         quorum = frozenset({QUEUE_MATCH_LISTENERS}) if settings.broker_quorum_queues else frozenset()
         broker = KickoffRabbitmqBroker(
-            url=settings.broker_url, quorum_queues=quorum, early_ack_queues=frozenset({QUEUE_MATCH_LISTENERS})
+            url=settings.broker_url,
+            quorum_queues=quorum,
+            early_ack_queues=frozenset({QUEUE_MATCH_LISTENERS}),
+            heartbeat_seconds=max(1, round(settings.broker_heartbeat_timeout_seconds / 2)),
         )
         presence_client = connect_redis(settings.redis_url)  # worker marks live beside the locks
     else:

@@ -17,6 +17,7 @@ a dispatch tick's starts on one channel and then awaits all their confirms (publ
 from __future__ import annotations
 
 import logging
+import threading
 from functools import partial
 from typing import Any
 
@@ -36,14 +37,43 @@ _CONSUMER_ATTR = "_kickoff_consumer"
 _SETTLED_ATTR = "_kickoff_settled"
 
 
+#: How long a full worker waits after handing a start back before it takes the next delivery.
+FULL_BACKOFF_SECONDS = 0.5
+
+
 class SettlingConsumer(_RabbitmqConsumer):
-    """Dramatiq's RabbitMQ consumer, plus ``settle``: ack a delivery before its actor returns."""
+    """Dramatiq's RabbitMQ consumer, plus ``settle``: ack a delivery before its actor returns.
+
+    With a ``capacity`` (the worker's thread count), a delivery that arrives while ``capacity``
+    messages are being processed is handed back to RabbitMQ at once (nack with requeue), so that a
+    worker whose threads are all busy never sits on a start another worker could run.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.capacity: int | None = None
+        self.in_flight = 0  # deliveries handed to the worker and not yet acked or nacked by it
+        self._mu = threading.Lock()
 
     def __next__(self) -> Any:
         message = super().__next__()
-        if message is not None:
-            setattr(message, _CONSUMER_ATTR, self)
+        if message is None:
+            return None
+        with self._mu:
+            full = self.capacity is not None and self.in_flight >= self.capacity
+            if not full:
+                self.in_flight += 1
+        if full:
+            self.known_tags.discard(message._tag)
+            self.channel.basic_nack(message._tag, requeue=True)
+            self.connection.sleep(FULL_BACKOFF_SECONDS)
+            return None
+        setattr(message, _CONSUMER_ATTR, self)
         return message
+
+    def _finished(self) -> None:
+        with self._mu:
+            self.in_flight = max(0, self.in_flight - 1)
 
     def settle(self, message: Any) -> None:
         """Ack ``message`` now (once); the worker's own ack or nack of it later does nothing more."""
@@ -53,10 +83,12 @@ class SettlingConsumer(_RabbitmqConsumer):
         super().ack(message)
 
     def ack(self, message: Any) -> None:
+        self._finished()
         if not getattr(message, _SETTLED_ATTR, False):
             super().ack(message)
 
     def nack(self, message: Any) -> None:
+        self._finished()
         if not getattr(message, _SETTLED_ATTR, False):
             super().nack(message)
             return
@@ -74,9 +106,10 @@ class SettlingConsumer(_RabbitmqConsumer):
 class KickoffRabbitmqBroker(RabbitmqBroker):
     """RabbitmqBroker with confirmed sends, kickoff's consumer and quorum queues where asked.
 
-    A consumer of an ``early_ack_queues`` queue prefetches one message: its messages are acked
-    early, so RabbitMQ's prefetch window no longer counts the running ones, and a worker whose
-    threads are all busy must not collect starts that other workers could run (it holds at most one).
+    A consumer of an ``early_ack_queues`` queue prefetches one message and hands a delivery back
+    while all the worker's threads are busy: its messages are acked early, so RabbitMQ's prefetch
+    window no longer counts the running ones. ``heartbeat_seconds`` is the AMQP heartbeat: RabbitMQ
+    takes back the deliveries of a worker silent for two of them (paused, cut off).
     """
 
     def __init__(
@@ -85,9 +118,13 @@ class KickoffRabbitmqBroker(RabbitmqBroker):
         url: str,
         quorum_queues: frozenset[str] = frozenset(),
         early_ack_queues: frozenset[str] = frozenset(),
+        heartbeat_seconds: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(url=url, confirm_delivery=True, **kwargs)
+        if heartbeat_seconds is not None:
+            for parameters in self.parameters if isinstance(self.parameters, list) else [self.parameters]:
+                parameters.heartbeat = heartbeat_seconds
         self.kickoff_url = url
         self.quorum_queues = quorum_queues
         self.early_ack_queues = early_ack_queues
@@ -97,9 +134,11 @@ class KickoffRabbitmqBroker(RabbitmqBroker):
         return SettlingConsumer
 
     def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> Any:
-        if q_name(queue_name) in self.early_ack_queues and queue_name == q_name(queue_name):
-            prefetch = 1
-        return super().consume(queue_name, prefetch, timeout)
+        if queue_name not in self.early_ack_queues:
+            return super().consume(queue_name, prefetch, timeout)
+        consumer = super().consume(queue_name, 1, timeout)
+        consumer.capacity = max(1, prefetch // 2)  # Dramatiq asks for 2 x --threads
+        return consumer
 
     def _build_queue_arguments(self, queue_name: str) -> dict[str, Any]:
         arguments: dict[str, Any] = super()._build_queue_arguments(queue_name)

@@ -406,7 +406,12 @@ class MatchListenerEnvironment(BaseEnvironment):
         False, description="Scripted test listener: ignore request_stop (a hung body)."
     )
     broker_heartbeat_timeout_seconds: float = Field(
-        60.0, gt=0, description="Dramatiq Redis broker: a worker silent this long is dead; messages requeue."
+        60.0,
+        gt=0,
+        description=(
+            "Dramatiq broker: a worker silent this long is dead and its messages requeue"
+            " (RabbitMQ: the AMQP heartbeat is half of it)."
+        ),
     )
     broker_maintenance_chance: int = Field(
         1000, ge=0, description="Dramatiq Redis broker: commands per million that run queue maintenance."
