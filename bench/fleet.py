@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,10 @@ from bench.listener_worker_density import _bin
 from tests.private_redis import PrivateRedis
 
 QUEUE = "match_listeners"
+
+
+def _progress(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
 def _load() -> str:
@@ -213,11 +218,14 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             is_test=True,
             spread=args.event_seconds,
         )
-        sims = []
-        for _ in range(args.sims):
-            proc, url = start_sim(script, heartbeat_seconds=args.stream_heartbeat)
-            procs.append(proc)
-            sims.append((proc, url))
+        _progress(f"{total:,} matches stored; starting {args.sims} simulators")
+        with ThreadPoolExecutor(max_workers=args.sims) as pool:  # each builds every session: in parallel
+            sims = list(
+                pool.map(
+                    lambda _: start_sim(script, heartbeat_seconds=args.stream_heartbeat), range(args.sims)
+                )
+            )
+        procs.extend(p for p, _ in sims)
         sim_ports = {int(url.rsplit(":", 1)[1]) for _, url in sims}
 
         for i in range(args.workers):
@@ -229,6 +237,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             )
             masters.append(master)
         workers = [_worker_child(m.pid, args.listeners) for m in masters]
+        _progress(f"{args.workers} workers up; dispatching")
         time.sleep(3)
         baseline = [w.memory_info().rss for w in workers]
 
@@ -263,8 +272,12 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 streams = sum(_streams(w, sim_ports) for w in workers)
                 if rows >= total and streams >= total:
                     break
+                _progress(f"  {rows:,} open rows, {streams:,} streams")
                 time.sleep(1)
             ramp_s = time.monotonic() - t0
+            _progress(
+                f"tick {tick_s * 1000:.0f} ms; {rows:,} rows and {streams:,} streams after {ramp_s:.1f} s"
+            )
             if rows < total or streams < total:
                 raise SystemExit(f"after {ramp_s:.0f} s: {rows} open rows and {streams} streams of {total}")
             time.sleep(args.warmup)
@@ -419,7 +432,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds after the ramp before measuring")
     parser.add_argument("--window", type=float, default=90.0, help="steady window measured (seconds)")
     parser.add_argument("--ramp-timeout", type=float, default=600.0, help="give up if not all stream by then")
-    parser.add_argument("--max-seconds", type=float, default=1800.0, help="length of the simulated games")
+    parser.add_argument("--max-seconds", type=float, default=600.0, help="length of the simulated games")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args()
     if not args.sims:

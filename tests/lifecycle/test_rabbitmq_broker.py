@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -86,3 +87,13 @@ def test_quorum_queues_are_declared_for_match_listeners_when_asked(lifecycle_env
     assert types["match_listeners"] == ["quorum", "true"]
     assert types["match_listeners.DQ"] == ["quorum", "true"]
     assert types["default"] == ["classic", "true"]
+
+
+def test_kickoff_check_and_dead_letters_work_on_the_rabbitmq_broker(kick, worker_broker, start_worker):
+    start_worker(queues=("match_listeners",), threads=1)
+    checks = {c["name"]: c for c in json.loads(kick("check", "--json", code=1).output)["checks"]}
+    assert checks["Dramatiq broker"]["status"] == "ok", checks["Dramatiq broker"]
+    assert checks["workers on match_listeners"]["status"] == "ok", checks["workers on match_listeners"]
+    assert checks["queue match_listeners"]["detail"].startswith("0 waiting, 0 delayed")
+    out = kick("dead-letters", "list", code=1).output
+    assert "match_listeners.XQ" in out and "Traceback" not in out
