@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._setup import ADMIN_DB, AMQP_HOST, _ctl
 from bench._srsim import start_sim, write_games
 from bench.listener_worker_density import _bin
+from tests.private_pgbouncer import PrivatePgbouncer
 from tests.private_redis import PrivateRedis
 
 QUEUE = "match_listeners"
@@ -133,12 +135,14 @@ def _worker_child(pid: int, threads: int, timeout: float = 180.0) -> Any:
     raise SystemExit(f"worker {pid} did not start {threads} threads within {timeout:.0f} s")
 
 
-def _streams(proc: Any, sim_ports: set[int]) -> int:
-    """Established TCP connections of ``proc`` to a simulator."""
+def _streams(sim_ports: set[int]) -> int:
+    """Established stream connections the simulators accepted (one scan of the host's TCP table)."""
+    import psutil
+
     return sum(
         1
-        for c in proc.net_connections(kind="tcp")
-        if c.status == "ESTABLISHED" and c.raddr and c.raddr.port in sim_ports
+        for c in psutil.net_connections(kind="tcp4")
+        if c.status == "ESTABLISHED" and c.laddr.port in sim_ports
     )
 
 
@@ -159,6 +163,10 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         _ctl("add_vhost", vhost)
         _ctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
     broker_url = broker_redis.url(2) if broker_redis else f"{AMQP_HOST}/{vhost}"
+    bouncer = None
+    if args.pgbouncer:
+        bouncer_dir = Path(tempfile.mkdtemp(prefix="kickoff-fleet-pgbouncer-"))  # readable by postgres
+        bouncer = PrivatePgbouncer(bouncer_dir, pool_size=args.pgbouncer).start()
     env = dict(os.environ)
     env.update(
         {
@@ -230,6 +238,8 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
         for i in range(args.workers):
             wenv = {**env, "SPORTRADAR_BASE_URL": sims[i % len(sims)][1]}
+            if bouncer is not None:
+                wenv["DATABASE_URL"] = bouncer.url(db_name)
             cmd = [_bin("dramatiq"), "actors", "--processes", "1", "--threads", str(args.listeners)]
             cmd += ["--queues", QUEUE]
             master = subprocess.Popen(
@@ -269,7 +279,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             while time.monotonic() < deadline:
                 with database.connection_context():
                     rows = int(database.execute_sql(open_sql).fetchone()[0])
-                streams = sum(_streams(w, sim_ports) for w in workers)
+                streams = _streams(sim_ports)
                 if rows >= total and streams >= total:
                     break
                 _progress(f"  {rows:,} open rows, {streams:,} streams")
@@ -323,6 +333,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "event_s": args.event_seconds,
             "lifecycle_heartbeat_s": args.lifecycle_heartbeat,
             "db_slots": args.db_slots,
+            "pgbouncer_pool": args.pgbouncer,
             "tick_s": tick_s,
             "ramp_s": ramp_s,
             "running_min": min(counts),
@@ -357,6 +368,9 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         database.close()
         drop_database(env["DATABASE_URL"])
         locks_redis.stop()
+        if bouncer is not None:
+            bouncer.stop()
+            shutil.rmtree(bouncer.workdir, ignore_errors=True)
         if broker_redis:
             broker_redis.stop()
         if args.broker == "amqp":
@@ -372,6 +386,8 @@ def report(r: dict[str, Any]) -> None:
         f"lifecycle heartbeat every {r['lifecycle_heartbeat_s']:g} s"
     )
     print(f"load average (1, 5, 15 min) at the end: {r['load_avg']}")
+    if r["pgbouncer_pool"]:
+        print(f"workers reach PostgreSQL through pgbouncer (transaction mode, pool {r['pgbouncer_pool']})")
     print(f"dispatch tick sending {total:,} starts: {r['tick_s'] * 1000:.0f} ms (goal < 1000 ms)")
     print(f"all {total:,} streaming (open row and stream connection each) after {r['ramp_s']:.1f} s")
     print(f"open rows during the {r['window_s']:.0f} s window: min {r['running_min']:,}")
@@ -428,6 +444,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--db-slots", type=int, default=4, help="LISTENER_DB_SLOTS_PER_PROCESS of each worker"
+    )
+    parser.add_argument(
+        "--pgbouncer",
+        type=int,
+        default=0,
+        help="workers reach PostgreSQL through a private pgbouncer (pool size)",
     )
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds after the ramp before measuring")
     parser.add_argument("--window", type=float, default=90.0, help="steady window measured (seconds)")
