@@ -60,7 +60,10 @@ def configure(settings: MatchListenerEnvironment) -> ActorRuntime:
                     new_hooks.adopt(old_hooks)
         dramatiq.set_broker(broker)
         # pika logs every AMQP connection step at INFO; kickoff logs the failures it translates.
-        logging.getLogger("pika").setLevel(logging.WARNING)
+        # A level set before (the CLI silences pika unless -v) is kept.
+        pika_logger = logging.getLogger("pika")
+        if pika_logger.level == logging.NOTSET:
+            pika_logger.setLevel(logging.WARNING)
         init_database(
             settings.database_url,
             connect_timeout_seconds=settings.database_connect_timeout_seconds,
