@@ -101,8 +101,10 @@ class AmqpPublisher:
         confirm_timeout: float = 10.0,
         connect_timeout: float = 5.0,
         heartbeat: int = 30,
+        passive_queues: Iterable[str] = (),
     ) -> None:
         self.url = url
+        self.passive_queues = frozenset(passive_queues)  # declared by their owner: only checked here
         self.confirm_timeout = confirm_timeout
         self.connect_timeout = connect_timeout
         self.heartbeat = heartbeat
@@ -220,7 +222,7 @@ class AmqpPublisher:
     # -- queues ---------------------------------------------------------------------
 
     def check_queue(self, queue: str) -> None:
-        """Make sure ``queue`` can take messages: passive declare for outbox queues, else durable.
+        """Make sure ``queue`` takes messages: passive declare (outbox, ``passive_queues``), else durable.
 
         A missing queue raises MissingQueueError naming it; the channel the broker closed is
         reopened so the publisher keeps working.
@@ -229,7 +231,7 @@ class AmqpPublisher:
         if queue in self._checked:
             return
         try:
-            if declare_passive(queue):
+            if declare_passive(queue) or queue in self.passive_queues:
                 self._channel.queue_declare(queue=queue, passive=True)
             else:
                 self._channel.queue_declare(queue=queue, durable=True)
