@@ -1,19 +1,27 @@
 """Dramatiq broker set-up and actors (dispatch, start, stop, sweep, refresh, drain).
 
-Importing this package sets up the process once (actors.process: the settings, read once, and
-the RedisBroker as Dramatiq's broker), then imports every actor module explicitly, so
-``dramatiq actors`` (default queue) and ``dramatiq actors --queues match_listeners --threads N``
-find all actors. Nothing connects at import time. How to declare an actor: see ``actors/broker.py``.
+Importing this package reads the settings once (MatchListenerEnvironment: environment, then
+``.env``, then defaults) and configures the process's actor runtime (``actors.runtime``: the
+broker BROKER_URL selects, set as Dramatiq's broker, the database and the Redis barriers), then
+imports every actor module explicitly, so ``dramatiq actors`` (default queue) and ``dramatiq
+actors --queues match_listeners --threads N`` find all actors. Nothing connects at import time.
+How to declare an actor: see ``actors/broker.py``.
 """
 
 from __future__ import annotations
 
-# The process (settings and broker, set up once; every actor module imports it first), then
-# the actor modules: one explicit import per module.
-from actors import (
+from actors import runtime
+from actors.reporting import init_reporting
+from config.settings import load_listener_settings
+
+_settings = load_listener_settings()
+init_reporting(_settings)  # before the broker: the Dramatiq integration hooks brokers built after it
+runtime.configure(_settings)
+
+# Actor modules: one explicit import per module (keep this block last).
+from actors import (  # noqa: E402 - after the runtime is configured
     listeners,  # noqa: F401  dispatch, start, stop, sweep
     outbox,  # noqa: F401  periodic outbox drain
-    process,  # noqa: F401  settings and broker, set up once
     refresh,  # noqa: F401  league metadata, teams, seasons; schedule refresh (season, daily, weekly)
     runs,  # noqa: F401  job runs: scheduled catalog jobs and run outbox drain
 )

@@ -1,6 +1,9 @@
-"""Send many messages to the Dramatiq RedisBroker in one Redis round trip of three commands per queue.
+"""Send many messages at once: one Redis round trip (RedisBroker), one confirmed batch (RabbitMQ).
 
-Dramatiq's ``RedisBroker.enqueue`` runs its ``dispatch`` Lua script once per message (a worker
+RabbitMQ (actors.rabbitmq.publish_batch): every message published on one channel, then all
+confirms awaited once.
+
+Redis: Dramatiq's ``RedisBroker.enqueue`` runs its ``dispatch`` Lua script once per message (a worker
 heartbeat ZADD, a chance of queue maintenance, then HSET of the message body and RPUSH of its id);
 a dispatch tick sends up to thousands of starts. This module runs that script for the first
 message of a batch (heartbeat and maintenance chance, as one ``enqueue`` would) and stores every
@@ -39,6 +42,11 @@ def enqueue_many(broker: dramatiq.Broker, messages: list[dramatiq.Message]) -> l
     """Enqueue ``messages`` (no delay) and return them as enqueued."""
     if not messages:
         return []
+    from actors.rabbitmq import KickoffRabbitmqBroker, publish_batch
+
+    if isinstance(broker, KickoffRabbitmqBroker):
+        publish_batch(broker, messages)
+        return messages
     if not _supports_pipeline(broker):
         return [broker.enqueue(m) for m in messages]
     assert isinstance(broker, RedisBroker)

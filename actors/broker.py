@@ -1,20 +1,22 @@
-"""The Dramatiq broker of kickoff: a RedisBroker on BROKER_URL, its two queues and middleware.
+"""The Dramatiq broker of kickoff: Redis or RabbitMQ by BROKER_URL's scheme, its two queues and middleware.
 
 How to declare an actor (every module under ``actors/``)::
 
-    import logging
+    import dramatiq
 
-import dramatiq
     from actors.broker import QUEUE_DEFAULT
+    from actors.runtime import current
 
     @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
-    def drain_outbox(limit: int = 500) -> dict:
-        ...  # thin: call a library function, return a small JSON-able dict
+    def drain_outbox(max_seconds: float | None = None) -> dict:
+        rt = current()  # settings, barriers and broker of this process
+        ...  # thin: call a library function with rt.settings, return a small JSON-able dict
 
 Rules:
 
 * Use the bare ``@dramatiq.actor`` decorator: it binds to the broker that ``actors/__init__.py``
-  set with ``setup_broker`` before importing the actor modules. Never build a broker yourself.
+  configured (``actors.runtime.configure``) before importing the actor modules. Never build a
+  broker yourself; read settings and barriers from ``actors.runtime.current()``, never keep a copy.
 * ``queue_name=QUEUE_DEFAULT`` for everything (dispatch, sweep, stop, refresh, drain, job
   runs); ``QUEUE_MATCH_LISTENERS`` is reserved for ``start_match_listener``, whose messages
   occupy a worker thread for a whole game.
@@ -26,8 +28,9 @@ Rules:
 
 from __future__ import annotations
 
-import logging
-from contextlib import AbstractContextManager
+import contextlib
+from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
@@ -41,32 +44,74 @@ from actors.middleware import (
     WorkerPresence,
 )
 from config.settings import MatchListenerEnvironment
-from models.db import init_database
+from models import presence
 
 QUEUE_DEFAULT = "default"  # dispatch, sweep, stop, refresh, drain, job runs
 QUEUE_MATCH_LISTENERS = "match_listeners"  # start_match_listener only: one thread per live game
 QUEUES = (QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS)
 
 
-def build_broker(settings: MatchListenerEnvironment) -> RedisBroker:
-    """Return a RedisBroker on BROKER_URL under BROKER_NAMESPACE with kickoff's middleware.
+class KickoffRedisBroker(RedisBroker):
+    """RedisBroker whose ``match_listeners`` consumer takes no more starts than the worker has threads.
 
-    Nothing connects here: the Redis client opens its connection on the first command.
+    Dramatiq prefetches twice the thread count; a start occupies its thread for a whole game, so
+    a worker whose threads are all busy would hold starts that other workers could run. Here a
+    running start stays unacked until its game ends, so a prefetch of one per thread means a full
+    worker takes nothing more.
     """
-    broker = RedisBroker(
-        url=settings.broker_url,
-        namespace=settings.broker_namespace,
-        heartbeat_timeout=int(settings.broker_heartbeat_timeout_seconds * 1000),
-        maintenance_chance=settings.broker_maintenance_chance,
-    )
-    broker.kickoff_url = settings.broker_url  # type: ignore[attr-defined]  # for broker_errors
+
+    def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> dramatiq.Consumer:
+        if queue_name == QUEUE_MATCH_LISTENERS:
+            prefetch = max(1, prefetch // 2)  # Dramatiq asks for 2 x --threads
+        return super().consume(queue_name, prefetch, timeout)
+
+
+def is_rabbitmq(broker_url: str) -> bool:
+    """Whether BROKER_URL selects the RabbitMQ broker (amqp:// or amqps://)."""
+    return urlsplit(broker_url).scheme.lower() in ("amqp", "amqps")
+
+
+def build_broker(settings: MatchListenerEnvironment) -> dramatiq.Broker:
+    """Return the broker BROKER_URL selects, with kickoff's middleware and both queues declared.
+
+    redis:// gives a RedisBroker under BROKER_NAMESPACE; amqp:// a RabbitmqBroker (actors.rabbitmq)
+    whose queues are durable, ``match_listeners`` a quorum queue with BROKER_QUORUM_QUEUES.
+    Nothing connects here: both open their connections on first use.
+    """
+    from models.barriers import connect_redis
+
+    broker: dramatiq.Broker
+    if is_rabbitmq(settings.broker_url):
+        from actors.rabbitmq import KickoffRabbitmqBroker
+
+        quorum = frozenset({QUEUE_MATCH_LISTENERS}) if settings.broker_quorum_queues else frozenset()
+        broker = KickoffRabbitmqBroker(
+            url=settings.broker_url,
+            quorum_queues=quorum,
+            early_ack_queues=frozenset({QUEUE_MATCH_LISTENERS}),
+            heartbeat_seconds=max(1, round(settings.broker_heartbeat_timeout_seconds / 2)),
+        )
+        presence_client = connect_redis(settings.redis_url)  # worker marks live beside the locks
+    else:
+        broker = KickoffRedisBroker(
+            url=settings.broker_url,
+            namespace=settings.broker_namespace,
+            heartbeat_timeout=int(settings.broker_heartbeat_timeout_seconds * 1000),
+            maintenance_chance=settings.broker_maintenance_chance,
+        )
+        broker.kickoff_url = settings.broker_url  # type: ignore[attr-defined]  # for broker_errors
+        presence_client = broker.client
     broker.add_middleware(CurrentMessage())
     broker.add_middleware(ScheduledTickMiddleware(skip_delay=settings.periodic_skip_delay_seconds))
     broker.add_middleware(LogContextMiddleware(log_format=str(settings.log_format)))
     broker.add_middleware(DatabaseConnectionMiddleware())
     broker.add_middleware(WorkerHooks())
     broker.add_middleware(
-        WorkerPresence(namespace=settings.broker_namespace, ttl_seconds=settings.worker_presence_ttl_seconds)
+        WorkerPresence(
+            client=presence_client,
+            namespace=settings.broker_namespace,
+            ttl_seconds=settings.worker_presence_ttl_seconds,
+        )
     )
     if settings.dramatiq_prometheus:
         # Dramatiq's own metrics (messages, errors, durations per actor); the master process
@@ -79,26 +124,25 @@ def build_broker(settings: MatchListenerEnvironment) -> RedisBroker:
     return broker
 
 
-def setup_broker(settings: MatchListenerEnvironment) -> RedisBroker:
-    """Build the broker, make it Dramatiq's global broker and bind the database proxy."""
-    broker = build_broker(settings)
-    dramatiq.set_broker(broker)
-    # pika logs every AMQP connection step at INFO; kickoff logs the failures it translates.
-    logging.getLogger("pika").setLevel(logging.WARNING)
-    init_database(
-        settings.database_url,
-        connect_timeout_seconds=settings.database_connect_timeout_seconds,
-        statement_timeout_seconds=settings.database_statement_timeout_seconds,
-    )
-    return broker
-
-
-def broker_errors(broker: dramatiq.Broker) -> AbstractContextManager[None]:
-    """Redis errors of ``broker`` (sends, queue reads) as RedisUnavailable naming BROKER_URL."""
+@contextlib.contextmanager
+def broker_errors(broker: dramatiq.Broker) -> Iterator[None]:
+    """Errors of ``broker`` (sends, queue reads) as RedisUnavailable / BrokerUnavailable naming BROKER_URL."""
     from models.barriers import redis_errors
 
     url = getattr(broker, "kickoff_url", None) or "<unset>"
-    return redis_errors(url=url, setting="BROKER_URL", service="the Dramatiq broker (Redis)")
+    if not isinstance(broker, RedisBroker) and is_rabbitmq(url):
+        import pika.exceptions
+        from dramatiq.errors import BrokerConnectionError as DramatiqConnectionError
+
+        from actors.rabbitmq import unavailable
+
+        try:
+            yield
+        except (DramatiqConnectionError, pika.exceptions.AMQPError, OSError) as exc:
+            raise unavailable(url, exc) from exc
+        return
+    with redis_errors(url=url, setting="BROKER_URL", service="the Dramatiq broker (Redis)"):
+        yield
 
 
 def worker_hooks(broker: dramatiq.Broker) -> WorkerHooks | None:
@@ -107,3 +151,52 @@ def worker_hooks(broker: dramatiq.Broker) -> WorkerHooks | None:
         if isinstance(middleware, WorkerHooks):
             return middleware
     return None
+
+
+def ping_broker(settings: MatchListenerEnvironment) -> None:
+    """Raise RedisUnavailable / BrokerUnavailable (naming BROKER_URL) unless the broker answers."""
+    from models.barriers import connect_redis, redis_errors
+
+    if is_rabbitmq(settings.broker_url):
+        queue_reports(settings, queues=(QUEUE_DEFAULT,))
+        return
+    with redis_errors(url=settings.broker_url, setting="BROKER_URL", service="the Dramatiq broker (Redis)"):
+        connect_redis(settings.broker_url).ping()
+
+
+def queue_reports(
+    settings: MatchListenerEnvironment, *, queues: tuple[str, ...] = QUEUES
+) -> list[presence.QueueReport]:
+    """Workers alive and waiting, delayed and dead-lettered messages of each queue, on either broker.
+
+    Worker marks live in the broker's Redis, or in REDIS_URL's with the RabbitMQ broker; RabbitMQ
+    counts ready messages (a delivery a worker holds is not waiting).
+    """
+    from models.barriers import connect_redis, redis_errors
+
+    ttl = settings.worker_presence_ttl_seconds
+    if not is_rabbitmq(settings.broker_url):
+        with redis_errors(
+            url=settings.broker_url, setting="BROKER_URL", service="the Dramatiq broker (Redis)"
+        ):
+            client = connect_redis(settings.broker_url)
+            return [
+                presence.queue_report(client, settings.broker_namespace, q, ttl_seconds=ttl) for q in queues
+            ]
+    import pika.exceptions
+
+    from actors.rabbitmq import queue_depths, unavailable
+
+    try:
+        depths = {q: queue_depths(settings.broker_url, q) for q in queues}
+    except (pika.exceptions.AMQPError, OSError) as exc:
+        raise unavailable(settings.broker_url, exc) from exc
+    with redis_errors(url=settings.redis_url):
+        client = connect_redis(settings.redis_url)
+        workers = {
+            q: presence.workers_alive(client, settings.broker_namespace, q, ttl_seconds=ttl) for q in queues
+        }
+    return [
+        presence.QueueReport(queue=q, workers=workers[q], waiting=w, delayed=d, dead=x)
+        for q, (w, d, x) in depths.items()
+    ]

@@ -1,4 +1,8 @@
-"""Dead-lettered Dramatiq messages (BROKER_URL): list them, send them again, purge them."""
+"""Dead-lettered Dramatiq messages of the Redis broker (BROKER_URL): list them, send them again, purge them.
+
+With the RabbitMQ broker the dead letters are messages on ``{queue}.XQ``: read them with
+RabbitMQ's own tools; these functions raise ConfigurationError saying so.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import dramatiq
+from dramatiq.brokers.redis import RedisBroker
 
 from actors.broker import QUEUES, broker_errors
-from config.errors import NotFound
+from config.errors import ConfigurationError, NotFound
 from models import presence
 
 
@@ -30,12 +35,21 @@ class RetryResult:
         }
 
 
+def _require_redis(broker: Any) -> None:
+    if not isinstance(broker, RedisBroker):
+        raise ConfigurationError(
+            "kickoff dead-letters reads the Redis broker; with BROKER_URL=amqp:// the dead letters are "
+            "the messages on default.XQ and match_listeners.XQ (rabbitmqadmin, the management UI)"
+        )
+
+
 def _namespace(broker: Any) -> str:
     return str(broker.namespace)
 
 
 def list_dead(broker: Any, *, queue: str | None = None, limit: int = 100) -> list[presence.DeadMessage]:
     """The newest dead letters of ``queue`` (every kickoff queue when None), at most ``limit``."""
+    _require_redis(broker)
     out: list[presence.DeadMessage] = []
     with broker_errors(broker):
         for q in [queue] if queue else list(QUEUES):
@@ -58,6 +72,7 @@ def retry_dead(broker: Any, message_id: str, *, barriers: Any) -> RetryResult:
     A start_match_listener goes through the start path (pending key, stored message id), so a
     match already queued or running is not started twice.
     """
+    _require_redis(broker)
     with broker_errors(broker):
         queue, body = _find(broker, message_id)
         message = dramatiq.Message.decode(body)
@@ -87,6 +102,7 @@ def retry_dead(broker: Any, message_id: str, *, barriers: Any) -> RetryResult:
 
 def purge_dead(broker: Any, *, message_ids: list[str] | None = None, queue: str | None = None) -> int:
     """Delete the given dead letters (every one of ``queue``, or of every queue, when None); how many."""
+    _require_redis(broker)
     removed = 0
     with broker_errors(broker):
         for q in [queue] if queue else list(QUEUES):

@@ -8,43 +8,22 @@ A failed start raises, so its message fails (and, with SENTRY_DSN, is one report
 from __future__ import annotations
 
 import logging
-import threading
-from dataclasses import dataclass
 from typing import Any
 
 import dramatiq
 from dramatiq.middleware import CurrentMessage
 
-from actors import process, reporting
+from actors import reporting
 from actors.batch import enqueue_many
 from actors.broker import QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS, broker_errors, worker_hooks
+from actors.rabbitmq import settle_early
+from actors.runtime import ActorRuntime, current
 from config.errors import KickoffError, ListenerRunFailed
-from config.settings import MatchListenerEnvironment
 from lifecycle import cleanup, dispatch, start_match
 from lifecycle.dispatch import StartMessage
 from lifecycle.runtime import ListenerServices
-from models.barriers import Barriers
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class _Runtime:
-    settings: MatchListenerEnvironment
-    barriers: Barriers
-
-
-_runtime_cache: _Runtime | None = None
-_runtime_mu = threading.Lock()
-
-
-def runtime() -> _Runtime:
-    """Settings (read once by ``actors.process``) and Redis barriers of this process, built on first use."""
-    global _runtime_cache
-    with _runtime_mu:
-        if _runtime_cache is None:
-            _runtime_cache = _Runtime(process.settings, Barriers.from_settings(process.settings))
-        return _runtime_cache
 
 
 def services() -> ListenerServices:
@@ -53,7 +32,7 @@ def services() -> ListenerServices:
     They hold the process's worker lease, and their lease thread restarts at once the matches
     of listener workers whose lease is gone (and of this process's runs a shutdown ends).
     """
-    rt = runtime()
+    rt = current()
 
     def reap() -> list[str]:
         closed = cleanup.reap_dead_workers(settings=rt.settings, barriers=rt.barriers)
@@ -67,7 +46,7 @@ def services() -> ListenerServices:
     svc = ListenerServices.for_process(
         settings=rt.settings, barriers=rt.barriers, reap=reap, redispatch=redispatch
     )
-    hooks = worker_hooks(start_match_listener.broker)
+    hooks = worker_hooks(rt.broker)
     if hooks is not None:
         hooks.register(svc.shutdown_all)
     return svc
@@ -75,7 +54,7 @@ def services() -> ListenerServices:
 
 def register_boot_hook() -> None:
     """Have every worker process of this broker run ``start_listener_services`` once booted."""
-    hooks = worker_hooks(start_match_listener.broker)
+    hooks = worker_hooks(current().broker)
     if hooks is not None:
         hooks.register_boot(start_listener_services)
 
@@ -91,7 +70,7 @@ def start_listener_services(worker: dramatiq.Worker) -> None:
         services()
 
 
-def _attempts(rt: _Runtime, match_id: str) -> int | None:
+def _attempts(rt: ActorRuntime, match_id: str) -> int | None:
     """The failed-start counter of a match (None when Redis cannot tell)."""
     try:
         return rt.barriers.attempts(match_id)
@@ -113,20 +92,23 @@ def start_message(message: StartMessage) -> dramatiq.Message:
 
 def send_start(message: StartMessage) -> None:
     """Send one start_match_listener message with its pre-assigned message id."""
-    with broker_errors(start_match_listener.broker):
-        start_match_listener.broker.enqueue(start_message(message))
+    broker = current().broker
+    with broker_errors(broker):
+        broker.enqueue(start_message(message))
 
 
 def send_starts(messages: list[StartMessage]) -> None:
-    """Send many start messages in one Redis round trip (the dispatch tick)."""
-    with broker_errors(start_match_listener.broker):
-        enqueue_many(start_match_listener.broker, [start_message(m) for m in messages])
+    """Send many start messages at once (the dispatch tick): one Redis round trip, or one confirmed
+    RabbitMQ batch."""
+    broker = current().broker
+    with broker_errors(broker):
+        enqueue_many(broker, [start_message(m) for m in messages])
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
 def dispatch_upcoming_match_listeners(within_minutes: int | None = None, is_test: bool | None = None) -> dict:
     """Find matches needing a listener and enqueue one start per match (under the dispatch lock)."""
-    rt = runtime()
+    rt = current()
     result = dispatch.dispatch_upcoming_match_listeners(
         within_minutes=within_minutes,
         is_test=is_test,
@@ -147,7 +129,7 @@ def dispatch_upcoming_test_match_listeners() -> dict:
 @dramatiq.actor(queue_name=QUEUE_MATCH_LISTENERS, max_retries=0, time_limit=float("inf"))
 def start_match_listener(match_id: str, overrides: dict[str, Any] | None = None, force: bool = False) -> dict:
     """Run the listener of one match for the whole game (see lifecycle.start_match)."""
-    rt = runtime()
+    rt = current()
     message = CurrentMessage.get_current_message()
     reporting.tag_listener_start(str(match_id))
     try:
@@ -159,6 +141,7 @@ def start_match_listener(match_id: str, overrides: dict[str, Any] | None = None,
             settings=rt.settings,
             barriers=rt.barriers,
             services=services(),
+            on_consumed=(lambda: settle_early(message)) if message is not None else None,
         )
     except KickoffError:  # a settings error or an unknown match: a failed start, counted
         reporting.tag_failed_attempt(sr_id=None, exit_code=None, attempt=_attempts(rt, match_id))
@@ -175,7 +158,7 @@ def start_match_listener(match_id: str, overrides: dict[str, Any] | None = None,
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
 def stop_match_listener(match_id: str, stopped_by: str = "operator") -> dict:
     """Operator stop: exit 15 within the poll interval, queued start revoked, auto-dispatch off."""
-    rt = runtime()
+    rt = current()
     return cleanup.stop_match_listener(
         match_id, settings=rt.settings, barriers=rt.barriers, stopped_by=stopped_by
     ).as_dict()
@@ -184,7 +167,7 @@ def stop_match_listener(match_id: str, stopped_by: str = "operator") -> dict:
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
 def sweep_stale_match_listeners(heartbeat_stale_seconds: float | None = None) -> dict:
     """Close stale open rows as Abandoned (14) and clear the barriers of dead matches."""
-    rt = runtime()
+    rt = current()
     return cleanup.sweep_stale_match_listeners(
         heartbeat_stale_seconds=heartbeat_stale_seconds, settings=rt.settings, barriers=rt.barriers
     ).as_dict()

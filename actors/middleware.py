@@ -78,10 +78,12 @@ class WorkerPresence(Middleware):
     """Mark this worker process alive on each queue it consumes (models.presence), from boot to shutdown.
 
     A daemon thread renews the mark every ``interval_seconds``; ``kickoff check`` counts the
-    marks younger than ``ttl_seconds`` per queue. A Redis error is logged and retried next time.
+    marks younger than ``ttl_seconds`` per queue. ``client`` is the broker's Redis (Redis broker)
+    or REDIS_URL's (RabbitMQ broker). A Redis error is logged and retried next time.
     """
 
-    def __init__(self, *, namespace: str, ttl_seconds: float) -> None:
+    def __init__(self, *, client: Any, namespace: str, ttl_seconds: float) -> None:
+        self.client = client
         self.namespace = namespace
         self.ttl_seconds = ttl_seconds
         self.interval_seconds = max(0.5, ttl_seconds / 6)
@@ -99,7 +101,7 @@ class WorkerPresence(Middleware):
             while not self._stop.is_set():
                 try:
                     mark_alive(
-                        broker.client, self.namespace, self.queues, self.member, ttl_seconds=self.ttl_seconds
+                        self.client, self.namespace, self.queues, self.member, ttl_seconds=self.ttl_seconds
                     )
                 except Exception as exc:  # Redis down: the broker itself reports it; try again
                     logger.warning("worker presence not renewed: %s", exc)
@@ -112,7 +114,7 @@ class WorkerPresence(Middleware):
 
         self._stop.set()
         try:
-            forget(broker.client, self.namespace, self.queues, self.member)
+            forget(self.client, self.namespace, self.queues, self.member)
         except Exception as exc:
             logger.warning("worker presence not removed: %s", exc)
 
@@ -152,6 +154,15 @@ class WorkerHooks(Middleware):
         self._boot: list[Callable[[Any], None]] = []
         self._hooks: list[Callable[[], None]] = []
         self._lock = threading.Lock()
+
+    def adopt(self, other: WorkerHooks) -> None:
+        """Take over the hooks registered with ``other`` (a broker replaced by another)."""
+        with other._lock:
+            boot, hooks = list(other._boot), list(other._hooks)
+        for hook in boot:
+            self.register_boot(hook)
+        for plain in hooks:
+            self.register(plain)
 
     def register_boot(self, hook: Callable[[Any], None]) -> None:
         """Call ``hook(worker)`` (once) after the worker process booted."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dramatiq
 
-from actors import process
 from actors.broker import QUEUE_DEFAULT
+from actors.runtime import current
 from publisher.drain import drain_outbox_concurrently
 from publisher.results import verify_results
 
@@ -13,10 +13,11 @@ from publisher.results import verify_results
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
 def drain_outbox(max_seconds: float | None = None) -> dict:
     """Drain the activity outbox for at most OUTBOX_DRAIN_MAX_SECONDS with OUTBOX_DRAIN_WORKERS drains."""
-    return drain_outbox_concurrently(settings=process.settings, max_seconds=max_seconds).as_json()
+    return drain_outbox_concurrently(settings=current().settings, max_seconds=max_seconds).as_json()
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
 def verify_action_results() -> dict:
     """Settle the results consumers reported (verified or failed); fail long-unreported actions."""
-    return verify_results(result_timeout_seconds=process.settings.action_result_timeout_seconds).as_json()
+    timeout = current().settings.action_result_timeout_seconds
+    return verify_results(result_timeout_seconds=timeout).as_json()

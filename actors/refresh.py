@@ -3,22 +3,22 @@
 They keep league, team, season and match rows current so dispatch has something to find; they
 never start listeners. The scheduler sends them whenever APP_ENV is not develop (scheduler
 table). Thin wrappers over lifecycle.league_refresh and lifecycle.schedule; the settings are the
-process's (``actors.process.settings``), read at each call.
+actor runtime's (``actors.runtime.current()``), read at each call.
 """
 
 from __future__ import annotations
 
 import dramatiq
 
-from actors import process
 from actors.broker import QUEUE_DEFAULT
+from actors.runtime import current
 from config.clock import utcnow
 from config.settings import MatchListenerEnvironment
 from lifecycle import league_refresh, schedule
 
 
 def _settings() -> MatchListenerEnvironment:
-    return process.settings
+    return current().settings
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 from functools import cache
+from pathlib import Path
 
 import dramatiq
 
-from actors import process
 from actors.broker import QUEUE_DEFAULT
+from actors.runtime import current
 from publisher.amqp import publisher_from_settings
 from runs.catalog import Catalog, load_catalog
 
@@ -16,8 +17,8 @@ logger = logging.getLogger(__name__)
 
 
 @cache
-def _catalog() -> Catalog:
-    return load_catalog(process.settings.job_catalog_path)
+def _catalog(path: Path) -> Catalog:
+    return load_catalog(path)
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
@@ -27,9 +28,9 @@ def tick_job_runs() -> dict:
     from runs.publish import drain_job_runs
     from runs.schedule import publish_scheduled_runs
 
-    settings = process.settings
+    settings = current().settings
     with publisher_from_settings(settings) as publisher:
-        schedule = publish_scheduled_runs(catalog=_catalog(), publisher=publisher)
+        schedule = publish_scheduled_runs(catalog=_catalog(settings.job_catalog_path), publisher=publisher)
         drained = drain_job_runs(publisher=publisher, batch=settings.job_run_drain_batch)
     result = {
         **schedule.to_dict(),

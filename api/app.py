@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.auth import KeyCache, authorize
+from api.console.app import install_console
 from api.context import ApiContext
 from api.errors import error_body, status_of
 from api.metrics import ApiMetrics
@@ -99,6 +100,7 @@ def create_app(settings: MatchListenerEnvironment | None = None) -> FastAPI:
     app.state.metrics = ApiMetrics(ctx)
     for module in (health, triggers, trades, actions, runs, listeners):
         app.include_router(module.router)
+    install_console(app)
     _install_error_handlers(app)
     app.add_middleware(
         RequestLayer, max_body_bytes=ctx.settings.api_max_body_bytes, metrics=app.state.metrics

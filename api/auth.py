@@ -28,6 +28,7 @@ class Need(StrEnum):
     READ = "read"  # a read, trigger-free GET: read or operator keys
     TRIGGER = "trigger"  # triggers, trades, action results, run publishing: trigger or operator keys
     OPERATOR = "operator"  # listener operations: operator keys only
+    CONSOLE = "console"  # console pages and actions: the console checks its session cookie (console.web)
 
 
 COVERS: dict[Scope, frozenset[Need]] = {
@@ -66,6 +67,35 @@ RULES: dict[tuple[str, str], Need] = {
     ("POST", "/v1/matches/{match_id}/auto-dispatch"): Need.OPERATOR,
     ("POST", "/v1/listeners/dispatch"): Need.OPERATOR,
     ("POST", "/v1/listeners/sweep"): Need.OPERATOR,
+    # The console (package api/console/): sign-in and its assets are public; every other page and
+    # action checks the console session itself (pages: a session; posts: a session, the CSRF
+    # token and, for actions, an operator key).
+    ("GET", "/sign-in"): Need.PUBLIC,
+    ("POST", "/sign-in"): Need.PUBLIC,
+    ("GET", "/static/{name}"): Need.PUBLIC,
+    ("POST", "/sign-out"): Need.CONSOLE,
+    ("GET", "/"): Need.CONSOLE,
+    ("GET", "/events/board"): Need.CONSOLE,
+    ("POST", "/board/dispatch"): Need.CONSOLE,
+    ("POST", "/board/sweep"): Need.CONSOLE,
+    ("GET", "/matches/{match_id}"): Need.CONSOLE,
+    ("GET", "/matches/{match_id}/archive"): Need.CONSOLE,
+    ("GET", "/matches/{match_id}/runs/{record_id}/log"): Need.CONSOLE,
+    ("POST", "/matches/{match_id}/start"): Need.CONSOLE,
+    ("POST", "/matches/{match_id}/stop"): Need.CONSOLE,
+    ("POST", "/matches/{match_id}/auto-dispatch"): Need.CONSOLE,
+    ("POST", "/matches/{match_id}/settings"): Need.CONSOLE,
+    ("GET", "/clone"): Need.CONSOLE,
+    ("POST", "/clone"): Need.CONSOLE,
+    ("GET", "/outbox"): Need.CONSOLE,
+    ("POST", "/outbox/{row_id}/retry"): Need.CONSOLE,
+    ("GET", "/actions"): Need.CONSOLE,
+    ("GET", "/runs"): Need.CONSOLE,
+    ("POST", "/runs"): Need.CONSOLE,
+    ("GET", "/runs/new"): Need.CONSOLE,
+    ("GET", "/runs/{run_id}"): Need.CONSOLE,
+    ("POST", "/runs/{run_id}/retry"): Need.CONSOLE,
+    ("POST", "/runs/{run_id}/cancel"): Need.CONSOLE,
 }
 
 
@@ -117,7 +147,7 @@ async def authorize(request: Request) -> ApiKey | None:
     if need is None:
         logger.error("route without an auth rule refused: %s %s", request.method, path)
         raise HTTPException(status_code=500, detail="route has no auth rule")
-    if need is Need.PUBLIC:
+    if need in (Need.PUBLIC, Need.CONSOLE):
         return None
     if need is Need.METRICS:
         if not request.app.state.ctx.settings.api_metrics_require_key:

@@ -1,5 +1,7 @@
 """The ASGI layer around every request: X-Request-Id, JSON-only bodies (415), the body limit (413).
 
+The JSON-only rule is the JSON API's (paths under /v1/); the console at / posts HTML forms.
+
 Pure ASGI (no per-request task): the body is read here up to the limit and replayed to the app.
 It also times trigger and trade routes for the latency histogram.
 """
@@ -28,6 +30,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 REQUEST_ID_HEADER = "X-Request-Id"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+#: Paths whose request bodies must be JSON (the console's form posts live outside it).
+JSON_API_PREFIX = "/v1/"
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -108,7 +112,9 @@ class RequestLayer:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        if (body or chunked or (length not in (None, "0"))) and not _is_json(_header(scope, b"content-type")):
+        json_only = scope.get("path", "").startswith(JSON_API_PREFIX)
+        has_body = body or chunked or (length not in (None, "0"))
+        if json_only and has_body and not _is_json(_header(scope, b"content-type")):
             return (415, "request bodies must be JSON (Content-Type: application/json)"), receive
         sent = False
 

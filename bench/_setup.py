@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
 
 from config.settings import load_settings
 from models.db import database, init_database
@@ -14,6 +21,7 @@ from models.migrate import drop_database, migrate
 from publisher.amqp import AmqpPublisher
 from publisher.queues import ALL_QUEUES, OUTBOX_QUEUES
 
+REPO = Path(__file__).resolve().parent.parent
 ADMIN_DB = "postgresql://postgres@127.0.0.1:5432"
 AMQP_HOST = "amqp://guest:guest@127.0.0.1:5672"
 
@@ -78,3 +86,29 @@ def density_figures(
         "cpu_pct": 100 * cpu_seconds / seconds,
         "events_per_s": events / seconds,
     }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve_api(env: dict[str, str], *, workers: int = 1) -> tuple[subprocess.Popen[bytes], str]:
+    """Start `kickoff serve` on a free port with ``env`` added to os.environ; wait for /healthz."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli", "serve", "--port", str(port), "--workers", str(workers)],
+        cwd=REPO,
+        env={**os.environ, **env},
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.terminate()
+    raise SystemExit("kickoff serve did not answer /healthz within 60 s")

@@ -17,15 +17,16 @@ def write_games(
     event_interval: float,
     event_count: int,
     is_test: bool = False,
+    spread: float = 1.0,
 ) -> Path:
-    """Write an srsim script: one mlb game per id, kick-offs spread over the second after ``start_after``."""
+    """Write an srsim script: one mlb game per id, kick-offs spread over ``spread`` s from ``start_after``."""
     n = len(sr_ids)
     games = [
         {
             "sr_id": sr_id,
             "league": "mlb",
             "is_test": is_test,
-            "start_after": start_after + k / n,
+            "start_after": start_after + spread * k / n,
             "event_interval": event_interval,
             "event_count": event_count,
         }

@@ -17,56 +17,18 @@ import argparse
 import http.client
 import json
 import logging
-import os
-import socket
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from api.keys import Scope, create_key
-from bench._setup import bench_environment, percentile
+from bench._setup import bench_environment, percentile, serve_api
 from publisher.amqp import AmqpPublisher
 from publisher.triggers import LineupRequest, trigger_lineup
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _serve(settings: object, workers: int) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": settings.database_url,
-        "AMQP_URL": settings.amqp_url,
-        "LOG_LEVEL": "WARNING",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cli", "serve", "--port", str(port), "--workers", str(workers)],
-        cwd=REPO,
-        env=env,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.terminate()
-    raise SystemExit("kickoff serve did not answer /healthz within 60 s")
 
 
 def _body(i: int, tag: str) -> dict[str, object]:
@@ -156,7 +118,10 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     with bench_environment() as settings:
         _, key = create_key(name="bench", scope=Scope.TRIGGER)
-        proc, url = _serve(settings, args.workers)
+        proc, url = serve_api(
+            {"DATABASE_URL": settings.database_url, "AMQP_URL": settings.amqp_url, "LOG_LEVEL": "WARNING"},
+            workers=args.workers,
+        )
         try:
             print(f"kickoff serve --workers {args.workers} at {url}")
             _one_client(url, key, settings, args.requests)

@@ -37,12 +37,6 @@ def _probe(name: str, ok_detail: str, fn: Callable[[], Any]) -> Check:
     return Check(name, OK, ok_detail)
 
 
-def _broker_client(obj: CliContext) -> Any:
-    from models.barriers import connect_redis
-
-    return connect_redis(obj.settings.broker_url)
-
-
 def _check_rabbitmq(obj: CliContext) -> None:
     from publisher.amqp import publisher_from_settings
     from publisher.queues import OUTBOX_QUEUES
@@ -53,12 +47,9 @@ def _check_rabbitmq(obj: CliContext) -> None:
 
 
 def _check_broker(obj: CliContext) -> None:
-    from models.barriers import redis_errors
+    from actors.broker import ping_broker
 
-    with redis_errors(
-        url=obj.settings.broker_url, setting="BROKER_URL", service="the Dramatiq broker (Redis)"
-    ):
-        _broker_client(obj).ping()
+    ping_broker(obj.settings)
 
 
 def service_checks(obj: CliContext) -> list[Check]:
@@ -89,18 +80,10 @@ def _migrations(obj: CliContext) -> Check:
 
 
 def _queues(obj: CliContext) -> Iterator[Check]:
-    from actors.broker import QUEUES
-    from models.barriers import redis_errors
-    from models.presence import queue_report
+    from actors.broker import queue_reports
 
-    s = obj.settings
     try:
-        with redis_errors(url=s.broker_url, setting="BROKER_URL", service="the Dramatiq broker (Redis)"):
-            client = _broker_client(obj)
-            reports = [
-                queue_report(client, s.broker_namespace, q, ttl_seconds=s.worker_presence_ttl_seconds)
-                for q in QUEUES
-            ]
+        reports = queue_reports(obj.settings)
     except KickoffError as exc:
         yield Check("workers", FAIL, f"not checked: {exc}")
         return

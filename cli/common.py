@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 
 import click
 
+from config.assignments import split_assignment
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -16,14 +18,10 @@ def parse_assignments(pairs: Iterable[str], *, option: str) -> dict[str, Any]:
     """Parse ``KEY=VALUE`` strings; values are JSON when they parse as JSON, else strings."""
     out: dict[str, Any] = {}
     for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key.strip():
+        parsed = split_assignment(pair)
+        if parsed is None:
             raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint=option)
-        try:
-            value: Any = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        out[key.strip()] = value
+        out[parsed[0]] = parsed[1]
     return out
 
 

@@ -14,9 +14,10 @@ QUEUE_CHOICE = click.Choice(["default", "match_listeners"])
 
 
 def _broker():
-    import actors
+    import actors  # noqa: F401  configures the actor runtime
+    from actors.runtime import current
 
-    return actors.process.kickoff_broker
+    return current().broker
 
 
 @click.group("dead-letters")

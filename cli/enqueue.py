@@ -46,10 +46,11 @@ def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: boo
     The keyword arguments are checked against the actor's signature before anything is sent.
     Prints what was enqueued (actor, queue, message id).
     """
-    import actors
+    import actors  # noqa: F401  configures the actor runtime
+    from actors.runtime import current
 
     kwargs = parse_assignments(kws, option="--kw")
-    broker = actors.process.kickoff_broker
+    broker = current().broker
     if actor_name not in broker.actors:
         raise NotFound(f"no actor named {actor_name!r}; known: {', '.join(sorted(broker.actors))}")
     actor = broker.get_actor(actor_name)

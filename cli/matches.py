@@ -141,7 +141,7 @@ def list_(obj: CliContext, limit: int, as_json: bool) -> None:
 @matches.command("show")
 @click.argument("match_id", type=MATCH_ID)
 @count_option("--runs", "runs_limit", default=20, help="Newest runs shown.")
-@json_option('Print {"id", "sr_id", ..., "settings", "runs": [...], "barriers"}.')
+@json_option('Print {"id", "sr_id", ..., "settings", "runs": [...], "barriers", "archive"}.')
 @click.pass_obj
 def show(obj: CliContext, match_id: str, runs_limit: int, as_json: bool) -> None:
     """Show MATCH_ID: its fields, per-match listener settings, newest runs and Redis barriers."""
@@ -157,8 +157,12 @@ def show(obj: CliContext, match_id: str, runs_limit: int, as_json: bool) -> None
     b = d["barriers"]
     click.echo(
         f"{'barriers:':<15}pending={'yes' if b['pending'] else 'no'} attempts={b['attempts']} "
-        f"exhausted={'yes' if b['exhausted'] else 'no'} stop_flag={'yes' if b['stop_flag'] else 'no'}"
+        f"exhausted={'yes' if b['exhausted'] else 'no'} stop_flag={'yes' if b['stop_flag'] else 'no'} "
+        f"lock_holder={b['lock_holder'] or '-'}"
     )
+    events = d["archive"]["events"]
+    held = "none yet" if events is None else f"{events} events"
+    click.echo(f"{'archive:':<15}{d['archive']['path']} ({held})")
     settings = ", ".join(f"{k}={v}" for k, v in sorted(d["settings"].items())) or "(none)"
     click.echo(f"{'settings:':<15}{settings}")
     click.echo("runs:")

@@ -110,16 +110,18 @@ def status_cmd(obj: CliContext, as_json: bool, pending_limit: int) -> None:
 
 
 @outbox.command("retry-dead")
+@click.argument("row_ids", nargs=-1, type=click.IntRange(min=1), metavar="[ROW_ID]...")
 @json_option('Print {"rows": .., "actions": .., "superseded": ..}.')
 @click.pass_obj
-def retry_dead_cmd(obj: CliContext, as_json: bool) -> None:
-    """Make every dead row pending again with a fresh attempt budget (after fixing the cause).
+def retry_dead_cmd(obj: CliContext, row_ids: tuple[int, ...], as_json: bool) -> None:
+    """Make every dead row (or only ROW_IDs, as `status` lists them) pending again with a fresh
+    attempt budget (after fixing the cause).
 
     Its action goes back from failed to queued and holds its key again, so delivery marks it
     delivered. A row whose key a newer action holds meanwhile stays dead (superseded).
     """
     obj.database()
-    report = retry_dead()
+    report = retry_dead(ids=row_ids or None)
     if as_json:
         echo_json(report.as_json())
         return

@@ -14,10 +14,12 @@ from cli.context import CliContext
 @count_option("--workers", default=None, help="uvicorn worker processes (default API_WORKERS).")
 @click.pass_obj
 def serve_command(obj: CliContext, host: str | None, port: int | None, workers: int | None) -> None:
-    """Serve the HTTP API: triggers, trades, runs, listeners, /healthz, /readyz, /metrics, /docs.
+    """Serve the HTTP API (triggers, trades, runs, listeners, /healthz, /readyz, /metrics, /docs)
+    and the operator console at / (sign in with an operator or read key).
 
     Every /v1 route needs `Authorization: Bearer KEY` (`kickoff apikeys create`); /healthz,
-    /readyz and /metrics need none (API_METRICS_REQUIRE_KEY=true protects /metrics). See docs/api.md.
+    /readyz and /metrics need none (API_METRICS_REQUIRE_KEY=true protects /metrics). See
+    docs/api.md and docs/console.md.
     """
     import uvicorn
 
@@ -31,4 +33,6 @@ def serve_command(obj: CliContext, host: str | None, port: int | None, workers: 
         log_level=settings.log_level.lower(),
         access_log=False,
         proxy_headers=False,
+        # The console's live board streams until the browser goes: do not wait on it at shutdown.
+        timeout_graceful_shutdown=5,
     )

@@ -268,6 +268,22 @@ class ApiRequestError(KickoffError):
         super().__init__(f"HTTP {status}: {message}")
 
 
+class ConsoleError(KickoffError):
+    """Base class of the operator console's refusals (console/)."""
+
+
+class SignInRefused(ConsoleError):
+    """Raised when a presented API key cannot open a console session (unknown, revoked, trigger scope)."""
+
+
+class SignInRequired(ConsoleError):
+    """Raised when a console page is asked for without a live session (answered with the sign-in form)."""
+
+    def __init__(self, next_path: str) -> None:
+        super().__init__(f"sign in to see {next_path}")
+        self.next_path = next_path
+
+
 # -- job runs ----------------------------------------------------------------------
 
 

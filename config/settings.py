@@ -55,7 +55,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 URL_SCHEMES: dict[str, tuple[str, ...]] = {
     "database_url": ("postgresql", "postgres"),
     "redis_url": ("redis", "rediss", "unix"),
-    "broker_url": ("redis", "rediss", "unix"),
+    "broker_url": ("redis", "rediss", "unix", "amqp", "amqps"),
     "amqp_url": ("amqp", "amqps"),
 }
 
@@ -67,7 +67,8 @@ def check_url_scheme(url: str, schemes: tuple[str, ...]) -> None:
     except ValueError as exc:
         raise ValueError(f"not a URL: {exc}") from exc
     if parts.scheme.lower() not in schemes or not (parts.netloc or parts.path):
-        raise ValueError(f"expected a {schemes[0]}:// URL, got {mask_url(url)!r}")
+        wanted = " or ".join(f"{s}://" for s in schemes if s in ("redis", "amqp")) or f"{schemes[0]}://"
+        raise ValueError(f"expected a {wanted} URL, got {mask_url(url)!r}")
 
 
 class BaseEnvironment(BaseSettings):
@@ -94,8 +95,23 @@ class BaseEnvironment(BaseSettings):
     redis_key_prefix: str = Field(
         "kickoff:", description="Prefix of every lock and barrier key kickoff writes in Redis."
     )
-    broker_url: str = Field("redis://127.0.0.1:6379/2", description="Redis database of the Dramatiq broker.")
-    broker_namespace: str = Field("dramatiq", description="Key namespace of the Dramatiq Redis broker.")
+    broker_url: str = Field(
+        "redis://127.0.0.1:6379/2",
+        description=(
+            "Dramatiq broker: redis:// selects the Redis broker (a database of its own),"
+            " amqp:// the RabbitMQ broker (a vhost of its own)."
+        ),
+    )
+    broker_namespace: str = Field(
+        "dramatiq", description="Key namespace of the Dramatiq Redis broker (redis:// BROKER_URL only)."
+    )
+    broker_quorum_queues: bool = Field(
+        False,
+        description=(
+            "RabbitMQ broker: declare match_listeners (and its delay queue) as a quorum queue"
+            " (replicated; takes effect when the queue is first declared)."
+        ),
+    )
     amqp_url: str = Field(
         "amqp://guest:guest@127.0.0.1:5672/%2F",
         description="RabbitMQ that receives outbox, trade, alert and job_runs messages.",
@@ -226,6 +242,16 @@ class BaseEnvironment(BaseSettings):
     )
     api_metrics_require_key: bool = Field(
         False, description="GET /metrics needs an API key (read scope or wider); off: open, as /healthz."
+    )
+    console_cookie_secure: bool = Field(
+        False,
+        description="The console's session cookie is sent only over HTTPS (Secure); turn on behind TLS.",
+    )
+    console_board_refresh_seconds: float = Field(
+        1.0, gt=0, description="How often the console's live board reads the board anew (server-sent events)."
+    )
+    console_session_hours: float = Field(
+        12.0, gt=0, description="A console sign-in lasts this long (revoking its API key ends it at once)."
     )
     dramatiq_prometheus: bool = Field(
         False,
@@ -384,7 +410,12 @@ class MatchListenerEnvironment(BaseEnvironment):
         False, description="Scripted test listener: ignore request_stop (a hung body)."
     )
     broker_heartbeat_timeout_seconds: float = Field(
-        60.0, gt=0, description="Dramatiq Redis broker: a worker silent this long is dead; messages requeue."
+        60.0,
+        gt=0,
+        description=(
+            "Dramatiq broker: a worker silent this long is dead and its messages requeue"
+            " (RabbitMQ: the AMQP heartbeat is half of it)."
+        ),
     )
     broker_maintenance_chance: int = Field(
         1000, ge=0, description="Dramatiq Redis broker: commands per million that run queue maintenance."

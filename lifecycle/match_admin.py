@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections import deque
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from config.clock import utcnow
@@ -10,6 +12,7 @@ from config.errors import KickoffError
 from config.settings import MatchListenerEnvironment
 from lifecycle.board import listener_board
 from lifecycle.start import load_match, validate_listener_settings
+from listener.archive import TextLog, archive_path, read_events, shortcode_for
 from models.barriers import Barriers
 from models.db import database_errors
 from models.listener_record import MatchListenerRecord
@@ -19,6 +22,31 @@ from models.status import normalise
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
+
+
+def match_archive(match: Match, *, data_dir: Path) -> Path:
+    """Where the match's listener archive is (it may not exist yet)."""
+    return archive_path(data_dir, match.league.name, shortcode_for(match.sr_id))
+
+
+def _archived_events(path: Path) -> int | None:
+    """How many events the archive holds (None: no archive yet)."""
+    try:
+        return len(read_events(path))
+    except FileNotFoundError:
+        return None
+
+
+def run_log_tail(
+    match_id: str, record_id: str, *, settings: MatchListenerEnvironment, lines: int = 50
+) -> tuple[Path | None, list[str]]:
+    """The log file of run ``record_id`` of the match and its last ``lines`` lines ([] without a file)."""
+    match = load_match(match_id)
+    path = TextLog.for_run(match_archive(match, data_dir=settings.data_dir), record_id).path
+    if path is None or not path.exists():
+        return path, []
+    with path.open(errors="replace") as fh:
+        return path, list(deque((line.rstrip("\n") for line in fh), maxlen=lines))
 
 
 def match_detail(
@@ -34,6 +62,7 @@ def match_detail(
             .limit(runs_limit)
         )
     [entry] = listener_board(settings=settings, barriers=barriers, match_id=str(match.id))
+    archive = match_archive(match, data_dir=settings.data_dir)
     return {
         "id": str(match.id),
         "sr_id": match.sr_id,
@@ -66,7 +95,9 @@ def match_detail(
             "attempts": entry.attempts,
             "exhausted": entry.exhausted,
             "stop_flag": str(match.id) in barriers.stop_flags_among([match.id]),
+            "lock_holder": barriers.start_lock_holder(match.id),
         },
+        "archive": {"path": str(archive), "events": _archived_events(archive)},
     }
 
 

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
@@ -108,6 +109,7 @@ def start_match_listener(
     settings: MatchListenerEnvironment,
     barriers: Barriers,
     services: ListenerServices,
+    on_consumed: Callable[[], None] | None = None,
 ) -> StartResult:
     """Start (and run, for the whole game) the listener of one match; see the module docstring.
 
@@ -115,7 +117,8 @@ def start_match_listener(
     guard, but never takes a start lock held by another run: a live listener is never
     stopped or doubled by a forced start (stop it first). Raises ListenerStartSettingsError /
     MatchNotFound (failed starts, counted) and ListenerRunFailed-worthy outcomes are returned
-    with ``success=False``.
+    with ``success=False``. ``on_consumed`` is called once the message is consumed (from then on
+    a re-delivery does nothing): the RabbitMQ broker acks the delivery there.
 
     Steps: consume the message, check the guards, abandon dead runs, take the start lock (all
     under one database slot), then run and record the outcome.
@@ -123,7 +126,7 @@ def start_match_listener(
     mid = str(uuid.UUID(str(match_id)))
     with services.db_slot():
         taken = (
-            _consume_message(mid, message_id, barriers=barriers)
+            _consume_message(mid, message_id, barriers=barriers, on_consumed=on_consumed)
             or _check_guards(mid, overrides, force, barriers=barriers, services=services)
             or _take_start_lock(mid, force, settings=settings, barriers=barriers)
         )
@@ -144,11 +147,19 @@ def start_match_listener(
     )
 
 
-def _consume_message(mid: str, message_id: str | None, *, barriers: Barriers) -> Skip | None:
-    """Use the start message once; skip a revoked, re-delivered or superseded one."""
+def _consume_message(
+    mid: str,
+    message_id: str | None,
+    *,
+    barriers: Barriers,
+    on_consumed: Callable[[], None] | None = None,
+) -> Skip | None:
+    """Use the start message once (then ``on_consumed``); skip a revoked, re-delivered or superseded one."""
     if message_id is None:
         return None
     consumed = barriers.consume_message(message_id)
+    if consumed and on_consumed is not None:
+        on_consumed()
     current = stored_message_id(mid)
     if not consumed:
         if current == message_id:

@@ -421,6 +421,12 @@ class Barriers:
             url=self.url,
         )
 
+    @_redis_errors
+    def start_lock_holder(self, match_id: object) -> str | None:
+        """The token (the holder's record id) in the match's start lock, or None when it is free."""
+        raw = self.client.get(self.start_lock_key(match_id))
+        return raw.decode() if isinstance(raw, bytes) else raw
+
     def dispatch_lock(self) -> TokenLock:
         return TokenLock(
             self.client,
@@ -436,11 +442,6 @@ class Barriers:
             ttl_seconds=self.coordination_lock_seconds,
             url=self.url,
         )
-
-    @_redis_errors
-    def start_lock_holder(self, match_id: object) -> str | None:
-        """The token holding a match's start lock, or None when it is free."""
-        return _text(self.client.get(self.start_lock_key(match_id)))
 
     @_redis_errors
     def extend_start_locks(self, holders: Sequence[tuple[str, str]], *, ttl_seconds: float) -> list[bool]:

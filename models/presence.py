@@ -49,6 +49,12 @@ def forget(client: redis.Redis, namespace: str, queues: list[str], member: str) 
     pipe.execute()
 
 
+def workers_alive(client: redis.Redis, namespace: str, queue: str, *, ttl_seconds: float) -> list[str]:
+    """Worker processes (``host:pid``) marked alive on ``queue`` within the TTL."""
+    members = client.zrangebyscore(presence_key(namespace, queue), time.time() - ttl_seconds, "+inf")
+    return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+
+
 @dataclass(frozen=True)
 class QueueReport:
     """One queue as the broker holds it."""

@@ -99,8 +99,10 @@ class AmqpPublisher:
     confirm_timeout: float = 10.0
     connect_timeout: float = 5.0
     heartbeat: int = 30
+    passive_queues: Iterable[str] = ()  # declared by their owner: only checked here
 
     def __post_init__(self) -> None:
+        self.passive_queues = frozenset(self.passive_queues)
         self._connection: pika.BlockingConnection | None = None
         self._channel: Any = None
         self._checked: set[str] = set()
@@ -215,7 +217,7 @@ class AmqpPublisher:
     # -- queues ---------------------------------------------------------------------
 
     def check_queue(self, queue: str) -> None:
-        """Make sure ``queue`` can take messages: passive declare for outbox queues, else durable.
+        """Make sure ``queue`` takes messages: passive declare (outbox, ``passive_queues``), else durable.
 
         A missing queue raises MissingQueueError naming it; the channel the broker closed is
         reopened so the publisher keeps working.
@@ -224,7 +226,7 @@ class AmqpPublisher:
         if queue in self._checked:
             return
         try:
-            if declare_passive(queue):
+            if declare_passive(queue) or queue in self.passive_queues:
                 self._channel.queue_declare(queue=queue, passive=True)
             else:
                 self._channel.queue_declare(queue=queue, durable=True)

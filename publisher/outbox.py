@@ -338,8 +338,9 @@ class RetryDeadReport:
         return {"rows": self.rows, "actions": self.actions, "superseded": self.superseded}
 
 
-def retry_dead(*, now: datetime | None = None) -> RetryDeadReport:
-    """Make every dead row pending again with a fresh attempt budget, and its action whole.
+def retry_dead(*, now: datetime | None = None, ids: Sequence[int] | None = None) -> RetryDeadReport:
+    """Make every dead row (or the dead rows among ``ids``) pending again with a fresh attempt budget,
+    and its action whole.
 
     The row's action goes back from ``failed`` to ``queued`` (so delivery marks it delivered),
     holding its idempotency key again; a key released meanwhile is taken back unless a newer
@@ -349,7 +350,9 @@ def retry_dead(*, now: datetime | None = None) -> RetryDeadReport:
     now = now or utcnow()
     rows = actions = superseded = 0
     with database_errors(), database.atomic():
-        dead = database.execute_sql(outbox_sql.SELECT_DEAD_FOR_UPDATE).fetchall()
+        dead = database.execute_sql(
+            outbox_sql.SELECT_DEAD_FOR_UPDATE, (None if ids is None else list(ids),) * 2
+        ).fetchall()
         for outbox_id, tracking_id, status, key, released, league_id, kind in dead:
             if tracking_id is not None and status == ActionStatus.FAILED.value:
                 if key is None and released is not None:

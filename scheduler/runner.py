@@ -93,12 +93,12 @@ def build_senders(settings: MatchListenerEnvironment, *, broker: Any, barriers: 
 
 def run_scheduler() -> None:
     """Run the scheduler until the process is killed (``kickoff scheduler``)."""
-    import actors  # sets the broker from the settings read once at process start
+    import actors  # noqa: F401  configures the actor runtime from the settings read at process start
+    from actors.runtime import current
 
-    settings = actors.process.settings
-    senders = build_senders(
-        settings, broker=actors.process.kickoff_broker, barriers=Barriers.from_settings(settings)
-    )
+    rt = current()
+    settings = rt.settings
+    senders = build_senders(settings, broker=rt.broker, barriers=rt.barriers)
     if not senders:
         logger.error("no periodic entry for app_env %s", settings.app_env)
         return

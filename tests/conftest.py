@@ -127,6 +127,25 @@ def read_queue(amqp_vhost: str) -> Callable[[str], list[tuple[dict[str, Any], An
 
 
 @pytest.fixture
+def actor_runtime(
+    monkeypatch: pytest.MonkeyPatch, test_env: dict[str, str]
+) -> Iterator[Callable[[MatchListenerEnvironment], object]]:
+    """``actor_runtime(settings)``: this process's actors run with ``settings`` until the test ends.
+
+    The one place tests point actors elsewhere (``actors.runtime.configure``); the runtime of
+    this run's environment is configured again afterwards.
+    """
+    for key, value in test_env.items():
+        monkeypatch.setenv(key, value)  # importing actors configures the runtime from the environment
+    import actors  # noqa: F401
+    from actors import runtime
+
+    before = runtime.current().settings
+    yield runtime.configure
+    runtime.configure(before)
+
+
+@pytest.fixture
 def redis_client(settings: MatchListenerEnvironment):
     """A Redis client; every key under this run's prefix is deleted after the test."""
     client = connect_redis(settings.redis_url)

@@ -26,10 +26,9 @@ def _redis(ctx: ApiContext) -> None:
 
 
 def _dramatiq_broker(ctx: ApiContext) -> None:
-    from models.barriers import Barriers, connect_redis
+    from actors.broker import ping_broker
 
-    url = ctx.settings.broker_url
-    Barriers(connect_redis(url), prefix="", url=url).ping()
+    ping_broker(ctx.settings)
 
 
 def _rabbitmq(ctx: ApiContext) -> None:

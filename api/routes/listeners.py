@@ -21,7 +21,7 @@ from lifecycle.start import load_match, validate_listener_settings
 router = APIRouter(tags=["listeners"])
 
 
-def _match_id(value: str) -> str:
+def internal_match_id(value: str) -> str:
     """The internal match id (UUID); anything else is an unknown match (404)."""
     try:
         return str(uuid.UUID(value))
@@ -36,7 +36,7 @@ def board(request: Request, match_id: str | None = None, active: bool = False) -
     entries = listener_board(
         settings=ctx.settings,
         barriers=ctx.barriers,
-        match_id=None if match_id is None else _match_id(match_id),
+        match_id=None if match_id is None else internal_match_id(match_id),
         active_only=active,
     )
     return {
@@ -50,7 +50,7 @@ def board(request: Request, match_id: str | None = None, active: bool = False) -
 def show_match(match_id: str, request: Request) -> dict[str, Any]:
     """One match with its listener board entry (404 if unknown)."""
     ctx = ctx_of(request)
-    match = load_match(_match_id(match_id))
+    match = load_match(internal_match_id(match_id))
     entries = listener_board(settings=ctx.settings, barriers=ctx.barriers, match_id=str(match.id))
     return {
         "id": str(match.id),
@@ -70,7 +70,7 @@ def start_listener(match_id: str, request: Request, body: StartListenerBody | No
     ctx = ctx_of(request)
     body = body or StartListenerBody()
     validate_listener_settings(body.overrides, source="overrides")
-    mid = str(load_match(_match_id(match_id)).id)
+    mid = str(load_match(internal_match_id(match_id)).id)
     message, note = request_start(
         mid, overrides=body.overrides or None, force=body.force, barriers=ctx.barriers, send=ctx.send_start()
     )
@@ -88,13 +88,14 @@ def start_listener(match_id: str, request: Request, body: StartListenerBody | No
 def stop_listener(match_id: str, request: Request) -> dict[str, Any]:
     """Stop the listener (exit 15), revoke a queued start, turn auto-dispatch off."""
     ctx = ctx_of(request)
-    return stop_match_listener(_match_id(match_id), settings=ctx.settings, barriers=ctx.barriers).as_dict()
+    mid = internal_match_id(match_id)
+    return stop_match_listener(mid, settings=ctx.settings, barriers=ctx.barriers).as_dict()
 
 
 @router.post("/v1/matches/{match_id}/auto-dispatch")
 def auto_dispatch(match_id: str, body: AutoDispatchBody, request: Request) -> dict[str, Any]:
     """Turn auto-dispatch on or off (on also clears a leftover stop flag)."""
-    mid = _match_id(match_id)
+    mid = internal_match_id(match_id)
     before = set_auto_dispatch(mid, body.on, barriers=ctx_of(request).barriers)
     return {"match_id": mid, "auto_dispatch": body.on, "was": before}
 

@@ -68,8 +68,8 @@ COUNT_HELD_AND_OLDEST_DUE = (
 SELECT_DEAD_FOR_UPDATE = (
     "SELECT o.id, a.tracking_id, a.status, a.idempotency_key, a.released_key, a.league_id, a.kind FROM "
     "outbox_messages o LEFT JOIN activity_actions a ON a.tracking_id = o.tracking_id WHERE o.status = "
-    "'dead' ORDER BY o.id FOR UPDATE OF o"
-)
+    "'dead' AND (%s::bigint[] IS NULL OR o.id = ANY(%s::bigint[])) ORDER BY o.id FOR UPDATE OF o"
+)  # params: ids, ids (NULL: every dead row)
 
 COUNT_DUE_BY_QUEUE = (
     "SELECT queue, count(*) FROM outbox_messages WHERE status = 'pending' AND held_by IS NULL GROUP BY "

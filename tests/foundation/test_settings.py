@@ -157,7 +157,7 @@ def test_an_absolute_job_catalog_path_is_kept(clean_env, tmp_path):
         ("DATABASE_URL", "notaurl", "invalid setting DATABASE_URL: expected a postgresql:// URL"),
         ("DATABASE_URL", "mysql://root@db/kickoff", "invalid setting DATABASE_URL: expected a postgresql://"),
         ("REDIS_URL", "http://127.0.0.1:6379/0", "invalid setting REDIS_URL: expected a redis:// URL"),
-        ("BROKER_URL", "amqp://127.0.0.1/", "invalid setting BROKER_URL: expected a redis:// URL"),
+        ("BROKER_URL", "http://127.0.0.1/2", "invalid setting BROKER_URL: expected a redis:// or amqp://"),
         ("AMQP_URL", "redis://127.0.0.1/0", "invalid setting AMQP_URL: expected a amqp:// URL"),
     ],
 )

@@ -41,30 +41,11 @@ def lifecycle_env(monkeypatch: pytest.MonkeyPatch, test_env: dict[str, str]) -> 
 
 @pytest.fixture(autouse=True)
 def actors_bound(lifecycle_env: dict[str, str]) -> None:
-    """Make sure ``actors`` (settings read once at import) points at this run's services.
+    """The actor runtime of this process runs with this run's settings and short intervals."""
+    import actors  # noqa: F401  configures the runtime from the environment on first import
+    from actors import runtime
 
-    If another test module imported ``actors`` earlier with other settings, rebind its actors
-    to a broker built from this run's settings (what a fresh process would do at import).
-    """
-    import actors
-    from actors import listeners
-    from actors.broker import setup_broker
-
-    wanted = MatchListenerEnvironment(_env_file=None)
-    current = actors.process.settings
-    if (current.broker_namespace, current.database_url, current.redis_key_prefix) == (
-        wanted.broker_namespace,
-        wanted.database_url,
-        wanted.redis_key_prefix,
-    ):
-        return
-    old = actors.process.kickoff_broker
-    new = setup_broker(wanted)
-    for actor in list(old.actors.values()):
-        actor.broker = new
-        new.declare_actor(actor)
-    actors.process.settings, actors.process.kickoff_broker = wanted, new
-    listeners._runtime_cache = None
+    runtime.configure(MatchListenerEnvironment(_env_file=None))
 
 
 @pytest.fixture
@@ -150,22 +131,22 @@ def srsim(db) -> Iterator[Callable[..., Any]]:
 
 
 @pytest.fixture
-def pointed_at(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
-    """Point the actors' settings (read once per process) at an srsim server; keywords update more."""
-    import actors
+def pointed_at(
+    actor_runtime: Callable[[MatchListenerEnvironment], object],
+) -> Callable[..., None]:
+    """Point the actor runtime's settings at an srsim server; keywords update more."""
+    from actors.runtime import current
 
     def point(server: Any, **update: Any) -> None:
-        monkeypatch.setattr(
-            actors.process,
-            "settings",
-            actors.process.settings.model_copy(update={"sportradar_base_url": server.base_url, **update}),
+        actor_runtime(
+            current().settings.model_copy(update={"sportradar_base_url": server.base_url, **update})
         )
 
     return point
 
 
 class WorkerProcess(ChildProcess):
-    """A real ``dramatiq actors`` worker subprocess on the RedisBroker of this run."""
+    """A real ``dramatiq actors`` worker subprocess on this run's broker (BROKER_URL of its env)."""
 
     def __init__(self, env: dict[str, str], log: Path, *, queues: tuple[str, ...], threads: int) -> None:
         cmd = dramatiq_worker_argv(*queues, threads=threads, shutdown_timeout_ms=10000)
@@ -180,9 +161,43 @@ class WorkerProcess(ChildProcess):
         return super().terminate(timeout=timeout)
 
 
+#: The Dramatiq brokers real-worker tests run on: ``BOTH_BROKERS`` parametrizes ``worker_broker``.
+BOTH_BROKERS = pytest.mark.parametrize("worker_broker", ["redis", "amqp"], indirect=True)
+#: Dramatiq's queues (and their delay and dead-letter queues) in the run's RabbitMQ vhost.
+DRAMATIQ_AMQP_QUEUES = tuple(f"{q}{s}" for q in ("default", "match_listeners") for s in ("", ".DQ", ".XQ"))
+
+
+@pytest.fixture
+def worker_broker(
+    request: pytest.FixtureRequest,
+    lifecycle_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    actor_runtime: Callable[[MatchListenerEnvironment], object],
+) -> Iterator[str]:
+    """The broker real workers and this process's senders use: ``redis`` unless parametrized.
+
+    ``amqp`` points BROKER_URL at this run's RabbitMQ vhost (workers, the actor runtime, every
+    settings object built afterwards) and deletes Dramatiq's queues there after the test.
+    """
+    kind = getattr(request, "param", "redis")
+    if kind == "redis":
+        yield kind
+        return
+    url = request.getfixturevalue("amqp_vhost")
+    lifecycle_env["BROKER_URL"] = url
+    monkeypatch.setenv("BROKER_URL", url)
+    actor_runtime(MatchListenerEnvironment(_env_file=None))
+    yield kind
+    from publisher.amqp import AmqpPublisher
+
+    with AmqpPublisher(url=url) as admin:
+        for queue in DRAMATIQ_AMQP_QUEUES:
+            admin.delete_queue(queue)
+
+
 @pytest.fixture
 def start_worker(
-    subprocess_env: dict[str, str], lifecycle_env: dict[str, str], tmp_path: Path
+    subprocess_env: dict[str, str], lifecycle_env: dict[str, str], tmp_path: Path, worker_broker: str
 ) -> Iterator[Callable[..., WorkerProcess]]:
     """Start worker subprocesses (killed at teardown); keyword ``env`` adds settings."""
     workers: list[WorkerProcess] = []
@@ -237,6 +252,7 @@ def send_start(lifecycle_env: dict[str, str]) -> Iterator[Callable[..., None]]:
     from models.barriers import connect_redis
 
     yield sender
-    client = connect_redis(lifecycle_env["BROKER_URL"])
-    for key in client.scan_iter(match=f"{lifecycle_env['BROKER_NAMESPACE']}:*"):
-        client.delete(key)
+    if lifecycle_env["BROKER_URL"].startswith("redis"):  # RabbitMQ: worker_broker deletes the queues
+        client = connect_redis(lifecycle_env["BROKER_URL"])
+        for key in client.scan_iter(match=f"{lifecycle_env['BROKER_NAMESPACE']}:*"):
+            client.delete(key)

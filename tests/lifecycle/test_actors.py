@@ -8,21 +8,40 @@ import json
 import pytest
 
 from lifecycle.dispatch import request_start
-from tests.lifecycle.conftest import wait_for
+from tests.lifecycle.conftest import BOTH_BROKERS, wait_for
 from tests.lifecycle.helpers import live_row, quick, rows_of
 
 QUEUE = "match_listeners"
 
 
 @pytest.fixture
-def broker_keys(lifecycle_env):
-    """The RedisBroker keys of this run: message ids still queued, and those dead-lettered."""
+def broker_keys(lifecycle_env, worker_broker):
+    """Message ids still queued on this run's broker, and those dead-lettered.
+
+    RabbitMQ: the dead-letter queue is drained into a set kept across calls; a queue with ready
+    messages counts as holding every message the test sent (the queues are this test's alone).
+    """
     from models.barriers import connect_redis
+
+    if worker_broker == "amqp":
+        from actors.rabbitmq import queue_depths
+        from publisher.amqp import read_messages
+
+        dead_seen: set[str] = set()
+
+        def read_amqp(queue: str, ours: set[str] | None = None) -> tuple[set[str], set[str]]:
+            url = lifecycle_env["BROKER_URL"]
+            dead_seen.update(body["message_id"] for body, _ in read_messages(url=url, queue=f"{queue}.XQ"))
+            waiting = queue_depths(url, queue)[0]
+            return (set(ours or ()) if waiting else set()), set(dead_seen)
+
+        yield read_amqp
+        return
 
     client = connect_redis(lifecycle_env["BROKER_URL"])
     ns = lifecycle_env["BROKER_NAMESPACE"]
 
-    def read(queue: str) -> tuple[set[str], set[str]]:
+    def read(queue: str, ours: set[str] | None = None) -> tuple[set[str], set[str]]:
         def ids(key: str) -> set[str]:  # the hashes are keyed by the broker's own id: read the bodies
             return {json.loads(body)["message_id"] for body in client.hvals(key)}
 
@@ -34,6 +53,7 @@ def broker_keys(lifecycle_env):
 
 
 @pytest.mark.e2e
+@BOTH_BROKERS
 def test_a_failed_run_is_a_failed_message_and_a_skip_a_successful_one(
     make_match, lbarriers, start_worker, broker_keys
 ):
@@ -41,6 +61,8 @@ def test_a_failed_run_is_a_failed_message_and_a_skip_a_successful_one(
 
     failing = make_match(listener_start_settings=quick(listener_force_exit_code=11))
     skipped = make_match(listener_start_settings=quick(listener_test_exit_code=0))
+    # The skipped match's open row must look alive however long the worker takes to boot.
+    worker = start_worker(threads=2, env={"LISTENER_HEARTBEAT_STALE_SECONDS": "600"})
     live_row(skipped)  # an active listener elsewhere: the start is skipped_active
     sent = {}
     for name, match in (("failing", failing), ("skipped", skipped)):
@@ -48,17 +70,15 @@ def test_a_failed_run_is_a_failed_message_and_a_skip_a_successful_one(
             str(match.id), overrides=None, force=False, barriers=lbarriers, send=send_start
         )
         sent[name] = message.message_id
-    # The skipped match's open row must look alive however long the worker takes to boot.
-    worker = start_worker(threads=2, env={"LISTENER_HEARTBEAT_STALE_SECONDS": "600"})
 
     ours = set(sent.values())  # messages other tests left in the namespace do not count
 
     def settled() -> bool:
-        queued, dead = broker_keys(QUEUE)
+        queued, dead = broker_keys(QUEUE, ours)
         return not (queued & ours) and sent["failing"] in dead
 
     wait_for(settled, timeout=120)
-    queued, dead = broker_keys(QUEUE)
+    queued, dead = broker_keys(QUEUE, ours)
     assert not (queued & ours)
     assert dead & ours == {sent["failing"]}  # the failed run is a failed message (dead-lettered, no retry)
     assert sent["skipped"] not in dead  # the skip was acked: a successful message
@@ -82,17 +102,17 @@ def test_start_match_listener_has_no_time_limit_and_no_retries():
     """The broker's TimeLimit middleware reads an infinite limit for a start message."""
     from dramatiq.middleware import TimeLimit
 
-    import actors
     from actors.listeners import start_match_listener, start_message
+    from actors.runtime import current
     from lifecycle.dispatch import StartMessage, new_message_id
 
     assert start_match_listener.queue_name == QUEUE
     assert start_match_listener.options["max_retries"] == 0
-    [time_limit] = [m for m in actors.process.kickoff_broker.middleware if isinstance(m, TimeLimit)]
+    [time_limit] = [m for m in current().broker.middleware if isinstance(m, TimeLimit)]
     message = start_message(StartMessage(match_id="m", message_id=new_message_id("m")))
-    actor = actors.process.kickoff_broker.get_actor(message.actor_name)
+    actor = current().broker.get_actor(message.actor_name)
     limit = message.options.get("time_limit") or actor.options.get("time_limit", time_limit.time_limit)
     assert limit == float("inf")
     # The other listener actors keep the default limit.
-    dispatch_actor = actors.process.kickoff_broker.get_actor("dispatch_upcoming_match_listeners")
+    dispatch_actor = current().broker.get_actor("dispatch_upcoming_match_listeners")
     assert "time_limit" not in dispatch_actor.options

@@ -1,4 +1,4 @@
-"""The dispatch tick's batch send: many starts in one round trip, stored as RedisBroker.enqueue does."""
+"""The dispatch tick's batch send: many starts in one round trip (Redis) or one confirmed batch (RabbitMQ)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,20 @@ import pytest
 from dramatiq import Middleware
 
 from lifecycle.dispatch import StartMessage, new_message_id
+from tests.lifecycle.conftest import BOTH_BROKERS
 
-pytestmark = pytest.mark.services  # a real RedisBroker on BROKER_URL
+pytestmark = pytest.mark.services  # a real broker on BROKER_URL
 
 
 @pytest.fixture
-def broker(lifecycle_env):
-    from actors.listeners import start_match_listener
+def broker(lifecycle_env, worker_broker):
+    from actors.runtime import current
 
-    broker = start_match_listener.broker
+    broker = current().broker
     yield broker
-    for key in broker.client.scan_iter(match=f"{broker.namespace}:*"):
-        broker.client.delete(key)
+    if worker_broker == "redis":
+        for key in broker.client.scan_iter(match=f"{broker.namespace}:*"):
+            broker.client.delete(key)
 
 
 def _starts(n: int) -> list[StartMessage]:
@@ -31,7 +33,7 @@ def _consume(broker, queue_name: str, n: int) -> list:
     consumer = broker.consume(queue_name, prefetch=n, timeout=200)
     got = []
     try:
-        for _ in range(50):
+        for _ in range(n + 50):
             proxy = next(consumer)
             if proxy is not None:
                 got.append(proxy)
@@ -43,10 +45,11 @@ def _consume(broker, queue_name: str, n: int) -> list:
     return got
 
 
+@BOTH_BROKERS
 def test_a_batch_of_starts_is_consumed_in_order_with_the_saved_message_ids(broker):
     from actors.listeners import send_starts, start_match_listener
 
-    starts = _starts(5)
+    starts = _starts(1200)  # more than one Redis command chunk (1,000)
     send_starts(starts)
 
     got = _consume(broker, start_match_listener.queue_name, len(starts))

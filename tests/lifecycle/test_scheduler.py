@@ -32,10 +32,10 @@ def test_the_table_by_app_env(env, expected):
 
 
 def test_every_entry_names_an_actor_the_broker_knows(lifecycle_env):
-    import actors
+    from actors.runtime import current
 
     for entry in PERIODIC:
-        assert entry.actor in actors.process.kickoff_broker.actors, entry
+        assert entry.actor in current().broker.actors, entry
     assert len({e.name for e in PERIODIC}) == len(PERIODIC)
 
 

@@ -18,7 +18,7 @@ import pytest
 from config.settings import MatchListenerEnvironment
 from models.barriers import Barriers
 from models.listener_record import MatchListenerRecord
-from tests.lifecycle.conftest import wait_for
+from tests.lifecycle.conftest import BOTH_BROKERS, wait_for
 from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, open_rows, rows_of
 from tests.private_redis import PrivateRedis
 
@@ -48,6 +48,7 @@ def _restarted(match, old_id) -> bool:
     return any(str(r.id) != str(old_id) for r in open_rows(match))
 
 
+@BOTH_BROKERS
 def test_a_hard_killed_listener_workers_matches_stream_again_on_another_worker_within_seconds(
     make_match, ctx, send_start, start_worker
 ):
@@ -71,6 +72,7 @@ def test_a_hard_killed_listener_workers_matches_stream_again_on_another_worker_w
     assert monitor.max_open == 1  # never two open rows for one match
 
 
+@BOTH_BROKERS
 def test_a_paused_worker_stops_itself_on_resume_and_never_writes_over_its_successor(
     make_match, ctx, send_start, start_worker
 ):
@@ -155,6 +157,7 @@ def deploy(repo_root, subprocess_env, lifecycle_env, tmp_path, amqp_vhost):
     return run
 
 
+@BOTH_BROKERS
 def test_rerunning_the_deploy_beside_healthy_real_listeners_closes_none_of_them(
     make_match, ctx, send_start, start_worker, deploy
 ):
@@ -177,6 +180,7 @@ def test_rerunning_the_deploy_beside_healthy_real_listeners_closes_none_of_them(
     assert all(len(rows_of(m)) == 1 for m in matches)
 
 
+@BOTH_BROKERS
 def test_a_graceful_restart_through_the_deploy_streams_every_match_again_once_the_new_worker_is_up(
     make_match, ctx, send_start, start_worker, deploy
 ):

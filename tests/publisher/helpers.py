@@ -94,3 +94,24 @@ def never_confirming(publisher: AmqpPublisher, monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(publisher, "_send", send_under_a_tag_the_broker_never_confirms)
     return publisher
+
+
+def dead_lineups(
+    amqp_url: str, *, publisher: Any, settings: Any, keys: tuple[str, ...] = ("lineup-7-abc",)
+) -> list[str]:
+    """Lineup actions whose outbox rows are dead (refused by the broker to the last attempt): tracking ids."""
+    from publisher.drain import drain_outbox
+    from publisher.queues import LINEUP_UPDATES
+    from publisher.triggers import trigger_lineup
+
+    reject_all(amqp_url, LINEUP_UPDATES)
+    ids = [
+        trigger_lineup(lineup(idempotency_key=key), publisher=publisher, settings=settings).tracking_id
+        for key in keys
+    ]
+    database.execute_sql(
+        "UPDATE outbox_messages SET attempts = %s - 1, next_attempt_at = now()",
+        (settings.outbox_max_attempts,),
+    )
+    drain_outbox(publisher=publisher, settings=settings)
+    return ids

@@ -13,8 +13,7 @@ from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.drain import drain_outbox
 from publisher.outbox import insert_row
 from publisher.queues import LINEUP_UPDATES
-from publisher.triggers import trigger_lineup
-from tests.publisher.helpers import lineup, reject_all
+from tests.publisher.helpers import dead_lineups
 
 DOWN_URL = "amqp://guest:secret@127.0.0.1:1/%2F"
 
@@ -75,15 +74,20 @@ def test_status_json_shows_attempts_next_attempt_time_and_last_error_of_the_olde
 
 
 def test_retry_dead_json_reports_rows_and_actions_restored(run, publisher, pub_settings, amqp_vhost):
-    reject_all(amqp_vhost, LINEUP_UPDATES)
-    result = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings)
-    database.execute_sql(
-        "UPDATE outbox_messages SET attempts = %s - 1, next_attempt_at = now()",
-        (pub_settings.outbox_max_attempts,),
-    )
-    drain_outbox(publisher=publisher, settings=pub_settings)
+    [tracking_id] = dead_lineups(amqp_vhost, publisher=publisher, settings=pub_settings)
     assert json.loads(run("outbox", "status", "--json")[1])["dead"] == 1
     code, out = run("outbox", "retry-dead", "--json")
     assert code == 0 and json.loads(out) == {"rows": 1, "actions": 1, "superseded": 0}
-    code, out = run("trigger", "show", result.tracking_id, "--json")
+    code, out = run("trigger", "show", tracking_id, "--json")
     assert json.loads(out)["status"] == "queued"
+
+
+def test_retry_dead_with_row_ids_retries_only_those_rows(run, publisher, pub_settings, amqp_vhost):
+    dead_lineups(amqp_vhost, publisher=publisher, settings=pub_settings, keys=("lineup-7-a", "lineup-7-b"))
+    first, second = (
+        r[0] for r in database.execute_sql("SELECT id FROM outbox_messages ORDER BY id").fetchall()
+    )
+    code, out = run("outbox", "retry-dead", str(first), "--json")
+    assert code == 0 and json.loads(out) == {"rows": 1, "actions": 1, "superseded": 0}
+    status = dict(database.execute_sql("SELECT id, status FROM outbox_messages").fetchall())
+    assert status == {first: "pending", second: "dead"}

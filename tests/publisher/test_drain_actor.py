@@ -10,13 +10,11 @@ from publisher.amqp import OutgoingMessage
 from publisher.outbox import insert_row
 
 
-def test_the_drain_actor_publishes_due_rows(publisher, pub_settings, read_queue, monkeypatch, test_env):
-    for key, value in test_env.items():
-        monkeypatch.setenv(key, value)  # importing actors reads the settings once
+def test_the_drain_actor_publishes_due_rows(publisher, pub_settings, read_queue, actor_runtime):
     import actors.outbox
     from scheduler.table import PERIODIC
 
-    monkeypatch.setattr(actors.process, "settings", pub_settings)
+    actor_runtime(pub_settings)
     with database.atomic():
         message = OutgoingMessage(queue="draft_targets", body={"x": 1}, message_id=str(uuid.uuid4()))
         insert_row(message=message, tracking_id=None, next_attempt_at=utcnow())
@@ -28,17 +26,15 @@ def test_the_drain_actor_publishes_due_rows(publisher, pub_settings, read_queue,
 
 
 def test_the_verify_actor_settles_a_reported_result_every_minute_in_every_app_env(
-    publisher, pub_settings, monkeypatch, test_env
+    publisher, pub_settings, actor_runtime
 ):
-    for key, value in test_env.items():
-        monkeypatch.setenv(key, value)  # importing actors reads the settings once
     import actors.outbox
     from publisher.results import action_state, report_result
     from publisher.triggers import trigger_lineup
     from scheduler.table import PERIODIC
     from tests.publisher.helpers import lineup
 
-    monkeypatch.setattr(actors.process, "settings", pub_settings)
+    actor_runtime(pub_settings)
     tracking_id = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings).tracking_id
     report_result(tracking_id, outcome="succeeded", details={"team_id": "7"}, reported_by="worker")
     assert actors.outbox.verify_action_results.queue_name == "default"

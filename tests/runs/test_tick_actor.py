@@ -6,15 +6,12 @@ from models.run_log import JobRunOutbox, RunLog
 
 
 def test_the_tick_actor_publishes_the_scheduled_slot_once_and_drains(
-    db, publisher, settings, monkeypatch, test_env, frozen_clock
+    db, publisher, settings, actor_runtime, frozen_clock
 ):
-    for key, value in test_env.items():
-        monkeypatch.setenv(key, value)  # importing actors reads the settings once
-    import actors
     import actors.runs
     from scheduler.table import PERIODIC
 
-    monkeypatch.setattr(actors.process, "settings", settings)
+    actor_runtime(settings)
 
     assert actors.runs.tick_job_runs.queue_name == "default"
     [entry] = [e for e in PERIODIC if e.actor == "tick_job_runs"]

@@ -1,0 +1,81 @@
+"""The actor runtime: one per process, configured once (settings, Redis barriers, database, broker).
+
+``actors/__init__.py`` calls ``configure`` with the settings read at process start, before it
+imports the actor modules; every actor reads ``current()`` when it runs, never a copy of its own.
+A test process configures it again with its run's settings: the broker is rebuilt only when
+BROKER_URL or BROKER_NAMESPACE changed, and then every actor declared so far moves to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+import dramatiq
+
+from config.errors import ConfigurationError
+from config.settings import MatchListenerEnvironment
+from models.barriers import Barriers
+from models.db import init_database
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ActorRuntime:
+    """What every actor of this process runs with."""
+
+    settings: MatchListenerEnvironment  # read once at process start (or set by a test)
+    barriers: Barriers  # Redis keys on REDIS_URL under REDIS_KEY_PREFIX
+    broker: dramatiq.Broker  # Dramatiq's global broker (actors.broker.build_broker)
+
+
+_current: ActorRuntime | None = None
+_mu = threading.Lock()
+
+
+def _same_broker(a: MatchListenerEnvironment, b: MatchListenerEnvironment) -> bool:
+    fields = ("broker_url", "broker_namespace", "broker_quorum_queues", "redis_url", "log_format")
+    return all(getattr(a, f) == getattr(b, f) for f in fields)
+
+
+def configure(settings: MatchListenerEnvironment) -> ActorRuntime:
+    """Make ``settings`` this process's runtime: broker (set as Dramatiq's), database proxy, barriers."""
+    global _current
+    from actors.broker import build_broker, worker_hooks
+
+    with _mu:
+        old = _current
+        if old is not None and _same_broker(old.settings, settings):
+            broker = old.broker
+        else:
+            broker = build_broker(settings)
+            if old is not None:
+                for actor in list(old.broker.actors.values()):
+                    actor.broker = broker
+                    broker.declare_actor(actor)
+                old_hooks, new_hooks = worker_hooks(old.broker), worker_hooks(broker)
+                if old_hooks is not None and new_hooks is not None:
+                    new_hooks.adopt(old_hooks)
+        dramatiq.set_broker(broker)
+        # pika logs every AMQP connection step at INFO; kickoff logs the failures it translates.
+        # A level set before (the CLI silences pika unless -v) is kept.
+        pika_logger = logging.getLogger("pika")
+        if pika_logger.level == logging.NOTSET:
+            pika_logger.setLevel(logging.WARNING)
+        init_database(
+            settings.database_url,
+            connect_timeout_seconds=settings.database_connect_timeout_seconds,
+            statement_timeout_seconds=settings.database_statement_timeout_seconds,
+        )
+        _current = ActorRuntime(settings=settings, barriers=Barriers.from_settings(settings), broker=broker)
+        return _current
+
+
+def current() -> ActorRuntime:
+    """The runtime ``configure`` set (importing ``actors`` configures it from the environment)."""
+    runtime = _current
+    if runtime is None:
+        raise ConfigurationError("the actor runtime is not configured: import actors first")
+    return runtime

@@ -1,0 +1,1 @@
+"""The operator console: server-rendered pages on the library functions the API and the CLI call."""

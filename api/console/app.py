@@ -1,0 +1,21 @@
+"""Mount the console on the API's application: its routers and the sign-in redirect."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from fastapi import FastAPI, Request
+from fastapi.responses import RedirectResponse
+
+from api.console.routes import access, board, match, publishing
+from config.errors import SignInRequired
+
+
+def install_console(app: FastAPI) -> None:
+    """Add the console's pages and actions to ``app`` (the JSON API keeps /v1, /healthz, /docs...)."""
+    for module in (access, board, match, publishing):
+        app.include_router(module.router)
+
+    @app.exception_handler(SignInRequired)
+    async def sign_in_first(_request: Request, exc: SignInRequired) -> RedirectResponse:
+        return RedirectResponse("/sign-in?" + urlencode({"next": exc.next_path}), status_code=303)

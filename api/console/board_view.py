@@ -1,0 +1,67 @@
+"""The listener board as the console shows it: listener_board's entries, filtered, with start times."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from config.settings import MatchListenerEnvironment
+from lifecycle.board import BoardEntry, listener_board
+from models.badges import Badge
+from models.barriers import Barriers
+from models.db import database, database_errors
+
+#: Badges during which Start is disabled: a listener is running (the spec: "admin disables Start
+#: while Running"); Late is an open row whose heartbeat is late but not stale, still running.
+START_DISABLED = frozenset({Badge.RUNNING.value, Badge.LATE.value})
+
+
+@dataclass(frozen=True)
+class BoardFilter:
+    """What the operator asked to see: active only or all, one league, an sr_id substring."""
+
+    active: bool = False
+    league: str = ""
+    q: str = ""
+
+    def keeps(self, entry: BoardEntry) -> bool:
+        if self.league and entry.league != self.league:
+            return False
+        return not self.q or self.q.lower() in entry.sr_id.lower()
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    """One row: the board entry and the match's scheduled start."""
+
+    entry: BoardEntry
+    scheduled: datetime | None
+
+    @property
+    def start_disabled(self) -> bool:
+        return self.entry.badge in START_DISABLED
+
+
+def _scheduled(match_ids: list[str]) -> dict[str, datetime]:
+    if not match_ids:
+        return {}
+    with database_errors():
+        rows = database.execute_sql(
+            "SELECT id::text, scheduled FROM matches WHERE id = ANY(%s::uuid[])", (match_ids,)
+        ).fetchall()
+    return dict(rows)
+
+
+def board_rows(
+    flt: BoardFilter, *, settings: MatchListenerEnvironment, barriers: Barriers
+) -> tuple[list[BoardRow], list[str]]:
+    """The filtered rows and every league on the unfiltered board (for the league filter)."""
+    entries = listener_board(settings=settings, barriers=barriers, active_only=flt.active)
+    leagues = sorted({e.league for e in entries})
+    kept = [e for e in entries if flt.keeps(e)]
+    try:
+        when = _scheduled([e.match_id for e in kept])
+    finally:
+        if not database.is_closed():
+            database.close()
+    return [BoardRow(e, when.get(e.match_id)) for e in kept], leagues

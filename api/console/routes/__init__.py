@@ -1,0 +1,1 @@
+"""Console routes, one module per page family."""

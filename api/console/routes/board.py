@@ -1,0 +1,171 @@
+"""The listeners board at /: the page, its live stream (server-sent events) and the row actions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Form, Request
+from fastapi.responses import Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from api.console.board_view import BoardFilter, board_rows
+from api.console.sessions import session_for
+from api.console.web import OperatorSession, PageSession, act, render, session_token, templates
+from api.headers import ctx_of
+from api.routes.listeners import internal_match_id
+from config.errors import KickoffError
+from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
+from lifecycle.dispatch import MANUAL_WITHIN_MINUTES, dispatch_upcoming_match_listeners, request_start
+from lifecycle.start import load_match
+
+logger = logging.getLogger(__name__)
+
+router = APIRouter(include_in_schema=False)
+
+
+def board_filter(active: str = "", league: str = "", q: str = "") -> BoardFilter:
+    """The board's query: ``active=1`` (active only), ``league``, ``q`` (sr_id contains)."""
+    return BoardFilter(active=active == "1", league=league.strip(), q=q.strip())
+
+
+Filter = Annotated[BoardFilter, Depends(board_filter)]
+
+
+@router.get("/")
+def board_page(request: Request, session: PageSession, flt: Filter) -> Response:
+    """The listeners board: one row per match the status board knows, with filters and actions."""
+    ctx = ctx_of(request)
+    rows, leagues = board_rows(flt, settings=ctx.settings, barriers=ctx.barriers)
+    return render(request, "board.html", rows=rows, leagues=leagues, flt=flt, here=str(request.url.path))
+
+
+def _sse(event: str, data: str) -> str:
+    lines = "".join(f"data: {line}\n" for line in data.splitlines() or [""])
+    return f"event: {event}\n{lines}\n"
+
+
+@router.get("/events/board")
+async def board_events(request: Request, session: PageSession, flt: Filter) -> StreamingResponse:
+    """Server-sent events: the board's rows (rendered as on the page) whenever they change.
+
+    The session is checked on every read, so a revoked key or a sign-out ends the stream.
+    """
+    ctx = ctx_of(request)
+    token = session_token(request)
+    interval = ctx.settings.console_board_refresh_seconds
+    rows_template = templates.get_template("_board_rows.html")
+
+    async def stream() -> AsyncIterator[str]:
+        last = None
+        yield "retry: 2000\n\n"
+        while not await request.is_disconnected():
+            live = await run_in_threadpool(session_for, token)
+            if live is None:
+                yield _sse("signed-out", "")
+                return
+            try:
+                rows, _ = await run_in_threadpool(
+                    board_rows, flt, settings=ctx.settings, barriers=ctx.barriers
+                )
+            except KickoffError as exc:
+                yield _sse("problem", str(exc))
+            else:
+                html = rows_template.render(rows=rows, session=live, csrf_token=live.csrf_token, here="/")
+                if html != last:
+                    yield _sse("board", json.dumps({"html": html, "count": len(rows)}))
+                    last = html
+                else:
+                    yield ": unchanged\n\n"
+            await asyncio.sleep(interval)
+
+    return StreamingResponse(
+        stream(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.post("/matches/{match_id}/start")
+async def start(match_id: str, request: Request, session: OperatorSession, force: str = Form("")) -> Response:
+    """Start (or force-start) the match's listener, as `kickoff listeners start [--force]`."""
+    ctx = ctx_of(request)
+    forced = force == "1"
+
+    def call() -> str:
+        mid = str(load_match(internal_match_id(match_id)).id)
+        _message, note = request_start(
+            mid, overrides=None, force=forced, barriers=ctx.barriers, send=ctx.send_start()
+        )
+        return note
+
+    return await act(request, call)
+
+
+@router.post("/matches/{match_id}/stop")
+async def stop(match_id: str, request: Request, session: OperatorSession) -> Response:
+    """Stop the listener (exit 15 within 2 s), revoke a queued start, turn auto-dispatch off."""
+    ctx = ctx_of(request)
+
+    def call() -> str:
+        mid = internal_match_id(match_id)
+        result = stop_match_listener(mid, settings=ctx.settings, barriers=ctx.barriers)
+        revoked = f", revoked {result.revoked_message_id}" if result.revoked_message_id else ""
+        return f"stopped: {result.rows_closed} rows closed with 15{revoked}; auto-dispatch off"
+
+    return await act(request, call)
+
+
+@router.post("/matches/{match_id}/auto-dispatch")
+async def auto_dispatch(
+    match_id: str, request: Request, session: OperatorSession, on: str = Form(...)
+) -> Response:
+    """Dispatch on / Dispatch off, as `kickoff matches set-dispatch MATCH_ID on|off`."""
+    ctx = ctx_of(request)
+    wanted = on == "1"
+
+    def call() -> str:
+        mid = internal_match_id(match_id)
+        set_auto_dispatch(mid, wanted, barriers=ctx.barriers)
+        return f"auto-dispatch {'on' if wanted else 'off'}"
+
+    return await act(request, call)
+
+
+@router.post("/board/dispatch")
+async def dispatch_now(request: Request, session: OperatorSession) -> Response:
+    """Dispatch now: one dispatch of matches due now, as `kickoff listeners dispatch`."""
+    ctx = ctx_of(request)
+
+    def call() -> str:
+        r = dispatch_upcoming_match_listeners(
+            within_minutes=MANUAL_WITHIN_MINUTES,
+            settings=ctx.settings,
+            barriers=ctx.barriers,
+            send=ctx.send_start(),
+        )
+        if r.locked:
+            return "dispatch skipped: another dispatch is running"
+        return (
+            f"dispatch: {r.enqueued} enqueued, {r.skipped} already pending, {r.exhausted} exhausted, "
+            f"{r.abandoned} stale rows abandoned ({r.eligible} eligible)"
+        )
+
+    return await act(request, call)
+
+
+@router.post("/board/sweep")
+async def sweep_now(request: Request, session: OperatorSession) -> Response:
+    """Sweep now: close dead listeners' rows as Abandoned (14), as `kickoff listeners sweep`."""
+    ctx = ctx_of(request)
+
+    def call() -> str:
+        r = sweep_stale_match_listeners(settings=ctx.settings, barriers=ctx.barriers)
+        if r.locked:
+            return "sweep skipped: another sweep is running"
+        return f"sweep: {r.abandoned} rows abandoned (14) on {len(r.matches)} matches"
+
+    return await act(request, call)

@@ -1,0 +1,169 @@
+"""The match card (/matches/{id}): runs, archive, run logs, settings and barriers; and the clone form."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from api.console.web import OperatorSession, PageSession, act, render, wants_json, with_notice
+from api.errors import status_of
+from api.headers import ctx_of
+from api.routes.listeners import internal_match_id
+from config.assignments import split_assignment
+from config.errors import KickoffError, ListenerStartSettingsError, NotFound
+from lifecycle.dispatch import request_start
+from lifecycle.match_admin import edit_match, match_archive, match_detail, run_log_tail
+from lifecycle.start import load_match
+from models.db import database, database_errors
+
+router = APIRouter(include_in_schema=False)
+
+#: Lines of a run's log the card shows.
+LOG_TAIL_LINES = 40
+
+
+def parse_settings(text: str, *, source: str) -> dict[str, Any]:
+    """Listener settings typed one ``KEY=VALUE`` per line as the CLI reads them."""
+    out: dict[str, Any] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        parsed = split_assignment(line.strip())
+        if parsed is None:
+            raise ListenerStartSettingsError(
+                f"{source}, line {number}: expected KEY=VALUE, got {line.strip()!r}"
+            )
+        out[parsed[0]] = parsed[1]
+    return out
+
+
+def settings_text(settings: dict[str, Any]) -> str:
+    """The settings as the form shows them: one ``KEY=VALUE`` per line, values as JSON."""
+    return "\n".join(f"{k}={json.dumps(v)}" for k, v in sorted(settings.items()))
+
+
+@router.get("/matches/{match_id}")
+def match_card(match_id: str, request: Request, session: PageSession) -> Response:
+    """The admin card of one match: its internal id, runs with exits and durations, archive, log, settings."""
+    ctx = ctx_of(request)
+    detail = match_detail(internal_match_id(match_id), settings=ctx.settings, barriers=ctx.barriers)
+    newest = detail["runs"][0] if detail["runs"] else None
+    log_path, log_lines = (None, [])
+    if newest is not None:
+        log_path, log_lines = run_log_tail(
+            detail["id"], newest["record_id"], settings=ctx.settings, lines=LOG_TAIL_LINES
+        )
+    return render(
+        request,
+        "match.html",
+        m=detail,
+        newest=newest,
+        log_path=log_path,
+        log_lines=log_lines,
+        settings_value=settings_text(detail["settings"]),
+        here=f"/matches/{detail['id']}",
+    )
+
+
+@router.get("/matches/{match_id}/archive")
+def archive_download(match_id: str, request: Request, session: PageSession) -> Response:
+    """The match's archived events (the listener archive file) as a download."""
+    match = load_match(internal_match_id(match_id))
+    path = match_archive(match, data_dir=ctx_of(request).settings.data_dir)
+    if not path.exists():
+        raise NotFound(f"match {match.id} has no archive yet")
+    return FileResponse(path, media_type="application/json", filename=path.name)
+
+
+@router.get("/matches/{match_id}/runs/{record_id}/log")
+def run_log(match_id: str, record_id: str, request: Request, session: PageSession) -> Response:
+    """The last 500 lines of one run's log, as text."""
+    _path, lines = run_log_tail(
+        internal_match_id(match_id), record_id, settings=ctx_of(request).settings, lines=500
+    )
+    return PlainTextResponse("\n".join(lines) + "\n" if lines else "(no log for this run)\n")
+
+
+@router.post("/matches/{match_id}/settings")
+async def save_settings(
+    match_id: str, request: Request, session: OperatorSession, settings: str = Form("")
+) -> Response:
+    """Replace the match's listener settings, checked as `kickoff matches edit --setting` checks them."""
+
+    def call() -> str:
+        mid = internal_match_id(match_id)
+        wanted = parse_settings(settings, source="settings")
+        current = match_detail(mid, settings=ctx_of(request).settings, barriers=ctx_of(request).barriers)
+        unset = sorted(set(current["settings"]) - set(wanted))
+        changed = edit_match(mid, set_settings=wanted or None, unset_settings=unset or None)
+        if "settings" not in changed:
+            return "settings unchanged"
+        return "settings saved: " + (
+            ", ".join(f"{k}={v}" for k, v in sorted(changed["settings"].items())) or "none"
+        )
+
+    return await act(request, call, back=f"/matches/{match_id}")
+
+
+def _recorded_matches(data_dir: Any) -> list[dict[str, Any]]:
+    """Matches with a listener run whose archive exists: what a clone can replay."""
+    with database_errors():
+        rows = database.execute_sql(
+            "SELECT m.id::text, m.sr_id, l.name, m.title, m.scheduled FROM matches m "
+            "JOIN leagues l ON l.id = m.league_id "
+            "WHERE EXISTS (SELECT 1 FROM match_listener_records r WHERE r.match_id = m.id) "
+            "ORDER BY m.scheduled DESC LIMIT 200"
+        ).fetchall()
+    out = []
+    for mid, sr_id, league, title, scheduled in rows:
+        match = load_match(mid)
+        if match_archive(match, data_dir=data_dir).exists():
+            out.append({"id": mid, "sr_id": sr_id, "league": league, "title": title, "scheduled": scheduled})
+    return out
+
+
+@router.get("/clone")
+def clone_form(request: Request, session: PageSession, source: str = "") -> Response:
+    """Pick a recorded match, set listener settings (e.g. listener_force_exit_code), create the clone."""
+    recorded = _recorded_matches(ctx_of(request).settings.data_dir)
+    return render(request, "clone.html", recorded=recorded, source=source, here="/clone")
+
+
+@router.post("/clone")
+async def clone_post(
+    request: Request,
+    session: OperatorSession,
+    sr_id: str = Form(...),
+    settings: str = Form(""),
+    start_now: str = Form(""),
+) -> Response:
+    """Create an is_test clone of ``sr_id`` (as `kickoff sim clone`), optionally start its listener now."""
+    from lifecycle.clone import clone_match
+
+    ctx = ctx_of(request)
+
+    def call() -> tuple[str, str]:
+        per_clone = parse_settings(settings, source="the clone's settings")
+        clone, path, count = clone_match(sr_id, data_dir=ctx.settings.data_dir, settings=per_clone)
+        message = f"clone {clone.sr_id} created ({count} events, script {path.name})"
+        if start_now == "1":
+            _sent, note = request_start(
+                str(clone.id), overrides=None, force=False, barriers=ctx.barriers, send=ctx.send_start()
+            )
+            message += f"; {note}"
+        return str(clone.id), message
+
+    try:
+        clone_id, message = await run_in_threadpool(call)
+    except KickoffError as exc:
+        if wants_json(request):
+            return JSONResponse({"ok": False, "message": str(exc)}, status_code=status_of(exc))
+        return RedirectResponse(with_notice("/clone", str(exc), ok=False), status_code=303)
+    location = f"/matches/{clone_id}"
+    if wants_json(request):
+        return JSONResponse({"ok": True, "message": message, "match_id": clone_id, "location": location})
+    return RedirectResponse(with_notice(location, message, ok=True), status_code=303)

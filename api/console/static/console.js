@@ -1,0 +1,64 @@
+// The console's only script: live board rows (server-sent events), confirmations, and actions
+// sent without leaving the page. Every page works without it (forms post and redirect back).
+(function () {
+  "use strict";
+  var main = document.getElementById("main");
+  var csrf = main ? main.getAttribute("data-csrf") : null;
+
+  function notice(text, ok) {
+    var box = document.getElementById("notice");
+    if (!box) { return; }
+    box.textContent = text;
+    box.className = "notice " + (ok ? "ok" : "error");
+    box.hidden = false;
+  }
+
+  // Actions: confirm when asked, post with the CSRF header, show the answer in the notice.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!(form instanceof HTMLFormElement)) { return; }
+    var question = form.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) {
+      event.preventDefault();
+      return;
+    }
+    if (!form.classList.contains("action") || !csrf || !window.fetch) { return; }
+    event.preventDefault();
+    var body = new URLSearchParams(new FormData(form));
+    fetch(form.action, {
+      method: "POST",
+      body: body,
+      credentials: "same-origin",
+      headers: { "Accept": "application/json", "X-CSRF-Token": csrf }
+    }).then(function (answer) {
+      return answer.json().then(function (data) {
+        var text = data.message || data.error || ("HTTP " + answer.status);
+        notice(text, answer.ok && data.ok !== false);
+        if (answer.ok && data.location) { window.location.assign(data.location); }
+        else if (answer.ok && form.hasAttribute("data-reload")) { window.location.reload(); }
+      });
+    }).catch(function (error) { notice("request failed: " + error, false); });
+  });
+
+  // The live board: replace the rows whenever the server sends new ones.
+  var table = document.querySelector("[data-live-board]");
+  if (table && window.EventSource) {
+    var rows = document.getElementById("board-rows");
+    var state = document.getElementById("live-state");
+    var source = new EventSource(table.getAttribute("data-live-board"));
+    source.addEventListener("board", function (event) {
+      rows.innerHTML = JSON.parse(event.data).html;
+      if (state) { state.textContent = "Updates live. Last update " + new Date().toLocaleTimeString() + "."; }
+    });
+    source.addEventListener("problem", function (event) {
+      if (state) { state.textContent = "Live updates paused: " + event.data; }
+    });
+    source.addEventListener("signed-out", function () {
+      source.close();
+      window.location.assign("/sign-in");
+    });
+    source.onerror = function () {
+      if (state) { state.textContent = "Live updates reconnecting..."; }
+    };
+  }
+})();

@@ -1,0 +1,175 @@
+"""What every console page shares: templates, the session cookie, the CSRF check and action answers.
+
+Pages need a session (else a redirect to the sign-in form); a POST needs a session, the
+session's CSRF token (form field ``csrf_token`` or header ``X-CSRF-Token``) and, for actions, an
+operator key. An action answers JSON to the page's script (``Accept: application/json``) and a
+redirect with a notice to a plain form post, so every page also works without JavaScript.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from starlette.concurrency import run_in_threadpool
+
+from api.console.sessions import Session, session_for
+from api.errors import status_of
+from config.clock import ensure_utc
+from config.errors import KickoffError, SignInRequired
+
+logger = logging.getLogger(__name__)
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+COOKIE = "kickoff_console"
+CSRF_FIELD = "csrf_token"
+CSRF_HEADER = "x-csrf-token"
+
+templates = Jinja2Templates(directory=str(PACKAGE_DIR / "templates"))
+
+#: Every page: never framed by another site (clickjacking), never cached (it carries the CSRF token).
+PAGE_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "same-origin",
+}
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = float(seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _when(value: datetime | str | None) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return ensure_utc(value, what="time").strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _duration(start: datetime | str | None, end: datetime | str | None) -> str:
+    if start is None or end is None:
+        return "-"
+    start = datetime.fromisoformat(start) if isinstance(start, str) else start
+    end = datetime.fromisoformat(end) if isinstance(end, str) else end
+    return _age((end - start).total_seconds())
+
+
+templates.env.filters["age"] = _age
+templates.env.filters["when"] = _when
+templates.env.globals["duration"] = _duration
+
+
+def session_token(request: Request) -> str | None:
+    return request.cookies.get(COOKIE)
+
+
+async def page_session(request: Request) -> Session:
+    """Dependency of every console page: the live session, else a redirect to the sign-in form."""
+    session = await run_in_threadpool(session_for, session_token(request))
+    if session is None:
+        raise SignInRequired(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
+    request.state.console_session = session
+    return session
+
+
+async def _posted_session(request: Request) -> Session:
+    session = await run_in_threadpool(session_for, session_token(request))
+    if session is None:
+        raise HTTPException(status_code=403, detail="sign in to the console first")
+    presented = request.headers.get(CSRF_HEADER)
+    if presented is None:
+        form = await request.form()
+        value = form.get(CSRF_FIELD)
+        presented = value if isinstance(value, str) else None
+    if not session.csrf_ok(presented):
+        raise HTTPException(status_code=403, detail="missing or wrong CSRF token: reload the page")
+    request.state.console_session = session
+    return session
+
+
+async def post_session(request: Request) -> Session:
+    """Dependency of a state-changing request any session may make (sign-out): session and CSRF token."""
+    return await _posted_session(request)
+
+
+async def operator_session(request: Request) -> Session:
+    """Dependency of an action: session, CSRF token, and an operator key (a read session is 403)."""
+    session = await _posted_session(request)
+    if not session.can_act:
+        raise HTTPException(status_code=403, detail="a read key cannot act: sign in with an operator key")
+    return session
+
+
+#: Route parameters: the page's session; a post's session (CSRF checked); an action's (operator too).
+PageSession = Annotated[Session, Depends(page_session)]
+PostSession = Annotated[Session, Depends(post_session)]
+OperatorSession = Annotated[Session, Depends(operator_session)]
+
+
+def render(request: Request, template: str, status_code: int = 200, **context: Any) -> Response:
+    """Render ``template`` with the session, its CSRF token and the page's notice."""
+    session: Session | None = getattr(request.state, "console_session", None)
+    context.setdefault("notice", request.query_params.get("notice"))
+    context.setdefault("notice_kind", request.query_params.get("kind", "ok"))
+    return templates.TemplateResponse(
+        request,
+        template,
+        {"session": session, "csrf_token": session.csrf_token if session else "", **context},
+        status_code=status_code,
+        headers=PAGE_HEADERS,
+    )
+
+
+def safe_next(value: str | None, default: str = "/") -> str:
+    """A local path to go back to (anything else, e.g. ``//host``, becomes ``default``)."""
+    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
+        return default
+    return value
+
+
+def wants_json(request: Request) -> bool:
+    return "application/json" in request.headers.get("accept", "")
+
+
+def with_notice(path: str, message: str, *, ok: bool) -> str:
+    joiner = "&" if "?" in path else "?"
+    return f"{path}{joiner}{urlencode({'notice': message, 'kind': 'ok' if ok else 'error'})}"
+
+
+async def act(request: Request, call: Callable[[], str], *, back: str = "/", **extra: Any) -> Response:
+    """Run an action (a library call returning the sentence to show) and answer page or script.
+
+    A KickoffError is shown as the notice, with the status the API gives it.
+    """
+    form = await request.form()
+    value = form.get("next")
+    back = safe_next(value if isinstance(value, str) else None, back)
+    try:
+        message = await run_in_threadpool(call)
+        ok, status = True, 200
+    except KickoffError as exc:
+        message, ok, status = str(exc), False, status_of(exc)
+        logger.info("console action %s refused (%s): %s", request.url.path, status, exc)
+    if wants_json(request):
+        return JSONResponse({"ok": ok, "message": message, **extra}, status_code=status)
+    return RedirectResponse(with_notice(back, message, ok=ok), status_code=303)
+
+
+def session_lifetime(hours: float) -> timedelta:
+    return timedelta(hours=hours)

@@ -1,0 +1,476 @@
+"""Fleet benchmark: N listener worker processes x M listeners each, all started by one dispatch tick.
+
+A throw-away database, two private ``redis-server`` processes (kickoff's keys and, with the Redis
+broker, the broker: so their command counts are this benchmark's alone), a RabbitMQ vhost with
+``--broker amqp``, and K ``kickoff sim serve --no-db`` processes holding every game (worker i
+streams from simulator i mod K). Each game sends a stream heartbeat every ``--stream-heartbeat``
+seconds and an event every ``--event-seconds`` (kick-offs spread over one event interval). Each
+listener runs the whole lifecycle (row, start lock, the process's heartbeat thread, stop watcher,
+worker lease) around a record-only MatchListener. Then:
+
+* one dispatch tick (in this process, the real batch sender) sends the N x M starts; its duration;
+* time until every match has an open lifecycle row and every worker holds M stream connections;
+* over a steady window: RSS and CPU per process, the largest lifecycle heartbeat lag (oldest open
+  row's heartbeat age minus LISTENER_HEARTBEAT_INTERVAL_SECONDS), Redis commands/s (INFO
+  total_commands_processed), PostgreSQL rows written/s and commits/s (pg_stat_database of the
+  benchmark's database), stream messages received/s (events archived, plus heartbeats);
+* the peak number of PostgreSQL connections to the benchmark's database (sampled every 0.2 s
+  from before the tick to the end).
+
+    .venv/bin/python bench/fleet.py [--workers 10] [--listeners 1000] [--broker redis|amqp]
+        [--sims K] [--stream-heartbeat 5] [--event-seconds 30] [--window 90] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._setup import ADMIN_DB, AMQP_HOST, _ctl
+from bench._srsim import start_sim, write_games
+from bench.listener_worker_density import _bin
+from tests.private_pgbouncer import PrivatePgbouncer
+from tests.private_redis import PrivateRedis
+
+QUEUE = "match_listeners"
+
+
+def _progress(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+class PgSampler:
+    """Samples the connections to one database every 0.2 s in a thread; keeps the peak."""
+
+    def __init__(self, db_name: str) -> None:
+        self.db_name = db_name
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import psycopg2
+
+        conn = psycopg2.connect(f"{ADMIN_DB}/postgres")
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cur:
+                while not self._stop.is_set():
+                    cur.execute(
+                        "SELECT count(*) FROM pg_stat_activity "
+                        "WHERE datname = %s AND pid <> pg_backend_pid()",
+                        (self.db_name,),
+                    )
+                    self.peak = max(self.peak, int(cur.fetchone()[0]))
+                    time.sleep(0.2)
+        finally:
+            conn.close()
+
+    def __enter__(self) -> PgSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def _pg_counters(db_name: str) -> tuple[int, int]:
+    """Rows written (inserted + updated + deleted) and commits of ``db_name`` so far."""
+    import psycopg2
+
+    conn = psycopg2.connect(f"{ADMIN_DB}/postgres")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_stat_clear_snapshot()")
+            cur.execute(
+                "SELECT tup_inserted + tup_updated + tup_deleted, xact_commit FROM pg_stat_database "
+                "WHERE datname = %s",
+                (db_name,),
+            )
+            rows, commits = cur.fetchone()
+            return int(rows), int(commits)
+    finally:
+        conn.close()
+
+
+def _redis_commands(url: str) -> int:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        return int(client.info("stats")["total_commands_processed"])
+    finally:
+        client.close()
+
+
+def _worker_child(pid: int, threads: int, timeout: float = 180.0) -> Any:
+    """The Dramatiq worker process (child of the master) once it runs ``threads`` threads."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for child in psutil.Process(pid).children(recursive=True):
+            if child.num_threads() >= threads:
+                return child
+        time.sleep(0.5)
+    raise SystemExit(f"worker {pid} did not start {threads} threads within {timeout:.0f} s")
+
+
+def _streams(sim_ports: set[int]) -> int:
+    """Established stream connections the simulators accepted (one read of /proc/net/tcp)."""
+    wanted = {f"{port:04X}" for port in sim_ports}
+    count = 0
+    with open("/proc/net/tcp") as table:
+        next(table)
+        for line in table:
+            fields = line.split(None, 4)
+            if fields[3] == "01" and fields[1].rsplit(":", 1)[1] in wanted:  # ESTABLISHED, local port
+                count += 1
+    return count
+
+
+def _archived_lines(archive_dir: Path) -> int:
+    return sum(p.read_bytes().count(b"\n") for p in archive_dir.glob("*.json"))
+
+
+def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    import psutil
+
+    tag = uuid.uuid4().hex[:8]
+    db_name = f"kickoff_bench_{tag}"
+    total = args.workers * args.listeners
+    locks_redis = PrivateRedis(tmp / "redis-locks").start()
+    broker_redis = PrivateRedis(tmp / "redis-broker").start() if args.broker == "redis" else None
+    vhost = f"kickoff_bench_{tag}"
+    if args.broker == "amqp":
+        _ctl("add_vhost", vhost)
+        _ctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+    broker_url = broker_redis.url(2) if broker_redis else f"{AMQP_HOST}/{vhost}"
+    bouncer = None
+    if args.pgbouncer:
+        bouncer_dir = Path(tempfile.mkdtemp(prefix="kickoff-fleet-pgbouncer-"))  # readable by postgres
+        bouncer = PrivatePgbouncer(bouncer_dir, pool_size=args.pgbouncer).start()
+    env = dict(os.environ)
+    env.update(
+        {
+            "DATABASE_URL": f"{ADMIN_DB}/{db_name}",
+            "REDIS_URL": locks_redis.url(0),
+            "REDIS_KEY_PREFIX": f"kickoffbench:{tag}:",
+            "BROKER_URL": broker_url,
+            "BROKER_NAMESPACE": f"kickoffbench-{tag}",
+            "APP_ENV": "develop",
+            "DATA_DIR": str(tmp / "data"),
+            "LISTENER_SKIP_PROCESSING": "true",
+            "LISTENER_HEARTBEAT_INTERVAL_SECONDS": str(args.lifecycle_heartbeat),
+            "LISTENER_HEARTBEAT_STALE_SECONDS": str(max(180.0, 6 * args.lifecycle_heartbeat)),
+            "LISTENER_READ_TIMEOUT_SECONDS": str(max(30.0, 3 * args.stream_heartbeat)),
+            "LISTENER_DB_SLOTS_PER_PROCESS": str(args.db_slots),
+            "LOG_LEVEL": "WARNING",
+        }
+    )
+    os.environ.update(env)
+
+    from config.clock import utcnow
+    from models.db import database, init_database
+    from models.league import League
+    from models.match import Match
+    from models.migrate import drop_database, migrate
+
+    migrate(env["DATABASE_URL"])
+    init_database(env["DATABASE_URL"])
+    procs: list[subprocess.Popen[Any]] = []  # simulators
+    masters: list[subprocess.Popen[Any]] = []  # Dramatiq masters, each leading its process group
+    log = (tmp / "procs.log").open("ab")
+    try:
+        sr_ids = [str(uuid.uuid4()) for _ in range(total)]
+        with database.connection_context():
+            league = League.create(name="mlb")
+            for n in range(0, total, 5000):
+                Match.insert_many(
+                    [
+                        {
+                            "id": uuid.uuid4(),
+                            "sr_id": sr_id,
+                            "league": league,
+                            "is_test": True,
+                            "scheduled": utcnow(),
+                            "title": f"fleet {n + k}",
+                        }
+                        for k, sr_id in enumerate(sr_ids[n : n + 5000])
+                    ]
+                ).execute()
+        events = int(args.max_seconds / args.event_seconds) + 2
+        script = write_games(
+            tmp / "games.json",
+            sr_ids,
+            start_after=0,
+            event_interval=args.event_seconds,
+            event_count=events,
+            is_test=True,
+            spread=args.event_seconds,
+        )
+        _progress(f"{total:,} matches stored; starting {args.sims} simulators")
+        with ThreadPoolExecutor(max_workers=args.sims) as pool:  # each builds every session: in parallel
+            sims = list(
+                pool.map(
+                    lambda _: start_sim(script, heartbeat_seconds=args.stream_heartbeat), range(args.sims)
+                )
+            )
+        procs.extend(p for p, _ in sims)
+        sim_ports = {int(url.rsplit(":", 1)[1]) for _, url in sims}
+
+        for i in range(args.workers):
+            wenv = {**env, "SPORTRADAR_BASE_URL": sims[i % len(sims)][1]}
+            if bouncer is not None:
+                wenv["DATABASE_URL"] = bouncer.url(db_name)
+            cmd = [_bin("dramatiq"), "actors", "--processes", "1", "--threads", str(args.listeners)]
+            cmd += ["--queues", QUEUE]
+            master = subprocess.Popen(
+                cmd, env=wenv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            masters.append(master)
+        workers = [_worker_child(m.pid, args.listeners) for m in masters]
+        _progress(f"{args.workers} workers up; dispatching")
+        time.sleep(3)
+        baseline = [w.memory_info().rss for w in workers]
+
+        import actors  # noqa: F401  the actor runtime of this process, on the environment set above
+        from actors.listeners import send_start, send_starts
+        from actors.runtime import current
+        from lifecycle.dispatch import dispatch_upcoming_match_listeners
+
+        rt = current()
+        open_sql = (
+            "SELECT count(*), extract(epoch FROM max(now() - heartbeat_at)) FROM match_listener_records "
+            "WHERE ended_at IS NULL"
+        )
+        with PgSampler(db_name) as pg:
+            t0 = time.monotonic()
+            result = dispatch_upcoming_match_listeners(
+                within_minutes=60,
+                is_test=True,
+                settings=rt.settings,
+                barriers=rt.barriers,
+                send=send_start,
+                send_batch=send_starts,
+            )
+            tick_s = time.monotonic() - t0
+            if result.enqueued != total:
+                raise SystemExit(f"the dispatch tick sent {result.enqueued} of {total} starts: {result}")
+            deadline = t0 + args.ramp_timeout
+            rows = streams = 0
+            while time.monotonic() < deadline:
+                with database.connection_context():
+                    rows = int(database.execute_sql(open_sql).fetchone()[0])
+                streams = _streams(sim_ports)
+                if rows >= total and streams >= total:
+                    break
+                _progress(f"  {rows:,} open rows, {streams:,} streams")
+                time.sleep(1)
+            ramp_s = time.monotonic() - t0
+            _progress(
+                f"tick {tick_s * 1000:.0f} ms; {rows:,} rows and {streams:,} streams after {ramp_s:.1f} s"
+            )
+            if rows < total or streams < total:
+                raise SystemExit(f"after {ramp_s:.0f} s: {rows} open rows and {streams} streams of {total}")
+            time.sleep(args.warmup)
+
+            sim_procs = [psutil.Process(p.pid) for p, _ in sims]
+            everyone = workers + sim_procs
+            archive = tmp / "data" / "listener" / "mlb"
+            cpu0 = [sum(p.cpu_times()[:2]) for p in everyone]
+            redis0 = [_redis_commands(locks_redis.url())] + (
+                [_redis_commands(broker_url)] if broker_redis else []
+            )
+            pg0 = _pg_counters(db_name)
+            ev0 = _archived_lines(archive)
+            w0 = time.monotonic()
+            ages, counts = [], []
+            while time.monotonic() - w0 < args.window:
+                with database.connection_context():
+                    count, age = database.execute_sql(open_sql).fetchone()
+                counts.append(int(count))
+                ages.append(float(age or 0))
+                time.sleep(1)
+            seconds = time.monotonic() - w0
+            cpu1 = [sum(p.cpu_times()[:2]) for p in everyone]
+            redis1 = [_redis_commands(locks_redis.url())] + (
+                [_redis_commands(broker_url)] if broker_redis else []
+            )
+            pg1 = _pg_counters(db_name)
+            ev1 = _archived_lines(archive)
+            rss = [w.memory_info().rss for w in workers]
+            sim_rss = [p.memory_info().rss for p in sim_procs]
+            peak_pg = pg.peak
+        cpu = [100 * (b - a) / seconds for a, b in zip(cpu0, cpu1, strict=True)]
+        worker_cpu, sim_cpu = cpu[: len(workers)], cpu[len(workers) :]
+        events_s = (ev1 - ev0) / seconds
+        heartbeats_s = total / args.stream_heartbeat
+        return {
+            "workers": args.workers,
+            "listeners": args.listeners,
+            "total": total,
+            "broker": args.broker,
+            "sims": args.sims,
+            "stream_heartbeat_s": args.stream_heartbeat,
+            "event_s": args.event_seconds,
+            "lifecycle_heartbeat_s": args.lifecycle_heartbeat,
+            "db_slots": args.db_slots,
+            "pgbouncer_pool": args.pgbouncer,
+            "tick_s": tick_s,
+            "ramp_s": ramp_s,
+            "running_min": min(counts),
+            "hb_age_max_s": max(ages),
+            "hb_lag_max_s": max(0.0, max(ages) - args.lifecycle_heartbeat),
+            "peak_pg_connections": peak_pg,
+            "worker_rss_mb": [r / 2**20 for r in rss],
+            "worker_baseline_mb": [b / 2**20 for b in baseline],
+            "per_listener_kb": sum(r - b for r, b in zip(rss, baseline, strict=True)) / total / 1024,
+            "worker_cpu_pct": worker_cpu,
+            "sim_rss_mb": [r / 2**20 for r in sim_rss],
+            "sim_cpu_pct": sim_cpu,
+            "redis_locks_cmds_s": (redis1[0] - redis0[0]) / seconds,
+            "redis_broker_cmds_s": (redis1[1] - redis0[1]) / seconds if broker_redis else None,
+            "pg_rows_written_s": (pg1[0] - pg0[0]) / seconds,
+            "pg_commits_s": (pg1[1] - pg0[1]) / seconds,
+            "events_s": events_s,
+            "stream_messages_s": events_s + heartbeats_s,
+            "window_s": seconds,
+            "load_avg": _load(),
+        }
+    finally:
+        for master in masters:
+            if master.poll() is None:
+                os.killpg(master.pid, signal.SIGKILL)
+                master.wait(10)
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+        log.close()
+        database.close()
+        drop_database(env["DATABASE_URL"])
+        locks_redis.stop()
+        if bouncer is not None:
+            bouncer.stop()
+            shutil.rmtree(bouncer.workdir, ignore_errors=True)
+        if broker_redis:
+            broker_redis.stop()
+        if args.broker == "amqp":
+            _ctl("delete_vhost", vhost)
+
+
+def report(r: dict[str, Any]) -> None:
+    total = r["total"]
+    print(
+        f"fleet: {r['workers']} listener workers x {r['listeners']} listeners = {total:,} live listeners, "
+        f"{r['broker']} broker, {r['sims']} simulators; stream heartbeat every "
+        f"{r['stream_heartbeat_s']:g} s, an event every {r['event_s']:g} s per game; "
+        f"lifecycle heartbeat every {r['lifecycle_heartbeat_s']:g} s"
+    )
+    print(f"load average (1, 5, 15 min) at the end: {r['load_avg']}")
+    if r["pgbouncer_pool"]:
+        print(f"workers reach PostgreSQL through pgbouncer (transaction mode, pool {r['pgbouncer_pool']})")
+    print(f"dispatch tick sending {total:,} starts: {r['tick_s'] * 1000:.0f} ms (goal < 1000 ms)")
+    print(f"all {total:,} streaming (open row and stream connection each) after {r['ramp_s']:.1f} s")
+    print(f"open rows during the {r['window_s']:.0f} s window: min {r['running_min']:,}")
+    print(
+        f"largest lifecycle heartbeat lag: {r['hb_lag_max_s']:.1f} s "
+        f"(oldest heartbeat {r['hb_age_max_s']:.1f} s,"
+        f" interval {r['lifecycle_heartbeat_s']:g} s; goal: on time, lag < the interval)"
+    )
+    print(f"peak PostgreSQL connections: {r['peak_pg_connections']} (goal <= 100)")
+    for i, (rss, base, cpu) in enumerate(
+        zip(r["worker_rss_mb"], r["worker_baseline_mb"], r["worker_cpu_pct"], strict=True)
+    ):
+        print(f"  worker {i}: RSS {rss:.0f} MB (idle {base:.0f} MB), CPU {cpu:.1f} % of a core")
+    for i, (rss, cpu) in enumerate(zip(r["sim_rss_mb"], r["sim_cpu_pct"], strict=True)):
+        print(f"  simulator {i}: RSS {rss:.0f} MB, CPU {cpu:.1f} % of a core")
+    workers_cpu = sum(r["worker_cpu_pct"])
+    print(
+        f"per listener: {r['per_listener_kb']:.0f} KB RSS, {workers_cpu / total * 1000:.2f} m% of a core "
+        f"({workers_cpu:.0f} % over all workers); {r['stream_messages_s']:.0f} stream messages/s "
+        f"({r['events_s']:.0f} events/s): "
+        f"{workers_cpu * 10 / max(r['stream_messages_s'], 1e-9):.3f} ms CPU each"
+    )
+    broker = f", broker Redis {r['redis_broker_cmds_s']:.0f}" if r["redis_broker_cmds_s"] is not None else ""
+    print(f"Redis commands/s: locks Redis {r['redis_locks_cmds_s']:.0f}{broker}")
+    print(f"PostgreSQL: {r['pg_rows_written_s']:.0f} rows written/s, {r['pg_commits_s']:.0f} commits/s")
+    ok = (
+        r["tick_s"] < 1.0
+        and r["running_min"] == total
+        and r["hb_lag_max_s"] < r["lifecycle_heartbeat_s"]
+        and r["peak_pg_connections"] <= 100
+    )
+    print(
+        "goals (tick < 1 s, all running, heartbeats on time, <= 100 connections): "
+        + ("met" if ok else "NOT met")
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=10, help="listener worker processes (N)")
+    parser.add_argument("--listeners", type=int, default=1000, help="listeners per worker (M, its --threads)")
+    parser.add_argument("--broker", choices=("redis", "amqp"), default="redis")
+    parser.add_argument(
+        "--sims", type=int, default=0, help="simulator processes (default: one per 2,500 streams)"
+    )
+    parser.add_argument(
+        "--stream-heartbeat", type=float, default=5.0, help="seconds between stream heartbeats"
+    )
+    parser.add_argument(
+        "--event-seconds", type=float, default=30.0, help="seconds between two events of a game"
+    )
+    parser.add_argument(
+        "--lifecycle-heartbeat", type=float, default=30.0, help="LISTENER_HEARTBEAT_INTERVAL_SECONDS"
+    )
+    parser.add_argument(
+        "--db-slots", type=int, default=4, help="LISTENER_DB_SLOTS_PER_PROCESS of each worker"
+    )
+    parser.add_argument(
+        "--pgbouncer",
+        type=int,
+        default=0,
+        help="workers reach PostgreSQL through a private pgbouncer (pool size)",
+    )
+    parser.add_argument("--warmup", type=float, default=10.0, help="seconds after the ramp before measuring")
+    parser.add_argument("--window", type=float, default=90.0, help="steady window measured (seconds)")
+    parser.add_argument(
+        "--ramp-timeout", type=float, default=1500.0, help="give up if not all stream by then"
+    )
+    parser.add_argument("--max-seconds", type=float, default=600.0, help="length of the simulated games")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    args = parser.parse_args()
+    if not args.sims:
+        args.sims = max(1, round(args.workers * args.listeners / 2500))
+    with tempfile.TemporaryDirectory() as d:
+        result = run(args, Path(d))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        report(result)
+
+
+if __name__ == "__main__":
+    threading.stack_size(0)
+    main()

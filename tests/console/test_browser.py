@@ -1,0 +1,292 @@
+"""The console in a real browser (Playwright driving Debian's Chromium) against a real listener worker.
+
+One browser for the session and one `kickoff serve`; each test has its own browser context
+(its own cookies). The listener worker runs the scripted body with the lifecycle tests' short
+intervals, so heartbeats, stale badges and stops happen in seconds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from api.keys import Scope, create_key
+from config.clock import utcnow
+from models.db import database
+from models.listener_record import MatchListenerRecord
+from tests.api.conftest import _delete_broker_namespace
+from tests.console.conftest import write_archive
+from tests.lifecycle.conftest import WorkerProcess, wait_for
+from tests.lifecycle.test_worker_e2e import WORKER_ENV
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+expect = playwright_api.expect
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.services, pytest.mark.timeout(300)]
+
+CHROMIUM = "/usr/bin/chromium"
+#: Generous deadline for what depends on a worker process on a busy machine (ms).
+SLOW = 60_000
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does it)")
+    with playwright_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def open_console(browser, console_server) -> Iterator[Callable[[str], object]]:
+    """``open_console(key)``: a new browser context signed in through the form, on the board."""
+    contexts = []
+
+    def open_(key: str) -> object:
+        context = browser.new_context(base_url=console_server.url)
+        contexts.append(context)
+        page = context.new_page()
+        page.goto("/")
+        expect(page).to_have_url(re.compile(r"/sign-in\?next="))
+        page.get_by_label("API key").fill(key)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("heading", name="Match listeners")).to_be_visible()
+        return page
+
+    yield open_
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def listener_worker(console_env, tmp_path, redis_client) -> Iterator[Callable[[], WorkerProcess]]:
+    """Start real `dramatiq actors` listener workers.
+
+    At teardown the workers are killed, then their start messages (retries included) are removed
+    from this run's Dramatiq namespace and ``redis_client`` removes the barriers and worker leases,
+    so nothing of these tests reaches a later test's workers.
+    """
+    workers: list[WorkerProcess] = []
+
+    def start() -> WorkerProcess:
+        worker = WorkerProcess(
+            {**console_env, **WORKER_ENV},
+            tmp_path / f"worker{len(workers)}.log",
+            queues=("match_listeners",),
+            threads=4,
+        )
+        workers.append(worker)
+        worker.wait_ready(timeout=SLOW / 1000)
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.close()
+    _delete_broker_namespace(console_env)
+
+
+def _row(page, match_id: object):
+    return page.locator(f'tr[data-match-id="{match_id}"]')
+
+
+def _mark_page(page) -> None:
+    """A marker that a reload or navigation would wipe: the board must update in place."""
+    page.evaluate("window.__kickoffSamePage = true")
+
+
+def _same_page(page) -> bool:
+    return page.evaluate("window.__kickoffSamePage === true")
+
+
+def _dispatch_now(page) -> None:
+    page.get_by_role("button", name="Dispatch now").click()
+    expect(page.locator("#notice")).to_contain_text("enqueued")
+
+
+def test_sign_in_refuses_a_wrong_key_then_opens_the_board(browser, console_server, console_keys):
+    context = browser.new_context(base_url=console_server.url)
+    try:
+        page = context.new_page()
+        page.goto("/outbox")
+        expect(page).to_have_url(re.compile(r"/sign-in\?next=%2Foutbox"))
+        page.get_by_label("API key").fill("kk_wrong")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("alert")).to_contain_text("not valid")
+        assert not [c for c in context.cookies() if c["name"] == "kickoff_console"]
+        page.get_by_label("API key").fill(console_keys["operator"])
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("heading", name="Outbox")).to_be_visible()
+        [cookie] = [c for c in context.cookies() if c["name"] == "kickoff_console"]
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+        assert page.evaluate("document.cookie") == ""  # HttpOnly: the page's script cannot read it
+    finally:
+        context.close()
+
+
+def test_a_killed_listener_worker_turns_the_badge_stale_live_without_a_reload(
+    open_console, console_keys, listener_worker, make_match
+):
+    match = make_match(status="inprogress")
+    worker = listener_worker()
+    page = open_console(console_keys["operator"])
+    _dispatch_now(page)
+    row = _row(page, match.id)
+    expect(row).to_have_attribute("data-badge", "Running", timeout=SLOW)
+    _mark_page(page)
+    worker.kill()
+    # The heartbeat stops with the process: Stale past LISTENER_HEARTBEAT_STALE_SECONDS (1.5 s).
+    expect(row).to_have_attribute("data-badge", "Stale", timeout=5_000)
+    expect(row.locator(".badge")).to_have_text("Stale")
+    assert _same_page(page)
+
+
+def test_stop_closes_the_row_with_15_and_shows_stopped_without_a_reload_start_disabled_while_running(
+    open_console, console_keys, listener_worker, make_match, settings, redis_client
+):
+    from models.barriers import Barriers
+
+    match = make_match(status="inprogress")
+    listener_worker()
+    page = open_console(console_keys["operator"])
+    _dispatch_now(page)
+    row = _row(page, match.id)
+    expect(row).to_have_attribute("data-badge", "Running", timeout=SLOW)
+    start = row.get_by_role("button", name="Start", exact=True)
+    expect(start).to_be_disabled()
+    expect(row.get_by_role("button", name="Force start")).to_be_enabled()
+    _mark_page(page)
+    questions: list[str] = []
+
+    def accept(dialog) -> None:
+        questions.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", accept)
+    row.get_by_role("button", name="Stop").click()
+    expect(page.locator("#notice")).to_contain_text("rows closed with 15")
+    assert questions and "Stop" in questions[0]
+    expect(row).to_have_attribute("data-badge", "Stopped", timeout=10_000)
+    expect(row.locator(".exit")).to_contain_text("15")
+    expect(row.get_by_role("button", name="Dispatch on")).to_be_visible()
+    expect(start).to_be_enabled()
+    assert _same_page(page)
+    [record] = list(MatchListenerRecord.select().where(MatchListenerRecord.match == match.id))
+    assert record.exit_code == 15 and record.stopped_by == "operator"
+    # The stop closes the row itself; the listener thread ends (its lock released) within 2 s of it.
+    barriers = Barriers.from_settings(settings, client=redis_client)
+    wait_for(lambda: not barriers.start_lock(match.id).locked(), timeout=10)
+    ended = (utcnow() - record.ended_at).total_seconds()
+    assert ended <= 2.0, f"listener ended {ended:.2f} s after its row was closed by the stop"
+
+
+def test_a_clone_with_a_forced_exit_code_shows_that_exit_on_the_board(
+    open_console, console_keys, listener_worker, make_match, test_env
+):
+    source = make_match("nfl", sr_id="sr:match:recorded-1", status="closed", title="BUF @ KC")
+    MatchListenerRecord.create(match=source.id, ended_at=utcnow(), exit_code=0)
+    write_archive(test_env["DATA_DIR"], "nfl", source.sr_id, events=5)
+    listener_worker()
+    page = open_console(console_keys["operator"])
+    page.get_by_role("link", name="Clone").click()
+    page.get_by_label("Recorded match").select_option(source.sr_id)
+    page.get_by_label("Listener settings of the clone (one KEY=VALUE per line)").fill(
+        "listener_force_exit_code=3"
+    )
+    expect(page.get_by_label("Start the clone's listener now")).to_be_checked()
+    page.get_by_role("button", name="Create clone").click()
+    expect(page.locator("#notice")).to_contain_text("clone")
+    clone_id = page.locator("dl.fields[data-match-id]").get_attribute("data-match-id")
+    assert clone_id and clone_id != str(source.id)
+    page.get_by_role("link", name="Listeners").click()
+    row = _row(page, clone_id)
+    expect(row).to_have_attribute("data-badge", "Ended", timeout=SLOW)
+    expect(row.locator(".exit")).to_contain_text(re.compile(r"^\s*3\b"))
+
+
+def test_retry_of_a_dead_outbox_row(open_console, console_keys, publisher, pub_settings, amqp_vhost):
+    from tests.publisher.helpers import dead_lineups
+
+    [tracking_id] = dead_lineups(amqp_vhost, publisher=publisher, settings=pub_settings)
+    [(row_id, status)] = database.execute_sql("SELECT id, status FROM outbox_messages").fetchall()
+    assert status == "dead"
+    page = open_console(console_keys["operator"])
+    page.get_by_role("link", name="Outbox").click()
+    dead = page.locator(f'table[aria-labelledby="dead"] tr[data-outbox-id="{row_id}"]')
+    expect(dead).to_be_visible()
+    dead.get_by_role("button", name=re.compile("^Retry")).click()
+    expect(page.locator(f'table[aria-labelledby="pending"] tr[data-outbox-id="{row_id}"]')).to_be_visible()
+    expect(page.locator(f'table[aria-labelledby="dead"] tr[data-outbox-id="{row_id}"]')).to_have_count(0)
+    assert database.execute_sql("SELECT status FROM outbox_messages WHERE id = %s", (row_id,)).fetchone()[
+        0
+    ] == ("pending")
+    page.goto(f"/actions?tracking_id={tracking_id}")
+    expect(page.locator("dl.fields").first).to_contain_text("queued")
+
+
+def test_a_post_without_the_csrf_token_is_refused(open_console, console_keys, make_match):
+    match = make_match(auto_dispatch_listener=True)
+    page = open_console(console_keys["operator"])
+    status = page.evaluate(
+        """async (url) => {
+             const answer = await fetch(url, {method: "POST", body: new URLSearchParams({on: "0"})});
+             return answer.status;
+           }""",
+        f"/matches/{match.id}/auto-dispatch",
+    )
+    assert status == 403
+    stripped = page.evaluate(
+        """async () => {
+             const form = document.querySelector('form[action="/board/sweep"]');
+             form.querySelector('input[name="csrf_token"]').remove();
+             const body = new URLSearchParams(new FormData(form));
+             const answer = await fetch(form.action, {method: "POST", body: body});
+             return answer.status;
+           }"""
+    )
+    assert stripped == 403
+    from models.match import Match
+
+    assert Match.get_by_id(match.id).auto_dispatch_listener is True
+
+
+def test_a_read_session_sees_rows_but_no_action_buttons_and_its_forged_post_is_403(
+    open_console, console_keys, make_match
+):
+    match = make_match(status="inprogress")
+    MatchListenerRecord.create(match=match.id)
+    page = open_console(console_keys["read"])
+    expect(_row(page, match.id)).to_have_attribute("data-badge", re.compile(r"^(Running|Late|Stale)$"))
+    for name in ("Start", "Force start", "Stop", "Dispatch on", "Dispatch off", "Dispatch now", "Sweep now"):
+        expect(page.get_by_role("button", name=name, exact=True)).to_have_count(0)
+    status = page.evaluate(
+        """async (url) => {
+             const csrf = document.getElementById("main").dataset.csrf;
+             const answer = await fetch(url, {method: "POST", headers: {"X-CSRF-Token": csrf}});
+             return answer.status;
+           }""",
+        f"/matches/{match.id}/stop",
+    )
+    assert status == 403
+    assert MatchListenerRecord.get(MatchListenerRecord.match == match.id).ended_at is None
+
+
+def test_every_console_page_passes_the_axe_accessibility_check(open_console, console_keys, make_match):
+    from axe_playwright_python.sync_playwright import Axe
+
+    match = make_match(status="inprogress", sr_id="sr:match:a11y")
+    MatchListenerRecord.create(match=match.id)
+    operator = create_key(name="a11y", scope=Scope.OPERATOR)[1]
+    page = open_console(operator)
+    expect(_row(page, match.id)).to_be_visible()
+    axe = Axe()
+    for path in ("/", f"/matches/{match.id}", "/outbox", "/runs", "/runs/new?job=fail", "/clone", "/actions"):
+        page.goto(path)
+        found = axe.run(page)
+        assert found.violations_count == 0, f"{path}: {found.generate_report()}"
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent").strip() == "Skip to content"
