@@ -1,4 +1,5 @@
-"""What every request handler shares: settings, Redis barriers, the catalog and a publisher per thread."""
+"""What every request handler shares: settings, Redis barriers, the catalog, the trigger committer and a
+publisher per thread."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from config.settings import MatchListenerEnvironment
 from publisher.amqp import AmqpPublisher, publisher_from_settings
+from publisher.trigger_saves import TriggerCommitter
 
 if TYPE_CHECKING:
     from models.barriers import Barriers
@@ -22,6 +24,8 @@ class ApiContext:
         self._local = threading.local()
         self._publishers: list[AmqpPublisher] = []
         self._lock = threading.Lock()
+        #: The process's group commit: concurrent triggers share their transactions and confirm wait.
+        self.committer = TriggerCommitter(settings=settings)
 
     def boot(self) -> None:
         """Before the first request: set up the Dramatiq broker, then bind the model layer.

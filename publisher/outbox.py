@@ -238,22 +238,25 @@ def record_outcomes(
     return len(confirmed), failed
 
 
-def publish_row_now(
-    outbox_id: int, *, publisher: AmqpPublisher, settings: BaseEnvironment
-) -> PublishOutcome | None:
-    """Publish one saved row at once; None when a drain holds it, it is no longer pending or it expired."""
+def publish_rows_now(
+    outbox_ids: Sequence[int], *, publisher: AmqpPublisher, settings: BaseEnvironment
+) -> dict[int, PublishOutcome]:
+    """Publish saved rows at once: outbox id -> the broker's answer, for the rows it could claim.
+
+    One transaction: the claim of the rows still pending (not held, not expired, not taken by
+    a drain: ``FOR UPDATE SKIP LOCKED``), the publish with one wait for every confirm, the marks.
+    Rows a drain holds or already published are missing from the answer.
+    """
     with database_errors(), database.atomic():
-        cursor = database.execute_sql(
-            outbox_sql.CLAIM_ONE,
-            (outbox_id, OutboxStatus.PENDING.value, utcnow()),
-        )
-        raw = cursor.fetchone()
-        if raw is None:
-            return None
-        row = OutboxRow.from_db(raw)
-        outcome = publisher.publish_many([row.message()])[0]
-        record_outcomes([row], [outcome], now=utcnow(), settings=settings)
-    return outcome
+        raw = database.execute_sql(
+            outbox_sql.CLAIM_MANY, (list(outbox_ids), OutboxStatus.PENDING.value, utcnow())
+        ).fetchall()
+        rows = [OutboxRow.from_db(r) for r in raw]
+        if not rows:
+            return {}
+        outcomes = publisher.publish_many([r.message() for r in rows])
+        record_outcomes(rows, outcomes, now=utcnow(), settings=settings)
+    return {row.id: outcome for row, outcome in zip(rows, outcomes, strict=True)}
 
 
 @dataclass(frozen=True)

@@ -212,16 +212,15 @@ def sleeper_only_ids(ids: Iterable[int]) -> set[int]:
     return {int(r[0]) for r in rows}
 
 
-def refuse_sleeper_ids(fields: dict[str, int | None]) -> None:
-    """TriggerValidationError naming the first field whose id the players map knows only as a Sleeper id.
+def sleeper_id_refusal(fields: dict[str, int | None], sleeper_ids: set[int]) -> TriggerValidationError | None:
+    """The refusal naming the first field whose id is in ``sleeper_ids`` (``sleeper_only_ids``), if any.
 
     The ESPN routes take ESPN ids (integers); a numeric Sleeper id ("4046") turned into an
     integer would otherwise pass. Ids the map does not know are left to the consumer.
     """
-    given = {name: pid for name, pid in fields.items() if pid is not None}
-    sleeper = sleeper_only_ids(given.values())
-    for name, pid in given.items():
-        if pid in sleeper:
-            raise TriggerValidationError(
+    for name, pid in fields.items():
+        if pid is not None and pid in sleeper_ids:
+            return TriggerValidationError(
                 name, f"{pid} is a Sleeper player id (players map); this route takes ESPN player ids"
             )
+    return None

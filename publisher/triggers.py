@@ -9,54 +9,35 @@ TriggerUnavailableError, and a retry with its key tries the delivery again at on
 
 from __future__ import annotations
 
-import json
 import logging
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 from config.clock import ensure_utc, utcnow
-from config.errors import DatabaseUnavailable, TriggerConflictError, TriggerUnavailableError
-from config.records import json_fields
+from config.errors import TriggerConflictError, TriggerUnavailableError
 from config.settings import BaseEnvironment
 from models.activity import ActionStatus
 from models.db import database, database_errors
-from models.outbox import OutboxStatus
 from publisher import validation as v
-from publisher.amqp import AmqpPublisher, OutgoingMessage
+from publisher.amqp import AmqpPublisher
 from publisher.chain import check_parent
-from publisher.idempotency import effective_key, key_is_released, release_ttl
-from publisher.outbox import insert_row, publish_row_now
-from publisher.players import refuse_sleeper_ids
+from publisher.idempotency import effective_key
 from publisher.queues import DRAFT_TARGETS, LINEUP_UPDATES, WAIVER_ACTIONS
 from publisher.run_context import get_run_id
 from publisher.sql import actions as action_sql
-from publisher.sql import outbox as outbox_sql
-from publisher.trace import check_traceparent, trace_headers
+from publisher.trace import check_traceparent
+from publisher.trigger_saves import (
+    SaveOutcome,
+    TriggerCommitter,
+    TriggerResult,
+    TriggerSave,
+    TriggerStatus,
+    outcome_of,
+    save_and_publish,
+)
 
 logger = logging.getLogger(__name__)
-
-
-class TriggerStatus(StrEnum):
-    """The answer of a trigger."""
-
-    QUEUED = "queued"  # a new action was saved and the broker confirmed its message
-    PENDING = "pending"  # a new action and its message were saved; the drain publishes it (or it is held)
-    DUPLICATE = "duplicate"  # the key belongs to an earlier action; its tracking id is returned
-
-
-@dataclass(frozen=True)
-class TriggerResult:
-    """A trigger's answer: status, tracking id, whether the broker confirmed the message, held."""
-
-    status: TriggerStatus
-    tracking_id: str
-    published: bool = False
-    held: bool = False
-
-    as_json = json_fields
 
 
 @dataclass(frozen=True)
@@ -100,172 +81,17 @@ class DraftPickRequest:
     traceparent: str | None = None
 
 
-@dataclass(frozen=True)
-class _Save:
-    queue: str
-    league_id: str
-    team: str
-    key: str | None
-    decision_inputs: dict[str, Any]
-    request: dict[str, Any]
-    body: dict[str, Any]
-    traceparent: str | None
-    after_tracking_id: str | None = None
-    hold_until: datetime | None = None
-    held_by: str | None = None
-    expires_at: datetime | None = None
-
-
-def _insert_action(save: _Save, *, tracking_id: str, run_id: str | None, now: datetime) -> bool:
-    cursor = database.execute_sql(
-        action_sql.INSERT,
-        (
-            tracking_id,
-            save.league_id,
-            save.queue,
-            save.key,
-            save.team,
-            ActionStatus.QUEUED.value,
-            _json(save.request),
-            _json(save.decision_inputs),
-            save.after_tracking_id,
-            save.hold_until,
-            run_id,
-            save.traceparent,
-            now,
-            now,
-        ),
-    )
-    return cursor.fetchone() is not None
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, default=str)
-
-
-@dataclass(frozen=True)
-class _Delivery:
-    """The outbox row of an earlier action, as a duplicate request sees it."""
-
-    outbox_id: int | None = None
-    status: str | None = None
-    held: bool = False
-    expires_at: datetime | None = None
-
-
-def _existing_delivery(tracking_id: str) -> _Delivery:
-    """The outbox row of an action's message (caller's transaction)."""
-    row = database.execute_sql(
-        outbox_sql.SELECT_FIRST_OF_ACTION,
-        (tracking_id,),
-    ).fetchone()
-    return _Delivery() if row is None else _Delivery(row[0], row[1], row[2], row[3])
-
-
-def _save_and_publish(
-    save: _Save,
+def _send(
+    save: TriggerSave,
     *,
     publisher: AmqpPublisher,
     settings: BaseEnvironment,
-    run_id: str | None,
-    redeliver_duplicate: bool = False,
-) -> tuple[TriggerResult, Exception | str | None]:
-    """Save action + outbox row in one transaction (idempotency guard), then publish at once.
-
-    Returns the answer and, when the message was not confirmed, why (the error or a reason).
-
-    With ``redeliver_duplicate`` a duplicate whose message is still pending is published again
-    at once (the draft pick's retry): the answer is then that delivery's, not ``duplicate``.
-    """
-    now = utcnow()
-    tracking_id = str(uuid.uuid4())
-    message_id = str(uuid.uuid4())
-    body = {**save.body, "tracking_id": tracking_id}
-    message = OutgoingMessage(
-        queue=save.queue, body=body, message_id=message_id, headers=trace_headers(save.traceparent)
-    )
-    ttl = release_ttl(save.queue, settings)
-    duplicate: TriggerResult | None = None
-    pending_outbox_id: int | None = None
-    with database_errors(), database.atomic():
-        while not _insert_action(save, tracking_id=tracking_id, run_id=run_id, now=now):
-            existing = database.execute_sql(
-                action_sql.SELECT_BY_KEY_FOR_UPDATE,
-                (save.league_id, save.queue, save.key),
-            ).fetchone()
-            if existing is None:
-                continue  # released by someone else meanwhile: try again
-            old_id, status, created_at = str(existing[0]), existing[1], existing[2]
-            if not key_is_released(status=status, created_at=created_at, ttl=ttl, now=now):
-                delivery = _existing_delivery(old_id)
-                published = delivery.status == OutboxStatus.PUBLISHED.value
-                logger.info(
-                    "duplicate trigger: tracking_id=%s queue=%s key=%s published=%s",
-                    old_id,
-                    save.queue,
-                    save.key,
-                    published,
-                )
-                duplicate = TriggerResult(
-                    TriggerStatus.DUPLICATE, old_id, published=published, held=delivery.held
-                )
-                if delivery.status == OutboxStatus.PENDING.value and not delivery.held:
-                    if redeliver_duplicate and delivery.expires_at is not None and delivery.expires_at <= now:
-                        raise TriggerConflictError(
-                            f"the earlier request {old_id} with this key expired at "
-                            f"{delivery.expires_at.isoformat()} before it was delivered"
-                        )
-                    pending_outbox_id = delivery.outbox_id
-                break
-            database.execute_sql(
-                action_sql.RELEASE_KEY,
-                (now, old_id),
-            )
-            logger.info("idempotency key released: tracking_id=%s key=%s", old_id, save.key)
-        if duplicate is None:
-            grace = timedelta(seconds=settings.outbox_immediate_grace_seconds)
-            pending_outbox_id = insert_row(
-                message=message,
-                tracking_id=tracking_id,
-                next_attempt_at=now + grace,
-                held_by=save.held_by,
-                expires_at=save.expires_at,
-            )
-    if duplicate is not None:
-        if not (redeliver_duplicate and pending_outbox_id is not None):
-            return duplicate, None
-        tracking_id = duplicate.tracking_id
-        logger.info("retry of an undelivered request: publishing tracking_id=%s again", tracking_id)
-    else:
-        logger.info(
-            "trigger saved: tracking_id=%s queue=%s run_id=%s held_by=%s",
-            tracking_id,
-            save.queue,
-            run_id,
-            save.held_by,
-        )
-        if save.held_by is not None:
-            return TriggerResult(TriggerStatus.PENDING, tracking_id, held=True), None
-    assert pending_outbox_id is not None
-    try:
-        outcome = publish_row_now(pending_outbox_id, publisher=publisher, settings=settings)
-    except DatabaseUnavailable as exc:  # the row is saved; the drain publishes it
-        logger.warning("immediate publish skipped: tracking_id=%s: %s", tracking_id, exc)
-        return TriggerResult(TriggerStatus.PENDING, tracking_id), exc
-    if outcome is None:  # a drain holds the row right now, or it was just published
-        published = _row_published(pending_outbox_id)
-        busy = None if published else "a drain is publishing it right now"
-        status = TriggerStatus.QUEUED if published else TriggerStatus.PENDING
-        return TriggerResult(status, tracking_id, published=published), busy
-    if outcome.confirmed:
-        return TriggerResult(TriggerStatus.QUEUED, tracking_id, published=True), None
-    return TriggerResult(TriggerStatus.PENDING, tracking_id), outcome.error
-
-
-def _row_published(outbox_id: int) -> bool:
-    with database_errors():
-        row = database.execute_sql(outbox_sql.SELECT_STATUS, (outbox_id,)).fetchone()
-    return row is not None and row[0] == OutboxStatus.PUBLISHED.value
+    committer: TriggerCommitter | None,
+) -> SaveOutcome:
+    """Save and publish one trigger: with the process's committer (together with concurrent ones) or alone."""
+    if committer is not None:
+        return committer.submit(save, publisher=publisher)
+    return outcome_of(save_and_publish([save], publisher=publisher, settings=settings)[0])
 
 
 def _run_id(run_id: str | None) -> str | None:
@@ -273,13 +99,17 @@ def _run_id(run_id: str | None) -> str | None:
 
 
 def trigger_lineup(
-    request: LineupRequest, *, publisher: AmqpPublisher, settings: BaseEnvironment, run_id: str | None = None
+    request: LineupRequest,
+    *,
+    publisher: AmqpPublisher,
+    settings: BaseEnvironment,
+    run_id: str | None = None,
+    committer: TriggerCommitter | None = None,
 ) -> TriggerResult:
     """Queue a lineup change (lineup_updates); swap kinds and decision_inputs are not published."""
     league_id = v.text(request.league_id, "league_id")
     team = v.text(request.team, "team")
     swaps = v.swaps(request.swaps)
-    refuse_sleeper_ids({f"swaps[{i}].player_id": s["player_id"] for i, s in enumerate(swaps)})
     inputs = v.decision_inputs(request.decision_inputs)
     traceparent = check_traceparent(request.traceparent)
     body = {
@@ -289,22 +119,29 @@ def trigger_lineup(
         "traceparent": traceparent,
         "created_at": utcnow().isoformat(),
     }
-    save = _Save(
+    save = TriggerSave(
         queue=LINEUP_UPDATES,
         league_id=league_id,
         team=team,
         key=effective_key(request.idempotency_key, inputs),
         decision_inputs=inputs,
         request={"swaps": swaps},
+        espn_ids={f"swaps[{i}].player_id": s["player_id"] for i, s in enumerate(swaps)},
         body=body,
         traceparent=traceparent,
+        run_id=_run_id(run_id),
     )
-    result, _ = _save_and_publish(save, publisher=publisher, settings=settings, run_id=_run_id(run_id))
+    result, _ = _send(save, publisher=publisher, settings=settings, committer=committer)
     return result
 
 
 def trigger_waiver(
-    request: WaiverRequest, *, publisher: AmqpPublisher, settings: BaseEnvironment, run_id: str | None = None
+    request: WaiverRequest,
+    *,
+    publisher: AmqpPublisher,
+    settings: BaseEnvironment,
+    run_id: str | None = None,
+    committer: TriggerCommitter | None = None,
 ) -> TriggerResult:
     """Queue a waiver claim (waiver_actions), optionally chained behind an IR move.
 
@@ -317,7 +154,6 @@ def trigger_waiver(
     team = v.text(request.team, "team")
     add = v.espn_id(request.add_player_id, "add_player_id")
     drop = None if request.drop_player_id is None else v.espn_id(request.drop_player_id, "drop_player_id")
-    refuse_sleeper_ids({"add_player_id": add, "drop_player_id": drop})
     if request.bid is not None and (isinstance(request.bid, bool) or not isinstance(request.bid, int)):
         raise v.TriggerValidationError("bid", f"must be an integer, got {request.bid!r}")
     after = v.optional_uuid(request.after_tracking_id, "after_tracking_id")
@@ -341,20 +177,22 @@ def trigger_waiver(
         "traceparent": traceparent,
         "created_at": now.isoformat(),
     }
-    save = _Save(
+    save = TriggerSave(
         queue=WAIVER_ACTIONS,
         league_id=league_id,
         team=team,
         key=effective_key(request.idempotency_key, inputs),
         decision_inputs=inputs,
         request={"add_player_id": add, "drop_player_id": drop, "bid": request.bid},
+        espn_ids={"add_player_id": add, "drop_player_id": drop},
         body=body,
         traceparent=traceparent,
         after_tracking_id=after,
         hold_until=hold_until,
         held_by=held_by,
+        run_id=_run_id(run_id),
     )
-    result, _ = _save_and_publish(save, publisher=publisher, settings=settings, run_id=_run_id(run_id))
+    result, _ = _send(save, publisher=publisher, settings=settings, committer=committer)
     return result
 
 
@@ -373,6 +211,7 @@ def trigger_draft_pick(
     publisher: AmqpPublisher,
     settings: BaseEnvironment,
     run_id: str | None = None,
+    committer: TriggerCommitter | None = None,
 ) -> TriggerResult:
     """Queue a draft target (draft_targets) that expires with its pick.
 
@@ -387,7 +226,6 @@ def trigger_draft_pick(
     team = v.text(request.team, "team")
     pick = v.positive_int(request.pick_number, "pick_number")
     espn = v.espn_id(request.espn_id, "espn_id")
-    refuse_sleeper_ids({"espn_id": espn})
     inputs = v.decision_inputs(request.decision_inputs)
     traceparent = check_traceparent(request.traceparent)
     now = utcnow()
@@ -413,20 +251,21 @@ def trigger_draft_pick(
         "traceparent": traceparent,
         "created_at": now.isoformat(),
     }
-    save = _Save(
+    save = TriggerSave(
         queue=DRAFT_TARGETS,
         league_id=league_id,
         team=team,
         key=effective_key(request.idempotency_key, inputs),
         decision_inputs=inputs,
         request={"pick_number": pick, "espn_id": espn},
+        espn_ids={"espn_id": espn},
         body=body,
         traceparent=traceparent,
         expires_at=expires_at,
+        run_id=_run_id(run_id),
+        redeliver_duplicate=True,
     )
-    result, error = _save_and_publish(
-        save, publisher=publisher, settings=settings, run_id=_run_id(run_id), redeliver_duplicate=True
-    )
+    result, error = _send(save, publisher=publisher, settings=settings, committer=committer)
     if result.published:
         if result.status is TriggerStatus.DUPLICATE:
             return result
@@ -441,6 +280,7 @@ def trigger_draft_pick(
 __all__ = [
     "DraftPickRequest",
     "LineupRequest",
+    "TriggerCommitter",
     "TriggerResult",
     "TriggerStatus",
     "WaiverRequest",

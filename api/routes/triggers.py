@@ -39,7 +39,13 @@ def _send(request: Request, body: TriggerBody, request_cls: Any, send: Any, **fi
     ctx = ctx_of(request)
     trigger_request = request_cls(**values)
     return answer(
-        send(trigger_request, publisher=ctx.publisher(), settings=ctx.settings, run_id=run_id(request))
+        send(
+            trigger_request,
+            publisher=ctx.publisher(),
+            settings=ctx.settings,
+            run_id=run_id(request),
+            committer=ctx.committer,
+        )
     )
 
 

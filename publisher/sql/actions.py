@@ -80,3 +80,13 @@ SELECT_BY_KEY_FOR_UPDATE = (
     "SELECT tracking_id, status, created_at FROM activity_actions WHERE league_id = %s AND kind = %s AND "
     "idempotency_key = %s FOR UPDATE"
 )
+
+#: INSERT for many actions at once: one array per column, in INSERT's column order; the rows
+#: whose key is held are skipped, the others' tracking ids returned.
+INSERT_MANY = (
+    "INSERT INTO activity_actions (tracking_id, league_id, kind, idempotency_key, team, status, request, "
+    "decision_inputs, after_tracking_id, hold_until, run_id, traceparent, created_at, updated_at) SELECT * "
+    "FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::jsonb[], "
+    "%s::jsonb[], %s::uuid[], %s::timestamptz[], %s::text[], %s::text[], %s::timestamptz[], "
+    "%s::timestamptz[]) ON CONFLICT (league_id, kind, idempotency_key) DO NOTHING RETURNING tracking_id::text"
+)

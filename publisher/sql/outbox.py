@@ -53,9 +53,9 @@ MARK_UNAVAILABLE = (
     "make_interval(secs => LEAST(%s * power(2, LEAST(tries, 40)), %s)) WHERE id = ANY(%s)"
 )
 
-CLAIM_ONE = (
-    f"SELECT {ROW_COLUMNS} FROM outbox_messages WHERE id = %s AND status = %s AND held_by IS NULL "
-    "AND (expires_at IS NULL OR expires_at > %s) FOR UPDATE SKIP LOCKED"
+CLAIM_MANY = (
+    f"SELECT {ROW_COLUMNS} FROM outbox_messages WHERE id = ANY(%s) AND status = %s AND held_by IS NULL "
+    "AND (expires_at IS NULL OR expires_at > %s) ORDER BY id FOR UPDATE SKIP LOCKED"
 )
 
 REVIVE = "UPDATE outbox_messages SET status = 'pending', attempts = 0, next_attempt_at = %s WHERE id = %s"
@@ -102,3 +102,11 @@ SELECT_FIRST_OF_ACTION = (
 )
 
 SELECT_STATUS = "SELECT status FROM outbox_messages WHERE id = %s"
+
+#: INSERT for many rows at once: one array per column, in INSERT's column order; (id, tracking id) back.
+INSERT_MANY = (
+    "INSERT INTO outbox_messages (message_id, queue, body, headers, tracking_id, held_by, "
+    "next_attempt_at, expires_at, created_at) SELECT * FROM unnest(%s::uuid[], %s::text[], %s::jsonb[], "
+    "%s::jsonb[], %s::uuid[], %s::uuid[], %s::timestamptz[], %s::timestamptz[], %s::timestamptz[]) "
+    "RETURNING id, tracking_id::text"
+)

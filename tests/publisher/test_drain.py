@@ -229,17 +229,17 @@ def test_a_crash_between_publish_and_mark_republishes_with_the_same_message_id(
 def test_a_fresh_trigger_row_is_left_to_the_trigger_during_the_grace(
     db, fresh_queues, pub_settings, publisher, read_queue, monkeypatch
 ):
-    from publisher import triggers as triggers_module
+    from publisher import trigger_saves as saves_module
 
     settings = pub_settings.model_copy(update={"outbox_immediate_grace_seconds": 30.0})
     drained_in_the_window: list[int] = []
-    real_publish = triggers_module.publish_row_now
+    real_publish = saves_module.publish_rows_now
 
-    def a_drain_runs_between_save_and_publish(outbox_id, **kw):
+    def a_drain_runs_between_save_and_publish(outbox_ids, **kw):
         drained_in_the_window.append(drain_outbox(publisher=publisher, settings=settings).published)
-        return real_publish(outbox_id, **kw)
+        return real_publish(outbox_ids, **kw)
 
-    monkeypatch.setattr(triggers_module, "publish_row_now", a_drain_runs_between_save_and_publish)
+    monkeypatch.setattr(saves_module, "publish_rows_now", a_drain_runs_between_save_and_publish)
     result = trigger_lineup(lineup(), publisher=publisher, settings=settings)
     assert drained_in_the_window == [0]  # the trigger saved its row inside the grace
     assert result.status is TriggerStatus.QUEUED  # and published it itself
