@@ -40,45 +40,97 @@ from publisher.trigger_saves import (
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class LineupRequest:
-    """POST /v1/trigger/lineup: swaps carry ESPN player ids; a swap ``kind`` of ``ir`` marks an IR move."""
+@dataclass(frozen=True, kw_only=True)
+class TriggerRequest:
+    """What every trigger request carries besides its own fields."""
 
     league_id: str
     team: str
-    swaps: list[dict[str, Any]]
     idempotency_key: str | None = None
     decision_inputs: dict[str, Any] = field(default_factory=dict)
     traceparent: str | None = None
 
 
-@dataclass(frozen=True)
-class WaiverRequest:
+@dataclass(frozen=True, kw_only=True)
+class LineupRequest(TriggerRequest):
+    """POST /v1/trigger/lineup: swaps carry ESPN player ids; a swap ``kind`` of ``ir`` marks an IR move."""
+
+    swaps: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaiverRequest(TriggerRequest):
     """POST /v1/trigger/waiver: an ESPN add (and drop); ``after_tracking_id`` chains it behind an IR move."""
 
-    league_id: str
-    team: str
     add_player_id: Any
     drop_player_id: Any = None
     bid: int | None = None
     after_tracking_id: str | None = None
-    idempotency_key: str | None = None
-    decision_inputs: dict[str, Any] = field(default_factory=dict)
-    traceparent: str | None = None
 
 
-@dataclass(frozen=True)
-class DraftPickRequest:
+@dataclass(frozen=True, kw_only=True)
+class DraftPickRequest(TriggerRequest):
     """POST /v1/trigger/draft-pick: the ESPN player to take at ``pick_number``, until ``expires_at``."""
 
-    league_id: str
-    team: str
     pick_number: int
     espn_id: Any
     expires_at: datetime | None = None
-    idempotency_key: str | None = None
-    decision_inputs: dict[str, Any] = field(default_factory=dict)
-    traceparent: str | None = None
+
+
+@dataclass(frozen=True)
+class _Common:
+    """A request's checked common fields and its stored idempotency key."""
+
+    league_id: str
+    team: str
+    key: str | None
+    inputs: dict[str, Any]
+    traceparent: str | None
+
+    @classmethod
+    def check(cls, request: TriggerRequest) -> _Common:
+        inputs = v.decision_inputs(request.decision_inputs)
+        return cls(
+            league_id=v.text(request.league_id, "league_id"),
+            team=v.text(request.team, "team"),
+            key=effective_key(request.idempotency_key, inputs),
+            inputs=inputs,
+            traceparent=check_traceparent(request.traceparent),
+        )
+
+    def save(
+        self,
+        *,
+        queue: str,
+        published: dict[str, Any],
+        stored: dict[str, Any],
+        espn_ids: dict[str, int | None],
+        run_id: str | None,
+        now: datetime,
+        **extra: Any,
+    ) -> TriggerSave:
+        """The save: ``published`` goes into the message body between the team and the traceparent,
+        ``stored`` into the action's request column."""
+        body = {
+            "league_id": self.league_id,
+            "team_id": self.team,
+            **published,
+            "traceparent": self.traceparent,
+            "created_at": now.isoformat(),
+        }
+        return TriggerSave(
+            queue=queue,
+            league_id=self.league_id,
+            team=self.team,
+            key=self.key,
+            decision_inputs=self.inputs,
+            request=stored,
+            body=body,
+            traceparent=self.traceparent,
+            espn_ids=espn_ids,
+            run_id=run_id if run_id is not None else get_run_id(),
+            **extra,
+        )
 
 
 def _send(
@@ -94,10 +146,6 @@ def _send(
     return outcome_of(save_and_publish([save], publisher=publisher, settings=settings)[0])
 
 
-def _run_id(run_id: str | None) -> str | None:
-    return run_id if run_id is not None else get_run_id()
-
-
 def trigger_lineup(
     request: LineupRequest,
     *,
@@ -107,29 +155,15 @@ def trigger_lineup(
     committer: TriggerCommitter | None = None,
 ) -> TriggerResult:
     """Queue a lineup change (lineup_updates); swap kinds and decision_inputs are not published."""
-    league_id = v.text(request.league_id, "league_id")
-    team = v.text(request.team, "team")
+    common = _Common.check(request)
     swaps = v.swaps(request.swaps)
-    inputs = v.decision_inputs(request.decision_inputs)
-    traceparent = check_traceparent(request.traceparent)
-    body = {
-        "league_id": league_id,
-        "team_id": team,
-        "swaps": [v.published_swap(s) for s in swaps],
-        "traceparent": traceparent,
-        "created_at": utcnow().isoformat(),
-    }
-    save = TriggerSave(
+    save = common.save(
         queue=LINEUP_UPDATES,
-        league_id=league_id,
-        team=team,
-        key=effective_key(request.idempotency_key, inputs),
-        decision_inputs=inputs,
-        request={"swaps": swaps},
+        published={"swaps": [v.published_swap(s) for s in swaps]},
+        stored={"swaps": swaps},
         espn_ids={f"swaps[{i}].player_id": s["player_id"] for i, s in enumerate(swaps)},
-        body=body,
-        traceparent=traceparent,
-        run_id=_run_id(run_id),
+        run_id=run_id,
+        now=utcnow(),
     )
     result, _ = _send(save, publisher=publisher, settings=settings, committer=committer)
     return result
@@ -150,47 +184,32 @@ def trigger_waiver(
     succeeds, for at most ACTIVITY_DEPENDENCY_HOLD_SECONDS. An unreadable parent is a retryable
     TriggerUnavailableError and nothing is queued.
     """
-    league_id = v.text(request.league_id, "league_id")
-    team = v.text(request.team, "team")
+    common = _Common.check(request)
     add = v.espn_id(request.add_player_id, "add_player_id")
     drop = None if request.drop_player_id is None else v.espn_id(request.drop_player_id, "drop_player_id")
     if request.bid is not None and (isinstance(request.bid, bool) or not isinstance(request.bid, int)):
         raise v.TriggerValidationError("bid", f"must be an integer, got {request.bid!r}")
     after = v.optional_uuid(request.after_tracking_id, "after_tracking_id")
-    inputs = v.decision_inputs(request.decision_inputs)
-    traceparent = check_traceparent(request.traceparent)
     now = utcnow()
     held_by = hold_until = None
     if after is not None:
         if drop is not None:
             raise v.TriggerValidationError("drop_player_id", "must be omitted when after_tracking_id is set")
-        parent_status = check_parent(after, league_id=league_id, team=team, settings=settings)
+        parent_status = check_parent(after, league_id=common.league_id, team=common.team, settings=settings)
         if parent_status != ActionStatus.SUCCEEDED:
             held_by = after
             hold_until = now + timedelta(seconds=settings.activity_dependency_hold_seconds)
-    body = {
-        "league_id": league_id,
-        "team_id": team,
-        "add_player_id": add,
-        "drop_player_id": drop,
-        "bid": request.bid,
-        "traceparent": traceparent,
-        "created_at": now.isoformat(),
-    }
-    save = TriggerSave(
+    fields = {"add_player_id": add, "drop_player_id": drop, "bid": request.bid}
+    save = common.save(
         queue=WAIVER_ACTIONS,
-        league_id=league_id,
-        team=team,
-        key=effective_key(request.idempotency_key, inputs),
-        decision_inputs=inputs,
-        request={"add_player_id": add, "drop_player_id": drop, "bid": request.bid},
+        published=fields,
+        stored=fields,
         espn_ids={"add_player_id": add, "drop_player_id": drop},
-        body=body,
-        traceparent=traceparent,
+        run_id=run_id,
+        now=now,
         after_tracking_id=after,
         hold_until=hold_until,
         held_by=held_by,
-        run_id=_run_id(run_id),
     )
     result, _ = _send(save, publisher=publisher, settings=settings, committer=committer)
     return result
@@ -222,12 +241,9 @@ def trigger_draft_pick(
     pick expires first). A retry with the same key publishes the saved target again at once and
     answers ``queued`` when it goes through (``duplicate`` only for a target already delivered).
     """
-    league_id = v.text(request.league_id, "league_id")
-    team = v.text(request.team, "team")
+    common = _Common.check(request)
     pick = v.positive_int(request.pick_number, "pick_number")
     espn = v.espn_id(request.espn_id, "espn_id")
-    inputs = v.decision_inputs(request.decision_inputs)
-    traceparent = check_traceparent(request.traceparent)
     now = utcnow()
     if request.expires_at is None:
         expires_at = now + timedelta(seconds=settings.draft_target_default_expiry_seconds)
@@ -238,31 +254,18 @@ def trigger_draft_pick(
             raise v.TriggerValidationError("expires_at", str(exc)) from exc
         if expires_at <= now:
             raise TriggerConflictError(
-                f"pick {pick} in league {league_id} expired at {expires_at.isoformat()}"
+                f"pick {pick} in league {common.league_id} expired at {expires_at.isoformat()}"
             )
-    if _pick_filled(league_id, pick):
-        raise TriggerConflictError(f"pick {pick} in league {league_id} is already filled")
-    body = {
-        "league_id": league_id,
-        "team_id": team,
-        "pick_number": pick,
-        "espn_id": espn,
-        "expires_at": expires_at.isoformat(),
-        "traceparent": traceparent,
-        "created_at": now.isoformat(),
-    }
-    save = TriggerSave(
+    if _pick_filled(common.league_id, pick):
+        raise TriggerConflictError(f"pick {pick} in league {common.league_id} is already filled")
+    save = common.save(
         queue=DRAFT_TARGETS,
-        league_id=league_id,
-        team=team,
-        key=effective_key(request.idempotency_key, inputs),
-        decision_inputs=inputs,
-        request={"pick_number": pick, "espn_id": espn},
+        published={"pick_number": pick, "espn_id": espn, "expires_at": expires_at.isoformat()},
+        stored={"pick_number": pick, "espn_id": espn},
         espn_ids={"espn_id": espn},
-        body=body,
-        traceparent=traceparent,
+        run_id=run_id,
+        now=now,
         expires_at=expires_at,
-        run_id=_run_id(run_id),
         redeliver_duplicate=True,
     )
     result, error = _send(save, publisher=publisher, settings=settings, committer=committer)
@@ -281,6 +284,7 @@ __all__ = [
     "DraftPickRequest",
     "LineupRequest",
     "TriggerCommitter",
+    "TriggerRequest",
     "TriggerResult",
     "TriggerStatus",
     "WaiverRequest",

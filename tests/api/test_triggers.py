@@ -15,12 +15,13 @@ from publisher.actions import get_action, record_result
 from publisher.trace import new_traceparent
 from tests.api.conftest import bearer
 
-LINEUP = {"league_id": "L1", "team_id": "7", "swaps": [{"player_id": 3918298, "to_slot": "BN"}]}
+TEAM = {"league_id": "L1", "team_id": "7"}
+LINEUP = {**TEAM, "swaps": [{"player_id": 3918298, "to_slot": "BN"}]}
 NEW = {"queued", "pending"}
 
 
 def draft(**over):
-    body = {"league_id": "L1", "team_id": "7", "pick_number": 12, "espn_id": 4241457}
+    body = {**TEAM, "pick_number": 12, "espn_id": 4241457}
     body.update(over)
     return body
 
@@ -76,7 +77,7 @@ def test_a_sleeper_id_on_an_espn_route_is_422_naming_the_field(api, read_queue):
     r = api.post("/v1/trigger/lineup", json=body)
     assert r.status_code == 422
     assert r.json()["field"] == "swaps[0].player_id"
-    waiver = api.post("/v1/trigger/waiver", json={"league_id": "L1", "team_id": "7", "add_player_id": "4034"})
+    waiver = api.post("/v1/trigger/waiver", json={**TEAM, "add_player_id": "4034"})
     assert waiver.status_code == 422 and waiver.json()["field"] == "add_player_id"
     assert read_queue("lineup_updates") == [] and read_queue("waiver_actions") == []
 
@@ -90,8 +91,7 @@ def test_missing_and_mistyped_fields_are_422_naming_the_field(api):
 
 def test_waiver_and_draft_pick_are_accepted(api, read_queue):
     waiver = {
-        "league_id": "L1",
-        "team_id": "7",
+        **TEAM,
         "add_player_id": 4241457,
         "drop_player_id": 3918298,
         "bid": 5,
@@ -124,7 +124,7 @@ def test_an_unreadable_parent_is_503_and_queues_nothing(api, settings, read_queu
     try:
         with locker.cursor() as cur:
             cur.execute("SELECT 1 FROM activity_actions WHERE tracking_id = %s FOR UPDATE", (parent,))
-        claim = {"league_id": "L1", "team_id": "7", "add_player_id": 4241457, "after_tracking_id": parent}
+        claim = {**TEAM, "add_player_id": 4241457, "after_tracking_id": parent}
         r = api.post("/v1/trigger/waiver", json=claim)
     finally:
         locker.rollback()
@@ -155,8 +155,7 @@ def test_an_undelivered_draft_pick_is_503_with_its_tracking_id(broken_server, ke
 
 def test_rumor_action_sends_its_moves(api, read_queue):
     body = {
-        "league_id": "L1",
-        "team_id": "7",
+        **TEAM,
         "season": 2026,
         "week": 3,
         "roster": {"3918298": "RB"},

@@ -20,48 +20,35 @@ from tests.publisher.helpers import TRACEPARENT, action, count, draft, lineup, o
 DOWN_URL = "amqp://guest:guest@127.0.0.1:1/%2F"
 
 
+SENDERS = {
+    "lineup": (trigger_lineup, lineup),
+    "waiver": (trigger_waiver, waiver),
+    "draft": (trigger_draft_pick, draft),
+}
+
+
 @pytest.mark.parametrize(
-    ("call", "field"),
+    ("kind", "fields", "field"),
     [
         pytest.param(
-            lambda p, s: trigger_lineup(
-                lineup(swaps=[{"player_id": "4046", "to_slot": "BE"}]), publisher=p, settings=s
-            ),
+            "lineup",
+            {"swaps": [{"player_id": "4046", "to_slot": "BE"}]},
             "swaps[0].player_id",
             id="lineup-swap-player-sleeper-id",
         ),
-        pytest.param(
-            lambda p, s: trigger_waiver(waiver(add_player_id="4046"), publisher=p, settings=s),
-            "add_player_id",
-            id="waiver-add-sleeper-id",
-        ),
-        pytest.param(
-            lambda p, s: trigger_waiver(waiver(drop_player_id="DAL"), publisher=p, settings=s),
-            "drop_player_id",
-            id="waiver-drop-sleeper-id",
-        ),
-        pytest.param(
-            lambda p, s: trigger_draft_pick(draft(espn_id="6794"), publisher=p, settings=s),
-            "espn_id",
-            id="draft-sleeper-id",
-        ),
-        pytest.param(
-            lambda p, s: trigger_lineup(lineup(traceparent="not-a-trace"), publisher=p, settings=s),
-            "traceparent",
-            id="lineup-bad-traceparent",
-        ),
-        pytest.param(
-            lambda p, s: trigger_lineup(lineup(swaps=[]), publisher=p, settings=s),
-            "swaps",
-            id="lineup-no-swaps",
-        ),
+        pytest.param("waiver", {"add_player_id": "4046"}, "add_player_id", id="waiver-add-sleeper-id"),
+        pytest.param("waiver", {"drop_player_id": "DAL"}, "drop_player_id", id="waiver-drop-sleeper-id"),
+        pytest.param("draft", {"espn_id": "6794"}, "espn_id", id="draft-sleeper-id"),
+        pytest.param("lineup", {"traceparent": "not-a-trace"}, "traceparent", id="lineup-bad-traceparent"),
+        pytest.param("lineup", {"swaps": []}, "swaps", id="lineup-no-swaps"),
     ],
 )
 def test_a_refused_request_names_the_field_and_queues_nothing(
-    publisher, pub_settings, read_queue, call, field
+    publisher, pub_settings, read_queue, kind, fields, field
 ):
+    send, build = SENDERS[kind]
     with pytest.raises(TriggerValidationError) as info:
-        call(publisher, pub_settings)
+        send(build(**fields), publisher=publisher, settings=pub_settings)
     assert info.value.field == field
     assert count("activity_actions") == 0 and count("outbox_messages") == 0
 
