@@ -1,4 +1,4 @@
-"""The Dramatiq RedisBroker internals kickoff relies on, in one place, checked when this module is imported.
+"""The Dramatiq broker internals kickoff relies on, in one place, checked when this module is imported.
 
 actors.batch stores a batch of messages in one Redis round trip. For the first message it runs
 the RedisBroker's own ``dispatch`` Lua script with the ``enqueue`` command (the worker heartbeat
@@ -10,14 +10,23 @@ flag, max unpack size, then the message id and body), ``_should_do_maintenance``
 ``{namespace}:{queue}.msgs`` hash of bodies). Importing this module checks them against the
 installed dramatiq and raises ImportError naming its version and what differs. Checked against
 dramatiq 1.17 and 2.2.
+
+actors.rabbitmq's consumer extends the RabbitmqBroker's private ``_RabbitmqConsumer`` (its
+``queue_name``, ``connection``, ``channel`` and ``known_tags``, acks by the delivery's ``_tag``),
+relies on ``RabbitmqBroker.consume`` building ``self.consumer_class(...)``, reads a delivery's
+encoded message (``MessageProxy._message``) and extends ``_build_queue_arguments``. The same
+import checks those and gives them to actors.rabbitmq under public names here.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
 import dramatiq
+from dramatiq.broker import MessageProxy
+from dramatiq.brokers import rabbitmq as rabbitmq_broker
 from dramatiq.brokers import redis as redis_broker
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.common import current_millis
@@ -44,6 +53,41 @@ _LUA_LINES = (
 )
 
 
+#: Source fragments the RabbitMQ consumer relies on, by the function that must contain them.
+_RABBITMQ_SOURCE = {
+    "RabbitmqBroker.consume": ("self.consumer_class(",),
+    "_RabbitmqConsumer.__init__": ("self.queue_name", "self.connection", "self.channel", "self.known_tags"),
+    "_RabbitmqConsumer.ack": ("message._tag",),
+    "_RabbitmqMessage.__init__": ("self._tag = tag",),
+    "MessageProxy.__init__": ("self._message = message",),
+}
+
+
+def _rabbitmq_problems() -> list[str]:
+    owners = {
+        "RabbitmqBroker": getattr(rabbitmq_broker, "RabbitmqBroker", None),
+        "_RabbitmqConsumer": getattr(rabbitmq_broker, "_RabbitmqConsumer", None),
+        "_RabbitmqMessage": getattr(rabbitmq_broker, "_RabbitmqMessage", None),
+        "MessageProxy": MessageProxy,
+    }
+    problems = [name for name, owner in owners.items() if owner is None]
+    for where, fragments in _RABBITMQ_SOURCE.items():
+        owner_name, _, function_name = where.partition(".")
+        function = getattr(owners[owner_name], function_name, None)
+        try:
+            source = inspect.getsource(function) if function is not None else ""
+        except (OSError, TypeError):
+            source = ""
+        problems += [f"{where}: {fragment}" for fragment in fragments if fragment not in source]
+    broker = owners["RabbitmqBroker"]
+    problems += [
+        f"RabbitmqBroker.{name}"
+        for name in ("consumer_class", "_build_queue_arguments")
+        if broker is not None and not hasattr(broker, name)
+    ]
+    return problems
+
+
 def _check() -> None:
     problems = [
         f"RedisBroker.{name}"
@@ -59,14 +103,28 @@ def _check() -> None:
             if not re.search(rf"local {name}\s*=\s*ARGV\[{n}\]", lua):
                 problems.append(f"dispatch.lua ARGV[{n}] = {name}")
         problems += [f"dispatch.lua: {line}" for line in _LUA_LINES if line not in lua]
+    problems += _rabbitmq_problems()
     if problems:
         raise ImportError(
-            f"dramatiq {dramatiq.__version__} differs from what kickoff's batch enqueue uses: "
+            f"dramatiq {dramatiq.__version__} differs from what kickoff's brokers use: "
             f"{'; '.join(problems)}; install a dramatiq version kickoff supports (see pyproject.toml)"
         )
 
 
 _check()
+
+#: The RabbitmqBroker's consumer, which actors.rabbitmq extends.
+RabbitmqConsumer = rabbitmq_broker._RabbitmqConsumer
+
+
+def delivery_tag(message: Any) -> int:
+    """The AMQP delivery tag of a message the RabbitMQ consumer delivered."""
+    return message._tag
+
+
+def encoded_message(message: Any) -> bytes:
+    """A delivered message as the broker stored it (its body, to publish again)."""
+    return message._message.encode()
 
 
 def queue_key(broker: RedisBroker, queue_name: str) -> str:

@@ -23,9 +23,10 @@ from typing import Any
 
 import dramatiq
 import pika
-from dramatiq.brokers.rabbitmq import RabbitmqBroker, _RabbitmqConsumer
+from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.common import dq_name, q_name, xq_name
 
+from actors.dramatiq_compat import RabbitmqConsumer, delivery_tag, encoded_message
 from config.errors import BrokerUnavailable
 from config.settings import mask_url
 
@@ -41,7 +42,7 @@ _SETTLED_ATTR = "_kickoff_settled"
 FULL_BACKOFF_SECONDS = 0.5
 
 
-class SettlingConsumer(_RabbitmqConsumer):
+class SettlingConsumer(RabbitmqConsumer):
     """Dramatiq's RabbitMQ consumer, plus ``settle``: ack a delivery before its actor returns.
 
     With a ``capacity`` (the worker's thread count), a delivery that arrives while ``capacity``
@@ -64,8 +65,8 @@ class SettlingConsumer(_RabbitmqConsumer):
             if not full:
                 self.in_flight += 1
         if full:
-            self.known_tags.discard(message._tag)
-            self.channel.basic_nack(message._tag, requeue=True)
+            self.known_tags.discard(delivery_tag(message))
+            self.channel.basic_nack(delivery_tag(message), requeue=True)
             self.connection.sleep(FULL_BACKOFF_SECONDS)
             return None
         setattr(message, _CONSUMER_ATTR, self)
@@ -93,7 +94,7 @@ class SettlingConsumer(_RabbitmqConsumer):
             super().nack(message)
             return
         # Settled already: put a copy where RabbitMQ's dead-lettering of a nack would have put it.
-        body = message._message.encode()
+        body = encoded_message(message)
         properties = pika.BasicProperties(delivery_mode=2)
         try:
             self.connection.add_callback_threadsafe(

@@ -1,9 +1,11 @@
-"""The RedisBroker internals the batch enqueue uses are checked at import; the error names the version."""
+"""The broker internals kickoff uses (batch enqueue, RabbitMQ consumer) are checked at import; the error
+names the version."""
 
 from __future__ import annotations
 
 import dramatiq
 import pytest
+from dramatiq.brokers import rabbitmq as rabbitmq_broker
 from dramatiq.brokers import redis as redis_broker
 from dramatiq.brokers.redis import RedisBroker
 
@@ -27,4 +29,22 @@ def test_a_dispatch_script_with_another_argument_order_fails_at_the_check(monkey
     swapped = lua.replace("local worker_id = ARGV[4]", "local worker_id = ARGV[5]")
     monkeypatch.setitem(redis_broker._scripts, "dispatch", swapped.encode())
     with pytest.raises(ImportError, match=r"ARGV\[4\] = worker_id"):
+        dramatiq_compat._check()
+
+
+def test_a_rabbitmq_consumer_without_delivery_tags_fails_at_the_check(monkeypatch):
+    class Renamed(rabbitmq_broker._RabbitmqConsumer):
+        def ack(self, message):  # acks by another attribute than the delivery tag
+            return None
+
+    monkeypatch.setattr(rabbitmq_broker, "_RabbitmqConsumer", Renamed)
+    with pytest.raises(ImportError, match=r"_RabbitmqConsumer\.ack: message\._tag"):
+        dramatiq_compat._check()
+
+
+def test_a_rabbitmq_broker_without_consumer_class_fails_at_the_check(monkeypatch):
+    monkeypatch.delattr(rabbitmq_broker.RabbitmqBroker, "consumer_class")
+    with pytest.raises(
+        ImportError, match=rf"dramatiq {dramatiq.__version__} .*RabbitmqBroker\.consumer_class"
+    ):
         dramatiq_compat._check()
