@@ -128,21 +128,22 @@ def read_queue(amqp_vhost: str) -> Callable[[str], list[tuple[dict[str, Any], An
 
 @pytest.fixture
 def actor_runtime(
-    monkeypatch: pytest.MonkeyPatch, test_env: dict[str, str]
+    monkeypatch: pytest.MonkeyPatch, test_env: dict[str, str], settings: MatchListenerEnvironment
 ) -> Iterator[Callable[[MatchListenerEnvironment], object]]:
     """``actor_runtime(settings)``: this process's actors run with ``settings`` until the test ends.
 
     The one place tests point actors elsewhere (``actors.runtime.configure``); the runtime of
-    this run's environment is configured again afterwards.
+    this run's settings is configured afterwards. Not the runtime found before: a test module
+    that imports ``actors`` at collection configures it from the shell's environment, and
+    restoring that would point the model layer at the developer's database.
     """
     for key, value in test_env.items():
         monkeypatch.setenv(key, value)  # importing actors configures the runtime from the environment
     import actors  # noqa: F401
     from actors import runtime
 
-    before = runtime.current().settings
     yield runtime.configure
-    runtime.configure(before)
+    runtime.configure(settings)
 
 
 @pytest.fixture
