@@ -65,31 +65,32 @@ def list_(obj: CliContext, limit: int, as_json: bool) -> None:
     )
 
 
-def _set_enabled(obj: CliContext, name: str, enabled: bool, as_json: bool) -> None:
-    from lifecycle.leagues import set_league_enabled
+def _switch_command(name: str, enabled: bool, help: str) -> click.Command:
+    """``kickoff leagues enable|disable NAME``: set ``enabled``; prints the new and old state."""
 
-    obj.database()
-    league, before = set_league_enabled(name, enabled)
-    if as_json:
-        echo_json({**_league_dict(league), "was_enabled": before})
-    else:
-        state = "enabled" if enabled else "disabled"
-        click.echo(f"league {league.name} {state} (was {'enabled' if before else 'disabled'})")
+    @leagues.command(name, help=help)
+    @click.argument("name")
+    @json_option('Print {"id", "name", "enabled", "was_enabled"}.')
+    @click.pass_obj
+    def switch(obj: CliContext, name: str, as_json: bool) -> None:
+        from lifecycle.leagues import set_league_enabled
+
+        obj.database()
+        league, before = set_league_enabled(name, enabled)
+        if as_json:
+            echo_json({**_league_dict(league), "was_enabled": before})
+        else:
+            state = "enabled" if enabled else "disabled"
+            click.echo(f"league {league.name} {state} (was {'enabled' if before else 'disabled'})")
+
+    return switch
 
 
-@leagues.command("enable")
-@click.argument("name")
-@json_option('Print {"id", "name", "enabled", "was_enabled"}.')
-@click.pass_obj
-def enable(obj: CliContext, name: str, as_json: bool) -> None:
-    """Enable league NAME: its matches are dispatched again; prints the new and old state."""
-    _set_enabled(obj, name, True, as_json)
-
-
-@leagues.command("disable")
-@click.argument("name")
-@json_option('Print {"id", "name", "enabled", "was_enabled"}.')
-@click.pass_obj
-def disable(obj: CliContext, name: str, as_json: bool) -> None:
-    """Disable league NAME: no new listener starts (running ones go on); prints the new and old state."""
-    _set_enabled(obj, name, False, as_json)
+enable = _switch_command(
+    "enable", True, "Enable league NAME: its matches are dispatched again; prints the new and old state."
+)
+disable = _switch_command(
+    "disable",
+    False,
+    "Disable league NAME: no new listener starts (running ones go on); prints the new and old state.",
+)
