@@ -1,4 +1,4 @@
-"""Shared CLI helpers: KEY=VALUE parsing, JSON output, count options (--limit), match id arguments."""
+"""Shared CLI helpers: KEY=VALUE parsing (--setting), JSON output, count options (--limit), match ids."""
 
 from __future__ import annotations
 
@@ -37,6 +37,18 @@ def count_option(*names: str, default: int | None, minimum: int = 1, help: str) 
     other than None shows in --help."""
     return click.option(
         *names, type=click.IntRange(min=minimum), default=default, show_default=default is not None, help=help
+    )
+
+
+def settings_option(help: str) -> Callable[[F], F]:
+    """``--setting KEY=VALUE`` (repeatable): listener settings as a dict (``settings_``; JSON values
+    where they parse as JSON, see parse_assignments); ``help`` says whose settings they are."""
+
+    def parse(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> dict[str, Any]:
+        return parse_assignments(value, option="--setting")
+
+    return click.option(
+        "--setting", "settings_", multiple=True, metavar="KEY=VALUE", callback=parse, help=help
     )
 
 
