@@ -32,6 +32,14 @@ def echo_json(obj: dict[str, Any]) -> None:
     click.echo(json.dumps(obj, default=str, sort_keys=True))
 
 
+def echo_answer(as_json: bool, data: dict[str, Any], text: str) -> None:
+    """Print a command's answer: with --json ``data`` as one JSON object, else the line ``text``."""
+    if as_json:
+        echo_json(data)
+    else:
+        click.echo(text)
+
+
 def count_option(*names: str, default: int | None, minimum: int = 1, help: str) -> Callable[[F], F]:
     """A whole-number option of at least ``minimum`` (a smaller one is a usage error); a default
     other than None shows in --help."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import LIMIT_OPTION, echo_json, json_option
+from cli.common import LIMIT_OPTION, echo_answer, echo_json, json_option
 from cli.context import CliContext
 from cli.table import echo_table
 
@@ -37,10 +37,8 @@ def add(obj: CliContext, name: str, disabled: bool, as_json: bool) -> None:
         raise click.BadParameter(str(exc), param_hint="NAME") from exc
     obj.database()
     league = add_league(name, enabled=not disabled)
-    if as_json:
-        echo_json(_league_dict(league))
-    else:
-        click.echo(f"league {league.name} added ({'enabled' if league.enabled else 'disabled'})")
+    state = "enabled" if league.enabled else "disabled"
+    echo_answer(as_json, _league_dict(league), f"league {league.name} added ({state})")
 
 
 @leagues.command("list")
@@ -77,11 +75,10 @@ def _switch_command(name: str, enabled: bool, help: str) -> click.Command:
 
         obj.database()
         league, before = set_league_enabled(name, enabled)
-        if as_json:
-            echo_json({**_league_dict(league), "was_enabled": before})
-        else:
-            state = "enabled" if enabled else "disabled"
-            click.echo(f"league {league.name} {state} (was {'enabled' if before else 'disabled'})")
+        state = "enabled" if enabled else "disabled"
+        was = "enabled" if before else "disabled"
+        data = {**_league_dict(league), "was_enabled": before}
+        echo_answer(as_json, data, f"league {league.name} {state} (was {was})")
 
     return switch
 

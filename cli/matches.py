@@ -6,7 +6,15 @@ from typing import Any
 
 import click
 
-from cli.common import LIMIT_OPTION, MATCH_ID, count_option, echo_json, json_option, settings_option
+from cli.common import (
+    LIMIT_OPTION,
+    MATCH_ID,
+    count_option,
+    echo_answer,
+    echo_json,
+    json_option,
+    settings_option,
+)
 from cli.context import CliContext
 from cli.table import echo_table, render_table
 from config.errors import KickoffError
@@ -70,10 +78,7 @@ def add(
             )
         except peewee.IntegrityError as exc:
             raise KickoffError(f"a match with sr_id {sr_id!r} already exists") from exc
-    if as_json:
-        echo_json({"id": str(match.id)})
-    else:
-        click.echo(str(match.id))
+    echo_answer(as_json, {"id": str(match.id)}, str(match.id))
 
 
 @matches.command("list")
@@ -232,7 +237,5 @@ def set_dispatch(obj: CliContext, match_id: str, state: str, as_json: bool) -> N
 
     obj.database()
     before = set_auto_dispatch(match_id, state == "on", barriers=obj.barriers)
-    if as_json:
-        echo_json({"match_id": match_id, "auto_dispatch": state == "on", "was": before})
-    else:
-        click.echo(f"match {match_id}: auto-dispatch {state} (was {'on' if before else 'off'})")
+    data = {"match_id": match_id, "auto_dispatch": state == "on", "was": before}
+    echo_answer(as_json, data, f"match {match_id}: auto-dispatch {state} (was {'on' if before else 'off'})")

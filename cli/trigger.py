@@ -13,14 +13,14 @@ from typing import Any
 import click
 
 from cli.answers import EXIT_CODES_HELP, publisher_answers
-from cli.common import echo_json, json_option
+from cli.common import echo_answer, echo_json, json_option
 from cli.context import CliContext
 from config.clock import parse_iso8601
 from models.activity import ActionStatus
 from publisher.actions import RESULT_STATUSES, get_action, record_result
 from publisher.amqp import publisher_from_settings
 from publisher.idempotency import draft_key, lineup_key, waiver_key
-from publisher.rumor import RumorRequest, evaluate_rumors, signals_from_json
+from publisher.rumor import RumorRequest, RumorSignal, evaluate_rumors, signals_from_json
 from publisher.triggers import (
     DraftPickRequest,
     LineupRequest,
@@ -311,23 +311,13 @@ def rumor_cmd(obj: CliContext, league_id, team, season, week, roster, signals, t
     replacement is claimed behind that IR move; a breakout free agent is claimed dropping the
     named player. Signals below confidence 0.7 are ignored.
     """
-    parsed_roster: dict[int, str] = {}
-    for item in roster:
-        pid, sep, slot = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"expected ESPN_ID=SLOT, got {item!r}", param_hint="--roster")
-        parsed_roster[_player_id(pid)] = slot
-    try:
-        parsed_signals = signals_from_json(json.loads(s) for s in signals)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not JSON: {exc}", param_hint="--signal") from exc
     request = RumorRequest(
         league_id=league_id,
         team=team,
         season=season,
         week=week,
-        roster=parsed_roster,
-        signals=parsed_signals,
+        roster=_roster(roster),
+        signals=_signals(signals),
         traceparent=traceparent,
     )
     client = _api_client(obj)
@@ -344,6 +334,25 @@ def rumor_cmd(obj: CliContext, league_id, team, season, week, roster, signals, t
         return
     for data in answers:
         _print_outcome(data)
+
+
+def _roster(items: tuple[str, ...]) -> dict[Any, str]:
+    """--roster ESPN_ID=SLOT values as {player id: slot}."""
+    roster: dict[Any, str] = {}
+    for item in items:
+        pid, sep, slot = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected ESPN_ID=SLOT, got {item!r}", param_hint="--roster")
+        roster[_player_id(pid)] = slot
+    return roster
+
+
+def _signals(texts: tuple[str, ...]) -> list[RumorSignal]:
+    """--signal JSON values as rumor signals."""
+    try:
+        return signals_from_json(json.loads(s) for s in texts)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--signal") from exc
 
 
 def _print_outcome(data: dict[str, Any]) -> None:
@@ -389,7 +398,4 @@ def result_cmd(obj: CliContext, tracking_id: str, status: str, error: str | None
     """
     obj.database()
     record_result(tracking_id, ActionStatus(status), error=error)
-    if as_json:
-        echo_json({"tracking_id": tracking_id, "status": status})
-    else:
-        click.echo(f"{tracking_id}: {status}")
+    echo_answer(as_json, {"tracking_id": tracking_id, "status": status}, f"{tracking_id}: {status}")
