@@ -44,7 +44,7 @@ def services() -> ListenerServices:
         )
 
     svc = ListenerServices.for_process(
-        settings=rt.settings, barriers=rt.barriers, reap=reap, redispatch=redispatch
+        lambda: ListenerServices(settings=rt.settings, barriers=rt.barriers, reap=reap, redispatch=redispatch)
     )
     hooks = worker_hooks(rt.broker)
     if hooks is not None:

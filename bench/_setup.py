@@ -11,7 +11,9 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -75,16 +77,29 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(round(p / 100 * (len(ordered) - 1)), len(ordered) - 1)]
 
 
-def density_figures(
-    *, n: int, baseline_rss: int, rss: int, cpu_seconds: float, events: int, seconds: float
-) -> dict[str, float]:
-    """Memory, CPU and event-rate figures of ``n`` listeners over a window of ``seconds``."""
+@dataclass(frozen=True)
+class Sample:
+    """One instant of a measured process: its CPU seconds (user + system), the time, the events so far."""
+
+    cpu_seconds: float
+    at: float  # time.monotonic()
+    events: int
+
+
+def sample(process: Any, events: int) -> Sample:
+    """Sample ``process`` (a psutil.Process) now, with the ``events`` counted so far."""
+    return Sample(sum(process.cpu_times()[:2]), time.monotonic(), events)
+
+
+def density_figures(*, n: int, baseline_rss: int, rss: int, first: Sample, last: Sample) -> dict[str, float]:
+    """Memory, CPU and event-rate figures of ``n`` listeners over the window from ``first`` to ``last``."""
+    seconds = last.at - first.at
     return {
         "baseline_mb": baseline_rss / 2**20,
         "rss_mb": rss / 2**20,
         "per_listener_kb": (rss - baseline_rss) / n / 1024,
-        "cpu_pct": 100 * cpu_seconds / seconds,
-        "events_per_s": events / seconds,
+        "cpu_pct": 100 * (last.cpu_seconds - first.cpu_seconds) / seconds,
+        "events_per_s": (last.events - first.events) / seconds,
     }
 
 

@@ -125,7 +125,9 @@ def main() -> None:
             publisher=AmqpPublisher(url=amqp_url),
             data_dir=tmp / "data",
             amqp_url=amqp_url,
-            config=LauncherConfig(cap=args.cap, prefetch=200, poll_seconds=0.002, drain_interval_seconds=5.0),
+            config=LauncherConfig.from_settings(
+                settings, cap=args.cap, prefetch=200, poll_seconds=0.002, drain_interval_seconds=5.0
+            ),
         )
         thread = threading.Thread(target=launcher.run, kwargs={"install_signals": False}, daemon=True)
         thread.start()

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._setup import density_figures
+from bench._setup import density_figures, sample
 from bench._srsim import start_sim, write_games
 
 HEARTBEAT_S = 5.0
@@ -71,15 +71,13 @@ def worker(n: int, base_url: str, ids: list[str], data_dir: str, warmup: float, 
         threads.append(t)
         ctxs.append(ctx)
     time.sleep(warmup)
-    events0 = sum(b.stats.events for b in bodies)
-    cpu0, t0 = sum(proc.cpu_times()[:2]), time.monotonic()
+    first = sample(proc, sum(b.stats.events for b in bodies))
     time.sleep(window)
-    cpu1, t1 = sum(proc.cpu_times()[:2]), time.monotonic()
-    events1 = sum(b.stats.events for b in bodies)
+    last = sample(proc, sum(b.stats.events for b in bodies))
     rss = proc.memory_info().rss
     lags = []
     for b in bodies:
-        beats = [x for x in b.beats if t0 - HEARTBEAT_S <= x <= t1]
+        beats = [x for x in b.beats if first.at - HEARTBEAT_S <= x <= last.at]
         lags += [(y - x) - HEARTBEAT_S for x, y in itertools.pairwise(beats)]
     alive = sum(t.is_alive() for t in threads)
     for ctx, body in zip(ctxs, bodies, strict=True):
@@ -93,14 +91,7 @@ def worker(n: int, base_url: str, ids: list[str], data_dir: str, warmup: float, 
             {
                 "n": n,
                 "alive": alive,
-                **density_figures(
-                    n=n,
-                    baseline_rss=baseline,
-                    rss=rss,
-                    cpu_seconds=cpu1 - cpu0,
-                    events=events1 - events0,
-                    seconds=t1 - t0,
-                ),
+                **density_figures(n=n, baseline_rss=baseline, rss=rss, first=first, last=last),
                 "hb_lag_p50_ms": 1000 * statistics.median(lags) if lags else None,
                 "hb_lag_p99_ms": 1000 * sorted(lags)[int(0.99 * (len(lags) - 1))] if lags else None,
                 "hb_lag_max_ms": 1000 * max(lags) if lags else None,

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._setup import density_figures
+from bench._setup import density_figures, sample
 from bench._srsim import write_games
 from cli.processes import ChildProcess, dramatiq_worker_argv
 
@@ -182,31 +182,22 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
         def archived() -> int:
             return sum(p.read_bytes().count(b"\n") for p in archive_dir.glob("*.json"))
 
-        ev0 = archived()
-        cpu0, t0 = sum(child.cpu_times()[:2]), time.monotonic()
+        first = sample(child, archived())
         ages: list[float] = []
         counts: list[int] = []
-        while time.monotonic() - t0 < window:
+        while time.monotonic() - first.at < window:
             with database.connection_context():
                 count, age = database.execute_sql(open_sql).fetchone()
             counts.append(int(count))
             ages.append(float(age or 0))
             time.sleep(1)
-        cpu1, t1 = sum(child.cpu_times()[:2]), time.monotonic()
-        ev1 = archived()
+        last = sample(child, archived())
         rss = child.memory_info().rss
         return {
             "n": n,
             "running": min(counts),
             "ramp_s": ramp,
-            **density_figures(
-                n=n,
-                baseline_rss=baseline,
-                rss=rss,
-                cpu_seconds=cpu1 - cpu0,
-                events=ev1 - ev0,
-                seconds=t1 - t0,
-            ),
+            **density_figures(n=n, baseline_rss=baseline, rss=rss, first=first, last=last),
             "hb_lag_max_s": max(0.0, max(ages) - HEARTBEAT_INTERVAL),
             "hb_age_max_s": max(ages),
         }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import echo_json, json_option, parse_assignments
+from cli.common import echo_answer, echo_json, json_option, parse_assignments
 from cli.context import CliContext
 
 
@@ -71,10 +71,9 @@ def result_cmd(
         details=parse_assignments(details, option="--detail"),
         reported_by=reported_by,
     )
-    if as_json:
-        echo_json(out)
-    else:
-        click.echo(f"result of {tracking_id} reported ({outcome}); verified at the next verification")
+    echo_answer(
+        as_json, out, f"result of {tracking_id} reported ({outcome}); verified at the next verification"
+    )
 
 
 @actions.command("verify")

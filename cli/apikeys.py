@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from cli.common import LIMIT_OPTION, echo_json, json_option
+from cli.common import LIMIT_OPTION, echo_answer, echo_json, json_option
 from cli.context import CliContext
-from cli.table import echo_table
+from cli.table import echo_listing
 
 SCOPES = ("trigger", "operator", "read")
 
@@ -53,22 +53,19 @@ def list_cmd(obj: CliContext, limit: int, as_json: bool) -> None:
     from api.keys import list_keys
 
     obj.database()
-    keys = list_keys()[:limit]
-    if as_json:
-        echo_json({"count": len(keys), "keys": [key.as_dict() for key in keys]})
-        return
-    echo_table(
-        ["id", "scope", "name", "created", "revoked"],
-        (
-            [
-                key.id,
-                key.scope.value,
-                key.name,
-                key.created_at.isoformat(),
-                key.revoked_at.isoformat() if key.revoked_at else "",
-            ]
-            for key in keys
-        ),
+    echo_listing(
+        as_json,
+        "keys",
+        list_keys()[:limit],
+        as_dict=lambda key: key.as_dict(),
+        headers=["id", "scope", "name", "created", "revoked"],
+        row=lambda key: [
+            key.id,
+            key.scope.value,
+            key.name,
+            key.created_at.isoformat(),
+            key.revoked_at.isoformat() if key.revoked_at else "",
+        ],
         empty="no API keys",
     )
 
@@ -83,7 +80,4 @@ def revoke_cmd(obj: CliContext, key_id: str, as_json: bool) -> None:
 
     obj.database()
     key = revoke_key(key_id)
-    if as_json:
-        echo_json(key.as_dict())
-    else:
-        click.echo(f"revoked {key.id} ({key.name})")
+    echo_answer(as_json, key.as_dict(), f"revoked {key.id} ({key.name})")

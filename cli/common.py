@@ -1,4 +1,4 @@
-"""Shared CLI helpers: KEY=VALUE parsing, JSON output, count options (--limit), match id arguments."""
+"""Shared CLI helpers: KEY=VALUE parsing (--setting), JSON output, count options (--limit), match ids."""
 
 from __future__ import annotations
 
@@ -32,11 +32,31 @@ def echo_json(obj: dict[str, Any]) -> None:
     click.echo(json.dumps(obj, default=str, sort_keys=True))
 
 
+def echo_answer(as_json: bool, data: dict[str, Any], text: str) -> None:
+    """Print a command's answer: with --json ``data`` as one JSON object, else the line ``text``."""
+    if as_json:
+        echo_json(data)
+    else:
+        click.echo(text)
+
+
 def count_option(*names: str, default: int | None, minimum: int = 1, help: str) -> Callable[[F], F]:
     """A whole-number option of at least ``minimum`` (a smaller one is a usage error); a default
     other than None shows in --help."""
     return click.option(
         *names, type=click.IntRange(min=minimum), default=default, show_default=default is not None, help=help
+    )
+
+
+def settings_option(help: str) -> Callable[[F], F]:
+    """``--setting KEY=VALUE`` (repeatable): listener settings as a dict (``settings_``; JSON values
+    where they parse as JSON, see parse_assignments); ``help`` says whose settings they are."""
+
+    def parse(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> dict[str, Any]:
+        return parse_assignments(value, option="--setting")
+
+    return click.option(
+        "--setting", "settings_", multiple=True, metavar="KEY=VALUE", callback=parse, help=help
     )
 
 

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import click
 
-from cli.common import LIMIT_OPTION, echo_json, json_option
+from cli.common import LIMIT_OPTION, echo_answer, echo_json, json_option
 from cli.context import CliContext
-from cli.table import echo_table
+from cli.table import echo_listing
 
 QUEUE_CHOICE = click.Choice(["default", "match_listeners"])
 
@@ -36,22 +36,19 @@ def list_cmd(queue: str | None, limit: int, as_json: bool) -> None:
     """List dead letters, newest first: message id, queue, actor, when, kwargs."""
     from actors.dead_letters import list_dead
 
-    rows = list_dead(_broker(), queue=queue, limit=limit)
-    if as_json:
-        echo_json({"count": len(rows), "messages": [m.as_dict() for m in rows]})
-        return
-    echo_table(
-        ["message_id", "queue", "actor", "dead_at", "kwargs"],
-        (
-            [
-                m.message_id,
-                m.queue,
-                m.actor,
-                datetime.fromtimestamp(m.dead_at, UTC).isoformat(timespec="seconds"),
-                ", ".join(f"{k}={v}" for k, v in sorted(m.kwargs.items())),
-            ]
-            for m in rows
-        ),
+    echo_listing(
+        as_json,
+        "messages",
+        list_dead(_broker(), queue=queue, limit=limit),
+        as_dict=lambda m: m.as_dict(),
+        headers=["message_id", "queue", "actor", "dead_at", "kwargs"],
+        row=lambda m: [
+            m.message_id,
+            m.queue,
+            m.actor,
+            datetime.fromtimestamp(m.dead_at, UTC).isoformat(timespec="seconds"),
+            ", ".join(f"{k}={v}" for k, v in sorted(m.kwargs.items())),
+        ],
         empty="no dead-lettered messages",
     )
 
@@ -89,7 +86,4 @@ def purge_cmd(message_ids: tuple[str, ...], purge_all: bool, queue: str | None, 
     if bool(message_ids) == purge_all:
         raise click.UsageError("give MESSAGE_ID... or --all (not both)")
     removed = purge_dead(_broker(), message_ids=list(message_ids) if message_ids else None, queue=queue)
-    if as_json:
-        echo_json({"purged": removed})
-    else:
-        click.echo(f"purged {removed} dead-lettered message(s)")
+    echo_answer(as_json, {"purged": removed}, f"purged {removed} dead-lettered message(s)")

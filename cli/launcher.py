@@ -27,16 +27,7 @@ def launcher(obj: CliContext, cap: int | None) -> None:
     settings = obj.settings
     catalog = load_catalog(settings.job_catalog_path)
     obj.database()
-    config = LauncherConfig(
-        cap=cap or settings.launcher_cap,
-        prefetch=settings.launcher_prefetch,
-        poll_seconds=settings.launcher_poll_seconds,
-        drain_interval_seconds=settings.launcher_drain_interval_seconds,
-        rescan_interval_seconds=settings.launcher_rescan_interval_seconds,
-        claim_grace_seconds=settings.launcher_claim_grace_seconds,
-        shutdown_grace_seconds=settings.launcher_shutdown_grace_seconds,
-        drain_batch=settings.job_run_drain_batch,
-    )
+    config = LauncherConfig.from_settings(settings, cap=cap or settings.launcher_cap)
     with publisher_from_settings(settings) as publisher:
         Launcher(
             catalog=catalog,

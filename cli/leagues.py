@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import LIMIT_OPTION, echo_json, json_option
+from cli.common import LIMIT_OPTION, echo_answer, echo_json, json_option
 from cli.context import CliContext
 from cli.table import echo_table
 
@@ -37,10 +37,8 @@ def add(obj: CliContext, name: str, disabled: bool, as_json: bool) -> None:
         raise click.BadParameter(str(exc), param_hint="NAME") from exc
     obj.database()
     league = add_league(name, enabled=not disabled)
-    if as_json:
-        echo_json(_league_dict(league))
-    else:
-        click.echo(f"league {league.name} added ({'enabled' if league.enabled else 'disabled'})")
+    state = "enabled" if league.enabled else "disabled"
+    echo_answer(as_json, _league_dict(league), f"league {league.name} added ({state})")
 
 
 @leagues.command("list")
@@ -65,31 +63,31 @@ def list_(obj: CliContext, limit: int, as_json: bool) -> None:
     )
 
 
-def _set_enabled(obj: CliContext, name: str, enabled: bool, as_json: bool) -> None:
-    from lifecycle.leagues import set_league_enabled
+def _switch_command(name: str, enabled: bool, help: str) -> click.Command:
+    """``kickoff leagues enable|disable NAME``: set ``enabled``; prints the new and old state."""
 
-    obj.database()
-    league, before = set_league_enabled(name, enabled)
-    if as_json:
-        echo_json({**_league_dict(league), "was_enabled": before})
-    else:
+    @leagues.command(name, help=help)
+    @click.argument("name")
+    @json_option('Print {"id", "name", "enabled", "was_enabled"}.')
+    @click.pass_obj
+    def switch(obj: CliContext, name: str, as_json: bool) -> None:
+        from lifecycle.leagues import set_league_enabled
+
+        obj.database()
+        league, before = set_league_enabled(name, enabled)
         state = "enabled" if enabled else "disabled"
-        click.echo(f"league {league.name} {state} (was {'enabled' if before else 'disabled'})")
+        was = "enabled" if before else "disabled"
+        data = {**_league_dict(league), "was_enabled": before}
+        echo_answer(as_json, data, f"league {league.name} {state} (was {was})")
+
+    return switch
 
 
-@leagues.command("enable")
-@click.argument("name")
-@json_option('Print {"id", "name", "enabled", "was_enabled"}.')
-@click.pass_obj
-def enable(obj: CliContext, name: str, as_json: bool) -> None:
-    """Enable league NAME: its matches are dispatched again; prints the new and old state."""
-    _set_enabled(obj, name, True, as_json)
-
-
-@leagues.command("disable")
-@click.argument("name")
-@json_option('Print {"id", "name", "enabled", "was_enabled"}.')
-@click.pass_obj
-def disable(obj: CliContext, name: str, as_json: bool) -> None:
-    """Disable league NAME: no new listener starts (running ones go on); prints the new and old state."""
-    _set_enabled(obj, name, False, as_json)
+enable = _switch_command(
+    "enable", True, "Enable league NAME: its matches are dispatched again; prints the new and old state."
+)
+disable = _switch_command(
+    "disable",
+    False,
+    "Disable league NAME: no new listener starts (running ones go on); prints the new and old state.",
+)

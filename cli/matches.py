@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from cli.common import LIMIT_OPTION, MATCH_ID, count_option, echo_json, json_option, parse_assignments
+from cli.common import (
+    LIMIT_OPTION,
+    MATCH_ID,
+    count_option,
+    echo_answer,
+    echo_json,
+    json_option,
+    settings_option,
+)
 from cli.context import CliContext
 from cli.table import echo_table, render_table
 from config.errors import KickoffError
@@ -24,13 +34,7 @@ def matches() -> None:
 @click.option("--title", default=None, help="Optional display title.")
 @click.option("--test", "is_test", is_flag=True, help="An is_test clone (simulator-owned status).")
 @click.option("--no-auto-dispatch", is_flag=True, help="Create with auto-dispatch off.")
-@click.option(
-    "--setting",
-    "settings_",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Per-match listener setting (Match.listener_start_settings); repeatable.",
-)
+@settings_option("Per-match listener setting (Match.listener_start_settings); repeatable.")
 @json_option('Print {"id": ...}.')
 @click.pass_obj
 def add(
@@ -42,7 +46,7 @@ def add(
     title: str | None,
     is_test: bool,
     no_auto_dispatch: bool,
-    settings_: tuple[str, ...],
+    settings_: dict[str, Any],
     as_json: bool,
 ) -> None:
     """Add a match; prints its internal id."""
@@ -57,8 +61,7 @@ def add(
     when = parse_iso8601(scheduled, what="--scheduled")
     if normalise(status) is None:
         raise click.BadParameter(f"unknown status {status!r}", param_hint="--status")
-    per_match = parse_assignments(settings_, option="--setting")
-    validate_listener_settings(per_match, source="--setting")
+    validate_listener_settings(settings_, source="--setting")
     obj.database()
     lg = get_league(league)
     with database_errors():
@@ -71,14 +74,11 @@ def add(
                 title=title,
                 is_test=is_test,
                 auto_dispatch_listener=not no_auto_dispatch,
-                listener_start_settings=per_match,
+                listener_start_settings=settings_,
             )
         except peewee.IntegrityError as exc:
             raise KickoffError(f"a match with sr_id {sr_id!r} already exists") from exc
-    if as_json:
-        echo_json({"id": str(match.id)})
-    else:
-        click.echo(str(match.id))
+    echo_answer(as_json, {"id": str(match.id)}, str(match.id))
 
 
 @matches.command("list")
@@ -183,9 +183,7 @@ def show(obj: CliContext, match_id: str, runs_limit: int, as_json: bool) -> None
 @click.option("--title", default=None, help="New display title.")
 @click.option("--scheduled", default=None, help="New start time, ISO 8601 with an offset.")
 @click.option("--status", default=None, help="New Match.status (checked against the status vocabulary).")
-@click.option(
-    "--setting", "set_", multiple=True, metavar="KEY=VALUE", help="Set a per-match listener setting."
-)
+@settings_option("Set a per-match listener setting.")
 @click.option("--unset", "unset", multiple=True, metavar="KEY", help="Remove a per-match listener setting.")
 @json_option('Print {"match_id", "changed": {...}}.')
 @click.pass_obj
@@ -195,7 +193,7 @@ def edit(
     title: str | None,
     scheduled: str | None,
     status: str | None,
-    set_: tuple[str, ...],
+    settings_: dict[str, Any],
     unset: tuple[str, ...],
     as_json: bool,
 ) -> None:
@@ -211,14 +209,13 @@ def edit(
     when = parse_iso8601(scheduled, what="--scheduled") if scheduled is not None else None
     if status is not None and normalise(status) is None:
         raise click.BadParameter(f"unknown status {status!r}", param_hint="--status")
-    per_match = parse_assignments(set_, option="--setting")
     obj.database()
     changed = edit_match(
         match_id,
         title=title,
         scheduled=when,
         status=status,
-        set_settings=per_match,
+        set_settings=settings_,
         unset_settings=list(unset),
     )
     if as_json:
@@ -240,7 +237,5 @@ def set_dispatch(obj: CliContext, match_id: str, state: str, as_json: bool) -> N
 
     obj.database()
     before = set_auto_dispatch(match_id, state == "on", barriers=obj.barriers)
-    if as_json:
-        echo_json({"match_id": match_id, "auto_dispatch": state == "on", "was": before})
-    else:
-        click.echo(f"match {match_id}: auto-dispatch {state} (was {'on' if before else 'off'})")
+    data = {"match_id": match_id, "auto_dispatch": state == "on", "was": before}
+    echo_answer(as_json, data, f"match {match_id}: auto-dispatch {state} (was {'on' if before else 'off'})")

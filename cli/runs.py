@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
 
 from cli.answers import EXIT_CODES_HELP, publisher_answers
-from cli.common import LIMIT_OPTION, count_option, echo_json, json_option, parse_assignments
+from cli.common import LIMIT_OPTION, count_option, echo_answer, echo_json, json_option, parse_assignments
 from cli.context import CliContext
-from cli.table import echo_table
+from cli.table import echo_listing
 from models.run_log import RunStatus, Trigger
 
 if TYPE_CHECKING:
@@ -80,23 +81,20 @@ def list_runs(obj: CliContext, job: str | None, status: str | None, limit: int, 
     from runs.publish import recent_runs, run_dict
 
     obj.database()
-    found = list(recent_runs(job=job, status=status, limit=limit))
-    if as_json:
-        echo_json({"count": len(found), "runs": [run_dict(run) for run in found]})
-        return
-    echo_table(
-        ["run_id", "job", "trigger", "status", "attempt", "exit"],
-        (
-            [
-                run.id,
-                run.job,
-                run.trigger,
-                run.status + (f" ({run.reason})" if run.reason else ""),
-                run.attempt,
-                run.exit_code,
-            ]
-            for run in found
-        ),
+    echo_listing(
+        as_json,
+        "runs",
+        list(recent_runs(job=job, status=status, limit=limit)),
+        as_dict=run_dict,
+        headers=["run_id", "job", "trigger", "status", "attempt", "exit"],
+        row=lambda run: [
+            run.id,
+            run.job,
+            run.trigger,
+            run.status + (f" ({run.reason})" if run.reason else ""),
+            run.attempt,
+            run.exit_code,
+        ],
         empty="no runs",
         right=["attempt", "exit"],
     )
@@ -158,25 +156,29 @@ def catalog(obj: CliContext, limit: int, as_json: bool) -> None:
         }
         for job in list(cat.jobs.values())[:limit]
     ]
-    if as_json:
-        echo_json({"count": len(jobs), "jobs": jobs})
-        return
-    echo_table(
-        ["job", "overlap", "retries", "schedule", "then"],
-        (
-            [j["job"], j["overlap"], j["retries"], j["schedule"] or "", ",".join(j["successors"])]
-            for j in jobs
-        ),
+    echo_listing(
+        as_json,
+        "jobs",
+        jobs,
+        as_dict=dict,
+        headers=["job", "overlap", "retries", "schedule", "then"],
+        row=lambda j: [j["job"], j["overlap"], j["retries"], j["schedule"] or "", ",".join(j["successors"])],
         empty="no jobs in the catalog",
         right=["retries"],
     )
 
 
-@runs.command(epilog=EXIT_CODES_HELP)
-@click.argument("run_id")
-@json_option('Print {"run_id", "status", "reason"}.')
-@click.pass_obj
-@publisher_answers
+def run_answer_command(json_help: str) -> Callable[[Callable[..., None]], click.Command]:
+    """``kickoff runs NAME RUN_ID [--json]``: changes one run, answers with the publisher's exit codes."""
+
+    def decorate(fn: Callable[..., None]) -> click.Command:
+        fn = click.pass_obj(publisher_answers(fn))
+        return runs.command(epilog=EXIT_CODES_HELP)(click.argument("run_id")(json_option(json_help)(fn)))
+
+    return decorate
+
+
+@run_answer_command('Print {"run_id", "status", "reason"}.')
 def cancel(obj: CliContext, run_id: str, as_json: bool) -> None:
     """Cancel a queued run: it ends skipped (reason cancelled) and is never started.
 
@@ -186,17 +188,11 @@ def cancel(obj: CliContext, run_id: str, as_json: bool) -> None:
 
     obj.database()
     run = cancel_run(run_id)
-    if as_json:
-        echo_json({"run_id": str(run.id), "status": run.status, "reason": run.reason})
-    else:
-        click.echo(f"{run.id} {run.job}: {run.status} ({run.reason})")
+    data = {"run_id": str(run.id), "status": run.status, "reason": run.reason}
+    echo_answer(as_json, data, f"{run.id} {run.job}: {run.status} ({run.reason})")
 
 
-@runs.command(epilog=EXIT_CODES_HELP)
-@click.argument("run_id")
-@json_option('Print {"run_id", "job", "attempt", "status", "published"}.')
-@click.pass_obj
-@publisher_answers
+@run_answer_command('Print {"run_id", "job", "attempt", "status", "published"}.')
 def retry(obj: CliContext, run_id: str, as_json: bool) -> None:
     """Queue the next attempt of a failed or skipped run (beyond its retry budget).
 
@@ -210,10 +206,7 @@ def retry(obj: CliContext, run_id: str, as_json: bool) -> None:
     with publisher_from_settings(obj.settings) as publisher:
         answer = retry_run(run_id, publisher=publisher)
     data = answer.as_dict()
-    if as_json:
-        echo_json(data)
-    else:
-        click.echo(f"{data['status']} {answer.run_id} {answer.job} attempt {answer.attempt}")
+    echo_answer(as_json, data, f"{data['status']} {answer.run_id} {answer.job} attempt {answer.attempt}")
 
 
 @runs.command()

@@ -5,11 +5,16 @@ from __future__ import annotations
 import asyncio
 import signal
 from pathlib import Path
+from typing import Any
 
 import click
 
-from cli.common import echo_json, json_option
+from cli.common import echo_json, json_option, settings_option
 from cli.context import CliContext
+
+#: Path options (no default: None when not given).
+A_FILE = click.Path(dir_okay=False, path_type=Path)
+A_DIRECTORY = click.Path(file_okay=False, path_type=Path)
 
 
 @click.group("sim")
@@ -45,8 +50,7 @@ def sim_group() -> None:
 @click.option("--api-key", default=None, help="Refuse stream requests without this x-api-key (default: any).")
 @click.option(
     "--watch-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
+    type=A_DIRECTORY,
     help=(
         "Serve every script that appears here while running (default DATA_DIR/srsim, where"
         " `kickoff sim clone` writes); scripts already there at start are not served."
@@ -56,15 +60,13 @@ def sim_group() -> None:
 @click.option(
     "--players",
     "players_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
+    type=A_FILE,
     help="Serve this players map (Sleeper's format) at /players/nfl; read anew on every request.",
 )
 @click.option(
     "--leagues",
     "league_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
+    type=A_FILE,
     help=(
         "League file (JSON by league: league, conferences/divisions/teams, seasons; see"
         " docs/listener.md) served as each league's hierarchy, teams and seasons documents; read"
@@ -150,24 +152,16 @@ def serve(
 
 @sim_group.command("clone")
 @click.argument("sr_id")
-@click.option(
-    "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Script file to write."
-)
+@click.option("--out", type=A_FILE, help="Script file to write.")
 @click.option(
     "--start-after", type=float, default=10.0, show_default=True, help="Script seconds before kick-off."
 )
 @click.option(
     "--event-interval", type=float, default=2.0, show_default=True, help="Script seconds per event."
 )
-@click.option(
-    "--setting",
-    "settings_",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help=(
-        "Listener setting of the clone (its Match.listener_start_settings), e.g."
-        " listener_force_exit_code=11; checked against the listener settings; repeatable."
-    ),
+@settings_option(
+    "Listener setting of the clone (its Match.listener_start_settings), e.g."
+    " listener_force_exit_code=11; checked against the listener settings; repeatable."
 )
 @json_option("Print the result as one JSON object.")
 @click.pass_obj
@@ -177,7 +171,7 @@ def clone(
     out: Path | None,
     start_after: float,
     event_interval: float,
-    settings_: tuple[str, ...],
+    settings_: dict[str, Any],
     as_json: bool,
 ) -> None:
     """Turn recorded match SR_ID (its archive) into an is_test clone and an srsim script.
@@ -187,10 +181,8 @@ def clone(
     it within SRSIM_WATCH_SECONDS, no restart needed; with --out elsewhere, serve it with
     `kickoff sim serve --script FILE`. The clone is not dispatched until an srsim serves it.
     """
-    from cli.common import parse_assignments
     from lifecycle.clone import clone_match
 
-    per_clone = parse_assignments(settings_, option="--setting")
     obj.database()
     match, path, count = clone_match(
         sr_id,
@@ -198,7 +190,7 @@ def clone(
         out=out,
         start_after=start_after,
         event_interval=event_interval,
-        settings=per_clone,
+        settings=settings_,
     )
     if as_json:
         echo_json(
@@ -207,7 +199,7 @@ def clone(
                 "sr_id": match.sr_id,
                 "script": str(path),
                 "events": count,
-                "settings": per_clone,
+                "settings": settings_,
             }
         )
     else:

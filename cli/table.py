@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import click
+
+from cli.common import echo_json
+
+T = TypeVar("T")
 
 
 def render_table(
@@ -37,3 +42,22 @@ def echo_table(
     """Print ``render_table``'s lines."""
     for line in render_table(headers, rows, empty=empty, right=right):
         click.echo(line)
+
+
+def echo_listing(
+    as_json: bool,
+    name: str,
+    items: Sequence[T],
+    *,
+    as_dict: Callable[[T], dict[str, Any]],
+    headers: Sequence[str],
+    row: Callable[[T], Sequence[object]],
+    empty: str,
+    right: Iterable[str] = (),
+) -> None:
+    """Print a listing: with --json one object ``{"count": N, name: [as_dict(item), ...]}``, else
+    a table of ``row(item)`` under ``headers`` (``empty`` alone when there is no item)."""
+    if as_json:
+        echo_json({"count": len(items), name: [as_dict(item) for item in items]})
+    else:
+        echo_table(headers, (row(item) for item in items), empty=empty, right=right)

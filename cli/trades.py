@@ -6,9 +6,9 @@ import getpass
 
 import click
 
-from cli.common import LIMIT_OPTION, echo_json, json_option
+from cli.common import LIMIT_OPTION, json_option
 from cli.context import CliContext
-from cli.table import echo_table
+from cli.table import echo_listing
 from publisher.amqp import publisher_from_settings
 from publisher.queues import TRADE_QUEUES
 from publisher.trades import Resolution, list_uncertain, resolve_uncertain
@@ -39,18 +39,13 @@ def uncertain_cmd(obj: CliContext, stale_seconds: float, limit: int, as_json: bo
     when there is none.
     """
     obj.database()
-    entries = list_uncertain(stale_claim_seconds=stale_seconds)[:limit]
-    if as_json:
-        echo_json(
-            {
-                "count": len(entries),
-                "claims": [{**vars(e), "created_at": e.created_at.isoformat()} for e in entries],
-            }
-        )
-        return
-    echo_table(
-        ["queue", "claim_key", "status", "league", "message_id", "error"],
-        ([e.queue, e.claim_key, e.status, e.league_id, e.message_id, e.error] for e in entries),
+    echo_listing(
+        as_json,
+        "claims",
+        list_uncertain(stale_claim_seconds=stale_seconds)[:limit],
+        as_dict=lambda e: {**vars(e), "created_at": e.created_at.isoformat()},
+        headers=["queue", "claim_key", "status", "league", "message_id", "error"],
+        row=lambda e: [e.queue, e.claim_key, e.status, e.league_id, e.message_id, e.error],
         empty="no uncertain trade claims",
     )
 

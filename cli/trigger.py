@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import click
 
 from cli.answers import EXIT_CODES_HELP, publisher_answers
-from cli.common import echo_json, json_option
+from cli.common import echo_answer, echo_json, json_option
 from cli.context import CliContext
 from config.clock import parse_iso8601
 from models.activity import ActionStatus
 from publisher.actions import RESULT_STATUSES, get_action, record_result
 from publisher.amqp import publisher_from_settings
 from publisher.idempotency import draft_key, lineup_key, waiver_key
-from publisher.rumor import RumorRequest, evaluate_rumors, signals_from_json
+from publisher.rumor import RumorRequest, RumorSignal, evaluate_rumors, signals_from_json
 from publisher.triggers import (
     DraftPickRequest,
     LineupRequest,
@@ -66,6 +68,9 @@ def _print(result: TriggerResult, as_json: bool) -> None:
         extra = " (the earlier request's message is not delivered yet; the outbox drain publishes it)"
     click.echo(f"{result.status.value} {result.tracking_id}{extra}")
 
+
+LEAGUE_OPTION = click.option("--league", "league_id", required=True, help="Fantasy league id.")
+TEAM_OPTION = click.option("--team", required=True, help="Team id in the league.")
 
 API_URL_META = "kickoff_api_url"
 
@@ -121,29 +126,6 @@ def _send(obj: CliContext, send: Callable[..., TriggerResult], request: Any, as_
         _print(send(request, publisher=publisher, settings=obj.settings), as_json)
 
 
-key_options = [
-    click.option(
-        "--key", "key", default=None, help="Explicit idempotency key (default: built by the key builder)."
-    ),
-    click.option("--no-key", is_flag=True, help="Send no key: the request always publishes (manual moves)."),
-    click.option("--traceparent", default=None, help="W3C traceparent to put in the body and AMQP headers."),
-    json_option('Print {"status": ..., "tracking_id": ..., "published": ..., "held": ...}.'),
-    api_option,
-]
-
-
-def with_key_options(fn: Any) -> Any:
-    for option in reversed(key_options):
-        fn = option(fn)
-    return fn
-
-
-def _key(explicit: str | None, no_key: bool, built: str | None) -> str | None:
-    if no_key:
-        return None
-    return explicit if explicit is not None else built
-
-
 @click.group(epilog=EXIT_CODES_HELP)
 def trigger() -> None:
     """Queue moves for the browser worker (lineup_updates, waiver_actions, draft_targets).
@@ -157,107 +139,135 @@ def trigger() -> None:
     """
 
 
-@trigger.command("lineup", epilog=EXIT_CODES_HELP)
-@click.option("--league", "league_id", required=True, help="Fantasy league id.")
-@click.option("--team", required=True, help="Team id in the league.")
-@click.option(
-    "--swap", "swaps", multiple=True, required=True, help="PLAYER_ID:SLOT[:ir] (ESPN id); repeatable."
+key_options = [
+    click.option(
+        "--key", "key", default=None, help="Explicit idempotency key (default: built by the key builder)."
+    ),
+    click.option("--no-key", is_flag=True, help="Send no key: the request always publishes (manual moves)."),
+    click.option("--traceparent", default=None, help="W3C traceparent to put in the body and AMQP headers."),
+    json_option('Print {"status": ..., "tracking_id": ..., "published": ..., "held": ...}.'),
+    api_option,
+]
+
+
+@dataclass(frozen=True)
+class CommonArgs:
+    """What every move command takes: --league, --team and the key options."""
+
+    league_id: str
+    team: str
+    key: str | None
+    no_key: bool
+    traceparent: str | None
+
+    def request_fields(self, built_key: str | None) -> dict[str, Any]:
+        """League, team, traceparent and the key: --key, none with --no-key, else ``built_key``."""
+        key = self.key if self.key is not None else built_key
+        return {
+            "league_id": self.league_id,
+            "team": self.team,
+            "idempotency_key": None if self.no_key else key,
+            "traceparent": self.traceparent,
+        }
+
+
+def move_command(
+    name: str, send: Callable[..., TriggerResult], *own_options: Callable[[Any], Any]
+) -> Callable[[Callable[..., Any]], click.Command]:
+    """Register ``kickoff trigger NAME``: --league, --team, ``own_options``, then the key options.
+
+    The decorated function takes CommonArgs and its own options and returns the request; the
+    command sends it with ``send`` (or through --api) and prints the answer.
+    """
+
+    def decorate(build: Callable[..., Any]) -> click.Command:
+        @functools.wraps(build)
+        def command(obj: CliContext, league_id, team, key, no_key, traceparent, as_json, **own: Any) -> None:
+            request = build(CommonArgs(league_id, team, key, no_key, traceparent), **own)
+            _send(obj, send, request, as_json)
+
+        options = [LEAGUE_OPTION, TEAM_OPTION, *own_options, *key_options]
+        decorated: Any = publisher_answers(command)
+        decorated = click.pass_obj(decorated)
+        for option in reversed(options):
+            decorated = option(decorated)
+        return trigger.command(name, epilog=EXIT_CODES_HELP)(decorated)
+
+    return decorate
+
+
+@move_command(
+    "lineup",
+    trigger_lineup,
+    click.option(
+        "--swap", "swaps", multiple=True, required=True, help="PLAYER_ID:SLOT[:ir] (ESPN id); repeatable."
+    ),
+    click.option("--season", type=int, default=None, help="Season (part of the key and its suffix)."),
+    click.option("--week", type=int, default=None, help="Week (part of the key and its suffix)."),
+    click.option(
+        "--job-name", default=lambda: os.environ.get("JOB_NAME", "cli"), help="Job name in the key."
+    ),
 )
-@click.option("--season", type=int, default=None, help="Season (part of the key and its suffix).")
-@click.option("--week", type=int, default=None, help="Week (part of the key and its suffix).")
-@click.option("--job-name", default=lambda: os.environ.get("JOB_NAME", "cli"), help="Job name in the key.")
-@with_key_options
-@click.pass_obj
-@publisher_answers
-def lineup_cmd(
-    obj: CliContext, league_id, team, swaps, season, week, job_name, key, no_key, traceparent, as_json
-):
+def lineup_cmd(common: CommonArgs, swaps, season, week, job_name) -> LineupRequest:
     """Queue a lineup change; a swap ending in `:ir` is an IR move a waiver claim can chain behind."""
     parsed = [_swap(s) for s in swaps]
     built = None
     if season is not None and week is not None:
-        built = lineup_key(job_name=job_name, team=team, season=season, week=week, swaps=parsed)
-    request = LineupRequest(
-        league_id=league_id,
-        team=team,
-        swaps=parsed,
-        idempotency_key=_key(key, no_key, built),
-        decision_inputs=_inputs(season, week),
-        traceparent=traceparent,
-    )
-    _send(obj, trigger_lineup, request, as_json)
+        built = lineup_key(job_name=job_name, team=common.team, season=season, week=week, swaps=parsed)
+    return LineupRequest(swaps=parsed, decision_inputs=_inputs(season, week), **common.request_fields(built))
 
 
-@trigger.command("waiver", epilog=EXIT_CODES_HELP)
-@click.option("--league", "league_id", required=True, help="Fantasy league id.")
-@click.option("--team", required=True, help="Team id in the league.")
-@click.option("--add", "add_player_id", required=True, help="ESPN id of the player to claim.")
-@click.option("--drop", "drop_player_id", default=None, help="ESPN id of the player to drop.")
-@click.option("--bid", type=int, default=None, help="FAAB bid.")
-@click.option("--after", "after_tracking_id", default=None, help="Tracking id of the IR move to wait for.")
-@click.option(
-    "--ir-player", "ir_player_id", type=int, default=None, help="ESPN id moved to IR (part of the key)."
+@move_command(
+    "waiver",
+    trigger_waiver,
+    click.option("--add", "add_player_id", required=True, help="ESPN id of the player to claim."),
+    click.option("--drop", "drop_player_id", default=None, help="ESPN id of the player to drop."),
+    click.option("--bid", type=int, default=None, help="FAAB bid."),
+    click.option(
+        "--after", "after_tracking_id", default=None, help="Tracking id of the IR move to wait for."
+    ),
+    click.option(
+        "--ir-player", "ir_player_id", type=int, default=None, help="ESPN id moved to IR (part of the key)."
+    ),
+    click.option("--season", type=int, default=None, help="Season (no key is sent without season and week)."),
+    click.option("--week", type=int, default=None, help="Week."),
 )
-@click.option("--season", type=int, default=None, help="Season (no key is sent without season and week).")
-@click.option("--week", type=int, default=None, help="Week.")
-@with_key_options
-@click.pass_obj
-@publisher_answers
 def waiver_cmd(
-    obj: CliContext,
-    league_id,
-    team,
-    add_player_id,
-    drop_player_id,
-    bid,
-    after_tracking_id,
-    ir_player_id,
-    season,
-    week,
-    key,
-    no_key,
-    traceparent,
-    as_json,
-):
+    common: CommonArgs, add_player_id, drop_player_id, bid, after_tracking_id, ir_player_id, season, week
+) -> WaiverRequest:
     """Queue a waiver claim; with --after it waits for that IR move (and must not --drop)."""
     add = _player_id(add_player_id)
     drop = None if drop_player_id is None else _player_id(drop_player_id)
     built = None
     if isinstance(add, int):
         built = waiver_key(
-            team=team,
+            team=common.team,
             season=season,
             week=week,
             add_player_id=add,
             drop_player_id=drop,
             ir_player_id=ir_player_id,
         )
-    request = WaiverRequest(
-        league_id=league_id,
-        team=team,
+    return WaiverRequest(
         add_player_id=add,
         drop_player_id=drop,
         bid=bid,
         after_tracking_id=after_tracking_id,
-        idempotency_key=_key(key, no_key, built),
         decision_inputs=_inputs(season, week),
-        traceparent=traceparent,
+        **common.request_fields(built),
     )
-    _send(obj, trigger_waiver, request, as_json)
 
 
-@trigger.command("draft-pick", epilog=EXIT_CODES_HELP)
-@click.option("--league", "league_id", required=True, help="Fantasy league id.")
-@click.option("--team", required=True, help="Team id in the league.")
-@click.option("--pick", "pick_number", type=int, required=True, help="Overall pick number.")
-@click.option("--espn-id", required=True, help="ESPN id of the player to draft.")
-@click.option("--expires-at", default=None, help="ISO 8601 time with offset when the pick's clock runs out.")
-@with_key_options
-@click.pass_obj
-@publisher_answers
-def draft_cmd(
-    obj: CliContext, league_id, team, pick_number, espn_id, expires_at, key, no_key, traceparent, as_json
-):
+@move_command(
+    "draft-pick",
+    trigger_draft_pick,
+    click.option("--pick", "pick_number", type=int, required=True, help="Overall pick number."),
+    click.option("--espn-id", required=True, help="ESPN id of the player to draft."),
+    click.option(
+        "--expires-at", default=None, help="ISO 8601 time with offset when the pick's clock runs out."
+    ),
+)
+def draft_cmd(common: CommonArgs, pick_number, espn_id, expires_at) -> DraftPickRequest:
     """Queue a draft target that expires with its pick (default: DRAFT_TARGET_DEFAULT_EXPIRY_SECONDS).
 
     Answers `queued` once RabbitMQ confirmed it. A filled or expired pick is a conflict (exit
@@ -267,25 +277,18 @@ def draft_cmd(
     espn = _player_id(espn_id)
     deadline: datetime | None = None if expires_at is None else parse_iso8601(expires_at, what="--expires-at")
     built = (
-        draft_key(league_id=league_id, pick_number=pick_number, espn_id=espn)
+        draft_key(league_id=common.league_id, pick_number=pick_number, espn_id=espn)
         if isinstance(espn, int)
         else None
     )
-    request = DraftPickRequest(
-        league_id=league_id,
-        team=team,
-        pick_number=pick_number,
-        espn_id=espn,
-        expires_at=deadline,
-        idempotency_key=_key(key, no_key, built),
-        traceparent=traceparent,
+    return DraftPickRequest(
+        pick_number=pick_number, espn_id=espn, expires_at=deadline, **common.request_fields(built)
     )
-    _send(obj, trigger_draft_pick, request, as_json)
 
 
 @trigger.command("rumor-action", epilog=EXIT_CODES_HELP)
-@click.option("--league", "league_id", required=True, help="Fantasy league id.")
-@click.option("--team", required=True, help="Team id in the league.")
+@LEAGUE_OPTION
+@TEAM_OPTION
 @click.option("--season", type=int, required=True, help="Season.")
 @click.option("--week", type=int, required=True, help="Week.")
 @click.option("--roster", "roster", multiple=True, help="ESPN_ID=SLOT of a rostered player; repeatable.")
@@ -308,23 +311,13 @@ def rumor_cmd(obj: CliContext, league_id, team, season, week, roster, signals, t
     replacement is claimed behind that IR move; a breakout free agent is claimed dropping the
     named player. Signals below confidence 0.7 are ignored.
     """
-    parsed_roster: dict[int, str] = {}
-    for item in roster:
-        pid, sep, slot = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"expected ESPN_ID=SLOT, got {item!r}", param_hint="--roster")
-        parsed_roster[_player_id(pid)] = slot
-    try:
-        parsed_signals = signals_from_json(json.loads(s) for s in signals)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not JSON: {exc}", param_hint="--signal") from exc
     request = RumorRequest(
         league_id=league_id,
         team=team,
         season=season,
         week=week,
-        roster=parsed_roster,
-        signals=parsed_signals,
+        roster=_roster(roster),
+        signals=_signals(signals),
         traceparent=traceparent,
     )
     client = _api_client(obj)
@@ -341,6 +334,25 @@ def rumor_cmd(obj: CliContext, league_id, team, season, week, roster, signals, t
         return
     for data in answers:
         _print_outcome(data)
+
+
+def _roster(items: tuple[str, ...]) -> dict[Any, str]:
+    """--roster ESPN_ID=SLOT values as {player id: slot}."""
+    roster: dict[Any, str] = {}
+    for item in items:
+        pid, sep, slot = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected ESPN_ID=SLOT, got {item!r}", param_hint="--roster")
+        roster[_player_id(pid)] = slot
+    return roster
+
+
+def _signals(texts: tuple[str, ...]) -> list[RumorSignal]:
+    """--signal JSON values as rumor signals."""
+    try:
+        return signals_from_json(json.loads(s) for s in texts)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--signal") from exc
 
 
 def _print_outcome(data: dict[str, Any]) -> None:
@@ -386,7 +398,4 @@ def result_cmd(obj: CliContext, tracking_id: str, status: str, error: str | None
     """
     obj.database()
     record_result(tracking_id, ActionStatus(status), error=error)
-    if as_json:
-        echo_json({"tracking_id": tracking_id, "status": status})
-    else:
-        click.echo(f"{tracking_id}: {status}")
+    echo_answer(as_json, {"tracking_id": tracking_id, "status": status}, f"{tracking_id}: {status}")

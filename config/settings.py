@@ -12,7 +12,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from config.errors import ConfigurationError
@@ -82,213 +93,135 @@ class BaseEnvironment(BaseSettings):
         validate_default=True,
         # ``NAME=`` (as .env.example writes an unset optional setting) means unset: the default.
         env_ignore_empty=True,
+        # Each field's docstring is its description (.env.example, --help texts).
+        use_attribute_docstrings=True,
     )
 
-    database_url: str = Field(
-        "postgresql://postgres@127.0.0.1:5432/kickoff",
-        description="PostgreSQL database of matches, listener rows, outbox and run_log.",
-    )
-    redis_url: str = Field(
-        "redis://127.0.0.1:6379/0",
-        description="Redis for locks, pending keys, stop flags and attempt counters.",
-    )
-    redis_key_prefix: str = Field(
-        "kickoff:", description="Prefix of every lock and barrier key kickoff writes in Redis."
-    )
-    broker_url: str = Field(
-        "redis://127.0.0.1:6379/2",
-        description=(
-            "Dramatiq broker: redis:// selects the Redis broker (a database of its own),"
-            " amqp:// the RabbitMQ broker (a vhost of its own)."
-        ),
-    )
-    broker_namespace: str = Field(
-        "dramatiq", description="Key namespace of the Dramatiq Redis broker (redis:// BROKER_URL only)."
-    )
-    broker_quorum_queues: bool = Field(
-        False,
-        description=(
-            "RabbitMQ broker: declare match_listeners (and its delay queue) as a quorum queue"
-            " (replicated; takes effect when the queue is first declared)."
-        ),
-    )
-    amqp_url: str = Field(
-        "amqp://guest:guest@127.0.0.1:5672/%2F",
-        description="RabbitMQ that receives outbox, trade, alert and job_runs messages.",
-    )
-    app_env: AppEnv = Field(
-        AppEnv.DEVELOP, description="develop | staging | production: selects the schedule."
-    )
-    data_dir: Path = Field(
-        Path("data"), description="Root of listener archives and logs ({data_dir}/listener/...)."
-    )
-    sportradar_base_url: str = Field(
-        "http://127.0.0.1:8765",
-        description="Base URL of the feed's push and schedule API (srsim locally).",
-    )
-    sportradar_api_key: SecretStr = Field(
-        SecretStr(""), description="API key of the feed; secret, never logged or printed."
-    )
-    sentry_dsn: SecretStr = Field(
-        SecretStr(""),
-        description="Sentry DSN of failure reports (one event per failed listener attempt); empty: none.",
-    )
-    log_level: str = Field(
-        "INFO", description="Log level of kickoff's loggers: DEBUG | INFO | WARNING | ERROR | CRITICAL."
-    )
-    log_format: LogFormat = Field(
-        LogFormat.TEXT, description="text | json: json prints one JSON object per log line."
-    )
-    database_connect_timeout_seconds: float = Field(
-        10.0, ge=0, description="PostgreSQL connect timeout (0: none)."
-    )
-    database_statement_timeout_seconds: float = Field(
-        60.0, ge=0, description="PostgreSQL statement_timeout of every kickoff connection (0: none)."
-    )
+    database_url: str = "postgresql://postgres@127.0.0.1:5432/kickoff"
+    """PostgreSQL database of matches, listener rows, outbox and run_log."""
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    """Redis for locks, pending keys, stop flags and attempt counters."""
+    redis_key_prefix: str = "kickoff:"
+    """Prefix of every lock and barrier key kickoff writes in Redis."""
+    broker_url: str = "redis://127.0.0.1:6379/2"
+    """Dramatiq broker: redis:// selects the Redis broker (a database of its own), amqp:// the RabbitMQ broker
+    (a vhost of its own)."""
+    broker_namespace: str = "dramatiq"
+    """Key namespace of the Dramatiq Redis broker (redis:// BROKER_URL only)."""
+    broker_quorum_queues: bool = False
+    """RabbitMQ broker: declare match_listeners (and its delay queue) as a quorum queue (replicated; takes
+    effect when the queue is first declared)."""
+    amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/%2F"
+    """RabbitMQ that receives outbox, trade, alert and job_runs messages."""
+    app_env: AppEnv = AppEnv.DEVELOP
+    """develop | staging | production: selects the schedule."""
+    data_dir: Path = Path("data")
+    """Root of listener archives and logs ({data_dir}/listener/...)."""
+    sportradar_base_url: str = "http://127.0.0.1:8765"
+    """Base URL of the feed's push and schedule API (srsim locally)."""
+    sportradar_api_key: SecretStr = SecretStr("")
+    """API key of the feed; secret, never logged or printed."""
+    sentry_dsn: SecretStr = SecretStr("")
+    """Sentry DSN of failure reports (one event per failed listener attempt); empty: none."""
+    log_level: str = "INFO"
+    """Log level of kickoff's loggers: DEBUG | INFO | WARNING | ERROR | CRITICAL."""
+    log_format: LogFormat = LogFormat.TEXT
+    """text | json: json prints one JSON object per log line."""
+    database_connect_timeout_seconds: NonNegativeFloat = 10.0
+    """PostgreSQL connect timeout (0: none)."""
+    database_statement_timeout_seconds: NonNegativeFloat = 60.0
+    """PostgreSQL statement_timeout of every kickoff connection (0: none)."""
 
     # -- publisher (outbox, triggers, drain) -------------------------------------
-    amqp_confirm_timeout_seconds: float = Field(
-        10.0, gt=0, description="How long a publish waits for the broker's confirms before it is uncertain."
-    )
-    amqp_connect_timeout_seconds: float = Field(
-        5.0, gt=0, description="Socket connect timeout of the RabbitMQ publisher."
-    )
-    activity_dependency_hold_seconds: float = Field(
-        3600.0, gt=0, description="How long a chained waiver claim waits for its parent IR move."
-    )
-    activity_parent_read_timeout_seconds: float = Field(
-        2.0, gt=0, description="How long reading a chained claim's parent may wait before it is unreadable."
-    )
-    idempotency_ttl_lineup_seconds: float = Field(
-        1800.0,
-        ge=0,
-        description="Key release TTL of lineup_updates (a finished action's key is reusable after).",
-    )
-    idempotency_ttl_waiver_seconds: float = Field(
-        7 * 86400.0, ge=0, description="Key release TTL of waiver_actions."
-    )
-    idempotency_ttl_draft_seconds: float = Field(900.0, ge=0, description="Key release TTL of draft_targets.")
-    draft_target_default_expiry_seconds: float = Field(
-        600.0,
-        gt=0,
-        description=(
-            "A draft target sent without expires_at expires this long after it was saved "
-            "(the drain never delivers it later)."
-        ),
-    )
-    action_result_timeout_seconds: float = Field(
-        86400.0,
-        gt=0,
-        description="A delivered action with no result reported this long after delivery fails (unreported).",
-    )
-    players_source: str = Field(
-        "{base_url}/players/nfl",
-        description=(
-            "Players map for player sync: an http(s) URL or a file; {base_url} is SPORTRADAR_BASE_URL"
-            " (the simulator serves one)."
-        ),
-    )
-    outbox_immediate_grace_seconds: float = Field(
-        30.0, ge=0, description="The drain leaves a fresh row this long to the trigger's own publish."
-    )
-    outbox_batch_size: int = Field(
-        500, gt=0, description="Outbox rows the drain claims and publishes per batch."
-    )
-    outbox_max_attempts: int = Field(
-        12,
-        gt=0,
-        description=(
-            "Refusals of one outbox message by the broker (nack, unroutable) before it is marked "
-            "dead; an unreachable broker or a lost confirm never counts."
-        ),
-    )
-    outbox_backoff_base_seconds: float = Field(
-        5.0, gt=0, description="First retry delay of a failed outbox row; doubles per try."
-    )
-    outbox_backoff_max_seconds: float = Field(
-        900.0, gt=0, description="Longest retry delay of a failed outbox row."
-    )
-    outbox_drain_workers: int = Field(
-        2,
-        gt=0,
-        description=(
-            "Drains run side by side by one drain run, each with its own AMQP and database connection"
-            " (SKIP LOCKED keeps their batches apart); one encodes while another waits for confirms."
-        ),
-    )
-    outbox_drain_max_seconds: float = Field(
-        50.0, gt=0, description="Longest one drain run (periodic actor, CLI) keeps publishing."
-    )
-    trigger_retry_attempts: int = Field(
-        6, gt=0, description="trigger_client: attempts for connection errors, timeouts and 5xx-like errors."
-    )
-    trigger_retry_initial_seconds: float = Field(
-        5.0, ge=0, description="trigger_client: first retry delay (doubles per attempt)."
-    )
-    trigger_retry_max_seconds: float = Field(30.0, ge=0, description="trigger_client: longest retry delay.")
+    amqp_confirm_timeout_seconds: PositiveFloat = 10.0
+    """How long a publish waits for the broker's confirms before it is uncertain."""
+    amqp_connect_timeout_seconds: PositiveFloat = 5.0
+    """Socket connect timeout of the RabbitMQ publisher."""
+    activity_dependency_hold_seconds: PositiveFloat = 3600.0
+    """How long a chained waiver claim waits for its parent IR move."""
+    activity_parent_read_timeout_seconds: PositiveFloat = 2.0
+    """How long reading a chained claim's parent may wait before it is unreadable."""
+    idempotency_ttl_lineup_seconds: NonNegativeFloat = 1800.0
+    """Key release TTL of lineup_updates (a finished action's key is reusable after)."""
+    idempotency_ttl_waiver_seconds: NonNegativeFloat = 7 * 86400.0
+    """Key release TTL of waiver_actions."""
+    idempotency_ttl_draft_seconds: NonNegativeFloat = 900.0
+    """Key release TTL of draft_targets."""
+    draft_target_default_expiry_seconds: PositiveFloat = 600.0
+    """A draft target sent without expires_at expires this long after it was saved (the drain never delivers
+    it later)."""
+    action_result_timeout_seconds: PositiveFloat = 86400.0
+    """A delivered action with no result reported this long after delivery fails (unreported)."""
+    players_source: str = "{base_url}/players/nfl"
+    """Players map for player sync: an http(s) URL or a file; {base_url} is SPORTRADAR_BASE_URL (the simulator
+    serves one)."""
+    outbox_immediate_grace_seconds: NonNegativeFloat = 30.0
+    """The drain leaves a fresh row this long to the trigger's own publish."""
+    outbox_batch_size: PositiveInt = 500
+    """Outbox rows the drain claims and publishes per batch."""
+    outbox_max_attempts: PositiveInt = 12
+    """Refusals of one outbox message by the broker (nack, unroutable) before it is marked dead; an
+    unreachable broker or a lost confirm never counts."""
+    outbox_backoff_base_seconds: PositiveFloat = 5.0
+    """First retry delay of a failed outbox row; doubles per try."""
+    outbox_backoff_max_seconds: PositiveFloat = 900.0
+    """Longest retry delay of a failed outbox row."""
+    outbox_drain_workers: PositiveInt = 2
+    """Drains run side by side by one drain run, each with its own AMQP and database connection (SKIP LOCKED
+    keeps their batches apart); one encodes while another waits for confirms."""
+    outbox_drain_max_seconds: PositiveFloat = 50.0
+    """Longest one drain run (periodic actor, CLI) keeps publishing."""
+    trigger_retry_attempts: PositiveInt = 6
+    """trigger_client: attempts for connection errors, timeouts and 5xx-like errors."""
+    trigger_retry_initial_seconds: NonNegativeFloat = 5.0
+    """trigger_client: first retry delay (doubles per attempt)."""
+    trigger_retry_max_seconds: NonNegativeFloat = 30.0
+    """trigger_client: longest retry delay."""
 
     # -- HTTP API (kickoff serve) --------------------------------------------------
-    api_host: str = Field("127.0.0.1", description="Address `kickoff serve` binds.")
-    api_port: int = Field(8080, ge=0, le=65535, description="Port `kickoff serve` binds.")
-    api_workers: int = Field(1, gt=0, description="uvicorn worker processes of `kickoff serve`.")
-    api_max_body_bytes: int = Field(
-        65536, gt=0, description="Largest request body the API accepts (larger: 413)."
-    )
-    api_key_cache_seconds: float = Field(
-        2.0,
-        ge=0,
-        description="A key that authenticated is trusted this long without asking PostgreSQL again;"
-        " a revoked key is refused at the latest this long after `kickoff apikeys revoke` (0: at once).",
-    )
-    api_metrics_require_key: bool = Field(
-        False, description="GET /metrics needs an API key (read scope or wider); off: open, as /healthz."
-    )
-    console_cookie_secure: bool = Field(
-        False,
-        description="The console's session cookie is sent only over HTTPS (Secure); turn on behind TLS.",
-    )
-    console_board_refresh_seconds: float = Field(
-        1.0, gt=0, description="How often the console's live board reads the board anew (server-sent events)."
-    )
-    console_session_hours: float = Field(
-        12.0, gt=0, description="A console sign-in lasts this long (revoking its API key ends it at once)."
-    )
-    dramatiq_prometheus: bool = Field(
-        False,
-        description=(
-            "Dramatiq workers add Dramatiq's Prometheus middleware (exposition on dramatiq_prom_port,"
-            " default 9191; one port per worker command)."
-        ),
-    )
+    api_host: str = "127.0.0.1"
+    """Address `kickoff serve` binds."""
+    api_port: int = Field(8080, ge=0, le=65535)
+    """Port `kickoff serve` binds."""
+    api_workers: PositiveInt = 1
+    """uvicorn worker processes of `kickoff serve`."""
+    api_max_body_bytes: PositiveInt = 65536
+    """Largest request body the API accepts (larger: 413)."""
+    api_key_cache_seconds: NonNegativeFloat = 2.0
+    """A key that authenticated is trusted this long without asking PostgreSQL again; a revoked key is refused
+    at the latest this long after `kickoff apikeys revoke` (0: at once)."""
+    api_metrics_require_key: bool = False
+    """GET /metrics needs an API key (read scope or wider); off: open, as /healthz."""
+    console_cookie_secure: bool = False
+    """The console's session cookie is sent only over HTTPS (Secure); turn on behind TLS."""
+    console_board_refresh_seconds: PositiveFloat = 1.0
+    """How often the console's live board reads the board anew (server-sent events)."""
+    console_session_hours: PositiveFloat = 12.0
+    """A console sign-in lasts this long (revoking its API key ends it at once)."""
+    dramatiq_prometheus: bool = False
+    """Dramatiq workers add Dramatiq's Prometheus middleware (exposition on dramatiq_prom_port, default 9191;
+    one port per worker command)."""
 
     # -- job runs (catalog, launcher) ---------------------------------------------
-    job_catalog_path: Path = Field(
-        Path("runs/catalog.yaml"),
-        description=(
-            "YAML file declaring the jobs publish_run accepts and the launcher starts"
-            " (a relative path is taken from the kickoff source root)."
-        ),
-    )
-    launcher_cap: int = Field(4, gt=0, description="Most job processes one launcher runs at once.")
-    launcher_prefetch: int = Field(
-        100, gt=0, description="Unacked job_runs deliveries RabbitMQ may hand one launcher at once."
-    )
-    launcher_poll_seconds: float = Field(
-        0.05, gt=0, description="Launcher loop tick: how often it reaps, starts and reads the broker."
-    )
-    launcher_drain_interval_seconds: float = Field(
-        5.0, gt=0, description="How often the launcher loop calls drain_job_runs."
-    )
-    launcher_rescan_interval_seconds: float = Field(
-        30.0, gt=0, description="How often the launcher re-reads queued run_log rows into its list."
-    )
-    launcher_claim_grace_seconds: float = Field(
-        30.0, gt=0, description="A claimed run with no pid after this long never started; requeue it."
-    )
-    launcher_shutdown_grace_seconds: float = Field(
-        30.0, ge=0, description="On SIGTERM, wait this long for running jobs before exiting."
-    )
-    job_run_drain_batch: int = Field(100, gt=0, description="Outbox rows drain_job_runs sends per call.")
+    job_catalog_path: Path = Path("runs/catalog.yaml")
+    """YAML file declaring the jobs publish_run accepts and the launcher starts (a relative path is taken from
+    the kickoff source root)."""
+    launcher_cap: PositiveInt = 4
+    """Most job processes one launcher runs at once."""
+    launcher_prefetch: PositiveInt = 100
+    """Unacked job_runs deliveries RabbitMQ may hand one launcher at once."""
+    launcher_poll_seconds: PositiveFloat = 0.05
+    """Launcher loop tick: how often it reaps, starts and reads the broker."""
+    launcher_drain_interval_seconds: PositiveFloat = 5.0
+    """How often the launcher loop calls drain_job_runs."""
+    launcher_rescan_interval_seconds: PositiveFloat = 30.0
+    """How often the launcher re-reads queued run_log rows into its list."""
+    launcher_claim_grace_seconds: PositiveFloat = 30.0
+    """A claimed run with no pid after this long never started; requeue it."""
+    launcher_shutdown_grace_seconds: NonNegativeFloat = 30.0
+    """On SIGTERM, wait this long for running jobs before exiting."""
+    job_run_drain_batch: PositiveInt = 100
+    """Outbox rows drain_job_runs sends per call."""
 
     @field_validator("log_level")
     @classmethod
@@ -327,180 +260,119 @@ class BaseEnvironment(BaseSettings):
 class MatchListenerEnvironment(BaseEnvironment):
     """Settings of one match listener: the ``listener_*`` fields and every interval."""
 
-    listener_dry_run: bool = Field(
-        False, description="Write no lifecycle rows (is_test matches still write them)."
-    )
-    listener_force_exit_code: int | None = Field(
-        None, description="Exit with this code before any stream work (ops testing)."
-    )
-    listener_sr_url_league: str = Field(
-        "nfl", description="League segment of the push URL; injected from Match.league."
-    )
-    listener_sr_request_match_uuid: str | None = Field(
-        None, description="Sportradar match id to follow; injected from Match.sr_id."
-    )
-    listener_sr_env: str = Field("trial", description="Access level segment of the feed URL.")
-    listener_skip_processing: bool = Field(
-        False, description="Record events only; do not run the processing pipeline."
-    )
-    listener_body: str = Field(
-        "listener.match_listener:MatchListener",
-        description="Dotted path (module:attr) of the listener body class (listener.body).",
-    )
-    listener_pipeline: str = Field(
-        "listener.pipeline:QuestionPipeline",
-        description="Dotted path (module:attr) of the event processing pipeline.",
-    )
-    listener_heartbeat_interval_seconds: float = Field(
-        30.0, gt=0, description="How often a listener writes heartbeat_at on its row."
-    )
-    listener_heartbeat_stale_seconds: float = Field(
-        180.0, ge=0, description="A heartbeat older than this is Stale, then Abandoned (14)."
-    )
-    listener_stop_poll_seconds: float = Field(
-        1.0, gt=0, description="How often a worker polls Redis for operator stop flags."
-    )
-    listener_max_consecutive_heartbeats: int = Field(
-        360, gt=0, description="Exit 10 after this many stream heartbeats with no event."
-    )
-    listener_status_reload_heartbeats: int = Field(
-        50, gt=0, description="Reload Match.status every this many idle stream heartbeats."
-    )
-    listener_active_max_age_seconds: float = Field(
-        12 * 3600.0, gt=0, description="Dispatch window before now; open rows older are not active."
-    )
-    listener_start_attempt_cap: int = Field(
-        15, gt=0, description="Failed starts before a match is exhausted and skipped."
-    )
-    listener_start_attempts_ttl_seconds: float = Field(
-        12 * 3600.0, gt=0, description="Lifetime of the failed-start counter."
-    )
-    listener_connect_timeout_seconds: float = Field(
-        10.0, gt=0, description="Connect timeout of the push stream."
-    )
-    listener_read_timeout_seconds: float = Field(
-        30.0, gt=0, description="Read timeout of the push stream (heartbeats come every 5 s)."
-    )
+    listener_dry_run: bool = False
+    """Write no lifecycle rows (is_test matches still write them)."""
+    listener_force_exit_code: int | None = None
+    """Exit with this code before any stream work (ops testing)."""
+    listener_sr_url_league: str = "nfl"
+    """League segment of the push URL; injected from Match.league."""
+    listener_sr_request_match_uuid: str | None = None
+    """Sportradar match id to follow; injected from Match.sr_id."""
+    listener_sr_env: str = "trial"
+    """Access level segment of the feed URL."""
+    listener_skip_processing: bool = False
+    """Record events only; do not run the processing pipeline."""
+    listener_body: str = "listener.match_listener:MatchListener"
+    """Dotted path (module:attr) of the listener body class (listener.body)."""
+    listener_pipeline: str = "listener.pipeline:QuestionPipeline"
+    """Dotted path (module:attr) of the event processing pipeline."""
+    listener_heartbeat_interval_seconds: PositiveFloat = 30.0
+    """How often a listener writes heartbeat_at on its row."""
+    listener_heartbeat_stale_seconds: NonNegativeFloat = 180.0
+    """A heartbeat older than this is Stale, then Abandoned (14)."""
+    listener_stop_poll_seconds: PositiveFloat = 1.0
+    """How often a worker polls Redis for operator stop flags."""
+    listener_max_consecutive_heartbeats: PositiveInt = 360
+    """Exit 10 after this many stream heartbeats with no event."""
+    listener_status_reload_heartbeats: PositiveInt = 50
+    """Reload Match.status every this many idle stream heartbeats."""
+    listener_active_max_age_seconds: PositiveFloat = 12 * 3600.0
+    """Dispatch window before now; open rows older are not active."""
+    listener_start_attempt_cap: PositiveInt = 15
+    """Failed starts before a match is exhausted and skipped."""
+    listener_start_attempts_ttl_seconds: PositiveFloat = 12 * 3600.0
+    """Lifetime of the failed-start counter."""
+    listener_connect_timeout_seconds: PositiveFloat = 10.0
+    """Connect timeout of the push stream."""
+    listener_read_timeout_seconds: PositiveFloat = 30.0
+    """Read timeout of the push stream (heartbeats come every 5 s)."""
 
     # -- lifecycle (dispatch, start, stop, sweep) ---------------------------------
-    listener_dispatch_within_minutes: int = Field(
-        10, ge=0, description="Dispatch window after now for pre-game matches (minutes)."
-    )
-    listener_stop_flag_ttl_seconds: float = Field(
-        300.0, gt=0, description="Lifetime of an operator stop flag; starts in flight are skipped meanwhile."
-    )
-    listener_lock_loss_grace_seconds: float = Field(
-        2.0,
-        ge=0,
-        description="A listener that cannot extend its start lock stops this long before the lock expires.",
-    )
-    listener_worker_lease_seconds: float = Field(
-        20.0,
-        gt=0,
-        description=(
-            "Lease of a listener worker process in Redis, renewed every quarter of it: a worker that"
-            " cannot renew stops its listeners, and a dead worker's matches start again once it lapses."
-        ),
-    )
-    listener_test_duration_seconds: float | None = Field(
-        None, description="Scripted test listener: run this long, then exit (empty: until stopped)."
-    )
-    listener_test_exit_code: int = Field(0, description="Scripted test listener: exit code it returns.")
-    listener_test_hang: bool = Field(
-        False, description="Scripted test listener: ignore request_stop (a hung body)."
-    )
-    broker_heartbeat_timeout_seconds: float = Field(
-        60.0,
-        gt=0,
-        description=(
-            "Dramatiq broker: a worker silent this long is dead and its messages requeue"
-            " (RabbitMQ: the AMQP heartbeat is half of it)."
-        ),
-    )
-    broker_maintenance_chance: int = Field(
-        1000, ge=0, description="Dramatiq Redis broker: commands per million that run queue maintenance."
-    )
-    worker_presence_ttl_seconds: float = Field(
-        30.0,
-        gt=0,
-        description="A worker process not seen on its queues this long is not alive (kickoff check).",
-    )
-    scheduler_alive_seconds: float = Field(
-        150.0,
-        gt=0,
-        description="kickoff check: the scheduler is alive when it claimed a tick slot this recently.",
-    )
-    periodic_skip_delay_seconds: float = Field(
-        30.0, gt=0, description="A scheduled tick older than this when a worker takes it is skipped."
-    )
-    scheduler_tick_ttl_seconds: float = Field(
-        3600.0, gt=0, description="Lifetime of the per-slot key that stops a tick being sent twice."
-    )
+    listener_dispatch_within_minutes: NonNegativeInt = 10
+    """Dispatch window after now for pre-game matches (minutes)."""
+    listener_stop_flag_ttl_seconds: PositiveFloat = 300.0
+    """Lifetime of an operator stop flag; starts in flight are skipped meanwhile."""
+    listener_lock_loss_grace_seconds: NonNegativeFloat = 2.0
+    """A listener that cannot extend its start lock stops this long before the lock expires."""
+    listener_worker_lease_seconds: PositiveFloat = 20.0
+    """Lease of a listener worker process in Redis, renewed every quarter of it: a worker that cannot renew
+    stops its listeners, and a dead worker's matches start again once it lapses."""
+    listener_test_duration_seconds: float | None = None
+    """Scripted test listener: run this long, then exit (empty: until stopped)."""
+    listener_test_exit_code: int = 0
+    """Scripted test listener: exit code it returns."""
+    listener_test_hang: bool = False
+    """Scripted test listener: ignore request_stop (a hung body)."""
+    broker_heartbeat_timeout_seconds: PositiveFloat = 60.0
+    """Dramatiq broker: a worker silent this long is dead and its messages requeue (RabbitMQ: the AMQP
+    heartbeat is half of it)."""
+    broker_maintenance_chance: NonNegativeInt = 1000
+    """Dramatiq Redis broker: commands per million that run queue maintenance."""
+    worker_presence_ttl_seconds: PositiveFloat = 30.0
+    """A worker process not seen on its queues this long is not alive (kickoff check)."""
+    scheduler_alive_seconds: PositiveFloat = 150.0
+    """kickoff check: the scheduler is alive when it claimed a tick slot this recently."""
+    periodic_skip_delay_seconds: PositiveFloat = 30.0
+    """A scheduled tick older than this when a worker takes it is skipped."""
+    scheduler_tick_ttl_seconds: PositiveFloat = 3600.0
+    """Lifetime of the per-slot key that stops a tick being sent twice."""
 
     # -- stream, archive, simulator -----------------------------------------------
-    listener_stream_format: str = Field(
-        "sse", description="Framing to ask the feed for: sse | ndjson (the response content type decides)."
+    listener_stream_format: str = "sse"
+    """Framing to ask the feed for: sse | ndjson (the response content type decides)."""
+    listener_stream_path: str = "/{league}/{access}/stream/en/events/subscribe"
+    """Path of the push stream under SPORTRADAR_BASE_URL ({league}, {access} filled in)."""
+    listener_reconnect_attempts: NonNegativeInt = 5
+    """Reconnects after a dropped stream before giving up (exit 12)."""
+    listener_reconnect_backoff_seconds: NonNegativeFloat = 1.0
+    """First reconnect delay; doubles per failed attempt."""
+    listener_reconnect_backoff_max_seconds: NonNegativeFloat = 30.0
+    """Longest delay between two reconnect attempts."""
+    listener_reconnect_reset_seconds: NonNegativeFloat = 60.0
+    """A stream connection that lasted this long resets the reconnect count."""
+    listener_max_line_bytes: PositiveInt = 1_048_576
+    """A stream line longer than this is skipped (logged)."""
+    listener_max_bad_lines: PositiveInt = 20
+    """Consecutive unreadable stream lines (bad JSON, oversize) before exit 11."""
+    listener_archive_flush_events: PositiveInt = 1
+    """Write the event archive after this many buffered events (1: every event reaches the OS at once, so a
+    kill -9 loses at most a partial last event; raise it for bulk replays)."""
+    listener_archive_flush_seconds: NonNegativeFloat = 0.5
+    """Flush the event archive when its oldest buffered event is this old."""
+    # LISTENER_DB_SLOTS_PER_PROCESS is the older name of the starts' half of this limit.
+    listener_db_concurrency: PositiveInt = Field(
+        8, validation_alias=AliasChoices("listener_db_concurrency", "listener_db_slots_per_process")
     )
-    listener_stream_path: str = Field(
-        "/{league}/{access}/stream/en/events/subscribe",
-        description="Path of the push stream under SPORTRADAR_BASE_URL ({league}, {access} filled in).",
-    )
-    listener_reconnect_attempts: int = Field(
-        5, ge=0, description="Reconnects after a dropped stream before giving up (exit 12)."
-    )
-    listener_reconnect_backoff_seconds: float = Field(
-        1.0, ge=0, description="First reconnect delay; doubles per failed attempt."
-    )
-    listener_reconnect_backoff_max_seconds: float = Field(
-        30.0, ge=0, description="Longest delay between two reconnect attempts."
-    )
-    listener_reconnect_reset_seconds: float = Field(
-        60.0, ge=0, description="A stream connection that lasted this long resets the reconnect count."
-    )
-    listener_max_line_bytes: int = Field(
-        1_048_576, gt=0, description="A stream line longer than this is skipped (logged)."
-    )
-    listener_max_bad_lines: int = Field(
-        20, gt=0, description="Consecutive unreadable stream lines (bad JSON, oversize) before exit 11."
-    )
-    listener_archive_flush_events: int = Field(
-        1,
-        gt=0,
-        description=(
-            "Write the event archive after this many buffered events (1: every event reaches the OS at"
-            " once, so a kill -9 loses at most a partial last event; raise it for bulk replays)."
-        ),
-    )
-    listener_archive_flush_seconds: float = Field(
-        0.5, ge=0, description="Flush the event archive when its oldest buffered event is this old."
-    )
-    listener_db_concurrency: int = Field(
-        8,
-        gt=0,
-        # LISTENER_DB_SLOTS_PER_PROCESS is the older name of the starts' half of this limit.
-        validation_alias=AliasChoices("listener_db_concurrency", "listener_db_slots_per_process"),
-        description=(
-            "Listener work of one process talking to PostgreSQL at once: starts, shutdown writes and"
-            " the listeners' own queries (LISTENER_DB_SLOTS_PER_PROCESS is still read as this)."
-        ),
-    )
-    schedule_access: str = Field("trial", description="Access level segment of the schedule API paths.")
-    schedule_daily_leagues: str = Field(
-        "mlb,nhl", description="Leagues whose schedule is refreshed daily (comma-separated)."
-    )
-    schedule_weekly_leagues: str = Field(
-        "nfl", description="Leagues whose schedule is refreshed weekly (comma-separated)."
-    )
-    schedule_timeout_seconds: float = Field(10.0, gt=0, description="HTTP timeout of schedule API calls.")
-    srsim_host: str = Field("127.0.0.1", description="Address `kickoff sim serve` binds.")
-    srsim_port: int = Field(8765, ge=0, description="Port `kickoff sim serve` binds (0: any free port).")
-    srsim_speed: float = Field(1.0, gt=0, description="Simulator speed factor: 10 plays a game 10x faster.")
-    srsim_watch_seconds: float = Field(
-        1.0, gt=0, description="How often `kickoff sim serve` looks for new scripts in DATA_DIR/srsim."
-    )
-    srsim_heartbeat_seconds: float = Field(
-        5.0, gt=0, description="Script seconds between two stream heartbeats (divided by the speed)."
-    )
+    """Listener work of one process talking to PostgreSQL at once: starts, shutdown writes and the listeners'
+    own queries (LISTENER_DB_SLOTS_PER_PROCESS is still read as this)."""
+    schedule_access: str = "trial"
+    """Access level segment of the schedule API paths."""
+    schedule_daily_leagues: str = "mlb,nhl"
+    """Leagues whose schedule is refreshed daily (comma-separated)."""
+    schedule_weekly_leagues: str = "nfl"
+    """Leagues whose schedule is refreshed weekly (comma-separated)."""
+    schedule_timeout_seconds: PositiveFloat = 10.0
+    """HTTP timeout of schedule API calls."""
+    srsim_host: str = "127.0.0.1"
+    """Address `kickoff sim serve` binds."""
+    srsim_port: NonNegativeInt = 8765
+    """Port `kickoff sim serve` binds (0: any free port)."""
+    srsim_speed: PositiveFloat = 1.0
+    """Simulator speed factor: 10 plays a game 10x faster."""
+    srsim_watch_seconds: PositiveFloat = 1.0
+    """How often `kickoff sim serve` looks for new scripts in DATA_DIR/srsim."""
+    srsim_heartbeat_seconds: PositiveFloat = 5.0
+    """Script seconds between two stream heartbeats (divided by the speed)."""
 
 
 def env_example() -> str:
@@ -521,7 +393,7 @@ def env_example() -> str:
                 default = ""
             elif isinstance(default, StrEnum):
                 default = default.value
-            lines.append(f"# {info.description}")
+            lines.append(f"# {' '.join((info.description or '').split())}")
             lines.append(f"{name.upper()}={default}")
         lines.append("")
     return "\n".join(lines)

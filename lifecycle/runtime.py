@@ -197,18 +197,11 @@ class ListenerServices:
                     database.close()
 
     @classmethod
-    def for_process(
-        cls,
-        *,
-        settings: MatchListenerEnvironment,
-        barriers: Barriers,
-        reap: Reaper | None = None,
-        redispatch: Redispatcher | None = None,
-    ) -> ListenerServices:
-        """The services of this process, built (and their lease taken) on first use."""
+    def for_process(cls, build: Callable[[], ListenerServices]) -> ListenerServices:
+        """The services of this process: ``build()`` on first use (their lease taken), the same after."""
         with cls._process_mu:
             if cls._process is None:
-                cls._process = cls(settings=settings, barriers=barriers, reap=reap, redispatch=redispatch)
+                cls._process = build()
                 cls._process.start()
             return cls._process
 

@@ -212,6 +212,15 @@ class TokenLock:
                 self.release()
 
 
+def _key_of(name: str) -> Callable[[Barriers, object], str]:
+    """A Barriers key-name method: ``{prefix}{name}{ident}`` for a match, message or lease id."""
+
+    def key(self: Barriers, ident: object) -> str:
+        return f"{self.prefix}{name}{ident}"
+
+    return key
+
+
 @dataclass(eq=False, repr=False)
 class Barriers:
     """Owner of every kickoff key in Redis; see the module table for keys and TTLs."""
@@ -248,28 +257,15 @@ class Barriers:
             **kwargs,
         )
 
-    # -- key names ---------------------------------------------------------------
+    # -- key names: the prefix, the name, then the match id (message id, lease id) ------
 
-    def pending_key(self, match_id: object) -> str:
-        return f"{self.prefix}pending_start_match_listener_{match_id}"
-
-    def attempts_key(self, match_id: object) -> str:
-        return f"{self.prefix}start_match_listener_attempts_{match_id}"
-
-    def exhausted_key(self, match_id: object) -> str:
-        return f"{self.prefix}start_match_listener_exhausted_{match_id}"
-
-    def start_lock_key(self, match_id: object) -> str:
-        return f"{self.prefix}start_match_listener_{match_id}"
-
-    def stop_flag_key(self, match_id: object) -> str:
-        return f"{self.prefix}stop_match_listener_{match_id}"
-
-    def revoked_key(self, message_id: str) -> str:
-        return f"{self.prefix}revoked_message_{message_id}"
-
-    def worker_lease_key(self, lease_id: str) -> str:
-        return f"{self.prefix}listener_worker_{lease_id}"
+    pending_key = _key_of("pending_start_match_listener_")
+    attempts_key = _key_of("start_match_listener_attempts_")
+    exhausted_key = _key_of("start_match_listener_exhausted_")
+    start_lock_key = _key_of("start_match_listener_")
+    stop_flag_key = _key_of("stop_match_listener_")
+    revoked_key = _key_of("revoked_message_")  # of a message id
+    worker_lease_key = _key_of("listener_worker_")  # of a lease id
 
     def tick_key(self, entry: str, slot: str) -> str:
         return f"{self.prefix}scheduler_tick_{entry}_{slot}"
@@ -332,14 +328,8 @@ class Barriers:
     def pending_without_lock(self, match_ids: Iterable[str] | None = None) -> list[str]:
         """Matches with a pending key but no start lock; ``None``: every pending key (SCAN)."""
         ids = self.pending_match_ids() if match_ids is None else [str(m) for m in match_ids]
-        if not ids:
-            return []
-        pipe = self.client.pipeline(transaction=False)
-        for mid in ids:
-            pipe.exists(self.pending_key(mid))
-            pipe.exists(self.start_lock_key(mid))
-        flags = pipe.execute()
-        return [mid for i, mid in enumerate(ids) if flags[2 * i] and not flags[2 * i + 1]]
+        answers = self._read_each(ids, ("exists", self.pending_key), ("exists", self.start_lock_key))
+        return [mid for mid, (pending, locked) in zip(ids, answers, strict=True) if pending and not locked]
 
     # -- attempts ------------------------------------------------------------------
 
@@ -372,17 +362,15 @@ class Barriers:
     @_redis_errors
     def counters(self, match_ids: Sequence[str]) -> list[tuple[int, bool, bool]]:
         """``(attempts, exhausted, pending)`` per match, in one pipelined round trip."""
-        if not match_ids:
-            return []
-        pipe = self.client.pipeline(transaction=False)
-        for mid in match_ids:
-            pipe.get(self.attempts_key(mid))
-            pipe.exists(self.exhausted_key(mid))
-            pipe.exists(self.pending_key(mid))
-        flat = pipe.execute()
+        answers = self._read_each(
+            match_ids,
+            ("get", self.attempts_key),
+            ("exists", self.exhausted_key),
+            ("exists", self.pending_key),
+        )
         return [
-            (int(flat[i]) if flat[i] else 0, bool(flat[i + 1]), bool(flat[i + 2]))
-            for i in range(0, len(flat), 3)
+            (int(count) if count else 0, bool(exhausted), bool(pending))
+            for count, exhausted, pending in answers
         ]
 
     @_redis_errors
@@ -392,6 +380,20 @@ class Barriers:
         for key_of in (self.pending_key, self.attempts_key, self.exhausted_key, self.stop_flag_key):
             found.update(self._ids_of(key_of))
         return found
+
+    def _read_each(
+        self, match_ids: Sequence[str], *reads: tuple[str, Callable[[object], str]]
+    ) -> list[list[Any]]:
+        """For each match id, each ``(command, key_of)`` read (``get``, ``exists``) of its key, in one
+        pipelined round trip; the answers per match, in order."""
+        if not match_ids:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for mid in match_ids:
+            for command, key_of in reads:
+                getattr(pipe, command)(key_of(mid))
+        flat = pipe.execute()
+        return [flat[i : i + len(reads)] for i in range(0, len(flat), len(reads))]
 
     def _set_among(self, key_of: Callable[[Any], str], ids: Iterable[object]) -> set[str]:
         """Which of ``ids`` (as strings) have their key of one family set (one MGET)."""
@@ -428,19 +430,15 @@ class Barriers:
         return raw.decode() if isinstance(raw, bytes) else raw
 
     def dispatch_lock(self) -> TokenLock:
-        return TokenLock(
-            self.client,
-            self.prefix + DISPATCH_LOCK,
-            ttl_seconds=self.coordination_lock_seconds,
-            url=self.url,
-        )
+        return self._coordination_lock(DISPATCH_LOCK)
 
     def sweep_lock(self) -> TokenLock:
+        return self._coordination_lock(SWEEP_LOCK)
+
+    def _coordination_lock(self, name: str) -> TokenLock:
+        """The lock that lets one run of ``name`` (dispatch, sweep) go at a time across processes."""
         return TokenLock(
-            self.client,
-            self.prefix + SWEEP_LOCK,
-            ttl_seconds=self.coordination_lock_seconds,
-            url=self.url,
+            self.client, self.prefix + name, ttl_seconds=self.coordination_lock_seconds, url=self.url
         )
 
     @_redis_errors

@@ -1,4 +1,4 @@
-"""The model base class and the timestamp field that only accepts aware datetimes."""
+"""The model base classes and the timestamp field that only accepts aware datetimes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import peewee
 from playhouse.postgres_ext import DateTimeTZField
 
-from config.clock import ensure_utc
+from config.clock import ensure_utc, utcnow
 from models.db import database
 
 
@@ -33,3 +33,17 @@ class BaseModel(peewee.Model):
     class Meta:
         database = database
         legacy_table_names = False
+
+
+class LeagueRecord(BaseModel):
+    """Base of a league's rows the provider's documents describe (seasons, teams).
+
+    Each subclass declares its ``league`` foreign key; ``sr_id`` (the provider's id) is unique per league.
+    """
+
+    sr_id = peewee.TextField()
+    created_at = UTCDateTimeField(default=utcnow)
+    updated_at = UTCDateTimeField(default=utcnow)  # last time a refresh changed a value
+
+    class Meta:
+        indexes = ((("league", "sr_id"), True),)

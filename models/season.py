@@ -4,24 +4,19 @@ from __future__ import annotations
 
 import peewee
 
-from config.clock import utcnow
-from models.base import BaseModel, UTCDateTimeField
+from models.base import LeagueRecord
 from models.league import League
 
 
-class Season(BaseModel):
+class Season(LeagueRecord):
     """A season by the provider's id (``sr_id``, unique per league): year, type and dates."""
 
     league = peewee.ForeignKeyField(League, backref="seasons", on_delete="CASCADE")
-    sr_id = peewee.TextField()
     year = peewee.IntegerField()  # the year the season started
     type = peewee.TextField()  # PRE, REG, PST
     status = peewee.TextField(null=True)  # scheduled, inprogress, closed
     start_date = peewee.DateField(null=True)
     end_date = peewee.DateField(null=True)
-    created_at = UTCDateTimeField(default=utcnow)
-    updated_at = UTCDateTimeField(default=utcnow)  # last time a refresh changed a value
 
     class Meta:
         table_name = "seasons"
-        indexes = ((("league", "sr_id"), True),)

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 
 from config.clock import utcnow
@@ -146,31 +146,19 @@ def drain_outbox(
         max_seconds if max_seconds is not None else settings.outbox_drain_max_seconds
     )
     released, cancelled = resolve_held_claims() if resolve_claims else (0, 0)
-    batches = published = failed = expired = 0
-    broker_error = None
+    report = DrainReport(released=released, cancelled=cancelled)
     while time.monotonic() < deadline:
         claimed, ok, bad, gone = drain_batch(publisher=publisher, settings=settings, limit=batch_size)
         if not claimed:
             break
-        batches += 1
-        published += ok
-        failed += bad
-        expired += gone
+        report += DrainReport(batches=1, published=ok, failed=bad, expired=gone)
         if bad and not ok:
             broker_error = _broker_unreachable(publisher)
             if broker_error is not None:
                 logger.warning("outbox drain stopped: %s (%s rows failed)", broker_error, bad)
+                report = replace(report, broker_error=broker_error)
                 break
-    report = DrainReport(
-        batches=batches,
-        published=published,
-        failed=failed,
-        expired=expired,
-        released=released,
-        cancelled=cancelled,
-        broker_error=broker_error,
-    )
-    if batches or released or cancelled:
+    if report.batches or released or cancelled:
         logger.info("outbox drain: %s", report.as_json())
     return report
 

@@ -134,17 +134,30 @@ def _publish_claimed(
 def _claim_and_publish(
     *,
     queue: str,
+    key_field: str,
     key: str,
     league_id: str,
     team: str,
-    body: dict[str, Any],
+    fields: dict[str, Any],
     traceparent: str | None,
     publisher: AmqpPublisher,
-    outcome_details: dict[str, Any] | None = None,
+    key_in_result: bool = False,
 ) -> TradeResult:
+    """Build the body (key, league, team, ``fields``, trace), claim ``key`` on ``queue``, publish it.
+
+    ``key_in_result`` records the key as the claim's outcome details (the spec's idempotency key).
+    """
+    body = {
+        key_field: v.text(key, key_field),
+        "league_id": v.text(league_id, "league_id"),
+        "team_id": v.text(team, "team"),
+        **fields,
+        "traceparent": check_traceparent(traceparent),
+        "created_at": utcnow().isoformat(),
+    }
     message_id = str(uuid.uuid4())
     body = v.strip_request_only(body)
-    result = None if outcome_details is None else json.dumps({"outcome_details": outcome_details})
+    result = json.dumps({"outcome_details": {key_field: body[key_field]}}) if key_in_result else None
     try:
         with database_errors(), database.atomic():
             database.execute_sql(
@@ -167,7 +180,7 @@ def _claim_and_publish(
         logger.info("trade already claimed: queue=%s key=%s status=%s", queue, key, existing.status)
         return TradeResult(TradeStatus.DUPLICATE, queue, key, existing.message_id)
     message = OutgoingMessage(
-        queue=queue, body=body, message_id=message_id, headers=trace_headers(traceparent)
+        queue=queue, body=body, message_id=message_id, headers=trace_headers(body["traceparent"])
     )
     return _publish_claimed(queue=queue, key=key, message=message, publisher=publisher)
 
@@ -176,6 +189,14 @@ def _ids(values: Any, field: str, check: Any) -> list[Any]:
     if not isinstance(values, list) or not values:
         raise TriggerValidationError(field, "at least one player id is required")
     return [check(x, f"{field}[{i}]") for i, x in enumerate(values)]
+
+
+def _players(give_player_ids: Any, receive_player_ids: Any, check: Any) -> dict[str, list[Any]]:
+    """The give and receive player id lists, each checked by ``check`` (ESPN or Sleeper ids)."""
+    return {
+        "give_player_ids": _ids(give_player_ids, "give_player_ids", check),
+        "receive_player_ids": _ids(receive_player_ids, "receive_player_ids", check),
+    }
 
 
 def submit_offer(
@@ -190,23 +211,16 @@ def submit_offer(
     traceparent: str | None = None,
 ) -> TradeResult:
     """Approve an offer: claim ``offer_key``, publish to trade_submissions (ESPN player ids)."""
-    body = {
-        "offer_key": v.text(offer_key, "offer_key"),
-        "league_id": v.text(league_id, "league_id"),
-        "team_id": v.text(team, "team"),
-        "counterparty_team_id": v.text(counterparty_team, "counterparty_team"),
-        "give_player_ids": _ids(give_player_ids, "give_player_ids", v.espn_id),
-        "receive_player_ids": _ids(receive_player_ids, "receive_player_ids", v.espn_id),
-        "traceparent": check_traceparent(traceparent),
-        "created_at": utcnow().isoformat(),
-    }
+    fields = {"counterparty_team_id": v.text(counterparty_team, "counterparty_team")}
+    fields |= _players(give_player_ids, receive_player_ids, v.espn_id)
     return _claim_and_publish(
         queue=TRADE_SUBMISSIONS,
+        key_field="offer_key",
         key=offer_key,
         league_id=league_id,
         team=team,
-        body=body,
-        traceparent=body["traceparent"],
+        fields=fields,
+        traceparent=traceparent,
         publisher=publisher,
     )
 
@@ -224,22 +238,14 @@ def respond_to_trade(
     """Decide an incoming trade: claim ``decision_key``, publish accept/reject to trade_responses."""
     if decision not in DECISIONS:
         raise TriggerValidationError("decision", f"must be one of {sorted(DECISIONS)}")
-    body = {
-        "decision_key": v.text(decision_key, "decision_key"),
-        "league_id": v.text(league_id, "league_id"),
-        "team_id": v.text(team, "team"),
-        "trade_id": v.text(trade_id, "trade_id"),
-        "decision": decision,
-        "traceparent": check_traceparent(traceparent),
-        "created_at": utcnow().isoformat(),
-    }
     return _claim_and_publish(
         queue=TRADE_RESPONSES,
+        key_field="decision_key",
         key=decision_key,
         league_id=league_id,
         team=team,
-        body=body,
-        traceparent=body["traceparent"],
+        fields={"trade_id": v.text(trade_id, "trade_id"), "decision": decision},
+        traceparent=traceparent,
         publisher=publisher,
     )
 
@@ -256,25 +262,18 @@ def stage_counter(
     traceparent: str | None = None,
 ) -> TradeResult:
     """Stage a counter-offer on trade_negotiations: Sleeper player ids (the worker maps them)."""
-    body = {
-        "publication_key": v.text(publication_key, "publication_key"),
-        "league_id": v.text(league_id, "league_id"),
-        "team_id": v.text(team, "team"),
-        "trade_id": v.text(trade_id, "trade_id"),
-        "give_player_ids": _ids(give_player_ids, "give_player_ids", v.sleeper_id),
-        "receive_player_ids": _ids(receive_player_ids, "receive_player_ids", v.sleeper_id),
-        "traceparent": check_traceparent(traceparent),
-        "created_at": utcnow().isoformat(),
-    }
+    fields = {"trade_id": v.text(trade_id, "trade_id")}
+    fields |= _players(give_player_ids, receive_player_ids, v.sleeper_id)
     return _claim_and_publish(
         queue=TRADE_NEGOTIATIONS,
+        key_field="publication_key",
         key=publication_key,
         league_id=league_id,
         team=team,
-        body=body,
-        traceparent=body["traceparent"],
+        fields=fields,
+        traceparent=traceparent,
         publisher=publisher,
-        outcome_details={"publication_key": body["publication_key"]},  # the spec's idempotency key
+        key_in_result=True,
     )
 
 

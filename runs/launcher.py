@@ -9,10 +9,12 @@ import subprocess
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from config.errors import BrokerUnavailable, DatabaseUnavailable, InvalidRunCommand, KickoffError
+from config.settings import BaseEnvironment
 from models.db import database_errors
 from models.run_log import RunLog
 from runs.catalog import Catalog, Job
@@ -63,16 +65,24 @@ class LauncherStats:
 
 @dataclass(frozen=True)
 class LauncherConfig:
-    """The launcher's knobs (from settings; tests pass short intervals)."""
+    """The launcher's knobs: the LAUNCHER_* settings (tests pass short intervals)."""
 
-    cap: int = 4
-    prefetch: int = 100
-    poll_seconds: float = 0.05
-    drain_interval_seconds: float = 5.0
-    rescan_interval_seconds: float = 30.0
-    claim_grace_seconds: float = 30.0
-    shutdown_grace_seconds: float = 30.0
-    drain_batch: int = 100
+    cap: int
+    prefetch: int
+    poll_seconds: float
+    drain_interval_seconds: float
+    rescan_interval_seconds: float
+    claim_grace_seconds: float
+    shutdown_grace_seconds: float
+    drain_batch: int
+
+    @classmethod
+    def from_settings(cls, settings: BaseEnvironment, **overrides: Any) -> LauncherConfig:
+        """Each knob from LAUNCHER_<KNOB> (drain_batch from JOB_RUN_DRAIN_BATCH); ``overrides`` win."""
+        knobs = {
+            f.name: getattr(settings, f"launcher_{f.name}") for f in fields(cls) if f.name != "drain_batch"
+        }
+        return cls(**{**knobs, "drain_batch": settings.job_run_drain_batch, **overrides})
 
 
 class Launcher:

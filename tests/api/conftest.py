@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -104,13 +105,20 @@ def server_env(test_env: dict[str, str], migrated_database: str, amqp_vhost: str
     return env
 
 
+@contextlib.contextmanager
+def serving(env: dict[str, str], log_dir: Path) -> Iterator[Server]:
+    """`kickoff serve` for the ``with`` block (log in ``log_dir``); then stopped, its namespace emptied."""
+    server = start_server(env, log_dir / "serve.log")
+    yield server
+    stop_server(server)
+    _delete_broker_namespace(env)
+
+
 @pytest.fixture(scope="session")
 def api_server(server_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One `kickoff serve` for the session."""
-    server = start_server(server_env, tmp_path_factory.mktemp("api") / "serve.log")
-    yield server
-    stop_server(server)
-    _delete_broker_namespace(server_env)
+    with serving(server_env, tmp_path_factory.mktemp("api")) as server:
+        yield server
 
 
 def _delete_broker_namespace(env: dict[str, str]) -> None:
@@ -121,10 +129,15 @@ def _delete_broker_namespace(env: dict[str, str]) -> None:
         client.delete(*keys)
 
 
+def key_per_scope(name: str) -> dict[str, str]:
+    """One live key per scope named ``{name}-{scope}`` (deleted with the tables after the test)."""
+    return {scope.value: create_key(name=f"{name}-{scope.value}", scope=scope)[1] for scope in Scope}
+
+
 @pytest.fixture
 def keys(db: str) -> dict[str, str]:
-    """One live key per scope (deleted with the tables after the test)."""
-    return {scope.value: create_key(name=f"test-{scope.value}", scope=scope)[1] for scope in Scope}
+    """One live key per scope."""
+    return key_per_scope("test")
 
 
 @pytest.fixture
@@ -152,6 +165,5 @@ def broken_server(server_env: dict[str, str], tmp_path_factory: pytest.TempPathF
         "AMQP_CONNECT_TIMEOUT_SECONDS": "1",
         "API_METRICS_REQUIRE_KEY": "true",
     }
-    server = start_server(env, tmp_path_factory.mktemp("api-broken") / "serve.log")
-    yield server
-    stop_server(server)
+    with serving(env, tmp_path_factory.mktemp("api-broken")) as server:
+        yield server

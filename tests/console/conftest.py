@@ -10,15 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api.keys import Scope, create_key
-from tests.api.conftest import (
-    SERVER_ENV,
-    Server,
-    _delete_broker_namespace,
-    server_env,
-    start_server,
-    stop_server,
-)
+from tests.api.conftest import SERVER_ENV, Server, key_per_scope, server_env, serving
 from tests.lifecycle.conftest import SHORT
 from tests.publisher.conftest import pub_settings, publisher
 
@@ -38,16 +30,14 @@ def console_env(server_env: dict[str, str]) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def console_server(console_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One `kickoff serve` for every console test of the session."""
-    server = start_server(console_env, tmp_path_factory.mktemp("console") / "serve.log")
-    yield server
-    stop_server(server)
-    _delete_broker_namespace(console_env)
+    with serving(console_env, tmp_path_factory.mktemp("console")) as server:
+        yield server
 
 
 @pytest.fixture
 def console_keys(db: str) -> dict[str, str]:
-    """One live key per scope (deleted with the tables after the test)."""
-    return {scope.value: create_key(name=f"console-{scope.value}", scope=scope)[1] for scope in Scope}
+    """One live key per scope."""
+    return key_per_scope("console")
 
 
 CSRF_IN_PAGE = re.compile(r'name="csrf_token" value="([^"]+)"')

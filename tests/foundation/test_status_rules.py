@@ -23,7 +23,13 @@ NOW = datetime(2024, 5, 21, 18, 0, tzinfo=UTC)
 PAST = NOW - timedelta(hours=2)
 FUTURE = NOW + timedelta(hours=2)
 
-# (local, incoming, has questions, start past, expected) — "either" rows expand to all combos.
+
+def either(local: str, incoming: str, expected: str, why: str) -> list[tuple[str, str, bool, bool, str, str]]:
+    """A spec row whose questions and start time are "either": one row per combination."""
+    return [(local, incoming, qs, past, expected, why) for qs in (False, True) for past in (False, True)]
+
+
+# (local, incoming, has questions, start past, expected, why)
 REFRESH_ROWS = [
     ("scheduled", "scheduled", False, True, "scheduled", "trust SR, nothing to heal (start past)"),
     ("scheduled", "scheduled", False, False, "scheduled", "trust SR, nothing to heal (start ahead)"),
@@ -33,17 +39,13 @@ REFRESH_ROWS = [
     ("created", "created", True, True, "inprogress", "heal created leftover (SR created)"),
     ("delayed", "scheduled", True, True, "inprogress", "heal delayed leftover (SR scheduled)"),
     ("delayed", "created", True, True, "inprogress", "heal delayed leftover (SR created)"),
+    *either("scheduled", "inprogress", "inprogress", "trust SR, no heal needed"),
+    *either("scheduled", "closed", "closed", "trust SR, heal never invents closed"),
+    *either("inprogress", "scheduled", "inprogress", "freeze: do not rewind a live game"),
+    *either("inprogress", "delayed", "delayed", "trust SR delay"),
+    *either("closed", "scheduled", "closed", "freeze: do not reopen a finished game"),
+    *either("complete", "closed", "closed", "trust SR, both terminal"),
 ]
-for qs in (False, True):
-    for past in (False, True):
-        REFRESH_ROWS += [
-            ("scheduled", "inprogress", qs, past, "inprogress", "trust SR, no heal needed"),
-            ("scheduled", "closed", qs, past, "closed", "trust SR, heal never invents closed"),
-            ("inprogress", "scheduled", qs, past, "inprogress", "freeze: do not rewind a live game"),
-            ("inprogress", "delayed", qs, past, "delayed", "trust SR delay"),
-            ("closed", "scheduled", qs, past, "closed", "freeze: do not reopen a finished game"),
-            ("complete", "closed", qs, past, "closed", "trust SR, both terminal"),
-        ]
 
 
 @pytest.mark.parametrize(

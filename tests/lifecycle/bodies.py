@@ -30,19 +30,19 @@ class ReturnsNone(_Quiet):
 class ExitsNone(_Quiet):
     """A body that calls ``sys.exit()`` (SystemExit(None): a clean return, exit 0)."""
 
+    exit_arg: object = None
+
     def run(self, ctx: ListenerContext) -> int:
-        raise SystemExit(None)
+        raise SystemExit(self.exit_arg)
 
 
-class ExitsThree(_Quiet):
+class ExitsThree(ExitsNone):
     """A body that calls ``sys.exit(3)`` (an unexpected exit 3)."""
 
-    def run(self, ctx: ListenerContext) -> int:
-        raise SystemExit(3)
+    exit_arg = 3
 
 
-class ExitsWithMessage(_Quiet):
+class ExitsWithMessage(ExitsNone):
     """A body that calls ``sys.exit("feed gone")`` (exit 1, as a process would)."""
 
-    def run(self, ctx: ListenerContext) -> int:
-        raise SystemExit("feed gone")
+    exit_arg = "feed gone"

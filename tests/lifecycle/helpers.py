@@ -18,6 +18,14 @@ from models.listener_record import MatchListenerRecord
 from models.match import Match
 from tests.background import BackgroundLoop
 
+
+def add_match_args(
+    sr_id: str, *extra: str, league: str = "nfl", scheduled: str = "2030-01-01T18:00:00Z"
+) -> list[str]:
+    """The arguments of `kickoff matches add` for match ``sr_id`` of ``league``, then ``extra``."""
+    return ["matches", "add", "--league", league, "--sr-id", sr_id, "--scheduled", scheduled, *extra]
+
+
 #: The fields of one listener board entry (`kickoff listeners status --json`).
 BOARD_ENTRY_KEYS = {
     "match_id",

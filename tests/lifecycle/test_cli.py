@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from tests.lifecycle.helpers import BOARD_ENTRY_KEYS, dead_run, reload, rows_of
+from tests.lifecycle.helpers import BOARD_ENTRY_KEYS, add_match_args, dead_run, reload, rows_of
 
 
 def test_leagues_add_prints_what_it_did_and_list_shows_it(kick):
@@ -21,19 +21,10 @@ def test_leagues_add_prints_what_it_did_and_list_shows_it(kick):
 
 def test_matches_add_prints_the_internal_id_and_json_gives_an_object(kick):
     kick("leagues", "add", "nfl")
-    plain = kick(
-        "matches", "add", "--league", "nfl", "--sr-id", "sr:match:1", "--scheduled", "2030-01-01T18:00:00Z"
-    )
+    plain = kick(*add_match_args("sr:match:1"))
     uuid.UUID(plain.output.strip())
     out = kick(
-        "matches",
-        "add",
-        "--league",
-        "nfl",
-        "--sr-id",
-        "sr:match:2",
-        "--scheduled",
-        "2030-01-01T20:00:00+02:00",
+        *add_match_args("sr:match:2", scheduled="2030-01-01T20:00:00+02:00"),
         "--status",
         "inprogress",
         "--test",
@@ -50,9 +41,7 @@ def test_matches_add_prints_the_internal_id_and_json_gives_an_object(kick):
 
 
 def test_matches_add_with_an_unknown_league_is_one_line_exit_2(kick):
-    out = kick(
-        "matches", "add", "--league", "nope", "--sr-id", "x", "--scheduled", "2030-01-01T18:00:00Z", code=2
-    )
+    out = kick(*add_match_args("x", league="nope"), code=2)
     assert "no league named 'nope'" in out.output and len(out.output.strip().splitlines()) == 1
 
 

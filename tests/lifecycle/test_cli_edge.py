@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.lifecycle.helpers import reload
+from tests.lifecycle.helpers import add_match_args, reload
 
 
 def one_error_line(output: str) -> str:
@@ -41,17 +41,7 @@ def test_matches_add_with_a_bad_setting_stores_nothing(kick):
 
     kick("leagues", "add", "nfl")
     out = kick(
-        "matches",
-        "add",
-        "--league",
-        "nfl",
-        "--sr-id",
-        "sr:match:bad",
-        "--scheduled",
-        "2030-01-01T18:00:00Z",
-        "--setting",
-        "listener_heartbeat_interval_seconds=abc",
-        code=1,
+        *add_match_args("sr:match:bad", "--setting", "listener_heartbeat_interval_seconds=abc"), code=1
     ).output
     assert "listener_heartbeat_interval_seconds" in one_error_line(out)
     assert Match.select().count() == 0
@@ -72,7 +62,7 @@ def test_league_names_are_unique_case_insensitively(kick):
     kick("leagues", "add", "nfl")
     assert "league 'nfl' already exists" in one_error_line(kick("leagues", "add", "NFL", code=1).output)
     assert [lg.name for lg in League.select()] == ["nfl"]
-    kick("matches", "add", "--league", "NFL", "--sr-id", "sr:match:ci", "--scheduled", "2030-01-01T18:00:00Z")
+    kick(*add_match_args("sr:match:ci", league="NFL"))
 
 
 def test_the_database_refuses_a_case_duplicate_league_too(db):

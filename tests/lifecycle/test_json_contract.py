@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from cli.main import cli
 from models.barriers import connect_redis
+from tests.lifecycle.helpers import add_match_args
 
 #: --json commands whose run needs real processes or a feed: each is parsed as one document there.
 ELSEWHERE = {
@@ -79,9 +80,7 @@ def test_every_json_command_prints_one_object(json_of, lifecycle_env, tmp_path):
     run("leagues", "disable", "nfl")
     run("leagues", "enable", "nfl")
     assert run("leagues", "list")["leagues"]
-    match_id = run(
-        "matches", "add", "--league", "nfl", "--sr-id", "sr:match:j", "--scheduled", "2030-01-01T18:00Z"
-    )["id"]
+    match_id = run(*add_match_args("sr:match:j", scheduled="2030-01-01T18:00Z"))["id"]
     run("matches", "edit", "sr:match:j", "--title", "J")
     run("matches", "set-dispatch", match_id, "on")
     assert run("matches", "list")["matches"]

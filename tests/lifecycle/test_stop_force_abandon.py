@@ -28,15 +28,25 @@ def _dirty(b, match) -> None:
     b.record_failed_attempt(match.id)
 
 
-def test_abandoned_14_clears_barriers_and_auto_dispatch_stays_on(make_match, ctx):
+def _dead_dirty_run(make_match, b):
+    """A match whose run died with its row open, leaving a pending key and a failed attempt."""
     match = make_match()
-    b = ctx["barriers"]
     dead_run(match, b)
     _dirty(b, match)
-    sweep_stale_match_listeners(settings=ctx["settings"], barriers=b)
-    assert rows_of(match)[0].exit_code == 14
+    return match
+
+
+def _assert_ended_clean(match, b, *, exit_code: int, auto_dispatch: bool) -> None:
+    assert rows_of(match)[0].exit_code == exit_code
     assert _barriers_clear(b, match)
-    assert reload(match).auto_dispatch_listener is True
+    assert reload(match).auto_dispatch_listener is auto_dispatch
+
+
+def test_abandoned_14_clears_barriers_and_auto_dispatch_stays_on(make_match, ctx):
+    b = ctx["barriers"]
+    match = _dead_dirty_run(make_match, b)
+    sweep_stale_match_listeners(settings=ctx["settings"], barriers=b)
+    _assert_ended_clean(match, b, exit_code=14, auto_dispatch=True)
 
 
 def test_abandon_keeps_barriers_while_an_active_sibling_remains(make_match, ctx, runner):
@@ -59,15 +69,11 @@ def test_abandon_keeps_barriers_while_an_active_sibling_remains(make_match, ctx,
 
 
 def test_operator_stop_15_clears_barriers_and_turns_auto_dispatch_off(make_match, ctx):
-    match = make_match()
     b = ctx["barriers"]
-    dead_run(match, b)
-    _dirty(b, match)
+    match = _dead_dirty_run(make_match, b)
     result = stop_match_listener(str(match.id), settings=ctx["settings"], barriers=b)
     assert result.rows_closed == 1 and result.locks_released == 1
-    assert rows_of(match)[0].exit_code == 15
-    assert _barriers_clear(b, match)
-    assert reload(match).auto_dispatch_listener is False
+    _assert_ended_clean(match, b, exit_code=15, auto_dispatch=False)
 
 
 def test_manual_force_start_clears_barriers_then_reacquires_and_leaves_auto_dispatch(make_match, ctx, runner):

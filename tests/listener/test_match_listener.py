@@ -213,12 +213,13 @@ class RaisingPipeline:
     """A pipeline that raises what its settings name on the first event (to test the exit mapping)."""
 
     raises: type[BaseException] = RuntimeError
+    arg: object = "boom"
 
     def __init__(self, **_: object) -> None:
         pass
 
     def process(self, message: dict) -> None:
-        raise self.raises("boom")
+        raise self.raises(self.arg)
 
     def close(self) -> None:
         pass
@@ -255,18 +256,15 @@ def test_an_unexpected_error_or_cancel_maps_to_its_exit_code(
 class ExitNonePipeline(RaisingPipeline):
     """``sys.exit()`` inside the default body's pipeline."""
 
-    def process(self, message: dict) -> None:
-        raise SystemExit(None)
+    raises, arg = SystemExit, None
 
 
 class ExitThreePipeline(RaisingPipeline):
-    def process(self, message: dict) -> None:
-        raise SystemExit(3)
+    raises, arg = SystemExit, 3
 
 
 class ExitMessagePipeline(RaisingPipeline):
-    def process(self, message: dict) -> None:
-        raise SystemExit("feed gone")
+    raises, arg = SystemExit, "feed gone"
 
 
 @pytest.mark.parametrize(

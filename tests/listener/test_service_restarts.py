@@ -33,6 +33,14 @@ from tests.private_redis import PrivateRedis
 pytestmark = pytest.mark.e2e
 
 
+#: Listener intervals short enough for a test to see heartbeats, stops and lost locks happen.
+QUICK_INTERVALS = {
+    "listener_heartbeat_interval_seconds": 0.5,
+    "listener_stop_poll_seconds": 0.2,
+    "listener_lock_loss_grace_seconds": 0.5,
+}
+
+
 class Runs:
     """Listener starts running in background threads; their StartResults (or exceptions) kept."""
 
@@ -108,10 +116,8 @@ def test_redis_restarted_empty_mid_game_keeps_every_listener_and_starts_no_secon
         lsettings = settings.model_copy(
             update={
                 "redis_url": private.url(),
-                "listener_heartbeat_interval_seconds": 0.5,
+                **QUICK_INTERVALS,
                 "listener_heartbeat_stale_seconds": 10.0,
-                "listener_stop_poll_seconds": 0.2,
-                "listener_lock_loss_grace_seconds": 0.5,
                 "listener_worker_lease_seconds": 4.0,
             }
         )
@@ -179,14 +185,7 @@ def test_postgresql_going_away_mid_game_keeps_listeners_streaming_until_their_ro
     server = sim(games, write_status=False)
     matches = _matches(make_match, server, games, tmp_path)
     ids = [str(m.id) for m in matches]
-    lsettings = settings.model_copy(
-        update={
-            "listener_heartbeat_interval_seconds": 0.5,
-            "listener_heartbeat_stale_seconds": 12.0,
-            "listener_stop_poll_seconds": 0.2,
-            "listener_lock_loss_grace_seconds": 0.5,
-        }
-    )
+    lsettings = settings.model_copy(update={**QUICK_INTERVALS, "listener_heartbeat_stale_seconds": 12.0})
     barriers = Barriers.from_settings(lsettings, client=redis_client)
     services = ListenerServices(settings=lsettings, barriers=barriers)
     proxy = FaultProxy(("127.0.0.1", 5432)).start()

@@ -8,6 +8,7 @@ import pika
 import pytest
 
 from models.db import database
+from publisher import trades
 from publisher.amqp import AmqpPublisher
 from publisher.triggers import DraftPickRequest, LineupRequest, WaiverRequest
 
@@ -48,6 +49,26 @@ def draft(**kw: Any) -> DraftPickRequest:
     base.update(kw)
     base.setdefault("idempotency_key", f"{base['league_id']}:{base['pick_number']}:{base['espn_id']}")
     return DraftPickRequest(**base)
+
+
+def _trade_args(
+    own: dict[str, Any], give: list[Any], receive: list[Any], kw: dict[str, Any]
+) -> dict[str, Any]:
+    """League L1, team 7, the given and received player ids and ``own``; ``kw`` overrides any of them."""
+    base = {"league_id": "L1", "team": "7", "give_player_ids": give, "receive_player_ids": receive}
+    return base | own | kw
+
+
+def offer(publisher: AmqpPublisher, **kw: Any) -> trades.TradeResult:
+    """Approve a valid offer (ESPN ids) through ``trades.submit_offer``; ``kw`` overrides any argument."""
+    own = {"offer_key": "offer-1", "counterparty_team": "3", "traceparent": TRACEPARENT}
+    return trades.submit_offer(publisher=publisher, **_trade_args(own, [3139477], [4362628], kw))
+
+
+def counter(publisher: AmqpPublisher, **kw: Any) -> trades.TradeResult:
+    """Stage a valid counter-offer (Sleeper ids) through ``trades.stage_counter``; ``kw`` overrides."""
+    own = {"publication_key": "p1", "trade_id": "t1"}
+    return trades.stage_counter(publisher=publisher, **_trade_args(own, ["6794"], ["4046"], kw))
 
 
 def count(table: str, where: str = "TRUE", params: tuple[Any, ...] = ()) -> int:

@@ -15,7 +15,7 @@ from publisher.alerts import InjuryChange, publish_injury_alerts
 from publisher.queues import ALL_QUEUES
 from publisher.triggers import trigger_draft_pick, trigger_lineup, trigger_waiver
 from runs.command import RunCommand
-from tests.publisher.helpers import TRACEPARENT, draft, lineup, waiver
+from tests.publisher.helpers import TRACEPARENT, counter, draft, lineup, offer, waiver
 
 SPEC = Path(__file__).resolve().parents[2] / "docs" / "asyncapi.yaml"
 
@@ -103,16 +103,7 @@ def _alert(p, s):
 
 
 def _submission(p, s):
-    trades.submit_offer(
-        offer_key="o1",
-        league_id="L1",
-        team="7",
-        counterparty_team="3",
-        give_player_ids=[1],
-        receive_player_ids=[2],
-        publisher=p,
-        traceparent=TRACEPARENT,
-    )
+    offer(p)
 
 
 def _response(p, s):
@@ -122,15 +113,7 @@ def _response(p, s):
 
 
 def _negotiation(p, s):
-    trades.stage_counter(
-        publication_key="k1",
-        league_id="L1",
-        team="7",
-        trade_id="t",
-        give_player_ids=["1"],
-        receive_player_ids=["2"],
-        publisher=p,
-    )
+    counter(p)
 
 
 def _run_command(p, s):

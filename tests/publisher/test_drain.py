@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -33,6 +34,18 @@ def _rows(n: int, queue: str = LINEUP_UPDATES) -> list[str]:
             )
             ids.append(message_id)
     return ids
+
+
+def _one_row_unconfirmed(
+    amqp_vhost: str, pub_settings: Any, monkeypatch: pytest.MonkeyPatch, *, confirm_timeout: float
+) -> tuple[AmqpPublisher, Any]:
+    """One due row, a publisher whose confirms never come, and settings that retry a row after a minute."""
+    _rows(1)
+    silent = never_confirming(AmqpPublisher(url=amqp_vhost, confirm_timeout=confirm_timeout), monkeypatch)
+    no_retry_yet = pub_settings.model_copy(
+        update={"outbox_backoff_base_seconds": 60.0, "outbox_backoff_max_seconds": 60.0}
+    )
+    return silent, no_retry_yet
 
 
 def test_due_rows_are_published_in_batches_and_marked_published(publisher, pub_settings, read_queue):
@@ -95,11 +108,7 @@ def test_a_batch_failed_by_an_outage_is_recorded_in_one_statement_with_each_rows
 def test_a_confirm_that_never_comes_never_uses_up_attempts(
     db, fresh_queues, amqp_vhost, pub_settings, monkeypatch
 ):
-    _rows(1)
-    silent = never_confirming(AmqpPublisher(url=amqp_vhost, confirm_timeout=0.3), monkeypatch)
-    one_try_per_run = pub_settings.model_copy(
-        update={"outbox_backoff_base_seconds": 60.0, "outbox_backoff_max_seconds": 60.0}
-    )
+    silent, one_try_per_run = _one_row_unconfirmed(amqp_vhost, pub_settings, monkeypatch, confirm_timeout=0.3)
     for _ in range(pub_settings.outbox_max_attempts + 2):
         database.execute_sql("UPDATE outbox_messages SET next_attempt_at = now() - interval '1 second'")
         assert drain_outbox(publisher=silent, settings=one_try_per_run).failed == 1
@@ -249,11 +258,7 @@ def test_a_fresh_trigger_row_is_left_to_the_trigger_during_the_grace(
 def test_a_batch_the_broker_never_confirms_stays_pending_after_the_confirm_timeout(
     db, fresh_queues, amqp_vhost, pub_settings, monkeypatch
 ):
-    _rows(1)
-    silent = never_confirming(AmqpPublisher(url=amqp_vhost, confirm_timeout=1.0), monkeypatch)
-    no_retry_yet = pub_settings.model_copy(
-        update={"outbox_backoff_base_seconds": 60.0, "outbox_backoff_max_seconds": 60.0}
-    )
+    silent, no_retry_yet = _one_row_unconfirmed(amqp_vhost, pub_settings, monkeypatch, confirm_timeout=1.0)
     started = time.monotonic()
     report = drain_outbox(publisher=silent, settings=no_retry_yet)
     assert time.monotonic() - started < 3.0

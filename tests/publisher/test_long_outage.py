@@ -30,7 +30,7 @@ from runs.catalog import load_catalog
 from runs.publish import drain_job_runs, pending_outbox_count, publish_run
 from tests.background import BackgroundLoop
 from tests.faultproxy import FaultProxy
-from tests.publisher.helpers import count, draft, lineup, waiver
+from tests.publisher.helpers import count, draft, lineup, offer, waiver
 from tests.waiting import wait_for
 
 TRIGGERS = 1000  # sent while RabbitMQ is refused; one in ten is a draft pick
@@ -73,15 +73,7 @@ class Drainer(BackgroundLoop):
 
 
 def _offer(publisher: AmqpPublisher, n: int) -> trades.TradeResult:
-    return trades.submit_offer(
-        offer_key=f"offer-{n}",
-        league_id="L1",
-        team="7",
-        counterparty_team="3",
-        give_player_ids=[3139477],
-        receive_player_ids=[4362628 + n],
-        publisher=publisher,
-    )
+    return offer(publisher, offer_key=f"offer-{n}", receive_player_ids=[4362628 + n], traceparent=None)
 
 
 def _trigger(n: int, publisher: AmqpPublisher, settings: Any) -> tuple[str, str]:

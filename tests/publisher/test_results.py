@@ -12,10 +12,9 @@ from cli.main import cli
 from config.clock import utcnow
 from config.errors import ActionNotFound, TriggerConflictError, TriggerValidationError
 from models.db import database
-from publisher import trades
 from publisher.results import action_state, report_result, verify_results
 from publisher.triggers import TriggerStatus, trigger_lineup
-from tests.publisher.helpers import lineup
+from tests.publisher.helpers import counter, lineup
 
 DAY = 86400.0
 
@@ -92,15 +91,7 @@ def test_bad_reports_are_refused(db, fresh_queues, publisher, pub_settings):
 
 
 def test_a_staged_counter_keeps_its_publication_key_in_outcome_details(db, fresh_queues, publisher):
-    trades.stage_counter(
-        publication_key="pub-1",
-        league_id="L1",
-        team="7",
-        trade_id="t",
-        give_player_ids=["1"],
-        receive_player_ids=["2"],
-        publisher=publisher,
-    )
+    counter(publisher, publication_key="pub-1")
     [(result,)] = database.execute_sql(
         "SELECT result FROM execution_log WHERE queue = 'trade_negotiations' AND claim_key = 'pub-1'"
     ).fetchall()

@@ -9,26 +9,11 @@ from publisher import trades
 from publisher.amqp import AmqpPublisher
 from publisher.drain import drain_outbox_concurrently
 from publisher.trades import Resolution, TradeStatus
-from tests.publisher.helpers import TRACEPARENT, count, reject_all
-
-
-def _offer(publisher, key="offer-1", **kw):
-    args = {
-        "offer_key": key,
-        "league_id": "L1",
-        "team": "7",
-        "counterparty_team": "3",
-        "give_player_ids": [3139477],
-        "receive_player_ids": [4362628],
-        "publisher": publisher,
-        "traceparent": TRACEPARENT,
-    }
-    args.update(kw)
-    return trades.submit_offer(**args)
+from tests.publisher.helpers import TRACEPARENT, count, counter, offer, reject_all
 
 
 def test_an_offer_is_claimed_then_published_to_a_durable_queue(publisher, read_queue):
-    result = _offer(publisher)
+    result = offer(publisher)
     assert result.status is TradeStatus.PUBLISHED
     assert trades.get_entry("trade_submissions", "offer-1").status == "published"
     [(body, props)] = read_queue("trade_submissions")
@@ -37,8 +22,8 @@ def test_an_offer_is_claimed_then_published_to_a_durable_queue(publisher, read_q
 
 
 def test_a_second_approval_of_the_same_offer_is_a_duplicate_and_publishes_nothing(publisher, read_queue):
-    first = _offer(publisher)
-    second = _offer(publisher)
+    first = offer(publisher)
+    second = offer(publisher)
     assert second.status is TradeStatus.DUPLICATE and second.message_id == first.message_id
     assert len(read_queue("trade_submissions")) == 1
 
@@ -57,25 +42,9 @@ def test_a_second_decision_with_the_same_decision_key_is_a_duplicate_and_publish
 
 def test_counter_staging_takes_sleeper_ids_and_refuses_espn_ids(publisher, read_queue):
     with pytest.raises(TriggerValidationError) as info:
-        trades.stage_counter(
-            publication_key="p1",
-            league_id="L1",
-            team="7",
-            trade_id="t1",
-            give_player_ids=[3139477],
-            receive_player_ids=["4046"],
-            publisher=publisher,
-        )
+        counter(publisher, give_player_ids=[3139477])
     assert info.value.field == "give_player_ids[0]"
-    ok = trades.stage_counter(
-        publication_key="p1",
-        league_id="L1",
-        team="7",
-        trade_id="t1",
-        give_player_ids=["6794"],
-        receive_player_ids=["4046"],
-        publisher=publisher,
-    )
+    ok = counter(publisher)
     assert ok.status is TradeStatus.PUBLISHED
     [(body, _)] = read_queue("trade_negotiations")
     assert body["give_player_ids"] == ["6794"]
@@ -102,7 +71,7 @@ def test_a_refused_trade_publish_is_failed(publisher, amqp_vhost, read_queue):
     reject_all(amqp_vhost, "trade_submissions")
     publisher.declare_durable([])  # connected; skip the durable declare (other arguments: a 406)
     publisher._checked.add("trade_submissions")  # so the offer goes straight into the nacking queue
-    result = _offer(publisher, key="offer-refused")
+    result = offer(publisher, offer_key="offer-refused")
     assert result.status is TradeStatus.FAILED and "nacked" in result.error
     assert trades.redeliverable_trades() == 0
 
@@ -111,11 +80,11 @@ def test_the_drain_redelivers_pending_and_uncertain_claims_with_their_message_id
     publisher, pub_settings, amqp_vhost, read_queue, monkeypatch
 ):
     down = AmqpPublisher(url="amqp://guest:guest@127.0.0.1:1/%2F", connect_timeout=1)
-    pending = _offer(down, key="offer-pending")
+    pending = offer(down, offer_key="offer-pending")
     monkeypatch.setattr(
         publisher, "publish", lambda m: (_ for _ in ()).throw(PublishUncertainError("sent, no confirm"))
     )
-    uncertain = _offer(publisher, key="offer-uncertain")
+    uncertain = offer(publisher, offer_key="offer-uncertain")
     monkeypatch.undo()
     assert (pending.status, uncertain.status) == (TradeStatus.PENDING, TradeStatus.UNCERTAIN)
     assert trades.redeliverable_trades() == 2
@@ -138,7 +107,7 @@ def test_an_uncertain_publish_is_marked_for_manual_reconciliation(publisher, rea
         raise PublishUncertainError("sent but not confirmed: connection reset")
 
     monkeypatch.setattr(publisher, "publish", lost_confirm)
-    result = _offer(publisher)
+    result = offer(publisher)
     assert result.status is TradeStatus.UNCERTAIN
     assert [e.claim_key for e in trades.list_uncertain()] == ["offer-1"]
     monkeypatch.undo()
@@ -156,7 +125,7 @@ def test_an_uncertain_publish_is_marked_for_manual_reconciliation(publisher, rea
 
 def test_resolving_as_published_sends_nothing(publisher, read_queue, monkeypatch):
     monkeypatch.setattr(publisher, "publish", lambda m: (_ for _ in ()).throw(PublishUncertainError("lost")))
-    _offer(publisher, key="offer-2")
+    offer(publisher, offer_key="offer-2")
     entry = trades.resolve_uncertain(
         queue="trade_submissions", claim_key="offer-2", resolution=Resolution.PUBLISHED, operator="ops"
     )

@@ -127,7 +127,7 @@ def make_launcher(
             publisher=pub,
             data_dir=tmp_path / "data",
             amqp_url=amqp_vhost,
-            config=LauncherConfig(cap=cap, **config),
+            config=LauncherConfig.from_settings(settings, cap=cap, **config),
             job_env=subprocess_env,
         )
         made.append((launcher, pub))
