@@ -145,6 +145,17 @@ class BaseEnvironment(BaseSettings):
     database_statement_timeout_seconds: float = Field(
         60.0, ge=0, description="PostgreSQL statement_timeout of every kickoff connection (0: none)."
     )
+    database_pool_max_connections: int | None = Field(
+        None,
+        ge=0,
+        description=(
+            "PostgreSQL connections one worker process keeps and reuses at most (starts, heartbeats,"
+            " queries); unset: LISTENER_DB_CONCURRENCY + 2; 0: no pool (a connection per use)."
+        ),
+    )
+    database_pool_max_age_seconds: float = Field(
+        60.0, gt=0, description="A pooled PostgreSQL connection is closed once this old (idle ones first)."
+    )
 
     # -- publisher (outbox, triggers, drain) -------------------------------------
     amqp_confirm_timeout_seconds: float = Field(
