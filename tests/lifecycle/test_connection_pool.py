@@ -133,3 +133,18 @@ def test_many_listener_starts_open_no_more_connections_than_the_pool(
     assert all(r.exit_code == 0 and r.record_id for r in results), results
     # Without a pool each start opens two connections (its guards, its row) and closes them.
     assert 1 <= _pool().connections_opened <= 3
+
+
+def test_many_threads_using_one_redis_client_at_once_wait_for_a_connection_instead_of_failing(lsettings):
+    from models.barriers import REDIS_MAX_CONNECTIONS, connect_redis
+
+    client = connect_redis(lsettings.redis_url)
+    threads = REDIS_MAX_CONNECTIONS * 4  # a graceful shutdown of a thousand listeners, in small
+    empty = f"{lsettings.redis_key_prefix}never-pushed"  # each BLPOP holds its connection 0.1 s
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        replies = list(pool.map(lambda _: client.blpop([empty], timeout=0.1), range(threads)))
+
+    assert replies == [None] * threads
+    assert client.connection_pool.max_connections == REDIS_MAX_CONNECTIONS
+    client.close()
