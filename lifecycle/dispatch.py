@@ -72,7 +72,7 @@ def cycle_collection_paused() -> Iterator[None]:
 
     A tick of 10,000 starts holds some hundred thousand objects until it ends (ids, messages,
     bodies) and makes no reference cycles; the collector would scan them all in a full collection
-    in the middle of the tick (56 ms of a 280 ms tick measured with ``bench/dispatch.py``).
+    in the middle of the tick (49 ms of a 367 ms tick, ``bench/dispatch.py --steps``).
     """
     was_enabled = gc.isenabled()
     gc.disable()
