@@ -195,7 +195,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     os.environ.update(env)
 
     from config.clock import utcnow
-    from models.db import database, init_database
+    from models.db import database, init_database, pool_size
     from models.league import League
     from models.match import Match
     from models.migrate import drop_database, migrate
@@ -340,7 +340,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "event_s": args.event_seconds,
             "lifecycle_heartbeat_s": args.lifecycle_heartbeat,
             "db_slots": args.db_slots,
-            "db_pool": args.db_slots + 2 if args.db_pool is None else args.db_pool,
+            "db_pool": pool_size(pool_max_connections=args.db_pool, listener_db_concurrency=args.db_slots),
             "pgbouncer_pool": args.pgbouncer,
             "tick_s": tick_s,
             "ramp_s": ramp_s,
@@ -462,7 +462,7 @@ def main() -> None:
         "--db-pool",
         type=int,
         default=None,
-        help="DATABASE_POOL_MAX_CONNECTIONS of each worker (default: db slots + 2; 0: no pool)",
+        help="DATABASE_POOL_MAX_CONNECTIONS of each worker (default: db slots + 2, at least 10; 0: no pool)",
     )
     parser.add_argument(
         "--pgbouncer",

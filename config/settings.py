@@ -150,7 +150,8 @@ class BaseEnvironment(BaseSettings):
         ge=0,
         description=(
             "PostgreSQL connections one worker process keeps and reuses at most (starts, heartbeats,"
-            " queries); unset: LISTENER_DB_CONCURRENCY + 2; 0: no pool (a connection per use)."
+            " queries); unset: LISTENER_DB_CONCURRENCY + 2, at least 10; 0: no pool (a connection per"
+            " use). Give a process whose threads use the database at once more than that a larger pool."
         ),
     )
     database_pool_max_age_seconds: float = Field(

@@ -216,10 +216,21 @@ def init_database(
     return db
 
 
+#: The smallest default pool: a default-queue worker's 8 threads (deploy/Procfile) and its 2
+#: outbox drains (OUTBOX_DRAIN_WORKERS) may all use the database at once.
+MIN_DEFAULT_POOL = 10
+
+
 def pool_size(*, pool_max_connections: int | None, listener_db_concurrency: int) -> int:
-    """The pool of a worker process: the setting, or the listener database slots plus two (the
-    heartbeat's and the worker lease's connections) when it is unset; 0 means no pool."""
-    return listener_db_concurrency + 2 if pool_max_connections is None else pool_max_connections
+    """The pool of a worker process: the setting; unset, the listener database slots plus two (the
+    heartbeat's and the worker lease's connections), at least ``MIN_DEFAULT_POOL``; 0: no pool.
+
+    A pool only opens the connections its threads use at once, so a larger cap costs nothing
+    until a burst needs it.
+    """
+    if pool_max_connections is not None:
+        return pool_max_connections
+    return max(listener_db_concurrency + 2, MIN_DEFAULT_POOL)
 
 
 def bound_url() -> str | None:

@@ -112,8 +112,9 @@ def test_a_connection_is_closed_once_older_than_its_max_age(lsettings, rebind):
     wait_for(lambda: _backend_pid() != first, what="the old connection is replaced")
 
 
-def test_the_pool_of_a_worker_is_its_listener_database_slots_plus_two_unless_set():
-    assert pool_size(pool_max_connections=None, listener_db_concurrency=8) == 10
+def test_the_pool_of_a_worker_is_its_listener_database_slots_plus_two_and_at_least_ten_unless_set():
+    assert pool_size(pool_max_connections=None, listener_db_concurrency=16) == 18
+    assert pool_size(pool_max_connections=None, listener_db_concurrency=4) == 10
     assert pool_size(pool_max_connections=3, listener_db_concurrency=8) == 3
     assert pool_size(pool_max_connections=0, listener_db_concurrency=8) == 0
 
