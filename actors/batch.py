@@ -5,11 +5,15 @@ confirms awaited once.
 
 Redis: Dramatiq's ``RedisBroker.enqueue`` runs its ``dispatch`` Lua script once per message (a worker
 heartbeat ZADD, a chance of queue maintenance, then HSET of the message body and RPUSH of its id);
-a dispatch tick sends up to thousands of starts. This module runs that script for the first
-message of a batch (heartbeat and maintenance chance, as one ``enqueue`` would) and stores every
-other message the way the script's ``enqueue`` command does: one HSET of all bodies into
-``{namespace}:{queue}.msgs`` and one RPUSH of all ids onto ``{namespace}:{queue}``, in order, all
-in one pipeline. The same before/after ``enqueue`` middleware events are emitted. The RedisBroker
+a dispatch tick sends up to tens of thousands of starts. This module runs that script for the
+first message of a batch (heartbeat and maintenance chance, as one ``enqueue`` would) and stores
+every other message the way the script's ``enqueue`` command does: per chunk of 1,000 messages one
+HSET of the bodies into ``{namespace}:{queue}.msgs`` and one RPUSH of the ids onto
+``{namespace}:{queue}``, in order, all in one pipeline. Each message's Redis id
+(``redis_message_id``, unique per message like the broker's own uuid4) is one uuid4 per batch and
+the message's position; the bodies are the bytes ``Message.encode`` gives, made without its
+per-message generic steps (actors.dramatiq_compat.encode). The same before/after ``enqueue``
+middleware events are emitted. The RedisBroker
 internals this needs are in actors.dramatiq_compat (checked at import); any other broker falls
 back to ``enqueue``.
 """
@@ -50,7 +54,10 @@ def enqueue_many(broker: dramatiq.Broker, messages: list[dramatiq.Message]) -> l
     if not _supports_pipeline(broker):
         return [broker.enqueue(m) for m in messages]
     assert isinstance(broker, RedisBroker)
-    enqueued = [m.copy(options={"redis_message_id": str(uuid4())}) for m in messages]
+    batch_id = uuid4()
+    enqueued = [
+        dramatiq_compat.with_options(m, redis_message_id=f"{batch_id}.{n}") for n, m in enumerate(messages)
+    ]
     if _has_hook(broker, "before_enqueue"):
         for message in enqueued:
             broker.emit_before("enqueue", message, None)
@@ -66,7 +73,8 @@ def enqueue_many(broker: dramatiq.Broker, messages: list[dramatiq.Message]) -> l
         for n in range(0, len(queued), _CHUNK):
             chunk = queued[n : n + _CHUNK]
             ids = [m.options["redis_message_id"] for m in chunk]
-            pipe.hset(messages_key, mapping={i: m.encode() for i, m in zip(ids, chunk, strict=True)})
+            bodies = {i: dramatiq_compat.encode(m) for i, m in zip(ids, chunk, strict=True)}
+            pipe.hset(messages_key, mapping=bodies)
             pipe.rpush(queue_key, *ids)
     pipe.execute()
     if _has_hook(broker, "after_enqueue"):

@@ -7,9 +7,10 @@ them. That needs the broker's private API: ``scripts["dispatch"]`` with its posi
 order (command, timestamp, queue, broker id, heartbeat timeout, dead-message TTL, maintenance
 flag, max unpack size, then the message id and body), ``_should_do_maintenance``,
 ``_max_unpack_size`` and the script's key layout (``{namespace}:{queue}`` list of ids,
-``{namespace}:{queue}.msgs`` hash of bodies). Importing this module checks them against the
-installed dramatiq and raises ImportError naming its version and what differs. Checked against
-dramatiq 1.17 and 2.2.
+``{namespace}:{queue}.msgs`` hash of bodies). It also builds and encodes messages without
+Dramatiq's per-message generic paths (``Message.copy``, ``Message.asdict``), which needs
+``Message``'s field list. Importing this module checks them against the installed dramatiq and
+raises ImportError naming its version and what differs. Checked against dramatiq 1.17 and 2.2.
 
 actors.rabbitmq's consumer extends the RabbitmqBroker's private ``_RabbitmqConsumer`` (its
 ``queue_name``, ``connection``, ``channel`` and ``known_tags``, acks by the delivery's ``_tag``),
@@ -20,7 +21,9 @@ import checks those and gives them to actors.rabbitmq under public names here.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import json
 import re
 from typing import Any
 
@@ -30,6 +33,7 @@ from dramatiq.brokers import rabbitmq as rabbitmq_broker
 from dramatiq.brokers import redis as redis_broker
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.common import current_millis
+from dramatiq.encoder import JSONEncoder
 
 #: ``local <name> = ARGV[<n>]`` lines of dispatch.lua, in the order ``run_enqueue`` passes them.
 _ARGV = (
@@ -51,6 +55,19 @@ _LUA_LINES = (
     'redis.call("hset", queue_messages, message_id, message_data)',
     'redis.call("rpush", queue_full_name, message_id)',
 )
+#: ``dramatiq.Message``'s fields, in the order ``Message.asdict`` (and so its encoding) lists them.
+_MESSAGE_FIELDS = (
+    "queue_name",
+    "actor_name",
+    "args",
+    "kwargs",
+    "options",
+    "message_id",
+    "message_timestamp",
+)
+#: What dramatiq's ``JSONEncoder.encode`` does (``json.dumps`` with these separators), with one
+#: encoder object instead of one per call.
+_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
 #: Source fragments the RabbitMQ consumer relies on, by the function that must contain them.
@@ -94,6 +111,12 @@ def _check() -> None:
         for name in ("_should_do_maintenance", "_max_unpack_size")
         if not callable(getattr(RedisBroker, name, None))
     ]
+    fields = tuple(f.name for f in dataclasses.fields(dramatiq.Message))
+    if fields != _MESSAGE_FIELDS:
+        problems.append(f"Message fields {fields}")
+    sample = {"args": [], "kwargs": {"a": "\u00e9"}}
+    if JSONEncoder().encode(sample) != _JSON.encode(sample).encode("utf-8"):
+        problems.append("JSONEncoder.encode")
     source = getattr(redis_broker, "_scripts", {}).get("dispatch")
     if source is None:
         problems.append("the dispatch script")
@@ -151,7 +174,38 @@ def run_enqueue(broker: RedisBroker, message: dramatiq.Message, *, client: Any) 
             broker._should_do_maintenance("enqueue"),
             broker._max_unpack_size(),
             message.options["redis_message_id"],
-            message.encode(),
+            encode(message),
         ],
         client=client,
     )
+
+
+def with_options(message: dramatiq.Message, **options: Any) -> dramatiq.Message:
+    """``message.copy(options=options)`` without ``dataclasses.replace``'s per-call field introspection."""
+    return dramatiq.Message(
+        queue_name=message.queue_name,
+        actor_name=message.actor_name,
+        args=message.args,
+        kwargs=message.kwargs,
+        options={**message.options, **options},
+        message_id=message.message_id,
+        message_timestamp=message.message_timestamp,
+    )
+
+
+def encode(message: dramatiq.Message) -> bytes:
+    """``message.encode()``: the same bytes, without ``Message.asdict`` when the global encoder is
+    Dramatiq's JSONEncoder (any other encoder is called as Dramatiq calls it)."""
+    if type(dramatiq.get_encoder()) is not JSONEncoder:
+        return message.encode()
+    return _JSON.encode(
+        {
+            "queue_name": message.queue_name,
+            "actor_name": message.actor_name,
+            "args": message.args,
+            "kwargs": message.kwargs,
+            "options": message.options,
+            "message_id": message.message_id,
+            "message_timestamp": message.message_timestamp,
+        }
+    ).encode("utf-8")

@@ -17,7 +17,7 @@ import dramatiq
 from config.errors import ConfigurationError
 from config.settings import MatchListenerEnvironment
 from models.barriers import Barriers
-from models.db import init_database
+from models.db import init_database, pool_size
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,11 @@ def configure(settings: MatchListenerEnvironment) -> ActorRuntime:
             settings.database_url,
             connect_timeout_seconds=settings.database_connect_timeout_seconds,
             statement_timeout_seconds=settings.database_statement_timeout_seconds,
+            pool_max_connections=pool_size(
+                pool_max_connections=settings.database_pool_max_connections,
+                listener_db_concurrency=settings.listener_db_concurrency,
+            ),
+            pool_max_age_seconds=settings.database_pool_max_age_seconds,
         )
         _current = ActorRuntime(settings=settings, barriers=Barriers.from_settings(settings), broker=broker)
         return _current

@@ -1,7 +1,9 @@
 """Benchmark: one dispatch tick with 1,000 eligible matches among 10,000 and 100,000 stored; stop latency.
 
 Run: ``.venv/bin/python bench/dispatch.py`` (a few minutes at most); ``--eligible 100000 --sizes
-100000 --stops 0 --listeners 0`` times a tick that sends 100,000 starts. Uses a throw-away database,
+100000 --stops 0 --listeners 0`` times a tick that sends 100,000 starts; ``--steps`` also prints
+the median time of each step of the tick (selection, exhausted flags, pending claims, message-id
+UPDATE, batch send) and of the full garbage collections during the timed ticks. Uses a throw-away database,
 its own Redis key prefix and Dramatiq namespace (all removed at the end), the real RedisBroker
 for the start messages, and default intervals for the stop latency (LISTENER_STOP_POLL_SECONDS).
 
@@ -12,6 +14,7 @@ size); stop latency p95 <= 250 ms.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import statistics
@@ -101,6 +104,54 @@ def reset(barriers, broker_client, namespace: str) -> None:
         broker_client.delete(key)
 
 
+#: The tick's steps ``--steps`` times: (module, function) looked up by the tick at call time.
+STEPS = (
+    ("lifecycle.dispatch", "find_candidates"),
+    ("lifecycle.dispatch", "save_message_ids"),  # the UPDATE of a tick before store_new_message_ids
+    ("lifecycle.dispatch", "store_new_message_ids"),
+    ("actors.listeners", "enqueue_many"),
+)
+BARRIER_STEPS = ("exhausted_among", "claim_pending_many")
+
+
+def timed_steps(barriers, steps: dict[str, list[float]]) -> None:
+    """Wrap the tick's steps so each call adds its milliseconds to ``steps[name]`` (``--steps``)."""
+    import importlib
+
+    def wrap(fn, name):
+        def timed(*args, **kwargs):
+            began = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                steps.setdefault(name, []).append((time.perf_counter() - began) * 1000)
+
+        return timed
+
+    for module_name, name in STEPS:
+        module = importlib.import_module(module_name)
+        if hasattr(module, name):  # an older tick has other steps: time those it has
+            setattr(module, name, wrap(getattr(module, name), name))
+    for name in BARRIER_STEPS:
+        setattr(barriers, name, wrap(getattr(barriers, name), name))
+
+
+_collection_began = [0.0]
+_in_tick = [False]
+
+
+def _time_collection(phase: str, info: dict, steps: dict[str, list[float]]) -> None:
+    """A gc callback: the milliseconds of every full (generation 2) collection inside a tick, as a step."""
+    if info.get("generation") != 2 or not _in_tick[0]:
+        return
+    if phase == "start":
+        _collection_began[0] = time.perf_counter()
+    else:
+        steps.setdefault("full garbage collections", []).append(
+            (time.perf_counter() - _collection_began[0]) * 1000
+        )
+
+
 def time_ticks(settings, barriers, broker_client, send, send_batch, ticks: int) -> list[float]:
     from lifecycle.dispatch import dispatch_upcoming_match_listeners
 
@@ -108,9 +159,13 @@ def time_ticks(settings, barriers, broker_client, send, send_batch, ticks: int) 
     for _ in range(ticks):
         reset(barriers, broker_client, settings.broker_namespace)
         began = time.perf_counter()
-        result = dispatch_upcoming_match_listeners(
-            settings=settings, barriers=barriers, send=send, send_batch=send_batch
-        )
+        _in_tick[0] = True
+        try:
+            result = dispatch_upcoming_match_listeners(
+                settings=settings, barriers=barriers, send=send, send_batch=send_batch
+            )
+        finally:
+            _in_tick[0] = False
         out.append((time.perf_counter() - began) * 1000)
         assert result.enqueued == ELIGIBLE, result
     return out
@@ -229,6 +284,9 @@ def main() -> int:
     parser.add_argument("--listeners", type=int, default=1000, help="listeners run at once in one process")
     parser.add_argument("--eligible", type=int, default=ELIGIBLE, help="eligible matches (starts per tick)")
     parser.add_argument("--sizes", default="10000,100000", help="stored matches per step (comma-separated)")
+    parser.add_argument(
+        "--steps", action="store_true", help="also print the median of each step of the timed ticks"
+    )
     args = parser.parse_args()
     globals()["ELIGIBLE"] = args.eligible
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -245,6 +303,10 @@ def main() -> int:
     migrate(settings.database_url)
     barriers = Barriers.from_settings(settings)
     broker_client = connect_redis(settings.broker_url)
+    steps: dict[str, list[float]] = {}
+    if args.steps:
+        timed_steps(barriers, steps)
+        gc.callbacks.append(lambda phase, info: _time_collection(phase, info, steps))
     try:
         results = {}
         stored = 0
@@ -254,6 +316,7 @@ def main() -> int:
             stored = total
             print(f"seeded {total:,} matches ({ELIGIBLE:,} eligible) in {time.perf_counter() - t0:.1f} s")
             time_ticks(settings, barriers, broker_client, send_start, send_starts, 1)  # warm up
+            steps.clear()
             ticks = time_ticks(settings, barriers, broker_client, send_start, send_starts, args.ticks)
             results[total] = statistics.median(ticks)
             print(
@@ -261,6 +324,11 @@ def main() -> int:
                 f"(min {min(ticks):.1f}, max {max(ticks):.1f}; {args.ticks} ticks, "
                 f"{ELIGIBLE:,} starts sent each)"
             )
+            if args.steps:
+                print(
+                    "    steps (median ms): "
+                    + ", ".join(f"{name} {statistics.median(ms):.1f}" for name, ms in steps.items())
+                )
         if 10_000 in results and 100_000 in results:
             ratio = results[100_000] / results[10_000]
             print(

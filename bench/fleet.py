@@ -18,7 +18,8 @@ worker lease) around a record-only MatchListener. Then:
   from before the tick to the end).
 
     .venv/bin/python bench/fleet.py [--workers 10] [--listeners 1000] [--broker redis|amqp]
-        [--sims K] [--stream-heartbeat 5] [--event-seconds 30] [--window 90] [--json]
+        [--sims K] [--stream-heartbeat 5] [--event-seconds 30] [--window 90] [--db-slots 4]
+        [--db-pool P] [--pgbouncer POOL] [--json]
 """
 
 from __future__ import annotations
@@ -187,10 +188,14 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "LOG_LEVEL": "WARNING",
         }
     )
+    if args.db_pool is not None:
+        env["DATABASE_POOL_MAX_CONNECTIONS"] = str(args.db_pool)
+    else:
+        env.pop("DATABASE_POOL_MAX_CONNECTIONS", None)
     os.environ.update(env)
 
     from config.clock import utcnow
-    from models.db import database, init_database
+    from models.db import database, init_database, pool_size
     from models.league import League
     from models.match import Match
     from models.migrate import drop_database, migrate
@@ -335,6 +340,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "event_s": args.event_seconds,
             "lifecycle_heartbeat_s": args.lifecycle_heartbeat,
             "db_slots": args.db_slots,
+            "db_pool": pool_size(pool_max_connections=args.db_pool, listener_db_concurrency=args.db_slots),
             "pgbouncer_pool": args.pgbouncer,
             "tick_s": tick_s,
             "ramp_s": ramp_s,
@@ -391,7 +397,12 @@ def report(r: dict[str, Any]) -> None:
     if r["pgbouncer_pool"]:
         print(f"workers reach PostgreSQL through pgbouncer (transaction mode, pool {r['pgbouncer_pool']})")
     print(f"dispatch tick sending {total:,} starts: {r['tick_s'] * 1000:.0f} ms (goal < 1000 ms)")
-    print(f"all {total:,} streaming (open row and stream connection each) after {r['ramp_s']:.1f} s")
+    pool = f"a pool of {r['db_pool']}" if r["db_pool"] else "no pool (a new one per use)"
+    print(f"each worker: {r['db_slots']} database slots, PostgreSQL connections: {pool}")
+    print(
+        f"all {total:,} streaming (open row and stream connection each) after {r['ramp_s']:.1f} s "
+        f"({total / r['ramp_s']:.0f} starts/s)"
+    )
     print(f"open rows during the {r['window_s']:.0f} s window: min {r['running_min']:,}")
     print(
         f"largest lifecycle heartbeat lag: {r['hb_lag_max_s']:.1f} s "
@@ -446,6 +457,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--db-slots", type=int, default=4, help="LISTENER_DB_SLOTS_PER_PROCESS of each worker"
+    )
+    parser.add_argument(
+        "--db-pool",
+        type=int,
+        default=None,
+        help="DATABASE_POOL_MAX_CONNECTIONS of each worker (default: db slots + 2, at least 10; 0: no pool)",
     )
     parser.add_argument(
         "--pgbouncer",

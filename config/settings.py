@@ -131,6 +131,12 @@ class BaseEnvironment(BaseSettings):
     """PostgreSQL connect timeout (0: none)."""
     database_statement_timeout_seconds: NonNegativeFloat = 60.0
     """PostgreSQL statement_timeout of every kickoff connection (0: none)."""
+    database_pool_max_connections: NonNegativeInt | None = None
+    """PostgreSQL connections one worker process keeps and reuses at most (starts, heartbeats, queries);
+    unset: LISTENER_DB_CONCURRENCY + 2, at least 10; 0: no pool (a connection per use). Give a process whose
+    threads use the database at once more than that a larger pool."""
+    database_pool_max_age_seconds: PositiveFloat = 60.0
+    """A pooled PostgreSQL connection is closed once this old (idle ones first)."""
 
     # -- publisher (outbox, triggers, drain) -------------------------------------
     amqp_confirm_timeout_seconds: PositiveFloat = 10.0

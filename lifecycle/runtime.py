@@ -182,12 +182,12 @@ class ListenerServices:
 
     @contextlib.contextmanager
     def db_slot(self) -> Iterator[None]:
-        """Bound the PostgreSQL connections a burst of starts/shutdowns opens; close ours at exit.
+        """Bound the PostgreSQL work a burst of starts/shutdowns does at once; hand ours back at exit.
 
         A worker with 1,000 listener threads must not open 1,000 connections when a dispatch
         hands it 1,000 starts at once: each start's database work runs inside a slot of the
-        process's one database gate (shared with the listeners' own queries), and no connection
-        is kept while the game runs.
+        process's one database gate (shared with the listeners' own queries), on a connection of
+        the process's pool (models.db), and no connection is held while the game runs.
         """
         with self._db_slots:
             try:
@@ -234,6 +234,9 @@ class ListenerServices:
                 self.redispatch(freed)
         except KickoffError as exc:  # a service down: the next step (or the next dispatch) retries
             logger.warning("reaping dead listener workers failed: %s", exc)
+        finally:
+            if not database.is_closed():
+                database.close()  # back to the process's pool until the next step
 
     def _stop_lease_runs(self, lease_id: str) -> None:
         for reg in self.heartbeat.snapshot():

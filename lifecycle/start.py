@@ -119,13 +119,13 @@ def find_candidates(
         cond &= Match.id.in_([uuid.UUID(m) for m in match_ids])
     with database_errors():
         query = (
-            Match.select(Match.id, peewee.fn.EXISTS(stale_open).alias("has_stale"))
+            Match.select(Match.id.cast("text"), peewee.fn.EXISTS(stale_open).alias("has_stale"))
             .join(League)
             .where(cond)
             .order_by(Match.scheduled, Match.id)
             .tuples()
         )
-        return [(str(mid), bool(has_stale)) for mid, has_stale in query]
+        return [(mid, bool(has_stale)) for mid, has_stale in query]
 
 
 # -- settings merge -------------------------------------------------------------------

@@ -15,6 +15,16 @@ from config.clock import utcnow
 from models.db import database, database_errors
 from models.match import Match
 
+#: A start message id is ``start-match-listener.{match_id}.{uuid4}`` (dot-separated: both UUIDs
+#: contain dashes).
+MESSAGE_ID_PREFIX = "start-match-listener"
+
+
+def new_message_id(match_id: str, suffix: uuid.UUID | None = None) -> str:
+    """A start message id of ``match_id``: the given uuid4 (one batch's) or a fresh one."""
+    return f"{MESSAGE_ID_PREFIX}.{match_id}.{suffix or uuid.uuid4()}"
+
+
 #: One round trip, one implicit transaction. Sequential scans are off for this statement only:
 #: with the default random_page_cost the planner hashes the whole matches table to join 1,000
 #: ids (cost grows with the table); probing the primary key per id costs what the ids cost.
@@ -24,6 +34,31 @@ _SAVE_MESSAGE_IDS = (
     "FROM unnest(%s::uuid[], %s::text[]) AS v (id, mid) WHERE m.id = v.id; "
     "RESET enable_seqscan"
 )
+
+
+#: The same join, with each id made in SQL from the batch's prefix and uuid4: the ids do not travel.
+_STORE_NEW_MESSAGE_IDS = (
+    "SET LOCAL enable_seqscan = off; "
+    "UPDATE matches AS m SET start_message_id = %s || '.' || v.id::text || '.' || %s "
+    "FROM unnest(%s::uuid[]) AS v (id) WHERE m.id = v.id; "
+    "RESET enable_seqscan"
+)
+
+
+def store_new_message_ids(match_ids: Sequence[str]) -> list[str]:
+    """Give each of ``match_ids`` a fresh start message id, store them (one UPDATE), return them in order.
+
+    ``match_ids`` are distinct and in PostgreSQL's text form of a uuid (as the dispatch selection
+    returns them). One uuid4 serves the whole batch: each id is unique all the same (one per match,
+    and no other batch has that uuid4), and a tick of 10,000 starts neither makes 10,000 uuid4s
+    nor sends 10,000 ids to PostgreSQL (it builds them, as ``new_message_id`` does here).
+    """
+    if not match_ids:
+        return []
+    suffix = uuid.uuid4()
+    with database_errors():
+        database.execute_sql(_STORE_NEW_MESSAGE_IDS, (MESSAGE_ID_PREFIX, str(suffix), list(match_ids)))
+    return [new_message_id(m, suffix) for m in match_ids]
 
 
 def save_message_ids(pairs: Sequence[tuple[str, str]]) -> None:

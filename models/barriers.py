@@ -117,9 +117,18 @@ return 0
 """
 
 
+#: Connections one client keeps at most; a thread that finds them all in use waits (up to the
+#: socket timeout) instead of failing, as redis-py's default pool (100, then "Too many connections")
+#: would when a thousand listener threads of one process end, or hand off, at once.
+REDIS_MAX_CONNECTIONS = 50
+
+
 def connect_redis(url: str) -> redis.Redis:
     """Return a client for ``url`` (no connection is opened until the first command)."""
-    return redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10)
+    pool = redis.BlockingConnectionPool.from_url(
+        url, max_connections=REDIS_MAX_CONNECTIONS, timeout=10, socket_connect_timeout=5, socket_timeout=10
+    )
+    return redis.Redis(connection_pool=pool)
 
 
 @contextmanager

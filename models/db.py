@@ -1,6 +1,9 @@
 """The process-wide database handle: a Peewee proxy initialised once at boot.
 
-``init_database`` binds the proxy to PostgreSQL; nothing connects at import time.
+``init_database`` binds the proxy to PostgreSQL; nothing connects at import time. With
+``pool_max_connections`` a process keeps its connections and reuses them (``database.close()``
+hands the thread's connection back to the pool), so a burst of short database steps (a thousand
+listener starts) does not pay a new connection each; the pool is the process's cap.
 ``database_errors`` is the one boundary of the PostgreSQL driver: a failed or lost connection
 becomes DatabaseUnavailable, a missing table DatabaseNotMigrated. The database object itself
 turns a missing table into DatabaseNotMigrated on every statement, wherever it runs.
@@ -9,10 +12,13 @@ turns a missing table into DatabaseNotMigrated on every statement, wherever it r
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import peewee
+from playhouse.pool import MaxConnectionsExceeded, _PooledPostgresqlDatabase
 from playhouse.postgres_ext import PostgresqlExtDatabase
 
 from config.errors import DatabaseNotMigrated, DatabaseUnavailable
@@ -67,6 +73,14 @@ class KickoffDatabase(PostgresqlExtDatabase):
     same answer everywhere: run kickoff db migrate.
     """
 
+    #: Connections this database object opened so far (a pool counts only the new ones).
+    connections_opened = 0
+
+    def _connect(self) -> object:
+        conn = super()._connect()
+        self.connections_opened += 1  # under the database's connect lock
+        return conn
+
     def execute_sql(self, sql: str, params: object = None, named_cursor: object = None) -> object:
         try:
             return super().execute_sql(sql, params, named_cursor=named_cursor)
@@ -74,6 +88,74 @@ class KickoffDatabase(PostgresqlExtDatabase):
             if _undefined(exc):
                 raise not_migrated(None) from exc
             raise
+
+
+class PooledKickoffDatabase(_PooledPostgresqlDatabase, KickoffDatabase):
+    """KickoffDatabase whose connections are kept and reused: at most ``max_connections`` per process.
+
+    ``close()`` returns the thread's connection to the pool (rolled back if a transaction was
+    left open; dropped if the server or the network closed it). A connection is checked with one
+    ``SELECT 1`` when it is taken from the pool after more than ``RECHECK_AFTER_SECONDS`` unused
+    (Peewee checks on every take, one round trip under the process's connect lock; a burst of
+    starts takes a connection every few milliseconds), and closed once it is ``max_age_seconds``
+    old (idle ones at the next take), so a process that goes quiet falls back to the connections
+    it still uses. A thread that finds every connection taken waits for one up to
+    ``wait_seconds``, then fails like a connect that timed out.
+    """
+
+    #: A connection handed back less than this long ago is taken without its ``SELECT 1``.
+    RECHECK_AFTER_SECONDS = 1.0
+
+    def __init__(
+        self, database: str, *, max_connections: int, max_age_seconds: float, wait_seconds: float, **kwargs
+    ) -> None:
+        super().__init__(
+            database,
+            max_connections=max_connections,
+            stale_timeout=max(1, int(max_age_seconds)),
+            timeout=max(1, int(wait_seconds)) if wait_seconds > 0 else 0,  # 0: wait as long as it takes
+            **kwargs,
+        )
+        self._returned_at: dict[int, float] = {}  # id(connection) -> monotonic time handed back
+
+    def _is_closed(self, conn: Any) -> bool:
+        returned = self._returned_at.pop(id(conn), None)
+        if conn.closed:
+            return True
+        if returned is not None and time.monotonic() - returned < self.RECHECK_AFTER_SECONDS:
+            return False
+        return bool(super()._is_closed(conn))
+
+    def _close(self, conn: Any, close_conn: bool = False) -> None:
+        super()._close(conn, close_conn)
+        if not close_conn and not conn.closed:
+            self._returned_at[id(conn)] = time.monotonic()
+
+    def connect(self, reuse_if_open: bool = False) -> bool:
+        try:
+            return super().connect(reuse_if_open)
+        except MaxConnectionsExceeded as exc:
+            raise peewee.OperationalError(
+                f"all {self._max_connections} connections of this process's pool are in use "
+                "(DATABASE_POOL_MAX_CONNECTIONS)"
+            ) from exc
+
+    @property
+    def max_connections(self) -> int:
+        """The pool's cap: connections this process keeps and uses at most."""
+        return int(self._max_connections)
+
+    def in_use(self) -> int:
+        """Connections handed out now (held by threads)."""
+        return len(self._in_use)
+
+    def idle(self) -> int:
+        """Connections kept in the pool, open and unused."""
+        return len(self._connections)
+
+
+#: How old a pooled connection gets before it is closed (setting database_pool_max_age_seconds).
+DEFAULT_POOL_MAX_AGE_SECONDS = 60.0
 
 
 #: SQLSTATE of "relation does not exist" / "column does not exist": a schema behind the code.
@@ -95,11 +177,16 @@ def init_database(
     *,
     connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
     statement_timeout_seconds: float = DEFAULT_STATEMENT_TIMEOUT_SECONDS,
+    pool_max_connections: int = 0,
+    pool_max_age_seconds: float = DEFAULT_POOL_MAX_AGE_SECONDS,
 ) -> PostgresqlExtDatabase:
     """Bind the process-wide proxy to the PostgreSQL database at ``url`` (no connection yet).
 
     Every connection gets a connect timeout, TCP keepalives and a statement timeout (see
     ``connection_limits``); migrations use their own connection and are not limited.
+    ``pool_max_connections`` > 0 keeps and reuses at most that many connections
+    (``PooledKickoffDatabase``; a thread waits up to the connect timeout for a free one); 0 opens
+    a connection on first use in a thread and closes it on ``database.close()``.
     """
     global _bound_url
     name, kwargs = connect_kwargs_from_url(url)
@@ -108,10 +195,42 @@ def init_database(
         connect_timeout_seconds=connect_timeout_seconds,
         statement_timeout_seconds=statement_timeout_seconds,
     )
-    db = KickoffDatabase(name, autoconnect=True, thread_safe=True, **kwargs)
+    previous = database.obj
+    if isinstance(previous, PooledKickoffDatabase):
+        previous.close_idle()  # rebinding (tests, a new runtime): the old pool's idle connections go now
+    db: KickoffDatabase
+    if pool_max_connections > 0:
+        db = PooledKickoffDatabase(
+            name,
+            max_connections=pool_max_connections,
+            max_age_seconds=pool_max_age_seconds,
+            wait_seconds=connect_timeout_seconds,
+            autoconnect=True,
+            thread_safe=True,
+            **kwargs,
+        )
+    else:
+        db = KickoffDatabase(name, autoconnect=True, thread_safe=True, **kwargs)
     database.initialize(db)
     _bound_url = url
     return db
+
+
+#: The smallest default pool: a default-queue worker's 8 threads (deploy/Procfile) and its 2
+#: outbox drains (OUTBOX_DRAIN_WORKERS) may all use the database at once.
+MIN_DEFAULT_POOL = 10
+
+
+def pool_size(*, pool_max_connections: int | None, listener_db_concurrency: int) -> int:
+    """The pool of a worker process: the setting; unset, the listener database slots plus two (the
+    heartbeat's and the worker lease's connections), at least ``MIN_DEFAULT_POOL``; 0: no pool.
+
+    A pool only opens the connections its threads use at once, so a larger cap costs nothing
+    until a burst needs it.
+    """
+    if pool_max_connections is not None:
+        return pool_max_connections
+    return max(listener_db_concurrency + 2, MIN_DEFAULT_POOL)
 
 
 def bound_url() -> str | None:

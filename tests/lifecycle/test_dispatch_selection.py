@@ -143,3 +143,30 @@ def test_auto_dispatch_off_is_not_selected_in_or_out_of_the_window(select, make_
     make_match(status="inprogress", auto_dispatch_listener=False)
     make_match(status="scheduled", auto_dispatch_listener=False)
     assert select() == set()
+
+
+def test_a_tick_stores_for_every_match_the_message_id_it_sends_unique_per_match_and_per_tick(
+    make_match, lsettings, lbarriers
+):
+    from lifecycle.start_messages import stored_message_ids
+
+    matches = [make_match() for _ in range(30)]
+    ids = [str(m.id) for m in matches]
+    ticks = []
+    for _ in range(2):
+        sent: list = []
+        result = dispatch(
+            settings=lsettings,
+            barriers=lbarriers,
+            send=sent.append,
+            send_batch=sent.extend,
+            within_minutes=WITHIN,
+        )
+        assert result.enqueued == 30
+        assert stored_message_ids(ids) == {m.match_id: m.message_id for m in sent}
+        ticks.append({m.message_id for m in sent})
+        lbarriers.clear_pending(*ids)
+
+    assert len(ticks[0]) == len(ticks[1]) == 30 and not ticks[0] & ticks[1]
+    for tick in ticks:
+        assert len({mid.rsplit(".", 1)[1] for mid in tick}) == 1  # one uuid4 per tick

@@ -48,3 +48,34 @@ def test_a_rabbitmq_broker_without_consumer_class_fails_at_the_check(monkeypatch
         ImportError, match=rf"dramatiq {dramatiq.__version__} .*RabbitmqBroker\.consumer_class"
     ):
         dramatiq_compat._check()
+
+
+def test_a_dramatiq_whose_message_has_other_fields_fails_at_the_check(monkeypatch):
+    monkeypatch.setattr(dramatiq_compat, "_MESSAGE_FIELDS", ("queue_name", "actor_name"))
+    with pytest.raises(ImportError, match="Message fields"):
+        dramatiq_compat._check()
+
+
+def test_a_message_is_encoded_to_the_same_bytes_as_dramatiq_encodes_it():
+    message = dramatiq.Message(
+        queue_name="match_listeners",
+        actor_name="start_match_listener",
+        args=(),
+        kwargs={"match_id": "m", "overrides": {"title": 'Zürich "derby"'}, "force": False},
+        options={"redis_message_id": "r.1"},
+        message_id="start-match-listener.m.u",
+    )
+    copied = dramatiq_compat.with_options(message, redis_message_id="r.2")
+
+    assert dramatiq_compat.encode(message) == message.encode()
+    assert copied == message.copy(options={"redis_message_id": "r.2"})
+
+
+def test_another_global_encoder_encodes_the_message_itself(monkeypatch):
+    from dramatiq.encoder import PickleEncoder
+
+    message = dramatiq.Message(queue_name="q", actor_name="a", args=(1,), kwargs={}, options={})
+    monkeypatch.setattr(dramatiq.message, "global_encoder", PickleEncoder())
+
+    assert dramatiq_compat.encode(message) == message.encode()
+    assert dramatiq.Message.decode(dramatiq_compat.encode(message)) == message

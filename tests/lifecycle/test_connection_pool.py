@@ -1,0 +1,151 @@
+"""A worker process keeps and reuses its PostgreSQL connections: one pool per process, with a cap."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import psycopg2
+import pytest
+
+from config.errors import DatabaseUnavailable
+from models.db import PooledKickoffDatabase, database, database_errors, init_database, pool_size
+from tests.lifecycle.helpers import start
+from tests.waiting import wait_for
+
+
+@pytest.fixture
+def rebind(db, lsettings):
+    """Re-bind the proxy after the test to the defaults the other tests use."""
+    yield
+    if not database.is_closed():
+        database.close()
+    init_database(lsettings.database_url)
+
+
+def _backend_pid() -> int:
+    try:
+        return int(database.execute_sql("SELECT pg_backend_pid()").fetchone()[0])
+    finally:
+        database.close()
+
+
+def _pool() -> PooledKickoffDatabase:
+    assert isinstance(database.obj, PooledKickoffDatabase)
+    return database.obj
+
+
+def test_threads_that_close_after_each_step_share_the_pools_connections(lsettings, rebind):
+    init_database(lsettings.database_url, pool_max_connections=2)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        pids = set(pool.map(lambda _: _backend_pid(), range(200)))
+    assert 1 <= len(pids) <= 2
+    assert _pool().in_use() == 0 and _pool().idle() == len(pids)
+
+
+def test_a_thread_waits_for_a_connection_another_thread_hands_back(lsettings, rebind):
+    init_database(lsettings.database_url, pool_max_connections=1, connect_timeout_seconds=30)
+    held = database.execute_sql("SELECT pg_backend_pid()").fetchone()[0]  # this thread holds the only one
+    got: list[int] = []
+    waiter = threading.Thread(target=lambda: got.append(_backend_pid()))
+    waiter.start()
+    wait_for(lambda: waiter.is_alive() and not got, what="the second thread waits")
+    database.close()
+    waiter.join(30)
+    assert got == [held]
+
+
+def test_a_thread_finding_every_connection_held_fails_after_the_connect_timeout(lsettings, rebind):
+    init_database(lsettings.database_url, pool_max_connections=1, connect_timeout_seconds=1)
+    database.execute_sql("SELECT 1")  # this thread holds the only one
+    errors: list[BaseException] = []
+
+    def other() -> None:
+        try:
+            with database_errors():
+                database.execute_sql("SELECT 1")
+        except DatabaseUnavailable as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join(30)
+    assert len(errors) == 1 and "DATABASE_POOL_MAX_CONNECTIONS" in str(errors[0])
+
+
+def _terminate(url: str, pid: int) -> None:
+    admin = psycopg2.connect(url)
+    try:
+        admin.autocommit = True
+        with admin.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    finally:
+        admin.close()
+
+
+def test_a_pooled_connection_the_server_ended_is_checked_and_replaced_before_use(
+    lsettings, rebind, monkeypatch
+):
+    monkeypatch.setattr(PooledKickoffDatabase, "RECHECK_AFTER_SECONDS", 0.0)  # check every take
+    init_database(lsettings.database_url, pool_max_connections=1)
+    first = _backend_pid()
+    _terminate(lsettings.database_url, first)
+    assert _backend_pid() != first  # no failed statement: the take saw it was gone
+
+
+def test_a_connection_handed_back_just_before_the_server_ended_it_fails_once_then_is_replaced(
+    lsettings, rebind, monkeypatch
+):
+    monkeypatch.setattr(PooledKickoffDatabase, "RECHECK_AFTER_SECONDS", 3600.0)  # never checked
+    init_database(lsettings.database_url, pool_max_connections=1)
+    first = _backend_pid()
+    _terminate(lsettings.database_url, first)
+    with pytest.raises(DatabaseUnavailable), database_errors():
+        database.execute_sql("SELECT 1")
+    database.close()
+    assert _backend_pid() != first
+
+
+def test_a_connection_is_closed_once_older_than_its_max_age(lsettings, rebind):
+    init_database(lsettings.database_url, pool_max_connections=1, pool_max_age_seconds=1)
+    first = _backend_pid()
+    wait_for(lambda: _backend_pid() != first, what="the old connection is replaced")
+
+
+def test_the_pool_of_a_worker_is_its_listener_database_slots_plus_two_and_at_least_ten_unless_set():
+    assert pool_size(pool_max_connections=None, listener_db_concurrency=16) == 18
+    assert pool_size(pool_max_connections=None, listener_db_concurrency=4) == 10
+    assert pool_size(pool_max_connections=3, listener_db_concurrency=8) == 3
+    assert pool_size(pool_max_connections=0, listener_db_concurrency=8) == 0
+
+
+def test_many_listener_starts_open_no_more_connections_than_the_pool(
+    lsettings, lbarriers, services, runner, make_match, rebind
+):
+    init_database(lsettings.database_url, pool_max_connections=3, connect_timeout_seconds=30)
+    matches = [make_match() for _ in range(30)]
+    database.close()
+    ctx = {"settings": lsettings, "barriers": lbarriers, "services": services}
+    overrides = {"listener_test_duration_seconds": 0.2}
+
+    futures = [runner(start, m, overrides=overrides, **ctx) for m in matches]
+    results = [f.result(timeout=60) for f in futures]
+
+    assert all(r.exit_code == 0 and r.record_id for r in results), results
+    # Without a pool each start opens two connections (its guards, its row) and closes them.
+    assert 1 <= _pool().connections_opened <= 3
+
+
+def test_many_threads_using_one_redis_client_at_once_wait_for_a_connection_instead_of_failing(lsettings):
+    from models.barriers import REDIS_MAX_CONNECTIONS, connect_redis
+
+    client = connect_redis(lsettings.redis_url)
+    threads = REDIS_MAX_CONNECTIONS * 4  # a graceful shutdown of a thousand listeners, in small
+    empty = f"{lsettings.redis_key_prefix}never-pushed"  # each BLPOP holds its connection 0.1 s
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        replies = list(pool.map(lambda _: client.blpop([empty], timeout=0.1), range(threads)))
+
+    assert replies == [None] * threads
+    assert client.connection_pool.max_connections == REDIS_MAX_CONNECTIONS
+    client.close()
