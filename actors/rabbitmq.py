@@ -26,7 +26,7 @@ import pika
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.common import dq_name, q_name, xq_name
 
-from actors.dramatiq_compat import RabbitmqConsumer, delivery_tag, encoded_message
+from actors.dramatiq_compat import RabbitmqConsumer, delivery_tag, encode, encoded_message
 from config.errors import BrokerUnavailable
 from config.settings import mask_url
 
@@ -179,7 +179,7 @@ def publish_batch(broker: KickoffRabbitmqBroker, messages: list[dramatiq.Message
     for message in messages:
         broker.emit_before("enqueue", message, None)
     outgoing = [
-        OutgoingMessage(queue=m.queue_name, body={}, message_id=m.message_id, raw=m.encode())
+        OutgoingMessage(queue=m.queue_name, body={}, message_id=m.message_id, raw=encode(m))
         for m in messages
     ]
     queues = {m.queue_name for m in messages}
