@@ -16,7 +16,7 @@ from config.settings import MatchListenerEnvironment
 from lifecycle.dispatch import StartMessage
 from lifecycle.runtime import ListenerServices
 from models.barriers import Barriers
-from models.db import database
+from models.db import database, init_database
 from tests.waiting import wait_for
 
 #: Short intervals: every interval is a setting, so tests run the real code fast.
@@ -46,6 +46,15 @@ def actors_bound(lifecycle_env: dict[str, str]) -> None:
     from actors import runtime
 
     runtime.configure(MatchListenerEnvironment(_env_file=None))
+
+
+@pytest.fixture
+def rebind(db, lsettings):
+    """Re-bind the proxy after the test to the defaults the other tests use."""
+    yield
+    if not database.is_closed():
+        database.close()
+    init_database(lsettings.database_url)
 
 
 @pytest.fixture

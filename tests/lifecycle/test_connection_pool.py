@@ -14,15 +14,6 @@ from tests.lifecycle.helpers import start
 from tests.waiting import wait_for
 
 
-@pytest.fixture
-def rebind(db, lsettings):
-    """Re-bind the proxy after the test to the defaults the other tests use."""
-    yield
-    if not database.is_closed():
-        database.close()
-    init_database(lsettings.database_url)
-
-
 def _backend_pid() -> int:
     try:
         return int(database.execute_sql("SELECT pg_backend_pid()").fetchone()[0])

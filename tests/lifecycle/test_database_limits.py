@@ -8,15 +8,6 @@ from config.errors import DatabaseUnavailable
 from models.db import database, database_errors, init_database
 
 
-@pytest.fixture
-def rebind(db, lsettings):
-    """Re-bind the proxy after the test to the defaults the other tests use."""
-    yield
-    if not database.is_closed():
-        database.close()
-    init_database(lsettings.database_url)
-
-
 def test_a_statement_running_longer_than_the_statement_timeout_fails_instead_of_hanging(lsettings, rebind):
     init_database(lsettings.database_url, statement_timeout_seconds=0.2)
     with pytest.raises(DatabaseUnavailable, match="statement timeout"), database_errors():
