@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -66,21 +67,39 @@ class DispatchResult:
         return asdict(self)
 
 
-@contextlib.contextmanager
-def cycle_collection_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while one tick runs (reference counting still frees).
+class _CollectionPause:
+    """Counts the ticks that paused the collector: off with the first, on again after the last.
 
-    A tick of 10,000 starts holds some hundred thousand objects until it ends (ids, messages,
-    bodies) and makes no reference cycles; the collector would scan them all in a full collection
-    in the middle of the tick (49 ms of a 367 ms tick, ``bench/dispatch.py --steps``).
+    Ticks of one process may overlap (a worker's lease thread and its listeners' hand-offs
+    dispatch too); each one alone restoring what it saw could leave the collector off for good.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+
+    def __init__(self) -> None:
+        self._mu = threading.Lock()
+        self._pauses = 0
+        self._reenable = False
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._mu:
+            if self._pauses == 0:
+                self._reenable = gc.isenabled()
+                gc.disable()
+            self._pauses += 1
+        try:
+            yield
+        finally:
+            with self._mu:
+                self._pauses -= 1
+                if self._pauses == 0 and self._reenable:
+                    gc.enable()
+
+
+#: Pause Python's cyclic garbage collector while a tick runs (reference counting still frees).
+#: A tick of 10,000 starts holds some hundred thousand objects until it ends (ids, messages,
+#: bodies) and makes no reference cycles; the collector would scan them all in a full collection
+#: in the middle of the tick (49 ms of a 367 ms tick, ``bench/dispatch.py --steps``).
+cycle_collection_paused = _CollectionPause()
 
 
 def dispatch_upcoming_match_listeners(

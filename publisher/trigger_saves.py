@@ -5,11 +5,13 @@ arrived meanwhile under ``TriggerCommitter``) and:
 
 1. in one transaction, refuses the saves that name a Sleeper id where an ESPN id belongs (one
    query for all), inserts every other action with ``ON CONFLICT DO NOTHING`` and the outbox
-   rows of those inserted (saves in key order, so two batches never wait on each other's keys);
-2. answers each save whose key was held through ``_save_one`` (the duplicate, key-release and
+   rows of those inserted (saves in key order, so two batches that share keys never deadlock);
+   a batch the database refuses as a whole is saved again one save at a time, so one bad save
+   fails alone;
+2. settles each save whose key was held (``_settle_held_key``: the duplicate, key-release and
    redelivery rules, one transaction each);
-3. claims the new rows that are not held, publishes them with one wait for all confirms and
-   records the broker's answers, in a second transaction.
+3. claims the new rows that are not held and the redelivered ones, publishes them with one wait
+   for all confirms and records the broker's answers, in a second transaction.
 
 A row is published only from that claim (``FOR UPDATE SKIP LOCKED``), so a drain that got there
 first is never doubled; its immediate-publish grace keeps the drain away meanwhile.
@@ -27,8 +29,10 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+import peewee
+
 from config.clock import utcnow
-from config.errors import DatabaseUnavailable, TriggerConflictError
+from config.errors import DatabaseUnavailable, TriggerConflictError, TriggerValidationError
 from config.records import json_fields
 from config.settings import BaseEnvironment
 from models.activity import ActionStatus
@@ -202,7 +206,10 @@ def _row_published(outbox_id: int) -> bool:
 
 def _answer(tracking_id: str, outbox_id: int, outcome: PublishOutcome | None) -> SaveOutcome:
     if outcome is None:  # a drain holds the row right now, or it was just published
-        published = _row_published(outbox_id)
+        try:
+            published = _row_published(outbox_id)
+        except DatabaseUnavailable as exc:  # saved; the drain publishes it
+            return TriggerResult(TriggerStatus.PENDING, tracking_id), exc
         busy = None if published else "a drain is publishing it right now"
         status = TriggerStatus.QUEUED if published else TriggerStatus.PENDING
         return TriggerResult(status, tracking_id, published=published), busy
@@ -211,33 +218,72 @@ def _answer(tracking_id: str, outbox_id: int, outcome: PublishOutcome | None) ->
     return TriggerResult(TriggerStatus.PENDING, tracking_id), outcome.error
 
 
+#: What a value PostgreSQL cannot store raises: the driver's refusal (a NUL in a string) or the
+#: server's (DataError and the like).
+_REFUSED_VALUES = (peewee.DatabaseError, ValueError)
+
+
+def _save_batch(news: Sequence[_New], *, settings: BaseEnvironment) -> tuple[dict[int, Any], dict[str, int]]:
+    """The saving transaction: refusals by index, and tracking id -> outbox id of the inserted saves.
+
+    A batch the database refuses as a whole for something other than being unreachable (a value
+    one save carries that PostgreSQL rejects) is saved again one save at a time, so only the save
+    at fault answers with the error.
+    """
+    now = utcnow()
+    grace = timedelta(seconds=settings.outbox_immediate_grace_seconds)
+    try:
+        with database_errors(), database.atomic():
+            refusals: dict[int, Any] = dict(_sleeper_refusals(news))
+            saved = [n for i, n in enumerate(news) if i not in refusals]
+            return refusals, _insert_new(saved, now=now, grace=grace)
+    except DatabaseUnavailable:
+        raise
+    except _REFUSED_VALUES:
+        if len(news) == 1:
+            raise
+    logger.warning("a batch of %s triggers was refused as a whole: saving them one by one", len(news))
+    refusals, outbox_ids = {}, {}
+    for i, new in enumerate(news):
+        try:
+            one_refusal, one_saved = _save_batch([new], settings=settings)
+        except _REFUSED_VALUES as exc:
+            refusals[i] = TriggerValidationError("request", f"the database refused a value of it: {exc}")
+            continue
+        if one_refusal:
+            refusals[i] = one_refusal[0]
+        outbox_ids.update(one_saved)
+    return refusals, outbox_ids
+
+
 def save_and_publish(
     saves: Sequence[TriggerSave], *, publisher: AmqpPublisher, settings: BaseEnvironment
 ) -> list[SaveOutcome | Exception]:
     """Save every trigger with its message, then publish the new ones at once; one answer per save.
 
     Raises DatabaseUnavailable when nothing could be saved. A save may answer with its own
-    error: a Sleeper id where an ESPN id belongs, or for a held key a conflict or the database
-    lost meanwhile; ``outcome_of`` raises it. A
-    publish that cannot reach the database after the save answers ``pending`` (the drain
-    publishes the saved row).
+    error: a Sleeper id where an ESPN id belongs, a value the database refuses, or for a held
+    key a conflict or the database lost meanwhile; ``outcome_of`` raises it. A publish that
+    cannot reach the database after the save answers ``pending`` (the drain publishes the saved
+    row). The messages of the new saves and of redelivered duplicates go out in one publish.
     """
-    now = utcnow()
     news = [_New(save) for save in saves]
-    grace = timedelta(seconds=settings.outbox_immediate_grace_seconds)
-    with database_errors(), database.atomic():
-        answers: dict[int, SaveOutcome | Exception] = dict(_sleeper_refusals(news))
-        outbox_ids = _insert_new([n for i, n in enumerate(news) if i not in answers], now=now, grace=grace)
-    to_publish: dict[int, _New] = {}
+    answers, outbox_ids = _save_batch(news, settings=settings)
+    to_publish: dict[int, _Publish] = {}
     for i, new in enumerate(news):
         if i in answers:
             continue
         outbox_id = outbox_ids.get(new.tracking_id)
         if outbox_id is None:  # the key is held: the duplicate and release rules, one by one
             try:
-                answers[i] = _save_one(new, publisher=publisher, settings=settings)
+                settled = _settle_held_key(new, settings=settings)
             except (DatabaseUnavailable, TriggerConflictError) as exc:
                 answers[i] = exc
+                continue
+            if isinstance(settled, _Publish):
+                to_publish[i] = settled
+            else:
+                answers[i] = settled
             continue
         logger.info(
             "trigger saved: tracking_id=%s queue=%s run_id=%s held_by=%s",
@@ -249,18 +295,20 @@ def save_and_publish(
         if new.save.held_by is not None:
             answers[i] = TriggerResult(TriggerStatus.PENDING, new.tracking_id, held=True), None
         else:
-            to_publish[i] = new
+            to_publish[i] = _Publish(new.tracking_id, outbox_id)
     if to_publish:
-        ids = {i: outbox_ids[new.tracking_id] for i, new in to_publish.items()}
         try:
-            outcomes = publish_rows_now(list(ids.values()), publisher=publisher, settings=settings)
-        except DatabaseUnavailable as exc:  # the rows are saved; the drain publishes them
-            logger.warning("immediate publish skipped for %s saved triggers: %s", len(ids), exc)
-            for i, new in to_publish.items():
-                answers[i] = TriggerResult(TriggerStatus.PENDING, new.tracking_id), exc
+            outcomes = publish_rows_now(
+                [p.outbox_id for p in to_publish.values()], publisher=publisher, settings=settings
+            )
+        except Exception as exc:  # the rows are saved; the drain publishes them
+            log = logger.warning if isinstance(exc, DatabaseUnavailable) else logger.exception
+            log("immediate publish skipped for %s saved triggers: %s", len(to_publish), exc)
+            for i, p in to_publish.items():
+                answers[i] = TriggerResult(TriggerStatus.PENDING, p.tracking_id), exc
         else:
-            for i, new in to_publish.items():
-                answers[i] = _answer(new.tracking_id, ids[i], outcomes.get(ids[i]))
+            for i, p in to_publish.items():
+                answers[i] = _answer(p.tracking_id, p.outbox_id, outcomes.get(p.outbox_id))
     return [answers[i] for i in range(len(news))]
 
 
@@ -280,13 +328,21 @@ def _existing_delivery(tracking_id: str) -> _Delivery:
     return _Delivery() if row is None else _Delivery(row[0], row[1], row[2], row[3])
 
 
-def _save_one(new: _New, *, publisher: AmqpPublisher, settings: BaseEnvironment) -> SaveOutcome:
-    """A save whose key was held: duplicate, or release an expired key and save; then publish.
+@dataclass(frozen=True)
+class _Publish:
+    """A saved message to publish now, and the action it answers for."""
+
+    tracking_id: str
+    outbox_id: int
+
+
+def _settle_held_key(new: _New, *, settings: BaseEnvironment) -> SaveOutcome | _Publish:
+    """A save whose key was held: duplicate, or release an expired key and save.
 
     Locks the key's action (``FOR UPDATE``): a released key (finished past its queue's TTL) is
     moved to ``released_key`` and the save is inserted; otherwise the answer is ``duplicate``
-    with the original tracking id, or with ``redeliver_duplicate`` that action's pending
-    message published again.
+    with the original tracking id. Returns the answer, or the message to publish now: the new
+    save's, or with ``redeliver_duplicate`` the earlier action's pending one.
     """
     save, now = new.save, utcnow()
     ttl = release_ttl(save.queue, settings)
@@ -336,23 +392,16 @@ def _save_one(new: _New, *, publisher: AmqpPublisher, settings: BaseEnvironment)
                 held_by=save.held_by,
                 expires_at=save.expires_at,
             )
-    tracking_id = new.tracking_id
     if duplicate is not None:
         if not (save.redeliver_duplicate and pending_outbox_id is not None):
             return duplicate, None
-        tracking_id = duplicate.tracking_id
-        logger.info("retry of an undelivered request: publishing tracking_id=%s again", tracking_id)
-    else:
-        logger.info("trigger saved after a key release: tracking_id=%s queue=%s", tracking_id, save.queue)
-        if save.held_by is not None:
-            return TriggerResult(TriggerStatus.PENDING, tracking_id, held=True), None
+        logger.info("retry of an undelivered request: publishing tracking_id=%s again", duplicate.tracking_id)
+        return _Publish(duplicate.tracking_id, pending_outbox_id)
+    logger.info("trigger saved after a key release: tracking_id=%s queue=%s", new.tracking_id, save.queue)
+    if save.held_by is not None:
+        return TriggerResult(TriggerStatus.PENDING, new.tracking_id, held=True), None
     assert pending_outbox_id is not None
-    try:
-        outcomes = publish_rows_now([pending_outbox_id], publisher=publisher, settings=settings)
-    except DatabaseUnavailable as exc:  # the row is saved; the drain publishes it
-        logger.warning("immediate publish skipped: tracking_id=%s: %s", tracking_id, exc)
-        return TriggerResult(TriggerStatus.PENDING, tracking_id), exc
-    return _answer(tracking_id, pending_outbox_id, outcomes.get(pending_outbox_id))
+    return _Publish(new.tracking_id, pending_outbox_id)
 
 
 class _Waiter:

@@ -52,6 +52,25 @@ def text(value: Any, field: str) -> str:
         value = str(value)
     if not isinstance(value, str) or not value.strip():
         raise TriggerValidationError(field, "is required")
+    return no_nul(value, field)
+
+
+def no_nul(value: Any, field: str) -> Any:
+    """Return ``value`` (a string, or JSON made of them) when no string in it holds a NUL character.
+
+    PostgreSQL stores no NUL in text or jsonb: refused here, naming the field, instead of failing
+    the saving transaction.
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise TriggerValidationError(field, "must not contain the NUL character (\\u0000)")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            no_nul(key, field)
+            no_nul(item, field)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            no_nul(item, field)
     return value
 
 
@@ -82,7 +101,7 @@ def decision_inputs(value: Any) -> dict[str, Any]:
         v = value.get(name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
             raise TriggerValidationError(f"decision_inputs.{name}", f"must be an integer, got {v!r}")
-    return dict(value)
+    return dict(no_nul(value, "decision_inputs"))
 
 
 def swaps(value: Any) -> list[dict[str, Any]]:

@@ -170,3 +170,19 @@ def test_a_tick_stores_for_every_match_the_message_id_it_sends_unique_per_match_
     assert len(ticks[0]) == len(ticks[1]) == 30 and not ticks[0] & ticks[1]
     for tick in ticks:
         assert len({mid.rsplit(".", 1)[1] for mid in tick}) == 1  # one uuid4 per tick
+
+
+def test_overlapping_ticks_leave_the_collector_on_only_after_the_last_one():
+    import gc
+
+    from lifecycle.dispatch import cycle_collection_paused
+
+    assert gc.isenabled()
+    first, second = cycle_collection_paused(), cycle_collection_paused()
+    first.__enter__()
+    second.__enter__()
+    assert not gc.isenabled()
+    first.__exit__(None, None, None)
+    assert not gc.isenabled()  # the second tick still runs
+    second.__exit__(None, None, None)
+    assert gc.isenabled()

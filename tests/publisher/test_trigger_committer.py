@@ -169,3 +169,51 @@ def test_a_lone_caller_leads_at_once(monkeypatch, leaders):
     committer = TriggerCommitter(settings=None, leaders=leaders)  # type: ignore[arg-type]
     assert committer.submit(_save(1), publisher=None)[0].tracking_id == "1"  # type: ignore[arg-type]
     assert fake.batches == [["1"]] and committer._in_flight == 0
+
+
+def test_a_save_the_database_refuses_fails_alone_and_the_rest_of_its_batch_is_saved(
+    db, fresh_queues, pub_settings, publisher, read_queue
+):
+    good = [
+        TriggerSave(
+            queue=LINEUP_UPDATES,
+            league_id="L1",
+            team=team,
+            key=f"k-{team}",
+            decision_inputs={},
+            request={"swaps": []},
+            body={"league_id": "L1", "team_id": team},
+            traceparent=None,
+        )
+        for team in ("7", "8")
+    ]
+    bad = TriggerSave(  # past validation: PostgreSQL stores no NUL in text
+        queue=LINEUP_UPDATES,
+        league_id="L1",
+        team="9\x00",
+        key="k-9",
+        decision_inputs={},
+        request={},
+        body={},
+        traceparent=None,
+    )
+    answers = trigger_saves.save_and_publish(
+        [good[0], bad, good[1]], publisher=publisher, settings=pub_settings
+    )
+    assert isinstance(answers[1], TriggerValidationError)
+    assert [a[0].status for a in (answers[0], answers[2])] == [TriggerStatus.QUEUED, TriggerStatus.QUEUED]
+    assert count("activity_actions") == 2 and len(read_queue(LINEUP_UPDATES)) == 2
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"team": "7\x00"}, "team"),
+        ({"decision_inputs": {"note": "a\x00b"}}, "decision_inputs"),
+        ({"idempotency_key": "k\x00"}, "idempotency_key"),
+    ],
+)
+def test_a_nul_character_is_refused_naming_the_field(fields, field):
+    with pytest.raises(TriggerValidationError) as refused:
+        trigger_lineup(lineup(**fields), publisher=None, settings=None)  # type: ignore[arg-type]
+    assert refused.value.field == field
