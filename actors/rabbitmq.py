@@ -179,8 +179,7 @@ def publish_batch(broker: KickoffRabbitmqBroker, messages: list[dramatiq.Message
     for message in messages:
         broker.emit_before("enqueue", message, None)
     outgoing = [
-        OutgoingMessage(queue=m.queue_name, body={}, message_id=m.message_id, raw=encode(m))
-        for m in messages
+        OutgoingMessage(queue=m.queue_name, body={}, message_id=m.message_id, raw=encode(m)) for m in messages
     ]
     queues = {m.queue_name for m in messages}
     with AmqpPublisher(url=broker.kickoff_url, passive_queues=queues) as publisher:
