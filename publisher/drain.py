@@ -202,6 +202,8 @@ def drain_outbox_concurrently(
         finally:
             database.close()
 
+    if not database.in_transaction():
+        database.close()  # this thread's connection goes back to the pool while the drains use theirs
     threads = [threading.Thread(target=run, name=f"outbox-drain-{n}") for n in range(workers)]
     for thread in threads:
         thread.start()

@@ -268,3 +268,29 @@ def test_a_batch_the_broker_never_confirms_stays_pending_after_the_confirm_timeo
     ).fetchall()
     assert status == "pending" and published_at is None and "not confirmed" in last_error
     silent.close()
+
+
+def test_the_caller_hands_its_connection_back_before_its_drains_start(
+    db, fresh_queues, pub_settings, read_queue
+):
+    """A drain thread runs in a process pool of one connection: the calling thread (which read the
+    held claims) does not keep its connection while it waits for its drains."""
+    from models.db import init_database
+
+    for _ in range(4):
+        message = OutgoingMessage(queue=LINEUP_UPDATES, body={"x": 1}, message_id=str(uuid.uuid4()))
+        with database.atomic():
+            insert_row(message=message, tracking_id=None, next_attempt_at=utcnow())
+    database.close()
+    init_database(pub_settings.database_url, connect_timeout_seconds=2, pool_max_connections=1)
+    try:
+        report = drain_outbox_concurrently(
+            settings=pub_settings,
+            workers=1,
+            publisher_factory=lambda: AmqpPublisher(url=pub_settings.amqp_url, confirm_timeout=5.0),
+        )
+    finally:
+        database.close()
+        init_database(pub_settings.database_url)
+    assert report.published == 4
+    assert len(read_queue(LINEUP_UPDATES)) == 4
