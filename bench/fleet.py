@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._setup import ADMIN_DB, AMQP_HOST, _ctl
 from bench._srsim import start_sim, write_games
 from bench.listener_worker_density import _bin
+from tests.background import BackgroundLoop
 from tests.private_pgbouncer import PrivatePgbouncer
 from tests.private_redis import PrivateRedis
 
@@ -58,40 +59,34 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-class PgSampler:
+class PgSampler(BackgroundLoop):
     """Samples the connections to one database every 0.2 s in a thread; keeps the peak."""
 
+    interval = 0.2
+
     def __init__(self, db_name: str) -> None:
+        super().__init__()
         self.db_name = db_name
         self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._conn: Any = None
 
-    def _run(self) -> None:
+    def step(self) -> None:
         import psycopg2
 
-        conn = psycopg2.connect(f"{ADMIN_DB}/postgres")
-        conn.autocommit = True
-        try:
-            with conn.cursor() as cur:
-                while not self._stop.is_set():
-                    cur.execute(
-                        "SELECT count(*) FROM pg_stat_activity "
-                        "WHERE datname = %s AND pid <> pg_backend_pid()",
-                        (self.db_name,),
-                    )
-                    self.peak = max(self.peak, int(cur.fetchone()[0]))
-                    time.sleep(0.2)
-        finally:
-            conn.close()
-
-    def __enter__(self) -> PgSampler:
-        self._thread.start()
-        return self
+        if self._conn is None:
+            self._conn = psycopg2.connect(f"{ADMIN_DB}/postgres")
+            self._conn.autocommit = True
+        with self._conn.cursor() as cur:
+            cur.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (self.db_name,),
+            )
+            self.peak = max(self.peak, int(cur.fetchone()[0]))
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        super().__exit__(*exc)
+        if self._conn is not None:
+            self._conn.close()
 
 
 def _pg_counters(db_name: str) -> tuple[int, int]:
