@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lifecycle import rows
-from lifecycle.lease import WorkerLease
+from lifecycle.lease import LEASE_EXPIRED, WorkerLease
 from lifecycle.poller import RegistryPoller
 from models.barriers import Barriers
 from models.db import database
@@ -103,8 +103,12 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
         regs = []
         for reg in self.snapshot():
             # A run whose lock may have expired (or whose lease ran out) must not take it again.
+            # The lease's reason wins: whichever thread notices a lapsed lease first, the run
+            # records why it stopped (the lease ran out), not the lock it then may not extend.
             lapsed = self.lease is not None and not self.lease.holds(reg.lease_id, now)
-            if reg.fenced or lapsed or now >= reg.last_lock_ok + self.lock_ttl_seconds - self.grace_seconds:
+            if reg.fenced or lapsed:
+                lost[reg] = LEASE_EXPIRED
+            elif now >= reg.last_lock_ok + self.lock_ttl_seconds - self.grace_seconds:
                 lost[reg] = LOCK_UNREACHABLE
             else:
                 regs.append(reg)

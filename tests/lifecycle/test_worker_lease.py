@@ -11,6 +11,7 @@ import pytest
 from config import clock
 from config.settings import MatchListenerEnvironment
 from lifecycle.cleanup import reap_dead_workers, stop_match_listener, sweep_stale_match_listeners
+from lifecycle.heartbeat import HeartbeatRegistration, HeartbeatService
 from lifecycle.lease import LEASE_EXPIRED, WorkerLease
 from lifecycle.runtime import ListenerServices
 from models.barriers import Barriers, connect_redis
@@ -123,6 +124,28 @@ def test_a_start_takes_over_from_a_run_whose_worker_is_gone(make_match, ctx, run
     assert len(open_rows(match)) == 1
     ctx["services"].shutdown_all()
     assert future.result(timeout=5).exit_code == 14
+
+
+class _AnsweringRedis:
+    """Barriers whose lease renewals succeed (the heartbeat below never reaches Redis)."""
+
+    def renew_worker_lease(self, lease_id, *, known_epoch, new_epoch_id, ttl_seconds):
+        return 1, known_epoch or new_epoch_id
+
+
+def test_a_beat_that_finds_the_lease_lapsed_stops_the_run_for_the_lease_not_for_its_lock():
+    # The heartbeat may notice a lapsed lease before the stop watcher does: the run must still
+    # record that its lease ran out, whichever thread tells it first.
+    lease = WorkerLease(barriers=_AnsweringRedis(), ttl_seconds=0.2, fence_margin_seconds=0.1)
+    lease_id = lease.renew().lease_id
+    lost: list[str] = []
+    service = HeartbeatService(
+        barriers=_AnsweringRedis(), interval_seconds=60, lock_ttl_seconds=600, grace_seconds=1, lease=lease
+    )
+    service.register(HeartbeatRegistration("m", "t", "r", on_lost=lost.append, lease_id=lease_id))
+    wait_for(lambda: lease.current() is None, timeout=30)
+    report = service.beat_once()
+    assert lost == [LEASE_EXPIRED] and report.lost == ("m",) and report.locks_extended == 0
 
 
 def test_a_run_whose_lease_cannot_be_renewed_stops_itself_before_the_lease_expires(
