@@ -158,12 +158,10 @@ def _sleeper_refusals(news: Sequence[_New]) -> dict[int, Exception]:
     """Index -> refusal, for the saves that name a Sleeper id where an ESPN id belongs (one query)."""
     ids = [pid for new in news for pid in new.save.espn_ids.values() if pid is not None]
     sleeper = sleeper_only_ids(ids) if ids else set()
-    refusals: dict[int, Exception] = {}
-    for i, new in enumerate(news):
-        refusal = sleeper_id_refusal(new.save.espn_ids, sleeper) if sleeper else None
-        if refusal is not None:
-            refusals[i] = refusal
-    return refusals
+    if not sleeper:
+        return {}
+    refusals = {i: sleeper_id_refusal(new.save.espn_ids, sleeper) for i, new in enumerate(news)}
+    return {i: refusal for i, refusal in refusals.items() if refusal is not None}
 
 
 def _insert_new(news: Sequence[_New], *, now: datetime, grace: timedelta) -> dict[str, int]:
@@ -234,7 +232,7 @@ def _save_batch(news: Sequence[_New], *, settings: BaseEnvironment) -> tuple[dic
     grace = timedelta(seconds=settings.outbox_immediate_grace_seconds)
     try:
         with database_errors(), database.atomic():
-            refusals: dict[int, Any] = dict(_sleeper_refusals(news))
+            refusals: dict[int, Any] = _sleeper_refusals(news)
             saved = [n for i, n in enumerate(news) if i not in refusals]
             return refusals, _insert_new(saved, now=now, grace=grace)
     except DatabaseUnavailable:

@@ -269,10 +269,8 @@ def trigger_draft_pick(
         redeliver_duplicate=True,
     )
     result, error = _send(save, publisher=publisher, settings=settings, committer=committer)
-    if result.published:
-        if result.status is TriggerStatus.DUPLICATE:
-            return result
-        return TriggerResult(TriggerStatus.QUEUED, result.tracking_id, published=True)
+    if result.published:  # queued now, or a duplicate of a target already delivered
+        return result
     reason = error or "its message is not pending any more"
     raise TriggerUnavailableError(
         f"draft target {result.tracking_id} saved but not delivered ({reason}); retry with the same key",
