@@ -18,7 +18,7 @@ from api.context import ApiContext
 from api.errors import error_body, status_of
 from api.metrics import ApiMetrics
 from api.middleware import RequestLayer
-from api.routes import actions, health, listeners, runs, trades, triggers
+from api.routes import actions, contract, health, listeners, runs, trades, triggers
 from config.errors import KickoffError
 from config.settings import MatchListenerEnvironment, load_listener_settings
 
@@ -98,7 +98,7 @@ def create_app(settings: MatchListenerEnvironment | None = None) -> FastAPI:
     app.state.ctx = ctx
     app.state.key_cache = KeyCache(ctx.settings.api_key_cache_seconds)
     app.state.metrics = ApiMetrics(ctx)
-    for module in (health, triggers, trades, actions, runs, listeners):
+    for module in (health, triggers, trades, actions, runs, listeners, contract):
         app.include_router(module.router)
     install_console(app)
     _install_error_handlers(app)

@@ -47,6 +47,8 @@ RULES: dict[tuple[str, str], Need] = {
     ("HEAD", "/docs"): Need.PUBLIC,
     ("GET", "/docs/oauth2-redirect"): Need.PUBLIC,
     ("HEAD", "/docs/oauth2-redirect"): Need.PUBLIC,
+    ("GET", "/asyncapi.yaml"): Need.PUBLIC,
+    ("GET", "/asyncapi.json"): Need.PUBLIC,
     ("POST", "/v1/trigger/lineup"): Need.TRIGGER,
     ("POST", "/v1/trigger/waiver"): Need.TRIGGER,
     ("POST", "/v1/trigger/draft-pick"): Need.TRIGGER,
