@@ -98,6 +98,7 @@ RULES: dict[tuple[str, str], Need] = {
     ("GET", "/runs/{run_id}"): Need.CONSOLE,
     ("POST", "/runs/{run_id}/retry"): Need.CONSOLE,
     ("POST", "/runs/{run_id}/cancel"): Need.CONSOLE,
+    ("GET", "/queues"): Need.CONSOLE,
 }
 
 

@@ -128,6 +128,33 @@ def test_sign_in_refuses_a_wrong_key_then_opens_the_board(browser, console_serve
         context.close()
 
 
+def test_the_queues_page_opens_from_the_nav_and_shows_a_channels_schema(open_console, console_keys):
+    import yaml
+
+    contract = yaml.safe_load((Path(__file__).resolve().parents[2] / "docs" / "asyncapi.yaml").read_text())
+    [channel, *_] = contract["channels"].values()
+    [ref, *_] = channel["messages"].values()
+    message = contract["components"]["messages"][ref["$ref"].rsplit("/", 1)[1]]
+    payload = contract["components"]["schemas"][message["payload"]["$ref"].rsplit("/", 1)[1]]
+    page = open_console(console_keys["read"])
+    page.get_by_role("navigation", name="Console").get_by_role("link", name="Queues").click()
+    expect(page.get_by_role("heading", name="Queues", exact=True)).to_be_visible()
+    page.get_by_role("navigation", name="Queues of the contract").get_by_role(
+        "link", name=channel["address"], exact=True
+    ).click()
+    expect(page).to_have_url(re.compile(f"/queues#queue-{channel['address']}$"))
+    section = page.locator(f'section[data-queue="{channel["address"]}"]')
+    article = section.locator(f'article[data-message="{message["name"]}"]')
+    expect(article.locator("tr[data-field]")).to_have_count(len(payload["properties"]))
+    schema = article.locator("pre[data-schema]")
+    expect(schema).to_be_hidden()
+    article.locator("summary").click()
+    expect(schema).to_be_visible()
+    expect(schema).to_contain_text('"required"')
+    for field in payload["required"]:
+        expect(schema).to_contain_text(f'"{field}"')
+
+
 def test_a_killed_listener_worker_turns_the_badge_stale_live_without_a_reload(
     open_console, console_keys, listener_worker, make_match
 ):
@@ -284,7 +311,8 @@ def test_every_console_page_passes_the_axe_accessibility_check(open_console, con
     page = open_console(operator)
     expect(_row(page, match.id)).to_be_visible()
     axe = Axe()
-    for path in ("/", f"/matches/{match.id}", "/outbox", "/runs", "/runs/new?job=fail", "/clone", "/actions"):
+    pages = ("/", f"/matches/{match.id}", "/outbox", "/runs", "/runs/new?job=fail", "/clone", "/actions")
+    for path in (*pages, "/queues"):
         page.goto(path)
         found = axe.run(page)
         assert found.violations_count == 0, f"{path}: {found.generate_report()}"
