@@ -110,6 +110,13 @@ class ListenerHeld(ListenerError):
         self.holder = holder
 
 
+class StartAttemptsExhausted(ListenerError):
+    """Raised when a plain (not forced) start is asked for a match whose failed starts reached the
+    attempt cap: a worker would skip it, so nothing is enqueued (HTTP 409, CLI exit 4). The
+    message names ``--force``, which clears the attempts.
+    """
+
+
 class ListenerRunFailed(ListenerError):
     """Raised by the start_match_listener actor when a run ended with a failure exit (9, 11, 12, 16, ...).
 

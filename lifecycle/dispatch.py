@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from config.errors import KickoffError, LockNotOwned
+from config.errors import KickoffError, LockNotOwned, StartAttemptsExhausted
 from config.settings import MatchListenerEnvironment
 from lifecycle import rows
 from lifecycle.cleanup import after_abandon
@@ -257,14 +257,25 @@ def request_start(
 ) -> tuple[StartMessage | None, str]:
     """A manual start: claim pending (force: take it over), save the message id, send.
 
-    Returns the message sent (None when a non-forced start found the match already pending)
-    and a one-line description. A manual start also clears a leftover stop flag (an explicit
-    operator intent).
+    Returns the message sent (None when a non-forced start found the match already pending, or
+    its start lock held by a run) and a one-line description. A non-forced start of a match whose
+    attempts are exhausted raises StartAttemptsExhausted (a worker would skip it). A manual start
+    also clears a leftover stop flag (an explicit operator intent).
     """
+    busy = f"match {match_id}: a start is already queued or running (use --force to override)"
     if force:
         barriers.clear_pending(match_id)
+    else:
+        if barriers.is_exhausted(match_id):
+            raise StartAttemptsExhausted(
+                f"match {match_id}: start attempts exhausted ({barriers.attempts(match_id)} failed"
+                f" starts, cap {barriers.attempt_cap}); a plain start would be skipped, nothing was"
+                " enqueued: start it with --force (API: force true) to clear the attempts"
+            )
+        if barriers.start_lock_holder(match_id) is not None:
+            return None, busy  # a run holds the lock (its pending key may have expired)
     if not barriers.claim_pending(match_id):
-        return None, f"match {match_id}: a start is already queued or running (use --force to override)"
+        return None, busy
     barriers.clear_stop_flag(match_id)
     message = StartMessage(
         match_id=match_id, message_id=new_message_id(match_id), overrides=overrides, force=force

@@ -68,3 +68,18 @@ def test_dispatch_and_sweep(api, make_match, barriers):
     assert again.status_code == 200 and again.json()["skipped"] == 1
     swept = api.post("/v1/listeners/sweep")
     assert swept.status_code == 200 and swept.json()["abandoned"] == 0
+
+
+def test_a_plain_start_of_an_exhausted_match_answers_409_naming_force_and_a_forced_one_is_enqueued(
+    api, make_match, barriers
+):
+    match = make_match(status="scheduled")
+    for _ in range(barriers.attempt_cap):
+        barriers.record_failed_attempt(match.id)
+    url = f"/v1/matches/{match.id}/start-listener"
+    refused = api.post(url)
+    assert refused.status_code == 409, refused.text
+    assert "exhausted" in refused.json()["error"] and "--force" in refused.json()["error"]
+    assert not barriers.is_pending(match.id) and Match.get_by_id(match.id).start_message_id is None
+    forced = api.post(url, json={"force": True})
+    assert forced.status_code == 202 and forced.json()["enqueued"] is True
