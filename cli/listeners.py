@@ -46,7 +46,8 @@ def listeners() -> None:
 @click.option("--test", "test_only", is_flag=True, help="Test clones only (as develop's scheduler).")
 @click.option("--live", "live_only", is_flag=True, help="Live matches only (not with --test).")
 @json_option(
-    'Print {"locked", "eligible", "enqueued", "skipped", "exhausted", "abandoned", "failed", "match_ids"}.'
+    'Print {"locked", "eligible", "enqueued", "skipped", "exhausted", "abandoned", "failed", "match_ids",'
+    ' "set_aside": [{"item", "reason"}]}.'
 )
 @click.pass_obj
 def dispatch_cmd(
@@ -54,7 +55,8 @@ def dispatch_cmd(
 ) -> None:
     """Run one dispatch now: enqueue a start for every match that needs a listener.
 
-    Prints the counts (enqueued, already pending, exhausted, abandoned) and each enqueued match.
+    Prints the counts (enqueued, already pending, exhausted, abandoned), each enqueued match and
+    each match set aside with its reason (stored settings its start would refuse; nothing is sent).
     """
     from lifecycle.dispatch import dispatch_upcoming_match_listeners
 
@@ -82,6 +84,8 @@ def dispatch_cmd(
     )
     for match_id in result.match_ids:
         click.echo(f"  enqueued {match_id}")
+    for entry in result.set_aside:
+        click.echo(f"  set aside {entry['item']}: {entry['reason']}")
 
 
 @listeners.command("start")
