@@ -154,6 +154,12 @@ class ScheduleFetchError(KickoffError):
     reached, answers an HTTP error, or answers something unreadable (not a JSON object, no league id)."""
 
 
+class MalformedFeedEntry(KickoffError, ValueError):
+    """Raised when one entry of a schedule or league document (a game, a team, a season) lacks what
+    its row needs (an id, a readable time, text fields); the refresh sets that entry aside with this
+    reason and goes on with the others."""
+
+
 class SimulatorScriptError(KickoffError):
     """Raised when an srsim script file is missing, not JSON, or lacks a required field."""
 
