@@ -51,3 +51,14 @@ def test_a_plain_start_of_an_exhausted_match_is_a_conflict_naming_force_and_enqu
     assert broker_queues("match_listeners") == 0
     assert "(force)" in kick("listeners", "start", str(match.id), "--force").output
     assert broker_queues("match_listeners") == 1
+
+
+def test_enqueue_start_match_listener_of_an_exhausted_match_is_a_conflict_unless_forced(
+    kick, make_match, lbarriers, broker_queues
+):
+    match = make_match()
+    _exhaust(lbarriers, match)
+    out = kick("enqueue", "start_match_listener", "--kw", f"match_id={match.id}", code=EXIT_CONFLICT).output
+    assert "exhausted" in out and "--force" in out and broker_queues("match_listeners") == 0
+    kick("enqueue", "start_match_listener", "--kw", f"match_id={match.id}", "--kw", "force=true")
+    assert broker_queues("match_listeners") == 1
