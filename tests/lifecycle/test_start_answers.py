@@ -9,7 +9,7 @@ import pytest
 from cli.answers import EXIT_CONFLICT
 from lifecycle.cleanup import stop_match_listener
 from lifecycle.dispatch import request_start
-from tests.lifecycle.conftest import wait_for
+from tests.lifecycle.conftest import BOTH_BROKERS, wait_for
 from tests.lifecycle.helpers import open_rows, reload
 
 
@@ -20,6 +20,7 @@ def _exhaust(barriers, match) -> None:
 
 
 @pytest.mark.e2e
+@BOTH_BROKERS
 def test_while_a_forced_run_runs_the_board_shows_its_pending_key_and_a_plain_start_is_not_enqueued(
     make_match, lsettings, lbarriers, send_start, start_worker, kick
 ):
