@@ -50,6 +50,9 @@ class ApiMetrics:
             registry=self.registry,
         )
         self.registry.register(SharedStateCollector(ctx))
+        from lifecycle.set_aside import set_aside_counter
+
+        self.registry.register(set_aside_counter())  # items this process's loops set aside
 
     def observe_request(self, path: str, status: int, seconds: float) -> None:
         """Time a request if it is a trigger or trade route."""

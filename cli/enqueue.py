@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import click
 
+from cli.answers import EXIT_CONFLICT
 from cli.common import MATCH_ID, echo_json, json_option, parse_assignments
 from cli.context import CliContext
-from config.errors import NotFound
+from config.errors import NotFound, StartAttemptsExhausted
 
 
 def check_actor_kwargs(actor_name: str, fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
@@ -37,7 +39,8 @@ def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: boo
 
     start_match_listener goes through the same path as `kickoff listeners start` (pending key,
     stored message id, so a stop can revoke it): --kw match_id=<internal id or sr_id> [--kw force=true]
-    [--kw overrides='{"listener_dry_run": true}'].
+    [--kw overrides='{"listener_dry_run": true}']; a match whose start attempts are exhausted is a
+    conflict (exit 4) unless forced.
 
     dispatch_upcoming_match_listeners is a one-shot: within_minutes defaults to 0 (matches due
     now); --kw within_minutes=30 widens it, --kw within_minutes=null uses the scheduler's
@@ -71,13 +74,17 @@ def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: boo
         obj.database()
         kwargs["match_id"] = MATCH_ID.convert(str(kwargs["match_id"]), None, click.get_current_context())
         match_id = str(load_match(kwargs["match_id"]).id)
-        message, note = request_start(
-            match_id,
-            overrides=kwargs.get("overrides"),
-            force=bool(kwargs.get("force")),
-            barriers=obj.barriers,
-            send=send_start,
-        )
+        try:
+            message, note = request_start(
+                match_id,
+                overrides=kwargs.get("overrides"),
+                force=bool(kwargs.get("force")),
+                barriers=obj.barriers,
+                send=send_start,
+            )
+        except StartAttemptsExhausted as exc:  # a conflict, as `kickoff listeners start` answers it
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(EXIT_CONFLICT)
         message_id = message.message_id if message else None
     else:
         from actors.broker import broker_errors

@@ -6,6 +6,7 @@ start enqueues a start_match_listener message for the listener worker.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -45,7 +46,8 @@ def listeners() -> None:
 @click.option("--test", "test_only", is_flag=True, help="Test clones only (as develop's scheduler).")
 @click.option("--live", "live_only", is_flag=True, help="Live matches only (not with --test).")
 @json_option(
-    'Print {"locked", "eligible", "enqueued", "skipped", "exhausted", "abandoned", "failed", "match_ids"}.'
+    'Print {"locked", "eligible", "enqueued", "skipped", "exhausted", "abandoned", "failed", "match_ids",'
+    ' "set_aside": [{"item", "reason"}]}.'
 )
 @click.pass_obj
 def dispatch_cmd(
@@ -53,7 +55,8 @@ def dispatch_cmd(
 ) -> None:
     """Run one dispatch now: enqueue a start for every match that needs a listener.
 
-    Prints the counts (enqueued, already pending, exhausted, abandoned) and each enqueued match.
+    Prints the counts (enqueued, already pending, exhausted, abandoned), each enqueued match and
+    each match set aside with its reason (stored settings its start would refuse; nothing is sent).
     """
     from lifecycle.dispatch import dispatch_upcoming_match_listeners
 
@@ -81,6 +84,8 @@ def dispatch_cmd(
     )
     for match_id in result.match_ids:
         click.echo(f"  enqueued {match_id}")
+    for entry in result.set_aside:
+        click.echo(f"  set aside {entry['item']}: {entry['reason']}")
 
 
 @listeners.command("start")
@@ -98,14 +103,18 @@ def dispatch_cmd(
     metavar="KEY=VALUE",
     help="Listener setting for this start only (strongest layer); repeatable.",
 )
-@json_option('Print {"match_id", "enqueued", "message_id", "force", "detail"}.')
+@json_option('Print {"match_id", "enqueued", "message_id", "force", "detail"} (and "exhausted": true).')
 @click.pass_obj
 def start_cmd(obj: CliContext, match_id: str, force: bool, overrides: tuple[str, ...], as_json: bool) -> None:
     """Enqueue a start of MATCH_ID's listener on the match_listeners queue; prints the message id.
 
     --override values are checked against the listener settings first: a bad one is one line and
-    nothing is enqueued.
+    nothing is enqueued. A start already queued or running is not enqueued again (exit 0). A match
+    whose start attempts are exhausted is a conflict (exit 4, nothing enqueued): start it with
+    --force.
     """
+    from cli.answers import EXIT_CONFLICT
+    from config.errors import StartAttemptsExhausted
     from lifecycle.dispatch import request_start
     from lifecycle.start import load_match, validate_listener_settings
 
@@ -113,19 +122,20 @@ def start_cmd(obj: CliContext, match_id: str, force: bool, overrides: tuple[str,
     validate_listener_settings(parsed, source="--override")
     obj.database()
     load_match(match_id)
-    message, note = request_start(
-        match_id, overrides=parsed or None, force=force, barriers=obj.barriers, send=_send_start()
-    )
-    if as_json:
-        echo_json(
-            {
-                "match_id": match_id,
-                "enqueued": message is not None,
-                "message_id": message.message_id if message else None,
-                "force": force,
-                "detail": note,
-            }
+    data: dict[str, Any] = {"match_id": match_id, "enqueued": False, "message_id": None, "force": force}
+    try:
+        message, note = request_start(
+            match_id, overrides=parsed or None, force=force, barriers=obj.barriers, send=_send_start()
         )
+    except StartAttemptsExhausted as exc:
+        if as_json:
+            echo_json({**data, "exhausted": True, "detail": str(exc)})
+        else:
+            click.echo(f"Error: {exc}", err=True)
+        sys.exit(EXIT_CONFLICT)
+    if as_json:
+        data.update(enqueued=message is not None, message_id=message.message_id if message else None)
+        echo_json({**data, "detail": note})
     else:
         click.echo(note)
 

@@ -110,6 +110,13 @@ class ListenerHeld(ListenerError):
         self.holder = holder
 
 
+class StartAttemptsExhausted(ListenerError):
+    """Raised when a plain (not forced) start is asked for a match whose failed starts reached the
+    attempt cap: a worker would skip it, so nothing is enqueued (HTTP 409, CLI exit 4). The
+    message names ``--force``, which clears the attempts.
+    """
+
+
 class ListenerRunFailed(ListenerError):
     """Raised by the start_match_listener actor when a run ended with a failure exit (9, 11, 12, 16, ...).
 
@@ -145,6 +152,12 @@ class ArchivePathError(ListenerError):
 class ScheduleFetchError(KickoffError):
     """Raised when the feed's schedule API or a league document (hierarchy, teams, seasons) cannot be
     reached, answers an HTTP error, or answers something unreadable (not a JSON object, no league id)."""
+
+
+class MalformedFeedEntry(KickoffError, ValueError):
+    """Raised when one entry of a schedule or league document (a game, a team, a season) lacks what
+    its row needs (an id, a readable time, text fields); the refresh sets that entry aside with this
+    reason and goes on with the others."""
 
 
 class SimulatorScriptError(KickoffError):

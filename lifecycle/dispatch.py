@@ -17,16 +17,20 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from config.errors import KickoffError, LockNotOwned
+from config.errors import KickoffError, LockNotOwned, ServiceUnavailable, StartAttemptsExhausted
 from config.settings import MatchListenerEnvironment
 from lifecycle import rows
 from lifecycle.cleanup import after_abandon
-from lifecycle.start import find_candidates
+from lifecycle.set_aside import SetAside, set_aside
+from lifecycle.start import find_candidates, stored_settings_problem
 from lifecycle.start_messages import new_message_id, save_message_ids, store_new_message_ids
 from models.barriers import Barriers
 from models.db import database
 
 logger = logging.getLogger(__name__)
+
+#: The loop's name where it sets a match aside (lifecycle.set_aside).
+LOOP = "dispatch"
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ class DispatchResult:
     abandoned: int = 0  # stale open rows closed with 14 on the way
     failed: int = 0  # sends that raised (their pending keys were released)
     match_ids: list[str] = field(default_factory=list)  # matches that got a start message
+    set_aside: list[dict[str, str]] = field(default_factory=list)  # {"item": match id, "reason"}
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -190,15 +195,23 @@ def _dispatch(
         active_max_age_seconds=barriers.active_max_age_seconds,
         stale_seconds=barriers.stale_seconds,
         match_ids=match_ids,
+        barriers=barriers,
     )
     if not found:
         return DispatchResult()
-    ids = [mid for mid, _ in found]
-    with_stale = [mid for mid, has_stale in found if has_stale]
+    ids = [mid for mid, _, _ in found]
+    with_stale = [mid for mid, has_stale, _ in found if has_stale]
+    # Checked in the batch: only matches with stored settings carry them (the usual {} is None).
+    poisoned = [
+        set_aside(LOOP, mid, problem)
+        for mid, _, stored in found
+        if stored is not None and (problem := stored_settings_problem(stored)) is not None
+    ]
     abandoned = rows.abandon_stale_rows(stale_seconds=barriers.stale_seconds, match_ids=with_stale)
     after_abandon(abandoned, settings=settings, barriers=barriers)
     exhausted = barriers.exhausted_among(ids)
-    candidates = [m for m in ids if m not in exhausted]
+    unusable = {p.item for p in poisoned}
+    candidates = [m for m in ids if m not in exhausted and m not in unusable]
     claimed_flags = barriers.claim_pending_many(candidates)
     claimed = [m for m, ok in zip(candidates, claimed_flags, strict=True) if ok]
     try:
@@ -207,34 +220,18 @@ def _dispatch(
         barriers.clear_pending(*claimed)
         raise
     messages = [StartMessage(match_id=m, message_id=i) for m, i in zip(claimed, message_ids, strict=True)]
-    sent: list[str] = []
-    failed: list[str] = []
-    if send_batch is not None and messages:
-        try:
-            send_batch(messages)
-        except Exception:
-            logger.exception("sending %d start messages failed", len(messages))
-            failed = [m.match_id for m in messages]
-        else:
-            sent = [m.match_id for m in messages]
-        messages = []
-    for message in messages:
-        try:
-            send(message)
-        except Exception:
-            logger.exception("match %s: sending start %s failed", message.match_id, message.message_id)
-            failed.append(message.match_id)
-        else:
-            sent.append(message.match_id)
+    sent, failed, refused = _send_all(messages, send=send, send_batch=send_batch)
+    poisoned += refused
     if failed:
         barriers.clear_pending(*failed)
     logger.info(
-        "dispatch: %d eligible, %d enqueued, %d already pending, %d exhausted, %d abandoned",
+        "dispatch: %d eligible, %d enqueued, %d already pending, %d exhausted, %d abandoned, %d set aside",
         len(ids),
         len(sent),
         len(candidates) - len(claimed),
         len(exhausted),
         len(abandoned),
+        len(poisoned),
     )
     return DispatchResult(
         eligible=len(ids),
@@ -244,7 +241,56 @@ def _dispatch(
         abandoned=len(abandoned),
         failed=len(failed),
         match_ids=sent,
+        set_aside=[p.as_dict() for p in poisoned],
     )
+
+
+def _send_all(
+    messages: list[StartMessage], *, send: Sender, send_batch: BatchSender | None
+) -> tuple[list[str], list[str], list[SetAside]]:
+    """Send ``messages``: ``(sent, failed, set aside)`` match ids (the failed include the set aside).
+
+    With ``send_batch`` they go in one call. A batch the broker's service refused (down,
+    unreachable) fails whole; a batch that failed otherwise (a message it could not take) is
+    sent again one message at a time, so one bad message is set aside and the others go (a
+    message the batch did send arrives twice with one message id: its second copy does nothing).
+    """
+    sent: list[str] = []
+    failed: list[str] = []
+    refused: list[SetAside] = []
+    if send_batch is not None and messages:
+        try:
+            send_batch(messages)
+        except ServiceUnavailable:
+            logger.exception("sending %d start messages failed", len(messages))
+            return sent, [m.match_id for m in messages], refused
+        except Exception as exc:
+            logger.warning(
+                "sending %d start messages in one batch failed (%s): sending them one by one",
+                len(messages),
+                _one_line(exc),
+            )
+        else:
+            return [m.match_id for m in messages], failed, refused
+    for message in messages:
+        try:
+            send(message)
+        except ServiceUnavailable:
+            logger.exception("match %s: sending start %s failed", message.match_id, message.message_id)
+            failed.append(message.match_id)
+        except Exception as exc:
+            refused.append(
+                set_aside(LOOP, message.match_id, f"start {message.message_id} not sent: {_one_line(exc)}")
+            )
+            failed.append(message.match_id)
+        else:
+            sent.append(message.match_id)
+    return sent, failed, refused
+
+
+def _one_line(exc: BaseException) -> str:
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def request_start(
@@ -257,14 +303,25 @@ def request_start(
 ) -> tuple[StartMessage | None, str]:
     """A manual start: claim pending (force: take it over), save the message id, send.
 
-    Returns the message sent (None when a non-forced start found the match already pending)
-    and a one-line description. A manual start also clears a leftover stop flag (an explicit
-    operator intent).
+    Returns the message sent (None when a non-forced start found the match already pending, or
+    its start lock held by a run) and a one-line description. A non-forced start of a match whose
+    attempts are exhausted raises StartAttemptsExhausted (a worker would skip it). A manual start
+    also clears a leftover stop flag (an explicit operator intent).
     """
+    busy = f"match {match_id}: a start is already queued or running (use --force to override)"
     if force:
         barriers.clear_pending(match_id)
+    else:
+        if barriers.is_exhausted(match_id):
+            raise StartAttemptsExhausted(
+                f"match {match_id}: start attempts exhausted ({barriers.attempts(match_id)} failed"
+                f" starts, cap {barriers.attempt_cap}); a plain start would be skipped, nothing was"
+                " enqueued: start it with --force (API: force true) to clear the attempts"
+            )
+        if barriers.start_lock_holder(match_id) is not None:
+            return None, busy  # a run holds the lock (its pending key may have expired)
     if not barriers.claim_pending(match_id):
-        return None, f"match {match_id}: a start is already queued or running (use --force to override)"
+        return None, busy
     barriers.clear_stop_flag(match_id)
     message = StartMessage(
         match_id=match_id, message_id=new_message_id(match_id), overrides=overrides, force=force

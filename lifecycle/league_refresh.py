@@ -12,12 +12,15 @@ the header only, every failure a ScheduleFetchError naming the redacted URL):
 Rows are keyed by the provider's id within the league. A value that changed is updated (with
 ``updated_at``); an unchanged row is not written, so a second run with the same documents
 changes nothing. Teams and seasons the provider no longer lists are kept. Each document is
-applied in one transaction.
+applied in one transaction. A malformed team or season (no id, name, year or type, unreadable
+dates) is set aside with its reason (lifecycle.set_aside: one log line, one count); the others
+are stored.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -25,14 +28,17 @@ from typing import Any
 import peewee
 
 from config.clock import utcnow
-from config.errors import ScheduleFetchError
+from config.errors import MalformedFeedEntry, ScheduleFetchError
 from config.settings import MatchListenerEnvironment
 from lifecycle.schedule import RefreshResult, fetch
+from lifecycle.set_aside import set_aside
 from listener.stream import redact_url
 
 logger = logging.getLogger(__name__)
 
 LEAGUE_DOCUMENTS = ("hierarchy", "teams", "seasons")
+#: The loop's name where it sets a team or season aside (lifecycle.set_aside).
+LOOP = "league refresh"
 
 
 @dataclass(frozen=True)
@@ -66,10 +72,12 @@ def parse_league(doc: dict[str, Any], *, url: str) -> LeagueMetadata:
     )
 
 
-def team_values(raw: Any) -> dict[str, Any] | None:
-    """A team's stored values (sr_id, name, market, alias), or None for an entry without id or name."""
-    if not isinstance(raw, dict) or not raw.get("id") or not raw.get("name"):
-        return None
+def team_values(raw: Any) -> dict[str, Any]:
+    """A team's stored values (sr_id, name, market, alias); MalformedFeedEntry without id or name."""
+    if not isinstance(raw, dict):
+        raise MalformedFeedEntry(f"a JSON {type(raw).__name__}, not an object")
+    if not raw.get("id") or not raw.get("name"):
+        raise MalformedFeedEntry("a team needs an id and a name")
     return {
         "sr_id": str(raw["id"]),
         "name": str(raw["name"]),
@@ -82,35 +90,63 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
-def hierarchy_teams(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every team of a hierarchy document, with its conference (MLB: league) and division names."""
+def _entries(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else []
+
+
+def checked(
+    kind: str, raws: list[Any], values_of: Callable[[Any], dict[str, Any]], *, url: str
+) -> list[dict[str, Any]]:
+    """``values_of(raw)`` of each entry; a malformed one is set aside with its reason (a line, a count)."""
+    out = []
+    for position, raw in enumerate(raws):
+        try:
+            out.append(values_of(raw))
+        except MalformedFeedEntry as exc:
+            raw_id = raw.get("id") if isinstance(raw, dict) else None
+            item = (
+                f"{kind} {raw_id}"
+                if isinstance(raw_id, str | int) and raw_id != ""
+                else f"{kind} #{position}"
+            )
+            set_aside(LOOP, f"{item} of {url}", str(exc))
+    return out
+
+
+def hierarchy_teams(doc: dict[str, Any], *, url: str = "") -> list[dict[str, Any]]:
+    """Every team of a hierarchy document, with its conference (MLB: league) and division names.
+
+    A malformed team is set aside (``url`` names the document in its log line).
+    """
     groups = doc.get("conferences") if "conferences" in doc else doc.get("leagues")
     teams = []
     for group in _dicts(groups):
         for division in _dicts(group.get("divisions")):
-            for raw in _dicts(division.get("teams")):
-                values = team_values(raw)
-                if values is not None:
-                    values["conference"] = _text(group.get("name"))
-                    values["division"] = _text(division.get("name"))
-                    teams.append(values)
+            for values in checked("team", _entries(division.get("teams")), team_values, url=url):
+                values["conference"] = _text(group.get("name"))
+                values["division"] = _text(division.get("name"))
+                teams.append(values)
     return teams
 
 
-def season_values(raw: Any) -> dict[str, Any] | None:
-    """A season's stored values, or None for an entry without id, year or type."""
-    if not isinstance(raw, dict) or not raw.get("id"):
-        return None
+def season_values(raw: Any) -> dict[str, Any]:
+    """A season's stored values; MalformedFeedEntry without id, year or type, or with unreadable dates."""
+    if not isinstance(raw, dict):
+        raise MalformedFeedEntry(f"a JSON {type(raw).__name__}, not an object")
+    if not raw.get("id"):
+        raise MalformedFeedEntry("a season needs an id")
     kind = raw.get("type")
     kind = kind.get("code") if isinstance(kind, dict) else kind
     try:
         year = int(raw["year"])
         start = date.fromisoformat(raw["start_date"]) if raw.get("start_date") else None
         end = date.fromisoformat(raw["end_date"]) if raw.get("end_date") else None
-    except (KeyError, TypeError, ValueError):
-        return None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MalformedFeedEntry(
+            f"a season needs a year and readable dates ({type(exc).__name__}: {exc})"
+        ) from exc
     if not kind:
-        return None
+        raise MalformedFeedEntry("a season needs a type")
     return {
         "sr_id": str(raw["id"]),
         "year": year,
@@ -221,7 +257,7 @@ def refresh_league_metadata(settings: MatchListenerEnvironment, *, league: str) 
 
     url, doc = _refresh(settings, league=league, document="hierarchy")
     metadata = parse_league(doc, url=url)
-    teams = hierarchy_teams(doc)
+    teams = hierarchy_teams(doc, url=url)
     return _result(league, url, "teams", teams, _store(league, metadata, Team, teams))
 
 
@@ -231,7 +267,7 @@ def refresh_league_teams(settings: MatchListenerEnvironment, *, league: str) -> 
 
     url, doc = _refresh(settings, league=league, document="teams")
     parse_league(doc, url=url)
-    teams = [t for t in (team_values(raw) for raw in _dicts(doc.get("teams"))) if t is not None]
+    teams = checked("team", _entries(doc.get("teams")), team_values, url=url)
     return _result(league, url, "teams", teams, _store(league, None, Team, teams))
 
 
@@ -241,5 +277,5 @@ def refresh_league_seasons(settings: MatchListenerEnvironment, *, league: str) -
 
     url, doc = _refresh(settings, league=league, document="seasons")
     parse_league(doc, url=url)
-    seasons = [s for s in (season_values(raw) for raw in _dicts(doc.get("seasons"))) if s is not None]
+    seasons = checked("season", _entries(doc.get("seasons")), season_values, url=url)
     return _result(league, url, "seasons", seasons, _store(league, None, Season, seasons))

@@ -18,6 +18,7 @@ from datetime import datetime
 import peewee
 
 from listener.exit_codes import ExitCode
+from models.barriers import Barriers
 from models.db import database_errors
 from models.listener_record import MatchListenerRecord
 
@@ -215,3 +216,27 @@ def matches_with_active_rows(
     with database_errors():
         query = R.select(R.match).where(cond, R.match.in_(ids)).distinct()
         return {str(r.match_id) for r in query}
+
+
+def held_by_their_open_rows(
+    match_ids: Sequence[str], *, barriers: Barriers, stale_seconds: float
+) -> set[str]:
+    """Which of ``match_ids`` have their start lock held by one of their open rows that still beats.
+
+    One MGET of the locks and one query of the holders' rows (nothing when ``match_ids`` is empty):
+    such a run is alive whatever its age, so the open-row guard keeps it.
+    """
+    holders = barriers.start_lock_holders(match_ids)
+    tokens = {}
+    for match_id, token in holders.items():
+        try:
+            tokens[uuid.UUID(token)] = match_id
+        except ValueError:
+            continue  # not a run's row id: nothing to match
+    if not tokens:
+        return set()
+    with database_errors():
+        query = R.select(R.id, R.match).where(
+            R.id.in_(list(tokens)), R.ended_at.is_null(), R.heartbeat_at >= db_ago(stale_seconds)
+        )
+        return {str(r.match_id) for r in query if tokens.get(r.id) == str(r.match_id)}

@@ -3,25 +3,34 @@
 Each game's ``id`` is the Sportradar match id (Match.sr_id). New games become Match rows; known
 ones get their start time and title updated and their status through ``Match.apply_refresh``
 (freeze and heal, see models.status.refreshed_status). Refresh never starts listeners.
+
+Each game is handled on its own: a malformed one (not an object, no id, an unreadable start
+time, a field of the wrong type) is set aside with its reason (lifecycle.set_aside: one log
+line, one count) and the games after it are upserted all the same.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import requests
 
 from config.clock import parse_iso8601, utcnow
-from config.errors import ScheduleFetchError
+from config.errors import InvalidTimeError, MalformedFeedEntry, ScheduleFetchError
 from config.settings import MatchListenerEnvironment
+from lifecycle.set_aside import set_aside
 from listener.stream import redact_url
 from models.season_calendar import nfl_week, season_year
 from models.status import normalise
 
 logger = logging.getLogger(__name__)
+
+
+#: The loop's name where it sets a game aside (lifecycle.set_aside).
+LOOP = "schedule refresh"
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,17 @@ class RefreshResult:
     seen: int
     created: int
     updated: int
+    set_aside: int = 0  # entries that could not be handled (logged with their reason)
+
+
+@dataclass(frozen=True)
+class ScheduleEntry:
+    """One game of a schedule document, checked."""
+
+    sr_id: str  # the provider's match id
+    scheduled: datetime | None  # None: the document gives no start time
+    title: str | None
+    status: str  # as the provider says it (models.status decides what is stored)
 
 
 #: Weeks of the NFL regular season (REG).
@@ -70,70 +90,138 @@ def fetch(settings: MatchListenerEnvironment, path: str, *, what: str = "schedul
     return doc
 
 
-def games_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every game of a daily (``games``), weekly (``week.games``) or season (``weeks[].games``) document."""
-    games = list(doc.get("games") or [])
+def games_of(doc: dict[str, Any]) -> list[Any]:
+    """Every game entry of a daily (``games``), weekly (``week.games``) or season (``weeks[].games``)
+    document, as given (``schedule_entry`` checks each one)."""
+    games = list(_entries(doc.get("games")))
     week = doc.get("week")
     if isinstance(week, dict):
-        games += week.get("games") or []
-    for w in doc.get("weeks") or []:
+        games += _entries(week.get("games"))
+    for w in _entries(doc.get("weeks")):
         if isinstance(w, dict):
-            games += w.get("games") or []
-    return [g for g in games if isinstance(g, dict) and g.get("id")]
+            games += _entries(w.get("games"))
+    return games
 
 
-def upsert_games(league_name: str, games: list[dict[str, Any]]) -> tuple[int, int]:
-    """Create or update one Match per game; return (created, updated)."""
+def _entries(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else []
+
+
+def _text(g: dict[str, Any], key: str) -> str | None:
+    """A text field of a game (None when absent); MalformedFeedEntry for another type or a NUL."""
+    value = g.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise MalformedFeedEntry(f"{key} is a JSON {type(value).__name__}, not a string")
+    if "\x00" in value:
+        raise MalformedFeedEntry(f"{key} contains a NUL character")
+    return value
+
+
+def schedule_entry(g: Any) -> ScheduleEntry:
+    """Check one game of a schedule document; MalformedFeedEntry saying what is wrong with it."""
+    if not isinstance(g, dict):
+        raise MalformedFeedEntry(f"a JSON {type(g).__name__}, not an object")
+    raw_id = g.get("id")
+    if isinstance(raw_id, bool) or not isinstance(raw_id, str | int) or raw_id == "":
+        raise MalformedFeedEntry("no id")
+    sr_id = str(raw_id)
+    if "\x00" in sr_id:
+        raise MalformedFeedEntry("id contains a NUL character")
+    scheduled_text = _text(g, "scheduled")
+    try:
+        scheduled = parse_iso8601(scheduled_text, what="scheduled") if scheduled_text else None
+    except InvalidTimeError as exc:
+        raise MalformedFeedEntry(str(exc)) from exc
+    return ScheduleEntry(
+        sr_id=sr_id,
+        scheduled=scheduled,
+        title=_text(g, "title") or _title(g),
+        status=_text(g, "status") or "scheduled",
+    )
+
+
+def _item_of(g: Any, position: int) -> str:
+    """How a set-aside game is named: its id when it has a usable one, else its position."""
+    raw_id = g.get("id") if isinstance(g, dict) else None
+    return f"game {raw_id}" if isinstance(raw_id, str | int) and raw_id != "" else f"game #{position}"
+
+
+def upsert_games(league_name: str, games: list[Any], *, url: str = "") -> tuple[int, int, int]:
+    """Create or update one Match per game; return (created, updated, set aside).
+
+    A malformed game is set aside (``url`` names its document in the log line); the others go on.
+    """
     from lifecycle.leagues import ensure_league
     from models.db import database
     from models.match import Match
 
-    created = updated = 0
+    created = updated = aside = 0
     now = utcnow()
+    where = f" of {url}" if url else ""
     with database.connection_context():
         league = ensure_league(league_name)
-        for g in games:
-            sr_id = str(g["id"])
-            scheduled = parse_iso8601(g["scheduled"], what="scheduled") if g.get("scheduled") else None
-            title = g.get("title") or _title(g)
-            incoming = str(g.get("status") or "scheduled")
-            match = Match.select().where(Match.sr_id == sr_id).first()
+        for position, g in enumerate(games):
+            try:
+                entry = schedule_entry(g)
+                if entry.scheduled is None and not Match.select().where(Match.sr_id == entry.sr_id).exists():
+                    raise MalformedFeedEntry("no scheduled time, which a new match needs")
+            except MalformedFeedEntry as exc:
+                set_aside(LOOP, f"{_item_of(g, position)}{where}", str(exc))
+                aside += 1
+                continue
+            match = Match.select().where(Match.sr_id == entry.sr_id).first()
             if match is None:
-                if scheduled is None:
-                    continue
                 Match.create(
-                    sr_id=sr_id,
+                    sr_id=entry.sr_id,
                     league=league,
-                    title=title,
-                    scheduled=scheduled,
-                    status=normalise(incoming) or "scheduled",
-                    sr_status=incoming,
+                    title=entry.title,
+                    scheduled=entry.scheduled,
+                    status=normalise(entry.status) or "scheduled",
+                    sr_status=entry.status,
                     refreshed_at=now,
                 )
                 created += 1
                 continue
-            if scheduled is not None and (match.scheduled != scheduled or match.title != title):
-                match.scheduled, match.title = scheduled, title
+            if entry.scheduled is not None and (
+                match.scheduled != entry.scheduled or match.title != entry.title
+            ):
+                match.scheduled, match.title = entry.scheduled, entry.title
                 match.save(only=[Match.scheduled, Match.title])
-            match.apply_refresh(incoming, now=now)
+            match.apply_refresh(entry.status, now=now)
             updated += 1
-    return created, updated
+    return created, updated, aside
 
 
 def refresh(settings: MatchListenerEnvironment, *, league: str, path: str) -> RefreshResult:
     """Fetch one schedule document and upsert its games."""
     doc = fetch(settings, path)
     games = games_of(doc)
-    created, updated = upsert_games(league, games)
     url = redact_url(settings.sportradar_base_url.rstrip("/") + path)
-    logger.info("schedule refresh %s: %d games, %d new, %d updated", url, len(games), created, updated)
-    return RefreshResult(league=league, url=url, seen=len(games), created=created, updated=updated)
+    created, updated, aside = upsert_games(league, games, url=url)
+    logger.info(
+        "schedule refresh %s: %d games, %d new, %d updated, %d set aside",
+        url,
+        len(games),
+        created,
+        updated,
+        aside,
+    )
+    return RefreshResult(
+        league=league, url=url, seen=len(games), created=created, updated=updated, set_aside=aside
+    )
 
 
 def _title(g: dict[str, Any]) -> str | None:
-    away = (g.get("away") or {}).get("alias")
-    home = (g.get("home") or {}).get("alias")
-    return f"{away} @ {home}" if away and home else None
+    away, home = g.get("away"), g.get("home")
+    if not isinstance(away, dict) or not isinstance(home, dict):
+        return None
+    try:
+        away_alias, home_alias = _text(away, "alias"), _text(home, "alias")
+    except MalformedFeedEntry:
+        return None
+    return f"{away_alias} @ {home_alias}" if away_alias and home_alias else None
 
 
 def leagues_of(value: str) -> list[str]:

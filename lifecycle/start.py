@@ -8,7 +8,9 @@ body runs.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import json
 import logging
 import time
 import uuid
@@ -37,6 +39,7 @@ from lifecycle.runtime import (
 from lifecycle.stop_watch import StopRegistration
 from listener.body import ListenerBody, ListenerContext
 from listener.exit_codes import ExitCode, describe, exit_code_of, system_exit_reason
+from models.barriers import Barriers
 from models.db import database_errors
 from models.league import League
 from models.listener_record import MatchListenerRecord
@@ -59,18 +62,24 @@ def find_upcoming_matches_needing_listeners(
     active_max_age_seconds: float,
     stale_seconds: float,
     now: datetime | None = None,
+    barriers: Barriers | None = None,
 ) -> list[str]:
     """Internal ids of matches the dispatcher should start a listener for (one query); see below."""
     return [
-        mid
-        for mid, _ in find_candidates(
+        candidate[0]
+        for candidate in find_candidates(
             within_minutes=within_minutes,
             is_test=is_test,
             active_max_age_seconds=active_max_age_seconds,
             stale_seconds=stale_seconds,
             now=now,
+            barriers=barriers,
         )
     ]
+
+
+#: ``(match id, has a stale open row, its listener_start_settings or None when they are {})``.
+Candidate = tuple[str, bool, Any]
 
 
 def find_candidates(
@@ -81,8 +90,9 @@ def find_candidates(
     stale_seconds: float,
     now: datetime | None = None,
     match_ids: list[str] | None = None,
-) -> list[tuple[str, bool]]:
-    """``(match id, has a stale open row)`` for every match needing a listener (one query).
+    barriers: Barriers | None = None,
+) -> list[Candidate]:
+    """A Candidate for every match needing a listener (one query; see below for the rare second).
 
     Enabled league, ``auto_dispatch_listener`` on; live statuses always, pre-game and delayed
     ones when ``scheduled`` is in [now - active age, now + within_minutes]; ``is_test`` filters
@@ -90,6 +100,11 @@ def find_candidates(
     fresh heartbeat is dropped (stale open rows do not block: dispatch abandons them); an is_test
     clone no srsim serves yet (``srsim_unserved``) is not selected.
     ``match_ids`` limits the selection to those matches (a restart of known matches).
+
+    The open-row guard follows the start lock, not only the row's age: with ``barriers``, a
+    match whose open row is older than the active age but still beats and still holds the
+    match's start lock (its token is the row id) is dropped too (one MGET and one query, only
+    when the selection flagged such rows).
     """
     now = now or utcnow()
     R = MatchListenerRecord
@@ -99,6 +114,12 @@ def find_candidates(
     )
     stale_open = R.select(R.id).where(
         R.match == Match.id, R.ended_at.is_null(), R.heartbeat_at < rows.db_ago(stale_seconds)
+    )
+    old_beating = R.select(R.id).where(
+        R.match == Match.id,
+        R.ended_at.is_null(),
+        R.heartbeat_at >= rows.db_ago(stale_seconds),
+        R.created_at < rows.db_ago(active_max_age_seconds),
     )
     window = Match.scheduled.between(
         now - timedelta(seconds=active_max_age_seconds), now + timedelta(minutes=within_minutes)
@@ -119,13 +140,25 @@ def find_candidates(
         cond &= Match.id.in_([uuid.UUID(m) for m in match_ids])
     with database_errors():
         query = (
-            Match.select(Match.id.cast("text"), peewee.fn.EXISTS(stale_open).alias("has_stale"))
+            Match.select(
+                Match.id.cast("text"),
+                peewee.fn.EXISTS(stale_open).alias("has_stale"),
+                peewee.fn.EXISTS(old_beating).alias("has_old_beating"),
+                # NULL for the usual {}: only matches with stored settings carry them back.
+                peewee.fn.NULLIF(Match.listener_start_settings, peewee.SQL("'{}'::jsonb")),
+            )
             .join(League)
             .where(cond)
             .order_by(Match.scheduled, Match.id)
             .tuples()
         )
-        return [(mid, bool(has_stale)) for mid, has_stale in query]
+        found = list(query)
+    held = set()
+    if barriers is not None:
+        held = rows.held_by_their_open_rows(
+            [mid for mid, _, old, _ in found if old], barriers=barriers, stale_seconds=stale_seconds
+        )
+    return [(mid, bool(has_stale), stored) for mid, has_stale, _, stored in found if mid not in held]
 
 
 # -- settings merge -------------------------------------------------------------------
@@ -181,6 +214,9 @@ def resolve_listener_environment(
     Layer A is MatchListenerEnvironment itself: process environment > .env > defaults.
     """
     overrides = dict(overrides or {})
+    problem = _shape_problem(match.listener_start_settings)
+    if problem is not None:
+        raise ListenerStartSettingsError(f"Match.listener_start_settings of match {match.id} {problem}")
     stored = {k: v for k, v in (match.listener_start_settings or {}).items() if k not in METADATA_KEYS}
     for key in METADATA_KEYS:
         overrides.pop(key, None)
@@ -194,6 +230,44 @@ def resolve_listener_environment(
     if env_file is not ...:
         kwargs["_env_file"] = env_file
     return _build_settings(kwargs, what=f"for match {match.id}")
+
+
+def _shape_problem(stored: Any) -> str | None:
+    """Why stored settings are not a JSON object (None: they are, or are unset)."""
+    if stored is None or isinstance(stored, dict):
+        return None
+    return f"is a JSON {type(stored).__name__}, not an object"
+
+
+def stored_settings_problem(stored: Any) -> str | None:
+    """Why a match's ``listener_start_settings`` would make its start fail, or None.
+
+    What ``resolve_listener_environment`` refuses of the stored layer: not a JSON object, an
+    unknown key, an invalid value or a ``listener_body`` that cannot be imported. The value
+    check is cached per distinct settings (building the settings costs milliseconds).
+    """
+    problem = _shape_problem(stored)
+    if problem is not None:
+        return f"Match.listener_start_settings {problem}"
+    user = {k: v for k, v in (stored or {}).items() if k not in METADATA_KEYS}
+    if not user:
+        return None
+    unknown = sorted(set(user) - set(MatchListenerEnvironment.model_fields))
+    if unknown:
+        return f"unknown listener setting(s) in Match.listener_start_settings: {', '.join(unknown)}"
+    return _value_problem(json.dumps(user, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=1024)
+def _value_problem(settings_json: str) -> str | None:
+    user = json.loads(settings_json)
+    try:
+        env = _build_settings({"_env_file": None, **user}, what="in Match.listener_start_settings")
+        if "listener_body" in user:
+            load_body_class(env.listener_body)
+    except ListenerStartSettingsError as exc:
+        return str(exc)
+    return None
 
 
 def load_body_class(path: str) -> type[ListenerBody]:

@@ -113,9 +113,10 @@ def start_match_listener(
 ) -> StartResult:
     """Start (and run, for the whole game) the listener of one match; see the module docstring.
 
-    ``force`` clears pending, attempts, exhausted and the stop flag and skips the open-row
-    guard, but never takes a start lock held by another run: a live listener is never
-    stopped or doubled by a forced start (stop it first). Raises ListenerStartSettingsError /
+    ``force`` clears pending, attempts, exhausted and the stop flag (then takes the pending
+    key again: it is held while the forced run runs) and skips the open-row guard, but never
+    takes a start lock held by another run: a live listener is never stopped or doubled by a
+    forced start (stop it first). Raises ListenerStartSettingsError /
     MatchNotFound (failed starts, counted) and ListenerRunFailed-worthy outcomes are returned
     with ``success=False``. ``on_consumed`` is called once the message is consumed (from then on
     a re-delivery does nothing): the RabbitMQ broker acks the delivery there.
@@ -189,7 +190,8 @@ def _check_guards(
         services.hand_off(mid)
         return Skip.SHUTDOWN
     if force:
-        barriers.clear_start_barriers(mid)
+        # Cleared, then re-acquired: the forced run holds the pending key like any start.
+        barriers.retake_for_forced_start(mid)
         barriers.clear_stop_flag(mid)
     try:
         validate_override_keys(overrides)

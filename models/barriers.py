@@ -438,6 +438,14 @@ class Barriers:
         raw = self.client.get(self.start_lock_key(match_id))
         return raw.decode() if isinstance(raw, bytes) else raw
 
+    @_redis_errors
+    def start_lock_holders(self, match_ids: Sequence[str]) -> dict[str, str]:
+        """The token in each held start lock among ``match_ids`` (one MGET); free locks are left out."""
+        if not match_ids:
+            return {}
+        values = self.client.mget([self.start_lock_key(m) for m in match_ids])
+        return {str(m): str(_text(v)) for m, v in zip(match_ids, values, strict=True) if v is not None}
+
     def dispatch_lock(self) -> TokenLock:
         return self._coordination_lock(DISPATCH_LOCK)
 
@@ -578,6 +586,18 @@ class Barriers:
         return next(iter(self.client.scan_iter(match=pattern, count=1000)), None) is not None
 
     # -- clearing --------------------------------------------------------------------
+
+    @_redis_errors
+    def retake_for_forced_start(self, match_id: object) -> None:
+        """Delete attempts and exhausted and take the pending key again (one transaction).
+
+        A forced start clears the start barriers, then holds the pending key while it runs like
+        any start, so neither dispatch nor a plain start enqueues the match meanwhile.
+        """
+        pipe = self.client.pipeline()
+        pipe.delete(self.attempts_key(match_id), self.exhausted_key(match_id))
+        pipe.set(self.pending_key(match_id), "1", ex=int(self.active_max_age_seconds))
+        pipe.execute()
 
     @_redis_errors
     def clear_start_barriers(self, match_id: object) -> None:

@@ -81,10 +81,11 @@ def refreshed_status(
 ) -> str:
     """Return the status a schedule refresh persists (Match.refreshed_status).
 
-    Freeze: a live or terminal row never goes back to pre-game, and a terminal row never
-    reopens. Heal: a row still pre-game or delayed whose schedule still says pre-game, that
-    already has in-game questions and whose start is past, becomes ``inprogress`` (never
-    ``closed``). Otherwise the provider is trusted.
+    Freeze: a live or terminal row never goes back to pre-game, a terminal row never
+    reopens, and never goes back to an earlier terminal status (``closed`` → ``complete``, as
+    the stream rule refuses too). Heal: a row still pre-game or delayed whose schedule still
+    says pre-game, that already has in-game questions and whose start is past, becomes
+    ``inprogress`` (never ``closed``). Otherwise the provider is trusted.
     """
     new = normalise(incoming)
     if new is None:
@@ -95,7 +96,9 @@ def refreshed_status(
     if cur_phase is None:
         return new
     if cur_phase is Phase.TERMINAL:
-        return new if new_phase is Phase.TERMINAL else local
+        if new_phase is not Phase.TERMINAL or is_later_terminal(new, normalise(local)):
+            return local
+        return new
     if cur_phase is Phase.LIVE and new_phase is Phase.PREGAME:
         return local
     if (

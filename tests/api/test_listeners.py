@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from models import Match
 
@@ -68,3 +72,43 @@ def test_dispatch_and_sweep(api, make_match, barriers):
     assert again.status_code == 200 and again.json()["skipped"] == 1
     swept = api.post("/v1/listeners/sweep")
     assert swept.status_code == 200 and swept.json()["abandoned"] == 0
+
+
+def test_a_plain_start_of_an_exhausted_match_answers_409_naming_force_and_a_forced_one_is_enqueued(
+    api, make_match, barriers
+):
+    match = make_match(status="scheduled")
+    for _ in range(barriers.attempt_cap):
+        barriers.record_failed_attempt(match.id)
+    url = f"/v1/matches/{match.id}/start-listener"
+    refused = api.post(url)
+    assert refused.status_code == 409, refused.text
+    assert "exhausted" in refused.json()["error"] and "--force" in refused.json()["error"]
+    assert not barriers.is_pending(match.id) and Match.get_by_id(match.id).start_message_id is None
+    forced = api.post(url, json={"force": True})
+    assert forced.status_code == 202 and forced.json()["enqueued"] is True
+
+
+def test_a_dispatch_over_http_sets_a_poisoned_match_aside_with_its_reason_and_counts_it_in_metrics(
+    api, api_server, make_match, barriers
+):
+    def set_aside_count() -> float:
+        text = httpx.get(api_server.url + "/metrics", timeout=60).text
+        return sum(
+            s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+            if s.name == "kickoff_items_set_aside_total" and s.labels == {"loop": "dispatch"}
+        )
+
+    poisoned = make_match(status="inprogress", listener_start_settings={"no_such_setting": 1})
+    good = make_match(status="inprogress", scheduled=poisoned.scheduled + timedelta(minutes=1))
+    before = set_aside_count()
+    dispatched = api.post("/v1/listeners/dispatch", json={"within_minutes": 0})
+    assert dispatched.status_code == 200, dispatched.text
+    body = dispatched.json()
+    assert body["match_ids"] == [str(good.id)]
+    [entry] = body["set_aside"]
+    assert entry["item"] == str(poisoned.id) and "no_such_setting" in entry["reason"]
+    assert not barriers.is_pending(poisoned.id)
+    assert set_aside_count() == before + 1

@@ -61,3 +61,55 @@ def test_a_worker_with_dramatiq_prometheus_serves_its_metrics(
         worker.signal_group(signal.SIGTERM)
         worker.proc.wait(timeout=60)
         worker.close()
+
+
+def test_a_worker_serves_the_count_of_matches_its_dispatch_set_aside(
+    test_env, settings, migrated_database, redis_client, make_match, tmp_path
+):
+    make_match(status="inprogress", listener_start_settings={"no_such_setting": 1})
+    port = free_port()
+    env = {
+        **os.environ,
+        **test_env,
+        "DRAMATIQ_PROMETHEUS": "true",
+        "dramatiq_prom_host": "127.0.0.1",
+        "dramatiq_prom_port": str(port),
+        "dramatiq_prom_db": str(tmp_path / "prom"),
+    }
+    worker = ChildProcess(
+        dramatiq_worker_argv("default", threads=1), env=env, log=tmp_path / "w.log", cwd=REPO
+    )
+    try:
+        sender = build_broker(settings)
+        sender.enqueue(
+            dramatiq.Message(
+                queue_name=QUEUE_DEFAULT,
+                actor_name="dispatch_upcoming_match_listeners",
+                args=(),
+                kwargs={"within_minutes": 0},
+                options={},
+            )
+        )
+        counted: list[float] = []
+
+        def scraped() -> bool:
+            assert worker.running(), worker.output()
+            try:
+                text = httpx.get(f"http://127.0.0.1:{port}/", timeout=2).text
+            except httpx.HTTPError:
+                return False
+            counted[:] = [
+                s.value
+                for f in text_string_to_metric_families(text)
+                for s in f.samples
+                if s.name == "kickoff_items_set_aside_total" and s.labels.get("loop") == "dispatch"
+            ]
+            return bool(counted)
+
+        wait_for(scraped, timeout=90, what="the worker's count of set-aside matches")
+        assert sum(counted) == 1
+        assert "set aside: unknown listener setting(s)" in worker.output()
+    finally:
+        worker.signal_group(signal.SIGTERM)
+        worker.proc.wait(timeout=60)
+        worker.close()

@@ -45,6 +45,7 @@ REFRESH_ROWS = [
     *either("inprogress", "delayed", "delayed", "trust SR delay"),
     *either("closed", "scheduled", "closed", "freeze: do not reopen a finished game"),
     *either("complete", "closed", "closed", "trust SR, both terminal"),
+    *either("closed", "complete", "closed", "freeze: never back to an earlier terminal status"),
 ]
 
 

@@ -9,7 +9,7 @@ import pytest
 from lifecycle.cleanup import stop_match_listener, sweep_stale_match_listeners
 from lifecycle.dispatch import request_start
 from tests.lifecycle.conftest import wait_for
-from tests.lifecycle.helpers import dead_run, dispatch, live_row, open_rows, rows_of, start
+from tests.lifecycle.helpers import dead_run, dispatch, live_row, open_rows, reload, rows_of, start
 from tests.racing import race
 
 
@@ -154,3 +154,46 @@ def test_a_start_superseded_by_a_newer_message_does_nothing(make_match, ctx, out
 
 def _sb(ctx):
     return {"settings": ctx["settings"], "barriers": ctx["barriers"]}
+
+
+def _age_rows(match, *, hours: float) -> None:
+    """Backdate the creation of the match's rows (a run started ``hours`` ago; heartbeats untouched)."""
+    from datetime import timedelta
+
+    from config.clock import utcnow
+    from models.listener_record import MatchListenerRecord
+
+    MatchListenerRecord.update(created_at=utcnow() - timedelta(hours=hours)).where(
+        MatchListenerRecord.match == match.id
+    ).execute()
+
+
+def test_a_run_older_than_the_active_age_that_holds_its_lock_gets_no_start_and_keeps_its_message_id(
+    make_match, ctx, outbox, runner
+):
+    match = make_match(status="inprogress")
+    b = ctx["barriers"]
+    assert dispatch(send=outbox, **_sb(ctx)).enqueued == 1
+    [message] = outbox.messages
+    future = runner(start, match, message_id=message.message_id, **ctx)
+    [row] = wait_for(lambda: open_rows(match))
+    _age_rows(match, hours=13)  # older than LISTENER_ACTIVE_MAX_AGE_SECONDS (12 h), still beating
+    b.clear_pending(match.id)  # its pending key expired after the active age
+    for _ in range(3):  # one tick a minute
+        result = dispatch(send=outbox, **_sb(ctx))
+        assert result.eligible == 0 and result.enqueued == 0
+    assert len(outbox.messages) == 1
+    assert reload(match).start_message_id == message.message_id
+    assert b.start_lock_holder(match.id) == str(row.id)
+    stop_match_listener(str(match.id), settings=ctx["settings"], barriers=b)
+    future.result(timeout=10)
+
+
+def test_an_old_beating_row_that_holds_no_lock_is_still_dispatched_by_its_age(make_match, ctx, outbox):
+    from tests.lifecycle.helpers import beating_row
+
+    match = make_match(status="inprogress")
+    with beating_row(match):
+        _age_rows(match, hours=13)
+        assert ctx["barriers"].start_lock_holder(match.id) is None
+        assert dispatch(send=outbox, **_sb(ctx)).enqueued == 1

@@ -72,3 +72,23 @@ def test_the_refresh_actors_run_on_a_real_worker_against_srsim(srsim, start_work
     refresh_league_schedule.send(league="nhl")
     ids = {daily.sr_id, weekly.sr_id, season.sr_id}
     wait_for(lambda: Match.select().where(Match.sr_id.in_(ids)).count() == 3, timeout=60)
+
+
+def test_a_schedule_refresh_never_moves_closed_back_to_complete_but_moves_complete_to_closed(
+    static_feed, lsettings, make_match
+):
+    from lifecycle.schedule import refresh
+
+    closed = make_match(sr_id="sr:match:closed", status="closed")
+    complete = make_match(sr_id="sr:match:complete", status="complete")
+    path = "/nfl/trial/games/2030/REG/1/schedule.json"
+    games = [
+        {"id": "sr:match:closed", "scheduled": "2030-09-08T17:00:00+00:00", "status": "complete"},
+        {"id": "sr:match:complete", "scheduled": "2030-09-08T17:00:00+00:00", "status": "closed"},
+    ]
+    url = static_feed({path: {"week": {"games": games}}})
+    result = refresh(lsettings.model_copy(update={"sportradar_base_url": url}), league="nfl", path=path)
+    assert result.updated == 2
+    assert Match.get_by_id(closed.id).status == "closed"
+    assert Match.get_by_id(closed.id).sr_status == "complete"  # what the provider said is still kept
+    assert Match.get_by_id(complete.id).status == "closed"
