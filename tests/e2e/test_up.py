@@ -1,0 +1,127 @@
+"""``kickoff up`` with real processes: the board fills with Running listeners, Ctrl-C leaves nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cli.procfile import read_procfile
+from tests.private_redis import free_port
+from tests.waiting import wait_for
+
+STARTED = re.compile(r"started (\S+) \(pid (\d+)\)")
+
+
+class UpProcess:
+    """One ``kickoff up`` in its own session, its output in a file; every group it started is
+    killed by ``cleanup`` whatever the test did."""
+
+    def __init__(self, args: list[str], *, env: dict[str, str], out: Path) -> None:
+        self.out = out
+        self._fh = out.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cli", "up", *args],
+            env=env,
+            stdout=self._fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def output(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def children(self) -> dict[str, int]:
+        """Name -> pid of every child ``up`` said it started."""
+        return {m[1]: int(m[2]) for m in STARTED.finditer(self.output())}
+
+    def cleanup(self) -> None:
+        for pgid in [self.proc.pid, *self.children().values()]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        self._fh.close()
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def run_up(subprocess_env, db, amqp_vhost, redis_client, tmp_path) -> Iterator:
+    started: list[UpProcess] = []
+
+    def run(*args: str) -> UpProcess:
+        up = UpProcess(list(args), env=subprocess_env, out=tmp_path / f"up-{len(started)}.out")
+        started.append(up)
+        return up
+
+    yield run
+    for up in started:
+        up.cleanup()
+
+
+def _running(settings, barriers) -> list:
+    from lifecycle.board import listener_board
+
+    return [e for e in listener_board(settings=settings, barriers=barriers) if e.badge == "Running"]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+def test_kickoff_up_shows_running_listeners_and_sigint_stops_every_child(run_up, settings, barriers):
+    api_port, sim_port = free_port(), free_port()
+    up = run_up("--port", str(api_port), "--sim-port", str(sim_port), "--games", "2")
+    wait_for(lambda: "logs in" in up.output() or up.proc.poll() is not None, timeout=60, what="up started")
+    children = up.children()
+    assert set(children) == {e.name for e in read_procfile()}, up.output()
+    assert f"console http://127.0.0.1:{api_port}/ (operator key kk_" in up.output()
+
+    rows = wait_for(lambda: _running(settings, barriers), timeout=150, interval=1, what="a Running listener")
+    assert rows and up.proc.poll() is None, up.output()[-3000:]
+    with urllib.request.urlopen(f"http://127.0.0.1:{api_port}/healthz", timeout=10) as answer:
+        assert answer.status == 200
+    assert re.search(r"^listener-worker +\| ", up.output(), re.M), "listener worker lines are prefixed"
+    wait_for(lambda: re.search(r"^up +\| board: .*Running", up.output(), re.M), timeout=30, what="board line")
+
+    os.kill(up.proc.pid, signal.SIGINT)
+    assert up.proc.wait(timeout=150) == 0, up.output()[-3000:]
+    assert "stopped" in up.output().splitlines()[-1]
+    left = [name for name, pid in children.items() if group_alive(pid)]
+    assert left == [], up.output()[-3000:]
+
+
+@pytest.mark.e2e
+def test_kickoff_up_reports_a_child_that_dies_with_its_last_lines_and_exits_1(run_up):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        up = run_up("--only", "api", "--port", str(port))
+        assert up.proc.wait(timeout=90) == 1, up.output()
+    out = up.output()
+    assert "api exited with code" in out and "its last lines:" in out
+    assert re.search(r"^api +\| .*(address already in use|Errno 98)", out, re.M | re.I), out
+    assert not group_alive(up.children()["api"])
+
+
+def test_kickoff_up_refuses_an_unknown_process_naming_the_known_ones():
+    done = subprocess.run(
+        [sys.executable, "-m", "cli", "up", "--only", "api,nope"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert "'nope' is not a process" in done.stderr and "listener-worker" in done.stderr
