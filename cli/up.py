@@ -72,7 +72,7 @@ class Printer:
         prefix = f"{name:<{self.width}} |"
         if self.colour:
             prefix = click.style(prefix, fg=self.colours.get(name, "white"), bold=name == "up")
-        click.echo(f"{prefix} {text}", err=err)
+        click.echo(f"{prefix} {text}", err=err, color=self.colour)
 
 
 @click.command("up")
@@ -149,7 +149,8 @@ def up(
         key_id, key = _operator_key()
         say("up", f"console http://{s.api_host}:{api_port}/ (operator key {key}, revoked when up stops)")
     script = run_dir / "games.json"
-    script.write_text(json.dumps({"games": up_games(games)}, indent=1))
+    if SIM in names:
+        script.write_text(json.dumps({"games": up_games(games)}, indent=1))
 
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}

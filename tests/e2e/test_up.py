@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from cli.procfile import read_procfile
+from cli.procfile import ProcfileEntry, read_procfile, select_entries
+from cli.up import Printer, child_argv, up_games
+from config.errors import ConfigurationError
 from tests.private_redis import free_port
 from tests.waiting import wait_for
 
@@ -125,3 +127,49 @@ def test_kickoff_up_refuses_an_unknown_process_naming_the_known_ones():
     )
     assert done.returncode == 2
     assert "'nope' is not a process" in done.stderr and "listener-worker" in done.stderr
+
+
+def test_only_takes_procfile_names_or_a_unique_prefix_and_no_sim_drops_srsim(tmp_path):
+    procfile = tmp_path / "Procfile"
+    procfile.write_text(
+        "# processes\nworker: dramatiq actors\nlistener-worker: dramatiq x\n"
+        "launcher: kickoff launcher\n\nsrsim: kickoff sim serve\n"
+    )
+    entries = read_procfile(procfile)
+    assert [e.name for e in entries] == ["worker", "listener-worker", "launcher", "srsim"]
+    assert [e.name for e in select_entries(entries, only=["listener", "worker"])] == [
+        "worker",
+        "listener-worker",
+    ]
+    assert [e.name for e in select_entries(entries, exclude=("srsim",))] == [
+        "worker",
+        "listener-worker",
+        "launcher",
+    ]
+    with pytest.raises(ValueError, match="'nope' is not a process"):
+        select_entries(entries, only=["nope"])
+    with pytest.raises(ValueError, match="'l' is ambiguous"):
+        select_entries(entries, only=["l"])
+    procfile.write_text("worker dramatiq actors\n")
+    with pytest.raises(ConfigurationError, match="Procfile:1: not a 'name: command' line"):
+        read_procfile(procfile)
+
+
+def test_a_child_runs_its_procfile_command_through_sh_with_quoted_extra_arguments(tmp_path):
+    entry = ProcfileEntry(name="srsim", command="kickoff sim serve")
+    argv = child_argv(entry, ["--script", str(tmp_path / "a b.json"), "--register"])
+    assert argv == ["/bin/sh", "-c", f"exec kickoff sim serve --script '{tmp_path}/a b.json' --register"]
+
+
+def test_lines_are_prefixed_by_process_padded_and_coloured_only_on_a_terminal(capsys):
+    Printer(["up", "listener-worker"], colour=False).line("up", "started")
+    Printer(["up", "listener-worker"], colour=True).line("listener-worker", "ready")
+    plain, coloured = capsys.readouterr().out.splitlines()
+    assert plain == "up              | started"
+    assert coloured.startswith("\x1b[") and "listener-worker |" in coloured and coloured.endswith(" ready")
+
+
+def test_up_games_start_within_a_minute_and_last_long():
+    games = up_games(3)
+    assert [g["start_after"] for g in games] == [20.0, 35.0, 50.0]
+    assert all(g["is_test"] and g["event_count"] * g["event_interval"] >= 600 for g in games)
