@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,16 +66,29 @@ def group_alive(pgid: int) -> bool:
 
 @pytest.fixture
 def run_up(subprocess_env, db, amqp_vhost, redis_client, tmp_path) -> Iterator:
+    """``run_up(*args)``: a ``kickoff up`` on this run's database, Redis prefix and vhost, with a
+    Dramatiq namespace of its own (the starts its listeners hand off at shutdown are deleted after)."""
+    from models.barriers import connect_redis
+
+    env = {
+        **subprocess_env,
+        "BROKER_NAMESPACE": f"{subprocess_env['BROKER_NAMESPACE']}-up{uuid.uuid4().hex[:6]}",
+    }
     started: list[UpProcess] = []
 
     def run(*args: str) -> UpProcess:
-        up = UpProcess(list(args), env=subprocess_env, out=tmp_path / f"up-{len(started)}.out")
+        up = UpProcess(list(args), env=env, out=tmp_path / f"up-{len(started)}.out")
         started.append(up)
         return up
 
     yield run
     for up in started:
         up.cleanup()
+    if env["BROKER_URL"].startswith("redis"):
+        client = connect_redis(env["BROKER_URL"])
+        keys = list(client.scan_iter(match=f"{env['BROKER_NAMESPACE']}*", count=1000))
+        if keys:
+            client.delete(*keys)
 
 
 def _running(settings, barriers) -> list:
@@ -87,7 +101,7 @@ def _running(settings, barriers) -> list:
 @pytest.mark.timeout(300)
 def test_kickoff_up_shows_running_listeners_and_sigint_stops_every_child(run_up, settings, barriers):
     api_port, sim_port = free_port(), free_port()
-    up = run_up("--port", str(api_port), "--sim-port", str(sim_port), "--games", "2")
+    up = run_up("--port", str(api_port), "--sim-port", str(sim_port), "--games", "2", "--grace", "20")
     wait_for(lambda: "logs in" in up.output() or up.proc.poll() is not None, timeout=60, what="up started")
     children = up.children()
     assert set(children) == {e.name for e in read_procfile()}, up.output()
