@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -150,15 +151,19 @@ class ProcessGroup:
             for line in lines:
                 yield name, line
 
-    def stop(self, *, grace: float) -> list[str]:
+    def stop(self, *, grace: float, hurry: threading.Event | None = None) -> list[str]:
         """Stop every child, the last started first: SIGTERM to the child alone (a dramatiq master
-        forwards it to its workers), up to ``grace`` seconds each, then SIGKILL to its whole group;
-        whatever is left in a group is killed. Returns the names that needed SIGKILL."""
+        forwards it to its workers), up to ``grace`` seconds each (no more once ``hurry`` is set),
+        then SIGKILL to its whole group; whatever is left in a group is killed. Returns the names
+        that needed SIGKILL."""
         killed = []
         for name, child in reversed(list(self.children.items())):
-            try:
-                child.terminate(timeout=grace)
-            except subprocess.TimeoutExpired:
+            if child.running():
+                os.kill(child.pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while child.running() and time.monotonic() < deadline and not (hurry and hurry.is_set()):
+                time.sleep(0.05)
+            if child.running():
                 killed.append(name)
                 child.kill(timeout=5)
             child.reap_group()

@@ -112,7 +112,8 @@ def up(
     games that start within a minute; develop's scheduler dispatches them on its next minute, so
     the board shows Running listeners within about two minutes. Prints the console URL and an
     operator key created for this run (revoked when `up` stops). Ctrl-C stops every process, the
-    last started first; a process that dies is reported with its last lines and `up` exits 1.
+    last started first (a second Ctrl-C kills the rest); a process that dies is reported with its
+    last lines and `up` exits 1.
     """
     s = obj.settings
     try:
@@ -152,8 +153,12 @@ def up(
     if SIM in names:
         script.write_text(json.dumps({"games": up_games(games)}, indent=1))
 
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stop, hurry = threading.Event(), threading.Event()
+
+    def on_signal(*_: object) -> None:
+        (hurry if stop.is_set() else stop).set()  # a second Ctrl-C kills what is still stopping
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     group = ProcessGroup(env, run_dir)
     code = 0
     try:
@@ -164,15 +169,16 @@ def up(
         say("up", f"logs in {run_dir}; Ctrl-C stops everything")
         code = _supervise(group, printer, stop, board=lambda: _board_line(obj))
     finally:
-        say("up", "stopping " + ", ".join(reversed(list(group.children))))
-        killed = group.stop(grace=grace)
+        stop.set()
+        say("up", "stopping " + ", ".join(reversed(list(group.children))) + " (Ctrl-C again: kill them)")
+        killed = group.stop(grace=grace, hurry=hurry)
         for name, line in group.new_lines():
             say(name, line)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if key_id is not None:
             _revoke(key_id)
-        say("up", "stopped" + (f" (killed after {grace:g} s: {', '.join(killed)})" if killed else ""))
+        say("up", "stopped" + (f" (killed: {', '.join(killed)})" if killed else ""))
     sys.exit(code)
 
 

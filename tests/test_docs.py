@@ -47,6 +47,7 @@ import pytest
 
 from cli.procfile import read_procfile
 from tests.private_redis import free_port
+from tests.process_groups import group_members
 
 REPO = Path(__file__).resolve().parent.parent
 RUNNABLE = "<!-- runnable -->"
@@ -214,25 +215,17 @@ def _checkout(tmp_path: Path) -> Path:
     return root
 
 
-def _group_gone(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 def _end_group(pgid: int) -> None:
     """SIGTERM the block's process group, SIGKILL what is left after 15 s; wait until it is gone."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGTERM)
     deadline = time.monotonic() + 15
-    while not _group_gone(pgid) and time.monotonic() < deadline:
+    while group_members(pgid) and time.monotonic() < deadline:
         time.sleep(0.1)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while not _group_gone(pgid) and time.monotonic() < deadline:
+    while group_members(pgid) and time.monotonic() < deadline:
         time.sleep(0.1)
 
 

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -16,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from cli.processes import ProcessGroup
 from cli.procfile import ProcfileEntry, read_procfile, select_entries
 from cli.up import Printer, child_argv, up_games
 from config.errors import ConfigurationError
 from tests.private_redis import free_port
+from tests.process_groups import group_members
 from tests.waiting import wait_for
 
 STARTED = re.compile(r"started (\S+) \(pid (\d+)\)")
@@ -57,9 +60,9 @@ class UpProcess:
 
 
 def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
+    """Whether anything of process group ``pgid`` still runs, waiting up to 10 s for it to go."""
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: not group_members(pgid), timeout=10, interval=0.1)
         return False
     return True
 
@@ -187,3 +190,36 @@ def test_up_games_start_within_a_minute_and_last_long():
     games = up_games(3)
     assert [g["start_after"] for g in games] == [20.0, 35.0, 50.0]
     assert all(g["is_test"] and g["event_count"] * g["event_interval"] >= 600 for g in games)
+
+
+def test_a_process_group_stops_the_last_started_first_and_kills_what_ignores_sigterm(tmp_path):
+    group = ProcessGroup(os.environ, tmp_path)
+    polite = group.start(
+        "polite", ["sh", "-c", "trap 'echo TERM; exit 0' TERM; echo up; while :; do sleep 0.1; done"]
+    )
+    stubborn = group.start(
+        "stubborn", ["sh", "-c", "trap '' TERM; sleep 300 & echo up; while :; do sleep 0.1; done"]
+    )
+    assert polite.wait_for_output("up", timeout=30) and stubborn.wait_for_output("up", timeout=30)
+    try:
+        assert group.stop(grace=1) == ["stubborn"]
+    finally:
+        for child in (polite, stubborn):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+    assert polite.proc.returncode == 0 and "TERM" in polite.output()
+    assert not group_alive(polite.pid) and not group_alive(stubborn.pid)  # the background sleep too
+
+
+def test_a_hurried_stop_kills_at_once_instead_of_waiting_out_the_grace(tmp_path):
+    group = ProcessGroup(os.environ, tmp_path)
+    stubborn = group.start("stubborn", ["sh", "-c", "trap '' TERM; echo up; while :; do sleep 0.1; done"])
+    assert stubborn.wait_for_output("up", timeout=30)
+    hurry = threading.Event()
+    hurry.set()
+    try:
+        assert group.stop(grace=3600, hurry=hurry) == ["stubborn"]  # a wait of the grace fails the test
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(stubborn.pid, signal.SIGKILL)
+    assert not group_alive(stubborn.pid)
