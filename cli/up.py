@@ -109,7 +109,7 @@ def up(
     Applies migrations and declares the outbox queues (as `kickoff db migrate` and `kickoff amqp
     setup`), then starts the processes of deploy/Procfile (worker, listener-worker, scheduler,
     launcher, srsim, api) with their output prefixed by name. srsim plays GAMES registered is_test
-    games that start within a minute; develop's scheduler dispatches them on its next minute, so
+    games that start within a minute; develop's scheduler dispatches them on its first tick, so
     the board shows Running listeners within about two minutes. Prints the console URL and an
     operator key created for this run (revoked when `up` stops). Ctrl-C stops every process, the
     last started first (a second Ctrl-C kills the rest); a process that dies is reported with its
@@ -177,7 +177,7 @@ def up(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if key_id is not None:
-            _revoke(key_id)
+            _revoke(key_id, say)
         say("up", "stopped" + (f" (killed: {', '.join(killed)})" if killed else ""))
     sys.exit(code)
 
@@ -202,10 +202,15 @@ def _operator_key() -> tuple[str, str]:
     return str(key.id), secret
 
 
-def _revoke(key_id: str) -> None:
+def _revoke(key_id: str, say: Any) -> None:
+    """Revoke ``up``'s operator key; a database that no longer answers is said, not raised."""
     from api.keys import revoke_key
+    from config.errors import KickoffError
 
-    revoke_key(key_id)
+    try:
+        revoke_key(key_id)
+    except KickoffError as exc:
+        say("up", f"operator key {key_id} not revoked ({exc}): kickoff apikeys revoke {key_id}")
 
 
 def _board_line(obj: CliContext) -> str:

@@ -122,6 +122,10 @@ def test_kickoff_up_shows_running_listeners_and_sigint_stops_every_child(run_up,
     assert "stopped" in up.output().splitlines()[-1]
     left = [name for name, pid in children.items() if group_alive(pid)]
     assert left == [], up.output()[-3000:]
+    from api.keys import list_keys
+
+    keys = [k for k in list_keys() if k.name.startswith("kickoff up on ")]
+    assert len(keys) == 1 and keys[0].revoked_at is not None, "up's operator key is revoked when it stops"
 
 
 @pytest.mark.e2e
