@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -301,6 +302,8 @@ def _run_block(
 @pytest.mark.e2e
 @pytest.mark.timeout(600)
 def test_the_runnable_examples_of_the_readme_and_docs_run_and_print_what_they_say(doc_env, tmp_path):
+    missing = [tool for tool in ("bash", "curl", "jq") if shutil.which(tool) is None]
+    assert not missing, f"the examples need {', '.join(missing)} (apt-get install -y {' '.join(missing)})"
     cwd = _checkout(tmp_path)
     for block in (b for path in doc_files() for b in runnable_blocks(path)):
         done = _run_block(block, env=doc_env, cwd=cwd, port=free_port())
