@@ -26,7 +26,7 @@ import click
 
 from cli.common import json_option
 from cli.context import CliContext
-from cli.processes import ChildProcess, dramatiq_worker_argv, stop_all
+from cli.processes import ProcessGroup, dramatiq_worker_argv
 from cli.table import render_table
 
 #: Settings of every demo process (short intervals so the demo takes about two minutes).
@@ -81,28 +81,6 @@ def _games() -> list[DemoGame]:
     ]
 
 
-class Processes:
-    """The demo's subprocesses by name, logging to ``log_dir``; all stopped on exit."""
-
-    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
-        self.env = env
-        self.log_dir = log_dir
-        self.procs: dict[str, ChildProcess] = {}
-
-    def start(self, name: str, argv: list[str]) -> ChildProcess:
-        child = ChildProcess(argv, env=self.env, log=self.log_dir / f"{name}.log", append=True)
-        self.procs[name] = child
-        return child
-
-    def kill9(self, name: str) -> None:
-        child = self.procs.pop(name)
-        child.kill()
-        child.close()
-
-    def stop_all(self) -> None:
-        stop_all(self.procs.values(), grace=10)
-
-
 def _bin(name: str) -> str:
     return str(Path(sys.executable).with_name(name))
 
@@ -141,7 +119,7 @@ def demo(obj: CliContext, as_json: bool, timeout: float) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     script = run_dir / "games.json"
     script.write_text(json.dumps({"games": [g.script for g in games]}, indent=1))
-    procs = Processes(dict(os.environ), run_dir)
+    procs = ProcessGroup(os.environ, run_dir)
     started = time.monotonic()
     try:
         procs.start("srsim", [_bin("kickoff"), "sim", "serve", "--port", str(port), "--script", str(script)])
@@ -156,7 +134,7 @@ def demo(obj: CliContext, as_json: bool, timeout: float) -> None:
         _create_match(games[0], speed_started=started)
         result = _play(games, procs, listener_worker, settings, out=out, started=started, timeout=timeout)
     finally:
-        procs.stop_all()
+        procs.stop(grace=10)
     if as_json:
         click.echo(json.dumps(result, default=str))
     else:
@@ -185,7 +163,7 @@ def _create_match(game: DemoGame, *, speed_started: float) -> None:
 
 def _play(
     games: list[DemoGame],
-    procs: Processes,
+    procs: ProcessGroup,
     listener_worker: list[str],
     settings: Any,
     *,

@@ -35,6 +35,7 @@ from cli.serve import serve_command
 from cli.sim import sim_group
 from cli.trades import trades
 from cli.trigger import trigger
+from cli.up import up
 from config.errors import KickoffError, NotFound
 from config.log import configure_logging
 from config.settings import load_listener_settings
@@ -96,6 +97,7 @@ cli.add_command(db)
 cli.add_command(config_group)
 cli.add_command(listen_command)
 cli.add_command(demo)
+cli.add_command(up)
 cli.add_command(sim_group)
 cli.add_command(check)
 cli.add_command(runs)

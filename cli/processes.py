@@ -1,14 +1,17 @@
-"""Child processes of the demo, the benchmarks and the end-to-end tests: each in its own session
-(process group) with its output in a log file, stopped as a group so no grandchild outlives it."""
+"""Child processes of ``kickoff up``, the demo, the benchmarks and the end-to-end tests: each in its
+own session (process group) with its output in a log file, stopped as a group so no grandchild
+outlives it; ``ProcessGroup`` supervises named children for ``up`` and ``demo``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 
@@ -86,6 +89,17 @@ class ChildProcess:
             os.kill(self.proc.pid, signal.SIGTERM)
         return self.proc.wait(timeout=timeout)
 
+    def reap_group(self) -> None:
+        """SIGKILL whatever is left in the child's process group once the child itself ended."""
+        if self.running():
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def last_lines(self, count: int) -> list[str]:
+        """The last ``count`` lines of the child's log."""
+        return self.output().splitlines()[-count:]
+
     def close(self) -> None:
         """Kill the child if it still runs; close its log."""
         try:
@@ -95,15 +109,63 @@ class ChildProcess:
             self._fh.close()
 
 
-def stop_all(children: Iterable[ChildProcess], *, grace: float) -> None:
-    """SIGTERM every child's group, give them ``grace`` seconds in all, SIGKILL the rest; close logs."""
-    children = list(children)
-    for child in children:
-        child.signal_group(signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    for child in children:
-        try:
-            child.proc.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            child.kill(timeout=5)
+class ProcessGroup:
+    """Named children logging to ``log_dir/{name}.log``; stopped in reverse start order."""
+
+    def __init__(self, env: Mapping[str, str], log_dir: Path) -> None:
+        self.env = dict(env)
+        self.log_dir = log_dir
+        self.children: dict[str, ChildProcess] = {}
+        self._read: dict[str, int] = {}
+        self._partial: dict[str, str] = {}
+
+    def start(self, name: str, argv: list[str]) -> ChildProcess:
+        """Start ``argv`` as child ``name`` (its log is appended to, so a restart keeps the old lines)."""
+        child = ChildProcess(argv, env=self.env, log=self.log_dir / f"{name}.log", append=True)
+        self.children[name] = child
+        return child
+
+    def kill9(self, name: str) -> None:
+        """SIGKILL child ``name`` and forget it (the demo's kill drill)."""
+        child = self.children.pop(name)
+        child.kill()
         child.close()
+
+    def exited(self) -> list[tuple[str, int]]:
+        """(name, exit code) of every child that has ended."""
+        return [(name, c.proc.returncode) for name, c in self.children.items() if not c.running()]
+
+    def new_lines(self) -> Iterator[tuple[str, str]]:
+        """(name, line) of every complete line the children logged since the last call."""
+        for name, child in self.children.items():
+            with child.log.open("rb") as fh:
+                fh.seek(self._read.get(name, 0))
+                chunk = fh.read()
+            if not chunk:
+                continue
+            self._read[name] = self._read.get(name, 0) + len(chunk)
+            text = self._partial.pop(name, "") + chunk.decode(errors="replace")
+            *lines, rest = text.split("\n")
+            if rest:
+                self._partial[name] = rest
+            for line in lines:
+                yield name, line
+
+    def stop(self, *, grace: float, hurry: threading.Event | None = None) -> list[str]:
+        """Stop every child, the last started first: SIGTERM to the child alone (a dramatiq master
+        forwards it to its workers), up to ``grace`` seconds each (no more once ``hurry`` is set),
+        then SIGKILL to its whole group; whatever is left in a group is killed. Returns the names
+        that needed SIGKILL."""
+        killed = []
+        for name, child in reversed(list(self.children.items())):
+            if child.running():
+                os.kill(child.pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while child.running() and time.monotonic() < deadline and not (hurry and hurry.is_set()):
+                time.sleep(0.05)
+            if child.running():
+                killed.append(name)
+                child.kill(timeout=5)
+            child.reap_group()
+            child.close()
+        return killed

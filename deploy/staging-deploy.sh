@@ -39,7 +39,7 @@ if [ -n "$KICKOFF_ENV_FILE" ]; then
 fi
 
 KICKOFF="${KICKOFF:-$KICKOFF_HOME/.venv/bin/kickoff}"
-UNITS="${UNITS:-kickoff-worker kickoff-listener-worker kickoff-scheduler kickoff-launcher kickoff-srsim}"
+UNITS="${UNITS:-kickoff-worker kickoff-listener-worker kickoff-scheduler kickoff-launcher kickoff-srsim kickoff-api}"
 RESTART_CMD="${RESTART_CMD:-}"
 
 run() {
