@@ -55,6 +55,8 @@ RULES: dict[tuple[str, str], Need] = {
     ("POST", "/v1/trade/incoming/{trade_id}/decision"): Need.TRIGGER,
     ("POST", "/v1/trade/incoming/{trade_id}/decision/retry"): Need.TRIGGER,
     ("POST", "/v1/trade/incoming/{trade_id}/counter"): Need.TRIGGER,
+    ("GET", "/v1/trade/reconcile"): Need.READ,
+    ("POST", "/v1/trade/reconcile"): Need.OPERATOR,
     ("GET", "/v1/actions/{tracking_id}"): Need.READ,
     ("POST", "/v1/actions/{tracking_id}/result"): Need.TRIGGER,
     ("POST", "/v1/runs"): Need.TRIGGER,
