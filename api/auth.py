@@ -92,6 +92,8 @@ RULES: dict[tuple[str, str], Need] = {
     ("GET", "/outbox"): Need.CONSOLE,
     ("POST", "/outbox/{row_id}/retry"): Need.CONSOLE,
     ("GET", "/actions"): Need.CONSOLE,
+    ("GET", "/trades"): Need.CONSOLE,
+    ("POST", "/trades/reconcile"): Need.CONSOLE,
     ("GET", "/runs"): Need.CONSOLE,
     ("POST", "/runs"): Need.CONSOLE,
     ("GET", "/runs/new"): Need.CONSOLE,

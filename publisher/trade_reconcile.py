@@ -6,7 +6,8 @@ may hold it), ``set_aside`` (the drain could not handle it; the reason is its er
 checks the worker's logs or ESPN and resolves it: ``published`` (the worker got it; nothing is
 sent), ``republish`` (sent again now with the same message id, so a consumer drops a duplicate)
 or ``cancel`` (never sent; its key stays claimed, so a repeat of the request is a duplicate).
-The CLI (``kickoff trades reconcile``) and the API (``/v1/trade/reconcile``) call these two functions.
+The CLI (``kickoff trades reconcile``), the API (``/v1/trade/reconcile``) and the console's
+Trades page all call these two functions.
 """
 
 from __future__ import annotations
