@@ -17,18 +17,23 @@ RABBITMQ = ("127.0.0.1", 5672)
 DOWN_URL = "amqp://guest:guest@127.0.0.1:1/%2F"
 
 
-def uncertain_offer(amqp_vhost: str, **kw: Any) -> trades.TradeResult:
+def uncertain_offer(amqp_vhost: str, *, reaches_broker: bool = False, **kw: Any) -> trades.TradeResult:
     """Approve an offer whose confirm never comes: uncertain.
 
-    The publisher reaches RabbitMQ through a fault proxy and declares the queue; then the proxy
-    black-holes the link, so the message is sent into a connection that never answers again and
-    the confirm wait ends in PublishUncertainError (the publisher drops the connection).
+    The publisher reaches RabbitMQ through a fault proxy and declares the queue; then the link
+    breaks after the send and before the confirm: the proxy swallows the broker's answers
+    (``reaches_broker``: RabbitMQ holds the message, only its confirm is lost) or every byte
+    (a black hole: the message never arrives). Either way the confirm wait ends in
+    PublishUncertainError and the publisher drops the connection.
     """
     with FaultProxy(RABBITMQ) as proxy:
         pub = AmqpPublisher(url=proxy.url_via(amqp_vhost), confirm_timeout=1.0, connect_timeout=1.0)
         try:
-            pub.check_queue(TRADE_SUBMISSIONS)  # connected and declared before the link hangs
-            proxy.blackhole()
+            pub.check_queue(TRADE_SUBMISSIONS)  # connected and declared before the link breaks
+            if reaches_broker:
+                proxy.drop_replies()
+            else:
+                proxy.blackhole()
             result = offer(pub, **kw)
         finally:
             pub.close()
