@@ -16,6 +16,7 @@ from publisher.trade_reconcile import Resolution, claims_to_reconcile, reconcile
 from publisher.trades import TradeStatus, redeliver_trades
 from tests.publisher.helpers import offer
 from tests.publisher.trade_claims import pending_offer, poison, status_of, uncertain_offer
+from tests.racing import race
 
 
 def _backdate(claim_key: str, seconds: float) -> None:
@@ -195,3 +196,23 @@ def test_republishing_while_the_broker_is_away_leaves_the_claim_pending_for_the_
         )
     assert (entry.status, entry.resolution) == ("pending", "republish")  # known unsent now
     assert trades.redeliverable_trades() == 1 and claims_to_reconcile() == []
+
+
+def test_operators_racing_to_republish_one_claim_send_it_once(publisher, amqp_vhost, read_queue):
+    lost = uncertain_offer(amqp_vhost, offer_key="offer-1")
+
+    def republish_it(go):
+        with AmqpPublisher(url=amqp_vhost) as own:
+            go()
+            return reconcile_claim(
+                queue="trade_submissions",
+                claim_key="offer-1",
+                resolution=Resolution.REPUBLISH,
+                operator="ops",
+                publisher=own,
+            )
+
+    done, refused = race(republish_it, callers=4)
+    assert [e.status for e in done] == ["published"]
+    assert len(refused) == 3 and all("not waiting for an operator" in str(e) for e in refused)
+    assert [p.message_id for _, p in read_queue("trade_submissions")] == [lost.message_id]
