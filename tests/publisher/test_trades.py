@@ -151,6 +151,26 @@ def test_the_drain_sets_a_poisoned_claim_aside_with_its_reason_and_publishes_the
     assert trades.redeliverable_trades() == 0  # set aside: the next drain does not meet it again
 
 
+def test_a_claim_whose_publish_fails_in_an_unforeseen_way_is_set_aside_and_the_drain_goes_on(
+    publisher, amqp_vhost, read_queue, monkeypatch
+):
+    bad = pending_offer(offer_key="offer-bad")
+    good = pending_offer(offer_key="offer-good")
+    publish = publisher.publish
+
+    def publish_or_break(message):
+        if message.message_id == bad.message_id:
+            raise ValueError("a bug this message alone meets")
+        publish(message)
+
+    monkeypatch.setattr(publisher, "publish", publish_or_break)  # the drain's loop is under test here
+    report = trades.redeliver_trades(publisher=publisher)
+    assert (report.published, report.set_aside, report.waiting) == (1, 1, 0)
+    entry = trades.get_entry("trade_submissions", "offer-bad")
+    assert entry.status == "set_aside" and entry.error == "ValueError: a bug this message alone meets"
+    assert [p.message_id for _, p in read_queue("trade_submissions")] == [good.message_id]
+
+
 def test_request_only_fields_are_stripped_before_publishing():
     from publisher.validation import strip_request_only
 
