@@ -329,7 +329,12 @@ def _message_of(entry: ExecutionEntry, body: Any) -> OutgoingMessage:
     )
 
 
-def _republish(entry: ExecutionEntry, publisher: AmqpPublisher) -> TradeResult:
+def republish(entry: ExecutionEntry, *, publisher: AmqpPublisher) -> TradeResult:
+    """Publish a stored claim again with its own message id (consumers drop a duplicate by it).
+
+    The claim's status follows the outcome as on a first publish. UnusableTradeClaim when the
+    stored claim cannot be turned back into its message.
+    """
     with database_errors():
         (body,) = database.execute_sql(
             trade_sql.SELECT_BODY,
@@ -339,15 +344,6 @@ def _republish(entry: ExecutionEntry, publisher: AmqpPublisher) -> TradeResult:
     return _publish_claimed(queue=entry.queue, key=entry.claim_key, message=message, publisher=publisher)
 
 
-def republish(entry: ExecutionEntry, *, publisher: AmqpPublisher) -> TradeResult:
-    """Publish a stored claim again with its own message id (consumers drop a duplicate by it).
-
-    The claim's status follows the outcome as on a first publish. UnusableTradeClaim when the
-    stored claim cannot be turned back into its message.
-    """
-    return _republish(entry, publisher)
-
-
 def retry_decision(*, decision_key: str, publisher: AmqpPublisher) -> TradeResult:
     """``.../decision/retry``: publish a failed or pending decision again with the same message id."""
     entry = get_entry(TRADE_RESPONSES, decision_key)
@@ -355,7 +351,7 @@ def retry_decision(*, decision_key: str, publisher: AmqpPublisher) -> TradeResul
         raise TradeError(
             f"decision {decision_key!r} is {entry.status}; only a failed or pending decision can be retried"
         )
-    return _republish(entry, publisher)
+    return republish(entry, publisher=publisher)
 
 
 @dataclass(frozen=True)
@@ -396,18 +392,30 @@ def _set_aside(entry: ExecutionEntry, reason: str) -> None:
     )
 
 
+def _try_republish(entry: ExecutionEntry, publisher: AmqpPublisher) -> TradeResult | str:
+    """Republish one claim in a savepoint: its result, or the reason it cannot be handled."""
+    try:
+        with database.atomic():  # a savepoint: a claim's failure undoes only its own writes
+            return republish(entry, publisher=publisher)
+    except UnusableTradeClaim as exc:
+        return str(exc)
+    except KickoffError:
+        raise  # PostgreSQL away and the like: not this claim's fault
+    except Exception as exc:  # a fault this claim alone met: it must not stop the drain
+        return f"{type(exc).__name__}: {exc}"
+
+
 def redeliver_trades(*, publisher: AmqpPublisher, limit: int = 500) -> TradeRedelivery:
     """Republish pending claims (known unsent), oldest first, with their own message ids.
 
     Uncertain claims are left alone: the broker may hold them, so they wait for an operator.
-    Each claim is handled on its own (a savepoint each): one that cannot be turned back into
-    its message, or whose publish fails for a reason that is not the broker's, is set aside
-    (status ``set_aside``, the reason as its error, one log line) and the drain goes on. Stops
-    at the first claim the broker did not take (it is away: the rest wait for the next drain).
-    Safe to run concurrently (rows are taken with ``FOR UPDATE SKIP LOCKED``).
+    Each claim is handled on its own: one that cannot be turned back into its message, or whose
+    publish fails for a reason that is not the broker's, is set aside (status ``set_aside``, the
+    reason as its error, one log line) and the drain goes on. Stops at the first claim the broker
+    did not take (it is away: the rest wait for the next drain). Safe to run concurrently (rows
+    are taken with ``FOR UPDATE SKIP LOCKED``).
     """
-    counts = dict.fromkeys(("published", "failed", "uncertain", "set_aside"), 0)
-    waiting = 0
+    published = failed = uncertain = set_aside = waiting = 0
     with database_errors(), database.atomic():
         rows = database.execute_sql(
             trade_sql.CLAIM_REPUBLISHABLE,
@@ -415,36 +423,26 @@ def redeliver_trades(*, publisher: AmqpPublisher, limit: int = 500) -> TradeRede
         ).fetchall()
         entries = [entry_from_row(r) for r in rows]
         for n, entry in enumerate(entries):
-            try:
-                with database.atomic():  # a savepoint: a claim's failure undoes only its own writes
-                    result = _republish(entry, publisher)
-            except UnusableTradeClaim as exc:
-                reason = str(exc)
-            except KickoffError:
-                raise  # PostgreSQL away and the like: not this claim's fault
-            except Exception as exc:  # a fault this claim alone met: it must not stop the drain
-                reason = f"{type(exc).__name__}: {exc}"
-            else:
-                if result.status is TradeStatus.PUBLISHED:
-                    counts["published"] += 1
-                elif result.status is TradeStatus.FAILED:
-                    counts["failed"] += 1
-                else:  # pending or uncertain: the broker is away or the link broke
-                    counts["uncertain"] += result.status is TradeStatus.UNCERTAIN
-                    waiting = len(entries) - n - (result.status is TradeStatus.UNCERTAIN)
-                    break
-                continue
-            with database.atomic():
-                _set_aside(entry, reason)
-            counts["set_aside"] += 1
-    report = TradeRedelivery(waiting=waiting, **counts)
-    if report.published or report.failed or report.set_aside or report.uncertain:
+            outcome = _try_republish(entry, publisher)
+            if isinstance(outcome, str):
+                _set_aside(entry, outcome)
+                set_aside += 1
+            elif outcome.status is TradeStatus.PUBLISHED:
+                published += 1
+            elif outcome.status is TradeStatus.FAILED:
+                failed += 1
+            else:  # the broker is away (pending) or the link broke after the send (uncertain)
+                uncertain = int(outcome.status is TradeStatus.UNCERTAIN)
+                waiting = len(entries) - n - uncertain
+                break
+    report = TradeRedelivery(published, failed, waiting, uncertain, set_aside)
+    if published or failed or uncertain or set_aside:
         logger.info(
             "trade claims redelivered: %s published, %s failed, %s uncertain, %s set aside, %s waiting",
-            report.published,
-            report.failed,
-            report.uncertain,
-            report.set_aside,
-            report.waiting,
+            published,
+            failed,
+            uncertain,
+            set_aside,
+            waiting,
         )
     return report
