@@ -1,7 +1,8 @@
 """Prometheus metrics of the API: request latency here, shared state read at scrape time.
 
 Gauges describing the deployment (listeners by badge, heartbeat age, starts and failures,
-exhausted matches, outbox backlog and dead rows, runs by status, launcher slots in use) are
+exhausted matches, outbox backlog and dead rows, runs by status, launcher slots in use, trade
+claims by status) are
 read from PostgreSQL and Redis by a custom collector when /metrics is scraped, so any one API
 process reports the whole deployment. A source that does not answer is reported as
 ``kickoff_metrics_source_up{source=...} 0`` and its metrics are left out.
@@ -77,6 +78,7 @@ class SharedStateCollector(Collector):
             ("listeners", self._listeners),
             ("outbox", self._outbox),
             ("runs", self._runs),
+            ("trades", self._trades),
         ):
             try:
                 metrics = list(read())
@@ -168,3 +170,17 @@ class SharedStateCollector(Collector):
             "Slots of one launcher (LAUNCHER_CAP).",
             value=self.ctx.settings.launcher_cap,
         )
+
+    def _trades(self) -> Iterator[Metric]:
+        from models.execution_log import ExecutionStatus
+        from publisher.trades import trade_claim_counts
+
+        counts = trade_claim_counts()
+        claims = GaugeMetricFamily(
+            "kickoff_trade_claims",
+            "Trade claims in execution_log by status (uncertain and set_aside wait for an operator).",
+            labels=["status"],
+        )
+        for status in ExecutionStatus:
+            claims.add_metric([status.value], counts.get(status.value, 0))
+        yield claims

@@ -7,7 +7,7 @@ traceparents, keys) and name the field, so nothing is checked twice.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -87,6 +87,17 @@ class CounterBody(Body):
     give_player_ids: list[int | str] = Field(description="Sleeper player ids.")
     receive_player_ids: list[int | str] = Field(description="Sleeper player ids.")
     traceparent: str | None = None
+
+
+class ReconcileBody(Body):
+    queue: Literal["trade_submissions", "trade_responses", "trade_negotiations"]
+    claim_key: str = Field(
+        min_length=1, max_length=500, description="The claim's offer, decision or publication key."
+    )
+    resolution: Literal["published", "republish", "cancel"] = Field(
+        description="published: the worker got it (nothing is sent); republish: send it again now with the "
+        "same message id; cancel: never send it (its key stays claimed)."
+    )
 
 
 class ActionResultBody(Body):

@@ -40,7 +40,8 @@ def drain_cmd(
     obj: CliContext, max_seconds: float | None, workers: int | None, now: bool, as_json: bool
 ) -> None:
     """Publish every due row now: releases chained claims, expires late draft targets, and
-    republishes pending or uncertain trade claims (same message id).
+    republishes pending trade claims (same message id; uncertain ones wait for
+    `kickoff trades reconcile`).
 
     Rows waiting for their backoff are left alone unless --now is given; the output says how
     many wait and when the first is due. Exit code 1 with one line naming AMQP_URL when RabbitMQ

@@ -1,17 +1,19 @@
-"""``kickoff trades``: list and resolve trade claims whose publish result is uncertain."""
+"""``kickoff trades reconcile``: list the trade claims that wait for an operator, and resolve one."""
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 
 import click
 
-from cli.common import LIMIT_OPTION, json_option
+from cli.common import LIMIT_OPTION, echo_answer, json_option
 from cli.context import CliContext
 from cli.table import echo_listing
 from publisher.amqp import publisher_from_settings
 from publisher.queues import TRADE_QUEUES
-from publisher.trades import Resolution, list_uncertain, resolve_uncertain
+from publisher.trade_reconcile import STALE_CLAIM_SECONDS, Resolution, claims_to_reconcile, reconcile_claim
+from publisher.trades import ExecutionEntry
 
 
 @click.group()
@@ -19,59 +21,86 @@ def trades() -> None:
     """Trade claims in execution_log (trade_submissions, trade_responses, trade_negotiations).
 
     A trade is claimed in execution_log, then published. A claim the unreachable broker never
-    got is `pending`, one whose confirm never came is `uncertain`; every outbox drain
-    republishes both with their message id. Claims stuck in `claimed` (a crash mid-publish) and
-    uncertain ones can be checked against the worker's logs or ESPN and resolved here.
+    got is `pending` and every outbox drain republishes it with its message id. A claim whose
+    confirm never came is `uncertain`: the broker may hold it, so nothing sends it again by
+    itself. Uncertain claims, claims the drain set aside (`set_aside`, with the reason) and claims
+    stuck in `claimed` (a crash mid-publish) wait for an operator: `kickoff trades reconcile`.
     """
 
 
-@trades.command("uncertain")
-@click.option(
-    "--stale-seconds", type=float, default=60.0, help="Also list claims stuck this long in `claimed`."
-)
-@LIMIT_OPTION
-@json_option('Print {"count", "claims": [{"queue", "claim_key", ...}]}.')
-@click.pass_obj
-def uncertain_cmd(obj: CliContext, stale_seconds: float, limit: int, as_json: bool) -> None:
-    """List claims needing manual reconciliation.
-
-    A table of queue, claim key, status, league, message id and error; "no uncertain trade claims"
-    when there is none.
-    """
-    obj.database()
-    echo_listing(
-        as_json,
-        "claims",
-        list_uncertain(stale_claim_seconds=stale_seconds)[:limit],
-        as_dict=lambda e: {**vars(e), "created_at": e.created_at.isoformat()},
-        headers=["queue", "claim_key", "status", "league", "message_id", "error"],
-        row=lambda e: [e.queue, e.claim_key, e.status, e.league_id, e.message_id, e.error],
-        empty="no uncertain trade claims",
-    )
-
-
-@trades.command("resolve")
-@click.argument("queue", type=click.Choice(TRADE_QUEUES))
-@click.argument("claim_key")
+@trades.command("reconcile")
+@click.argument("queue", required=False, type=click.Choice(TRADE_QUEUES), metavar="[QUEUE]")
+@click.argument("claim_key", required=False, metavar="[CLAIM_KEY]")
 @click.option(
     "--as",
     "resolution",
     type=click.Choice([r.value for r in Resolution]),
-    required=True,
-    help="published: the worker got it; not-published: it never arrived (a retry may publish); "
-    "republish: send it again now with the same message id.",
+    help="published: the worker got it (nothing is sent); republish: send it again now with the "
+    "same message id; cancel: never send it (its key stays claimed).",
 )
-@click.option("--operator", default=getpass.getuser, help="Who resolved it (recorded).")
+@click.option("--operator", default=getpass.getuser, help="Who resolved it (recorded on the claim).")
+@click.option(
+    "--stale-seconds",
+    type=click.FloatRange(min=0),
+    default=STALE_CLAIM_SECONDS,
+    show_default=True,
+    help="A claim stuck this long in `claimed` waits for an operator too.",
+)
+@LIMIT_OPTION
+@json_option('Print {"count", "claims": [{"queue", "claim_key", "status", ...}]}, or the resolved claim.')
 @click.pass_obj
-def resolve_cmd(obj: CliContext, queue: str, claim_key: str, resolution: str, operator: str) -> None:
-    """Resolve one uncertain claim."""
+def reconcile_cmd(
+    obj: CliContext,
+    queue: str | None,
+    claim_key: str | None,
+    resolution: str | None,
+    operator: str,
+    stale_seconds: float,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """List the claims waiting for an operator, or resolve one: QUEUE CLAIM_KEY --as CHOICE.
+
+    Without arguments: a table of queue, claim key, status, league, message id and error (the
+    reason a claim was set aside), oldest first; "no trade claims to reconcile" when there is none.
+    With QUEUE and CLAIM_KEY, --as is required and the claim is resolved; the line printed is
+    its new status (republish: as the broker answered).
+    """
+    if claim_key is None:
+        if queue is not None or resolution is not None:
+            raise click.UsageError("give QUEUE, CLAIM_KEY and --as to resolve a claim (none to list them)")
+        obj.database()
+        echo_listing(
+            as_json,
+            "claims",
+            claims_to_reconcile(stale_claim_seconds=stale_seconds, limit=limit),
+            as_dict=ExecutionEntry.as_json,
+            headers=["queue", "claim_key", "status", "league", "message_id", "error"],
+            row=lambda e: [e.queue, e.claim_key, e.status, e.league_id, e.message_id, e.error],
+            empty="no trade claims to reconcile",
+        )
+        return
+    if resolution is None:
+        raise click.UsageError("--as is required to resolve a claim (published, republish or cancel)")
     obj.database()
-    with publisher_from_settings(obj.settings) as publisher:
-        entry = resolve_uncertain(
-            queue=queue,
+    choice = Resolution(resolution)
+    with contextlib.ExitStack() as stack:
+        publisher = (
+            stack.enter_context(publisher_from_settings(obj.settings))
+            if choice is Resolution.REPUBLISH
+            else None
+        )
+        entry = reconcile_claim(
+            queue=str(queue),
             claim_key=claim_key,
-            resolution=Resolution(resolution),
+            resolution=choice,
             operator=operator,
             publisher=publisher,
+            stale_claim_seconds=stale_seconds,
         )
-    click.echo(f"{entry.queue} {entry.claim_key}: {entry.status} ({entry.resolution})")
+    echo_answer(
+        as_json,
+        entry.as_json(),
+        f"{entry.queue} {entry.claim_key}: {entry.status} ({entry.resolution} by {entry.resolved_by}; "
+        f"message id {entry.message_id})",
+    )

@@ -212,8 +212,7 @@ class PublishUncertainError(PublishError):
     """Raised when a message was sent but the connection failed before its confirm arrived.
 
     The broker may or may not hold the message: outbox rows are retried (consumers drop the
-    duplicate by message id); trade claims are republished with the same message id by
-    ``redeliver_trades`` or reconciled by hand.
+    duplicate by message id); a trade claim waits as ``uncertain`` for an operator to reconcile it.
     """
 
 
@@ -260,6 +259,11 @@ class ActionNotFound(NotFound):
 
 class TradeError(KickoffError):
     """Base class of errors of the direct trade publishers and their reconciliation."""
+
+
+class UnusableTradeClaim(TradeError):
+    """Raised when a stored trade claim cannot be turned back into its message (not a trade queue,
+    a body that is not an object or names another key); the trade drain sets such a claim aside."""
 
 
 class TradeNotFound(NotFound):

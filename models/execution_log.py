@@ -12,5 +12,7 @@ class ExecutionStatus(StrEnum):
     PUBLISHED = "published"  # the broker confirmed the message
     PENDING = "pending"  # not sent: the broker was unreachable; the drain republishes it (same message id)
     FAILED = "failed"  # the broker refused it (nack, unroutable, declare refused); a decision may be retried
-    UNCERTAIN = "uncertain"  # sent, unconfirmed: the drain republishes it (same message id), or an operator
-    RESOLVED = "resolved"  # an operator reconciled it (see resolution)
+    UNCERTAIN = "uncertain"  # sent, unconfirmed: waits for an operator (kickoff trades reconcile)
+    SET_ASIDE = "set_aside"  # the drain could not handle it (the reason in error): waits for an operator
+    RESOLVED = "resolved"  # an operator said the worker got it (see resolution): nothing more is sent
+    CANCELLED = "cancelled"  # an operator cancelled it: never sent again (its key stays claimed)

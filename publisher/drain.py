@@ -42,7 +42,7 @@ class DrainReport:
     expired: int = 0
     released: int = 0
     cancelled: int = 0
-    trades: int = 0  # pending or uncertain trade claims republished and confirmed
+    trades: int = 0  # pending (known unsent) trade claims republished and confirmed
     broker_error: str | None = None
 
     def __add__(self, other: DrainReport) -> DrainReport:
@@ -171,7 +171,7 @@ def drain_outbox_concurrently(
     batch_size: int | None = None,
     publisher_factory: Callable[[], AmqpPublisher] | None = None,
 ) -> DrainReport:
-    """Resolve held claims and republish pending or uncertain trade claims once, then run
+    """Resolve held claims and republish pending (known unsent) trade claims once, then run
     ``workers`` drains side by side (OUTBOX_DRAIN_WORKERS).
 
     Each drain has its own AMQP connection (``publisher_factory``, default: AMQP_URL) and its own
@@ -218,7 +218,7 @@ def drain_outbox_concurrently(
 
 
 def _redeliver_trades(make_publisher: Callable[[], AmqpPublisher]) -> int:
-    """Republish pending and uncertain trade claims (connects only when there are some)."""
+    """Republish pending trade claims (connects only when there are some; uncertain ones are left)."""
     if not redeliverable_trades():
         return 0
     with make_publisher() as publisher:

@@ -3,11 +3,11 @@
 No outbox: the claim (unique per queue and key) makes a second approval a duplicate; the
 publish follows at once to a durable-declared trade queue. The claim row keeps the body and
 message id, so it doubles as the outbox of an outage: a publish the unreachable broker never
-got marks the claim ``pending`` and one whose confirm never came marks it ``uncertain``;
-``redeliver_trades`` (run by every outbox drain) republishes both with the same message id
-(consumers drop a duplicate by it) for as long as the outage lasts. Only the broker's refusal
-marks a claim ``failed`` (a decision may be retried). ``kickoff trades`` lists and resolves
-claims by hand.
+got marks the claim ``pending``, and ``redeliver_trades`` (run by every outbox drain) republishes
+it with the same message id for as long as the outage lasts. One whose confirm never came is
+``uncertain``: the broker may hold it, so nothing sends it again by itself; it waits for an
+operator (``publisher.trade_reconcile``, ``kickoff trades reconcile``). Only the broker's refusal
+marks a claim ``failed`` (a decision may be retried).
 """
 
 from __future__ import annotations
@@ -24,25 +24,34 @@ import peewee
 from config.clock import utcnow
 from config.errors import (
     BrokerConnectionError,
+    KickoffError,
     MissingQueueError,
     PublishError,
     PublishUncertainError,
     TradeError,
     TradeNotFound,
     TriggerValidationError,
+    UnusableTradeClaim,
 )
 from config.records import json_fields
 from models.db import database, database_errors
 from models.execution_log import ExecutionStatus
 from publisher import validation as v
 from publisher.amqp import AmqpPublisher, OutgoingMessage
-from publisher.queues import TRADE_NEGOTIATIONS, TRADE_QUEUES, TRADE_RESPONSES, TRADE_SUBMISSIONS
+from publisher.queues import TRADE_NEGOTIATIONS, TRADE_RESPONSES, TRADE_SUBMISSIONS
 from publisher.sql import trades as trade_sql
 from publisher.trace import check_traceparent, trace_headers
 
 logger = logging.getLogger(__name__)
 
 DECISIONS = frozenset({"accept", "reject"})
+
+#: The body field that carries each trade queue's claim key.
+KEY_FIELDS: dict[str, str] = {
+    TRADE_SUBMISSIONS: "offer_key",
+    TRADE_RESPONSES: "decision_key",
+    TRADE_NEGOTIATIONS: "publication_key",
+}
 
 
 class TradeStatus(StrEnum):
@@ -52,7 +61,7 @@ class TradeStatus(StrEnum):
     PENDING = "pending"  # claimed and saved, not sent (broker unreachable): the drain republishes it
     DUPLICATE = "duplicate"  # the key was claimed before; nothing was published
     FAILED = "failed"  # claimed, but the broker refused the publish (a decision may be retried)
-    UNCERTAIN = "uncertain"  # sent, not confirmed: the drain republishes it with the same message id
+    UNCERTAIN = "uncertain"  # sent, not confirmed: waits for an operator (kickoff trades reconcile)
 
 
 @dataclass(frozen=True)
@@ -80,10 +89,15 @@ class ExecutionEntry:
     status: str
     error: str | None
     resolution: str | None
+    resolved_by: str | None
+    resolved_at: Any
     created_at: Any
 
+    as_json = json_fields
 
-def _entry(row: Any) -> ExecutionEntry:
+
+def entry_from_row(row: Any) -> ExecutionEntry:
+    """The claim of one row of ``trade_sql.ENTRY_COLUMNS``."""
     return ExecutionEntry(
         queue=row[0],
         claim_key=row[1],
@@ -93,7 +107,9 @@ def _entry(row: Any) -> ExecutionEntry:
         status=row[5],
         error=row[6],
         resolution=row[7],
-        created_at=row[8],
+        resolved_by=row[8],
+        resolved_at=row[9],
+        created_at=row[10],
     )
 
 
@@ -113,7 +129,11 @@ def _publish_claimed(
     except PublishUncertainError as exc:
         _set_status(queue, key, ExecutionStatus.UNCERTAIN, str(exc))
         logger.warning(
-            "trade publish uncertain, the drain republishes it: queue=%s key=%s: %s", queue, key, exc
+            "trade publish uncertain, waits for an operator: queue=%s key=%s message_id=%s: %s",
+            queue,
+            key,
+            message.message_id,
+            exc,
         )
         return TradeResult(TradeStatus.UNCERTAIN, queue, key, message.message_id, str(exc))
     except (BrokerConnectionError, MissingQueueError) as exc:
@@ -134,7 +154,6 @@ def _publish_claimed(
 def _claim_and_publish(
     *,
     queue: str,
-    key_field: str,
     key: str,
     league_id: str,
     team: str,
@@ -147,6 +166,7 @@ def _claim_and_publish(
 
     ``key_in_result`` records the key as the claim's outcome details (the spec's idempotency key).
     """
+    key_field = KEY_FIELDS[queue]
     body = {
         key_field: v.text(key, key_field),
         "league_id": v.text(league_id, "league_id"),
@@ -215,7 +235,6 @@ def submit_offer(
     fields |= _players(give_player_ids, receive_player_ids, v.espn_id)
     return _claim_and_publish(
         queue=TRADE_SUBMISSIONS,
-        key_field="offer_key",
         key=offer_key,
         league_id=league_id,
         team=team,
@@ -240,7 +259,6 @@ def respond_to_trade(
         raise TriggerValidationError("decision", f"must be one of {sorted(DECISIONS)}")
     return _claim_and_publish(
         queue=TRADE_RESPONSES,
-        key_field="decision_key",
         key=decision_key,
         league_id=league_id,
         team=team,
@@ -266,7 +284,6 @@ def stage_counter(
     fields |= _players(give_player_ids, receive_player_ids, v.sleeper_id)
     return _claim_and_publish(
         queue=TRADE_NEGOTIATIONS,
-        key_field="publication_key",
         key=publication_key,
         league_id=league_id,
         team=team,
@@ -286,22 +303,44 @@ def get_entry(queue: str, claim_key: str) -> ExecutionEntry:
         ).fetchone()
     if row is None:
         raise TradeNotFound(f"no execution_log claim for {claim_key!r} on {queue}")
-    return _entry(row)
+    return entry_from_row(row)
 
 
-def _republish(entry: ExecutionEntry, publisher: AmqpPublisher) -> TradeResult:
+def _message_of(entry: ExecutionEntry, body: Any) -> OutgoingMessage:
+    """The claim's message as first sent: its stored body, message id and trace header.
+
+    UnusableTradeClaim when the stored claim cannot be that message (not a trade queue, a body
+    that is not an object or that names another key).
+    """
+    key_field = KEY_FIELDS.get(entry.queue)
+    if key_field is None:
+        raise UnusableTradeClaim(f"queue {entry.queue!r} is not a trade queue")
+    if not isinstance(body, dict):
+        raise UnusableTradeClaim(f"the stored body is a JSON {type(body).__name__}, not an object")
+    if body.get(key_field) != entry.claim_key:
+        raise UnusableTradeClaim(
+            f"the stored body's {key_field} is {body.get(key_field)!r}, not the claim key {entry.claim_key!r}"
+        )
+    traceparent = body.get("traceparent")
+    if traceparent is not None and not isinstance(traceparent, str):
+        raise UnusableTradeClaim(f"the stored body's traceparent is not text: {traceparent!r}")
+    return OutgoingMessage(
+        queue=entry.queue, body=body, message_id=entry.message_id, headers=trace_headers(traceparent)
+    )
+
+
+def republish(entry: ExecutionEntry, *, publisher: AmqpPublisher) -> TradeResult:
+    """Publish a stored claim again with its own message id (consumers drop a duplicate by it).
+
+    The claim's status follows the outcome as on a first publish. UnusableTradeClaim when the
+    stored claim cannot be turned back into its message.
+    """
     with database_errors():
         (body,) = database.execute_sql(
             trade_sql.SELECT_BODY,
             (entry.queue, entry.claim_key),
         ).fetchone()
-    body = body if isinstance(body, dict) else json.loads(body)
-    message = OutgoingMessage(
-        queue=entry.queue,
-        body=body,
-        message_id=entry.message_id,
-        headers=trace_headers(body.get("traceparent")),
-    )
+    message = _message_of(entry, body)
     return _publish_claimed(queue=entry.queue, key=entry.claim_key, message=message, publisher=publisher)
 
 
@@ -312,107 +351,98 @@ def retry_decision(*, decision_key: str, publisher: AmqpPublisher) -> TradeResul
         raise TradeError(
             f"decision {decision_key!r} is {entry.status}; only a failed or pending decision can be retried"
         )
-    return _republish(entry, publisher)
+    return republish(entry, publisher=publisher)
 
 
 @dataclass(frozen=True)
 class TradeRedelivery:
     """What one ``redeliver_trades`` call did."""
 
-    published: int = 0  # pending or uncertain claims now confirmed
+    published: int = 0  # pending claims now confirmed
     failed: int = 0  # refused by the broker (status failed)
-    waiting: int = 0  # still pending or uncertain (the broker is away): tried again by the next drain
+    waiting: int = 0  # still pending (the broker is away): tried again by the next drain
+    uncertain: int = 0  # sent again, no confirm this time either: now waiting for an operator
+    set_aside: int = 0  # could not be handled (status set_aside, the reason in error)
 
 
 def redeliverable_trades() -> int:
-    """How many claims are pending or uncertain (cheap: the drain connects only when there are some)."""
+    """How many claims are pending (cheap: the drain connects only when there are some)."""
     with database_errors():
         return database.execute_sql(
-            trade_sql.COUNT_IN,
-            (ExecutionStatus.PENDING.value, ExecutionStatus.UNCERTAIN.value),
+            trade_sql.COUNT_WITH_STATUS,
+            (ExecutionStatus.PENDING.value,),
         ).fetchone()[0]
 
 
-def redeliver_trades(*, publisher: AmqpPublisher, limit: int = 500) -> TradeRedelivery:
-    """Republish pending and uncertain claims, oldest first, with their own message ids.
+def trade_claim_counts() -> dict[str, int]:
+    """How many trade claims stand in each status (``kickoff_trade_claims``)."""
+    with database_errors():
+        rows = database.execute_sql(trade_sql.COUNT_BY_STATUS, (list(KEY_FIELDS),)).fetchall()
+    return dict(rows)
 
-    Safe to run concurrently (rows are taken with ``FOR UPDATE SKIP LOCKED``). Stops at the
-    first claim the broker did not take (it is away: the rest wait for the next drain). A
-    republished uncertain claim records ``resolution = republish`` by ``drain``.
+
+def _set_aside(entry: ExecutionEntry, reason: str) -> None:
+    _set_status(entry.queue, entry.claim_key, ExecutionStatus.SET_ASIDE, reason)
+    logger.error(
+        "trade claim set aside, waits for an operator: queue=%s key=%s message_id=%s: %s",
+        entry.queue,
+        entry.claim_key,
+        entry.message_id,
+        reason,
+    )
+
+
+def _try_republish(entry: ExecutionEntry, publisher: AmqpPublisher) -> TradeResult | str:
+    """Republish one claim in a savepoint: its result, or the reason it cannot be handled."""
+    try:
+        with database.atomic():  # a savepoint: a claim's failure undoes only its own writes
+            return republish(entry, publisher=publisher)
+    except UnusableTradeClaim as exc:
+        return str(exc)
+    except KickoffError:
+        raise  # PostgreSQL away and the like: not this claim's fault
+    except Exception as exc:  # a fault this claim alone met: it must not stop the drain
+        return f"{type(exc).__name__}: {exc}"
+
+
+def redeliver_trades(*, publisher: AmqpPublisher, limit: int = 500) -> TradeRedelivery:
+    """Republish pending claims (known unsent), oldest first, with their own message ids.
+
+    Uncertain claims are left alone: the broker may hold them, so they wait for an operator.
+    Each claim is handled on its own: one that cannot be turned back into its message, or whose
+    publish fails for a reason that is not the broker's, is set aside (status ``set_aside``, the
+    reason as its error, one log line) and the drain goes on. Stops at the first claim the broker
+    did not take (it is away: the rest wait for the next drain). Safe to run concurrently (rows
+    are taken with ``FOR UPDATE SKIP LOCKED``).
     """
-    published = failed = 0
+    published = failed = uncertain = set_aside = waiting = 0
     with database_errors(), database.atomic():
         rows = database.execute_sql(
             trade_sql.CLAIM_REPUBLISHABLE,
-            (ExecutionStatus.PENDING.value, ExecutionStatus.UNCERTAIN.value, limit),
+            (ExecutionStatus.PENDING.value, limit),
         ).fetchall()
-        entries = [_entry(r) for r in rows]
+        entries = [entry_from_row(r) for r in rows]
         for n, entry in enumerate(entries):
-            result = _republish(entry, publisher)
-            if result.status is TradeStatus.PUBLISHED:
+            outcome = _try_republish(entry, publisher)
+            if isinstance(outcome, str):
+                _set_aside(entry, outcome)
+                set_aside += 1
+            elif outcome.status is TradeStatus.PUBLISHED:
                 published += 1
-                if entry.status == ExecutionStatus.UNCERTAIN:
-                    database.execute_sql(
-                        trade_sql.RESOLVE,
-                        (Resolution.REPUBLISH.value, "drain", utcnow(), entry.queue, entry.claim_key),
-                    )
-            elif result.status is TradeStatus.FAILED:
+            elif outcome.status is TradeStatus.FAILED:
                 failed += 1
-            else:
-                if entry.status == ExecutionStatus.UNCERTAIN and result.status is TradeStatus.PENDING:
-                    _set_status(entry.queue, entry.claim_key, ExecutionStatus.UNCERTAIN, result.error)
-                return TradeRedelivery(published, failed, len(entries) - n)
-    if published or failed:
-        logger.info("trade claims redelivered: %s published, %s failed", published, failed)
-    return TradeRedelivery(published, failed, 0)
-
-
-def list_uncertain(*, stale_claim_seconds: float = 60.0) -> list[ExecutionEntry]:
-    """Claims to reconcile: uncertain ones, and claims stuck in ``claimed`` (a crash mid-publish)."""
-    cutoff = utcnow().timestamp() - stale_claim_seconds
-    with database_errors():
-        rows = database.execute_sql(
-            trade_sql.SELECT_UNSETTLED_BEFORE,
-            (cutoff,),
-        ).fetchall()
-    return [_entry(r) for r in rows]
-
-
-class Resolution(StrEnum):
-    """How an operator reconciles an uncertain trade claim."""
-
-    PUBLISHED = "published"  # the worker did receive it (seen in its logs or on ESPN): nothing to send
-    NOT_PUBLISHED = "not-published"  # it never arrived: mark failed so it can be retried
-    REPUBLISH = "republish"  # send it again now with the same message id (the worker dedupes)
-
-
-def resolve_uncertain(
-    *,
-    queue: str,
-    claim_key: str,
-    resolution: Resolution,
-    operator: str,
-    publisher: AmqpPublisher | None = None,
-) -> ExecutionEntry:
-    """Reconcile an uncertain (or stuck) claim and return it as it now stands."""
-    if queue not in TRADE_QUEUES:
-        raise TriggerValidationError("queue", f"must be one of {list(TRADE_QUEUES)}")
-    entry = get_entry(queue, claim_key)
-    if entry.status not in (ExecutionStatus.UNCERTAIN, ExecutionStatus.CLAIMED):
-        raise TradeError(f"claim {claim_key!r} on {queue} is {entry.status}, not uncertain")
-    if resolution is Resolution.REPUBLISH:
-        if publisher is None:
-            raise TradeError("republish needs a publisher")
-        _republish(entry, publisher)
-    else:
-        status = ExecutionStatus.RESOLVED if resolution is Resolution.PUBLISHED else ExecutionStatus.FAILED
-        _set_status(queue, claim_key, status, entry.error)
-    with database_errors(), database.atomic():
-        database.execute_sql(
-            trade_sql.RESOLVE,
-            (resolution.value, operator, utcnow(), queue, claim_key),
+            else:  # the broker is away (pending) or the link broke after the send (uncertain)
+                uncertain = int(outcome.status is TradeStatus.UNCERTAIN)
+                waiting = len(entries) - n - uncertain
+                break
+    report = TradeRedelivery(published, failed, waiting, uncertain, set_aside)
+    if published or failed or uncertain or set_aside:
+        logger.info(
+            "trade claims redelivered: %s published, %s failed, %s uncertain, %s set aside, %s waiting",
+            published,
+            failed,
+            uncertain,
+            set_aside,
+            waiting,
         )
-    logger.info(
-        "trade claim reconciled: queue=%s key=%s resolution=%s by=%s", queue, claim_key, resolution, operator
-    )
-    return get_entry(queue, claim_key)
+    return report

@@ -10,6 +10,9 @@ switch modes while the test runs:
   (the listening socket is closed; it is bound again on the same port by the next mode).
 * ``blackhole()``: the service hangs. Connects still complete (the kernel accepts them), but no
   byte reaches either side; reads on both sides just wait, so clients meet their timeouts.
+* ``drop_replies()``: the service's answers are lost. Bytes still reach the service, nothing it
+  sends back reaches the client (a publish the broker takes whose confirm never comes).
+  Like a black hole, the swallowed bytes make a connection unusable: ``forward()`` closes it.
 * ``cut()``: close every open connection now (the mode stays as it is).
 
 Thread-based: one accept thread, one thread per connection; ``stop()`` closes everything.
@@ -43,6 +46,7 @@ class Mode(StrEnum):
     FORWARD = "forward"
     REFUSE = "refuse"
     BLACKHOLE = "blackhole"
+    DROP_REPLIES = "drop_replies"
 
 
 def _close(sock: socket.socket, *, reset: bool = False) -> None:
@@ -170,6 +174,19 @@ class FaultProxy:
                 link.tainted = True
         self._bind()
 
+    def drop_replies(self) -> None:
+        """Pass bytes to the service, swallow its answers (on open and new connections).
+
+        Connections a black hole tainted are closed first: what it swallowed broke their stream.
+        """
+        with self._lock:
+            tainted = [link for link in self._links if link.tainted]
+        for link in tainted:
+            link.close()
+        with self._lock:
+            self._mode = Mode.DROP_REPLIES
+        self._bind()
+
     def cut(self) -> None:
         """Close every open connection now (with a reset); the mode is unchanged."""
         with self._lock:
@@ -228,7 +245,7 @@ class FaultProxy:
 
     def _serve(self, client: socket.socket) -> None:
         upstream = None
-        if self._mode is Mode.FORWARD:
+        if self._mode in (Mode.FORWARD, Mode.DROP_REPLIES):
             try:
                 upstream = socket.create_connection(self.target, timeout=self.connect_timeout)
             except OSError as exc:
@@ -262,7 +279,10 @@ class FaultProxy:
                     return
                 if not data:
                     return
-                if link.tainted or self._mode is not Mode.FORWARD:
+                passes = self._mode is Mode.FORWARD and not link.tainted
+                if self._mode is Mode.DROP_REPLIES:  # towards the service only
+                    passes = sock is link.client and link.upstream is not None
+                if not passes:
                     link.tainted = True
                     continue  # swallowed
                 other = link.upstream if sock is link.client else link.client

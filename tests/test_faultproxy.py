@@ -1,4 +1,4 @@
-"""The test fault proxy itself: forward, refuse, black-hole and cut, against a local echo server."""
+"""The test fault proxy itself: forward, refuse, black-hole, drop replies and cut, against local servers."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.faultproxy import FaultProxy
+from tests.waiting import wait_for
 
 
 class _Echo(socketserver.BaseRequestHandler):
@@ -78,3 +79,41 @@ def test_an_open_connection_is_swallowed_by_a_blackhole_and_closed_when_it_heals
         sock.settimeout(5)
         assert _closed_by_peer(sock)  # never resumed with a gap in the stream
         sock.close()
+
+
+class _Recorder(_Echo):
+    """An echo server that also keeps what it received."""
+
+    received: list[bytes] = []
+
+    def handle(self) -> None:
+        try:
+            while data := self.request.recv(4096):
+                self.received.append(data)
+                self.request.sendall(data)
+        except ConnectionResetError:
+            pass
+
+
+def test_dropped_replies_reach_the_service_but_never_the_client_and_forward_closes_the_link():
+    _Recorder.received = []
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Recorder)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with FaultProxy(server.server_address) as proxy:
+            addr = ("127.0.0.1", proxy.port)
+            with socket.create_connection(addr, timeout=5) as sock:
+                assert _roundtrip(sock, b"before") == b"before"
+                proxy.drop_replies()
+                sock.settimeout(0.5)
+                with pytest.raises(TimeoutError):
+                    _roundtrip(sock, b"lost-answer")  # the service got it; its echo is swallowed
+                wait_for(lambda: b"lost-answer" in b"".join(_Recorder.received), what="the service got it")
+                proxy.forward()
+                assert _closed_by_peer(sock)  # its stream lost bytes: closed, not resumed
+            with socket.create_connection(addr, timeout=5) as sock:
+                assert _roundtrip(sock, b"after") == b"after"
+    finally:
+        server.shutdown()
+        server.server_close()

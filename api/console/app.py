@@ -7,13 +7,13 @@ from urllib.parse import urlencode
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse
 
-from api.console.routes import access, board, match, publishing, queues
+from api.console.routes import access, board, match, publishing, queues, trades
 from config.errors import SignInRequired
 
 
 def install_console(app: FastAPI) -> None:
     """Add the console's pages and actions to ``app`` (the JSON API keeps /v1, /healthz, /docs...)."""
-    for module in (access, board, match, publishing, queues):
+    for module in (access, board, match, publishing, queues, trades):
         app.include_router(module.router)
 
     @app.exception_handler(SignInRequired)

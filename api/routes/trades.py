@@ -1,21 +1,25 @@
-"""POST /v1/trade/*: the direct trade publishers (claim in execution_log, then publish)."""
+"""/v1/trade/*: the direct trade publishers (claim in execution_log, then publish) and reconciliation."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from api.headers import ctx_of, traceparent
-from api.schemas import CounterBody, DecisionBody, DecisionRetryBody, OfferApproveBody
+from api.schemas import CounterBody, DecisionBody, DecisionRetryBody, OfferApproveBody, ReconcileBody
 from publisher import trades
+from publisher.trade_reconcile import Resolution, claims_to_reconcile, reconcile_claim
 from publisher.trades import TradeResult, TradeStatus
 
 router = APIRouter(prefix="/v1/trade", tags=["trades"])
 
-# A new claim is accepted: published (confirmed), pending (saved, the broker did not answer) and
-# uncertain (sent, unconfirmed) are all republished by the drain until confirmed. A repeat of a
-# claimed key is 200 duplicate. failed: the broker refused the message (502); repeating the
-# request answers duplicate, a failed decision is sent again through .../decision/retry.
+# A new claim is accepted: published (confirmed), pending (saved, the broker did not answer: the
+# drain republishes it until confirmed) and uncertain (sent, unconfirmed: it waits for an operator,
+# /v1/trade/reconcile). A repeat of a claimed key is 200 duplicate. failed: the broker refused the
+# message (502); repeating the request answers duplicate, a failed decision is sent again through
+# .../decision/retry.
 STATUS_CODES = {
     TradeStatus.PUBLISHED: 202,
     TradeStatus.PENDING: 202,
@@ -82,3 +86,29 @@ def counter(trade_id: str, body: CounterBody, request: Request) -> JSONResponse:
         traceparent=traceparent(request, body.traceparent),
     )
     return answer(result)
+
+
+@router.get("/reconcile")
+def claims_waiting(limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
+    """Claims waiting for an operator, oldest first: uncertain, set aside, stuck in claimed
+    (as `kickoff trades reconcile --json`)."""
+    claims = claims_to_reconcile(limit=limit)
+    return {"count": len(claims), "claims": [c.as_json() for c in claims]}
+
+
+@router.post(
+    "/reconcile",
+    responses={404: {"description": "No such claim."}, 409: {"description": "The claim is not waiting."}},
+)
+def reconcile(body: ReconcileBody, request: Request) -> dict[str, Any]:
+    """Resolve one waiting claim: published, republish (same message id) or cancel; the claim as it now
+    stands (as `kickoff trades reconcile QUEUE KEY --as CHOICE --json`)."""
+    resolution = Resolution(body.resolution)
+    entry = reconcile_claim(
+        queue=body.queue,
+        claim_key=body.claim_key,
+        resolution=resolution,
+        operator=f"api key {request.state.api_key_id}",
+        publisher=ctx_of(request).publisher() if resolution is Resolution.REPUBLISH else None,
+    )
+    return entry.as_json()

@@ -6,7 +6,10 @@ The publisher runs these with ``database.execute_sql``; no other module of it wr
 from __future__ import annotations
 
 #: The columns of a claim as ``publisher.trades`` reads them.
-ENTRY_COLUMNS = "queue, claim_key, league_id, team, message_id, status, error, resolution, created_at"
+ENTRY_COLUMNS = (
+    "queue, claim_key, league_id, team, message_id, status, error, resolution, resolved_by, resolved_at, "
+    "created_at"
+)
 
 INSERT = (
     "INSERT INTO execution_log (claim_key, queue, league_id, team, message_id, body, status, result, "
@@ -39,16 +42,20 @@ RESOLVE = (
 
 SELECT_ENTRY = f"SELECT {ENTRY_COLUMNS} FROM execution_log WHERE queue = %s AND claim_key = %s"
 
+SELECT_ENTRY_FOR_UPDATE = SELECT_ENTRY + " FOR UPDATE"
+
 SELECT_BODY = "SELECT body FROM execution_log WHERE queue = %s AND claim_key = %s"
 
 CLAIM_REPUBLISHABLE = (
-    f"SELECT {ENTRY_COLUMNS} FROM execution_log WHERE status IN (%s, %s) "
+    f"SELECT {ENTRY_COLUMNS} FROM execution_log WHERE status = %s "
     "ORDER BY created_at, id LIMIT %s FOR UPDATE SKIP LOCKED"
 )
 
-SELECT_UNSETTLED_BEFORE = (
-    f"SELECT {ENTRY_COLUMNS} FROM execution_log WHERE status = 'uncertain' "
-    "OR (status = 'claimed' AND extract(epoch FROM created_at) < %s) ORDER BY created_at"
+SELECT_TO_RECONCILE = (
+    f"SELECT {ENTRY_COLUMNS} FROM execution_log WHERE status = ANY(%s) "
+    "OR (status = %s AND created_at < %s) ORDER BY created_at, id LIMIT %s"
 )
 
-COUNT_IN = "SELECT count(*) FROM execution_log WHERE status IN (%s, %s)"
+COUNT_WITH_STATUS = "SELECT count(*) FROM execution_log WHERE status = %s"
+
+COUNT_BY_STATUS = "SELECT status, count(*) FROM execution_log WHERE queue = ANY(%s) GROUP BY status"

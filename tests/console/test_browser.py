@@ -255,6 +255,41 @@ def test_retry_of_a_dead_outbox_row(open_console, console_keys, publisher, pub_s
     expect(page.locator("dl.fields").first).to_contain_text("queued")
 
 
+def test_an_uncertain_trade_claim_is_republished_from_the_trades_page_after_the_confirm_step(
+    open_console, console_keys, publisher, amqp_vhost, read_queue
+):
+    from publisher import trades
+    from tests.publisher.trade_claims import uncertain_offer
+
+    lost = uncertain_offer(amqp_vhost, offer_key="offer-1")
+    page = open_console(console_keys["operator"])
+    page.get_by_role("link", name="Trades").click()
+    row = page.locator('tr[data-claim-key="offer-1"]')
+    expect(row).to_have_attribute("data-status", "uncertain")
+    from axe_playwright_python.sync_playwright import Axe
+
+    found = Axe().run(page)  # with its action buttons (the page check below sees it empty)
+    assert found.violations_count == 0, found.generate_report()
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    row.get_by_role("button", name=re.compile("^Cancel")).click()
+    wait_for(lambda: asked, timeout=SLOW / 1000, what="the confirm step of Cancel")
+    assert asked == ["Cancel offer-1? It is never sent; its key stays claimed."]
+    assert trades.get_entry("trade_submissions", "offer-1").status == "uncertain"  # dismissed: nothing done
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    row.get_by_role("button", name=re.compile("^Republish")).click()
+    expect(page.locator('tr[data-claim-key="offer-1"]')).to_have_count(0, timeout=SLOW)
+    assert (
+        asked[1]
+        == f"Republish offer-1 with message id {lost.message_id}? The worker drops a duplicate by that id."
+    )
+    expect(page.get_by_text("No trade claim waits for an operator.")).to_be_visible()
+    entry = trades.get_entry("trade_submissions", "offer-1")
+    assert (entry.status, entry.resolution) == ("published", "republish")
+    [(_, props)] = read_queue("trade_submissions")
+    assert props.message_id == lost.message_id
+
+
 def test_a_post_without_the_csrf_token_is_refused(open_console, console_keys, make_match):
     match = make_match(auto_dispatch_listener=True)
     page = open_console(console_keys["operator"])
@@ -311,8 +346,17 @@ def test_every_console_page_passes_the_axe_accessibility_check(open_console, con
     page = open_console(operator)
     expect(_row(page, match.id)).to_be_visible()
     axe = Axe()
-    pages = ("/", f"/matches/{match.id}", "/outbox", "/runs", "/runs/new?job=fail", "/clone", "/actions")
-    for path in (*pages, "/queues"):
+    for path in (
+        "/",
+        f"/matches/{match.id}",
+        "/outbox",
+        "/runs",
+        "/runs/new?job=fail",
+        "/clone",
+        "/actions",
+        "/trades",
+        "/queues",
+    ):
         page.goto(path)
         found = axe.run(page)
         assert found.violations_count == 0, f"{path}: {found.generate_report()}"

@@ -115,7 +115,7 @@ def test_every_json_command_prints_one_object(json_of, lifecycle_env, tmp_path):
     run("outbox", "drain")
     run("outbox", "status")
     run("outbox", "retry-dead")
-    run("trades", "uncertain")
+    run("trades", "reconcile")
 
     assert run("runs", "catalog")["jobs"]
     run_id = run("runs", "publish", "noop")["run_id"]

@@ -123,6 +123,6 @@ def test_trigger_show_and_result_and_the_chained_claim(run):
     assert code == 2
 
 
-def test_trades_uncertain_lists_nothing_on_a_clean_log(run):
-    code, out = run("trades", "uncertain")
-    assert code == 0 and "no uncertain" in out
+def test_trades_reconcile_lists_nothing_on_a_clean_log(run):
+    code, out = run("trades", "reconcile")
+    assert code == 0 and "no trade claims to reconcile" in out

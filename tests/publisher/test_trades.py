@@ -1,15 +1,18 @@
-"""Direct trade publishes: execution_log claim first, durable queues, pending/uncertain claims redelivered."""
+"""Direct trade publishes: execution_log claim first, durable queues; the drain resends only unsent claims."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
-from config.errors import PublishUncertainError, TradeError, TriggerValidationError
+from config.errors import TradeError, TriggerValidationError
 from publisher import trades
 from publisher.amqp import AmqpPublisher
 from publisher.drain import drain_outbox_concurrently
-from publisher.trades import Resolution, TradeStatus
-from tests.publisher.helpers import TRACEPARENT, count, counter, offer, reject_all
+from publisher.trades import TradeStatus
+from tests.publisher.helpers import TRACEPARENT, counter, offer, reject_all
+from tests.publisher.trade_claims import DOWN_URL, pending_offer, poison, status_of, uncertain_offer
 
 
 def test_an_offer_is_claimed_then_published_to_a_durable_queue(publisher, read_queue):
@@ -76,62 +79,96 @@ def test_a_refused_trade_publish_is_failed(publisher, amqp_vhost, read_queue):
     assert trades.redeliverable_trades() == 0
 
 
-def test_the_drain_redelivers_pending_and_uncertain_claims_with_their_message_ids(
-    publisher, pub_settings, amqp_vhost, read_queue, monkeypatch
+def test_the_drain_redelivers_pending_claims_with_their_message_ids(
+    publisher, pub_settings, amqp_vhost, read_queue
 ):
-    down = AmqpPublisher(url="amqp://guest:guest@127.0.0.1:1/%2F", connect_timeout=1)
-    pending = offer(down, offer_key="offer-pending")
-    monkeypatch.setattr(
-        publisher, "publish", lambda m: (_ for _ in ()).throw(PublishUncertainError("sent, no confirm"))
-    )
-    uncertain = offer(publisher, offer_key="offer-uncertain")
-    monkeypatch.undo()
-    assert (pending.status, uncertain.status) == (TradeStatus.PENDING, TradeStatus.UNCERTAIN)
+    first, second = pending_offer(offer_key="offer-p1"), pending_offer(offer_key="offer-p2")
     assert trades.redeliverable_trades() == 2
-
+    down = AmqpPublisher(url=DOWN_URL, connect_timeout=1)
     report = drain_outbox_concurrently(settings=pub_settings, publisher_factory=lambda: down)
     assert report.trades == 0 and trades.redeliverable_trades() == 2  # still away: both wait
     report = drain_outbox_concurrently(
         settings=pub_settings, publisher_factory=lambda: AmqpPublisher(url=amqp_vhost)
     )
     assert report.trades == 2 and trades.redeliverable_trades() == 0
-    assert trades.get_entry("trade_submissions", "offer-pending").status == "published"
-    entry = trades.get_entry("trade_submissions", "offer-uncertain")
-    assert entry.status == "published" and entry.resolution == "republish"
+    assert {status_of("offer-p1"), status_of("offer-p2")} == {"published"}
     ids = sorted(p.message_id for _, p in read_queue("trade_submissions"))
-    assert ids == sorted([pending.message_id, uncertain.message_id])
+    assert ids == sorted([first.message_id, second.message_id])
 
 
-def test_an_uncertain_publish_is_marked_for_manual_reconciliation(publisher, read_queue, monkeypatch):
-    def lost_confirm(message):
-        raise PublishUncertainError("sent but not confirmed: connection reset")
+@pytest.mark.parametrize(
+    "reaches_broker",
+    [
+        pytest.param(True, id="the-broker-took-it-its-confirm-was-lost"),
+        pytest.param(False, id="lost-on-the-way"),
+    ],
+)
+def test_an_uncertain_publish_stays_uncertain_and_the_drain_does_not_republish_it(
+    publisher, pub_settings, amqp_vhost, read_queue, reaches_broker
+):
+    lost = uncertain_offer(amqp_vhost, offer_key="offer-lost", reaches_broker=reaches_broker)
+    known_unsent = pending_offer(offer_key="offer-unsent")
+    assert trades.redeliverable_trades() == 1  # only the claim known unsent
+    for _ in range(2):
+        report = drain_outbox_concurrently(
+            settings=pub_settings, publisher_factory=lambda: AmqpPublisher(url=amqp_vhost)
+        )
+    entry = trades.get_entry("trade_submissions", "offer-lost")
+    assert entry.status == "uncertain" and entry.resolution is None and "not confirmed" in entry.error
+    assert status_of("offer-unsent") == "published" and report.trades == 0
+    held = [lost.message_id] if reaches_broker else []
+    ids = sorted(p.message_id for _, p in read_queue("trade_submissions"))
+    assert ids == sorted([*held, known_unsent.message_id])  # the uncertain one: never sent twice
 
-    monkeypatch.setattr(publisher, "publish", lost_confirm)
-    result = offer(publisher)
-    assert result.status is TradeStatus.UNCERTAIN
-    assert [e.claim_key for e in trades.list_uncertain()] == ["offer-1"]
-    monkeypatch.undo()
-    entry = trades.resolve_uncertain(
-        queue="trade_submissions",
-        claim_key="offer-1",
-        resolution=Resolution.REPUBLISH,
-        operator="ops",
-        publisher=publisher,
-    )
-    assert entry.status == "published" and entry.resolution == "republish"
-    assert trades.list_uncertain() == []
-    assert len(read_queue("trade_submissions")) == 1
+
+@pytest.mark.parametrize(
+    ("spoil", "reason"),
+    [
+        pytest.param({"body": ["not", "an", "object"]}, "JSON list, not an object", id="body-not-an-object"),
+        pytest.param({"body": {"offer_key": "another"}}, "not the claim key", id="body-of-another-key"),
+        pytest.param({"queue": "lineup_updates"}, "not a trade queue", id="not-a-trade-queue"),
+    ],
+)
+def test_the_drain_sets_a_poisoned_claim_aside_with_its_reason_and_publishes_the_claims_after_it(
+    publisher, pub_settings, amqp_vhost, read_queue, caplog, spoil, reason
+):
+    pending_offer(offer_key="offer-poison")  # the oldest claim: the drain meets it first
+    poison("offer-poison", **spoil)
+    good = [pending_offer(offer_key=f"offer-good-{n}") for n in range(3)]
+    with caplog.at_level(logging.INFO, logger="publisher.trades"):
+        report = drain_outbox_concurrently(
+            settings=pub_settings, publisher_factory=lambda: AmqpPublisher(url=amqp_vhost)
+        )
+    queue = spoil.get("queue", "trade_submissions")
+    poisoned = trades.get_entry(queue, "offer-poison")
+    assert poisoned.status == "set_aside" and reason in poisoned.error
+    assert report.trades == 3 and {status_of(f"offer-good-{n}") for n in range(3)} == {"published"}
+    sent = [p.message_id for _, p in read_queue("trade_submissions")]
+    assert sorted(sent) == sorted(g.message_id for g in good)
+    assert read_queue("lineup_updates") == []
+    lines = [r for r in caplog.records if r.getMessage().startswith("trade claim set aside")]
+    assert len(lines) == 1 and "offer-poison" in lines[0].getMessage() and reason in lines[0].getMessage()
+    assert trades.redeliverable_trades() == 0  # set aside: the next drain does not meet it again
 
 
-def test_resolving_as_published_sends_nothing(publisher, read_queue, monkeypatch):
-    monkeypatch.setattr(publisher, "publish", lambda m: (_ for _ in ()).throw(PublishUncertainError("lost")))
-    offer(publisher, offer_key="offer-2")
-    entry = trades.resolve_uncertain(
-        queue="trade_submissions", claim_key="offer-2", resolution=Resolution.PUBLISHED, operator="ops"
-    )
-    assert entry.status == "resolved" and count("execution_log", "status = 'uncertain'") == 0
-    publisher.declare_durable(["trade_submissions"])
-    assert read_queue("trade_submissions") == []
+def test_a_claim_whose_publish_fails_in_an_unforeseen_way_is_set_aside_and_the_drain_goes_on(
+    publisher, amqp_vhost, read_queue, monkeypatch
+):
+    bad = pending_offer(offer_key="offer-bad")
+    good = pending_offer(offer_key="offer-good")
+    publish = publisher.publish
+
+    def publish_or_break(message):
+        if message.message_id == bad.message_id:
+            raise ValueError("a bug this message alone meets")
+        publish(message)
+
+    monkeypatch.setattr(publisher, "publish", publish_or_break)  # the drain's loop is under test here
+    report = trades.redeliver_trades(publisher=publisher)
+    assert (report.published, report.set_aside, report.waiting) == (1, 1, 0)
+    entry = trades.get_entry("trade_submissions", "offer-bad")
+    assert entry.status == "set_aside" and entry.error == "ValueError: a bug this message alone meets"
+    assert [p.message_id for _, p in read_queue("trade_submissions")] == [good.message_id]
 
 
 def test_request_only_fields_are_stripped_before_publishing():

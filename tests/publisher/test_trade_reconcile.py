@@ -1,0 +1,218 @@
+"""Reconciling trade claims by hand (`kickoff trades reconcile`): the list, and each of the three choices."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from config.clock import utcnow
+from config.errors import TradeError, UnusableTradeClaim
+from models.db import database
+from publisher import trades
+from publisher.amqp import AmqpPublisher
+from publisher.trade_reconcile import Resolution, claims_to_reconcile, reconcile_claim
+from publisher.trades import TradeStatus, redeliver_trades
+from tests.publisher.helpers import offer
+from tests.publisher.trade_claims import pending_offer, poison, status_of, uncertain_offer
+from tests.racing import race
+
+
+def _backdate(claim_key: str, seconds: float) -> None:
+    database.execute_sql(
+        "UPDATE execution_log SET created_at = %s WHERE claim_key = %s",
+        (utcnow() - timedelta(seconds=seconds), claim_key),
+    )
+
+
+def _stuck_claim(claim_key: str, *, age_seconds: float) -> None:
+    """A claim left in ``claimed`` (its process died between claim and publish)."""
+    pending_offer(offer_key=claim_key)
+    database.execute_sql("UPDATE execution_log SET status = 'claimed' WHERE claim_key = %s", (claim_key,))
+    _backdate(claim_key, age_seconds)
+
+
+def _set_aside(claim_key: str, amqp_vhost: str) -> None:
+    pending_offer(offer_key=claim_key)
+    poison(claim_key, body=["spoiled"])
+    with AmqpPublisher(url=amqp_vhost) as pub:
+        assert redeliver_trades(publisher=pub).set_aside == 1
+
+
+def test_reconcile_lists_uncertain_set_aside_and_stuck_claims_oldest_first(run, amqp_vhost):
+    uncertain_offer(amqp_vhost, offer_key="offer-uncertain")
+    _backdate("offer-uncertain", 30)
+    _set_aside("offer-spoiled", amqp_vhost)
+    _stuck_claim("offer-stuck", age_seconds=600)
+    _stuck_claim("offer-in-flight", age_seconds=1)  # its first publish may still be under way
+    pending_offer(offer_key="offer-pending")  # known unsent: the drain's, not the operator's
+    code, out = run("trades", "reconcile", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    claims = [(c["claim_key"], c["status"]) for c in doc["claims"]]
+    assert claims == [
+        ("offer-stuck", "claimed"),
+        ("offer-uncertain", "uncertain"),
+        ("offer-spoiled", "set_aside"),
+    ]
+    assert doc["count"] == 3
+    spoiled = doc["claims"][2]
+    assert "not an object" in spoiled["error"] and spoiled["message_id"]
+    code, out = run("trades", "reconcile")
+    assert code == 0 and "offer-uncertain" in out and "not an object" in out and "offer-pending" not in out
+
+
+def test_reconcile_as_published_marks_the_claim_resolved_and_sends_nothing(run, amqp_vhost, read_queue):
+    lost = uncertain_offer(amqp_vhost, offer_key="offer-1", reaches_broker=True)  # RabbitMQ holds it
+    code, out = run(
+        "trades", "reconcile", "trade_submissions", "offer-1", "--as", "published", "--operator", "ops"
+    )
+    assert code == 0, out
+    assert (
+        out.strip() == f"trade_submissions offer-1: resolved (published by ops; message id {lost.message_id})"
+    )
+    entry = trades.get_entry("trade_submissions", "offer-1")
+    assert (entry.status, entry.resolution, entry.resolved_by) == ("resolved", "published", "ops")
+    assert entry.resolved_at is not None and claims_to_reconcile() == []
+    assert [p.message_id for _, p in read_queue("trade_submissions")] == [lost.message_id]  # once
+
+
+def test_reconcile_republish_sends_the_claim_again_with_the_same_message_id(run, amqp_vhost, read_queue):
+    lost = uncertain_offer(amqp_vhost, offer_key="offer-1")
+    assert read_queue("trade_submissions") == []  # the black hole swallowed the first send
+    code, out = run(
+        "trades",
+        "reconcile",
+        "trade_submissions",
+        "offer-1",
+        "--as",
+        "republish",
+        "--operator",
+        "ops",
+        "--json",
+    )
+    assert code == 0, out
+    answer = json.loads(out)
+    assert (answer["status"], answer["resolution"], answer["resolved_by"]) == (
+        "published",
+        "republish",
+        "ops",
+    )
+    [(body, props)] = read_queue("trade_submissions")
+    assert props.message_id == lost.message_id == answer["message_id"]
+    assert body["offer_key"] == "offer-1"
+    assert claims_to_reconcile() == []
+
+
+def test_reconcile_cancel_marks_the_claim_cancelled_and_nothing_sends_it_again(
+    run, amqp_vhost, read_queue, pub_settings
+):
+    from publisher.drain import drain_outbox_concurrently
+
+    lost = uncertain_offer(amqp_vhost, offer_key="offer-1")
+    code, out = run(
+        "trades", "reconcile", "trade_submissions", "offer-1", "--as", "cancel", "--operator", "ops"
+    )
+    assert code == 0 and "cancelled (cancel by ops" in out, out
+    drain_outbox_concurrently(settings=pub_settings, publisher_factory=lambda: AmqpPublisher(url=amqp_vhost))
+    assert status_of("offer-1") == "cancelled"
+    with AmqpPublisher(url=amqp_vhost) as pub:
+        again = offer(pub, offer_key="offer-1")  # the key stays claimed
+    assert again.status is TradeStatus.DUPLICATE and again.message_id == lost.message_id
+    assert read_queue("trade_submissions") == []
+
+
+def test_a_claim_no_longer_waiting_is_refused_and_left_as_it_is(run, amqp_vhost, read_queue):
+    uncertain_offer(amqp_vhost, offer_key="offer-1")
+    assert run("trades", "reconcile", "trade_submissions", "offer-1", "--as", "published")[0] == 0
+    code, out = run("trades", "reconcile", "trade_submissions", "offer-1", "--as", "republish")
+    assert code == 1 and "is resolved, not waiting for an operator" in out
+    assert status_of("offer-1") == "resolved" and read_queue("trade_submissions") == []
+    code, out = run("trades", "reconcile", "trade_submissions", "offer-404", "--as", "cancel")
+    assert code == 2 and "no execution_log claim for 'offer-404'" in out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["trade_submissions", "offer-1"], id="claim-without-a-choice"),
+        pytest.param(["--as", "cancel"], id="choice-without-a-claim"),
+        pytest.param(["trade_submissions", "offer-1", "--as", "not-published"], id="unknown-choice"),
+    ],
+)
+def test_reconcile_refuses_an_incomplete_or_unknown_choice_as_a_usage_error(run, args):
+    code, out = run("trades", "reconcile", *args)
+    assert code == 2, out
+
+
+def test_a_claim_whose_first_publish_may_be_under_way_is_refused_until_it_is_stale(publisher):
+    _stuck_claim("offer-in-flight", age_seconds=1)
+    with pytest.raises(TradeError, match="is being published"):
+        reconcile_claim(
+            queue="trade_submissions",
+            claim_key="offer-in-flight",
+            resolution=Resolution.CANCEL,
+            operator="ops",
+        )
+    _backdate("offer-in-flight", 120)
+    entry = reconcile_claim(
+        queue="trade_submissions", claim_key="offer-in-flight", resolution=Resolution.CANCEL, operator="ops"
+    )
+    assert entry.status == "cancelled"
+
+
+def test_a_set_aside_claim_that_still_cannot_be_sent_stays_set_aside_and_can_be_cancelled(
+    publisher, amqp_vhost, read_queue
+):
+    _set_aside("offer-spoiled", amqp_vhost)
+    with pytest.raises(UnusableTradeClaim, match="not an object"):
+        reconcile_claim(
+            queue="trade_submissions",
+            claim_key="offer-spoiled",
+            resolution=Resolution.REPUBLISH,
+            operator="ops",
+            publisher=publisher,
+        )
+    entry = trades.get_entry("trade_submissions", "offer-spoiled")
+    assert entry.status == "set_aside" and entry.resolution is None
+    entry = reconcile_claim(
+        queue="trade_submissions", claim_key="offer-spoiled", resolution=Resolution.CANCEL, operator="ops"
+    )
+    assert (entry.status, entry.resolution) == ("cancelled", "cancel")
+    publisher.declare_durable(["trade_submissions"])  # nothing declared it: nothing was ever sent
+    assert read_queue("trade_submissions") == []
+
+
+def test_republishing_while_the_broker_is_away_leaves_the_claim_pending_for_the_drain(publisher, amqp_vhost):
+    uncertain_offer(amqp_vhost, offer_key="offer-1")
+    with AmqpPublisher(url="amqp://guest:guest@127.0.0.1:1/%2F", connect_timeout=1) as down:
+        entry = reconcile_claim(
+            queue="trade_submissions",
+            claim_key="offer-1",
+            resolution=Resolution.REPUBLISH,
+            operator="ops",
+            publisher=down,
+        )
+    assert (entry.status, entry.resolution) == ("pending", "republish")  # known unsent now
+    assert trades.redeliverable_trades() == 1 and claims_to_reconcile() == []
+
+
+def test_operators_racing_to_republish_one_claim_send_it_once(publisher, amqp_vhost, read_queue):
+    lost = uncertain_offer(amqp_vhost, offer_key="offer-1")
+
+    def republish_it(go):
+        with AmqpPublisher(url=amqp_vhost) as own:
+            go()
+            return reconcile_claim(
+                queue="trade_submissions",
+                claim_key="offer-1",
+                resolution=Resolution.REPUBLISH,
+                operator="ops",
+                publisher=own,
+            )
+
+    done, refused = race(republish_it, callers=4)
+    assert [e.status for e in done] == ["published"]
+    assert len(refused) == 3 and all("not waiting for an operator" in str(e) for e in refused)
+    assert [p.message_id for _, p in read_queue("trade_submissions")] == [lost.message_id]
