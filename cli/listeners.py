@@ -23,7 +23,7 @@ def _send_start() -> Any:
 
 @click.group("listeners")
 def listeners() -> None:
-    """Operate match listeners. MATCH_ID is the internal Match.id (UUID) or the match's sr_id.
+    """Operate match listeners. MATCH_ID is the internal Match.id or, failing that, the match's sr_id.
 
     \b
     Listener back after a hard fail: wait for Abandoned + the next dispatch, or `start --force`.

@@ -230,13 +230,6 @@ def load_match(match_id: str) -> Match:
         raise MatchNotFound(f"no match with id {match_id}") from exc
 
 
-def match_id_for_sr_id(sr_id: str) -> str | None:
-    """The internal id of the match whose sr_id is ``sr_id``, or None."""
-    with database_errors():
-        row = Match.select(Match.id).where(Match.sr_id == sr_id).first()
-    return str(row.id) if row else None
-
-
 def run_match_listener(
     match_id: str,
     overrides: dict[str, Any] | None,

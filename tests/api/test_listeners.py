@@ -68,3 +68,23 @@ def test_dispatch_and_sweep(api, make_match, barriers):
     assert again.status_code == 200 and again.json()["skipped"] == 1
     swept = api.post("/v1/listeners/sweep")
     assert swept.status_code == 200 and swept.json()["abandoned"] == 0
+
+
+def test_every_match_path_takes_a_uuid_sr_id(api, make_match, barriers):
+    """Provider ids are UUIDs: a path naming the sr_id reaches the match (the internal id is tried first)."""
+    match = make_match(sr_id=str(uuid.uuid4()), status="scheduled")
+    ref = match.sr_id
+    shown = api.get(f"/v1/matches/{ref}")
+    assert shown.status_code == 200 and shown.json()["id"] == str(match.id)
+    board = api.get("/v1/listeners", params={"match_id": ref}).json()
+    assert [m["match_id"] for m in board["matches"]] == [str(match.id)]
+    started = api.post(f"/v1/matches/{ref}/start-listener")
+    assert started.status_code == 202 and started.json()["match_id"] == str(match.id)
+    assert barriers.is_pending(str(match.id))
+    stopped = api.post(f"/v1/matches/{ref}/stop-listener")
+    assert stopped.status_code == 200 and stopped.json()["match_id"] == str(match.id)
+    assert Match.get_by_id(match.id).auto_dispatch_listener is False
+    on = api.post(f"/v1/matches/{ref}/auto-dispatch", json={"on": True})
+    assert on.status_code == 200 and on.json()["match_id"] == str(match.id)
+    assert Match.get_by_id(match.id).auto_dispatch_listener is True
+    assert api.get(f"/v1/matches/{uuid.uuid4()}").status_code == 404
