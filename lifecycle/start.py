@@ -35,7 +35,7 @@ from lifecycle.runtime import (
     worker_shutdown,
 )
 from lifecycle.stop_watch import StopRegistration
-from listener.body import ListenerBody, ListenerContext
+from listener.body import ListenerBody, ListenerContext, body_exit_reason
 from listener.exit_codes import ExitCode, describe, exit_code_of, system_exit_reason
 from models.db import database_errors
 from models.league import League
@@ -299,7 +299,7 @@ def run_match_listener(
     services.heartbeat.register(hb)
     services.stop_watch.register(sw)
     code: int
-    exit_reason: str | None = None  # set when the body's exit carries its own reason (SystemExit)
+    exit_reason: str | None = None  # the body's own reason (its exit_reason, or its SystemExit's)
     try:
         if services.shutting_down:
             services.stop(handle, worker_shutdown())
@@ -311,6 +311,7 @@ def run_match_listener(
             handle.in_body = True
             try:
                 code = exit_code_of(body.run(ctx))  # None is a clean return (0)
+                exit_reason = body_exit_reason(body)  # e.g. "feed answered HTTP 404 at ..."
             finally:
                 handle.leave_body()
     except ListenerInterrupted:
