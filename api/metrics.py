@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from config.errors import KickoffError
+from lifecycle.set_aside import set_aside_counter
 from listener.exit_codes import SUCCESS_CODES
 from models.badges import Badge
 
@@ -50,6 +51,7 @@ class ApiMetrics:
             registry=self.registry,
         )
         self.registry.register(SharedStateCollector(ctx))
+        self.registry.register(set_aside_counter())  # rows and matches this process's sweeps set aside
 
     def observe_request(self, path: str, status: int, seconds: float) -> None:
         """Time a request if it is a trigger or trade route."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import uuid
 
+import httpx
+
 from models import Match
 
 
@@ -88,3 +90,28 @@ def test_every_match_path_takes_a_uuid_sr_id(api, make_match, barriers):
     assert on.status_code == 200 and on.json()["match_id"] == str(match.id)
     assert Match.get_by_id(match.id).auto_dispatch_listener is True
     assert api.get(f"/v1/matches/{uuid.uuid4()}").status_code == 404
+
+
+def test_a_sweep_sets_a_poisoned_row_aside_cleans_the_rest_and_counts_it_in_metrics(
+    api, api_server, make_match, barriers, redis_client
+):
+    from tests.api.test_health_metrics import _samples
+    from tests.lifecycle.helpers import poisoned_and_good_runs
+
+    metric = ("kickoff_lifecycle_items_set_aside_total", (("step", "release_start_lock"),))
+    before = _samples(httpx.get(api_server.url + "/metrics", timeout=60).text).get(metric, 0.0)
+    poisoned, poisoned_row, goods = poisoned_and_good_runs(make_match, barriers, redis_client)
+    swept = api.post("/v1/listeners/sweep")
+    assert swept.status_code == 200, swept.text
+    out = swept.json()
+    assert out["abandoned"] == 4
+    [item] = out["set_aside"]
+    assert (item["match_id"], item["record_id"], item["step"]) == (
+        str(poisoned.id),
+        poisoned_row,
+        "release_start_lock",
+    )
+    for match in goods:
+        assert barriers.start_lock_holder(match.id) is None and not barriers.is_pending(match.id)
+    after = _samples(httpx.get(api_server.url + "/metrics", timeout=60).text)[metric]
+    assert after == before + 1
