@@ -20,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from config.errors import KickoffError
+from config.set_aside import set_aside_counter
 from listener.exit_codes import SUCCESS_CODES
 from models.badges import Badge
 
@@ -51,8 +52,6 @@ class ApiMetrics:
             registry=self.registry,
         )
         self.registry.register(SharedStateCollector(ctx))
-        from lifecycle.set_aside import set_aside_counter
-
         self.registry.register(set_aside_counter())  # items this process's loops set aside
 
     def observe_request(self, path: str, status: int, seconds: float) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -70,32 +69,30 @@ LIMIT_OPTION = count_option("--limit", default=100, help="Show at most this many
 
 
 class MatchIdType(click.ParamType):
-    """A match by its internal Match.id (UUID) or its sr_id; converts to the internal id.
+    """A match by its internal Match.id or its sr_id (lifecycle.match_ref); converts to the internal id.
 
-    An sr_id is looked up in the database (DATABASE_URL); an unknown one is one clear line.
+    The value is looked up in the database (DATABASE_URL): as an internal id first, then as an
+    sr_id (provider ids may be UUIDs too); an unknown one is one clear line.
     """
 
     name = "MATCH_ID"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from cli.context import CliContext
+        from config.errors import MatchNotFound
+        from lifecycle.match_ref import resolve_match_id
+
         text = str(value).strip()
-        try:
-            return str(uuid.UUID(text))
-        except ValueError:
-            pass
         if not text:
             self.fail("a match id or sr_id is required", param, ctx)
-        from cli.context import CliContext
-        from lifecycle.start import match_id_for_sr_id
-
         obj = ctx.find_object(CliContext) if ctx is not None else None
         if obj is None:
-            self.fail(f"{text!r} is not a match id (UUID)", param, ctx)
+            self.fail(f"{text!r}: no database to look the match up in", param, ctx)
         obj.database()
-        found = match_id_for_sr_id(text)
-        if found is None:
-            self.fail(f"no match with id or sr_id {text!r}", param, ctx)
-        return found
+        try:
+            return resolve_match_id(text)
+        except MatchNotFound as exc:
+            self.fail(str(exc), param, ctx)
 
 
 MATCH_ID = MatchIdType()

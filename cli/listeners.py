@@ -24,7 +24,7 @@ def _send_start() -> Any:
 
 @click.group("listeners")
 def listeners() -> None:
-    """Operate match listeners. MATCH_ID is the internal Match.id (UUID) or the match's sr_id.
+    """Operate match listeners. MATCH_ID is the internal Match.id or, failing that, the match's sr_id.
 
     \b
     Listener back after a hard fail: wait for Abandoned + the next dispatch, or `start --force`.
@@ -172,13 +172,16 @@ def stop_cmd(obj: CliContext, match_id: str, as_json: bool) -> None:
         " healthy or not: a last resort, never needed after a deploy."
     ),
 )
-@json_option('Print {"locked", "abandoned", "matches", "barriers_cleared", "pending_reclaimed"}.')
+@json_option(
+    'Print {"locked", "abandoned", "matches", "barriers_cleared", "pending_reclaimed", "set_aside"}.'
+)
 @click.pass_obj
 def sweep_cmd(obj: CliContext, heartbeat_stale_seconds: float | None, as_json: bool) -> None:
     """Close dead listeners' rows as Abandoned (14) and clear their barriers.
 
     A listener is dead when its worker's lease is gone from Redis or its heartbeat is older than
-    the threshold; a healthy one is never closed with the default threshold.
+    the threshold; a healthy one is never closed with the default threshold. A row or match whose
+    clean-up fails is set aside with its reason (one line each) and the sweep goes on.
     """
     from lifecycle.cleanup import sweep_stale_match_listeners
 
@@ -193,8 +196,13 @@ def sweep_cmd(obj: CliContext, heartbeat_stale_seconds: float | None, as_json: b
     else:
         click.echo(
             f"sweep: {result.abandoned} rows abandoned (14) on {len(result.matches)} matches; "
-            f"barriers cleared on {len(result.barriers_cleared)}"
+            f"barriers cleared on {len(result.barriers_cleared)}; {len(result.set_aside)} set aside"
         )
+        for item in result.set_aside:
+            click.echo(
+                f"  set aside at {item.step}: match {item.match_id or '-'} row {item.record_id or '-'}: "
+                f"{item.reason}"
+            )
 
 
 @listeners.command("status")

@@ -151,7 +151,7 @@ def serve(
 
 
 @sim_group.command("clone")
-@click.argument("sr_id")
+@click.argument("match_ref", metavar="MATCH_ID")
 @click.option("--out", type=A_FILE, help="Script file to write.")
 @click.option(
     "--start-after", type=float, default=10.0, show_default=True, help="Script seconds before kick-off."
@@ -167,14 +167,14 @@ def serve(
 @click.pass_obj
 def clone(
     obj: CliContext,
-    sr_id: str,
+    match_ref: str,
     out: Path | None,
     start_after: float,
     event_interval: float,
     settings_: dict[str, Any],
     as_json: bool,
 ) -> None:
-    """Turn recorded match SR_ID (its archive) into an is_test clone and an srsim script.
+    """Turn recorded match MATCH_ID (its internal id or sr_id) into an is_test clone and an srsim script.
 
     Creates a new is_test Match (new sr_id) and writes the script (default
     DATA_DIR/srsim/{new sr_id}.json). A running `kickoff sim serve` watching DATA_DIR/srsim serves
@@ -185,7 +185,7 @@ def clone(
 
     obj.database()
     match, path, count = clone_match(
-        sr_id,
+        match_ref,
         data_dir=obj.settings.data_dir,
         out=out,
         start_after=start_after,

@@ -87,6 +87,11 @@ class LockNotOwned(BarrierError):
     """Raised when a token lock is released or extended by a holder whose token no longer matches."""
 
 
+class RedisCommandRefused(BarrierError):
+    """Raised when Redis answers one command with an error about its data (e.g. WRONGTYPE: the key
+    holds another kind of value): that key is wrong, the service is up."""
+
+
 class ListenerError(KickoffError):
     """Base class of the errors raised while starting or running a match listener."""
 

@@ -5,6 +5,10 @@ lock key must still hold the closed row's token and that row's heartbeat must be
 the stale threshold (by then the holder has stopped itself, see ``_holder_silent``). A healthy
 listener whose row is closed under it sees
 that at its next beat, stops itself and releases its own lock, so a successor cannot overlap it.
+
+Each closed row and each match is cleaned up on its own (config.set_aside): one whose Redis
+keys cannot be handled (e.g. a key holding another kind of value) is set aside with its reason,
+counted and logged, and the others are still cleaned; the sweep reports what it set aside.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 
 from config.clock import utcnow
 from config.errors import LockNotOwned
+from config.set_aside import SetAside, setting_aside
 from config.settings import MatchListenerEnvironment
 from lifecycle import rows
 from lifecycle.start import load_match
@@ -27,16 +32,29 @@ from models.match import Match
 
 logger = logging.getLogger(__name__)
 
+#: The loop's name where it sets a row or match aside (config.set_aside).
+LOOP = "sweep"
+
+
+def _in_order(closed: Iterable[rows.ClosedRow]) -> list[rows.ClosedRow]:
+    """Closed rows oldest heartbeat first (the order their clean-up runs and logs in)."""
+    return sorted(closed, key=lambda row: (row.heartbeat_at, row.record_id))
+
 
 def reap_dead_workers(
-    match_ids: Iterable[str] | None = None, *, settings: MatchListenerEnvironment, barriers: Barriers
+    match_ids: Iterable[str] | None = None,
+    *,
+    settings: MatchListenerEnvironment,
+    barriers: Barriers,
+    aside: list[SetAside] | None = None,
 ) -> list[rows.ClosedRow]:
     """Abandon (14) the open rows whose worker lease is gone; free their locks and barriers.
 
     A lease key is gone only once its process has fenced itself (lifecycle.lease), so the lock of
     such a row is deleted at once (token-compared) and its match can start again. Nothing is
     judged until Redis's data epoch is older than one lease plus one renewal: after Redis lost
-    its data, every live worker re-creates its lease within that time.
+    its data, every live worker re-creates its lease within that time. A row whose clean-up
+    fails is set aside (appended to ``aside``) and the others go on.
     """
     match_ids = None if match_ids is None else list(match_ids)
     leases = rows.open_worker_leases(match_ids)
@@ -46,18 +64,28 @@ def reap_dead_workers(
     alive, epoch_age = barriers.live_worker_leases(leases)
     if epoch_age is None or epoch_age < lease_ttl * 1.25 + 1:
         return []
-    closed = rows.abandon_rows_of_dead_workers(leases - alive, match_ids=match_ids)
+    closed = _in_order(rows.abandon_rows_of_dead_workers(leases - alive, match_ids=match_ids))
     for row in closed:
         logger.warning(
             "match %s: row %s abandoned (exit 14): its worker lease expired", row.match_id, row.record_id
         )
-        barriers.delete_start_lock_if_token(row.match_id, row.record_id)
-    _clear_barriers_of_dead(closed, barriers=barriers)
+        with setting_aside(
+            aside,
+            loop=LOOP,
+            item=f"match {row.match_id} row {row.record_id}",
+            step="release_start_lock",
+            match_id=row.match_id,
+            record_id=row.record_id,
+        ):
+            barriers.delete_start_lock_if_token(row.match_id, row.record_id)
+    _clear_barriers_of_dead(closed, barriers=barriers, aside=aside)
     return closed
 
 
-def _clear_barriers_of_dead(closed: list[rows.ClosedRow], *, barriers: Barriers) -> set[str]:
-    """Clear pending, attempts and exhausted of each match with no active row left."""
+def _clear_barriers_of_dead(
+    closed: list[rows.ClosedRow], *, barriers: Barriers, aside: list[SetAside] | None = None
+) -> set[str]:
+    """Clear pending, attempts and exhausted of each match with no active row left (each on its own)."""
     matches = {row.match_id for row in closed}
     if not matches:
         return set()
@@ -66,9 +94,13 @@ def _clear_barriers_of_dead(closed: list[rows.ClosedRow], *, barriers: Barriers)
         stale_seconds=barriers.stale_seconds,
         active_max_age_seconds=barriers.active_max_age_seconds,
     )
-    cleared = matches - active
-    for match_id in cleared:
-        barriers.clear_start_barriers(match_id)
+    cleared: set[str] = set()
+    for match_id in sorted(matches - active):
+        with setting_aside(
+            aside, loop=LOOP, item=f"match {match_id}", step="clear_start_barriers", match_id=match_id
+        ):
+            barriers.clear_start_barriers(match_id)
+            cleared.add(match_id)
     return cleared
 
 
@@ -85,35 +117,57 @@ def _holder_silent(row: rows.ClosedRow, settings: MatchListenerEnvironment) -> b
 
 
 def release_dead_holders_locks(
-    closed: Iterable[rows.ClosedRow], *, settings: MatchListenerEnvironment, barriers: Barriers
+    closed: Iterable[rows.ClosedRow],
+    *,
+    settings: MatchListenerEnvironment,
+    barriers: Barriers,
+    aside: list[SetAside] | None = None,
 ) -> int:
-    """Delete the start lock of each closed row whose holder is silent (token-compared)."""
+    """Delete the start lock of each closed row whose holder is silent (token-compared).
+
+    A row whose lock cannot be handled is set aside (appended to ``aside``); the others go on.
+    """
     n = 0
-    for row in closed:
-        if _holder_silent(row, settings) and barriers.delete_start_lock_if_token(row.match_id, row.record_id):
-            logger.info("match %s: released the start lock of dead run %s", row.match_id, row.record_id)
-            n += 1
+    for row in _in_order(closed):
+        if not _holder_silent(row, settings):
+            continue
+        with setting_aside(
+            aside,
+            loop=LOOP,
+            item=f"match {row.match_id} row {row.record_id}",
+            step="release_start_lock",
+            match_id=row.match_id,
+            record_id=row.record_id,
+        ):
+            if barriers.delete_start_lock_if_token(row.match_id, row.record_id):
+                logger.info("match %s: released the start lock of dead run %s", row.match_id, row.record_id)
+                n += 1
     return n
 
 
 def after_abandon(
-    closed: list[rows.ClosedRow], *, settings: MatchListenerEnvironment, barriers: Barriers
+    closed: list[rows.ClosedRow],
+    *,
+    settings: MatchListenerEnvironment,
+    barriers: Barriers,
+    aside: list[SetAside] | None = None,
 ) -> set[str]:
     """Barrier clean-up after rows were abandoned; return the matches whose barriers were cleared.
 
     Pending, attempts and exhausted are cleared for a match with no active sibling row left.
+    Each row and match is handled on its own: one that cannot be is set aside (``aside``).
     """
     if not closed:
         return set()
-    for row in closed:
+    for row in _in_order(closed):
         logger.warning(
             "match %s: row %s abandoned (exit 14), heartbeat %s",
             row.match_id,
             row.record_id,
             row.heartbeat_at.isoformat(),
         )
-    release_dead_holders_locks(closed, settings=settings, barriers=barriers)
-    return _clear_barriers_of_dead(closed, barriers=barriers)
+    release_dead_holders_locks(closed, settings=settings, barriers=barriers, aside=aside)
+    return _clear_barriers_of_dead(closed, barriers=barriers, aside=aside)
 
 
 def reclaim_stale_pending(match_ids: Iterable[str] | None = None, *, barriers: Barriers) -> list[str]:
@@ -147,6 +201,7 @@ class SweepResult:
     matches: list[str] = field(default_factory=list)  # matches with abandoned rows
     barriers_cleared: list[str] = field(default_factory=list)  # matches whose barriers were cleared
     pending_reclaimed: list[str] = field(default_factory=list)  # pending keys no start could clear
+    set_aside: list[SetAside] = field(default_factory=list)  # items left as they are, with their reason
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -163,6 +218,10 @@ def sweep_stale_match_listeners(
     A run is dead when its worker lease is gone (``reap_dead_workers``) or its heartbeat is older
     than the stale threshold. ``heartbeat_stale_seconds`` overrides that threshold (0 closes
     every open row, healthy or not: an operator's last resort, never needed after a deploy).
+
+    Every row, match and step is handled on its own: one that cannot be (its Redis keys hold
+    something else, the lease epoch is unreadable) is set aside with its reason, counted and
+    logged (config.set_aside), listed in ``set_aside``, and the sweep goes on.
     """
     stale = (
         settings.listener_heartbeat_stale_seconds
@@ -173,13 +232,18 @@ def sweep_stale_match_listeners(
     if not lock.acquire():
         logger.info("sweep skipped: another sweep holds the lock")
         return SweepResult(locked=True)
+    aside: list[SetAside] = []
+    reaped: list[rows.ClosedRow] = []
+    reclaimed: list[str] = []
     try:
-        reaped = reap_dead_workers(settings=settings, barriers=barriers)
+        with setting_aside(aside, loop=LOOP, item="worker leases", step="judge_worker_leases"):
+            reaped = reap_dead_workers(settings=settings, barriers=barriers, aside=aside)
         closed = rows.abandon_stale_rows(stale_seconds=stale)
-        cleared = after_abandon(closed, settings=settings, barriers=barriers)
-        cleared |= _clear_barriers_of_dead(reaped, barriers=barriers)
+        cleared = after_abandon(closed, settings=settings, barriers=barriers, aside=aside)
+        cleared |= _clear_barriers_of_dead(reaped, barriers=barriers, aside=aside)
         closed = reaped + closed
-        reclaimed = reclaim_stale_pending(barriers=barriers)
+        with setting_aside(aside, loop=LOOP, item="pending keys", step="reclaim_pending"):
+            reclaimed = reclaim_stale_pending(barriers=barriers)
     finally:
         with contextlib.suppress(LockNotOwned):
             lock.release()
@@ -189,6 +253,7 @@ def sweep_stale_match_listeners(
         matches=sorted({r.match_id for r in closed}),
         barriers_cleared=sorted(cleared),
         pending_reclaimed=sorted(reclaimed),
+        set_aside=aside,
     )
 
 

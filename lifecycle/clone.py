@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from config.clock import utcnow
-from config.errors import MatchNotFound, SimulatorScriptError
+from config.errors import SimulatorScriptError
+from lifecycle.match_ref import resolve_match
 from listener.archive import archive_path, read_events, shortcode_for
 from srsim.script import GameScript, save_script
 
@@ -17,7 +18,7 @@ logger = logging.getLogger(__name__)
 
 
 def clone_match(
-    sr_id: str,
+    source_ref: str,
     *,
     data_dir: Path,
     out: Path | None = None,
@@ -25,7 +26,8 @@ def clone_match(
     event_interval: float = 2.0,
     settings: dict[str, Any] | None = None,
 ) -> tuple[Any, Path, int]:
-    """Create an is_test Match copying ``sr_id`` and a script replaying its archived events.
+    """Create an is_test Match copying the match ``source_ref`` names (internal id or sr_id, see
+    lifecycle.match_ref) and a script replaying its archived events.
 
     Returns (the new Match, the script path, the number of events). Synthetic kickoff markers
     in the archive are not replayed. ``settings`` (the clone body: listener settings such as
@@ -40,9 +42,7 @@ def clone_match(
     validate_listener_settings(settings, source="the clone's --setting")
 
     with database.connection_context():
-        source = Match.select().where(Match.sr_id == sr_id).first()
-        if source is None:
-            raise MatchNotFound(f"no match with sr_id {sr_id!r}")
+        source = resolve_match(source_ref)
         league = source.league
         path = archive_path(data_dir, league.name, shortcode_for(source.sr_id))
         if not path.exists():
@@ -73,6 +73,11 @@ def clone_match(
     out = out or Path(data_dir) / "srsim" / f"{new_sr_id}.json"
     save_script(out, [game])
     logger.info(
-        "match %s cloned from sr_id=%s as sr_id=%s (%d events)", clone.id, sr_id, new_sr_id, len(events)
+        "match %s cloned from match %s (sr_id=%s) as sr_id=%s (%d events)",
+        clone.id,
+        source.id,
+        source.sr_id,
+        new_sr_id,
+        len(events),
     )
     return clone, out, len(events)

@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from config.errors import KickoffError, LockNotOwned, ServiceUnavailable, StartAttemptsExhausted
+from config.set_aside import SetAside, set_aside
 from config.settings import MatchListenerEnvironment
 from lifecycle import rows
 from lifecycle.cleanup import after_abandon
-from lifecycle.set_aside import SetAside, set_aside
 from lifecycle.start import find_candidates, stored_settings_problem
 from lifecycle.start_messages import new_message_id, save_message_ids, store_new_message_ids
 from models.barriers import Barriers
@@ -29,7 +29,7 @@ from models.db import database
 
 logger = logging.getLogger(__name__)
 
-#: The loop's name where it sets a match aside (lifecycle.set_aside).
+#: The loop's name where it sets a match aside (config.set_aside).
 LOOP = "dispatch"
 
 

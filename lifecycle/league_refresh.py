@@ -13,7 +13,7 @@ Rows are keyed by the provider's id within the league. A value that changed is u
 ``updated_at``); an unchanged row is not written, so a second run with the same documents
 changes nothing. Teams and seasons the provider no longer lists are kept. Each document is
 applied in one transaction. A malformed team or season (no id, name, year or type, unreadable
-dates) is set aside with its reason (lifecycle.set_aside: one log line, one count); the others
+dates) is set aside with its reason (config.set_aside: one log line, one count); the others
 are stored.
 """
 
@@ -29,15 +29,15 @@ import peewee
 
 from config.clock import utcnow
 from config.errors import MalformedFeedEntry, ScheduleFetchError
+from config.set_aside import set_aside
 from config.settings import MatchListenerEnvironment
 from lifecycle.schedule import RefreshResult, fetch
-from lifecycle.set_aside import set_aside
 from listener.stream import redact_url
 
 logger = logging.getLogger(__name__)
 
 LEAGUE_DOCUMENTS = ("hierarchy", "teams", "seasons")
-#: The loop's name where it sets a team or season aside (lifecycle.set_aside).
+#: The loop's name where it sets a team or season aside (config.set_aside).
 LOOP = "league refresh"
 
 

@@ -8,10 +8,13 @@ When another listener holds the match (pending key, start lock or an active open
 started and ListenerHeld names the holder; a match whose start attempts are exhausted is not
 started either (as a worker start would skip it). Settings are the worker's merge (Layer A, then
 Match.listener_start_settings, then this call's overrides: the MatchListener body, record-only
-unless asked to process, and ``--league``).
+unless asked to process, ``--league`` and ``--sr-env``).
 
-Without a Match row the run records the archive only (no row, no lock), from the environment's
-settings. Ctrl-C or SIGTERM ends the run as an operator stop (exit 15).
+The match is the one ``--match-id`` names (lifecycle.match_ref: internal id, then sr_id), else
+the one whose sr_id is SR_ID; with ``--match-id`` the stream followed is still SR_ID's, and the
+lifecycle row, lock and heartbeats are the named match's. Without a Match row the run records
+the archive only (no row, no lock), from the environment's settings. Ctrl-C or SIGTERM ends the
+run as an operator stop (exit 15).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from config.settings import MatchListenerEnvironment
 from lifecycle import rows
 from lifecycle.cleanup import after_abandon
 from lifecycle.holder import describe_holder, match_holder
+from lifecycle.match_ref import resolve_match
 from lifecycle.runtime import ListenerServices, RunHandle, operator_stop
 from lifecycle.start_match import Skip, start_match_listener
 from listener.body import ListenerContext
@@ -101,8 +105,14 @@ def listen(
     record_only: bool = True,
     install_signals: bool = False,
     barriers: Barriers | None = None,
+    match_id: str | None = None,
+    sr_env: str | None = None,
 ) -> ListenResult:
-    """Follow match ``sr_id`` in the calling thread and return how it ended (ListenerHeld: not started)."""
+    """Follow match ``sr_id`` in the calling thread and return how it ended (ListenerHeld: not started).
+
+    ``match_id`` (internal id or sr_id) names the match the run is logged against (MatchNotFound
+    if none); ``sr_env`` is the feed's access level (``listener_sr_env``: trial, production).
+    """
     from models.db import init_database
     from models.match import Match
 
@@ -112,13 +122,22 @@ def listen(
         statement_timeout_seconds=settings.database_statement_timeout_seconds,
     )
     with database.connection_context():
-        match = Match.select().where(Match.sr_id == sr_id).first()
+        if match_id is not None:
+            match = resolve_match(match_id)
+        else:
+            match = Match.select().where(Match.sr_id == sr_id).first()
     if match is None:
-        return _archive_only(sr_id, settings=settings, league=league, install_signals=install_signals)
+        return _archive_only(
+            sr_id, settings=settings, league=league, sr_env=sr_env, install_signals=install_signals
+        )
     barriers = barriers or Barriers.from_settings(settings)
     overrides: dict[str, Any] = {"listener_body": LISTEN_BODY, "listener_skip_processing": record_only}
+    if match.sr_id != sr_id:  # --match-id: this stream, that match's row
+        overrides["listener_sr_request_match_uuid"] = sr_id
     if league:
         overrides["listener_sr_url_league"] = league
+    if sr_env:
+        overrides["listener_sr_env"] = sr_env
     return _start(
         str(match.id), overrides, settings=settings, barriers=barriers, install_signals=install_signals
     )
@@ -190,13 +209,19 @@ def _start(
 
 
 def _archive_only(
-    sr_id: str, *, settings: MatchListenerEnvironment, league: str | None, install_signals: bool
+    sr_id: str,
+    *,
+    settings: MatchListenerEnvironment,
+    league: str | None,
+    sr_env: str | None,
+    install_signals: bool,
 ) -> ListenResult:
     """A match kickoff does not know: record its stream into the archive, no row and no lock."""
     run_settings = settings.model_copy(
         update={
             "listener_sr_request_match_uuid": sr_id,
             "listener_sr_url_league": league or settings.listener_sr_url_league,
+            "listener_sr_env": sr_env or settings.listener_sr_env,
             "listener_skip_processing": True,
         }
     )

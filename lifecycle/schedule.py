@@ -5,7 +5,7 @@ ones get their start time and title updated and their status through ``Match.app
 (freeze and heal, see models.status.refreshed_status). Refresh never starts listeners.
 
 Each game is handled on its own: a malformed one (not an object, no id, an unreadable start
-time, a field of the wrong type) is set aside with its reason (lifecycle.set_aside: one log
+time, a field of the wrong type) is set aside with its reason (config.set_aside: one log
 line, one count) and the games after it are upserted all the same.
 """
 
@@ -20,8 +20,8 @@ import requests
 
 from config.clock import parse_iso8601, utcnow
 from config.errors import InvalidTimeError, MalformedFeedEntry, ScheduleFetchError
+from config.set_aside import set_aside
 from config.settings import MatchListenerEnvironment
-from lifecycle.set_aside import set_aside
 from listener.stream import redact_url
 from models.season_calendar import nfl_week, season_year
 from models.status import normalise
@@ -29,7 +29,7 @@ from models.status import normalise
 logger = logging.getLogger(__name__)
 
 
-#: The loop's name where it sets a game aside (lifecycle.set_aside).
+#: The loop's name where it sets a game aside (config.set_aside).
 LOOP = "schedule refresh"
 
 

@@ -37,7 +37,7 @@ from lifecycle.runtime import (
     worker_shutdown,
 )
 from lifecycle.stop_watch import StopRegistration
-from listener.body import ListenerBody, ListenerContext
+from listener.body import ListenerBody, ListenerContext, body_exit_reason
 from listener.exit_codes import ExitCode, describe, exit_code_of, system_exit_reason
 from models.barriers import Barriers
 from models.db import database_errors
@@ -304,13 +304,6 @@ def load_match(match_id: str) -> Match:
         raise MatchNotFound(f"no match with id {match_id}") from exc
 
 
-def match_id_for_sr_id(sr_id: str) -> str | None:
-    """The internal id of the match whose sr_id is ``sr_id``, or None."""
-    with database_errors():
-        row = Match.select(Match.id).where(Match.sr_id == sr_id).first()
-    return str(row.id) if row else None
-
-
 def run_match_listener(
     match_id: str,
     overrides: dict[str, Any] | None,
@@ -380,7 +373,7 @@ def run_match_listener(
     services.heartbeat.register(hb)
     services.stop_watch.register(sw)
     code: int
-    exit_reason: str | None = None  # set when the body's exit carries its own reason (SystemExit)
+    exit_reason: str | None = None  # the body's own reason (its exit_reason, or its SystemExit's)
     try:
         if services.shutting_down:
             services.stop(handle, worker_shutdown())
@@ -392,6 +385,7 @@ def run_match_listener(
             handle.in_body = True
             try:
                 code = exit_code_of(body.run(ctx))  # None is a clean return (0)
+                exit_reason = body_exit_reason(body)  # e.g. "feed answered HTTP 404 at ..."
             finally:
                 handle.leave_body()
     except ListenerInterrupted:

@@ -6,7 +6,9 @@ When a stop is requested (operator stop, lost start lock, worker shutdown) the l
 ``ctx.stop_requested`` and calls ``body.request_stop()`` from another thread; the body must
 then return promptly (within a second), e.g. by closing its stream connection. Before each write
 the body asks ``ctx.may_write()``: a process that was paused past its worker lease learns it
-there, before its stop request arrives.
+there, before its stop request arrives. A body may say why it ended in an ``exit_reason``
+attribute (e.g. ``feed answered HTTP 404 at ...``); the lifecycle row records that reason
+instead of the exit code's name.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from config.settings import MatchListenerEnvironment
 
@@ -43,3 +45,9 @@ class ListenerBody(Protocol):
     def request_stop(self) -> None:
         """Called from another thread: make ``run`` return soon."""
         ...
+
+
+def body_exit_reason(body: Any) -> str | None:
+    """The reason a body gives for its last exit (its ``exit_reason`` text), or None when it gives none."""
+    reason = getattr(body, "exit_reason", None)
+    return (reason.strip()[:1000] or None) if isinstance(reason, str) else None

@@ -30,7 +30,8 @@ Locks are token-safe (redis-py's Lock: ``SET NX PX`` with a random token; releas
 compare the token in a Lua script), so a holder can never release or extend a lock it lost, and
 no path deletes a lock another holder owns. Lua scripts are registered once per client
 (``register_script``: EVALSHA). Redis errors are translated here into RedisUnavailable /
-LockNotOwned (``redis_errors``; the Dramatiq broker's Redis uses it too, naming BROKER_URL).
+LockNotOwned / RedisCommandRefused (``redis_errors``; the Dramatiq broker's Redis uses it too,
+naming BROKER_URL).
 """
 
 from __future__ import annotations
@@ -46,10 +47,10 @@ from typing import Any, ParamSpec, TypeVar
 
 import redis
 from redis.commands.core import Script
-from redis.exceptions import LockError, LockNotOwnedError
+from redis.exceptions import LockError, LockNotOwnedError, ReadOnlyError
 from redis.lock import Lock
 
-from config.errors import LockNotOwned, RedisUnavailable
+from config.errors import LockNotOwned, RedisCommandRefused, RedisUnavailable
 from config.settings import mask_url
 
 P = ParamSpec("P")
@@ -142,10 +143,12 @@ def redis_errors(*, url: str, setting: str = "REDIS_URL", service: str = "Redis"
         yield
     except (LockNotOwnedError, LockError) as exc:
         raise LockNotOwned(str(exc)) from exc
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
+    except (redis.ConnectionError, redis.TimeoutError, ReadOnlyError) as exc:
         raise RedisUnavailable(
             service=service, setting=setting, address=mask_url(url), reason=str(exc) or type(exc).__name__
         ) from exc
+    except redis.ResponseError as exc:  # after ReadOnlyError (a failover): one key's data is wrong
+        raise RedisCommandRefused(f"{service} refused a command: {exc}") from exc
 
 
 def _redis_errors(fn: Callable[P, R]) -> Callable[P, R]:

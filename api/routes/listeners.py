@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -12,21 +11,13 @@ from fastapi.responses import JSONResponse
 from api.headers import ctx_of
 from api.schemas import AutoDispatchBody, DispatchBody, StartListenerBody, SweepBody
 from config.clock import utcnow
-from config.errors import MatchNotFound
 from lifecycle.board import listener_board
 from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
 from lifecycle.dispatch import dispatch_upcoming_match_listeners, request_start
-from lifecycle.start import load_match, validate_listener_settings
+from lifecycle.match_ref import resolve_match, resolve_match_id
+from lifecycle.start import validate_listener_settings
 
 router = APIRouter(tags=["listeners"])
-
-
-def internal_match_id(value: str) -> str:
-    """The internal match id (UUID); anything else is an unknown match (404)."""
-    try:
-        return str(uuid.UUID(value))
-    except ValueError as exc:
-        raise MatchNotFound(f"{value!r} is not a match id (the internal UUID, not the sr_id)") from exc
 
 
 @router.get("/v1/listeners")
@@ -36,7 +27,7 @@ def board(request: Request, match_id: str | None = None, active: bool = False) -
     entries = listener_board(
         settings=ctx.settings,
         barriers=ctx.barriers,
-        match_id=None if match_id is None else internal_match_id(match_id),
+        match_id=None if match_id is None else resolve_match_id(match_id),
         active_only=active,
     )
     return {
@@ -50,7 +41,7 @@ def board(request: Request, match_id: str | None = None, active: bool = False) -
 def show_match(match_id: str, request: Request) -> dict[str, Any]:
     """One match with its listener board entry (404 if unknown)."""
     ctx = ctx_of(request)
-    match = load_match(internal_match_id(match_id))
+    match = resolve_match(match_id)
     entries = listener_board(settings=ctx.settings, barriers=ctx.barriers, match_id=str(match.id))
     return {
         "id": str(match.id),
@@ -70,7 +61,7 @@ def start_listener(match_id: str, request: Request, body: StartListenerBody | No
     ctx = ctx_of(request)
     body = body or StartListenerBody()
     validate_listener_settings(body.overrides, source="overrides")
-    mid = str(load_match(internal_match_id(match_id)).id)
+    mid = resolve_match_id(match_id)
     message, note = request_start(
         mid, overrides=body.overrides or None, force=body.force, barriers=ctx.barriers, send=ctx.send_start()
     )
@@ -88,14 +79,14 @@ def start_listener(match_id: str, request: Request, body: StartListenerBody | No
 def stop_listener(match_id: str, request: Request) -> dict[str, Any]:
     """Stop the listener (exit 15), revoke a queued start, turn auto-dispatch off."""
     ctx = ctx_of(request)
-    mid = internal_match_id(match_id)
+    mid = resolve_match_id(match_id)
     return stop_match_listener(mid, settings=ctx.settings, barriers=ctx.barriers).as_dict()
 
 
 @router.post("/v1/matches/{match_id}/auto-dispatch")
 def auto_dispatch(match_id: str, body: AutoDispatchBody, request: Request) -> dict[str, Any]:
     """Turn auto-dispatch on or off (on also clears a leftover stop flag)."""
-    mid = internal_match_id(match_id)
+    mid = resolve_match_id(match_id)
     before = set_auto_dispatch(mid, body.on, barriers=ctx_of(request).barriers)
     return {"match_id": mid, "auto_dispatch": body.on, "was": before}
 

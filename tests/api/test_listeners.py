@@ -112,3 +112,48 @@ def test_a_dispatch_over_http_sets_a_poisoned_match_aside_with_its_reason_and_co
     assert entry["item"] == str(poisoned.id) and "no_such_setting" in entry["reason"]
     assert not barriers.is_pending(poisoned.id)
     assert set_aside_count() == before + 1
+
+
+def test_every_match_path_takes_a_uuid_sr_id(api, make_match, barriers):
+    """Provider ids are UUIDs: a path naming the sr_id reaches the match (the internal id is tried first)."""
+    match = make_match(sr_id=str(uuid.uuid4()), status="scheduled")
+    ref = match.sr_id
+    shown = api.get(f"/v1/matches/{ref}")
+    assert shown.status_code == 200 and shown.json()["id"] == str(match.id)
+    board = api.get("/v1/listeners", params={"match_id": ref}).json()
+    assert [m["match_id"] for m in board["matches"]] == [str(match.id)]
+    started = api.post(f"/v1/matches/{ref}/start-listener")
+    assert started.status_code == 202 and started.json()["match_id"] == str(match.id)
+    assert barriers.is_pending(str(match.id))
+    stopped = api.post(f"/v1/matches/{ref}/stop-listener")
+    assert stopped.status_code == 200 and stopped.json()["match_id"] == str(match.id)
+    assert Match.get_by_id(match.id).auto_dispatch_listener is False
+    on = api.post(f"/v1/matches/{ref}/auto-dispatch", json={"on": True})
+    assert on.status_code == 200 and on.json()["match_id"] == str(match.id)
+    assert Match.get_by_id(match.id).auto_dispatch_listener is True
+    assert api.get(f"/v1/matches/{uuid.uuid4()}").status_code == 404
+
+
+def test_a_sweep_sets_a_poisoned_row_aside_cleans_the_rest_and_counts_it_in_metrics(
+    api, api_server, make_match, barriers, redis_client
+):
+    from tests.api.test_health_metrics import _samples
+    from tests.lifecycle.helpers import poisoned_and_good_runs
+
+    metric = ("kickoff_items_set_aside_total", (("loop", "sweep"),))
+    before = _samples(httpx.get(api_server.url + "/metrics", timeout=60).text).get(metric, 0.0)
+    poisoned, poisoned_row, goods = poisoned_and_good_runs(make_match, barriers, redis_client)
+    swept = api.post("/v1/listeners/sweep")
+    assert swept.status_code == 200, swept.text
+    out = swept.json()
+    assert out["abandoned"] == 4
+    [item] = out["set_aside"]
+    assert (item["match_id"], item["record_id"], item["step"]) == (
+        str(poisoned.id),
+        poisoned_row,
+        "release_start_lock",
+    )
+    for match in goods:
+        assert barriers.start_lock_holder(match.id) is None and not barriers.is_pending(match.id)
+    after = _samples(httpx.get(api_server.url + "/metrics", timeout=60).text)[metric]
+    assert after == before + 1

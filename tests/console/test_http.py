@@ -297,3 +297,35 @@ def test_run_a_job_publishes_a_run_from_the_generated_form(
     )
     assert cancel.status_code == 200 and "skipped" in cancel.json()["message"]
     assert 'data-status="skipped"' in op.client.get(f"/runs/{run_id}").text
+
+
+def test_every_match_link_and_action_takes_a_uuid_sr_id(
+    console_server, console_keys, signed_in, make_match, test_env
+):
+    """Provider ids are UUIDs: a console link naming the sr_id opens (and acts on) that match."""
+    from models.match import Match
+
+    match = make_match("nfl", sr_id=str(uuid.uuid4()), status="inprogress")
+    ref = match.sr_id
+    record = MatchListenerRecord.create(id=str(uuid.uuid4()), match=match.id, heartbeat_at=utcnow())
+    archive = write_archive(test_env["DATA_DIR"], "nfl", ref, events=2)
+    archive.with_name(f"{archive.stem}.{str(record.id)[:8]}.log").write_text("the run's own line\n")
+    op = signed_in(console_keys["operator"])
+    card = op.client.get(f"/matches/{ref}")
+    assert card.status_code == 200 and f'data-match-id="{match.id}"' in card.text
+    assert op.client.get(f"/matches/{ref}/archive").status_code == 200
+    assert "the run's own line" in op.client.get(f"/matches/{ref}/runs/{record.id}/log").text
+    as_json = {"X-CSRF-Token": op.csrf, "Accept": "application/json"}
+    saved = op.client.post(
+        f"/matches/{ref}/settings", data={"settings": "listener_dry_run=true"}, headers=as_json
+    )
+    assert saved.status_code == 200 and saved.json()["ok"] is True, saved.text
+    assert Match.get_by_id(match.id).listener_start_settings == {"listener_dry_run": True}
+    stopped = op.client.post(f"/matches/{ref}/stop", headers=as_json)
+    assert stopped.status_code == 200 and stopped.json()["ok"] is True, stopped.text
+    assert MatchListenerRecord.get_by_id(record.id).exit_code == 15
+    on = op.client.post(f"/matches/{ref}/auto-dispatch", data={"on": "1"}, headers=as_json)
+    assert on.status_code == 200 and Match.get_by_id(match.id).auto_dispatch_listener is True
+    started = op.client.post(f"/matches/{ref}/start", headers=as_json)
+    assert started.status_code == 200 and started.json()["ok"] is True, started.text
+    assert op.client.get(f"/matches/{uuid.uuid4()}").status_code == 404

@@ -74,6 +74,21 @@ def dead_run(match: Any, barriers: Any, *, age_seconds: float = 600.0, hold_lock
     return record_id
 
 
+def poisoned_and_good_runs(make_match, barriers, redis_client, *, good: int = 3):
+    """The oldest dead run's start lock key holds a hash (WRONGTYPE for every string command); then
+    ``good`` ordinary dead runs, each with its lock, pending key and failed attempts."""
+    poisoned = make_match(status="inprogress")
+    poisoned_row = dead_run(poisoned, barriers, age_seconds=900, hold_lock=False)
+    redis_client.hset(barriers.start_lock_key(poisoned.id), "token", poisoned_row)
+    goods = []
+    for _ in range(good):
+        match = make_match(status="inprogress")
+        dead_run(match, barriers, age_seconds=600)
+        barriers.record_failed_attempt(match.id)
+        goods.append(match)
+    return poisoned, poisoned_row, goods
+
+
 def live_row(match: Any) -> str:
     """An open row with a fresh heartbeat (a listener elsewhere that looks alive)."""
     record_id = str(uuid.uuid4())

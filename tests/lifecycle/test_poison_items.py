@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from config.clock import utcnow
-from lifecycle.set_aside import set_aside_count
+from config.set_aside import set_aside_count
 from tests.lifecycle.helpers import dispatch, reload
 
 
@@ -20,7 +20,7 @@ def _set_aside_lines(caplog, loop: str) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "lifecycle.set_aside" and r.getMessage().startswith(f"{loop}: ")
+        if r.name == "config.set_aside" and r.getMessage().startswith(f"{loop}: ")
     ]
 
 

@@ -184,3 +184,81 @@ def test_kickoff_listen_of_an_unknown_match_records_the_archive_only(
     assert out["record_id"] is None and out["events"] >= 1 and Path(out["archive"]).is_file()
     assert MatchListenerRecord.select().count() == 0
     assert list(redis_client.scan_iter(match=f"{settings.redis_key_prefix}*")) == []
+
+
+def test_kickoff_listen_match_id_logs_the_run_against_the_named_match_while_following_sr_id(
+    sim, make_match, subprocess_env, tmp_path
+):
+    """``--match-id`` (make listen's LISTEN_MATCH_ID): the stream of SR_ID, the row of the named match."""
+    game = GameScript(
+        sr_id=str(uuid.uuid4()), league="mlb", start_after=6.0, event_interval=0.05, event_count=10
+    )
+    server = sim([game])
+    # A live match whose (UUID) sr_id srsim does not serve: its status follows the stream it is given.
+    named = make_match("mlb", sr_id=str(uuid.uuid4()), status="inprogress")
+    data_dir = tmp_path / "data"
+    env = dict(
+        subprocess_env,
+        SPORTRADAR_BASE_URL=server.base_url,
+        DATA_DIR=str(data_dir),
+        LISTENER_STATUS_RELOAD_HEARTBEATS="4",
+    )
+    done = subprocess.run(
+        [_kickoff(), "listen", game.sr_id, "--match-id", named.sr_id, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 13, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["match_id"] == str(named.id) and out["events"] >= 1
+    assert Path(out["archive"]) == data_dir / "listener" / "mlb" / f"{game.sr_id}.json"
+    [row] = MatchListenerRecord.select().where(MatchListenerRecord.match == named.id)
+    assert str(row.id) == out["record_id"] and row.exit_code == 13
+    unknown = str(uuid.uuid4())
+    refused = subprocess.run(
+        [_kickoff(), "listen", game.sr_id, "--match-id", unknown],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 2 and unknown in refused.stderr
+    assert MatchListenerRecord.select().count() == 1
+
+
+@pytest.mark.parametrize("known", [True, False], ids=["known-match", "unknown-match"])
+def test_kickoff_listen_sr_env_picks_the_feeds_access_level(
+    known, raw_feed, make_match, subprocess_env, tmp_path
+):
+    feed = raw_feed(b"", redirect=False, status=404)
+    sr_id = str(uuid.uuid4())
+    if known:
+        make_match("mlb", sr_id=sr_id, status="inprogress")
+    env = dict(
+        subprocess_env,
+        SPORTRADAR_BASE_URL=feed.base_url,
+        DATA_DIR=str(tmp_path / "data"),
+        LISTENER_SR_ENV="trial",
+    )
+    for sr_env in ("production", "trial"):
+        done = subprocess.run(
+            [_kickoff(), "listen", sr_id, "--league", "mlb", "--sr-env", sr_env],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 11, done.stdout + done.stderr
+        path, _headers = feed.requests[-1]
+        assert path.startswith(f"/mlb/{sr_env}/stream/"), path
+    assert MatchListenerRecord.select().count() == (2 if known else 0)
+    bad = subprocess.run(
+        [_kickoff(), "listen", sr_id, "--sr-env", "staging"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "staging" in bad.stderr and len(feed.requests) == 2

@@ -115,6 +115,25 @@ def test_sim_clone_setting_on_the_command_line(make_match, tmp_path, test_env, m
         assert len(refused.output.strip().splitlines()) == 1, refused.output
 
 
+def test_sim_clone_names_its_source_by_internal_id_or_by_a_uuid_sr_id(
+    make_match, tmp_path, test_env, monkeypatch
+):
+    from click.testing import CliRunner
+
+    from cli.main import cli
+
+    for key, value in {**test_env, "DATA_DIR": str(tmp_path)}.items():
+        monkeypatch.setenv(key, value)
+    source = _recorded(make_match, tmp_path)
+    assert str(uuid.UUID(source.sr_id)) == source.sr_id != str(source.id)
+    runner = CliRunner()
+    for ref in (str(source.id), source.sr_id):
+        done = runner.invoke(cli, ["sim", "clone", ref, "--json"])
+        assert done.exit_code == 0, done.output
+        clone = Match.get_by_id(json.loads(done.output)["match_id"])
+        assert clone.title == f"clone of {source.title or source.sr_id}" and clone.is_test
+
+
 def test_a_clone_is_served_by_a_running_srsim_without_a_restart_and_dispatchable_only_then(
     make_match, tmp_path, settings
 ):

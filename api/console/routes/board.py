@@ -16,11 +16,10 @@ from api.console.board_view import BoardFilter, board_rows
 from api.console.sessions import session_for
 from api.console.web import OperatorSession, PageSession, act, render, session_token, templates
 from api.headers import ctx_of
-from api.routes.listeners import internal_match_id
 from config.errors import KickoffError
 from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
 from lifecycle.dispatch import MANUAL_WITHIN_MINUTES, dispatch_upcoming_match_listeners, request_start
-from lifecycle.start import load_match
+from lifecycle.match_ref import resolve_match_id
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +95,7 @@ async def start(match_id: str, request: Request, session: OperatorSession, force
     forced = force == "1"
 
     def call() -> str:
-        mid = str(load_match(internal_match_id(match_id)).id)
+        mid = resolve_match_id(match_id)
         _message, note = request_start(
             mid, overrides=None, force=forced, barriers=ctx.barriers, send=ctx.send_start()
         )
@@ -111,7 +110,7 @@ async def stop(match_id: str, request: Request, session: OperatorSession) -> Res
     ctx = ctx_of(request)
 
     def call() -> str:
-        mid = internal_match_id(match_id)
+        mid = resolve_match_id(match_id)
         result = stop_match_listener(mid, settings=ctx.settings, barriers=ctx.barriers)
         revoked = f", revoked {result.revoked_message_id}" if result.revoked_message_id else ""
         return f"stopped: {result.rows_closed} rows closed with 15{revoked}; auto-dispatch off"
@@ -128,7 +127,7 @@ async def auto_dispatch(
     wanted = on == "1"
 
     def call() -> str:
-        mid = internal_match_id(match_id)
+        mid = resolve_match_id(match_id)
         set_auto_dispatch(mid, wanted, barriers=ctx.barriers)
         return f"auto-dispatch {'on' if wanted else 'off'}"
 

@@ -12,11 +12,11 @@ from starlette.concurrency import run_in_threadpool
 from api.console.web import OperatorSession, PageSession, act, render, wants_json, with_notice
 from api.errors import status_of
 from api.headers import ctx_of
-from api.routes.listeners import internal_match_id
 from config.assignments import split_assignment
 from config.errors import KickoffError, ListenerStartSettingsError, NotFound
 from lifecycle.dispatch import request_start
 from lifecycle.match_admin import edit_match, match_archive, match_detail, run_log_tail
+from lifecycle.match_ref import resolve_match, resolve_match_id
 from lifecycle.start import load_match
 from models.db import database, database_errors
 
@@ -50,7 +50,7 @@ def settings_text(settings: dict[str, Any]) -> str:
 def match_card(match_id: str, request: Request, session: PageSession) -> Response:
     """The admin card of one match: its internal id, runs with exits and durations, archive, log, settings."""
     ctx = ctx_of(request)
-    detail = match_detail(internal_match_id(match_id), settings=ctx.settings, barriers=ctx.barriers)
+    detail = match_detail(resolve_match_id(match_id), settings=ctx.settings, barriers=ctx.barriers)
     newest = detail["runs"][0] if detail["runs"] else None
     log_path, log_lines = (None, [])
     if newest is not None:
@@ -72,7 +72,7 @@ def match_card(match_id: str, request: Request, session: PageSession) -> Respons
 @router.get("/matches/{match_id}/archive")
 def archive_download(match_id: str, request: Request, session: PageSession) -> Response:
     """The match's archived events (the listener archive file) as a download."""
-    match = load_match(internal_match_id(match_id))
+    match = resolve_match(match_id)
     path = match_archive(match, data_dir=ctx_of(request).settings.data_dir)
     if not path.exists():
         raise NotFound(f"match {match.id} has no archive yet")
@@ -83,7 +83,7 @@ def archive_download(match_id: str, request: Request, session: PageSession) -> R
 def run_log(match_id: str, record_id: str, request: Request, session: PageSession) -> Response:
     """The last 500 lines of one run's log, as text."""
     _path, lines = run_log_tail(
-        internal_match_id(match_id), record_id, settings=ctx_of(request).settings, lines=500
+        resolve_match_id(match_id), record_id, settings=ctx_of(request).settings, lines=500
     )
     return PlainTextResponse("\n".join(lines) + "\n" if lines else "(no log for this run)\n")
 
@@ -95,7 +95,7 @@ async def save_settings(
     """Replace the match's listener settings, checked as `kickoff matches edit --setting` checks them."""
 
     def call() -> str:
-        mid = internal_match_id(match_id)
+        mid = resolve_match_id(match_id)
         wanted = parse_settings(settings, source="settings")
         current = match_detail(mid, settings=ctx_of(request).settings, barriers=ctx_of(request).barriers)
         unset = sorted(set(current["settings"]) - set(wanted))
