@@ -1,0 +1,44 @@
+"""Items a publisher loop sets aside instead of stopping: one counter sample and one log line each.
+
+The action verification, the outbox drain and player sync handle every item on its own; an item
+that cannot be handled (a late result, an outbox row that cannot be published, a malformed
+player record) is recorded with its reason where the loop keeps it (``execution_log.late``, a
+dead outbox row, ``SyncReport.skipped``), counted in ``kickoff_publisher_set_aside_total`` of the
+process that ran the loop, and logged once; the loop goes on with the next item.
+"""
+
+from __future__ import annotations
+
+import logging
+from enum import StrEnum
+
+from prometheus_client import REGISTRY, Counter
+
+logger = logging.getLogger(__name__)
+
+
+class Loop(StrEnum):
+    """The publisher loops that set items aside."""
+
+    ACTION_VERIFICATION = "action_verification"  # verify_results: reported results and unreported actions
+    OUTBOX_DRAIN = "outbox_drain"  # drain_batch: due activity outbox rows
+    PLAYER_SYNC = "player_sync"  # sync_players: the records of the players map
+
+
+SET_ASIDE = Counter(
+    "kickoff_publisher_set_aside",
+    "Items a publisher loop set aside with their reason and went on, by loop and kind of problem.",
+    ["loop", "kind"],
+)
+
+
+def set_aside(*, loop: Loop, kind: str, item: str, reason: str) -> None:
+    """Count ``item`` as set aside by ``loop`` (``kind``: a short, fixed name of the problem) and log it."""
+    SET_ASIDE.labels(loop=loop.value, kind=kind).inc()
+    logger.warning("%s set aside %s (%s): %s", loop.value, item, kind, reason)
+
+
+def set_aside_count(loop: Loop, kind: str) -> float:
+    """How many items ``loop`` set aside as ``kind`` in this process (tests, diagnostics)."""
+    value = REGISTRY.get_sample_value("kickoff_publisher_set_aside_total", {"loop": loop.value, "kind": kind})
+    return value or 0.0
