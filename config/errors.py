@@ -227,6 +227,19 @@ class TriggerConflictError(TriggerError):
     """Raised when a request conflicts with the current state, e.g. a filled or expired pick (HTTP 409)."""
 
 
+class DeadDeliveryError(TriggerConflictError):
+    """Raised when a key's action has a dead message (the broker refused it to the last attempt; HTTP 409).
+
+    A retry with the same key cannot deliver it: revive the row with ``kickoff outbox retry-dead``
+    after fixing the cause, or send the request with a new idempotency key. ``tracking_id`` names
+    the action.
+    """
+
+    def __init__(self, message: str, *, tracking_id: str) -> None:
+        self.tracking_id = tracking_id
+        super().__init__(message)
+
+
 class TriggerUnavailableError(TriggerError):
     """Raised when a trigger cannot be served right now (HTTP 503): retry with the same key.
 
