@@ -191,6 +191,12 @@ class UnroutableMessageError(PublishRefusedError):
     """Raised when the broker returns a ``mandatory`` message although its queue exists."""
 
 
+class UnencodableMessageError(PublishRefusedError):
+    """Raised for a message AMQP cannot carry (a header value it has no type for, such as a float,
+    or a number too large): it is never sent, and since it never will be, its outbox row is dead at once.
+    """
+
+
 class PublishNackedError(PublishRefusedError):
     """Raised when the broker answers a publish with basic.nack (it could not take the message)."""
 

@@ -21,7 +21,7 @@ class Loop(StrEnum):
     """The publisher loops that set items aside."""
 
     ACTION_VERIFICATION = "action_verification"  # verify_results: reported results and unreported actions
-    OUTBOX_DRAIN = "outbox_drain"  # drain_batch: due activity outbox rows
+    OUTBOX = "activity_outbox"  # the activity outbox's publishes (the drain, a trigger's own): its rows
     PLAYER_SYNC = "player_sync"  # sync_players: the records of the players map
 
 
