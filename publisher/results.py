@@ -249,6 +249,13 @@ def verify_results(*, result_timeout_seconds: float, now: datetime | None = None
     return report
 
 
+def set_aside_results() -> dict[str, int]:
+    """How many reported results are late and how many were set aside unsettled (metrics)."""
+    with database_errors():
+        late, unsettled = database.execute_sql(result_sql.COUNT_LATE_AND_SET_ASIDE, (SET_ASIDE,)).fetchone()
+    return {"late": late, "set_aside": unsettled}
+
+
 def action_state(tracking_id: str) -> dict[str, Any]:
     """An action's delivery and verification state (``kickoff actions show``, GET /v1/actions/{id})."""
     action = action_row(action_sql.SELECT_STATE, tracking_id)

@@ -25,6 +25,12 @@ SELECT_REPORTED_FOR_UPDATE = (
 
 SETTLE = "UPDATE execution_log SET status = %s, error = %s, late = %s, updated_at = %s WHERE id = %s"
 
+#: How many results are late (kept beside a settled action) and how many were set aside unsettled.
+COUNT_LATE_AND_SET_ASIDE = (
+    "SELECT count(*) FILTER (WHERE late), count(*) FILTER (WHERE status = %s) FROM execution_log WHERE "
+    "claim_key LIKE 'result:%%'"
+)
+
 SELECT_RESULT = (
     "SELECT body::text, status, error, created_at, updated_at, late FROM execution_log WHERE claim_key = %s"
 )

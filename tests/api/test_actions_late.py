@@ -30,3 +30,6 @@ def test_a_late_result_is_accepted_and_shown_beside_the_failed_action(api, keys,
     assert state["status"] == "failed" and state["error"].startswith("no result reported within")
     assert state["verification"]["late"] is True
     assert state["verification"]["status"] == "verified" and state["verification"]["outcome"] == "succeeded"
+    metrics = httpx.get(f"{api_server.url}/metrics", timeout=60).text
+    assert 'kickoff_action_results{state="late"} 1.0' in metrics
+    assert 'kickoff_action_results{state="set_aside"} 0.0' in metrics
