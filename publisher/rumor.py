@@ -11,25 +11,27 @@ The rules (a signal below RUMOR_MIN_CONFIDENCE is ignored):
 Everything else is ignored with a reason. Keys come from the key builders (Job name
 ``rumor-action``), so re-running the same signals in a week gives duplicates, not new moves.
 
-Every move is validated before the first one is sent, the Sleeper-id check of all their ESPN
-ids included (one query): a refusal (422) names the signal's field and nothing is saved. A
-service lost between two moves answers 503 (retryable) with the earlier moves saved; the retry
-with the same signals sends the same keys, so it completes the set instead of doubling it.
+Every move is validated before the first one is saved, the Sleeper-id check of all their ESPN
+ids included (one query), and the moves are saved in one transaction (``TriggerGroup``) and
+published only after it committed: a refusal (422, naming the signal's field) or a lost
+database saves and sends none of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from config.errors import TriggerValidationError
 from config.settings import BaseEnvironment
+from models.db import database, database_errors
 from publisher import validation as v
 from publisher.amqp import AmqpPublisher
 from publisher.idempotency import lineup_key, waiver_key
 from publisher.players import sleeper_id_refusal, sleeper_only_ids
 from publisher.trace import check_traceparent
+from publisher.trigger_saves import TriggerGroup
 from publisher.triggers import LineupRequest, TriggerResult, WaiverRequest, trigger_lineup, trigger_waiver
 
 RUMOR_JOB_NAME = "rumor-action"
@@ -160,7 +162,8 @@ def evaluate_rumors(
         "traceparent": request.traceparent,
         "decision_inputs": inputs,
     }
-    kw = {"publisher": publisher, "settings": settings, "run_id": run_id}
+    group = TriggerGroup(settings=settings)
+    kw = {"publisher": publisher, "settings": settings, "run_id": run_id, "committer": group}
 
     def lineup(swaps: list[dict[str, Any]]) -> TriggerResult:
         key = lineup_key(
@@ -183,21 +186,38 @@ def evaluate_rumors(
         return trigger_waiver(req, **kw)
 
     outcomes: list[RumorOutcome] = []
-    for s in request.signals:
-        rule = _rule(s, request.roster)
-        if not isinstance(rule, str):
-            outcomes.append(RumorOutcome(s, None, ignored=rule[1]))
-        elif rule == "bench-ruled-out-starter":
-            swaps = [{"player_id": s.player_id, "to_slot": "BE", "kind": "lineup"}]
-            outcomes.append(RumorOutcome(s, rule, (lineup(swaps),)))
-        elif rule == "ir-and-claim-replacement":
-            assert s.replacement_player_id is not None
-            ir = lineup([{"player_id": s.player_id, "to_slot": "IR", "kind": "ir"}])
-            chained = claim(s.replacement_player_id, None, after=ir.tracking_id, ir=s.player_id)
-            outcomes.append(RumorOutcome(s, rule, (ir, chained)))
-        else:  # claim-breakout
-            outcomes.append(RumorOutcome(s, rule, (claim(s.player_id, s.drop_player_id),)))
-    return outcomes
+    with database_errors(), database.atomic():  # every move saved, or none (a refusal rolls back)
+        for i, s in enumerate(request.signals):
+            try:
+                outcomes.append(_apply(s, request.roster, lineup, claim))
+            except TriggerValidationError as exc:  # e.g. the IR move a claim would chain to failed
+                raise TriggerValidationError(f"signals[{i}].{exc.field}", exc.reason) from exc
+    sent = group.publish(publisher=publisher)  # after the commit: the moves' messages at once
+    return [
+        replace(o, results=tuple(sent.get(r.tracking_id, r) for r in o.results)) if o.results else o
+        for o in outcomes
+    ]
+
+
+def _apply(
+    s: RumorSignal,
+    roster: dict[int, str],
+    lineup: Callable[[list[dict[str, Any]]], TriggerResult],
+    claim: Callable[..., TriggerResult],
+) -> RumorOutcome:
+    """Send the moves of one signal's rule through ``lineup`` and ``claim``; its outcome."""
+    rule = _rule(s, roster)
+    if not isinstance(rule, str):
+        return RumorOutcome(s, None, ignored=rule[1])
+    if rule == "bench-ruled-out-starter":
+        swaps = [{"player_id": s.player_id, "to_slot": "BE", "kind": "lineup"}]
+        return RumorOutcome(s, rule, (lineup(swaps),))
+    if rule == "ir-and-claim-replacement":
+        assert s.replacement_player_id is not None
+        ir = lineup([{"player_id": s.player_id, "to_slot": "IR", "kind": "ir"}])
+        chained = claim(s.replacement_player_id, None, after=ir.tracking_id, ir=s.player_id)
+        return RumorOutcome(s, rule, (ir, chained))
+    return RumorOutcome(s, rule, (claim(s.player_id, s.drop_player_id),))  # claim-breakout
 
 
 def signals_from_json(items: Iterable[dict[str, Any]]) -> list[RumorSignal]:

@@ -29,6 +29,7 @@ from publisher.sql import actions as action_sql
 from publisher.sql import outbox as outbox_sql
 from publisher.trace import check_traceparent
 from publisher.trigger_saves import (
+    Committer,
     SaveOutcome,
     TriggerCommitter,
     TriggerResult,
@@ -139,7 +140,7 @@ def _send(
     *,
     publisher: AmqpPublisher,
     settings: BaseEnvironment,
-    committer: TriggerCommitter | None,
+    committer: Committer | None,
 ) -> SaveOutcome:
     """Save and publish one trigger: with the process's committer (together with concurrent ones) or alone."""
     if committer is not None:
@@ -153,7 +154,7 @@ def trigger_lineup(
     publisher: AmqpPublisher,
     settings: BaseEnvironment,
     run_id: str | None = None,
-    committer: TriggerCommitter | None = None,
+    committer: Committer | None = None,
 ) -> TriggerResult:
     """Queue a lineup change (lineup_updates); swap kinds and decision_inputs are not published."""
     common = _Common.check(request)
@@ -176,7 +177,7 @@ def trigger_waiver(
     publisher: AmqpPublisher,
     settings: BaseEnvironment,
     run_id: str | None = None,
-    committer: TriggerCommitter | None = None,
+    committer: Committer | None = None,
 ) -> TriggerResult:
     """Queue a waiver claim (waiver_actions), optionally chained behind an IR move.
 
@@ -247,7 +248,7 @@ def trigger_draft_pick(
     publisher: AmqpPublisher,
     settings: BaseEnvironment,
     run_id: str | None = None,
-    committer: TriggerCommitter | None = None,
+    committer: Committer | None = None,
 ) -> TriggerResult:
     """Queue a draft target (draft_targets) that expires with its pick.
 

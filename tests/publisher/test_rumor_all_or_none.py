@@ -73,3 +73,37 @@ def test_kickoff_trigger_rumor_action_refuses_a_bad_second_signal_and_sends_noth
     answer = json.loads(output.splitlines()[-1])
     assert answer["status"] == "invalid" and answer["field"] == "signals[1].replacement_player_id"
     assert count("activity_actions") == 0 and read_queue("lineup_updates") == []
+
+
+def test_a_refusal_met_while_saving_rolls_back_the_moves_saved_before_it(publisher, pub_settings, read_queue):
+    from models.activity import ActionStatus
+    from publisher.actions import record_result
+
+    season_ending = RumorSignal(
+        player_id=4362628, kind="season_ending", confidence=0.8, replacement_player_id=4426515
+    )
+    [earlier] = evaluate_rumors(_request(season_ending), publisher=publisher, settings=pub_settings)
+    record_result(earlier.results[0].tracking_id, ActionStatus.FAILED)  # the IR move failed on ESPN
+    read_queue("lineup_updates")
+    before = count("activity_actions")
+    # the same week again: the IR move is a duplicate of the failed one, which no claim may chain to
+    with pytest.raises(TriggerValidationError) as refused:
+        evaluate_rumors(_request(BENCH, season_ending), publisher=publisher, settings=pub_settings)
+    assert count("activity_actions") == before  # the bench move of signals[0] was rolled back
+    assert read_queue("lineup_updates") == []
+    assert refused.value.field == "signals[1].after_tracking_id" and "failed" in refused.value.reason
+
+
+def test_the_moves_of_one_request_are_published_together_after_they_are_saved(
+    publisher, pub_settings, read_queue
+):
+    season_ending = RumorSignal(
+        player_id=4362628, kind="season_ending", confidence=0.8, replacement_player_id=4426515
+    )
+    bench, chained = evaluate_rumors(
+        _request(BENCH, season_ending), publisher=publisher, settings=pub_settings
+    )
+    assert [r.status.value for r in bench.results] == ["queued"] and bench.results[0].published
+    ir, claim = chained.results
+    assert ir.status.value == "queued" and ir.published and claim.held and not claim.published
+    assert sorted(b["swaps"][0]["to_slot"] for b, _ in read_queue("lineup_updates")) == ["BE", "IR"]
