@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import psycopg2
 from click.testing import CliRunner
 
 from cli.main import cli
 from config.clock import utcnow
 from models.activity import ActionStatus
-from models.db import database
+from models.db import connect_kwargs_from_url, database
 from publisher.actions import get_action, record_result
 from publisher.drain import drain_outbox
 from publisher.results import action_state, report_result, verify_results
@@ -138,3 +139,34 @@ def test_kickoff_actions_show_says_a_result_is_late(db, fresh_queues, publisher,
     text = runner.invoke(cli, ["actions", "show", tracking_id], env=test_env).output
     assert "late: this result was reported after the action was failed" in text
     assert "reason -" in text  # the late result itself holds; the action's own error is on its line
+
+
+def test_an_unreported_action_settled_meanwhile_is_set_aside_and_the_pass_fails_the_others(
+    db, fresh_queues, publisher, pub_settings, monkeypatch
+):
+    from publisher import results as results_module
+
+    settled_meanwhile = _delivered(publisher, pub_settings, "lineup-7-meanwhile")
+    unreported = _delivered(publisher, pub_settings, "lineup-7-unreported")
+    real = results_module.record_result
+
+    def an_operator_finishes_it_first(tracking_id, status, *, error=None):
+        if tracking_id == settled_meanwhile:  # `kickoff trigger result ... succeeded` from another process
+            name, kwargs = connect_kwargs_from_url(pub_settings.database_url)
+            with psycopg2.connect(dbname=name, **kwargs) as other, other.cursor() as cur:
+                cur.execute(
+                    "UPDATE activity_actions SET status = 'succeeded' WHERE tracking_id = %s", (tracking_id,)
+                )
+            other.close()
+        real(tracking_id, status, error=error)
+
+    monkeypatch.setattr(results_module, "record_result", an_operator_finishes_it_first)
+    counted = set_aside_count(Loop.ACTION_VERIFICATION, "unsettled")
+
+    report = verify_results(result_timeout_seconds=DAY, now=utcnow() + timedelta(seconds=DAY + 1))
+
+    assert report.unreported == [unreported] and list(report.set_aside) == [settled_meanwhile]
+    assert "succeeded" in report.set_aside[settled_meanwhile]
+    assert set_aside_count(Loop.ACTION_VERIFICATION, "unsettled") == counted + 1
+    assert get_action(settled_meanwhile).status == ActionStatus.SUCCEEDED
+    assert get_action(unreported).status == ActionStatus.FAILED
