@@ -15,6 +15,9 @@ arrived meanwhile under ``TriggerCommitter``) and:
 
 A row is published only from that claim (``FOR UPDATE SKIP LOCKED``), so a drain that got there
 first is never doubled; its immediate-publish grace keeps the drain away meanwhile.
+
+``TriggerGroup`` saves several triggers in the caller's one transaction and publishes them after
+it committed (rumor-action's moves: all or none).
 """
 
 from __future__ import annotations
