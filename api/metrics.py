@@ -146,6 +146,16 @@ class SharedStateCollector(Collector):
             value=report.oldest_pending_age_seconds or 0.0,
         )
         yield GaugeMetricFamily("kickoff_outbox_dead", "Outbox rows marked dead.", value=report.dead)
+        from publisher.results import set_aside_results
+
+        results = GaugeMetricFamily(
+            "kickoff_action_results",
+            "Reported action results kept late beside a settled action, or set aside unsettled.",
+            labels=["state"],
+        )
+        for state, count in set_aside_results().items():
+            results.add_metric([state], count)
+        yield results
 
     def _runs(self) -> Iterator[Metric]:
         from models.db import database, database_errors

@@ -23,7 +23,11 @@ def actions() -> None:
 @json_option("Print one JSON object.")
 @click.pass_obj
 def show_cmd(obj: CliContext, tracking_id: str, as_json: bool) -> None:
-    """The action, its delivery (outbox message, published at, attempts) and its verification."""
+    """The action, its delivery (outbox message, published at, attempts) and its verification.
+
+    A result reported after the action was settled (e.g. failed as unreported) is shown as late:
+    it is kept beside the action and never changes it.
+    """
     from publisher.results import action_state
 
     obj.database()
@@ -38,10 +42,16 @@ def show_cmd(obj: CliContext, tracking_id: str, as_json: bool) -> None:
         f"delivery: {delivery.get('status', '-')}; published at {delivery.get('published_at') or '-'}; "
         f"attempts {delivery.get('attempts', 0)}; last error {delivery.get('last_error') or '-'}"
     )
+    reason = verification.get("reason") or (None if verification.get("late") else state["error"])
     click.echo(
         f"verification: {verification['status']}; outcome {verification.get('outcome') or '-'}; "
-        f"reason {verification.get('reason') or state['error'] or '-'}"
+        f"reason {reason or '-'}"
     )
+    if verification.get("late"):
+        click.echo(
+            f"late: this result was reported after the action was {state['status']}; it is kept here "
+            "and the action was left as it is"
+        )
 
 
 @actions.command("result")
@@ -80,7 +90,11 @@ def result_cmd(
 @json_option("Print one JSON object.")
 @click.pass_obj
 def verify_cmd(obj: CliContext, as_json: bool) -> None:
-    """Run one verification now: settle every reported result; fail long-unreported actions."""
+    """Run one verification now: settle every reported result; fail long-unreported actions.
+
+    A late result (its action already settled) is checked and kept, never applied; a result that
+    cannot be settled is set aside with its reason; the others are settled all the same.
+    """
     from publisher.results import verify_results
 
     obj.database()
@@ -89,5 +103,6 @@ def verify_cmd(obj: CliContext, as_json: bool) -> None:
         echo_json(report.as_json())
         return
     click.echo(
-        f"verified {len(report.verified)}, failed {len(report.failed)} ({len(report.unreported)} unreported)"
+        f"verified {len(report.verified)}, failed {len(report.failed)} "
+        f"({len(report.unreported)} unreported), late {len(report.late)}, set aside {len(report.set_aside)}"
     )

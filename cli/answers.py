@@ -6,7 +6,7 @@
 | 1 | any other kickoff error (one line) | 500 |
 | 2 | click usage error, unknown id | 400 / 404 |
 | 3 | invalid: the request was refused before anything was saved | 422 |
-| 4 | conflict with the current state (a filled or expired pick) | 409 |
+| 4 | conflict with the current state (a filled or expired pick, a dead draft target) | 409 |
 | 5 | unavailable: retry with the same key (a draft target not delivered, a service down) | 503 |
 
 ``publisher_answers`` wraps a command: it turns these errors into their exit code and one line
@@ -41,8 +41,8 @@ EXIT_UNAVAILABLE = 5
 #: What the --help texts of the publishing commands say about exit codes.
 EXIT_CODES_HELP = (
     "Exit codes: 0 queued, pending or duplicate; 2 usage error or unknown job; 3 invalid request (nothing "
-    "saved); 4 conflict (filled or expired pick); 5 unavailable (retry with the same key); "
-    "1 any other error."
+    "saved); 4 conflict (filled or expired pick, dead draft target); 5 unavailable (retry with the same "
+    "key); 1 any other error."
 )
 
 _ANSWERS: tuple[tuple[tuple[type[BaseException], ...], str, int], ...] = (

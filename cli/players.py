@@ -33,8 +33,9 @@ def players() -> None:
 def sync_cmd(obj: CliContext, source: str | None, as_json: bool) -> None:
     """Sync once: alert rostered players' injury changes, then save the map.
 
-    Prints how many players the map has, how many are rostered, how many were seen for the
-    first time (recorded without an alert) and the alerts sent.
+    Prints how many players were synced, how many are rostered, how many were seen for the
+    first time (recorded without an alert) and the alerts sent. A malformed record is skipped
+    with its reason (one line each on stderr) and the others are synced.
     """
     from publisher.amqp import publisher_from_settings
     from publisher.players import sync_players
@@ -48,8 +49,10 @@ def sync_cmd(obj: CliContext, source: str | None, as_json: bool) -> None:
         return
     click.echo(
         f"players: {report.players}; rostered: {report.rostered} ({report.first_seen} first seen); "
-        f"injury alerts sent: {len(report.alerts)}"
+        f"injury alerts sent: {len(report.alerts)}; skipped: {len(report.skipped)}"
     )
+    for key, reason in report.skipped.items():
+        click.echo(f"skipped player {key}: {reason}", err=True)
 
 
 @players.group("roster")

@@ -272,7 +272,9 @@ def draft_cmd(common: CommonArgs, pick_number, espn_id, expires_at) -> DraftPick
 
     Answers `queued` once RabbitMQ confirmed it. A filled or expired pick is a conflict (exit
     4); a target that could not be delivered is `unavailable` (exit 5, the tracking id is
-    printed): retry with the same key and it is published again at once.
+    printed): retry with the same key and it is published again at once. A target whose
+    message is dead (refused to the last attempt) is a conflict (exit 4): revive it with
+    `kickoff outbox retry-dead ROW_ID` or send a new key.
     """
     espn = _player_id(espn_id)
     deadline: datetime | None = None if expires_at is None else parse_iso8601(expires_at, what="--expires-at")

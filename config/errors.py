@@ -209,6 +209,12 @@ class UnroutableMessageError(PublishRefusedError):
     """Raised when the broker returns a ``mandatory`` message although its queue exists."""
 
 
+class UnencodableMessageError(PublishRefusedError):
+    """Raised for a message AMQP cannot carry (a header value it has no type for, such as a float,
+    or a number too large): it is never sent, and since it never will be, its outbox row is dead at once.
+    """
+
+
 class PublishNackedError(PublishRefusedError):
     """Raised when the broker answers a publish with basic.nack (it could not take the message)."""
 
@@ -242,6 +248,19 @@ class TriggerValidationError(TriggerError, ValueError):
 
 class TriggerConflictError(TriggerError):
     """Raised when a request conflicts with the current state, e.g. a filled or expired pick (HTTP 409)."""
+
+
+class DeadDeliveryError(TriggerConflictError):
+    """Raised when a key's action has a dead message (the broker refused it to the last attempt; HTTP 409).
+
+    A retry with the same key cannot deliver it: revive the row with ``kickoff outbox retry-dead``
+    after fixing the cause, or send the request with a new idempotency key. ``tracking_id`` names
+    the action.
+    """
+
+    def __init__(self, message: str, *, tracking_id: str) -> None:
+        self.tracking_id = tracking_id
+        super().__init__(message)
 
 
 class TriggerUnavailableError(TriggerError):

@@ -2,8 +2,9 @@
 
 A loop that reads messages or rows (dispatch, the sweep, schedule and league refreshes, ...)
 handles each item on its own: an item it cannot handle is set aside here (one warning line naming
-the loop, the item and the reason; one increment of ``kickoff_items_set_aside_total{loop}``) and
-the loop goes on with the next one. A service that does not answer is not an item's fault:
+the loop, the item and the reason; one increment of ``kickoff_items_set_aside_total{loop,kind}``,
+``kind`` a short fixed name of the problem or of the loop's step) and the loop goes on with the
+next one. A service that does not answer is not an item's fault:
 ``setting_aside`` lets ServiceUnavailable through, so the loop fails as a whole and its next run
 tries again.
 
@@ -54,13 +55,13 @@ class SetAside:
 
 @functools.cache
 def set_aside_counter() -> Counter:
-    """The process's ``kickoff_items_set_aside_total{loop}`` (in prometheus_client's default registry)."""
+    """The process's ``kickoff_items_set_aside_total{loop,kind}`` (in the default registry)."""
     from prometheus_client import Counter
 
     return Counter(
         METRIC.removesuffix("_total"),
-        "Items a loop could not handle and set aside with its reason, by loop.",
-        ["loop"],
+        "Items a loop could not handle and set aside with its reason, by loop and kind of problem.",
+        ["loop", "kind"],
     )
 
 
@@ -69,24 +70,32 @@ def set_aside(
     item: str,
     reason: str,
     *,
+    kind: str | None = None,
     step: str | None = None,
     match_id: str | None = None,
     record_id: str | None = None,
 ) -> SetAside:
-    """Set one item aside: one log line, one count; returns what was set aside."""
+    """Set one item aside: one log line, one count; returns what was set aside.
+
+    ``kind`` labels the count (default: the step, else "unhandled").
+    """
     reason = reason[:REASON_CHARS]
     at = f" at {step}" if step else ""
     logger.warning("%s: %s set aside%s: %s", loop, item, at, reason)
-    set_aside_counter().labels(loop=loop).inc()
+    set_aside_counter().labels(loop=loop, kind=kind or step or "unhandled").inc()
     return SetAside(loop=loop, item=item, reason=reason, step=step, match_id=match_id, record_id=record_id)
 
 
-def set_aside_count(loop: str) -> float:
-    """How many items ``loop`` set aside in this process so far (the counter's value)."""
-    from prometheus_client import REGISTRY
-
-    set_aside_counter()
-    return float(REGISTRY.get_sample_value(METRIC, {"loop": loop}) or 0.0)
+def set_aside_count(loop: str, kind: str | None = None) -> float:
+    """How many items ``loop`` set aside (as ``kind``, or of every kind) in this process so far."""
+    return sum(
+        sample.value
+        for metric in set_aside_counter().collect()
+        for sample in metric.samples
+        if sample.name == METRIC
+        and sample.labels["loop"] == loop
+        and (kind is None or sample.labels["kind"] == kind)
+    )
 
 
 @contextmanager

@@ -32,6 +32,7 @@ from config.errors import (
     PublishError,
     PublishNackedError,
     PublishUncertainError,
+    UnencodableMessageError,
     UnroutableMessageError,
 )
 from config.settings import mask_url
@@ -46,6 +47,8 @@ PERSISTENT = 2
 CONFIRM_POLL_SECONDS = 0.2
 
 _BODY_FRAME = struct.Struct(">BHI")  # frame type, channel, size (AMQP 0-9-1 general frame header)
+#: What encoding a message AMQP cannot carry raises (pika's field and string checks, struct's range).
+_ENCODING_ERRORS = (pika.exceptions.AMQPError, struct.error, TypeError, ValueError)
 _FRAME_END = bytes([pika.spec.FRAME_END])
 
 #: Every way pika reports a broker it cannot reach or talk to. A connect that times out during
@@ -111,6 +114,7 @@ class AmqpPublisher:
         self._acked: set[str] = set()
         self._nacked: set[str] = set()
         self._returned: dict[str, str] = {}
+        self._unencodable: dict[str, PublishError] = {}  # of the batch being sent: never sent
         self._next_tag = 0
 
     # -- connection and channel ---------------------------------------------------
@@ -279,9 +283,10 @@ class AmqpPublisher:
     def publish_many(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
         """Publish ``messages`` back to back, then wait for all confirms; one outcome per message.
 
-        Messages for a missing queue get MissingQueueError and are not sent. A connection that
-        fails before a message is sent gives BrokerConnectionError; after it was sent and before
-        its confirm, PublishUncertainError.
+        Messages for a missing queue get MissingQueueError and are not sent, nor is a message AMQP
+        cannot encode (UnencodableMessageError, the others go out). A connection that fails before
+        a message is sent gives BrokerConnectionError; after it was sent and before its confirm,
+        PublishUncertainError.
         """
         if not messages:
             return []
@@ -306,12 +311,15 @@ class AmqpPublisher:
             self._nacked.clear()
             self._returned.clear()
             self._unconfirmed.clear()
+            self._unencodable.clear()
             try:
                 self._send(sendable, sent)
                 self._await_confirms()
             except (*PIKA_ERRORS, _ConfirmTimeout) as exc:
                 self._drop()
                 for m in sendable:
+                    if m.message_id in self._unencodable:
+                        continue
                     if m.message_id in self._acked and m.message_id not in self._returned:
                         continue
                     if m.message_id in sent:
@@ -338,6 +346,7 @@ class AmqpPublisher:
                         errors[m.message_id] = PublishNackedError(
                             f"message {m.message_id} to {m.queue} was nacked by the broker"
                         )
+        errors.update(self._unencodable)
         return [PublishOutcome(m, errors.get(m.message_id)) for m in messages]
 
     def _missing_after_return(self, queues: set[str]) -> dict[str, PublishError]:
@@ -359,7 +368,8 @@ class AmqpPublisher:
 
         What ``basic_publish`` would write, marshalled here: the Basic.Publish method frame is
         the same for every message to a queue and is marshalled once; the body frames are
-        packed directly. Saves pika's per-frame work, which dominates a large batch.
+        packed directly. Saves pika's per-frame work, which dominates a large batch. A message
+        AMQP cannot encode is left out and recorded in ``_unencodable``; the others still go.
         """
         impl = pika_compat.channel_impl(self._channel)
         if not impl.is_open:
@@ -371,25 +381,34 @@ class AmqpPublisher:
         frames: list[bytes] = []
         ids: list[str] = []
         for m in messages:
-            body = m.encoded()
-            method = methods.get(m.queue)
-            if method is None:
-                publish = pika.spec.Basic.Publish(exchange="", routing_key=m.queue, mandatory=True)
-                method = methods[m.queue] = pika.frame.Method(number, publish).marshal()
-            props = pika.BasicProperties(
-                content_type=CONTENT_TYPE,
-                delivery_mode=PERSISTENT,
-                message_id=m.message_id,
-                headers=dict(m.headers) or None,
-                timestamp=timestamp,
-            )
+            try:
+                body = m.encoded()
+                method = methods.get(m.queue)
+                if method is None:
+                    publish = pika.spec.Basic.Publish(exchange="", routing_key=m.queue, mandatory=True)
+                    method = methods[m.queue] = pika.frame.Method(number, publish).marshal()
+                props = pika.BasicProperties(
+                    content_type=CONTENT_TYPE,
+                    delivery_mode=PERSISTENT,
+                    message_id=m.message_id,
+                    headers=dict(m.headers) or None,
+                    timestamp=timestamp,
+                )
+                header = pika.frame.Header(number, len(body), props).marshal()
+            except _ENCODING_ERRORS as exc:
+                reason = f"{type(exc).__name__}: {_reason(exc)}"
+                self._unencodable[m.message_id] = UnencodableMessageError(
+                    f"message {m.message_id} to {m.queue} cannot be encoded: {reason}"
+                )
+                continue
             frames.append(method)
-            frames.append(pika.frame.Header(number, len(body), props).marshal())
+            frames.append(header)
             for start in range(0, len(body), body_max):
                 chunk = body[start : start + body_max]
                 frames.append(_BODY_FRAME.pack(pika.spec.FRAME_BODY, number, len(chunk)) + chunk + _FRAME_END)
             ids.append(m.message_id)
-        pika_compat.write_frames(self._connection, b"".join(frames))
+        if frames:
+            pika_compat.write_frames(self._connection, b"".join(frames))
         for message_id in ids:
             self._next_tag += 1
             self._unconfirmed[self._next_tag] = message_id

@@ -35,6 +35,7 @@ def check_parent(
                 action_sql.SELECT_PARENT_FOR_SHARE,
                 (after_tracking_id,),
             ).fetchone()
+            database.execute_sql(action_sql.RESET_TIMEOUTS)  # inside a caller's transaction too
     except peewee.DatabaseError as exc:
         logger.warning("cannot read parent action: tracking_id=%s: %s", after_tracking_id, exc)
         raise TriggerUnavailableError(

@@ -5,6 +5,10 @@ pipelined confirms, and marked published with one UPDATE; failures back off expo
 and only the broker's refusals of a message make it dead after OUTBOX_MAX_ATTEMPTS: an outage
 leaves every row pending however long it lasts. A crash between publish and mark rolls the transaction
 back, so the row is published again with the same message id (consumers drop the duplicate).
+
+Each row is handled on its own: one that can never be published (headers that are not an object,
+a queue that is not an activity outbox queue, a message AMQP cannot encode) is marked dead at
+once with its reason, counted and logged once, and the rest of its batch is published.
 """
 
 from __future__ import annotations
@@ -12,9 +16,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
+from typing import Any
 
 from config.clock import utcnow
 from config.errors import BrokerConnectionError
@@ -24,7 +29,8 @@ from models.activity import ActionStatus
 from models.db import database, database_errors
 from models.outbox import OutboxStatus
 from publisher.amqp import AmqpPublisher, publisher_from_settings
-from publisher.outbox import OutboxRow, record_outcomes
+from publisher.outbox import OutboxRow, mark_dead, record_outcomes
+from publisher.queues import TRIGGER_QUEUES
 from publisher.sql import actions as action_sql
 from publisher.sql import outbox as outbox_sql
 from publisher.trades import redeliver_trades, redeliverable_trades
@@ -98,10 +104,41 @@ def resolve_held_claims(*, now: datetime | None = None) -> tuple[int, int]:
     return released, cancelled
 
 
+def _readable_rows(raw: Sequence[Sequence[Any]], *, now: datetime) -> list[OutboxRow]:
+    """The claimed rows that can be published; each of the others is marked dead with its reason."""
+    rows: list[OutboxRow] = []
+    for r in raw:
+        row_id, message_id, queue, tracking_id = r[0], str(r[1]), str(r[2]), r[5]
+        tracking = None if tracking_id is None else str(tracking_id)
+        if queue not in TRIGGER_QUEUES:
+            reason = f"queue {queue!r} is not an activity outbox queue ({', '.join(TRIGGER_QUEUES)})"
+            kind = "unknown_queue"
+        else:
+            try:
+                rows.append(OutboxRow.from_db(r))
+                continue
+            except (TypeError, ValueError) as exc:
+                reason, kind = f"the row cannot be read: {exc}", "unreadable"
+        mark_dead(
+            row_id,
+            tracking_id=tracking,
+            message_id=message_id,
+            queue=queue,
+            kind=kind,
+            reason=reason,
+            now=now,
+        )
+    return rows
+
+
 def drain_batch(
     *, publisher: AmqpPublisher, settings: BaseEnvironment, limit: int | None = None
 ) -> tuple[int, int, int, int]:
-    """Claim and publish one batch of due rows; returns (claimed, published, failed, expired)."""
+    """Claim and publish one batch of due rows; returns (claimed, published, failed, expired).
+
+    A row that can never be published is marked dead at once (see the module docstring) and
+    counts as failed; the rest of the batch goes out.
+    """
     now = utcnow()
     limit = limit or settings.outbox_batch_size
     with database_errors(), database.atomic():
@@ -111,7 +148,7 @@ def drain_batch(
         ).fetchall()
         if not raw:
             return 0, 0, 0, 0
-        rows = [OutboxRow.from_db(r) for r in raw]
+        rows = _readable_rows(raw, now=now)
         live: list[OutboxRow] = []
         expired: list[OutboxRow] = []
         for r in rows:
@@ -127,7 +164,7 @@ def drain_batch(
                 logger.warning("draft target expired in the outbox: tracking_id=%s", r.tracking_id)
         outcomes = publisher.publish_many([r.message() for r in live])
         published, failed = record_outcomes(live, outcomes, now=utcnow(), settings=settings)
-    return len(rows), published, failed, len(expired)
+    return len(raw), published, failed + len(raw) - len(rows), len(expired)
 
 
 def drain_outbox(

@@ -4,6 +4,9 @@ A row is marked published only after the broker confirmed it; every failure leav
 with a backoff, so a saved message is never lost. Only the broker's refusal of the message
 (nack, unroutable with its queue present) counts towards OUTBOX_MAX_ATTEMPTS and ``dead``; an
 unreachable broker, a lost connection or a missing confirm never does, however long it lasts.
+A row that can never be published (a message AMQP cannot encode, headers that are not an
+object, a queue that is not an activity outbox queue) is dead at once with its reason; every
+dead row is counted (``config.set_aside``) and logged once, and ``retry-dead`` revives it.
 Rows are claimed with ``FOR UPDATE SKIP LOCKED`` so a trigger's own publish and any number of
 drains never send the same row at once.
 """
@@ -19,8 +22,15 @@ from typing import Any
 
 from config.backoff import backoff_seconds
 from config.clock import utcnow
-from config.errors import BrokerConnectionError, MissingQueueError, PublishError, PublishRefusedError
+from config.errors import (
+    BrokerConnectionError,
+    MissingQueueError,
+    PublishError,
+    PublishRefusedError,
+    UnencodableMessageError,
+)
 from config.records import json_fields
+from config.set_aside import set_aside
 from config.settings import BaseEnvironment
 from models.activity import ActionStatus
 from models.db import database, database_errors
@@ -30,6 +40,9 @@ from publisher.sql import actions as action_sql
 from publisher.sql import outbox as outbox_sql
 
 logger = logging.getLogger(__name__)
+
+#: The loop's name where it sets an item aside (config.set_aside).
+LOOP = "activity_outbox"
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,8 @@ class OutboxRow:
         body = row[3] if isinstance(row[3], str) else json.dumps(row[3])
         raw = row[4]
         headers = raw if isinstance(raw, dict) else {} if raw in (None, "{}") else json.loads(raw)
+        if not isinstance(headers, dict):
+            raise ValueError(f"its headers are not a JSON object: {raw}")
         return cls(
             id=row[0],
             message_id=str(row[1]),
@@ -149,23 +164,28 @@ def mark_failed(row: OutboxRow, error: PublishError, *, now: datetime, settings:
     attempts = row.attempts + 1 if refused else row.attempts
     tries = row.tries + 1
     status = OutboxStatus.PENDING
-    if refused and attempts >= settings.outbox_max_attempts:
+    unencodable = isinstance(error, UnencodableMessageError)  # it never will be: dead at once
+    if refused and (unencodable or attempts >= settings.outbox_max_attempts):
         status = OutboxStatus.DEAD
     next_at = now + backoff_delay(tries, settings)
     database.execute_sql(
         outbox_sql.MARK_FAILED,
         (status.value, attempts, tries, next_at, f"{type(error).__name__}: {error}", row.id),
     )
-    if status is OutboxStatus.DEAD and row.tracking_id:
-        database.execute_sql(
-            action_sql.FAIL_QUEUED,
-            (ActionStatus.FAILED.value, f"delivery failed: {error}", now, now, row.tracking_id, "queued"),
+    if status is OutboxStatus.DEAD:
+        if row.tracking_id:
+            database.execute_sql(
+                action_sql.FAIL_QUEUED,
+                (ActionStatus.FAILED.value, f"delivery failed: {error}", now, now, row.tracking_id, "queued"),
+            )
+        set_aside(
+            loop=LOOP,
+            kind="unencodable" if unencodable else "refused",
+            item=_row_name(row.id, row.tracking_id, row.message_id, row.queue),
+            reason=f"dead after {attempts} refusals: {error}",
         )
-    log = (
-        logger.error
-        if status is OutboxStatus.DEAD or isinstance(error, MissingQueueError)
-        else logger.warning
-    )
+        return status.value
+    log = logger.error if isinstance(error, MissingQueueError) else logger.warning
     log(
         "outbox publish failed: tracking_id=%s message_id=%s queue=%s attempts=%s tries=%s status=%s: %s",
         row.tracking_id,
@@ -177,6 +197,30 @@ def mark_failed(row: OutboxRow, error: PublishError, *, now: datetime, settings:
         error,
     )
     return status.value
+
+
+def _row_name(row_id: int, tracking_id: str | None, message_id: str, queue: str) -> str:
+    return f"outbox row {row_id} (tracking_id={tracking_id} message_id={message_id} queue={queue})"
+
+
+def mark_dead(
+    row_id: int,
+    *,
+    tracking_id: str | None,
+    message_id: str,
+    queue: str,
+    kind: str,
+    reason: str,
+    now: datetime,
+) -> None:
+    """Set aside a row that can never be published: dead with ``reason``, its queued action failed."""
+    database.execute_sql(outbox_sql.SET_STATUS, (OutboxStatus.DEAD.value, reason, row_id))
+    if tracking_id:
+        database.execute_sql(
+            action_sql.FAIL_QUEUED,
+            (ActionStatus.FAILED.value, f"delivery failed: {reason}", now, now, tracking_id, "queued"),
+        )
+    set_aside(loop=LOOP, kind=kind, item=_row_name(row_id, tracking_id, message_id, queue), reason=reason)
 
 
 def mark_unavailable(

@@ -7,6 +7,13 @@ one the last sync saw: a change to Questionable, Doubtful or Out is one INJURY_S
 alert on waiver_actions (publisher.alerts); the same status seen again sends nothing, and a
 player seen for the first time is recorded without an alert. Alerts are published before the
 new statuses are saved, so a failed publish is retried by the next sync (at least once).
+
+Each record is handled on its own: one that is malformed (not an object, a name, team or status
+that is not a string, text PostgreSQL cannot store such as a NUL character or a lone surrogate,
+an ESPN id beyond bigint, a player id seen twice) is skipped with its reason
+(``SyncReport.skipped``), counted and logged once (``config.set_aside``), and the other
+players are synced. Only a source that cannot be read,
+or is not a map at all, fails the sync.
 """
 
 from __future__ import annotations
@@ -24,13 +31,18 @@ import requests
 
 from config.clock import utcnow
 from config.errors import PlayerSyncError, TriggerValidationError
+from config.set_aside import set_aside
 from models.db import database, database_errors
 from models.player import Player, RosterPlayer
 from publisher.alerts import InjuryChange, publish_injury_alerts, should_alert
 from publisher.amqp import AmqpPublisher
 from publisher.sql import players as player_sql
+from publisher.validation import MAX_ESPN_ID
 
 logger = logging.getLogger(__name__)
+
+#: The loop's name where it sets an item aside (config.set_aside).
+LOOP = "player_sync"
 
 
 @dataclass(frozen=True)
@@ -48,10 +60,11 @@ class PlayerRecord:
 class SyncReport:
     """What one sync did."""
 
-    players: int  # players in the map
+    players: int  # players of the map synced (the skipped ones are not counted)
     rostered: int  # rostered players found in it
     first_seen: int  # rostered players recorded without an alert (no earlier status)
     alerts: list[str] = field(default_factory=list)  # message ids of the alerts published
+    skipped: dict[str, str] = field(default_factory=dict)  # map key -> why the record was not synced
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,29 +77,93 @@ def _int_or_none(value: Any) -> int | None:
         return None
 
 
-def parse_players_map(data: Any) -> list[PlayerRecord]:
-    """The players of a decoded map; PlayerSyncError when it is not a map of player objects."""
+@dataclass(frozen=True)
+class PlayersMap:
+    """A decoded players map: the records that can be synced and the skipped ones (key -> reason)."""
+
+    players: list[PlayerRecord]
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def _text(player: dict[str, Any], name: str) -> str | None:
+    value = player.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {type(value).__name__}")
+    _storable(value, name)
+    return value
+
+
+def _storable(value: str, name: str) -> None:
+    """ValueError when PostgreSQL cannot store ``value``: a NUL character or a lone surrogate."""
+    if "\x00" in value:
+        raise ValueError(f"{name} contains the NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{name} is not valid UTF-8 text ({exc.reason})") from None
+
+
+def _record(key: str, player: Any) -> PlayerRecord:
+    """One record of the map; ValueError naming what is malformed."""
+    if not isinstance(player, dict):
+        raise ValueError(f"not an object ({type(player).__name__})")
+    pid = player.get("player_id") or key
+    if isinstance(pid, bool) or not isinstance(pid, str | int):
+        raise ValueError(f"player_id must be a string, got {type(pid).__name__}")
+    sleeper_id = str(pid)
+    if not sleeper_id.strip():
+        raise ValueError("player_id is empty")
+    _storable(sleeper_id, "player_id")
+    espn_id = _int_or_none(player.get("espn_id"))
+    if espn_id is not None and not -MAX_ESPN_ID <= espn_id <= MAX_ESPN_ID:
+        raise ValueError(f"espn_id {espn_id} is beyond a bigint")
+    return PlayerRecord(
+        sleeper_id=sleeper_id,
+        espn_id=espn_id,
+        full_name=_text(player, "full_name"),
+        team=_text(player, "team"),
+        injury_status=_text(player, "injury_status"),
+    )
+
+
+def _skip(skipped: dict[str, str], key: str, kind: str, reason: str) -> None:
+    skipped[key] = reason
+    set_aside(loop=LOOP, kind=kind, item=f"player {key!r}", reason=reason)
+
+
+def read_players_map(data: Any) -> PlayersMap:
+    """The records of a decoded map, each malformed one skipped with its reason (counted, logged).
+
+    PlayerSyncError only when ``data`` is not a map at all. A player id seen twice keeps its first
+    record.
+    """
     if not isinstance(data, dict):
         kind = type(data).__name__
         raise PlayerSyncError(f"the players map must be a JSON object of player id -> player, got {kind}")
-    out = []
+    players: dict[str, PlayerRecord] = {}
+    skipped: dict[str, str] = {}
     for key, player in data.items():
-        if not isinstance(player, dict):
-            raise PlayerSyncError(f"player {key!r} is not an object")
-        out.append(
-            PlayerRecord(
-                sleeper_id=str(player.get("player_id") or key),
-                espn_id=_int_or_none(player.get("espn_id")),
-                full_name=player.get("full_name"),
-                team=player.get("team"),
-                injury_status=player.get("injury_status") or None,
-            )
-        )
-    return out
+        try:
+            record = _record(str(key), player)
+        except ValueError as exc:
+            _skip(skipped, str(key), "malformed", f"malformed: {exc}")
+            continue
+        if record.sleeper_id in players:
+            _skip(skipped, str(key), "duplicate", f"player id {record.sleeper_id} appears twice in the map")
+            continue
+        players[record.sleeper_id] = record
+    return PlayersMap(list(players.values()), skipped)
 
 
-def load_players_map(source: str, *, timeout_seconds: float = 30.0) -> list[PlayerRecord]:
-    """Read the players map from an http(s) URL or a file path."""
+def parse_players_map(data: Any) -> list[PlayerRecord]:
+    """The players of a decoded map that can be synced (see ``read_players_map``)."""
+    return read_players_map(data).players
+
+
+def load_players_map(source: str, *, timeout_seconds: float = 30.0) -> PlayersMap:
+    """Read the players map from an http(s) URL or a file path (malformed records skipped)."""
     try:
         if source.startswith(("http://", "https://")):
             response = requests.get(source, timeout=timeout_seconds)
@@ -96,7 +173,7 @@ def load_players_map(source: str, *, timeout_seconds: float = 30.0) -> list[Play
             data = json.loads(Path(source).read_text())
     except (requests.RequestException, OSError, ValueError) as exc:
         raise PlayerSyncError(f"players map {source} cannot be read: {exc}") from exc
-    return parse_players_map(data)
+    return read_players_map(data)
 
 
 def _rostered_statuses(ids: Iterable[str]) -> dict[str, Player]:
@@ -112,7 +189,7 @@ def _rostered_ids(ids: Iterable[str]) -> set[str]:
 
 
 def _save(players: list[PlayerRecord], *, now: datetime) -> None:
-    """Upsert every player of the map (one statement)."""
+    """Upsert every player of the map (one statement; the records were checked by ``_record``)."""
     database.execute_sql(
         player_sql.UPSERT,
         (
@@ -129,7 +206,8 @@ def _save(players: list[PlayerRecord], *, now: datetime) -> None:
 def sync_players(source: str, *, publisher: AmqpPublisher, now: datetime | None = None) -> SyncReport:
     """One sync: alert the rostered players' injury changes, then save the map; see the module docstring."""
     now = now or utcnow()
-    players = load_players_map(source)
+    loaded = load_players_map(source)
+    players, skipped = loaded.players, dict(loaded.skipped)
     by_id = {p.sleeper_id: p for p in players}
     with database_errors():
         rostered = _rostered_ids(by_id)
@@ -151,14 +229,19 @@ def sync_players(source: str, *, publisher: AmqpPublisher, now: datetime | None 
     with database_errors(), database.atomic():
         _save(players, now=now)
     report = SyncReport(
-        players=len(players), rostered=len(rostered), first_seen=len(rostered) - len(before), alerts=alerts
+        players=len(players),
+        rostered=len(rostered),
+        first_seen=len(rostered) - len(before),
+        alerts=alerts,
+        skipped=skipped,
     )
     logger.info(
-        "player sync: %d players, %d rostered (%d first seen), %d injury alerts",
+        "player sync: %d players, %d rostered (%d first seen), %d injury alerts, %d skipped",
         report.players,
         report.rostered,
         report.first_seen,
         len(alerts),
+        len(skipped),
     )
     return report
 

@@ -7,6 +7,12 @@ verification step (``verify_results``, the ``verify_action_results`` actor every
 the reported rows and settles each: ``verified`` (the action becomes ``succeeded``) or
 ``failed`` with the reason (the action becomes ``failed``). A delivered action with no report
 after ACTION_RESULT_TIMEOUT_SECONDS fails as unreported.
+
+A result reported after its action was settled (failed as unreported, which waiver claims waiting
+days on ESPN make normal, skipped, or finished by hand) is ``late``: it is kept beside the action
+(``execution_log.late``), checked like any other and shown with it, and never changes the settled
+action. The verification handles each result on its own: one it cannot settle is set aside with
+its reason (``set_aside``) and the pass goes on.
 """
 
 from __future__ import annotations
@@ -19,19 +25,26 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from config.clock import utcnow
-from config.errors import TriggerConflictError, TriggerValidationError
-from models.activity import ActionStatus
+from config.errors import DatabaseUnavailable, TriggerConflictError, TriggerValidationError
+from config.set_aside import set_aside
+from models.activity import PENDING_STATUSES, ActionStatus
 from models.db import database, database_errors
 from publisher.actions import action_row, record_result
 from publisher.sql import actions as action_sql
 from publisher.sql import outbox as outbox_sql
-from publisher.sql import trades as trade_sql
+from publisher.sql import results as result_sql
 
 logger = logging.getLogger(__name__)
+
+#: The loop's name where it sets an item aside (config.set_aside).
+LOOP = "action_verification"
 
 OUTCOMES = frozenset({"succeeded", "failed"})
 #: execution_log statuses of a reported result.
 REPORTED, VERIFIED, REJECTED = "reported", "verified", "failed"
+#: execution_log status of a result the verification could not settle (its reason in ``error``).
+SET_ASIDE = "set_aside"
+_PENDING = frozenset(s.value for s in PENDING_STATUSES)
 _NAMESPACE = uuid.UUID("5f0c1b0e-4a55-4b8e-9d8e-6b1c2a7f0e11")
 
 
@@ -46,6 +59,8 @@ class VerifyReport:
     verified: list[str] = field(default_factory=list)  # tracking ids now succeeded
     failed: dict[str, str] = field(default_factory=dict)  # tracking id -> reason
     unreported: list[str] = field(default_factory=list)  # delivered, no report within the timeout
+    late: list[str] = field(default_factory=list)  # results kept beside an action already settled
+    set_aside: dict[str, str] = field(default_factory=dict)  # tracking id -> why it could not be settled
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,8 +75,10 @@ def report_result(
 ) -> dict[str, Any]:
     """Record a consumer's result of one action (``reported``); a repeat before verification replaces it.
 
-    ActionNotFound for an unknown tracking id; TriggerValidationError for an outcome other than
-    succeeded or failed; TriggerConflictError once the result was verified.
+    A result for an action already settled (succeeded, failed, skipped) is recorded ``late``: it
+    is kept and shown beside the action, which it never changes. ActionNotFound for an unknown
+    tracking id; TriggerValidationError for an outcome other than succeeded or failed;
+    TriggerConflictError once the result was verified.
     """
     if outcome not in OUTCOMES:
         raise TriggerValidationError("outcome", f"must be one of {sorted(OUTCOMES)}, got {outcome!r}")
@@ -75,19 +92,21 @@ def report_result(
     }
     now = utcnow()
     with database_errors(), database.atomic():
-        action = action_row(action_sql.SELECT_QUEUE_OF, tracking_id)
+        league_id, queue, team, status = action_row(result_sql.SELECT_ACTION, tracking_id)
+        late = status not in _PENDING
         key = _claim_key(str(tracking_id))
         row = database.execute_sql(
-            trade_sql.UPSERT_RESULT,
+            result_sql.UPSERT,
             (
                 key,
-                action[1],
-                action[0],
-                action[2],
+                queue,
+                league_id,
+                team,
                 uuid.uuid5(_NAMESPACE, key),
                 json.dumps(body),
                 REPORTED,
                 json.dumps(details or {}),
+                late,
                 now,
                 now,
                 REPORTED,
@@ -95,8 +114,14 @@ def report_result(
         ).fetchone()
     if row is None:
         raise TriggerConflictError(f"the result of {tracking_id} was already verified")
-    logger.info("action result reported: tracking_id=%s outcome=%s by=%s", tracking_id, outcome, reported_by)
-    return {"tracking_id": str(tracking_id), "status": REPORTED, "outcome": outcome}
+    logger.info(
+        "action result reported: tracking_id=%s outcome=%s by=%s late=%s",
+        tracking_id,
+        outcome,
+        reported_by,
+        late,
+    )
+    return {"tracking_id": str(tracking_id), "status": REPORTED, "outcome": outcome, "late": late}
 
 
 def _check(
@@ -113,30 +138,82 @@ def _check(
     return None
 
 
+def _settle(
+    row_id: int,
+    body_text: str,
+    late: bool,
+    tracking_id: str,
+    team: str | None,
+    status: str,
+    delivery: str | None,
+    *,
+    now: datetime,
+    report: VerifyReport,
+) -> None:
+    """Settle one reported result (caller's savepoint): check it, then apply it unless it is late."""
+    body = json.loads(body_text)
+    reason = _check(body["outcome"], body.get("details") or {}, team=team, outbox_status=delivery)
+    late = late or status not in _PENDING
+    if not late:
+        try:
+            if reason is None:
+                record_result(tracking_id, ActionStatus.SUCCEEDED)
+            else:
+                record_result(tracking_id, ActionStatus.FAILED, error=reason)
+        except TriggerConflictError:  # settled since the report (by hand, or another pass)
+            late = True
+    database.execute_sql(
+        result_sql.SETTLE, (VERIFIED if reason is None else REJECTED, reason, late, now, row_id)
+    )
+    if late:
+        report.late.append(tracking_id)
+        set_aside(
+            loop=LOOP,
+            kind="late",
+            item=f"the result of tracking_id={tracking_id}",
+            reason=f"reported after the action was settled; kept beside it ({body['outcome']})",
+        )
+    elif reason is None:
+        report.verified.append(tracking_id)
+    else:
+        report.failed[tracking_id] = reason
+
+
+def _set_aside_result(
+    row_id: int, tracking_id: str, exc: Exception, *, now: datetime, report: VerifyReport
+) -> None:
+    reason = f"cannot be settled: {type(exc).__name__}: {exc}"
+    database.execute_sql(result_sql.SETTLE, (SET_ASIDE, reason, False, now, row_id))
+    report.set_aside[tracking_id] = reason
+    set_aside(
+        loop=LOOP,
+        kind="unsettled",
+        item=f"the result of tracking_id={tracking_id}",
+        reason=reason,
+    )
+
+
 def verify_results(*, result_timeout_seconds: float, now: datetime | None = None) -> VerifyReport:
-    """Settle every reported result (see the module docstring); also fail long-unreported actions."""
+    """Settle every reported result (see the module docstring); also fail long-unreported actions.
+
+    Each result and each unreported action is handled in its own savepoint: a late result is kept
+    beside its settled action; one that cannot be settled at all is marked ``set_aside`` with its
+    reason; either way the pass goes on. Only an unreachable database stops it.
+    """
     now = now or utcnow()
     report = VerifyReport()
     with database_errors(), database.atomic():
-        rows = database.execute_sql(
-            trade_sql.SELECT_REPORTED_FOR_UPDATE,
-            (REPORTED,),
-        ).fetchall()
-        for row_id, body, tracking_id, team, outbox_status in rows:
-            body = body if isinstance(body, dict) else json.loads(body)
-            reason = _check(
-                body["outcome"], body.get("details") or {}, team=team, outbox_status=outbox_status
-            )
-            database.execute_sql(
-                trade_sql.SETTLE,
-                (VERIFIED if reason is None else REJECTED, reason, now, row_id),
-            )
-            if reason is None:
-                record_result(tracking_id, ActionStatus.SUCCEEDED)
-                report.verified.append(tracking_id)
-            else:
-                record_result(tracking_id, ActionStatus.FAILED, error=reason)
-                report.failed[tracking_id] = reason
+        rows = database.execute_sql(result_sql.SELECT_REPORTED_FOR_UPDATE, (REPORTED,)).fetchall()
+        for row_id, body_text, late, tracking_id, team, status, delivery in rows:
+            try:
+                with database.atomic():
+                    _settle(
+                        row_id, body_text, late, tracking_id, team, status, delivery, now=now, report=report
+                    )
+            except DatabaseUnavailable:
+                raise
+            except Exception as exc:  # one result never stops the pass
+                _set_aside_result(row_id, tracking_id, exc, now=now, report=report)
         stale = database.execute_sql(
             action_sql.SELECT_UNREPORTED_SINCE,
             (
@@ -147,17 +224,39 @@ def verify_results(*, result_timeout_seconds: float, now: datetime | None = None
         ).fetchall()
         for (tracking_id,) in stale:
             reason = f"no result reported within {result_timeout_seconds:g} s of delivery"
-            record_result(tracking_id, ActionStatus.FAILED, error=reason)
+            try:
+                with database.atomic():
+                    record_result(tracking_id, ActionStatus.FAILED, error=reason)
+            except DatabaseUnavailable:
+                raise
+            except Exception as exc:  # e.g. settled by hand since the query
+                set_aside(
+                    loop=LOOP,
+                    kind="unsettled",
+                    item=f"the unreported action tracking_id={tracking_id}",
+                    reason=f"{type(exc).__name__}: {exc}",
+                )
+                report.set_aside[tracking_id] = str(exc)
+                continue
             report.failed[tracking_id] = reason
             report.unreported.append(tracking_id)
     if rows or stale:
         logger.info(
-            "verification: %d verified, %d failed (%d unreported)",
+            "verification: %d verified, %d failed (%d unreported), %d late, %d set aside",
             len(report.verified),
             len(report.failed),
             len(report.unreported),
+            len(report.late),
+            len(report.set_aside),
         )
     return report
+
+
+def set_aside_results() -> dict[str, int]:
+    """How many reported results are late and how many were set aside unsettled (metrics)."""
+    with database_errors():
+        late, unsettled = database.execute_sql(result_sql.COUNT_LATE_AND_SET_ASIDE, (SET_ASIDE,)).fetchone()
+    return {"late": late, "set_aside": unsettled}
 
 
 def action_state(tracking_id: str) -> dict[str, Any]:
@@ -168,10 +267,7 @@ def action_state(tracking_id: str) -> dict[str, Any]:
             outbox_sql.LATEST_DELIVERY_OF_ACTION,
             (str(tracking_id),),
         ).fetchone()
-        result = database.execute_sql(
-            trade_sql.SELECT_RESULT,
-            (_claim_key(str(tracking_id)),),
-        ).fetchone()
+        result = database.execute_sql(result_sql.SELECT_RESULT, (_claim_key(str(tracking_id)),)).fetchone()
     keys = (
         "tracking_id",
         "league_id",
@@ -194,9 +290,15 @@ def action_state(tracking_id: str) -> dict[str, Any]:
     if result is None:
         out["verification"] = {"status": "not reported"}
     else:
-        body = result[0] if isinstance(result[0], dict) else json.loads(result[0])
+        try:
+            body = json.loads(result[0])
+        except ValueError:
+            body = {}
+        if not isinstance(body, dict):
+            body = {}
         out["verification"] = {
-            "status": result[1],  # reported | verified | failed
+            "status": result[1],  # reported | verified | failed | set_aside
+            "late": result[5],  # reported after the action was settled: kept here, the action unchanged
             "outcome": body.get("outcome"),
             "reported_by": body.get("reported_by"),
             "details": body.get("details"),

@@ -15,6 +15,9 @@ arrived meanwhile under ``TriggerCommitter``) and:
 
 A row is published only from that claim (``FOR UPDATE SKIP LOCKED``), so a drain that got there
 first is never doubled; its immediate-publish grace keeps the drain away meanwhile.
+
+``TriggerGroup`` saves several triggers in the caller's one transaction and publishes them after
+it committed (rumor-action's moves: all or none).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 import peewee
 
@@ -266,6 +269,15 @@ def save_and_publish(
     row). The messages of the new saves and of redelivered duplicates go out in one publish.
     """
     news = [_New(save) for save in saves]
+    answers, to_publish = _save_all(news, settings=settings)
+    _publish_saved(to_publish, answers, publisher=publisher, settings=settings)
+    return [answers[i] for i in range(len(news))]
+
+
+def _save_all(
+    news: Sequence[_New], *, settings: BaseEnvironment
+) -> tuple[dict[int, SaveOutcome | Exception], dict[int, _Publish]]:
+    """Save ``news``: the answers known already (by index), and the saved messages to publish now."""
     answers, outbox_ids = _save_batch(news, settings=settings)
     to_publish: dict[int, _Publish] = {}
     for i, new in enumerate(news):
@@ -294,6 +306,17 @@ def save_and_publish(
             answers[i] = TriggerResult(TriggerStatus.PENDING, new.tracking_id, held=True), None
         else:
             to_publish[i] = _Publish(new.tracking_id, outbox_id)
+    return answers, to_publish
+
+
+def _publish_saved(
+    to_publish: dict[int, _Publish],
+    answers: dict[int, SaveOutcome | Exception],
+    *,
+    publisher: AmqpPublisher,
+    settings: BaseEnvironment,
+) -> None:
+    """Publish the saved messages at once (one wait for every confirm); their answers into ``answers``."""
     if to_publish:
         try:
             outcomes = publish_rows_now(
@@ -307,7 +330,46 @@ def save_and_publish(
         else:
             for i, p in to_publish.items():
                 answers[i] = _answer(p.tracking_id, p.outbox_id, outcomes.get(p.outbox_id))
-    return [answers[i] for i in range(len(news))]
+
+
+class Committer(Protocol):
+    """What a trigger hands its save to instead of saving it alone (TriggerCommitter, TriggerGroup)."""
+
+    def submit(self, save: TriggerSave, *, publisher: AmqpPublisher) -> SaveOutcome: ...
+
+
+class TriggerGroup:
+    """Saves triggers in the caller's transaction and publishes them once it committed: all or none.
+
+    Pass it as a trigger's ``committer`` inside ``database.atomic()``: each trigger is saved (its
+    refusal raised, which rolls the whole transaction back) and answers ``pending`` for now; after
+    the commit ``publish`` sends every saved message with one wait for the confirms and returns
+    the final answers by tracking id. Nothing is published before every save succeeded.
+    """
+
+    def __init__(self, *, settings: BaseEnvironment) -> None:
+        self.settings = settings
+        self._to_publish: dict[int, _Publish] = {}
+        self._answers: dict[int, SaveOutcome | Exception] = {}
+
+    def submit(self, save: TriggerSave, *, publisher: AmqpPublisher) -> SaveOutcome:
+        """Save ``save`` in the caller's transaction (not published yet); its answer for now."""
+        answers, to_publish = _save_all([_New(save)], settings=self.settings)
+        if 0 in answers:
+            return outcome_of(answers[0])
+        index = len(self._to_publish)
+        self._to_publish[index] = to_publish[0]
+        return TriggerResult(TriggerStatus.PENDING, to_publish[0].tracking_id), None
+
+    def publish(self, *, publisher: AmqpPublisher) -> dict[str, TriggerResult]:
+        """Publish every saved message (after the commit); tracking id -> its final answer."""
+        _publish_saved(self._to_publish, self._answers, publisher=publisher, settings=self.settings)
+        out = {}
+        for i, pending in self._to_publish.items():
+            answer = self._answers[i]
+            result = answer[0] if isinstance(answer, tuple) else None
+            out[pending.tracking_id] = result or TriggerResult(TriggerStatus.PENDING, pending.tracking_id)
+        return out
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from config.clock import ensure_utc, utcnow
-from config.errors import TriggerConflictError, TriggerUnavailableError
+from config.errors import DeadDeliveryError, TriggerConflictError, TriggerUnavailableError
 from config.settings import BaseEnvironment
 from models.activity import ActionStatus
 from models.db import database, database_errors
@@ -26,8 +26,10 @@ from publisher.idempotency import effective_key
 from publisher.queues import DRAFT_TARGETS, LINEUP_UPDATES, WAIVER_ACTIONS
 from publisher.run_context import get_run_id
 from publisher.sql import actions as action_sql
+from publisher.sql import outbox as outbox_sql
 from publisher.trace import check_traceparent
 from publisher.trigger_saves import (
+    Committer,
     SaveOutcome,
     TriggerCommitter,
     TriggerResult,
@@ -138,7 +140,7 @@ def _send(
     *,
     publisher: AmqpPublisher,
     settings: BaseEnvironment,
-    committer: TriggerCommitter | None,
+    committer: Committer | None,
 ) -> SaveOutcome:
     """Save and publish one trigger: with the process's committer (together with concurrent ones) or alone."""
     if committer is not None:
@@ -152,7 +154,7 @@ def trigger_lineup(
     publisher: AmqpPublisher,
     settings: BaseEnvironment,
     run_id: str | None = None,
-    committer: TriggerCommitter | None = None,
+    committer: Committer | None = None,
 ) -> TriggerResult:
     """Queue a lineup change (lineup_updates); swap kinds and decision_inputs are not published."""
     common = _Common.check(request)
@@ -175,7 +177,7 @@ def trigger_waiver(
     publisher: AmqpPublisher,
     settings: BaseEnvironment,
     run_id: str | None = None,
-    committer: TriggerCommitter | None = None,
+    committer: Committer | None = None,
 ) -> TriggerResult:
     """Queue a waiver claim (waiver_actions), optionally chained behind an IR move.
 
@@ -224,13 +226,29 @@ def _pick_filled(league_id: str, pick_number: int) -> bool:
     return row is not None
 
 
+def _refuse_if_dead(tracking_id: str) -> None:
+    """DeadDeliveryError (409) when the target's message is dead: no retry with its key can deliver it."""
+    with database_errors():
+        dead = database.execute_sql(outbox_sql.SELECT_DEAD_OF_ACTION, (tracking_id,)).fetchone()
+    if dead is None:
+        return
+    row_id, last_error = dead
+    raise DeadDeliveryError(
+        f"draft target {tracking_id} is dead: the broker refused its message to the last attempt "
+        f"({last_error or 'no error recorded'}), so a retry with this key cannot deliver it; after fixing "
+        f"the cause revive it with `kickoff outbox retry-dead {row_id}`, or send the pick with a new "
+        "idempotency key",
+        tracking_id=tracking_id,
+    )
+
+
 def trigger_draft_pick(
     request: DraftPickRequest,
     *,
     publisher: AmqpPublisher,
     settings: BaseEnvironment,
     run_id: str | None = None,
-    committer: TriggerCommitter | None = None,
+    committer: Committer | None = None,
 ) -> TriggerResult:
     """Queue a draft target (draft_targets) that expires with its pick.
 
@@ -240,6 +258,8 @@ def trigger_draft_pick(
     (503) carrying the tracking id (the target stays saved and the drain delivers it unless the
     pick expires first). A retry with the same key publishes the saved target again at once and
     answers ``queued`` when it goes through (``duplicate`` only for a target already delivered).
+    A target whose message is dead (the broker refused it to the last attempt) is a
+    DeadDeliveryError (409) naming how to revive it: ``kickoff outbox retry-dead`` or a new key.
     """
     common = _Common.check(request)
     pick = v.positive_int(request.pick_number, "pick_number")
@@ -271,6 +291,7 @@ def trigger_draft_pick(
     result, error = _send(save, publisher=publisher, settings=settings, committer=committer)
     if result.published:  # queued now, or a duplicate of a target already delivered
         return result
+    _refuse_if_dead(result.tracking_id)
     reason = error or "its message is not pending any more"
     raise TriggerUnavailableError(
         f"draft target {result.tracking_id} saved but not delivered ({reason}); retry with the same key",

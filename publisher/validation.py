@@ -14,6 +14,8 @@ from typing import Any
 from config.errors import TriggerValidationError
 
 SWAP_FIELDS = frozenset({"player_id", "to_slot", "kind"})
+#: The largest id PostgreSQL's bigint (``players.espn_id``) holds.
+MAX_ESPN_ID = 2**63 - 1
 SWAP_KINDS = frozenset({"ir", "lineup"})
 IR_SLOT = "IR"
 
@@ -32,6 +34,8 @@ def espn_id(value: Any, field: str) -> int:
         raise TriggerValidationError(
             field, f"an ESPN player id (positive integer) is required, got {value!r}"
         )
+    if value > MAX_ESPN_ID:
+        raise TriggerValidationError(field, f"an ESPN player id is at most {MAX_ESPN_ID}, got {value}")
     return value
 
 

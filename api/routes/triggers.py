@@ -67,7 +67,8 @@ def waiver(body: WaiverBody, request: Request) -> JSONResponse:
 
 @router.post("/draft-pick", status_code=202)
 def draft_pick(body: DraftPickBody, request: Request) -> JSONResponse:
-    """Queue a draft target (draft_targets); 409 for a filled or expired pick, 503 if not delivered."""
+    """Queue a draft target (draft_targets); 409 for a filled or expired pick or a dead target, 503 if
+    not delivered (retry with the same key)."""
     return _send(request, body, DraftPickRequest, trigger_draft_pick)
 
 

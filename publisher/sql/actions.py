@@ -19,6 +19,10 @@ SET_LOCK_TIMEOUT = "SET LOCAL lock_timeout = %s"  # milliseconds, this transacti
 
 SET_STATEMENT_TIMEOUT = "SET LOCAL statement_timeout = %s"  # milliseconds, this transaction only
 
+#: Back to the session's timeouts: a savepoint's SET LOCAL would otherwise last to the end of the
+#: enclosing transaction.
+RESET_TIMEOUTS = "SET LOCAL lock_timeout TO DEFAULT; SET LOCAL statement_timeout TO DEFAULT"
+
 SELECT_PARENT_FOR_SHARE = (
     "SELECT kind, league_id, team, status, request FROM activity_actions WHERE tracking_id = %s FOR SHARE"
 )

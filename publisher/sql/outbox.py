@@ -103,6 +103,11 @@ SELECT_FIRST_OF_ACTION = (
 
 SELECT_STATUS = "SELECT status FROM outbox_messages WHERE id = %s"
 
+SELECT_DEAD_OF_ACTION = (
+    "SELECT id, last_error FROM outbox_messages WHERE tracking_id::text = %s AND status = 'dead' ORDER BY id"
+    " DESC LIMIT 1"
+)
+
 #: INSERT for many rows at once: one array per column, in INSERT's column order; (id, tracking id) back.
 INSERT_MANY = (
     "INSERT INTO outbox_messages (message_id, queue, body, headers, tracking_id, held_by, "

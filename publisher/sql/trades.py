@@ -1,6 +1,6 @@
-"""Named SQL statements on ``execution_log`` (trade claims and reported action results).
+"""Named SQL statements on ``execution_log``'s trade claims (reported action results: ``sql/results.py``).
 
-The publisher runs these with ``database.execute_sql``; no other module of it writes SQL for this table.
+The publisher runs these with ``database.execute_sql``; no other module of it writes SQL for trade claims.
 """
 
 from __future__ import annotations
@@ -15,21 +15,6 @@ INSERT = (
     "INSERT INTO execution_log (claim_key, queue, league_id, team, message_id, body, status, result, "
     "created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
-
-SETTLE = "UPDATE execution_log SET status = %s, error = %s, updated_at = %s WHERE id = %s"
-
-UPSERT_RESULT = (
-    INSERT + " ON CONFLICT (queue, claim_key) DO UPDATE SET body = EXCLUDED.body, result = EXCLUDED.result, "
-    "updated_at = EXCLUDED.updated_at WHERE execution_log.status = %s RETURNING id"
-)
-
-SELECT_REPORTED_FOR_UPDATE = (
-    "SELECT e.id, e.body, a.tracking_id::text, a.team, o.status FROM execution_log e JOIN "
-    "activity_actions a ON e.claim_key = 'result:' || a.tracking_id::text LEFT JOIN outbox_messages o ON "
-    "o.tracking_id = a.tracking_id WHERE e.status = %s ORDER BY e.id FOR UPDATE OF e SKIP LOCKED"
-)
-
-SELECT_RESULT = "SELECT body, status, error, created_at, updated_at FROM execution_log WHERE claim_key = %s"
 
 SET_STATUS = (
     "UPDATE execution_log SET status = %s, error = %s, updated_at = %s WHERE queue = %s AND claim_key = %s"

@@ -98,7 +98,7 @@ def test_a_dispatch_over_http_sets_a_poisoned_match_aside_with_its_reason_and_co
             s.value
             for f in text_string_to_metric_families(text)
             for s in f.samples
-            if s.name == "kickoff_items_set_aside_total" and s.labels == {"loop": "dispatch"}
+            if s.name == "kickoff_items_set_aside_total" and s.labels.get("loop") == "dispatch"
         )
 
     poisoned = make_match(status="inprogress", listener_start_settings={"no_such_setting": 1})
@@ -140,7 +140,7 @@ def test_a_sweep_sets_a_poisoned_row_aside_cleans_the_rest_and_counts_it_in_metr
     from tests.api.test_health_metrics import _samples
     from tests.lifecycle.helpers import poisoned_and_good_runs
 
-    metric = ("kickoff_items_set_aside_total", (("loop", "sweep"),))
+    metric = ("kickoff_items_set_aside_total", (("kind", "release_start_lock"), ("loop", "sweep")))
     before = _samples(httpx.get(api_server.url + "/metrics", timeout=60).text).get(metric, 0.0)
     poisoned, poisoned_row, goods = poisoned_and_good_runs(make_match, barriers, redis_client)
     swept = api.post("/v1/listeners/sweep")

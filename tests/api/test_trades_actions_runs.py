@@ -91,7 +91,12 @@ def test_action_state_result_and_verification(api, keys, api_server):
     body = {"outcome": "succeeded", "details": {"team_id": "7"}, "reported_by": "espn-worker"}
     r = httpx.post(url, json=body, headers=trigger, timeout=60)
     assert r.status_code == 202, r.text
-    assert r.json() == {"tracking_id": tracking_id, "status": "reported", "outcome": "succeeded"}
+    assert r.json() == {
+        "tracking_id": tracking_id,
+        "status": "reported",
+        "outcome": "succeeded",
+        "late": False,
+    }
     assert verify_results(result_timeout_seconds=3600).verified == [tracking_id]
     state = httpx.get(f"{api_server.url}/v1/actions/{tracking_id}", headers=read, timeout=60).json()
     assert state["status"] == "succeeded" and state["verification"]["status"] == "verified"
