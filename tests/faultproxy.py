@@ -11,6 +11,8 @@ switch modes while the test runs:
 * ``blackhole()``: the service hangs. Connects still complete (the kernel accepts them), but no
   byte reaches either side; reads on both sides just wait, so clients meet their timeouts.
 * ``cut()``: close every open connection now (the mode stays as it is).
+* ``cut_on(match)``: close the next connection whose client sends bytes ``match`` accepts (e.g.
+  an AMQP publish), before they reach the service; the returned event is set when it did.
 
 Thread-based: one accept thread, one thread per connection; ``stop()`` closes everything.
 Usable as a context manager::
@@ -31,6 +33,7 @@ import select
 import socket
 import struct
 import threading
+from collections.abc import Callable
 from enum import StrEnum
 from urllib.parse import urlsplit, urlunsplit
 
@@ -102,6 +105,8 @@ class FaultProxy:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.accepted = 0  # connections accepted (any mode)
+        self.cuts_on_match = 0  # connections cut_on() closed on the bytes it waited for
+        self._armed: tuple[Callable[[bytes], bool], threading.Event] | None = None
 
     # -- life cycle -----------------------------------------------------------------
 
@@ -176,6 +181,33 @@ class FaultProxy:
             links = list(self._links)
         for link in links:
             link.close()
+
+    def cut_on(self, match: Callable[[bytes], bool]) -> threading.Event:
+        """Cut the next connection whose client sends a chunk ``match`` accepts; that chunk is dropped.
+
+        One cut per call (a later call replaces an earlier one not yet hit); the event is set
+        once the connection was cut, and ``cuts_on_match`` counts every such cut.
+        """
+        hit = threading.Event()
+        with self._lock:
+            self._armed = (match, hit)
+        return hit
+
+    def cancel_cut_on(self) -> None:
+        """Forget a ``cut_on`` not yet hit."""
+        with self._lock:
+            self._armed = None
+
+    def _cut_here(self, data: bytes) -> bool:
+        """True (and the armed cut used) when a client chunk is the one ``cut_on`` waits for."""
+        with self._lock:
+            if self._armed is None or not self._armed[0](data):
+                return False
+            _, hit = self._armed
+            self._armed = None
+            self.cuts_on_match += 1
+        hit.set()
+        return True
 
     @property
     def connections(self) -> int:
@@ -265,6 +297,8 @@ class FaultProxy:
                 if link.tainted or self._mode is not Mode.FORWARD:
                     link.tainted = True
                     continue  # swallowed
+                if sock is link.client and self._cut_here(data):
+                    return  # closed (with a reset) by _serve
                 other = link.upstream if sock is link.client else link.client
                 try:
                     other.sendall(data)

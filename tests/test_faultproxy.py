@@ -78,3 +78,21 @@ def test_an_open_connection_is_swallowed_by_a_blackhole_and_closed_when_it_heals
         sock.settimeout(5)
         assert _closed_by_peer(sock)  # never resumed with a gap in the stream
         sock.close()
+
+
+def test_cut_on_closes_the_connection_that_sends_the_matching_bytes_before_they_arrive(echo):
+    with FaultProxy(echo) as proxy:
+        addr = ("127.0.0.1", proxy.port)
+        with (
+            socket.create_connection(addr, timeout=5) as other,
+            socket.create_connection(addr, timeout=5) as sock,
+        ):
+            hit = proxy.cut_on(lambda data: data.startswith(b"publish"))
+            assert _roundtrip(sock, b"hello") == b"hello"  # not a match: forwarded
+            assert not hit.is_set()
+            sock.sendall(b"publish 1")
+            assert _closed_by_peer(sock)  # cut, and the bytes never echoed
+            assert hit.wait(5) and proxy.cuts_on_match == 1
+            sock.close()
+            assert _roundtrip(other, b"publish 2") == b"publish 2"  # one cut per cut_on
+        assert proxy.cuts_on_match == 1
