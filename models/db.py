@@ -117,6 +117,7 @@ class PooledKickoffDatabase(_PooledPostgresqlDatabase, KickoffDatabase):
             **kwargs,
         )
         self._returned_at: dict[int, float] = {}  # id(connection) -> monotonic time handed back
+        self.full_takes = 0  # takes that found every connection in use (the thread then waits or fails)
 
     def _is_closed(self, conn: Any) -> bool:
         returned = self._returned_at.pop(id(conn), None)
@@ -130,6 +131,13 @@ class PooledKickoffDatabase(_PooledPostgresqlDatabase, KickoffDatabase):
         super()._close(conn, close_conn)
         if not close_conn and not conn.closed:
             self._returned_at[id(conn)] = time.monotonic()
+
+    def _connect(self) -> Any:
+        try:
+            return super()._connect()
+        except MaxConnectionsExceeded:
+            self.full_takes += 1  # under the pool's lock (super()._connect holds it)
+            raise
 
     def connect(self, reuse_if_open: bool = False) -> bool:
         try:
