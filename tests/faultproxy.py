@@ -6,11 +6,12 @@ switch modes while the test runs:
 
 * ``forward()``: pass bytes both ways (the default). Connections that saw a black hole are
   closed first, since the bytes it swallowed make their stream unusable.
-* ``refuse()``: the service is down. Open connections are cut and new connects are refused
-  (the listening socket is closed; it is bound again on the same port by the next mode).
+* ``refuse()``: the service is down. Open connections are cut (it returns how many) and new
+  connects are refused (the listening socket is closed; it is bound again on the same port by the
+  next mode).
 * ``blackhole()``: the service hangs. Connects still complete (the kernel accepts them), but no
   byte reaches either side; reads on both sides just wait, so clients meet their timeouts.
-* ``cut()``: close every open connection now (the mode stays as it is).
+* ``cut()``: close every open connection now and return how many (the mode stays as it is).
 * ``cut_on(match)``: close the next connection whose client sends bytes ``match`` accepts (e.g.
   an AMQP publish), before they reach the service; the returned event is set when it did.
 
@@ -160,12 +161,12 @@ class FaultProxy:
             link.close()
         self._bind()
 
-    def refuse(self) -> None:
-        """Cut open connections and refuse new ones (like a stopped service)."""
+    def refuse(self) -> int:
+        """Cut open connections and refuse new ones (like a stopped service); how many it cut."""
         with self._lock:
             self._mode = Mode.REFUSE
         self._unbind()
-        self.cut()
+        return self.cut()
 
     def blackhole(self) -> None:
         """Swallow every byte both ways on open and new connections (like a hung service)."""
@@ -175,12 +176,13 @@ class FaultProxy:
                 link.tainted = True
         self._bind()
 
-    def cut(self) -> None:
-        """Close every open connection now (with a reset); the mode is unchanged."""
+    def cut(self) -> int:
+        """Close every open connection now (with a reset); the mode is unchanged. How many it closed."""
         with self._lock:
-            links = list(self._links)
+            links = [link for link in self._links if not link.closed.is_set()]
         for link in links:
             link.close()
+        return len(links)
 
     def cut_on(self, match: Callable[[bytes], bool]) -> threading.Event:
         """Cut the next connection whose client sends a chunk ``match`` accepts; that chunk is dropped.

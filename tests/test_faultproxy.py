@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.faultproxy import FaultProxy
+from tests.waiting import wait_for
 
 
 class _Echo(socketserver.BaseRequestHandler):
@@ -54,8 +55,10 @@ def test_forward_refuse_blackhole_and_cut(echo):
         proxy.forward()
         with socket.create_connection(addr, timeout=5) as sock:
             assert _roundtrip(sock) == b"ping"
-            proxy.cut()
+            assert proxy.cut() == 1
             assert _closed_by_peer(sock)
+        wait_for(lambda: proxy.connections == 0, what="the cut link gone")
+        assert proxy.cut() == 0
 
 
 def _closed_by_peer(sock: socket.socket) -> bool:
