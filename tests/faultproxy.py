@@ -107,6 +107,7 @@ class FaultProxy:
         self._thread: threading.Thread | None = None
         self.accepted = 0  # connections accepted (any mode)
         self.cuts_on_match = 0  # connections cut_on() closed on the bytes it waited for
+        self.bytes_to_clients = 0  # bytes forwarded from the target to clients (e.g. a close frame arrived)
         self._armed: tuple[Callable[[bytes], bool], threading.Event] | None = None
 
     # -- life cycle -----------------------------------------------------------------
@@ -306,3 +307,6 @@ class FaultProxy:
                     other.sendall(data)
                 except OSError:
                     return
+                if other is link.client:
+                    with self._lock:
+                        self.bytes_to_clients += len(data)
