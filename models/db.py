@@ -12,6 +12,7 @@ turns a missing table into DatabaseNotMigrated on every statement, wherever it r
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -117,6 +118,8 @@ class PooledKickoffDatabase(_PooledPostgresqlDatabase, KickoffDatabase):
             **kwargs,
         )
         self._returned_at: dict[int, float] = {}  # id(connection) -> monotonic time handed back
+        self.full_takes = 0  # takes that found every connection in use (the thread then waits or fails)
+        self._full_takes_lock = threading.Lock()
 
     def _is_closed(self, conn: Any) -> bool:
         returned = self._returned_at.pop(id(conn), None)
@@ -130,6 +133,14 @@ class PooledKickoffDatabase(_PooledPostgresqlDatabase, KickoffDatabase):
         super()._close(conn, close_conn)
         if not close_conn and not conn.closed:
             self._returned_at[id(conn)] = time.monotonic()
+
+    def _connect(self) -> Any:
+        try:
+            return super()._connect()
+        except MaxConnectionsExceeded:
+            with self._full_takes_lock:
+                self.full_takes += 1
+            raise
 
     def connect(self, reuse_if_open: bool = False) -> bool:
         try:

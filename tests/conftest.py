@@ -27,6 +27,8 @@ from publisher.queues import ALL_QUEUES, OUTBOX_QUEUES
 
 RUN_ID = uuid.uuid4().hex[:10]
 ADMIN_URL = os.environ.get("KICKOFF_TEST_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432")
+#: RabbitMQ without a vhost: each run adds its own (``amqp_vhost``).
+AMQP_SERVER_URL = os.environ.get("KICKOFF_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672")
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +41,7 @@ def test_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "REDIS_KEY_PREFIX": f"kickofftest:{RUN_ID}:",
         "BROKER_URL": os.environ.get("KICKOFF_TEST_BROKER_URL", "redis://127.0.0.1:6379/2"),
         "BROKER_NAMESPACE": f"kickofftest-{RUN_ID}",
-        "AMQP_URL": f"amqp://guest:guest@127.0.0.1:5672/kickoff_test_{RUN_ID}",
+        "AMQP_URL": f"{AMQP_SERVER_URL}/kickoff_test_{RUN_ID}",
         "APP_ENV": "develop",
         "DATA_DIR": str(data_dir),
         "SPORTRADAR_API_KEY": "test-api-key-never-printed",
@@ -206,11 +208,14 @@ def repo_root() -> Path:
 
 #: Fixtures that reach PostgreSQL, Redis or RabbitMQ (directly or through the processes they start).
 SERVICE_FIXTURES = frozenset({"migrated_database", "amqp_vhost", "redis_client", "subprocess_env"})
+#: Marks of tests that need a service (or start processes that do): never in the unit tier.
+SERVICE_MARKS = frozenset({"services", "e2e", "outage", "browser", "amqp"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``unit`` every test that needs no service: ``pytest -m unit`` is the fast tier."""
     for item in items:
         needs_service = SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
-        if not needs_service and not item.get_closest_marker("services"):
+        marked_service = any(item.get_closest_marker(name) for name in SERVICE_MARKS)
+        if not needs_service and not marked_service:
             item.add_marker(pytest.mark.unit)

@@ -6,14 +6,17 @@ switch modes while the test runs:
 
 * ``forward()``: pass bytes both ways (the default). Connections that saw a black hole are
   closed first, since the bytes it swallowed make their stream unusable.
-* ``refuse()``: the service is down. Open connections are cut and new connects are refused
-  (the listening socket is closed; it is bound again on the same port by the next mode).
+* ``refuse()``: the service is down. Open connections are cut (it returns how many) and new
+  connects are refused (the listening socket is closed; it is bound again on the same port by the
+  next mode).
 * ``blackhole()``: the service hangs. Connects still complete (the kernel accepts them), but no
   byte reaches either side; reads on both sides just wait, so clients meet their timeouts.
 * ``drop_replies()``: the service's answers are lost. Bytes still reach the service, nothing it
   sends back reaches the client (a publish the broker takes whose confirm never comes).
   Like a black hole, the swallowed bytes make a connection unusable: ``forward()`` closes it.
-* ``cut()``: close every open connection now (the mode stays as it is).
+* ``cut()``: close every open connection now and return how many (the mode stays as it is).
+* ``cut_on(match)``: close the next connection whose client sends bytes ``match`` accepts (e.g.
+  an AMQP publish), before they reach the service; the returned event is set when it did.
 
 Thread-based: one accept thread, one thread per connection; ``stop()`` closes everything.
 Usable as a context manager::
@@ -34,6 +37,7 @@ import select
 import socket
 import struct
 import threading
+from collections.abc import Callable
 from enum import StrEnum
 from urllib.parse import urlsplit, urlunsplit
 
@@ -106,6 +110,9 @@ class FaultProxy:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.accepted = 0  # connections accepted (any mode)
+        self.cuts_on_match = 0  # connections cut_on() closed on the bytes it waited for
+        self.bytes_to_clients = 0  # bytes forwarded from the target to clients (e.g. a close frame arrived)
+        self._armed: tuple[Callable[[bytes], bool], threading.Event] | None = None
 
     # -- life cycle -----------------------------------------------------------------
 
@@ -159,12 +166,12 @@ class FaultProxy:
             link.close()
         self._bind()
 
-    def refuse(self) -> None:
-        """Cut open connections and refuse new ones (like a stopped service)."""
+    def refuse(self) -> int:
+        """Cut open connections and refuse new ones (like a stopped service); how many it cut."""
         with self._lock:
             self._mode = Mode.REFUSE
         self._unbind()
-        self.cut()
+        return self.cut()
 
     def blackhole(self) -> None:
         """Swallow every byte both ways on open and new connections (like a hung service)."""
@@ -187,12 +194,40 @@ class FaultProxy:
             self._mode = Mode.DROP_REPLIES
         self._bind()
 
-    def cut(self) -> None:
-        """Close every open connection now (with a reset); the mode is unchanged."""
+    def cut(self) -> int:
+        """Close every open connection now (with a reset); the mode is unchanged. How many it closed."""
         with self._lock:
-            links = list(self._links)
+            links = [link for link in self._links if not link.closed.is_set()]
         for link in links:
             link.close()
+        return len(links)
+
+    def cut_on(self, match: Callable[[bytes], bool]) -> threading.Event:
+        """Cut the next connection whose client sends a chunk ``match`` accepts; that chunk is dropped.
+
+        One cut per call (a later call replaces an earlier one not yet hit); the event is set
+        once the connection was cut, and ``cuts_on_match`` counts every such cut.
+        """
+        hit = threading.Event()
+        with self._lock:
+            self._armed = (match, hit)
+        return hit
+
+    def cancel_cut_on(self) -> None:
+        """Forget a ``cut_on`` not yet hit."""
+        with self._lock:
+            self._armed = None
+
+    def _cut_here(self, data: bytes) -> bool:
+        """True (and the armed cut used) when a client chunk is the one ``cut_on`` waits for."""
+        with self._lock:
+            if self._armed is None or not self._armed[0](data):
+                return False
+            _, hit = self._armed
+            self._armed = None
+            self.cuts_on_match += 1
+        hit.set()
+        return True
 
     @property
     def connections(self) -> int:
@@ -285,8 +320,13 @@ class FaultProxy:
                 if not passes:
                     link.tainted = True
                     continue  # swallowed
+                if sock is link.client and self._cut_here(data):
+                    return  # closed (with a reset) by _serve
                 other = link.upstream if sock is link.client else link.client
                 try:
                     other.sendall(data)
                 except OSError:
                     return
+                if other is link.client:
+                    with self._lock:
+                        self.bytes_to_clients += len(data)

@@ -35,7 +35,9 @@ class PrivateRedis:
         return f"redis://127.0.0.1:{self.port}/{db}"
 
     def start(self, timeout: float = 20.0) -> PrivateRedis:
-        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not on PATH (apt-get install -y redis-server)")
         args = ["--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         args += ["--dir", str(self.workdir), "--logfile", str(self.workdir / "redis.log")]
         self.proc = subprocess.Popen(

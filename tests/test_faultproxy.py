@@ -55,8 +55,10 @@ def test_forward_refuse_blackhole_and_cut(echo):
         proxy.forward()
         with socket.create_connection(addr, timeout=5) as sock:
             assert _roundtrip(sock) == b"ping"
-            proxy.cut()
+            assert proxy.cut() == 1
             assert _closed_by_peer(sock)
+        wait_for(lambda: proxy.connections == 0, what="the cut link gone")
+        assert proxy.cut() == 0
 
 
 def _closed_by_peer(sock: socket.socket) -> bool:
@@ -117,3 +119,21 @@ def test_dropped_replies_reach_the_service_but_never_the_client_and_forward_clos
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_cut_on_closes_the_connection_that_sends_the_matching_bytes_before_they_arrive(echo):
+    with FaultProxy(echo) as proxy:
+        addr = ("127.0.0.1", proxy.port)
+        with (
+            socket.create_connection(addr, timeout=5) as other,
+            socket.create_connection(addr, timeout=5) as sock,
+        ):
+            hit = proxy.cut_on(lambda data: data.startswith(b"publish"))
+            assert _roundtrip(sock, b"hello") == b"hello"  # not a match: forwarded
+            assert not hit.is_set()
+            sock.sendall(b"publish 1")
+            assert _closed_by_peer(sock)  # cut, and the bytes never echoed
+            assert hit.wait(5) and proxy.cuts_on_match == 1
+            sock.close()
+            assert _roundtrip(other, b"publish 2") == b"publish 2"  # one cut per cut_on
+        assert proxy.cuts_on_match == 1

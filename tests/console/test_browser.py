@@ -18,6 +18,7 @@ from config.clock import utcnow
 from models.db import database
 from models.listener_record import MatchListenerRecord
 from tests.api.conftest import _delete_broker_namespace
+from tests.background import FirstSeen
 from tests.console.conftest import write_archive
 from tests.lifecycle.conftest import WorkerProcess, wait_for
 from tests.lifecycle.test_worker_e2e import WORKER_ENV
@@ -194,20 +195,23 @@ def test_stop_closes_the_row_with_15_and_shows_stopped_without_a_reload_start_di
         dialog.accept()
 
     page.on("dialog", accept)
-    row.get_by_role("button", name="Stop").click()
-    expect(page.locator("#notice")).to_contain_text("rows closed with 15")
-    assert questions and "Stop" in questions[0]
-    expect(row).to_have_attribute("data-badge", "Stopped", timeout=10_000)
-    expect(row.locator(".exit")).to_contain_text("15")
-    expect(row.get_by_role("button", name="Dispatch on")).to_be_visible()
-    expect(start).to_be_enabled()
-    assert _same_page(page)
+    lock = Barriers.from_settings(settings, client=redis_client).start_lock(match.id)
+    wait_for(lock.locked, timeout=30, what="the listener holds its start lock")
+    with FirstSeen(lambda: not lock.locked()) as released:
+        row.get_by_role("button", name="Stop").click()
+        expect(page.locator("#notice")).to_contain_text("rows closed with 15")
+        assert questions and "Stop" in questions[0]
+        expect(row).to_have_attribute("data-badge", "Stopped", timeout=10_000)
+        expect(row.locator(".exit")).to_contain_text("15")
+        expect(row.get_by_role("button", name="Dispatch on")).to_be_visible()
+        expect(start).to_be_enabled()
+        assert _same_page(page)
+        released_at = released.wait(30, "the start lock released")
     [record] = list(MatchListenerRecord.select().where(MatchListenerRecord.match == match.id))
     assert record.exit_code == 15 and record.stopped_by == "operator"
-    # The stop closes the row itself; the listener thread ends (its lock released) within 2 s of it.
-    barriers = Barriers.from_settings(settings, client=redis_client)
-    wait_for(lambda: not barriers.start_lock(match.id).locked(), timeout=10)
-    ended = (utcnow() - record.ended_at).total_seconds()
+    # The stop closes the row itself; the listener thread ends (its lock released) within 2 s of it,
+    # timed when the lock went, not after the browser steps.
+    ended = (released_at - record.ended_at).total_seconds()
     assert ended <= 2.0, f"listener ended {ended:.2f} s after its row was closed by the stop"
 
 

@@ -170,8 +170,10 @@ class WorkerProcess(ChildProcess):
         return super().terminate(timeout=timeout)
 
 
+#: ``worker_broker`` on RabbitMQ: marked ``amqp`` (its vhost is asked for inside the fixture).
+ON_AMQP = pytest.param("amqp", marks=pytest.mark.amqp)
 #: The Dramatiq brokers real-worker tests run on: ``BOTH_BROKERS`` parametrizes ``worker_broker``.
-BOTH_BROKERS = pytest.mark.parametrize("worker_broker", ["redis", "amqp"], indirect=True)
+BOTH_BROKERS = pytest.mark.parametrize("worker_broker", ["redis", ON_AMQP], indirect=True)
 #: Dramatiq's queues (and their delay and dead-letter queues) in the run's RabbitMQ vhost.
 DRAMATIQ_AMQP_QUEUES = tuple(f"{q}{s}" for q in ("default", "match_listeners") for s in ("", ".DQ", ".XQ"))
 

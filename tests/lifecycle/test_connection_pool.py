@@ -37,13 +37,16 @@ def test_threads_that_close_after_each_step_share_the_pools_connections(lsetting
 def test_a_thread_waits_for_a_connection_another_thread_hands_back(lsettings, rebind):
     init_database(lsettings.database_url, pool_max_connections=1, connect_timeout_seconds=30)
     held = database.execute_sql("SELECT pg_backend_pid()").fetchone()[0]  # this thread holds the only one
-    got: list[int] = []
-    waiter = threading.Thread(target=lambda: got.append(_backend_pid()))
+    released = threading.Event()
+    got: list[tuple[int, bool]] = []  # (backend pid, whether the release came first)
+    waiter = threading.Thread(target=lambda: got.append((_backend_pid(), released.is_set())))
     waiter.start()
-    wait_for(lambda: waiter.is_alive() and not got, what="the second thread waits")
+    wait_for(lambda: _pool().full_takes >= 1, what="the second thread to find the pool full")
+    assert waiter.is_alive() and not got  # blocked in the pool, not failed
+    released.set()
     database.close()
     waiter.join(30)
-    assert got == [held]
+    assert got == [(held, True)]
 
 
 def test_a_thread_finding_every_connection_held_fails_after_the_connect_timeout(lsettings, rebind):

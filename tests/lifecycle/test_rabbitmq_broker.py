@@ -7,10 +7,10 @@ import subprocess
 
 import pytest
 
-from tests.lifecycle.conftest import wait_for
+from tests.lifecycle.conftest import ON_AMQP, wait_for
 from tests.lifecycle.helpers import dispatch_now, open_rows
 
-pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("worker_broker", ["amqp"], indirect=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("worker_broker", [ON_AMQP], indirect=True)]
 
 
 def _queues(vhost_url: str, *columns: str) -> dict[str, list[str]]:

@@ -16,7 +16,7 @@ import pytest
 from config.clock import utcnow
 from lifecycle.cleanup import sweep_stale_match_listeners
 from models.listener_record import MatchListenerRecord
-from tests.background import BackgroundLoop
+from tests.background import BackgroundLoop, FirstSeen
 from tests.lifecycle.conftest import BOTH_BROKERS, wait_for
 from tests.lifecycle.helpers import dispatch_now, open_rows, reload, rows_of
 
@@ -94,21 +94,25 @@ def test_stop_closes_the_running_row_with_15_within_2_s_and_the_match_is_not_re_
     start_worker()
     dispatch_now(ctx, send_start)
     [row] = wait_for(lambda: open_rows(match), timeout=60)
+    lock = ctx["barriers"].start_lock(match.id)
+    wait_for(lock.locked, timeout=30, what="the listener holds its start lock")
     kickoff = str(Path(sys.executable).parent / "kickoff")
-    done = subprocess.run(
-        [kickoff, "listeners", "stop", str(match.id)],
-        env={**subprocess_env, **lifecycle_env},
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "rows closed with 15" in done.stdout
+    with FirstSeen(lambda: not lock.locked()) as released:
+        done = subprocess.run(
+            [kickoff, "listeners", "stop", str(match.id)],
+            env={**subprocess_env, **lifecycle_env},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "rows closed with 15" in done.stdout
+        released_at = released.wait(30, "the start lock released")
     row = MatchListenerRecord.get_by_id(row.id)
     assert row.exit_code == 15 and row.stopped_by == "operator"
-    # The command closes the row itself; the listener thread must end (lock released) within 2 s of it.
-    wait_for(lambda: not ctx["barriers"].start_lock(match.id).locked(), timeout=5)
-    ended = (utcnow() - row.ended_at).total_seconds()
+    # The command closes the row itself; the listener thread must end (lock released) within 2 s of it,
+    # timed when the lock went, not when the command returned.
+    ended = (released_at - row.ended_at).total_seconds()
     assert ended <= 2.0, f"listener ended {ended:.2f} s after its row was closed by the stop"
     assert reload(match).auto_dispatch_listener is False
     assert dispatch_now(ctx, send_start).eligible == 0

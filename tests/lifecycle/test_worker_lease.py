@@ -64,6 +64,7 @@ def test_a_lease_is_renewed_and_one_that_expired_is_never_renewed(lbarriers):
     assert fresh.lease_id not in (None, gone) and fresh.lost is None
 
 
+@pytest.mark.services  # a private redis-server of its own
 def test_redis_losing_its_data_recreates_the_lease_instead_of_fencing_the_worker(lsettings, tmp_path):
     with PrivateRedis(tmp_path / "redis") as private:
         barriers = Barriers(

@@ -18,7 +18,9 @@ from config.errors import (
 )
 from publisher.amqp import AmqpPublisher, OutgoingMessage, _ConfirmTimeout
 from publisher.queues import LINEUP_UPDATES, TRADE_RESPONSES, WAIVER_ACTIONS
+from tests.faultproxy import FaultProxy
 from tests.publisher.helpers import never_confirming, reject_all
+from tests.waiting import wait_for
 
 
 def _msg(queue: str, **body: object) -> OutgoingMessage:
@@ -140,21 +142,25 @@ def test_queue_table_outbox_queues_must_exist_and_trade_queues_are_declared_on_p
 
 
 def test_a_connection_the_broker_closed_while_idle_is_replaced_before_the_next_publish(
-    publisher, amqp_vhost, read_queue
+    amqp_vhost, fresh_queues, db, read_queue
 ):
-    import subprocess
-    import time
-
-    publisher.publish(_msg(LINEUP_UPDATES))
-    vhost = amqp_vhost.rsplit("/", 1)[1]
-    subprocess.run(
-        ["rabbitmqctl", "-q", "close_all_connections", "--vhost", vhost, "--limit", "100", "idle cut"],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    time.sleep(0.5)  # let the close frame arrive
-    publisher.publish(_msg(LINEUP_UPDATES))
+    # The proxy only forwards: it shows the broker's close frame arrive and the publisher connect again.
+    with FaultProxy(("127.0.0.1", 5672)) as proxy:
+        publisher = AmqpPublisher(url=proxy.url_via(amqp_vhost), confirm_timeout=5.0)
+        publisher.publish(_msg(LINEUP_UPDATES))
+        assert proxy.connections == 1
+        vhost = amqp_vhost.rsplit("/", 1)[1]
+        before = proxy.bytes_to_clients
+        subprocess.run(
+            ["rabbitmqctl", "-q", "close_all_connections", "--vhost", vhost, "--limit", "100", "idle cut"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        wait_for(lambda: proxy.bytes_to_clients > before, timeout=30, what="the broker's close to arrive")
+        publisher.publish(_msg(LINEUP_UPDATES))
+        assert proxy.accepted == 2  # a new connection, not the closed one
+        publisher.close()
     assert len(read_queue(LINEUP_UPDATES)) == 2
 
 

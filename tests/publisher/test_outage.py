@@ -1,44 +1,50 @@
-"""Broker outage: RabbitMQ connections of this run's vhost are cut while 1,000 triggers run."""
+"""Broker outage: publishes are cut mid-flight by a fault proxy while 1,000 triggers run."""
 
 from __future__ import annotations
 
-import subprocess
+import struct
 import threading
 import time
 from collections import Counter
+
+import pika.spec
 
 from models.db import database
 from publisher.amqp import AmqpPublisher, read_messages
 from publisher.drain import drain_outbox
 from publisher.outbox import outbox_report
 from publisher.triggers import trigger_lineup, trigger_waiver
+from tests.faultproxy import FaultProxy
 from tests.publisher.helpers import lineup, waiver
 
+#: An AMQP method frame (type 1) of Basic.Publish: class 60, method 40 after type, channel and size.
+PUBLISH_METHOD = struct.pack(">I", pika.spec.Basic.Publish.INDEX)
 
-def _cut_connections(vhost: str) -> None:
-    subprocess.run(
-        ["rabbitmqctl", "-q", "close_all_connections", "--vhost", vhost, "--limit", "100", "outage test"],
-        capture_output=True,
-        timeout=30,
-        check=False,
-    )
+
+def _starts_a_publish(data: bytes) -> bool:
+    return data[:1] == b"\x01" and data[7:11] == PUBLISH_METHOD
 
 
 def test_connections_cut_during_1000_triggers_lose_nothing(fresh_queues, db, pub_settings, amqp_vhost):
-    vhost = amqp_vhost.rsplit("/", 1)[1]
+    with FaultProxy(("127.0.0.1", 5672)) as proxy:
+        _publish_through_cuts(proxy, pub_settings, amqp_vhost)
+
+
+def _publish_through_cuts(proxy: FaultProxy, pub_settings, amqp_vhost: str) -> None:
     stop = threading.Event()
-    cuts = 0
 
     def cutter() -> None:
-        nonlocal cuts
+        """Cut a connection as it sends a publish, then let a few triggers through, until stopped."""
         while not stop.is_set():
-            time.sleep(0.15)
-            _cut_connections(vhost)
-            cuts += 1
+            hit = proxy.cut_on(_starts_a_publish)
+            while not hit.wait(0.05) and not stop.is_set():
+                pass
+            stop.wait(0.15)
+        proxy.cancel_cut_on()
 
     thread = threading.Thread(target=cutter, daemon=True)
     results = []
-    publisher = AmqpPublisher(url=amqp_vhost, connect_timeout=2)
+    publisher = AmqpPublisher(url=proxy.url_via(amqp_vhost), connect_timeout=2)
     thread.start()
     try:
         for i in range(1000):
@@ -51,8 +57,11 @@ def test_connections_cut_during_1000_triggers_lose_nothing(fresh_queues, db, pub
     finally:
         stop.set()
         thread.join(60)
-    assert cuts >= 2
+    assert not thread.is_alive()
+    cuts = proxy.cuts_on_match  # connections cut as they carried a publish
     failed_at_once = sum(not r.published for r in results)
+    assert cuts >= 2
+    assert failed_at_once >= cuts  # each cut publish was answered pending, left to the drain
     deadline = time.monotonic() + 60
     while outbox_report().backlog and time.monotonic() < deadline:
         time.sleep(0.06)  # past the test-sized backoff

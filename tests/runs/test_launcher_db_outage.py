@@ -75,7 +75,8 @@ def test_postgresql_going_away_under_the_launcher_loses_and_doubles_no_run(
         what="runs running under the launcher",
     )
 
-    pg_proxy.refuse()  # PostgreSQL goes away: the launcher's connections are cut, new ones refused
+    # PostgreSQL goes away: the launcher's connections are cut, new ones refused.
+    assert pg_proxy.refuse() >= 1, "the launcher had no connection to cut"
     away = time.monotonic()
     for _ in range(3):  # deliveries the launcher cannot check while PostgreSQL is away
         publish("noop", ("succeeded", 0), seconds=1)
