@@ -1,0 +1,27 @@
+"""Prometheus counters of the job-run loops, in-process.
+
+They live in prometheus_client's default registry of the process that did the work; the
+launcher serves that registry on LAUNCHER_METRICS_PORT (``serve_metrics``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from prometheus_client import Counter, start_http_server
+
+logger = logging.getLogger(__name__)
+
+REJECTED_COMMANDS = Counter(
+    "kickoff_launcher_rejected_commands",
+    "job_runs deliveries the launcher could not handle and set aside on job_runs.XQ, by kind"
+    " (not_json, invalid, unknown_job, error).",
+    ["kind"],
+)
+
+
+def serve_metrics(port: int) -> None:
+    """Serve this process's default registry on ``port`` (all interfaces); 0 serves nothing."""
+    if port:
+        start_http_server(port)
+        logger.info("serving Prometheus metrics on port %s", port)
