@@ -1,9 +1,9 @@
 """Prometheus metrics of the API: request latency here, shared state read at scrape time.
 
 Gauges describing the deployment (listeners by badge, heartbeat age, starts and failures,
-exhausted matches, outbox backlog and dead rows, runs by status, launcher slots in use) are
-read from PostgreSQL and Redis by a custom collector when /metrics is scraped, so any one API
-process reports the whole deployment. A source that does not answer is reported as
+exhausted matches, outbox backlog and dead rows, runs by status, dead run outbox rows, launcher
+slots in use) are read from PostgreSQL and Redis by a custom collector when /metrics is
+scraped, so any one API process reports the whole deployment. A source that does not answer is reported as
 ``kickoff_metrics_source_up{source=...} 0`` and its metrics are left out.
 """
 
@@ -146,6 +146,7 @@ class SharedStateCollector(Collector):
     def _runs(self) -> Iterator[Metric]:
         from models.db import database, database_errors
         from models.run_log import RunStatus
+        from runs.publish import dead_outbox_count
 
         with database_errors():
             counts = dict(
@@ -159,6 +160,11 @@ class SharedStateCollector(Collector):
             "kickoff_launcher_slots_in_use",
             "Job runs running now across every launcher (each takes one slot).",
             value=counts.get(RunStatus.RUNNING.value, 0),
+        )
+        yield GaugeMetricFamily(
+            "kickoff_run_outbox_dead",
+            "Run outbox rows set aside: their payload is not their run's RunCommand (last_error says why).",
+            value=dead_outbox_count(),
         )
         yield GaugeMetricFamily(
             "kickoff_launcher_cap",

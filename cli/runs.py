@@ -121,10 +121,14 @@ def show(obj: CliContext, run_id: str, as_json: bool) -> None:
 @click.option(
     "--batch", type=click.IntRange(1, 10_000), default=None, help="Rows per call (JOB_RUN_DRAIN_BATCH)."
 )
-@json_option('Print {"published", "stale", "failed"}.')
+@json_option('Print {"published", "stale", "failed", "dead"}.')
 @click.pass_obj
 def drain(obj: CliContext, batch: int | None, as_json: bool) -> None:
-    """Publish run outbox rows whose first publish failed (the launcher also does this)."""
+    """Publish run outbox rows whose first publish failed (the launcher also does this).
+
+    A row whose payload is not its run's RunCommand is set aside (dead, with its reason) and the
+    others are sent; its run stays queued and a launcher's rescan starts it.
+    """
     from publisher.amqp import publisher_from_settings
     from runs.publish import drain_job_runs
 
@@ -132,9 +136,11 @@ def drain(obj: CliContext, batch: int | None, as_json: bool) -> None:
     with publisher_from_settings(obj.settings) as publisher:
         report = drain_job_runs(publisher=publisher, batch=batch or obj.settings.job_run_drain_batch)
     if as_json:
-        echo_json({"published": report.published, "stale": report.stale, "failed": report.failed})
+        echo_json(report.to_dict())
         return
-    click.echo(f"published {report.published}, stale {report.stale}, failed {report.failed}")
+    click.echo(
+        f"published {report.published}, stale {report.stale}, failed {report.failed}, dead {report.dead}"
+    )
 
 
 @runs.command()

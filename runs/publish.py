@@ -6,14 +6,14 @@ import logging
 import math
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import peewee
 
 from config.clock import ensure_utc, utcnow
-from config.errors import InvalidTrigger, PublishError, RunNotFound
+from config.errors import InvalidRunCommand, InvalidTrigger, PublishError, RunNotFound
 from config.records import json_fields
 from models.db import database, database_errors
 from models.run_log import JobRunOutbox, RunLog, RunStatus, Trigger
@@ -21,6 +21,7 @@ from publisher.amqp import OutgoingMessage, PublishOutcome
 from publisher.queues import JOB_RUNS
 from runs.catalog import Catalog, Job
 from runs.command import RunCommand
+from runs.metrics import RUN_OUTBOX_SET_ASIDE
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,9 @@ class DrainReport:
     published: int = 0  # confirmed by the broker and marked published
     stale: int = 0  # the run had moved on (not queued at that attempt): marked without sending
     failed: int = 0  # still unpublished; tried again by the next drain
+    dead: int = 0  # set aside: the payload is not a RunCommand of its row or cannot be encoded
+
+    to_dict = json_fields
 
 
 def _iso_slot(value: datetime) -> str:
@@ -234,12 +238,38 @@ def publish_run(
     return result
 
 
+def _outgoing(row: JobRunOutbox) -> OutgoingMessage:
+    """The row's job_runs message, encoded now; InvalidRunCommand if its payload cannot be sent."""
+    command = RunCommand.from_dict(row.payload)
+    if command.run_id != str(row.run_id) or command.attempt != row.attempt:
+        raise InvalidRunCommand(
+            f"the payload is run {command.run_id} attempt {command.attempt}, "
+            f"the row run {row.run_id} attempt {row.attempt}"
+        )
+    message = command_message(command)
+    try:
+        return replace(message, raw=message.encoded())
+    except (TypeError, ValueError) as exc:
+        raise InvalidRunCommand(f"the RunCommand cannot be encoded: {exc}") from exc
+
+
+def _set_aside(row: JobRunOutbox, reason: str, *, now: datetime) -> None:
+    """Mark ``row`` dead with its reason (the drain never takes it again); count and log it."""
+    row.dead_at = now
+    row.last_error = f"dead: {reason}"[:500]
+    row.save()
+    RUN_OUTBOX_SET_ASIDE.inc()
+    logger.error(
+        "run %s attempt %s: run outbox row %s set aside: %s", row.run_id, row.attempt, row.id, reason
+    )
+
+
 def _send_locked(rows: list[JobRunOutbox], *, publisher: CommandPublisher) -> DrainReport:
-    """Publish locked outbox rows (skipping stale ones) and record each outcome."""
+    """Publish locked outbox rows (skipping stale ones, setting bad ones aside) and record each outcome."""
     now = utcnow()
     runs = {r.id: r for r in RunLog.select().where(RunLog.id.in_([row.run_id for row in rows]))}
-    live: list[JobRunOutbox] = []
-    stale = 0
+    live: list[tuple[JobRunOutbox, OutgoingMessage]] = []
+    stale = dead = 0
     for row in rows:
         run = runs.get(row.run_id)
         if run is None or run.status != RunStatus.QUEUED.value or run.attempt != row.attempt:
@@ -247,14 +277,17 @@ def _send_locked(rows: list[JobRunOutbox], *, publisher: CommandPublisher) -> Dr
             row.last_error = "stale: the run was no longer queued at this attempt; not sent"
             row.save()
             stale += 1
-        else:
-            live.append(row)
+            continue
+        try:
+            live.append((row, _outgoing(row)))
+        except InvalidRunCommand as exc:
+            _set_aside(row, str(exc), now=now)
+            dead += 1
     if not live:
-        return DrainReport(stale=stale)
-    messages = [command_message(RunCommand.from_dict(row.payload)) for row in live]
-    outcomes = publisher.publish_many(messages)
+        return DrainReport(stale=stale, dead=dead)
+    outcomes = publisher.publish_many([message for _, message in live])
     published = failed = 0
-    for row, outcome in zip(live, outcomes, strict=True):
+    for (row, _), outcome in zip(live, outcomes, strict=True):
         row.tries += 1
         if outcome.confirmed:
             row.published_at = utcnow()
@@ -265,7 +298,7 @@ def _send_locked(rows: list[JobRunOutbox], *, publisher: CommandPublisher) -> Dr
             failed += 1
             logger.warning("run %s attempt %s: publish failed: %s", row.run_id, row.attempt, outcome.error)
         row.save()
-    return DrainReport(published=published, stale=stale, failed=failed)
+    return DrainReport(published=published, stale=stale, failed=failed, dead=dead)
 
 
 def send_outbox_rows(ids: Sequence[int], *, publisher: CommandPublisher) -> DrainReport:
@@ -275,7 +308,11 @@ def send_outbox_rows(ids: Sequence[int], *, publisher: CommandPublisher) -> Drai
     with database_errors(), database.atomic():
         rows = list(
             JobRunOutbox.select()
-            .where(JobRunOutbox.id.in_(list(ids)), JobRunOutbox.published_at.is_null())
+            .where(
+                JobRunOutbox.id.in_(list(ids)),
+                JobRunOutbox.published_at.is_null(),
+                JobRunOutbox.dead_at.is_null(),
+            )
             .order_by(JobRunOutbox.id)
             .for_update(skip_locked=True)
         )
@@ -291,13 +328,16 @@ def send_outbox_rows(ids: Sequence[int], *, publisher: CommandPublisher) -> Drai
 def drain_job_runs(*, publisher: CommandPublisher, batch: int = 100) -> DrainReport:
     """Publish up to ``batch`` unpublished run outbox rows, oldest first; safe to call concurrently.
 
-    Called by the drain actor and by the launcher loop. Rows of runs that moved on are marked
-    without sending; rows the broker refused stay for the next call.
+    Called by the drain actor and by the launcher loop. Each row is handled on its own: rows of
+    runs that moved on are marked without sending; a row whose payload is not its run's
+    RunCommand, or cannot be encoded, is set aside (dead_at, reason in last_error, counted in
+    kickoff_run_outbox_set_aside_total, one log line) and the others are sent; rows the broker
+    refused stay for the next call.
     """
     with database_errors(), database.atomic():
         rows = list(
             JobRunOutbox.select()
-            .where(JobRunOutbox.published_at.is_null())
+            .where(JobRunOutbox.published_at.is_null(), JobRunOutbox.dead_at.is_null())
             .order_by(JobRunOutbox.id)
             .limit(batch)
             .for_update(skip_locked=True)
@@ -305,17 +345,31 @@ def drain_job_runs(*, publisher: CommandPublisher, batch: int = 100) -> DrainRep
         if not rows:
             return DrainReport()
         report = _send_locked(rows, publisher=publisher)
-    if report.published or report.failed:
+    if report.published or report.failed or report.dead:
         logger.info(
-            "drain_job_runs: %s published, %s stale, %s failed", report.published, report.stale, report.failed
+            "drain_job_runs: %s published, %s stale, %s failed, %s dead",
+            report.published,
+            report.stale,
+            report.failed,
+            report.dead,
         )
     return report
 
 
 def pending_outbox_count() -> int:
-    """How many run outbox rows wait for a publish."""
+    """How many run outbox rows wait for a publish (dead rows never will)."""
     with database_errors():
-        return JobRunOutbox.select().where(JobRunOutbox.published_at.is_null()).count()
+        return (
+            JobRunOutbox.select()
+            .where(JobRunOutbox.published_at.is_null(), JobRunOutbox.dead_at.is_null())
+            .count()
+        )
+
+
+def dead_outbox_count() -> int:
+    """How many run outbox rows were set aside (dead_at set; their reason is in last_error)."""
+    with database_errors():
+        return JobRunOutbox.select().where(JobRunOutbox.dead_at.is_null(False)).count()
 
 
 def get_run(run_id: uuid.UUID | str) -> RunLog:
