@@ -7,7 +7,7 @@ traceparents, keys) and name the field, so nothing is checked twice.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -98,6 +98,21 @@ class ActionResultBody(Body):
 class RunBody(Body):
     job: str
     params: dict[str, Any] = Field(default_factory=dict)
+    trigger: Literal["manual", "event"] = Field(
+        "manual",
+        description="`manual`: a fresh dedupe key (the run id); `event`: one run per key and window.",
+    )
+    event_key: str | None = Field(
+        None, min_length=1, max_length=200, description="With trigger `event`: the event's key (required)."
+    )
+    debounce_seconds: float | None = Field(
+        None,
+        gt=0,
+        le=31 * 86400,
+        strict=True,
+        description="With trigger `event`: the window's length (default: the job's debounce_seconds,"
+        " else 60); windows are aligned to the epoch.",
+    )
 
 
 class StartListenerBody(Body):

@@ -307,7 +307,12 @@ class InvalidRunParams(RunError, ValueError):
 
 
 class InvalidTrigger(RunError, ValueError):
-    """Raised when publish_run gets a trigger without what its dedupe key needs (slot, chain root, key)."""
+    """Raised when publish_run gets a trigger without what its dedupe key needs (slot, chain root, key),
+    or an event key / debounce that is out of bounds; ``field`` names the request field when known."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
 
 
 class RunNotFound(RunError, NotFound):

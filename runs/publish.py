@@ -65,6 +65,24 @@ def _iso_slot(value: datetime) -> str:
     return ensure_utc(value, what="slot").replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+#: The longest event key and debounce window a caller may ask for (the API states the same bounds).
+EVENT_KEY_MAX_LENGTH = 200
+DEBOUNCE_MAX_SECONDS = 31 * 86400.0
+
+
+def event_debounce_seconds(job: Job, requested: float | None, *, default: float = 60.0) -> float:
+    """The window of an event run: the caller's ``requested`` seconds, else the job's, else ``default``."""
+    if requested is None:
+        return job.debounce_seconds or default
+    if isinstance(requested, bool) or not (0 < requested <= DEBOUNCE_MAX_SECONDS):
+        raise InvalidTrigger(
+            f"job {job.name}: debounce_seconds must be > 0 and <= {DEBOUNCE_MAX_SECONDS:g},"
+            f" got {requested!r}",
+            field="debounce_seconds",
+        )
+    return float(requested)
+
+
 def debounce_window(now: datetime, seconds: float) -> str:
     """The start of the ``seconds``-long window holding ``now`` (UTC, aligned to the epoch)."""
     epoch = ensure_utc(now, what="event time").timestamp()
@@ -81,10 +99,20 @@ def dedupe_key_for(
     slot: datetime | None = None,
     chain_root: uuid.UUID | str | None = None,
     event_key: str | None = None,
+    debounce_seconds: float | None = None,
     default_debounce_seconds: float = 60.0,
 ) -> str:
     """The run's dedupe key by trigger (schedule job@slot, chain job@chain_root, event
-    job@key@window, manual/cli/mcp the run id)."""
+    job@key@window, manual/cli/mcp the run id).
+
+    An event's window is ``debounce_seconds`` long when given, else the job's
+    ``debounce_seconds``, else ``default_debounce_seconds``; windows are aligned to the epoch.
+    """
+    if trigger is not Trigger.EVENT and (event_key is not None or debounce_seconds is not None):
+        raise InvalidTrigger(
+            f"job {job.name}: event_key and debounce_seconds are for event runs, not {trigger.value}",
+            field="trigger",
+        )
     if trigger is Trigger.SCHEDULE:
         if slot is None:
             raise InvalidTrigger(f"job {job.name}: a schedule run needs its slot")
@@ -94,10 +122,15 @@ def dedupe_key_for(
             raise InvalidTrigger(f"job {job.name}: a chain run needs its chain root")
         return f"{job.name}@{chain_root}"
     if trigger is Trigger.EVENT:
-        if not event_key:
-            raise InvalidTrigger(f"job {job.name}: an event run needs an event key")
-        window = debounce_window(now, job.debounce_seconds or default_debounce_seconds)
-        return f"{job.name}@{event_key}@{window}"
+        if not isinstance(event_key, str) or not event_key.strip():
+            raise InvalidTrigger(f"job {job.name}: an event run needs an event key", field="event_key")
+        if len(event_key) > EVENT_KEY_MAX_LENGTH:
+            raise InvalidTrigger(
+                f"job {job.name}: the event key is longer than {EVENT_KEY_MAX_LENGTH} characters",
+                field="event_key",
+            )
+        seconds = event_debounce_seconds(job, debounce_seconds, default=default_debounce_seconds)
+        return f"{job.name}@{event_key}@{debounce_window(now, seconds)}"
     if trigger in FRESH_KEY_TRIGGERS:
         return str(run_id)
     raise InvalidTrigger(f"job {job.name}: trigger {trigger.value!r} cannot be published")
@@ -117,6 +150,7 @@ def enqueue_run(
     slot: datetime | None = None,
     chain_root: uuid.UUID | str | None = None,
     event_key: str | None = None,
+    debounce_seconds: float | None = None,
     parent_id: uuid.UUID | str | None = None,
     default_debounce_seconds: float = 60.0,
 ) -> tuple[PublishResult, int | None]:
@@ -138,6 +172,7 @@ def enqueue_run(
         slot=slot,
         chain_root=chain_root,
         event_key=event_key,
+        debounce_seconds=debounce_seconds,
         default_debounce_seconds=default_debounce_seconds,
     )
     inserted = (
@@ -209,13 +244,16 @@ def publish_run(
     slot: datetime | None = None,
     chain_root: uuid.UUID | str | None = None,
     event_key: str | None = None,
+    debounce_seconds: float | None = None,
     parent_id: uuid.UUID | str | None = None,
     default_debounce_seconds: float = 60.0,
 ) -> PublishResult:
     """Validate ``job_name`` and ``params`` against the catalog, save the queued run and its
     RunCommand in one transaction, then publish the command to job_runs.
 
-    A used dedupe key returns the existing run as ``duplicate``. The answer is ``queued`` only
+    An ``event`` run needs ``event_key``; ``debounce_seconds`` (else the job's, else
+    ``default_debounce_seconds``) sets its window, so one key in one window is one run. A used
+    dedupe key returns the existing run as ``duplicate``. The answer is ``queued`` only
     when the broker confirmed the command; a failed publish answers ``pending`` and leaves the
     outbox row for drain_job_runs (with ``publisher`` None it is left to the drain on purpose).
     """
@@ -228,6 +266,7 @@ def publish_run(
             slot=slot,
             chain_root=chain_root,
             event_key=event_key,
+            debounce_seconds=debounce_seconds,
             parent_id=parent_id,
             default_debounce_seconds=default_debounce_seconds,
         )

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +221,16 @@ def start_launcher(
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=10)
+
+
+def roomy_debounce(min_left_seconds: float = 120.0) -> int:
+    """A debounce (600..1199 s) whose current window, aligned to the epoch as the code aligns it,
+    has at least ``min_left_seconds`` left: two events published now fall in one window."""
+    now = time.time()
+    return next(n for n in range(600, 1200) if n - now % n > min_left_seconds)
+
+
+def window_end(dedupe_key: str, seconds: float) -> float:
+    """The epoch second at which the window of an event run's dedupe key (job@key@start) ends."""
+    start = datetime.strptime(dedupe_key.rsplit("@", 1)[1], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    return start.timestamp() + seconds
