@@ -384,8 +384,10 @@ class Launcher:
                 "launcher exiting with %s runs still running (adopted on restart)", len(self.running)
             )
         logger.info(
-            "launcher stopped: %s accepted, %s started, %s finished, %s skipped, max %s running",
+            "launcher stopped: %s accepted, %s set aside, %s started, %s finished, %s skipped,"
+            " max %s running",
             self.stats.accepted,
+            self.stats.rejected,
             self.stats.started,
             self.stats.finished,
             self.stats.skipped,
