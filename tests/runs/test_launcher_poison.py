@@ -10,7 +10,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from models.run_log import RunLog
-from publisher.amqp import OutgoingMessage
+from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.queues import JOB_RUNS
 from runs.publish import publish_run
 from tests.api.conftest import free_port
@@ -106,4 +106,23 @@ def test_a_kickoff_launcher_process_outlives_a_malformed_command_and_serves_the_
         }
 
     assert scraped() == {"not_json": 1.0, "invalid": 1.0, "unknown_job": 1.0}
+    assert queue_counts(amqp_vhost) == (0, 0)
+
+
+def test_a_bad_delivery_whose_copy_is_not_confirmed_is_requeued_not_lost(
+    make_launcher, publisher, amqp_vhost, caplog
+):
+    launcher = make_launcher()
+    working = launcher.publisher
+    launcher.publisher = AmqpPublisher(url="amqp://guest:guest@127.0.0.1:1/%2F", connect_timeout=0.5)
+    publisher.publish(OutgoingMessage(queue=JOB_RUNS, body=_command(run_id="x"), message_id="poison-held"))
+    with caplog.at_level("WARNING", logger="runs.launcher"):
+        step_until(launcher, lambda: "cannot set it aside" in caplog.text, timeout=15)
+    assert launcher.stats.rejected == 0
+    assert sum(queue_counts(amqp_vhost)) == 1  # back on job_runs (or redelivered, unacked)
+
+    launcher.publisher.close()
+    launcher.publisher = working
+    step_until(launcher, lambda: launcher.stats.rejected == 1, timeout=30)
+    assert [m.message_id for m in read_set_aside(amqp_vhost)] == ["poison-held"]
     assert queue_counts(amqp_vhost) == (0, 0)
