@@ -27,7 +27,7 @@ FINAL_STATUSES: frozenset[RunStatus] = frozenset({RunStatus.SUCCEEDED, RunStatus
 
 
 class Trigger(StrEnum):
-    """What asked for a run; decides its dedupe key (see runs.publish.dedupe_key_for)."""
+    """What asked for a run; decides its dedupe key (see runs.dedupe.dedupe_key_for)."""
 
     SCHEDULE = "schedule"  # a cron slot of the catalog: job@slot
     CHAIN = "chain"  # a successor of a run that succeeded: job@chain_root
