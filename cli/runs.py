@@ -181,6 +181,30 @@ def drain(obj: CliContext, batch: int | None, as_json: bool) -> None:
 
 
 @runs.command()
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="Newest N rows.")
+@json_option('Print {"count", "rows": [{"id", "run_id", "attempt", "dead_at", "reason", "payload"}]}.')
+@click.pass_obj
+def dead(obj: CliContext, limit: int, as_json: bool) -> None:
+    """List run outbox rows the drain set aside (their payload is not their run's RunCommand).
+
+    Newest first, with the reason. Their runs stay queued: a launcher's rescan starts them.
+    """
+    from runs.publish import dead_outbox_rows
+
+    obj.database()
+    echo_listing(
+        as_json,
+        "rows",
+        dead_outbox_rows(limit=limit),
+        as_dict=dict,
+        headers=["id", "run_id", "attempt", "dead_at", "reason"],
+        row=lambda r: [r["id"], r["run_id"], r["attempt"], r["dead_at"], r["reason"]],
+        empty="no dead run outbox rows",
+        right=["id", "attempt"],
+    )
+
+
+@runs.command()
 @LIMIT_OPTION
 @json_option('Print {"count", "jobs": [{"job", "overlap", ...}]}.')
 @click.pass_obj

@@ -333,6 +333,28 @@ def dead_outbox_count() -> int:
         return JobRunOutbox.select().where(JobRunOutbox.dead_at.is_null(False)).count()
 
 
+def dead_outbox_rows(*, limit: int = 50) -> list[dict[str, Any]]:
+    """The newest ``limit`` run outbox rows the drain set aside, newest first, with their reason."""
+    with database_errors():
+        rows = (
+            JobRunOutbox.select()
+            .where(JobRunOutbox.dead_at.is_null(False))
+            .order_by(JobRunOutbox.dead_at.desc(), JobRunOutbox.id.desc())
+            .limit(limit)
+        )
+        return [
+            {
+                "id": row.id,
+                "run_id": str(row.run_id),
+                "attempt": row.attempt,
+                "dead_at": row.dead_at,
+                "reason": row.last_error,
+                "payload": row.payload,
+            }
+            for row in rows
+        ]
+
+
 def get_run(run_id: uuid.UUID | str) -> RunLog:
     """The run_log row ``run_id`` or RunNotFound."""
     try:

@@ -84,3 +84,18 @@ def test_kickoff_runs_drain_reports_the_rows_it_set_aside(db, catalog, publisher
     out = kickoff(subprocess_env, "runs", "drain", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"published": 1, "stale": 0, "failed": 0, "dead": 1}
+
+
+def test_kickoff_runs_dead_lists_the_set_aside_rows_with_their_reason(db, catalog, publisher, subprocess_env):
+    assert "no dead run outbox rows" in kickoff(subprocess_env, "runs", "dead").stdout
+    bad_run, bad_row = _poisoned_row(catalog, {"hello": 1})
+    publish_run("noop", trigger="cli", catalog=catalog, publisher=None)
+    assert drain_job_runs(publisher=publisher).dead == 1
+
+    out = kickoff(subprocess_env, "runs", "dead", "--json")
+    assert out.returncode == 0, out.stderr
+    [row] = json.loads(out.stdout)["rows"]
+    assert (row["id"], row["run_id"], row["attempt"], row["payload"]) == (bad_row, bad_run, 1, {"hello": 1})
+    assert row["reason"].startswith("dead: not a RunCommand: attempt must be an integer from 1")
+    text = kickoff(subprocess_env, "runs", "dead").stdout
+    assert bad_run in text and "attempt must be an integer" in text
