@@ -1,9 +1,9 @@
 """Prometheus metrics of the API: request latency here, shared state read at scrape time.
 
 Gauges describing the deployment (listeners by badge, heartbeat age, starts and failures,
-exhausted matches, outbox backlog and dead rows, runs by status, dead run outbox rows, launcher
-slots in use) are read from PostgreSQL and Redis by a custom collector when /metrics is
-scraped, so any one API process reports the whole deployment. A source that does not answer is reported as
+exhausted matches, outbox backlog and dead rows, runs by status, launcher slots in use) are
+read from PostgreSQL and Redis by a custom collector when /metrics is scraped, so any one API
+process reports the whole deployment. A source that does not answer is reported as
 ``kickoff_metrics_source_up{source=...} 0`` and its metrics are left out.
 """
 

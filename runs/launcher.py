@@ -23,7 +23,7 @@ from publisher.amqp import OutgoingMessage
 from runs.catalog import Catalog, Job
 from runs.command import ERROR, REJECTED_QUEUE, RunCommand
 from runs.consumer import Delivery, RunConsumer
-from runs.metrics import REJECTED_COMMANDS
+from runs.metrics import REJECTED_COMMANDS, counter
 from runs.process import find_run_process, process_alive, read_exit_code, run_files, spawn
 from runs.publish import CommandPublisher, drain_job_runs, send_outbox_rows
 from runs.state import (
@@ -200,7 +200,7 @@ class Launcher:
             return
         delivery.ack()
         self.stats.rejected += 1
-        REJECTED_COMMANDS.labels(kind=kind).inc()
+        counter(REJECTED_COMMANDS).labels(kind=kind).inc()
         logger.error("job_runs delivery %s set aside on %s: %s", delivery.message_id, REJECTED_QUEUE, reason)
 
     # -- starting ---------------------------------------------------------------------

@@ -21,7 +21,7 @@ from publisher.queues import JOB_RUNS
 from runs.catalog import Catalog
 from runs.command import RunCommand
 from runs.dedupe import dedupe_key_for
-from runs.metrics import RUN_OUTBOX_SET_ASIDE
+from runs.metrics import RUN_OUTBOX_SET_ASIDE, counter
 
 logger = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ def _set_aside(row: JobRunOutbox, reason: str, *, now: datetime) -> None:
     row.dead_at = now
     row.last_error = f"dead: {reason}"[:500]
     row.save()
-    RUN_OUTBOX_SET_ASIDE.inc()
+    counter(RUN_OUTBOX_SET_ASIDE).inc()
     logger.error(
         "run %s attempt %s: run outbox row %s set aside: %s", row.run_id, row.attempt, row.id, reason
     )

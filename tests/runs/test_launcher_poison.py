@@ -12,12 +12,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from models.run_log import RunLog
 from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.queues import JOB_RUNS
+from runs.metrics import REJECTED_COMMANDS as REJECTED
 from runs.publish import publish_run
 from tests.api.conftest import free_port
 from tests.runs.conftest import queue_counts, read_set_aside, step_until
 from tests.waiting import wait_for
-
-REJECTED = "kickoff_launcher_rejected_commands_total"
 
 
 def _command(**change: object) -> dict[str, object]:

@@ -10,11 +10,10 @@ from prometheus_client import REGISTRY
 from models.run_log import JobRunOutbox, RunLog
 from publisher.amqp import read_messages
 from publisher.queues import JOB_RUNS
+from runs.metrics import RUN_OUTBOX_SET_ASIDE as SET_ASIDE
 from runs.publish import dead_outbox_count, drain_job_runs, pending_outbox_count, publish_run
 from tests.runs.conftest import step_until
 from tests.runs.test_cli_runs import kickoff
-
-SET_ASIDE = "kickoff_run_outbox_set_aside_total"
 
 
 def _set_aside_count() -> float:
