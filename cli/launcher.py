@@ -25,13 +25,18 @@ def launcher(obj: CliContext, cap: int | None) -> None:
     from publisher.amqp import publisher_from_settings
     from runs.catalog import load_catalog
     from runs.launcher import Launcher, LauncherConfig
-    from runs.metrics import serve_metrics
 
     settings = obj.settings
     catalog = load_catalog(settings.job_catalog_path)
     obj.database()
     config = LauncherConfig.from_settings(settings, cap=cap or settings.launcher_cap)
-    serve_metrics(settings.launcher_metrics_port)
+    if settings.launcher_metrics_port:
+        from prometheus_client import start_http_server
+
+        from config.set_aside import set_aside_counter
+
+        set_aside_counter()  # exposed (at 0) from the start
+        start_http_server(settings.launcher_metrics_port)
     with publisher_from_settings(settings) as publisher:
         Launcher(
             catalog=catalog,

@@ -15,7 +15,7 @@ from publisher.queues import JOB_RUNS
 if TYPE_CHECKING:
     from runs.catalog import Catalog
 
-#: The kinds of refusal (the ``kind`` label of kickoff_launcher_rejected_commands_total).
+#: The kinds of refusal (the x-kickoff-kind header of a delivery set aside on job_runs.XQ).
 NOT_JSON = "not_json"  # the body does not decode as UTF-8 JSON
 INVALID = "invalid"  # a field is missing, of the wrong type, or not a UUID / trigger / attempt
 UNKNOWN_JOB = "unknown_job"  # the job is not in this launcher's catalog

@@ -16,6 +16,7 @@ from typing import Any
 
 from config.clock import utcnow
 from config.errors import BrokerUnavailable, DatabaseUnavailable, InvalidRunCommand, KickoffError
+from config.set_aside import set_aside
 from config.settings import BaseEnvironment
 from models.db import database_errors
 from models.run_log import RunLog
@@ -23,7 +24,6 @@ from publisher.amqp import OutgoingMessage
 from runs.catalog import Catalog, Job
 from runs.command import ERROR, REJECTED_QUEUE, RunCommand
 from runs.consumer import Delivery, RunConsumer
-from runs.metrics import REJECTED_COMMANDS, counter
 from runs.process import find_run_process, process_alive, read_exit_code, run_files, spawn
 from runs.publish import CommandPublisher, drain_job_runs, send_outbox_rows
 from runs.state import (
@@ -38,6 +38,9 @@ from runs.state import (
 )
 
 logger = logging.getLogger(__name__)
+
+#: The loop's name where it sets a delivery aside (config.set_aside).
+LOOP = "launcher"
 
 DB_RETRY_SECONDS = 2.0  # pause after PostgreSQL failed before touching it (and the broker) again
 
@@ -169,7 +172,8 @@ class Launcher:
             self.stats.stale += 1
 
     def _set_aside(self, delivery: Delivery, reason: str, *, kind: str) -> None:
-        """Copy the delivery to job_runs.XQ with its reason (confirmed), then ack it; count, log.
+        """Copy the delivery to job_runs.XQ with its reason (confirmed), then ack it; count and log
+        it (config.set_aside: loop ``launcher``).
 
         If the copy is not confirmed the delivery is requeued and the consumer pauses, so a
         rejected command is never lost and never spins.
@@ -200,8 +204,7 @@ class Launcher:
             return
         delivery.ack()
         self.stats.rejected += 1
-        counter(REJECTED_COMMANDS).labels(kind=kind).inc()
-        logger.error("job_runs delivery %s set aside on %s: %s", delivery.message_id, REJECTED_QUEUE, reason)
+        set_aside(LOOP, f"job_runs delivery {delivery.message_id} (copied to {REJECTED_QUEUE})", reason)
 
     # -- starting ---------------------------------------------------------------------
 

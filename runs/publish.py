@@ -14,6 +14,7 @@ import peewee
 from config.clock import utcnow
 from config.errors import InvalidRunCommand, PublishError, RunNotFound
 from config.records import json_fields
+from config.set_aside import set_aside
 from models.db import database, database_errors
 from models.run_log import JobRunOutbox, RunLog, RunStatus, Trigger
 from publisher.amqp import OutgoingMessage, PublishOutcome
@@ -21,9 +22,11 @@ from publisher.queues import JOB_RUNS
 from runs.catalog import Catalog
 from runs.command import RunCommand
 from runs.dedupe import dedupe_key_for
-from runs.metrics import RUN_OUTBOX_SET_ASIDE, counter
 
 logger = logging.getLogger(__name__)
+
+#: The drain's name where it sets a row aside (config.set_aside).
+DRAIN_LOOP = "run drain"
 
 
 class CommandPublisher(Protocol):
@@ -219,10 +222,7 @@ def _set_aside(row: JobRunOutbox, reason: str, *, now: datetime) -> None:
     row.dead_at = now
     row.last_error = f"dead: {reason}"[:500]
     row.save()
-    counter(RUN_OUTBOX_SET_ASIDE).inc()
-    logger.error(
-        "run %s attempt %s: run outbox row %s set aside: %s", row.run_id, row.attempt, row.id, reason
-    )
+    set_aside(DRAIN_LOOP, f"run outbox row {row.id} (run {row.run_id} attempt {row.attempt})", reason)
 
 
 def _send_locked(rows: list[JobRunOutbox], *, publisher: CommandPublisher) -> DrainReport:
@@ -292,7 +292,7 @@ def drain_job_runs(*, publisher: CommandPublisher, batch: int = 100) -> DrainRep
     Called by the drain actor and by the launcher loop. Each row is handled on its own: rows of
     runs that moved on are marked without sending; a row whose payload is not its run's
     RunCommand, or cannot be encoded, is set aside (dead_at, reason in last_error, counted in
-    kickoff_run_outbox_set_aside_total, one log line) and the others are sent; rows the broker
+    kickoff_items_set_aside_total{loop="run drain"}, one log line) and the others are sent; rows the broker
     refused stay for the next call.
     """
     with database_errors(), database.atomic():

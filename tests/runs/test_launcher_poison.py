@@ -6,13 +6,12 @@ from __future__ import annotations
 import uuid
 
 import httpx
-from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
+from config.set_aside import METRIC, set_aside_count
 from models.run_log import RunLog
 from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.queues import JOB_RUNS
-from runs.metrics import REJECTED_COMMANDS as REJECTED
 from runs.publish import publish_run
 from tests.api.conftest import free_port
 from tests.runs.conftest import queue_counts, read_set_aside, step_until
@@ -33,10 +32,6 @@ def _poison() -> list[OutgoingMessage]:
     ]
 
 
-def _rejected(kind: str) -> float:
-    return REGISTRY.get_sample_value(REJECTED, {"kind": kind}) or 0.0
-
-
 def _succeeded(run_id: str) -> bool:
     return RunLog.get_by_id(run_id).status == "succeeded"
 
@@ -45,7 +40,7 @@ def test_malformed_commands_ahead_of_a_queued_run_are_set_aside_and_the_run_star
     make_launcher, catalog, publisher, amqp_vhost
 ):
     launcher = make_launcher()
-    before = {kind: _rejected(kind) for kind in ("not_json", "invalid", "unknown_job")}
+    before = set_aside_count("launcher")
     assert all(o.confirmed for o in publisher.publish_many(_poison()))
     run = publish_run("noop", trigger="cli", catalog=catalog, publisher=publisher)
     assert run.published  # its command waits behind the three bad ones
@@ -65,17 +60,13 @@ def test_malformed_commands_ahead_of_a_queued_run_are_set_aside_and_the_run_star
     assert "run_id 'not-a-uuid' is not a UUID" in aside[1].headers["x-kickoff-reason"]
     assert "no job 'no_such_job'" in aside[2].headers["x-kickoff-reason"]
     assert {m.headers["x-kickoff-host"] for m in aside} == {launcher.host}
-    assert {kind: _rejected(kind) - before[kind] for kind in before} == {
-        "not_json": 1.0,
-        "invalid": 1.0,
-        "unknown_job": 1.0,
-    }
+    assert set_aside_count("launcher") - before == 3
 
 
 def test_a_set_aside_delivery_is_logged_once_with_its_reason(make_launcher, publisher, caplog):
     launcher = make_launcher()
     publisher.publish(OutgoingMessage(queue=JOB_RUNS, body=_command(attempt="1"), message_id="poison-type"))
-    with caplog.at_level("ERROR", logger="runs.launcher"):
+    with caplog.at_level("WARNING", logger="config.set_aside"):
         step_until(launcher, lambda: launcher.stats.rejected == 1, timeout=15)
     [line] = [r.getMessage() for r in caplog.records if "set aside" in r.getMessage()]
     assert "poison-type" in line and "attempt must be an integer from 1, got '1'" in line
@@ -95,16 +86,14 @@ def test_a_kickoff_launcher_process_outlives_a_malformed_command_and_serves_the_
     assert launcher.poll() is None, "the launcher exited"
     assert [m.message_id for m in read_set_aside(amqp_vhost)] == ["poison-json", "poison-uuid", "poison-job"]
 
-    def scraped() -> dict[str, float]:
-        text = httpx.get(f"http://127.0.0.1:{port}/", timeout=5).text
-        return {
-            s.labels["kind"]: s.value
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-            if s.name == REJECTED
-        }
-
-    assert scraped() == {"not_json": 1.0, "invalid": 1.0, "unknown_job": 1.0}
+    text = httpx.get(f"http://127.0.0.1:{port}/", timeout=5).text
+    counted = {
+        s.labels["loop"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == METRIC
+    }
+    assert counted == {"launcher": 3.0}
     assert queue_counts(amqp_vhost) == (0, 0)
 
 

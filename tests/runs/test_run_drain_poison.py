@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import json
 
-from prometheus_client import REGISTRY
-
+from config.set_aside import set_aside_count
 from models.run_log import JobRunOutbox, RunLog
 from publisher.amqp import read_messages
 from publisher.queues import JOB_RUNS
-from runs.metrics import RUN_OUTBOX_SET_ASIDE as SET_ASIDE
 from runs.publish import dead_outbox_count, drain_job_runs, pending_outbox_count, publish_run
 from tests.runs.conftest import step_until
 from tests.runs.test_cli_runs import kickoff
-
-
-def _set_aside_count() -> float:
-    return REGISTRY.get_sample_value(SET_ASIDE) or 0.0
 
 
 def _poisoned_row(catalog, payload: dict) -> tuple[str, int]:
@@ -34,9 +28,9 @@ def test_a_row_that_is_not_a_run_command_is_set_aside_and_the_rows_after_it_are_
 ):
     bad_run, bad_row = _poisoned_row(catalog, {"hello": 1})
     good = [publish_run("noop", trigger="cli", catalog=catalog, publisher=None).run_id for _ in range(2)]
-    before = _set_aside_count()
+    before = set_aside_count("run drain")
 
-    with caplog.at_level("ERROR", logger="runs.publish"):
+    with caplog.at_level("WARNING", logger="config.set_aside"):
         report = drain_job_runs(publisher=publisher)
 
     assert (report.published, report.dead, report.failed) == (2, 1, 0)
@@ -44,7 +38,7 @@ def test_a_row_that_is_not_a_run_command_is_set_aside_and_the_rows_after_it_are_
     row = JobRunOutbox.get_by_id(bad_row)
     assert row.dead_at is not None and row.published_at is None
     assert row.last_error.startswith("dead: not a RunCommand: attempt must be an integer from 1")
-    assert _set_aside_count() - before == 1
+    assert set_aside_count("run drain") - before == 1
     [line] = [r.getMessage() for r in caplog.records if "set aside" in r.getMessage()]
     assert bad_run in line and "attempt must be" in line
     assert (pending_outbox_count(), dead_outbox_count()) == (0, 1)
