@@ -37,7 +37,8 @@ def tick_job_runs() -> dict:
         "published": drained.published,
         "stale": drained.stale,
         "failed": drained.failed,
+        "dead": drained.dead,
     }
-    if schedule.queued or drained.published or drained.failed:
+    if schedule.queued or drained.published or drained.failed or drained.dead:
         logger.info("tick_job_runs: %s", result)
     return result

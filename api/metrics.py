@@ -160,6 +160,7 @@ class SharedStateCollector(Collector):
     def _runs(self) -> Iterator[Metric]:
         from models.db import database, database_errors
         from models.run_log import RunStatus
+        from runs.publish import dead_outbox_count
 
         with database_errors():
             counts = dict(
@@ -173,6 +174,11 @@ class SharedStateCollector(Collector):
             "kickoff_launcher_slots_in_use",
             "Job runs running now across every launcher (each takes one slot).",
             value=counts.get(RunStatus.RUNNING.value, 0),
+        )
+        yield GaugeMetricFamily(
+            "kickoff_run_outbox_dead",
+            "Run outbox rows set aside: their payload is not their run's RunCommand (last_error says why).",
+            value=dead_outbox_count(),
         )
         yield GaugeMetricFamily(
             "kickoff_launcher_cap",

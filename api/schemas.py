@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from runs.dedupe import DEBOUNCE_MAX_SECONDS, EVENT_KEY_MAX_LENGTH
+
 
 class Body(BaseModel):
     """A request body: unknown fields are an error."""
@@ -109,6 +111,24 @@ class ActionResultBody(Body):
 class RunBody(Body):
     job: str
     params: dict[str, Any] = Field(default_factory=dict)
+    trigger: Literal["manual", "event"] = Field(
+        "manual",
+        description="`manual`: a fresh dedupe key (the run id); `event`: one run per key and window.",
+    )
+    event_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=EVENT_KEY_MAX_LENGTH,
+        description="With trigger `event`: the event's key (required).",
+    )
+    debounce_seconds: float | None = Field(
+        None,
+        gt=0,
+        le=DEBOUNCE_MAX_SECONDS,
+        strict=True,
+        description="With trigger `event`: the window's length (default: the job's debounce_seconds,"
+        " else 60); windows are aligned to the epoch.",
+    )
 
 
 class StartListenerBody(Body):

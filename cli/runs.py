@@ -38,33 +38,70 @@ def runs() -> None:
 @click.option(
     "--trigger",
     type=click.Choice([Trigger.CLI.value, Trigger.MANUAL.value, Trigger.MCP.value]),
-    default=Trigger.CLI.value,
-    show_default=True,
-    help="Who asks; each run gets a fresh dedupe key (its run id).",
+    default=None,
+    help="Who asks (default cli); each run gets a fresh dedupe key (its run id). Not with --event.",
+)
+@click.option(
+    "--event",
+    "event_key",
+    metavar="KEY",
+    default=None,
+    help="Publish an event run (trigger event) for KEY: one run per job, KEY and debounce window.",
+)
+@click.option(
+    "--debounce-seconds",
+    type=click.FloatRange(0, min_open=True),
+    default=None,
+    help="With --event: the window's length, at most 31 days (default: the job's debounce_seconds, else 60).",
 )
 @json_option('Print {"status": ..., "run_id": ..., "published": ..., ...}.')
 @click.pass_obj
 @publisher_answers
-def publish(obj: CliContext, job: str, params: tuple[str, ...], trigger: str, as_json: bool) -> None:
+def publish(
+    obj: CliContext,
+    job: str,
+    params: tuple[str, ...],
+    trigger: str | None,
+    event_key: str | None,
+    debounce_seconds: float | None,
+    as_json: bool,
+) -> None:
     """Publish a run of catalog job JOB (params are checked against its schema).
 
     Values of --param are JSON when they parse as JSON (--param seconds=2 is a number), else
     strings. Prints `queued` (RabbitMQ confirmed the command) or `pending` (saved; RabbitMQ did
     not confirm it, the drain publishes it later and a launcher's rescan starts it anyway) with
-    the run id. Params that do not match the job's schema are invalid (exit 3).
+    the run id. With --event KEY a second event of KEY inside the same window (windows of
+    --debounce-seconds, aligned to the epoch) prints `duplicate` and the first run's id; the
+    next window is a new run. Params that do not match the job's schema are invalid (exit 3).
     """
     from publisher.amqp import publisher_from_settings
     from runs.publish import publish_run
 
+    if event_key is not None and trigger is not None:
+        raise click.UsageError("--event publishes an event run: drop --trigger")
+    if debounce_seconds is not None and event_key is None:
+        raise click.UsageError("--debounce-seconds needs --event KEY")
     values = parse_assignments(params, option="--param")
     catalog = _catalog(obj)
     obj.database()
     with publisher_from_settings(obj.settings) as publisher:
-        result = publish_run(job, values, trigger=trigger, catalog=catalog, publisher=publisher)
+        result = publish_run(
+            job,
+            values,
+            trigger=Trigger.EVENT if event_key is not None else (trigger or Trigger.CLI),
+            catalog=catalog,
+            publisher=publisher,
+            event_key=event_key,
+            debounce_seconds=debounce_seconds,
+        )
     if as_json:
         echo_json(result.to_dict())
         return
-    note = " (saved; not yet published, the drain retries)" if result.status == "pending" else ""
+    note = {
+        "pending": " (saved; not yet published, the drain retries)",
+        "duplicate": f" (a run of {result.dedupe_key} exists)",
+    }.get(result.status, "")
     click.echo(f"{result.status} {result.run_id} {result.job}{note}")
 
 
@@ -121,10 +158,14 @@ def show(obj: CliContext, run_id: str, as_json: bool) -> None:
 @click.option(
     "--batch", type=click.IntRange(1, 10_000), default=None, help="Rows per call (JOB_RUN_DRAIN_BATCH)."
 )
-@json_option('Print {"published", "stale", "failed"}.')
+@json_option('Print {"published", "stale", "failed", "dead"}.')
 @click.pass_obj
 def drain(obj: CliContext, batch: int | None, as_json: bool) -> None:
-    """Publish run outbox rows whose first publish failed (the launcher also does this)."""
+    """Publish run outbox rows whose first publish failed (the launcher also does this).
+
+    A row whose payload is not its run's RunCommand is set aside (dead, with its reason) and the
+    others are sent; its run stays queued and a launcher's rescan starts it.
+    """
     from publisher.amqp import publisher_from_settings
     from runs.publish import drain_job_runs
 
@@ -132,9 +173,35 @@ def drain(obj: CliContext, batch: int | None, as_json: bool) -> None:
     with publisher_from_settings(obj.settings) as publisher:
         report = drain_job_runs(publisher=publisher, batch=batch or obj.settings.job_run_drain_batch)
     if as_json:
-        echo_json({"published": report.published, "stale": report.stale, "failed": report.failed})
+        echo_json(report.to_dict())
         return
-    click.echo(f"published {report.published}, stale {report.stale}, failed {report.failed}")
+    click.echo(
+        f"published {report.published}, stale {report.stale}, failed {report.failed}, dead {report.dead}"
+    )
+
+
+@runs.command()
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="Newest N rows.")
+@json_option('Print {"count", "rows": [{"id", "run_id", "attempt", "dead_at", "reason", "payload"}]}.')
+@click.pass_obj
+def dead(obj: CliContext, limit: int, as_json: bool) -> None:
+    """List run outbox rows the drain set aside (their payload is not their run's RunCommand).
+
+    Newest first, with the reason. Their runs stay queued: a launcher's rescan starts them.
+    """
+    from runs.publish import dead_outbox_rows
+
+    obj.database()
+    echo_listing(
+        as_json,
+        "rows",
+        dead_outbox_rows(limit=limit),
+        as_dict=dict,
+        headers=["id", "run_id", "attempt", "dead_at", "reason"],
+        row=lambda r: [r["id"], r["run_id"], r["attempt"], r["dead_at"], r["reason"]],
+        empty="no dead run outbox rows",
+        right=["id", "attempt"],
+    )
 
 
 @runs.command()

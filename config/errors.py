@@ -348,7 +348,12 @@ class InvalidRunParams(RunError, ValueError):
 
 
 class InvalidTrigger(RunError, ValueError):
-    """Raised when publish_run gets a trigger without what its dedupe key needs (slot, chain root, key)."""
+    """Raised when publish_run gets a trigger without what its dedupe key needs (slot, chain root, key),
+    or an event key / debounce that is out of bounds; ``field`` names the request field when known."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
 
 
 class RunNotFound(RunError, NotFound):
@@ -356,4 +361,12 @@ class RunNotFound(RunError, NotFound):
 
 
 class InvalidRunCommand(RunError, ValueError):
-    """Raised when a job_runs delivery is not a RunCommand (the launcher acks and drops it)."""
+    """Raised when a job_runs delivery or run outbox payload is not a RunCommand the launcher can
+    start (the launcher sets the delivery aside on job_runs.XQ; the drain marks the row dead).
+
+    ``kind`` names the refusal for metrics: not_json, invalid or unknown_job (runs.command).
+    """
+
+    def __init__(self, message: str, *, kind: str = "invalid") -> None:
+        self.kind = kind
+        super().__init__(message)

@@ -226,6 +226,9 @@ class BaseEnvironment(BaseSettings):
     """A claimed run with no pid after this long never started; requeue it."""
     launcher_shutdown_grace_seconds: NonNegativeFloat = 30.0
     """On SIGTERM, wait this long for running jobs before exiting."""
+    launcher_metrics_port: NonNegativeInt = 0
+    """Port (all interfaces) where `kickoff launcher` serves its Prometheus counters (the items its loops set
+    aside); 0 serves none."""
     job_run_drain_batch: PositiveInt = 100
     """Outbox rows drain_job_runs sends per call."""
 

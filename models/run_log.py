@@ -27,7 +27,7 @@ FINAL_STATUSES: frozenset[RunStatus] = frozenset({RunStatus.SUCCEEDED, RunStatus
 
 
 class Trigger(StrEnum):
-    """What asked for a run; decides its dedupe key (see runs.publish.dedupe_key_for)."""
+    """What asked for a run; decides its dedupe key (see runs.dedupe.dedupe_key_for)."""
 
     SCHEDULE = "schedule"  # a cron slot of the catalog: job@slot
     CHAIN = "chain"  # a successor of a run that succeeded: job@chain_root
@@ -83,7 +83,8 @@ class RunLog(BaseModel):
 
 
 class JobRunOutbox(BaseModel):
-    """A RunCommand waiting to reach the job_runs queue (published_at set once confirmed)."""
+    """A RunCommand waiting to reach the job_runs queue (published_at set once confirmed, dead_at
+    when it cannot be sent)."""
 
     id = peewee.BigAutoField()
     run = peewee.ForeignKeyField(RunLog, backref="outbox", on_delete="CASCADE", column_name="run_id")
@@ -93,6 +94,9 @@ class JobRunOutbox(BaseModel):
     published_at = UTCDateTimeField(null=True)
     tries = peewee.IntegerField(default=0)
     last_error = peewee.TextField(null=True)
+    dead_at = UTCDateTimeField(
+        null=True
+    )  # set aside: its RunCommand could not be built (last_error says why)
 
     class Meta:
         table_name = "job_run_outbox"

@@ -7,18 +7,22 @@ import signal
 import socket
 import subprocess
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from config.clock import utcnow
 from config.errors import BrokerUnavailable, DatabaseUnavailable, InvalidRunCommand, KickoffError
+from config.set_aside import set_aside
 from config.settings import BaseEnvironment
 from models.db import database_errors
 from models.run_log import RunLog
+from publisher.amqp import OutgoingMessage
 from runs.catalog import Catalog, Job
-from runs.command import RunCommand
+from runs.command import ERROR, REJECTED_QUEUE, RunCommand
 from runs.consumer import Delivery, RunConsumer
 from runs.process import find_run_process, process_alive, read_exit_code, run_files, spawn
 from runs.publish import CommandPublisher, drain_job_runs, send_outbox_rows
@@ -34,6 +38,9 @@ from runs.state import (
 )
 
 logger = logging.getLogger(__name__)
+
+#: The loop's name where it sets a delivery aside (config.set_aside).
+LOOP = "launcher"
 
 DB_RETRY_SECONDS = 2.0  # pause after PostgreSQL failed before touching it (and the broker) again
 
@@ -55,6 +62,7 @@ class LauncherStats:
 
     accepted: int = 0  # deliveries added to the pending list
     stale: int = 0  # deliveries of runs no longer queued at that attempt (acked and dropped)
+    rejected: int = 0  # deliveries that were not a startable RunCommand (set aside on job_runs.XQ)
     started: int = 0
     finished: int = 0
     skipped: int = 0
@@ -123,13 +131,18 @@ class Launcher:
     # -- deliveries -------------------------------------------------------------------
 
     def on_delivery(self, delivery: Delivery) -> None:
-        """Check the run is queued at the command's attempt, add it to the list, then ack."""
+        """Check the command whole and its run queued at the command's attempt, list it, then ack.
+
+        A delivery that cannot be handled (not JSON, a field of the wrong type or not a UUID,
+        a job not in the catalog, an unexpected error) is set aside on job_runs.XQ with its
+        reason; the launcher goes on with the next one.
+        """
         received = time.monotonic()
         try:
             command = RunCommand.from_bytes(delivery.body)
+            command.check_job(self.catalog)
         except InvalidRunCommand as exc:
-            logger.error("dropping job_runs delivery %s: %s", delivery.message_id, exc)
-            delivery.ack()
+            self._set_aside(delivery, str(exc), kind=exc.kind)
             return
         if time.monotonic() < self._db_down_until:
             delivery.nack()
@@ -143,6 +156,10 @@ class Launcher:
             self._db_down_until = time.monotonic() + DB_RETRY_SECONDS
             self._next_connect = self._db_down_until  # stop reading the broker meanwhile
             return
+        except Exception as exc:  # one bad delivery never stops the launcher (invariant 9)
+            logger.exception("run %s: cannot handle its command", command.run_id)
+            self._set_aside(delivery, f"{type(exc).__name__}: {exc}", kind=ERROR)
+            return
         if pending:
             self.pending.setdefault(command.run_id, command.attempt)
         else:
@@ -153,6 +170,43 @@ class Launcher:
             self.stats.accepted += 1
         else:
             self.stats.stale += 1
+
+    def _set_aside(self, delivery: Delivery, reason: str, *, kind: str) -> None:
+        """Copy the delivery to job_runs.XQ with its reason (confirmed), then ack it; count and log
+        it (config.set_aside: loop ``launcher``).
+
+        If the copy is not confirmed the delivery is requeued and the consumer pauses, so a
+        rejected command is never lost and never spins.
+        """
+        copy = OutgoingMessage(
+            queue=REJECTED_QUEUE,
+            body={},
+            raw=delivery.body,
+            message_id=delivery.message_id or f"rejected-{uuid.uuid4()}",
+            headers={
+                "x-kickoff-reason": reason[:1000],
+                "x-kickoff-kind": kind,
+                "x-kickoff-rejected-at": utcnow().isoformat(),
+                "x-kickoff-host": self.host,
+            },
+        )
+        [outcome] = self.publisher.publish_many([copy])
+        if not outcome.confirmed:
+            logger.warning(
+                "job_runs delivery %s: cannot set it aside on %s (%s), requeued: %s",
+                delivery.message_id,
+                REJECTED_QUEUE,
+                outcome.error,
+                reason,
+            )
+            delivery.nack()
+            self._next_connect = time.monotonic() + DB_RETRY_SECONDS
+            return
+        delivery.ack()
+        self.stats.rejected += 1
+        set_aside(
+            LOOP, f"job_runs delivery {delivery.message_id} (copied to {REJECTED_QUEUE})", reason, kind=kind
+        )
 
     # -- starting ---------------------------------------------------------------------
 
@@ -335,8 +389,10 @@ class Launcher:
                 "launcher exiting with %s runs still running (adopted on restart)", len(self.running)
             )
         logger.info(
-            "launcher stopped: %s accepted, %s started, %s finished, %s skipped, max %s running",
+            "launcher stopped: %s accepted, %s set aside, %s started, %s finished, %s skipped,"
+            " max %s running",
             self.stats.accepted,
+            self.stats.rejected,
             self.stats.started,
             self.stats.finished,
             self.stats.skipped,

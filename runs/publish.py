@@ -3,29 +3,30 @@
 from __future__ import annotations
 
 import logging
-import math
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import peewee
 
-from config.clock import ensure_utc, utcnow
-from config.errors import InvalidTrigger, PublishError, RunNotFound
+from config.clock import utcnow
+from config.errors import InvalidRunCommand, PublishError, RunNotFound
 from config.records import json_fields
+from config.set_aside import set_aside
 from models.db import database, database_errors
 from models.run_log import JobRunOutbox, RunLog, RunStatus, Trigger
 from publisher.amqp import OutgoingMessage, PublishOutcome
 from publisher.queues import JOB_RUNS
-from runs.catalog import Catalog, Job
+from runs.catalog import Catalog
 from runs.command import RunCommand
+from runs.dedupe import dedupe_key_for
 
 logger = logging.getLogger(__name__)
 
-#: Triggers whose dedupe key is the fresh run id.
-FRESH_KEY_TRIGGERS = frozenset({Trigger.MANUAL, Trigger.CLI, Trigger.MCP})
+#: The drain's name where it sets a row aside (config.set_aside).
+DRAIN_LOOP = "run drain"
 
 
 class CommandPublisher(Protocol):
@@ -55,48 +56,9 @@ class DrainReport:
     published: int = 0  # confirmed by the broker and marked published
     stale: int = 0  # the run had moved on (not queued at that attempt): marked without sending
     failed: int = 0  # still unpublished; tried again by the next drain
+    dead: int = 0  # set aside: the payload is not a RunCommand of its row or cannot be encoded
 
-
-def _iso_slot(value: datetime) -> str:
-    return ensure_utc(value, what="slot").replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def debounce_window(now: datetime, seconds: float) -> str:
-    """The start of the ``seconds``-long window holding ``now`` (UTC, aligned to the epoch)."""
-    epoch = ensure_utc(now, what="event time").timestamp()
-    start = math.floor(epoch / seconds) * seconds
-    return _iso_slot(datetime.fromtimestamp(start, tz=UTC))
-
-
-def dedupe_key_for(
-    job: Job,
-    trigger: Trigger,
-    *,
-    run_id: uuid.UUID,
-    now: datetime,
-    slot: datetime | None = None,
-    chain_root: uuid.UUID | str | None = None,
-    event_key: str | None = None,
-    default_debounce_seconds: float = 60.0,
-) -> str:
-    """The run's dedupe key by trigger (schedule job@slot, chain job@chain_root, event
-    job@key@window, manual/cli/mcp the run id)."""
-    if trigger is Trigger.SCHEDULE:
-        if slot is None:
-            raise InvalidTrigger(f"job {job.name}: a schedule run needs its slot")
-        return f"{job.name}@{_iso_slot(slot)}"
-    if trigger is Trigger.CHAIN:
-        if chain_root is None:
-            raise InvalidTrigger(f"job {job.name}: a chain run needs its chain root")
-        return f"{job.name}@{chain_root}"
-    if trigger is Trigger.EVENT:
-        if not event_key:
-            raise InvalidTrigger(f"job {job.name}: an event run needs an event key")
-        window = debounce_window(now, job.debounce_seconds or default_debounce_seconds)
-        return f"{job.name}@{event_key}@{window}"
-    if trigger in FRESH_KEY_TRIGGERS:
-        return str(run_id)
-    raise InvalidTrigger(f"job {job.name}: trigger {trigger.value!r} cannot be published")
+    to_dict = json_fields
 
 
 def command_message(command: RunCommand) -> OutgoingMessage:
@@ -113,6 +75,7 @@ def enqueue_run(
     slot: datetime | None = None,
     chain_root: uuid.UUID | str | None = None,
     event_key: str | None = None,
+    debounce_seconds: float | None = None,
     parent_id: uuid.UUID | str | None = None,
     default_debounce_seconds: float = 60.0,
 ) -> tuple[PublishResult, int | None]:
@@ -134,6 +97,7 @@ def enqueue_run(
         slot=slot,
         chain_root=chain_root,
         event_key=event_key,
+        debounce_seconds=debounce_seconds,
         default_debounce_seconds=default_debounce_seconds,
     )
     inserted = (
@@ -205,13 +169,16 @@ def publish_run(
     slot: datetime | None = None,
     chain_root: uuid.UUID | str | None = None,
     event_key: str | None = None,
+    debounce_seconds: float | None = None,
     parent_id: uuid.UUID | str | None = None,
     default_debounce_seconds: float = 60.0,
 ) -> PublishResult:
     """Validate ``job_name`` and ``params`` against the catalog, save the queued run and its
     RunCommand in one transaction, then publish the command to job_runs.
 
-    A used dedupe key returns the existing run as ``duplicate``. The answer is ``queued`` only
+    An ``event`` run needs ``event_key``; ``debounce_seconds`` (else the job's, else
+    ``default_debounce_seconds``) sets its window, so one key in one window is one run. A used
+    dedupe key returns the existing run as ``duplicate``. The answer is ``queued`` only
     when the broker confirmed the command; a failed publish answers ``pending`` and leaves the
     outbox row for drain_job_runs (with ``publisher`` None it is left to the drain on purpose).
     """
@@ -224,6 +191,7 @@ def publish_run(
             slot=slot,
             chain_root=chain_root,
             event_key=event_key,
+            debounce_seconds=debounce_seconds,
             parent_id=parent_id,
             default_debounce_seconds=default_debounce_seconds,
         )
@@ -234,12 +202,35 @@ def publish_run(
     return result
 
 
+def _outgoing(row: JobRunOutbox) -> OutgoingMessage:
+    """The row's job_runs message, encoded now; InvalidRunCommand if its payload cannot be sent."""
+    command = RunCommand.from_dict(row.payload)
+    if command.run_id != str(row.run_id) or command.attempt != row.attempt:
+        raise InvalidRunCommand(
+            f"the payload is run {command.run_id} attempt {command.attempt}, "
+            f"the row run {row.run_id} attempt {row.attempt}"
+        )
+    message = command_message(command)
+    try:
+        return replace(message, raw=message.encoded())
+    except (TypeError, ValueError) as exc:
+        raise InvalidRunCommand(f"the RunCommand cannot be encoded: {exc}") from exc
+
+
+def _set_aside(row: JobRunOutbox, reason: str, *, now: datetime) -> None:
+    """Mark ``row`` dead with its reason (the drain never takes it again); count and log it."""
+    row.dead_at = now
+    row.last_error = f"dead: {reason}"[:500]
+    row.save()
+    set_aside(DRAIN_LOOP, f"run outbox row {row.id} (run {row.run_id} attempt {row.attempt})", reason)
+
+
 def _send_locked(rows: list[JobRunOutbox], *, publisher: CommandPublisher) -> DrainReport:
-    """Publish locked outbox rows (skipping stale ones) and record each outcome."""
+    """Publish locked outbox rows (skipping stale ones, setting bad ones aside) and record each outcome."""
     now = utcnow()
     runs = {r.id: r for r in RunLog.select().where(RunLog.id.in_([row.run_id for row in rows]))}
-    live: list[JobRunOutbox] = []
-    stale = 0
+    live: list[tuple[JobRunOutbox, OutgoingMessage]] = []
+    stale = dead = 0
     for row in rows:
         run = runs.get(row.run_id)
         if run is None or run.status != RunStatus.QUEUED.value or run.attempt != row.attempt:
@@ -247,14 +238,17 @@ def _send_locked(rows: list[JobRunOutbox], *, publisher: CommandPublisher) -> Dr
             row.last_error = "stale: the run was no longer queued at this attempt; not sent"
             row.save()
             stale += 1
-        else:
-            live.append(row)
+            continue
+        try:
+            live.append((row, _outgoing(row)))
+        except InvalidRunCommand as exc:
+            _set_aside(row, str(exc), now=now)
+            dead += 1
     if not live:
-        return DrainReport(stale=stale)
-    messages = [command_message(RunCommand.from_dict(row.payload)) for row in live]
-    outcomes = publisher.publish_many(messages)
+        return DrainReport(stale=stale, dead=dead)
+    outcomes = publisher.publish_many([message for _, message in live])
     published = failed = 0
-    for row, outcome in zip(live, outcomes, strict=True):
+    for (row, _), outcome in zip(live, outcomes, strict=True):
         row.tries += 1
         if outcome.confirmed:
             row.published_at = utcnow()
@@ -265,7 +259,7 @@ def _send_locked(rows: list[JobRunOutbox], *, publisher: CommandPublisher) -> Dr
             failed += 1
             logger.warning("run %s attempt %s: publish failed: %s", row.run_id, row.attempt, outcome.error)
         row.save()
-    return DrainReport(published=published, stale=stale, failed=failed)
+    return DrainReport(published=published, stale=stale, failed=failed, dead=dead)
 
 
 def send_outbox_rows(ids: Sequence[int], *, publisher: CommandPublisher) -> DrainReport:
@@ -275,7 +269,11 @@ def send_outbox_rows(ids: Sequence[int], *, publisher: CommandPublisher) -> Drai
     with database_errors(), database.atomic():
         rows = list(
             JobRunOutbox.select()
-            .where(JobRunOutbox.id.in_(list(ids)), JobRunOutbox.published_at.is_null())
+            .where(
+                JobRunOutbox.id.in_(list(ids)),
+                JobRunOutbox.published_at.is_null(),
+                JobRunOutbox.dead_at.is_null(),
+            )
             .order_by(JobRunOutbox.id)
             .for_update(skip_locked=True)
         )
@@ -291,13 +289,16 @@ def send_outbox_rows(ids: Sequence[int], *, publisher: CommandPublisher) -> Drai
 def drain_job_runs(*, publisher: CommandPublisher, batch: int = 100) -> DrainReport:
     """Publish up to ``batch`` unpublished run outbox rows, oldest first; safe to call concurrently.
 
-    Called by the drain actor and by the launcher loop. Rows of runs that moved on are marked
-    without sending; rows the broker refused stay for the next call.
+    Called by the drain actor and by the launcher loop. Each row is handled on its own: rows of
+    runs that moved on are marked without sending; a row whose payload is not its run's
+    RunCommand, or cannot be encoded, is set aside (dead_at, reason in last_error, counted in
+    kickoff_items_set_aside_total{loop="run drain"}, one log line) and the others are sent; rows the broker
+    refused stay for the next call.
     """
     with database_errors(), database.atomic():
         rows = list(
             JobRunOutbox.select()
-            .where(JobRunOutbox.published_at.is_null())
+            .where(JobRunOutbox.published_at.is_null(), JobRunOutbox.dead_at.is_null())
             .order_by(JobRunOutbox.id)
             .limit(batch)
             .for_update(skip_locked=True)
@@ -305,17 +306,53 @@ def drain_job_runs(*, publisher: CommandPublisher, batch: int = 100) -> DrainRep
         if not rows:
             return DrainReport()
         report = _send_locked(rows, publisher=publisher)
-    if report.published or report.failed:
+    if report.published or report.failed or report.dead:
         logger.info(
-            "drain_job_runs: %s published, %s stale, %s failed", report.published, report.stale, report.failed
+            "drain_job_runs: %s published, %s stale, %s failed, %s dead",
+            report.published,
+            report.stale,
+            report.failed,
+            report.dead,
         )
     return report
 
 
 def pending_outbox_count() -> int:
-    """How many run outbox rows wait for a publish."""
+    """How many run outbox rows wait for a publish (dead rows never will)."""
     with database_errors():
-        return JobRunOutbox.select().where(JobRunOutbox.published_at.is_null()).count()
+        return (
+            JobRunOutbox.select()
+            .where(JobRunOutbox.published_at.is_null(), JobRunOutbox.dead_at.is_null())
+            .count()
+        )
+
+
+def dead_outbox_count() -> int:
+    """How many run outbox rows were set aside (dead_at set; their reason is in last_error)."""
+    with database_errors():
+        return JobRunOutbox.select().where(JobRunOutbox.dead_at.is_null(False)).count()
+
+
+def dead_outbox_rows(*, limit: int = 50) -> list[dict[str, Any]]:
+    """The newest ``limit`` run outbox rows the drain set aside, newest first, with their reason."""
+    with database_errors():
+        rows = (
+            JobRunOutbox.select()
+            .where(JobRunOutbox.dead_at.is_null(False))
+            .order_by(JobRunOutbox.dead_at.desc(), JobRunOutbox.id.desc())
+            .limit(limit)
+        )
+        return [
+            {
+                "id": row.id,
+                "run_id": str(row.run_id),
+                "attempt": row.attempt,
+                "dead_at": row.dead_at,
+                "reason": row.last_error,
+                "payload": row.payload,
+            }
+            for row in rows
+        ]
 
 
 def get_run(run_id: uuid.UUID | str) -> RunLog:

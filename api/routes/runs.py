@@ -21,10 +21,18 @@ def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
 
 @router.post("", status_code=202)
 def publish(body: RunBody, request: Request) -> JSONResponse:
-    """Publish a run of catalog job ``job`` (trigger ``manual``); 200 with ``duplicate`` for a used key."""
+    """Publish a run of catalog job ``job`` (trigger ``manual``, or ``event`` with ``event_key``);
+    200 with ``duplicate`` and the existing run's id for a used key (an event of that key in
+    that window)."""
     ctx = ctx_of(request)
     result = publish_run(
-        body.job, body.params, trigger=Trigger.MANUAL, catalog=ctx.catalog, publisher=ctx.publisher()
+        body.job,
+        body.params,
+        trigger=Trigger(body.trigger),
+        catalog=ctx.catalog,
+        publisher=ctx.publisher(),
+        event_key=body.event_key,
+        debounce_seconds=body.debounce_seconds,
     )
     return JSONResponse(result.to_dict(), status_code=200 if result.status == "duplicate" else 202)
 

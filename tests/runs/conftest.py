@@ -11,15 +11,19 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pika
 import pytest
 
 from models.run_log import RunLog
 from publisher.amqp import AmqpPublisher
 from publisher.queues import JOB_RUNS
 from runs.catalog import Catalog, load_catalog
+from runs.command import REJECTED_QUEUE
 from runs.launcher import Launcher, LauncherConfig
 
 
@@ -31,13 +35,39 @@ def catalog(settings) -> Catalog:
 
 @pytest.fixture
 def job_runs_queue(amqp_vhost: str) -> Iterator[str]:
-    """A fresh durable job_runs queue in this run's vhost (deleted after the test)."""
+    """A fresh durable job_runs queue in this run's vhost, no job_runs.XQ (both deleted after the test)."""
     with AmqpPublisher(url=amqp_vhost) as admin:
         admin.delete_queue(JOB_RUNS)
+        admin.delete_queue(REJECTED_QUEUE)
         admin.declare_durable([JOB_RUNS])
     yield JOB_RUNS
     with AmqpPublisher(url=amqp_vhost) as admin:
         admin.delete_queue(JOB_RUNS)
+        admin.delete_queue(REJECTED_QUEUE)
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """A job_runs delivery the launcher set aside on job_runs.XQ."""
+
+    body: bytes
+    message_id: str | None
+    headers: dict[str, Any]
+
+
+def read_set_aside(vhost_url: str) -> list[SetAside]:
+    """Take every message off job_runs.XQ, oldest first (their bodies need not be JSON)."""
+    conn = pika.BlockingConnection(pika.URLParameters(vhost_url))
+    out: list[SetAside] = []
+    try:
+        channel = conn.channel()
+        while True:
+            method, props, body = channel.basic_get(queue=REJECTED_QUEUE, auto_ack=True)
+            if method is None:
+                return out
+            out.append(SetAside(body, props.message_id, dict(props.headers or {})))
+    finally:
+        conn.close()
 
 
 @pytest.fixture
@@ -191,3 +221,16 @@ def start_launcher(
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=10)
+
+
+def roomy_debounce(min_left_seconds: float = 120.0) -> int:
+    """A debounce (600..1199 s) whose current window, aligned to the epoch as the code aligns it,
+    has at least ``min_left_seconds`` left: two events published now fall in one window."""
+    now = time.time()
+    return next(n for n in range(600, 1200) if n - now % n > min_left_seconds)
+
+
+def window_end(dedupe_key: str, seconds: float) -> float:
+    """The epoch second at which the window of an event run's dedupe key (job@key@start) ends."""
+    start = datetime.strptime(dedupe_key.rsplit("@", 1)[1], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    return start.timestamp() + seconds

@@ -16,7 +16,7 @@ from publisher.amqp import AmqpPublisher, OutgoingMessage, read_messages
 from publisher.queues import JOB_RUNS
 from runs.command import RunCommand
 from runs.publish import command_message, drain_job_runs, publish_run
-from tests.runs.conftest import queue_counts, read_traces, step_until
+from tests.runs.conftest import queue_counts, read_set_aside, read_traces, step_until
 
 
 def _final(run_id: str) -> bool:
@@ -224,11 +224,13 @@ def test_a_stale_command_is_acked_and_dropped(make_launcher, catalog, publisher,
     assert read_messages(url=amqp_vhost, queue=JOB_RUNS) == []
 
 
-def test_a_delivery_that_is_not_a_run_command_is_dropped(make_launcher, publisher, amqp_vhost):
+def test_a_delivery_that_is_not_a_run_command_is_set_aside(make_launcher, publisher, amqp_vhost):
     launcher = make_launcher()
     publisher.publish(OutgoingMessage(queue=JOB_RUNS, body={"hello": 1}, message_id="junk"))
     step_until(launcher, lambda: queue_counts(amqp_vhost) == (0, 0), timeout=10)
-    assert launcher.stats.accepted == 0
+    assert (launcher.stats.accepted, launcher.stats.rejected) == (0, 1)
+    [aside] = read_set_aside(amqp_vhost)
+    assert aside.message_id == "junk" and "attempt must be" in aside.headers["x-kickoff-reason"]
 
 
 def test_queued_runs_reach_the_launcher_without_a_command(make_launcher, catalog):
