@@ -88,12 +88,16 @@ def test_a_kickoff_launcher_process_outlives_a_malformed_command_and_serves_the_
 
     text = httpx.get(f"http://127.0.0.1:{port}/", timeout=5).text
     counted = {
-        s.labels["loop"]: s.value
+        (s.labels["loop"], s.labels["kind"]): s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
         if s.name == METRIC
     }
-    assert counted == {"launcher": 3.0}
+    assert counted == {
+        ("launcher", "not_json"): 1.0,
+        ("launcher", "invalid"): 1.0,
+        ("launcher", "unknown_job"): 1.0,
+    }
     assert queue_counts(amqp_vhost) == (0, 0)
 
 
