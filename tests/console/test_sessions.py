@@ -118,7 +118,9 @@ def test_a_sign_in_posted_from_another_origin_is_403_and_opens_no_session(consol
         assert "set-cookie" not in answer.headers
     [[count]] = database.execute_sql("SELECT count(*) FROM console_sessions").fetchall()
     assert count == 0
-    assert "refused: Origin 'https://evil.example' is not this console's origin" in console_server.log()
+    log = console_server.log()
+    assert "refused: Origin 'https://evil.example' is not this console's origin http://127.0.0.1:" in log
+    assert "(behind a TLS proxy? serve with --proxy-headers" in log  # the https:// origin of this host
 
     for headers in (
         {"Origin": console_server.url},

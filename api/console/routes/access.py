@@ -65,10 +65,17 @@ def cross_origin(request: Request) -> str | None:
         presented, what = request.headers.get("referer"), "Referer"
         if presented is None:
             return None
-    own = _origin(str(request.url))
-    if own is None or _origin(presented) != own:
-        return f"{what} {presented[:100]!r} is not this console's origin"
+    own, theirs = _origin(str(request.url)), _origin(presented)
+    if own is None or theirs != own:
+        hint = ""
+        if own and theirs and theirs[0] == "https" and own[0] == "http" and theirs[1] == own[1]:
+            hint = " (behind a TLS proxy? serve with --proxy-headers, API_TRUSTED_PROXIES)"
+        return f"{what} {presented[:100]!r} is not this console's origin {_text(own)}{hint}"
     return None
+
+
+def _text(origin: tuple[str, str, int | None] | None) -> str:
+    return f"{origin[0]}://{origin[1]}:{origin[2]}" if origin else "(unknown)"
 
 
 def client_address(request: Request) -> str:
