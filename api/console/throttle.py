@@ -19,12 +19,18 @@ MAX_ADDRESSES = 10_000
 
 
 class SignInThrottle:
-    """Counts refused sign-ins per address over the last minute."""
+    """Counts refused sign-ins per address over the last minute, and the sign-ins being checked.
+
+    ``admit`` before looking at the key, then ``refused`` or ``passed``: sign-ins being checked
+    count against the limit too, so a burst of concurrent guesses cannot all pass the check
+    before the first is counted.
+    """
 
     def __init__(self, failures_per_minute: int, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.limit = failures_per_minute
         self._clock = clock
         self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self._checking: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def _recent(self, address: str, now: float) -> deque[float] | None:
@@ -38,19 +44,36 @@ class SignInThrottle:
             return None
         return failures
 
-    def retry_after(self, address: str) -> int | None:
-        """Seconds until ``address`` may try again, or None when it may try now."""
+    def admit(self, address: str) -> int | None:
+        """None: ``address`` may try now (then ``refused`` or ``passed``); else seconds until it may."""
         now = self._clock()
         with self._lock:
-            failures = self._recent(address, now)
-            if failures is None or len(failures) < self.limit:
-                return None
-            return max(1, int(failures[-self.limit] + WINDOW_SECONDS - now) + 1)
+            failures = self._recent(address, now) or deque()
+            checking = self._checking.get(address, 0)
+            if len(failures) + checking >= self.limit:
+                if len(failures) < self.limit:
+                    return 1  # the rest of the limit is being checked right now
+                return max(1, int(failures[-self.limit] + WINDOW_SECONDS - now) + 1)
+            self._checking[address] = checking + 1
+            return None
+
+    def _checked(self, address: str) -> None:
+        left = self._checking.get(address, 1) - 1
+        if left > 0:
+            self._checking[address] = left
+        else:
+            self._checking.pop(address, None)
+
+    def passed(self, address: str) -> None:
+        """The admitted sign-in of ``address`` was not refused."""
+        with self._lock:
+            self._checked(address)
 
     def refused(self, address: str) -> int:
-        """Count one refused sign-in of ``address``; returns its count in the last minute."""
+        """The admitted sign-in of ``address`` was refused; returns its refusals in the last minute."""
         now = self._clock()
         with self._lock:
+            self._checked(address)
             failures = self._recent(address, now)
             if failures is None:
                 if len(self._failures) >= MAX_ADDRESSES:

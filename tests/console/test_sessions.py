@@ -4,6 +4,7 @@ the Secure cookie and the proxy headers of `kickoff serve --proxy-headers`."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import httpx
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.services
 #: Documentation addresses (RFC 5737): clients as a trusted proxy names them.
 CLIENT = "203.0.113.7"
 OTHER_CLIENT = "203.0.113.8"
+BURST_CLIENT = "203.0.113.9"
 
 
 @pytest.fixture(scope="module")
@@ -200,6 +202,18 @@ def sign_in_csrf(client: httpx.Client, headers: dict[str, str], token: str) -> s
     found = CSRF_IN_PAGE.search(page.text)
     assert found, page.text
     return found.group(1)
+
+
+def test_a_burst_of_concurrent_guesses_gets_no_more_than_the_limit_checked(proxied_server):
+    guesses = 40
+
+    def guess(n: int) -> int:
+        return _post_sign_in(proxied_server, f"kk_burst-{n}", {"X-Forwarded-For": BURST_CLIENT}).status_code
+
+    with ThreadPoolExecutor(max_workers=guesses) as pool:
+        statuses = list(pool.map(guess, range(guesses)))
+    assert set(statuses) == {401, 429}
+    assert statuses.count(401) <= 10
 
 
 def test_forwarded_headers_are_ignored_without_proxy_headers_or_from_an_untrusted_proxy(

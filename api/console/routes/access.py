@@ -88,22 +88,12 @@ async def sign_in_post(request: Request, api_key: str = Form(""), next: str = Fo
     """Open a session for a read or operator key; the form again with the reason otherwise.
 
     Refused: a post from another site (403), an address past its refused sign-ins of the
-    minute (429, before the key is looked at), an unknown, revoked or trigger key (401).
+    minute, those being checked included (429, before the key is looked at), an unknown,
+    revoked or trigger key (401).
     """
     settings = ctx_of(request).settings
     throttle: SignInThrottle = request.app.state.sign_in_throttle
     address = client_address(request)
-    wait = throttle.retry_after(address)
-    if wait is not None:
-        answer = render(
-            request,
-            "sign_in.html",
-            status_code=429,
-            next=safe_next(next),
-            error=f"too many refused sign-ins from this address: try again in {wait} s",
-        )
-        answer.headers["Retry-After"] = str(wait)
-        return answer
     foreign = cross_origin(request)
     if foreign is not None:
         logger.warning("console sign-in from %s refused: %s", address, foreign)
@@ -114,9 +104,23 @@ async def sign_in_post(request: Request, api_key: str = Form(""), next: str = Fo
             next=safe_next(next),
             error="sign in from the console's own sign-in page (this form came from another site)",
         )
+    wait = throttle.admit(address)
+    if wait is not None:
+        answer = render(
+            request,
+            "sign_in.html",
+            status_code=429,
+            next=safe_next(next),
+            error=f"too many refused sign-ins from this address: try again in {wait} s",
+        )
+        answer.headers["Retry-After"] = str(wait)
+        return answer
     try:
         _session, token = await run_in_threadpool(sign_in, api_key, policy=session_policy(request))
-    except SignInRefused as exc:
+    except BaseException as exc:
+        if not isinstance(exc, SignInRefused):
+            throttle.passed(address)  # not a refusal (e.g. PostgreSQL down): not counted
+            raise
         count = throttle.refused(address)
         limit = settings.console_sign_in_failures_per_minute
         held = f"; its sign-ins answer 429 for up to {WINDOW_SECONDS:.0f} s" if count >= limit else ""
@@ -124,6 +128,7 @@ async def sign_in_post(request: Request, api_key: str = Form(""), next: str = Fo
             "console sign-in from %s refused (%s/%s in a minute%s): %s", address, count, limit, held, exc
         )
         return render(request, "sign_in.html", status_code=401, next=safe_next(next), error=str(exc))
+    throttle.passed(address)
     answer = RedirectResponse(safe_next(next), status_code=303)
     set_session_cookie(answer, request, token)
     return answer
