@@ -151,7 +151,9 @@ def test_refused_sign_ins_are_throttled_per_client_address_and_logged_without_th
     )
 
     def logged() -> list[str]:
-        return [line for line in proxied_server.log().splitlines() if "console sign-in from" in line]
+        return [
+            line for line in proxied_server.log().splitlines() if f"console sign-in from {CLIENT} " in line
+        ]
 
     wait_for(lambda: len(logged()) >= limit, timeout=30, what="a warning per refused sign-in")
     lines = logged()
