@@ -8,6 +8,7 @@ Settings are read once at process start and passed down explicitly.
 from __future__ import annotations
 
 from enum import StrEnum
+from ipaddress import ip_network
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -198,12 +199,26 @@ class BaseEnvironment(BaseSettings):
     at the latest this long after `kickoff apikeys revoke` (0: at once)."""
     api_metrics_require_key: bool = False
     """GET /metrics needs an API key (read scope or wider); off: open, as /healthz."""
+    api_trusted_proxies: str = "127.0.0.1"
+    """With `kickoff serve --proxy-headers`: the proxies (comma-separated addresses or networks, `*` any)
+    whose X-Forwarded-For / X-Forwarded-Proto give the client's address and scheme; from anyone else they
+    are ignored."""
     console_cookie_secure: bool = False
-    """The console's session cookie is sent only over HTTPS (Secure); turn on behind TLS."""
+    """The session cookie is `__Host-kickoff_console` and Secure unless a request came over plain HTTP to a
+    loopback address (then `kickoff_console`); true: Secure always (a TLS proxy on the same host that sends no
+    X-Forwarded-Proto)."""
     console_board_refresh_seconds: PositiveFloat = 1.0
     """How often the console's live board reads the board anew (server-sent events)."""
     console_session_hours: PositiveFloat = 12.0
-    """A console sign-in lasts this long (revoking its API key ends it at once)."""
+    """A console sign-in lasts at most this long (revoking its API key ends it at once)."""
+    console_session_idle_minutes: PositiveFloat = 30.0
+    """A console session without a request from its browser for this long is ended (the live board's stream
+    does not count)."""
+    console_sessions_per_key: PositiveInt = 5
+    """Console sessions one API key may hold; signing in once more ends its oldest."""
+    console_sign_in_failures_per_minute: PositiveInt = 10
+    """Refused console sign-ins one client address may make in a minute; beyond, sign-in answers 429 (per API
+    process)."""
     dramatiq_prometheus: bool = False
     """Dramatiq workers add Dramatiq's Prometheus middleware (exposition on dramatiq_prom_port, default 9191;
     one port per worker command)."""
@@ -245,6 +260,18 @@ class BaseEnvironment(BaseSettings):
     def _known_url_scheme(cls, value: str, info: ValidationInfo) -> str:
         check_url_scheme(value, URL_SCHEMES[info.field_name or ""])
         return value
+
+    @field_validator("api_trusted_proxies")
+    @classmethod
+    def _proxy_addresses(cls, value: str) -> str:
+        entries = [entry.strip() for entry in value.split(",") if entry.strip()]
+        for entry in entries:
+            if entry != "*":
+                try:
+                    ip_network(entry, strict=False)
+                except ValueError as exc:
+                    raise ValueError(f"not an address or network: {entry!r}") from exc
+        return ",".join(entries)
 
     @field_validator("job_catalog_path")
     @classmethod

@@ -8,13 +8,18 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse
 
 from api.console.routes import access, board, match, publishing, queues, trades
+from api.console.throttle import SignInThrottle
 from config.errors import SignInRequired
 
 
 def install_console(app: FastAPI) -> None:
-    """Add the console's pages and actions to ``app`` (the JSON API keeps /v1, /healthz, /docs...)."""
+    """Add the console's pages, actions and sign-in throttle to ``app`` (the JSON API keeps /v1, /healthz...).
+
+    ``app.state.ctx`` is set before.
+    """
     for module in (access, board, match, publishing, queues, trades):
         app.include_router(module.router)
+    app.state.sign_in_throttle = SignInThrottle(app.state.ctx.settings.console_sign_in_failures_per_minute)
 
     @app.exception_handler(SignInRequired)
     async def sign_in_first(_request: Request, exc: SignInRequired) -> RedirectResponse:

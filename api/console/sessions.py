@@ -1,8 +1,10 @@
-"""Console sign-ins: a session per API key sign-in, valid while the key is live and the session young.
+"""Console sign-ins: a session per API key sign-in, valid while its key is live and it is young and in use.
 
 The browser holds a random token (the session cookie); PostgreSQL holds only its SHA-256, the
 key it was made with and the session's CSRF token. Every check joins ``api_keys``, so revoking
-the key ends its sessions at once.
+the key ends its sessions at once. A session ends at ``expires_at`` (CONSOLE_SESSION_HOURS after
+sign-in) or after ``SessionPolicy.idle`` without a request (``last_seen_at``), whichever comes
+first; a key holds at most ``SessionPolicy.per_key`` sessions (signing in once more ends the oldest).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from datetime import datetime, timedelta
 from api.keys import Scope, authenticate, hash_key
 from config.clock import utcnow
 from config.errors import SignInRefused
+from config.settings import BaseEnvironment
 from models.db import database, database_errors
 
 logger = logging.getLogger(__name__)
@@ -44,8 +47,29 @@ class Session:
         return bool(presented) and hmac.compare_digest(presented.encode(), self.csrf_token.encode())
 
 
-def sign_in(key: str, *, lifetime: timedelta) -> tuple[Session, str]:
-    """Open a session for API key ``key``; returns it and the cookie token (SignInRefused if not)."""
+@dataclass(frozen=True)
+class SessionPolicy:
+    """How long sessions last and how many a key holds (CONSOLE_SESSION_HOURS, _IDLE_MINUTES, _PER_KEY)."""
+
+    lifetime: timedelta
+    idle: timedelta
+    per_key: int
+
+    @classmethod
+    def from_settings(cls, settings: BaseEnvironment) -> SessionPolicy:
+        return cls(
+            lifetime=timedelta(hours=settings.console_session_hours),
+            idle=timedelta(minutes=settings.console_session_idle_minutes),
+            per_key=settings.console_sessions_per_key,
+        )
+
+
+def sign_in(key: str, *, policy: SessionPolicy) -> tuple[Session, str]:
+    """Open a session for API key ``key``; returns it and the cookie token (SignInRefused if not).
+
+    Ended and idle sessions are deleted first; then the key's sessions beyond the newest
+    ``policy.per_key`` (the new one among them), oldest first.
+    """
     found = authenticate(key.strip()) if key.strip() else None
     if found is None:
         raise SignInRefused("the API key is not valid (unknown or revoked)")
@@ -55,27 +79,60 @@ def sign_in(key: str, *, lifetime: timedelta) -> tuple[Session, str]:
     csrf = secrets.token_urlsafe(32)
     now = utcnow()
     with database_errors(), database.atomic():
-        database.execute_sql("DELETE FROM console_sessions WHERE expires_at < %s", (now,))
         database.execute_sql(
-            "INSERT INTO console_sessions (token_hash, api_key_id, csrf_token, created_at, expires_at) "
-            "VALUES (%s, %s, %s, %s, %s)",
-            (hash_key(token), found.id, csrf, now, now + lifetime),
+            "DELETE FROM console_sessions WHERE expires_at < %s OR last_seen_at < %s",
+            (now, now - policy.idle),
         )
+        # One sign-in of a key at a time, so two at once cannot both keep the key's oldest session.
+        database.execute_sql("SELECT 1 FROM api_keys WHERE id = %s FOR UPDATE", (found.id,))
+        database.execute_sql(
+            "INSERT INTO console_sessions"
+            " (token_hash, api_key_id, csrf_token, created_at, expires_at, last_seen_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s)",
+            (hash_key(token), found.id, csrf, now, now + policy.lifetime, now),
+        )
+        ended = database.execute_sql(
+            "DELETE FROM console_sessions WHERE token_hash IN ("
+            " SELECT token_hash FROM console_sessions WHERE api_key_id = %s"
+            " ORDER BY created_at DESC, token_hash OFFSET %s)",
+            (found.id, policy.per_key),
+        ).rowcount
     logger.info("console sign-in: key id=%s name=%s scope=%s", found.id, found.name, found.scope.value)
-    return Session(found.id, found.name, found.scope, csrf, now + lifetime), token
+    if ended:
+        logger.info(
+            "console sign-in: ended %s oldest session(s) of key id=%s (CONSOLE_SESSIONS_PER_KEY=%s)",
+            ended,
+            found.id,
+            policy.per_key,
+        )
+    return Session(found.id, found.name, found.scope, csrf, now + policy.lifetime), token
 
 
-def session_for(token: str | None) -> Session | None:
-    """The live session of cookie token ``token``, or None (unknown, expired, or its key revoked)."""
+def session_for(token: str | None, *, idle: timedelta, touch: bool = True) -> Session | None:
+    """The live session of cookie token ``token``, or None (unknown, expired, idle, or its key revoked).
+
+    ``touch``: the request is the browser's (a page, a post, opening the live board): the session
+    counts as used now. The live board's own re-checks pass False, so an open board alone does
+    not keep a session alive.
+    """
     if not token:
         return None
-    with database_errors():
-        row = database.execute_sql(
-            "SELECT k.id::text, k.name, k.scope, s.csrf_token, s.expires_at FROM console_sessions s "
-            "JOIN api_keys k ON k.id = s.api_key_id "
-            "WHERE s.token_hash = %s AND s.expires_at > %s AND k.revoked_at IS NULL",
-            (hash_key(token), utcnow()),
-        ).fetchone()
+    now = utcnow()
+    query = (
+        "SELECT k.id::text, k.name, k.scope, s.csrf_token, s.expires_at FROM console_sessions s "
+        "JOIN api_keys k ON k.id = s.api_key_id "
+        "WHERE s.token_hash = %s AND s.expires_at > %s AND s.last_seen_at > %s AND k.revoked_at IS NULL"
+    )
+    if touch:
+        query = (
+            "UPDATE console_sessions s SET last_seen_at = %s FROM api_keys k "
+            "WHERE k.id = s.api_key_id AND s.token_hash = %s AND s.expires_at > %s AND s.last_seen_at > %s "
+            "AND k.revoked_at IS NULL "
+            "RETURNING k.id::text, k.name, k.scope, s.csrf_token, s.expires_at"
+        )
+    params = (hash_key(token), now, now - idle)
+    with database_errors(), database.atomic():
+        row = database.execute_sql(query, ((now, *params) if touch else params)).fetchone()
     if row is None:
         return None
     return Session(row[0], row[1], Scope(row[2]), row[3], row[4])

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
+from ipaddress import ip_address
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -20,8 +21,9 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
 
-from api.console.sessions import Session, session_for
+from api.console.sessions import Session, SessionPolicy, session_for
 from api.errors import status_of
+from api.headers import ctx_of
 from config.clock import ensure_utc
 from config.errors import KickoffError, SignInRequired
 
@@ -29,6 +31,8 @@ logger = logging.getLogger(__name__)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 COOKIE = "kickoff_console"
+#: The cookie when Secure: with ``__Host-`` a browser refuses it without Secure, with a Domain or other Path.
+SECURE_COOKIE = "__Host-kickoff_console"
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 
@@ -75,21 +79,89 @@ templates.env.filters["when"] = _when
 templates.env.globals["duration"] = _duration
 
 
+def plain_localhost(request: Request) -> bool:
+    """Whether ``request`` came over plain HTTP to a loopback address of this server.
+
+    The scheme is the connection's, or X-Forwarded-Proto's when `kickoff serve --proxy-headers`
+    trusts the proxy; the address is the server's end of the connection (not the Host header).
+    """
+    server = request.scope.get("server")
+    if request.url.scheme != "http" or not server or not isinstance(server[0], str):
+        return False
+    host = server[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        address = ip_address(host)
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
+
+
+def secure_cookie(request: Request) -> bool:
+    """Whether the session cookie is ``__Host-kickoff_console`` and Secure for ``request``."""
+    return ctx_of(request).settings.console_cookie_secure or not plain_localhost(request)
+
+
+def cookie_name(request: Request) -> str:
+    return SECURE_COOKIE if secure_cookie(request) else COOKIE
+
+
 def session_token(request: Request) -> str | None:
-    return request.cookies.get(COOKIE)
+    """The session cookie's token (only the ``__Host-`` one unless served on plain localhost)."""
+    return request.cookies.get(cookie_name(request))
+
+
+def set_session_cookie(answer: Response, request: Request, token: str) -> None:
+    """Set the cookie: HttpOnly, SameSite=Strict, Path=/; Secure and ``__Host-`` unless plain localhost."""
+    answer.set_cookie(
+        cookie_name(request),
+        token,
+        max_age=int(ctx_of(request).settings.console_session_hours * 3600),
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=secure_cookie(request),
+    )
+
+
+def clear_session_cookie(answer: Response, request: Request) -> None:
+    answer.delete_cookie(
+        cookie_name(request), path="/", httponly=True, samesite="strict", secure=secure_cookie(request)
+    )
+
+
+def session_policy(request: Request) -> SessionPolicy:
+    return SessionPolicy.from_settings(ctx_of(request).settings)
+
+
+async def session_of(request: Request, *, touch: bool = True) -> Session | None:
+    """The live session of ``request``'s cookie (``touch``: it counts as used now), or None."""
+    idle = session_policy(request).idle
+    return await run_in_threadpool(lambda: session_for(session_token(request), idle=idle, touch=touch))
 
 
 async def page_session(request: Request) -> Session:
     """Dependency of every console page: the live session, else a redirect to the sign-in form."""
-    session = await run_in_threadpool(session_for, session_token(request))
+    session = await session_of(request)
     if session is None:
         raise SignInRequired(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
     request.state.console_session = session
     return session
 
 
+async def stream_session(request: Request) -> Session:
+    """Dependency of the live board's stream: the live session, else 401 (a stream is not redirected)."""
+    session = await session_of(request)
+    if session is None:
+        raise HTTPException(status_code=401, detail="sign in to the console first")
+    request.state.console_session = session
+    return session
+
+
 async def _posted_session(request: Request) -> Session:
-    session = await run_in_threadpool(session_for, session_token(request))
+    session = await session_of(request)
     if session is None:
         raise HTTPException(status_code=403, detail="sign in to the console first")
     presented = request.headers.get(CSRF_HEADER)
@@ -118,6 +190,7 @@ async def operator_session(request: Request) -> Session:
 
 #: Route parameters: the page's session; a post's session (CSRF checked); an action's (operator too).
 PageSession = Annotated[Session, Depends(page_session)]
+StreamSession = Annotated[Session, Depends(stream_session)]
 PostSession = Annotated[Session, Depends(post_session)]
 OperatorSession = Annotated[Session, Depends(operator_session)]
 
@@ -169,7 +242,3 @@ async def act(request: Request, call: Callable[[], str], *, back: str = "/", **e
     if wants_json(request):
         return JSONResponse({"ok": ok, "message": message, **extra}, status_code=status)
     return RedirectResponse(with_notice(back, message, ok=ok), status_code=303)
-
-
-def session_lifetime(hours: float) -> timedelta:
-    return timedelta(hours=hours)

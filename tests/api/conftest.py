@@ -48,11 +48,13 @@ class Server:
         return self.log_path.read_text(errors="replace")
 
 
-def start_server(env: dict[str, str], log_path: Path, *, tries: int = 3) -> Server:
-    """Start `kickoff serve` on a free port; another free port if one was taken meanwhile."""
+def start_server(
+    env: dict[str, str], log_path: Path, *, tries: int = 3, args: tuple[str, ...] = ()
+) -> Server:
+    """Start `kickoff serve [ARGS]` on a free port; another free port if one was taken meanwhile."""
     for attempt in range(1, tries + 1):
         try:
-            return _start_server(env, log_path)
+            return _start_server(env, log_path, args)
         except ServerExited:
             if attempt == tries or "address already in use" not in log_path.read_text().lower():
                 raise
@@ -63,11 +65,11 @@ class ServerExited(AssertionError):
     """`kickoff serve` exited before it answered."""
 
 
-def _start_server(env: dict[str, str], log_path: Path) -> Server:
+def _start_server(env: dict[str, str], log_path: Path, args: tuple[str, ...] = ()) -> Server:
     port = free_port()
     log = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args],
         cwd=REPO,
         env=env,
         stdout=log,
@@ -106,9 +108,9 @@ def server_env(test_env: dict[str, str], migrated_database: str, amqp_vhost: str
 
 
 @contextlib.contextmanager
-def serving(env: dict[str, str], log_dir: Path) -> Iterator[Server]:
-    """`kickoff serve` for the ``with`` block (log in ``log_dir``); then stopped, its namespace emptied."""
-    server = start_server(env, log_dir / "serve.log")
+def serving(env: dict[str, str], log_dir: Path, args: tuple[str, ...] = ()) -> Iterator[Server]:
+    """`kickoff serve ARGS` for the ``with`` block (log in ``log_dir``); then stopped, namespace emptied."""
+    server = start_server(env, log_dir / "serve.log", args=args)
     yield server
     stop_server(server)
     _delete_broker_namespace(env)

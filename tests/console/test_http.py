@@ -36,7 +36,9 @@ def _url(path: str) -> str:
 @pytest.mark.parametrize(("method", "path"), CONSOLE_ROUTES, ids=[f"{m} {p}" for m, p in CONSOLE_ROUTES])
 def test_nothing_of_the_console_answers_without_a_session(console_server, db, method, path):
     answer = httpx.request(method, console_server.url + _url(path), timeout=60, follow_redirects=False)
-    if method == "GET":
+    if path == "/events/board":
+        assert answer.status_code == 401  # a stream is not redirected to a page
+    elif method == "GET":
         assert answer.status_code == 303
         assert answer.headers["location"].startswith("/sign-in?next=")
     else:
@@ -62,7 +64,7 @@ def test_sign_in_refuses_an_unknown_a_revoked_and_a_trigger_key(console_server, 
     assert answer.status_code == 401
 
 
-def test_the_session_cookie_is_httponly_and_samesite_strict_and_not_secure_by_default(
+def test_the_session_cookie_is_httponly_and_samesite_strict_and_not_secure_on_plain_localhost(
     console_server, console_keys
 ):
     answer = httpx.post(
@@ -80,12 +82,25 @@ def test_the_session_cookie_is_httponly_and_samesite_strict_and_not_secure_by_de
     assert console_keys["operator"] not in cookie
 
 
-def test_console_cookie_secure_sets_the_secure_attribute(settings, db, console_keys):
-    app = create_app(settings.model_copy(update={"console_cookie_secure": True}))
-    with TestClient(app, base_url="https://testserver") as client:
+@pytest.mark.parametrize(
+    ("forced", "base_url", "secure"),
+    [
+        (False, "https://testserver", True),
+        (False, "http://testserver", True),  # plain HTTP, but not to a loopback address
+        (False, "http://127.0.0.1", False),
+        (True, "http://127.0.0.1", True),  # CONSOLE_COOKIE_SECURE: Secure even on plain localhost
+    ],
+)
+def test_the_cookie_is_secure_with_the_host_prefix_unless_plain_localhost(
+    settings, db, console_keys, forced, base_url, secure
+):
+    app = create_app(settings.model_copy(update={"console_cookie_secure": forced}))
+    with TestClient(app, base_url=base_url) as client:
         answer = client.post("/sign-in", data={"api_key": console_keys["read"]}, follow_redirects=False)
     assert answer.status_code == 303
-    assert "secure" in {p.strip().lower() for p in answer.headers["set-cookie"].split(";")}
+    name, *attrs = [p.strip() for p in answer.headers["set-cookie"].split(";")]
+    assert name.startswith("__Host-kickoff_console=" if secure else "kickoff_console=")
+    assert ("Secure" in attrs) is secure
 
 
 def test_a_sign_in_redirect_never_leaves_the_console(console_server, console_keys):

@@ -13,8 +13,7 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from api.console.board_view import BoardFilter, board_rows
-from api.console.sessions import session_for
-from api.console.web import OperatorSession, PageSession, act, render, session_token, templates
+from api.console.web import OperatorSession, PageSession, StreamSession, act, render, session_of, templates
 from api.headers import ctx_of
 from config.errors import KickoffError
 from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
@@ -48,13 +47,13 @@ def _sse(event: str, data: str) -> str:
 
 
 @router.get("/events/board")
-async def board_events(request: Request, session: PageSession, flt: Filter) -> StreamingResponse:
+async def board_events(request: Request, session: StreamSession, flt: Filter) -> StreamingResponse:
     """Server-sent events: the board's rows (rendered as on the page) whenever they change.
 
-    The session is checked on every read, so a revoked key or a sign-out ends the stream.
+    Without a live session, 401. The session is checked on every read (without counting as use),
+    so a revoked key, a sign-out or the idle timeout ends the stream.
     """
     ctx = ctx_of(request)
-    token = session_token(request)
     interval = ctx.settings.console_board_refresh_seconds
     rows_template = templates.get_template("_board_rows.html")
 
@@ -62,7 +61,7 @@ async def board_events(request: Request, session: PageSession, flt: Filter) -> S
         last = None
         yield "retry: 2000\n\n"
         while not await request.is_disconnected():
-            live = await run_in_threadpool(session_for, token)
+            live = await session_of(request, touch=False)
             if live is None:
                 yield _sse("signed-out", "")
                 return
