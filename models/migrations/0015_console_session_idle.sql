@@ -1,4 +1,4 @@
--- depends: 0012_console_sessions
+-- depends: 0014_job_run_outbox_dead
 -- A console session also ends after CONSOLE_SESSION_IDLE_MINUTES without a request: each request
 -- the browser makes moves last_seen_at. Existing sessions count as seen when they were made.
 -- The (api_key_id, created_at) index finds a key's oldest sessions when it signs in once too many.
