@@ -246,14 +246,22 @@ def kick(db, redis_client, lifecycle_env):
 
 @pytest.fixture
 def broker_queues(lifecycle_env):
-    """``broker_queues(queue)``: messages waiting on a Dramatiq queue of this run's namespace."""
+    """``broker_queues(queue)``: messages waiting on a Dramatiq queue of this run's namespace.
+
+    The namespace is emptied before (an earlier test's starts may still wait there) and after.
+    """
     from models.barriers import connect_redis
 
     client = connect_redis(lifecycle_env["BROKER_URL"])
     ns = lifecycle_env["BROKER_NAMESPACE"]
+
+    def empty() -> None:
+        for key in client.scan_iter(match=f"{ns}:*"):
+            client.delete(key)
+
+    empty()
     yield lambda q: client.hlen(f"{ns}:{q}.msgs")
-    for key in client.scan_iter(match=f"{ns}:*"):
-        client.delete(key)
+    empty()
 
 
 @pytest.fixture
