@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from pydantic import (
     AliasChoices,
@@ -47,17 +47,35 @@ class LogFormat(StrEnum):
     JSON = "json"  # one JSON object per line
 
 
+#: A query parameter whose name holds one of these (any case) has a secret value: masked.
+SECRET_PARAM_WORDS = ("pass", "pwd", "token", "key", "secret", "auth", "credential", "signature")
+
+
+def _masked_query(query: str) -> str:
+    items = []
+    for item in query.split("&"):
+        name, sep, value = item.partition("=")
+        secret = sep and value and any(word in unquote_plus(name).lower() for word in SECRET_PARAM_WORDS)
+        items.append(f"{name}=***" if secret else item)
+    return "&".join(items)
+
+
 def mask_url(url: str) -> str:
-    """Return ``url`` with any password replaced by ``***`` (for messages and logs)."""
+    """Return ``url`` with any password and secret query value (``?password=``, ``?api_key=``...) as ``***``.
+
+    The one masking function of messages, logs, error answers and ``kickoff config show``.
+    """
     try:
         parts = urlsplit(url)
+        password = parts.password
     except ValueError:
         return "<unparsable url>"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+    if password is not None:
+        netloc = parts.netloc.rsplit("@", 1)[1]
+        parts = parts._replace(netloc=f"{parts.username or ''}:***@{netloc}")
+    if parts.query:
+        parts = parts._replace(query=_masked_query(parts.query))
+    return urlunsplit(parts)
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -255,7 +273,7 @@ class BaseEnvironment(BaseSettings):
             value = getattr(self, name)
             if isinstance(value, SecretStr):
                 value = "***" if value.get_secret_value() else ""
-            elif name.endswith("_url") and isinstance(value, str):
+            elif isinstance(value, str) and (name.endswith("_url") or "://" in value or "?" in value):
                 value = mask_url(value)
             elif isinstance(value, (Path, StrEnum)):
                 value = str(value)

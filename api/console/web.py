@@ -21,7 +21,7 @@ from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
 
 from api.console.sessions import Session, session_for
-from api.errors import status_of
+from api.errors import public_message, status_of
 from config.clock import ensure_utc
 from config.errors import KickoffError, SignInRequired
 
@@ -164,7 +164,7 @@ async def act(request: Request, call: Callable[[], str], *, back: str = "/", **e
         message = await run_in_threadpool(call)
         ok, status = True, 200
     except KickoffError as exc:
-        message, ok, status = str(exc), False, status_of(exc)
+        message, ok, status = public_message(exc), False, status_of(exc)
         logger.info("console action %s refused (%s): %s", request.url.path, status, exc)
     if wants_json(request):
         return JSONResponse({"ok": ok, "message": message, **extra}, status_code=status)
