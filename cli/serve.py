@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from cli.common import count_option
@@ -24,6 +26,10 @@ def serve_command(obj: CliContext, host: str | None, port: int | None, workers: 
     import uvicorn
 
     settings = obj.settings
+    if host:
+        # The app is built from the environment (uvicorn's factory): its default API_ALLOWED_HOSTS
+        # takes the address bound, so --host counts as API_HOST there too.
+        os.environ["API_HOST"] = host
     uvicorn.run(
         "api.app:app_from_env",
         factory=True,

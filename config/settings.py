@@ -214,6 +214,13 @@ class BaseEnvironment(BaseSettings):
     api_key_cache_seconds: NonNegativeFloat = 2.0
     """A key that authenticated is trusted this long without asking PostgreSQL again; a revoked key is refused
     at the latest this long after `kickoff apikeys revoke` (0: at once)."""
+    api_max_header_bytes: PositiveInt = 16384
+    """Largest request header block the API reads, names and values (larger: 431, before it is parsed)."""
+    api_max_cookie_bytes: PositiveInt = 8192
+    """Largest Cookie header the API reads (larger: 431, before any cookie is parsed)."""
+    api_allowed_hosts: str = ""
+    """Host header values the API answers, comma-separated (`*.example.com` covers subdomains, `*` any);
+    empty: localhost, 127.0.0.1, ::1 and API_HOST. Any other Host is 400 (DNS rebinding)."""
     api_metrics_require_key: bool = False
     """GET /metrics needs an API key (read scope or wider); off: open, as /healthz."""
     console_cookie_secure: bool = False

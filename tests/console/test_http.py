@@ -81,7 +81,9 @@ def test_the_session_cookie_is_httponly_and_samesite_strict_and_not_secure_by_de
 
 
 def test_console_cookie_secure_sets_the_secure_attribute(settings, db, console_keys):
-    app = create_app(settings.model_copy(update={"console_cookie_secure": True}))
+    app = create_app(
+        settings.model_copy(update={"console_cookie_secure": True, "api_allowed_hosts": "testserver"})
+    )
     with TestClient(app, base_url="https://testserver") as client:
         answer = client.post("/sign-in", data={"api_key": console_keys["read"]}, follow_redirects=False)
     assert answer.status_code == 303
