@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from config.errors import (
+    ArchivePathError,
     CatalogError,
     ConfigurationError,
     InvalidRunParams,
@@ -38,6 +39,7 @@ STATUS_OF: dict[type[KickoffError], int] = {
     TradeError: 409,
     TriggerUnavailableError: 503,
     NotFound: 404,
+    ArchivePathError: 404,  # a path kickoff refuses to open (traversal): no such file
     ServiceUnavailable: 503,
     PublishError: 503,
     CatalogError: 500,

@@ -231,7 +231,7 @@ class BaseEnvironment(BaseSettings):
     """A console sign-in lasts this long (revoking its API key ends it at once)."""
     dramatiq_prometheus: bool = False
     """Dramatiq workers add Dramatiq's Prometheus middleware (exposition on dramatiq_prom_port, default 9191;
-    one port per worker command)."""
+    one port per worker command; bound to dramatiq_prom_host, default 127.0.0.1)."""
 
     # -- job runs (catalog, launcher) ---------------------------------------------
     job_catalog_path: Path = Path("runs/catalog.yaml")
