@@ -11,7 +11,11 @@ from cli.context import CliContext
 
 
 @click.command("serve")
-@click.option("--host", default=None, help="Address to bind (default API_HOST).")
+@click.option(
+    "--host",
+    default=None,
+    help="Address to bind (default API_HOST; an allowed Host unless API_ALLOWED_HOSTS lists others).",
+)
 @click.option("--port", type=click.IntRange(0, 65535), default=None, help="Port to bind (default API_PORT).")
 @count_option("--workers", default=None, help="uvicorn worker processes (default API_WORKERS).")
 @click.pass_obj
