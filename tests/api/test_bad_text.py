@@ -41,3 +41,16 @@ def test_nul_is_still_refused_the_same_way(api):
     answer = api.post("/v1/runs", json={"job": "noop", "params": {"trace_dir": "a\x00b"}})
     assert answer.status_code == 422 and answer.json()["field"] == "params"
     assert "NUL" in answer.json()["error"]
+
+
+@pytest.mark.parametrize("bad", [LONE, "a\x00b"])
+def test_a_start_override_that_cannot_be_stored_is_422_naming_the_setting(api, make_match, bad):
+    match = make_match(status="inprogress")
+    body = {"force": True, "overrides": {"listener_sr_env": bad}}
+    answer = api.post(
+        f"/v1/matches/{match.id}/start-listener",
+        content=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    assert answer.status_code == 422, answer.text
+    assert "listener_sr_env" in answer.json()["error"]
