@@ -24,6 +24,7 @@ from config.errors import (
     TriggerValidationError,
     UnknownJob,
 )
+from config.settings import URL_IN_TEXT
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ def status_of(exc: KickoffError) -> int:
 
 
 #: A URL in a message, with the setting it belongs to when named (``AMQP_URL=amqp://...``).
-_URL = re.compile(r"(?:\b([A-Z][A-Z0-9_]*)=)?[A-Za-z][A-Za-z0-9+.-]*://\S+?(?=:?(?:\s|$))")
+_URL = re.compile(r"(?:\b([A-Z][A-Z0-9_]*)=)?" + URL_IN_TEXT.pattern)
 
 
 def public_message(exc: KickoffError) -> str:

@@ -7,6 +7,7 @@ Settings are read once at process start and passed down explicitly.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,17 @@ def mask_url(url: str) -> str:
     if parts.query:
         parts = parts._replace(query=_masked_query(parts.query))
     return urlunsplit(parts)
+
+
+#: A URL inside a sentence (the trailing ``:`` of ``...%2F: reason`` is not part of it).
+URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+?(?=:?(?:\s|$))")
+
+
+def mask_urls_in(text: str) -> str:
+    """``text`` with every URL in it passed through ``mask_url`` (log lines, exception texts)."""
+    if "://" not in text:
+        return text
+    return URL_IN_TEXT.sub(lambda found: mask_url(found.group(0)), text)
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
