@@ -16,7 +16,7 @@ from api.auth import KeyCache, authorize
 from api.console.app import install_console
 from api.context import ApiContext
 from api.docs import install_docs
-from api.edges import EdgeGuard, allowed_hosts
+from api.edges import ANSWER_HEADER_DICT, EdgeGuard, allowed_hosts
 from api.errors import error_body, status_of
 from api.metrics import ApiMetrics
 from api.middleware import RequestLayer
@@ -76,7 +76,11 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("%s %s failed", request.method, request.url.path)
-        return JSONResponse({"error": "internal error", "request_id": _request_id(request)}, status_code=500)
+        return JSONResponse(
+            {"error": "internal error", "request_id": _request_id(request)},
+            status_code=500,
+            headers=ANSWER_HEADER_DICT,  # answered outside EdgeGuard (Starlette's ServerErrorMiddleware)
+        )
 
 
 def create_app(settings: MatchListenerEnvironment | None = None) -> FastAPI:

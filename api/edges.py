@@ -22,6 +22,8 @@ ANSWER_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"same-origin"),
 )
+#: ANSWER_HEADERS for a response the guard does not wrap (Starlette answers an unhandled error outside it).
+ANSWER_HEADER_DICT: dict[str, str] = {name.decode(): value.decode() for name, value in ANSWER_HEADERS}
 #: The hosts API_ALLOWED_HOSTS means when empty (API_HOST is added).
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 

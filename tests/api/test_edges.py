@@ -104,3 +104,21 @@ def test_console_pages_have_a_default_src_self_csp(api_server):
     csp = answer.headers["content-security-policy"]
     assert csp.startswith("default-src 'self'") and "frame-ancestors 'none'" in csp
     assert "unsafe-inline" not in csp and "<script>" not in answer.text and " style=" not in answer.text
+
+
+def test_an_unexpected_error_is_500_with_nosniff_too(settings):
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+
+    app = create_app(settings.model_copy(update={"api_allowed_hosts": "testserver"}))
+
+    async def boom(_request):
+        raise RuntimeError("unexpected")
+
+    app.add_route("/boom", boom)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        answer = client.get("/boom")
+    assert answer.status_code == 500 and answer.json()["error"] == "internal error"
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["referrer-policy"] == "same-origin"
