@@ -116,9 +116,10 @@ def build_broker(settings: MatchListenerEnvironment) -> dramatiq.Broker:
     if settings.dramatiq_prometheus:
         # Dramatiq's own metrics (messages, errors, durations per actor); the master process
         # forks an exposition server on dramatiq_prom_host:dramatiq_prom_port (default 9191).
-        from dramatiq.middleware.prometheus import Prometheus
+        # actors/prometheus.py: on 127.0.0.1 unless dramatiq_prom_host names another address.
+        from actors.prometheus import LoopbackPrometheus
 
-        broker.add_middleware(Prometheus())
+        broker.add_middleware(LoopbackPrometheus())
     for queue in QUEUES:
         broker.declare_queue(queue)
     return broker

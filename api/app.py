@@ -15,6 +15,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from api.auth import KeyCache, authorize
 from api.console.app import install_console
 from api.context import ApiContext
+from api.docs import install_docs
+from api.edges import ANSWER_HEADER_DICT, EdgeGuard, allowed_hosts
 from api.errors import error_body, status_of
 from api.metrics import ApiMetrics
 from api.middleware import RequestLayer
@@ -74,7 +76,11 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("%s %s failed", request.method, request.url.path)
-        return JSONResponse({"error": "internal error", "request_id": _request_id(request)}, status_code=500)
+        return JSONResponse(
+            {"error": "internal error", "request_id": _request_id(request)},
+            status_code=500,
+            headers=ANSWER_HEADER_DICT,  # answered outside EdgeGuard (Starlette's ServerErrorMiddleware)
+        )
 
 
 def create_app(settings: MatchListenerEnvironment | None = None) -> FastAPI:
@@ -92,6 +98,7 @@ def create_app(settings: MatchListenerEnvironment | None = None) -> FastAPI:
         description=DESCRIPTION,
         version="1",
         redoc_url=None,
+        docs_url=None,  # api/docs.py: Swagger UI from the package, not a CDN
         dependencies=[Depends(authorize)],
         lifespan=lifespan,
     )
@@ -101,9 +108,16 @@ def create_app(settings: MatchListenerEnvironment | None = None) -> FastAPI:
     for module in (health, triggers, trades, actions, runs, listeners, contract):
         app.include_router(module.router)
     install_console(app)
+    install_docs(app)
     _install_error_handlers(app)
     app.add_middleware(
         RequestLayer, max_body_bytes=ctx.settings.api_max_body_bytes, metrics=app.state.metrics
+    )
+    app.add_middleware(  # outermost: before anything reads a header
+        EdgeGuard,
+        max_header_bytes=ctx.settings.api_max_header_bytes,
+        max_cookie_bytes=ctx.settings.api_max_cookie_bytes,
+        hosts=allowed_hosts(ctx.settings.api_allowed_hosts, ctx.settings.api_host),
     )
     return app
 

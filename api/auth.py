@@ -45,8 +45,6 @@ RULES: dict[tuple[str, str], Need] = {
     ("HEAD", "/openapi.json"): Need.PUBLIC,
     ("GET", "/docs"): Need.PUBLIC,
     ("HEAD", "/docs"): Need.PUBLIC,
-    ("GET", "/docs/oauth2-redirect"): Need.PUBLIC,
-    ("HEAD", "/docs/oauth2-redirect"): Need.PUBLIC,
     ("GET", "/asyncapi.yaml"): Need.PUBLIC,
     ("GET", "/asyncapi.json"): Need.PUBLIC,
     ("POST", "/v1/trigger/lineup"): Need.TRIGGER,

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from config.errors import (
+    ArchivePathError,
     CatalogError,
     ConfigurationError,
     InvalidRunParams,
@@ -22,6 +24,7 @@ from config.errors import (
     TriggerValidationError,
     UnknownJob,
 )
+from config.settings import URL_IN_TEXT
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +40,7 @@ STATUS_OF: dict[type[KickoffError], int] = {
     TradeError: 409,
     TriggerUnavailableError: 503,
     NotFound: 404,
+    ArchivePathError: 404,  # a path kickoff refuses to open (traversal): no such file
     ServiceUnavailable: 503,
     PublishError: 503,
     CatalogError: 500,
@@ -56,14 +60,30 @@ def status_of(exc: KickoffError) -> int:
     return 500
 
 
+#: A URL in a message, with the setting it belongs to when named (``AMQP_URL=amqp://...``).
+_URL = re.compile(r"(?:\b([A-Z][A-Z0-9_]*)=)?" + URL_IN_TEXT.pattern)
+
+
+def public_message(exc: KickoffError) -> str:
+    """The message of ``exc`` for a caller: an unreachable service names its setting, no message a URL.
+
+    The full message (the address masked) is for the server's log.
+    """
+    if isinstance(exc, ServiceUnavailable):
+        return f"cannot reach {exc.service} ({exc.setting})"
+    return _URL.sub(lambda found: found.group(1) or "<address>", str(exc))
+
+
 def error_body(exc: KickoffError) -> dict[str, Any]:
-    """The JSON answer of ``exc``: ``error`` (its message), ``field`` and ``tracking_id`` when known."""
-    body: dict[str, Any] = {"error": str(exc)}
+    """The JSON answer of ``exc``: ``error`` (its public message); ``field``, ``setting``, ``tracking_id``."""
+    body: dict[str, Any] = {"error": public_message(exc)}
     field = getattr(exc, "field", None)
     if field is None:
         field = next((f for cls, f in FIELD_OF.items() if isinstance(exc, cls)), None)
     if field is not None:
         body["field"] = field
+    if isinstance(exc, ServiceUnavailable):
+        body["setting"] = exc.setting
     tracking_id = getattr(exc, "tracking_id", None)
     if tracking_id is not None:
         body["tracking_id"] = tracking_id

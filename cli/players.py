@@ -37,6 +37,7 @@ def sync_cmd(obj: CliContext, source: str | None, as_json: bool) -> None:
     first time (recorded without an alert) and the alerts sent. A malformed record is skipped
     with its reason (one line each on stderr) and the others are synced.
     """
+    from config.settings import mask_url
     from publisher.amqp import publisher_from_settings
     from publisher.players import sync_players
 
@@ -45,7 +46,7 @@ def sync_cmd(obj: CliContext, source: str | None, as_json: bool) -> None:
     with publisher_from_settings(obj.settings) as publisher:
         report = sync_players(src, publisher=publisher)
     if as_json:
-        echo_json({"source": src, **report.as_json()})
+        echo_json({"source": mask_url(src), **report.as_json()})
         return
     click.echo(
         f"players: {report.players}; rostered: {report.rostered} ({report.first_seen} first seen); "

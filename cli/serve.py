@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from cli.common import count_option
@@ -9,7 +11,11 @@ from cli.context import CliContext
 
 
 @click.command("serve")
-@click.option("--host", default=None, help="Address to bind (default API_HOST).")
+@click.option(
+    "--host",
+    default=None,
+    help="Address to bind (default API_HOST; an allowed Host unless API_ALLOWED_HOSTS lists others).",
+)
 @click.option("--port", type=click.IntRange(0, 65535), default=None, help="Port to bind (default API_PORT).")
 @count_option("--workers", default=None, help="uvicorn worker processes (default API_WORKERS).")
 @click.option(
@@ -35,6 +41,10 @@ def serve_command(
     import uvicorn
 
     settings = obj.settings
+    if host:
+        # The app is built from the environment (uvicorn's factory): its default API_ALLOWED_HOSTS
+        # takes the address bound, so --host counts as API_HOST there too.
+        os.environ["API_HOST"] = host
     uvicorn.run(
         "api.app:app_from_env",
         factory=True,

@@ -3,7 +3,8 @@
 Every record carries the Dramatiq message being processed by its thread (actor, message id)
 and, where the message names one, the match id; ``LOG_FORMAT=json`` prints one JSON object per
 line. Workers get the formatter at process boot (actors.middleware.KickoffLogging), the CLI
-from ``configure_logging``.
+from ``configure_logging``. Every URL in a line or a traceback goes through ``mask_url``
+(passwords and secret query values as ``***``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import logging
 import threading
 from datetime import UTC, datetime
 from typing import Any
+
+from config.settings import mask_urls_in
 
 _context = threading.local()
 
@@ -67,7 +70,7 @@ class KickoffFormatter(logging.Formatter):
         return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
 
     def format(self, record: logging.LogRecord) -> str:
-        message = record.getMessage()
+        message = mask_urls_in(record.getMessage())
         ctx = {k: getattr(record, k, None) for k in ("actor", "message_id", "match_id")}
         if self.kind == "json":
             doc: dict[str, Any] = {
@@ -80,7 +83,7 @@ class KickoffFormatter(logging.Formatter):
                 **{k: v for k, v in ctx.items() if v},
             }
             if record.exc_info:
-                doc["exception"] = self.formatException(record.exc_info)
+                doc["exception"] = mask_urls_in(self.formatException(record.exc_info))
             return json.dumps(doc, default=str)
         where = " ".join(
             part
@@ -95,7 +98,7 @@ class KickoffFormatter(logging.Formatter):
         head = f"{self.formatTime(record)} {record.levelname} {record.name} {proc}"
         line = f"{head}{' (' + where + ')' if where else ''}: {message}"
         if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
+            line += "\n" + mask_urls_in(self.formatException(record.exc_info))
         return line
 
 

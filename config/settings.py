@@ -7,11 +7,12 @@ Settings are read once at process start and passed down explicitly.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from ipaddress import ip_network
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from pydantic import (
     AliasChoices,
@@ -48,17 +49,46 @@ class LogFormat(StrEnum):
     JSON = "json"  # one JSON object per line
 
 
+#: A query parameter whose name holds one of these (any case) has a secret value: masked.
+SECRET_PARAM_WORDS = ("pass", "pwd", "token", "key", "secret", "auth", "credential", "signature")
+
+
+def _masked_query(query: str) -> str:
+    items = []
+    for item in query.split("&"):
+        name, sep, value = item.partition("=")
+        secret = sep and value and any(word in unquote_plus(name).lower() for word in SECRET_PARAM_WORDS)
+        items.append(f"{name}=***" if secret else item)
+    return "&".join(items)
+
+
 def mask_url(url: str) -> str:
-    """Return ``url`` with any password replaced by ``***`` (for messages and logs)."""
+    """Return ``url`` with any password and secret query value (``?password=``, ``?api_key=``...) as ``***``.
+
+    The one masking function of messages, logs, error answers and ``kickoff config show``.
+    """
     try:
         parts = urlsplit(url)
+        password = parts.password
     except ValueError:
         return "<unparsable url>"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+    if password is not None:
+        netloc = parts.netloc.rsplit("@", 1)[1]
+        parts = parts._replace(netloc=f"{parts.username or ''}:***@{netloc}")
+    if parts.query:
+        parts = parts._replace(query=_masked_query(parts.query))
+    return urlunsplit(parts)
+
+
+#: A URL inside a sentence (the trailing ``:`` of ``...%2F: reason`` is not part of it).
+URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+?(?=:?(?:\s|$))")
+
+
+def mask_urls_in(text: str) -> str:
+    """``text`` with every URL in it passed through ``mask_url`` (log lines, exception texts)."""
+    if "://" not in text:
+        return text
+    return URL_IN_TEXT.sub(lambda found: mask_url(found.group(0)), text)
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -197,6 +227,13 @@ class BaseEnvironment(BaseSettings):
     api_key_cache_seconds: NonNegativeFloat = 2.0
     """A key that authenticated is trusted this long without asking PostgreSQL again; a revoked key is refused
     at the latest this long after `kickoff apikeys revoke` (0: at once)."""
+    api_max_header_bytes: PositiveInt = 16384
+    """Largest request header block the API reads, names and values (larger: 431, before it is parsed)."""
+    api_max_cookie_bytes: PositiveInt = 8192
+    """Largest Cookie header the API reads (larger: 431, before any cookie is parsed)."""
+    api_allowed_hosts: str = ""
+    """Host header values the API answers, comma-separated (`*.example.com` covers subdomains, `*` any);
+    empty: localhost, 127.0.0.1, ::1 and API_HOST. Any other Host is 400 (DNS rebinding)."""
     api_metrics_require_key: bool = False
     """GET /metrics needs an API key (read scope or wider); off: open, as /healthz."""
     api_trusted_proxies: str = "127.0.0.1"
@@ -221,7 +258,7 @@ class BaseEnvironment(BaseSettings):
     process)."""
     dramatiq_prometheus: bool = False
     """Dramatiq workers add Dramatiq's Prometheus middleware (exposition on dramatiq_prom_port, default 9191;
-    one port per worker command)."""
+    one port per worker command; bound to dramatiq_prom_host, default 127.0.0.1)."""
 
     # -- job runs (catalog, launcher) ---------------------------------------------
     job_catalog_path: Path = Path("runs/catalog.yaml")
@@ -285,7 +322,7 @@ class BaseEnvironment(BaseSettings):
             value = getattr(self, name)
             if isinstance(value, SecretStr):
                 value = "***" if value.get_secret_value() else ""
-            elif name.endswith("_url") and isinstance(value, str):
+            elif isinstance(value, str) and (name.endswith("_url") or "://" in value or "?" in value):
                 value = mask_url(value)
             elif isinstance(value, (Path, StrEnum)):
                 value = str(value)

@@ -1,7 +1,7 @@
 """League refresh: the provider's league metadata (hierarchy), teams and seasons, upserted idempotently.
 
 Three documents per league, fetched like the schedule (``lifecycle.schedule.fetch``: API key in
-the header only, every failure a ScheduleFetchError naming the redacted URL):
+the header only, every failure a ScheduleFetchError naming the masked URL):
 
 * ``/{league}/{access}/league/hierarchy.json`` - the league's id, alias and name (League.sr_id,
   alias, full_name) and every team with its conference (MLB: its league, AL or NL) and division;
@@ -30,9 +30,8 @@ import peewee
 from config.clock import utcnow
 from config.errors import MalformedFeedEntry, ScheduleFetchError
 from config.set_aside import set_aside
-from config.settings import MatchListenerEnvironment
+from config.settings import MatchListenerEnvironment, mask_url
 from lifecycle.schedule import RefreshResult, fetch
-from listener.stream import redact_url
 
 logger = logging.getLogger(__name__)
 
@@ -224,7 +223,7 @@ class LeagueRefreshResult(RefreshResult):
 
 def _refresh(settings: MatchListenerEnvironment, *, league: str, document: str) -> tuple[str, dict[str, Any]]:
     path = league_document_path(league.lower(), settings.schedule_access, document)
-    url = redact_url(settings.sportradar_base_url.rstrip("/") + path)
+    url = mask_url(settings.sportradar_base_url.rstrip("/") + path)
     return url, fetch(settings, path, what=f"league {document}")
 
 

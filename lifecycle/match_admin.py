@@ -37,6 +37,15 @@ def _archived_events(path: Path) -> int | None:
         return None
 
 
+def under_data_dir(path: Path | str, *, data_dir: Path) -> str:
+    """``path`` relative to DATA_DIR (as the console shows it), or its name when it lies elsewhere."""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(Path(data_dir).resolve()))
+    except ValueError:
+        return path.name
+
+
 def run_log_tail(
     match_id: str, record_id: str, *, settings: MatchListenerEnvironment, lines: int = 50
 ) -> tuple[Path | None, list[str]]:

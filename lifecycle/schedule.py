@@ -21,8 +21,7 @@ import requests
 from config.clock import parse_iso8601, utcnow
 from config.errors import InvalidTimeError, MalformedFeedEntry, ScheduleFetchError
 from config.set_aside import set_aside
-from config.settings import MatchListenerEnvironment
-from listener.stream import redact_url
+from config.settings import MatchListenerEnvironment, mask_url
 from models.season_calendar import nfl_week, season_year
 from models.status import normalise
 
@@ -38,7 +37,7 @@ class RefreshResult:
     """What one refresh did."""
 
     league: str
-    url: str  # redacted
+    url: str  # masked (mask_url)
     seen: int
     created: int
     updated: int
@@ -78,15 +77,15 @@ def fetch(settings: MatchListenerEnvironment, path: str, *, what: str = "schedul
             timeout=settings.schedule_timeout_seconds,
         )
     except requests.RequestException as exc:
-        raise ScheduleFetchError(f"cannot fetch {what} {redact_url(url)}: {type(exc).__name__}") from exc
+        raise ScheduleFetchError(f"cannot fetch {what} {mask_url(url)}: {type(exc).__name__}") from exc
     if resp.status_code != 200:
-        raise ScheduleFetchError(f"{what} {redact_url(url)} answered HTTP {resp.status_code}")
+        raise ScheduleFetchError(f"{what} {mask_url(url)} answered HTTP {resp.status_code}")
     try:
         doc = resp.json()
     except ValueError as exc:
-        raise ScheduleFetchError(f"{what} {redact_url(url)} is not JSON") from exc
+        raise ScheduleFetchError(f"{what} {mask_url(url)} is not JSON") from exc
     if not isinstance(doc, dict):
-        raise ScheduleFetchError(f"{what} {redact_url(url)} is not a JSON object")
+        raise ScheduleFetchError(f"{what} {mask_url(url)} is not a JSON object")
     return doc
 
 
@@ -198,7 +197,7 @@ def refresh(settings: MatchListenerEnvironment, *, league: str, path: str) -> Re
     """Fetch one schedule document and upsert its games."""
     doc = fetch(settings, path)
     games = games_of(doc)
-    url = redact_url(settings.sportradar_base_url.rstrip("/") + path)
+    url = mask_url(settings.sportradar_base_url.rstrip("/") + path)
     created, updated, aside = upsert_games(league, games, url=url)
     logger.info(
         "schedule refresh %s: %d games, %d new, %d updated, %d set aside",

@@ -45,6 +45,7 @@ from models.league import League
 from models.listener_record import MatchListenerRecord
 from models.match import METADATA_KEYS, SRSIM_UNSERVED, Match
 from models.status import DISPATCH_ALWAYS, DISPATCH_IN_WINDOW
+from publisher.validation import unstorable_text
 
 logger = logging.getLogger(__name__)
 
@@ -185,6 +186,10 @@ def validate_listener_settings(settings: dict[str, Any] | None, *, source: str) 
     validate_override_keys(settings, source=source)
     if not settings:
         return
+    for key, value in settings.items():
+        unstorable = unstorable_text(value)
+        if unstorable:
+            raise ListenerStartSettingsError(f"invalid listener setting in {source}: {key}: {unstorable}")
     fixed = sorted(set(settings) & PROCESS_SETTINGS)
     if fixed:
         raise ListenerStartSettingsError(

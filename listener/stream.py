@@ -18,34 +18,20 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+from urllib.parse import urlencode, urljoin, urlsplit
 
 import requests
 import sseclient
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
 from config.errors import StreamConnectionError, StreamDataError
+from config.settings import mask_url
 
 logger = logging.getLogger(__name__)
 
 OVERSIZE = object()  # marker yielded instead of a line longer than the limit
-_SECRET_PARAMS = {"api_key", "apikey", "key", "token", "access_token"}
 _MAX_REDIRECTS = 5
 _CHUNK = 16384
-
-
-def redact_url(url: str) -> str:
-    """Return ``url`` with credentials and secret-looking query values replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable url>"
-    query = urlencode(
-        [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in parse_qsl(parts.query, True)],
-        safe=":*",
-    )
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
@@ -154,27 +140,27 @@ class FeedConnection:
                 )
             except (requests.ConnectionError, requests.Timeout) as exc:
                 raise StreamConnectionError(
-                    f"cannot connect to {redact_url(url)}: {type(exc).__name__}"
+                    f"cannot connect to {mask_url(url)}: {type(exc).__name__}"
                 ) from exc
             except requests.RequestException as exc:
-                raise StreamDataError(f"bad request to {redact_url(url)}: {type(exc).__name__}") from exc
+                raise StreamDataError(f"bad request to {mask_url(url)}: {type(exc).__name__}") from exc
             if resp.is_redirect:
                 location = resp.headers.get("Location", "")
                 resp.close()
                 url = urljoin(url, location)
-                logger.info("match %s stream redirected to %s", self.config.match_id, redact_url(url))
+                logger.info("match %s stream redirected to %s", self.config.match_id, mask_url(url))
                 continue
             self.response = resp
             if resp.status_code >= 500 or resp.status_code == 429:
                 resp.close()
-                raise StreamConnectionError(f"feed answered HTTP {resp.status_code} at {redact_url(url)}")
+                raise StreamConnectionError(f"feed answered HTTP {resp.status_code} at {mask_url(url)}")
             if resp.status_code >= 400:
                 resp.close()
-                raise StreamDataError(f"feed answered HTTP {resp.status_code} at {redact_url(url)}")
+                raise StreamDataError(f"feed answered HTTP {resp.status_code} at {mask_url(url)}")
             self.content_type = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
-            self.final_url = redact_url(url)
+            self.final_url = mask_url(url)
             return self
-        raise StreamDataError(f"more than {_MAX_REDIRECTS} redirects from {redact_url(self.config.url)}")
+        raise StreamDataError(f"more than {_MAX_REDIRECTS} redirects from {mask_url(self.config.url)}")
 
     def messages(self) -> Iterator[bytes | object]:
         """Yield each message's JSON text (or OVERSIZE); StreamConnectionError when the connection drops."""

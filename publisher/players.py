@@ -32,6 +32,7 @@ import requests
 from config.clock import utcnow
 from config.errors import PlayerSyncError, TriggerValidationError
 from config.set_aside import set_aside
+from config.settings import mask_url
 from models.db import database, database_errors
 from models.player import Player, RosterPlayer
 from publisher.alerts import InjuryChange, publish_injury_alerts, should_alert
@@ -172,7 +173,14 @@ def load_players_map(source: str, *, timeout_seconds: float = 30.0) -> PlayersMa
         else:
             data = json.loads(Path(source).read_text())
     except (requests.RequestException, OSError, ValueError) as exc:
-        raise PlayerSyncError(f"players map {source} cannot be read: {exc}") from exc
+        # A requests error's text repeats the URL unmasked: its kind (and HTTP status) only.
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        reason = (
+            f"{type(exc).__name__}{f' {status}' if status else ''}"
+            if isinstance(exc, requests.RequestException)
+            else str(exc)
+        )
+        raise PlayerSyncError(f"players map {mask_url(source)} cannot be read: {reason}") from exc
     return read_players_map(data)
 
 

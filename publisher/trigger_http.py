@@ -23,7 +23,7 @@ from config.errors import (
     TriggerUnavailableError,
     TriggerValidationError,
 )
-from config.settings import BaseEnvironment
+from config.settings import BaseEnvironment, mask_url
 from publisher.run_context import RUN_ID_HEADER, get_run_id
 from publisher.trigger_client import is_retryable, retry_delays
 
@@ -110,7 +110,8 @@ class HttpTriggerClient:
             try:
                 response = self.session.post(url, json=body, headers=self.headers(), timeout=self.timeout)
             except (requests.ConnectionError, requests.Timeout) as exc:
-                failure: Exception = TriggerUnavailableError(f"cannot reach {url}: {type(exc).__name__}")
+                reason = f"cannot reach {mask_url(url)}: {type(exc).__name__}"
+                failure: Exception = TriggerUnavailableError(reason)
                 failure.__cause__ = exc
                 status: int | None = None
             else:

@@ -95,7 +95,7 @@ class _Common:
         return cls(
             league_id=v.text(request.league_id, "league_id"),
             team=v.text(request.team, "team"),
-            key=effective_key(v.no_nul(request.idempotency_key, "idempotency_key"), inputs),
+            key=effective_key(v.storable_text(request.idempotency_key, "idempotency_key"), inputs),
             inputs=inputs,
             traceparent=check_traceparent(request.traceparent),
         )

@@ -56,25 +56,41 @@ def text(value: Any, field: str) -> str:
         value = str(value)
     if not isinstance(value, str) or not value.strip():
         raise TriggerValidationError(field, "is required")
-    return no_nul(value, field)
+    return storable_text(value, field)
 
 
-def no_nul(value: Any, field: str) -> Any:
-    """Return ``value`` (a string, or JSON made of them) when no string in it holds a NUL character.
+def unstorable_text(value: Any) -> str | None:
+    """Why ``value`` (a string, or JSON made of them) cannot be stored, or None when every string can.
 
-    PostgreSQL stores no NUL in text or jsonb: refused here, naming the field, instead of failing
-    the saving transaction.
+    PostgreSQL stores no NUL in text or jsonb, and UTF-8 has no lone surrogate (``"\\ud800"`` is
+    valid JSON but no text): the one check of both, so a request is refused naming its field
+    instead of failing the saving transaction (or the answer) with a 500.
     """
     if isinstance(value, str):
         if "\x00" in value:
-            raise TriggerValidationError(field, "must not contain the NUL character (\\u0000)")
+            return "must not contain the NUL character (\\u0000)"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "must not contain a lone surrogate (\\ud800-\\udfff): not valid Unicode text"
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            no_nul(key, field)
-            no_nul(item, field)
+            reason = unstorable_text(key) or unstorable_text(item)
+            if reason:
+                return reason
     elif isinstance(value, list | tuple):
         for item in value:
-            no_nul(item, field)
+            reason = unstorable_text(item)
+            if reason:
+                return reason
+    return None
+
+
+def storable_text(value: Any, field: str) -> Any:
+    """Return ``value`` when every string in it can be stored (``unstorable_text``), else refuse ``field``."""
+    reason = unstorable_text(value)
+    if reason:
+        raise TriggerValidationError(field, reason)
     return value
 
 
@@ -105,7 +121,7 @@ def decision_inputs(value: Any) -> dict[str, Any]:
         v = value.get(name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
             raise TriggerValidationError(f"decision_inputs.{name}", f"must be an integer, got {v!r}")
-    return dict(no_nul(value, "decision_inputs"))
+    return dict(storable_text(value, "decision_inputs"))
 
 
 def swaps(value: Any) -> list[dict[str, Any]]:

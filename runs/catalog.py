@@ -17,6 +17,7 @@ import yaml
 from croniter import croniter
 
 from config.errors import CatalogError, InvalidRunParams, UnknownJob
+from publisher.validation import unstorable_text
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +93,9 @@ class Job:
             first = errors[0]
             where = "/".join(str(p) for p in first.absolute_path) or "params"
             raise InvalidRunParams(f"job {self.name}: invalid params ({where}): {first.message}")
+        unstorable = unstorable_text(dict(params))
+        if unstorable:
+            raise InvalidRunParams(f"job {self.name}: invalid params (params): {unstorable}")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
 
 from api.console.sessions import Session, SessionPolicy, session_for
-from api.errors import status_of
+from api.errors import public_message, status_of
 from api.headers import ctx_of
 from config.clock import ensure_utc
 from config.errors import KickoffError, SignInRequired
@@ -38,10 +38,13 @@ CSRF_HEADER = "x-csrf-token"
 
 templates = Jinja2Templates(directory=str(PACKAGE_DIR / "templates"))
 
-#: Every page: never framed by another site (clickjacking), never cached (it carries the CSRF token).
+#: Every page: never framed by another site (clickjacking), never cached (it carries the CSRF token);
+#: scripts, styles, images and connections from this origin only, none inline (static/ holds them).
 PAGE_HEADERS = {
     "X-Frame-Options": "DENY",
-    "Content-Security-Policy": "frame-ancestors 'none'",
+    "Content-Security-Policy": (
+        "default-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ),
     "Cache-Control": "no-store",
     "Referrer-Policy": "same-origin",
 }
@@ -237,7 +240,7 @@ async def act(request: Request, call: Callable[[], str], *, back: str = "/", **e
         message = await run_in_threadpool(call)
         ok, status = True, 200
     except KickoffError as exc:
-        message, ok, status = str(exc), False, status_of(exc)
+        message, ok, status = public_message(exc), False, status_of(exc)
         logger.info("console action %s refused (%s): %s", request.url.path, status, exc)
     if wants_json(request):
         return JSONResponse({"ok": ok, "message": message, **extra}, status_code=status)

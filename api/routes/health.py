@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from fastapi import APIRouter, Request
@@ -11,6 +12,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from api.context import ApiContext
 from api.headers import ctx_of
 from config.errors import ConfigurationError, ServiceUnavailable
+
+logger = logging.getLogger(__name__)
 
 router = APIRouter(tags=["health"])
 
@@ -56,7 +59,10 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 def readyz(request: Request) -> JSONResponse:
-    """PostgreSQL, Redis, the Dramatiq broker and RabbitMQ answer; 503 names any that does not."""
+    """PostgreSQL, Redis, the Dramatiq broker and RabbitMQ answer; 503 names any that does not.
+
+    Each service is ``ok`` or ``failing``: why (and where) is in the server's log, not the answer.
+    """
     ctx = ctx_of(request)
     services: dict[str, str] = {}
     for name, probe in PROBES:
@@ -64,7 +70,8 @@ def readyz(request: Request) -> JSONResponse:
             probe(ctx)
             services[name] = "ok"
         except (ServiceUnavailable, ConfigurationError) as exc:
-            services[name] = str(exc)
+            logger.warning("readyz: %s is failing: %s", name, exc)
+            services[name] = "failing"
     failing = [name for name, state in services.items() if state != "ok"]
     body = {"status": "unavailable" if failing else "ready", "failing": failing, "services": services}
     return JSONResponse(body, status_code=503 if failing else 200)

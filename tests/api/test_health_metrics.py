@@ -22,7 +22,11 @@ def test_readyz_names_the_service_that_does_not_answer(broken_server, db):
     assert ready.status_code == 503
     body = ready.json()
     assert body["failing"] == ["RabbitMQ"]
-    assert "AMQP_URL" in body["services"]["RabbitMQ"] and body["services"]["PostgreSQL"] == "ok"
+    expected = {"PostgreSQL": "ok", "Redis": "ok", "Dramatiq broker": "ok", "RabbitMQ": "failing"}
+    assert body["services"] == expected
+    assert "://" not in ready.text and "127.0.0.1" not in ready.text
+    log = broken_server.log()
+    assert "RabbitMQ is failing" in log and "AMQP_URL=amqp://guest:***@" in log
     assert httpx.get(broken_server.url + "/healthz", timeout=60).status_code == 200
 
 

@@ -107,6 +107,13 @@ def test_connection_errors_are_retried(fast):
     assert sleeps == [0.01, 0.02, 0.04, 0.04, 0.04]
 
 
+def test_an_unreachable_api_is_named_with_its_password_masked(fast):
+    url = f"http://caller:sekrit@127.0.0.1:{free_port()}"  # nothing listens
+    with pytest.raises(TriggerUnavailableError) as info:
+        client(url, fast, []).send(REQUEST)
+    assert "caller:***@127.0.0.1" in str(info.value) and "sekrit" not in str(info.value)
+
+
 def test_inside_run_scope_the_run_id_links_the_action(api_server, keys, fast, fresh_queues):
     with run_scope("api-caller", settings=fast) as scope:
         http = HttpTriggerClient(base_url=api_server.url, api_key=keys["trigger"], settings=fast)

@@ -142,6 +142,8 @@ def test_an_undelivered_draft_pick_is_503_with_its_tracking_id(broken_server, ke
         timeout=60,
     )
     assert r.status_code == 503, r.text
+    # The answer names the setting, never the address (that is in the server's log).
+    assert "AMQP_URL" in r.json()["error"] and "://" not in r.text and "127.0.0.1" not in r.text
     tracking_id = r.json()["tracking_id"]
     assert get_action(tracking_id).status == ActionStatus.QUEUED.value
     again = httpx.post(

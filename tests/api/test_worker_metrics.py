@@ -15,15 +15,27 @@ from tests.api.conftest import REPO, free_port
 from tests.waiting import wait_for
 
 
-def test_a_worker_with_dramatiq_prometheus_serves_its_metrics(
+def _listening_hosts(port: int) -> set[str]:
+    """The local addresses (hex, as /proc/net/tcp* write them) of the sockets listening on ``port``."""
+    hosts = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as fh:
+            for line in list(fh)[1:]:
+                local, state = line.split()[1], line.split()[3]
+                address, _, hex_port = local.rpartition(":")
+                if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                    hosts.add(address)
+    return hosts
+
+
+def test_a_worker_with_dramatiq_prometheus_serves_its_metrics_on_loopback_only(
     test_env, settings, migrated_database, redis_client, tmp_path
 ):
     port = free_port()
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "dramatiq_prom_host"},
         **test_env,
         "DRAMATIQ_PROMETHEUS": "true",
-        "dramatiq_prom_host": "127.0.0.1",
         "dramatiq_prom_port": str(port),
         "dramatiq_prom_db": str(tmp_path / "prom"),
     }
@@ -57,6 +69,8 @@ def test_a_worker_with_dramatiq_prometheus_serves_its_metrics(
 
         wait_for(scraped, timeout=90, what="the worker's Prometheus exposition server")
         assert {"dramatiq_messages", "dramatiq_message_durations_milliseconds"} & set(found), found
+        # No dramatiq_prom_host in the environment: 127.0.0.1, not Dramatiq's 0.0.0.0.
+        assert _listening_hosts(port) == {"0100007F"}
     finally:
         worker.signal_group(signal.SIGTERM)
         worker.proc.wait(timeout=60)
@@ -113,3 +127,12 @@ def test_a_worker_serves_the_count_of_matches_its_dispatch_set_aside(
         worker.signal_group(signal.SIGTERM)
         worker.proc.wait(timeout=60)
         worker.close()
+
+
+def test_the_exposition_address_is_loopback_unless_dramatiq_prom_host_names_one(monkeypatch):
+    from actors.prometheus import exposition_address
+
+    monkeypatch.delenv("dramatiq_prom_host", raising=False)
+    assert exposition_address()[0] == "127.0.0.1"
+    monkeypatch.setenv("dramatiq_prom_host", "0.0.0.0")
+    assert exposition_address()[0] == "0.0.0.0"

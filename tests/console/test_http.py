@@ -94,7 +94,11 @@ def test_the_session_cookie_is_httponly_and_samesite_strict_and_not_secure_on_pl
 def test_the_cookie_is_secure_with_the_host_prefix_unless_plain_localhost(
     settings, db, console_keys, forced, base_url, secure
 ):
-    app = create_app(settings.model_copy(update={"console_cookie_secure": forced}))
+    app = create_app(
+        settings.model_copy(
+            update={"console_cookie_secure": forced, "api_allowed_hosts": "testserver,127.0.0.1"}
+        )
+    )
     with TestClient(app, base_url=base_url) as client:
         answer = client.post("/sign-in", data={"api_key": console_keys["read"]}, follow_redirects=False)
     assert answer.status_code == 303

@@ -123,6 +123,26 @@ def test_url_passwords_are_masked():
     assert mask_url("postgresql://postgres@h/db") == "postgresql://postgres@h/db"
 
 
+def test_secret_query_values_are_masked():
+    assert mask_url("postgresql://u@h/db?password=hunter2&sslmode=require") == (
+        "postgresql://u@h/db?password=***&sslmode=require"
+    )
+    masked = mask_url("http://u:p@h/x?api_key=k1&Token=k2&client_secret=k3&sslpassword=k4&key=k5&keep=1")
+    assert masked == "http://u:***@h/x?api_key=***&Token=***&client_secret=***&sslpassword=***&key=***&keep=1"
+    assert mask_url("redis://h/0?password=") == "redis://h/0?password="
+
+
+def test_config_show_masks_query_string_secrets(clean_env):
+    clean_env.setenv("DATABASE_URL", f"postgresql://u@h/db?password={SECRET}")
+    clean_env.setenv("SPORTRADAR_BASE_URL", f"http://feed.example/?api_key={SECRET}")
+    clean_env.setenv("PLAYERS_SOURCE", f"{{base_url}}/players/nfl?token={SECRET}")
+    runner = CliRunner()
+    for args in (["config", "show"], ["config", "show", "--json"]):
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 0, result.output
+        assert SECRET not in result.output and "password=***" in result.output
+
+
 def test_env_example_lists_every_field_and_matches_the_committed_file():
     text = env_example()
     for name in MatchListenerEnvironment.model_fields:

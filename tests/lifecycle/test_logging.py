@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 
 from config.log import KickoffFormatter, LogContextFilter, set_log_context
 from tests.lifecycle.conftest import wait_for
@@ -51,3 +52,16 @@ def test_a_one_shot_command_prints_what_it_did_once(kick, caplog):
     with caplog.at_level(logging.INFO):
         out = kick("leagues", "add", "nfl").output
     assert out.strip() == "league nfl added (enabled)"
+
+
+def test_urls_in_a_line_and_its_traceback_are_masked_in_text_and_json():
+    url = "postgresql://u:pw1@h/db?password=pw2&sslmode=require"
+    try:
+        raise RuntimeError(f"cannot open {url}")
+    except RuntimeError:
+        record = logging.LogRecord("kickoff", logging.WARNING, __file__, 1, "at %s", (url,), None)
+        record.exc_info = sys.exc_info()
+    for kind in ("text", "json"):
+        line = KickoffFormatter(kind).format(record)
+        assert "pw1" not in line and "pw2" not in line, line
+        assert "postgresql://u:***@h/db?password=***&sslmode=require" in line

@@ -10,10 +10,11 @@ import uuid
 import pytest
 import requests
 
+from config.settings import mask_url
 from listener.archive import read_events
 from listener.body import ListenerContext
 from listener.exit_codes import ExitCode
-from listener.stream import OVERSIZE, FeedConnection, StreamConfig, capped_lines, redact_url
+from listener.stream import OVERSIZE, FeedConnection, StreamConfig, capped_lines
 from models import League, Match
 from tests.listener.conftest import FIXTURES, run_listener
 
@@ -96,9 +97,7 @@ def test_the_api_key_is_never_logged_or_archived(raw_feed, listener_settings, ca
     key = "test-api-key-never-printed"
     assert key not in caplog.text
     assert key not in out.listener.archive.path.read_text()
-    assert "***" in redact_url("http://h/x?api_key=" + key) and key not in redact_url(
-        "http://u:" + key + "@h/"
-    )
+    assert "***" in mask_url("http://h/x?api_key=" + key) and key not in mask_url("http://u:" + key + "@h/")
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,11 @@ from click.testing import CliRunner
 
 from cli.main import cli
 from config.errors import PlayerSyncError, TriggerValidationError
-from publisher.players import add_to_roster, roster, sync_players
+from publisher.players import add_to_roster, load_players_map, roster, sync_players
 from publisher.queues import WAIVER_ACTIONS
 from publisher.triggers import trigger_draft_pick, trigger_waiver
 from srsim.server import SimServer
+from tests.api.conftest import free_port
 from tests.publisher.helpers import draft, waiver
 
 MAHOMES = {"player_id": "4046", "full_name": "Patrick Mahomes", "team": "KC", "espn_id": "3139477"}
@@ -147,3 +148,9 @@ def test_the_sync_players_catalog_job_runs_one_sync(
     env["RUN_PARAMS"] = json.dumps({"source": os.devnull})
     failed = sync_players()
     assert failed.returncode == 1 and "player sync failed" in failed.stderr
+
+
+def test_an_unreadable_players_map_url_is_named_with_its_token_masked():
+    with pytest.raises(PlayerSyncError) as info:
+        load_players_map(f"http://127.0.0.1:{free_port()}/players?token=sekrit", timeout_seconds=5)
+    assert "token=***" in str(info.value) and "sekrit" not in str(info.value)

@@ -15,7 +15,7 @@ from api.headers import ctx_of
 from config.assignments import split_assignment
 from config.errors import KickoffError, ListenerStartSettingsError, NotFound
 from lifecycle.dispatch import request_start
-from lifecycle.match_admin import edit_match, match_archive, match_detail, run_log_tail
+from lifecycle.match_admin import edit_match, match_archive, match_detail, run_log_tail, under_data_dir
 from lifecycle.match_ref import resolve_match, resolve_match_id
 from lifecycle.start import load_match
 from models.db import database, database_errors
@@ -57,12 +57,14 @@ def match_card(match_id: str, request: Request, session: PageSession) -> Respons
         log_path, log_lines = run_log_tail(
             detail["id"], newest["record_id"], settings=ctx.settings, lines=LOG_TAIL_LINES
         )
+    # Paths as DATA_DIR-relative names: the card does not tell the server's layout.
+    detail["archive"]["path"] = under_data_dir(detail["archive"]["path"], data_dir=ctx.settings.data_dir)
     return render(
         request,
         "match.html",
         m=detail,
         newest=newest,
-        log_path=log_path,
+        log_path=log_path and under_data_dir(log_path, data_dir=ctx.settings.data_dir),
         log_lines=log_lines,
         settings_value=settings_text(detail["settings"]),
         here=f"/matches/{detail['id']}",
