@@ -45,8 +45,6 @@ EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
     ("HEAD", "/openapi.json"): (API, NONE),
     ("GET", "/docs"): (API, NONE),
     ("HEAD", "/docs"): (API, NONE),
-    ("GET", "/docs/oauth2-redirect"): (API, NONE),
-    ("HEAD", "/docs/oauth2-redirect"): (API, NONE),
     # the queues' contract (docs/asyncapi.yaml)
     ("GET", "/asyncapi.yaml"): (API, NONE),
     ("GET", "/asyncapi.json"): (API, NONE),
@@ -205,7 +203,7 @@ def test_a_keyed_route_refuses_a_missing_an_unknown_and_a_non_bearer_key_with_40
     assert httpx.request(method, api_server.url + _url(path), headers=basic, timeout=60).status_code == 401
 
 
-def test_public_routes_need_no_key(api_server, db):
+def test_public_routes_need_no_key(api_server, db, fresh_queues):
     for (method, path), (_door, need) in EXPECTED.items():
         if need == NONE and method == "GET":
             assert httpx.get(api_server.url + _url(path), timeout=60).status_code == 200, path
