@@ -12,6 +12,7 @@ turns a missing table into DatabaseNotMigrated on every statement, wherever it r
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -117,6 +118,26 @@ class PooledKickoffDatabase(_PooledPostgresqlDatabase, KickoffDatabase):
             **kwargs,
         )
         self._returned_at: dict[int, float] = {}  # id(connection) -> monotonic time handed back
+        self._owners: dict[int, threading.Thread] = {}  # id(connection) -> the thread holding it
+
+    def _connect(self) -> Any:
+        with self._pool_lock:
+            if not self._connections and len(self._in_use) >= self._max_connections:
+                self._reclaim_orphans()
+            conn = super()._connect()
+            self._owners[id(conn)] = threading.current_thread()
+            return conn
+
+    def _reclaim_orphans(self) -> None:
+        """Close the connections held by threads that ended (a request thread pool retires idle
+        threads; the thread's connection would stay counted as in use for ever)."""
+        for key, owner in list(self._owners.items()):
+            if owner.is_alive():
+                continue
+            del self._owners[key]
+            held = self._in_use.pop(key, None)
+            if held is not None:
+                self._close_raw(held.connection)
 
     def _is_closed(self, conn: Any) -> bool:
         returned = self._returned_at.pop(id(conn), None)
@@ -127,7 +148,9 @@ class PooledKickoffDatabase(_PooledPostgresqlDatabase, KickoffDatabase):
         return bool(super()._is_closed(conn))
 
     def _close(self, conn: Any, close_conn: bool = False) -> None:
-        super()._close(conn, close_conn)
+        with self._pool_lock:
+            super()._close(conn, close_conn)
+            self._owners.pop(id(conn), None)
         if not close_conn and not conn.closed:
             self._returned_at[id(conn)] = time.monotonic()
 

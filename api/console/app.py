@@ -7,7 +7,9 @@ from urllib.parse import urlencode
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse
 
+from api.console.board_feed import BoardHub
 from api.console.routes import access, board, match, publishing, queues, trades
+from api.console.web import templates
 from config.errors import SignInRequired
 
 
@@ -15,6 +17,12 @@ def install_console(app: FastAPI) -> None:
     """Add the console's pages and actions to ``app`` (the JSON API keeps /v1, /healthz, /docs...)."""
     for module in (access, board, match, publishing, queues, trades):
         app.include_router(module.router)
+    ctx = app.state.ctx
+    app.state.board_hub = BoardHub(
+        settings=ctx.settings,
+        barriers=lambda: ctx.barriers,
+        rows_template=templates.get_template("_board_rows.html"),
+    )
 
     @app.exception_handler(SignInRequired)
     async def sign_in_first(_request: Request, exc: SignInRequired) -> RedirectResponse:

@@ -48,6 +48,8 @@
     var source = new EventSource(table.getAttribute("data-live-board"));
     source.addEventListener("board", function (event) {
       rows.innerHTML = JSON.parse(event.data).html;
+      // The streamed rows are the same for every session: their forms get this page's CSRF token.
+      rows.querySelectorAll("input[name=csrf_token]").forEach(function (input) { input.value = csrf || ""; });
       if (state) { state.textContent = "Updates live. Last update " + new Date().toLocaleTimeString() + "."; }
     });
     source.addEventListener("problem", function (event) {
