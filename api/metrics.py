@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client import Counter as PromCounter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -64,6 +64,17 @@ class ApiMetrics:
         self.readiness_probes = PromCounter(
             "kickoff_readiness_probes",
             "Rounds of service probes /readyz made in this process (answers are kept 2 s).",
+            registry=self.registry,
+        )
+        self.board_reads = PromCounter(
+            "kickoff_console_board_reads",
+            "Readings of the live board by this process's console streams (one per filter with viewers"
+            " per CONSOLE_BOARD_REFRESH_SECONDS, shared by every stream of that filter).",
+            registry=self.registry,
+        )
+        self.board_streams = Gauge(
+            "kickoff_console_board_streams",
+            "Live board streams (server-sent events) this process serves now.",
             registry=self.registry,
         )
         self.registry.register(

@@ -22,6 +22,8 @@ def install_console(app: FastAPI) -> None:
         settings=ctx.settings,
         barriers=lambda: ctx.barriers,
         rows_template=templates.get_template("_board_rows.html"),
+        reads=app.state.metrics.board_reads,
+        streams=app.state.metrics.board_streams,
     )
 
     @app.exception_handler(SignInRequired)

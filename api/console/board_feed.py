@@ -33,6 +33,8 @@ from models.db import database
 
 if TYPE_CHECKING:
     from jinja2 import Template
+    from prometheus_client import Counter as PromCounter
+    from prometheus_client import Gauge
 
     from config.settings import MatchListenerEnvironment
     from models.barriers import Barriers
@@ -116,7 +118,7 @@ class BoardFeed:
     def _read(self, viewers: list[Viewer]) -> Frame:
         """In a worker thread: every viewer's session (one transaction), the board, the rows' text."""
         self._seq += 1
-        self.hub.reads += 1
+        self.hub.reads.inc()
         tokens = sorted({v.token for v in viewers})
         try:
             sessions = _sessions(tokens)
@@ -166,8 +168,12 @@ class BoardHub:
         settings: MatchListenerEnvironment,
         barriers: Callable[[], Barriers],
         rows_template: Template,
+        reads: PromCounter,
+        streams: Gauge,
     ) -> None:
         self.settings = settings
+        self.reads = reads
+        streams.set_function(lambda: self.open_streams)
         self._barriers = barriers
         self.rows_template = rows_template
         self.interval = settings.console_board_refresh_seconds
@@ -176,8 +182,6 @@ class BoardHub:
         self.feeds: dict[BoardFilter, BoardFeed] = {}
         self.by_session: Counter[str] = Counter()
         self.open_streams = 0
-        #: Board readings this process made (every feed, every interval).
-        self.reads = 0
         self._tasks: set[asyncio.Task[Any]] = set()
 
     @property
