@@ -56,8 +56,9 @@ class Frame:
     seq: int
     #: cookie token -> the live session, or None when it ended (tokens checked by this reading)
     sessions: dict[str, Session | None]
-    #: can_act -> (version of the rows' text, the SSE event carrying it)
-    events: dict[bool, tuple[int, str]]
+    #: can_act -> (version of the rows' text, its ``board`` event (every row) when some stream needs it,
+    #: its ``rows`` event from the version before); encoded once for every stream
+    events: dict[bool, tuple[int, bytes | None, bytes | None]]
     problem: str | None = None
 
 
@@ -72,6 +73,57 @@ class Viewer:
 
 
 @dataclass(eq=False)
+class _Rendered:
+    """The rows' text for one kind of session (read or operator), row by row, and the events to send.
+
+    ``version`` goes up when the text changed; ``delta`` (event ``rows``: the rows whose text
+    changed, in place) takes a stream from the version before to this one, ``full`` (event
+    ``board``: every row) any stream to this one. A row that did not change is not rendered again.
+    """
+
+    can_act: bool
+    version: int = 0
+    order: list[str] = field(default_factory=list)  # match ids, in the board's order
+    by_id: dict[str, str] = field(default_factory=dict)  # match id -> the row's text
+    known: dict[BoardRow, str] = field(default_factory=dict)  # the last reading's rows -> their text
+    rows: list[BoardRow] | None = None  # the reading rendered last
+    count: int = 0
+    delta: bytes | None = None
+    full: bytes | None = None
+
+    def update(self, rows: list[BoardRow], template: Template) -> None:
+        kind = _Kind(self.can_act)
+        known: dict[BoardRow, str] = {}
+        by_id: dict[str, str] = {}
+        for row in rows:
+            text = self.known.get(row)
+            if text is None:
+                text = template.render(rows=[row], session=kind, csrf_token="", here="/").strip()
+            known[row] = text
+            by_id[row.entry.match_id] = text
+        order = [row.entry.match_id for row in rows]
+        self.known, self.rows = known, rows
+        if self.version and order == self.order:
+            changed = [[mid, by_id[mid]] for mid in order if by_id[mid] != self.by_id.get(mid)]
+            if not changed:
+                return
+            self.delta = sse("rows", json.dumps({"rows": changed, "count": len(rows)})).encode()
+        else:
+            self.delta = None
+        self.version += 1
+        self.order, self.by_id, self.count, self.full = order, by_id, len(rows), None
+
+    def build_full(self, template: Template) -> None:
+        if self.full is not None:
+            return
+        if self.order:
+            html = "\n".join(self.by_id[mid] for mid in self.order)
+        else:
+            html = template.render(rows=[], session=_Kind(self.can_act))
+        self.full = sse("board", json.dumps({"html": html, "count": self.count})).encode()
+
+
+@dataclass(eq=False)
 class BoardFeed:
     """The board of one filter: read, rendered and handed to its viewers once per interval."""
 
@@ -80,9 +132,7 @@ class BoardFeed:
     viewers: set[Viewer] = field(default_factory=set)
     frame: Frame | None = None
     _next: asyncio.Event = field(default_factory=asyncio.Event)
-    _rows: list[BoardRow] | None = None
-    _texts: dict[bool, tuple[int, str]] = field(default_factory=dict)
-    _html: dict[bool, str] = field(default_factory=dict)
+    _rendered: dict[bool, _Rendered] = field(default_factory=dict)
     _seq: int = 0
 
     async def run(self) -> None:
@@ -94,7 +144,7 @@ class BoardFeed:
                     frame = await run_in_threadpool(self._read, viewers)
                 except Exception:  # a bug must not end every viewer's stream silently
                     logger.exception("live board read failed (filter %s)", self.flt)
-                    frame = Frame(self._seq, {}, dict(self._texts), problem="the board could not be read")
+                    frame = Frame(self._seq, {}, {}, problem="the board could not be read")
                 self._publish(frame)
                 await asyncio.sleep(self.hub.interval)
         finally:
@@ -124,22 +174,20 @@ class BoardFeed:
             sessions = _sessions(tokens)
             rows, _ = board_rows(self.flt, settings=self.hub.settings, barriers=self.hub.barriers)
         except KickoffError as exc:
-            return Frame(self._seq, {}, dict(self._texts), problem=str(exc))
-        kinds = {s.can_act for s in sessions.values() if s is not None}
-        changed = rows != self._rows
-        for can_act in kinds:
-            if changed or can_act not in self._texts:
-                self._texts[can_act] = self._render(rows, can_act)
-        self._rows = rows
-        return Frame(self._seq, sessions, dict(self._texts))
-
-    def _render(self, rows: list[BoardRow], can_act: bool) -> tuple[int, str]:
-        html = self.hub.rows_template.render(rows=rows, session=_Kind(can_act), csrf_token="", here="/")
-        version, event = self._texts.get(can_act, (0, ""))
-        if self._html.get(can_act) == html:
-            return version, event
-        self._html[can_act] = html
-        return version + 1, sse("board", json.dumps({"html": html, "count": len(rows)}))
+            return Frame(self._seq, {}, {}, problem=str(exc))
+        template = self.hub.rows_template
+        events: dict[bool, tuple[int, bytes | None, bytes | None]] = {}
+        for can_act in {s.can_act for s in sessions.values() if s is not None}:
+            rendered = self._rendered.setdefault(can_act, _Rendered(can_act))
+            if rows != rendered.rows:
+                rendered.update(rows, template)
+            behind = any(
+                v.session.can_act == can_act and v.sent_version < rendered.version - 1 for v in viewers
+            )
+            if behind or rendered.delta is None:
+                rendered.build_full(template)
+            events[can_act] = (rendered.version, rendered.full, rendered.delta)
+        return Frame(self._seq, sessions, events)
 
 
 @dataclass(frozen=True)

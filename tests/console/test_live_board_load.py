@@ -205,7 +205,7 @@ def test_thirty_streams_keep_the_api_within_its_pool_and_one_past_the_process_ca
         seen.update(pids)
         return bool(streams[0].ids) and streams[0].ids[-1] >= first + 15
 
-    wait_for(sampled, timeout=120, interval=0.02, what="fifteen frames while sampling pg_stat_activity")
+    wait_for(sampled, timeout=90, interval=0.02, what="fifteen frames while sampling pg_stat_activity")
     assert all(s.ids for s in streams)
     assert most <= POOL, most
     assert len(seen) <= POOL, seen  # the same pooled connections, none opened per reading

@@ -51,7 +51,7 @@ async def board_events(request: Request, session: PageSession, flt: Filter) -> S
     feed, viewer = hub.join(flt, token, session)
     keepalive = max(5.0, 3 * hub.interval)
 
-    async def stream() -> AsyncIterator[str]:
+    async def stream() -> AsyncIterator[str | bytes]:
         try:
             yield "retry: 2000\n\n"
             while not await request.is_disconnected():
@@ -68,10 +68,13 @@ async def board_events(request: Request, session: PageSession, flt: Filter) -> S
                 if frame.problem is not None:
                     yield sse("problem", frame.problem, event_id=frame.seq)
                     continue
-                version, event = frame.events.get(viewer.session.can_act, (0, ""))
-                if version > viewer.sent_version:
+                version, full, delta = frame.events.get(viewer.session.can_act, (0, None, None))
+                # the same bytes for every stream of the filter: the changed rows, else every row
+                event = delta if delta is not None and viewer.sent_version == version - 1 else full
+                if version > viewer.sent_version and event is not None:
                     viewer.sent_version = version
-                    yield f"id: {frame.seq}\n{event}"
+                    yield f"id: {frame.seq}\n".encode()
+                    yield event
                 else:
                     yield f"id: {frame.seq}\n: unchanged\n\n"
         finally:
