@@ -13,6 +13,7 @@ import psycopg2
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from config.clock import utcnow
 from models.listener_record import MatchListenerRecord
 from tests.api.conftest import Server, serving
 from tests.console.conftest import Signed, sign_in
@@ -271,3 +272,25 @@ def test_readyz_is_kept_two_seconds_and_reuses_one_amqp_connection(board_server,
     wait_for(probed_again, timeout=60, interval=0.5, what="two more rounds of probes")
     connections.append(_vhost_connections(vhost))
     assert len(connections[0]) == 1 and connections[0] == connections[1], connections
+
+
+def test_a_row_that_changes_in_place_is_sent_alone_after_the_first_full_board(
+    board_server, console_keys, sessions, streams, make_match
+):
+    running = make_match(status="inprogress", sr_id="sr:match:delta-running")
+    quiet = make_match(status="inprogress", sr_id="sr:match:delta-quiet")
+    MatchListenerRecord.create(id=str(uuid.uuid4()), match=running.id)  # its heartbeat age grows
+    MatchListenerRecord.create(id=str(uuid.uuid4()), match=quiet.id, ended_at=utcnow(), exit_code=0)
+    client = _session(board_server, console_keys["operator"], sessions)
+    data: list[str] = []
+    with client.client.stream("GET", "/events/board", params={"q": "delta-"}) as answer:
+        event = None
+        for line in answer.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: ") and event in ("board", "rows"):
+                data.append(f"{event} {line[6:]}")
+                if event == "rows" or len(data) >= 10:
+                    break
+    assert data[0].startswith("board ") and str(quiet.id) in data[0] and str(running.id) in data[0]
+    assert data[-1].startswith("rows ") and str(running.id) in data[-1] and str(quiet.id) not in data[-1]
