@@ -101,7 +101,9 @@ class PooledKickoffDatabase(_PooledPostgresqlDatabase, KickoffDatabase):
     starts takes a connection every few milliseconds), and closed once it is ``max_age_seconds``
     old (idle ones at the next take), so a process that goes quiet falls back to the connections
     it still uses. A thread that finds every connection taken waits for one up to
-    ``wait_seconds``, then fails like a connect that timed out.
+    ``wait_seconds``, then fails like a connect that timed out; before it waits, the connections
+    of threads that ended without handing theirs back (a thread pool retires idle threads) are
+    closed and their places freed.
     """
 
     #: A connection handed back less than this long ago is taken without its ``SELECT 1``.
