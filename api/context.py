@@ -12,8 +12,13 @@ from publisher.amqp import AmqpPublisher, publisher_from_settings
 from publisher.trigger_saves import TriggerCommitter
 
 if TYPE_CHECKING:
+    from api.readiness import Readiness
     from models.barriers import Barriers
     from runs.catalog import Catalog
+
+
+#: Request threads of an API process (anyio's default) and the size of its pool when the setting is unset.
+REQUEST_THREADS = 40
 
 
 class ApiContext:
@@ -37,16 +42,35 @@ class ApiContext:
         import actors  # noqa: F401  the broker of start messages
 
         self.database()
+        self.limit_request_threads(self.pool_size or REQUEST_THREADS)
+
+    @property
+    def pool_size(self) -> int:
+        """PostgreSQL connections this process keeps at most (DATABASE_POOL_MAX_CONNECTIONS, unset:
+        REQUEST_THREADS; 0: no pool)."""
+        size = self.settings.database_pool_max_connections
+        return REQUEST_THREADS if size is None else size
 
     def database(self) -> None:
-        """Bind the model layer to DATABASE_URL (connections are opened per thread on first use)."""
+        """Bind the model layer to DATABASE_URL through the process's pool (a request thread takes one
+        connection on first use and keeps it; a retired thread's connection is reclaimed)."""
         from models.db import init_database
 
         init_database(
             self.settings.database_url,
             connect_timeout_seconds=self.settings.database_connect_timeout_seconds,
             statement_timeout_seconds=self.settings.database_statement_timeout_seconds,
+            pool_max_connections=self.pool_size,
+            pool_max_age_seconds=self.settings.database_pool_max_age_seconds,
         )
+
+    @staticmethod
+    def limit_request_threads(threads: int) -> None:
+        """At most ``threads`` request threads at once (anyio's default limiter: sync routes and every
+        ``run_in_threadpool``), so the threads never hold more connections than the pool has."""
+        import anyio.to_thread
+
+        anyio.to_thread.current_default_thread_limiter().total_tokens = threads
 
     def publisher(self) -> AmqpPublisher:
         """This thread's RabbitMQ publisher (pika connections are not thread-safe)."""
@@ -57,6 +81,13 @@ class ApiContext:
             with self._lock:
                 self._publishers.append(pub)
         return pub
+
+    @cached_property
+    def readiness(self) -> Readiness[tuple[dict[str, object], int]]:
+        """The kept /readyz answer and the AMQP connection its probes reuse."""
+        from api.readiness import Readiness
+
+        return Readiness(settings=self.settings)
 
     @cached_property
     def barriers(self) -> Barriers:
@@ -84,3 +115,5 @@ class ApiContext:
             pubs, self._publishers = self._publishers, []
         for pub in pubs:
             pub.close()
+        if "readiness" in self.__dict__:
+            self.readiness.close()

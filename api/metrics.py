@@ -11,11 +11,15 @@ process reports the whole deployment. A source that does not answer is reported 
 from __future__ import annotations
 
 import logging
+import math
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client import Counter as PromCounter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -51,7 +55,33 @@ class ApiMetrics:
             " worker ticks: dramatiq_message_duration_milliseconds on the workers.",
             registry=self.registry,
         )
-        self.registry.register(SharedStateCollector(ctx))
+        self.shared_state_reads = PromCounter(
+            "kickoff_metrics_shared_state_reads",
+            "Readings of the deployment's state for /metrics by this process (at most one per"
+            " METRICS_CACHE_SECONDS; scrapes in between get the figures read last).",
+            registry=self.registry,
+        )
+        self.readiness_probes = PromCounter(
+            "kickoff_readiness_probes",
+            "Rounds of service probes /readyz made in this process (answers are kept 2 s).",
+            registry=self.registry,
+        )
+        self.board_reads = PromCounter(
+            "kickoff_console_board_reads",
+            "Readings of the live board by this process's console streams (one per filter with viewers"
+            " per CONSOLE_BOARD_REFRESH_SECONDS, shared by every stream of that filter).",
+            registry=self.registry,
+        )
+        self.board_streams = Gauge(
+            "kickoff_console_board_streams",
+            "Live board streams (server-sent events) this process serves now.",
+            registry=self.registry,
+        )
+        self.registry.register(
+            SharedStateCollector(
+                ctx, cache_seconds=ctx.settings.metrics_cache_seconds, reads=self.shared_state_reads
+            )
+        )
         self.registry.register(set_aside_counter())  # items this process's loops set aside
 
     def observe_request(self, path: str, status: int, seconds: float) -> None:
@@ -61,15 +91,38 @@ class ApiMetrics:
 
 
 class SharedStateCollector(Collector):
-    """Reads the deployment's state from PostgreSQL and Redis on every scrape."""
+    """Reads the deployment's state from PostgreSQL and Redis, at most once per ``cache_seconds``.
 
-    def __init__(self, ctx: ApiContext) -> None:
+    Scrapes within that window get the metrics read last; concurrent scrapes share one reading.
+    """
+
+    def __init__(self, ctx: ApiContext, *, cache_seconds: float, reads: PromCounter) -> None:
         self.ctx = ctx
+        self.cache_seconds = cache_seconds
+        self.reads = reads
+        self._lock = threading.Lock()
+        self._read_at = -math.inf
+        self._metrics: list[Metric] = []
 
     def describe(self) -> list[Metric]:
         return []  # collected on demand; nothing to describe at registration
 
     def collect(self) -> Iterator[Metric]:
+        from models.db import database
+
+        with self._lock:
+            if time.monotonic() - self._read_at >= self.cache_seconds:
+                try:
+                    self._metrics = list(self._read())
+                finally:
+                    if not database.is_closed():
+                        database.close()  # this thread's connection goes back to the pool
+                self._read_at = time.monotonic()
+                self.reads.inc()
+            metrics = self._metrics
+        yield from metrics
+
+    def _read(self) -> Iterator[Metric]:
         up = GaugeMetricFamily(
             "kickoff_metrics_source_up", "Whether a metrics source answered this scrape.", labels=["source"]
         )

@@ -7,8 +7,20 @@ Starts `kickoff serve` on a throw-away database and vhost, then
      of triggers, and prints triggers/s.
 Every trigger is a new action (its own key): transaction, publish, broker confirm, mark.
 
+With --viewers V (issue 24's load figure) it measures instead, on a board of --board matches (20
+of them with a running listener, so the board changes every refresh):
+  1. trigger p50/p99 (one keep-alive client, a trigger every 20 ms) with nothing else running;
+  2. PostgreSQL transactions of the bench database (pg_stat_database.xact_commit) over a window
+     with one live board viewer, then with V viewers (operator sessions, full board);
+  3. trigger p50/p99 again with the V viewers streaming and --scrapers clients scraping /metrics
+     every 15 s; and prints the ratios to the goals (p99 <= 2 x idle; transactions <= 2 x one
+     viewer's) with the load average.
+
 Run: .venv/bin/python bench/api_latency.py [--requests N] [--clients C] [--total T] [--workers W]
+     .venv/bin/python bench/api_latency.py --viewers 50 --scrapers 4 --board 5000 [--seconds S]
 Goals (issue 14): HTTP p50 within 1.5 ms of the library call; >= 800 triggers/s with 32 clients.
+Goals (issue 24): with V viewers and the scrapers, trigger p99 <= 2 x idle p99; the streams'
+transactions with V viewers <= 2 x one viewer's.
 """
 
 from __future__ import annotations
@@ -114,6 +126,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32, help="Concurrent clients of the load run.")
     parser.add_argument("--total", type=int, default=4000, help="Triggers of the load run.")
     parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes of kickoff serve.")
+    parser.add_argument("--viewers", type=int, default=0, help="Live board viewers (0: the trigger runs).")
+    parser.add_argument("--scrapers", type=int, default=4, help="/metrics scrapers, every 15 s each.")
+    parser.add_argument("--board", type=int, default=5000, help="Matches on the board.")
+    parser.add_argument("--seconds", type=float, default=45.0, help="Length of each measured window.")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     with bench_environment() as settings:
@@ -124,8 +140,22 @@ def main() -> None:
         )
         try:
             print(f"kickoff serve --workers {args.workers} at {url}")
-            _one_client(url, key, settings, args.requests)
-            _many_clients(url, key, args.clients, args.total)
+            if args.viewers:
+                from bench._board_load import board_load
+
+                board_load(
+                    url,
+                    key,
+                    settings,
+                    viewers=args.viewers,
+                    scrapers=args.scrapers,
+                    board=args.board,
+                    seconds=args.seconds,
+                    body=_body,
+                )
+            else:
+                _one_client(url, key, settings, args.requests)
+                _many_clients(url, key, args.clients, args.total)
         finally:
             proc.terminate()
             proc.wait(timeout=30)

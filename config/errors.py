@@ -317,6 +317,10 @@ class SignInRefused(ConsoleError):
     """Raised when a presented API key cannot open a console session (unknown, revoked, trigger scope)."""
 
 
+class StreamLimitReached(ConsoleError):
+    """Raised when a live board stream would pass CONSOLE_STREAMS_PER_SESSION or _PER_PROCESS (429)."""
+
+
 class SignInRequired(ConsoleError):
     """Raised when a console page is asked for without a live session (answered with the sign-in form)."""
 

@@ -165,7 +165,8 @@ class BaseEnvironment(BaseSettings):
     database_pool_max_connections: NonNegativeInt | None = None
     """PostgreSQL connections one worker process keeps and reuses at most (starts, heartbeats, queries);
     unset: LISTENER_DB_CONCURRENCY + 2, at least 10; 0: no pool (a connection per use). Give a process whose
-    threads use the database at once more than that a larger pool."""
+    threads use the database at once more than that a larger pool. An API process (kickoff serve) runs at
+    most this many request threads (unset: 40, 0: 40 without a pool)."""
     database_pool_max_age_seconds: PositiveFloat = 60.0
     """A pooled PostgreSQL connection is closed once this old (idle ones first)."""
 
@@ -240,12 +241,20 @@ class BaseEnvironment(BaseSettings):
     """With `kickoff serve --proxy-headers`: the proxies (comma-separated addresses or networks, `*` any)
     whose X-Forwarded-For / X-Forwarded-Proto give the client's address and scheme; from anyone else they
     are ignored."""
+    metrics_cache_seconds: NonNegativeFloat = 10.0
+    """GET /metrics reads the deployment's state from PostgreSQL and Redis at most once this often per API
+    process; scrapes in between get the same figures (0: every scrape reads)."""
     console_cookie_secure: bool = False
     """The session cookie is `__Host-kickoff_console` and Secure unless a request came over plain HTTP to a
     loopback address (then `kickoff_console`); true: Secure always (a TLS proxy on the same host that sends no
     X-Forwarded-Proto)."""
     console_board_refresh_seconds: PositiveFloat = 1.0
-    """How often the console's live board reads the board anew (server-sent events)."""
+    """How often the console's live board reads the board anew (server-sent events): once per interval for
+    each distinct filter with viewers, shared by every stream of the API process."""
+    console_streams_per_session: PositiveInt = 4
+    """Live board streams one console session may hold open at once (one more: 429)."""
+    console_streams_per_process: PositiveInt = 200
+    """Live board streams one API process serves at once, every session together (one more: 429)."""
     console_session_hours: PositiveFloat = 12.0
     """A console sign-in lasts at most this long (revoking its API key ends it at once)."""
     console_session_idle_minutes: PositiveFloat = 30.0

@@ -101,7 +101,9 @@ class PooledKickoffDatabase(_PooledPostgresqlDatabase, KickoffDatabase):
     starts takes a connection every few milliseconds), and closed once it is ``max_age_seconds``
     old (idle ones at the next take), so a process that goes quiet falls back to the connections
     it still uses. A thread that finds every connection taken waits for one up to
-    ``wait_seconds``, then fails like a connect that timed out.
+    ``wait_seconds``, then fails like a connect that timed out; before it waits, the connections
+    of threads that ended without handing theirs back (a thread pool retires idle threads) are
+    closed and their places freed.
     """
 
     #: A connection handed back less than this long ago is taken without its ``SELECT 1``.
@@ -120,6 +122,31 @@ class PooledKickoffDatabase(_PooledPostgresqlDatabase, KickoffDatabase):
         self._returned_at: dict[int, float] = {}  # id(connection) -> monotonic time handed back
         self.full_takes = 0  # takes that found every connection in use (the thread then waits or fails)
         self._full_takes_lock = threading.Lock()
+        self._owners: dict[int, threading.Thread] = {}  # id(connection) -> the thread holding it
+
+    def _connect(self) -> Any:
+        with self._pool_lock:
+            if not self._connections and len(self._in_use) >= self._max_connections:
+                self._reclaim_orphans()
+            try:
+                conn = super()._connect()
+            except MaxConnectionsExceeded:
+                with self._full_takes_lock:
+                    self.full_takes += 1
+                raise
+            self._owners[id(conn)] = threading.current_thread()
+            return conn
+
+    def _reclaim_orphans(self) -> None:
+        """Close the connections held by threads that ended (a request thread pool retires idle
+        threads; the thread's connection would stay counted as in use for ever)."""
+        for key, owner in list(self._owners.items()):
+            if owner.is_alive():
+                continue
+            del self._owners[key]
+            held = self._in_use.pop(key, None)
+            if held is not None:
+                self._close_raw(held.connection)
 
     def _is_closed(self, conn: Any) -> bool:
         returned = self._returned_at.pop(id(conn), None)
@@ -130,17 +157,11 @@ class PooledKickoffDatabase(_PooledPostgresqlDatabase, KickoffDatabase):
         return bool(super()._is_closed(conn))
 
     def _close(self, conn: Any, close_conn: bool = False) -> None:
-        super()._close(conn, close_conn)
+        with self._pool_lock:
+            super()._close(conn, close_conn)
+            self._owners.pop(id(conn), None)
         if not close_conn and not conn.closed:
             self._returned_at[id(conn)] = time.monotonic()
-
-    def _connect(self) -> Any:
-        try:
-            return super()._connect()
-        except MaxConnectionsExceeded:
-            with self._full_takes_lock:
-                self.full_takes += 1
-            raise
 
     def connect(self, reuse_if_open: bool = False) -> bool:
         try:

@@ -220,14 +220,15 @@ class AmqpPublisher:
 
     # -- queues ---------------------------------------------------------------------
 
-    def check_queue(self, queue: str) -> None:
+    def check_queue(self, queue: str, *, again: bool = False) -> None:
         """Make sure ``queue`` takes messages: passive declare (outbox, ``passive_queues``), else durable.
 
-        A missing queue raises MissingQueueError naming it; the channel the broker closed is
-        reopened so the publisher keeps working.
+        A queue checked before on this connection is not asked again unless ``again`` (readiness
+        probes ask every time). A missing queue raises MissingQueueError naming it; the channel
+        the broker closed is reopened so the publisher keeps working.
         """
         self._ensure_open()
-        if queue in self._checked:
+        if queue in self._checked and not again:
             return
         try:
             if declare_passive(queue) or queue in self.passive_queues:

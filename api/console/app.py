@@ -7,8 +7,10 @@ from urllib.parse import urlencode
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse
 
+from api.console.board_feed import BoardHub
 from api.console.routes import access, board, match, publishing, queues, trades
 from api.console.throttle import SignInThrottle
+from api.console.web import templates
 from config.errors import SignInRequired
 
 
@@ -20,6 +22,14 @@ def install_console(app: FastAPI) -> None:
     for module in (access, board, match, publishing, queues, trades):
         app.include_router(module.router)
     app.state.sign_in_throttle = SignInThrottle(app.state.ctx.settings.console_sign_in_failures_per_minute)
+    ctx = app.state.ctx
+    app.state.board_hub = BoardHub(
+        settings=ctx.settings,
+        barriers=lambda: ctx.barriers,
+        rows_template=templates.get_template("_board_rows.html"),
+        reads=app.state.metrics.board_reads,
+        streams=app.state.metrics.board_streams,
+    )
 
     @app.exception_handler(SignInRequired)
     async def sign_in_first(_request: Request, exc: SignInRequired) -> RedirectResponse:

@@ -35,12 +35,11 @@ def _dramatiq_broker(ctx: ApiContext) -> None:
 
 
 def _rabbitmq(ctx: ApiContext) -> None:
-    from publisher.amqp import publisher_from_settings
     from publisher.queues import OUTBOX_QUEUES
 
-    with publisher_from_settings(ctx.settings) as publisher:
-        for queue in OUTBOX_QUEUES:
-            publisher.check_queue(queue)
+    publisher = ctx.readiness.publisher()  # one AMQP connection, kept between probes
+    for queue in OUTBOX_QUEUES:
+        publisher.check_queue(queue, again=True)
 
 
 PROBES: tuple[tuple[str, Callable[[ApiContext], None]], ...] = (
@@ -62,8 +61,16 @@ def readyz(request: Request) -> JSONResponse:
     """PostgreSQL, Redis, the Dramatiq broker and RabbitMQ answer; 503 names any that does not.
 
     Each service is ``ok`` or ``failing``: why (and where) is in the server's log, not the answer.
+    An answer is kept 2 s: callers in that window share one round of probes.
     """
     ctx = ctx_of(request)
+    body, status = ctx.readiness.answer(
+        lambda: _probe(ctx), on_probe=request.app.state.metrics.readiness_probes.inc
+    )
+    return JSONResponse(body, status_code=status)
+
+
+def _probe(ctx: ApiContext) -> tuple[dict[str, object], int]:
     services: dict[str, str] = {}
     for name, probe in PROBES:
         try:
@@ -74,7 +81,7 @@ def readyz(request: Request) -> JSONResponse:
             services[name] = "failing"
     failing = [name for name, state in services.items() if state != "ok"]
     body = {"status": "unavailable" if failing else "ready", "failing": failing, "services": services}
-    return JSONResponse(body, status_code=503 if failing else 200)
+    return body, 503 if failing else 200
 
 
 @router.get("/metrics")

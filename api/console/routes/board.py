@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import Response, StreamingResponse
-from starlette.concurrency import run_in_threadpool
 
+from api.console.board_feed import BoardHub, sse
 from api.console.board_view import BoardFilter, board_rows
-from api.console.web import OperatorSession, PageSession, StreamSession, act, render, session_of, templates
+from api.console.web import OperatorSession, PageSession, StreamSession, act, render, session_token
 from api.headers import ctx_of
-from config.errors import KickoffError
 from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
 from lifecycle.dispatch import MANUAL_WITHIN_MINUTES, dispatch_upcoming_match_listeners, request_start
 from lifecycle.match_ref import resolve_match_id
@@ -41,47 +38,53 @@ def board_page(request: Request, session: PageSession, flt: Filter) -> Response:
     return render(request, "board.html", rows=rows, leagues=leagues, flt=flt, here=str(request.url.path))
 
 
-def _sse(event: str, data: str) -> str:
-    lines = "".join(f"data: {line}\n" for line in data.splitlines() or [""])
-    return f"event: {event}\n{lines}\n"
-
-
 @router.get("/events/board")
 async def board_events(request: Request, session: StreamSession, flt: Filter) -> StreamingResponse:
     """Server-sent events: the board's rows (rendered as on the page) whenever they change.
 
-    Without a live session, 401. The session is checked on every read (without counting as use),
-    so a revoked key, a sign-out or the idle timeout ends the stream.
+    Every stream of one filter shares one reading per interval (``id:`` is its number); the
+    session is checked on every reading (without counting as use), so a revoked key, a sign-out or
+    the idle timeout ends the stream; without a live session, 401. Past
+    CONSOLE_STREAMS_PER_SESSION or CONSOLE_STREAMS_PER_PROCESS the answer is 429.
     """
-    ctx = ctx_of(request)
-    interval = ctx.settings.console_board_refresh_seconds
-    rows_template = templates.get_template("_board_rows.html")
+    hub: BoardHub = request.app.state.board_hub
+    token = session_token(request) or ""
+    feed, viewer = hub.join(flt, token, session)
+    keepalive = max(5.0, 3 * hub.interval)
 
-    async def stream() -> AsyncIterator[str]:
-        last = None
-        yield "retry: 2000\n\n"
-        while not await request.is_disconnected():
-            live = await session_of(request, touch=False)
-            if live is None:
-                yield _sse("signed-out", "")
-                return
-            try:
-                rows, _ = await run_in_threadpool(
-                    board_rows, flt, settings=ctx.settings, barriers=ctx.barriers
-                )
-            except KickoffError as exc:
-                yield _sse("problem", str(exc))
-            else:
-                html = rows_template.render(rows=rows, session=live, csrf_token=live.csrf_token, here="/")
-                if html != last:
-                    yield _sse("board", json.dumps({"html": html, "count": len(rows)}))
-                    last = html
+    async def stream() -> AsyncIterator[str | bytes]:
+        try:
+            yield "retry: 2000\n\n"
+            while not await request.is_disconnected():
+                frame = await feed.next_frame(viewer, timeout=keepalive)
+                if frame is None:
+                    yield ": waiting\n\n"
+                    continue
+                if token in frame.sessions:
+                    live = frame.sessions[token]
+                    if live is None:
+                        yield sse("signed-out", "", event_id=frame.seq)
+                        return
+                    viewer.session = live
+                if frame.problem is not None:
+                    yield sse("problem", frame.problem, event_id=frame.seq)
+                    continue
+                version, full, delta = frame.events.get(viewer.session.can_act, (0, None, None))
+                # the same bytes for every stream of the filter: the changed rows, else every row
+                event = delta if delta is not None and viewer.sent_version == version - 1 else full
+                if version > viewer.sent_version and event is not None:
+                    viewer.sent_version = version
+                    yield f"id: {frame.seq}\n".encode()
+                    yield event
                 else:
-                    yield ": unchanged\n\n"
-            await asyncio.sleep(interval)
+                    yield f"id: {frame.seq}\n: unchanged\n\n"
+        finally:
+            hub.leave(feed, viewer)
 
+    events = stream()
+    hub.leave_when_collected(events, feed, viewer)
     return StreamingResponse(
-        stream(),
+        events,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )

@@ -46,9 +46,22 @@
     var rows = document.getElementById("board-rows");
     var state = document.getElementById("live-state");
     var source = new EventSource(table.getAttribute("data-live-board"));
+    // The streamed rows are the same for every session: their forms get this page's CSRF token.
+    var updated = function () {
+      rows.querySelectorAll("input[name=csrf_token]").forEach(function (input) { input.value = csrf || ""; });
+      if (state) { state.textContent = "Updates live. Last update " + new Date().toLocaleTimeString() + "."; }
+    };
     source.addEventListener("board", function (event) {
       rows.innerHTML = JSON.parse(event.data).html;
-      if (state) { state.textContent = "Updates live. Last update " + new Date().toLocaleTimeString() + "."; }
+      updated();
+    });
+    // Only the rows that changed, in place (the board's rows and their order are the same).
+    source.addEventListener("rows", function (event) {
+      JSON.parse(event.data).rows.forEach(function (pair) {
+        var row = rows.querySelector('tr[data-match-id="' + pair[0] + '"]');
+        if (row) { row.outerHTML = pair[1]; }
+      });
+      updated();
     });
     source.addEventListener("problem", function (event) {
       if (state) { state.textContent = "Live updates paused: " + event.data; }
