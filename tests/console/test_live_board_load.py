@@ -37,6 +37,7 @@ def board_server(console_env: dict[str, str], tmp_path_factory: pytest.TempPathF
         "DATABASE_POOL_MAX_CONNECTIONS": str(POOL),
         "CONSOLE_STREAMS_PER_SESSION": str(PER_SESSION),
         "CONSOLE_STREAMS_PER_PROCESS": str(PER_PROCESS),
+        "CONSOLE_SESSIONS_PER_KEY": "100",  # the tests sign one key in many times
         "METRICS_CACHE_SECONDS": str(METRICS_CACHE_SECONDS),
         "DATABASE_POOL_MAX_AGE_SECONDS": "3600",  # no connection renewed while a test counts them
     }
