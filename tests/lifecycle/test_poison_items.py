@@ -9,6 +9,7 @@ import logging
 from datetime import timedelta
 
 import pytest
+import redis
 
 from config.clock import utcnow
 from config.set_aside import set_aside_count
@@ -123,6 +124,31 @@ def test_a_failed_batch_send_to_a_broker_that_is_down_is_not_retried_one_by_one(
 
     result = dispatch(settings=lsettings, barriers=lbarriers, send=down, send_batch=down)
     assert len(calls) == 1 and result.failed == 3 and result.set_aside == []
+    assert not any(lbarriers.is_pending(m.id) for m in matches)
+
+
+@pytest.mark.services  # a private redis-server as the broker
+def test_a_full_broker_redis_fails_the_batch_as_an_outage_and_sets_no_match_aside(
+    make_match, lsettings, lbarriers, actor_runtime, tmp_path
+):
+    """Redis at maxmemory (noeviction) refuses every write: not one bad message per match."""
+    from actors.listeners import send_start, send_starts
+    from tests.private_redis import PrivateRedis
+
+    matches = [make_match(status="inprogress") for _ in range(3)]
+    with PrivateRedis(tmp_path / "redis") as private:
+        actor_runtime(lsettings.model_copy(update={"broker_url": private.url()}))
+        client = redis.Redis(port=private.port)
+        client.config_set("maxmemory", "1mb")
+        client.config_set("maxmemory-policy", "noeviction")
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            for n in range(1000):
+                client.set(f"fill{n}", "x" * 10_000)
+        before = set_aside_count("dispatch")
+        result = dispatch(settings=lsettings, barriers=lbarriers, send=send_start, send_batch=send_starts)
+        client.close()
+    assert result.failed == 3 and result.enqueued == 0 and result.set_aside == []
+    assert set_aside_count("dispatch") == before
     assert not any(lbarriers.is_pending(m.id) for m in matches)
 
 
