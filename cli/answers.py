@@ -6,7 +6,7 @@
 | 1 | any other kickoff error (one line) | 500 |
 | 2 | click usage error, unknown id | 400 / 404 |
 | 3 | invalid: the request was refused before anything was saved | 422 |
-| 4 | conflict with the current state (a filled or expired pick, a dead draft target) | 409 |
+| 4 | conflict with the current state (a filled or expired pick, a dead draft target, no starts left) | 409 |
 | 5 | unavailable: retry with the same key (a draft target not delivered, a service down) | 503 |
 
 ``publisher_answers`` wraps a command: it turns these errors into their exit code and one line
@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -29,6 +29,7 @@ from config.errors import (
     InvalidTimeError,
     InvalidTrigger,
     ServiceUnavailable,
+    StartAttemptsExhausted,
     TriggerConflictError,
     TriggerUnavailableError,
     TriggerValidationError,
@@ -47,7 +48,7 @@ EXIT_CODES_HELP = (
 
 _ANSWERS: tuple[tuple[tuple[type[BaseException], ...], str, int], ...] = (
     ((TriggerValidationError, InvalidRunParams, InvalidTrigger, InvalidTimeError), "invalid", EXIT_INVALID),
-    ((TriggerConflictError,), "conflict", EXIT_CONFLICT),
+    ((TriggerConflictError, StartAttemptsExhausted), "conflict", EXIT_CONFLICT),
     ((TriggerUnavailableError, ServiceUnavailable), "unavailable", EXIT_UNAVAILABLE),
 )
 
@@ -68,20 +69,31 @@ def publisher_answers(command: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return command(*args, **kwargs)
         except Exception as exc:
-            answer = answer_for(exc)
-            if answer is None:
+            if answer_for(exc) is None:
                 raise
-            status, code = answer
-            if kwargs.get("as_json"):
-                data: dict[str, Any] = {"status": status, "error": str(exc)}
-                if getattr(exc, "field", None) is not None:
-                    data["field"] = exc.field  # type: ignore[attr-defined]
-                if getattr(exc, "tracking_id", None) is not None:
-                    data["tracking_id"] = exc.tracking_id  # type: ignore[attr-defined]
-                    data["published"] = False
-                echo_json(data)
-            else:
-                click.echo(f"Error: {exc}", err=True)
-            sys.exit(code)
+            answer_and_exit(exc, as_json=bool(kwargs.get("as_json")))
 
     return wrapper
+
+
+def answer_and_exit(exc: BaseException, *, as_json: bool, data: dict[str, Any] | None = None) -> NoReturn:
+    """Answer ``exc`` (one this module maps) and exit with its code.
+
+    One line on stderr, or with ``as_json`` one JSON object: ``data`` (a command's own fields)
+    with ``status``, ``error`` and, where known, ``field`` and ``tracking_id``.
+    """
+    answer = answer_for(exc)
+    if answer is None:
+        raise ValueError(f"no answer for {type(exc).__name__}") from exc
+    status, code = answer
+    if as_json:
+        out: dict[str, Any] = {**(data or {}), "status": status, "error": str(exc)}
+        if getattr(exc, "field", None) is not None:
+            out["field"] = exc.field  # type: ignore[attr-defined]
+        if getattr(exc, "tracking_id", None) is not None:
+            out["tracking_id"] = exc.tracking_id  # type: ignore[attr-defined]
+            out["published"] = False
+        echo_json(out)
+    else:
+        click.echo(f"Error: {exc}", err=True)
+    sys.exit(code)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import inspect
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import click
 
-from cli.answers import EXIT_CONFLICT
+from cli.answers import answer_and_exit
 from cli.common import MATCH_ID, echo_json, json_option, parse_assignments
 from cli.context import CliContext
 from config.errors import NotFound, StartAttemptsExhausted
@@ -83,8 +82,7 @@ def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: boo
                 send=send_start,
             )
         except StartAttemptsExhausted as exc:  # a conflict, as `kickoff listeners start` answers it
-            click.echo(f"Error: {exc}", err=True)
-            sys.exit(EXIT_CONFLICT)
+            answer_and_exit(exc, as_json=as_json)
         message_id = message.message_id if message else None
     else:
         from actors.broker import broker_errors

@@ -6,7 +6,6 @@ start enqueues a start_match_listener message for the listener worker.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
@@ -103,7 +102,10 @@ def dispatch_cmd(
     metavar="KEY=VALUE",
     help="Listener setting for this start only (strongest layer); repeatable.",
 )
-@json_option('Print {"match_id", "enqueued", "message_id", "force", "detail"} (and "exhausted": true).')
+@json_option(
+    'Print {"match_id", "enqueued", "message_id", "force", "detail"} (exhausted: also "exhausted": true, '
+    '"status": "conflict", "error").'
+)
 @click.pass_obj
 def start_cmd(obj: CliContext, match_id: str, force: bool, overrides: tuple[str, ...], as_json: bool) -> None:
     """Enqueue a start of MATCH_ID's listener on the match_listeners queue; prints the message id.
@@ -113,7 +115,7 @@ def start_cmd(obj: CliContext, match_id: str, force: bool, overrides: tuple[str,
     whose start attempts are exhausted is a conflict (exit 4, nothing enqueued): start it with
     --force.
     """
-    from cli.answers import EXIT_CONFLICT
+    from cli.answers import answer_and_exit
     from config.errors import StartAttemptsExhausted
     from lifecycle.dispatch import request_start
     from lifecycle.start import load_match, validate_listener_settings
@@ -128,11 +130,7 @@ def start_cmd(obj: CliContext, match_id: str, force: bool, overrides: tuple[str,
             match_id, overrides=parsed or None, force=force, barriers=obj.barriers, send=_send_start()
         )
     except StartAttemptsExhausted as exc:
-        if as_json:
-            echo_json({**data, "exhausted": True, "detail": str(exc)})
-        else:
-            click.echo(f"Error: {exc}", err=True)
-        sys.exit(EXIT_CONFLICT)
+        answer_and_exit(exc, as_json=as_json, data={**data, "exhausted": True, "detail": str(exc)})
     if as_json:
         data.update(enqueued=message is not None, message_id=message.message_id if message else None)
         echo_json({**data, "detail": note})

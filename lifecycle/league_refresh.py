@@ -13,8 +13,8 @@ Rows are keyed by the provider's id within the league. A value that changed is u
 ``updated_at``); an unchanged row is not written, so a second run with the same documents
 changes nothing. Teams and seasons the provider no longer lists are kept. Each document is
 applied in one transaction. A malformed team or season (no id, name, year or type, unreadable
-dates) is set aside with its reason (config.set_aside: one log line, one count); the others
-are stored.
+dates, a text field PostgreSQL cannot store: config.feed_text) is set aside with its reason
+(config.set_aside: one log line, one count); the others are stored.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ import peewee
 
 from config.clock import utcnow
 from config.errors import MalformedFeedEntry, ScheduleFetchError
+from config.feed_text import feed_id, feed_text
 from config.set_aside import set_aside
 from config.settings import MatchListenerEnvironment, mask_url
-from lifecycle.schedule import RefreshResult, fetch
+from lifecycle.schedule import RefreshResult, entries, entry_name, fetch
 
 logger = logging.getLogger(__name__)
 
@@ -57,18 +58,19 @@ def league_document_path(league: str, access: str, document: str) -> str:
 # -- parsing the provider's documents ------------------------------------------------
 
 
-def _text(value: Any) -> str | None:
-    return str(value) if value not in (None, "") else None
-
-
 def parse_league(doc: dict[str, Any], *, url: str) -> LeagueMetadata:
     """The ``league`` object (id required) of a hierarchy, teams or seasons document."""
     league = doc.get("league")
     if not isinstance(league, dict) or not league.get("id"):
         raise ScheduleFetchError(f"league document {url} has no league id")
-    return LeagueMetadata(
-        sr_id=str(league["id"]), alias=_text(league.get("alias")), full_name=_text(league.get("name"))
-    )
+    try:
+        return LeagueMetadata(
+            sr_id=feed_id(league["id"], "league id"),
+            alias=feed_text(league.get("alias"), "league alias"),
+            full_name=feed_text(league.get("name"), "league name"),
+        )
+    except MalformedFeedEntry as exc:
+        raise ScheduleFetchError(f"league document {url}: {exc}") from exc
 
 
 def team_values(raw: Any) -> dict[str, Any]:
@@ -78,19 +80,15 @@ def team_values(raw: Any) -> dict[str, Any]:
     if not raw.get("id") or not raw.get("name"):
         raise MalformedFeedEntry("a team needs an id and a name")
     return {
-        "sr_id": str(raw["id"]),
-        "name": str(raw["name"]),
-        "market": _text(raw.get("market")),
-        "alias": _text(raw.get("alias") or raw.get("abbr")),
+        "sr_id": feed_id(raw["id"]),
+        "name": feed_text(raw["name"], "name"),
+        "market": feed_text(raw.get("market"), "market"),
+        "alias": feed_text(raw.get("alias") or raw.get("abbr"), "alias"),
     }
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def _entries(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, list) else []
 
 
 def checked(
@@ -102,13 +100,7 @@ def checked(
         try:
             out.append(values_of(raw))
         except MalformedFeedEntry as exc:
-            raw_id = raw.get("id") if isinstance(raw, dict) else None
-            item = (
-                f"{kind} {raw_id}"
-                if isinstance(raw_id, str | int) and raw_id != ""
-                else f"{kind} #{position}"
-            )
-            set_aside(LOOP, f"{item} of {url}", str(exc))
+            set_aside(LOOP, f"{entry_name(kind, raw, position)} of {url}", str(exc))
     return out
 
 
@@ -121,10 +113,17 @@ def hierarchy_teams(doc: dict[str, Any], *, url: str = "") -> list[dict[str, Any
     teams = []
     for group in _dicts(groups):
         for division in _dicts(group.get("divisions")):
-            for values in checked("team", _entries(division.get("teams")), team_values, url=url):
-                values["conference"] = _text(group.get("name"))
-                values["division"] = _text(division.get("name"))
-                teams.append(values)
+
+            def grouped_team(
+                raw: Any, group: dict[str, Any] = group, division: dict[str, Any] = division
+            ) -> dict[str, Any]:
+                return {
+                    **team_values(raw),
+                    "conference": feed_text(group.get("name"), "conference name"),
+                    "division": feed_text(division.get("name"), "division name"),
+                }
+
+            teams += checked("team", entries(division.get("teams")), grouped_team, url=url)
     return teams
 
 
@@ -135,7 +134,7 @@ def season_values(raw: Any) -> dict[str, Any]:
     if not raw.get("id"):
         raise MalformedFeedEntry("a season needs an id")
     kind = raw.get("type")
-    kind = kind.get("code") if isinstance(kind, dict) else kind
+    kind = feed_text(kind.get("code") if isinstance(kind, dict) else kind, "type")
     try:
         year = int(raw["year"])
         start = date.fromisoformat(raw["start_date"]) if raw.get("start_date") else None
@@ -147,10 +146,10 @@ def season_values(raw: Any) -> dict[str, Any]:
     if not kind:
         raise MalformedFeedEntry("a season needs a type")
     return {
-        "sr_id": str(raw["id"]),
+        "sr_id": feed_id(raw["id"]),
         "year": year,
-        "type": str(kind).upper(),
-        "status": _text(raw.get("status")),
+        "type": kind.upper(),
+        "status": feed_text(raw.get("status"), "status"),
         "start_date": start,
         "end_date": end,
     }
@@ -266,7 +265,7 @@ def refresh_league_teams(settings: MatchListenerEnvironment, *, league: str) -> 
 
     url, doc = _refresh(settings, league=league, document="teams")
     parse_league(doc, url=url)
-    teams = checked("team", _entries(doc.get("teams")), team_values, url=url)
+    teams = checked("team", entries(doc.get("teams")), team_values, url=url)
     return _result(league, url, "teams", teams, _store(league, None, Team, teams))
 
 
@@ -276,5 +275,5 @@ def refresh_league_seasons(settings: MatchListenerEnvironment, *, league: str) -
 
     url, doc = _refresh(settings, league=league, document="seasons")
     parse_league(doc, url=url)
-    seasons = checked("season", _entries(doc.get("seasons")), season_values, url=url)
+    seasons = checked("season", entries(doc.get("seasons")), season_values, url=url)
     return _result(league, url, "seasons", seasons, _store(league, None, Season, seasons))

@@ -5,8 +5,9 @@ ones get their start time and title updated and their status through ``Match.app
 (freeze and heal, see models.status.refreshed_status). Refresh never starts listeners.
 
 Each game is handled on its own: a malformed one (not an object, no id, an unreadable start
-time, a field of the wrong type) is set aside with its reason (config.set_aside: one log
-line, one count) and the games after it are upserted all the same.
+time, a field of the wrong type or text PostgreSQL cannot store: config.feed_text) is set
+aside with its reason (config.set_aside: one log line, one count) and the games after it are
+upserted all the same.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import requests
 
 from config.clock import parse_iso8601, utcnow
 from config.errors import InvalidTimeError, MalformedFeedEntry, ScheduleFetchError
+from config.feed_text import feed_id, feed_text
 from config.set_aside import set_aside
 from config.settings import MatchListenerEnvironment, mask_url
 from models.season_calendar import nfl_week, season_year
@@ -92,43 +94,33 @@ def fetch(settings: MatchListenerEnvironment, path: str, *, what: str = "schedul
 def games_of(doc: dict[str, Any]) -> list[Any]:
     """Every game entry of a daily (``games``), weekly (``week.games``) or season (``weeks[].games``)
     document, as given (``schedule_entry`` checks each one)."""
-    games = list(_entries(doc.get("games")))
+    games = entries(doc.get("games"))
     week = doc.get("week")
     if isinstance(week, dict):
-        games += _entries(week.get("games"))
-    for w in _entries(doc.get("weeks")):
+        games += entries(week.get("games"))
+    for w in entries(doc.get("weeks")):
         if isinstance(w, dict):
-            games += _entries(w.get("games"))
+            games += entries(w.get("games"))
     return games
 
 
-def _entries(value: Any) -> list[Any]:
+def entries(value: Any) -> list[Any]:
+    """The entries of a document's list (a copy), or none when the value is not a list."""
     return list(value) if isinstance(value, list) else []
 
 
-def _text(g: dict[str, Any], key: str) -> str | None:
-    """A text field of a game (None when absent); MalformedFeedEntry for another type or a NUL."""
-    value = g.get(key)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise MalformedFeedEntry(f"{key} is a JSON {type(value).__name__}, not a string")
-    if "\x00" in value:
-        raise MalformedFeedEntry(f"{key} contains a NUL character")
-    return value
+def entry_name(kind: str, raw: Any, position: int) -> str:
+    """How a set-aside entry is named: ``{kind} {id}`` with a usable id, else ``{kind} #{position}``."""
+    raw_id = raw.get("id") if isinstance(raw, dict) else None
+    return f"{kind} {raw_id}" if isinstance(raw_id, str | int) and raw_id != "" else f"{kind} #{position}"
 
 
 def schedule_entry(g: Any) -> ScheduleEntry:
     """Check one game of a schedule document; MalformedFeedEntry saying what is wrong with it."""
     if not isinstance(g, dict):
         raise MalformedFeedEntry(f"a JSON {type(g).__name__}, not an object")
-    raw_id = g.get("id")
-    if isinstance(raw_id, bool) or not isinstance(raw_id, str | int) or raw_id == "":
-        raise MalformedFeedEntry("no id")
-    sr_id = str(raw_id)
-    if "\x00" in sr_id:
-        raise MalformedFeedEntry("id contains a NUL character")
-    scheduled_text = _text(g, "scheduled")
+    sr_id = feed_id(g.get("id"))
+    scheduled_text = feed_text(g.get("scheduled"), "scheduled")
     try:
         scheduled = parse_iso8601(scheduled_text, what="scheduled") if scheduled_text else None
     except InvalidTimeError as exc:
@@ -136,15 +128,9 @@ def schedule_entry(g: Any) -> ScheduleEntry:
     return ScheduleEntry(
         sr_id=sr_id,
         scheduled=scheduled,
-        title=_text(g, "title") or _title(g),
-        status=_text(g, "status") or "scheduled",
+        title=feed_text(g.get("title"), "title") or _title(g),
+        status=feed_text(g.get("status"), "status") or "scheduled",
     )
-
-
-def _item_of(g: Any, position: int) -> str:
-    """How a set-aside game is named: its id when it has a usable one, else its position."""
-    raw_id = g.get("id") if isinstance(g, dict) else None
-    return f"game {raw_id}" if isinstance(raw_id, str | int) and raw_id != "" else f"game #{position}"
 
 
 def upsert_games(league_name: str, games: list[Any], *, url: str = "") -> tuple[int, int, int]:
@@ -167,7 +153,7 @@ def upsert_games(league_name: str, games: list[Any], *, url: str = "") -> tuple[
                 if entry.scheduled is None and not Match.select().where(Match.sr_id == entry.sr_id).exists():
                     raise MalformedFeedEntry("no scheduled time, which a new match needs")
             except MalformedFeedEntry as exc:
-                set_aside(LOOP, f"{_item_of(g, position)}{where}", str(exc))
+                set_aside(LOOP, f"{entry_name('game', g, position)}{where}", str(exc))
                 aside += 1
                 continue
             match = Match.select().where(Match.sr_id == entry.sr_id).first()
@@ -217,7 +203,7 @@ def _title(g: dict[str, Any]) -> str | None:
     if not isinstance(away, dict) or not isinstance(home, dict):
         return None
     try:
-        away_alias, home_alias = _text(away, "alias"), _text(home, "alias")
+        away_alias, home_alias = feed_text(away.get("alias"), "alias"), feed_text(home.get("alias"), "alias")
     except MalformedFeedEntry:
         return None
     return f"{away_alias} @ {home_alias}" if away_alias and home_alias else None

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -47,7 +48,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import redis
 from redis.commands.core import Script
-from redis.exceptions import LockError, LockNotOwnedError, ReadOnlyError
+from redis.exceptions import ClusterDownError, LockError, LockNotOwnedError, OutOfMemoryError, ReadOnlyError
 from redis.lock import Lock
 
 from config.errors import LockNotOwned, RedisCommandRefused, RedisUnavailable
@@ -132,9 +133,28 @@ def connect_redis(url: str) -> redis.Redis:
     return redis.Redis(connection_pool=pool)
 
 
+#: Error codes with which Redis refuses every write, whatever the key: the server is not usable
+#: (full at maxmemory, failing to save, its master gone, a script running, loading its data, a
+#: read-only replica). A script's error starts with the code; a pipeline's carries it after
+#: "caused error: ". Any other refusal (WRONGTYPE, ...) is about one key's data.
+_OUTAGE_CODE = re.compile(
+    r"(?:^|caused error: )(?:OOM|MISCONF|MASTERDOWN|BUSY|LOADING|READONLY|NOREPLICAS|CLUSTERDOWN|TRYAGAIN)\b"
+)
+
+
+def refuses_every_write(exc: redis.ResponseError) -> bool:
+    """True when ``exc`` says Redis as a whole refuses commands (an outage), not one key's data."""
+    return isinstance(exc, OutOfMemoryError | ReadOnlyError | ClusterDownError) or bool(
+        _OUTAGE_CODE.search(str(exc))
+    )
+
+
 @contextmanager
 def redis_errors(*, url: str, setting: str = "REDIS_URL", service: str = "Redis") -> Iterator[None]:
     """The one boundary of the Redis driver: a refused or timed-out command becomes RedisUnavailable.
+
+    So does a command Redis refuses as a whole (OOM, MISCONF, ...: ``refuses_every_write``); a
+    command refused for one key's data (WRONGTYPE, ...) becomes RedisCommandRefused.
 
     ``setting`` names what an operator should look at: REDIS_URL for kickoff's keys, BROKER_URL
     for Dramatiq's broker (sends, queue depths, worker heartbeats).
@@ -143,11 +163,15 @@ def redis_errors(*, url: str, setting: str = "REDIS_URL", service: str = "Redis"
         yield
     except (LockNotOwnedError, LockError) as exc:
         raise LockNotOwned(str(exc)) from exc
-    except (redis.ConnectionError, redis.TimeoutError, ReadOnlyError) as exc:
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise RedisUnavailable(
             service=service, setting=setting, address=mask_url(url), reason=str(exc) or type(exc).__name__
         ) from exc
-    except redis.ResponseError as exc:  # after ReadOnlyError (a failover): one key's data is wrong
+    except redis.ResponseError as exc:
+        if refuses_every_write(exc):
+            raise RedisUnavailable(
+                service=service, setting=setting, address=mask_url(url), reason=str(exc)
+            ) from exc
         raise RedisCommandRefused(f"{service} refused a command: {exc}") from exc
 
 

@@ -38,14 +38,18 @@ def _fake_apt_get(tmp_path: Path) -> tuple[Path, Path]:
     return bin_dir, log
 
 
-def _run_hiding(tmp_path: Path, hidden: list[str], *args: str) -> subprocess.CompletedProcess[str]:
-    """``scripts/test ARGS`` in a mount namespace where each of ``hidden`` is not executable."""
+def _run_hiding(
+    tmp_path: Path, hidden: list[str], *args: str, as_user: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``scripts/test ARGS`` in a mount namespace where each of ``hidden`` is not executable
+    (as the user id ``as_user``, when given, instead of root)."""
     bin_dir, _ = _fake_apt_get(tmp_path)
     blank = tmp_path / "not-a-binary"
     blank.write_text("")
     blank.chmod(0o644)
     binds = "".join(f"mount --bind {shlex.quote(str(blank))} {shlex.quote(p)} && " for p in hidden)
-    command = f"{binds}exec {shlex.quote(str(SCRIPT))} {shlex.join(args)}"
+    user = f"setpriv --reuid={as_user} --regid={as_user} --clear-groups " if as_user is not None else ""
+    command = f"{binds}exec {user}{shlex.quote(str(SCRIPT))} {shlex.join(args)}"
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     return subprocess.run(
         ["unshare", "-m", "--propagation", "private", "sh", "-c", command],
@@ -87,3 +91,25 @@ def test_ci_runs_exactly_the_readmes_test_command():
     assert test_command == "scripts/test"
     ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert ci_lines[-1] == test_command
+
+
+@pytest.mark.e2e
+def test_the_unit_tier_installs_nothing_even_with_the_tools_missing(tmp_path):
+    hidden = ["/usr/bin/chromium", _installed_binary("pgbouncer")]
+    done = _run_hiding(
+        tmp_path, hidden, "-m", "unit", "tests/test_import_graph.py", "-q", "-k", "layers_below"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "apt-get.log").read_text() == ""
+    assert "installing" not in done.stderr and re.search(r"\b1 passed", done.stdout), done.stdout
+
+
+@pytest.mark.e2e
+def test_a_developer_who_is_not_root_is_told_what_is_missing_and_no_install_is_tried(tmp_path):
+    """As nobody (65534). This machine's .venv is root's, so nobody's pytest may not start: only the
+    script's own answer is asserted."""
+    tmp_path.chmod(0o755)
+    done = _run_hiding(tmp_path, ["/usr/bin/chromium"], "tests/test_import_graph.py", as_user=65534)
+    assert (tmp_path / "apt-get.log").read_text() == ""
+    [line] = [x for x in done.stderr.splitlines() if x.startswith("scripts/test:")]
+    assert line == "scripts/test: chromium is missing; install it with: sudo apt-get install -y chromium"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 
 import dramatiq
@@ -13,6 +12,7 @@ from actors.broker import QUEUE_DEFAULT, build_broker
 from cli.processes import ChildProcess, dramatiq_worker_argv
 from tests.api.conftest import REPO, free_port
 from tests.waiting import wait_for
+from tests.worker_metrics import prometheus_worker_env
 
 
 def _listening_hosts(port: int) -> set[str]:
@@ -32,13 +32,7 @@ def test_a_worker_with_dramatiq_prometheus_serves_its_metrics_on_loopback_only(
     test_env, settings, migrated_database, redis_client, tmp_path
 ):
     port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if k != "dramatiq_prom_host"},
-        **test_env,
-        "DRAMATIQ_PROMETHEUS": "true",
-        "dramatiq_prom_port": str(port),
-        "dramatiq_prom_db": str(tmp_path / "prom"),
-    }
+    env = prometheus_worker_env(test_env, port=port, prom_dir=tmp_path / "prom", host=None)
     log = tmp_path / "worker.log"
     worker = ChildProcess(
         dramatiq_worker_argv("default", threads=1),
@@ -82,14 +76,7 @@ def test_a_worker_serves_the_count_of_matches_its_dispatch_set_aside(
 ):
     make_match(status="inprogress", listener_start_settings={"no_such_setting": 1})
     port = free_port()
-    env = {
-        **os.environ,
-        **test_env,
-        "DRAMATIQ_PROMETHEUS": "true",
-        "dramatiq_prom_host": "127.0.0.1",
-        "dramatiq_prom_port": str(port),
-        "dramatiq_prom_db": str(tmp_path / "prom"),
-    }
+    env = prometheus_worker_env(test_env, port=port, prom_dir=tmp_path / "prom")
     worker = ChildProcess(
         dramatiq_worker_argv("default", threads=1), env=env, log=tmp_path / "w.log", cwd=REPO
     )

@@ -198,19 +198,34 @@ def test_up_games_start_within_a_minute_and_last_long():
 
 def test_a_process_group_stops_the_last_started_first_and_kills_what_ignores_sigterm(tmp_path):
     group = ProcessGroup(os.environ, tmp_path)
-    polite = group.start(
-        "polite", ["sh", "-c", "trap 'echo TERM; exit 0' TERM; echo up; while :; do sleep 0.1; done"]
-    )
+    terms = tmp_path / "terms"  # each child appends its name when it gets SIGTERM
+
+    def polite_child(name: str) -> list[str]:
+        return [
+            "sh",
+            "-c",
+            f"trap 'echo TERM; echo {name} >> {terms}; exit 0' TERM; echo up; while :; do sleep 0.1; done",
+        ]
+
+    polite = group.start("polite", polite_child("polite"))
+    middle = group.start("middle", polite_child("middle"))
     stubborn = group.start(
-        "stubborn", ["sh", "-c", "trap '' TERM; sleep 300 & echo up; while :; do sleep 0.1; done"]
+        "stubborn",
+        [
+            "sh",
+            "-c",
+            f"trap 'echo stubborn >> {terms}' TERM; sleep 300 & echo up; while :; do sleep 0.1; done",
+        ],
     )
-    assert polite.wait_for_output("up", timeout=30) and stubborn.wait_for_output("up", timeout=30)
+    children = (polite, middle, stubborn)
+    assert all(child.wait_for_output("up", timeout=30) for child in children)
     try:
         assert group.stop(grace=1) == ["stubborn"]
     finally:
-        for child in (polite, stubborn):
+        for child in children:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
+    assert terms.read_text().split() == ["stubborn", "middle", "polite"]  # the reverse of the start order
     assert polite.proc.returncode == 0 and "TERM" in polite.output()
     assert not group_alive(polite.pid) and not group_alive(stubborn.pid)  # the background sleep too
 

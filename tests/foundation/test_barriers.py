@@ -6,9 +6,10 @@ import time
 import uuid
 
 import pytest
+from redis import exceptions as redis_exceptions
 
-from config.errors import LockNotOwned, RedisUnavailable
-from models.barriers import Barriers, TokenLock, connect_redis
+from config.errors import LockNotOwned, RedisCommandRefused, RedisUnavailable
+from models.barriers import Barriers, TokenLock, connect_redis, redis_errors
 
 
 def other_client_lock(barriers: Barriers, key_match: str, ttl: float = 5.0) -> TokenLock:
@@ -154,3 +155,31 @@ def test_an_unreachable_redis_is_reported_with_the_setting_and_address():
     barriers = Barriers(connect_redis(url), prefix="x:", url=url)
     with pytest.raises(RedisUnavailable, match=r"REDIS_URL=redis://127\.0\.0\.1:1/0"):
         barriers.claim_pending("m")
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        redis_exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'."),
+        redis_exceptions.ResponseError("MISCONF Redis is configured to save RDB snapshots, but it's failing"),
+        redis_exceptions.MasterDownError(
+            "Link with MASTER is down and replica-serve-stale-data is set to 'no'."
+        ),
+        redis_exceptions.ResponseError("BUSY Redis is busy running a script."),
+        redis_exceptions.ReadOnlyError("You can't write against a read only replica."),
+        redis_exceptions.ResponseError(
+            "Command # 1 (SET a b) of pipeline caused error: MISCONF failing to save"
+        ),
+    ],
+)
+def test_a_redis_that_refuses_every_write_is_an_outage(refusal):
+    with pytest.raises(RedisUnavailable, match="REDIS_URL"), redis_errors(url="redis://127.0.0.1:6379/0"):
+        raise refusal
+
+
+def test_a_refusal_of_one_keys_data_is_a_refused_command():
+    wrongtype = redis_exceptions.ResponseError(
+        "WRONGTYPE Operation against a key holding the wrong kind of value"
+    )
+    with pytest.raises(RedisCommandRefused, match="WRONGTYPE"), redis_errors(url="redis://127.0.0.1:6379/0"):
+        raise wrongtype

@@ -188,7 +188,7 @@ def test_the_season_schedule_refresh_reads_the_active_season_of_the_seasons_tabl
     season = {
         "id": "s-2041",
         "year": 2041,
-        "type": {"code": "REG"},
+        "type": "REG",  # srsim serves it as {"code": "REG"}
         "start_date": (today + timedelta(days=start)).isoformat(),
         "end_date": (today + timedelta(days=end)).isoformat(),
     }

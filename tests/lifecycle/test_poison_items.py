@@ -9,6 +9,7 @@ import logging
 from datetime import timedelta
 
 import pytest
+import redis
 
 from config.clock import utcnow
 from config.set_aside import set_aside_count
@@ -126,6 +127,31 @@ def test_a_failed_batch_send_to_a_broker_that_is_down_is_not_retried_one_by_one(
     assert not any(lbarriers.is_pending(m.id) for m in matches)
 
 
+@pytest.mark.services  # a private redis-server as the broker
+def test_a_full_broker_redis_fails_the_batch_as_an_outage_and_sets_no_match_aside(
+    make_match, lsettings, lbarriers, actor_runtime, tmp_path
+):
+    """Redis at maxmemory (noeviction) refuses every write: not one bad message per match."""
+    from actors.listeners import send_start, send_starts
+    from tests.private_redis import PrivateRedis
+
+    matches = [make_match(status="inprogress") for _ in range(3)]
+    with PrivateRedis(tmp_path / "redis") as private:
+        actor_runtime(lsettings.model_copy(update={"broker_url": private.url()}))
+        client = redis.Redis(port=private.port)
+        client.config_set("maxmemory", "1mb")
+        client.config_set("maxmemory-policy", "noeviction")
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            for n in range(1000):
+                client.set(f"fill{n}", "x" * 10_000)
+        before = set_aside_count("dispatch")
+        result = dispatch(settings=lsettings, barriers=lbarriers, send=send_start, send_batch=send_starts)
+        client.close()
+    assert result.failed == 3 and result.enqueued == 0 and result.set_aside == []
+    assert set_aside_count("dispatch") == before
+    assert not any(lbarriers.is_pending(m.id) for m in matches)
+
+
 def test_a_start_whose_stored_settings_are_not_an_object_is_a_counted_settings_failure(
     make_match, lsettings, lbarriers, services
 ):
@@ -163,6 +189,7 @@ def test_a_schedule_refresh_sets_aside_malformed_games_and_upserts_the_games_aft
         {"scheduled": "2030-09-08T17:00:00+00:00"},  # no id
         {"id": "sr:match:new-without-time", "status": "scheduled"},
         _game("sr:match:bad-title", title={"text": "not a string"}),
+        _game("sr:match:surrogate-title", title="\ud800x"),  # valid JSON, not UTF-8: PostgreSQL refuses it
     ]
     good = [_game("sr:match:good-1"), _game("sr:match:good-2", away={"alias": "NYJ"}, home={"alias": "BUF"})]
     url = static_feed({SCHEDULE_PATH: {"week": {"games": [*poisoned, *good]}}})
@@ -173,17 +200,18 @@ def test_a_schedule_refresh_sets_aside_malformed_games_and_upserts_the_games_aft
         lsettings.model_copy(update={"sportradar_base_url": url}), league="nfl", path=SCHEDULE_PATH
     )
 
-    assert (result.seen, result.created, result.updated, result.set_aside) == (7, 2, 0, 5)
+    assert (result.seen, result.created, result.updated, result.set_aside) == (8, 2, 0, 6)
     assert sorted(m.sr_id for m in Match.select()) == ["sr:match:good-1", "sr:match:good-2"]
     assert Match.get(Match.sr_id == "sr:match:good-2").title == "NYJ @ BUF"
-    assert set_aside_count("schedule refresh") == before + 5
+    assert set_aside_count("schedule refresh") == before + 6
     lines = _set_aside_lines(caplog, "schedule refresh")
-    assert len(lines) == 5
+    assert len(lines) == 6
     assert "sr:match:bad-time" in lines[0] and "not an ISO 8601 time" in lines[0]
     assert "game #1" in lines[1] and "not an object" in lines[1]
     assert "game #2" in lines[2] and "no id" in lines[2]
     assert "sr:match:new-without-time" in lines[3] and "no scheduled time" in lines[3]
     assert "sr:match:bad-title" in lines[4] and "title is a JSON dict" in lines[4]
+    assert "sr:match:surrogate-title" in lines[5] and "title is not valid UTF-8" in lines[5]
 
 
 def test_a_league_refresh_sets_aside_malformed_teams_and_seasons_and_stores_the_others(
@@ -196,6 +224,8 @@ def test_a_league_refresh_sets_aside_malformed_teams_and_seasons_and_stores_the_
     teams = [
         {"id": "t-no-name"},
         ["not", "a", "team"],
+        {"id": "t-nul", "name": "Bi\x00lls"},
+        {"id": "t-dict", "name": {"en": "Bills"}},
         {"id": "t-bills", "name": "Bills", "market": "Buffalo", "alias": "BUF"},
     ]
     seasons = [
@@ -218,8 +248,11 @@ def test_a_league_refresh_sets_aside_malformed_teams_and_seasons_and_stores_the_
 
     assert [t.sr_id for t in Team.select()] == ["t-bills"]
     assert [s.sr_id for s in Season.select()] == ["s-2030"]
-    assert set_aside_count("league refresh") == before + 4
+    assert Team.get(Team.sr_id == "t-bills").name == "Bills"
+    assert set_aside_count("league refresh") == before + 6
     lines = _set_aside_lines(caplog, "league refresh")
-    assert len(lines) == 4
+    assert len(lines) == 6
     assert "team t-no-name" in lines[0] and "team #1" in lines[1]
-    assert "season s-bad-date" in lines[2] and "season s-no-type" in lines[3]
+    assert "team t-nul" in lines[2] and "name contains a NUL character" in lines[2]
+    assert "team t-dict" in lines[3] and "name is a JSON dict" in lines[3]
+    assert "season s-bad-date" in lines[4] and "season s-no-type" in lines[5]

@@ -48,6 +48,7 @@ def test_a_plain_start_of_an_exhausted_match_is_a_conflict_naming_force_and_enqu
     assert "exhausted" in out and "--force" in out and "enqueued as" not in out
     data = json.loads(kick("listeners", "start", str(match.id), "--json", code=EXIT_CONFLICT).stdout)
     assert data["exhausted"] is True and data["enqueued"] is False and "--force" in data["detail"]
+    assert data["status"] == "conflict" and "exhausted" in data["error"]  # the shared answer (cli/answers.py)
     assert not lbarriers.is_pending(match.id) and reload(match).start_message_id is None
     assert broker_queues("match_listeners") == 0
     assert "(force)" in kick("listeners", "start", str(match.id), "--force").output
@@ -61,5 +62,8 @@ def test_enqueue_start_match_listener_of_an_exhausted_match_is_a_conflict_unless
     _exhaust(lbarriers, match)
     out = kick("enqueue", "start_match_listener", "--kw", f"match_id={match.id}", code=EXIT_CONFLICT).output
     assert "exhausted" in out and "--force" in out and broker_queues("match_listeners") == 0
+    args = ("enqueue", "start_match_listener", "--kw", f"match_id={match.id}", "--json")
+    data = json.loads(kick(*args, code=EXIT_CONFLICT).stdout)
+    assert data["status"] == "conflict" and "--force" in data["error"]
     kick("enqueue", "start_match_listener", "--kw", f"match_id={match.id}", "--kw", "force=true")
     assert broker_queues("match_listeners") == 1

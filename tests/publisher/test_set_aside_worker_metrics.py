@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 from datetime import timedelta
 
@@ -18,6 +17,7 @@ from publisher.triggers import trigger_lineup
 from tests.api.conftest import REPO, free_port
 from tests.publisher.helpers import lineup
 from tests.waiting import wait_for
+from tests.worker_metrics import prometheus_worker_env
 
 DAY = 86400.0
 
@@ -31,14 +31,7 @@ def test_the_workers_verification_counts_a_late_result_on_its_metrics_port(
     )  # failed as unreported
     assert report_result(tracking_id, outcome="succeeded")["late"] is True
     port = free_port()
-    env = {
-        **os.environ,
-        **test_env,
-        "DRAMATIQ_PROMETHEUS": "true",
-        "dramatiq_prom_host": "127.0.0.1",
-        "dramatiq_prom_port": str(port),
-        "dramatiq_prom_db": str(tmp_path / "prom"),
-    }
+    env = prometheus_worker_env(test_env, port=port, prom_dir=tmp_path / "prom")
     worker = ChildProcess(
         dramatiq_worker_argv("default", threads=1), env=env, log=tmp_path / "w.log", cwd=REPO
     )
