@@ -370,7 +370,7 @@ def redeliverable_trades() -> int:
     with database_errors():
         return database.execute_sql(
             trade_sql.COUNT_WITH_STATUS,
-            (ExecutionStatus.PENDING.value,),
+            (list(KEY_FIELDS), ExecutionStatus.PENDING.value),
         ).fetchone()[0]
 
 
@@ -419,7 +419,7 @@ def redeliver_trades(*, publisher: AmqpPublisher, limit: int = 500) -> TradeRede
     with database_errors(), database.atomic():
         rows = database.execute_sql(
             trade_sql.CLAIM_REPUBLISHABLE,
-            (ExecutionStatus.PENDING.value, limit),
+            (list(KEY_FIELDS), ExecutionStatus.PENDING.value, limit),
         ).fetchall()
         entries = [entry_from_row(r) for r in rows]
         for n, entry in enumerate(entries):

@@ -12,9 +12,11 @@ from config.errors import TradeError, UnusableTradeClaim
 from models.db import database
 from publisher import trades
 from publisher.amqp import AmqpPublisher
+from publisher.results import action_state, report_result, verify_results
 from publisher.trade_reconcile import Resolution, claims_to_reconcile, reconcile_claim
 from publisher.trades import TradeStatus, redeliver_trades
-from tests.publisher.helpers import offer
+from publisher.triggers import trigger_lineup
+from tests.publisher.helpers import lineup, offer
 from tests.publisher.trade_claims import pending_offer, poison, status_of, uncertain_offer
 from tests.racing import race
 
@@ -61,6 +63,23 @@ def test_reconcile_lists_uncertain_set_aside_and_stuck_claims_oldest_first(run, 
     assert "not an object" in spoiled["error"] and spoiled["message_id"]
     code, out = run("trades", "reconcile")
     assert code == 0 and "offer-uncertain" in out and "not an object" in out and "offer-pending" not in out
+
+
+def test_an_action_result_the_verification_set_aside_is_not_listed_among_the_trade_claims(
+    run, publisher, pub_settings, amqp_vhost
+):
+    tracking_id = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings).tracking_id
+    report_result(tracking_id, outcome="succeeded")
+    database.execute_sql(  # a body without its outcome: the verification sets the result aside
+        "UPDATE execution_log SET body = %s WHERE claim_key = %s",
+        (json.dumps({"tracking_id": tracking_id}), f"result:{tracking_id}"),
+    )
+    assert list(verify_results(result_timeout_seconds=86400.0).set_aside) == [tracking_id]
+    assert action_state(tracking_id)["verification"]["status"] == "set_aside"
+    _set_aside("offer-spoiled", amqp_vhost)
+    assert [(c.queue, c.claim_key) for c in claims_to_reconcile()] == [("trade_submissions", "offer-spoiled")]
+    code, out = run("trades", "reconcile", "--json")
+    assert code == 0 and [c["claim_key"] for c in json.loads(out)["claims"]] == ["offer-spoiled"], out
 
 
 def test_reconcile_as_published_marks_the_claim_resolved_and_sends_nothing(run, amqp_vhost, read_queue):
