@@ -22,6 +22,10 @@ SET_STATUS = (
     "UPDATE execution_log SET status = %s, error = %s, updated_at = %s WHERE queue = %s AND claim_key = %s"
 )
 
+#: The first publish's outcome, only while the claim is still ``claimed``: an operator may have
+#: reconciled it meanwhile (a claim stuck that long is listed), and that resolution stands.
+SET_STATUS_IF_CLAIMED = SET_STATUS + " AND status = 'claimed'"
+
 RESOLVE = (
     "UPDATE execution_log SET resolution = %s, resolved_by = %s, resolved_at = %s WHERE queue = %s AND "
     "claim_key = %s"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import timedelta
 
 import pytest
@@ -17,7 +18,7 @@ from publisher.trade_reconcile import Resolution, claims_to_reconcile, reconcile
 from publisher.trades import TradeStatus, redeliver_trades
 from publisher.triggers import trigger_lineup
 from tests.publisher.helpers import lineup, offer
-from tests.publisher.trade_claims import pending_offer, poison, status_of, uncertain_offer
+from tests.publisher.trade_claims import DOWN_URL, pending_offer, poison, status_of, uncertain_offer
 from tests.racing import race
 
 
@@ -235,3 +236,36 @@ def test_operators_racing_to_republish_one_claim_send_it_once(publisher, amqp_vh
     assert [e.status for e in done] == ["published"]
     assert len(refused) == 3 and all("not waiting for an operator" in str(e) for e in refused)
     assert [p.message_id for _, p in read_queue("trade_submissions")] == [lost.message_id]
+
+
+@pytest.mark.parametrize(
+    ("broker", "publish"),
+    [
+        pytest.param("up", "published", id="the-publish-went-out"),
+        pytest.param("away", "pending", id="the-broker-was-away"),
+    ],
+)
+def test_a_claim_cancelled_while_its_first_publish_is_under_way_stays_cancelled(
+    publisher, amqp_vhost, monkeypatch, caplog, broker, publish
+):
+    own = publisher if broker == "up" else AmqpPublisher(url=DOWN_URL, connect_timeout=1)
+    send = own.publish
+
+    def an_operator_cancels_it_meanwhile(message):  # the publish hung past the stale age
+        _backdate("offer-1", 120)
+        entry = reconcile_claim(
+            queue="trade_submissions", claim_key="offer-1", resolution=Resolution.CANCEL, operator="ops"
+        )
+        assert entry.status == "cancelled"
+        send(message)
+
+    monkeypatch.setattr(own, "publish", an_operator_cancels_it_meanwhile)
+    with caplog.at_level(logging.WARNING, logger="publisher.trades"):
+        offer(own, offer_key="offer-1")
+    own.close()
+
+    entry = trades.get_entry("trade_submissions", "offer-1")
+    assert (entry.status, entry.resolution, entry.resolved_by) == ("cancelled", "cancel", "ops")
+    assert trades.redeliverable_trades() == 0 and claims_to_reconcile() == []  # the drain never sends it
+    [line] = [r.getMessage() for r in caplog.records if "first publish was under way" in r.getMessage()]
+    assert "stays cancelled" in line and "key=offer-1" in line and f"publish={publish}" in line
