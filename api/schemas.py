@@ -11,7 +11,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from publisher.queues import TRADE_QUEUES
+from publisher.trade_reconcile import Resolution
 from runs.dedupe import DEBOUNCE_MAX_SECONDS, EVENT_KEY_MAX_LENGTH
+
+#: The trade queues and the reconcile choices, as the publisher names them.
+TradeQueue = Literal[TRADE_QUEUES]  # type: ignore[valid-type]
+ResolutionChoice = Literal[tuple(r.value for r in Resolution)]  # type: ignore[misc]
 
 
 class Body(BaseModel):
@@ -92,11 +98,11 @@ class CounterBody(Body):
 
 
 class ReconcileBody(Body):
-    queue: Literal["trade_submissions", "trade_responses", "trade_negotiations"]
+    queue: TradeQueue
     claim_key: str = Field(
         min_length=1, max_length=500, description="The claim's offer, decision or publication key."
     )
-    resolution: Literal["published", "republish", "cancel"] = Field(
+    resolution: ResolutionChoice = Field(
         description="published: the worker got it (nothing is sent); republish: send it again now with the "
         "same message id; cancel: never send it (its key stays claimed)."
     )

@@ -1,12 +1,12 @@
 """Poison items: what a loop sets aside with its reason, counted in one metric and logged in one line.
 
 A loop that reads messages or rows (dispatch, the sweep, schedule and league refreshes, ...)
-handles each item on its own: an item it cannot handle is set aside here (one warning line naming
-the loop, the item and the reason; one increment of ``kickoff_items_set_aside_total{loop,kind}``,
-``kind`` a short fixed name of the problem or of the loop's step) and the loop goes on with the
-next one. A service that does not answer is not an item's fault:
-``setting_aside`` lets ServiceUnavailable through, so the loop fails as a whole and its next run
-tries again.
+handles each item on its own: an item it cannot handle is set aside here (one log line naming
+the loop, the item and the reason, a warning unless the loop says it is an error; one increment
+of ``kickoff_items_set_aside_total{loop,kind}``, ``kind`` a short fixed name of the problem or of
+the loop's step) and the loop goes on with the next one. A service that does not answer is not
+an item's fault: ``setting_aside`` lets ServiceUnavailable through, so the loop fails as a whole
+and its next run tries again.
 
 The counter is made (and prometheus_client imported) on first use, not at import: a Dramatiq
 worker with its Prometheus middleware must import prometheus_client only after that middleware
@@ -74,14 +74,16 @@ def set_aside(
     step: str | None = None,
     match_id: str | None = None,
     record_id: str | None = None,
+    level: int = logging.WARNING,
 ) -> SetAside:
     """Set one item aside: one log line, one count; returns what was set aside.
 
-    ``kind`` labels the count (default: the step, else "unhandled").
+    ``kind`` labels the count (default: the step, else "unhandled"); ``level`` is the line's (ERROR
+    where the item is lost without an operator, e.g. a dead outbox row).
     """
     reason = reason[:REASON_CHARS]
     at = f" at {step}" if step else ""
-    logger.warning("%s: %s set aside%s: %s", loop, item, at, reason)
+    logger.log(level, "%s: %s set aside%s: %s", loop, item, at, reason)
     set_aside_counter().labels(loop=loop, kind=kind or step or "unhandled").inc()
     return SetAside(loop=loop, item=item, reason=reason, step=step, match_id=match_id, record_id=record_id)
 

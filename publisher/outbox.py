@@ -183,6 +183,7 @@ def mark_failed(row: OutboxRow, error: PublishError, *, now: datetime, settings:
             kind="unencodable" if unencodable else "refused",
             item=_row_name(row.id, row.tracking_id, row.message_id, row.queue),
             reason=f"dead after {attempts} refusals: {error}",
+            level=logging.ERROR,  # a dead message is not delivered without an operator
         )
         return status.value
     log = logger.error if isinstance(error, MissingQueueError) else logger.warning
@@ -220,7 +221,13 @@ def mark_dead(
             action_sql.FAIL_QUEUED,
             (ActionStatus.FAILED.value, f"delivery failed: {reason}", now, now, tracking_id, "queued"),
         )
-    set_aside(loop=LOOP, kind=kind, item=_row_name(row_id, tracking_id, message_id, queue), reason=reason)
+    set_aside(
+        loop=LOOP,
+        kind=kind,
+        item=_row_name(row_id, tracking_id, message_id, queue),
+        reason=reason,
+        level=logging.ERROR,  # a dead message is not delivered without an operator
+    )
 
 
 def mark_unavailable(

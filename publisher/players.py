@@ -10,9 +10,9 @@ new statuses are saved, so a failed publish is retried by the next sync (at leas
 
 Each record is handled on its own: one that is malformed (not an object, a name, team or status
 that is not a string, text PostgreSQL cannot store such as a NUL character or a lone surrogate,
-an ESPN id beyond bigint, a player id seen twice) is skipped with its reason
-(``SyncReport.skipped``), counted and logged once (``config.set_aside``), and the other
-players are synced. Only a source that cannot be read,
+an ESPN id that is not an integer or a string of digits or is beyond bigint, a player id seen
+twice) is skipped with its reason (``SyncReport.skipped``), counted and logged once
+(``config.set_aside``), and the other players are synced. Only a source that cannot be read,
 or is not a map at all, fails the sync.
 """
 
@@ -71,11 +71,19 @@ class SyncReport:
         return asdict(self)
 
 
-def _int_or_none(value: Any) -> int | None:
-    try:
-        return int(value) if value not in (None, "") else None
-    except (TypeError, ValueError):
+def _espn_id(value: Any) -> int | None:
+    """The ESPN id of a record: an integer or a string of digits; None when absent; ValueError otherwise."""
+    if value is None or value == "":
         return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        espn_id = value
+    elif isinstance(value, str) and value.isascii() and value.isdigit():
+        espn_id = int(value)
+    else:
+        raise ValueError(f"espn_id must be an integer or a string of digits, got {value!r:.100}")
+    if not -MAX_ESPN_ID <= espn_id <= MAX_ESPN_ID:
+        raise ValueError(f"espn_id {espn_id} is beyond a bigint")
+    return espn_id
 
 
 @dataclass(frozen=True)
@@ -117,12 +125,9 @@ def _record(key: str, player: Any) -> PlayerRecord:
     if not sleeper_id.strip():
         raise ValueError("player_id is empty")
     _storable(sleeper_id, "player_id")
-    espn_id = _int_or_none(player.get("espn_id"))
-    if espn_id is not None and not -MAX_ESPN_ID <= espn_id <= MAX_ESPN_ID:
-        raise ValueError(f"espn_id {espn_id} is beyond a bigint")
     return PlayerRecord(
         sleeper_id=sleeper_id,
-        espn_id=espn_id,
+        espn_id=_espn_id(player.get("espn_id")),
         full_name=_text(player, "full_name"),
         team=_text(player, "team"),
         injury_status=_text(player, "injury_status"),

@@ -12,7 +12,8 @@ A result reported after its action was settled (failed as unreported, which waiv
 days on ESPN make normal, skipped, or finished by hand) is ``late``: it is kept beside the action
 (``execution_log.late``), checked like any other and shown with it, and never changes the settled
 action. The verification handles each result on its own: one it cannot settle is set aside with
-its reason (``set_aside``) and the pass goes on.
+its reason (``set_aside``, until the consumer reports it again) and the pass goes on; a database
+error is no result's fault and fails the pass.
 """
 
 from __future__ import annotations
@@ -76,9 +77,10 @@ def report_result(
     """Record a consumer's result of one action (``reported``); a repeat before verification replaces it.
 
     A result for an action already settled (succeeded, failed, skipped) is recorded ``late``: it
-    is kept and shown beside the action, which it never changes. ActionNotFound for an unknown
-    tracking id; TriggerValidationError for an outcome other than succeeded or failed;
-    TriggerConflictError once the result was verified.
+    is kept and shown beside the action, which it never changes. A repeat of a result the
+    verification set aside replaces it too (``reported`` again: the next pass settles it).
+    ActionNotFound for an unknown tracking id; TriggerValidationError for an outcome other than
+    succeeded or failed; TriggerConflictError once the result was settled (verified or failed).
     """
     if outcome not in OUTCOMES:
         raise TriggerValidationError("outcome", f"must be one of {sorted(OUTCOMES)}, got {outcome!r}")
@@ -109,11 +111,15 @@ def report_result(
                 late,
                 now,
                 now,
-                REPORTED,
+                [REPORTED, SET_ASIDE],
             ),
         ).fetchone()
+        settled = None if row else database.execute_sql(result_sql.SELECT_STATUS, (key,)).fetchone()[0]
     if row is None:
-        raise TriggerConflictError(f"the result of {tracking_id} was already verified")
+        raise TriggerConflictError(
+            f"the result of {tracking_id} was already settled ({settled}); only a reported or set-aside "
+            "result can be reported again"
+        )
     logger.info(
         "action result reported: tracking_id=%s outcome=%s by=%s late=%s",
         tracking_id,
@@ -198,15 +204,17 @@ def verify_results(*, result_timeout_seconds: float, now: datetime | None = None
 
     Each result and each unreported action is handled in its own savepoint: a late result is kept
     beside its settled action; one that cannot be settled at all is marked ``set_aside`` with its
-    reason; either way the pass goes on. Only an unreachable database stops it.
+    reason; either way the pass goes on. Only the database stops it: an outage or a failed
+    statement (a timeout, a lock not granted, a lost connection) raises DatabaseUnavailable and
+    undoes the pass, which the next one tries again; nothing is set aside for it.
     """
     now = now or utcnow()
     report = VerifyReport()
     with database_errors(), database.atomic():
         rows = database.execute_sql(result_sql.SELECT_REPORTED_FOR_UPDATE, (REPORTED,)).fetchall()
         for row_id, body_text, late, tracking_id, team, status, delivery in rows:
-            try:
-                with database.atomic():
+            try:  # the driver's errors translated per item: an outage is no item's fault
+                with database_errors(), database.atomic():
                     _settle(
                         row_id, body_text, late, tracking_id, team, status, delivery, now=now, report=report
                     )
@@ -225,7 +233,7 @@ def verify_results(*, result_timeout_seconds: float, now: datetime | None = None
         for (tracking_id,) in stale:
             reason = f"no result reported within {result_timeout_seconds:g} s of delivery"
             try:
-                with database.atomic():
+                with database_errors(), database.atomic():
                     record_result(tracking_id, ActionStatus.FAILED, error=reason)
             except DatabaseUnavailable:
                 raise

@@ -54,7 +54,7 @@ def claims_to_reconcile(
     with database_errors():
         rows = database.execute_sql(
             trade_sql.SELECT_TO_RECONCILE,
-            ([s.value for s in WAITING], ExecutionStatus.CLAIMED.value, cutoff, limit),
+            (list(TRADE_QUEUES), [s.value for s in WAITING], ExecutionStatus.CLAIMED.value, cutoff, limit),
         ).fetchall()
     return [entry_from_row(r) for r in rows]
 

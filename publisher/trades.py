@@ -113,21 +113,43 @@ def entry_from_row(row: Any) -> ExecutionEntry:
     )
 
 
-def _set_status(queue: str, key: str, status: ExecutionStatus, error: str | None = None) -> None:
+def _set_status(
+    queue: str, key: str, status: ExecutionStatus, error: str | None = None, *, only_claimed: bool = False
+) -> bool:
+    """Set the claim's status; ``only_claimed``: only while it is still ``claimed``. Whether it was set."""
+    sql = trade_sql.SET_STATUS_IF_CLAIMED if only_claimed else trade_sql.SET_STATUS
     with database_errors(), database.atomic():
-        database.execute_sql(
-            trade_sql.SET_STATUS,
-            (status.value, error, utcnow(), queue, key),
-        )
+        cursor = database.execute_sql(sql, (status.value, error, utcnow(), queue, key))
+    return bool(cursor.rowcount)
 
 
 def _publish_claimed(
-    *, queue: str, key: str, message: OutgoingMessage, publisher: AmqpPublisher
+    *, queue: str, key: str, message: OutgoingMessage, publisher: AmqpPublisher, first: bool = False
 ) -> TradeResult:
+    """Publish a claim's message and record the outcome as its status.
+
+    ``first``: the publish right after the claim; its outcome is recorded only while the claim is
+    still ``claimed``. An operator may have reconciled it meanwhile (published, republished,
+    cancelled): that stands, and one warning says what this publish did.
+    """
+
+    def record(status: ExecutionStatus, error: str | None = None) -> None:
+        if _set_status(queue, key, status, error, only_claimed=first):
+            return
+        logger.warning(
+            "trade claim reconciled while its first publish was under way, it stays %s: queue=%s key=%s "
+            "message_id=%s publish=%s",
+            get_entry(queue, key).status,
+            queue,
+            key,
+            message.message_id,
+            status.value,
+        )
+
     try:
         publisher.publish(message)
     except PublishUncertainError as exc:
-        _set_status(queue, key, ExecutionStatus.UNCERTAIN, str(exc))
+        record(ExecutionStatus.UNCERTAIN, str(exc))
         logger.warning(
             "trade publish uncertain, waits for an operator: queue=%s key=%s message_id=%s: %s",
             queue,
@@ -137,16 +159,16 @@ def _publish_claimed(
         )
         return TradeResult(TradeStatus.UNCERTAIN, queue, key, message.message_id, str(exc))
     except (BrokerConnectionError, MissingQueueError) as exc:
-        _set_status(queue, key, ExecutionStatus.PENDING, f"{type(exc).__name__}: {exc}")
+        record(ExecutionStatus.PENDING, f"{type(exc).__name__}: {exc}")
         logger.warning(
             "trade publish not sent, the drain republishes it: queue=%s key=%s: %s", queue, key, exc
         )
         return TradeResult(TradeStatus.PENDING, queue, key, message.message_id, str(exc))
     except PublishError as exc:
-        _set_status(queue, key, ExecutionStatus.FAILED, f"{type(exc).__name__}: {exc}")
+        record(ExecutionStatus.FAILED, f"{type(exc).__name__}: {exc}")
         logger.warning("trade publish failed: queue=%s key=%s: %s", queue, key, exc)
         return TradeResult(TradeStatus.FAILED, queue, key, message.message_id, str(exc))
-    _set_status(queue, key, ExecutionStatus.PUBLISHED)
+    record(ExecutionStatus.PUBLISHED)
     logger.info("trade published: queue=%s key=%s message_id=%s", queue, key, message.message_id)
     return TradeResult(TradeStatus.PUBLISHED, queue, key, message.message_id)
 
@@ -202,7 +224,7 @@ def _claim_and_publish(
     message = OutgoingMessage(
         queue=queue, body=body, message_id=message_id, headers=trace_headers(body["traceparent"])
     )
-    return _publish_claimed(queue=queue, key=key, message=message, publisher=publisher)
+    return _publish_claimed(queue=queue, key=key, message=message, publisher=publisher, first=True)
 
 
 def _ids(values: Any, field: str, check: Any) -> list[Any]:
@@ -370,7 +392,7 @@ def redeliverable_trades() -> int:
     with database_errors():
         return database.execute_sql(
             trade_sql.COUNT_WITH_STATUS,
-            (ExecutionStatus.PENDING.value,),
+            (list(KEY_FIELDS), ExecutionStatus.PENDING.value),
         ).fetchone()[0]
 
 
@@ -419,7 +441,7 @@ def redeliver_trades(*, publisher: AmqpPublisher, limit: int = 500) -> TradeRede
     with database_errors(), database.atomic():
         rows = database.execute_sql(
             trade_sql.CLAIM_REPUBLISHABLE,
-            (ExecutionStatus.PENDING.value, limit),
+            (list(KEY_FIELDS), ExecutionStatus.PENDING.value, limit),
         ).fetchall()
         entries = [entry_from_row(r) for r in rows]
         for n, entry in enumerate(entries):

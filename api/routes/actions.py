@@ -29,7 +29,8 @@ def show_action(tracking_id: str) -> dict[str, Any]:
 def report(tracking_id: str, body: ActionResultBody) -> JSONResponse:
     """Report the consumer's result into execution_log (`kickoff actions result`); verified later.
 
-    202 ``reported``; a repeat before verification replaces it; 409 once verified; 404 unknown.
+    202 ``reported``; a repeat before verification (or after the verification set it aside) replaces it;
+    409 once settled (verified or failed); 404 unknown.
     """
     out = report_result(tracking_id, outcome=body.outcome, details=body.details, reported_by=body.reported_by)
     return JSONResponse(out, status_code=202)

@@ -8,12 +8,14 @@ from __future__ import annotations
 #: The action a result is reported for: league, queue, team and where it stands.
 SELECT_ACTION = "SELECT league_id, kind, team, status FROM activity_actions WHERE tracking_id::text = %s"
 
-#: A report, or a repeat that replaces it while it is still ``reported``; params end with that status.
+#: A report, or a repeat that replaces it while it is still ``reported`` or was ``set_aside`` (it is
+#: then ``reported`` again, its old reason gone); params end with those statuses.
 UPSERT = (
     "INSERT INTO execution_log (claim_key, queue, league_id, team, message_id, body, status, result, late, "
     "created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (queue, "
-    "claim_key) DO UPDATE SET body = EXCLUDED.body, result = EXCLUDED.result, late = EXCLUDED.late, "
-    "updated_at = EXCLUDED.updated_at WHERE execution_log.status = %s RETURNING id"
+    "claim_key) DO UPDATE SET body = EXCLUDED.body, status = EXCLUDED.status, error = NULL, "
+    "result = EXCLUDED.result, late = EXCLUDED.late, updated_at = EXCLUDED.updated_at "
+    "WHERE execution_log.status = ANY(%s) RETURNING id"
 )
 
 #: The reported results to settle, oldest first, with their action's team, status and delivery.
@@ -30,6 +32,8 @@ COUNT_LATE_AND_SET_ASIDE = (
     "SELECT count(*) FILTER (WHERE late), count(*) FILTER (WHERE status = %s) FROM execution_log WHERE "
     "claim_key LIKE 'result:%%'"
 )
+
+SELECT_STATUS = "SELECT status FROM execution_log WHERE claim_key = %s"
 
 SELECT_RESULT = (
     "SELECT body::text, status, error, created_at, updated_at, late FROM execution_log WHERE claim_key = %s"

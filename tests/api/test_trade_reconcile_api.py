@@ -124,3 +124,13 @@ def test_metrics_count_trade_claims_by_status_including_set_aside_and_uncertain(
     assert samples[("kickoff_trade_claims", (("status", "uncertain"),))] == 1
     assert samples[("kickoff_trade_claims", (("status", "pending"),))] == 0
     assert samples[("kickoff_metrics_source_up", (("source", "trades"),))] == 1
+
+
+def test_the_reconcile_body_takes_the_publishers_trade_queues_and_choices():
+    from api.schemas import ReconcileBody
+    from publisher.queues import TRADE_QUEUES
+    from publisher.trade_reconcile import Resolution
+
+    properties = ReconcileBody.model_json_schema()["properties"]
+    assert properties["queue"]["enum"] == list(TRADE_QUEUES)
+    assert properties["resolution"]["enum"] == [r.value for r in Resolution]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 import pytest
@@ -36,7 +37,7 @@ def _row(queue: str = LINEUP_UPDATES, headers: dict | None = None) -> str:
 
 
 def test_rows_that_can_never_be_published_come_first_and_are_set_aside_while_the_rest_go_out(
-    db, fresh_queues, publisher, pub_settings, amqp_vhost, read_queue
+    db, fresh_queues, publisher, pub_settings, amqp_vhost, read_queue, caplog
 ):
     down = AmqpPublisher(url=DOWN_URL, connect_timeout=1)
     pending = trigger_lineup(lineup(), publisher=down, settings=pub_settings)
@@ -55,9 +56,12 @@ def test_rows_that_can_never_be_published_come_first_and_are_set_aside_while_the
     kinds = ("unencodable", "unknown_queue", "unreadable")
     before = {kind: set_aside_count("activity_outbox", kind) for kind in kinds}
 
-    report = drain_outbox(publisher=publisher, settings=pub_settings)
+    with caplog.at_level(logging.INFO, logger="config.set_aside"):
+        report = drain_outbox(publisher=publisher, settings=pub_settings)
 
     assert report.published == 3 and report.failed == 4 and report.broker_error is None
+    lines = [r for r in caplog.records if r.getMessage().startswith("activity_outbox: outbox row")]
+    assert len(lines) == 4 and {r.levelno for r in lines} == {logging.ERROR}  # dead: lost without an operator
     assert sorted(p.message_id for _, p in read_queue(LINEUP_UPDATES)) == sorted(good)
     dead = dict(
         database.execute_sql(

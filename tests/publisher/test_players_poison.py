@@ -16,6 +16,10 @@ POISON = {
     "p-name": {"player_id": "p-name", "full_name": {"first": "Pat"}, "team": "KC"},
     "p-nul": {"player_id": "p-nul", "full_name": "Bad\u0000Name", "team": "KC"},
     "p-espn": {"player_id": "p-espn", "full_name": "Too Big", "espn_id": 2**70},
+    "p-espn-infinite": {"player_id": "p-espn-infinite", "full_name": "No End", "espn_id": float("inf")},
+    "p-espn-fraction": {"player_id": "p-espn-fraction", "full_name": "A Part", "espn_id": 1.9},
+    "p-espn-bool": {"player_id": "p-espn-bool", "full_name": "Yes", "espn_id": True},
+    "p-espn-text": {"player_id": "p-espn-text", "full_name": "Wordy", "espn_id": "31394x7"},
     "p-surrogate": {"player_id": "p-surrogate", "full_name": "\ud800", "team": "KC"},
     "4046-again": {"player_id": "4046", "full_name": "Patrick Mahomes (copy)", "team": "KC"},
 }
@@ -56,7 +60,14 @@ def test_malformed_records_first_are_skipped_with_their_reason_and_the_others_ar
     assert "NUL" in first.skipped["p-nul"] and "beyond a bigint" in first.skipped["p-espn"]
     assert "appears twice" in first.skipped["4046-again"]
     assert "not valid UTF-8" in first.skipped["p-surrogate"]
-    assert set_aside_count("player_sync", "malformed") - before["malformed"] == 5
+    for key, shown in [
+        ("p-espn-infinite", "inf"),
+        ("p-espn-fraction", "1.9"),
+        ("p-espn-bool", "True"),
+        ("p-espn-text", "'31394x7'"),
+    ]:
+        assert f"espn_id must be an integer or a string of digits, got {shown}" in first.skipped[key], key
+    assert set_aside_count("player_sync", "malformed") - before["malformed"] == 9
     assert set_aside_count("player_sync", "duplicate") - before["duplicate"] == 1
     assert [r["full_name"] for r in roster("L1")] == ["Travis Kelce"]
 

@@ -38,7 +38,7 @@ def test_a_reported_success_is_verified_and_the_action_succeeds(db, fresh_queues
     state = action_state(tracking_id)
     assert state["status"] == "succeeded" and state["delivery"]["status"] == "published"
     assert state["verification"]["status"] == "verified" and state["verification"]["reported_by"] == "worker"
-    with pytest.raises(TriggerConflictError, match="already verified"):
+    with pytest.raises(TriggerConflictError, match=r"already settled \(verified\)"):
         report_result(tracking_id, outcome="failed")
 
 

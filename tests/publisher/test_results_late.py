@@ -6,10 +6,12 @@ import json
 from datetime import timedelta
 
 import psycopg2
+import pytest
 from click.testing import CliRunner
 
 from cli.main import cli
 from config.clock import utcnow
+from config.errors import DatabaseUnavailable, TriggerConflictError
 from config.set_aside import set_aside_count
 from models.activity import ActionStatus
 from models.db import connect_kwargs_from_url, database
@@ -170,3 +172,75 @@ def test_an_unreported_action_settled_meanwhile_is_set_aside_and_the_pass_fails_
     assert set_aside_count("action_verification", "unsettled") == counted + 1
     assert get_action(settled_meanwhile).status == ActionStatus.SUCCEEDED
     assert get_action(unreported).status == ActionStatus.FAILED
+
+
+def _settling_waits_for_a_lock(cur, tracking_id: str, lock: int) -> None:
+    """Make the verification's write of ``verified`` on this result's row wait for advisory lock ``lock``.
+
+    A row trigger of the test's own database: the one statement of the pass that settles this
+    result then waits for a lock another connection holds, as a statement waits behind any lock.
+    """
+    cur.execute(
+        "CREATE FUNCTION test_settle_waits() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"IF NEW.claim_key = 'result:{tracking_id}' AND NEW.status = 'verified' THEN "
+        f"PERFORM pg_advisory_xact_lock({lock}); END IF; RETURN NEW; END $$"
+    )
+    cur.execute(
+        "CREATE TRIGGER test_settle_waits BEFORE UPDATE ON execution_log FOR EACH ROW "
+        "EXECUTE FUNCTION test_settle_waits()"
+    )
+
+
+def test_a_database_error_while_settling_one_result_ends_the_pass_and_sets_nothing_aside(
+    db, fresh_queues, publisher, pub_settings
+):
+    good = _delivered(publisher, pub_settings, "lineup-7-good")
+    blocked = _delivered(publisher, pub_settings, "lineup-7-blocked")
+    report_result(good, outcome="succeeded")
+    report_result(blocked, outcome="succeeded")
+    other = psycopg2.connect(pub_settings.database_url)
+    other.autocommit = True
+    counted = set_aside_count("action_verification")
+    try:
+        with other.cursor() as cur:
+            _settling_waits_for_a_lock(cur, blocked, lock=7201)
+            cur.execute("SELECT pg_advisory_lock(7201)")  # held by this other session
+        database.execute_sql("SET lock_timeout = '500ms'")  # the pass's connection gives up waiting
+        with pytest.raises(DatabaseUnavailable, match="lock timeout"):
+            verify_results(result_timeout_seconds=DAY)
+        database.execute_sql("RESET lock_timeout")
+        # the pass was undone as a whole: nothing set aside, both results wait for the next pass
+        assert set_aside_count("action_verification") == counted
+        assert [action_state(t)["verification"]["status"] for t in (good, blocked)] == ["reported"] * 2
+        with other.cursor() as cur:
+            cur.execute("SELECT pg_advisory_unlock(7201)")
+        report = verify_results(result_timeout_seconds=DAY)
+        assert sorted(report.verified) == sorted([good, blocked]) and report.set_aside == {}
+        assert get_action(blocked).status == ActionStatus.SUCCEEDED
+    finally:
+        with other.cursor() as cur:
+            cur.execute("DROP TRIGGER IF EXISTS test_settle_waits ON execution_log")
+            cur.execute("DROP FUNCTION IF EXISTS test_settle_waits()")
+        other.close()
+
+
+def test_a_result_reported_again_after_it_was_set_aside_is_settled_and_a_settled_one_is_refused(
+    db, fresh_queues, publisher, pub_settings
+):
+    tracking_id = _delivered(publisher, pub_settings, "lineup-7-again")
+    report_result(tracking_id, outcome="succeeded")
+    database.execute_sql(  # a body without its outcome: set aside
+        "UPDATE execution_log SET body = %s WHERE claim_key = %s",
+        (json.dumps({"tracking_id": tracking_id}), f"result:{tracking_id}"),
+    )
+    assert list(verify_results(result_timeout_seconds=DAY).set_aside) == [tracking_id]
+
+    answer = report_result(tracking_id, outcome="succeeded", details={"team_id": "7"}, reported_by="worker")
+
+    assert answer["status"] == "reported" and answer["late"] is False
+    verification = action_state(tracking_id)["verification"]
+    assert (verification["status"], verification["reason"]) == ("reported", None)
+    assert verify_results(result_timeout_seconds=DAY).verified == [tracking_id]
+    assert get_action(tracking_id).status == ActionStatus.SUCCEEDED
+    with pytest.raises(TriggerConflictError, match=r"already settled \(verified\)"):
+        report_result(tracking_id, outcome="failed")

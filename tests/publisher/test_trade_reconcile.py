@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import timedelta
 
 import pytest
@@ -12,10 +13,12 @@ from config.errors import TradeError, UnusableTradeClaim
 from models.db import database
 from publisher import trades
 from publisher.amqp import AmqpPublisher
+from publisher.results import action_state, report_result, verify_results
 from publisher.trade_reconcile import Resolution, claims_to_reconcile, reconcile_claim
 from publisher.trades import TradeStatus, redeliver_trades
-from tests.publisher.helpers import offer
-from tests.publisher.trade_claims import pending_offer, poison, status_of, uncertain_offer
+from publisher.triggers import trigger_lineup
+from tests.publisher.helpers import lineup, offer
+from tests.publisher.trade_claims import DOWN_URL, pending_offer, poison, status_of, uncertain_offer
 from tests.racing import race
 
 
@@ -61,6 +64,23 @@ def test_reconcile_lists_uncertain_set_aside_and_stuck_claims_oldest_first(run, 
     assert "not an object" in spoiled["error"] and spoiled["message_id"]
     code, out = run("trades", "reconcile")
     assert code == 0 and "offer-uncertain" in out and "not an object" in out and "offer-pending" not in out
+
+
+def test_an_action_result_the_verification_set_aside_is_not_listed_among_the_trade_claims(
+    run, publisher, pub_settings, amqp_vhost
+):
+    tracking_id = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings).tracking_id
+    report_result(tracking_id, outcome="succeeded")
+    database.execute_sql(  # a body without its outcome: the verification sets the result aside
+        "UPDATE execution_log SET body = %s WHERE claim_key = %s",
+        (json.dumps({"tracking_id": tracking_id}), f"result:{tracking_id}"),
+    )
+    assert list(verify_results(result_timeout_seconds=86400.0).set_aside) == [tracking_id]
+    assert action_state(tracking_id)["verification"]["status"] == "set_aside"
+    _set_aside("offer-spoiled", amqp_vhost)
+    assert [(c.queue, c.claim_key) for c in claims_to_reconcile()] == [("trade_submissions", "offer-spoiled")]
+    code, out = run("trades", "reconcile", "--json")
+    assert code == 0 and [c["claim_key"] for c in json.loads(out)["claims"]] == ["offer-spoiled"], out
 
 
 def test_reconcile_as_published_marks_the_claim_resolved_and_sends_nothing(run, amqp_vhost, read_queue):
@@ -216,3 +236,36 @@ def test_operators_racing_to_republish_one_claim_send_it_once(publisher, amqp_vh
     assert [e.status for e in done] == ["published"]
     assert len(refused) == 3 and all("not waiting for an operator" in str(e) for e in refused)
     assert [p.message_id for _, p in read_queue("trade_submissions")] == [lost.message_id]
+
+
+@pytest.mark.parametrize(
+    ("broker", "publish"),
+    [
+        pytest.param("up", "published", id="the-publish-went-out"),
+        pytest.param("away", "pending", id="the-broker-was-away"),
+    ],
+)
+def test_a_claim_cancelled_while_its_first_publish_is_under_way_stays_cancelled(
+    publisher, amqp_vhost, monkeypatch, caplog, broker, publish
+):
+    own = publisher if broker == "up" else AmqpPublisher(url=DOWN_URL, connect_timeout=1)
+    send = own.publish
+
+    def an_operator_cancels_it_meanwhile(message):  # the publish hung past the stale age
+        _backdate("offer-1", 120)
+        entry = reconcile_claim(
+            queue="trade_submissions", claim_key="offer-1", resolution=Resolution.CANCEL, operator="ops"
+        )
+        assert entry.status == "cancelled"
+        send(message)
+
+    monkeypatch.setattr(own, "publish", an_operator_cancels_it_meanwhile)
+    with caplog.at_level(logging.WARNING, logger="publisher.trades"):
+        offer(own, offer_key="offer-1")
+    own.close()
+
+    entry = trades.get_entry("trade_submissions", "offer-1")
+    assert (entry.status, entry.resolution, entry.resolved_by) == ("cancelled", "cancel", "ops")
+    assert trades.redeliverable_trades() == 0 and claims_to_reconcile() == []  # the drain never sends it
+    [line] = [r.getMessage() for r in caplog.records if "first publish was under way" in r.getMessage()]
+    assert "stays cancelled" in line and "key=offer-1" in line and f"publish={publish}" in line
