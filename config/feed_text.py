@@ -1,4 +1,4 @@
-"""The one check of a feed's text: a string PostgreSQL can store, or MalformedFeedEntry saying why not.
+"""The one check of text PostgreSQL can store (unstorable_text), and of a feed entry's text fields.
 
 A provider document (schedule, league, players) is JSON: a text field may come as another type
 (a number, an object), or as a string PostgreSQL refuses (a NUL character; a lone surrogate,
@@ -9,19 +9,45 @@ the write failing (and with it every entry after it). MalformedFeedEntry is a Va
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from config.errors import MalformedFeedEntry
 
 
+def unstorable_text(value: Any) -> str | None:
+    """Why ``value`` (a string, or JSON made of them, keys included) cannot be stored, or None.
+
+    PostgreSQL stores no NUL in text or jsonb, and UTF-8 has no lone surrogate (``"\\ud800"`` is
+    valid JSON but no text). The one check of both, for feed entries here and for requests
+    (publisher.validation, run params, per-run settings), so bad text is refused naming its field
+    instead of failing the write.
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "contains a NUL character (\\u0000)"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "is not valid UTF-8 text (a lone surrogate, \\ud800-\\udfff)"
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            reason = unstorable_text(key) or unstorable_text(item)
+            if reason:
+                return reason
+    elif isinstance(value, list | tuple):
+        for item in value:
+            reason = unstorable_text(item)
+            if reason:
+                return reason
+    return None
+
+
 def storable_text(value: str, field: str) -> str:
     """``value`` when PostgreSQL can store it; MalformedFeedEntry naming ``field`` when it cannot."""
-    if "\x00" in value:
-        raise MalformedFeedEntry(f"{field} contains a NUL character")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise MalformedFeedEntry(f"{field} is not valid UTF-8 text ({exc.reason})") from None
+    reason = unstorable_text(value)
+    if reason:
+        raise MalformedFeedEntry(f"{field} {reason}")
     return value
 
 

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from config.clock import utcnow
 from config.errors import DatabaseUnavailable, ListenerStartSettingsError, MatchNotFound
+from config.feed_text import unstorable_text
 from config.settings import MatchListenerEnvironment
 from lifecycle import rows
 from lifecycle.heartbeat import ROW_CLOSED_ELSEWHERE, HeartbeatRegistration
@@ -45,7 +46,6 @@ from models.league import League
 from models.listener_record import MatchListenerRecord
 from models.match import METADATA_KEYS, SRSIM_UNSERVED, Match
 from models.status import DISPATCH_ALWAYS, DISPATCH_IN_WINDOW
-from publisher.validation import unstorable_text
 
 logger = logging.getLogger(__name__)
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from config.errors import TriggerValidationError
+from config.feed_text import unstorable_text
 
 SWAP_FIELDS = frozenset({"player_id", "to_slot", "kind"})
 #: The largest id PostgreSQL's bigint (``players.espn_id``) holds.
@@ -57,33 +58,6 @@ def text(value: Any, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise TriggerValidationError(field, "is required")
     return storable_text(value, field)
-
-
-def unstorable_text(value: Any) -> str | None:
-    """Why ``value`` (a string, or JSON made of them) cannot be stored, or None when every string can.
-
-    PostgreSQL stores no NUL in text or jsonb, and UTF-8 has no lone surrogate (``"\\ud800"`` is
-    valid JSON but no text): the one check of both, so a request is refused naming its field
-    instead of failing the saving transaction (or the answer) with a 500.
-    """
-    if isinstance(value, str):
-        if "\x00" in value:
-            return "must not contain the NUL character (\\u0000)"
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return "must not contain a lone surrogate (\\ud800-\\udfff): not valid Unicode text"
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            reason = unstorable_text(key) or unstorable_text(item)
-            if reason:
-                return reason
-    elif isinstance(value, list | tuple):
-        for item in value:
-            reason = unstorable_text(item)
-            if reason:
-                return reason
-    return None
 
 
 def storable_text(value: Any, field: str) -> Any:

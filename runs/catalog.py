@@ -17,7 +17,7 @@ import yaml
 from croniter import croniter
 
 from config.errors import CatalogError, InvalidRunParams, UnknownJob
-from publisher.validation import unstorable_text
+from config.feed_text import unstorable_text
 
 logger = logging.getLogger(__name__)
 
