@@ -62,6 +62,8 @@ INTEGRAL = BeforeValidator(_integral)
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=NON_BLANK)]
 Text = Annotated[str, StringConstraints(max_length=MAX_TEXT_LENGTH, pattern=NO_NUL)]
+#: A key of a JSON object in a body (the schema states a key's pattern, not its length).
+JsonKey = Annotated[str, StringConstraints(pattern=NO_NUL)]
 #: An id in a path or a query (a match's internal id or sr_id, a run id, a key).
 PathId = Annotated[str, Path(min_length=1, max_length=MAX_ID_LENGTH, pattern=NON_BLANK)]
 QueryId = Annotated[str | None, Query(min_length=1, max_length=MAX_ID_LENGTH, pattern=NON_BLANK)]
@@ -81,9 +83,9 @@ BoundedFloat = Annotated[float, Field(ge=-1e15, le=1e15)]
 #: Any JSON value whose strings hold no NUL, its numbers bounded (decision inputs, result details).
 JsonValue = TypeAliasType(
     "JsonValue",
-    Union[Text, BoundedInt, BoundedFloat, bool, list["JsonValue"], dict[Text, "JsonValue"], None],  # noqa: UP007
+    Union[Text, BoundedInt, BoundedFloat, bool, list["JsonValue"], dict[JsonKey, "JsonValue"], None],  # noqa: UP007
 )
-JsonObject = Annotated[dict[Text, JsonValue], Field(max_length=MAX_ITEMS)]
+JsonObject = Annotated[dict[JsonKey, JsonValue], Field(max_length=MAX_ITEMS)]
 
 
 def _aware_time(value: str) -> datetime:
@@ -111,8 +113,8 @@ class Body(BaseModel):
 class DecisionInputs(Body):
     """What the caller decided with; ``season`` and ``week`` (both set) scope the idempotency key."""
 
-    model_config = ConfigDict(extra="allow")
-    __pydantic_extra__: dict[Text, JsonValue] = Field(init=False)  # type: ignore[assignment]
+    model_config = ConfigDict(extra="allow", json_schema_extra={"propertyNames": {"pattern": NO_NUL}})
+    __pydantic_extra__: dict[JsonKey, JsonValue] = Field(init=False)  # type: ignore[assignment]
 
     season: PositiveInt | None = None
     week: PositiveInt | None = None
