@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import httpx
@@ -59,6 +60,12 @@ def test_a_trigger_refuses_a_boolean_or_a_string_where_an_espn_id_belongs(api):
     for player in (True, "4046", 0, 2**60, 1.5):
         answer = api.post("/v1/trigger/waiver", json={**team, "add_player_id": player})
         assert answer.status_code == 422 and answer.json()["field"] == "add_player_id", (player, answer.text)
+
+
+def test_a_waiver_chained_behind_an_action_that_does_not_exist_is_404_naming_the_field(api):
+    claim = {"league_id": "L1", "team_id": "7", "add_player_id": 4241457}
+    answer = api.post("/v1/trigger/waiver", json={**claim, "after_tracking_id": str(uuid.uuid4())})
+    assert answer.status_code == 404 and answer.json()["field"] == "after_tracking_id", answer.text
 
 
 def test_an_unknown_job_is_refused_without_naming_the_servers_catalog_path(api):
