@@ -20,6 +20,7 @@ from api.edges import ANSWER_HEADER_DICT, EdgeGuard, allowed_hosts
 from api.errors import error_body, status_of
 from api.metrics import ApiMetrics
 from api.middleware import RequestLayer
+from api.openapi import allowed_methods, install_openapi
 from api.routes import actions, contract, health, listeners, runs, trades, triggers
 from config.errors import KickoffError
 from config.settings import MatchListenerEnvironment, load_listener_settings
@@ -36,8 +37,13 @@ def _request_id(request: Request) -> str | None:
 
 
 def _field_of(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
-    return ".".join(parts) if parts else "body"
+    """The field as the library names it: ``swaps[0].player_id``."""
+    out = ""
+    for part in loc:
+        if part in ("body", "query", "path", "header"):
+            continue
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "body"
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -67,10 +73,13 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # every method of the path, not only the first route's
+            headers["Allow"] = ", ".join(allowed_methods(request.app, request.scope))
         return JSONResponse(
             {"error": exc.detail, "request_id": _request_id(request)},
             status_code=exc.status_code,
-            headers=exc.headers,
+            headers=headers or None,
         )
 
     @app.exception_handler(Exception)
@@ -109,6 +118,7 @@ def create_app(settings: MatchListenerEnvironment | None = None) -> FastAPI:
         app.include_router(module.router)
     install_console(app)
     install_docs(app)
+    install_openapi(app, catalog=lambda: ctx.catalog)
     _install_error_handlers(app)
     app.add_middleware(
         RequestLayer, max_body_bytes=ctx.settings.api_max_body_bytes, metrics=app.state.metrics

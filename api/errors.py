@@ -6,6 +6,8 @@ import logging
 import re
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from config.errors import (
     ArchivePathError,
     CatalogError,
@@ -21,6 +23,7 @@ from config.errors import (
     StreamLimitReached,
     TradeError,
     TriggerConflictError,
+    TriggerReferenceNotFound,
     TriggerUnavailableError,
     TriggerValidationError,
     UnknownJob,
@@ -31,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 # Most specific first: the first class in an error's MRO found here decides its status.
 STATUS_OF: dict[type[KickoffError], int] = {
+    TriggerReferenceNotFound: 404,
     TriggerValidationError: 422,
     InvalidRunParams: 422,
     InvalidTrigger: 422,
@@ -92,3 +96,41 @@ def error_body(exc: KickoffError) -> dict[str, Any]:
     if getattr(exc, "retryable", False) or isinstance(exc, ServiceUnavailable):
         body["retryable"] = True
     return body
+
+
+class FieldProblem(BaseModel):
+    """One refused field of a request (422)."""
+
+    field: str
+    msg: str
+
+
+class ErrorAnswer(BaseModel):
+    """The body of every error answer: what is wrong, and the request's id to quote."""
+
+    error: str = Field(description="What is wrong, in one line (it never names a server path or URL).")
+    request_id: str | None = Field(None, description="The request's X-Request-Id.")
+    field: str | None = Field(None, description="The refused field, when one is (400, 409, 422).")
+    errors: list[FieldProblem] | None = Field(None, description="Every refused field (422 from validation).")
+    tracking_id: str | None = Field(None, description="The action the answer concerns, when known.")
+    retryable: bool | None = Field(None, description="True: the same request may succeed later (503).")
+
+
+#: What each error status means on this API (the OpenAPI document's descriptions).
+ERROR_STATUSES: dict[int, str] = {
+    400: "The body is not valid JSON, or a header is malformed.",
+    401: "No API key, or the key is unknown or revoked (Authorization: Bearer KEY).",
+    403: "The key's scope does not cover this route.",
+    404: "No such resource (the id in the path, or one the body names).",
+    409: "Conflict with the current state (nothing was changed).",
+    413: "The body is larger than API_MAX_BODY_BYTES.",
+    415: "The body is not JSON (Content-Type: application/json).",
+    422: "A field is refused (named in `field`); nothing was saved or sent.",
+    502: "The broker refused the message (it is recorded; see the answer).",
+    503: "A service (PostgreSQL, Redis, the broker) is unavailable: retry.",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries of ``statuses``: each described, its body an ErrorAnswer."""
+    return {status: {"model": ErrorAnswer, "description": ERROR_STATUSES[status]} for status in statuses}

@@ -1,19 +1,111 @@
-"""Request bodies of the API: the message contract's field names; unknown fields are refused (422).
+"""Request bodies of the API: the message contract's field names, strict types and every bound.
 
-Types here are only the JSON shapes; the library functions validate the values (ESPN ids,
-traceparents, keys) and name the field, so nothing is checked twice.
+Every body derives from ``Body``: unknown fields are refused and types are strict (``false`` is
+no number and ``0`` no boolean), so what the OpenAPI document says is what a route accepts.
+Each constraint the library functions enforce (non-empty ids, ESPN ids, traceparents, enums,
+bounds) is stated here as a type below, so it is in the schema too; the library still checks
+the values it is given (the CLI calls it directly) and names the field.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import Path, Query
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    create_model,
+)
+from typing_extensions import TypeAliasType
 
+from config.settings import MatchListenerEnvironment
+from lifecycle.start import RUN_SETTINGS
 from publisher.queues import TRADE_QUEUES
 from publisher.trade_reconcile import Resolution
 from runs.dedupe import DEBOUNCE_MAX_SECONDS, EVENT_KEY_MAX_LENGTH
+
+#: Longest id (league, team, keys) and longest free text a body may carry.
+MAX_ID_LENGTH = 200
+MAX_TEXT_LENGTH = 2000
+#: Largest integer a body may carry: the largest every JSON reader holds exactly (2**53 - 1).
+MAX_INT = 2**53 - 1
+#: Largest count of items in a list or object of a body.
+MAX_ITEMS = 200
+
+#: No NUL character (PostgreSQL stores none in text or jsonb).
+NO_NUL = r"^[^\x00]*$"
+#: At least one character that is not white space, and no NUL (the library's required text).
+NON_BLANK = r"^[^\x00]*[^\s\x00][^\x00]*$"
+
+
+def _not_all_zero_hex(width: int) -> str:
+    """A regex of ``width`` lowercase hex digits that are not all zeros (no look-ahead needed)."""
+    return "(?:" + "|".join(f"0{{{i}}}[1-9a-f][0-9a-f]{{{width - 1 - i}}}" for i in range(width)) + ")"
+
+
+#: A W3C version-00 traceparent whose trace id and span id are not all zeros.
+TRACEPARENT = f"^00-{_not_all_zero_hex(32)}-{_not_all_zero_hex(16)}-[0-9a-f]{{2}}$"
+#: A UUID as the library reads it back (canonical lowercase form).
+UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+
+
+def _integral(value: Any) -> Any:
+    """JSON's integers include ``1.0``: a float with no fraction is read as that integer."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+#: Read an integer as JSON Schema has it (``1.0`` is one), strict otherwise (``false``, ``"1"`` are not).
+INTEGRAL = BeforeValidator(_integral)
+
+Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=NON_BLANK)]
+Text = Annotated[str, StringConstraints(max_length=MAX_TEXT_LENGTH, pattern=NO_NUL)]
+#: A key of a JSON object in a body (the schema states a key's pattern, not its length).
+JsonKey = Annotated[str, StringConstraints(pattern=NO_NUL)]
+#: An id in a path or a query (a match's internal id or sr_id, a run id, a key).
+PathId = Annotated[str, Path(min_length=1, max_length=MAX_ID_LENGTH, pattern=NON_BLANK)]
+QueryId = Annotated[str | None, Query(min_length=1, max_length=MAX_ID_LENGTH, pattern=NON_BLANK)]
+EspnId = Annotated[
+    int, Field(ge=1, le=MAX_INT, description="An ESPN player id (a positive integer)."), INTEGRAL
+]
+SleeperId = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=NON_BLANK),
+    Field(description="A Sleeper player id (a string; team defenses are team codes)."),
+]
+Traceparent = Annotated[str, StringConstraints(pattern=TRACEPARENT)]
+TrackingId = Annotated[str, StringConstraints(pattern=UUID_PATTERN)]
+PositiveInt = Annotated[int, Field(ge=1, le=MAX_INT), INTEGRAL]
+BoundedInt = Annotated[int, Field(ge=-MAX_INT, le=MAX_INT), INTEGRAL]
+BoundedFloat = Annotated[float, Field(ge=-1e15, le=1e15)]
+#: Any JSON value whose strings hold no NUL, its numbers bounded (decision inputs, result details).
+JsonValue = TypeAliasType(
+    "JsonValue",
+    Union[Text, BoundedInt, BoundedFloat, bool, list["JsonValue"], dict[JsonKey, "JsonValue"], None],  # noqa: UP007
+)
+JsonObject = Annotated[dict[JsonKey, JsonValue], Field(max_length=MAX_ITEMS)]
+
+
+def _aware_time(value: str) -> datetime:
+    """An RFC 3339 date-time with an offset (lower-case ``t``/``z`` read as upper-case)."""
+    parsed = datetime.fromisoformat(value.upper())
+    if parsed.tzinfo is None:
+        raise ValueError("a time with an offset (e.g. 2024-08-30T19:02:00Z) is required")
+    return parsed
+
+
+Time = Annotated[
+    str,
+    StringConstraints(max_length=64),
+    AfterValidator(_aware_time),
+    Field(json_schema_extra={"format": "date-time"}),
+]
+
 
 #: The trade queues and the reconcile choices, as the publisher names them.
 TradeQueue = Literal[TRADE_QUEUES]  # type: ignore[valid-type]
@@ -21,86 +113,133 @@ ResolutionChoice = Literal[tuple(r.value for r in Resolution)]  # type: ignore[m
 
 
 class Body(BaseModel):
-    """A request body: unknown fields are an error."""
+    """A request body: unknown fields are an error and types are strict (no coercion)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class DecisionInputs(Body):
+    """What the caller decided with; ``season`` and ``week`` (both set) scope the idempotency key."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"propertyNames": {"pattern": NO_NUL}})
+    __pydantic_extra__: dict[JsonKey, JsonValue] = Field(init=False)  # type: ignore[assignment]
+
+    season: PositiveInt | None = None
+    week: PositiveInt | None = None
 
 
 class Swap(Body):
-    player_id: int | str = Field(description="ESPN player id (an integer).")
-    to_slot: str
-    kind: str | None = Field(None, description="`ir` marks an IR move a waiver claim can chain behind.")
+    player_id: EspnId
+    to_slot: Id = Field(description="Target slot, e.g. QB, BE, IR.")
+    kind: Literal["ir", "lineup"] | None = Field(
+        None, description="`ir` marks an IR move a waiver claim can chain behind."
+    )
 
 
 class TriggerBody(Body):
-    league_id: str
-    team_id: str
-    idempotency_key: str | None = None
-    decision_inputs: dict[str, Any] = Field(default_factory=dict)
-    traceparent: str | None = Field(None, description="W3C traceparent (default: the request header).")
+    league_id: Id
+    team_id: Id
+    idempotency_key: Id | None = None
+    decision_inputs: DecisionInputs = Field(default_factory=DecisionInputs)
+    traceparent: Traceparent | None = Field(None, description="W3C traceparent (default: the header).")
+
+    def library_fields(self) -> dict[str, Any]:
+        """The fields as the library's request takes them (``decision_inputs`` a plain dict)."""
+        values = {name: getattr(self, name) for name in type(self).model_fields}
+        values["decision_inputs"] = self.decision_inputs.model_dump(exclude_none=True)
+        return values
 
 
 class LineupBody(TriggerBody):
-    swaps: list[Swap]
+    swaps: list[Swap] = Field(min_length=1, max_length=MAX_ITEMS)
 
 
 class WaiverBody(TriggerBody):
-    add_player_id: int | str
-    drop_player_id: int | str | None = None
-    bid: int | None = None
-    after_tracking_id: str | None = None
+    """A waiver claim; a claim chained behind an IR move (``after_tracking_id``) drops no one."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"properties": {"after_tracking_id": {"type": "null"}}},
+                {"properties": {"drop_player_id": {"type": "null"}}},
+            ]
+        }
+    )
+
+    add_player_id: EspnId
+    drop_player_id: EspnId | None = None
+    bid: Annotated[int, Field(ge=0, le=MAX_INT), INTEGRAL] | None = None
+    after_tracking_id: TrackingId | None = None
 
 
 class DraftPickBody(TriggerBody):
-    pick_number: int
-    espn_id: int | str
-    expires_at: datetime | None = Field(None, description="ISO 8601 with an offset.")
+    pick_number: PositiveInt
+    espn_id: EspnId
+    expires_at: Time | None = Field(None, description="ISO 8601 with an offset.")
+
+
+class RumorSignalBody(Body):
+    """One rumor about an ESPN player, with the source's confidence (0..1)."""
+
+    player_id: EspnId
+    kind: Literal["ruled_out", "season_ending", "breakout"]
+    confidence: Annotated[float, Field(ge=0, le=1)]
+    source: Text = ""
+    replacement_player_id: EspnId | None = None
+    drop_player_id: EspnId | None = None
 
 
 class RumorBody(Body):
-    league_id: str
-    team_id: str
-    season: int
-    week: int
-    roster: dict[str, str] = Field(default_factory=dict, description="ESPN id -> slot.")
-    signals: list[dict[str, Any]] = Field(default_factory=list)
-    traceparent: str | None = None
+    league_id: Id
+    team_id: Id
+    season: PositiveInt
+    week: PositiveInt
+    roster: Annotated[
+        dict[Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]{0,17}$")], Text],
+        Field(
+            max_length=MAX_ITEMS,
+            description="ESPN id -> slot.",
+            json_schema_extra={"additionalProperties": False},
+        ),
+    ] = Field(default_factory=dict)
+    signals: list[RumorSignalBody] = Field(default_factory=list, max_length=MAX_ITEMS)
+    traceparent: Traceparent | None = None
 
 
 class OfferApproveBody(Body):
-    league_id: str
-    team_id: str
-    counterparty_team_id: str
-    give_player_ids: list[int | str]
-    receive_player_ids: list[int | str]
-    traceparent: str | None = None
+    league_id: Id
+    team_id: Id
+    counterparty_team_id: Id
+    give_player_ids: list[EspnId] = Field(min_length=1, max_length=MAX_ITEMS)
+    receive_player_ids: list[EspnId] = Field(min_length=1, max_length=MAX_ITEMS)
+    traceparent: Traceparent | None = None
 
 
 class DecisionBody(Body):
-    league_id: str
-    team_id: str
-    decision: str = Field(description="accept | reject")
-    decision_key: str | None = Field(None, description="Claim key (default: the trade id).")
-    traceparent: str | None = None
+    league_id: Id
+    team_id: Id
+    decision: Literal["accept", "reject"]
+    decision_key: Id | None = Field(None, description="Claim key (default: the trade id).")
+    traceparent: Traceparent | None = None
 
 
 class DecisionRetryBody(Body):
-    decision_key: str | None = Field(None, description="Claim key (default: the trade id).")
+    decision_key: Id | None = Field(None, description="Claim key (default: the trade id).")
 
 
 class CounterBody(Body):
-    league_id: str
-    team_id: str
-    publication_key: str
-    give_player_ids: list[int | str] = Field(description="Sleeper player ids.")
-    receive_player_ids: list[int | str] = Field(description="Sleeper player ids.")
-    traceparent: str | None = None
+    league_id: Id
+    team_id: Id
+    publication_key: Id
+    give_player_ids: list[SleeperId] = Field(min_length=1, max_length=MAX_ITEMS)
+    receive_player_ids: list[SleeperId] = Field(min_length=1, max_length=MAX_ITEMS)
+    traceparent: Traceparent | None = None
 
 
 class ReconcileBody(Body):
     queue: TradeQueue
-    claim_key: str = Field(
-        min_length=1, max_length=500, description="The claim's offer, decision or publication key."
+    claim_key: Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=NON_BLANK)] = Field(
+        description="The claim's offer, decision or publication key."
     )
     resolution: ResolutionChoice = Field(
         description="published: the worker got it (nothing is sent); republish: send it again now with the "
@@ -109,24 +248,26 @@ class ReconcileBody(Body):
 
 
 class ActionResultBody(Body):
-    outcome: str = Field(description="succeeded | failed")
-    details: dict[str, Any] = Field(default_factory=dict, description="e.g. team_id, error.")
-    reported_by: str | None = Field(None, description="The consumer's name.")
+    outcome: Literal["succeeded", "failed"]
+    details: JsonObject = Field(default_factory=dict, description="e.g. team_id, error.")
+    reported_by: Text | None = Field(None, description="The consumer's name.")
+
+
+EventKey = Annotated[str, StringConstraints(max_length=EVENT_KEY_MAX_LENGTH, pattern=NON_BLANK)]
 
 
 class RunBody(Body):
-    job: str
-    params: dict[str, Any] = Field(default_factory=dict)
+    job: Id = Field(description="A job of the catalog (GET /v1/runs lists runs; `kickoff runs jobs`).")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="Checked against the job's params schema (the catalog's)."
+    )
     trigger: Literal["manual", "event"] = Field(
         "manual",
         description="`manual`: a fresh dedupe key (the run id); `event`: one run per key and window.",
     )
-    event_key: str | None = Field(
-        None,
-        min_length=1,
-        max_length=EVENT_KEY_MAX_LENGTH,
-        description="With trigger `event`: the event's key (required).",
-    )
+    event_key: (
+        Annotated[str, StringConstraints(max_length=EVENT_KEY_MAX_LENGTH, pattern=NON_BLANK)] | None
+    ) = Field(None, description="With trigger `event`: the event's key (required).")
     debounce_seconds: float | None = Field(
         None,
         gt=0,
@@ -137,9 +278,45 @@ class RunBody(Body):
     )
 
 
+#: Bounds of a per-run setting's number (the lower one where its setting has none of its own).
+_RUN_BOUNDS: dict[type, float] = {int: 2**31 - 1, float: 1e9}
+
+
+def _run_setting(name: str) -> tuple[Any, Any]:
+    """One per-run setting as a body field: its setting's type, bounded, never required."""
+    info = MatchListenerEnvironment.model_fields[name]
+    annotation = info.annotation
+    args = getattr(annotation, "__args__", (annotation,))
+    base = next((a for a in args if a is not type(None)), annotation)
+    extra: list[Any] = list(info.metadata)
+    if base in _RUN_BOUNDS:
+        bound = _RUN_BOUNDS[base]
+        has_lower = any(hasattr(m, "ge") or hasattr(m, "gt") for m in info.metadata)
+        extra.append(Field(le=bound) if has_lower else Field(ge=-bound, le=bound))
+    if base is int:
+        extra.append(INTEGRAL)
+    typed = Annotated[base, *extra] if extra else base
+    if type(None) in args:
+        typed = typed | None
+    return typed, Field(None, description=info.description)
+
+
+#: The per-run settings a start may override (RUN_SETTINGS), each with its setting's type.
+ListenerOverrides = create_model(
+    "ListenerOverrides",
+    __base__=Body,
+    __doc__="Per-run listener settings: only the listener behaviour settings of docs/lifecycle.md.",
+    **{name: _run_setting(name) for name in sorted(RUN_SETTINGS)},
+)
+
+
 class StartListenerBody(Body):
     force: bool = False
-    overrides: dict[str, Any] = Field(default_factory=dict)
+    overrides: ListenerOverrides = Field(default_factory=ListenerOverrides)  # type: ignore[valid-type]
+
+    def override_values(self) -> dict[str, Any]:
+        """The overrides the caller set (an unset one is not an override)."""
+        return self.overrides.model_dump(exclude_unset=True)
 
 
 class AutoDispatchBody(Body):
@@ -147,9 +324,9 @@ class AutoDispatchBody(Body):
 
 
 class DispatchBody(Body):
-    within_minutes: int = Field(0, ge=0)
+    within_minutes: Annotated[int, Field(ge=0, le=7 * 24 * 60), INTEGRAL] = 0
     is_test: bool | None = None
 
 
 class SweepBody(Body):
-    heartbeat_stale_seconds: float | None = Field(None, ge=0)
+    heartbeat_stale_seconds: Annotated[float, Field(ge=0, le=366 * 86400)] | None = None

@@ -79,6 +79,25 @@ def _migrations(obj: CliContext) -> Check:
     return Check("migrations", OK, f"all {len(status.applied)} applied")
 
 
+def _stored_settings(obj: CliContext) -> Check:
+    from lifecycle.match_admin import matches_with_refused_settings
+
+    try:
+        found = matches_with_refused_settings()
+    except KickoffError as exc:
+        return Check("match settings", FAIL, f"not checked: {exc}")
+    if not found:
+        return Check("match settings", OK, "no stored match setting a run may not set")
+    shown = "; ".join(f"match {mid}: {', '.join(keys)}" for mid, keys in found[:5])
+    more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""
+    return Check(
+        "match settings",
+        FAIL,
+        f"{len(found)} match(es) hold settings only the process environment sets, their starts fail: "
+        f"{shown}{more} (kickoff matches edit MATCH --unset KEY)",
+    )
+
+
 def _queues(obj: CliContext) -> Iterator[Check]:
     from actors.broker import queue_reports
 
@@ -137,6 +156,8 @@ def full_checks(obj: CliContext) -> list[Check]:
     by_name = {c.name: c for c in checks}
     if by_name["PostgreSQL"].status == OK:
         checks.append(_migrations(obj))
+        if checks[-1].status == OK:
+            checks.append(_stored_settings(obj))
     checks.extend(_queues(obj))
     if by_name["Redis"].status == OK:
         checks.append(_scheduler(obj))
@@ -158,7 +179,8 @@ def check(obj: CliContext, services_only: bool, as_json: bool) -> None:
 
     \b
     PostgreSQL, Redis, the Dramatiq broker, RabbitMQ (and its outbox queues) answer;
-    migrations applied; a worker alive on each queue (default, match_listeners);
+    migrations applied; no match stores a setting a run may not set (docs/lifecycle.md);
+    a worker alive on each queue (default, match_listeners);
     each queue's waiting, delayed and dead-lettered messages (dead letters: warn);
     the scheduler sent a tick recently (SCHEDULER_ALIVE_SECONDS); the feed answers.
 

@@ -1,7 +1,7 @@
 """The ``kickoff`` entry point: builds the context object; the one top-level error handler.
 
 Every error ends as one line on stderr and exit 1 (2 for an unknown name, as click's usage
-errors); the traceback is printed only with ``-v``.
+errors; 3 for refused listener settings, as the API's 422); the traceback is printed only with ``-v``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import click
 
 from cli.actions import actions
 from cli.amqp import amqp
+from cli.answers import EXIT_INVALID
 from cli.apikeys import apikeys
 from cli.check import check
 from cli.config_cmd import config_group
@@ -36,7 +37,7 @@ from cli.sim import sim_group
 from cli.trades import trades
 from cli.trigger import trigger
 from cli.up import up
-from config.errors import KickoffError, NotFound
+from config.errors import KickoffError, ListenerStartSettingsError, NotFound
 from config.log import configure_logging
 from config.settings import load_listener_settings
 
@@ -62,6 +63,8 @@ class KickoffGroup(click.Group):
             raise
         except NotFound as exc:
             _fail(ctx, str(exc), 2)
+        except ListenerStartSettingsError as exc:
+            _fail(ctx, str(exc), EXIT_INVALID)
         except KickoffError as exc:
             _fail(ctx, str(exc), 1)
         except Exception as exc:  # a bug or an untranslated driver error: still one line

@@ -246,6 +246,10 @@ class TriggerValidationError(TriggerError, ValueError):
         super().__init__(f"{field}: {reason}")
 
 
+class TriggerReferenceNotFound(TriggerValidationError, NotFound):
+    """Raised when a trigger names an action that does not exist (``after_tracking_id``; HTTP 404)."""
+
+
 class TriggerConflictError(TriggerError):
     """Raised when a request conflicts with the current state, e.g. a filled or expired pick (HTTP 409)."""
 

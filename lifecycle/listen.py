@@ -7,8 +7,8 @@ ListenerServices (the same heartbeat thread, stop watch and self-fencing as a li
 When another listener holds the match (pending key, start lock or an active open row) nothing is
 started and ListenerHeld names the holder; a match whose start attempts are exhausted is not
 started either (as a worker start would skip it). Settings are the worker's merge (Layer A, then
-Match.listener_start_settings, then this call's overrides: the MatchListener body, record-only
-unless asked to process, ``--league`` and ``--sr-env``).
+Match.listener_start_settings, then this process's own run settings: the MatchListener body,
+record-only unless asked to process, ``--league`` and ``--sr-env``).
 
 The match is the one ``--match-id`` names (lifecycle.match_ref: internal id, then sr_id), else
 the one whose sr_id is SR_ID; with ``--match-id`` the stream followed is still SR_ID's, and the
@@ -131,16 +131,15 @@ def listen(
             sr_id, settings=settings, league=league, sr_env=sr_env, install_signals=install_signals
         )
     barriers = barriers or Barriers.from_settings(settings)
-    overrides: dict[str, Any] = {"listener_body": LISTEN_BODY, "listener_skip_processing": record_only}
+    # This process's own choices (not a message's): held to no per-run allowlist.
+    local: dict[str, Any] = {"listener_body": LISTEN_BODY, "listener_skip_processing": record_only}
     if match.sr_id != sr_id:  # --match-id: this stream, that match's row
-        overrides["listener_sr_request_match_uuid"] = sr_id
+        local["listener_sr_request_match_uuid"] = sr_id
     if league:
-        overrides["listener_sr_url_league"] = league
+        local["listener_sr_url_league"] = league
     if sr_env:
-        overrides["listener_sr_env"] = sr_env
-    return _start(
-        str(match.id), overrides, settings=settings, barriers=barriers, install_signals=install_signals
-    )
+        local["listener_sr_env"] = sr_env
+    return _start(str(match.id), local, settings=settings, barriers=barriers, install_signals=install_signals)
 
 
 def _held(match_id: str, *, barriers: Barriers, fallback: dict[str, Any] | None = None) -> ListenerHeld:
@@ -170,7 +169,7 @@ def _claim(match_id: str, *, settings: MatchListenerEnvironment, barriers: Barri
 
 def _start(
     match_id: str,
-    overrides: dict[str, Any],
+    local: dict[str, Any],
     *,
     settings: MatchListenerEnvironment,
     barriers: Barriers,
@@ -181,7 +180,13 @@ def _start(
     try:
         with _signals(services.interrupt, install=install_signals):
             result = start_match_listener(
-                match_id, overrides, message_id=None, settings=settings, barriers=barriers, services=services
+                match_id,
+                None,
+                message_id=None,
+                settings=settings,
+                barriers=barriers,
+                services=services,
+                local=local,
             )
     finally:
         services.close()

@@ -11,10 +11,10 @@ from config.clock import utcnow
 from config.errors import KickoffError
 from config.settings import MatchListenerEnvironment
 from lifecycle.board import listener_board
-from lifecycle.start import load_match, validate_listener_settings
+from lifecycle.start import RUN_SETTINGS, load_match, validate_listener_settings
 from listener.archive import TextLog, archive_path, read_events, shortcode_for
 from models.barriers import Barriers
-from models.db import database_errors
+from models.db import database, database_errors
 from models.listener_record import MatchListenerRecord
 from models.match import METADATA_KEYS, Match
 from models.status import normalise
@@ -163,3 +163,21 @@ def edit_match(
     if "scheduled" in shown:
         shown["scheduled"] = _iso(shown["scheduled"])
     return shown
+
+
+def matches_with_refused_settings(*, limit: int = 1000) -> list[tuple[str, list[str]]]:
+    """``(match id, its refused keys)`` of each match whose stored settings hold a key no run may set.
+
+    A refused key is one outside RUN_SETTINGS and kickoff's bookkeeping (METADATA_KEYS): such a
+    match's starts fail until an operator unsets it (``kickoff matches edit --unset``).
+    """
+    allowed = sorted(RUN_SETTINGS | METADATA_KEYS)
+    with database_errors():
+        found = database.execute_sql(
+            "SELECT m.id::text, array_agg(k ORDER BY k) FROM matches m CROSS JOIN LATERAL "
+            "jsonb_object_keys(CASE WHEN jsonb_typeof(m.listener_start_settings) = 'object' "
+            "THEN m.listener_start_settings ELSE '{}'::jsonb END) AS k "
+            "WHERE NOT (k = ANY(%s)) GROUP BY m.id ORDER BY m.id LIMIT %s",
+            (allowed, limit),
+        ).fetchall()
+    return [(mid, list(keys)) for mid, keys in found]

@@ -164,22 +164,60 @@ def find_candidates(
 
 # -- settings merge -------------------------------------------------------------------
 
-#: Settings a worker process reads once (its services); a start override or a per-match
-#: setting cannot change them, so the edge refuses them instead of storing a no-op.
-PROCESS_SETTINGS = frozenset(
-    {"database_url", "redis_url", "redis_key_prefix", "broker_url", "broker_namespace", "amqp_url"}
+#: The settings one run may set: start overrides, Match.listener_start_settings, clone and
+#: ``matches edit --setting``. Listener behaviour only: dry run, the test and drill knobs, the
+#: stream's heartbeat counts, timeouts, reconnect, bad-line and archive tuning. Every other
+#: setting (endpoints, credentials, paths, code locations such as ``listener_body``, the feed
+#: segments injected from the Match, and every process setting) comes only from the process
+#: environment, so no per-run value can send the feed's key elsewhere or load other code.
+RUN_SETTINGS = frozenset(
+    {
+        "listener_dry_run",
+        "listener_skip_processing",
+        "listener_force_exit_code",
+        "listener_test_duration_seconds",
+        "listener_test_exit_code",
+        "listener_test_hang",
+        "listener_max_consecutive_heartbeats",
+        "listener_status_reload_heartbeats",
+        "listener_connect_timeout_seconds",
+        "listener_read_timeout_seconds",
+        "listener_reconnect_attempts",
+        "listener_reconnect_backoff_seconds",
+        "listener_reconnect_backoff_max_seconds",
+        "listener_reconnect_reset_seconds",
+        "listener_max_line_bytes",
+        "listener_max_bad_lines",
+        "listener_archive_flush_events",
+        "listener_archive_flush_seconds",
+    }
 )
 
 
+def refused_run_settings(settings: dict[str, Any] | None) -> list[str]:
+    """The keys of ``settings`` a run may not set (sorted): anything outside RUN_SETTINGS."""
+    return sorted(set(settings or {}) - RUN_SETTINGS)
+
+
 def validate_override_keys(overrides: dict[str, Any] | None, *, source: str = "overrides") -> None:
-    """Refuse keys that are not MatchListenerEnvironment fields (ListenerStartSettingsError)."""
-    unknown = sorted(set(overrides or {}) - set(MatchListenerEnvironment.model_fields))
+    """Refuse keys outside RUN_SETTINGS (ListenerStartSettingsError naming them).
+
+    An unknown name and a setting of the process environment are told apart in the message.
+    """
+    refused = refused_run_settings(overrides)
+    if not refused:
+        return
+    unknown = [k for k in refused if k not in MatchListenerEnvironment.model_fields]
     if unknown:
         raise ListenerStartSettingsError(f"unknown listener setting(s) in {source}: {', '.join(unknown)}")
+    raise ListenerStartSettingsError(
+        f"refused listener setting(s) in {source}: {', '.join(refused)}: only the process environment "
+        "sets these (a run may set only the listener behaviour settings of docs/lifecycle.md)"
+    )
 
 
 def validate_listener_settings(settings: dict[str, Any] | None, *, source: str) -> None:
-    """Refuse unknown keys and invalid values (ListenerStartSettingsError naming the first).
+    """Refuse keys outside RUN_SETTINGS and invalid values (ListenerStartSettingsError naming the first).
 
     What a run would refuse at start, checked when the settings are stored (``--setting``).
     """
@@ -190,11 +228,6 @@ def validate_listener_settings(settings: dict[str, Any] | None, *, source: str) 
         unstorable = unstorable_text(value)
         if unstorable:
             raise ListenerStartSettingsError(f"invalid listener setting in {source}: {key}: {unstorable}")
-    fixed = sorted(set(settings) & PROCESS_SETTINGS)
-    if fixed:
-        raise ListenerStartSettingsError(
-            f"invalid listener setting in {source}: {fixed[0]}: a process setting, not one of a single run"
-        )
     _build_settings({"_env_file": None, **settings}, what=f"in {source}")
 
 
@@ -210,13 +243,20 @@ def _build_settings(kwargs: dict[str, Any], *, what: str) -> MatchListenerEnviro
 
 
 def resolve_listener_environment(
-    match: Match, overrides: dict[str, Any] | None = None, *, env_file: Any = ...
+    match: Match,
+    overrides: dict[str, Any] | None = None,
+    *,
+    local: dict[str, Any] | None = None,
+    env_file: Any = ...,
 ) -> MatchListenerEnvironment:
-    """Build a run's settings: call overrides > Match.listener_start_settings > Layer A.
+    """Build a run's settings: local > call overrides > Match.listener_start_settings > Layer A.
 
-    The Sportradar match id and the league name are injected unless the overrides set them;
-    metadata keys (``message_id``) are stripped; unknown keys raise ListenerStartSettingsError.
-    Layer A is MatchListenerEnvironment itself: process environment > .env > defaults.
+    The Sportradar match id and the league name are injected from the match; metadata keys
+    (``message_id``) are stripped; a key outside RUN_SETTINGS in the overrides or the stored
+    settings raises ListenerStartSettingsError. ``local`` is what this process chose for its own
+    run (``kickoff listen``: its body and stream), never a message's or the database's, so it is
+    not held to RUN_SETTINGS. Layer A is MatchListenerEnvironment itself: process environment >
+    .env > defaults.
     """
     overrides = dict(overrides or {})
     problem = _shape_problem(match.listener_start_settings)
@@ -231,6 +271,7 @@ def resolve_listener_environment(
     merged["listener_sr_request_match_uuid"] = str(match.sr_id)
     merged["listener_sr_url_league"] = match.league.name
     merged.update(overrides)
+    merged.update(local or {})
     kwargs: dict[str, Any] = dict(merged)
     if env_file is not ...:
         kwargs["_env_file"] = env_file
@@ -247,8 +288,8 @@ def _shape_problem(stored: Any) -> str | None:
 def stored_settings_problem(stored: Any) -> str | None:
     """Why a match's ``listener_start_settings`` would make its start fail, or None.
 
-    What ``resolve_listener_environment`` refuses of the stored layer: not a JSON object, an
-    unknown key, an invalid value or a ``listener_body`` that cannot be imported. The value
+    What ``resolve_listener_environment`` refuses of the stored layer: not a JSON object, a
+    key outside RUN_SETTINGS (unknown or the process environment's) or an invalid value. The value
     check is cached per distinct settings (building the settings costs milliseconds).
     """
     problem = _shape_problem(stored)
@@ -257,9 +298,10 @@ def stored_settings_problem(stored: Any) -> str | None:
     user = {k: v for k, v in (stored or {}).items() if k not in METADATA_KEYS}
     if not user:
         return None
-    unknown = sorted(set(user) - set(MatchListenerEnvironment.model_fields))
-    if unknown:
-        return f"unknown listener setting(s) in Match.listener_start_settings: {', '.join(unknown)}"
+    try:
+        validate_override_keys(user, source="Match.listener_start_settings")
+    except ListenerStartSettingsError as exc:
+        return str(exc)
     return _value_problem(json.dumps(user, sort_keys=True))
 
 
@@ -267,9 +309,7 @@ def stored_settings_problem(stored: Any) -> str | None:
 def _value_problem(settings_json: str) -> str | None:
     user = json.loads(settings_json)
     try:
-        env = _build_settings({"_env_file": None, **user}, what="in Match.listener_start_settings")
-        if "listener_body" in user:
-            load_body_class(env.listener_body)
+        _build_settings({"_env_file": None, **user}, what="in Match.listener_start_settings")
     except ListenerStartSettingsError as exc:
         return str(exc)
     return None
@@ -317,8 +357,11 @@ def run_match_listener(
     message_id: str | None,
     services: ListenerServices,
     lock_acquired_at: float | None = None,
+    local: dict[str, Any] | None = None,
 ) -> RunOutcome:
     """Run one listener for ``match_id`` under a start lock held with ``token``.
+
+    ``local``: this process's own settings of the run (see resolve_listener_environment).
 
     ``token`` becomes the lifecycle row's id, so cleanup can tell whose lock it is.
     ``lock_acquired_at`` (``time.monotonic()`` taken just before the lock was acquired) starts
@@ -329,7 +372,7 @@ def run_match_listener(
         lock_acquired_at = time.monotonic()
     with services.db_slot():  # the connection is closed at the end: none is held while the game runs
         match = load_match(match_id)
-        env = resolve_listener_environment(match, overrides)
+        env = resolve_listener_environment(match, overrides, local=local)
         body_cls = load_body_class(env.listener_body)
         is_test = bool(match.is_test)
         sr_id = str(match.sr_id)

@@ -110,6 +110,7 @@ def start_match_listener(
     barriers: Barriers,
     services: ListenerServices,
     on_consumed: Callable[[], None] | None = None,
+    local: dict[str, Any] | None = None,
 ) -> StartResult:
     """Start (and run, for the whole game) the listener of one match; see the module docstring.
 
@@ -119,7 +120,8 @@ def start_match_listener(
     forced start (stop it first). Raises ListenerStartSettingsError /
     MatchNotFound (failed starts, counted) and ListenerRunFailed-worthy outcomes are returned
     with ``success=False``. ``on_consumed`` is called once the message is consumed (from then on
-    a re-delivery does nothing): the RabbitMQ broker acks the delivery there.
+    a re-delivery does nothing): the RabbitMQ broker acks the delivery there. ``local`` is the
+    calling process's own settings of the run (``kickoff listen``), never a message's.
 
     Steps: consume the message, check the guards, abandon dead runs, take the start lock (all
     under one database slot), then run and record the outcome.
@@ -134,7 +136,9 @@ def start_match_listener(
     if isinstance(taken, Skip):
         logger.info("match %s: start %s: %s", mid, message_id, taken)
         return StartResult(match_id=mid, message_id=message_id, skipped=taken)
-    outcome = _run(mid, overrides, taken, message_id=message_id, barriers=barriers, services=services)
+    outcome = _run(
+        mid, overrides, taken, message_id=message_id, barriers=barriers, services=services, local=local
+    )
     failed = is_counted_failure(outcome.exit_code)
     return StartResult(
         match_id=mid,
@@ -247,6 +251,7 @@ def _run(
     message_id: str | None,
     barriers: Barriers,
     services: ListenerServices,
+    local: dict[str, Any] | None = None,
 ) -> RunOutcome:
     """Run the listener under the lock; release it, forget the message id, hand off on shutdown."""
     try:
@@ -257,6 +262,7 @@ def _run(
             message_id=message_id,
             services=services,
             lock_acquired_at=lock.acquired_at,
+            local=local,
         )
     except KickoffError:
         _count_failure(mid, barriers)

@@ -6,7 +6,7 @@ import logging
 
 import peewee
 
-from config.errors import TriggerUnavailableError, TriggerValidationError
+from config.errors import TriggerReferenceNotFound, TriggerUnavailableError, TriggerValidationError
 from config.settings import BaseEnvironment
 from models.activity import ActionStatus
 from models.db import database
@@ -42,7 +42,7 @@ def check_parent(
             f"cannot read parent action {after_tracking_id}; nothing was queued, retry"
         ) from exc
     if row is None:
-        raise TriggerValidationError("after_tracking_id", f"no action has tracking id {after_tracking_id}")
+        raise TriggerReferenceNotFound("after_tracking_id", f"no action has tracking id {after_tracking_id}")
     kind, parent_league, parent_team, status, request = row
     if kind != LINEUP_UPDATES or parent_league != league_id:
         raise TriggerValidationError(

@@ -20,6 +20,7 @@ import requests
 from config.errors import (
     ApiRequestError,
     TriggerConflictError,
+    TriggerReferenceNotFound,
     TriggerUnavailableError,
     TriggerValidationError,
 )
@@ -63,6 +64,10 @@ def _error(status: int, data: dict[str, Any]) -> Exception:
         field = str(data["field"])
         reason = message.split(": ", 1)[1] if message.startswith(f"{field}: ") else message
         return TriggerValidationError(field, reason)
+    if status == 404 and data.get("field"):  # an action the request names does not exist
+        field = str(data["field"])
+        reason = message.split(": ", 1)[1] if message.startswith(f"{field}: ") else message
+        return TriggerReferenceNotFound(field, reason)
     if status == 409:
         return TriggerConflictError(message)
     if status >= 500:  # retryable (trigger_client.is_retryable)

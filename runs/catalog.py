@@ -111,7 +111,7 @@ class Catalog:
             return self.jobs[name]
         except KeyError:
             known = ", ".join(sorted(self.jobs)) or "none"
-            raise UnknownJob(f"no job {name!r} in the catalog {self.source} (jobs: {known})") from None
+            raise UnknownJob(f"no job {name!r} in the catalog (JOB_CATALOG_PATH; jobs: {known})") from None
 
     def scheduled(self) -> list[Job]:
         """The jobs that carry a cron schedule, by name."""

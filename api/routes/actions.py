@@ -7,7 +7,8 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from api.schemas import ActionResultBody
+from api.errors import error_responses
+from api.schemas import ActionResultBody, PathId
 from publisher.results import action_state, report_result
 
 router = APIRouter(prefix="/v1/actions", tags=["actions"])
@@ -20,13 +21,13 @@ def _jsonable(value: Any) -> Any:
 
 
 @router.get("/{tracking_id}")
-def show_action(tracking_id: str) -> dict[str, Any]:
+def show_action(tracking_id: PathId) -> dict[str, Any]:
     """The action with its delivery (outbox message) and verification state (`kickoff actions show`)."""
     return _jsonable(action_state(tracking_id))
 
 
-@router.post("/{tracking_id}/result", status_code=202)
-def report(tracking_id: str, body: ActionResultBody) -> JSONResponse:
+@router.post("/{tracking_id}/result", status_code=202, responses=error_responses(409))
+def report(tracking_id: PathId, body: ActionResultBody) -> JSONResponse:
     """Report the consumer's result into execution_log (`kickoff actions result`); verified later.
 
     202 ``reported``; a repeat before verification (or after the verification set it aside) replaces it;

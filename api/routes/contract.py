@@ -16,7 +16,7 @@ router = APIRouter(tags=["contract"])
     responses={
         200: {
             "description": "The AsyncAPI 3.0 document of the RabbitMQ queues (docs/asyncapi.yaml).",
-            "content": {"application/yaml": {"schema": {"type": "string"}}},
+            "content": {"application/yaml": {"schema": {"type": "object"}}},
         }
     },
 )

@@ -56,7 +56,17 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+#: The body of /readyz, ready (200) or not (503).
+READINESS = {"type": "object", "properties": {"status": {"enum": ["ready", "unavailable"]}}}
+
+
+@router.get(
+    "/readyz",
+    responses={
+        200: {"description": "All answer.", "content": {"application/json": {"schema": READINESS}}},
+        503: {"description": "A service fails.", "content": {"application/json": {"schema": READINESS}}},
+    },
+)
 def readyz(request: Request) -> JSONResponse:
     """PostgreSQL, Redis, the Dramatiq broker and RabbitMQ answer; 503 names any that does not.
 
@@ -84,7 +94,11 @@ def _probe(ctx: ApiContext) -> tuple[dict[str, object], int]:
     return body, 503 if failing else 200
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"description": "Prometheus text exposition.", "content": {CONTENT_TYPE_LATEST: {}}}},
+)
 def metrics(request: Request) -> Response:
     """Prometheus text: this process's request latency plus the deployment's state read now."""
     return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -8,8 +8,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from api.errors import error_responses
 from api.headers import ctx_of
-from api.schemas import AutoDispatchBody, DispatchBody, StartListenerBody, SweepBody
+from api.openapi import also_200
+from api.schemas import AutoDispatchBody, DispatchBody, PathId, QueryId, StartListenerBody, SweepBody
 from config.clock import utcnow
 from lifecycle.board import listener_board
 from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
@@ -20,8 +22,8 @@ from lifecycle.start import validate_listener_settings
 router = APIRouter(tags=["listeners"])
 
 
-@router.get("/v1/listeners")
-def board(request: Request, match_id: str | None = None, active: bool = False) -> dict[str, Any]:
+@router.get("/v1/listeners", responses=error_responses(404))
+def board(request: Request, match_id: QueryId = None, active: bool = False) -> dict[str, Any]:
     """The listener board (as `kickoff listeners status --json`)."""
     ctx = ctx_of(request)
     entries = listener_board(
@@ -38,7 +40,7 @@ def board(request: Request, match_id: str | None = None, active: bool = False) -
 
 
 @router.get("/v1/matches/{match_id}")
-def show_match(match_id: str, request: Request) -> dict[str, Any]:
+def show_match(match_id: PathId, request: Request) -> dict[str, Any]:
     """One match with its listener board entry (404 if unknown)."""
     ctx = ctx_of(request)
     match = resolve_match(match_id)
@@ -55,15 +57,23 @@ def show_match(match_id: str, request: Request) -> dict[str, Any]:
     }
 
 
-@router.post("/v1/matches/{match_id}/start-listener", status_code=202)
-def start_listener(match_id: str, request: Request, body: StartListenerBody | None = None) -> JSONResponse:
+@router.post(
+    "/v1/matches/{match_id}/start-listener",
+    status_code=202,
+    responses={
+        **also_200("A start is already pending or running: nothing enqueued."),
+        **error_responses(409),
+    },
+)
+def start_listener(match_id: PathId, request: Request, body: StartListenerBody | None = None) -> JSONResponse:
     """Enqueue a start (as `kickoff listeners start`); 200 with enqueued false when one is pending."""
     ctx = ctx_of(request)
     body = body or StartListenerBody()
-    validate_listener_settings(body.overrides, source="overrides")
+    overrides = body.override_values()
+    validate_listener_settings(overrides, source="overrides")
     mid = resolve_match_id(match_id)
     message, note = request_start(
-        mid, overrides=body.overrides or None, force=body.force, barriers=ctx.barriers, send=ctx.send_start()
+        mid, overrides=overrides or None, force=body.force, barriers=ctx.barriers, send=ctx.send_start()
     )
     data = {
         "match_id": mid,
@@ -76,7 +86,7 @@ def start_listener(match_id: str, request: Request, body: StartListenerBody | No
 
 
 @router.post("/v1/matches/{match_id}/stop-listener")
-def stop_listener(match_id: str, request: Request) -> dict[str, Any]:
+def stop_listener(match_id: PathId, request: Request) -> dict[str, Any]:
     """Stop the listener (exit 15), revoke a queued start, turn auto-dispatch off."""
     ctx = ctx_of(request)
     mid = resolve_match_id(match_id)
@@ -84,7 +94,7 @@ def stop_listener(match_id: str, request: Request) -> dict[str, Any]:
 
 
 @router.post("/v1/matches/{match_id}/auto-dispatch")
-def auto_dispatch(match_id: str, body: AutoDispatchBody, request: Request) -> dict[str, Any]:
+def auto_dispatch(match_id: PathId, body: AutoDispatchBody, request: Request) -> dict[str, Any]:
     """Turn auto-dispatch on or off (on also clears a leftover stop flag)."""
     mid = resolve_match_id(match_id)
     before = set_auto_dispatch(mid, body.on, barriers=ctx_of(request).barriers)

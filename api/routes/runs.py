@@ -7,8 +7,10 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
+from api.errors import error_responses
 from api.headers import ctx_of
-from api.schemas import RunBody
+from api.openapi import also_200
+from api.schemas import PathId, QueryId, RunBody
 from models.run_log import RunStatus, Trigger
 from runs.publish import get_run, publish_run, recent_runs, run_dict
 
@@ -19,7 +21,11 @@ def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
     return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in data.items()}
 
 
-@router.post("", status_code=202)
+@router.post(
+    "",
+    status_code=202,
+    responses={**also_200("A duplicate: the run of that key, nothing published."), **error_responses(409)},
+)
 def publish(body: RunBody, request: Request) -> JSONResponse:
     """Publish a run of catalog job ``job`` (trigger ``manual``, or ``event`` with ``event_key``);
     200 with ``duplicate`` and the existing run's id for a used key (an event of that key in
@@ -39,7 +45,7 @@ def publish(body: RunBody, request: Request) -> JSONResponse:
 
 @router.get("")
 def list_runs(
-    job: str | None = None,
+    job: QueryId = None,
     status: RunStatus | None = None,
     limit: int = Query(50, ge=1, le=10_000),
 ) -> dict[str, Any]:
@@ -50,6 +56,6 @@ def list_runs(
 
 
 @router.get("/{run_id}")
-def show_run(run_id: str) -> dict[str, Any]:
+def show_run(run_id: PathId) -> dict[str, Any]:
     """One run (404 if unknown)."""
     return _jsonable(run_dict(get_run(run_id)))

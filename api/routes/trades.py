@@ -7,13 +7,24 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
+from api.errors import error_responses
 from api.headers import ctx_of, traceparent
-from api.schemas import CounterBody, DecisionBody, DecisionRetryBody, OfferApproveBody, ReconcileBody
+from api.openapi import also_200
+from api.schemas import (
+    CounterBody,
+    DecisionBody,
+    DecisionRetryBody,
+    OfferApproveBody,
+    PathId,
+    ReconcileBody,
+)
 from publisher import trades
 from publisher.trade_reconcile import Resolution, claims_to_reconcile, reconcile_claim
 from publisher.trades import TradeResult, TradeStatus
 
 router = APIRouter(prefix="/v1/trade", tags=["trades"])
+
+DUPLICATE_ANSWER = "The key is already claimed: the claim as it stands (duplicate), nothing sent."
 
 # A new claim is accepted: published (confirmed), pending (saved, the broker did not answer: the
 # drain republishes it until confirmed) and uncertain (sent, unconfirmed: it waits for an operator,
@@ -34,8 +45,12 @@ def answer(result: TradeResult) -> JSONResponse:
     return JSONResponse(result.as_json(), status_code=STATUS_CODES[result.status])
 
 
-@router.post("/offers/{offer_key}/approve", status_code=202)
-def approve_offer(offer_key: str, body: OfferApproveBody, request: Request) -> JSONResponse:
+@router.post(
+    "/offers/{offer_key}/approve",
+    status_code=202,
+    responses={**also_200(DUPLICATE_ANSWER), **error_responses(409, 502)},
+)
+def approve_offer(offer_key: PathId, body: OfferApproveBody, request: Request) -> JSONResponse:
     """Approve an offer: claim ``offer_key``, publish to trade_submissions (ESPN ids)."""
     result = trades.submit_offer(
         offer_key=offer_key,
@@ -50,8 +65,12 @@ def approve_offer(offer_key: str, body: OfferApproveBody, request: Request) -> J
     return answer(result)
 
 
-@router.post("/incoming/{trade_id}/decision", status_code=202)
-def decide(trade_id: str, body: DecisionBody, request: Request) -> JSONResponse:
+@router.post(
+    "/incoming/{trade_id}/decision",
+    status_code=202,
+    responses={**also_200(DUPLICATE_ANSWER), **error_responses(409, 502)},
+)
+def decide(trade_id: PathId, body: DecisionBody, request: Request) -> JSONResponse:
     """Accept or reject an incoming trade: claim the decision key (default: the trade id)."""
     result = trades.respond_to_trade(
         decision_key=body.decision_key or trade_id,
@@ -65,15 +84,23 @@ def decide(trade_id: str, body: DecisionBody, request: Request) -> JSONResponse:
     return answer(result)
 
 
-@router.post("/incoming/{trade_id}/decision/retry", status_code=202)
-def retry_decision(trade_id: str, request: Request, body: DecisionRetryBody | None = None) -> JSONResponse:
+@router.post(
+    "/incoming/{trade_id}/decision/retry",
+    status_code=202,
+    responses={**also_200(DUPLICATE_ANSWER), **error_responses(409, 502)},
+)
+def retry_decision(trade_id: PathId, request: Request, body: DecisionRetryBody | None = None) -> JSONResponse:
     """Publish a failed or pending decision again with its message id (409 otherwise)."""
     key = (body.decision_key if body else None) or trade_id
     return answer(trades.retry_decision(decision_key=key, publisher=ctx_of(request).publisher()))
 
 
-@router.post("/incoming/{trade_id}/counter", status_code=202)
-def counter(trade_id: str, body: CounterBody, request: Request) -> JSONResponse:
+@router.post(
+    "/incoming/{trade_id}/counter",
+    status_code=202,
+    responses={**also_200(DUPLICATE_ANSWER), **error_responses(409, 502)},
+)
+def counter(trade_id: PathId, body: CounterBody, request: Request) -> JSONResponse:
     """Stage a counter-offer on trade_negotiations (Sleeper ids), claimed by ``publication_key``."""
     result = trades.stage_counter(
         publication_key=body.publication_key,
@@ -96,10 +123,7 @@ def claims_waiting(limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
     return {"count": len(claims), "claims": [c.as_json() for c in claims]}
 
 
-@router.post(
-    "/reconcile",
-    responses={404: {"description": "No such claim."}, 409: {"description": "The claim is not waiting."}},
-)
+@router.post("/reconcile", responses=error_responses(404, 409, 502))
 def reconcile(body: ReconcileBody, request: Request) -> dict[str, Any]:
     """Resolve one waiting claim: published, republish (same message id) or cancel; the claim as it now
     stands (as `kickoff trades reconcile QUEUE KEY --as CHOICE --json`)."""

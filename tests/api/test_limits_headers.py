@@ -36,7 +36,7 @@ def test_unknown_fields_are_422_naming_them(api):
     r = api.post("/v1/trigger/lineup", json={**LINEUP, "surprise": 1})
     assert r.status_code == 422 and r.json()["field"] == "surprise"
     r = api.post("/v1/trigger/lineup", json={**LINEUP, "swaps": [{"player_id": 1, "to_slot": "BN", "x": 1}]})
-    assert r.status_code == 422 and r.json()["field"] == "swaps.0.x"
+    assert r.status_code == 422 and r.json()["field"] == "swaps[0].x"
 
 
 def test_malformed_json_is_422(api):

@@ -6,6 +6,7 @@ import uuid
 from datetime import timedelta
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from models import Match
@@ -40,11 +41,32 @@ def test_start_refuses_unknown_overrides_and_unknown_matches(api, make_match, ba
     match = make_match(status="scheduled")
     bad = api.post(f"/v1/matches/{match.id}/start-listener", json={"overrides": {"no_such_setting": 1}})
     assert bad.status_code == 422 and "no_such_setting" in bad.json()["error"]
-    value = {"overrides": {"listener_heartbeat_interval_seconds": "abc"}}
+    value = {"overrides": {"listener_max_bad_lines": "abc"}}
     bad_value = api.post(f"/v1/matches/{match.id}/start-listener", json=value)
-    assert bad_value.status_code == 422 and "listener_heartbeat_interval_seconds" in bad_value.json()["error"]
+    assert bad_value.status_code == 422 and "listener_max_bad_lines" in bad_value.json()["error"]
     assert not barriers.is_pending(match.id)  # nothing enqueued
     assert api.post(f"/v1/matches/{uuid.uuid4()}/start-listener").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("sportradar_base_url", "http://elsewhere.example"),
+        ("data_dir", "/tmp/elsewhere"),
+        ("job_catalog_path", "/tmp/catalog.yaml"),
+        ("sentry_dsn", "https://k@elsewhere.example/1"),
+        ("listener_body", "tests.lifecycle.bodies:Exploding"),
+        ("database_url", "postgresql://elsewhere/db"),
+    ],
+)
+def test_a_start_override_outside_the_per_run_allowlist_is_422_naming_it(
+    api, make_match, barriers, key, value
+):
+    match = make_match(status="scheduled")
+    bad = api.post(f"/v1/matches/{match.id}/start-listener", json={"overrides": {key: value}})
+    assert bad.status_code == 422, bad.text
+    assert bad.json()["field"] == f"overrides.{key}"  # the schema's allowlist refuses it, naming it
+    assert not barriers.is_pending(match.id)  # nothing enqueued
 
 
 def test_stop_turns_auto_dispatch_off_and_auto_dispatch_turns_it_on(api, make_match, barriers):

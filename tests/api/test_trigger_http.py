@@ -11,6 +11,7 @@ import pytest
 from config.errors import (
     ApiRequestError,
     TriggerConflictError,
+    TriggerReferenceNotFound,
     TriggerUnavailableError,
     TriggerValidationError,
 )
@@ -71,6 +72,11 @@ def test_six_attempts_then_the_503_is_raised_with_its_tracking_id(fast):
             422,
             {"error": "swaps[0].player_id: ESPN id", "field": "swaps[0].player_id"},
             TriggerValidationError,
+        ),
+        (
+            404,
+            {"error": "after_tracking_id: no action has tracking id x", "field": "after_tracking_id"},
+            TriggerReferenceNotFound,
         ),
         (409, {"error": "pick 12 is already filled"}, TriggerConflictError),
         (401, {"error": "an API key is required"}, ApiRequestError),

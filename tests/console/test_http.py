@@ -275,7 +275,7 @@ def test_settings_are_validated_like_the_cli_and_saved(console_server, console_k
         data={"csrf_token": op.csrf, "settings": "database_url=x"},
         headers={"Accept": "application/json"},
     )
-    assert process.status_code == 422 and "process setting" in process.json()["message"]
+    assert process.status_code == 422 and "refused listener setting" in process.json()["message"]
     assert Match.get_by_id(match.id).listener_start_settings == {"listener_dry_run": True}
     ok = op.client.post(
         url, data={"csrf_token": op.csrf, "settings": "listener_force_exit_code=3\n"}, follow_redirects=False

@@ -102,7 +102,7 @@ def test_listeners_start_saves_the_message_id_and_refuses_a_double_start(kick, m
 
 def test_listeners_start_with_an_unknown_override_is_one_line(kick, make_match):
     match = make_match()
-    out = kick("listeners", "start", str(match.id), "--override", "bogus=1", code=1)
+    out = kick("listeners", "start", str(match.id), "--override", "bogus=1", code=3)
     assert "bogus" in out.output and len(out.output.strip().splitlines()) == 1
 
 

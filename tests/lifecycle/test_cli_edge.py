@@ -19,9 +19,18 @@ def one_error_line(output: str) -> str:
 @pytest.mark.parametrize(
     ("override", "says"),
     [
-        ("listener_heartbeat_interval_seconds=abc", "listener_heartbeat_interval_seconds: Input should be"),
+        ("listener_max_consecutive_heartbeats=abc", "listener_max_consecutive_heartbeats: Input should be"),
         ("listener_reconnect_attempts=-3", "listener_reconnect_attempts: Input should be greater than"),
-        ("database_url=postgresql://elsewhere/db", "database_url: a process setting"),
+        ("database_url=postgresql://elsewhere/db", "refused listener setting(s) in --override: database_url"),
+        (
+            "sportradar_base_url=http://elsewhere",
+            "refused listener setting(s) in --override: sportradar_base_url",
+        ),
+        (
+            "listener_body=tests.lifecycle.bodies:Exploding",
+            "refused listener setting(s) in --override: listener_body",
+        ),
+        ("data_dir=/tmp", "refused listener setting(s) in --override: data_dir"),
         ("bogus=1", "unknown listener setting(s) in --override: bogus"),
     ],
 )
@@ -29,7 +38,7 @@ def test_listeners_start_with_a_bad_override_enqueues_nothing(
     kick, make_match, broker_queues, barriers, override, says
 ):
     match = make_match()
-    line = one_error_line(kick("listeners", "start", str(match.id), "--override", override, code=1).output)
+    line = one_error_line(kick("listeners", "start", str(match.id), "--override", override, code=3).output)
     assert says in line and "--override" in line
     assert broker_queues("match_listeners") == 0
     assert not barriers.is_pending(match.id)
@@ -40,10 +49,8 @@ def test_matches_add_with_a_bad_setting_stores_nothing(kick):
     from models.match import Match
 
     kick("leagues", "add", "nfl")
-    out = kick(
-        *add_match_args("sr:match:bad", "--setting", "listener_heartbeat_interval_seconds=abc"), code=1
-    ).output
-    assert "listener_heartbeat_interval_seconds" in one_error_line(out)
+    out = kick(*add_match_args("sr:match:bad", "--setting", "listener_max_bad_lines=abc"), code=3).output
+    assert "listener_max_bad_lines" in one_error_line(out)
     assert Match.select().count() == 0
 
 
@@ -94,7 +101,7 @@ def test_the_database_refuses_a_case_duplicate_league_too(db):
     ],
 )
 def test_enqueue_with_kwargs_the_actor_does_not_take_sends_nothing(kick, broker_queues, args, says):
-    line = one_error_line(kick("enqueue", *args, code=2 if "overrides" not in args[-1] else 1).output)
+    line = one_error_line(kick("enqueue", *args, code=2 if "overrides" not in args[-1] else 3).output)
     assert says in line
     assert broker_queues("default") == 0 and broker_queues("match_listeners") == 0
 
@@ -158,11 +165,9 @@ def test_matches_edit_checks_settings_before_saving(kick, make_match):
     )
     assert out["changed"] == {"title": "New", "settings": {"listener_dry_run": True}}
     line = one_error_line(
-        kick(
-            "matches", "edit", str(match.id), "--setting", "listener_heartbeat_interval_seconds=abc", code=1
-        ).output
+        kick("matches", "edit", str(match.id), "--setting", "listener_max_bad_lines=abc", code=3).output
     )
-    assert "listener_heartbeat_interval_seconds" in line
+    assert "listener_max_bad_lines" in line
     assert reload(match).listener_start_settings == {"listener_dry_run": True}
     assert "unset" not in kick("matches", "edit", str(match.id), "--unset", "listener_dry_run").output
     assert reload(match).listener_start_settings == {}
@@ -177,3 +182,35 @@ def test_matches_list_is_a_table_with_headers_and_says_when_empty(kick, make_mat
     assert lines[0].split() == ["id", "sr_id", "league", "scheduled", "status", "badge", "flags"]
     assert lines[1].index("nfl") == lines[2].index("nfl") == lines[0].index("league")
     assert len(json.loads(kick("matches", "list", "--limit", "1", "--json").output)["matches"]) == 1
+
+
+@pytest.mark.parametrize("key", ["sportradar_base_url", "listener_body", "sentry_dsn", "data_dir"])
+def test_matches_edit_and_add_refuse_a_setting_only_the_environment_sets_with_exit_3(kick, make_match, key):
+    from models.match import Match
+
+    match = make_match(sr_id="sr:match:allow", listener_start_settings={"listener_dry_run": True})
+    line = one_error_line(kick("matches", "edit", str(match.id), "--setting", f"{key}=x", code=3).output)
+    assert f"refused listener setting(s) in --setting: {key}" in line
+    assert reload(match).listener_start_settings == {"listener_dry_run": True}
+    before = Match.select().count()
+    line = one_error_line(kick(*add_match_args("sr:match:new", "--setting", f"{key}=x"), code=3).output)
+    assert key in line and Match.select().count() == before
+
+
+def test_check_fails_naming_each_match_that_stores_a_refused_setting(kick, make_match):
+    fine = make_match(listener_start_settings={"listener_dry_run": True, "srsim_unserved": True})
+    poisoned = make_match(
+        listener_start_settings={"sportradar_base_url": "http://elsewhere.example", "listener_dry_run": True}
+    )
+    body = make_match(listener_start_settings={"listener_body": "x:Y", "data_dir": "/tmp"})
+    doc = json.loads(kick("check", "--json", code=1).output)
+    [found] = [c for c in doc["checks"] if c["name"] == "match settings"]
+    assert found["status"] == "FAIL" and "2 match(es)" in found["detail"]
+    assert f"match {poisoned.id}: sportradar_base_url" in found["detail"]
+    assert f"match {body.id}: data_dir, listener_body" in found["detail"]
+    assert str(fine.id) not in found["detail"]
+    kick("matches", "edit", str(poisoned.id), "--unset", "sportradar_base_url")
+    kick("matches", "edit", str(body.id), "--unset", "listener_body", "--unset", "data_dir")
+    doc = json.loads(kick("check", "--json", code=1).output)  # the workers and the feed still fail
+    [found] = [c for c in doc["checks"] if c["name"] == "match settings"]
+    assert found["status"] == "ok"

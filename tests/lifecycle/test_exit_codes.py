@@ -48,10 +48,11 @@ def test_a_success_exit_ends_the_row_and_counts_no_attempt(make_match, ctx, code
     ids=["return-None", "SystemExit(None)", "SystemExit(3)", "SystemExit(msg)"],
 )
 def test_a_body_returning_none_or_raising_system_exit_closes_its_row_with_the_spec_outcome(
-    make_match, ctx, body, code, reason, success
+    make_match, ctx, body, code, reason, success, monkeypatch
 ):
     """0 / None is a SUCCESS; SystemExit(n) is exit n and SystemExit("msg") exit 1, both counted."""
-    match = make_match(listener_start_settings={"listener_body": f"tests.lifecycle.bodies:{body}"})
+    monkeypatch.setenv("LISTENER_BODY", f"tests.lifecycle.bodies:{body}")  # the worker's environment
+    match = make_match()
     result = start(match, **ctx)
     assert result.success is success and result.exit_code == code
     [row] = rows_of(match)
@@ -76,8 +77,9 @@ def test_a_failure_exit_ends_the_row_and_counts_one_failed_attempt(make_match, c
     assert not ctx["barriers"].is_pending(match.id)
 
 
-def test_an_exception_in_the_body_is_exit_9(make_match, ctx):
-    match = make_match(listener_start_settings={"listener_body": "tests.lifecycle.bodies:Exploding"})
+def test_an_exception_in_the_body_is_exit_9(make_match, ctx, monkeypatch):
+    monkeypatch.setenv("LISTENER_BODY", "tests.lifecycle.bodies:Exploding")  # the worker's environment
+    match = make_match()
     result = start(match, **ctx)
     assert result.exit_code == 9 and not result.success
 

@@ -123,7 +123,7 @@ def test_a_graceful_worker_shutdown_ends_running_listeners_with_a_recorded_14(ma
         assert ctx["barriers"].attempts(m.id) == 0
 
 
-def test_a_run_holds_no_database_connection_while_the_game_runs(make_match, ctx, runner):
+def test_a_run_holds_no_database_connection_while_the_game_runs(make_match, ctx, runner, monkeypatch):
     from models.db import database
 
     match = make_match()
@@ -143,8 +143,7 @@ def test_a_run_holds_no_database_connection_while_the_game_runs(make_match, ctx,
     mod = types.ModuleType("tests_lifecycle_probe")
     mod.Probe = Probe
     sys.modules["tests_lifecycle_probe"] = mod
-    match.listener_start_settings = {"listener_body": "tests_lifecycle_probe:Probe"}
-    match.save()
+    monkeypatch.setenv("LISTENER_BODY", "tests_lifecycle_probe:Probe")  # the worker's environment
     assert runner(start, match, **ctx).result(timeout=5).exit_code == 0
     assert seen == [True]
 

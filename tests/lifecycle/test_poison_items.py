@@ -40,7 +40,7 @@ def test_dispatch_sets_aside_matches_whose_stored_settings_would_fail_the_start_
     invalid = make_match(
         status="inprogress",
         scheduled=first + timedelta(seconds=1),
-        listener_start_settings={"listener_heartbeat_interval_seconds": "abc"},
+        listener_start_settings={"listener_max_bad_lines": "abc"},
     )
     not_object = make_match(status="inprogress", scheduled=first + timedelta(seconds=2))
     from models.db import database
@@ -67,7 +67,7 @@ def test_dispatch_sets_aside_matches_whose_stored_settings_would_fail_the_start_
     reasons = {entry["item"]: entry["reason"] for entry in result.set_aside}
     assert list(reasons) == poisoned
     assert "no_such_setting" in reasons[poisoned[0]]
-    assert "listener_heartbeat_interval_seconds" in reasons[poisoned[1]]
+    assert "listener_max_bad_lines" in reasons[poisoned[1]]
     assert "not an object" in reasons[poisoned[2]]
     for mid in poisoned:
         assert not lbarriers.is_pending(mid)

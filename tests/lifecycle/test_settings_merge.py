@@ -16,12 +16,12 @@ def _match(make_match, **stored):
 
 
 def test_call_overrides_beat_match_settings_which_beat_the_environment(make_match, monkeypatch):
-    monkeypatch.setenv("LISTENER_SR_ENV", "from-env")
+    monkeypatch.setenv("LISTENER_READ_TIMEOUT_SECONDS", "11")
     monkeypatch.setenv("LISTENER_MAX_CONSECUTIVE_HEARTBEATS", "7")
     monkeypatch.setenv("LISTENER_STATUS_RELOAD_HEARTBEATS", "9")
-    match = _match(make_match, listener_sr_env="from-match", listener_max_consecutive_heartbeats=8)
-    env = resolve_listener_environment(match, {"listener_sr_env": "from-call"})
-    assert env.listener_sr_env == "from-call"
+    match = _match(make_match, listener_read_timeout_seconds=12, listener_max_consecutive_heartbeats=8)
+    env = resolve_listener_environment(match, {"listener_read_timeout_seconds": 13})
+    assert env.listener_read_timeout_seconds == 13
     assert env.listener_max_consecutive_heartbeats == 8
     assert env.listener_status_reload_heartbeats == 9
 
@@ -37,11 +37,49 @@ def test_sr_id_and_league_name_are_injected(make_match):
     assert env.listener_sr_url_league == "mlb"
 
 
-def test_injected_fields_yield_to_call_overrides_only(make_match):
-    match = _match(make_match, listener_sr_url_league="from-match")
-    assert resolve_listener_environment(match).listener_sr_url_league == "mlb"
-    env = resolve_listener_environment(match, {"listener_sr_url_league": "nfl"})
+def test_injected_fields_yield_only_to_the_process_own_run_settings(make_match):
+    match = _match(make_match)
+    with pytest.raises(ListenerStartSettingsError, match=r"refused listener setting.*listener_sr_url_league"):
+        resolve_listener_environment(match, {"listener_sr_url_league": "nfl"})
+    env = resolve_listener_environment(match, local={"listener_sr_url_league": "nfl"})
     assert env.listener_sr_url_league == "nfl"
+
+
+#: Settings of the process environment a run must never set: endpoints, secrets, paths, code.
+REFUSED = {
+    "sportradar_base_url": "http://elsewhere.example",
+    "sportradar_api_key": "k",
+    "sentry_dsn": "https://k@elsewhere.example/1",
+    "data_dir": "/tmp/elsewhere",
+    "job_catalog_path": "/tmp/catalog.yaml",
+    "listener_body": "tests.lifecycle.bodies:Exploding",
+    "listener_pipeline": "tests.lifecycle.bodies:Exploding",
+    "listener_stream_path": "/elsewhere",
+    "listener_sr_env": "production",
+    "database_url": "postgresql://elsewhere/db",
+    "listener_heartbeat_interval_seconds": 5,
+}
+
+
+@pytest.mark.parametrize("key", sorted(REFUSED))
+@pytest.mark.parametrize("where", ["call-overrides", "match-settings"])
+def test_a_setting_of_the_process_environment_is_refused_per_run_naming_it(make_match, where, key):
+    stored = {key: REFUSED[key]} if where == "match-settings" else {}
+    overrides = {key: REFUSED[key]} if where == "call-overrides" else None
+    with pytest.raises(ListenerStartSettingsError, match=f"refused listener setting.*{key}"):
+        resolve_listener_environment(_match(make_match, **stored), overrides)
+
+
+def test_every_allowed_run_setting_is_a_listener_setting_and_docs_list_exactly_them():
+    import re
+
+    from config.settings import REPO_ROOT, MatchListenerEnvironment
+    from lifecycle.start import RUN_SETTINGS
+
+    assert set(MatchListenerEnvironment.model_fields) >= RUN_SETTINGS
+    text = (REPO_ROOT / "docs" / "lifecycle.md").read_text()
+    table = text.split("### Per-run settings", 1)[1].split("Everything else", 1)[0]
+    assert set(re.findall(r"`(listener_[a-z_]+)`", table)) == RUN_SETTINGS
 
 
 def test_metadata_keys_are_stripped_before_validation(make_match):
@@ -63,5 +101,5 @@ def test_unknown_keys_raise_listener_start_settings_error(make_match, where):
 
 
 def test_an_invalid_value_raises_listener_start_settings_error(make_match):
-    with pytest.raises(ListenerStartSettingsError, match="listener_heartbeat_interval_seconds"):
-        resolve_listener_environment(_match(make_match), {"listener_heartbeat_interval_seconds": -1})
+    with pytest.raises(ListenerStartSettingsError, match="listener_max_bad_lines"):
+        resolve_listener_environment(_match(make_match), {"listener_max_bad_lines": -1})

@@ -82,10 +82,11 @@ def _games(n: int) -> list[GameScript]:
     ]
 
 
-def _matches(make_match, server, games, tmp_path: Path) -> list[Any]:
+def _matches(make_match, server, games, tmp_path: Path, monkeypatch: Any) -> list[Any]:
+    # The feed and the data directory are the worker's environment; the run's own knobs are stored.
+    monkeypatch.setenv("SPORTRADAR_BASE_URL", server.base_url)
+    monkeypatch.setenv("DATA_DIR", str(tmp_path / "data"))
     start_settings = {
-        "sportradar_base_url": server.base_url,
-        "data_dir": str(tmp_path / "data"),
         "listener_archive_flush_seconds": 0.0,
         "listener_status_reload_heartbeats": 1000,
     }
@@ -106,11 +107,11 @@ def _open_rows(match_ids) -> list[MatchListenerRecord]:
 
 
 def test_redis_restarted_empty_mid_game_keeps_every_listener_and_starts_no_second_one(
-    sim, make_match, settings, tmp_path
+    sim, make_match, settings, tmp_path, monkeypatch
 ):
     games = _games(2)
     server = sim(games, write_status=False)
-    matches = _matches(make_match, server, games, tmp_path)
+    matches = _matches(make_match, server, games, tmp_path, monkeypatch)
     ids = [str(m.id) for m in matches]
     with PrivateRedis(tmp_path / "redis") as private:
         lsettings = settings.model_copy(
@@ -179,11 +180,11 @@ def test_redis_restarted_empty_mid_game_keeps_every_listener_and_starts_no_secon
 
 
 def test_postgresql_going_away_mid_game_keeps_listeners_streaming_until_their_row_deadline(
-    sim, make_match, settings, redis_client, tmp_path
+    sim, make_match, settings, redis_client, tmp_path, monkeypatch
 ):
     games = _games(2)
     server = sim(games, write_status=False)
-    matches = _matches(make_match, server, games, tmp_path)
+    matches = _matches(make_match, server, games, tmp_path, monkeypatch)
     ids = [str(m.id) for m in matches]
     lsettings = settings.model_copy(update={**QUICK_INTERVALS, "listener_heartbeat_stale_seconds": 12.0})
     barriers = Barriers.from_settings(lsettings, client=redis_client)

@@ -30,23 +30,29 @@ def services(settings, redis_client):
     svc.close()
 
 
-def _start_settings(server, tmp_path) -> dict:
+def _start_settings(server, tmp_path, monkeypatch) -> dict:
+    """The feed and the data directory in the worker's environment; the run's own knobs stored."""
+    monkeypatch.setenv("SPORTRADAR_BASE_URL", server.base_url)
+    monkeypatch.setenv("DATA_DIR", str(tmp_path / "data"))
     return {
-        "sportradar_base_url": server.base_url,
-        "data_dir": str(tmp_path / "data"),
         "listener_status_reload_heartbeats": 4,
         "listener_archive_flush_seconds": 0.0,
     }
 
 
-def test_a_start_runs_the_default_body_to_exit_13_and_closes_the_row(sim, services, make_match, tmp_path):
+def test_a_start_runs_the_default_body_to_exit_13_and_closes_the_row(
+    sim, services, make_match, tmp_path, monkeypatch
+):
     settings, barriers, svc = services
     game = GameScript(
         sr_id=str(uuid.uuid4()), league="mlb", start_after=0.5, event_interval=0.03, event_count=12
     )
     server = sim([game])
     match = make_match(
-        "mlb", sr_id=game.sr_id, is_test=True, listener_start_settings=_start_settings(server, tmp_path)
+        "mlb",
+        sr_id=game.sr_id,
+        is_test=True,
+        listener_start_settings=_start_settings(server, tmp_path, monkeypatch),
     )
     result = start_match.start_match_listener(
         str(match.id), None, False, message_id=None, settings=settings, barriers=barriers, services=svc
@@ -59,12 +65,15 @@ def test_a_start_runs_the_default_body_to_exit_13_and_closes_the_row(sim, servic
     assert archive.with_name(f"{game.sr_id}.{str(row.id)[:8]}.log").exists()
 
 
-def test_an_operator_stop_ends_the_default_body_with_15(sim, services, make_match, tmp_path):
+def test_an_operator_stop_ends_the_default_body_with_15(sim, services, make_match, tmp_path, monkeypatch):
     settings, lbarriers, svc = services
     game = GameScript(sr_id=str(uuid.uuid4()), league="mlb", start_after=60, event_count=3)
     server = sim([game], heartbeat_seconds=30)  # no traffic at all: the body is blocked in recv
     match = make_match(
-        "mlb", sr_id=game.sr_id, is_test=True, listener_start_settings=_start_settings(server, tmp_path)
+        "mlb",
+        sr_id=game.sr_id,
+        is_test=True,
+        listener_start_settings=_start_settings(server, tmp_path, monkeypatch),
     )
     results = []
     t = threading.Thread(
@@ -94,7 +103,7 @@ def test_an_operator_stop_ends_the_default_body_with_15(sim, services, make_matc
 
 @pytest.mark.parametrize("is_test", [False, True], ids=["live-no-row", "is_test-writes-its-row"])
 def test_a_dry_run_writes_no_row_except_for_is_test_and_a_live_one_still_writes_match_status(
-    is_test, sim, services, make_match, tmp_path
+    is_test, sim, services, make_match, tmp_path, monkeypatch
 ):
     """Decision: a dry run skips the lifecycle row only; a live match's status still follows the stream."""
     from models import Match
@@ -108,7 +117,7 @@ def test_a_dry_run_writes_no_row_except_for_is_test_and_a_live_one_still_writes_
         "mlb",
         sr_id=game.sr_id,
         is_test=is_test,
-        listener_start_settings={**_start_settings(server, tmp_path), "listener_dry_run": True},
+        listener_start_settings={**_start_settings(server, tmp_path, monkeypatch), "listener_dry_run": True},
     )
     result = start_match.start_match_listener(
         str(match.id), None, False, message_id=None, settings=settings, barriers=barriers, services=svc

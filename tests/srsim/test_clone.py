@@ -90,6 +90,9 @@ def test_a_clone_stores_its_settings_and_bad_ones_are_refused_before_anything_is
         clone_match(source.sr_id, data_dir=tmp_path, settings={"no_such_setting": 1})
     with pytest.raises(ListenerStartSettingsError, match="listener_force_exit_code"):
         clone_match(source.sr_id, data_dir=tmp_path, settings={"listener_force_exit_code": "eleven"})
+    for key in ("sportradar_base_url", "listener_body", "data_dir"):
+        with pytest.raises(ListenerStartSettingsError, match=f"refused listener setting.*{key}"):
+            clone_match(source.sr_id, data_dir=tmp_path, settings={key: "x"})
     assert Match.select().count() == before
 
 
@@ -111,7 +114,7 @@ def test_sim_clone_setting_on_the_command_line(make_match, tmp_path, test_env, m
     assert Match.get_by_id(out["match_id"]).listener_start_settings["listener_force_exit_code"] == 11
     for bad, word in (("nope=1", "nope"), ("listener_force_exit_code=x", "listener_force_exit_code")):
         refused = runner.invoke(cli, ["sim", "clone", source.sr_id, "--setting", bad])
-        assert refused.exit_code == 1 and word in refused.output
+        assert refused.exit_code == 3 and word in refused.output
         assert len(refused.output.strip().splitlines()) == 1, refused.output
 
 
