@@ -23,6 +23,7 @@ from api.middleware import RequestLayer
 from api.openapi import allowed_methods, install_openapi
 from api.routes import actions, contract, health, listeners, runs, trades, triggers
 from config.errors import KickoffError
+from config.feed_text import unstorable_text
 from config.settings import MatchListenerEnvironment, load_listener_settings
 
 logger = logging.getLogger(__name__)
@@ -61,10 +62,10 @@ def _install_error_handlers(app: FastAPI) -> None:
         field = _field_of(tuple(first.get("loc", ())))
         return JSONResponse(
             {
-                "error": f"{field}: {first.get('msg')}",
+                "error": f"{field}: {_message_of(first)}",
                 "field": field,
                 "errors": [
-                    {"field": _field_of(tuple(e.get("loc", ()))), "msg": e.get("msg")} for e in errors
+                    {"field": _field_of(tuple(e.get("loc", ()))), "msg": _message_of(e)} for e in errors
                 ],
                 "request_id": _request_id(request),
             },
@@ -90,6 +91,14 @@ def _install_error_handlers(app: FastAPI) -> None:
             status_code=500,
             headers=ANSWER_HEADER_DICT,  # answered outside EdgeGuard (Starlette's ServerErrorMiddleware)
         )
+
+
+def _message_of(error: dict[str, Any]) -> str:
+    """A validation error's message; text that is no Unicode (a lone surrogate) says so as the
+    library's one text check does (config.feed_text), not as pydantic's "unable to parse raw data"."""
+    if error.get("type") == "string_unicode":
+        return unstorable_text(error.get("input")) or "is not valid UTF-8 text"
+    return str(error.get("msg"))
 
 
 def create_app(settings: MatchListenerEnvironment | None = None) -> FastAPI:

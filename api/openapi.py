@@ -19,6 +19,7 @@ from starlette.routing import Match
 from api.auth import RULES, Need
 from api.errors import ERROR_STATUSES, ErrorAnswer, FieldProblem
 from api.middleware import JSON_API_PREFIX
+from api.schemas import NO_NUL
 
 REF = "#/components/schemas/{model}"
 
@@ -100,23 +101,62 @@ def _accepts_no_params(job: Any) -> bool:
     return jsonschema.Draft202012Validator(dict(job.params_schema)).is_valid({})
 
 
+def _storable(schema: Any) -> Any:
+    """A copy of a params schema whose strings also state what the server refuses in them: NUL
+    (runs.catalog checks every string of the params with the one text check)."""
+    if isinstance(schema, list):
+        return [_storable(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    copy = {key: _storable(value) for key, value in schema.items()}
+    if copy.get("type") == "string" and "pattern" not in copy:
+        copy["pattern"] = NO_NUL
+    return copy
+
+
 def _run_body(catalog: Any, generated: dict[str, Any]) -> dict[str, Any]:
-    """The run body as the catalog has it: one alternative per job with that job's params schema
-    (and the generated body's other fields: the trigger and its event key and window)."""
-    others = {k: v for k, v in generated.get("properties", {}).items() if k not in ("job", "params")}
+    """The run body as the catalog has it: per job, a manual run (no event fields) and an event run
+    (``trigger: "event"`` with its ``event_key``, optionally ``debounce_seconds``), each with the
+    job's params schema; the event fields' schemas are the generated body's."""
+    props = generated.get("properties", {})
+
+    def not_null(schema: dict[str, Any]) -> dict[str, Any]:
+        branches = [b for b in schema.get("anyOf", [schema]) if b.get("type") != "null"]
+        return branches[0] if len(branches) == 1 else {"anyOf": branches}
+
+    def alternative(name: str, job: Any, *, event: bool) -> dict[str, Any]:
+        params_required = not _accepts_no_params(job)
+        if event:
+            fields = {
+                "trigger": {"const": "event"},
+                "event_key": not_null(props["event_key"]),
+                "debounce_seconds": props["debounce_seconds"],
+            }
+            required = ["job", "trigger", "event_key"]
+        else:
+            fields = {
+                "trigger": {"const": "manual"},
+                "event_key": {"type": "null"},
+                "debounce_seconds": {"type": "null"},
+            }
+            required = ["job"]
+        return {
+            "type": "object",
+            "title": f"{name} ({'event' if event else 'manual'})",
+            "description": job.description or f"A run of {name}.",
+            "properties": {"job": {"const": name}, "params": _storable(dict(job.params_schema)), **fields},
+            "required": required + (["params"] if params_required else []),
+            "additionalProperties": False,
+        }
+
     return {
         "title": "RunBody",
-        "description": "A run of one catalog job (JOB_CATALOG_PATH) with the params its schema accepts.",
+        "description": "A run of one catalog job (JOB_CATALOG_PATH) with the params its schema accepts:"
+        " manual, or an event run (one run per job, event key and window).",
         "oneOf": [
-            {
-                "type": "object",
-                "title": name,
-                "description": job.description or f"A run of {name}.",
-                "properties": {"job": {"const": name}, "params": dict(job.params_schema), **others},
-                "required": ["job"] if _accepts_no_params(job) else ["job", "params"],
-                "additionalProperties": False,
-            }
+            alternative(name, job, event=event)
             for name, job in sorted(catalog.jobs.items())
+            for event in (False, True)
         ],
     }
 

@@ -28,7 +28,7 @@ from config.settings import MatchListenerEnvironment
 from lifecycle.start import RUN_SETTINGS
 from publisher.queues import TRADE_QUEUES
 from publisher.trade_reconcile import Resolution
-from runs.dedupe import DEBOUNCE_MAX_SECONDS, EVENT_KEY_MAX_LENGTH
+from runs.dedupe import DEBOUNCE_MAX_SECONDS, DEBOUNCE_MIN_SECONDS, EVENT_KEY_MAX_LENGTH
 
 #: Longest id (league, team, keys) and longest free text a body may carry.
 MAX_ID_LENGTH = 200
@@ -270,7 +270,7 @@ class RunBody(Body):
     ) = Field(None, description="With trigger `event`: the event's key (required).")
     debounce_seconds: float | None = Field(
         None,
-        gt=0,
+        ge=DEBOUNCE_MIN_SECONDS,
         le=DEBOUNCE_MAX_SECONDS,
         strict=True,
         description="With trigger `event`: the window's length (default: the job's debounce_seconds,"

@@ -22,16 +22,17 @@ def _iso_slot(value: datetime) -> str:
 #: The longest event key and debounce window a caller may ask for (api/schemas.py states them).
 EVENT_KEY_MAX_LENGTH = 200
 DEBOUNCE_MAX_SECONDS = 31 * 86400.0
+DEBOUNCE_MIN_SECONDS = 0.001  # a window index of a shorter one no longer fits a float's precision
 
 
 def event_debounce_seconds(job: Job, requested: float | None, *, default: float = 60.0) -> float:
     """The window of an event run: the caller's ``requested`` seconds, else the job's, else ``default``."""
     if requested is None:
         return job.debounce_seconds or default
-    if isinstance(requested, bool) or not (0 < requested <= DEBOUNCE_MAX_SECONDS):
+    if isinstance(requested, bool) or not (DEBOUNCE_MIN_SECONDS <= requested <= DEBOUNCE_MAX_SECONDS):
         raise InvalidTrigger(
-            f"job {job.name}: debounce_seconds must be > 0 and <= {DEBOUNCE_MAX_SECONDS:g},"
-            f" got {requested!r}",
+            f"job {job.name}: debounce_seconds must be >= {DEBOUNCE_MIN_SECONDS:g}"
+            f" and <= {DEBOUNCE_MAX_SECONDS:g}, got {requested!r}",
             field="debounce_seconds",
         )
     return float(requested)

@@ -27,6 +27,7 @@ SERVER_ENV = {
     "ACTIVITY_PARENT_READ_TIMEOUT_SECONDS": "0.3",
     "AMQP_CONFIRM_TIMEOUT_SECONDS": "5",
     "LOG_LEVEL": "INFO",
+    "METRICS_CACHE_SECONDS": "0",  # a test reads /metrics right after it changed the state
 }
 
 
