@@ -116,6 +116,7 @@ def test_every_json_command_prints_one_object(json_of, lifecycle_env, tmp_path):
     run("outbox", "status")
     run("outbox", "retry-dead")
     run("trades", "reconcile")
+    run("runs", "dead")
 
     assert run("runs", "catalog")["jobs"]
     run_id = run("runs", "publish", "noop")["run_id"]
