@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -69,17 +70,22 @@ def reap_dead_workers(
         logger.warning(
             "match %s: row %s abandoned (exit 14): its worker lease expired", row.match_id, row.record_id
         )
-        with setting_aside(
-            aside,
-            loop=LOOP,
-            item=f"match {row.match_id} row {row.record_id}",
-            step="release_start_lock",
-            match_id=row.match_id,
-            record_id=row.record_id,
-        ):
+        with _releasing_lock_of(row, aside):
             barriers.delete_start_lock_if_token(row.match_id, row.record_id)
     _clear_barriers_of_dead(closed, barriers=barriers, aside=aside)
     return closed
+
+
+def _releasing_lock_of(row: rows.ClosedRow, aside: list[SetAside] | None) -> AbstractContextManager[None]:
+    """The sweep's step of releasing one dead row's start lock, set aside on its own when it fails."""
+    return setting_aside(
+        aside,
+        loop=LOOP,
+        item=f"match {row.match_id} row {row.record_id}",
+        step="release_start_lock",
+        match_id=row.match_id,
+        record_id=row.record_id,
+    )
 
 
 def _clear_barriers_of_dead(
@@ -131,14 +137,7 @@ def release_dead_holders_locks(
     for row in _in_order(closed):
         if not _holder_silent(row, settings):
             continue
-        with setting_aside(
-            aside,
-            loop=LOOP,
-            item=f"match {row.match_id} row {row.record_id}",
-            step="release_start_lock",
-            match_id=row.match_id,
-            record_id=row.record_id,
-        ):
+        with _releasing_lock_of(row, aside):
             if barriers.delete_start_lock_if_token(row.match_id, row.record_id):
                 logger.info("match %s: released the start lock of dead run %s", row.match_id, row.record_id)
                 n += 1
