@@ -190,6 +190,12 @@ RUN_SETTINGS = frozenset(
         "listener_max_bad_lines",
         "listener_archive_flush_events",
         "listener_archive_flush_seconds",
+        "listener_backfill",
+        "listener_resume",
+        "listener_backfill_attempts",
+        "listener_backfill_backoff_seconds",
+        "listener_backfill_backoff_max_seconds",
+        "listener_gap_heartbeats",
     }
 )
 

@@ -29,6 +29,12 @@ class MatchListenerRecord(BaseModel):
     pid = peewee.IntegerField(null=True)
     dry_run = peewee.BooleanField(default=False)
     worker_lease = peewee.TextField(null=True)  # lease id of the worker process running it
+    # Gaps of this run (reconnects, the takeover it started with, silences over two heartbeats).
+    gaps = peewee.IntegerField(default=0)
+    gap_seconds = peewee.FloatField(default=0.0)  # seconds without a stream, over all its gaps
+    events_backfilled = peewee.IntegerField(default=0)  # merged from a resume replay or the play-by-play
+    gaps_unrecovered = peewee.IntegerField(default=0)  # gaps whose backfill had not succeeded at exit
+    events_unrecovered = peewee.IntegerField(default=0)  # still missing at the verification at close
 
     class Meta:
         table_name = "match_listener_records"

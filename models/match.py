@@ -47,6 +47,8 @@ class Match(BaseModel):
     refreshed_at = UTCDateTimeField(null=True)  # last schedule refresh that saw this match
     created_at = UTCDateTimeField(default=utcnow)
     updated_at = UTCDateTimeField(default=utcnow)
+    archive_verified_at = UTCDateTimeField(null=True)  # last verify-archive of this match
+    archive_verification = BinaryJSONField(null=True)  # {"ok", "missing", "extra", "differing", "events"}
 
     class Meta:
         table_name = "matches"
