@@ -31,9 +31,9 @@ class TimedListener(MatchListener):
 
     first = last = 0.0
 
-    def _handle(self, raw, pipeline):  # type: ignore[no-untyped-def]
+    def _handle(self, raw):  # type: ignore[no-untyped-def]
         before = self.stats.events
-        super()._handle(raw, pipeline)
+        super()._handle(raw)
         if self.stats.events != before:
             now = time.perf_counter()
             self.first = self.first or now

@@ -150,6 +150,16 @@ class StreamDataError(StreamError):
     """Raised when the feed answers an HTTP error or data the listener cannot skip (exit 11)."""
 
 
+class StreamResumeRefused(StreamConnectionError):
+    """Raised when the feed refuses a reconnect's resume id (HTTP 410: window passed, too many missed,
+    unknown id): the listener reconnects without it and backfills from the play-by-play."""
+
+
+class PlayByPlayError(StreamError):
+    """Raised when a game's play-by-play cannot be fetched or read (HTTP error, not JSON, events without
+    ids): the backfill logs it, retries with backoff and never stops the live stream."""
+
+
 class ArchivePathError(ListenerError):
     """Raised when a league or shortcode would place a listener archive outside DATA_DIR (exit 11)."""
 

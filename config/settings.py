@@ -418,14 +418,14 @@ class MatchListenerEnvironment(BaseEnvironment):
     """Path of a game's play-by-play under SPORTRADAR_BASE_URL ({league}, {access}, {sr_id} filled in): what
     a backfill fetches after a gap. LISTENER_PLAY_BY_PLAY_PATHS overrides it per league."""
     listener_play_by_play_paths: dict[str, str] = {}
-    """Play-by-play path per league, a JSON object such as {"nfl": "/nfl/{access}/v7/en/games/{sr_id}/pbp.json"};
-    a league not named uses LISTENER_PLAY_BY_PLAY_PATH."""
+    """Play-by-play path per league, a JSON object such as
+    {"nfl": "/nfl/{access}/v7/en/games/{sr_id}/pbp.json"}; another league uses LISTENER_PLAY_BY_PLAY_PATH."""
     listener_backfill: bool = True
     """Recover the events a gap missed (a reconnect, a takeover, a long silence) from a resume replay when the
     feed offers one, else from the play-by-play. Off: gaps are recorded but not recovered."""
     listener_resume: bool = True
-    """Reconnect with the last message's resume id when the feed sends them (the feed replays what was missed);
-    off, or refused by the feed: reconnect plainly and backfill from the play-by-play."""
+    """Reconnect with the last message's resume id when the feed sends them (the feed replays what was
+    missed); off, or refused by the feed: reconnect plainly and backfill from the play-by-play."""
     listener_backfill_attempts: PositiveInt = 8
     """Play-by-play fetches of one gap before it is recorded as unrecovered (a later gap retries it)."""
     listener_backfill_backoff_seconds: NonNegativeFloat = 1.0
@@ -433,7 +433,8 @@ class MatchListenerEnvironment(BaseEnvironment):
     listener_backfill_backoff_max_seconds: NonNegativeFloat = 30.0
     """Longest delay between two play-by-play fetches of one gap."""
     listener_gap_heartbeats: PositiveFloat = 2.0
-    """A stream silent (no event, no heartbeat) for more than this many provider heartbeat intervals is a gap."""
+    """A stream silent (no event, no heartbeat) for more than this many provider heartbeat intervals is a
+    gap."""
     listener_reconnect_attempts: NonNegativeInt = 5
     """Reconnects after a dropped stream before giving up (exit 12)."""
     listener_reconnect_backoff_seconds: NonNegativeFloat = 1.0

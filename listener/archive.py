@@ -27,6 +27,7 @@ from typing import Any
 
 from config.clock import utcnow
 from config.errors import ArchivePathError
+from listener.events import EventIndex
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +124,8 @@ class EventArchive:
         self.flush_seconds = flush_seconds
         self.count = 0  # events in the file plus the buffer
         self.repaired = False
+        self.index = EventIndex()  # every message recorded, so none is recorded twice
+        self.last_written_at: float | None = None  # the file's mtime when opened (None: new file)
         self._buffer: list[bytes] = []
         self._first_buffered_at = 0.0
         self._fh: Any = None
@@ -135,6 +138,8 @@ class EventArchive:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self.path.exists() or self.path.stat().st_size == 0:
             self.path.write_bytes(_EMPTY)
+        else:
+            self.last_written_at = self.path.stat().st_mtime
         data = self.path.read_bytes()
         if not self._is_clean(data):
             self._repair(data)
@@ -152,8 +157,14 @@ class EventArchive:
             return False
         if not isinstance(events, list):
             return False
-        self.count = len(events)
+        self._index(events)
         return True
+
+    def _index(self, events: list[Any]) -> None:
+        self.count = len(events)
+        self.index = EventIndex()
+        for event in events:
+            self.index.add(event)
 
     def _repair(self, data: bytes) -> None:
         events, good = _scan_lines(data)
@@ -167,13 +178,24 @@ class EventArchive:
         tmp = self.path.with_suffix(".json.repair")
         tmp.write_bytes(body + b"]\n")
         os.replace(tmp, self.path)
-        self.count = len(events)
+        self._index(events)
         self.repaired = True
 
     # -- append ----------------------------------------------------------------------
 
+    def record(self, message: Any, raw: bytes | None = None) -> bool:
+        """Buffer one feed message unless an equal one is recorded already (``listener.events``); True
+        when it was new. ``raw``: its one-line JSON text as received (else it is serialised)."""
+        if not self.index.add(message):
+            return False
+        if raw is None:
+            self.append(message, indexed=True)
+        else:
+            self.append_raw(raw)
+        return True
+
     def append_raw(self, line: bytes) -> None:
-        """Buffer one event given as a one-line JSON text (already validated by the caller)."""
+        """Buffer one event given as a one-line JSON text (already validated and indexed by the caller)."""
         if not self._buffer:
             self._first_buffered_at = time.monotonic()
         self._buffer.append(line)
@@ -181,8 +203,10 @@ class EventArchive:
         if len(self._buffer) >= self.flush_events:
             self.flush()
 
-    def append(self, event: Any) -> None:
+    def append(self, event: Any, *, indexed: bool = False) -> None:
         """Buffer one event (serialised compactly on one line)."""
+        if not indexed:
+            self.index.add(event)
         self.append_raw(json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode())
 
     def append_marker(self, kind: str, **fields: Any) -> None:

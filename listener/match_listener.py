@@ -21,18 +21,22 @@ from dataclasses import dataclass
 import requests
 
 from config.backoff import backoff_seconds
+from config.clock import utcnow
 from config.errors import (
     ArchivePathError,
     ConfigurationError,
     DatabaseUnavailable,
     StreamConnectionError,
     StreamDataError,
+    StreamResumeRefused,
 )
 from listener.archive import EventArchive, TextLog, archive_path, shortcode_for
 from listener.body import ListenerContext
 from listener.db_gate import db_gate
+from listener.events import FROM_RESUME
 from listener.exit_codes import ExitCode, exit_code_of, system_exit_reason
 from listener.pipeline import Pipeline, RecordOnlyPipeline, load_pipeline
+from listener.recovery import Recovery
 from listener.stream import OVERSIZE, FeedConnection, StreamConfig, subscribe_url
 from models.status import DELAYED, TERMINAL, Phase, apply_stream_status, normalise, phase_of
 
@@ -75,7 +79,8 @@ class _Exit(Exception):
 class ListenerStats:
     """Counters of one run (also read by benchmarks and ``kickoff listen``)."""
 
-    events: int = 0
+    events: int = 0  # events recorded (each distinct message once)
+    duplicates: int = 0  # events the archive already held (a resume replay, a successor's overlap)
     heartbeats: int = 0
     skipped: int = 0
     reconnects: int = 0
@@ -234,76 +239,151 @@ class MatchListener:
 
     def _follow(self, ctx: ListenerContext, info: MatchInfo, pipeline: Pipeline) -> int:
         s = ctx.settings
-        config = StreamConfig(
-            url=subscribe_url(
-                base_url=s.sportradar_base_url,
-                path=s.listener_stream_path,
-                league=info.league,
-                access=s.listener_sr_env,
-                sr_id=info.sr_id,
-                fmt=s.listener_stream_format,
-            ),
-            api_key=s.sportradar_api_key.get_secret_value(),
-            connect_timeout=s.listener_connect_timeout_seconds,
-            read_timeout=s.listener_read_timeout_seconds,
-            max_line_bytes=s.listener_max_line_bytes,
-            match_id=ctx.match_id,
+        assert self.archive is not None
+        url = subscribe_url(
+            base_url=s.sportradar_base_url,
+            path=s.listener_stream_path,
+            league=info.league,
+            access=s.listener_sr_env,
+            sr_id=info.sr_id,
+            fmt=s.listener_stream_format,
         )
+        recovery = self._recovery = Recovery(
+            s,
+            archive=self.archive,
+            league=info.league,
+            sr_id=info.sr_id,
+            match_id=ctx.match_id,
+            stop=self._stop,
+            live_at_start=phase_of(info.status) in (Phase.LIVE, Phase.DELAYED),
+        )
+        self._pipeline = pipeline
         session = self._session or requests.Session()
         failures = 0
         self._idle = 0
         self._bad = 0
+        code: int = ExitCode.STOPPED
         try:
-            while not self._stopped():
-                conn = FeedConnection(config, session=session)
-                with self._conn_lock:
-                    self._conn = conn
-                connected_at = time.monotonic()
-                try:
-                    conn.open()
-                    logger.info(
-                        "match %s stream connected %s (%s)", ctx.match_id, conn.final_url, conn.content_type
-                    )
-                    self._log.write("connected %s content_type=%s", conn.final_url, conn.content_type)
-                    for raw in conn.messages():
-                        self._handle(raw, pipeline)
-                        if self._stopped():
-                            return ExitCode.STOPPED
-                except StreamConnectionError as exc:
-                    if self._stopped():
-                        return ExitCode.STOPPED
-                    # A connection that stayed up long enough was a working one: start counting afresh.
-                    lasted = time.monotonic() - connected_at
-                    failures = 1 if lasted >= s.listener_reconnect_reset_seconds else failures + 1
-                    if failures > s.listener_reconnect_attempts:
-                        raise StreamConnectionError(
-                            f"{exc} (gave up after {failures - 1} reconnects)"
-                        ) from exc
-                    delay = backoff_seconds(
-                        failures,
-                        base=s.listener_reconnect_backoff_seconds,
-                        cap=s.listener_reconnect_backoff_max_seconds,
-                    )
-                    self.stats.reconnects += 1
-                    logger.warning("match %s %s; reconnecting in %.1fs", ctx.match_id, exc, delay)
-                    self._log.write("disconnected (%s); reconnect in %.1fs", exc, delay)
-                    if self.archive is not None:
-                        self.archive.flush()
-                    if self._stop.wait(delay) or ctx.stop_requested.is_set():
-                        return ExitCode.STOPPED
-                finally:
-                    conn.close()
-                    with self._conn_lock:
-                        self._conn = None
-            return ExitCode.STOPPED
+            code = self._stream_loop(ctx, url, session, recovery, failures)
+            return code
+        except _Exit as exc:
+            code = exc.code
+            raise
         finally:
             if self._session is None:
                 session.close()
+            self._finish_recovery(game_over=code == ExitCode.NOT_IN_PROGRESS)
+
+    def _stream_loop(
+        self, ctx: ListenerContext, url: str, session: requests.Session, recovery: Recovery, failures: int
+    ) -> int:
+        s = ctx.settings
+        while not self._stopped():
+            config = StreamConfig(
+                url=recovery.subscribe_url(url),
+                api_key=s.sportradar_api_key.get_secret_value(),
+                connect_timeout=s.listener_connect_timeout_seconds,
+                read_timeout=s.listener_read_timeout_seconds,
+                max_line_bytes=s.listener_max_line_bytes,
+                match_id=ctx.match_id,
+            )
+            resuming = config.url != url
+            conn = FeedConnection(config, session=session)
+            with self._conn_lock:
+                self._conn = conn
+            connected_at = time.monotonic()
+            try:
+                conn.open()
+                logger.info(
+                    "match %s stream connected %s (%s)", ctx.match_id, conn.final_url, conn.content_type
+                )
+                self._log.write("connected %s content_type=%s", conn.final_url, conn.content_type)
+                recovery.connected(resumed=resuming)
+                self._write_gaps()
+                for raw in conn.messages():
+                    self._handle(raw)
+                    if self._stopped():
+                        return ExitCode.STOPPED
+            except StreamResumeRefused as exc:
+                recovery.resume_refused(str(exc))
+                continue  # at once, without the resume id; not a failed connection
+            except StreamConnectionError as exc:
+                if self._stopped():
+                    return ExitCode.STOPPED
+                recovery.dropped()
+                # A connection that stayed up long enough was a working one: start counting afresh.
+                lasted = time.monotonic() - connected_at
+                failures = 1 if lasted >= s.listener_reconnect_reset_seconds else failures + 1
+                if failures > s.listener_reconnect_attempts:
+                    raise StreamConnectionError(f"{exc} (gave up after {failures - 1} reconnects)") from exc
+                delay = backoff_seconds(
+                    failures,
+                    base=s.listener_reconnect_backoff_seconds,
+                    cap=s.listener_reconnect_backoff_max_seconds,
+                )
+                self.stats.reconnects += 1
+                logger.warning("match %s %s; reconnecting in %.1fs", ctx.match_id, exc, delay)
+                self._log.write("disconnected (%s); reconnect in %.1fs", exc, delay)
+                self._merge_backfill()
+                if self.archive is not None:
+                    self.archive.flush()
+                if self._stop.wait(delay) or ctx.stop_requested.is_set():
+                    return ExitCode.STOPPED
+            finally:
+                conn.close()
+                with self._conn_lock:
+                    self._conn = None
+        return ExitCode.STOPPED
+
+    # -- gaps and backfills ------------------------------------------------------------
+
+    def _process(self, message: dict) -> None:
+        """Hand one newly recorded message to the pipeline (PostgreSQL away: archived, not processed)."""
+        try:
+            self._pipeline.process(message)
+        except DatabaseUnavailable as exc:  # archived already; the stream goes on
+            logger.warning(
+                "match %s: event not processed (PostgreSQL unavailable): %s", self._ctx.match_id, exc
+            )
+
+    def _merge_backfill(self) -> None:
+        if not self._ctx.may_write():
+            return
+        if self._recovery.merge(self._process):
+            self._write_gaps()
+
+    def _finish_recovery(self, *, game_over: bool) -> None:
+        recovery = getattr(self, "_recovery", None)
+        if recovery is None:
+            return
+        try:
+            if self._ctx.may_write():
+                recovery.finish(game_over=game_over and not self._stop.is_set(), handle=self._process)
+                self._write_gaps()
+        except OSError:
+            logger.exception("match %s: the last backfill could not be written", self._ctx.match_id)
+        finally:
+            recovery.close()
+
+    def _write_gaps(self) -> None:
+        """Write the run's gap counts on its lifecycle row (not in a dry run, never once fenced)."""
+        ctx = self._ctx
+        if not ctx.record_id or not self._info.has_row or not ctx.may_write():
+            return
+        from models.db import database, database_errors
+        from models.listener_record import MatchListenerRecord
+
+        counts = self._recovery.counts.as_row()
+        try:
+            with self._gate(), database_errors(), database.connection_context():
+                MatchListenerRecord.update(**counts).where(MatchListenerRecord.id == ctx.record_id).execute()
+        except DatabaseUnavailable as exc:
+            logger.warning("match %s: gap counts not written yet: %s", ctx.match_id, exc)
 
     def _stopped(self) -> bool:
         return self._stop.is_set() or self._ctx.stop_requested.is_set()
 
-    def _handle(self, raw: bytes | object, pipeline: Pipeline) -> None:
+    def _handle(self, raw: bytes | object) -> None:
         archive = self.archive
         assert archive is not None
         if not self._ctx.may_write():  # paused past the worker lease: a successor may be writing
@@ -320,9 +400,11 @@ class MatchListener:
         if not isinstance(message, dict):
             self._skip("not a JSON object")
             return
+        self._recovery.seen(message)
         if "heartbeat" in message:
             self._bad = 0
             self._on_heartbeat()
+            self._merge_backfill()
             return
         payload = message.get("payload")
         if not isinstance(payload, dict):
@@ -334,17 +416,23 @@ class MatchListener:
             self._skip(f"event of another match ({meta.get('match')})", bad=False)
             return
         self._idle = 0
+        replayed = message.get("replay") is True
+        if replayed or b"\n" in raw:
+            if replayed:
+                message["kickoff"] = {"backfilled": FROM_RESUME, "at": utcnow().isoformat()}
+            raw = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+        if not archive.record(message, raw):
+            self.stats.duplicates += 1
+            self._merge_backfill()
+            return
         self.stats.events += 1
-        archive.append_raw(raw if b"\n" not in raw else json.dumps(message).encode())
+        if replayed:
+            self._recovery.replayed()
         incoming = stream_status_of(message)
         if incoming is not None and incoming != self._status:
             self._apply_stream_status(incoming)
-        try:
-            pipeline.process(message)
-        except DatabaseUnavailable as exc:  # archived already; the stream goes on
-            logger.warning(
-                "match %s: event not processed (PostgreSQL unavailable): %s", self._ctx.match_id, exc
-            )
+        self._process(message)
+        self._merge_backfill()
         archive.maybe_flush()
 
     def _skip(self, why: str, *, bad: bool = True) -> None:

@@ -4,7 +4,10 @@ A pipeline is any class named by the ``listener_pipeline`` setting, constructed 
 ``cls(match_id=..., settings=..., db_gate=...)`` with a ``process(message)`` method taking the
 parsed envelope and a ``close()``. QuestionPipeline issues one question per at-bat ("Will the
 hitter get a hit?", key ``atbat:{event id}``) when the at-bat starts and settles it when an event
-with the ``atbatover`` category arrives. It touches PostgreSQL only on those two events, through
+with the ``atbatover`` category arrives (the at-bat its ``atbat_id`` names, else the last one
+opened). Both are idempotent (the insert ignores an existing key, the settle touches only an
+open question), and the listener passes each distinct message once across all runs of a match
+(the archive's index), so a backfill or a successor never issues or settles a question twice. It touches PostgreSQL only on those two events, through
 a short connection held under the process-wide gate, never for the whole game.
 """
 
@@ -66,8 +69,13 @@ class QuestionPipeline:
         categories = str(meta.get("event_category") or event.get("event_category") or "").split(",")
         if etype == "atbat" and meta.get("operation", "create") == "create" and event.get("id"):
             self._issue(event)
-        if "atbatover" in categories and self.open_key is not None:
-            self._settle("yes" if "hit" in categories else "no", event)
+        if "atbatover" in categories:
+            # The pitch names its at-bat (atbat_id): a backfilled or taken-over at-bat settles the
+            # right question; without one, the at-bat this run last opened.
+            atbat = event.get("atbat_id")
+            key = f"atbat:{atbat}" if isinstance(atbat, str) and atbat else self.open_key
+            if key is not None:
+                self._settle("yes" if "hit" in categories else "no", event, key=key)
 
     def _issue(self, event: dict[str, Any]) -> None:
         from models.db import database, database_errors
@@ -86,11 +94,12 @@ class QuestionPipeline:
         self.open_key = key
         self.issued += 1
 
-    def _settle(self, answer: str, event: dict[str, Any]) -> None:
+    def _settle(self, answer: str, event: dict[str, Any], *, key: str) -> None:
         from models.db import database, database_errors
         from models.question import Question
 
-        key, self.open_key = self.open_key, None
+        if key == self.open_key:
+            self.open_key = None
         with self.db_gate, database_errors(), database.connection_context():
             Question.update(status="settled", answer=answer, settled_at=utcnow()).where(
                 (Question.match == self.match_id) & (Question.key == key) & (Question.status == "open")

@@ -24,7 +24,7 @@ import requests
 import sseclient
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
-from config.errors import StreamConnectionError, StreamDataError
+from config.errors import StreamConnectionError, StreamDataError, StreamResumeRefused
 from config.settings import mask_url
 
 logger = logging.getLogger(__name__)
@@ -100,6 +100,56 @@ def capped_lines(chunks: Iterator[bytes], max_bytes: int) -> Iterator[bytes | ob
             yield OVERSIZE
 
 
+def feed_get(
+    session: requests.Session,
+    url: str,
+    *,
+    api_key: str,
+    accept: str,
+    timeout: tuple[float, float],
+    stream: bool,
+    what: str,
+    match_id: str = "",
+    closed: threading.Event | None = None,
+) -> tuple[requests.Response, str]:
+    """GET a feed URL, following redirects ourselves; returns the final response (any status) and its URL.
+
+    The API key travels in ``x-api-key`` only to the first URL's scheme, host and port, never to a
+    host a redirect names. Connection failures raise StreamConnectionError, other request errors
+    StreamDataError, more than five redirects StreamDataError.
+    """
+    home = _origin(url)
+    first = url
+    for _ in range(_MAX_REDIRECTS + 1):
+        if closed is not None and closed.is_set():
+            raise StreamConnectionError(f"{what} closed while connecting")
+        headers = {"x-api-key": api_key, "Accept": accept} if _origin(url) == home else {"Accept": accept}
+        try:
+            resp = session.get(url, headers=headers, stream=stream, timeout=timeout, allow_redirects=False)
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            raise StreamConnectionError(f"cannot connect to {mask_url(url)}: {type(exc).__name__}") from exc
+        except requests.RequestException as exc:
+            raise StreamDataError(f"bad request to {mask_url(url)}: {type(exc).__name__}") from exc
+        if resp.is_redirect:
+            location = resp.headers.get("Location", "")
+            resp.close()
+            url = urljoin(url, location)
+            logger.info("match %s %s redirected to %s", match_id, what, mask_url(url))
+            continue
+        return resp, url
+    raise StreamDataError(f"more than {_MAX_REDIRECTS} redirects from {mask_url(first)}")
+
+
+def _message_of(resp: requests.Response) -> str:
+    """The ``message`` of a JSON error body, else its first 200 characters (for a log line)."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text[:200]
+    message = body.get("message") if isinstance(body, dict) else None
+    return str(message)[:200] if message else resp.text[:200]
+
+
 @dataclass
 class StreamConfig:
     """What the client needs to follow one match."""
@@ -125,42 +175,30 @@ class FeedConnection:
 
     def open(self) -> FeedConnection:
         """Connect, follow redirects, check the status; raise StreamConnectionError / StreamDataError."""
-        url = self.config.url
-        home = _origin(url)
-        accept = {"Accept": "text/event-stream, application/x-ndjson;q=0.9, application/json;q=0.8"}
-        timeout = (self.config.connect_timeout, self.config.read_timeout)
-        for _ in range(_MAX_REDIRECTS + 1):
-            if self._closed.is_set():
-                raise StreamConnectionError("stream closed while connecting")
-            # The key goes only to the feed's own origin, never to a host a redirect names.
-            headers = {"x-api-key": self.config.api_key, **accept} if _origin(url) == home else accept
-            try:
-                resp = self.session.get(
-                    url, headers=headers, stream=True, timeout=timeout, allow_redirects=False
-                )
-            except (requests.ConnectionError, requests.Timeout) as exc:
-                raise StreamConnectionError(
-                    f"cannot connect to {mask_url(url)}: {type(exc).__name__}"
-                ) from exc
-            except requests.RequestException as exc:
-                raise StreamDataError(f"bad request to {mask_url(url)}: {type(exc).__name__}") from exc
-            if resp.is_redirect:
-                location = resp.headers.get("Location", "")
-                resp.close()
-                url = urljoin(url, location)
-                logger.info("match %s stream redirected to %s", self.config.match_id, mask_url(url))
-                continue
-            self.response = resp
-            if resp.status_code >= 500 or resp.status_code == 429:
-                resp.close()
-                raise StreamConnectionError(f"feed answered HTTP {resp.status_code} at {mask_url(url)}")
-            if resp.status_code >= 400:
-                resp.close()
-                raise StreamDataError(f"feed answered HTTP {resp.status_code} at {mask_url(url)}")
-            self.content_type = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
-            self.final_url = mask_url(url)
-            return self
-        raise StreamDataError(f"more than {_MAX_REDIRECTS} redirects from {mask_url(self.config.url)}")
+        resp, url = feed_get(
+            self.session,
+            self.config.url,
+            api_key=self.config.api_key,
+            accept="text/event-stream, application/x-ndjson;q=0.9, application/json;q=0.8",
+            timeout=(self.config.connect_timeout, self.config.read_timeout),
+            stream=True,
+            what="stream",
+            match_id=self.config.match_id,
+            closed=self._closed,
+        )
+        self.response = resp
+        if resp.status_code == 410:
+            resp.close()
+            raise StreamResumeRefused(f"feed refused the resume at {mask_url(url)}: {_message_of(resp)}")
+        if resp.status_code >= 500 or resp.status_code == 429:
+            resp.close()
+            raise StreamConnectionError(f"feed answered HTTP {resp.status_code} at {mask_url(url)}")
+        if resp.status_code >= 400:
+            resp.close()
+            raise StreamDataError(f"feed answered HTTP {resp.status_code} at {mask_url(url)}")
+        self.content_type = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        self.final_url = mask_url(url)
+        return self
 
     def messages(self) -> Iterator[bytes | object]:
         """Yield each message's JSON text (or OVERSIZE); StreamConnectionError when the connection drops."""

@@ -111,6 +111,14 @@ class RawFeedHandler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         srv: Any = self.server
+        if self.path.endswith("/pbp.json"):  # a backfill's play-by-play: this feed has none
+            srv.pbp_requests.append(self.path)
+            body = b'{"message":"no play-by-play here"}'
+            self.send_response(404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         srv.requests.append((self.path, dict(self.headers)))
         if srv.redirect and not self.path.startswith("/stream-host/"):
             self.send_response(302)
@@ -166,6 +174,7 @@ def raw_feed() -> Iterator[Callable[..., Any]]:
         srv.body, srv.redirect, srv.truncate, srv.status = body, redirect, truncate, status
         srv.content_type, srv.redirect_to = content_type, redirect_to
         srv.requests = []
+        srv.pbp_requests = []
         srv.base_url = f"http://127.0.0.1:{srv.server_address[1]}"
         threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         servers.append(srv)

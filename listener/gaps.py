@@ -1,0 +1,87 @@
+"""The gaps of one listener run: when the stream was away, and whether what it missed was recovered.
+
+A gap is a reconnect (the stream dropped), a takeover (the run starts where an earlier run's
+archive ends) or a silence (no event and no heartbeat for more than ``listener_gap_heartbeats``
+provider heartbeat intervals). Each gap is one log line with the match id, counted on the run's
+lifecycle row (``gaps``, ``gap_seconds``); a gap stays pending until a resume replay or a
+play-by-play backfill recovers it (``events_backfilled``), and pending gaps whose backfill gave up
+are ``gaps_unrecovered`` until a later backfill succeeds (the play-by-play holds the whole game).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class GapCounts:
+    """What the lifecycle row records about the run's gaps."""
+
+    gaps: int = 0
+    gap_seconds: float = 0.0
+    events_backfilled: int = 0
+    gaps_unrecovered: int = 0
+
+    def as_row(self) -> dict[str, float | int]:
+        return {**asdict(self), "gap_seconds": round(self.gap_seconds, 3)}
+
+
+class GapTracker:
+    """Opens, closes and settles the gaps of one run (the stream loop's thread only)."""
+
+    def __init__(self, match_id: str) -> None:
+        self.match_id = match_id
+        self.counts = GapCounts()
+        self.pending = 0  # closed gaps waiting for a backfill
+        self.held_before: int | None = None  # archive size when the oldest pending gap began
+        self._open_kind: str | None = None
+        self._open_since = 0.0
+        self._open_held = 0
+
+    @property
+    def open(self) -> bool:
+        return self._open_kind is not None
+
+    def begin(self, kind: str, *, since: float, held: int) -> None:
+        """The stream went away at monotonic ``since`` holding ``held`` messages (kept if one is open)."""
+        if self._open_kind is None:
+            self._open_kind, self._open_since, self._open_held = kind, since, held
+
+    def end(self, *, now: float | None = None, how: str) -> float:
+        """The stream is back (``how``: "resumed", "reconnected", ...); returns the gap's seconds."""
+        if self._open_kind is None:
+            return 0.0
+        now = time.monotonic() if now is None else now
+        seconds = max(now - self._open_since, 0.0)
+        kind, self._open_kind = self._open_kind, None
+        self.counts.gaps += 1
+        self.counts.gap_seconds += seconds
+        self.pending += 1
+        held = self._open_held
+        self.held_before = held if self.held_before is None else min(self.held_before, held)
+        logger.warning("match %s gap: %s, %.1fs without a stream, %s", self.match_id, kind, seconds, how)
+        return seconds
+
+    def silence(self, *, since: float, now: float, held: int) -> float:
+        """A silence that just ended (it began at ``since``)."""
+        self.begin("silence", since=since, held=held)
+        return self.end(now=now, how="stream silent, events again")
+
+    def recovered(self, events: int) -> None:
+        """A backfill (or a resume replay) brought ``events`` messages and covers every pending gap."""
+        self.counts.events_backfilled += events
+        self.pending = 0
+        self.held_before = None
+        self.counts.gaps_unrecovered = 0
+
+    def added(self, events: int) -> None:
+        """Messages recovered without settling the pending gaps (a resume replay's)."""
+        self.counts.events_backfilled += events
+
+    def given_up(self) -> None:
+        """Every try of the backfill failed: the pending gaps are unrecovered for now."""
+        self.counts.gaps_unrecovered = self.pending

@@ -1,0 +1,208 @@
+"""How one listener run recovers what its gaps missed: resume ids, silences and play-by-play backfills.
+
+The stream loop tells its Recovery what happens (connected, dropped, a message, a heartbeat) and
+calls ``merge`` between messages; Recovery decides: reconnect with the last resume id when the
+feed sends them and ``listener_resume`` is on (the feed replays what was missed), else, and when
+the feed refuses the resume, ask the Backfiller for the play-by-play. A run that starts where an
+earlier run's archive ends, or late into a live game, backfills once it is connected. A run that
+ends because the game is over fetches the play-by-play once more, so a gap whose backfill had
+failed is recovered before the archive is closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+from config.errors import PlayByPlayError
+from config.settings import MatchListenerEnvironment
+from listener.archive import EventArchive
+from listener.backfill import Backfiller, merge
+from listener.gaps import GapCounts, GapTracker
+from listener.play_by_play import fetch_play_by_play
+
+logger = logging.getLogger(__name__)
+
+
+class Recovery:
+    """Gap bookkeeping and recovery of one run (called from the stream loop's thread only)."""
+
+    def __init__(
+        self,
+        settings: MatchListenerEnvironment,
+        *,
+        archive: EventArchive,
+        league: str,
+        sr_id: str,
+        match_id: str,
+        stop: threading.Event,
+        live_at_start: bool,
+    ) -> None:
+        self.settings = settings
+        self.archive = archive
+        self.league = league
+        self.sr_id = sr_id
+        self.match_id = match_id
+        self.gaps = GapTracker(match_id)
+        self.backfiller = (
+            Backfiller(settings, league=league, sr_id=sr_id, match_id=match_id, stop=stop)
+            if settings.listener_backfill
+            else None
+        )
+        self.resume_id: str | None = None
+        self.heartbeat_interval: float | None = None  # seconds, from the feed's heartbeat messages
+        self.last_seen: float | None = None
+        self._first = True
+        self._start_backfill = settings.listener_backfill and (archive.count > 0 or live_at_start)
+        if archive.count > 0 and archive.last_written_at is not None:
+            # An earlier run recorded this archive: the takeover's gap began with its last write.
+            since = time.monotonic() - max(time.time() - archive.last_written_at, 0.0)
+            self.gaps.begin("takeover", since=since, held=archive.count)
+
+    @property
+    def counts(self) -> GapCounts:
+        return self.gaps.counts
+
+    # -- the connection ------------------------------------------------------------------
+
+    def subscribe_url(self, url: str) -> str:
+        """The URL to (re)connect to: with the last resume id when the run may resume."""
+        if self.resume_id and self.settings.listener_resume and self.settings.listener_backfill:
+            return f"{url}&resume_id={quote(self.resume_id, safe='')}"
+        return url
+
+    def resume_refused(self, why: str) -> None:
+        """The feed refused the resume id: reconnect plainly (the play-by-play recovers the gap)."""
+        logger.warning("match %s resume refused (%s); reconnecting without it", self.match_id, why)
+        self.resume_id = None
+
+    def connected(self, *, resumed: bool) -> None:
+        """A connection is open (``resumed``: with a resume id the feed accepted)."""
+        now = time.monotonic()
+        self.last_seen = now
+        if self.gaps.open:
+            self.gaps.end(now=now, how="resumed: the feed replays it" if resumed else "reconnected")
+            if resumed:
+                self.gaps.recovered(0)  # the replay's messages are counted as they arrive
+            else:
+                self._backfill()
+        elif self._first and self._start_backfill:
+            self._request(self.archive.count)
+        self._first = False
+
+    def dropped(self) -> None:
+        """The connection dropped: a gap begins at the last message or heartbeat seen."""
+        self.gaps.begin("reconnect", since=self.last_seen or time.monotonic(), held=self.archive.count)
+
+    def seen(self, message: dict[str, Any] | None = None) -> None:
+        """A message or heartbeat arrived: close a silence, remember the heartbeat interval and resume id."""
+        now = time.monotonic()
+        limit = (self.heartbeat_interval or 0.0) * self.settings.listener_gap_heartbeats
+        if self.last_seen is not None and limit > 0 and now - self.last_seen > limit:
+            self.gaps.silence(since=self.last_seen, now=now, held=self.archive.count)
+            self._backfill()
+        self.last_seen = now
+        if message is None:
+            return
+        beat = message.get("heartbeat")
+        if isinstance(beat, dict) and isinstance(beat.get("interval"), int | float) and beat["interval"] > 0:
+            self.heartbeat_interval = float(beat["interval"]) / 1000.0
+        resume_id = message.get("resume_id")
+        if isinstance(resume_id, str) and resume_id:
+            self.resume_id = resume_id
+
+    def replayed(self) -> None:
+        """A resume replay brought one message the archive lacked."""
+        self.gaps.added(1)
+
+    # -- backfills -----------------------------------------------------------------------
+
+    def _backfill(self) -> None:
+        held = self.gaps.held_before
+        self._request(self.archive.count if held is None else held)
+
+    def _request(self, held_before: int) -> None:
+        if self.backfiller is not None:
+            self.backfiller.request(held_before)
+
+    def merge(self, handle: Callable[[dict[str, Any]], None]) -> int:
+        """Record a finished backfill's messages (``handle``: the pipeline); returns how many."""
+        if self.backfiller is None:
+            return 0
+        fetched = self.backfiller.take()
+        if fetched is None:
+            return 0
+        if fetched.play_by_play is None:
+            self.gaps.given_up()
+            logger.error(
+                "match %s backfill gave up after %d tries (%s): %d gaps unrecovered for now",
+                self.match_id,
+                fetched.tries,
+                fetched.error,
+                self.gaps.counts.gaps_unrecovered,
+            )
+            return 0
+        recorded = merge(
+            fetched.play_by_play,
+            self.archive,
+            sr_id=self.sr_id,
+            league=self.league,
+            held_before=fetched.held_before,
+            handle=handle,
+        )
+        self.gaps.recovered(recorded)
+        if recorded:
+            logger.info("match %s backfilled %d events from the play-by-play", self.match_id, recorded)
+        return recorded
+
+    def close(self) -> None:
+        """The run is over: no fetch goes on behind it."""
+        if self.backfiller is not None:
+            self.backfiller.close()
+
+    def finish(self, *, game_over: bool, handle: Callable[[dict[str, Any]], None]) -> None:
+        """The run ends: merge what was fetched; once the game is over, fetch the play-by-play once more."""
+        if self.backfiller is None:
+            self.gaps.given_up()
+            return
+        if self.backfiller.busy:
+            self.backfiller.wait(self.settings.listener_connect_timeout_seconds)
+        self.merge(handle)
+        self.backfiller.close()
+        if game_over:
+            self._final_fetch(handle)
+        self.gaps.given_up()  # whatever is still pending was not recovered by this run
+
+    def _final_fetch(self, handle: Callable[[dict[str, Any]], None]) -> None:
+        s = self.settings
+        assert self.backfiller is not None
+        with requests.Session() as session:
+            try:
+                pbp = fetch_play_by_play(
+                    session,
+                    self.backfiller.url,
+                    api_key=s.sportradar_api_key.get_secret_value(),
+                    timeout=(s.listener_connect_timeout_seconds, s.listener_read_timeout_seconds),
+                    match_id=self.match_id,
+                )
+            except PlayByPlayError as exc:
+                logger.warning("match %s final backfill failed: %s", self.match_id, exc)
+                return
+        held = self.gaps.held_before
+        recorded = merge(
+            pbp,
+            self.archive,
+            sr_id=self.sr_id,
+            league=self.league,
+            held_before=self.archive.count if held is None else held,
+            handle=handle,
+        )
+        self.gaps.recovered(recorded)
+        if recorded:
+            logger.info("match %s final backfill recorded %d events", self.match_id, recorded)
