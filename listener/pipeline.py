@@ -7,8 +7,9 @@ hitter get a hit?", key ``atbat:{event id}``) when the at-bat starts and settles
 with the ``atbatover`` category arrives (the at-bat its ``atbat_id`` names, else the last one
 opened). Both are idempotent (the insert ignores an existing key, the settle touches only an
 open question), and the listener passes each distinct message once across all runs of a match
-(the archive's index), so a backfill or a successor never issues or settles a question twice. It touches PostgreSQL only on those two events, through
-a short connection held under the process-wide gate, never for the whole game.
+(the archive's index), so a backfill or a successor never issues or settles a question twice.
+It touches PostgreSQL only on those two events, through a short connection held under the
+process-wide gate, never for the whole game.
 """
 
 from __future__ import annotations
