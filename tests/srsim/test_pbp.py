@@ -62,6 +62,7 @@ def test_the_pbp_answers_final_versions_in_order_with_deletes_left_out(server):
     game = _game(event_count=24, corrections=2, deletes=1)
     srv = server([game])
     session = srv.sessions[game.sr_id]
+    assert session.describe()["events"] == len(session.lines) == game.total_events == game.event_count + 3
     wait_for(lambda: session.position() == len(session.lines), what="every message sent")
     body = _pbp(srv, game).json()
     messages = [json.loads(line) for line in session.lines]

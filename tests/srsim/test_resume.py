@@ -155,10 +155,10 @@ def test_an_id_of_another_instance_a_malformed_or_unsent_one_is_refused_with_410
 
 
 def test_more_missed_messages_than_the_maximum_is_refused_with_410(server):
-    game = _game(event_count=400)
-    srv = server([game], resume_max_messages=3)
+    game = _game(event_count=400, event_interval=0.04)
+    srv = server([game], resume_max_messages=10)
     session = srv.sessions[game.sr_id]
-    wait_for(lambda: session.position() >= 10, what="ten messages sent")
+    wait_for(lambda: session.position() >= 20, what="twenty messages sent")
     assert "too many" in _refusal(_url(srv, game, resume_id=f"{srv.token}.0"))
     live = session.position()
     assert _events(_url(srv, game, resume_id=f"{srv.token}.{live - 1}"), 1)[0]["resume_id"]  # 0 missed
