@@ -567,6 +567,8 @@ class SimServer:
                     gone = asyncio.ensure_future(reader.read(1))  # stray bytes after the request
         finally:
             gone.cancel()
+            if gone.done() and not gone.cancelled():
+                gone.exception()  # retrieved: a reset connection is no error worth a warning
             conns.discard(writer)
 
     async def _pbp(self, league: str, sr_id: str, writer: asyncio.StreamWriter) -> None:
