@@ -73,6 +73,22 @@ def sim_group() -> None:
         " anew on every request. Leagues it does not name are built from the served games."
     ),
 )
+@click.option(
+    "--resume/--no-resume",
+    default=None,
+    help=(
+        "Send resume ids and replay from one on reconnect (default SRSIM_RESUME, on); --no-resume"
+        " models a feed without resume."
+    ),
+)
+@click.option(
+    "--resume-window",
+    "resume_window",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Refuse (410) a resume from a message sent longer ago (default SRSIM_RESUME_WINDOW_SECONDS, 600).",
+)
 @click.pass_obj
 def serve(
     obj: CliContext,
@@ -88,11 +104,15 @@ def serve(
     no_watch: bool,
     players_file: Path | None,
     league_file: Path | None,
+    resume: bool | None,
+    resume_window: float | None,
 ) -> None:
     """Serve every game's session until Ctrl-C / SIGTERM.
 
     A session's clock starts with the server and runs whether or not anyone listens. The first
-    line printed is `srsim listening on http://HOST:PORT`; then one line per session.
+    line printed is `srsim listening on http://HOST:PORT`; then one line per session. Each game
+    also answers its play-by-play (`.../games/{sr_id}/pbp.json`), and a stream reconnecting
+    with `&resume_id=ID` gets what it missed replayed (see docs/listener.md).
     """
     obj.log_progress()
     from srsim.script import demo_games, load_script
@@ -122,6 +142,8 @@ def serve(
         watch_seconds=s.srsim_watch_seconds,
         players_file=players_file,
         league_file=league_file,
+        resume=s.srsim_resume if resume is None else resume,
+        resume_window_seconds=resume_window or s.srsim_resume_window_seconds,
     )
 
     async def main() -> None:

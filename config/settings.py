@@ -476,6 +476,11 @@ class MatchListenerEnvironment(BaseEnvironment):
     """How often `kickoff sim serve` looks for new scripts in DATA_DIR/srsim."""
     srsim_heartbeat_seconds: PositiveFloat = 5.0
     """Script seconds between two stream heartbeats (divided by the speed)."""
+    srsim_resume: bool = True
+    """Whether `kickoff sim serve` sends resume ids and replays from one on reconnect (false: a feed without
+    resume, the resume_id parameter ignored)."""
+    srsim_resume_window_seconds: PositiveFloat = 600.0
+    """How long (real seconds after its send time) a message can be resumed from; older: 410."""
 
 
 def env_example() -> str:

@@ -7,12 +7,22 @@ A script file is JSON: ``{"games": [game, ...]}`` (or one game object). A game::
      "event_interval": 2,       # script seconds between two events
      "event_count": 40,         # generated at-bats and pitches ... or "events": [envelope, ...]
      "game_delay_at_event": 10, # optional rain delay before this event index
-     "delay_seconds": 30}       # how long the delay lasts (script seconds)
+     "delay_seconds": 30,       # how long the delay lasts (script seconds)
+     "corrections": 2,          # optional: re-sent pitch events with a corrected category
+     "deletes": 1}              # optional: pitch events deleted by a later message
 
 Script seconds are divided by srsim's speed factor. Generated events follow the real MLB push
 shape (``payload.game``, ``payload.event``, ``metadata.match``, ``metadata.operation``); the delay
 is one event whose ``payload.game.status`` is ``delayed``; the last event carries ``complete``
-and nothing marks the end of the stream afterwards, as in the real feed.
+and nothing marks the end of the stream afterwards, as in the real feed. Every generated event
+has ``created_at`` and ``updated_at``, and a pitch the ``atbat_id`` of its at-bat's event.
+
+``corrections`` and ``deletes`` (generated games only; 0 by default) add messages between two
+plays, a few plays after their target (a pitch that does not end its at-bat): a correction re-sends
+the pitch with a later ``updated_at``, a corrected ``metadata.event_category`` and a
+``description`` (operation ``update``); a delete cuts it to ``{id, type, deleted}`` (operation
+``delete``, the NBA feed's shape). They are messages of the session (``total_events``) but not
+plays (``event_count``), and take no slot of the timeline, so the game's clock is unchanged.
 """
 
 from __future__ import annotations
@@ -53,6 +63,8 @@ class GameScript:
     game_delay_at_event: int | None = None
     delay_seconds: float = 30.0
     week: int = 1
+    corrections: int = 0  # extra messages correcting an earlier pitch (generated games only)
+    deletes: int = 0  # extra messages deleting an earlier pitch (generated games only)
     home: tuple[str, str, str] = _TEAMS[0]
     away: tuple[str, str, str] = _TEAMS[1]
 
@@ -64,6 +76,12 @@ class GameScript:
         kwargs = {k: v for k, v in raw.items() if k in known}
         if kwargs.get("game_delay_at_event") is not None:
             kwargs["game_delay_at_event"] = int(kwargs["game_delay_at_event"])
+        for key in ("corrections", "deletes"):
+            if key in kwargs:
+                try:
+                    kwargs[key] = max(0, int(kwargs[key] or 0))
+                except (TypeError, ValueError) as exc:
+                    raise SimulatorScriptError(f"game {raw['sr_id']}: {key} must be a number") from exc
         game = cls(**kwargs)
         game.sr_id = str(game.sr_id)
         game.league = str(game.league).lower()
@@ -78,9 +96,21 @@ class GameScript:
     # -- timeline --------------------------------------------------------------------
 
     def event_times(self) -> list[float]:
-        """Script second of each event (the delay event included, resumed events shifted)."""
+        """Script second of each message (the delay event and the extra messages included)."""
+        base = self._base_times()
+        extras = self._extras()
+        out = []
+        for m, t in enumerate(base):
+            out.append(t)
+            after = [x for x in extras if x[0] == m]
+            for slot, _x in enumerate(after):  # evenly between this message and the next one
+                out.append(t + (base[m + 1] - t) * (slot + 1) / (len(after) + 1))
+        return out
+
+    def _base_times(self) -> list[float]:
+        """Script second of each play and of the delay event (resumed plays shifted by the delay)."""
         times = []
-        for i in range(self.total_events):
+        for i in range(self._base_count):
             t = self.start_after + i * self.event_interval
             if self.game_delay_at_event is not None and i > self.game_delay_at_event:
                 t += self.delay_seconds
@@ -88,15 +118,46 @@ class GameScript:
         return times
 
     @property
-    def total_events(self) -> int:
+    def _base_count(self) -> int:
         extra = (
             1 if self.game_delay_at_event is not None and self.game_delay_at_event < self.event_count else 0
         )
         return self.event_count + extra
 
+    @property
+    def total_events(self) -> int:
+        """Messages of the session: the plays, the delay event, the corrections and deletes."""
+        return self._base_count + len(self._extras())
+
+    def _extras(self) -> list[tuple[int, str, int]]:
+        """The corrections and deletes in message order: (index of the base message, a play or the
+        delay event, they follow; kind; target play index)."""
+        if self.events or not (self.corrections or self.deletes) or self.event_count < 3:
+            return []
+        last = self.event_count - 2  # another play comes after it (the last one is ``complete``)
+        candidates = [i for i in range(last + 1) if i % 4 in (1, 2)]  # pitches not ending an at-bat
+        wanted = min(self.corrections + self.deletes, len(candidates))
+        if not wanted:
+            return []
+        targets = [candidates[(k * len(candidates)) // wanted] for k in range(wanted)]
+        corrections, deletes = min(self.corrections, wanted), wanted - min(self.corrections, wanted)
+        plan = []
+        for k, target in enumerate(targets):  # alternate while both remain: both spread over the game
+            if corrections and (not deletes or k % 2 == 0):
+                kind, corrections = "correction", corrections - 1
+            else:
+                kind, deletes = "delete", deletes - 1
+            plan.append((self._base_index(min(target + 3, last)), kind, target))
+        return sorted(plan, key=lambda x: x[0])
+
+    def _base_index(self, play: int) -> int:
+        """Index of play ``play`` among the plays and the delay event."""
+        d = self.game_delay_at_event
+        return play + (1 if d is not None and d < self.event_count and play >= d else 0)
+
     def transitions(self) -> list[tuple[float, str]]:
         """(script second, Match.status) when srsim writes an is_test match's status."""
-        times = self.event_times()
+        times = self._base_times()
         out: list[tuple[float, str]] = [(self.start_after, "inprogress")]
         d = self.game_delay_at_event
         if d is not None and d < self.event_count:
@@ -125,7 +186,44 @@ class GameScript:
                 _set_status(env, "inprogress")
         if base:
             _set_status(base[-1], "complete")
+        extras = self._extras()
+        if extras:
+            out = []
+            for m, env in enumerate(base):
+                out.append(env)
+                for after, kind, target in extras:
+                    if after == m:
+                        original = base[self._base_index(target)]
+                        seconds = (after - self._base_index(target) + 0.5) * self.event_interval
+                        out.append(
+                            self._correction(original, seconds)
+                            if kind == "correction"
+                            else self._deletion(original, seconds)
+                        )
+            base = out
         return base
+
+    def _correction(self, original: dict[str, Any], seconds: float) -> dict[str, Any]:
+        """The original pitch again, later, with a corrected category and description (an update)."""
+        env = json.loads(json.dumps(original))
+        event, meta = env["payload"]["event"], env["metadata"]
+        event["updated_at"] = _later(event["created_at"], seconds)
+        meta["event_category"] = "pitch,ball"
+        event["description"] = "Ball (corrected call)"
+        meta["operation"] = "update"
+        return env
+
+    def _deletion(self, original: dict[str, Any], seconds: float) -> dict[str, Any]:
+        """A message deleting the original pitch: the event cut to its id, type and deletion time."""
+        env = json.loads(json.dumps(original))
+        event = env["payload"]["event"]
+        env["payload"]["event"] = {
+            "id": event["id"],
+            "type": event["type"],
+            "deleted": _later(event["created_at"], seconds),
+        }
+        env["metadata"]["operation"] = "delete"
+        return env
 
     def _retarget(self, env: dict[str, Any]) -> dict[str, Any]:
         env = json.loads(json.dumps(env))
@@ -134,15 +232,22 @@ class GameScript:
         env.setdefault("metadata", {})["match"] = f"sd:match:{self.sr_id}"
         return env
 
-    def _game(self, status: str, scheduled: datetime) -> dict[str, Any]:
+    def teams(self) -> tuple[dict[str, str], dict[str, str]]:
+        """The home and away teams as the push payload's ``game.home`` and ``game.away``."""
         (hn, hm, ha), (an, am, aa) = self.home, self.away
+        home = {"name": hn, "market": hm, "abbr": ha, "id": str(uuid.uuid5(uuid.NAMESPACE_URL, ha))}
+        away = {"name": an, "market": am, "abbr": aa, "id": str(uuid.uuid5(uuid.NAMESPACE_URL, aa))}
+        return home, away
+
+    def _game(self, status: str, scheduled: datetime) -> dict[str, Any]:
+        home, away = self.teams()
         return {
             "id": self.sr_id,
             "status": status,
             "coverage": "full",
             "scheduled": scheduled.isoformat(),
-            "home": {"name": hn, "market": hm, "abbr": ha, "id": str(uuid.uuid5(uuid.NAMESPACE_URL, ha))},
-            "away": {"name": an, "market": am, "abbr": aa, "id": str(uuid.uuid5(uuid.NAMESPACE_URL, aa))},
+            "home": home,
+            "away": away,
         }
 
     def _generated(self, i: int, scheduled: datetime) -> dict[str, Any]:
@@ -160,7 +265,7 @@ class GameScript:
             category = "pitch"
             if step == 3:
                 category = "pitch,hit,single,atbatover" if atbat % 3 == 0 else "pitch,strikeout,out,atbatover"
-            event = {}
+            event = {"atbat_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self.sr_id}/{atbat}/0"))}
         event.update(
             {
                 "id": event_id,
@@ -170,6 +275,7 @@ class GameScript:
                 "sequence_number": i,
                 "status": "official",
                 "created_at": created.isoformat(),
+                "updated_at": created.isoformat(),
             }
         )
         return {
@@ -179,12 +285,14 @@ class GameScript:
         }
 
     def _delay_event(self, i: int, scheduled: datetime) -> dict[str, Any]:
+        created = (scheduled + timedelta(seconds=i * self.event_interval)).isoformat()
         event = {
             "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self.sr_id}/delay")),
             "type": "delay",
             "description": "Rain delay",
             "sequence_number": i,
-            "created_at": (scheduled + timedelta(seconds=i * self.event_interval)).isoformat(),
+            "created_at": created,
+            "updated_at": created,
         }
         return {
             "payload": {"game": self._game("delayed", scheduled), "event": event},
@@ -214,6 +322,10 @@ class GameScript:
         if inning is not None:
             meta["inning"], meta["inning_half"] = inning, half
         return meta
+
+
+def _later(iso: str, seconds: float) -> str:
+    return (datetime.fromisoformat(iso) + timedelta(seconds=seconds)).isoformat()
 
 
 def _set_status(env: dict[str, Any], status: str) -> None:
@@ -249,7 +361,10 @@ def save_script(path: Path, games: list[GameScript]) -> None:
 def demo_games(
     *, start_after: float = 10.0, event_interval: float = 2.0, event_count: int = 24
 ) -> list[GameScript]:
-    """The built-in games: a plain one, one with a rain delay, and one more for a restart drill."""
+    """The built-in games: a plain one, one with a rain delay, and one more for a restart drill.
+
+    Each has two corrections and one delete, so a listener's backfill meets final versions.
+    """
 
     def game(title: str, home: int, **extra: Any) -> GameScript:
         return GameScript(
@@ -258,6 +373,8 @@ def demo_games(
             start_after=start_after,
             event_interval=event_interval,
             event_count=event_count,
+            corrections=2,
+            deletes=1,
             home=_TEAMS[home],
             away=_TEAMS[home + 1],
             **extra,

@@ -1,13 +1,27 @@
 """srsim's HTTP server: continuous game sessions served as push streams and a schedule API (asyncio).
 
 Each game is a session whose clock starts with the server and runs whether or not anyone
-listens, so a late or reconnecting listener gets the live position (nothing is replayed, as
-with the provider). Routes:
+listens, so a late or reconnecting listener gets the live position unless it resumes. Routes:
 
 * ``GET /{league}/{access}/stream/en/events/subscribe?match=sd:match:{id}`` - SSE
   (``text/event-stream``) by default; with ``format=ndjson`` a 302 redirect to a stream URL that
   sends newline-delimited JSON over chunked HTTP, like the provider. Heartbeats
   ``{"heartbeat":{"interval":N}}`` every ``heartbeat_seconds`` (script seconds) on both.
+  Every event message carries ``"resume_id": "{token}.{index}"`` (token: this server instance;
+  index: the message's position in the session), also SSE's ``id:`` line. ``&resume_id=ID`` (or
+  SSE's ``Last-Event-ID`` header; the ndjson redirect keeps the parameter) replays from that
+  message itself, so the client sees it twice, then goes on live; refused with 410 and
+  ``{"message": ...}`` for a malformed, unknown or other-instance id, one sent more than
+  ``resume_window_seconds`` ago (real seconds from its scheduled send time) or more than
+  ``resume_max_messages`` missed. ``resume=False`` models a feed without resume: no resume ids,
+  bare-index ``id:`` lines, the parameter ignored.
+* ``GET /{league}/{access}[/v7][/en]/games/{id}/pbp.json`` - play-by-play: ``game`` (``id``,
+  ``status``, ``scheduled``, ``home``, ``away``) and ``events``, the ``payload.event`` of every
+  message sent so far, each once in its final version with deleted ones left out
+  (``srsim.pbp.final_events``), plus the message's ``event_category``. The provider's pull feed
+  (e.g. MLB's ``/mlb/{access}/v7/en/games/{id}/pbp.json``) nests events by innings and halves;
+  srsim's list is flat. ``pbp_faults`` (one consumed per request: ``503``, ``404``, ``notjson``,
+  ``noids``) make the next answers fail; ``pbp_requests[sr_id]`` counts the requests.
 * ``GET /{league}/{access}/games/{yyyy}/{mm}/{dd}/schedule.json`` - daily schedule (MLB, NHL shape).
 * ``GET /{league}/{access}/games/{yyyy}/{REG|PRE|PST}/{week}/schedule.json`` - weekly (NFL shape).
 * ``GET /{league}/{access}/games/{yyyy}/{REG|PRE|PST}/schedule.json`` - the league's season.
@@ -23,7 +37,8 @@ clone`` writes one), each new session's clock starting when it is picked up.
 
 One asyncio loop serves every connection, so a thousand concurrent streams cost a thousand small
 coroutines, not a thousand threads. For is_test matches the session drives Match.status through
-a StatusWriter (scheduled → inprogress → delayed → inprogress → closed).
+a StatusWriter (scheduled → inprogress → delayed → inprogress → closed). ``drop_streams()``
+cuts open streams abruptly and ``connections(sr_id)`` counts them (tests, drills).
 """
 
 from __future__ import annotations
@@ -33,16 +48,19 @@ import contextlib
 import json
 import logging
 import re
+import secrets
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 from config.errors import SimulatorScriptError
 from srsim import leagues
+from srsim.pbp import final_events
 from srsim.script import GameScript, load_script
 
 logger = logging.getLogger(__name__)
@@ -63,6 +81,11 @@ _SEASON = re.compile(
 _LEAGUE = re.compile(
     r"^/(?P<league>[a-z0-9_-]+)/[a-z0-9_-]+/(?:[a-z]+/)?league/(?P<doc>hierarchy|teams|seasons)\.json$"
 )
+_PBP = re.compile(
+    r"^/(?P<league>[a-z0-9_-]+)/[a-z0-9_-]+/(?:v\d+/)?(?:[a-z]{2}/)?games/(?P<sr_id>[A-Za-z0-9_.:-]+)/pbp\.json$"
+)
+#: The fault kinds of ``SimServer.pbp_faults``.
+PBP_FAULTS = ("503", "404", "notjson", "noids")
 
 
 @dataclass
@@ -74,14 +97,26 @@ class Session:
     speed: float
     scheduled: datetime
     times: list[float] = field(default_factory=list)  # real seconds after origin
-    lines: list[bytes] = field(default_factory=list)  # one JSON text per event
+    lines: list[bytes] = field(default_factory=list)  # one JSON text per message
 
     @classmethod
-    def build(cls, game: GameScript, *, origin: float, speed: float, wall_origin: datetime) -> Session:
+    def build(
+        cls,
+        game: GameScript,
+        *,
+        origin: float,
+        speed: float,
+        wall_origin: datetime,
+        token: str | None = None,
+    ) -> Session:
+        """The session of ``game``; with ``token`` each message carries its resume id ``token.index``."""
         scheduled = wall_origin + timedelta(seconds=game.start_after / speed)
         s = cls(game=game, origin=origin, speed=speed, scheduled=scheduled)
         s.times = [t / speed for t in game.event_times()]
-        s.lines = [json.dumps(e, separators=(",", ":")).encode() for e in game.envelopes(scheduled)]
+        envelopes = game.envelopes(scheduled)
+        if token is not None:
+            envelopes = [{**e, "resume_id": f"{token}.{i}"} for i, e in enumerate(envelopes)]
+        s.lines = [json.dumps(e, separators=(",", ":")).encode() for e in envelopes]
         return s
 
     def elapsed(self) -> float:
@@ -132,7 +167,14 @@ class SimServer:
         watch_seconds: float = 1.0,
         players_file: Path | None = None,
         league_file: Path | None = None,
+        resume: bool = True,
+        resume_window_seconds: float = 600.0,
+        resume_max_messages: int = 5000,
     ) -> None:
+        self.resume = resume
+        self.resume_window_seconds = resume_window_seconds
+        self.resume_max_messages = resume_max_messages
+        self.token = secrets.token_hex(8)  # this instance's part of every resume id
         self.players_file = players_file
         self.league_file = league_file
         self.host = host
@@ -144,15 +186,19 @@ class SimServer:
         self.origin = time.monotonic()
         self.wall_origin = datetime.now(UTC)
         self.sessions = {
-            g.sr_id: Session.build(g, origin=self.origin, speed=speed, wall_origin=self.wall_origin)
+            g.sr_id: Session.build(
+                g, origin=self.origin, speed=speed, wall_origin=self.wall_origin, token=self._resume_token
+            )
             for g in games
         }
         self.watch_dir = watch_dir
         self.watch_seconds = watch_seconds
         self._seen_scripts: set[Path] = set()
         self._drivers: list[asyncio.Task[None]] = []
-        self.streams_open = 0
+        self._streams: dict[str, set[asyncio.StreamWriter]] = {}  # open stream connections by sr_id
         self.schedule_requests: list[str] = []  # paths of schedule and league requests served (tests)
+        self.pbp_faults: list[str] = []  # one consumed per pbp request (PBP_FAULTS); empty: normal
+        self.pbp_requests: Counter[str] = Counter()  # pbp requests served by sr_id (faults included)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
         self._thread: threading.Thread | None = None
@@ -162,6 +208,56 @@ class SimServer:
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def _resume_token(self) -> str | None:
+        return self.token if self.resume else None
+
+    # -- open streams (any thread) -----------------------------------------------------
+
+    @property
+    def streams_open(self) -> int:
+        """Stream connections open now, every match."""
+        return sum(len(conns) for conns in list(self._streams.values()))
+
+    def connections(self, sr_id: str) -> int:
+        """Stream connections of match ``sr_id`` open now."""
+        return len(self._streams.get(sr_id, ()))
+
+    def drop_streams(self, sr_id: str | None = None) -> int:
+        """Cut every open stream connection (of ``sr_id``, or all) without a final chunk; returns how many.
+
+        Safe from any thread: the transports are aborted on the server's loop, and the connections
+        no longer count once this returns.
+        """
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            return 0
+
+        def drop() -> int:
+            dropped = 0
+            for key, conns in list(self._streams.items()):
+                if sr_id is not None and key != sr_id:
+                    continue
+                for writer in list(conns):
+                    writer.transport.abort()
+                    conns.discard(writer)
+                    dropped += 1
+                if dropped:
+                    logger.info("srsim: dropped the stream connections of %s", key)
+            return dropped
+
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            return drop()
+
+        async def in_loop() -> int:
+            return drop()
+
+        return asyncio.run_coroutine_threadsafe(in_loop(), loop).result(10)
 
     # -- running ---------------------------------------------------------------------
 
@@ -239,7 +335,11 @@ class SimServer:
             if game.sr_id in self.sessions:
                 continue
             session = Session.build(
-                game, origin=time.monotonic(), speed=self.speed, wall_origin=datetime.now(UTC)
+                game,
+                origin=time.monotonic(),
+                speed=self.speed,
+                wall_origin=datetime.now(UTC),
+                token=self._resume_token,
             )
             self.sessions[game.sr_id] = session
             self._start_session(session)
@@ -291,7 +391,7 @@ class SimServer:
                 if ":" in h:
                     k, v = h.split(":", 1)
                     headers[k.strip().lower()] = v.strip()
-            await self._route(method, target, headers, writer)
+            await self._route(method, target, headers, reader, writer)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
             pass
         except (ConnectionError, OSError, asyncio.CancelledError):
@@ -301,7 +401,12 @@ class SimServer:
                 writer.close()
 
     async def _route(
-        self, method: str, target: str, headers: dict[str, str], writer: asyncio.StreamWriter
+        self,
+        method: str,
+        target: str,
+        headers: dict[str, str],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
     ) -> None:
         parts = urlsplit(target)
         path, query = parts.path, parse_qs(parts.query)
@@ -316,18 +421,27 @@ class SimServer:
             session = self.sessions.get(sr_id)
             if session is None or session.game.league != m["league"]:
                 return await _respond(writer, 404, {"message": f"no such match {sr_id}"})
+            resume_id = query.get("resume_id", [""])[0]
             if query.get("format", [""])[0] == "ndjson":
+                location = f"/_push/{sr_id}" + (
+                    f"?resume_id={quote(resume_id, safe='')}" if resume_id else ""
+                )
                 writer.write(
-                    f"HTTP/1.1 302 Found\r\nLocation: /_push/{sr_id}\r\nContent-Length: 0\r\n"
+                    f"HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\n"
                     "Connection: close\r\n\r\n".encode()
                 )
                 return await writer.drain()
-            return await self._stream(session, writer, sse=True)
+            return await self._stream(
+                session, reader, writer, sse=True, resume_id=resume_id or headers.get("last-event-id", "")
+            )
         if m := _PUSH.match(path):
             session = self.sessions.get(m["sr_id"])
             if session is None:
                 return await _respond(writer, 404, {"message": "no such stream"})
-            return await self._stream(session, writer, sse=False)
+            resume_id = query.get("resume_id", [""])[0]
+            return await self._stream(session, reader, writer, sse=False, resume_id=resume_id)
+        if m := _PBP.match(path):
+            return await self._pbp(m["league"], m["sr_id"], writer)
         if path == "/players/nfl":
             return await self._players(writer)
         if m := _LEAGUE.match(path):
@@ -366,7 +480,45 @@ class SimServer:
             return await _respond(writer, 200, leagues.teams_document(league, data))
         return await _respond(writer, 200, leagues.seasons_document(data))
 
-    async def _stream(self, session: Session, writer: asyncio.StreamWriter, *, sse: bool) -> None:
+    def _resume_from(self, session: Session, resume_id: str) -> int | str:
+        """The message index a stream resumed from ``resume_id`` starts at, or why it is refused."""
+        token, sep, index = resume_id.rpartition(".")
+        if not sep or not token or not index.isdigit() or len(resume_id) > 200:
+            return f"malformed resume id {resume_id[:80]!r} (expected TOKEN.INDEX)"
+        if token != self.token:
+            return "unknown resume id: not from this srsim instance"
+        idx, pos = int(index), session.position()
+        if idx >= pos:
+            return f"unknown resume id: message {idx} of this match has not been sent"
+        age = time.monotonic() - (session.origin + session.times[idx])
+        if age > self.resume_window_seconds:
+            window = self.resume_window_seconds
+            return f"resume window passed: message {idx} was sent {age:.0f} s ago (window {window:g} s)"
+        missed = pos - idx - 1
+        if missed > self.resume_max_messages:
+            return (
+                f"too many messages missed: {missed} since message {idx} (at most {self.resume_max_messages})"
+            )
+        return idx
+
+    async def _stream(
+        self,
+        session: Session,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        sse: bool,
+        resume_id: str = "",
+    ) -> None:
+        sr_id = session.game.sr_id
+        idx = session.position()
+        if self.resume and resume_id:
+            start = self._resume_from(session, resume_id)
+            if isinstance(start, str):
+                logger.info("srsim: resume of %s refused: %s", sr_id, start)
+                return await _respond(writer, 410, {"message": start})
+            logger.info("srsim: %s resumes at message %d (live at %d)", sr_id, start, idx)
+            idx = start
         ctype = "text/event-stream" if sse else "application/json"
         writer.write(
             f"HTTP/1.1 200 OK\r\nContent-Type: {ctype}; charset=utf-8\r\nTransfer-Encoding: chunked\r\n"
@@ -376,26 +528,29 @@ class SimServer:
             {"heartbeat": {"interval": int(self.heartbeat * 1000)}}, separators=(",", ":")
         ).encode()
         hb_frame = _chunk(b"event: heartbeat\ndata: " + hb + b"\n\n" if sse else hb + b"\n")
-        idx = session.position()
+        token = self._resume_token
         next_hb = time.monotonic() + self.heartbeat
-        self.streams_open += 1
+        conns = self._streams.setdefault(sr_id, set())
+        conns.add(writer)
+        # The client closing its side ends the stream at once (not at the next failed write).
+        gone: asyncio.Future[bytes] = asyncio.ensure_future(reader.read(1))
         assert self._stopping is not None
         try:
             await writer.drain()
-            while not self._stopping.is_set() and not writer.is_closing():
+            while not self._stopping.is_set() and not writer.is_closing() and writer in conns:
                 now = time.monotonic()
                 due = session.origin + session.times[idx] if idx < len(session.times) else float("inf")
                 if due <= now:
                     frames = []
                     while idx < len(session.times) and session.origin + session.times[idx] <= now:
                         line = session.lines[idx]
-                        frames.append(
-                            _chunk(
-                                b"event: event\nid: %d\ndata: " % idx + line + b"\n\n"
-                                if sse
-                                else line + b"\n"
+                        if sse:
+                            event_id = f"{token}.{idx}".encode() if token else b"%d" % idx
+                            frames.append(
+                                _chunk(b"event: event\nid: " + event_id + b"\ndata: " + line + b"\n\n")
                             )
-                        )
+                        else:
+                            frames.append(_chunk(line + b"\n"))
                         idx += 1
                     writer.write(b"".join(frames))
                     await writer.drain()
@@ -405,9 +560,44 @@ class SimServer:
                     await writer.drain()
                     next_hb += self.heartbeat
                     continue
-                await asyncio.sleep(min(due, next_hb) - now)
+                await asyncio.wait({gone}, timeout=min(due, next_hb) - now)
+                if gone.done():
+                    if gone.cancelled() or gone.exception() is not None or not gone.result():
+                        break
+                    gone = asyncio.ensure_future(reader.read(1))  # stray bytes after the request
         finally:
-            self.streams_open -= 1
+            gone.cancel()
+            if gone.done() and not gone.cancelled():
+                gone.exception()  # retrieved: a reset connection is no error worth a warning
+            conns.discard(writer)
+
+    async def _pbp(self, league: str, sr_id: str, writer: asyncio.StreamWriter) -> None:
+        """The match's play-by-play so far (final versions, deletes left out), or the next fault."""
+        session = self.sessions.get(sr_id)
+        if session is None or session.game.league != league:
+            return await _respond(writer, 404, {"message": f"no such match {sr_id}"})
+        self.pbp_requests[sr_id] += 1
+        try:
+            fault = self.pbp_faults.pop(0)
+        except IndexError:
+            fault = None
+        if fault is not None:
+            logger.info("srsim: play-by-play of %s answers fault %s", sr_id, fault)
+        if fault == "503":
+            return await _respond(writer, 503, {"message": "fault: service unavailable"})
+        if fault == "404":
+            return await _respond(writer, 404, {"message": f"fault: no such match {sr_id}"})
+        if fault == "notjson":
+            return await _respond_raw(writer, 200, b"<html><body>upstream error</body></html>")
+        if fault not in (None, "noids"):
+            return await _respond(
+                writer, 500, {"message": f"unknown pbp fault {fault!r} (one of {PBP_FAULTS})"}
+            )
+        messages = [json.loads(line) for line in session.lines[: session.position()]]
+        events = final_events(messages)
+        if fault == "noids":
+            events = [{k: v for k, v in e.items() if k != "id"} for e in events]
+        return await _respond(writer, 200, {"game": _pbp_game(session, messages), "events": events})
 
     def _schedule(self, kind: str, m: re.Match[str]) -> dict[str, Any]:
         league = m["league"]
@@ -453,15 +643,36 @@ def _schedule_game(s: Session) -> dict[str, Any]:
     }
 
 
+def _pbp_game(s: Session, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The play-by-play's game: the session's status, teams as in the last push payload sent."""
+    last = messages[-1].get("payload", {}).get("game", {}) if messages else {}
+    home, away = s.game.teams()
+    return {
+        "id": s.game.sr_id,
+        "status": s.status(),
+        "scheduled": s.scheduled.isoformat(),
+        "home": last.get("home", home),
+        "away": last.get("away", away),
+    }
+
+
 def _chunk(data: bytes) -> bytes:
     return b"%x\r\n" % len(data) + data + b"\r\n"
 
 
 async def _respond(writer: asyncio.StreamWriter, status: int, body: dict[str, Any]) -> None:
-    data = json.dumps(body).encode()
-    reason = {200: "OK", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed"}.get(
-        status, "Error"
-    )
+    await _respond_raw(writer, status, json.dumps(body).encode())
+
+
+async def _respond_raw(writer: asyncio.StreamWriter, status: int, data: bytes) -> None:
+    reason = {
+        200: "OK",
+        401: "Unauthorized",
+        404: "Not Found",
+        405: "Method Not Allowed",
+        410: "Gone",
+        503: "Service Unavailable",
+    }.get(status, "Error")
     writer.write(
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
         "Connection: close\r\n\r\n".encode()

@@ -13,23 +13,7 @@ import requests
 from config.errors import SimulatorScriptError
 from models import Match
 from srsim.script import GameScript, load_script
-from srsim.server import SimServer
 from srsim.status import StatusWriter
-
-
-@pytest.fixture
-def server():
-    started = []
-
-    def start(games, **kw):
-        kw.setdefault("heartbeat_seconds", 0.05)
-        srv = SimServer(games, **kw).start_background()
-        started.append(srv)
-        return srv
-
-    yield start
-    for srv in started:
-        srv.stop()
 
 
 def _game(**kw) -> GameScript:
@@ -69,7 +53,7 @@ def test_the_ndjson_stream_is_behind_a_redirect_and_interleaves_heartbeats(serve
     messages = _read_ndjson(url, 12)
     assert {"heartbeat": {"interval": 50}} in messages
     event = next(m for m in messages if "payload" in m)
-    assert set(event) == {"payload", "locale", "metadata"}
+    assert set(event) == {"payload", "locale", "metadata", "resume_id"}
     assert set(event["payload"]) == {"game", "event"}
     assert event["metadata"]["match"] == f"sd:match:{game.sr_id}"
     assert event["metadata"]["operation"] in {"create", "update"}
