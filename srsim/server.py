@@ -10,7 +10,8 @@ listens, so a late or reconnecting listener gets the live position unless it res
   Every event message carries ``"resume_id": "{token}.{index}"`` (token: this server instance;
   index: the message's position in the session), also SSE's ``id:`` line. ``&resume_id=ID`` (or
   SSE's ``Last-Event-ID`` header; the ndjson redirect keeps the parameter) replays from that
-  message itself, so the client sees it twice, then goes on live; refused with 410 and
+  message itself, so the client sees it twice, each replayed message marked ``"replay": true``,
+  then goes on live; refused with 410 and
   ``{"message": ...}`` for a malformed, unknown or other-instance id, one sent more than
   ``resume_window_seconds`` ago (real seconds from its scheduled send time) or more than
   ``resume_max_messages`` missed. ``resume=False`` models a feed without resume: no resume ids,
@@ -511,7 +512,7 @@ class SimServer:
         resume_id: str = "",
     ) -> None:
         sr_id = session.game.sr_id
-        idx = session.position()
+        idx = replay_until = session.position()
         if self.resume and resume_id:
             start = self._resume_from(session, resume_id)
             if isinstance(start, str):
@@ -544,6 +545,8 @@ class SimServer:
                     frames = []
                     while idx < len(session.times) and session.origin + session.times[idx] <= now:
                         line = session.lines[idx]
+                        if idx < replay_until:  # sent before this connection: a replay, marked so
+                            line = line[:-1] + b',"replay":true}'
                         if sse:
                             event_id = f"{token}.{idx}".encode() if token else b"%d" % idx
                             frames.append(

@@ -95,6 +95,10 @@ def test_a_resume_inside_the_window_replays_from_that_message_inclusive_then_goe
     wait_for(lambda: session.position() >= start + 10, what="ten more messages sent")
     live = session.position()
     replay = _events(_url(srv, game, resume_id=resume_id), live - start + 5)
+    # Messages sent before the reconnect are marked as replayed; the live ones after are not.
+    flags = [m.pop("replay", False) for m in replay]
+    assert flags[0] and not flags[-1]
+    assert flags == sorted(flags, reverse=True)
     assert replay[0] == first[1]  # the given message itself, again
     assert [_index(m) for m in replay] == list(range(start, start + len(replay)))
     assert _index(replay[-1]) > live  # past the live position at reconnect: live again
@@ -110,6 +114,7 @@ def test_sse_resumes_from_the_last_event_id_header_and_from_the_parameter(server
     by_header = _sse_frames(_url(srv, game, ndjson=False), 2, headers={"Last-Event-ID": rid})
     assert by_header[0][1]["resume_id"] == rid
     by_param = _sse_frames(_url(srv, game, ndjson=False, resume_id=rid), 2)
+    assert by_param[0][1].pop("replay") is True
     assert by_param[0][1] == first
 
 
@@ -123,7 +128,7 @@ def test_the_ndjson_redirect_keeps_the_resume_id(server):
     location = urlsplit(hop.headers["Location"])
     assert location.path == f"/_push/{game.sr_id}"
     assert parse_qs(location.query) == {"resume_id": [rid]}
-    assert _events(_url(srv, game, resume_id=rid), 1) == [first]
+    assert _events(_url(srv, game, resume_id=rid), 1) == [{**first, "replay": True}]
 
 
 def _refusal(url: str, **kw) -> str:
