@@ -4,9 +4,12 @@ Migrates, starts srsim with three scripted is_test games, the scheduler, the def
 the listener worker as subprocesses, then plays a script of its own: the first game's listener
 worker is killed with SIGKILL mid-game and restarted (its run goes Stale, is swept as Abandoned
 (14) and dispatched again), the second game has a rain delay longer than the idle-heartbeat limit,
-the third is a plain game. It nudges sweep and dispatch every few seconds (a faster scheduler)
-and prints a live board; at the end, each match's status, each listener's exit code and the events
-archived. Short intervals come from environment settings given to every process.
+the third is a plain game. The killed game's successor backfills what the kill missed from
+srsim's play-by-play, so every archive ends complete: the summary prints each game's events
+live / backfilled / missing (missing: what verify-archive would report). It nudges sweep and
+dispatch every few seconds (a faster scheduler) and prints a live board; at the end, each match's
+status, each listener's exit code and the events archived. Short intervals come from environment
+settings given to every process.
 """
 
 from __future__ import annotations
@@ -205,6 +208,8 @@ def _play(
         time.sleep(0.5)
     rows = [_row(g, settings) for g in games]
     _print_board(rows, out, time.monotonic() - started)
+    for game, row in zip(games, rows, strict=True):
+        row["missing"] = _missing(game, settings)
     checks = {
         "every game closed with exit 13": all(r["status"] == "closed" and r["exit_code"] == 13 for r in rows),
         "killed listener was Abandoned (14) then recovered": 14 in rows[0]["history"]
@@ -212,6 +217,7 @@ def _play(
         "rain delay kept the listener up (delay markers)": rows[1]["delay_markers"] > 0
         and rows[1]["runs"] == 1,
         "events archived": all(r["events"] > 0 for r in rows),
+        "every archive complete (verify-archive ok)": all(r["missing"] == 0 for r in rows),
     }
     return {
         "ok": all(checks.values()) and killed,
@@ -224,6 +230,9 @@ def _play(
                 "status": r["status"],
                 "exit_code": r["exit_code"],
                 "events": r["events"],
+                "live": r["events"] - r["backfilled"],
+                "backfilled": r["backfilled"],
+                "missing": r["missing"],
                 "archive": r["archive"],
                 "runs": r["history"],
             }
@@ -232,8 +241,32 @@ def _play(
     }
 
 
+def _missing(game: DemoGame, settings: Any) -> int | None:
+    """How many of the game's events (srsim's play-by-play) its archive lacks or holds in another
+    version, or None when the play-by-play cannot be read."""
+    import requests
+
+    from config.errors import PlayByPlayError
+    from listener.archive import archive_path, read_events
+    from listener.play_by_play import fetch_play_by_play, play_by_play_url
+    from listener.verify import compare
+
+    path = archive_path(settings.data_dir, "mlb", game.sr_id)
+    url = play_by_play_url(settings, league="mlb", sr_id=game.sr_id)
+    try:
+        with requests.Session() as session:
+            pbp = fetch_play_by_play(
+                session, url, api_key=settings.sportradar_api_key.get_secret_value(), timeout=(5.0, 10.0)
+            )
+    except PlayByPlayError:
+        return None
+    verdict = compare(read_events(path) if path.exists() else [], pbp)
+    return len(verdict.missing) + len(verdict.differing)
+
+
 def _row(game: DemoGame, settings: Any) -> dict[str, Any]:
     from listener.archive import archive_path, read_events
+    from listener.events import backfilled_from
     from models.db import database
     from models.listener_record import MatchListenerRecord
     from models.match import Match
@@ -246,6 +279,8 @@ def _row(game: DemoGame, settings: Any) -> dict[str, Any]:
         "badge": "-",
         "exit_code": None,
         "events": 0,
+        "backfilled": 0,
+        "missing": None,
         "delay_markers": 0,
         "history": [],
         "runs": 0,
@@ -257,6 +292,7 @@ def _row(game: DemoGame, settings: Any) -> dict[str, Any]:
     if path.exists():
         events = read_events(path)
         row["events"] = sum(1 for e in events if isinstance(e, dict) and "payload" in e)
+        row["backfilled"] = sum(1 for e in events if backfilled_from(e) is not None)
         row["delay_markers"] = sum(1 for e in events if isinstance(e, dict) and "kickoff" in e)
     if game.match_id is None:
         return row
@@ -304,6 +340,7 @@ def _print_summary(result: dict[str, Any], out: Any) -> None:
     for m in result["matches"]:
         print(
             f"  {m['title']}: status {m['status']}, exit {m['exit_code']}, runs {m['runs']}, "
-            f"{m['events']} events -> {m['archive']}",
+            f"events live {m['live']} / backfilled {m['backfilled']} / missing "
+            f"{'?' if m['missing'] is None else m['missing']} -> {m['archive']}",
             file=out,
         )

@@ -349,7 +349,7 @@ class MatchListener:
     def _merge_backfill(self) -> None:
         if not self._ctx.may_write():
             return
-        if self._recovery.merge(self._process):
+        if self._recovery.merge(self._process) is not None:
             self._write_gaps()
 
     def _finish_recovery(self, *, game_over: bool) -> None:

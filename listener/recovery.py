@@ -131,13 +131,14 @@ class Recovery:
         if self.backfiller is not None:
             self.backfiller.request(held_before)
 
-    def merge(self, handle: Callable[[dict[str, Any]], None]) -> int:
-        """Record a finished backfill's messages (``handle``: the pipeline); returns how many."""
+    def merge(self, handle: Callable[[dict[str, Any]], None]) -> int | None:
+        """Record a finished backfill's messages (``handle``: the pipeline); returns how many (None when no
+        backfill had finished: the gap counts did not change)."""
         if self.backfiller is None:
-            return 0
+            return None
         fetched = self.backfiller.take()
         if fetched is None:
-            return 0
+            return None
         if fetched.play_by_play is None:
             self.gaps.given_up()
             logger.error(
