@@ -35,35 +35,13 @@ from listener.body import ListenerContext
 from listener.db_gate import db_gate
 from listener.events import FROM_RESUME
 from listener.exit_codes import ExitCode, exit_code_of, system_exit_reason
+from listener.match_info import MatchInfo, load_match, stream_status_of
 from listener.pipeline import Pipeline, RecordOnlyPipeline, load_pipeline
 from listener.recovery import Recovery
 from listener.stream import OVERSIZE, FeedConnection, StreamConfig, subscribe_url
 from models.status import DELAYED, TERMINAL, Phase, apply_stream_status, normalise, phase_of
 
 logger = logging.getLogger(__name__)
-
-
-def _status_at(obj: object) -> str | None:
-    if not isinstance(obj, dict):
-        return None
-    status = obj.get("status")
-    return status if isinstance(status, str) and status else None
-
-
-def stream_status_of(message: dict) -> str | None:
-    """An event's game status: ``payload.game.status``, then ``payload.status``, then the
-    message's top-level ``game.status``, then its top-level ``status`` (never ``metadata``)."""
-    payload = message.get("payload")
-    for source in (
-        payload.get("game") if isinstance(payload, dict) else None,
-        payload,
-        message.get("game"),
-        message,
-    ):
-        status = _status_at(source)
-        if status is not None:
-            return status
-    return None
 
 
 class _Exit(Exception):
@@ -86,16 +64,6 @@ class ListenerStats:
     reconnects: int = 0
     status_reloads: int = 0
     delay_markers: int = 0
-
-
-@dataclass(frozen=True)
-class MatchInfo:
-    """What the body knows about its match at start."""
-
-    sr_id: str
-    league: str
-    status: str | None  # None when there is no Match row (``kickoff listen`` of an unknown id)
-    has_row: bool
 
 
 class MatchListener:
@@ -134,7 +102,8 @@ class MatchListener:
         log = TextLog(None)
         pipeline: Pipeline = RecordOnlyPipeline()
         try:
-            info = self._load_match(ctx)
+            with self._gate():
+                info = load_match(ctx)
             path = archive_path(s.data_dir, info.league, shortcode_for(info.sr_id))
             self.archive = EventArchive(
                 path,
@@ -196,31 +165,6 @@ class MatchListener:
 
     def _gate(self) -> threading.BoundedSemaphore:
         return db_gate(self._ctx.settings.listener_db_concurrency)
-
-    def _load_match(self, ctx: ListenerContext) -> MatchInfo:
-        s = ctx.settings
-        if ctx.match_id:
-            from models.db import database
-            from models.match import Match
-
-            with self._gate(), database.connection_context():
-                match = Match.select(Match, Match.league).where(Match.id == ctx.match_id).first()
-                if match is not None:
-                    # resolve_listener_environment injects both; without it the row decides both.
-                    injected = s.listener_sr_request_match_uuid is not None
-                    sr_id = s.listener_sr_request_match_uuid if injected else match.sr_id
-                    league = s.listener_sr_url_league if injected else match.league.name
-                    return MatchInfo(sr_id=sr_id, league=league, status=match.status, has_row=True)
-        if not s.listener_sr_request_match_uuid:
-            raise ConfigurationError(
-                f"match {ctx.match_id!r} not found and listener_sr_request_match_uuid unset"
-            )
-        return MatchInfo(
-            sr_id=s.listener_sr_request_match_uuid,
-            league=s.listener_sr_url_league,
-            status=None,
-            has_row=False,
-        )
 
     def _close_quietly(self, pipeline: Pipeline) -> None:
         try:

@@ -88,9 +88,10 @@ class Recovery:
         self.last_seen = now
         if self.gaps.open:
             self.gaps.end(now=now, how="resumed: the feed replays it" if resumed else "reconnected")
-            if resumed:
+            if resumed and not self.gaps.counts.gaps_unrecovered:
                 self.gaps.recovered(0)  # the replay's messages are counted as they arrive
             else:
+                # No resume, or an earlier gap the replay does not reach: the play-by-play.
                 self._backfill()
         elif self._first and self._start_backfill:
             self._request(self.archive.count)
