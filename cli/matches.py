@@ -239,3 +239,100 @@ def set_dispatch(obj: CliContext, match_id: str, state: str, as_json: bool) -> N
     before = set_auto_dispatch(match_id, state == "on", barriers=obj.barriers)
     data = {"match_id": match_id, "auto_dispatch": state == "on", "was": before}
     echo_answer(as_json, data, f"match {match_id}: auto-dispatch {state} (was {'on' if before else 'off'})")
+
+
+#: Exit codes of verify-archive and backfill beside 0 (they agree) and 1 (they do not).
+EXIT_BUSY = 4
+EXIT_UNAVAILABLE = 5
+
+_ARCHIVE_EXIT_HELP = (
+    "Exit codes: 0 the archive and the play-by-play agree; 1 they do not; 2 unknown match; "
+    "5 the play-by-play cannot be had (SPORTRADAR_BASE_URL does not answer, or answers something unusable)."
+)
+
+
+def verification_lines(data: dict[str, Any], *, match: str) -> list[str]:
+    """A verification as text: one summary line (counts), then one line of ids per kind that has any."""
+    kinds = ("missing", "extra", "differing")
+    if data["ok"]:
+        return [f"match {match}: archive ok: it agrees with the play-by-play ({data['events']} events)"]
+    counts = ", ".join(f"{len(data[k])} {k}" for k in kinds)
+    lines = [f"match {match}: archive NOT ok against the play-by-play ({data['events']} events): {counts}"]
+    lines += [f"  {k}: {' '.join(data[k])}" for k in kinds if data[k]]
+    return lines
+
+
+def _archive_answer(run: Any) -> Any:
+    """Run ``run()``; a play-by-play that cannot be had exits 5, a busy archive 4 (one line on stderr)."""
+    import sys
+
+    from config.errors import ArchiveBusy, ServiceUnavailable
+
+    try:
+        return run()
+    except ArchiveBusy as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(EXIT_BUSY)
+    except ServiceUnavailable as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+
+
+@matches.command("verify-archive", epilog=_ARCHIVE_EXIT_HELP)
+@click.argument("match_id", type=MATCH_ID)
+@json_option('Print {"ok", "missing", "extra", "differing", "events"} (full id lists).')
+@click.pass_obj
+def verify_archive(obj: CliContext, match_id: str, as_json: bool) -> None:
+    """Compare MATCH_ID's listener archive with the provider's play-by-play.
+
+    The archive's side is each event's current state (updates applied, deletes removed), a missing
+    archive file is an empty one; the play-by-play comes from SPORTRADAR_BASE_URL (the settings
+    of a listener's backfill). Prints the counts, then the ids of the events missing from the
+    archive, extra in it, and differing (another version). The outcome is stored on the match
+    (archive_verification, shown by the board and the console).
+    """
+    from lifecycle.archive_verify import verify_match_archive
+
+    obj.database()
+    result = _archive_answer(lambda: verify_match_archive(match_id, settings=obj.settings))
+    data = result.as_dict()
+    if as_json:
+        echo_json(data)
+    else:
+        for line in verification_lines(data, match=match_id):
+            click.echo(line)
+    if not result.ok:
+        click.get_current_context().exit(1)
+
+
+@matches.command(
+    "backfill",
+    epilog=_ARCHIVE_EXIT_HELP.replace("2 unknown match;", "2 unknown match; 4 a listener owns the archive;"),
+)
+@click.argument("match_id", type=MATCH_ID)
+@json_option('Print {"ok", "missing", "extra", "differing", "events", "backfilled"} (full id lists).')
+@click.pass_obj
+def backfill(obj: CliContext, match_id: str, as_json: bool) -> None:
+    """Fill MATCH_ID's archive from the play-by-play, then verify it (as verify-archive).
+
+    For a game that closed while no listener ran (its last run was abandoned): every event the
+    archive lacks, or holds in an older version, is appended (marked backfilled), events it holds
+    that the play-by-play no longer lists are deleted. Refused while a listener may own the
+    archive (an open lifecycle row or a held start lock). The sweep enqueues the same job
+    (backfill_match_archive) when it abandons the last run of a match whose game is over.
+    """
+    from lifecycle.archive_verify import backfill_match_archive
+
+    obj.database()
+    result = _archive_answer(
+        lambda: backfill_match_archive(match_id, settings=obj.settings, barriers=obj.barriers)
+    )
+    data = {**result.as_dict(), "backfilled": result.backfilled}
+    if as_json:
+        echo_json(data)
+    else:
+        click.echo(f"match {match_id}: {result.backfilled} events backfilled from the play-by-play")
+        for line in verification_lines(data, match=match_id):
+            click.echo(line)
+    if not result.ok:
+        click.get_current_context().exit(1)

@@ -1,0 +1,29 @@
+"""Archive actors: backfill a match's archive from the play-by-play when no listener runs it.
+
+``backfill_match_archive`` runs on ``default`` (no retries: the sweep or an operator sends it
+again); the sweep sends it through ``send_backfill`` when it abandons the last run of a match
+whose game is over.
+"""
+
+from __future__ import annotations
+
+import dramatiq
+
+from actors.broker import QUEUE_DEFAULT, broker_errors
+from actors.runtime import current
+from lifecycle import archive_verify
+
+
+@dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
+def backfill_match_archive(match_id: str) -> dict:
+    """Merge what the archive lacks from the play-by-play, verify, store the outcome (lifecycle)."""
+    rt = current()
+    result = archive_verify.backfill_match_archive(match_id, settings=rt.settings, barriers=rt.barriers)
+    return {**result.as_dict(), "backfilled": result.backfilled}
+
+
+def send_backfill(match_id: str) -> None:
+    """Enqueue one backfill of ``match_id`` (BrokerUnavailable when the broker does not take it)."""
+    broker = current().broker
+    with broker_errors(broker):
+        backfill_match_archive.send(str(match_id))
