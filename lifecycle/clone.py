@@ -61,9 +61,10 @@ def clone_match(
     lifecycle.match_ref) and a script replaying its archived events as the game finally was.
 
     Returns (the new Match, the script path, the number of events). Each event is replayed once,
-    in its current state (``replay_messages``); synthetic kickoff markers are not replayed. ``settings`` (the clone body: listener settings such as
-    ``listener_force_exit_code``) are validated against MatchListenerEnvironment and stored in
-    the clone's ``listener_start_settings``. The clone is not dispatchable until an srsim serves
+    in its current state (``replay_messages``); synthetic kickoff markers are not replayed.
+    ``settings`` (the clone body: listener settings such as ``listener_force_exit_code``) are
+    validated against MatchListenerEnvironment and stored in the clone's
+    ``listener_start_settings``. The clone is not dispatchable until an srsim serves
     its script (``srsim_unserved``, cleared by srsim when it starts the session).
     """
     from lifecycle.start import validate_listener_settings
