@@ -145,6 +145,7 @@ def list_(obj: CliContext, limit: int, as_json: bool) -> None:
 @click.pass_obj
 def show(obj: CliContext, match_id: str, runs_limit: int, as_json: bool) -> None:
     """Show MATCH_ID: its fields, per-match listener settings, newest runs and Redis barriers."""
+    from lifecycle.board import gaps_cell
     from lifecycle.match_admin import match_detail
 
     obj.database()
@@ -163,13 +164,29 @@ def show(obj: CliContext, match_id: str, runs_limit: int, as_json: bool) -> None
     events = d["archive"]["events"]
     held = "none yet" if events is None else f"{events} events"
     click.echo(f"{'archive:':<15}{d['archive']['path']} ({held})")
+    click.echo(f"{'verification:':<15}{verification_text(d['archive'])}")
     settings = ", ".join(f"{k}={v}" for k, v in sorted(d["settings"].items())) or "(none)"
     click.echo(f"{'settings:':<15}{settings}")
     click.echo("runs:")
     for line in render_table(
-        ["record_id", "started_at", "ended_at", "exit", "reason", "host", "pid"],
+        ["record_id", "started_at", "ended_at", "exit", "gaps", "reason", "host", "pid"],
         (
-            [r["record_id"], r["started_at"], r["ended_at"], r["exit_code"], r["reason"], r["host"], r["pid"]]
+            [
+                r["record_id"],
+                r["started_at"],
+                r["ended_at"],
+                r["exit_code"],
+                gaps_cell(
+                    r["gaps"],
+                    r["gap_seconds"],
+                    r["events_backfilled"],
+                    r["gaps_unrecovered"],
+                    r["events_unrecovered"],
+                ),
+                r["reason"],
+                r["host"],
+                r["pid"],
+            ]
             for r in d["runs"]
         ),
         empty="no runs",
@@ -260,6 +277,18 @@ def verification_lines(data: dict[str, Any], *, match: str) -> list[str]:
     lines = [f"match {match}: archive NOT ok against the play-by-play ({data['events']} events): {counts}"]
     lines += [f"  {k}: {' '.join(data[k])}" for k in kinds if data[k]]
     return lines
+
+
+def verification_text(archive: dict[str, Any]) -> str:
+    """The stored last verification of ``matches show``: ``never``, ``ok (N events) at T`` or its counts."""
+    from lifecycle.board import archive_cell, verification_counts
+
+    stored = archive.get("verification")
+    ok, missing, extra, differing = verification_counts(stored)
+    if ok is None:
+        return "never (kickoff matches verify-archive)"
+    cell = archive_cell(ok, missing, extra, differing)
+    return f"{cell} ({stored.get('events', 0)} events) at {archive['verified_at']}"
 
 
 def _archive_answer(run: Any) -> Any:
