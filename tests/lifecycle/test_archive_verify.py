@@ -202,3 +202,12 @@ def test_a_verification_reads_as_counts_then_ids():
     assert verification_lines(good, match="m1") == [
         "match m1: archive ok: it agrees with the play-by-play (4 events)"
     ]
+
+
+def test_the_backfill_actor_leaves_a_match_a_listener_owns_to_it(make_match, lbarriers):
+    from actors.archive import backfill_match_archive as actor
+
+    match = make_match(status="closed")
+    lbarriers.start_lock(match.id).acquire("a-live-run")
+    assert "start lock is held" in actor.fn(str(match.id))["refused"]
+    assert lbarriers.start_lock_holder(match.id) == "a-live-run"
