@@ -1,4 +1,4 @@
-"""Dramatiq broker set-up and actors (dispatch, start, stop, sweep, refresh, drain).
+"""Dramatiq broker set-up and actors (dispatch, start, stop, sweep, archive backfill, refresh, drain).
 
 Importing this package reads the settings once (MatchListenerEnvironment: environment, then
 ``.env``, then defaults) and configures the process's actor runtime (``actors.runtime``: the
