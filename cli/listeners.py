@@ -207,6 +207,7 @@ def sweep_cmd(obj: CliContext, heartbeat_stale_seconds: float | None, as_json: b
         click.echo(
             f"sweep: {result.abandoned} rows abandoned (14) on {len(result.matches)} matches; "
             f"barriers cleared on {len(result.barriers_cleared)}; {len(result.set_aside)} set aside"
+            + (f"; archive backfill enqueued for {', '.join(result.backfills)}" if result.backfills else "")
         )
         for item in result.set_aside:
             click.echo(

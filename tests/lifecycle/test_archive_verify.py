@@ -211,3 +211,11 @@ def test_the_backfill_actor_leaves_a_match_a_listener_owns_to_it(make_match, lba
     lbarriers.start_lock(match.id).acquire("a-live-run")
     assert "start lock is held" in actor.fn(str(match.id))["refused"]
     assert lbarriers.start_lock_holder(match.id) == "a-live-run"
+
+
+def test_kickoff_listeners_sweep_sends_the_backfill_and_says_so(make_match, lbarriers, kick, broker_queues):
+    match = make_match(status="closed")
+    dead_run(match, lbarriers)
+    line = kick("listeners", "sweep").output
+    assert f"archive backfill enqueued for {match.id}" in line
+    assert broker_queues("default") == 1
