@@ -14,6 +14,7 @@ import dramatiq
 from dramatiq.middleware import CurrentMessage
 
 from actors import reporting
+from actors.archive import send_backfill
 from actors.batch import enqueue_many
 from actors.broker import QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS, broker_errors, worker_hooks
 from actors.rabbitmq import settle_early
@@ -169,7 +170,10 @@ def sweep_stale_match_listeners(heartbeat_stale_seconds: float | None = None) ->
     """Close stale open rows as Abandoned (14) and clear the barriers of dead matches."""
     rt = current()
     return cleanup.sweep_stale_match_listeners(
-        heartbeat_stale_seconds=heartbeat_stale_seconds, settings=rt.settings, barriers=rt.barriers
+        heartbeat_stale_seconds=heartbeat_stale_seconds,
+        settings=rt.settings,
+        barriers=rt.barriers,
+        send_backfill=send_backfill,
     ).as_dict()
 
 

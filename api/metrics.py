@@ -1,8 +1,8 @@
 """Prometheus metrics of the API: request latency here, shared state read at scrape time.
 
 Gauges describing the deployment (listeners by badge, heartbeat age, starts and failures,
-exhausted matches, outbox backlog and dead rows, runs by status, launcher slots in use, trade
-claims by status) are
+gaps, events backfilled and unrecovered, failed archive verifications, exhausted matches,
+outbox backlog and dead rows, runs by status, launcher slots in use, trade claims by status) are
 read from PostgreSQL and Redis by a custom collector when /metrics is scraped, so any one API
 process reports the whole deployment. A source that does not answer is reported as
 ``kickoff_metrics_source_up{source=...} 0`` and its metrics are left out.
@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 
 from config.errors import KickoffError
 from config.set_aside import set_aside_counter
+from lifecycle.archive_verify import verification_failures
 from listener.exit_codes import SUCCESS_CODES
 from models.badges import Badge
 
@@ -83,6 +84,7 @@ class ApiMetrics:
             )
         )
         self.registry.register(set_aside_counter())  # items this process's loops set aside
+        self.registry.register(verification_failures())  # this process's failed verify-archive calls
 
     def observe_request(self, path: str, status: int, seconds: float) -> None:
         """Time a request if it is a trigger or trade route."""
@@ -178,6 +180,35 @@ class SharedStateCollector(Collector):
         )
         yield CounterMetricFamily(
             "kickoff_listener_failures", "Listener runs that ended with a failure exit code.", value=failures
+        )
+        with database_errors():
+            gaps, backfilled, unrecovered = database.execute_sql(
+                "SELECT coalesce(sum(gaps), 0), coalesce(sum(events_backfilled), 0), "
+                "coalesce(sum(events_unrecovered), 0) FROM match_listener_records"
+            ).fetchone()
+            failed = database.execute_sql(
+                "SELECT count(*) FROM matches WHERE jsonb_typeof(archive_verification) = 'object' "
+                "AND archive_verification->'ok' = 'false'::jsonb"
+            ).fetchone()[0]
+        yield CounterMetricFamily(
+            "kickoff_listener_gaps",
+            "Stream gaps listener runs recorded (sum over lifecycle rows).",
+            value=gaps,
+        )
+        yield CounterMetricFamily(
+            "kickoff_events_backfilled",
+            "Events listener runs recovered after gaps, from a resume replay or the play-by-play.",
+            value=backfilled,
+        )
+        yield CounterMetricFamily(
+            "kickoff_events_unrecovered",
+            "Events still missing from the archive at a run's close (sum over lifecycle rows).",
+            value=unrecovered,
+        )
+        yield GaugeMetricFamily(
+            "kickoff_archive_verifications_failed",
+            "Matches whose last archive verification found missing, extra or differing events.",
+            value=failed,
         )
 
     def _outbox(self) -> Iterator[Metric]:

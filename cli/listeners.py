@@ -14,6 +14,13 @@ from cli.common import LIMIT_OPTION, MATCH_ID, count_option, echo_json, json_opt
 from cli.context import CliContext
 
 
+def _send_backfill() -> Any:
+    """The Dramatiq sender of archive backfills (imports actors, as ``_send_start``)."""
+    from actors.archive import send_backfill
+
+    return send_backfill
+
+
 def _send_start() -> Any:
     """The Dramatiq sender of start messages (imports actors: the broker is set up from settings)."""
     from actors.listeners import send_start
@@ -179,13 +186,18 @@ def sweep_cmd(obj: CliContext, heartbeat_stale_seconds: float | None, as_json: b
 
     A listener is dead when its worker's lease is gone from Redis or its heartbeat is older than
     the threshold; a healthy one is never closed with the default threshold. A row or match whose
-    clean-up fails is set aside with its reason (one line each) and the sweep goes on.
+    clean-up fails is set aside with its reason (one line each) and the sweep goes on. A match
+    whose game is over when its last run is abandoned gets one archive backfill enqueued
+    (backfill_match_archive, as `kickoff matches backfill`).
     """
     from lifecycle.cleanup import sweep_stale_match_listeners
 
     obj.database()
     result = sweep_stale_match_listeners(
-        heartbeat_stale_seconds=heartbeat_stale_seconds, settings=obj.settings, barriers=obj.barriers
+        heartbeat_stale_seconds=heartbeat_stale_seconds,
+        settings=obj.settings,
+        barriers=obj.barriers,
+        send_backfill=_send_backfill(),
     )
     if as_json:
         echo_json(result.as_dict())
@@ -195,6 +207,7 @@ def sweep_cmd(obj: CliContext, heartbeat_stale_seconds: float | None, as_json: b
         click.echo(
             f"sweep: {result.abandoned} rows abandoned (14) on {len(result.matches)} matches; "
             f"barriers cleared on {len(result.barriers_cleared)}; {len(result.set_aside)} set aside"
+            + (f"; archive backfill enqueued for {', '.join(result.backfills)}" if result.backfills else "")
         )
         for item in result.set_aside:
             click.echo(

@@ -43,6 +43,16 @@ BOARD_ENTRY_KEYS = {
     "reason",
     "host",
     "pid",
+    "gaps",
+    "gap_seconds",
+    "events_backfilled",
+    "gaps_unrecovered",
+    "events_unrecovered",
+    "archive_ok",
+    "archive_missing",
+    "archive_extra",
+    "archive_differing",
+    "archive_verified_at",
 }
 
 

@@ -164,7 +164,9 @@ async def sweep_now(request: Request, session: OperatorSession) -> Response:
     ctx = ctx_of(request)
 
     def call() -> str:
-        r = sweep_stale_match_listeners(settings=ctx.settings, barriers=ctx.barriers)
+        r = sweep_stale_match_listeners(
+            settings=ctx.settings, barriers=ctx.barriers, send_backfill=ctx.send_backfill()
+        )
         if r.locked:
             return "sweep skipped: another sweep is running"
         return f"sweep: {r.abandoned} rows abandoned (14) on {len(r.matches)} matches"
