@@ -65,6 +65,20 @@ def test_promtool_accepts_the_rules_and_their_unit_tests_pass():
     _promtool("test", "rules", str(RULE_TESTS))
 
 
+@pytest.mark.tools
+def test_promtool_parses_every_expression_of_the_dashboard(tmp_path):
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    grafana = {"$__rate_interval": "5m", "$job": ".*"}  # what Grafana puts in before it asks
+    rules = [
+        {"record": f"dashboard:expr_{i}", "expr": re.sub(r"\$\w+", lambda m: grafana[m[0]], e)}
+        for i, e in enumerate(exprs)
+    ]
+    path = tmp_path / "dashboard-rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
+    _promtool("check", "rules", str(path))
+
+
 def _missing_command(line: str) -> str | None:
     """The part of ``kickoff LINE`` the CLI does not have (a command or an option), or None."""
     command: click.Command = cli
