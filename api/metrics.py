@@ -63,7 +63,7 @@ class ApiMetrics:
         )
         self.readiness_probes = PromCounter(
             "kickoff_readiness_probes",
-            "Rounds of service probes /readyz made in this process (answers are kept 2 s).",
+            "Rounds of service probes made in this process for /readyz and /metrics (answers are kept 2 s).",
             registry=self.registry,
         )
         self.board_reads = PromCounter(
