@@ -64,7 +64,7 @@ class ApiMetrics:
         )
         self.readiness_probes = PromCounter(
             "kickoff_readiness_probes",
-            "Rounds of service probes /readyz made in this process (answers are kept 2 s).",
+            "Rounds of service probes made in this process for /readyz and /metrics (answers are kept 2 s).",
             registry=self.registry,
         )
         self.board_reads = PromCounter(
@@ -76,6 +76,13 @@ class ApiMetrics:
         self.board_streams = Gauge(
             "kickoff_console_board_streams",
             "Live board streams (server-sent events) this process serves now.",
+            registry=self.registry,
+        )
+        self.readiness = Gauge(
+            "kickoff_readiness_service_ok",
+            "Whether each service answered this process's last round of /readyz probes (1) or failed (0);"
+            " a scrape of /metrics runs a round when the kept answer is older than 2 s.",
+            ["service"],
             registry=self.registry,
         )
         self.registry.register(
@@ -90,6 +97,11 @@ class ApiMetrics:
         """Time a request if it is a trigger or trade route."""
         if path.startswith(TIMED_PREFIXES):
             self.trigger_latency.labels(route=path, status=str(status)).observe(seconds)
+
+    def observe_readiness(self, services: dict[str, str]) -> None:
+        """Record a round of readiness probes: each service ``ok`` or not."""
+        for service, state in services.items():
+            self.readiness.labels(service=service).set(1 if state == "ok" else 0)
 
 
 class SharedStateCollector(Collector):
@@ -133,6 +145,7 @@ class SharedStateCollector(Collector):
             ("outbox", self._outbox),
             ("runs", self._runs),
             ("trades", self._trades),
+            ("scheduler", self._scheduler),
         ):
             try:
                 metrics = list(read())
@@ -283,3 +296,14 @@ class SharedStateCollector(Collector):
         for status in ExecutionStatus:
             claims.add_metric([status.value], counts.get(status.value, 0))
         yield claims
+
+    def _scheduler(self) -> Iterator[Metric]:
+        from config.clock import utcnow
+
+        newest = self.ctx.barriers.newest_tick_at()
+        yield GaugeMetricFamily(
+            "kickoff_scheduler_last_tick_age_seconds",
+            "Seconds since the minute slot of the newest tick a scheduler sent (`kickoff check`'s"
+            " scheduler liveness); +Inf when none is kept (a tick is kept SCHEDULER_TICK_TTL_SECONDS).",
+            value=math.inf if newest is None else max(0.0, (utcnow() - newest).total_seconds()),
+        )

@@ -614,6 +614,16 @@ class Barriers:
         pattern = self.tick_key("*", tick_slot(at))
         return next(iter(self.client.scan_iter(match=pattern, count=1000)), None) is not None
 
+    @_redis_errors
+    def newest_tick_at(self) -> datetime | None:
+        """The start (UTC) of the newest minute slot any periodic entry claimed; None when none is kept."""
+        slots = (
+            str(_text(k)).rsplit("_", 1)[1]
+            for k in self.client.scan_iter(match=self.tick_key("*", "*"), count=1000)
+        )
+        newest = max(slots, default=None)
+        return None if newest is None else datetime.strptime(newest, "%Y%m%dT%H%M").replace(tzinfo=UTC)
+
     # -- clearing --------------------------------------------------------------------
 
     @_redis_errors

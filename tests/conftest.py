@@ -208,8 +208,9 @@ def repo_root() -> Path:
 
 #: Fixtures that reach PostgreSQL, Redis or RabbitMQ (directly or through the processes they start).
 SERVICE_FIXTURES = frozenset({"migrated_database", "amqp_vhost", "redis_client", "subprocess_env"})
-#: Marks of tests that need a service (or start processes that do): never in the unit tier.
-SERVICE_MARKS = frozenset({"services", "e2e", "outage", "browser", "amqp"})
+#: Marks of tests that need a service (or start processes that do) or an installed tool: never in
+#: the unit tier.
+SERVICE_MARKS = frozenset({"services", "e2e", "outage", "browser", "amqp", "tools"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
