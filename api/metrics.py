@@ -2,8 +2,9 @@
 
 Gauges describing the deployment (listeners by badge, heartbeat age, starts and failures,
 gaps, events backfilled and unrecovered, failed archive verifications, exhausted matches,
-outbox backlog and dead rows, runs by status, launcher slots in use, trade claims by status) are
-read from PostgreSQL and Redis by a custom collector when /metrics is scraped, so any one API
+outbox backlog and dead rows, runs by status, launcher slots in use, trade claims by status, the
+age of the scheduler's newest tick, readiness per service) are read from PostgreSQL and Redis
+(and the readiness probes) by a custom collector when /metrics is scraped, so any one API
 process reports the whole deployment. A source that does not answer is reported as
 ``kickoff_metrics_source_up{source=...} 0`` and its metrics are left out.
 """
