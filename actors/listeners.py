@@ -22,6 +22,7 @@ from config.errors import KickoffError, ListenerRunFailed
 from lifecycle import cleanup, dispatch, start_match
 from lifecycle.dispatch import StartMessage
 from lifecycle.runtime import ListenerServices
+from lifecycle.start_messages import new_message_id, save_message_ids
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +30,9 @@ logger = logging.getLogger(__name__)
 def services() -> ListenerServices:
     """The process's listener services; their shutdown hook is registered with the broker.
 
-    They hold the process's worker lease, and their lease thread restarts at once the matches
-    of listener workers whose lease is gone (and of this process's runs a shutdown ends).
+    They hold the process's worker lease, and their reaper thread restarts at once the matches
+    of listener workers whose lease is gone; a shutdown hands this process's runs over to
+    successor starts queued for other workers (lifecycle.runtime ``shutdown_all``).
     """
     rt = current()
 
@@ -43,8 +45,15 @@ def services() -> ListenerServices:
             match_ids, settings=rt.settings, barriers=rt.barriers, send_batch=send_starts
         )
 
+    def hand_over(match_ids: list[str]) -> None:
+        messages = [StartMessage(match_id=m, message_id=new_message_id(m), handoff=True) for m in match_ids]
+        save_message_ids([(m.match_id, m.message_id) for m in messages])
+        send_starts(messages)
+
     svc = ListenerServices.for_process(
-        lambda: ListenerServices(settings=rt.settings, barriers=rt.barriers, reap=reap, redispatch=redispatch)
+        lambda: ListenerServices(
+            settings=rt.settings, barriers=rt.barriers, reap=reap, redispatch=redispatch, hand_over=hand_over
+        )
     )
     hooks = worker_hooks(rt.broker)
     if hooks is not None:
@@ -84,7 +93,12 @@ def start_message(message: StartMessage) -> dramatiq.Message:
         queue_name=start_match_listener.queue_name,
         actor_name=start_match_listener.actor_name,
         args=(),
-        kwargs={"match_id": message.match_id, "overrides": message.overrides, "force": message.force},
+        kwargs={
+            "match_id": message.match_id,
+            "overrides": message.overrides,
+            "force": message.force,
+            **({"handoff": True} if message.handoff else {}),
+        },
         options={},
         message_id=message.message_id,
     )
@@ -127,8 +141,13 @@ def dispatch_upcoming_test_match_listeners() -> dict:
 
 
 @dramatiq.actor(queue_name=QUEUE_MATCH_LISTENERS, max_retries=0, time_limit=float("inf"))
-def start_match_listener(match_id: str, overrides: dict[str, Any] | None = None, force: bool = False) -> dict:
-    """Run the listener of one match for the whole game (see lifecycle.start_match)."""
+def start_match_listener(
+    match_id: str, overrides: dict[str, Any] | None = None, force: bool = False, handoff: bool = False
+) -> dict:
+    """Run the listener of one match for the whole game (see lifecycle.start_match).
+
+    ``handoff``: sent by a worker's graceful shutdown while the match still streams there.
+    """
     rt = current()
     message = CurrentMessage.get_current_message()
     reporting.tag_listener_start(str(match_id))
@@ -142,6 +161,7 @@ def start_match_listener(match_id: str, overrides: dict[str, Any] | None = None,
             barriers=rt.barriers,
             services=services(),
             on_consumed=(lambda: settle_early(message)) if message is not None else None,
+            handoff=handoff,
         )
     except KickoffError:  # a settings error or an unknown match: a failed start, counted
         reporting.tag_failed_attempt(sr_id=None, exit_code=None, attempt=_attempts(rt, match_id))
