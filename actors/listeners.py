@@ -16,6 +16,7 @@ from dramatiq.middleware import CurrentMessage
 from actors import reporting
 from actors.batch import enqueue_many
 from actors.broker import QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS, broker_errors, worker_hooks
+from actors.draining import resume_taking_starts, stop_taking_starts
 from actors.rabbitmq import settle_early
 from actors.runtime import ActorRuntime, current
 from config.errors import KickoffError, ListenerRunFailed
@@ -57,6 +58,7 @@ def services() -> ListenerServices:
     )
     hooks = worker_hooks(rt.broker)
     if hooks is not None:
+        hooks.register(stop_taking_starts)  # first: the successor starts must reach other workers
         hooks.register(svc.shutdown_all)
     return svc
 
@@ -76,6 +78,7 @@ def start_listener_services(worker: dramatiq.Worker) -> None:
     """
     queues = getattr(worker, "queues", None)
     if queues is None or QUEUE_MATCH_LISTENERS in queues:
+        resume_taking_starts()
         services()
 
 

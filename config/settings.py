@@ -390,7 +390,7 @@ class MatchListenerEnvironment(BaseEnvironment):
     """Lease of a listener worker process in Redis, renewed every quarter of it: a worker that cannot
     renew for the lease less LISTENER_LOCK_LOSS_GRACE_SECONDS + LISTENER_STOP_POLL_SECONDS (5 s by default)
     stops its listeners, and a dead worker's matches start again once it lapses (within 10 s of a kill)."""
-    listener_reaper_poll_seconds: PositiveFloat = 1.0
+    listener_reaper_poll_seconds: PositiveFloat = 0.5
     """How often every listener worker looks for open rows whose worker lease is gone, abandons them and
     starts their matches again at once (its own thread: never delays the lease's renewal)."""
     listener_handoff_seconds: NonNegativeFloat = 5.0

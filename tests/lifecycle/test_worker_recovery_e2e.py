@@ -1,6 +1,6 @@
-"""Real listener workers killed, paused or stopped mid-game: their matches stream again within seconds, never twice.
+"""Real listener workers killed, paused or stopped mid-game: their matches stream again soon, never twice.
 
-These run at the default lease (8 s), reaper poll (1 s) and hand-off bound (5 s) and a stale
+These run at the default lease (8 s), reaper poll (0.5 s) and hand-off bound (5 s) and a stale
 threshold of 180 s, so only the worker lease (or the hand-off) can bring a match back before the
 test's deadline: the heartbeat's stale path would need minutes.
 """
@@ -32,7 +32,7 @@ DEFAULTS = {
     "LISTENER_LOCK_LOSS_GRACE_SECONDS": "2",
     "LISTENER_STOP_POLL_SECONDS": "1",
     "LISTENER_WORKER_LEASE_SECONDS": "8",
-    "LISTENER_REAPER_POLL_SECONDS": "1",
+    "LISTENER_REAPER_POLL_SECONDS": "0.5",
     "LISTENER_HANDOFF_SECONDS": "5",
     "LISTENER_HANDOFF_POLL_SECONDS": "0.05",
 }
@@ -104,6 +104,7 @@ def test_a_paused_worker_stops_itself_on_resume_and_never_writes_over_its_succes
     assert monitor.max_open == 1
 
 
+@BOTH_BROKERS
 def test_a_sigterm_hands_each_match_over_to_the_other_worker_which_starts_as_the_old_run_stops(
     make_match, ctx, send_start, start_worker
 ):
