@@ -189,11 +189,21 @@ def stop_match_listener(match_id: str, stopped_by: str = "operator") -> dict:
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
 def sweep_stale_match_listeners(heartbeat_stale_seconds: float | None = None) -> dict:
-    """Close stale open rows as Abandoned (14) and clear the barriers of dead matches."""
+    """Close stale open rows as Abandoned (14) and clear the barriers of dead matches.
+
+    The matches whose rows it closed are dispatched again at once, as a listener worker's reaper
+    dispatches the ones it closes: a sweep that reaps a dead worker's rows before that reaper does
+    must not leave them waiting for the next dispatch tick.
+    """
     rt = current()
-    return cleanup.sweep_stale_match_listeners(
+    result = cleanup.sweep_stale_match_listeners(
         heartbeat_stale_seconds=heartbeat_stale_seconds, settings=rt.settings, barriers=rt.barriers
-    ).as_dict()
+    )
+    if result.matches:
+        dispatch.dispatch_matches(
+            result.matches, settings=rt.settings, barriers=rt.barriers, send_batch=send_starts
+        )
+    return result.as_dict()
 
 
 register_boot_hook()

@@ -2,9 +2,11 @@
 
 Run: ``.venv/bin/python bench/recovery.py [--kills 20] [--handoffs 5] [--matches 3] [--stale-kills 0]
 [--feed]`` (about six minutes with the defaults). Real ``dramatiq`` listener workers at default
-settings (heartbeat 30 s, stale threshold 180 s, worker lease 8 s, reaper poll 1 s, hand-off
+settings (heartbeat 30 s, stale threshold 180 s, worker lease 8 s, reaper poll 0.5 s, hand-off
 bound 5 s) on a throw-away database, Redis key prefix and Dramatiq namespace; two listener
-workers are always up.
+workers are always up. The fresh key prefix is a new Redis data epoch, which the reaper does not
+judge for a lease and a renewal (lifecycle.lease): the first kill waits until it is older, as a
+production Redis's is.
 
 * Kills: each kill SIGKILLs the worker running a match, times until every match it ran has a new
   open row (the lease path: the survivor's reaper), then starts a replacement. Goal: p99 <= 10 s.
@@ -114,6 +116,22 @@ def wait_streaming(match_ids: list[str], *, not_rows: set[str], timeout: float) 
         time.sleep(0.1)
 
 
+def wait_epoch_judged() -> None:
+    """Wait until the reaper may judge leases: this run's fresh key prefix starts a new Redis data
+    epoch, which a production Redis left behind long ago (the reaper waits a lease and a renewal)."""
+    from config.settings import load_listener_settings
+    from models.barriers import Barriers
+
+    settings = load_listener_settings(_env_file=None)
+    barriers = Barriers.from_settings(settings)
+    window = settings.listener_worker_lease_seconds * 1.25 + 1
+    while True:
+        age = barriers.live_worker_leases([])[1]
+        if age is not None and age >= window + 1:
+            return
+        time.sleep(0.5)
+
+
 def host_of(pid: int, workers: list[ChildProcess]) -> ChildProcess:
     pgid = os.getpgid(pid)
     return next(w for w in workers if w.proc.pid == pgid)
@@ -134,6 +152,7 @@ def kill_loop(
     what = "SIGTERM" if graceful else "kill"
     try:
         wait_streaming(match_ids, not_rows=set(), timeout=120)
+        wait_epoch_judged()
         out: list[float] = []
         gaps: list[float] = []
         for k in range(kills):
