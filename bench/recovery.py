@@ -1,12 +1,12 @@
 """Benchmark: listener takeover: a worker SIGKILLed mid-game, and a graceful (SIGTERM) hand-off.
 
 Run: ``.venv/bin/python bench/recovery.py [--kills 20] [--handoffs 5] [--matches 3] [--stale-kills 0]
-[--feed]`` (about six minutes with the defaults). Real ``dramatiq`` listener workers at default
-settings (heartbeat 30 s, stale threshold 180 s, worker lease 8 s, reaper poll 0.5 s, hand-off
-bound 5 s) on a throw-away database, Redis key prefix and Dramatiq namespace; two listener
-workers are always up. The fresh key prefix is a new Redis data epoch, which the reaper does not
-judge for a lease and a renewal (lifecycle.lease): the first kill waits until it is older, as a
-production Redis's is.
+[--feed [--feed-kills 4]]`` (about six minutes with the defaults, as long with ``--feed``). Real
+``dramatiq`` listener workers at default settings (heartbeat 30 s, stale threshold 180 s, worker
+lease 8 s, reaper poll 0.5 s, hand-off bound 5 s) on a throw-away database, Redis key prefix and
+Dramatiq namespace; two listener workers are always up. The fresh key prefix is a new Redis data
+epoch, which the reaper does not judge for a lease and a renewal (lifecycle.lease): the first
+kill waits until it is older, as a production Redis's is.
 
 * Kills: each kill SIGKILLs the worker running a match, times until every match it ran has a new
   open row (the lease path: the survivor's reaper), then starts a replacement. Goal: p99 <= 10 s.
@@ -15,10 +15,11 @@ production Redis's is.
   (PostgreSQL's one clock). Goal: at most 1 s.
 * ``--stale-kills``: kills with leases too long to lapse (what kickoff did before worker leases:
   the scheduler's one-minute sweep and dispatch recover).
-* ``--feed``: srsim serves one mlb game per match and the real MatchListener body listens; every
-  kill scenario runs twice, LISTENER_BACKFILL=true and false, each with fresh matches and games,
-  and prints the events lost per kill: the game's event ids minus those in the match's archive
-  ``{DATA_DIR}/listener/mlb/{shortcode}.json`` once the game is over.
+* ``--feed`` (instead of the above): srsim serves one mlb game per match and the real
+  MatchListener body listens; the kill scenario (``--feed-kills`` kills) runs twice,
+  LISTENER_BACKFILL=true and false, each with fresh matches and games, and prints the events lost
+  per kill: the ids srsim sent from the moment every match streamed to the game's end, minus those
+  in the match's archive ``{DATA_DIR}/listener/mlb/{shortcode}.json`` once the game is over.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -145,14 +147,18 @@ def kill_loop(
     *,
     timeout: float,
     graceful: bool = False,
+    on_streaming: Callable[[], None] | None = None,
 ) -> tuple[list[float], list[float]]:
     """Two listener workers; stop the host of a match ``kills`` times (SIGKILL, or SIGTERM with
-    ``graceful``); return the seconds to streaming again per stop, and the hand-off gaps per match."""
+    ``graceful``); return the seconds to streaming again per stop, and the hand-off gaps per match.
+    ``on_streaming`` is called once every match streams, before the first stop."""
     workers = [listener_worker(env, logdir / f"w{TAG}-{time.monotonic_ns()}.log") for _ in range(2)]
     what = "SIGTERM" if graceful else "kill"
     try:
         wait_streaming(match_ids, not_rows=set(), timeout=120)
         wait_epoch_judged()
+        if on_streaming is not None:
+            on_streaming()
         out: list[float] = []
         gaps: list[float] = []
         for k in range(kills):
@@ -217,22 +223,32 @@ def stop_matches(match_ids: list[str]) -> None:
     )
 
 
+def sim_sessions(url: str) -> dict[str, dict]:
+    """srsim's sessions by sr_id (position: the index of the next event not yet sent)."""
+    with urllib.request.urlopen(f"{url}/_srsim/sessions", timeout=10) as answer:
+        return {session["sr_id"]: session for session in json.load(answer)["sessions"]}
+
+
 def feed_scenario(
     backfill: bool, args: argparse.Namespace, env: dict[str, str], logdir: Path
 ) -> tuple[list[float], float]:
-    """One kill scenario on srsim with the real body: kill-to-streaming seconds, events lost per kill."""
+    """One kill scenario on srsim with the real body: kill-to-streaming seconds, events lost per kill.
+
+    The events counted are those srsim sent from the moment every match first streamed to the
+    game's end; lost are those of them missing from the match's archive once the game is over.
+    """
     from listener.archive import archive_path, read_events, shortcode_for
     from srsim.script import load_script
 
+    kills = args.feed_kills
     matches = create_matches(args.matches, "mlb")
-    seconds = args.kills * 15.0 + 60.0 + GAME_TAIL_SECONDS
-    count = int(seconds / EVENT_INTERVAL)
+    seconds = kills * 15.0 + 90.0 + GAME_TAIL_SECONDS  # the first dispatch tick may take a minute
     script = write_games(
         logdir / f"games-{backfill}.json",
         [sr for _, sr in matches],
         start_after=0.0,
         event_interval=EVENT_INTERVAL,
-        event_count=count,
+        event_count=int(seconds / EVENT_INTERVAL),
     )
     sim, url = start_sim(script, heartbeat_seconds=1.0)
     data_dir = logdir / f"data-{backfill}"
@@ -243,29 +259,33 @@ def feed_scenario(
         "DATA_DIR": str(data_dir),
         "LISTENER_BACKFILL": "true" if backfill else "false",
     }
+    first: dict[str, int] = {}
     try:
         ids = [m for m, _ in matches]
-        times, _ = kill_loop(args.kills, ids, fenv, logdir, timeout=300)
-        games = load_script(script)
+
+        def mark() -> None:
+            first.update({sr: session["position"] for sr, session in sim_sessions(url).items()})
+
+        times, _ = kill_loop(kills, ids, fenv, logdir, timeout=300, on_streaming=mark)
         deadline = time.monotonic() + seconds + 60
-        while time.monotonic() < deadline:  # the games run to their end (the listeners stopped)
-            with urllib.request.urlopen(f"{url}/_srsim/sessions", timeout=10) as answer:
-                sessions = json.load(answer)["sessions"]
-            if all(s["position"] >= s["events"] for s in sessions):
+        while time.monotonic() < deadline:  # the games run to their end
+            if all(s["position"] >= s["events"] for s in sim_sessions(url).values()):
                 break
             time.sleep(1)
+        time.sleep(5)  # the listeners see the end and flush their archives
     finally:
         sim.kill()
         sim.wait(10)
         stop_matches([m for m, _ in matches])
     lost = 0
-    scheduled = datetime.now(UTC)
-    for game in games:
-        emitted = {_event_id(e) for e in game.envelopes(scheduled)} - {None}
+    scheduled = datetime.now(UTC)  # event ids do not depend on it
+    for game in load_script(script):
+        sent = game.envelopes(scheduled)[first.get(game.sr_id, 0) :]
+        emitted = {_event_id(e) for e in sent} - {None}
         path = archive_path(data_dir, "mlb", shortcode_for(game.sr_id))
         kept = {_event_id(e) for e in read_events(path)} if path.exists() else set()
         lost += len(emitted - kept)
-    return times, lost / max(1, args.kills)
+    return times, lost / max(1, kills)
 
 
 def _event_id(item: object) -> str | None:
@@ -291,6 +311,7 @@ def main() -> int:
     parser.add_argument(
         "--feed", action="store_true", help="srsim and the real listener body; events lost per kill"
     )
+    parser.add_argument("--feed-kills", type=int, default=4, help="kills per --feed scenario")
     args = parser.parse_args()
     os.environ.update(ENV)
     env = {**os.environ}
@@ -309,7 +330,8 @@ def main() -> int:
     s = settings
     print(
         f"ran: --kills {args.kills} --handoffs {args.handoffs} --matches {args.matches} "
-        f"--stale-kills {args.stale_kills}{' --feed' if args.feed else ''}; lease "
+        f"--stale-kills {args.stale_kills}"
+        f"{f' --feed --feed-kills {args.feed_kills}' if args.feed else ''}; lease "
         f"{s.listener_worker_lease_seconds:g} s (renewed every {s.listener_worker_lease_seconds / 4:g} s), "
         f"reaper poll {s.listener_reaper_poll_seconds:g} s, hand-off bound {s.listener_handoff_seconds:g} s, "
         f"heartbeat {s.listener_heartbeat_interval_seconds:g} s, "

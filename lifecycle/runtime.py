@@ -310,19 +310,25 @@ class ListenerServices:
             logger.info("worker shutdown: asked %d listeners to stop", len(runs))
             return len(runs)
         threading.Thread(
-            target=self._hand_over_all, args=(runs, bound), name="kickoff-handover", daemon=True
+            target=self._hand_over_all,
+            args=(self.hand_over, runs, bound),
+            name="kickoff-handover",
+            daemon=True,
         ).start()
         logger.info("worker shutdown: handing %d listeners over to other workers", len(runs))
         return len(runs)
 
-    def _hand_over_all(self, runs: list[RunHandle], bound: float) -> None:
-        """Queue the successors, stop each run whose successor waits, the rest once ``bound`` passed."""
-        waiting = {handle.ctx.match_id: handle for handle in runs}
+    def _hand_over_all(self, hand_over: HandOver, runs: list[RunHandle], bound: float) -> None:
+        """Queue the successors, stop each run whose successor waits, the rest once ``bound`` passed.
+
+        A run already told to stop (an operator stop, a lost lock) gets no successor.
+        """
+        waiting = {handle.ctx.match_id: handle for handle in runs if handle.cause is None}
         deadline = time.monotonic() + bound
         try:
-            self.barriers.clear_handovers(list(waiting))
-            assert self.hand_over is not None
-            self.hand_over(sorted(waiting))
+            if waiting:
+                self.barriers.clear_handovers(list(waiting))
+                hand_over(sorted(waiting))
         except Exception:
             logger.exception("handing %d listeners over failed: stopping them now", len(waiting))
             deadline = 0.0
