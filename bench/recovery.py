@@ -148,10 +148,12 @@ def kill_loop(
     timeout: float,
     graceful: bool = False,
     on_streaming: Callable[[], None] | None = None,
+    after: Callable[[], None] | None = None,
 ) -> tuple[list[float], list[float]]:
     """Two listener workers; stop the host of a match ``kills`` times (SIGKILL, or SIGTERM with
     ``graceful``); return the seconds to streaming again per stop, and the hand-off gaps per match.
-    ``on_streaming`` is called once every match streams, before the first stop."""
+    ``on_streaming`` is called once every match streams, before the first stop; ``after`` once the
+    stops are done, while both workers still run."""
     workers = [listener_worker(env, logdir / f"w{TAG}-{time.monotonic_ns()}.log") for _ in range(2)]
     what = "SIGTERM" if graceful else "kill"
     try:
@@ -185,6 +187,8 @@ def kill_loop(
             )
             workers.append(listener_worker(env, logdir / f"w{TAG}-{time.monotonic_ns()}.log"))
             wait_streaming(match_ids, not_rows=set(), timeout=timeout)
+        if after is not None:
+            after()
         return out, gaps
     finally:
         for w in workers:
@@ -216,11 +220,19 @@ def create_matches(n: int, league_name: str) -> list[tuple[str, str]]:
 
 
 def stop_matches(match_ids: list[str]) -> None:
-    """Turn the matches' auto-dispatch off and close their rows (a scenario's end)."""
-    _query(
-        "UPDATE matches SET auto_dispatch_listener = false WHERE id = ANY(%s::uuid[]) RETURNING id",
-        (match_ids,),
-    )
+    """Operator stops (a scenario's end): the listeners end, no start of them runs any more."""
+    from config.settings import load_listener_settings
+    from lifecycle.cleanup import stop_match_listener
+    from models.barriers import Barriers
+    from models.db import database
+
+    settings = load_listener_settings(_env_file=None)
+    barriers = Barriers.from_settings(settings)
+    try:
+        for match_id in match_ids:
+            stop_match_listener(match_id, settings=settings, barriers=barriers, stopped_by="bench")
+    finally:
+        database.close()
 
 
 def sim_sessions(url: str) -> dict[str, dict]:
@@ -266,17 +278,19 @@ def feed_scenario(
         def mark() -> None:
             first.update({sr: session["position"] for sr, session in sim_sessions(url).items()})
 
-        times, _ = kill_loop(kills, ids, fenv, logdir, timeout=300, on_streaming=mark)
-        deadline = time.monotonic() + seconds + 60
-        while time.monotonic() < deadline:  # the games run to their end
-            if all(s["position"] >= s["events"] for s in sim_sessions(url).values()):
-                break
-            time.sleep(1)
-        time.sleep(5)  # the listeners see the end and flush their archives
+        def game_over() -> None:  # the listeners follow the games to their end, then stop
+            deadline = time.monotonic() + seconds + 60
+            while time.monotonic() < deadline:
+                if all(s["position"] >= s["events"] for s in sim_sessions(url).values()):
+                    break
+                time.sleep(1)
+            time.sleep(5)  # the last events reach the archives
+            stop_matches(ids)
+
+        times, _ = kill_loop(kills, ids, fenv, logdir, timeout=300, on_streaming=mark, after=game_over)
     finally:
         sim.kill()
         sim.wait(10)
-        stop_matches([m for m, _ in matches])
     lost = 0
     scheduled = datetime.now(UTC)  # event ids do not depend on it
     for game in load_script(script):
