@@ -363,7 +363,7 @@ def main() -> int:
                 times, lost = feed_scenario(backfill, args, env, logdir)
                 label = f"feed, LISTENER_BACKFILL={'true' if backfill else 'false'}"
                 print(summary(f"{label}, kill to streaming again", times), flush=True)
-                print(f"{label}: events lost per kill {lost:.1f}", flush=True)
+                print(f"{label}: events lost per kill {lost:.1f} (all {args.matches} matches)", flush=True)
             return 0
         ids = [m for m, _ in create_matches(args.matches, "nfl")]
         lease, _ = kill_loop(args.kills, ids, env, logdir, timeout=300)
