@@ -142,6 +142,7 @@ def start(match: Any, *, settings: Any, barriers: Any, services: Any, **kw: Any)
         settings=settings,
         barriers=barriers,
         services=services,
+        handoff=kw.pop("handoff", False),
     )
 
 

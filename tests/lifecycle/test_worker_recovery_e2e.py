@@ -1,7 +1,8 @@
-"""Real listener workers killed or paused mid-game: their matches stream again within seconds, never twice.
+"""Real listener workers killed, paused or stopped mid-game: their matches stream again soon, never twice.
 
-These run at the default lease (20 s) and a stale threshold of 180 s, so only the worker lease
-can bring a match back before the test's deadline: the heartbeat's stale path would need minutes.
+These run at the default lease (8 s), reaper poll (0.5 s) and hand-off bound (5 s) and a stale
+threshold of 180 s, so only the worker lease (or the hand-off) can bring a match back before the
+test's deadline: the heartbeat's stale path would need minutes.
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ DEFAULTS = {
     "LISTENER_HEARTBEAT_STALE_SECONDS": "180",
     "LISTENER_LOCK_LOSS_GRACE_SECONDS": "2",
     "LISTENER_STOP_POLL_SECONDS": "1",
-    "LISTENER_WORKER_LEASE_SECONDS": "20",
+    "LISTENER_WORKER_LEASE_SECONDS": "8",
+    "LISTENER_REAPER_POLL_SECONDS": "0.5",
+    "LISTENER_HANDOFF_SECONDS": "5",
+    "LISTENER_HANDOFF_POLL_SECONDS": "0.05",
 }
-#: Before the stale path could act (180 s), after the lease path should have (45 s at most).
+#: Before the stale path could act (180 s), long after the lease path should have (10 s).
 RECOVERY_DEADLINE = 120.0
 
 
@@ -98,6 +102,30 @@ def test_a_paused_worker_stops_itself_on_resume_and_never_writes_over_its_succes
     holder = ctx["barriers"].client.get(ctx["barriers"].start_lock_key(match.id))
     assert holder.decode() == str(new.id)  # the lock stayed with the successor
     assert monitor.max_open == 1
+
+
+@BOTH_BROKERS
+def test_a_sigterm_hands_each_match_over_to_the_other_worker_which_starts_as_the_old_run_stops(
+    make_match, ctx, send_start, start_worker
+):
+    matches = [make_match(status="inprogress") for _ in range(2)]
+    with OpenRowMonitor(m.id for m in matches) as monitor:
+        old_worker = start_worker(env=DEFAULTS)
+        assert dispatch_now(ctx, send_start).enqueued == 2
+        old = {m.id: wait_for(lambda m=m: open_rows(m), timeout=30)[0].id for m in matches}
+        start_worker(env=DEFAULTS)
+        old_worker.terminate(timeout=60)  # the deploy's graceful stop, the new worker already up
+        for m in matches:
+            wait_for(lambda m=m: _restarted(m, old[m.id]), timeout=RECOVERY_DEADLINE, interval=0.1)
+    for m in matches:
+        first, second = rows_of(m)
+        assert first.exit_code == 14 and first.exit_reason == "worker shutdown"
+        assert second.ended_at is None and second.worker_lease != first.worker_lease
+        assert second.created_at >= first.ended_at  # the successor's row opened after the old one closed
+    out = old_worker.output()
+    assert out.count("its successor waits: stopping here") == 2  # handed over, not stopped then sent
+    assert "no successor waited" not in out
+    assert monitor.max_open == 1  # never two open rows (two streams) for one match
 
 
 def test_a_listener_worker_reconnects_after_the_brokers_redis_restarts_and_takes_new_starts(
