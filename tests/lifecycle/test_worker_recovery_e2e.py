@@ -9,43 +9,25 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from config.settings import MatchListenerEnvironment
-from models.barriers import Barriers
 from models.listener_record import MatchListenerRecord
-from tests.lifecycle.conftest import BOTH_BROKERS, wait_for
+from tests.lifecycle.conftest import BOTH_BROKERS, REAL_WORKER_DEFAULTS, wait_for
 from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, open_rows, rows_of
 from tests.private_redis import PrivateRedis
 
 pytestmark = pytest.mark.e2e
 
-#: Default lease and stale threshold; a heartbeat every 5 s so a test sees rows being written.
-DEFAULTS = {
-    "LISTENER_HEARTBEAT_INTERVAL_SECONDS": "5",
-    "LISTENER_HEARTBEAT_STALE_SECONDS": "180",
-    "LISTENER_LOCK_LOSS_GRACE_SECONDS": "2",
-    "LISTENER_STOP_POLL_SECONDS": "1",
-    "LISTENER_WORKER_LEASE_SECONDS": "8",
-    "LISTENER_REAPER_POLL_SECONDS": "0.5",
-    "LISTENER_HANDOFF_SECONDS": "5",
-    "LISTENER_HANDOFF_POLL_SECONDS": "0.05",
-}
+DEFAULTS = REAL_WORKER_DEFAULTS
 #: Before the stale path could act (180 s), long after the lease path should have (10 s).
 RECOVERY_DEADLINE = 120.0
 
 
 @pytest.fixture
-def ctx(lifecycle_env, redis_client, monkeypatch):
-    for key, value in DEFAULTS.items():
-        monkeypatch.setenv(key, value)
-    settings = MatchListenerEnvironment(_env_file=None)
-    return {"settings": settings, "barriers": Barriers.from_settings(settings, client=redis_client)}
+def ctx(real_ctx):
+    return real_ctx
 
 
 def _restarted(match, old_id) -> bool:
@@ -152,37 +134,6 @@ def test_a_listener_worker_reconnects_after_the_brokers_redis_restarts_and_takes
         wait_for(lambda: open_rows(second), timeout=RECOVERY_DEADLINE, interval=0.2)
         assert [r.id for r in open_rows(first)] == [running.id]  # never interrupted
         broker.close()
-
-
-@pytest.fixture
-def deploy(repo_root, subprocess_env, lifecycle_env, tmp_path, amqp_vhost):
-    """``deploy(restart_cmd)``: run deploy/staging-deploy.sh on this run's services; its stdout."""
-    from publisher.amqp import AmqpPublisher
-    from publisher.queues import OUTBOX_QUEUES
-
-    with AmqpPublisher(url=amqp_vhost) as admin:
-        admin.declare_durable(list(OUTBOX_QUEUES))  # so the deploy's `kickoff check` passes
-    env_file = tmp_path / "kickoff.env"
-    env_file.write_text("".join(f"{k}='{v}'\n" for k, v in {**lifecycle_env, **DEFAULTS}.items()))
-
-    def run(restart_cmd: str) -> str:
-        env = {
-            **subprocess_env,
-            "KICKOFF_ENV_FILE": str(env_file),
-            "KICKOFF": str(Path(sys.executable).parent / "kickoff"),
-            "RESTART_CMD": restart_cmd,
-        }
-        done = subprocess.run(
-            [str(repo_root / "deploy/staging-deploy.sh")],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
-
-    return run
 
 
 @BOTH_BROKERS
