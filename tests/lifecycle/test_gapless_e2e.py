@@ -161,10 +161,13 @@ def test_a_killed_then_a_paused_worker_lose_no_event_of_their_games(
         for m in matches:
             wait_for(lambda m=m: _finished(m), timeout=GAME_DEADLINE, interval=0.5, what="the game over")
     assert rows_monitor.max_open == 1 and pause_monitor.max_open == 1
+    assert "matches of dead listener workers" in standby.output()  # its reaper restarted them
     for g, m in zip(games, matches, strict=True):
         _assert_complete(lifecycle_env, server, g, m)
         runs = rows_of(m)
         assert [r.exit_code for r in runs] == [14, 14, 13]
+        assert [r.exit_reason for r in runs[:2]] == ["worker lease expired"] * 2
+        assert len({r.worker_lease for r in runs}) == 3
         assert runs[1].gaps >= 1 and runs[2].gaps >= 1 and runs[2].events_backfilled >= 1
         assert all(r.gaps_unrecovered == 0 for r in runs[1:])
 
