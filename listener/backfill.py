@@ -33,6 +33,7 @@ class Fetched:
 
     play_by_play: PlayByPlay | None
     held_before: int  # messages the archive held when the oldest gap it answers began
+    upto: int  # the last gap (GapTracker.seq) asked for when the fetch began
     tries: int
     error: str = ""
 
@@ -57,7 +58,7 @@ class Backfiller:
         self._fetch = fetch
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._again: int | None = None  # held_before of a request made while a fetch ran
+        self._again: tuple[int, int] | None = None  # (held_before, upto) asked for while a fetch ran
         self._result: Fetched | None = None
         self._done = threading.Event()
         self._closed = threading.Event()
@@ -66,20 +67,22 @@ class Backfiller:
         """The run ends: a fetch still waiting between tries gives up."""
         self._closed.set()
 
-    def request(self, held_before: int) -> None:
-        """Fetch soon (a fetch already running is followed by another one, so no gap is left out)."""
+    def request(self, held_before: int, upto: int) -> None:
+        """Fetch soon for the gaps up to ``upto`` (a fetch already running is followed by another one, so
+        no gap is left out)."""
         with self._lock:
             if self._closed.is_set():
                 return
-            if self._thread is not None and self._thread.is_alive():
-                self._again = held_before if self._again is None else min(self._again, held_before)
+            if (self._thread is not None and self._thread.is_alive()) or self._result is not None:
+                held, last = self._again or (held_before, upto)
+                self._again = (min(held, held_before), max(last, upto))
                 return
-            self._start(held_before)
+            self._start(held_before, upto)
 
-    def _start(self, held_before: int) -> None:
+    def _start(self, held_before: int, upto: int) -> None:
         self._done.clear()
         self._thread = threading.Thread(
-            target=self._run, args=(held_before,), name=f"backfill-{self.match_id[:8]}", daemon=True
+            target=self._run, args=(held_before, upto), name=f"backfill-{self.match_id[:8]}", daemon=True
         )
         self._thread.start()
 
@@ -89,28 +92,36 @@ class Backfiller:
             return self._result is None and self._thread is not None and self._thread.is_alive()
 
     def take(self) -> Fetched | None:
-        """The result of the last finished fetch, once (None while none is waiting)."""
+        """The result of the last finished fetch, once (None while none is waiting); a request made
+        meanwhile starts its fetch now."""
         with self._lock:
             result, self._result = self._result, None
             if result is not None and self._again is not None:
-                again, self._again = self._again, None
-                self._start(min(again, result.held_before) if result.play_by_play is None else again)
+                (held, upto), self._again = self._again, None
+                if result.play_by_play is None:  # the failed fetch's gaps are still to recover
+                    held = min(held, result.held_before)
+                if not self._closed.is_set():
+                    self._start(held, upto)
             return result
 
-    def wait(self, timeout: float) -> Fetched | None:
-        """Wait up to ``timeout`` for the running fetch; then ``take``."""
+    def wait(self, timeout: float, *, stop: threading.Event | None = None) -> None:
+        """Wait up to ``timeout`` for the running fetch (less when ``stop`` is set meanwhile)."""
         thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-        return self.take()
+        deadline = time.monotonic() + timeout
+        while thread is not None and thread.is_alive() and time.monotonic() < deadline:
+            if stop is not None and stop.is_set():
+                return
+            thread.join(min(0.1, max(deadline - time.monotonic(), 0.0)))
 
-    def _run(self, held_before: int) -> None:
+    def _run(self, held_before: int, upto: int) -> None:
         s = self.settings
         session = requests.Session()
         error = ""
         tries = 0
         try:
             for tries in range(1, s.listener_backfill_attempts + 1):
+                if self._closed.is_set():
+                    return
                 try:
                     pbp = self._fetch(
                         session,
@@ -137,9 +148,11 @@ class Backfiller:
                     if tries == s.listener_backfill_attempts or self._waited_out(delay):
                         break
                     continue
-                self._finish(Fetched(play_by_play=pbp, held_before=held_before, tries=tries))
+                self._finish(Fetched(play_by_play=pbp, held_before=held_before, upto=upto, tries=tries))
                 return
-            self._finish(Fetched(play_by_play=None, held_before=held_before, tries=tries, error=error))
+            self._finish(
+                Fetched(play_by_play=None, held_before=held_before, upto=upto, tries=tries, error=error)
+            )
         finally:
             session.close()
 

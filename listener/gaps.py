@@ -37,8 +37,8 @@ class GapTracker:
     def __init__(self, match_id: str) -> None:
         self.match_id = match_id
         self.counts = GapCounts()
-        self.pending = 0  # closed gaps waiting for a backfill
-        self.held_before: int | None = None  # archive size when the oldest pending gap began
+        self.seq = 0  # number of the last gap closed
+        self._pending: dict[int, int] = {}  # closed gaps waiting for a backfill: number -> held at begin
         self._open_kind: str | None = None
         self._open_since = 0.0
         self._open_held = 0
@@ -46,6 +46,16 @@ class GapTracker:
     @property
     def open(self) -> bool:
         return self._open_kind is not None
+
+    @property
+    def pending(self) -> int:
+        """Closed gaps no backfill has recovered yet."""
+        return len(self._pending)
+
+    @property
+    def held_before(self) -> int | None:
+        """Archive size when the oldest pending gap began (None: no gap pending)."""
+        return min(self._pending.values()) if self._pending else None
 
     def begin(self, kind: str, *, since: float, held: int) -> None:
         """The stream went away at monotonic ``since`` holding ``held`` messages (kept if one is open)."""
@@ -61,9 +71,8 @@ class GapTracker:
         kind, self._open_kind = self._open_kind, None
         self.counts.gaps += 1
         self.counts.gap_seconds += seconds
-        self.pending += 1
-        held = self._open_held
-        self.held_before = held if self.held_before is None else min(self.held_before, held)
+        self.seq += 1
+        self._pending[self.seq] = self._open_held
         logger.warning("match %s gap: %s, %.1fs without a stream, %s", self.match_id, kind, seconds, how)
         return seconds
 
@@ -72,17 +81,23 @@ class GapTracker:
         self.begin("silence", since=since, held=held)
         return self.end(now=now, how="stream silent, events again")
 
-    def recovered(self, events: int) -> None:
-        """A backfill (or a resume replay) brought ``events`` messages and covers every pending gap."""
+    def recovered(self, events: int, *, upto: int | None = None) -> None:
+        """A backfill asked for after gap ``upto`` (None: every gap so far) brought ``events`` messages:
+        it covers that gap and every earlier one (the play-by-play holds the whole game)."""
+        upto = self.seq if upto is None else upto
         self.counts.events_backfilled += events
-        self.pending = 0
-        self.held_before = None
-        self.counts.gaps_unrecovered = 0
+        self._pending = {n: held for n, held in self._pending.items() if n > upto}
+        self.counts.gaps_unrecovered = min(self.counts.gaps_unrecovered, len(self._pending))
+
+    def resumed(self) -> None:
+        """The feed accepted the resume of the gap just closed: its replay recovers it."""
+        self._pending.pop(self.seq, None)
+        self.counts.gaps_unrecovered = min(self.counts.gaps_unrecovered, len(self._pending))
 
     def added(self, events: int) -> None:
         """Messages recovered without settling the pending gaps (a resume replay's)."""
         self.counts.events_backfilled += events
 
     def given_up(self) -> None:
-        """Every try of the backfill failed: the pending gaps are unrecovered for now."""
-        self.counts.gaps_unrecovered = self.pending
+        """Every try of a backfill failed (or the run ends): the pending gaps are unrecovered for now."""
+        self.counts.gaps_unrecovered = len(self._pending)

@@ -201,6 +201,7 @@ class MatchListener:
             match_id=ctx.match_id,
             stop=self._stop,
             live_at_start=phase_of(info.status) in (Phase.LIVE, Phase.DELAYED),
+            may_write=ctx.may_write,
         )
         self._pipeline = pipeline
         session = self._session or requests.Session()
@@ -250,6 +251,8 @@ class MatchListener:
                     if self._stopped():
                         return ExitCode.STOPPED
             except StreamResumeRefused as exc:
+                if not resuming:  # a 410 to a plain subscribe is no refused resume
+                    raise StreamDataError(str(exc)) from exc
                 recovery.resume_refused(str(exc))
                 continue  # at once, without the resume id; not a failed connection
             except StreamConnectionError as exc:
@@ -307,7 +310,7 @@ class MatchListener:
                     game_over=game_over and not self._stop.is_set(), handle=self._process
                 )
                 self._write_gaps()
-                if verification is not None:
+                if verification is not None and self._ctx.may_write():
                     self._record_verification(verification)
         except OSError:
             logger.exception("match %s: the last backfill could not be written", self._ctx.match_id)

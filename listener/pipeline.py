@@ -5,9 +5,12 @@ A pipeline is any class named by the ``listener_pipeline`` setting, constructed 
 parsed envelope and a ``close()``. QuestionPipeline issues one question per at-bat ("Will the
 hitter get a hit?", key ``atbat:{event id}``) when the at-bat starts and settles it when an event
 with the ``atbatover`` category arrives (the at-bat its ``atbat_id`` names, else the last one
-opened). Both are idempotent (the insert ignores an existing key, the settle touches only an
-open question), and the listener passes each distinct message once across all runs of a match
-(the archive's index), so a backfill or a successor never issues or settles a question twice.
+opened live). Both are idempotent (a second insert of a key only sets its prompt again, the
+settle touches only an open question, an at-bat whose end came before its start is created
+settled), and the listener passes each distinct message once across all runs of a match (the
+archive's index), so a backfill or a successor never issues or settles a question twice. A
+message is recorded before it is processed: a kill between the two leaves that one message
+unprocessed (at most once), never processed twice.
 It touches PostgreSQL only on those two events, through a short connection held under the
 process-wide gate, never for the whole game.
 """
@@ -71,7 +74,8 @@ class QuestionPipeline:
         etype = event.get("type") or event.get("event_type")
         categories = str(meta.get("event_category") or event.get("event_category") or "").split(",")
         if etype == "atbat" and meta.get("operation", "create") == "create" and event.get("id"):
-            self._issue(event)
+            # A recovered at-bat is an earlier one: the at-bat being played stays the one to settle.
+            self._issue(event, current=not isinstance(message.get("kickoff"), dict))
         if "atbatover" in categories:
             # The pitch names its at-bat (atbat_id): a backfilled or taken-over at-bat settles the
             # right question; without one, the at-bat this run last opened.
@@ -81,7 +85,7 @@ class QuestionPipeline:
                 answer = "yes" if "hit" in categories else "no"
                 self._settle(answer, event, key=key, may_precede=key != self.open_key)
 
-    def _issue(self, event: dict[str, Any]) -> None:
+    def _issue(self, event: dict[str, Any], *, current: bool = True) -> None:
         from models.db import database, database_errors
         from models.question import Question
 
@@ -99,7 +103,8 @@ class QuestionPipeline:
             ).on_conflict(
                 conflict_target=[Question.match, Question.key], update={Question.prompt: EXCLUDED.prompt}
             ).execute()
-        self.open_key = key
+        if current:
+            self.open_key = key
         self.issued += 1
 
     def _settle(self, answer: str, event: dict[str, Any], *, key: str, may_precede: bool = False) -> None:

@@ -13,8 +13,9 @@ order, which is game order. An event without an ``id`` makes the whole document 
 current version it does not hold becomes a push envelope marked ``{"kickoff": {"backfilled":
 "play_by_play"}}`` (``create`` for an event the archive never had, ``update`` for a newer version),
 and each event the archive held before the gap began that the play-by-play no longer lists
-becomes a ``delete``. A backfilled envelope carries no game status: Match.status is never moved
-by a backfill (the schedule refresh and the live stream move it).
+becomes a ``delete`` when the play-by-play is past it (it lists an event recorded after it: a
+play-by-play that lags behind the push deletes nothing). A backfilled envelope carries no game
+status: Match.status is never moved by a backfill (the schedule refresh and the live stream move it).
 """
 
 from __future__ import annotations
@@ -157,8 +158,13 @@ def backfill_messages(
 ) -> list[dict[str, Any]]:
     """The messages that bring the archive (``index``) up to ``pbp``, in game order.
 
-    ``held_before``: how many messages the archive held when the gap began; an event it held then
-    that the play-by-play does not list was deleted meanwhile.
+    An event the archive holds in the same or a newer version is left out, and so is one the
+    play-by-play gives without ``updated_at`` while the archive's version has one (the two cannot be
+    ordered: the archive's stands), and one the live stream deleted (a play-by-play fetched before
+    that delete still lists it). ``held_before``: how many messages the archive held when the
+    oldest gap began; an event it held then that the play-by-play no longer lists, although the
+    play-by-play lists an event the archive first saw after it (so the play-by-play is past it,
+    not lagging behind), was deleted meanwhile: it gets a ``delete``.
     """
     at = utcnow().isoformat()
     out: list[dict[str, Any]] = []
@@ -166,16 +172,22 @@ def backfill_messages(
     for event in pbp.events:
         event_id = event["id"]
         listed.add(event_id)
+        if event_id in index.deleted:
+            continue
         if index.holds_current(event_id):
-            if not index.newer_than_held(event_id, event.get("updated_at")):
+            stamp = event.get("updated_at")
+            if not (isinstance(stamp, str) and stamp) and index.updated_at.get(event_id) is not None:
+                continue
+            if not index.newer_than_held(event_id, stamp):
                 continue
             message = _envelope(event, sr_id=sr_id, league=league, operation="update", at=at)
         else:
             message = _envelope(event, sr_id=sr_id, league=league, operation="create", at=at)
         if message not in index:
             out.append(message)
+    reached = max((index.first_seen[e] for e in listed if e in index.first_seen), default=-1)
     for event_id, position in index.first_seen.items():
-        if position < held_before and event_id not in listed and index.holds_current(event_id):
+        if position < min(held_before, reached) and event_id not in listed and index.holds_current(event_id):
             gone = {"id": event_id, "deleted": at}
             out.append(_envelope(gone, sr_id=sr_id, league=league, operation="delete", at=at))
     return out

@@ -45,12 +45,15 @@ class Recovery:
         match_id: str,
         stop: threading.Event,
         live_at_start: bool,
+        may_write: Callable[[], bool] = lambda: True,
     ) -> None:
         self.settings = settings
         self.archive = archive
         self.league = league
         self.sr_id = sr_id
         self.match_id = match_id
+        self._stop = stop
+        self._may_write = may_write
         self.gaps = GapTracker(match_id)
         self.backfiller = (
             Backfiller(settings, league=league, sr_id=sr_id, match_id=match_id, stop=stop)
@@ -91,7 +94,7 @@ class Recovery:
         if self.gaps.open:
             self.gaps.end(now=now, how="resumed: the feed replays it" if resumed else "reconnected")
             if resumed and not self.gaps.counts.gaps_unrecovered:
-                self.gaps.recovered(0)  # the replay's messages are counted as they arrive
+                self.gaps.resumed()  # the replay's messages are counted as they arrive
             else:
                 # No resume, or an earlier gap the replay does not reach: the play-by-play.
                 self._backfill()
@@ -132,12 +135,12 @@ class Recovery:
 
     def _request(self, held_before: int) -> None:
         if self.backfiller is not None:
-            self.backfiller.request(held_before)
+            self.backfiller.request(held_before, self.gaps.seq)
 
     def merge(self, handle: Callable[[dict[str, Any]], None]) -> int | None:
         """Record a finished backfill's messages (``handle``: the pipeline); returns how many (None when no
         backfill had finished: the gap counts did not change)."""
-        if self.backfiller is None:
+        if self.backfiller is None or not self._may_write():
             return None
         fetched = self.backfiller.take()
         if fetched is None:
@@ -160,7 +163,7 @@ class Recovery:
             held_before=fetched.held_before,
             handle=handle,
         )
-        self.gaps.recovered(recorded)
+        self.gaps.recovered(recorded, upto=fetched.upto)
         if recorded:
             logger.info("match %s backfilled %d events from the play-by-play", self.match_id, recorded)
         return recorded
@@ -176,8 +179,8 @@ class Recovery:
         if self.backfiller is None:  # backfill off: the gaps stay as they are, the comparison is made
             self.gaps.given_up()
             return self._final_fetch(handle, merging=False) if game_over else None
-        if self.backfiller.busy:
-            self.backfiller.wait(self.settings.listener_connect_timeout_seconds)
+        if not self._stop.is_set():  # a stop returns at once: what is ready is merged, no more
+            self.backfiller.wait(self.settings.listener_connect_timeout_seconds, stop=self._stop)
         self.merge(handle)
         self.backfiller.close()
         verification = self._final_fetch(handle) if game_over else None
@@ -187,19 +190,9 @@ class Recovery:
     def _final_fetch(
         self, handle: Callable[[dict[str, Any]], None], *, merging: bool = True
     ) -> Verification | None:
-        s = self.settings
-        with requests.Session() as session:
-            try:
-                pbp = fetch_play_by_play(
-                    session,
-                    play_by_play_url(s, league=self.league, sr_id=self.sr_id),
-                    api_key=s.sportradar_api_key.get_secret_value(),
-                    timeout=(s.listener_connect_timeout_seconds, s.listener_read_timeout_seconds),
-                    match_id=self.match_id,
-                )
-            except PlayByPlayError as exc:
-                logger.warning("match %s final backfill failed: %s", self.match_id, exc)
-                return None
+        pbp = self._fetch_unless_stopped()
+        if pbp is None or not self._may_write():
+            return None
         if not merging:
             self.archive.flush()
             return self._compared(pbp)
@@ -216,6 +209,33 @@ class Recovery:
         if recorded:
             logger.info("match %s final backfill recorded %d events", self.match_id, recorded)
         return self._compared(pbp)
+
+    def _fetch_unless_stopped(self) -> PlayByPlay | None:
+        """One play-by-play fetch in a thread of its own, given up as soon as the run is asked to stop."""
+        s = self.settings
+        outcome: list[PlayByPlay | None] = []
+
+        def fetch() -> None:
+            with requests.Session() as session:
+                try:
+                    outcome.append(
+                        fetch_play_by_play(
+                            session,
+                            play_by_play_url(s, league=self.league, sr_id=self.sr_id),
+                            api_key=s.sportradar_api_key.get_secret_value(),
+                            timeout=(s.listener_connect_timeout_seconds, s.listener_read_timeout_seconds),
+                            match_id=self.match_id,
+                        )
+                    )
+                except PlayByPlayError as exc:
+                    logger.warning("match %s final backfill failed: %s", self.match_id, exc)
+                    outcome.append(None)
+
+        thread = threading.Thread(target=fetch, name=f"final-pbp-{self.match_id[:8]}", daemon=True)
+        thread.start()
+        while thread.is_alive() and not self._stop.is_set():
+            thread.join(0.1)
+        return outcome[0] if outcome and not self._stop.is_set() else None
 
     def _compared(self, pbp: PlayByPlay) -> Verification:
         verification = compare(read_events(self.archive.path), pbp)

@@ -119,8 +119,8 @@ def pbp_of(*events: dict) -> PlayByPlay:
 def test_backfill_adds_what_is_missing_and_newer_versions_then_verify_agrees(tmp_path: Path):
     archive = EventArchive(tmp_path / "m.json").open()
     archive.record(msg("a", updated="t1", op="create"))
-    archive.record(msg("b", updated="t1", category="pitch,ball"))
     archive.record(msg("gone", updated="t1"))
+    archive.record(msg("b", updated="t1", category="pitch,ball"))
     held = archive.count
     final = pbp_of(
         {"id": "a", "type": "pitch", "updated_at": "t1", "event_category": "pitch"},
@@ -129,6 +129,7 @@ def test_backfill_adds_what_is_missing_and_newer_versions_then_verify_agrees(tmp
     )
     before = compare(read_events_of(archive), final)
     assert (before.missing, before.extra, before.differing) == (["c"], ["gone"], ["b"])
+    # "gone" is not listed although "b", recorded after it, is: the play-by-play is past it.
     seen = []
     recorded = merge(final, archive, sr_id=GAME, league="mlb", held_before=held, handle=seen.append)
     assert recorded == 3 == len(seen)  # b's new version, c, the delete of "gone"
@@ -174,3 +175,26 @@ def test_gap_tracker_counts_each_gap_once_and_settles_them():
     gaps.recovered(7)
     assert (gaps.counts.gaps_unrecovered, gaps.counts.events_backfilled, gaps.pending) == (0, 7, 0)
     assert gaps.counts.as_row()["gap_seconds"] == pytest.approx(13.5)
+
+
+def test_a_play_by_play_lagging_behind_the_push_deletes_nothing_and_later_recovers_nothing_twice():
+    index = EventIndex()
+    for n in range(5):
+        index.add(msg(f"e{n}", updated=f"t{n}"))
+    lagging = pbp_of(*({"id": f"e{n}", "type": "pitch", "updated_at": f"t{n}"} for n in range(3)))
+    assert backfill_messages(lagging, index, sr_id=GAME, league="mlb", held_before=index.messages) == []
+
+
+def test_a_play_by_play_without_timestamps_never_overrides_a_stamped_version_nor_a_live_delete():
+    index = EventIndex()
+    index.add(msg("a", updated="t1", category="pitch,ball"))
+    index.add(msg("b", updated="t1"))
+    index.add({"payload": {"event": {"id": "b", "deleted": "t2"}}, "metadata": {"operation": "delete"}})
+    stale = pbp_of(
+        {"id": "a", "type": "pitch", "event_category": "pitch,strike"},  # no updated_at: cannot be ordered
+        {"id": "b", "type": "pitch", "updated_at": "t1"},  # fetched before the live delete
+    )
+    assert backfill_messages(stale, index, sr_id=GAME, league="mlb", held_before=index.messages) == []
+    # The comparison does not call an event differing only because one side has no timestamp.
+    same = pbp_of({"id": "a", "type": "pitch", "event_category": "pitch,ball"})
+    assert compare([msg("a", updated="t1", category="pitch,ball")], same).ok
