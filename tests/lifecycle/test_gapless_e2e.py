@@ -158,6 +158,13 @@ def test_a_killed_then_a_paused_worker_lose_no_event_of_their_games(
                 wait_for(lambda m=m: _moved(m, before), timeout=120, interval=0.2, what="the third streaming")
         finally:
             os.killpg(standby.proc.pid, signal.SIGCONT)
+        # A dropped connection outside the resume window: the feed refuses the resume (410), the
+        # run reconnects plainly and backfills from the play-by-play.
+        for g in games:  # the resumed process lets go of its streams (it may no longer write)
+            wait_for(lambda g=g: server.connections(g.sr_id) == 1, timeout=60, what="one stream per match")
+        server.resume_window_seconds = 0.0
+        wait_for(lambda: _events_archived(lifecycle_env, games[0]) >= 60, timeout=60, what="60 events")
+        assert server.drop_streams(games[0].sr_id) == 1
         for m in matches:
             wait_for(lambda m=m: _finished(m), timeout=GAME_DEADLINE, interval=0.5, what="the game over")
     assert rows_monitor.max_open == 1 and pause_monitor.max_open == 1
@@ -170,6 +177,7 @@ def test_a_killed_then_a_paused_worker_lose_no_event_of_their_games(
         assert len({r.worker_lease for r in runs}) == 3
         assert runs[1].gaps >= 1 and runs[2].gaps >= 1 and runs[2].events_backfilled >= 1
         assert all(r.gaps_unrecovered == 0 for r in runs[1:])
+    assert rows_of(matches[0])[2].gaps >= 2  # the takeover, then the refused resume
 
 
 def test_drops_a_failing_play_by_play_an_operator_stop_and_a_deploy_lose_no_event(
