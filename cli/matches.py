@@ -13,6 +13,7 @@ from cli.common import (
     echo_answer,
     echo_json,
     json_option,
+    reason_option,
     settings_option,
 )
 from cli.context import CliContext
@@ -185,6 +186,7 @@ def show(obj: CliContext, match_id: str, runs_limit: int, as_json: bool) -> None
 @click.option("--status", default=None, help="New Match.status (checked against the status vocabulary).")
 @settings_option("Set a per-match listener setting.")
 @click.option("--unset", "unset", multiple=True, metavar="KEY", help="Remove a per-match listener setting.")
+@reason_option(required=False)
 @json_option('Print {"match_id", "changed": {...}}.')
 @click.pass_obj
 def edit(
@@ -195,6 +197,7 @@ def edit(
     status: str | None,
     settings_: dict[str, Any],
     unset: tuple[str, ...],
+    reason: str | None,
     as_json: bool,
 ) -> None:
     """Edit MATCH_ID's title, start time, status or listener settings; prints what changed.
@@ -217,6 +220,8 @@ def edit(
         status=status,
         set_settings=settings_,
         unset_settings=list(unset),
+        actor=obj.actor,
+        reason=reason,
     )
     if as_json:
         echo_json({"match_id": match_id, "changed": changed})
@@ -229,13 +234,14 @@ def edit(
 @matches.command("set-dispatch")
 @click.argument("match_id", type=MATCH_ID)
 @click.argument("state", type=click.Choice(["on", "off"]))
+@reason_option(required=False)
 @json_option('Print {"match_id", "auto_dispatch", "was"}.')
 @click.pass_obj
-def set_dispatch(obj: CliContext, match_id: str, state: str, as_json: bool) -> None:
+def set_dispatch(obj: CliContext, match_id: str, state: str, reason: str | None, as_json: bool) -> None:
     """Turn auto-dispatch of MATCH_ID on or off (on also clears a leftover stop flag)."""
     from lifecycle.cleanup import set_auto_dispatch
 
     obj.database()
-    before = set_auto_dispatch(match_id, state == "on", barriers=obj.barriers)
+    before = set_auto_dispatch(match_id, state == "on", barriers=obj.barriers, actor=obj.actor, reason=reason)
     data = {"match_id": match_id, "auto_dispatch": state == "on", "was": before}
     echo_answer(as_json, data, f"match {match_id}: auto-dispatch {state} (was {'on' if before else 'off'})")
