@@ -169,6 +169,7 @@ async def authorize(request: Request) -> ApiKey | None:
             status_code=403, detail=f"a {found.scope.value} key does not cover this route (needs {need})"
         )
     request.state.api_key_id = found.id
+    request.state.api_key_name = found.name  # the audit log's "who" (api.headers.actor_of)
     return found
 
 

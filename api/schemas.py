@@ -21,6 +21,7 @@ from pydantic import (
     Field,
     StringConstraints,
     create_model,
+    model_validator,
 )
 from typing_extensions import TypeAliasType
 
@@ -310,23 +311,50 @@ ListenerOverrides = create_model(
 )
 
 
+#: Why an operator acts (kept in the audit log): non-blank text.
+Reason = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT_LENGTH, pattern=NON_BLANK)]
+_OPTIONAL_REASON = "Why (optional; kept in the audit log)."
+
+
 class StartListenerBody(Body):
+    """A manual start; a forced one (``force`` true) needs a ``reason``."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [{"properties": {"force": {"const": False}}}, {"required": ["reason"]}],
+        }
+    )
+
     force: bool = False
+    reason: Reason | None = Field(None, description="Why (required with force; kept in the audit log).")
     overrides: ListenerOverrides = Field(default_factory=ListenerOverrides)  # type: ignore[valid-type]
 
     def override_values(self) -> dict[str, Any]:
         """The overrides the caller set (an unset one is not an override)."""
         return self.overrides.model_dump(exclude_unset=True)
 
+    @model_validator(mode="after")
+    def _forced_needs_reason(self) -> StartListenerBody:
+        if self.force and self.reason is None:
+            raise ValueError("a forced start needs a reason (it goes into the audit log)")
+        return self
+
+
+class StopListenerBody(Body):
+    reason: Reason = Field(description="Why (required; kept in the audit log).")
+
 
 class AutoDispatchBody(Body):
     on: bool
+    reason: Reason | None = Field(None, description=_OPTIONAL_REASON)
 
 
 class DispatchBody(Body):
     within_minutes: Annotated[int, Field(ge=0, le=7 * 24 * 60), INTEGRAL] = 0
     is_test: bool | None = None
+    reason: Reason | None = Field(None, description=_OPTIONAL_REASON)
 
 
 class SweepBody(Body):
     heartbeat_stale_seconds: Annotated[float, Field(ge=0, le=366 * 86400)] | None = None
+    reason: Reason | None = Field(None, description=_OPTIONAL_REASON)

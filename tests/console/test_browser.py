@@ -198,6 +198,7 @@ def test_stop_closes_the_row_with_15_and_shows_stopped_without_a_reload_start_di
     lock = Barriers.from_settings(settings, client=redis_client).start_lock(match.id)
     wait_for(lock.locked, timeout=30, what="the listener holds its start lock")
     with FirstSeen(lambda: not lock.locked()) as released:
+        row.get_by_label("Stop reason").fill("drill: stop from the board")
         row.get_by_role("button", name="Stop").click()
         expect(page.locator("#notice")).to_contain_text("rows closed with 15")
         assert questions and "Stop" in questions[0]

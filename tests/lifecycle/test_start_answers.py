@@ -51,7 +51,7 @@ def test_a_plain_start_of_an_exhausted_match_is_a_conflict_naming_force_and_enqu
     assert data["status"] == "conflict" and "exhausted" in data["error"]  # the shared answer (cli/answers.py)
     assert not lbarriers.is_pending(match.id) and reload(match).start_message_id is None
     assert broker_queues("match_listeners") == 0
-    assert "(force)" in kick("listeners", "start", str(match.id), "--force").output
+    assert "(force)" in kick("listeners", "start", str(match.id), "--force", "--reason", "drill").output
     assert broker_queues("match_listeners") == 1
 
 
