@@ -69,6 +69,7 @@ RULES: dict[tuple[str, str], Need] = {
     ("POST", "/v1/matches/{match_id}/auto-dispatch"): Need.OPERATOR,
     ("POST", "/v1/listeners/dispatch"): Need.OPERATOR,
     ("POST", "/v1/listeners/sweep"): Need.OPERATOR,
+    ("GET", "/v1/audit"): Need.READ,
     # The console (package api/console/): sign-in and its assets are public; every other page and
     # action checks the console session itself (pages: a session; posts: a session, the CSRF
     # token and, for actions, an operator key).

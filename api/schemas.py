@@ -92,7 +92,7 @@ JsonValue = TypeAliasType(
 JsonObject = Annotated[dict[JsonKey, JsonValue], Field(max_length=MAX_ITEMS)]
 
 
-def _aware_time(value: str) -> datetime:
+def aware_time(value: str) -> datetime:
     """An RFC 3339 date-time with an offset (lower-case ``t``/``z`` read as upper-case)."""
     parsed = datetime.fromisoformat(value.upper())
     if parsed.tzinfo is None:
@@ -103,7 +103,7 @@ def _aware_time(value: str) -> datetime:
 Time = Annotated[
     str,
     StringConstraints(max_length=64),
-    AfterValidator(_aware_time),
+    AfterValidator(aware_time),
     Field(json_schema_extra={"format": "date-time"}),
 ]
 

@@ -75,6 +75,8 @@ EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
     ("POST", "/v1/matches/{match_id}/auto-dispatch"): (API, OPERATOR),
     ("POST", "/v1/listeners/dispatch"): (API, OPERATOR),
     ("POST", "/v1/listeners/sweep"): (API, OPERATOR),
+    # the audit log
+    ("GET", "/v1/audit"): (API, READ),
     # the console (docs/console.md): pages need a read or operator session, actions an operator one
     ("GET", "/sign-in"): (CONSOLE, NONE),
     ("POST", "/sign-in"): (CONSOLE, READ),  # a trigger key cannot sign in
