@@ -19,6 +19,7 @@ from api.keys import Scope, authenticate, hash_key
 from config.clock import utcnow
 from config.errors import SignInRefused
 from config.settings import BaseEnvironment
+from models.audit import Actor
 from models.db import database, database_errors
 
 logger = logging.getLogger(__name__)
@@ -36,6 +37,11 @@ class Session:
     scope: Scope
     csrf_token: str
     expires_at: datetime
+
+    @property
+    def actor(self) -> Actor:
+        """The session's API key, as the audit log's actor."""
+        return Actor.api_key(self.api_key_id, self.key_name)
 
     @property
     def can_act(self) -> bool:

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.exceptions import RequestValidationError
 
+from api.errors import error_responses
 from api.schemas import MAX_ID_LENGTH, NON_BLANK, QueryId, aware_time
 from lifecycle.match_ref import resolve_match_id
 from models.audit import audit_entries
@@ -20,7 +21,7 @@ QueryTime = Annotated[
 QueryText = Annotated[str | None, Query(min_length=1, max_length=MAX_ID_LENGTH, pattern=NON_BLANK)]
 
 
-@router.get("/v1/audit")
+@router.get("/v1/audit", responses=error_responses(404))
 def audit_list(
     who: QueryText = None,
     action: QueryText = None,
@@ -28,7 +29,8 @@ def audit_list(
     since: QueryTime = None,
     limit: int = Query(100, ge=1, le=10_000),
 ) -> dict[str, Any]:
-    """Audit entries, newest first (as `kickoff audit list --json`): ``{"entries": [...]}``."""
+    """Audit entries, newest first (as `kickoff audit list --json`): ``{"entries": [...]}``; an unknown
+    ``match_id`` (internal id or sr_id) is 404."""
     when = None
     if since is not None:
         try:

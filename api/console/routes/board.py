@@ -11,14 +11,13 @@ from fastapi.responses import Response, StreamingResponse
 
 from api.console.board_feed import BoardHub, sse
 from api.console.board_view import BoardFilter, board_rows
-from api.console.sessions import Session
 from api.console.web import OperatorSession, PageSession, StreamSession, act, render, session_token
 from api.headers import ctx_of, request_id_of
 from config.errors import ReasonRequired
 from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
 from lifecycle.dispatch import MANUAL_WITHIN_MINUTES, dispatch_upcoming_match_listeners, request_start
 from lifecycle.match_ref import resolve_match_id
-from models.audit import Actor, record_audit
+from models.audit import record_audit
 
 logger = logging.getLogger(__name__)
 
@@ -93,11 +92,6 @@ async def board_events(request: Request, session: StreamSession, flt: Filter) ->
     )
 
 
-def session_actor(session: Session) -> Actor:
-    """The console session's API key, as the audit log's actor."""
-    return Actor.api_key(session.api_key_id, session.key_name)
-
-
 def form_reason(reason: str, *, required: bool, what: str) -> str | None:
     """The confirm step's reason (stripped); a required one missing is ReasonRequired (422)."""
     text = reason.strip()
@@ -123,7 +117,7 @@ async def start(
             force=forced,
             barriers=ctx.barriers,
             send=ctx.send_start(),
-            actor=session_actor(session),
+            actor=session.actor,
             reason=why,
             request_id=request_id_of(request),
         )
@@ -144,7 +138,7 @@ async def stop(match_id: str, request: Request, session: OperatorSession, reason
             mid,
             settings=ctx.settings,
             barriers=ctx.barriers,
-            actor=session_actor(session),
+            actor=session.actor,
             reason=why,
             request_id=request_id_of(request),
         )
@@ -168,7 +162,7 @@ async def auto_dispatch(
             mid,
             wanted,
             barriers=ctx.barriers,
-            actor=session_actor(session),
+            actor=session.actor,
             request_id=request_id_of(request),
         )
         return f"auto-dispatch {'on' if wanted else 'off'}"
@@ -189,7 +183,7 @@ async def dispatch_now(request: Request, session: OperatorSession) -> Response:
             send=ctx.send_start(),
         )
         record_audit(
-            actor=session_actor(session),
+            actor=session.actor,
             action="listeners.dispatch",
             target_kind="listeners",
             target_id=None,
@@ -214,7 +208,7 @@ async def sweep_now(request: Request, session: OperatorSession) -> Response:
     def call() -> str:
         r = sweep_stale_match_listeners(settings=ctx.settings, barriers=ctx.barriers)
         record_audit(
-            actor=session_actor(session),
+            actor=session.actor,
             action="listeners.sweep",
             target_kind="listeners",
             target_id=None,
