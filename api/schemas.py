@@ -67,6 +67,8 @@ INTEGRAL = BeforeValidator(_integral)
 Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=NON_BLANK)]
 Text = Annotated[str, StringConstraints(max_length=MAX_TEXT_LENGTH, pattern=NO_NUL)]
 #: A key of a JSON object in a body (the schema states a key's pattern, not its length).
+#: Why an operator acts (kept in the audit log): non-blank text.
+Reason = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT_LENGTH, pattern=NON_BLANK)]
 JsonKey = Annotated[str, StringConstraints(pattern=NO_NUL)]
 #: An id in a path or a query (a match's internal id or sr_id, a run id, a key).
 PathId = Annotated[str, Path(min_length=1, max_length=MAX_ID_LENGTH, pattern=NON_BLANK)]
@@ -246,6 +248,7 @@ class ReconcileBody(Body):
         description="published: the worker got it (nothing is sent); republish: send it again now with the "
         "same message id; cancel: never send it (its key stays claimed)."
     )
+    reason: Reason | None = Field(None, description="Why (optional; kept in the audit log).")
 
 
 class ActionResultBody(Body):
@@ -311,8 +314,6 @@ ListenerOverrides = create_model(
 )
 
 
-#: Why an operator acts (kept in the audit log): non-blank text.
-Reason = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT_LENGTH, pattern=NON_BLANK)]
 _OPTIONAL_REASON = "Why (optional; kept in the audit log)."
 
 
