@@ -100,8 +100,8 @@ def retry_dead(
             )
             new_id = sent.message_id if sent else None
         else:
-            actor = broker.get_actor(message.actor_name)
-            again = actor.send_with_options(args=tuple(message.args or ()), kwargs=kwargs)
+            dramatiq_actor = broker.get_actor(message.actor_name)
+            again = dramatiq_actor.send_with_options(args=tuple(message.args or ()), kwargs=kwargs)
             new_id, detail = (
                 again.message_id,
                 f"sent {message.actor_name} again as {again.message_id} on {queue}",

@@ -103,3 +103,20 @@ def test_the_table_refuses_update_and_delete_but_the_retention_prunes(kick, db):
     assert json.loads(kick("audit", "prune", "--json").output) == {"deleted": 0, "days": 400}
     with pytest.raises(peewee.DatabaseError, match="append-only"), database.atomic():
         database.execute_sql("DELETE FROM audit_log")
+
+
+def test_league_switches_and_api_keys_are_audited_without_the_key(kick, db):
+    kick("leagues", "add", "nfl")
+    kick("leagues", "disable", "nfl", "--reason", "off season")
+    created = json.loads(kick("apikeys", "create", "--name", "ci", "--scope", "read", "--json").output)
+    kick("apikeys", "revoke", created["id"], "--reason", "leaked")
+    revoke, create, disable = audit_entries()
+    assert (disable.action, disable.target, disable.reason) == ("league.disable", "league:nfl", "off season")
+    assert disable.before == {"enabled": True} and disable.after == {"enabled": False}
+    assert (create.action, create.target_id, create.after) == (
+        "apikey.create",
+        created["id"],
+        {"name": "ci", "scope": "read"},
+    )
+    assert created["key"] not in json.dumps([e.as_dict() for e in audit_entries()])
+    assert (revoke.action, revoke.reason, revoke.who) == ("apikey.revoke", "leaked", ME)
