@@ -102,6 +102,7 @@ RULES: dict[tuple[str, str], Need] = {
     ("POST", "/runs/{run_id}/retry"): Need.CONSOLE,
     ("POST", "/runs/{run_id}/cancel"): Need.CONSOLE,
     ("GET", "/queues"): Need.CONSOLE,
+    ("GET", "/audit"): Need.CONSOLE,
 }
 
 

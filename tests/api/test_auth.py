@@ -107,6 +107,7 @@ EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
     ("GET", "/trades"): (CONSOLE, READ),
     ("POST", "/trades/reconcile"): (CONSOLE, OPERATOR),
     ("GET", "/queues"): (CONSOLE, READ),
+    ("GET", "/audit"): (CONSOLE, READ),
 }
 
 #: A value for each path parameter (a route with a new parameter adds it here).

@@ -40,3 +40,28 @@ def test_console_acts_name_the_key_and_a_stop_needs_a_reason(
     ]
     stop = audit_entries(action="listener.stop")[0]
     assert stop.target == f"match:{match.id}" and stop.request_id and stop.who_key_id
+
+
+def test_the_audit_page_filters_and_escapes(console_keys, signed_in, make_match):
+    from models.audit import Actor, record_audit
+
+    one, two = make_match(), make_match()
+    bot = Actor.api_key(str(uuid.uuid4()), "bot")
+    record_audit(
+        actor=bot, action="match.edit", target_kind="match", target_id=str(one.id), reason="<b>bold</b>"
+    )
+    record_audit(
+        actor=Actor.cli(), action="run.cancel", target_kind="run", target_id="r1", after={"x": "<i>"}
+    )
+    record_audit(actor=bot, action="match.edit", target_kind="match", target_id=str(two.id))
+    rd = signed_in(console_keys["read"])
+    page = rd.client.get("/audit").text
+    assert page.count('data-action="match.edit"') == 2 and 'data-action="run.cancel"' in page
+    assert "<b>bold</b>" not in page and "&lt;b&gt;bold&lt;/b&gt;" in page and "<i>" not in page
+    assert '<a href="/audit">Audit</a>' in page
+    mine = rd.client.get("/audit", params={"who": "bot", "match": two.sr_id}).text
+    assert mine.count("data-action=") == 1 and str(two.id) in mine
+    assert "data-action=" not in rd.client.get("/audit", params={"action": "listener.stop"}).text
+    bad = rd.client.get("/audit", params={"since": "yesterday"})
+    assert bad.status_code == 200 and "not an ISO 8601 time" in bad.text and "data-action=" not in bad.text
+    assert "data-action=" not in rd.client.get("/audit", params={"since": "2999-01-01T00:00:00Z"}).text

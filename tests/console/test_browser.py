@@ -361,6 +361,7 @@ def test_every_console_page_passes_the_axe_accessibility_check(open_console, con
         "/actions",
         "/trades",
         "/queues",
+        "/audit",
     ):
         page.goto(path)
         found = axe.run(page)
@@ -375,7 +376,16 @@ def test_every_page_and_the_docs_run_under_the_csp_without_a_violation(open_cons
     page = open_console(create_key(name="csp", scope=Scope.OPERATOR)[1])
     refused: list[str] = []
     page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
-    for path in ("/", f"/matches/{match.id}", "/outbox", "/runs", "/runs/new?job=fail", "/clone", "/queues"):
+    for path in (
+        "/",
+        f"/matches/{match.id}",
+        "/outbox",
+        "/runs",
+        "/runs/new?job=fail",
+        "/clone",
+        "/queues",
+        "/audit",
+    ):
         answer = page.goto(path)
         assert answer.headers["content-security-policy"].startswith("default-src 'self'"), path
         page.wait_for_load_state("load")
