@@ -80,6 +80,7 @@ def reason_option(*, required: bool) -> Callable[[F], F]:
         "--reason",
         metavar="TEXT",
         default=None,
+        required=required,
         callback=check,
         help=("Why (required; " if required else "Why (optional; ") + "kept in the audit log).",
     )

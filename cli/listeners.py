@@ -34,8 +34,9 @@ def listeners() -> None:
     """Operate match listeners. MATCH_ID is the internal Match.id or, failing that, the match's sr_id.
 
     \b
-    Listener back after a hard fail: wait for Abandoned + the next dispatch, or `start --force`.
-    Listener down and stay down:     `stop` (turns auto-dispatch off).
+    Listener back after a hard fail: wait for Abandoned + the next dispatch, or
+                                     `start --force --reason TEXT`.
+    Listener down and stay down:     `stop --reason TEXT` (turns auto-dispatch off).
     Auto-start again after a stop:   `kickoff matches set-dispatch MATCH_ID on`, or `start`.
     """
 
