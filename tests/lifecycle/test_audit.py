@@ -29,7 +29,15 @@ def test_a_cli_stop_is_audited_with_the_os_user_and_its_reason(kick, make_match)
     assert entry.before == {"auto_dispatch": True} and entry.after["rows_closed"] == 1
 
 
-@pytest.mark.parametrize("args", [("listeners", "stop", "{id}"), ("listeners", "start", "{id}", "--force")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("listeners", "stop", "{id}"),
+        ("listeners", "start", "{id}", "--force"),
+        ("enqueue", "start_match_listener", "--kw", "match_id={id}", "--kw", "force=true"),
+    ],
+    ids=["stop", "force-start", "enqueue-force-start"],
+)
 def test_a_stop_or_force_start_without_a_reason_is_a_usage_error(kick, make_match, args):
     match = make_match(status="inprogress")
     out = kick(*(a.format(id=match.id) for a in args), code=2)

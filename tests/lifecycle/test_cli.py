@@ -152,7 +152,15 @@ def test_enqueue_start_match_listener_goes_through_the_start_path(kick, make_mat
     match = make_match()
     out = json.loads(
         kick(
-            "enqueue", "start_match_listener", "--kw", f"match_id={match.id}", "--kw", "force=true", "--json"
+            "enqueue",
+            "start_match_listener",
+            "--kw",
+            f"match_id={match.id}",
+            "--kw",
+            "force=true",
+            "--reason",
+            "drill",
+            "--json",
         ).output
     )
     assert out["message_id"] == reload(match).start_message_id
@@ -165,6 +173,8 @@ def test_enqueue_start_match_listener_goes_through_the_start_path(kick, make_mat
             f"match_id={match.sr_id}",
             "--kw",
             "force=true",
+            "--reason",
+            "drill",
             "--json",
         ).output
     )

@@ -65,5 +65,14 @@ def test_enqueue_start_match_listener_of_an_exhausted_match_is_a_conflict_unless
     args = ("enqueue", "start_match_listener", "--kw", f"match_id={match.id}", "--json")
     data = json.loads(kick(*args, code=EXIT_CONFLICT).stdout)
     assert data["status"] == "conflict" and "--force" in data["error"]
-    kick("enqueue", "start_match_listener", "--kw", f"match_id={match.id}", "--kw", "force=true")
+    kick(
+        "enqueue",
+        "start_match_listener",
+        "--kw",
+        f"match_id={match.id}",
+        "--kw",
+        "force=true",
+        "--reason",
+        "drill",
+    )
     assert broker_queues("match_listeners") == 1
