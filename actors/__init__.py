@@ -1,4 +1,4 @@
-"""Dramatiq broker set-up and actors (dispatch, start, stop, sweep, refresh, drain).
+"""Dramatiq broker set-up and actors (dispatch, start, stop, sweep, archive backfill, refresh, drain).
 
 Importing this package reads the settings once (MatchListenerEnvironment: environment, then
 ``.env``, then defaults) and configures the process's actor runtime (``actors.runtime``: the
@@ -20,6 +20,7 @@ runtime.configure(_settings)
 
 # Actor modules: one explicit import per module (keep this block last).
 from actors import (  # noqa: E402 - after the runtime is configured
+    archive,  # noqa: F401  backfill a match's archive from the play-by-play
     audit,  # noqa: F401  audit log retention
     listeners,  # noqa: F401  dispatch, start, stop, sweep
     outbox,  # noqa: F401  periodic outbox drain

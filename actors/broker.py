@@ -36,6 +36,7 @@ import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import CurrentMessage
 
+from actors.draining import DrainableConsumer
 from actors.middleware import (
     DatabaseConnectionMiddleware,
     LogContextMiddleware,
@@ -57,13 +58,14 @@ class KickoffRedisBroker(RedisBroker):
     Dramatiq prefetches twice the thread count; a start occupies its thread for a whole game, so
     a worker whose threads are all busy would hold starts that other workers could run. Here a
     running start stays unacked until its game ends, so a prefetch of one per thread means a full
-    worker takes nothing more.
+    worker takes nothing more. A draining worker (a graceful shutdown) fetches no start at all.
     """
 
     def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> dramatiq.Consumer:
-        if queue_name == QUEUE_MATCH_LISTENERS:
-            prefetch = max(1, prefetch // 2)  # Dramatiq asks for 2 x --threads
-        return super().consume(queue_name, prefetch, timeout)
+        if queue_name != QUEUE_MATCH_LISTENERS:
+            return super().consume(queue_name, prefetch, timeout)
+        prefetch = max(1, prefetch // 2)  # Dramatiq asks for 2 x --threads
+        return DrainableConsumer(super().consume(queue_name, prefetch, timeout))
 
 
 def is_rabbitmq(broker_url: str) -> bool:

@@ -14,14 +14,17 @@ import dramatiq
 from dramatiq.middleware import CurrentMessage
 
 from actors import reporting
+from actors.archive import send_backfill
 from actors.batch import enqueue_many
 from actors.broker import QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS, broker_errors, worker_hooks
+from actors.draining import resume_taking_starts, stop_taking_starts
 from actors.rabbitmq import settle_early
 from actors.runtime import ActorRuntime, current
 from config.errors import KickoffError, ListenerRunFailed
 from lifecycle import cleanup, dispatch, start_match
 from lifecycle.dispatch import StartMessage
 from lifecycle.runtime import ListenerServices
+from lifecycle.start_messages import new_message_id, save_message_ids
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +32,9 @@ logger = logging.getLogger(__name__)
 def services() -> ListenerServices:
     """The process's listener services; their shutdown hook is registered with the broker.
 
-    They hold the process's worker lease, and their lease thread restarts at once the matches
-    of listener workers whose lease is gone (and of this process's runs a shutdown ends).
+    They hold the process's worker lease, and their reaper thread restarts at once the matches
+    of listener workers whose lease is gone; a shutdown hands this process's runs over to
+    successor starts queued for other workers (lifecycle.runtime ``shutdown_all``).
     """
     rt = current()
 
@@ -43,11 +47,19 @@ def services() -> ListenerServices:
             match_ids, settings=rt.settings, barriers=rt.barriers, send_batch=send_starts
         )
 
+    def hand_over(match_ids: list[str]) -> None:
+        messages = [StartMessage(match_id=m, message_id=new_message_id(m), handoff=True) for m in match_ids]
+        save_message_ids([(m.match_id, m.message_id) for m in messages])
+        send_starts(messages)
+
     svc = ListenerServices.for_process(
-        lambda: ListenerServices(settings=rt.settings, barriers=rt.barriers, reap=reap, redispatch=redispatch)
+        lambda: ListenerServices(
+            settings=rt.settings, barriers=rt.barriers, reap=reap, redispatch=redispatch, hand_over=hand_over
+        )
     )
     hooks = worker_hooks(rt.broker)
     if hooks is not None:
+        hooks.register(stop_taking_starts)  # first: the successor starts must reach other workers
         hooks.register(svc.shutdown_all)
     return svc
 
@@ -67,6 +79,7 @@ def start_listener_services(worker: dramatiq.Worker) -> None:
     """
     queues = getattr(worker, "queues", None)
     if queues is None or QUEUE_MATCH_LISTENERS in queues:
+        resume_taking_starts()
         services()
 
 
@@ -84,7 +97,12 @@ def start_message(message: StartMessage) -> dramatiq.Message:
         queue_name=start_match_listener.queue_name,
         actor_name=start_match_listener.actor_name,
         args=(),
-        kwargs={"match_id": message.match_id, "overrides": message.overrides, "force": message.force},
+        kwargs={
+            "match_id": message.match_id,
+            "overrides": message.overrides,
+            "force": message.force,
+            **({"handoff": True} if message.handoff else {}),
+        },
         options={},
         message_id=message.message_id,
     )
@@ -127,8 +145,13 @@ def dispatch_upcoming_test_match_listeners() -> dict:
 
 
 @dramatiq.actor(queue_name=QUEUE_MATCH_LISTENERS, max_retries=0, time_limit=float("inf"))
-def start_match_listener(match_id: str, overrides: dict[str, Any] | None = None, force: bool = False) -> dict:
-    """Run the listener of one match for the whole game (see lifecycle.start_match)."""
+def start_match_listener(
+    match_id: str, overrides: dict[str, Any] | None = None, force: bool = False, handoff: bool = False
+) -> dict:
+    """Run the listener of one match for the whole game (see lifecycle.start_match).
+
+    ``handoff``: sent by a worker's graceful shutdown while the match still streams there.
+    """
     rt = current()
     message = CurrentMessage.get_current_message()
     reporting.tag_listener_start(str(match_id))
@@ -142,6 +165,7 @@ def start_match_listener(match_id: str, overrides: dict[str, Any] | None = None,
             barriers=rt.barriers,
             services=services(),
             on_consumed=(lambda: settle_early(message)) if message is not None else None,
+            handoff=handoff,
         )
     except KickoffError:  # a settings error or an unknown match: a failed start, counted
         reporting.tag_failed_attempt(sr_id=None, exit_code=None, attempt=_attempts(rt, match_id))
@@ -166,11 +190,24 @@ def stop_match_listener(match_id: str, stopped_by: str = "operator") -> dict:
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
 def sweep_stale_match_listeners(heartbeat_stale_seconds: float | None = None) -> dict:
-    """Close stale open rows as Abandoned (14) and clear the barriers of dead matches."""
+    """Close stale open rows as Abandoned (14) and clear the barriers of dead matches.
+
+    The matches whose rows it closed are dispatched again at once, as a listener worker's reaper
+    dispatches the ones it closes: a sweep that reaps a dead worker's rows before that reaper does
+    must not leave them waiting for the next dispatch tick.
+    """
     rt = current()
-    return cleanup.sweep_stale_match_listeners(
-        heartbeat_stale_seconds=heartbeat_stale_seconds, settings=rt.settings, barriers=rt.barriers
-    ).as_dict()
+    result = cleanup.sweep_stale_match_listeners(
+        heartbeat_stale_seconds=heartbeat_stale_seconds,
+        settings=rt.settings,
+        barriers=rt.barriers,
+        send_backfill=send_backfill,
+    )
+    if result.matches:
+        dispatch.dispatch_matches(
+            result.matches, settings=rt.settings, barriers=rt.barriers, send_batch=send_starts
+        )
+    return result.as_dict()
 
 
 register_boot_hook()

@@ -26,6 +26,7 @@ import pika
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.common import dq_name, q_name, xq_name
 
+from actors.draining import taking_starts
 from actors.dramatiq_compat import RabbitmqConsumer, delivery_tag, encode, encoded_message
 from config.errors import BrokerUnavailable
 from config.settings import mask_url
@@ -47,7 +48,8 @@ class SettlingConsumer(RabbitmqConsumer):
 
     With a ``capacity`` (the worker's thread count), a delivery that arrives while ``capacity``
     messages are being processed is handed back to RabbitMQ at once (nack with requeue), so that a
-    worker whose threads are all busy never sits on a start another worker could run.
+    worker whose threads are all busy never sits on a start another worker could run; so is every
+    delivery while the worker drains (a graceful shutdown: actors.broker ``stop_taking_starts``).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -61,7 +63,7 @@ class SettlingConsumer(RabbitmqConsumer):
         if message is None:
             return None
         with self._mu:
-            full = self.capacity is not None and self.in_flight >= self.capacity
+            full = self.capacity is not None and (self.in_flight >= self.capacity or not taking_starts())
             if not full:
                 self.in_flight += 1
         if full:

@@ -64,6 +64,7 @@ RULES: dict[tuple[str, str], Need] = {
     ("GET", "/v1/runs/{run_id}"): Need.READ,
     ("GET", "/v1/listeners"): Need.READ,
     ("GET", "/v1/matches/{match_id}"): Need.READ,
+    ("GET", "/v1/matches/{match_id}/archive/verify"): Need.READ,
     ("POST", "/v1/matches/{match_id}/start-listener"): Need.OPERATOR,
     ("POST", "/v1/matches/{match_id}/stop-listener"): Need.OPERATOR,
     ("POST", "/v1/matches/{match_id}/auto-dispatch"): Need.OPERATOR,

@@ -109,6 +109,12 @@ class ApiContext:
 
         return send_start
 
+    def send_backfill(self) -> Any:
+        """The Dramatiq sender of archive backfills (the sweep's; actors is imported by ``boot``)."""
+        from actors.archive import send_backfill
+
+        return send_backfill
+
     def close(self) -> None:
         """Close every publisher this process opened."""
         with self._lock:

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from config.errors import (
+    ArchiveBusy,
     ArchivePathError,
     CatalogError,
     ConfigurationError,
@@ -17,6 +18,7 @@ from config.errors import (
     KickoffError,
     ListenerStartSettingsError,
     NotFound,
+    PlayByPlayUnusable,
     PublishError,
     ReasonRequired,
     ServiceUnavailable,
@@ -45,6 +47,8 @@ STATUS_OF: dict[type[KickoffError], int] = {
     TriggerConflictError: 409,
     StreamLimitReached: 429,
     StartAttemptsExhausted: 409,
+    ArchiveBusy: 409,
+    PlayByPlayUnusable: 502,  # the feed answered, but not a play-by-play kickoff can use
     TradeError: 409,
     TriggerUnavailableError: 503,
     NotFound: 404,
@@ -77,6 +81,8 @@ def public_message(exc: KickoffError) -> str:
 
     The full message (the address masked) is for the server's log.
     """
+    if isinstance(exc, PlayByPlayUnusable):
+        return f"the feed ({exc.setting}) answered a play-by-play kickoff cannot use"
     if isinstance(exc, ServiceUnavailable):
         return f"cannot reach {exc.service} ({exc.setting})"
     return _URL.sub(lambda found: found.group(1) or "<address>", str(exc))
@@ -128,7 +134,8 @@ ERROR_STATUSES: dict[int, str] = {
     413: "The body is larger than API_MAX_BODY_BYTES.",
     415: "The body is not JSON (Content-Type: application/json).",
     422: "A field is refused (named in `field`); nothing was saved or sent.",
-    502: "The broker refused the message (it is recorded; see the answer).",
+    502: "An upstream refused or garbled the request: the broker refused the message (it is recorded; see"
+    " the answer), or the feed answered a play-by-play kickoff cannot use (`setting` names it).",
     503: "A service (PostgreSQL, Redis, the broker) is unavailable: retry.",
 }
 

@@ -1,9 +1,10 @@
 """Prometheus metrics of the API: request latency here, shared state read at scrape time.
 
 Gauges describing the deployment (listeners by badge, heartbeat age, starts and failures,
-exhausted matches, outbox backlog and dead rows, runs by status, launcher slots in use, trade
-claims by status) are
-read from PostgreSQL and Redis by a custom collector when /metrics is scraped, so any one API
+gaps, events backfilled and unrecovered, failed archive verifications, exhausted matches,
+outbox backlog and dead rows, runs by status, launcher slots in use, trade claims by status, the
+age of the scheduler's newest tick, readiness per service) are read from PostgreSQL and Redis
+(and the readiness probes) by a custom collector when /metrics is scraped, so any one API
 process reports the whole deployment. A source that does not answer is reported as
 ``kickoff_metrics_source_up{source=...} 0`` and its metrics are left out.
 """
@@ -25,6 +26,7 @@ from prometheus_client.registry import Collector
 
 from config.errors import KickoffError
 from config.set_aside import set_aside_counter
+from lifecycle.archive_verify import verification_failures
 from listener.exit_codes import SUCCESS_CODES
 from models.badges import Badge
 
@@ -63,7 +65,7 @@ class ApiMetrics:
         )
         self.readiness_probes = PromCounter(
             "kickoff_readiness_probes",
-            "Rounds of service probes /readyz made in this process (answers are kept 2 s).",
+            "Rounds of service probes made in this process for /readyz and /metrics (answers are kept 2 s).",
             registry=self.registry,
         )
         self.board_reads = PromCounter(
@@ -77,17 +79,30 @@ class ApiMetrics:
             "Live board streams (server-sent events) this process serves now.",
             registry=self.registry,
         )
+        self.readiness = Gauge(
+            "kickoff_readiness_service_ok",
+            "Whether each service answered this process's last round of /readyz probes (1) or failed (0);"
+            " a scrape of /metrics runs a round when the kept answer is older than 2 s.",
+            ["service"],
+            registry=self.registry,
+        )
         self.registry.register(
             SharedStateCollector(
                 ctx, cache_seconds=ctx.settings.metrics_cache_seconds, reads=self.shared_state_reads
             )
         )
         self.registry.register(set_aside_counter())  # items this process's loops set aside
+        self.registry.register(verification_failures())  # this process's failed verify-archive calls
 
     def observe_request(self, path: str, status: int, seconds: float) -> None:
         """Time a request if it is a trigger or trade route."""
         if path.startswith(TIMED_PREFIXES):
             self.trigger_latency.labels(route=path, status=str(status)).observe(seconds)
+
+    def observe_readiness(self, services: dict[str, str]) -> None:
+        """Record a round of readiness probes: each service ``ok`` or not."""
+        for service, state in services.items():
+            self.readiness.labels(service=service).set(1 if state == "ok" else 0)
 
 
 class SharedStateCollector(Collector):
@@ -131,6 +146,7 @@ class SharedStateCollector(Collector):
             ("outbox", self._outbox),
             ("runs", self._runs),
             ("trades", self._trades),
+            ("scheduler", self._scheduler),
         ):
             try:
                 metrics = list(read())
@@ -178,6 +194,35 @@ class SharedStateCollector(Collector):
         )
         yield CounterMetricFamily(
             "kickoff_listener_failures", "Listener runs that ended with a failure exit code.", value=failures
+        )
+        with database_errors():
+            gaps, backfilled, unrecovered = database.execute_sql(
+                "SELECT coalesce(sum(gaps), 0), coalesce(sum(events_backfilled), 0), "
+                "coalesce(sum(events_unrecovered), 0) FROM match_listener_records"
+            ).fetchone()
+            failed = database.execute_sql(
+                "SELECT count(*) FROM matches WHERE jsonb_typeof(archive_verification) = 'object' "
+                "AND archive_verification->'ok' = 'false'::jsonb"
+            ).fetchone()[0]
+        yield CounterMetricFamily(
+            "kickoff_listener_gaps",
+            "Stream gaps listener runs recorded (sum over lifecycle rows).",
+            value=gaps,
+        )
+        yield CounterMetricFamily(
+            "kickoff_events_backfilled",
+            "Events listener runs recovered after gaps, from a resume replay or the play-by-play.",
+            value=backfilled,
+        )
+        yield CounterMetricFamily(
+            "kickoff_events_unrecovered",
+            "Events still missing from the archive at a run's close (sum over lifecycle rows).",
+            value=unrecovered,
+        )
+        yield GaugeMetricFamily(
+            "kickoff_archive_verifications_failed",
+            "Matches whose last archive verification found missing, extra or differing events.",
+            value=failed,
         )
 
     def _outbox(self) -> Iterator[Metric]:
@@ -252,3 +297,14 @@ class SharedStateCollector(Collector):
         for status in ExecutionStatus:
             claims.add_metric([status.value], counts.get(status.value, 0))
         yield claims
+
+    def _scheduler(self) -> Iterator[Metric]:
+        from config.clock import utcnow
+
+        newest = self.ctx.barriers.newest_tick_at()
+        yield GaugeMetricFamily(
+            "kickoff_scheduler_last_tick_age_seconds",
+            "Seconds since the minute slot of the newest tick a scheduler sent (`kickoff check`'s"
+            " scheduler liveness); +Inf when none is kept (a tick is kept SCHEDULER_TICK_TTL_SECONDS).",
+            value=math.inf if newest is None else max(0.0, (utcnow() - newest).total_seconds()),
+        )

@@ -359,3 +359,16 @@ class DispatchBody(Body):
 class SweepBody(Body):
     heartbeat_stale_seconds: Annotated[float, Field(ge=0, le=366 * 86400)] | None = None
     reason: Reason | None = Field(None, description=_OPTIONAL_REASON)
+
+
+class ArchiveVerificationAnswer(BaseModel):
+    """A match's archive compared with the provider's play-by-play (as `kickoff matches verify-archive
+    --json`); the outcome is also stored on the match."""
+
+    ok: bool = Field(description="True when nothing is missing, extra or differing.")
+    missing: list[str] = Field(description="Event ids the play-by-play lists and the archive lacks.")
+    extra: list[str] = Field(
+        description="Event ids the archive holds (current state) and the play-by-play does not."
+    )
+    differing: list[str] = Field(description="Event ids held in another version than the play-by-play's.")
+    events: int = Field(description="Events the play-by-play lists.")

@@ -25,6 +25,8 @@ COLUMNS = (
     ("exh", False),
     ("pend", False),
     ("dispatch", False),
+    ("gaps", False),
+    ("archive", False),
     ("reason", False),
 )
 
@@ -42,6 +44,8 @@ def _cells(e: BoardEntry) -> list[str]:
         "yes" if e.exhausted else "no",
         "yes" if e.pending else "no",
         "on" if e.auto_dispatch else "off",
+        e.gaps_text,
+        e.archive_text,
         e.reason or "",
     ]
 

@@ -22,6 +22,13 @@ from cli.common import (
 from cli.context import CliContext
 
 
+def _send_backfill() -> Any:
+    """The Dramatiq sender of archive backfills (imports actors, as ``_send_start``)."""
+    from actors.archive import send_backfill
+
+    return send_backfill
+
+
 def _send_start() -> Any:
     """The Dramatiq sender of start messages (imports actors: the broker is set up from settings)."""
     from actors.listeners import send_start
@@ -218,14 +225,19 @@ def sweep_cmd(
 
     A listener is dead when its worker's lease is gone from Redis or its heartbeat is older than
     the threshold; a healthy one is never closed with the default threshold. A row or match whose
-    clean-up fails is set aside with its reason (one line each) and the sweep goes on.
+    clean-up fails is set aside with its reason (one line each) and the sweep goes on. A match
+    whose game is over when its last run is abandoned gets one archive backfill enqueued
+    (backfill_match_archive, as `kickoff matches backfill`).
     """
     from lifecycle.cleanup import sweep_stale_match_listeners
     from models.audit import record_audit
 
     obj.database()
     result = sweep_stale_match_listeners(
-        heartbeat_stale_seconds=heartbeat_stale_seconds, settings=obj.settings, barriers=obj.barriers
+        heartbeat_stale_seconds=heartbeat_stale_seconds,
+        settings=obj.settings,
+        barriers=obj.barriers,
+        send_backfill=_send_backfill(),
     )
     record_audit(
         actor=obj.actor,
@@ -246,6 +258,7 @@ def sweep_cmd(
         click.echo(
             f"sweep: {result.abandoned} rows abandoned (14) on {len(result.matches)} matches; "
             f"barriers cleared on {len(result.barriers_cleared)}; {len(result.set_aside)} set aside"
+            + (f"; archive backfill enqueued for {', '.join(result.backfills)}" if result.backfills else "")
         )
         for item in result.set_aside:
             click.echo(

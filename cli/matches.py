@@ -146,6 +146,7 @@ def list_(obj: CliContext, limit: int, as_json: bool) -> None:
 @click.pass_obj
 def show(obj: CliContext, match_id: str, runs_limit: int, as_json: bool) -> None:
     """Show MATCH_ID: its fields, per-match listener settings, newest runs and Redis barriers."""
+    from lifecycle.board import gaps_cell
     from lifecycle.match_admin import match_detail
 
     obj.database()
@@ -164,13 +165,29 @@ def show(obj: CliContext, match_id: str, runs_limit: int, as_json: bool) -> None
     events = d["archive"]["events"]
     held = "none yet" if events is None else f"{events} events"
     click.echo(f"{'archive:':<15}{d['archive']['path']} ({held})")
+    click.echo(f"{'verification:':<15}{verification_text(d['archive'])}")
     settings = ", ".join(f"{k}={v}" for k, v in sorted(d["settings"].items())) or "(none)"
     click.echo(f"{'settings:':<15}{settings}")
     click.echo("runs:")
     for line in render_table(
-        ["record_id", "started_at", "ended_at", "exit", "reason", "host", "pid"],
+        ["record_id", "started_at", "ended_at", "exit", "gaps", "reason", "host", "pid"],
         (
-            [r["record_id"], r["started_at"], r["ended_at"], r["exit_code"], r["reason"], r["host"], r["pid"]]
+            [
+                r["record_id"],
+                r["started_at"],
+                r["ended_at"],
+                r["exit_code"],
+                gaps_cell(
+                    r["gaps"],
+                    r["gap_seconds"],
+                    r["events_backfilled"],
+                    r["gaps_unrecovered"],
+                    r["events_unrecovered"],
+                ),
+                r["reason"],
+                r["host"],
+                r["pid"],
+            ]
             for r in d["runs"]
         ),
         empty="no runs",
@@ -245,3 +262,112 @@ def set_dispatch(obj: CliContext, match_id: str, state: str, reason: str | None,
     before = set_auto_dispatch(match_id, state == "on", barriers=obj.barriers, actor=obj.actor, reason=reason)
     data = {"match_id": match_id, "auto_dispatch": state == "on", "was": before}
     echo_answer(as_json, data, f"match {match_id}: auto-dispatch {state} (was {'on' if before else 'off'})")
+
+
+#: Exit codes of verify-archive and backfill beside 0 (they agree) and 1 (they do not).
+EXIT_BUSY = 4
+EXIT_UNAVAILABLE = 5
+
+_ARCHIVE_EXIT_HELP = (
+    "Exit codes: 0 the archive and the play-by-play agree; 1 they do not; 2 unknown match; "
+    "5 the play-by-play cannot be had (SPORTRADAR_BASE_URL does not answer, or answers something unusable)."
+)
+
+
+def verification_lines(data: dict[str, Any], *, match: str) -> list[str]:
+    """A verification as text: one summary line (counts), then one line of ids per kind that has any."""
+    kinds = ("missing", "extra", "differing")
+    if data["ok"]:
+        return [f"match {match}: archive ok: it agrees with the play-by-play ({data['events']} events)"]
+    counts = ", ".join(f"{len(data[k])} {k}" for k in kinds)
+    lines = [f"match {match}: archive NOT ok against the play-by-play ({data['events']} events): {counts}"]
+    lines += [f"  {k}: {' '.join(data[k])}" for k in kinds if data[k]]
+    return lines
+
+
+def verification_text(archive: dict[str, Any]) -> str:
+    """The stored last verification of ``matches show``: ``never``, ``ok (N events) at T`` or its counts."""
+    from lifecycle.board import archive_cell, verification_counts
+
+    stored = archive.get("verification")
+    ok, missing, extra, differing = verification_counts(stored)
+    if ok is None:
+        return "never (kickoff matches verify-archive)"
+    cell = archive_cell(ok, missing, extra, differing)
+    return f"{cell} ({stored.get('events', 0)} events) at {archive['verified_at']}"
+
+
+def _archive_answer(run: Any) -> Any:
+    """Run ``run()``; a play-by-play that cannot be had exits 5, a busy archive 4 (one line on stderr)."""
+    import sys
+
+    from config.errors import ArchiveBusy, ServiceUnavailable
+
+    try:
+        return run()
+    except ArchiveBusy as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(EXIT_BUSY)
+    except ServiceUnavailable as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+
+
+@matches.command("verify-archive", epilog=_ARCHIVE_EXIT_HELP)
+@click.argument("match_id", type=MATCH_ID)
+@json_option('Print {"ok", "missing", "extra", "differing", "events"} (full id lists).')
+@click.pass_obj
+def verify_archive(obj: CliContext, match_id: str, as_json: bool) -> None:
+    """Compare MATCH_ID's listener archive with the provider's play-by-play.
+
+    The archive's side is each event's current state (updates applied, deletes removed), a missing
+    archive file is an empty one; the play-by-play comes from SPORTRADAR_BASE_URL (the settings
+    of a listener's backfill). Prints the counts, then the ids of the events missing from the
+    archive, extra in it, and differing (another version). The outcome is stored on the match
+    (archive_verification, shown by the board and the console).
+    """
+    from lifecycle.archive_verify import verify_match_archive
+
+    obj.database()
+    result = _archive_answer(lambda: verify_match_archive(match_id, settings=obj.settings))
+    data = result.as_dict()
+    if as_json:
+        echo_json(data)
+    else:
+        for line in verification_lines(data, match=match_id):
+            click.echo(line)
+    if not result.ok:
+        click.get_current_context().exit(1)
+
+
+@matches.command(
+    "backfill",
+    epilog=_ARCHIVE_EXIT_HELP.replace("2 unknown match;", "2 unknown match; 4 a listener owns the archive;"),
+)
+@click.argument("match_id", type=MATCH_ID)
+@json_option('Print {"ok", "missing", "extra", "differing", "events", "backfilled"} (full id lists).')
+@click.pass_obj
+def backfill(obj: CliContext, match_id: str, as_json: bool) -> None:
+    """Fill MATCH_ID's archive from the play-by-play, then verify it (as verify-archive).
+
+    For a game that closed while no listener ran (its last run was abandoned): every event the
+    archive lacks, or holds in an older version, is appended (marked backfilled), events it holds
+    that the play-by-play no longer lists are deleted. Refused while a listener may own the
+    archive (an open lifecycle row or a held start lock). The sweep enqueues the same job
+    (backfill_match_archive) when it abandons the last run of a match whose game is over.
+    """
+    from lifecycle.archive_verify import backfill_match_archive
+
+    obj.database()
+    result = _archive_answer(
+        lambda: backfill_match_archive(match_id, settings=obj.settings, barriers=obj.barriers)
+    )
+    data = {**result.as_dict(), "backfilled": result.backfilled}
+    if as_json:
+        echo_json(data)
+    else:
+        click.echo(f"match {match_id}: {result.backfilled} events backfilled from the play-by-play")
+        for line in verification_lines(data, match=match_id):
+            click.echo(line)
+    if not result.ok:
+        click.get_current_context().exit(1)

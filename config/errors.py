@@ -160,6 +160,26 @@ class PlayByPlayError(StreamError):
     ids): the backfill logs it, retries with backoff and never stops the live stream."""
 
 
+class PlayByPlayUnavailable(ServiceUnavailable):
+    """Raised when a verification or backfill outside a listener cannot get the game's play-by-play:
+    the feed (SPORTRADAR_BASE_URL) does not answer (HTTP 503, CLI exit 5); nothing was stored."""
+
+    def __init__(self, reason: str, *, address: str = "") -> None:
+        super().__init__(
+            service="the feed's play-by-play", setting="SPORTRADAR_BASE_URL", address=address, reason=reason
+        )
+
+
+class PlayByPlayUnusable(PlayByPlayUnavailable):
+    """Raised when the feed (SPORTRADAR_BASE_URL) answers a play-by-play kickoff cannot use (an HTTP
+    error, not JSON, events without ids): HTTP 502, CLI exit 5; nothing was stored."""
+
+
+class ArchiveBusy(ListenerError):
+    """Raised when a backfill outside a listener is asked for a match a listener may still own: it has
+    an open lifecycle row or its start lock is held (HTTP 409, CLI exit 4); nothing was written."""
+
+
 class ArchivePathError(ListenerError):
     """Raised when a league or shortcode would place a listener archive outside DATA_DIR (exit 11)."""
 

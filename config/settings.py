@@ -389,9 +389,20 @@ class MatchListenerEnvironment(BaseEnvironment):
     """Lifetime of an operator stop flag; starts in flight are skipped meanwhile."""
     listener_lock_loss_grace_seconds: NonNegativeFloat = 2.0
     """A listener that cannot extend its start lock stops this long before the lock expires."""
-    listener_worker_lease_seconds: PositiveFloat = 20.0
-    """Lease of a listener worker process in Redis, renewed every quarter of it: a worker that cannot renew
-    stops its listeners, and a dead worker's matches start again once it lapses."""
+    listener_worker_lease_seconds: PositiveFloat = 8.0
+    """Lease of a listener worker process in Redis, renewed every quarter of it: a worker that cannot
+    renew for the lease less LISTENER_LOCK_LOSS_GRACE_SECONDS + LISTENER_STOP_POLL_SECONDS (5 s by default)
+    stops its listeners, and a dead worker's matches start again once it lapses (within 10 s of a kill)."""
+    listener_reaper_poll_seconds: PositiveFloat = 0.5
+    """How often every listener worker looks for open rows whose worker lease is gone, abandons them and
+    starts their matches again at once (its own thread: never delays the lease's renewal)."""
+    listener_handoff_seconds: NonNegativeFloat = 5.0
+    """Graceful worker shutdown (SIGTERM): how long each listener keeps streaming while a start of its
+    match queued for another listener worker gets ready; it stops once its successor waits (which starts
+    the moment the start lock is released) or when this passes (then it hands off after). 0: stop at once."""
+    listener_handoff_poll_seconds: PositiveFloat = 0.05
+    """During a hand-off, how often the stopping worker looks for successors that are ready and a waiting
+    successor looks for the released start lock."""
     listener_test_duration_seconds: float | None = None
     """Scripted test listener: run this long, then exit (empty: until stopped)."""
     listener_test_exit_code: int = 0

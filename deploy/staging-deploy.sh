@@ -18,7 +18,10 @@
 # as Abandoned (exit 14) and one dispatch starts every match that still needs a listener. The
 # sweep never uses a zero threshold: that would close healthy listeners (including any started
 # after the restart). A gracefully stopped listener worker already recorded exit 14 and released
-# its locks, so the dispatch restarts its matches at once.
+# its locks, so the dispatch restarts its matches at once. With another listener worker up while
+# one stops (run two and restart them one at a time), each of its matches is handed over to that
+# worker with well under a second without a stream; a lone listener worker streams on for
+# LISTENER_HANDOFF_SECONDS (5 s), then hands its matches off to the next one to start.
 set -euo pipefail
 
 KICKOFF_HOME="${KICKOFF_HOME:-$(cd "$(dirname "$0")/.." && pwd)}"

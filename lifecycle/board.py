@@ -5,7 +5,8 @@ a pending start key in Redis, a stop flag, or when auto-dispatch is off for a ma
 dispatcher would otherwise start (enabled league, live, or pre-game/delayed inside the window):
 that is what a stop leaves behind, also for a match stopped while its start was still queued
 (no row: badge ``-``, ``auto_dispatch`` false). Each entry shows the match's newest run, where an
-open row wins over a later closed one. One SQL query, one SCAN per key family and one pipelined
+open row wins over a later closed one, with that run's gap counts and the match's last archive
+verification. One SQL query, one SCAN per key family and one pipelined
 round trip for the counters.
 """
 
@@ -47,6 +48,19 @@ class BoardEntry:
     reason: str | None  # the closing reason (exit_reason), closed run only
     host: str | None  # host of the newest run
     pid: int | None  # process of the newest run
+    # Gaps of the newest run (None without a run): stream gaps, seconds without a stream, events
+    # recovered, gaps whose backfill had not succeeded at exit, events still missing at its close.
+    gaps: int | None = None
+    gap_seconds: float | None = None
+    events_backfilled: int | None = None
+    gaps_unrecovered: int | None = None
+    events_unrecovered: int | None = None
+    # The match's last archive verification (None: never verified): ok, its counts, when.
+    archive_ok: bool | None = None
+    archive_missing: int | None = None
+    archive_extra: int | None = None
+    archive_differing: int | None = None
+    archive_verified_at: str | None = None
 
     @property
     def is_open(self) -> bool:
@@ -56,6 +70,64 @@ class BoardEntry:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def gaps_text(self) -> str:
+        """The run's gaps in one cell: ``2 (3.1s, 14 back)``, ``, 1 lost`` when some stayed missing."""
+        return gaps_cell(
+            self.gaps,
+            self.gap_seconds,
+            self.events_backfilled,
+            self.gaps_unrecovered,
+            self.events_unrecovered,
+        )
+
+    @property
+    def archive_text(self) -> str:
+        """The last verification in one cell: ``ok``, ``3 missing, 1 differing``, ``-`` if never run."""
+        return archive_cell(self.archive_ok, self.archive_missing, self.archive_extra, self.archive_differing)
+
+
+def gaps_cell(
+    gaps: int | None,
+    seconds: float | None,
+    backfilled: int | None,
+    gaps_unrecovered: int | None = 0,
+    events_unrecovered: int | None = 0,
+) -> str:
+    """``-`` without a run, ``0`` without gaps, else ``N (S.Ss, B back[, U unrecovered][, E lost])``."""
+    if gaps is None:
+        return "-"
+    if not gaps and not backfilled and not events_unrecovered:
+        return "0"
+    parts = [f"{seconds or 0.0:.1f}s", f"{backfilled or 0} back"]
+    if gaps_unrecovered:
+        parts.append(f"{gaps_unrecovered} unrecovered")
+    if events_unrecovered:
+        parts.append(f"{events_unrecovered} lost")
+    return f"{gaps} ({', '.join(parts)})"
+
+
+def archive_cell(ok: bool | None, missing: int | None, extra: int | None, differing: int | None) -> str:
+    """``-`` (never verified), ``ok``, or the non-zero counts: ``3 missing, 1 extra``."""
+    if ok is None:
+        return "-"
+    if ok:
+        return "ok"
+    counts = (("missing", missing), ("extra", extra), ("differing", differing))
+    return ", ".join(f"{n} {name}" for name, n in counts if n) or "not ok"
+
+
+def verification_counts(stored: Any) -> tuple[bool | None, int | None, int | None, int | None]:
+    """(ok, missing, extra, differing) of a stored Match.archive_verification (Nones when absent)."""
+    if not isinstance(stored, dict) or not isinstance(stored.get("ok"), bool):
+        return None, None, None, None
+
+    def count(name: str) -> int:
+        n = stored.get(f"{name}_count")
+        return n if isinstance(n, int) else len(stored.get(name) or [])
+
+    return stored["ok"], count("missing"), count("extra"), count("differing")
+
 
 _SELECT = """
 WITH ids AS (
@@ -63,7 +135,8 @@ WITH ids AS (
 )
 SELECT m.id::text, l.name, m.sr_id, m.status, m.auto_dispatch_listener,
        r.id::text, r.heartbeat_at, r.ended_at, r.exit_code, r.exit_reason, r.host, r.pid,
-       r.worker_lease, now()
+       r.worker_lease, now(), r.gaps, r.gap_seconds, r.events_backfilled, r.gaps_unrecovered,
+       r.events_unrecovered, m.archive_verification, m.archive_verified_at
   FROM ids
   JOIN matches m ON m.id = ids.id
   JOIN leagues l ON l.id = m.league_id
@@ -146,7 +219,11 @@ def listener_board(
     counters = barriers.counters([row[0] for row in found])
     entries = []
     for row, (attempts, exhausted, pending) in zip(found, counters, strict=True):
-        mid, league, sr_id, status, auto, rid, heartbeat_at, ended_at, code, why, host, pid, lease, now = row
+        mid, league, sr_id, status, auto, rid, heartbeat_at, ended_at, code, why, host, pid, lease, now = row[
+            :14
+        ]
+        gaps, gap_seconds, backfilled, gaps_lost, events_lost, verification, verified_at = row[14:]
+        archive_ok, missing, extra, differing = verification_counts(verification)
         if rid is None:
             badge, age = NO_RUN, None
         else:
@@ -179,6 +256,16 @@ def listener_board(
                 reason=why if ended_at else None,
                 host=host,
                 pid=pid,
+                gaps=gaps,
+                gap_seconds=None if gap_seconds is None else round(float(gap_seconds), 1),
+                events_backfilled=backfilled,
+                gaps_unrecovered=gaps_lost,
+                events_unrecovered=events_lost,
+                archive_ok=archive_ok,
+                archive_missing=missing,
+                archive_extra=extra,
+                archive_differing=differing,
+                archive_verified_at=verified_at.isoformat() if verified_at else None,
             )
         )
     if active_only:

@@ -9,19 +9,25 @@ that at its next beat, stops itself and releases its own lock, so a successor ca
 Each closed row and each match is cleaned up on its own (config.set_aside): one whose Redis
 keys cannot be handled (e.g. a key holding another kind of value) is set aside with its reason,
 counted and logged, and the others are still cleaned; the sweep reports what it set aside.
+
+A match whose row the sweep abandoned while its game is over (a terminal Match.status) and that
+has no open row left gets one backfill of its archive (``send_backfill``: the
+backfill_match_archive actor): no listener will record the rest of the game. A send that fails
+is set aside; the sweep goes on.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from config.clock import utcnow
-from config.errors import LockNotOwned
+from config.errors import KickoffError, LockNotOwned, ServiceUnavailable
 from config.set_aside import SetAside, setting_aside
 from config.settings import MatchListenerEnvironment
 from lifecycle import rows
@@ -30,7 +36,9 @@ from lifecycle.start_messages import stop_dispatch, stored_message_ids
 from models.audit import Actor, record_audit
 from models.barriers import Barriers
 from models.db import database, database_errors
+from models.listener_record import MatchListenerRecord
 from models.match import Match
+from models.status import TERMINAL
 
 logger = logging.getLogger(__name__)
 
@@ -201,10 +209,47 @@ class SweepResult:
     matches: list[str] = field(default_factory=list)  # matches with abandoned rows
     barriers_cleared: list[str] = field(default_factory=list)  # matches whose barriers were cleared
     pending_reclaimed: list[str] = field(default_factory=list)  # pending keys no start could clear
+    backfills: list[str] = field(default_factory=list)  # matches whose archive backfill was enqueued
     set_aside: list[SetAside] = field(default_factory=list)  # items left as they are, with their reason
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class BackfillNotSent(KickoffError):
+    """The sweep could not enqueue a backfill (its broker did not take it): set aside, never raised."""
+
+
+def matches_needing_backfill(match_ids: Iterable[str]) -> list[str]:
+    """Which of ``match_ids`` have a terminal status and no open lifecycle row (one query)."""
+    ids = sorted({uuid.UUID(str(m)) for m in match_ids})
+    if not ids:
+        return []
+    R = MatchListenerRecord
+    still_open = R.select(R.match).where(R.ended_at.is_null())
+    with database_errors():
+        query = Match.select(Match.id).where(
+            Match.id.in_(ids), Match.status.in_(sorted(TERMINAL)), Match.id.not_in(still_open)
+        )
+        return sorted(str(m.id) for m in query)
+
+
+def enqueue_backfills(
+    closed: Iterable[rows.ClosedRow], *, send_backfill: Callable[[str], None], aside: list[SetAside]
+) -> list[str]:
+    """Send one backfill per match of ``closed`` whose game is over; a failed send is set aside."""
+    sent = []
+    for match_id in matches_needing_backfill(row.match_id for row in closed):
+        with setting_aside(
+            aside, loop=LOOP, item=f"match {match_id}", step="enqueue_backfill", match_id=match_id
+        ):
+            try:
+                send_backfill(match_id)
+            except ServiceUnavailable as exc:  # an item's step here: the sweep itself is done
+                raise BackfillNotSent(str(exc)) from exc
+            sent.append(match_id)
+            logger.info("match %s: archive backfill enqueued (its game is over, its run abandoned)", match_id)
+    return sent
 
 
 def sweep_stale_match_listeners(
@@ -212,12 +257,15 @@ def sweep_stale_match_listeners(
     heartbeat_stale_seconds: float | None = None,
     settings: MatchListenerEnvironment,
     barriers: Barriers,
+    send_backfill: Callable[[str], None] | None = None,
 ) -> SweepResult:
     """Abandon (14) dead runs under the sweep lock; clear the barriers of their matches.
 
     A run is dead when its worker lease is gone (``reap_dead_workers``) or its heartbeat is older
     than the stale threshold. ``heartbeat_stale_seconds`` overrides that threshold (0 closes
     every open row, healthy or not: an operator's last resort, never needed after a deploy).
+    ``send_backfill`` (the backfill_match_archive actor's send): called once, after its rows are
+    closed, for each match whose game is over and that has no open row left; None sends none.
 
     Every row, match and step is handled on its own: one that cannot be (its Redis keys hold
     something else, the lease epoch is unreadable) is set aside with its reason, counted and
@@ -247,12 +295,17 @@ def sweep_stale_match_listeners(
     finally:
         with contextlib.suppress(LockNotOwned):
             lock.release()
+    backfills: list[str] = []
+    if send_backfill is not None and closed:
+        with setting_aside(aside, loop=LOOP, item="archive backfills", step="select_backfills"):
+            backfills = enqueue_backfills(closed, send_backfill=send_backfill, aside=aside)
     return SweepResult(
         locked=False,
         abandoned=len(closed),
         matches=sorted({r.match_id for r in closed}),
         barriers_cleared=sorted(cleared),
         pending_reclaimed=sorted(reclaimed),
+        backfills=backfills,
         set_aside=aside,
     )
 

@@ -12,10 +12,41 @@ from config.clock import utcnow
 from config.errors import SimulatorScriptError
 from lifecycle.match_ref import resolve_match
 from listener.archive import archive_path, read_events, shortcode_for
+from listener.events import current_events, event_of, operation_of
 from models.audit import Actor, record_audit
 from srsim.script import GameScript, save_script
 
 logger = logging.getLogger(__name__)
+
+
+def replay_messages(messages: list[Any]) -> list[dict[str, Any]]:
+    """What a clone replays of an archive: each event once, in its current state, at its first place.
+
+    An event's later versions are folded into one message (``listener.events.current_events``)
+    carrying its first message's operation (a ``create`` stays one, so a replay issues what the
+    game issued); a deleted event is left out. Messages without an event id stay as they are and
+    where they are; kickoff's markers and anything without a payload are not replayed, and
+    kickoff's own annotations (``kickoff``: backfilled...) are dropped.
+    """
+    current = current_events(messages)
+    out: list[dict[str, Any]] = []
+    placed: set[str] = set()
+    for message in messages:
+        if not isinstance(message, dict) or not isinstance(message.get("payload"), dict):
+            continue
+        event = event_of(message)
+        if event is not None:
+            event_id = event["id"]
+            if event_id in placed or event_id not in current:
+                continue
+            placed.add(event_id)
+            final = current[event_id]
+            meta = final.get("metadata") if isinstance(final.get("metadata"), dict) else {}
+            first = operation_of(message)
+            operation = operation_of(final) if first == "delete" else first
+            message = {**final, "metadata": {**meta, "operation": operation}}
+        out.append({k: v for k, v in message.items() if k != "kickoff"})
+    return out
 
 
 def clone_match(
@@ -31,12 +62,13 @@ def clone_match(
     request_id: str | None = None,
 ) -> tuple[Any, Path, int]:
     """Create an is_test Match copying the match ``source_ref`` names (internal id or sr_id, see
-    lifecycle.match_ref) and a script replaying its archived events.
+    lifecycle.match_ref) and a script replaying its archived events as the game finally was.
 
-    Returns (the new Match, the script path, the number of events). Synthetic kickoff markers
-    in the archive are not replayed. ``settings`` (the clone body: listener settings such as
-    ``listener_force_exit_code``) are validated against MatchListenerEnvironment and stored in
-    the clone's ``listener_start_settings``. The clone is not dispatchable until an srsim serves
+    Returns (the new Match, the script path, the number of events). Each event is replayed once,
+    in its current state (``replay_messages``); synthetic kickoff markers are not replayed.
+    ``settings`` (the clone body: listener settings such as ``listener_force_exit_code``) are
+    validated against MatchListenerEnvironment and stored in the clone's
+    ``listener_start_settings``. The clone is not dispatchable until an srsim serves
     its script (``srsim_unserved``, cleared by srsim when it starts the session). With ``actor``,
     the clone is audited (match.clone) in the insert's transaction.
     """
@@ -52,7 +84,7 @@ def clone_match(
         path = archive_path(data_dir, league.name, shortcode_for(source.sr_id))
         if not path.exists():
             raise SimulatorScriptError(f"match {source.id} has no archive at {path}")
-        events = [e for e in read_events(path) if isinstance(e, dict) and isinstance(e.get("payload"), dict)]
+        events = replay_messages(read_events(path))
         if not events:
             raise SimulatorScriptError(f"archive {path} holds no events to replay")
         new_sr_id = str(uuid.uuid4())

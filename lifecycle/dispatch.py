@@ -42,6 +42,7 @@ class StartMessage:
     message_id: str  # ``start-match-listener.{match_id}.{uuid4}``, the Dramatiq message id (start_messages)
     overrides: dict[str, Any] | None = None  # call overrides (strongest settings layer)
     force: bool = False  # clear barriers first (never takes a live run's lock)
+    handoff: bool = False  # a graceful shutdown's successor: waits for the running run's start lock
 
 
 #: The window of a manual one-shot dispatch (``kickoff listeners dispatch``, ``kickoff enqueue

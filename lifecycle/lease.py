@@ -4,8 +4,12 @@ Every lifecycle row records the lease of the process that runs it. The process r
 lease every ``ttl / 4`` and fences itself: once ``ttl - margin`` has passed since the last
 renewal it sent (``time.monotonic``, which keeps counting while the process is paused), every
 run under that lease must stop and may write nothing more. A lease key that is gone therefore
-proves its process stopped streaming, and the reaper (lifecycle.cleanup) abandons its rows and
-starts their matches again within seconds, instead of waiting out the heartbeat's stale threshold.
+proves its process stopped streaming, and the reaper (lifecycle.cleanup, run by every listener
+worker every LISTENER_REAPER_POLL_SECONDS on a thread of its own) abandons its rows and starts
+their matches again within a second of the lapse, instead of waiting out the heartbeat's stale
+threshold. At the default lease (8 s) a healthy worker is fenced only after 5 s without one
+successful renewal (a renewal is due every 2 s), and a killed worker's key is gone 6 to 8 s
+after the kill.
 
 An expired lease is never renewed: the process takes a new lease id for its next runs. When
 Redis lost its data (restarted empty), the epoch key tells the renewal, which then re-creates
@@ -122,7 +126,7 @@ class WorkerLease:
 
 
 class LeaseKeeper(RegistryPoller[object]):
-    """The thread that renews the lease (and runs the reaper) every ``lease.renew_seconds``."""
+    """The thread that renews the lease every ``lease.renew_seconds`` (and does nothing else)."""
 
     def __init__(self, *, lease: WorkerLease, step: Callable[[], None]) -> None:
         super().__init__(thread_name="kickoff-worker-lease", step_name="worker lease renewal")
@@ -131,6 +135,21 @@ class LeaseKeeper(RegistryPoller[object]):
 
     def period_seconds(self) -> float:
         return self.lease.renew_seconds
+
+    def step(self) -> None:
+        self._step()
+
+
+class Reaper(RegistryPoller[object]):
+    """The thread that runs ``step`` (the reaper of other processes' dead runs) every ``period`` s."""
+
+    def __init__(self, *, period_seconds: float, step: Callable[[], None]) -> None:
+        super().__init__(thread_name="kickoff-worker-reaper", step_name="dead worker reaper")
+        self._period = period_seconds
+        self._step = step
+
+    def period_seconds(self) -> float:
+        return self._period
 
     def step(self) -> None:
         self._step()

@@ -67,7 +67,8 @@ def run_log_tail(
 def match_detail(
     match_id: str, *, settings: MatchListenerEnvironment, barriers: Barriers, runs_limit: int = 20
 ) -> dict[str, Any]:
-    """The match, its per-match listener settings, its newest runs and its Redis barriers."""
+    """The match, its per-match listener settings, its newest runs (with their gap counts), its Redis
+    barriers and its archive (path, events, last verification: the stored object or None)."""
     match = load_match(match_id)
     with database_errors():
         records = list(
@@ -102,6 +103,11 @@ def match_detail(
                 "host": r.host,
                 "pid": r.pid,
                 "dry_run": r.dry_run,
+                "gaps": r.gaps,
+                "gap_seconds": round(float(r.gap_seconds or 0.0), 1),
+                "events_backfilled": r.events_backfilled,
+                "gaps_unrecovered": r.gaps_unrecovered,
+                "events_unrecovered": r.events_unrecovered,
             }
             for r in records
         ],
@@ -112,7 +118,12 @@ def match_detail(
             "stop_flag": str(match.id) in barriers.stop_flags_among([match.id]),
             "lock_holder": barriers.start_lock_holder(match.id),
         },
-        "archive": {"path": str(archive), "events": _archived_events(archive)},
+        "archive": {
+            "path": str(archive),
+            "events": _archived_events(archive),
+            "verified_at": _iso(match.archive_verified_at),
+            "verification": match.archive_verification,
+        },
     }
 
 

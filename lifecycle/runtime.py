@@ -5,8 +5,9 @@ A worker process builds one ``ListenerServices`` (``ListenerServices.for_process
 (operator stop flag, lost start lock, closed row, worker shutdown) calls
 ``RunHandle.request_stop`` with a ``StopCause``; the first cause wins and decides the recorded exit.
 A body that ignores ``request_stop`` for longer than the grace gets ``ListenerInterrupted``
-raised in its thread. The process's worker lease (lifecycle.lease) is renewed by its own thread,
-which also runs the reaper of other processes' dead runs when one is given.
+raised in its thread. The process's worker lease (lifecycle.lease) is renewed by its own thread;
+the reaper of other processes' dead runs, when one is given, runs on another (a reaper stuck in
+PostgreSQL must never delay a renewal and fence a healthy worker).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dramatiq.threading import raise_thread_exception
 from config.errors import ConfigurationError, KickoffError
 from config.settings import MatchListenerEnvironment
 from lifecycle.heartbeat import HeartbeatService
-from lifecycle.lease import LEASE_EXPIRED, LeaseKeeper, WorkerLease
+from lifecycle.lease import LEASE_EXPIRED, LeaseKeeper, Reaper, WorkerLease
 from lifecycle.poller import LockedSet
 from lifecycle.stop_watch import StopWatcher
 from listener.body import ListenerBody, ListenerContext
@@ -66,9 +67,13 @@ def row_closed_elsewhere(reason: str) -> StopCause:
     return StopCause(int(ExitCode.ABANDONED), reason)
 
 
-def worker_shutdown() -> StopCause:
-    """Graceful worker shutdown: recorded as Abandoned (14), like the deploy's sweep would."""
-    return StopCause(int(ExitCode.ABANDONED), "worker shutdown", hand_off=True)
+def worker_shutdown(*, successor_waiting: bool = False) -> StopCause:
+    """Graceful worker shutdown: recorded as Abandoned (14), like the deploy's sweep would.
+
+    ``successor_waiting``: a start of the match on another worker already waits for the start
+    lock, so no hand-off is sent after the run (it would only be skipped).
+    """
+    return StopCause(int(ExitCode.ABANDONED), "worker shutdown", hand_off=not successor_waiting)
 
 
 @dataclass(eq=False)
@@ -121,16 +126,20 @@ class RunHandle:
 
 
 #: Abandons other processes' runs whose worker lease is gone; returns the matches it freed.
-Reaper = Callable[[], list[str]]
+ReapStep = Callable[[], list[str]]
 #: Sends a start for each of these matches at once (the usual selection rules apply).
 Redispatcher = Callable[[list[str]], None]
+#: Sends a hand-off start for each of these running matches: it waits for their start locks.
+HandOver = Callable[[list[str]], None]
 
 
 class ListenerServices:
     """Heartbeat thread, stop watcher, worker lease and running runs of one process.
 
     ``reap`` and ``redispatch`` (given by a listener worker) let this process restart, within
-    seconds, the matches of a worker that died and of its own runs a shutdown ends.
+    seconds, the matches of a worker that died and of its own runs a shutdown ends; with
+    ``hand_over`` a shutdown first queues each match's successor start and stops each run only
+    once its successor waits for the start lock (or after LISTENER_HANDOFF_SECONDS).
     """
 
     _process: ListenerServices | None = None
@@ -141,8 +150,9 @@ class ListenerServices:
         *,
         settings: MatchListenerEnvironment,
         barriers: Barriers,
-        reap: Reaper | None = None,
+        reap: ReapStep | None = None,
         redispatch: Redispatcher | None = None,
+        hand_over: HandOver | None = None,
     ) -> None:
         margin = settings.listener_heartbeat_interval_seconds + settings.listener_lock_loss_grace_seconds
         if margin >= barriers.stale_seconds:
@@ -174,8 +184,10 @@ class ListenerServices:
             lease=self.lease,
         )
         self.lease_keeper = LeaseKeeper(lease=self.lease, step=self.keep_lease)
+        self.reaper = Reaper(period_seconds=settings.listener_reaper_poll_seconds, step=self.reap_dead)
         self.reap = reap
         self.redispatch = redispatch
+        self.hand_over = hand_over
         self._runs: LockedSet[RunHandle] = LockedSet()
         self.shutting_down = False
         self._db_slots = db_gate(settings.listener_db_concurrency)
@@ -210,6 +222,8 @@ class ListenerServices:
         self.lease.renew()
         self.lease_keeper.start()
         self.stop_watch.start()
+        if self.reap is not None:
+            self.reaper.start()
 
     # -- the worker lease --------------------------------------------------------------
 
@@ -219,12 +233,15 @@ class ListenerServices:
         return self.lease.require()
 
     def keep_lease(self) -> None:
-        """The lease thread's step: renew, stop the runs of a lost lease, then reap and restart."""
+        """The lease thread's step: renew, then stop the runs of a lost lease."""
         renewal = self.lease.renew()
         if renewal.lost is not None:
             self._stop_lease_runs(renewal.lost)
         if renewal.redis_reset:
             self.heartbeat.wake()  # take the start locks again now, not at the next beat
+
+    def reap_dead(self) -> None:
+        """The reaper thread's step: abandon dead workers' runs and start their matches again at once."""
         if self.reap is None or self.shutting_down:
             return
         try:
@@ -276,16 +293,69 @@ class ListenerServices:
             handle.enforce_deadline(now)
 
     def shutdown_all(self) -> int:
-        """Graceful worker shutdown: ask every running listener to end (exit 14); return how many."""
+        """Graceful worker shutdown: end every running listener (exit 14); return how many.
+
+        With ``hand_over`` and LISTENER_HANDOFF_SECONDS above 0, a thread of its own first queues
+        each match's successor start, then stops each run as soon as its successor waits for the
+        start lock (which it takes the moment this run releases it), and every other run once the
+        bound passes: never two streams at once, and a gap of the stop, the row's close and one
+        poll. Without, every run is asked to stop at once and hands its match off after.
+        """
         self.shutting_down = True
         runs = self.running()
-        for handle in runs:
-            self.stop(handle, worker_shutdown())
-        logger.info("worker shutdown: asked %d listeners to stop", len(runs))
+        bound = self.settings.listener_handoff_seconds
+        if self.hand_over is None or bound <= 0 or not runs:
+            for handle in runs:
+                self.stop(handle, worker_shutdown())
+            logger.info("worker shutdown: asked %d listeners to stop", len(runs))
+            return len(runs)
+        threading.Thread(
+            target=self._hand_over_all,
+            args=(self.hand_over, runs, bound),
+            name="kickoff-handover",
+            daemon=True,
+        ).start()
+        logger.info("worker shutdown: handing %d listeners over to other workers", len(runs))
         return len(runs)
+
+    def _hand_over_all(self, hand_over: HandOver, runs: list[RunHandle], bound: float) -> None:
+        """Queue the successors, stop each run whose successor waits, the rest once ``bound`` passed.
+
+        A run already told to stop (an operator stop, a lost lock) gets no successor.
+        """
+        waiting = {handle.ctx.match_id: handle for handle in runs if handle.cause is None}
+        deadline = time.monotonic() + bound
+        try:
+            if waiting:
+                self.barriers.clear_handovers(list(waiting))
+                hand_over(sorted(waiting))
+        except Exception:
+            logger.exception("handing %d listeners over failed: stopping them now", len(waiting))
+            deadline = 0.0
+        finally:
+            if not database.is_closed():
+                database.close()
+        poll = self.settings.listener_handoff_poll_seconds
+        while waiting and time.monotonic() < deadline:
+            try:
+                ready = self.barriers.handovers_ready(list(waiting))
+            except KickoffError as exc:
+                logger.warning("hand-off: reading the waiting successors failed: %s", exc)
+                ready = set()
+            for match_id in ready:
+                logger.info("match %s: its successor waits: stopping here", match_id)
+                self.stop(waiting.pop(match_id), worker_shutdown(successor_waiting=True))
+            if waiting:
+                time.sleep(poll)
+        for match_id, handle in waiting.items():
+            logger.warning(
+                "match %s: no successor waited within %g s: stopping, then handing off", match_id, bound
+            )
+            self.stop(handle, worker_shutdown())
 
     def close(self) -> None:
         """Stop the threads (tests)."""
         self.heartbeat.stop()
         self.stop_watch.stop()
         self.lease_keeper.stop()
+        self.reaper.stop()

@@ -111,6 +111,7 @@ def start_match_listener(
     services: ListenerServices,
     on_consumed: Callable[[], None] | None = None,
     local: dict[str, Any] | None = None,
+    handoff: bool = False,
 ) -> StartResult:
     """Start (and run, for the whole game) the listener of one match; see the module docstring.
 
@@ -122,17 +123,25 @@ def start_match_listener(
     with ``success=False``. ``on_consumed`` is called once the message is consumed (from then on
     a re-delivery does nothing): the RabbitMQ broker acks the delivery there. ``local`` is the
     calling process's own settings of the run (``kickoff listen``), never a message's.
+    ``handoff``: the successor start a graceful shutdown queued while the match still streams on
+    the stopping worker; it says it waits, then waits (outside any database slot) until the start
+    lock is free, for at most twice LISTENER_HANDOFF_SECONDS, and goes on like any start.
 
     Steps: consume the message, check the guards, abandon dead runs, take the start lock (all
-    under one database slot), then run and record the outcome.
+    under one database slot; a hand-off waits between the guards and the lock), then run and
+    record the outcome.
     """
     mid = str(uuid.UUID(str(match_id)))
     with services.db_slot():
-        taken = (
-            _consume_message(mid, message_id, barriers=barriers, on_consumed=on_consumed)
-            or _check_guards(mid, overrides, force, barriers=barriers, services=services)
-            or _take_start_lock(mid, force, settings=settings, barriers=barriers)
-        )
+        taken = _consume_message(
+            mid, message_id, barriers=barriers, on_consumed=on_consumed
+        ) or _check_guards(mid, overrides, force, barriers=barriers, services=services)
+        if taken is None and not handoff:
+            taken = _take_start_lock(mid, force, settings=settings, barriers=barriers)
+    if taken is None:  # a hand-off's successor
+        _await_predecessor(mid, settings=settings, barriers=barriers)
+        with services.db_slot():
+            taken = _take_start_lock(mid, force, settings=settings, barriers=barriers)
     if isinstance(taken, Skip):
         logger.info("match %s: start %s: %s", mid, message_id, taken)
         return StartResult(match_id=mid, message_id=message_id, skipped=taken)
@@ -211,6 +220,19 @@ def _check_guards(
         barriers.clear_pending(mid)
         return Skip.EXHAUSTED
     return None
+
+
+def _await_predecessor(mid: str, *, settings: MatchListenerEnvironment, barriers: Barriers) -> None:
+    """Say this successor waits, then wait until the start lock is free (bounded; see the caller)."""
+    bound = 2 * settings.listener_handoff_seconds
+    barriers.announce_handover(mid, ttl_seconds=bound + 1)
+    deadline = time.monotonic() + bound
+    while barriers.start_lock_holder(mid) is not None:
+        if time.monotonic() >= deadline:
+            logger.warning("match %s: hand-off: the start lock is still held after %g s", mid, bound)
+            break
+        time.sleep(settings.listener_handoff_poll_seconds)
+    barriers.clear_handovers([mid])
 
 
 def _take_start_lock(

@@ -25,6 +25,7 @@ class GapCounts:
     gap_seconds: float = 0.0
     events_backfilled: int = 0
     gaps_unrecovered: int = 0
+    events_unrecovered: int = 0  # what the comparison at close still found missing
 
     def as_row(self) -> dict[str, float | int]:
         return {**asdict(self), "gap_seconds": round(self.gap_seconds, 3)}

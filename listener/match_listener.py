@@ -39,6 +39,7 @@ from listener.match_info import MatchInfo, load_match, stream_status_of
 from listener.pipeline import Pipeline, RecordOnlyPipeline, load_pipeline
 from listener.recovery import Recovery
 from listener.stream import OVERSIZE, FeedConnection, StreamConfig, subscribe_url
+from listener.verify import Verification
 from models.status import DELAYED, TERMINAL, Phase, apply_stream_status, normalise, phase_of
 
 logger = logging.getLogger(__name__)
@@ -302,12 +303,36 @@ class MatchListener:
             return
         try:
             if self._ctx.may_write():
-                recovery.finish(game_over=game_over and not self._stop.is_set(), handle=self._process)
+                verification = recovery.finish(
+                    game_over=game_over and not self._stop.is_set(), handle=self._process
+                )
                 self._write_gaps()
+                if verification is not None:
+                    self._record_verification(verification)
         except OSError:
             logger.exception("match %s: the last backfill could not be written", self._ctx.match_id)
         finally:
             recovery.close()
+
+    def _record_verification(self, verification: Verification) -> None:
+        """The game is over: its archive compared with the play-by-play, stored on the match."""
+        self._log.write(
+            "archive verification: %s (%d missing, %d extra, %d differing of %d events)",
+            "ok" if verification.ok else "not ok",
+            len(verification.missing),
+            len(verification.extra),
+            len(verification.differing),
+            verification.events,
+        )
+        if not self._info.has_row:
+            return
+        from listener.verify_store import record_verification
+
+        try:
+            with self._gate():
+                record_verification(self._ctx.match_id, verification)
+        except DatabaseUnavailable as exc:
+            logger.warning("match %s: archive verification not stored: %s", self._ctx.match_id, exc)
 
     def _write_gaps(self) -> None:
         """Write the run's gap counts on its lifecycle row (not in a dry run, never once fenced)."""

@@ -6,7 +6,8 @@ feed sends them and ``listener_resume`` is on (the feed replays what was missed)
 the feed refuses the resume, ask the Backfiller for the play-by-play. A run that starts where an
 earlier run's archive ends, or late into a live game, backfills once it is connected. A run that
 ends because the game is over fetches the play-by-play once more, so a gap whose backfill had
-failed is recovered before the archive is closed.
+failed is recovered before the archive is closed, and compares the archive with it (stored on the
+match: its archive verification; backfill off, the comparison alone).
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ import requests
 
 from config.errors import PlayByPlayError
 from config.settings import MatchListenerEnvironment
-from listener.archive import EventArchive
+from listener.archive import EventArchive, read_events
 from listener.backfill import Backfiller, merge
 from listener.gaps import GapCounts, GapTracker
-from listener.play_by_play import fetch_play_by_play
+from listener.play_by_play import PlayByPlay, fetch_play_by_play, play_by_play_url
+from listener.verify import Verification, compare
 
 logger = logging.getLogger(__name__)
 
@@ -168,34 +170,39 @@ class Recovery:
         if self.backfiller is not None:
             self.backfiller.close()
 
-    def finish(self, *, game_over: bool, handle: Callable[[dict[str, Any]], None]) -> None:
-        """The run ends: merge what was fetched; once the game is over, fetch the play-by-play once more."""
-        if self.backfiller is None:
+    def finish(self, *, game_over: bool, handle: Callable[[dict[str, Any]], None]) -> Verification | None:
+        """The run ends: merge what was fetched; once the game is over, fetch the play-by-play once more,
+        merge it and compare the archive with it (returned; None when it could not be fetched)."""
+        if self.backfiller is None:  # backfill off: the gaps stay as they are, the comparison is made
             self.gaps.given_up()
-            return
+            return self._final_fetch(handle, merging=False) if game_over else None
         if self.backfiller.busy:
             self.backfiller.wait(self.settings.listener_connect_timeout_seconds)
         self.merge(handle)
         self.backfiller.close()
-        if game_over:
-            self._final_fetch(handle)
+        verification = self._final_fetch(handle) if game_over else None
         self.gaps.given_up()  # whatever is still pending was not recovered by this run
+        return verification
 
-    def _final_fetch(self, handle: Callable[[dict[str, Any]], None]) -> None:
+    def _final_fetch(
+        self, handle: Callable[[dict[str, Any]], None], *, merging: bool = True
+    ) -> Verification | None:
         s = self.settings
-        assert self.backfiller is not None
         with requests.Session() as session:
             try:
                 pbp = fetch_play_by_play(
                     session,
-                    self.backfiller.url,
+                    play_by_play_url(s, league=self.league, sr_id=self.sr_id),
                     api_key=s.sportradar_api_key.get_secret_value(),
                     timeout=(s.listener_connect_timeout_seconds, s.listener_read_timeout_seconds),
                     match_id=self.match_id,
                 )
             except PlayByPlayError as exc:
                 logger.warning("match %s final backfill failed: %s", self.match_id, exc)
-                return
+                return None
+        if not merging:
+            self.archive.flush()
+            return self._compared(pbp)
         held = self.gaps.held_before
         recorded = merge(
             pbp,
@@ -208,3 +215,9 @@ class Recovery:
         self.gaps.recovered(recorded)
         if recorded:
             logger.info("match %s final backfill recorded %d events", self.match_id, recorded)
+        return self._compared(pbp)
+
+    def _compared(self, pbp: PlayByPlay) -> Verification:
+        verification = compare(read_events(self.archive.path), pbp)
+        self.gaps.counts.events_unrecovered = len(verification.missing)
+        return verification

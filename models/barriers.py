@@ -18,6 +18,8 @@ stop_match_listener_{id}                   stop flag TTL    operator stop: runni
 revoked_message_{message id}               active age       a queued start that must not run
 listener_worker_{lease id}                 worker lease     a listener worker process is alive;
                                                             renewed every lease / 4
+handover_ready_{id}                        2 x hand-off + 1 a graceful shutdown's successor start
+                                                            waits for the match's start lock
 redis_epoch                                none             "{id}:{unix s}" written when found
                                                             missing: Redis lost its data then
 scheduler_tick_{entry}_{YYYYmmddTHHMM}     tick TTL (1 h)   one send per periodic entry and slot
@@ -302,6 +304,7 @@ class Barriers:
     stop_flag_key = _key_of("stop_match_listener_")
     revoked_key = _key_of("revoked_message_")  # of a message id
     worker_lease_key = _key_of("listener_worker_")  # of a lease id
+    handover_key = _key_of("handover_ready_")
 
     def tick_key(self, entry: str, slot: str) -> str:
         return f"{self.prefix}scheduler_tick_{entry}_{slot}"
@@ -509,6 +512,25 @@ class Barriers:
 
     # -- stop flags and revoked messages -------------------------------------------
 
+    # -- graceful hand-off -----------------------------------------------------------
+
+    @_redis_errors
+    def announce_handover(self, match_id: object, *, ttl_seconds: float) -> None:
+        """A successor start of ``match_id`` waits for the start lock (the stopping run may stop now)."""
+        self.client.set(self.handover_key(match_id), "1", px=max(1, int(ttl_seconds * 1000)))
+
+    @_redis_errors
+    def handovers_ready(self, match_ids: Iterable[object]) -> set[str]:
+        """Which of ``match_ids`` have a successor waiting, in one round trip (MGET)."""
+        return self._set_among(self.handover_key, match_ids)
+
+    @_redis_errors
+    def clear_handovers(self, match_ids: Iterable[object]) -> None:
+        """Forget the waiting marks of ``match_ids`` (before a hand-off: none is left from an older one)."""
+        keys = [self.handover_key(m) for m in match_ids]
+        if keys:
+            self.client.delete(*keys)
+
     @_redis_errors
     def set_stop_flag(self, match_id: object, *, ttl_seconds: float = 300.0) -> None:
         """Ask the running listener of ``match_id`` to stop (exit 15): the flag, then a push."""
@@ -613,6 +635,16 @@ class Barriers:
         """Whether any periodic entry claimed the minute slot of ``at``."""
         pattern = self.tick_key("*", tick_slot(at))
         return next(iter(self.client.scan_iter(match=pattern, count=1000)), None) is not None
+
+    @_redis_errors
+    def newest_tick_at(self) -> datetime | None:
+        """The start (UTC) of the newest minute slot any periodic entry claimed; None when none is kept."""
+        slots = (
+            str(_text(k)).rsplit("_", 1)[1]
+            for k in self.client.scan_iter(match=self.tick_key("*", "*"), count=1000)
+        )
+        newest = max(slots, default=None)
+        return None if newest is None else datetime.strptime(newest, "%Y%m%dT%H%M").replace(tzinfo=UTC)
 
     # -- clearing --------------------------------------------------------------------
 

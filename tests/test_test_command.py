@@ -67,12 +67,18 @@ def _installed_binary(name: str) -> str:
 
 
 @pytest.mark.e2e
-def test_missing_chromium_and_pgbouncer_are_installed_then_pytest_runs_with_the_arguments(tmp_path):
-    hidden = ["/usr/bin/chromium", _installed_binary("pgbouncer")]
+def test_missing_chromium_pgbouncer_and_promtool_are_installed_then_pytest_runs_with_the_arguments(tmp_path):
+    hidden = ["/usr/bin/chromium", _installed_binary("pgbouncer"), _installed_binary("promtool")]
     done = _run_hiding(tmp_path, hidden, "tests/test_import_graph.py", "-q", "-k", "layers_below")
     assert done.returncode == 0, done.stdout + done.stderr
     calls = (tmp_path / "apt-get.log").read_text().splitlines()
-    assert calls == ["install -y chromium", "update", "install -y chromium", "install -y pgbouncer"]
+    assert calls == [
+        "install -y chromium",
+        "update",
+        "install -y chromium",
+        "install -y pgbouncer",
+        "install -y prometheus",
+    ]
     assert re.search(r"\b1 passed", done.stdout), done.stdout
 
 

@@ -73,11 +73,16 @@ def readyz(request: Request) -> JSONResponse:
     Each service is ``ok`` or ``failing``: why (and where) is in the server's log, not the answer.
     An answer is kept 2 s: callers in that window share one round of probes.
     """
-    ctx = ctx_of(request)
-    body, status = ctx.readiness.answer(
-        lambda: _probe(ctx), on_probe=request.app.state.metrics.readiness_probes.inc
-    )
+    body, status = _readiness(request)
     return JSONResponse(body, status_code=status)
+
+
+def _readiness(request: Request) -> tuple[dict[str, object], int]:
+    """The kept /readyz answer, else a new round of probes; recorded in kickoff_readiness_service_ok."""
+    ctx, metrics = ctx_of(request), request.app.state.metrics
+    body, status = ctx.readiness.answer(lambda: _probe(ctx), on_probe=metrics.readiness_probes.inc)
+    metrics.observe_readiness(body["services"])
+    return body, status
 
 
 def _probe(ctx: ApiContext) -> tuple[dict[str, object], int]:
@@ -100,5 +105,6 @@ def _probe(ctx: ApiContext) -> tuple[dict[str, object], int]:
     responses={200: {"description": "Prometheus text exposition.", "content": {CONTENT_TYPE_LATEST: {}}}},
 )
 def metrics(request: Request) -> Response:
-    """Prometheus text: this process's request latency plus the deployment's state read now."""
+    """Prometheus text: this process's request latency and readiness plus the deployment's state read now."""
+    _readiness(request)
     return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

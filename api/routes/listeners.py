@@ -12,6 +12,7 @@ from api.errors import error_responses
 from api.headers import actor_of, ctx_of, request_id_of
 from api.openapi import also_200
 from api.schemas import (
+    ArchiveVerificationAnswer,
     AutoDispatchBody,
     DispatchBody,
     PathId,
@@ -21,6 +22,7 @@ from api.schemas import (
     SweepBody,
 )
 from config.clock import utcnow
+from lifecycle.archive_verify import verify_match_archive
 from lifecycle.board import listener_board
 from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
 from lifecycle.dispatch import dispatch_upcoming_match_listeners, request_start
@@ -64,6 +66,15 @@ def show_match(match_id: PathId, request: Request) -> dict[str, Any]:
         "auto_dispatch": match.auto_dispatch_listener,
         "listener": entries[0].as_dict() if entries else None,
     }
+
+
+@router.get("/v1/matches/{match_id}/archive/verify", responses=error_responses(502))
+def verify_archive(match_id: PathId, request: Request) -> ArchiveVerificationAnswer:
+    """Compare the match's listener archive with the provider's play-by-play and store the outcome (as
+    `kickoff matches verify-archive --json`); 502/503 name SPORTRADAR_BASE_URL when the play-by-play
+    cannot be had."""
+    result = verify_match_archive(match_id, settings=ctx_of(request).settings)
+    return ArchiveVerificationAnswer(**result.as_dict())
 
 
 @router.post(
@@ -163,7 +174,10 @@ def sweep(request: Request, body: SweepBody | None = None) -> dict[str, Any]:
     ctx = ctx_of(request)
     body = body or SweepBody()
     result = sweep_stale_match_listeners(
-        heartbeat_stale_seconds=body.heartbeat_stale_seconds, settings=ctx.settings, barriers=ctx.barriers
+        heartbeat_stale_seconds=body.heartbeat_stale_seconds,
+        settings=ctx.settings,
+        barriers=ctx.barriers,
+        send_backfill=ctx.send_backfill(),
     )
     record_audit(
         actor=actor_of(request),

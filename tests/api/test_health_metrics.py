@@ -6,6 +6,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from models.listener_record import MatchListenerRecord
+from models.match import Match
 from tests.api.conftest import bearer
 from tests.api.test_triggers import LINEUP
 
@@ -40,8 +41,12 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 def test_metrics_text_parses_and_reports_shared_state(api, api_server, make_match):
     match = make_match(status="inprogress")
-    MatchListenerRecord.create(match=match, exit_code=11, ended_at=match.scheduled)
-    MatchListenerRecord.create(match=match)  # open: Running
+    MatchListenerRecord.create(
+        match=match, exit_code=11, ended_at=match.scheduled, gaps=2, events_backfilled=7
+    )
+    MatchListenerRecord.create(match=match, gaps=1, events_unrecovered=1)  # open: Running
+    Match.update(archive_verification={"ok": False}).where(Match.id == match.id).execute()
+    make_match(status="closed", archive_verification={"ok": True})
     assert api.post("/v1/trigger/lineup", json=LINEUP).status_code == 202
     assert api.post("/v1/trigger/lineup", json={}).status_code == 422
     assert api.post("/v1/runs", json={"job": "noop", "params": {}}).status_code == 202
@@ -53,6 +58,10 @@ def test_metrics_text_parses_and_reports_shared_state(api, api_server, make_matc
     assert samples[("kickoff_listener_failures_total", ())] == 1
     assert ("kickoff_listener_oldest_heartbeat_age_seconds", ()) in samples
     assert samples[("kickoff_listener_exhausted_matches", ())] == 0
+    assert samples[("kickoff_listener_gaps_total", ())] == 3
+    assert samples[("kickoff_events_backfilled_total", ())] == 7
+    assert samples[("kickoff_events_unrecovered_total", ())] == 1
+    assert samples[("kickoff_archive_verifications_failed", ())] == 1
     assert samples[("kickoff_outbox_dead", ())] == 0
     assert ("kickoff_outbox_oldest_pending_age_seconds", ()) in samples
     assert (

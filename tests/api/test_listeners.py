@@ -181,3 +181,22 @@ def test_a_sweep_sets_a_poisoned_row_aside_cleans_the_rest_and_counts_it_in_metr
         assert barriers.start_lock_holder(match.id) is None and not barriers.is_pending(match.id)
     after = _samples(httpx.get(api_server.url + "/metrics", timeout=60).text)[metric]
     assert after == before + 1
+
+
+def test_archive_verify_answers_the_comparison_and_names_the_setting_when_the_feed_fails(
+    api, make_match, feed_documents
+):
+    match = make_match(status="closed")
+    url = f"/v1/matches/{match.id}/archive/verify"
+    assert api.get(f"/v1/matches/{uuid.uuid4()}/archive/verify").status_code == 404
+
+    broken = api.get(url)  # the feed answers 404 for this game: not a play-by-play
+    assert broken.status_code == 502, broken.text
+    assert broken.json()["setting"] == "SPORTRADAR_BASE_URL" and "http" not in broken.json()["error"]
+
+    path = f"/nfl/trial/games/{match.sr_id}/pbp.json"
+    feed_documents[path] = {"game": {"id": match.sr_id}, "events": [{"id": "e1"}, {"id": "e2"}]}
+    answer = api.get(url)
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"ok": False, "missing": ["e1", "e2"], "extra": [], "differing": [], "events": 2}
+    assert Match.get_by_id(match.id).archive_verification["missing_count"] == 2

@@ -95,7 +95,7 @@ def test_a_4xx_is_never_retried(fast, status, body, error):
 
 
 def test_a_timeout_is_retried(fast):
-    script = Script([(0, {}), OK])
+    script = Script([(0, {}), OK], hang_seconds=2.0)  # past the client's 0.5 s timeout
     sleeps: list[float] = []
     with failing_server(script) as url:
         http = HttpTriggerClient(

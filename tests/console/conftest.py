@@ -10,11 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.api.conftest import SERVER_ENV, Server, key_per_scope, server_env, serving
+from tests.api.conftest import SERVER_ENV, Server, feed_documents, key_per_scope, server_env, serving
 from tests.lifecycle.conftest import SHORT
 from tests.publisher.conftest import pub_settings, publisher
 
-__all__ = ["pub_settings", "publisher", "server_env"]
+__all__ = ["feed_documents", "pub_settings", "publisher", "server_env"]
 
 #: The server reads the board with the listener workers' intervals (badges judged the same way)
 #: and pushes board changes every 0.3 s.

@@ -15,6 +15,7 @@ from api.auth import RULES, Need
 from api.keys import Scope, create_key, list_keys, revoke_key
 from config.clock import utcnow
 from models.listener_record import MatchListenerRecord
+from models.match import Match
 from tests.console.conftest import write_archive
 
 pytestmark = pytest.mark.services
@@ -242,7 +243,16 @@ def test_the_match_card_shows_runs_archive_log_settings_and_barriers(
         ended_at=started + timedelta(seconds=90),
         exit_code=3,
         exit_reason="listener_force_exit_code",
+        gaps=2,
+        gap_seconds=3.14,
+        events_backfilled=14,
+        gaps_unrecovered=1,
     )
+    verification = {"ok": False, "events": 5, "missing": ["ev-9"], "extra": [], "differing": ["ev-2"]}
+    counts = {"missing_count": 1, "extra_count": 0, "differing_count": 1}
+    Match.update(archive_verification={**verification, **counts}, archive_verified_at=utcnow()).where(
+        Match.id == match.id
+    ).execute()
     archive = write_archive(test_env["DATA_DIR"], "nfl", match.sr_id, events=4)
     log = archive.parent / f"{archive.stem}.{str(record.id)[:8]}.log"
     log.write_text("first line\nlast line of the run\n")
@@ -253,6 +263,10 @@ def test_the_match_card_shows_runs_archive_log_settings_and_barriers(
     assert "4 events" in card and "last line of the run" in card
     assert "listener_dry_run=true" in card
     assert "Lock holder" in card and "Attempts" in card
+    assert "2 gaps, 3.1s without a stream, 14 backfilled" in card and "1 unrecovered" in card
+    assert 'data-archive-ok="no"' in card and "<code>ev-9</code>" in card and "<code>ev-2</code>" in card
+    board = op.client.get("/").text
+    assert "2 (3.1s, 14 back, 1 unrecovered)" in board and "1 missing, 1 differing" in board
     download = op.client.get(f"/matches/{match.id}/archive")
     assert download.status_code == 200 and len(download.json()) == 4
     assert "last line" in op.client.get(f"/matches/{match.id}/runs/{record.id}/log").text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -309,3 +311,56 @@ def static_feed() -> Iterator[Callable[[dict[str, Any]], str]]:
     for server in servers:
         server.shutdown()
         server.server_close()
+
+
+#: Default lease and stale threshold; a heartbeat every 5 s so a test sees rows being written.
+REAL_WORKER_DEFAULTS = {
+    "LISTENER_HEARTBEAT_INTERVAL_SECONDS": "5",
+    "LISTENER_HEARTBEAT_STALE_SECONDS": "180",
+    "LISTENER_LOCK_LOSS_GRACE_SECONDS": "2",
+    "LISTENER_STOP_POLL_SECONDS": "1",
+    "LISTENER_WORKER_LEASE_SECONDS": "8",
+    "LISTENER_REAPER_POLL_SECONDS": "0.5",
+    "LISTENER_HANDOFF_SECONDS": "5",
+    "LISTENER_HANDOFF_POLL_SECONDS": "0.05",
+}
+
+
+@pytest.fixture
+def real_ctx(lifecycle_env, redis_client, monkeypatch) -> dict[str, Any]:
+    """Settings and barriers at REAL_WORKER_DEFAULTS (also in os.environ) for tests on real workers."""
+    for key, value in REAL_WORKER_DEFAULTS.items():
+        monkeypatch.setenv(key, value)
+    settings = MatchListenerEnvironment(_env_file=None)
+    return {"settings": settings, "barriers": Barriers.from_settings(settings, client=redis_client)}
+
+
+@pytest.fixture
+def deploy(repo_root, subprocess_env, lifecycle_env, tmp_path, amqp_vhost):
+    """``deploy(restart_cmd)``: run deploy/staging-deploy.sh on this run's services; its stdout."""
+    from publisher.amqp import AmqpPublisher
+    from publisher.queues import OUTBOX_QUEUES
+
+    with AmqpPublisher(url=amqp_vhost) as admin:
+        admin.declare_durable(list(OUTBOX_QUEUES))  # so the deploy's `kickoff check` passes
+    env_file = tmp_path / "kickoff.env"
+    env_file.write_text("".join(f"{k}='{v}'\n" for k, v in {**lifecycle_env, **REAL_WORKER_DEFAULTS}.items()))
+
+    def run(restart_cmd: str) -> str:
+        env = {
+            **subprocess_env,
+            "KICKOFF_ENV_FILE": str(env_file),
+            "KICKOFF": str(Path(sys.executable).parent / "kickoff"),
+            "RESTART_CMD": restart_cmd,
+        }
+        done = subprocess.run(
+            [str(repo_root / "deploy/staging-deploy.sh")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    return run

@@ -43,6 +43,16 @@ BOARD_ENTRY_KEYS = {
     "reason",
     "host",
     "pid",
+    "gaps",
+    "gap_seconds",
+    "events_backfilled",
+    "gaps_unrecovered",
+    "events_unrecovered",
+    "archive_ok",
+    "archive_missing",
+    "archive_extra",
+    "archive_differing",
+    "archive_verified_at",
 }
 
 
@@ -132,6 +142,7 @@ def start(match: Any, *, settings: Any, barriers: Any, services: Any, **kw: Any)
         settings=settings,
         barriers=barriers,
         services=services,
+        handoff=kw.pop("handoff", False),
     )
 
 

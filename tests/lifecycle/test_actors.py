@@ -4,12 +4,13 @@ dispatch passes is_test=True, and start_match_listener has no time limit."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
 from lifecycle.dispatch import request_start
 from tests.lifecycle.conftest import BOTH_BROKERS, wait_for
-from tests.lifecycle.helpers import live_row, quick, rows_of
+from tests.lifecycle.helpers import dead_run, live_row, quick, rows_of
 
 QUEUE = "match_listeners"
 
@@ -96,6 +97,19 @@ def test_the_develop_dispatch_passes_is_test_true(make_match, broker_keys):
     assert result["match_ids"] == [str(test_match.id)] and result["enqueued"] == 1
     queued, _ = broker_keys(QUEUE)
     assert len(queued) == 1
+
+
+def test_a_sweep_that_reaps_a_dead_workers_row_dispatches_its_match_again_at_once(
+    make_match, lbarriers, broker_keys
+):
+    from actors.listeners import sweep_stale_match_listeners
+
+    match = make_match(status="inprogress")
+    dead = dead_run(match, lbarriers)  # a row whose heartbeat is long past the stale threshold
+    result = sweep_stale_match_listeners.fn()
+    assert result["matches"] == [str(match.id)] and rows_of(match)[0].id == uuid.UUID(dead)
+    queued, _ = broker_keys(QUEUE)
+    assert len(queued) == 1  # not left waiting for the next dispatch tick
 
 
 def test_start_match_listener_has_no_time_limit_and_no_retries():

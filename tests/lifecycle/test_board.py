@@ -145,6 +145,56 @@ def test_the_reason_column_shows_the_closing_reason(board, make_match):
     assert (entry.badge, entry.exit_code, entry.reason) == ("Ended", 11, "HTTP 404")
 
 
+def test_the_board_shows_the_newest_runs_gaps_and_the_last_archive_verification(board, make_match, kick):
+    from models.match import Match
+
+    match = make_match(status="closed", sr_id="sr:match:gappy")
+    record_id = a_row(match, age=30, exit_code=0, reason="game over")
+    MatchListenerRecord.update(gaps=2, gap_seconds=3.14, events_backfilled=14, events_unrecovered=1).where(
+        MatchListenerRecord.id == record_id
+    ).execute()
+    stored = {
+        "ok": False,
+        "events": 9,
+        "missing": ["x"] * 3,
+        "missing_count": 120,
+        "extra": [],
+        "extra_count": 0,
+    }
+    Match.update(archive_verification={**stored, "differing": [], "differing_count": 0}).where(
+        Match.id == match.id
+    ).execute()
+    plain = make_match(status="inprogress")
+    a_row(plain)
+
+    entry, other = board()[str(match.id)], board()[str(plain.id)]
+    assert (entry.gaps, entry.gap_seconds, entry.events_backfilled, entry.events_unrecovered) == (
+        2,
+        3.1,
+        14,
+        1,
+    )
+    assert (entry.archive_ok, entry.archive_missing, entry.archive_text) == (False, 120, "120 missing")
+    assert entry.gaps_text == "2 (3.1s, 14 back, 1 lost)"
+    assert (other.gaps_text, other.archive_text, other.archive_ok) == ("0", "-", None)
+    [line] = [ln for ln in kick("listeners", "status").splitlines() if "sr:match:gappy" in ln]
+    assert "2 (3.1s, 14 back, 1 lost)" in line and "120 missing" in line
+    shown = json.loads(kick("matches", "show", str(match.id), "--json"))
+    assert shown["runs"][0]["gaps"] == 2 and shown["archive"]["verification"]["missing_count"] == 120
+    assert "120 missing (9 events)" in kick("matches", "show", str(match.id))
+
+
+@pytest.mark.unit
+def test_gap_and_archive_cells_are_compact():
+    from lifecycle.board import archive_cell, gaps_cell
+
+    assert gaps_cell(None, None, None) == "-" and gaps_cell(0, 0.0, 0) == "0"
+    assert gaps_cell(2, 3.14, 14) == "2 (3.1s, 14 back)"
+    assert gaps_cell(1, 60.0, 0, 1, 0) == "1 (60.0s, 0 back, 1 unrecovered)"
+    assert archive_cell(None, None, None, None) == "-" and archive_cell(True, 0, 0, 0) == "ok"
+    assert archive_cell(False, 3, 0, 1) == "3 missing, 1 differing"
+
+
 def test_an_unknown_match_is_not_found_and_a_known_one_is_shown_with_nothing(board, make_match):
     from config.errors import MatchNotFound
 
@@ -190,6 +240,8 @@ def test_status_prints_a_header_and_a_reason_column(kick, make_match, lbarriers)
         "exh",
         "pend",
         "dispatch",
+        "gaps",
+        "archive",
         "reason",
     ]
     [ended_line] = [ln for ln in lines if "sr:match:ended" in ln]

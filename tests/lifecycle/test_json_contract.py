@@ -67,7 +67,7 @@ def _dead_letter(env: dict[str, str]) -> str:
     return message.message_id
 
 
-def test_every_json_command_prints_one_object(json_of, lifecycle_env, tmp_path):
+def test_every_json_command_prints_one_object(json_of, lifecycle_env, tmp_path, static_feed, monkeypatch):
     run = json_of
     run("db", "migrate")
     run("db", "status")
@@ -85,6 +85,10 @@ def test_every_json_command_prints_one_object(json_of, lifecycle_env, tmp_path):
     run("matches", "set-dispatch", match_id, "on")
     assert run("matches", "list")["matches"]
     run("matches", "show", match_id)
+    pbp = {"game": {"id": "sr:match:j"}, "events": [{"id": "e1"}]}
+    monkeypatch.setenv("SPORTRADAR_BASE_URL", static_feed({"/nfl/trial/games/sr:match:j/pbp.json": pbp}))
+    assert run("matches", "verify-archive", match_id, codes=(1,))["missing"] == ["e1"]
+    assert run("matches", "backfill", match_id)["backfilled"] == 1
     run("listeners", "start", match_id)
     run("listeners", "status")
     run("listeners", "dispatch")

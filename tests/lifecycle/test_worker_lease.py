@@ -172,6 +172,34 @@ def test_a_run_whose_lease_cannot_be_renewed_stops_itself_before_the_lease_expir
         services.close()
 
 
+def test_a_shutdown_keeps_streaming_until_its_successor_waits_which_starts_once_the_lock_is_free(
+    make_match, lifecycle_env, lbarriers, services, runner
+):
+    # A bound far above the test's waits: only the waiting successor can end the old run.
+    settings = MatchListenerEnvironment(_env_file=None, listener_handoff_seconds=60)
+    sent: list[str] = []
+    redispatched: list[str] = []
+    old = ListenerServices(
+        settings=settings, barriers=lbarriers, hand_over=sent.extend, redispatch=redispatched.extend
+    )
+    match = make_match()
+    try:
+        first = runner(start, match, settings=settings, barriers=lbarriers, services=old)
+        [row] = wait_for(lambda: open_rows(match))
+        old.shutdown_all()
+        wait_for(lambda: sent == [str(match.id)])  # the successor start is queued first
+        assert not first.done() and [r.id for r in open_rows(match)] == [row.id]  # still streaming
+        second = runner(start, match, settings=settings, barriers=lbarriers, services=services, handoff=True)
+        assert first.result(timeout=30).exit_code == 14
+        [new] = wait_for(lambda: [r for r in open_rows(match) if r.id != row.id])
+        old_row = MatchListenerRecord.get_by_id(row.id)
+        assert old_row.exit_reason == "worker shutdown" and new.created_at >= old_row.ended_at
+        assert lbarriers.start_lock_holder(match.id) == str(new.id)
+        assert not second.done() and redispatched == []  # no second start: the successor runs
+    finally:
+        old.close()
+
+
 def test_an_operator_stop_is_pushed_to_the_running_listener_without_waiting_for_the_poll(
     make_match, lifecycle_env, lbarriers, runner
 ):

@@ -1,47 +1,33 @@
-"""Real listener workers killed or paused mid-game: their matches stream again within seconds, never twice.
+"""Real listener workers killed, paused or stopped mid-game: their matches stream again soon, never twice.
 
-These run at the default lease (20 s) and a stale threshold of 180 s, so only the worker lease
-can bring a match back before the test's deadline: the heartbeat's stale path would need minutes.
+These run at the default lease (8 s), reaper poll (0.5 s) and hand-off bound (5 s) and a stale
+threshold of 180 s, so only the worker lease (or the hand-off) can bring a match back before the
+test's deadline: the heartbeat's stale path would need minutes.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from config.settings import MatchListenerEnvironment
-from models.barriers import Barriers
 from models.listener_record import MatchListenerRecord
-from tests.lifecycle.conftest import BOTH_BROKERS, wait_for
+from tests.lifecycle.conftest import BOTH_BROKERS, REAL_WORKER_DEFAULTS, wait_for
 from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, open_rows, rows_of
 from tests.private_redis import PrivateRedis
 
 pytestmark = pytest.mark.e2e
 
-#: Default lease and stale threshold; a heartbeat every 5 s so a test sees rows being written.
-DEFAULTS = {
-    "LISTENER_HEARTBEAT_INTERVAL_SECONDS": "5",
-    "LISTENER_HEARTBEAT_STALE_SECONDS": "180",
-    "LISTENER_LOCK_LOSS_GRACE_SECONDS": "2",
-    "LISTENER_STOP_POLL_SECONDS": "1",
-    "LISTENER_WORKER_LEASE_SECONDS": "20",
-}
-#: Before the stale path could act (180 s), after the lease path should have (45 s at most).
+DEFAULTS = REAL_WORKER_DEFAULTS
+#: Before the stale path could act (180 s), long after the lease path should have (10 s).
 RECOVERY_DEADLINE = 120.0
 
 
 @pytest.fixture
-def ctx(lifecycle_env, redis_client, monkeypatch):
-    for key, value in DEFAULTS.items():
-        monkeypatch.setenv(key, value)
-    settings = MatchListenerEnvironment(_env_file=None)
-    return {"settings": settings, "barriers": Barriers.from_settings(settings, client=redis_client)}
+def ctx(real_ctx):
+    return real_ctx
 
 
 def _restarted(match, old_id) -> bool:
@@ -100,6 +86,30 @@ def test_a_paused_worker_stops_itself_on_resume_and_never_writes_over_its_succes
     assert monitor.max_open == 1
 
 
+@BOTH_BROKERS
+def test_a_sigterm_hands_each_match_over_to_the_other_worker_which_starts_as_the_old_run_stops(
+    make_match, ctx, send_start, start_worker
+):
+    matches = [make_match(status="inprogress") for _ in range(2)]
+    with OpenRowMonitor(m.id for m in matches) as monitor:
+        old_worker = start_worker(env=DEFAULTS)
+        assert dispatch_now(ctx, send_start).enqueued == 2
+        old = {m.id: wait_for(lambda m=m: open_rows(m), timeout=30)[0].id for m in matches}
+        start_worker(env=DEFAULTS)
+        old_worker.terminate(timeout=60)  # the deploy's graceful stop, the new worker already up
+        for m in matches:
+            wait_for(lambda m=m: _restarted(m, old[m.id]), timeout=RECOVERY_DEADLINE, interval=0.1)
+    for m in matches:
+        first, second = rows_of(m)
+        assert first.exit_code == 14 and first.exit_reason == "worker shutdown"
+        assert second.ended_at is None and second.worker_lease != first.worker_lease
+        assert second.created_at >= first.ended_at  # the successor's row opened after the old one closed
+    out = old_worker.output()
+    assert out.count("its successor waits: stopping here") == 2  # handed over, not stopped then sent
+    assert "no successor waited" not in out
+    assert monitor.max_open == 1  # never two open rows (two streams) for one match
+
+
 def test_a_listener_worker_reconnects_after_the_brokers_redis_restarts_and_takes_new_starts(
     make_match, ctx, start_worker, tmp_path
 ):
@@ -124,37 +134,6 @@ def test_a_listener_worker_reconnects_after_the_brokers_redis_restarts_and_takes
         wait_for(lambda: open_rows(second), timeout=RECOVERY_DEADLINE, interval=0.2)
         assert [r.id for r in open_rows(first)] == [running.id]  # never interrupted
         broker.close()
-
-
-@pytest.fixture
-def deploy(repo_root, subprocess_env, lifecycle_env, tmp_path, amqp_vhost):
-    """``deploy(restart_cmd)``: run deploy/staging-deploy.sh on this run's services; its stdout."""
-    from publisher.amqp import AmqpPublisher
-    from publisher.queues import OUTBOX_QUEUES
-
-    with AmqpPublisher(url=amqp_vhost) as admin:
-        admin.declare_durable(list(OUTBOX_QUEUES))  # so the deploy's `kickoff check` passes
-    env_file = tmp_path / "kickoff.env"
-    env_file.write_text("".join(f"{k}='{v}'\n" for k, v in {**lifecycle_env, **DEFAULTS}.items()))
-
-    def run(restart_cmd: str) -> str:
-        env = {
-            **subprocess_env,
-            "KICKOFF_ENV_FILE": str(env_file),
-            "KICKOFF": str(Path(sys.executable).parent / "kickoff"),
-            "RESTART_CMD": restart_cmd,
-        }
-        done = subprocess.run(
-            [str(repo_root / "deploy/staging-deploy.sh")],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
-
-    return run
 
 
 @BOTH_BROKERS

@@ -21,7 +21,7 @@ from listener.events import FROM_PLAY_BY_PLAY, FROM_RESUME, backfilled_from, mes
 from listener.exit_codes import ExitCode
 from listener.play_by_play import PlayByPlay
 from listener.verify import compare
-from models import MatchListenerRecord, Question
+from models import Match, MatchListenerRecord, Question
 from srsim.pbp import final_events
 from srsim.script import GameScript
 from tests.listener.conftest import start_listener
@@ -112,6 +112,9 @@ def test_a_dropped_connection_loses_nothing(sim, listener_settings, make_match, 
     row = MatchListenerRecord.get_by_id(record.id)
     assert row.gaps == 1 and row.gap_seconds > 0 and row.gaps_unrecovered == 0
     assert row.events_backfilled == sources[recovered_by]
+    # The game over, the listener compared its archive with the play-by-play: stored on the match.
+    verification = Match.get_by_id(match.id).archive_verification
+    assert verification["ok"] is True and verification["events"] > 0 and row.events_unrecovered == 0
     if recovered_by == FROM_RESUME:
         assert out.listener.stats.duplicates >= 1  # the resumed message came again, not recorded again
     _assert_questions_once(match, game)
@@ -197,10 +200,12 @@ def test_with_backfill_off_a_gap_is_recorded_and_left_as_it_is(sim, listener_set
     assert out.code == ExitCode.NOT_IN_PROGRESS
     row = MatchListenerRecord.get_by_id(record.id)
     assert (row.gaps, row.gaps_unrecovered, row.events_backfilled) == (1, 1, 0)
-    assert server.pbp_requests[game.sr_id] == 0
+    assert server.pbp_requests[game.sr_id] == 1  # only the comparison once the game is over
     sent = [json.loads(line) for line in server.sessions[game.sr_id].lines]
     verdict = compare(read_events(out.listener.archive.path), PlayByPlay(game={}, events=final_events(sent)))
     assert verdict.missing  # what the gap missed is visible, not silently absent
+    stored = Match.get_by_id(match.id).archive_verification
+    assert stored["ok"] is False and stored["missing_count"] == len(verdict.missing) == row.events_unrecovered
 
 
 def test_a_long_silence_is_a_gap_and_is_backfilled(sim, listener_settings, make_match, monkeypatch):

@@ -42,8 +42,9 @@ def test_rows_that_can_never_be_published_come_first_and_are_set_aside_while_the
     down = AmqpPublisher(url=DOWN_URL, connect_timeout=1)
     pending = trigger_lineup(lineup(), publisher=down, settings=pub_settings)
     assert pending.status is TriggerStatus.PENDING
-    database.execute_sql(  # a header AMQP has no type for (a float), on a row with an action
-        "UPDATE outbox_messages SET headers = '{\"x-weight\": 1.5}' WHERE tracking_id = %s",
+    database.execute_sql(  # a header AMQP has no type for (a float), on a row with an action, due now
+        "UPDATE outbox_messages SET headers = '{\"x-weight\": 1.5}', "
+        "next_attempt_at = next_attempt_at - interval '1 second' WHERE tracking_id = %s",
         (pending.tracking_id,),
     )
     _row(headers={"x-big": 10**30})  # beyond AMQP's 64-bit integers

@@ -27,7 +27,7 @@ def uncertain_offer(amqp_vhost: str, *, reaches_broker: bool = False, **kw: Any)
     PublishUncertainError and the publisher drops the connection.
     """
     with FaultProxy(RABBITMQ) as proxy:
-        pub = AmqpPublisher(url=proxy.url_via(amqp_vhost), confirm_timeout=1.0, connect_timeout=1.0)
+        pub = AmqpPublisher(url=proxy.url_via(amqp_vhost), confirm_timeout=0.3, connect_timeout=1.0)
         try:
             pub.check_queue(TRADE_SUBMISSIONS)  # connected and declared before the link breaks
             if reaches_broker:

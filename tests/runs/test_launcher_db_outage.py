@@ -21,7 +21,8 @@ from tests.faultproxy import FaultProxy
 from tests.runs.conftest import queue_counts, read_traces
 from tests.waiting import wait_for
 
-AWAY_SECONDS = 30.0
+#: Away for six of the launcher's 2 s retries, rescans and connect timeouts; the 6 s jobs end meanwhile.
+AWAY_SECONDS = 12.0
 TERMINAL = (RunStatus.SUCCEEDED.value, RunStatus.FAILED.value, RunStatus.SKIPPED.value)
 
 

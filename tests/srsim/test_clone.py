@@ -192,3 +192,32 @@ def test_scripts_already_in_the_watched_directory_are_not_replayed(make_match, t
         assert new.sr_id in server.sessions and old.sr_id not in server.sessions
     finally:
         server.stop()
+
+
+def _message(sr_id: str, event: dict, operation: str = "create", **extra) -> dict:
+    return {
+        "payload": {"game": {"id": sr_id}, "event": event},
+        "metadata": {"match": f"sd:match:{sr_id}", "operation": operation},
+        **extra,
+    }
+
+
+@pytest.mark.unit
+def test_a_replay_holds_each_event_once_in_its_current_state_where_it_first_came():
+    from lifecycle.clone import replay_messages
+
+    sr = "g1"
+    archive = [
+        _message(sr, {"id": "a", "updated_at": "2026-01-01T00:00:01Z", "x": 1}),
+        {"kickoff": {"marker": "delay"}},
+        _message(sr, {"id": "b", "updated_at": "2026-01-01T00:00:02Z"}),
+        {"payload": {"game": {"id": sr, "status": "inprogress"}}},  # no event: kept where it is
+        _message(sr, {"id": "a", "updated_at": "2026-01-01T00:00:05Z", "x": 2}, "update"),
+        _message(sr, {"id": "c"}, kickoff={"backfilled": "play_by_play"}),
+        _message(sr, {"id": "b", "deleted": "2026-01-01T00:00:06Z"}, "delete"),
+    ]
+    replay = replay_messages(archive)
+    ids = [(m["payload"].get("event") or {}).get("id") for m in replay]
+    assert ids == ["a", None, "c"]
+    assert replay[0]["payload"]["event"]["x"] == 2 and replay[0]["metadata"]["operation"] == "create"
+    assert all("kickoff" not in m for m in replay)

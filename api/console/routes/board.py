@@ -206,7 +206,9 @@ async def sweep_now(request: Request, session: OperatorSession) -> Response:
     ctx = ctx_of(request)
 
     def call() -> str:
-        r = sweep_stale_match_listeners(settings=ctx.settings, barriers=ctx.barriers)
+        r = sweep_stale_match_listeners(
+            settings=ctx.settings, barriers=ctx.barriers, send_backfill=ctx.send_backfill()
+        )
         record_audit(
             actor=session.actor,
             action="listeners.sweep",

@@ -1,0 +1,64 @@
+"""A listener worker's drain: once its graceful shutdown begins, its consumers take no more starts.
+
+The shutdown queues a successor start for each of its running matches (lifecycle.runtime
+``shutdown_all``); a consumer of the stopping worker that took one would hold it until the worker
+exits. So the Redis broker's ``match_listeners`` consumer fetches nothing while draining and the
+RabbitMQ one hands every delivery back (actors.rabbitmq), and the other workers run them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import dramatiq
+
+#: Set from a listener worker's graceful shutdown on; cleared when a worker boots.
+_draining = threading.Event()
+#: How long a draining consumer waits before it looks again (it takes nothing meanwhile).
+DRAINING_IDLE_SECONDS = 0.5
+
+
+def stop_taking_starts() -> None:
+    """From now on this process's ``match_listeners`` consumers take no message (a shutdown)."""
+    _draining.set()
+
+
+def resume_taking_starts() -> None:
+    """This process's ``match_listeners`` consumers take messages again (a worker booted)."""
+    _draining.clear()
+
+
+def taking_starts() -> bool:
+    """Whether this process's ``match_listeners`` consumers take messages."""
+    return not _draining.is_set()
+
+
+class DrainableConsumer(dramatiq.Consumer):
+    """A Redis broker consumer that fetches nothing while the process drains (``stop_taking_starts``)."""
+
+    def __init__(self, consumer: dramatiq.Consumer) -> None:
+        self.consumer = consumer
+
+    def __iter__(self) -> DrainableConsumer:
+        return self
+
+    def __next__(self) -> Any:
+        if not taking_starts():
+            time.sleep(DRAINING_IDLE_SECONDS)
+            return None
+        return next(self.consumer)
+
+    def ack(self, message: Any) -> None:
+        self.consumer.ack(message)
+
+    def nack(self, message: Any) -> None:
+        self.consumer.nack(message)
+
+    def requeue(self, messages: Iterable[Any]) -> None:
+        self.consumer.requeue(messages)
+
+    def close(self) -> None:
+        self.consumer.close()

@@ -1,0 +1,36 @@
+"""Storing an archive verification on its Match row: ``archive_verified_at`` and ``archive_verification``.
+
+The listener calls ``record_verification`` when a game is over (its last play-by-play compared
+with the archive); ``kickoff matches verify-archive`` and the backfill job call it through
+lifecycle.archive_verify. One UPDATE, on a short connection of its own (as the pipeline's writes).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from config.clock import utcnow
+from listener.verify import LISTED_IDS, Verification
+from models.db import database, database_errors
+from models.match import Match
+
+logger = logging.getLogger(__name__)
+
+
+def record_verification(match_id: str, verification: Verification) -> None:
+    """Store ``verification`` (id lists cut to LISTED_IDS, with their counts) as the match's latest."""
+    stored = verification.as_dict(limit=LISTED_IDS)
+    with database_errors(), database.connection_context():
+        Match.update(archive_verified_at=utcnow(), archive_verification=stored).where(
+            Match.id == uuid.UUID(str(match_id))
+        ).execute()
+    logger.info(
+        "match %s archive verification: %s (%d missing, %d extra, %d differing of %d events)",
+        match_id,
+        "ok" if verification.ok else "not ok",
+        len(verification.missing),
+        len(verification.extra),
+        len(verification.differing),
+        verification.events,
+    )
