@@ -345,24 +345,35 @@ def verify_archive(obj: CliContext, match_id: str, as_json: bool) -> None:
     epilog=_ARCHIVE_EXIT_HELP.replace("2 unknown match;", "2 unknown match; 4 a listener owns the archive;"),
 )
 @click.argument("match_id", type=MATCH_ID)
+@reason_option(required=False)
 @json_option('Print {"ok", "missing", "extra", "differing", "events", "backfilled"} (full id lists).')
 @click.pass_obj
-def backfill(obj: CliContext, match_id: str, as_json: bool) -> None:
+def backfill(obj: CliContext, match_id: str, reason: str | None, as_json: bool) -> None:
     """Fill MATCH_ID's archive from the play-by-play, then verify it (as verify-archive).
 
     For a game that closed while no listener ran (its last run was abandoned): every event the
     archive lacks, or holds in an older version, is appended (marked backfilled), events it holds
     that the play-by-play no longer lists are deleted. Refused while a listener may own the
     archive (an open lifecycle row or a held start lock). The sweep enqueues the same job
-    (backfill_match_archive) when it abandons the last run of a match whose game is over.
+    (backfill_match_archive) when it abandons the last run of a match whose game is over. The
+    backfill is audited (match.backfill).
     """
     from lifecycle.archive_verify import backfill_match_archive
+    from models.audit import record_audit
 
     obj.database()
     result = _archive_answer(
         lambda: backfill_match_archive(match_id, settings=obj.settings, barriers=obj.barriers)
     )
     data = {**result.as_dict(), "backfilled": result.backfilled}
+    record_audit(
+        actor=obj.actor,
+        action="match.backfill",
+        target_kind="match",
+        target_id=match_id,
+        reason=reason,
+        after={"backfilled": result.backfilled, "ok": result.ok},
+    )
     if as_json:
         echo_json(data)
     else:
