@@ -64,7 +64,7 @@ def json_option(help: str) -> Callable[[F], F]:
     return click.option("--json", "as_json", is_flag=True, help=help)
 
 
-def reason_option(*, required: bool) -> Callable[[F], F]:
+def reason_option(*, required: bool, help: str | None = None) -> Callable[[F], F]:
     """``--reason TEXT``: why the operator acts, kept in the audit log (``reason``); a required one
     missing or blank is a usage error (exit 2)."""
 
@@ -82,7 +82,7 @@ def reason_option(*, required: bool) -> Callable[[F], F]:
         default=None,
         required=required,
         callback=check,
-        help=("Why (required; " if required else "Why (optional; ") + "kept in the audit log).",
+        help=help or ("Why (required; " if required else "Why (optional; ") + "kept in the audit log).",
     )
 
 

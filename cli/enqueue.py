@@ -31,7 +31,9 @@ def check_actor_kwargs(actor_name: str, fn: Callable[..., Any], kwargs: dict[str
     metavar="KEY=VALUE",
     help='Keyword argument of the actor (JSON values: true, 30, null, "text"); repeatable.',
 )
-@reason_option(required=False)
+@reason_option(
+    required=False, help="Why (required for a forced start_match_listener; kept in the audit log)."
+)
 @json_option('Print {"actor", "queue", "message_id", "kwargs", "detail"}.')
 @click.pass_obj
 def enqueue(

@@ -128,7 +128,7 @@ def dispatch_cmd(
     metavar="KEY=VALUE",
     help="Listener setting for this start only (strongest layer); repeatable.",
 )
-@reason_option(required=False)
+@reason_option(required=False, help="Why (required with --force; kept in the audit log).")
 @json_option(
     'Print {"match_id", "enqueued", "message_id", "force", "detail"} (exhausted: also "exhausted": true, '
     '"status": "conflict", "error").'
