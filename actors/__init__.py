@@ -21,6 +21,7 @@ runtime.configure(_settings)
 # Actor modules: one explicit import per module (keep this block last).
 from actors import (  # noqa: E402 - after the runtime is configured
     archive,  # noqa: F401  backfill a match's archive from the play-by-play
+    audit,  # noqa: F401  audit log retention
     listeners,  # noqa: F401  dispatch, start, stop, sweep
     outbox,  # noqa: F401  periodic outbox drain
     refresh,  # noqa: F401  league metadata, teams, seasons; schedule refresh (season, daily, weekly)

@@ -15,6 +15,7 @@ from dramatiq.brokers.redis import RedisBroker
 from actors.broker import QUEUES, broker_errors
 from config.errors import ConfigurationError, NotFound
 from models import presence
+from models.audit import Actor, record_audit
 
 
 @dataclass(frozen=True)
@@ -66,11 +67,20 @@ def _find(broker: Any, message_id: str) -> tuple[str, bytes]:
     raise NotFound(f"no dead-lettered message {message_id} (kickoff dead-letters list)")
 
 
-def retry_dead(broker: Any, message_id: str, *, barriers: Any) -> RetryResult:
+def retry_dead(
+    broker: Any,
+    message_id: str,
+    *,
+    barriers: Any,
+    actor: Actor | None = None,
+    reason: str | None = None,
+    request_id: str | None = None,
+) -> RetryResult:
     """Send a dead letter again as a new message on its queue, then drop the dead letter.
 
     A start_match_listener goes through the start path (pending key, stored message id), so a
-    match already queued or running is not started twice.
+    match already queued or running is not started twice. With ``actor``, the retry is audited
+    (dead_letter.retry).
     """
     _require_redis(broker)
     with broker_errors(broker):
@@ -90,18 +100,39 @@ def retry_dead(broker: Any, message_id: str, *, barriers: Any) -> RetryResult:
             )
             new_id = sent.message_id if sent else None
         else:
-            actor = broker.get_actor(message.actor_name)
-            again = actor.send_with_options(args=tuple(message.args or ()), kwargs=kwargs)
+            dramatiq_actor = broker.get_actor(message.actor_name)
+            again = dramatiq_actor.send_with_options(args=tuple(message.args or ()), kwargs=kwargs)
             new_id, detail = (
                 again.message_id,
                 f"sent {message.actor_name} again as {again.message_id} on {queue}",
             )
         presence.drop_dead(broker.client, _namespace(broker), queue, [message_id])
+    if actor is not None:
+        record_audit(
+            actor=actor,
+            action="dead_letter.retry",
+            target_kind="dead_letter",
+            target_id=message_id,
+            reason=reason,
+            after={"actor": message.actor_name, "queue": queue, "new_message_id": new_id},
+            request_id=request_id,
+        )
     return RetryResult(message_id=message_id, actor=message.actor_name, new_message_id=new_id, detail=detail)
 
 
-def purge_dead(broker: Any, *, message_ids: list[str] | None = None, queue: str | None = None) -> int:
-    """Delete the given dead letters (every one of ``queue``, or of every queue, when None); how many."""
+def purge_dead(
+    broker: Any,
+    *,
+    message_ids: list[str] | None = None,
+    queue: str | None = None,
+    actor: Actor | None = None,
+    reason: str | None = None,
+    request_id: str | None = None,
+) -> int:
+    """Delete the given dead letters (every one of ``queue``, or of every queue, when None); how many.
+
+    With ``actor``, the purge is audited (dead_letter.purge).
+    """
     _require_redis(broker)
     removed = 0
     with broker_errors(broker):
@@ -112,4 +143,14 @@ def purge_dead(broker: Any, *, message_ids: list[str] | None = None, queue: str 
                 else presence.all_dead_ids(broker.client, _namespace(broker), q)
             )
             removed += presence.drop_dead(broker.client, _namespace(broker), q, list(ids))
+    if actor is not None:
+        record_audit(
+            actor=actor,
+            action="dead_letter.purge",
+            target_kind="dead_letter",
+            target_id=None if message_ids is None else ",".join(message_ids),
+            reason=reason,
+            after={"purged": removed, "queue": queue, "all": message_ids is None},
+            request_id=request_id,
+        )
     return removed

@@ -70,6 +70,7 @@ RULES: dict[tuple[str, str], Need] = {
     ("POST", "/v1/matches/{match_id}/auto-dispatch"): Need.OPERATOR,
     ("POST", "/v1/listeners/dispatch"): Need.OPERATOR,
     ("POST", "/v1/listeners/sweep"): Need.OPERATOR,
+    ("GET", "/v1/audit"): Need.READ,
     # The console (package api/console/): sign-in and its assets are public; every other page and
     # action checks the console session itself (pages: a session; posts: a session, the CSRF
     # token and, for actions, an operator key).
@@ -102,6 +103,7 @@ RULES: dict[tuple[str, str], Need] = {
     ("POST", "/runs/{run_id}/retry"): Need.CONSOLE,
     ("POST", "/runs/{run_id}/cancel"): Need.CONSOLE,
     ("GET", "/queues"): Need.CONSOLE,
+    ("GET", "/audit"): Need.CONSOLE,
 }
 
 
@@ -170,6 +172,7 @@ async def authorize(request: Request) -> ApiKey | None:
             status_code=403, detail=f"a {found.scope.value} key does not cover this route (needs {need})"
         )
     request.state.api_key_id = found.id
+    request.state.api_key_name = found.name  # the audit log's "who" (api.headers.actor_of)
     return found
 
 

@@ -1,4 +1,4 @@
-"""Request headers the routes read: W3C ``traceparent`` and ``X-Run-Id``."""
+"""Request headers the routes read: W3C ``traceparent``, ``X-Run-Id``; the caller and request id (audit)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from fastapi import Request
 
 from api.context import ApiContext
 from config.errors import TriggerValidationError
+from models.audit import Actor
 from publisher.run_context import RUN_ID_HEADER
 from publisher.trace import TRACEPARENT_HEADER, is_valid_traceparent
 
@@ -36,3 +37,13 @@ def run_id(request: Request) -> str | None:
         return str(uuid.UUID(value.strip()))
     except ValueError as exc:
         raise TriggerValidationError(RUN_ID_HEADER, f"not a run id (UUID): {value[:64]!r}") from exc
+
+
+def actor_of(request: Request) -> Actor:
+    """The API key that authenticated ``request`` (api.auth.authorize), as the audit log's actor."""
+    return Actor.api_key(request.state.api_key_id, request.state.api_key_name)
+
+
+def request_id_of(request: Request) -> str | None:
+    """The request's X-Request-Id (api.middleware)."""
+    return getattr(request.state, "request_id", None)

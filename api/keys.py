@@ -20,6 +20,7 @@ from typing import Any
 from config.clock import utcnow
 from config.errors import ApiKeyNotFound
 from config.records import json_fields
+from models.audit import Actor, record_audit
 from models.db import database, database_errors
 
 logger = logging.getLogger(__name__)
@@ -53,8 +54,13 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def create_key(*, name: str, scope: Scope) -> tuple[ApiKey, str]:
-    """Store a new key; returns it and the key text (shown once, never stored)."""
+def create_key(
+    *, name: str, scope: Scope, actor: Actor | None = None, reason: str | None = None
+) -> tuple[ApiKey, str]:
+    """Store a new key; returns it and the key text (shown once, never stored).
+
+    With ``actor``, the creation is audited (apikey.create; never the key) in the insert's transaction.
+    """
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     key_id = str(uuid.uuid4())
     now = utcnow()
@@ -63,6 +69,15 @@ def create_key(*, name: str, scope: Scope) -> tuple[ApiKey, str]:
             "INSERT INTO api_keys (id, name, scope, key_hash, created_at) VALUES (%s, %s, %s, %s, %s)",
             (key_id, name, scope.value, hash_key(key), now),
         )
+        if actor is not None:
+            record_audit(
+                actor=actor,
+                action="apikey.create",
+                target_kind="apikey",
+                target_id=key_id,
+                reason=reason,
+                after={"name": name, "scope": scope.value},
+            )
     logger.info("api key created: id=%s name=%s scope=%s", key_id, name, scope.value)
     return ApiKey(key_id, name, scope, now, None), key
 
@@ -80,14 +95,26 @@ def list_keys() -> list[ApiKey]:
     return [_row(r) for r in rows]
 
 
-def revoke_key(key_id: str) -> ApiKey:
-    """Revoke key ``key_id`` (idempotent); ApiKeyNotFound if there is none."""
+def revoke_key(key_id: str, *, actor: Actor | None = None, reason: str | None = None) -> ApiKey:
+    """Revoke key ``key_id`` (idempotent); ApiKeyNotFound if there is none.
+
+    With ``actor``, the revocation is audited (apikey.revoke) in the update's transaction.
+    """
     with database_errors(), database.atomic():
         row = database.execute_sql(
             "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, %s) WHERE id::text = %s "
             "RETURNING id, name, scope, created_at, revoked_at",
             (utcnow(), str(key_id)),
         ).fetchone()
+        if row is not None and actor is not None:
+            record_audit(
+                actor=actor,
+                action="apikey.revoke",
+                target_kind="apikey",
+                target_id=str(row[0]),
+                reason=reason,
+                after={"name": row[1], "scope": row[2]},
+            )
     if row is None:
         raise ApiKeyNotFound(f"no API key has id {key_id}")
     logger.info("api key revoked: id=%s", key_id)

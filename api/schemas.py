@@ -21,6 +21,7 @@ from pydantic import (
     Field,
     StringConstraints,
     create_model,
+    model_validator,
 )
 from typing_extensions import TypeAliasType
 
@@ -66,6 +67,8 @@ INTEGRAL = BeforeValidator(_integral)
 Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=NON_BLANK)]
 Text = Annotated[str, StringConstraints(max_length=MAX_TEXT_LENGTH, pattern=NO_NUL)]
 #: A key of a JSON object in a body (the schema states a key's pattern, not its length).
+#: Why an operator acts (kept in the audit log): non-blank text.
+Reason = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT_LENGTH, pattern=NON_BLANK)]
 JsonKey = Annotated[str, StringConstraints(pattern=NO_NUL)]
 #: An id in a path or a query (a match's internal id or sr_id, a run id, a key).
 PathId = Annotated[str, Path(min_length=1, max_length=MAX_ID_LENGTH, pattern=NON_BLANK)]
@@ -91,7 +94,7 @@ JsonValue = TypeAliasType(
 JsonObject = Annotated[dict[JsonKey, JsonValue], Field(max_length=MAX_ITEMS)]
 
 
-def _aware_time(value: str) -> datetime:
+def aware_time(value: str) -> datetime:
     """An RFC 3339 date-time with an offset (lower-case ``t``/``z`` read as upper-case)."""
     parsed = datetime.fromisoformat(value.upper())
     if parsed.tzinfo is None:
@@ -102,7 +105,7 @@ def _aware_time(value: str) -> datetime:
 Time = Annotated[
     str,
     StringConstraints(max_length=64),
-    AfterValidator(_aware_time),
+    AfterValidator(aware_time),
     Field(json_schema_extra={"format": "date-time"}),
 ]
 
@@ -245,6 +248,7 @@ class ReconcileBody(Body):
         description="published: the worker got it (nothing is sent); republish: send it again now with the "
         "same message id; cancel: never send it (its key stays claimed)."
     )
+    reason: Reason | None = Field(None, description="Why (optional; kept in the audit log).")
 
 
 class ActionResultBody(Body):
@@ -310,26 +314,51 @@ ListenerOverrides = create_model(
 )
 
 
+_OPTIONAL_REASON = "Why (optional; kept in the audit log)."
+
+
 class StartListenerBody(Body):
+    """A manual start; a forced one (``force`` true) needs a ``reason``."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [{"properties": {"force": {"const": False}}}, {"required": ["reason"]}],
+        }
+    )
+
     force: bool = False
+    reason: Reason | None = Field(None, description="Why (required with force; kept in the audit log).")
     overrides: ListenerOverrides = Field(default_factory=ListenerOverrides)  # type: ignore[valid-type]
 
     def override_values(self) -> dict[str, Any]:
         """The overrides the caller set (an unset one is not an override)."""
         return self.overrides.model_dump(exclude_unset=True)
 
+    @model_validator(mode="after")
+    def _forced_needs_reason(self) -> StartListenerBody:
+        if self.force and self.reason is None:
+            raise ValueError("a forced start needs a reason (it goes into the audit log)")
+        return self
+
+
+class StopListenerBody(Body):
+    reason: Reason = Field(description="Why (required; kept in the audit log).")
+
 
 class AutoDispatchBody(Body):
     on: bool
+    reason: Reason | None = Field(None, description=_OPTIONAL_REASON)
 
 
 class DispatchBody(Body):
     within_minutes: Annotated[int, Field(ge=0, le=7 * 24 * 60), INTEGRAL] = 0
     is_test: bool | None = None
+    reason: Reason | None = Field(None, description=_OPTIONAL_REASON)
 
 
 class SweepBody(Body):
     heartbeat_stale_seconds: Annotated[float, Field(ge=0, le=366 * 86400)] | None = None
+    reason: Reason | None = Field(None, description=_OPTIONAL_REASON)
 
 
 class ArchiveVerificationAnswer(BaseModel):

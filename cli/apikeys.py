@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import LIMIT_OPTION, echo_answer, echo_json, json_option
+from cli.common import LIMIT_OPTION, echo_answer, echo_json, json_option, reason_option
 from cli.context import CliContext
 from cli.table import echo_listing
 
@@ -26,16 +26,17 @@ def apikeys() -> None:
 @apikeys.command("create")
 @click.option("--name", required=True, help="Who or what uses the key (shown by list).")
 @click.option("--scope", type=click.Choice(SCOPES), required=True, help="What the key may call.")
+@reason_option(required=False)
 @json_option('Print {"id": ..., "key": ...}.')
 @click.pass_obj
-def create_cmd(obj: CliContext, name: str, scope: str, as_json: bool) -> None:
+def create_cmd(obj: CliContext, name: str, scope: str, reason: str | None, as_json: bool) -> None:
     """Create a key and print it once (it cannot be shown again)."""
     from api.keys import Scope, create_key
 
     if not name.strip():
         raise click.BadParameter("must not be empty", param_hint="--name")
     obj.database()
-    key, secret = create_key(name=name.strip(), scope=Scope(scope))
+    key, secret = create_key(name=name.strip(), scope=Scope(scope), actor=obj.actor, reason=reason)
     if as_json:
         echo_json({"id": key.id, "key": secret})
         return
@@ -72,12 +73,13 @@ def list_cmd(obj: CliContext, limit: int, as_json: bool) -> None:
 
 @apikeys.command("revoke")
 @click.argument("key_id")
+@reason_option(required=False)
 @json_option('Print the key: {"id", "name", "scope", "revoked_at", ...}.')
 @click.pass_obj
-def revoke_cmd(obj: CliContext, key_id: str, as_json: bool) -> None:
+def revoke_cmd(obj: CliContext, key_id: str, reason: str | None, as_json: bool) -> None:
     """Revoke key KEY_ID at once (exit 2 if unknown); its row stays for the record."""
     from api.keys import revoke_key
 
     obj.database()
-    key = revoke_key(key_id)
+    key = revoke_key(key_id, actor=obj.actor, reason=reason)
     echo_answer(as_json, key.as_dict(), f"revoked {key.id} ({key.name})")

@@ -64,6 +64,28 @@ def json_option(help: str) -> Callable[[F], F]:
     return click.option("--json", "as_json", is_flag=True, help=help)
 
 
+def reason_option(*, required: bool, help: str | None = None) -> Callable[[F], F]:
+    """``--reason TEXT``: why the operator acts, kept in the audit log (``reason``); a required one
+    missing or blank is a usage error (exit 2)."""
+
+    def check(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+        text = (value or "").strip()
+        if required and not text:
+            raise click.BadParameter(
+                "a reason is required (it goes into the audit log)", param_hint="--reason"
+            )
+        return text or None
+
+    return click.option(
+        "--reason",
+        metavar="TEXT",
+        default=None,
+        required=required,
+        callback=check,
+        help=help or ("Why (required; " if required else "Why (optional; ") + "kept in the audit log).",
+    )
+
+
 #: ``--limit N`` of every listing (the newest/first N rows; 0 is refused).
 LIMIT_OPTION = count_option("--limit", default=100, help="Show at most this many rows.")
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from config.settings import MatchListenerEnvironment, load_listener_settings
 
 if TYPE_CHECKING:
+    from models.audit import Actor
     from models.barriers import Barriers
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,13 @@ class CliContext:
         )
         check_connection(self.settings.database_url)
         self._db_ready = True
+
+    @cached_property
+    def actor(self) -> Actor:
+        """Who runs this command, for the audit log: ``os_user@host``."""
+        from models.audit import Actor
+
+        return Actor.cli()
 
     @cached_property
     def barriers(self) -> Barriers:

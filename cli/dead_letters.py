@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import click
 
-from cli.common import LIMIT_OPTION, echo_answer, echo_json, json_option
+from cli.common import LIMIT_OPTION, echo_answer, echo_json, json_option, reason_option
 from cli.context import CliContext
 from cli.table import echo_listing
 
@@ -55,9 +55,10 @@ def list_cmd(queue: str | None, limit: int, as_json: bool) -> None:
 
 @dead_letters.command("retry")
 @click.argument("message_ids", nargs=-1, required=True, metavar="MESSAGE_ID...")
+@reason_option(required=False)
 @json_option('Print {"retried": [{"message_id", "new_message_id", ...}]}.')
 @click.pass_obj
-def retry_cmd(obj: CliContext, message_ids: tuple[str, ...], as_json: bool) -> None:
+def retry_cmd(obj: CliContext, message_ids: tuple[str, ...], reason: str | None, as_json: bool) -> None:
     """Send each dead letter again as a new message and drop it; prints the new message ids.
 
     A start_match_listener goes through the start path: no second start of a pending match.
@@ -66,7 +67,9 @@ def retry_cmd(obj: CliContext, message_ids: tuple[str, ...], as_json: bool) -> N
 
     broker = _broker()
     obj.database()
-    results = [retry_dead(broker, mid, barriers=obj.barriers) for mid in message_ids]
+    results = [
+        retry_dead(broker, mid, barriers=obj.barriers, actor=obj.actor, reason=reason) for mid in message_ids
+    ]
     if as_json:
         echo_json({"retried": [r.as_dict() for r in results]})
         return
@@ -78,12 +81,29 @@ def retry_cmd(obj: CliContext, message_ids: tuple[str, ...], as_json: bool) -> N
 @click.argument("message_ids", nargs=-1, metavar="[MESSAGE_ID...]")
 @click.option("--all", "purge_all", is_flag=True, help="Every dead letter (of --queue, or of every queue).")
 @click.option("--queue", type=QUEUE_CHOICE, default=None, help="With --all: only this queue.")
+@reason_option(required=False)
 @json_option('Print {"purged": N}.')
-def purge_cmd(message_ids: tuple[str, ...], purge_all: bool, queue: str | None, as_json: bool) -> None:
+@click.pass_obj
+def purge_cmd(
+    obj: CliContext,
+    message_ids: tuple[str, ...],
+    purge_all: bool,
+    queue: str | None,
+    reason: str | None,
+    as_json: bool,
+) -> None:
     """Delete the given dead letters, or --all; prints how many were deleted."""
     from actors.dead_letters import purge_dead
 
     if bool(message_ids) == purge_all:
         raise click.UsageError("give MESSAGE_ID... or --all (not both)")
-    removed = purge_dead(_broker(), message_ids=list(message_ids) if message_ids else None, queue=queue)
+    broker = _broker()
+    obj.database()
+    removed = purge_dead(
+        broker,
+        message_ids=list(message_ids) if message_ids else None,
+        queue=queue,
+        actor=obj.actor,
+        reason=reason,
+    )
     echo_answer(as_json, {"purged": removed}, f"purged {removed} dead-lettered message(s)")

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from cli.answers import answer_and_exit
-from cli.common import MATCH_ID, echo_json, json_option, parse_assignments
+from cli.common import MATCH_ID, echo_json, json_option, parse_assignments, reason_option
 from cli.context import CliContext
 from config.errors import NotFound, StartAttemptsExhausted
 
@@ -31,22 +31,28 @@ def check_actor_kwargs(actor_name: str, fn: Callable[..., Any], kwargs: dict[str
     metavar="KEY=VALUE",
     help='Keyword argument of the actor (JSON values: true, 30, null, "text"); repeatable.',
 )
+@reason_option(
+    required=False, help="Why (required for a forced start_match_listener; kept in the audit log)."
+)
 @json_option('Print {"actor", "queue", "message_id", "kwargs", "detail"}.')
 @click.pass_obj
-def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: bool) -> None:
+def enqueue(
+    obj: CliContext, actor_name: str, kws: tuple[str, ...], reason: str | None, as_json: bool
+) -> None:
     """Send one message to ACTOR (e.g. dispatch_upcoming_match_listeners, start_match_listener).
 
     start_match_listener goes through the same path as `kickoff listeners start` (pending key,
     stored message id, so a stop can revoke it): --kw match_id=<internal id or sr_id> [--kw force=true]
     [--kw overrides='{"listener_dry_run": true}']; a match whose start attempts are exhausted is a
-    conflict (exit 4) unless forced.
+    conflict (exit 4) unless forced. A forced start needs --reason (kept in the audit log).
 
     dispatch_upcoming_match_listeners is a one-shot: within_minutes defaults to 0 (matches due
     now); --kw within_minutes=30 widens it, --kw within_minutes=null uses the scheduler's
     LISTENER_DISPATCH_WITHIN_MINUTES.
 
     The keyword arguments are checked against the actor's signature before anything is sent.
-    Prints what was enqueued (actor, queue, message id).
+    Prints what was enqueued (actor, queue, message id). Each message sent is audited
+    (actor.enqueue; a start as listener.start or listener.force_start).
     """
     import actors  # noqa: F401  configures the actor runtime
     from actors.runtime import current
@@ -70,6 +76,10 @@ def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: boo
         if overrides is not None and not isinstance(overrides, dict):
             raise click.BadParameter("overrides must be a JSON object", param_hint="--kw")
         validate_listener_settings(overrides, source="--kw overrides")
+        if kwargs.get("force") and not reason:
+            raise click.UsageError(
+                "a forced start_match_listener needs --reason TEXT (it goes into the audit log)"
+            )
         obj.database()
         kwargs["match_id"] = MATCH_ID.convert(str(kwargs["match_id"]), None, click.get_current_context())
         match_id = str(load_match(kwargs["match_id"]).id)
@@ -80,18 +90,30 @@ def enqueue(obj: CliContext, actor_name: str, kws: tuple[str, ...], as_json: boo
                 force=bool(kwargs.get("force")),
                 barriers=obj.barriers,
                 send=send_start,
+                actor=obj.actor,
+                reason=reason,
             )
         except StartAttemptsExhausted as exc:  # a conflict, as `kickoff listeners start` answers it
             answer_and_exit(exc, as_json=as_json)
         message_id = message.message_id if message else None
     else:
         from actors.broker import broker_errors
+        from models.audit import record_audit
 
+        obj.database()
         with broker_errors(actor.broker):
             sent = actor.send_with_options(kwargs=kwargs)
         message_id, note = (
             sent.message_id,
             f"enqueued {actor_name} as {sent.message_id} on {actor.queue_name}",
+        )
+        record_audit(
+            actor=obj.actor,
+            action="actor.enqueue",
+            target_kind="actor",
+            target_id=actor_name,
+            reason=reason,
+            after={"kwargs": kwargs, "message_id": message_id, "queue": actor.queue_name},
         )
     if as_json:
         echo_json(

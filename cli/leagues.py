@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import LIMIT_OPTION, echo_answer, echo_json, json_option
+from cli.common import LIMIT_OPTION, echo_answer, echo_json, json_option, reason_option
 from cli.context import CliContext
 from cli.table import echo_table
 
@@ -68,13 +68,14 @@ def _switch_command(name: str, enabled: bool, help: str) -> click.Command:
 
     @leagues.command(name, help=help)
     @click.argument("name")
+    @reason_option(required=False)
     @json_option('Print {"id", "name", "enabled", "was_enabled"}.')
     @click.pass_obj
-    def switch(obj: CliContext, name: str, as_json: bool) -> None:
+    def switch(obj: CliContext, name: str, reason: str | None, as_json: bool) -> None:
         from lifecycle.leagues import set_league_enabled
 
         obj.database()
-        league, before = set_league_enabled(name, enabled)
+        league, before = set_league_enabled(name, enabled, actor=obj.actor, reason=reason)
         state = "enabled" if enabled else "disabled"
         was = "enabled" if before else "disabled"
         data = {**_league_dict(league), "was_enabled": before}

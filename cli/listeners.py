@@ -10,7 +10,15 @@ from typing import Any
 
 import click
 
-from cli.common import LIMIT_OPTION, MATCH_ID, count_option, echo_json, json_option, parse_assignments
+from cli.common import (
+    LIMIT_OPTION,
+    MATCH_ID,
+    count_option,
+    echo_json,
+    json_option,
+    parse_assignments,
+    reason_option,
+)
 from cli.context import CliContext
 
 
@@ -33,8 +41,9 @@ def listeners() -> None:
     """Operate match listeners. MATCH_ID is the internal Match.id or, failing that, the match's sr_id.
 
     \b
-    Listener back after a hard fail: wait for Abandoned + the next dispatch, or `start --force`.
-    Listener down and stay down:     `stop` (turns auto-dispatch off).
+    Listener back after a hard fail: wait for Abandoned + the next dispatch, or
+                                     `start --force --reason TEXT`.
+    Listener down and stay down:     `stop --reason TEXT` (turns auto-dispatch off).
     Auto-start again after a stop:   `kickoff matches set-dispatch MATCH_ID on`, or `start`.
     """
 
@@ -51,13 +60,14 @@ def listeners() -> None:
 )
 @click.option("--test", "test_only", is_flag=True, help="Test clones only (as develop's scheduler).")
 @click.option("--live", "live_only", is_flag=True, help="Live matches only (not with --test).")
+@reason_option(required=False)
 @json_option(
     'Print {"locked", "eligible", "enqueued", "skipped", "exhausted", "abandoned", "failed", "match_ids",'
     ' "set_aside": [{"item", "reason"}]}.'
 )
 @click.pass_obj
 def dispatch_cmd(
-    obj: CliContext, within_minutes: int, test_only: bool, live_only: bool, as_json: bool
+    obj: CliContext, within_minutes: int, test_only: bool, live_only: bool, reason: str | None, as_json: bool
 ) -> None:
     """Run one dispatch now: enqueue a start for every match that needs a listener.
 
@@ -65,6 +75,7 @@ def dispatch_cmd(
     each match set aside with its reason (stored settings its start would refuse; nothing is sent).
     """
     from lifecycle.dispatch import dispatch_upcoming_match_listeners
+    from models.audit import record_audit
 
     if test_only and live_only:
         raise click.UsageError("--test and --live contradict each other: give one or neither")
@@ -77,6 +88,14 @@ def dispatch_cmd(
         settings=obj.settings,
         barriers=obj.barriers,
         send=_send_start(),
+    )
+    record_audit(
+        actor=obj.actor,
+        action="listeners.dispatch",
+        target_kind="listeners",
+        target_id=None,
+        reason=reason,
+        after={"locked": result.locked, "enqueued": result.enqueued, "match_ids": result.match_ids},
     )
     if as_json:
         echo_json(result.as_dict())
@@ -109,24 +128,29 @@ def dispatch_cmd(
     metavar="KEY=VALUE",
     help="Listener setting for this start only (strongest layer); repeatable.",
 )
+@reason_option(required=False, help="Why (required with --force; kept in the audit log).")
 @json_option(
     'Print {"match_id", "enqueued", "message_id", "force", "detail"} (exhausted: also "exhausted": true, '
     '"status": "conflict", "error").'
 )
 @click.pass_obj
-def start_cmd(obj: CliContext, match_id: str, force: bool, overrides: tuple[str, ...], as_json: bool) -> None:
+def start_cmd(
+    obj: CliContext, match_id: str, force: bool, overrides: tuple[str, ...], reason: str | None, as_json: bool
+) -> None:
     """Enqueue a start of MATCH_ID's listener on the match_listeners queue; prints the message id.
 
     --override values are checked against the listener settings first: a bad one is one line and
     nothing is enqueued. A start already queued or running is not enqueued again (exit 0). A match
     whose start attempts are exhausted is a conflict (exit 4, nothing enqueued): start it with
-    --force.
+    --force. A forced start needs --reason (kept in the audit log).
     """
     from cli.answers import answer_and_exit
     from config.errors import StartAttemptsExhausted
     from lifecycle.dispatch import request_start
     from lifecycle.start import load_match, validate_listener_settings
 
+    if force and not reason:
+        raise click.UsageError("start --force needs --reason TEXT (it goes into the audit log)")
     parsed = parse_assignments(overrides, option="--override")
     validate_listener_settings(parsed, source="--override")
     obj.database()
@@ -134,7 +158,13 @@ def start_cmd(obj: CliContext, match_id: str, force: bool, overrides: tuple[str,
     data: dict[str, Any] = {"match_id": match_id, "enqueued": False, "message_id": None, "force": force}
     try:
         message, note = request_start(
-            match_id, overrides=parsed or None, force=force, barriers=obj.barriers, send=_send_start()
+            match_id,
+            overrides=parsed or None,
+            force=force,
+            barriers=obj.barriers,
+            send=_send_start(),
+            actor=obj.actor,
+            reason=reason,
         )
     except StartAttemptsExhausted as exc:
         answer_and_exit(exc, as_json=as_json, data={**data, "exhausted": True, "detail": str(exc)})
@@ -147,16 +177,22 @@ def start_cmd(obj: CliContext, match_id: str, force: bool, overrides: tuple[str,
 
 @listeners.command("stop")
 @click.argument("match_id", type=MATCH_ID)
+@reason_option(required=True)
 @json_option(
     'Print {"match_id", "rows_closed", "revoked_message_id", "locks_released", "auto_dispatch_was"}.'
 )
 @click.pass_obj
-def stop_cmd(obj: CliContext, match_id: str, as_json: bool) -> None:
-    """Stop MATCH_ID's listener (exit 15 within 2 s), revoke a queued start, turn auto-dispatch off."""
+def stop_cmd(obj: CliContext, match_id: str, reason: str | None, as_json: bool) -> None:
+    """Stop MATCH_ID's listener (exit 15 within 2 s), revoke a queued start, turn auto-dispatch off.
+
+    --reason is required: the stop, its reason and who ran it go into the audit log.
+    """
     from lifecycle.cleanup import stop_match_listener
 
     obj.database()
-    result = stop_match_listener(match_id, settings=obj.settings, barriers=obj.barriers)
+    result = stop_match_listener(
+        match_id, settings=obj.settings, barriers=obj.barriers, actor=obj.actor, reason=reason
+    )
     if as_json:
         echo_json(result.as_dict())
         return
@@ -177,11 +213,14 @@ def stop_cmd(obj: CliContext, match_id: str, as_json: bool) -> None:
         " healthy or not: a last resort, never needed after a deploy."
     ),
 )
+@reason_option(required=False)
 @json_option(
     'Print {"locked", "abandoned", "matches", "barriers_cleared", "pending_reclaimed", "set_aside"}.'
 )
 @click.pass_obj
-def sweep_cmd(obj: CliContext, heartbeat_stale_seconds: float | None, as_json: bool) -> None:
+def sweep_cmd(
+    obj: CliContext, heartbeat_stale_seconds: float | None, reason: str | None, as_json: bool
+) -> None:
     """Close dead listeners' rows as Abandoned (14) and clear their barriers.
 
     A listener is dead when its worker's lease is gone from Redis or its heartbeat is older than
@@ -191,6 +230,7 @@ def sweep_cmd(obj: CliContext, heartbeat_stale_seconds: float | None, as_json: b
     (backfill_match_archive, as `kickoff matches backfill`).
     """
     from lifecycle.cleanup import sweep_stale_match_listeners
+    from models.audit import record_audit
 
     obj.database()
     result = sweep_stale_match_listeners(
@@ -198,6 +238,17 @@ def sweep_cmd(obj: CliContext, heartbeat_stale_seconds: float | None, as_json: b
         settings=obj.settings,
         barriers=obj.barriers,
         send_backfill=_send_backfill(),
+    )
+    record_audit(
+        actor=obj.actor,
+        action="listeners.sweep",
+        target_kind="listeners",
+        target_id=None,
+        reason=reason,
+        before=None
+        if heartbeat_stale_seconds is None
+        else {"heartbeat_stale_seconds": heartbeat_stale_seconds},
+        after={"locked": result.locked, "abandoned": result.abandoned, "matches": result.matches},
     )
     if as_json:
         echo_json(result.as_dict())

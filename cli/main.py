@@ -16,6 +16,7 @@ from cli.actions import actions
 from cli.amqp import amqp
 from cli.answers import EXIT_INVALID
 from cli.apikeys import apikeys
+from cli.audit import audit
 from cli.check import check
 from cli.config_cmd import config_group
 from cli.context import CliContext
@@ -119,6 +120,7 @@ cli.add_command(amqp)
 cli.add_command(trades)
 cli.add_command(serve_command)
 cli.add_command(apikeys)
+cli.add_command(audit)
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from cli.common import (
     echo_answer,
     echo_json,
     json_option,
+    reason_option,
     settings_option,
 )
 from cli.context import CliContext
@@ -202,6 +203,7 @@ def show(obj: CliContext, match_id: str, runs_limit: int, as_json: bool) -> None
 @click.option("--status", default=None, help="New Match.status (checked against the status vocabulary).")
 @settings_option("Set a per-match listener setting.")
 @click.option("--unset", "unset", multiple=True, metavar="KEY", help="Remove a per-match listener setting.")
+@reason_option(required=False)
 @json_option('Print {"match_id", "changed": {...}}.')
 @click.pass_obj
 def edit(
@@ -212,6 +214,7 @@ def edit(
     status: str | None,
     settings_: dict[str, Any],
     unset: tuple[str, ...],
+    reason: str | None,
     as_json: bool,
 ) -> None:
     """Edit MATCH_ID's title, start time, status or listener settings; prints what changed.
@@ -234,6 +237,8 @@ def edit(
         status=status,
         set_settings=settings_,
         unset_settings=list(unset),
+        actor=obj.actor,
+        reason=reason,
     )
     if as_json:
         echo_json({"match_id": match_id, "changed": changed})
@@ -246,14 +251,15 @@ def edit(
 @matches.command("set-dispatch")
 @click.argument("match_id", type=MATCH_ID)
 @click.argument("state", type=click.Choice(["on", "off"]))
+@reason_option(required=False)
 @json_option('Print {"match_id", "auto_dispatch", "was"}.')
 @click.pass_obj
-def set_dispatch(obj: CliContext, match_id: str, state: str, as_json: bool) -> None:
+def set_dispatch(obj: CliContext, match_id: str, state: str, reason: str | None, as_json: bool) -> None:
     """Turn auto-dispatch of MATCH_ID on or off (on also clears a leftover stop flag)."""
     from lifecycle.cleanup import set_auto_dispatch
 
     obj.database()
-    before = set_auto_dispatch(match_id, state == "on", barriers=obj.barriers)
+    before = set_auto_dispatch(match_id, state == "on", barriers=obj.barriers, actor=obj.actor, reason=reason)
     data = {"match_id": match_id, "auto_dispatch": state == "on", "was": before}
     echo_answer(as_json, data, f"match {match_id}: auto-dispatch {state} (was {'on' if before else 'off'})")
 
@@ -339,24 +345,35 @@ def verify_archive(obj: CliContext, match_id: str, as_json: bool) -> None:
     epilog=_ARCHIVE_EXIT_HELP.replace("2 unknown match;", "2 unknown match; 4 a listener owns the archive;"),
 )
 @click.argument("match_id", type=MATCH_ID)
+@reason_option(required=False)
 @json_option('Print {"ok", "missing", "extra", "differing", "events", "backfilled"} (full id lists).')
 @click.pass_obj
-def backfill(obj: CliContext, match_id: str, as_json: bool) -> None:
+def backfill(obj: CliContext, match_id: str, reason: str | None, as_json: bool) -> None:
     """Fill MATCH_ID's archive from the play-by-play, then verify it (as verify-archive).
 
     For a game that closed while no listener ran (its last run was abandoned): every event the
     archive lacks, or holds in an older version, is appended (marked backfilled), events it holds
     that the play-by-play no longer lists are deleted. Refused while a listener may own the
     archive (an open lifecycle row or a held start lock). The sweep enqueues the same job
-    (backfill_match_archive) when it abandons the last run of a match whose game is over.
+    (backfill_match_archive) when it abandons the last run of a match whose game is over. The
+    backfill is audited (match.backfill).
     """
     from lifecycle.archive_verify import backfill_match_archive
+    from models.audit import record_audit
 
     obj.database()
     result = _archive_answer(
         lambda: backfill_match_archive(match_id, settings=obj.settings, barriers=obj.barriers)
     )
     data = {**result.as_dict(), "backfilled": result.backfilled}
+    record_audit(
+        actor=obj.actor,
+        action="match.backfill",
+        target_kind="match",
+        target_id=match_id,
+        reason=reason,
+        after={"backfilled": result.backfilled, "ok": result.ok},
+    )
     if as_json:
         echo_json(data)
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.common import count_option, echo_json, json_option
+from cli.common import count_option, echo_json, json_option, reason_option
 from cli.context import CliContext
 from config.clock import utcnow
 from publisher.amqp import publisher_from_settings
@@ -112,9 +112,10 @@ def status_cmd(obj: CliContext, as_json: bool, pending_limit: int) -> None:
 
 @outbox.command("retry-dead")
 @click.argument("row_ids", nargs=-1, type=click.IntRange(min=1), metavar="[ROW_ID]...")
+@reason_option(required=False)
 @json_option('Print {"rows": .., "actions": .., "superseded": ..}.')
 @click.pass_obj
-def retry_dead_cmd(obj: CliContext, row_ids: tuple[int, ...], as_json: bool) -> None:
+def retry_dead_cmd(obj: CliContext, row_ids: tuple[int, ...], reason: str | None, as_json: bool) -> None:
     """Make every dead row (or only ROW_IDs, as `status` lists them) pending again with a fresh
     attempt budget (after fixing the cause).
 
@@ -122,7 +123,7 @@ def retry_dead_cmd(obj: CliContext, row_ids: tuple[int, ...], as_json: bool) -> 
     delivered. A row whose key a newer action holds meanwhile stays dead (superseded).
     """
     obj.database()
-    report = retry_dead(ids=row_ids or None)
+    report = retry_dead(ids=row_ids or None, actor=obj.actor, reason=reason)
     if as_json:
         echo_json(report.as_json())
         return

@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING
 import click
 
 from cli.answers import EXIT_CODES_HELP, publisher_answers
-from cli.common import LIMIT_OPTION, count_option, echo_answer, echo_json, json_option, parse_assignments
+from cli.common import (
+    LIMIT_OPTION,
+    count_option,
+    echo_answer,
+    echo_json,
+    json_option,
+    parse_assignments,
+    reason_option,
+)
 from cli.context import CliContext
 from cli.table import echo_listing
 from models.run_log import RunStatus, Trigger
@@ -54,6 +62,7 @@ def runs() -> None:
     default=None,
     help="With --event: the window's length, at most 31 days (default: the job's debounce_seconds, else 60).",
 )
+@reason_option(required=False)
 @json_option('Print {"status": ..., "run_id": ..., "published": ..., ...}.')
 @click.pass_obj
 @publisher_answers
@@ -64,6 +73,7 @@ def publish(
     trigger: str | None,
     event_key: str | None,
     debounce_seconds: float | None,
+    reason: str | None,
     as_json: bool,
 ) -> None:
     """Publish a run of catalog job JOB (params are checked against its schema).
@@ -94,6 +104,8 @@ def publish(
             publisher=publisher,
             event_key=event_key,
             debounce_seconds=debounce_seconds,
+            actor=obj.actor,
+            reason=reason,
         )
     if as_json:
         echo_json(result.to_dict())
@@ -240,13 +252,14 @@ def run_answer_command(json_help: str) -> Callable[[Callable[..., None]], click.
 
     def decorate(fn: Callable[..., None]) -> click.Command:
         fn = click.pass_obj(publisher_answers(fn))
-        return runs.command(epilog=EXIT_CODES_HELP)(click.argument("run_id")(json_option(json_help)(fn)))
+        fn = json_option(json_help)(reason_option(required=False)(fn))
+        return runs.command(epilog=EXIT_CODES_HELP)(click.argument("run_id")(fn))
 
     return decorate
 
 
 @run_answer_command('Print {"run_id", "status", "reason"}.')
-def cancel(obj: CliContext, run_id: str, as_json: bool) -> None:
+def cancel(obj: CliContext, run_id: str, reason: str | None, as_json: bool) -> None:
     """Cancel a queued run: it ends skipped (reason cancelled) and is never started.
 
     A running or ended run is a conflict (exit 4): cancel stops no process. Prints the new status.
@@ -254,13 +267,13 @@ def cancel(obj: CliContext, run_id: str, as_json: bool) -> None:
     from runs.admin import cancel_run
 
     obj.database()
-    run = cancel_run(run_id)
+    run = cancel_run(run_id, actor=obj.actor, reason=reason)
     data = {"run_id": str(run.id), "status": run.status, "reason": run.reason}
     echo_answer(as_json, data, f"{run.id} {run.job}: {run.status} ({run.reason})")
 
 
 @run_answer_command('Print {"run_id", "job", "attempt", "status", "published"}.')
-def retry(obj: CliContext, run_id: str, as_json: bool) -> None:
+def retry(obj: CliContext, run_id: str, reason: str | None, as_json: bool) -> None:
     """Queue the next attempt of a failed or skipped run (beyond its retry budget).
 
     Prints `queued` (RabbitMQ confirmed the command) or `pending` (the drain publishes it) with the
@@ -271,7 +284,7 @@ def retry(obj: CliContext, run_id: str, as_json: bool) -> None:
 
     obj.database()
     with publisher_from_settings(obj.settings) as publisher:
-        answer = retry_run(run_id, publisher=publisher)
+        answer = retry_run(run_id, publisher=publisher, actor=obj.actor, reason=reason)
     data = answer.as_dict()
     echo_answer(as_json, data, f"{data['status']} {answer.run_id} {answer.job} attempt {answer.attempt}")
 

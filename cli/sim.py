@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from cli.common import echo_json, json_option, settings_option
+from cli.common import echo_json, json_option, reason_option, settings_option
 from cli.context import CliContext
 
 #: Path options (no default: None when not given).
@@ -185,6 +185,7 @@ def serve(
     "Listener setting of the clone (its Match.listener_start_settings), e.g."
     " listener_force_exit_code=11; checked against the listener settings; repeatable."
 )
+@reason_option(required=False)
 @json_option("Print the result as one JSON object.")
 @click.pass_obj
 def clone(
@@ -194,6 +195,7 @@ def clone(
     start_after: float,
     event_interval: float,
     settings_: dict[str, Any],
+    reason: str | None,
     as_json: bool,
 ) -> None:
     """Turn recorded match MATCH_ID (its internal id or sr_id) into an is_test clone and an srsim script.
@@ -215,6 +217,8 @@ def clone(
         start_after=start_after,
         event_interval=event_interval,
         settings=settings_,
+        actor=obj.actor,
+        reason=reason,
     )
     if as_json:
         echo_json(

@@ -7,7 +7,7 @@ import getpass
 
 import click
 
-from cli.common import LIMIT_OPTION, echo_answer, json_option
+from cli.common import LIMIT_OPTION, echo_answer, json_option, reason_option
 from cli.context import CliContext
 from cli.table import echo_listing
 from publisher.amqp import publisher_from_settings
@@ -47,6 +47,7 @@ def trades() -> None:
     help="A claim stuck this long in `claimed` waits for an operator too.",
 )
 @LIMIT_OPTION
+@reason_option(required=False)
 @json_option('Print {"count", "claims": [{"queue", "claim_key", "status", ...}]}, or the resolved claim.')
 @click.pass_obj
 def reconcile_cmd(
@@ -57,6 +58,7 @@ def reconcile_cmd(
     operator: str,
     stale_seconds: float,
     limit: int,
+    reason: str | None,
     as_json: bool,
 ) -> None:
     """List the claims waiting for an operator, or resolve one: QUEUE CLAIM_KEY --as CHOICE.
@@ -97,6 +99,8 @@ def reconcile_cmd(
             operator=operator,
             publisher=publisher,
             stale_claim_seconds=stale_seconds,
+            actor=obj.actor,
+            reason=reason,
         )
     echo_answer(
         as_json,

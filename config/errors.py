@@ -355,6 +355,12 @@ class StreamLimitReached(ConsoleError):
     """Raised when a live board stream would pass CONSOLE_STREAMS_PER_SESSION or _PER_PROCESS (429)."""
 
 
+class ReasonRequired(ConsoleError, ValueError):
+    """Raised when a console stop or force start comes without a reason (the audit log keeps it; 422)."""
+
+    field = "reason"
+
+
 class SignInRequired(ConsoleError):
     """Raised when a console page is asked for without a live session (answered with the sign-in form)."""
 

@@ -265,6 +265,9 @@ class BaseEnvironment(BaseSettings):
     console_sign_in_failures_per_minute: PositiveInt = 10
     """Refused console sign-ins one client address may make in a minute; beyond, sign-in answers 429 (per API
     process)."""
+    audit_retention_days: PositiveInt = 400
+    """Audit log entries older than this many days are deleted by the daily retention job (and `kickoff audit
+    prune`)."""
     dramatiq_prometheus: bool = False
     """Dramatiq workers add Dramatiq's Prometheus middleware (exposition on dramatiq_prom_port, default 9191;
     one port per worker command; bound to dramatiq_prom_host, default 127.0.0.1)."""

@@ -33,8 +33,9 @@ from config.settings import MatchListenerEnvironment
 from lifecycle import rows
 from lifecycle.start import load_match
 from lifecycle.start_messages import stop_dispatch, stored_message_ids
+from models.audit import Actor, record_audit
 from models.barriers import Barriers
-from models.db import database_errors
+from models.db import database, database_errors
 from models.listener_record import MatchListenerRecord
 from models.match import Match
 from models.status import TERMINAL
@@ -329,12 +330,16 @@ def stop_match_listener(
     settings: MatchListenerEnvironment,
     barriers: Barriers,
     stopped_by: str = "operator",
+    actor: Actor | None = None,
+    reason: str | None = None,
+    request_id: str | None = None,
 ) -> StopResult:
     """Operator stop: the running listener ends with 15, a queued start never runs, dispatch turns off.
 
     Order: stop flag (a running listener sees it within the poll interval), revoke the stored
     start message id, close open rows with 15, clear pending/attempts/exhausted, turn
-    auto-dispatch off and forget the stored message id.
+    auto-dispatch off and forget the stored message id. With ``actor``, the stop is audited
+    (listener.stop, with ``reason`` and ``request_id``).
     """
     match = load_match(match_id)
     mid = str(match.id)
@@ -353,25 +358,57 @@ def stop_match_listener(
         len(closed),
         message_id,
     )
-    return StopResult(
+    result = StopResult(
         match_id=mid,
         rows_closed=len(closed),
         revoked_message_id=message_id,
         locks_released=released,
         auto_dispatch_was=bool(match.auto_dispatch_listener),
     )
+    if actor is not None:
+        record_audit(
+            actor=actor,
+            action="listener.stop",
+            target_kind="match",
+            target_id=mid,
+            reason=reason,
+            before={"auto_dispatch": result.auto_dispatch_was},
+            after={"auto_dispatch": False, "rows_closed": len(closed), "revoked_message_id": message_id},
+            request_id=request_id,
+        )
+    return result
 
 
-def set_auto_dispatch(match_id: str, on: bool, *, barriers: Barriers) -> bool:
+def set_auto_dispatch(
+    match_id: str,
+    on: bool,
+    *,
+    barriers: Barriers,
+    actor: Actor | None = None,
+    reason: str | None = None,
+    request_id: str | None = None,
+) -> bool:
     """Turn a match's auto-dispatch on or off; turning it on also clears a leftover stop flag.
 
     Turning it on also reclaims a pending key no start can clear (``reclaim_stale_pending``),
-    e.g. one claimed inside a stop's race window. Returns the previous value.
+    e.g. one claimed inside a stop's race window. Returns the previous value. With ``actor``, the
+    change is audited (match.dispatch_on/off, before and after) in the update's transaction.
     """
     match = load_match(match_id)
     before = bool(match.auto_dispatch_listener)
-    with database_errors():
+    with database_errors(), database.atomic():
         Match.update(auto_dispatch_listener=on, updated_at=utcnow()).where(Match.id == match.id).execute()
+        if actor is not None:
+            record_audit(
+                actor=actor,
+                action="match.dispatch_on" if on else "match.dispatch_off",
+                target_kind="match",
+                target_id=str(match.id),
+                reason=reason,
+                before={"auto_dispatch": before},
+                after={"auto_dispatch": on},
+                request_id=request_id,
+            )
     if on:
         barriers.clear_stop_flag(str(match.id))
         reclaim_stale_pending([str(match.id)], barriers=barriers)

@@ -13,6 +13,7 @@ from config.errors import SimulatorScriptError
 from lifecycle.match_ref import resolve_match
 from listener.archive import archive_path, read_events, shortcode_for
 from listener.events import current_events, event_of, operation_of
+from models.audit import Actor, record_audit
 from srsim.script import GameScript, save_script
 
 logger = logging.getLogger(__name__)
@@ -56,6 +57,9 @@ def clone_match(
     start_after: float = 10.0,
     event_interval: float = 2.0,
     settings: dict[str, Any] | None = None,
+    actor: Actor | None = None,
+    reason: str | None = None,
+    request_id: str | None = None,
 ) -> tuple[Any, Path, int]:
     """Create an is_test Match copying the match ``source_ref`` names (internal id or sr_id, see
     lifecycle.match_ref) and a script replaying its archived events as the game finally was.
@@ -65,7 +69,8 @@ def clone_match(
     ``settings`` (the clone body: listener settings such as ``listener_force_exit_code``) are
     validated against MatchListenerEnvironment and stored in the clone's
     ``listener_start_settings``. The clone is not dispatchable until an srsim serves
-    its script (``srsim_unserved``, cleared by srsim when it starts the session).
+    its script (``srsim_unserved``, cleared by srsim when it starts the session). With ``actor``,
+    the clone is audited (match.clone) in the insert's transaction.
     """
     from lifecycle.start import validate_listener_settings
     from models.db import database
@@ -73,7 +78,7 @@ def clone_match(
 
     validate_listener_settings(settings, source="the clone's --setting")
 
-    with database.connection_context():
+    with database.connection_context(), database.atomic():
         source = resolve_match(source_ref)
         league = source.league
         path = archive_path(data_dir, league.name, shortcode_for(source.sr_id))
@@ -92,6 +97,16 @@ def clone_match(
             is_test=True,
             listener_start_settings={**(settings or {}), SRSIM_UNSERVED: True},
         )
+        if actor is not None:
+            record_audit(
+                actor=actor,
+                action="match.clone",
+                target_kind="match",
+                target_id=str(clone.id),
+                reason=reason,
+                after={"source": str(source.id), "sr_id": new_sr_id, "settings": settings or {}},
+                request_id=request_id,
+            )
     game = GameScript(
         sr_id=new_sr_id,
         league=league.name,

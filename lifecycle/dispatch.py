@@ -24,8 +24,9 @@ from lifecycle import rows
 from lifecycle.cleanup import after_abandon
 from lifecycle.start import find_candidates, stored_settings_problem
 from lifecycle.start_messages import new_message_id, save_message_ids, store_new_message_ids
+from models.audit import Actor, record_audit
 from models.barriers import Barriers
-from models.db import database
+from models.db import database, database_errors
 
 logger = logging.getLogger(__name__)
 
@@ -301,13 +302,17 @@ def request_start(
     force: bool,
     barriers: Barriers,
     send: Sender,
+    actor: Actor | None = None,
+    reason: str | None = None,
+    request_id: str | None = None,
 ) -> tuple[StartMessage | None, str]:
     """A manual start: claim pending (force: take it over), save the message id, send.
 
     Returns the message sent (None when a non-forced start found the match already pending, or
     its start lock held by a run) and a one-line description. A non-forced start of a match whose
     attempts are exhausted raises StartAttemptsExhausted (a worker would skip it). A manual start
-    also clears a leftover stop flag (an explicit operator intent).
+    also clears a leftover stop flag (an explicit operator intent). With ``actor``, a start that
+    was sent is audited (listener.start or listener.force_start) in the message id's transaction.
     """
     busy = f"match {match_id}: a start is already queued or running (use --force to override)"
     if force:
@@ -328,7 +333,18 @@ def request_start(
         match_id=match_id, message_id=new_message_id(match_id), overrides=overrides, force=force
     )
     try:
-        save_message_ids([(match_id, message.message_id)])
+        with database_errors(), database.atomic():
+            save_message_ids([(match_id, message.message_id)])
+            if actor is not None:
+                record_audit(
+                    actor=actor,
+                    action="listener.force_start" if force else "listener.start",
+                    target_kind="match",
+                    target_id=match_id,
+                    reason=reason,
+                    after={"message_id": message.message_id, "overrides": overrides or None},
+                    request_id=request_id,
+                )
         send(message)
     except Exception:
         barriers.clear_pending(match_id)

@@ -6,6 +6,7 @@ import peewee
 
 from config.errors import ArchivePathError, ConfigurationError, KickoffError, LeagueNotFound
 from listener.archive import safe_component
+from models.audit import Actor, record_audit
 from models.db import database, database_errors
 from models.league import League
 
@@ -66,11 +67,32 @@ def add_league(name: str, *, enabled: bool = True) -> League:
         raise KickoffError(f"league {name!r} already exists") from exc
 
 
-def set_league_enabled(name: str, enabled: bool) -> tuple[League, bool]:
-    """Enable or disable league ``name``; returns the league and whether it was enabled before."""
+def set_league_enabled(
+    name: str,
+    enabled: bool,
+    *,
+    actor: Actor | None = None,
+    reason: str | None = None,
+    request_id: str | None = None,
+) -> tuple[League, bool]:
+    """Enable or disable league ``name``; returns the league and whether it was enabled before.
+
+    With ``actor``, the change is audited (league.enable/disable) in the update's transaction.
+    """
     league = get_league(name)
     before = bool(league.enabled)
-    with database_errors():
+    with database_errors(), database.atomic():
         League.update(enabled=enabled).where(League.id == league.id).execute()
+        if actor is not None:
+            record_audit(
+                actor=actor,
+                action="league.enable" if enabled else "league.disable",
+                target_kind="league",
+                target_id=league.name,
+                reason=reason,
+                before={"enabled": before},
+                after={"enabled": enabled},
+                request_id=request_id,
+            )
     league.enabled = enabled
     return league, before

@@ -13,6 +13,7 @@ from config.settings import MatchListenerEnvironment
 from lifecycle.board import listener_board
 from lifecycle.start import RUN_SETTINGS, load_match, validate_listener_settings
 from listener.archive import TextLog, archive_path, read_events, shortcode_for
+from models.audit import Actor, record_audit
 from models.barriers import Barriers
 from models.db import database, database_errors
 from models.listener_record import MatchListenerRecord
@@ -22,6 +23,11 @@ from models.status import normalise
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
+
+
+def _audited(value: Any) -> Any:
+    """A changed field's value as the audit log keeps it (times as ISO 8601)."""
+    return _iso(value) if isinstance(value, datetime) else value
 
 
 def match_archive(match: Match, *, data_dir: Path) -> Path:
@@ -129,11 +135,15 @@ def edit_match(
     status: str | None = None,
     set_settings: dict[str, Any] | None = None,
     unset_settings: list[str] | None = None,
+    actor: Actor | None = None,
+    reason: str | None = None,
+    request_id: str | None = None,
 ) -> dict[str, Any]:
     """Change a match's title, start time, status or per-match listener settings; returns the changes.
 
     Settings are checked (keys and values, as a run would) before anything is saved; the
-    bookkeeping keys (``message_id``...) cannot be set or unset here.
+    bookkeeping keys (``message_id``...) cannot be set or unset here. With ``actor``, a change is
+    audited (match.edit, the changed fields before and after) in the update's transaction.
     """
     match = load_match(match_id)
     changes: dict[str, Any] = {}
@@ -164,8 +174,19 @@ def edit_match(
         if new != stored:
             changes["listener_start_settings"] = new
     if changes:
-        with database_errors():
+        with database_errors(), database.atomic():
             Match.update(**changes, updated_at=utcnow()).where(Match.id == match.id).execute()
+            if actor is not None:
+                record_audit(
+                    actor=actor,
+                    action="match.edit",
+                    target_kind="match",
+                    target_id=str(match.id),
+                    reason=reason,
+                    before={k: _audited(getattr(match, k)) for k in changes},
+                    after={k: _audited(v) for k, v in changes.items()},
+                    request_id=request_id,
+                )
     shown = dict(changes)
     if "listener_start_settings" in shown:
         shown["settings"] = {

@@ -33,6 +33,7 @@ from config.records import json_fields
 from config.set_aside import set_aside
 from config.settings import BaseEnvironment
 from models.activity import ActionStatus
+from models.audit import Actor, record_audit
 from models.db import database, database_errors
 from models.outbox import OutboxStatus
 from publisher.amqp import AmqpPublisher, OutgoingMessage, PublishOutcome
@@ -392,17 +393,25 @@ class RetryDeadReport:
         return {"rows": self.rows, "actions": self.actions, "superseded": self.superseded}
 
 
-def retry_dead(*, now: datetime | None = None, ids: Sequence[int] | None = None) -> RetryDeadReport:
+def retry_dead(
+    *,
+    now: datetime | None = None,
+    ids: Sequence[int] | None = None,
+    actor: Actor | None = None,
+    reason: str | None = None,
+    request_id: str | None = None,
+) -> RetryDeadReport:
     """Make every dead row (or the dead rows among ``ids``) pending again with a fresh attempt budget,
     and its action whole.
 
     The row's action goes back from ``failed`` to ``queued`` (so delivery marks it delivered),
     holding its idempotency key again; a key released meanwhile is taken back unless a newer
     action holds it, in which case the row stays dead (``superseded``): sending it would make
-    two moves for one key.
+    two moves for one key. With ``actor``, the retry is audited (outbox.retry_dead) in its transaction.
     """
     now = now or utcnow()
     rows = actions = superseded = 0
+    revived: list[int] = []
     with database_errors(), database.atomic():
         dead = database.execute_sql(
             outbox_sql.SELECT_DEAD_FOR_UPDATE, (None if ids is None else list(ids),) * 2
@@ -430,6 +439,17 @@ def retry_dead(*, now: datetime | None = None, ids: Sequence[int] | None = None)
                 (now, outbox_id),
             )
             rows += 1
+            revived.append(outbox_id)
+        if actor is not None:
+            record_audit(
+                actor=actor,
+                action="outbox.retry_dead",
+                target_kind="outbox",
+                target_id=None if ids is None else ",".join(str(i) for i in ids),
+                reason=reason,
+                after={"rows": revived, "actions": actions, "superseded": superseded},
+                request_id=request_id,
+            )
     if rows or superseded:
         logger.info(
             "retry-dead: %s rows pending again, %s actions queued, %s superseded", rows, actions, superseded

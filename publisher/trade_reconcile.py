@@ -18,6 +18,7 @@ from enum import StrEnum
 
 from config.clock import utcnow
 from config.errors import TradeError, TriggerValidationError
+from models.audit import Actor, record_audit
 from models.db import database, database_errors
 from models.execution_log import ExecutionStatus
 from publisher.amqp import AmqpPublisher
@@ -84,6 +85,9 @@ def reconcile_claim(
     operator: str,
     publisher: AmqpPublisher | None = None,
     stale_claim_seconds: float = STALE_CLAIM_SECONDS,
+    actor: Actor | None = None,
+    reason: str | None = None,
+    request_id: str | None = None,
 ) -> ExecutionEntry:
     """Resolve one waiting claim as ``resolution`` and return it as it now stands.
 
@@ -92,6 +96,7 @@ def reconcile_claim(
     claim then stands as the broker answered: published, pending (the broker is away: known
     unsent, so the drain sends it), uncertain again, or failed. TradeNotFound for an unknown
     claim; UnusableTradeClaim when a set-aside claim still cannot be turned into its message.
+    With ``actor``, the resolution is audited (trade.reconcile) in its transaction.
     """
     if queue not in TRADE_QUEUES:
         raise TriggerValidationError("queue", f"must be one of {list(TRADE_QUEUES)}")
@@ -115,6 +120,17 @@ def reconcile_claim(
             trade_sql.RESOLVE,
             (resolution.value, operator, utcnow(), queue, claim_key),
         )
+        if actor is not None:
+            record_audit(
+                actor=actor,
+                action="trade.reconcile",
+                target_kind="trade",
+                target_id=f"{queue}/{claim_key}",
+                reason=reason,
+                before={"status": str(before.status)},
+                after={"resolution": resolution.value},
+                request_id=request_id,
+            )
     after = get_entry(queue, claim_key)
     logger.info(
         "trade claim reconciled: queue=%s key=%s message_id=%s %s -> %s (%s by %s)",

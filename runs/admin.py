@@ -10,6 +10,7 @@ from pathlib import Path
 from config.clock import utcnow
 from config.errors import RunError, TriggerConflictError
 from config.records import json_fields
+from models.audit import Actor, record_audit
 from models.db import database, database_errors
 from models.run_log import RunLog, RunStatus, SkipReason
 from runs.publish import CommandPublisher, enqueue_retry, get_run, send_outbox_rows
@@ -20,11 +21,13 @@ logger = logging.getLogger(__name__)
 RETRYABLE = frozenset({RunStatus.FAILED.value, RunStatus.SKIPPED.value})
 
 
-def cancel_run(run_id: str) -> RunLog:
+def cancel_run(
+    run_id: str, *, actor: Actor | None = None, reason: str | None = None, request_id: str | None = None
+) -> RunLog:
     """End a queued run as skipped (reason ``cancelled``); a launcher then never starts it.
 
     A run that is running or ended is a TriggerConflictError naming its status (nothing changes):
-    cancel stops no process.
+    cancel stops no process. With ``actor``, the cancel is audited (run.cancel) in its transaction.
     """
     run = get_run(run_id)  # RunNotFound
     now = utcnow()
@@ -34,6 +37,17 @@ def cancel_run(run_id: str) -> RunLog:
             .where(RunLog.id == run.id, RunLog.status == RunStatus.QUEUED.value)
             .execute()
         )
+        if changed and actor is not None:
+            record_audit(
+                actor=actor,
+                action="run.cancel",
+                target_kind="run",
+                target_id=str(run.id),
+                reason=reason,
+                before={"status": RunStatus.QUEUED.value},
+                after={"status": RunStatus.SKIPPED.value},
+                request_id=request_id,
+            )
     if not changed:
         current = get_run(run_id).status
         raise TriggerConflictError(f"run {run.id} is {current}: only a queued run can be cancelled")
@@ -54,11 +68,19 @@ class RetryAnswer:
         return {**json_fields(self), "status": "queued" if self.published else "pending"}
 
 
-def retry_run(run_id: str, *, publisher: CommandPublisher | None) -> RetryAnswer:
+def retry_run(
+    run_id: str,
+    *,
+    publisher: CommandPublisher | None,
+    actor: Actor | None = None,
+    reason: str | None = None,
+    request_id: str | None = None,
+) -> RetryAnswer:
     """Queue the next attempt of a failed or skipped run (beyond its retry budget) and publish it.
 
     ``queued`` when RabbitMQ confirmed the command, else ``pending`` (the drain publishes it). A
-    queued, running or succeeded run is a TriggerConflictError naming its status.
+    queued, running or succeeded run is a TriggerConflictError naming its status. With ``actor``,
+    the retry is audited (run.retry) in its transaction.
     """
     with database_errors(), database.atomic():
         run = RunLog.select().where(RunLog.id == get_run(run_id).id).for_update().get()
@@ -66,7 +88,19 @@ def retry_run(run_id: str, *, publisher: CommandPublisher | None) -> RetryAnswer
             raise TriggerConflictError(
                 f"run {run.id} is {run.status}: only a failed or skipped run can be retried"
             )
+        before = {"status": run.status, "attempt": run.attempt}
         outbox_id = enqueue_retry(run)
+        if actor is not None:
+            record_audit(
+                actor=actor,
+                action="run.retry",
+                target_kind="run",
+                target_id=str(run.id),
+                reason=reason,
+                before=before,
+                after={"status": RunStatus.QUEUED.value, "attempt": run.attempt},
+                request_id=request_id,
+            )
     published = bool(publisher is not None and send_outbox_rows([outbox_id], publisher=publisher).published)
     logger.info("run %s of %s: attempt %s queued by an operator", run.id, run.job, run.attempt)
     return RetryAnswer(run_id=str(run.id), job=run.job, attempt=run.attempt, published=published)

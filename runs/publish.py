@@ -15,6 +15,7 @@ from config.clock import utcnow
 from config.errors import InvalidRunCommand, PublishError, RunNotFound
 from config.records import json_fields
 from config.set_aside import set_aside
+from models.audit import Actor, record_audit
 from models.db import database, database_errors
 from models.run_log import JobRunOutbox, RunLog, RunStatus, Trigger
 from publisher.amqp import OutgoingMessage, PublishOutcome
@@ -172,6 +173,9 @@ def publish_run(
     debounce_seconds: float | None = None,
     parent_id: uuid.UUID | str | None = None,
     default_debounce_seconds: float = 60.0,
+    actor: Actor | None = None,
+    reason: str | None = None,
+    request_id: str | None = None,
 ) -> PublishResult:
     """Validate ``job_name`` and ``params`` against the catalog, save the queued run and its
     RunCommand in one transaction, then publish the command to job_runs.
@@ -181,6 +185,7 @@ def publish_run(
     dedupe key returns the existing run as ``duplicate``. The answer is ``queued`` only
     when the broker confirmed the command; a failed publish answers ``pending`` and leaves the
     outbox row for drain_job_runs (with ``publisher`` None it is left to the drain on purpose).
+    With ``actor``, a new run is audited (run.publish) in the run's transaction.
     """
     with database_errors(), database.atomic():
         result, outbox_id = enqueue_run(
@@ -195,6 +200,16 @@ def publish_run(
             parent_id=parent_id,
             default_debounce_seconds=default_debounce_seconds,
         )
+        if actor is not None and outbox_id is not None:
+            record_audit(
+                actor=actor,
+                action="run.publish",
+                target_kind="run",
+                target_id=str(result.run_id),
+                reason=reason,
+                after={"job": result.job, "params": dict(params or {}), "trigger": str(trigger)},
+                request_id=request_id,
+            )
     if outbox_id is None:
         return result
     if publisher is not None and send_outbox_rows([outbox_id], publisher=publisher).published:

@@ -15,10 +15,11 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from api.keys import Scope, authenticate, hash_key
+from api.keys import ApiKey, Scope, authenticate, hash_key
 from config.clock import utcnow
 from config.errors import SignInRefused
 from config.settings import BaseEnvironment
+from models.audit import Actor, record_audit
 from models.db import database, database_errors
 
 logger = logging.getLogger(__name__)
@@ -36,6 +37,11 @@ class Session:
     scope: Scope
     csrf_token: str
     expires_at: datetime
+
+    @property
+    def actor(self) -> Actor:
+        """The session's API key, as the audit log's actor."""
+        return Actor.api_key(self.api_key_id, self.key_name)
 
     @property
     def can_act(self) -> bool:
@@ -64,17 +70,43 @@ class SessionPolicy:
         )
 
 
-def sign_in(key: str, *, policy: SessionPolicy) -> tuple[Session, str]:
+def _refused(
+    found: ApiKey | None, reason: str, *, address: str | None, request_id: str | None
+) -> SignInRefused:
+    """A refused sign-in, audited (console.sign_in_failed: the key when it is known, else nobody)."""
+    actor = Actor.api_key(found.id, found.name) if found is not None else Actor(None, "unknown key")
+    record_audit(
+        actor=actor,
+        action="console.sign_in_failed",
+        target_kind="console",
+        target_id=address,
+        reason=reason,
+        request_id=request_id,
+    )
+    return SignInRefused(reason)
+
+
+def sign_in(
+    key: str, *, policy: SessionPolicy, address: str | None = None, request_id: str | None = None
+) -> tuple[Session, str]:
     """Open a session for API key ``key``; returns it and the cookie token (SignInRefused if not).
 
     Ended and idle sessions are deleted first; then the key's sessions beyond the newest
-    ``policy.per_key`` (the new one among them), oldest first.
+    ``policy.per_key`` (the new one among them), oldest first. The sign-in and each refused one
+    are audited (console.sign_in, console.sign_in_failed; ``address`` is the client's).
     """
     found = authenticate(key.strip()) if key.strip() else None
     if found is None:
-        raise SignInRefused("the API key is not valid (unknown or revoked)")
+        raise _refused(
+            None, "the API key is not valid (unknown or revoked)", address=address, request_id=request_id
+        )
     if found.scope not in CONSOLE_SCOPES:
-        raise SignInRefused(f"a {found.scope.value} key cannot open the console (read or operator needed)")
+        raise _refused(
+            found,
+            f"a {found.scope.value} key cannot open the console (read or operator needed)",
+            address=address,
+            request_id=request_id,
+        )
     token = secrets.token_urlsafe(32)
     csrf = secrets.token_urlsafe(32)
     now = utcnow()
@@ -97,6 +129,14 @@ def sign_in(key: str, *, policy: SessionPolicy) -> tuple[Session, str]:
             " ORDER BY created_at DESC, token_hash OFFSET %s)",
             (found.id, policy.per_key),
         ).rowcount
+        record_audit(
+            actor=Actor.api_key(found.id, found.name),
+            action="console.sign_in",
+            target_kind="console",
+            target_id=address,
+            after={"scope": found.scope.value, "sessions_ended": ended},
+            request_id=request_id,
+        )
     logger.info("console sign-in: key id=%s name=%s scope=%s", found.id, found.name, found.scope.value)
     if ended:
         logger.info(
@@ -138,9 +178,23 @@ def session_for(token: str | None, *, idle: timedelta, touch: bool = True) -> Se
     return Session(row[0], row[1], Scope(row[2]), row[3], row[4])
 
 
-def sign_out(token: str | None) -> None:
-    """End the session of ``token`` (nothing when there is none)."""
+def sign_out(
+    token: str | None,
+    *,
+    actor: Actor | None = None,
+    address: str | None = None,
+    request_id: str | None = None,
+) -> None:
+    """End the session of ``token`` (none: nothing); with ``actor``, audited (console.sign_out)."""
     if not token:
         return
     with database_errors(), database.atomic():
         database.execute_sql("DELETE FROM console_sessions WHERE token_hash = %s", (hash_key(token),))
+        if actor is not None:
+            record_audit(
+                actor=actor,
+                action="console.sign_out",
+                target_kind="console",
+                target_id=address,
+                request_id=request_id,
+            )

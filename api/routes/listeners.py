@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from api.errors import error_responses
-from api.headers import ctx_of
+from api.headers import actor_of, ctx_of, request_id_of
 from api.openapi import also_200
 from api.schemas import (
     ArchiveVerificationAnswer,
@@ -18,6 +18,7 @@ from api.schemas import (
     PathId,
     QueryId,
     StartListenerBody,
+    StopListenerBody,
     SweepBody,
 )
 from config.clock import utcnow
@@ -27,6 +28,7 @@ from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stal
 from lifecycle.dispatch import dispatch_upcoming_match_listeners, request_start
 from lifecycle.match_ref import resolve_match, resolve_match_id
 from lifecycle.start import validate_listener_settings
+from models.audit import record_audit
 
 router = APIRouter(tags=["listeners"])
 
@@ -91,7 +93,14 @@ def start_listener(match_id: PathId, request: Request, body: StartListenerBody |
     validate_listener_settings(overrides, source="overrides")
     mid = resolve_match_id(match_id)
     message, note = request_start(
-        mid, overrides=overrides or None, force=body.force, barriers=ctx.barriers, send=ctx.send_start()
+        mid,
+        overrides=overrides or None,
+        force=body.force,
+        barriers=ctx.barriers,
+        send=ctx.send_start(),
+        actor=actor_of(request),
+        reason=body.reason,
+        request_id=request_id_of(request),
     )
     data = {
         "match_id": mid,
@@ -104,18 +113,32 @@ def start_listener(match_id: PathId, request: Request, body: StartListenerBody |
 
 
 @router.post("/v1/matches/{match_id}/stop-listener")
-def stop_listener(match_id: PathId, request: Request) -> dict[str, Any]:
-    """Stop the listener (exit 15), revoke a queued start, turn auto-dispatch off."""
+def stop_listener(match_id: PathId, body: StopListenerBody, request: Request) -> dict[str, Any]:
+    """Stop the listener (exit 15), revoke a queued start, turn auto-dispatch off; ``reason`` is required."""
     ctx = ctx_of(request)
     mid = resolve_match_id(match_id)
-    return stop_match_listener(mid, settings=ctx.settings, barriers=ctx.barriers).as_dict()
+    return stop_match_listener(
+        mid,
+        settings=ctx.settings,
+        barriers=ctx.barriers,
+        actor=actor_of(request),
+        reason=body.reason,
+        request_id=request_id_of(request),
+    ).as_dict()
 
 
 @router.post("/v1/matches/{match_id}/auto-dispatch")
 def auto_dispatch(match_id: PathId, body: AutoDispatchBody, request: Request) -> dict[str, Any]:
     """Turn auto-dispatch on or off (on also clears a leftover stop flag)."""
     mid = resolve_match_id(match_id)
-    before = set_auto_dispatch(mid, body.on, barriers=ctx_of(request).barriers)
+    before = set_auto_dispatch(
+        mid,
+        body.on,
+        barriers=ctx_of(request).barriers,
+        actor=actor_of(request),
+        reason=body.reason,
+        request_id=request_id_of(request),
+    )
     return {"match_id": mid, "auto_dispatch": body.on, "was": before}
 
 
@@ -133,6 +156,15 @@ def dispatch(request: Request, body: DispatchBody | None = None) -> dict[str, An
         send=ctx.send_start(),
     )
     request.app.state.metrics.dispatch_tick.observe(time.perf_counter() - started)
+    record_audit(
+        actor=actor_of(request),
+        action="listeners.dispatch",
+        target_kind="listeners",
+        target_id=None,
+        reason=body.reason,
+        after={"locked": result.locked, "enqueued": result.enqueued, "match_ids": result.match_ids},
+        request_id=request_id_of(request),
+    )
     return result.as_dict()
 
 
@@ -146,5 +178,14 @@ def sweep(request: Request, body: SweepBody | None = None) -> dict[str, Any]:
         settings=ctx.settings,
         barriers=ctx.barriers,
         send_backfill=ctx.send_backfill(),
+    )
+    record_audit(
+        actor=actor_of(request),
+        action="listeners.sweep",
+        target_kind="listeners",
+        target_id=None,
+        reason=body.reason,
+        after={"locked": result.locked, "abandoned": result.abandoned, "matches": result.matches},
+        request_id=request_id_of(request),
     )
     return result.as_dict()

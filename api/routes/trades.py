@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from api.errors import error_responses
-from api.headers import ctx_of, traceparent
+from api.headers import actor_of, ctx_of, request_id_of, traceparent
 from api.openapi import also_200
 from api.schemas import (
     CounterBody,
@@ -134,5 +134,8 @@ def reconcile(body: ReconcileBody, request: Request) -> dict[str, Any]:
         resolution=resolution,
         operator=f"api key {request.state.api_key_id}",
         publisher=ctx_of(request).publisher() if resolution is Resolution.REPUBLISH else None,
+        actor=actor_of(request),
+        reason=body.reason,
+        request_id=request_id_of(request),
     )
     return entry.as_json()

@@ -76,6 +76,8 @@ EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
     ("POST", "/v1/matches/{match_id}/auto-dispatch"): (API, OPERATOR),
     ("POST", "/v1/listeners/dispatch"): (API, OPERATOR),
     ("POST", "/v1/listeners/sweep"): (API, OPERATOR),
+    # the audit log
+    ("GET", "/v1/audit"): (API, READ),
     # the console (docs/console.md): pages need a read or operator session, actions an operator one
     ("GET", "/sign-in"): (CONSOLE, NONE),
     ("POST", "/sign-in"): (CONSOLE, READ),  # a trigger key cannot sign in
@@ -106,6 +108,7 @@ EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
     ("GET", "/trades"): (CONSOLE, READ),
     ("POST", "/trades/reconcile"): (CONSOLE, OPERATOR),
     ("GET", "/queues"): (CONSOLE, READ),
+    ("GET", "/audit"): (CONSOLE, READ),
 }
 
 #: A value for each path parameter (a route with a new parameter adds it here).

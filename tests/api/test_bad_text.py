@@ -46,7 +46,7 @@ def test_nul_is_still_refused_the_same_way(api):
 @pytest.mark.parametrize("bad", [LONE, "a\x00b"])
 def test_a_start_override_that_cannot_be_stored_is_422_naming_the_setting(api, make_match, bad):
     match = make_match(status="inprogress")
-    body = {"force": True, "overrides": {"listener_sr_env": bad}}
+    body = {"force": True, "reason": "drill", "overrides": {"listener_sr_env": bad}}
     answer = api.post(
         f"/v1/matches/{match.id}/start-listener",
         content=json.dumps(body).encode(),

@@ -31,7 +31,9 @@ def test_start_then_a_second_start_is_not_enqueued_unless_forced(api, make_match
     assert barriers.is_pending(str(match.id))
     again = api.post(url, json={})
     assert again.status_code == 200 and again.json()["enqueued"] is False
-    forced = api.post(url, json={"force": True, "overrides": {"listener_skip_processing": True}})
+    forced = api.post(
+        url, json={"force": True, "reason": "drill", "overrides": {"listener_skip_processing": True}}
+    )
     assert forced.status_code == 202 and forced.json()["force"] is True
     board = api.get("/v1/listeners", params={"match_id": str(match.id)}).json()
     assert board["matches"][0]["pending"] is True
@@ -71,7 +73,7 @@ def test_a_start_override_outside_the_per_run_allowlist_is_422_naming_it(
 
 def test_stop_turns_auto_dispatch_off_and_auto_dispatch_turns_it_on(api, make_match, barriers):
     match = make_match(status="scheduled")
-    stopped = api.post(f"/v1/matches/{match.id}/stop-listener")
+    stopped = api.post(f"/v1/matches/{match.id}/stop-listener", json={"reason": "drill"})
     assert stopped.status_code == 200 and stopped.json()["rows_closed"] == 0
     assert Match.get_by_id(match.id).auto_dispatch_listener is False
     on = api.post(f"/v1/matches/{match.id}/auto-dispatch", json={"on": True})
@@ -107,7 +109,7 @@ def test_a_plain_start_of_an_exhausted_match_answers_409_naming_force_and_a_forc
     assert refused.status_code == 409, refused.text
     assert "exhausted" in refused.json()["error"] and "--force" in refused.json()["error"]
     assert not barriers.is_pending(match.id) and Match.get_by_id(match.id).start_message_id is None
-    forced = api.post(url, json={"force": True})
+    forced = api.post(url, json={"force": True, "reason": "drill"})
     assert forced.status_code == 202 and forced.json()["enqueued"] is True
 
 
@@ -147,7 +149,7 @@ def test_every_match_path_takes_a_uuid_sr_id(api, make_match, barriers):
     started = api.post(f"/v1/matches/{ref}/start-listener")
     assert started.status_code == 202 and started.json()["match_id"] == str(match.id)
     assert barriers.is_pending(str(match.id))
-    stopped = api.post(f"/v1/matches/{ref}/stop-listener")
+    stopped = api.post(f"/v1/matches/{ref}/stop-listener", json={"reason": "drill"})
     assert stopped.status_code == 200 and stopped.json()["match_id"] == str(match.id)
     assert Match.get_by_id(match.id).auto_dispatch_listener is False
     on = api.post(f"/v1/matches/{ref}/auto-dispatch", json={"on": True})

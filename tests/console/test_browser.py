@@ -198,6 +198,7 @@ def test_stop_closes_the_row_with_15_and_shows_stopped_without_a_reload_start_di
     lock = Barriers.from_settings(settings, client=redis_client).start_lock(match.id)
     wait_for(lock.locked, timeout=30, what="the listener holds its start lock")
     with FirstSeen(lambda: not lock.locked()) as released:
+        row.get_by_label("Stop reason").fill("drill: stop from the board")
         row.get_by_role("button", name="Stop").click()
         expect(page.locator("#notice")).to_contain_text("rows closed with 15")
         assert questions and "Stop" in questions[0]
@@ -360,6 +361,7 @@ def test_every_console_page_passes_the_axe_accessibility_check(open_console, con
         "/actions",
         "/trades",
         "/queues",
+        "/audit",
     ):
         page.goto(path)
         found = axe.run(page)
@@ -374,7 +376,16 @@ def test_every_page_and_the_docs_run_under_the_csp_without_a_violation(open_cons
     page = open_console(create_key(name="csp", scope=Scope.OPERATOR)[1])
     refused: list[str] = []
     page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
-    for path in ("/", f"/matches/{match.id}", "/outbox", "/runs", "/runs/new?job=fail", "/clone", "/queues"):
+    for path in (
+        "/",
+        f"/matches/{match.id}",
+        "/outbox",
+        "/runs",
+        "/runs/new?job=fail",
+        "/clone",
+        "/queues",
+        "/audit",
+    ):
         answer = page.goto(path)
         assert answer.headers["content-security-policy"].startswith("default-src 'self'"), path
         page.wait_for_load_state("load")

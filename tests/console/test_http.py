@@ -354,7 +354,7 @@ def test_every_match_link_and_action_takes_a_uuid_sr_id(
     )
     assert saved.status_code == 200 and saved.json()["ok"] is True, saved.text
     assert Match.get_by_id(match.id).listener_start_settings == {"listener_dry_run": True}
-    stopped = op.client.post(f"/matches/{ref}/stop", headers=as_json)
+    stopped = op.client.post(f"/matches/{ref}/stop", data={"reason": "drill"}, headers=as_json)
     assert stopped.status_code == 200 and stopped.json()["ok"] is True, stopped.text
     assert MatchListenerRecord.get_by_id(record.id).exit_code == 15
     on = op.client.post(f"/matches/{ref}/auto-dispatch", data={"on": "1"}, headers=as_json)

@@ -56,7 +56,7 @@ def test_set_dispatch_turns_auto_dispatch_off_and_on(kick, make_match):
 @pytest.mark.parametrize(
     "args",
     [
-        ("listeners", "stop", "{id}"),
+        ("listeners", "stop", "{id}", "--reason", "drill"),
         ("listeners", "start", "{id}"),
         ("listeners", "status", "--match", "{id}"),
         ("matches", "set-dispatch", "{id}", "on"),
@@ -70,7 +70,7 @@ def test_an_unknown_match_id_is_one_clear_line_and_exit_2(kick, args):
 
 
 def test_an_unknown_sr_id_is_exit_2_and_a_known_one_names_the_match(kick, make_match):
-    out = kick("listeners", "stop", "sr:match:nope", code=2)
+    out = kick("listeners", "stop", "sr:match:nope", "--reason", "drill", code=2)
     assert "no match with id or sr_id 'sr:match:nope'" in out.output
     match = make_match(sr_id="sr:match:42")
     listed = json.loads(kick("listeners", "status", "--match", "sr:match:42", "--json").output)
@@ -95,7 +95,7 @@ def test_listeners_start_saves_the_message_id_and_refuses_a_double_start(kick, m
     )
     assert out["enqueued"] and reload(match).start_message_id == out["message_id"]
     assert "already queued or running" in kick("listeners", "start", str(match.id)).output
-    forced = kick("listeners", "start", str(match.id), "--force").output
+    forced = kick("listeners", "start", str(match.id), "--force", "--reason", "drill").output
     assert "(force)" in forced
     assert broker_queues("match_listeners") == 2
 
@@ -113,7 +113,7 @@ def test_listeners_stop_and_sweep_print_what_they_did(kick, make_match, barriers
     b = Barriers.from_settings(MatchListenerEnvironment(_env_file=None), client=barriers.client)
     stopped = make_match()
     dead_run(stopped, b)
-    out = json.loads(kick("listeners", "stop", str(stopped.id), "--json").output)
+    out = json.loads(kick("listeners", "stop", str(stopped.id), "--reason", "drill", "--json").output)
     assert out["rows_closed"] == 1 and out["auto_dispatch_was"] is True
     swept = make_match()
     dead_run(swept, b)
@@ -152,7 +152,15 @@ def test_enqueue_start_match_listener_goes_through_the_start_path(kick, make_mat
     match = make_match()
     out = json.loads(
         kick(
-            "enqueue", "start_match_listener", "--kw", f"match_id={match.id}", "--kw", "force=true", "--json"
+            "enqueue",
+            "start_match_listener",
+            "--kw",
+            f"match_id={match.id}",
+            "--kw",
+            "force=true",
+            "--reason",
+            "drill",
+            "--json",
         ).output
     )
     assert out["message_id"] == reload(match).start_message_id
@@ -165,6 +173,8 @@ def test_enqueue_start_match_listener_goes_through_the_start_path(kick, make_mat
             f"match_id={match.sr_id}",
             "--kw",
             "force=true",
+            "--reason",
+            "drill",
             "--json",
         ).output
     )

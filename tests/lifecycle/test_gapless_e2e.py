@@ -200,11 +200,11 @@ def test_drops_a_failing_play_by_play_an_operator_stop_and_a_deploy_lose_no_even
         server.pbp_faults.extend(["503", "notjson", "404"])
         # An operator stop, then a start: the new run backfills what was sent meanwhile.
         stop_match = by_game[stopped.sr_id]
-        kick("listeners", "stop", str(stop_match.id))
+        kick("listeners", "stop", str(stop_match.id), "--reason", "drill")
         wait_for(lambda: not open_rows(stop_match), timeout=30, what="the stopped run closed")
         held = _events_archived(lifecycle_env, stopped)
         wait_for(lambda: server.sessions[stopped.sr_id].position() > held + 12, timeout=30)
-        kick("listeners", "start", str(stop_match.id), "--force")
+        kick("listeners", "start", str(stop_match.id), "--force", "--reason", "drill")
         wait_for(lambda: open_rows(stop_match), timeout=30, what="the stopped match started again")
         # A deploy: a new listener worker up, the old one stopped gracefully, nothing missed.
         start_worker(env=env)

@@ -92,7 +92,7 @@ def test_every_json_command_prints_one_object(json_of, lifecycle_env, tmp_path, 
     run("listeners", "start", match_id)
     run("listeners", "status")
     run("listeners", "dispatch")
-    run("listeners", "stop", match_id)
+    run("listeners", "stop", match_id, "--reason", "drill")
     run("listeners", "sweep")
     run("enqueue", "sweep_stale_match_listeners")
 
@@ -135,5 +135,10 @@ def test_every_json_command_prints_one_object(json_of, lifecycle_env, tmp_path, 
 
     RunLog.update(log_path=str(log)).where(RunLog.id == run_id).execute()
     assert run("runs", "logs", run_id)["lines"] == ["done"]
+
+    entries = run("audit", "list")["entries"]
+    assert {"listener.stop", "match.dispatch_on", "match.edit"} <= {e["action"] for e in entries}
+    assert list(run("audit", "list", "--action", "listener.stop")) == ["entries"]
+    run("audit", "prune")
 
     assert ALL - run.ran == set(ELSEWHERE), "a --json command is not covered here or in ELSEWHERE"

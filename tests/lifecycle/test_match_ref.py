@@ -32,7 +32,7 @@ def test_the_resolver_takes_the_internal_id_first_then_the_sr_id(make_match, uui
 
 def test_listeners_stop_with_a_uuid_sr_id_stops_that_match(kick, uuid_match):
     record = MatchListenerRecord.create(id=str(uuid.uuid4()), match=uuid_match.id)
-    out = json.loads(kick("listeners", "stop", uuid_match.sr_id, "--json").output)
+    out = json.loads(kick("listeners", "stop", uuid_match.sr_id, "--reason", "drill", "--json").output)
     assert out["match_id"] == str(uuid_match.id) and out["rows_closed"] == 1
     assert MatchListenerRecord.get_by_id(record.id).exit_code == 15
     assert reload(uuid_match).auto_dispatch_listener is False

@@ -51,7 +51,7 @@ def test_a_plain_start_of_an_exhausted_match_is_a_conflict_naming_force_and_enqu
     assert data["status"] == "conflict" and "exhausted" in data["error"]  # the shared answer (cli/answers.py)
     assert not lbarriers.is_pending(match.id) and reload(match).start_message_id is None
     assert broker_queues("match_listeners") == 0
-    assert "(force)" in kick("listeners", "start", str(match.id), "--force").output
+    assert "(force)" in kick("listeners", "start", str(match.id), "--force", "--reason", "drill").output
     assert broker_queues("match_listeners") == 1
 
 
@@ -65,5 +65,14 @@ def test_enqueue_start_match_listener_of_an_exhausted_match_is_a_conflict_unless
     args = ("enqueue", "start_match_listener", "--kw", f"match_id={match.id}", "--json")
     data = json.loads(kick(*args, code=EXIT_CONFLICT).stdout)
     assert data["status"] == "conflict" and "--force" in data["error"]
-    kick("enqueue", "start_match_listener", "--kw", f"match_id={match.id}", "--kw", "force=true")
+    kick(
+        "enqueue",
+        "start_match_listener",
+        "--kw",
+        f"match_id={match.id}",
+        "--kw",
+        "force=true",
+        "--reason",
+        "drill",
+    )
     assert broker_queues("match_listeners") == 1

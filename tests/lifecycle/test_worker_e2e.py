@@ -99,7 +99,7 @@ def test_stop_closes_the_running_row_with_15_within_2_s_and_the_match_is_not_re_
     kickoff = str(Path(sys.executable).parent / "kickoff")
     with FirstSeen(lambda: not lock.locked()) as released:
         done = subprocess.run(
-            [kickoff, "listeners", "stop", str(match.id)],
+            [kickoff, "listeners", "stop", str(match.id), "--reason", "drill"],
             env={**subprocess_env, **lifecycle_env},
             capture_output=True,
             text=True,

@@ -21,7 +21,7 @@ from api.console.web import (
     session_token,
     set_session_cookie,
 )
-from api.headers import ctx_of
+from api.headers import ctx_of, request_id_of
 from config.errors import NotFound, SignInRefused
 
 logger = logging.getLogger(__name__)
@@ -116,7 +116,13 @@ async def sign_in_post(request: Request, api_key: str = Form(""), next: str = Fo
         answer.headers["Retry-After"] = str(wait)
         return answer
     try:
-        _session, token = await run_in_threadpool(sign_in, api_key, policy=session_policy(request))
+        _session, token = await run_in_threadpool(
+            sign_in,
+            api_key,
+            policy=session_policy(request),
+            address=address,
+            request_id=request_id_of(request),
+        )
     except BaseException as exc:
         if not isinstance(exc, SignInRefused):
             throttle.passed(address)  # not a refusal (e.g. PostgreSQL down): not counted
@@ -135,9 +141,15 @@ async def sign_in_post(request: Request, api_key: str = Form(""), next: str = Fo
 
 
 @router.post("/sign-out")
-async def sign_out_post(request: Request, _session: PostSession) -> Response:
+async def sign_out_post(request: Request, session: PostSession) -> Response:
     """End the session (its row is deleted) and clear the cookie."""
-    await run_in_threadpool(sign_out, session_token(request))
+    await run_in_threadpool(
+        sign_out,
+        session_token(request),
+        actor=session.actor,
+        address=client_address(request),
+        request_id=request_id_of(request),
+    )
     answer = RedirectResponse("/sign-in", status_code=303)
     clear_session_cookie(answer, request)
     return answer

@@ -12,10 +12,12 @@ from fastapi.responses import Response, StreamingResponse
 from api.console.board_feed import BoardHub, sse
 from api.console.board_view import BoardFilter, board_rows
 from api.console.web import OperatorSession, PageSession, StreamSession, act, render, session_token
-from api.headers import ctx_of
+from api.headers import ctx_of, request_id_of
+from config.errors import ReasonRequired
 from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
 from lifecycle.dispatch import MANUAL_WITHIN_MINUTES, dispatch_upcoming_match_listeners, request_start
 from lifecycle.match_ref import resolve_match_id
+from models.audit import record_audit
 
 logger = logging.getLogger(__name__)
 
@@ -90,16 +92,34 @@ async def board_events(request: Request, session: StreamSession, flt: Filter) ->
     )
 
 
+def form_reason(reason: str, *, required: bool, what: str) -> str | None:
+    """The confirm step's reason (stripped); a required one missing is ReasonRequired (422)."""
+    text = reason.strip()
+    if required and not text:
+        raise ReasonRequired(f"{what} needs a reason (it goes into the audit log)")
+    return text[:2000] or None
+
+
 @router.post("/matches/{match_id}/start")
-async def start(match_id: str, request: Request, session: OperatorSession, force: str = Form("")) -> Response:
-    """Start (or force-start) the match's listener, as `kickoff listeners start [--force]`."""
+async def start(
+    match_id: str, request: Request, session: OperatorSession, force: str = Form(""), reason: str = Form("")
+) -> Response:
+    """Start (or force-start) the match's listener, as `kickoff listeners start [--force --reason]`."""
     ctx = ctx_of(request)
     forced = force == "1"
 
     def call() -> str:
+        why = form_reason(reason, required=forced, what="a force start")
         mid = resolve_match_id(match_id)
         _message, note = request_start(
-            mid, overrides=None, force=forced, barriers=ctx.barriers, send=ctx.send_start()
+            mid,
+            overrides=None,
+            force=forced,
+            barriers=ctx.barriers,
+            send=ctx.send_start(),
+            actor=session.actor,
+            reason=why,
+            request_id=request_id_of(request),
         )
         return note
 
@@ -107,13 +127,21 @@ async def start(match_id: str, request: Request, session: OperatorSession, force
 
 
 @router.post("/matches/{match_id}/stop")
-async def stop(match_id: str, request: Request, session: OperatorSession) -> Response:
-    """Stop the listener (exit 15 within 2 s), revoke a queued start, turn auto-dispatch off."""
+async def stop(match_id: str, request: Request, session: OperatorSession, reason: str = Form("")) -> Response:
+    """Stop the listener (exit 15 within 2 s), revoke a queued start, dispatch off; needs a reason."""
     ctx = ctx_of(request)
 
     def call() -> str:
+        why = form_reason(reason, required=True, what="a stop")
         mid = resolve_match_id(match_id)
-        result = stop_match_listener(mid, settings=ctx.settings, barriers=ctx.barriers)
+        result = stop_match_listener(
+            mid,
+            settings=ctx.settings,
+            barriers=ctx.barriers,
+            actor=session.actor,
+            reason=why,
+            request_id=request_id_of(request),
+        )
         revoked = f", revoked {result.revoked_message_id}" if result.revoked_message_id else ""
         return f"stopped: {result.rows_closed} rows closed with 15{revoked}; auto-dispatch off"
 
@@ -130,7 +158,13 @@ async def auto_dispatch(
 
     def call() -> str:
         mid = resolve_match_id(match_id)
-        set_auto_dispatch(mid, wanted, barriers=ctx.barriers)
+        set_auto_dispatch(
+            mid,
+            wanted,
+            barriers=ctx.barriers,
+            actor=session.actor,
+            request_id=request_id_of(request),
+        )
         return f"auto-dispatch {'on' if wanted else 'off'}"
 
     return await act(request, call)
@@ -147,6 +181,14 @@ async def dispatch_now(request: Request, session: OperatorSession) -> Response:
             settings=ctx.settings,
             barriers=ctx.barriers,
             send=ctx.send_start(),
+        )
+        record_audit(
+            actor=session.actor,
+            action="listeners.dispatch",
+            target_kind="listeners",
+            target_id=None,
+            after={"locked": r.locked, "enqueued": r.enqueued, "match_ids": r.match_ids},
+            request_id=request_id_of(request),
         )
         if r.locked:
             return "dispatch skipped: another dispatch is running"
@@ -166,6 +208,14 @@ async def sweep_now(request: Request, session: OperatorSession) -> Response:
     def call() -> str:
         r = sweep_stale_match_listeners(
             settings=ctx.settings, barriers=ctx.barriers, send_backfill=ctx.send_backfill()
+        )
+        record_audit(
+            actor=session.actor,
+            action="listeners.sweep",
+            target_kind="listeners",
+            target_id=None,
+            after={"locked": r.locked, "abandoned": r.abandoned, "matches": r.matches},
+            request_id=request_id_of(request),
         )
         if r.locked:
             return "sweep skipped: another sweep is running"

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.console.web import OperatorSession, PageSession, act, render, wants_json, with_notice
 from api.errors import status_of
-from api.headers import ctx_of
+from api.headers import ctx_of, request_id_of
 from config.assignments import split_assignment
 from config.errors import KickoffError, ListenerStartSettingsError, NotFound
 from lifecycle.dispatch import request_start
@@ -92,7 +92,11 @@ def run_log(match_id: str, record_id: str, request: Request, session: PageSessio
 
 @router.post("/matches/{match_id}/settings")
 async def save_settings(
-    match_id: str, request: Request, session: OperatorSession, settings: str = Form("")
+    match_id: str,
+    request: Request,
+    session: OperatorSession,
+    settings: str = Form(""),
+    reason: str = Form(""),
 ) -> Response:
     """Replace the match's listener settings, checked as `kickoff matches edit --setting` checks them."""
 
@@ -101,7 +105,14 @@ async def save_settings(
         wanted = parse_settings(settings, source="settings")
         current = match_detail(mid, settings=ctx_of(request).settings, barriers=ctx_of(request).barriers)
         unset = sorted(set(current["settings"]) - set(wanted))
-        changed = edit_match(mid, set_settings=wanted or None, unset_settings=unset or None)
+        changed = edit_match(
+            mid,
+            set_settings=wanted or None,
+            unset_settings=unset or None,
+            actor=session.actor,
+            reason=reason.strip() or None,
+            request_id=request_id_of(request),
+        )
         if "settings" not in changed:
             return "settings unchanged"
         return "settings saved: " + (
@@ -150,11 +161,23 @@ async def clone_post(
 
     def call() -> tuple[str, str]:
         per_clone = parse_settings(settings, source="the clone's settings")
-        clone, path, count = clone_match(sr_id, data_dir=ctx.settings.data_dir, settings=per_clone)
+        clone, path, count = clone_match(
+            sr_id,
+            data_dir=ctx.settings.data_dir,
+            settings=per_clone,
+            actor=session.actor,
+            request_id=request_id_of(request),
+        )
         message = f"clone {clone.sr_id} created ({count} events, script {path.name})"
         if start_now == "1":
             _sent, note = request_start(
-                str(clone.id), overrides=None, force=False, barriers=ctx.barriers, send=ctx.send_start()
+                str(clone.id),
+                overrides=None,
+                force=False,
+                barriers=ctx.barriers,
+                send=ctx.send_start(),
+                actor=session.actor,
+                request_id=request_id_of(request),
             )
             message += f"; {note}"
         return str(clone.id), message

@@ -51,16 +51,39 @@
       rows.querySelectorAll("input[name=csrf_token]").forEach(function (input) { input.value = csrf || ""; });
       if (state) { state.textContent = "Updates live. Last update " + new Date().toLocaleTimeString() + "."; }
     };
+    // A reason being typed (Stop, Force start) survives the rows being replaced.
+    var reasons = function () {
+      var typed = {};
+      var active = document.activeElement;
+      if (active && active.name === "reason" && active.form && rows.contains(active)) {
+        typed[""] = active.form.getAttribute("action");
+      }
+      rows.querySelectorAll("input[name=reason]").forEach(function (input) {
+        if (input.value) { typed[input.form.getAttribute("action")] = input.value; }
+      });
+      return typed;
+    };
+    var restore = function (typed) {
+      rows.querySelectorAll("input[name=reason]").forEach(function (input) {
+        var action = input.form.getAttribute("action");
+        if (typed[action]) { input.value = typed[action]; }
+        if (typed[""] === action) { input.focus(); }
+      });
+    };
     source.addEventListener("board", function (event) {
+      var typed = reasons();
       rows.innerHTML = JSON.parse(event.data).html;
+      restore(typed);
       updated();
     });
     // Only the rows that changed, in place (the board's rows and their order are the same).
     source.addEventListener("rows", function (event) {
+      var typed = reasons();
       JSON.parse(event.data).rows.forEach(function (pair) {
         var row = rows.querySelector('tr[data-match-id="' + pair[0] + '"]');
         if (row) { row.outerHTML = pair[1]; }
       });
+      restore(typed);
       updated();
     });
     source.addEventListener("problem", function (event) {

@@ -1,0 +1,159 @@
+"""The audit log (table audit_log, append-only): who did which state-changing act, why, and when.
+
+The only SQL touching audit_log. ``record_audit`` writes one entry inside the caller's
+transaction when there is one (a savepoint), else in its own; ``prune_audit`` is the retention
+job (the only delete the table's trigger lets through).
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from config.clock import ensure_utc
+from models.db import database, database_errors
+
+logger = logging.getLogger(__name__)
+
+_COLUMNS = "id, at, who_key_id, who, action, target_kind, target_id, reason, before, after, request_id"
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acts: an API key (its id and name) or the CLI's OS user (key_id None, name ``user@host``)."""
+
+    key_id: str | None
+    name: str
+
+    @classmethod
+    def cli(cls) -> Actor:
+        """The operator running the CLI: ``os_user@host``."""
+        try:
+            user = getpass.getuser()
+        except Exception:  # no login name (a container without a passwd entry)
+            user = "unknown"
+        return cls(key_id=None, name=f"{user}@{socket.gethostname()}")
+
+    @classmethod
+    def api_key(cls, key_id: str, name: str) -> Actor:
+        """The holder of an API key (the API, the console)."""
+        return cls(key_id=str(key_id), name=name)
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One stored entry."""
+
+    id: int
+    at: datetime
+    who_key_id: str | None
+    who: str
+    action: str
+    target_kind: str
+    target_id: str | None
+    reason: str | None
+    before: Any
+    after: Any
+    request_id: str | None
+
+    @property
+    def target(self) -> str:
+        """``kind:id`` (or the kind alone)."""
+        return f"{self.target_kind}:{self.target_id}" if self.target_id else self.target_kind
+
+    def as_dict(self) -> dict[str, Any]:
+        """The entry as `kickoff audit list --json` and GET /v1/audit print it."""
+        return {
+            "at": self.at.astimezone(UTC).isoformat(),
+            "who": self.who,
+            "action": self.action,
+            "target": self.target,
+            "reason": self.reason,
+            "before": self.before,
+            "after": self.after,
+            "request_id": self.request_id,
+        }
+
+
+def _jsonb(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, default=str, sort_keys=True)
+
+
+def record_audit(
+    *,
+    actor: Actor,
+    action: str,
+    target_kind: str,
+    target_id: str | None,
+    reason: str | None = None,
+    before: Any = None,
+    after: Any = None,
+    request_id: str | None = None,
+) -> None:
+    """Append one entry (in the caller's transaction where there is one)."""
+    with database_errors(), database.atomic():
+        database.execute_sql(
+            "INSERT INTO audit_log (who_key_id, who, action, target_kind, target_id, reason, before, after,"
+            " request_id) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s)",
+            (
+                actor.key_id,
+                actor.name,
+                action,
+                target_kind,
+                None if target_id is None else str(target_id),
+                reason or None,
+                _jsonb(before),
+                _jsonb(after),
+                request_id,
+            ),
+        )
+    logger.info("audit: %s %s %s:%s", actor.name, action, target_kind, target_id)
+
+
+def audit_entries(
+    *,
+    who: str | None = None,
+    action: str | None = None,
+    match_id: str | None = None,
+    since: datetime | None = None,
+    limit: int | None = 100,
+    oldest_first: bool = False,
+) -> list[AuditEntry]:
+    """Entries matching every filter given, newest first (``oldest_first``: the export's order)."""
+    where: list[str] = []
+    params: list[Any] = []
+    if who is not None:
+        where.append("who = %s")
+        params.append(who)
+    if action is not None:
+        where.append("action = %s")
+        params.append(action)
+    if match_id is not None:
+        where.append("target_kind = 'match' AND target_id = %s")
+        params.append(str(match_id))
+    if since is not None:
+        where.append("at >= %s")
+        params.append(ensure_utc(since, what="since"))
+    sql = f"SELECT {_COLUMNS} FROM audit_log"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY at, id" if oldest_first else " ORDER BY at DESC, id DESC"
+    if limit is not None:
+        sql += " LIMIT %s"
+        params.append(limit)
+    with database_errors():
+        rows = database.execute_sql(sql, params).fetchall()
+    return [AuditEntry(*row) for row in rows]
+
+
+def prune_audit(*, days: int) -> int:
+    """Delete the entries older than ``days`` days (the retention job); returns how many went."""
+    with database_errors(), database.atomic():
+        (n,) = database.execute_sql("SELECT prune_audit_log(%s)", (days,)).fetchone()
+    logger.info("audit: pruned %d entries older than %d days", n, days)
+    return int(n)

@@ -1,0 +1,130 @@
+"""The audit log from the CLI: who and why of an act, reasons required, list filters, export, append-only."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import socket
+import uuid
+from datetime import timedelta
+
+import peewee
+import pytest
+
+from config.clock import utcnow
+from models.audit import Actor, audit_entries, prune_audit, record_audit
+from models.db import database
+from models.listener_record import MatchListenerRecord
+
+ME = f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+def test_a_cli_stop_is_audited_with_the_os_user_and_its_reason(kick, make_match):
+    match = make_match(status="inprogress")
+    MatchListenerRecord.create(id=str(uuid.uuid4()), match=match.id)
+    kick("listeners", "stop", str(match.id), "--reason", "feed is garbage")
+    [entry] = audit_entries(action="listener.stop")
+    assert entry.who == ME and entry.who_key_id is None and entry.reason == "feed is garbage"
+    assert entry.target == f"match:{match.id}"
+    assert entry.before == {"auto_dispatch": True} and entry.after["rows_closed"] == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("listeners", "stop", "{id}"),
+        ("listeners", "start", "{id}", "--force"),
+        ("enqueue", "start_match_listener", "--kw", "match_id={id}", "--kw", "force=true"),
+    ],
+    ids=["stop", "force-start", "enqueue-force-start"],
+)
+def test_a_stop_or_force_start_without_a_reason_is_a_usage_error(kick, make_match, args):
+    match = make_match(status="inprogress")
+    out = kick(*(a.format(id=match.id) for a in args), code=2)
+    assert "reason" in out.output
+    out = kick(*(a.format(id=match.id) for a in args), "--reason", "  ", code=2)
+    assert audit_entries() == [] and MatchListenerRecord.select().count() == 0
+
+
+def test_dispatch_off_and_on_record_before_and_after(kick, make_match):
+    match = make_match()
+    kick("matches", "set-dispatch", str(match.id), "off", "--reason", "maintenance")
+    kick("matches", "set-dispatch", str(match.id), "on")
+    on, off = audit_entries(match_id=str(match.id))
+    assert (off.action, off.before, off.after, off.reason) == (
+        "match.dispatch_off",
+        {"auto_dispatch": True},
+        {"auto_dispatch": False},
+        "maintenance",
+    )
+    assert (on.action, on.after, on.reason) == ("match.dispatch_on", {"auto_dispatch": True}, None)
+
+
+def test_the_list_filters_and_its_json_shape(kick, make_match):
+    one, two = make_match(), make_match()
+    api = Actor.api_key(str(uuid.uuid4()), "ci-bot")
+    record_audit(actor=api, action="match.edit", target_kind="match", target_id=str(one.id), reason="r1")
+    record_audit(actor=Actor.cli(), action="match.edit", target_kind="match", target_id=str(two.id))
+    record_audit(actor=api, action="listeners.sweep", target_kind="listeners", target_id=None)
+
+    def listed(*args: str) -> list[dict]:
+        doc = json.loads(kick("audit", "list", *args, "--json").output)
+        assert list(doc) == ["entries"]
+        return doc["entries"]
+
+    everything = listed()
+    assert [e["action"] for e in everything] == ["listeners.sweep", "match.edit", "match.edit"]
+    assert set(everything[0]) == {"at", "who", "action", "target", "reason", "before", "after", "request_id"}
+    assert [e["target"] for e in listed("--who", "ci-bot")] == ["listeners", f"match:{one.id}"]
+    assert [e["who"] for e in listed("--action", "match.edit", "--match", str(two.id))] == [ME]
+    assert len(listed("--limit", "1")) == 1
+    future = (utcnow() + timedelta(hours=1)).isoformat()
+    assert listed("--since", future) == []
+    assert "ci-bot" in kick("audit", "list").output
+    kick("audit", "list", "--since", "yesterday", code=2)
+
+
+def test_export_prints_one_json_object_per_line_oldest_first(kick):
+    for n in range(3):
+        record_audit(actor=Actor.cli(), action="run.cancel", target_kind="run", target_id=str(n))
+    since = (utcnow() - timedelta(hours=1)).isoformat()
+    lines = kick("audit", "export", "--since", since).output.splitlines()
+    assert [json.loads(line)["target"] for line in lines] == ["run:0", "run:1", "run:2"]
+
+
+def test_the_table_refuses_update_and_delete_but_the_retention_prunes(kick, db):
+    record_audit(actor=Actor.cli(), action="run.cancel", target_kind="run", target_id="old")
+    record_audit(actor=Actor.cli(), action="run.cancel", target_kind="run", target_id="new")
+    for statement in ("UPDATE audit_log SET who = 'someone else'", "DELETE FROM audit_log"):
+        with pytest.raises(peewee.DatabaseError, match="append-only"), database.atomic():
+            database.execute_sql(statement)
+    # the trigger's retention setting only lets a delete through; an update is refused even then
+    with pytest.raises(peewee.DatabaseError, match="append-only"), database.atomic():
+        database.execute_sql("SET LOCAL kickoff.audit_retention = 'on'")
+        database.execute_sql("UPDATE audit_log SET who = 'someone else'")
+    with database.atomic():
+        database.execute_sql("ALTER TABLE audit_log DISABLE TRIGGER audit_log_append_only")
+        database.execute_sql("UPDATE audit_log SET at = now() - interval '500 days' WHERE target_id = 'old'")
+        database.execute_sql("ALTER TABLE audit_log ENABLE TRIGGER audit_log_append_only")
+    assert prune_audit(days=400) == 1
+    assert [e.target_id for e in audit_entries()] == ["new"]
+    assert json.loads(kick("audit", "prune", "--json").output) == {"deleted": 0, "days": 400}
+    with pytest.raises(peewee.DatabaseError, match="append-only"), database.atomic():
+        database.execute_sql("DELETE FROM audit_log")
+
+
+def test_league_switches_and_api_keys_are_audited_without_the_key(kick, db):
+    kick("leagues", "add", "nfl")
+    kick("leagues", "disable", "nfl", "--reason", "off season")
+    created = json.loads(kick("apikeys", "create", "--name", "ci", "--scope", "read", "--json").output)
+    kick("apikeys", "revoke", created["id"], "--reason", "leaked")
+    revoke, create, disable = audit_entries()
+    assert (disable.action, disable.target, disable.reason) == ("league.disable", "league:nfl", "off season")
+    assert disable.before == {"enabled": True} and disable.after == {"enabled": False}
+    assert (create.action, create.target_id, create.after) == (
+        "apikey.create",
+        created["id"],
+        {"name": "ci", "scope": "read"},
+    )
+    assert created["key"] not in json.dumps([e.as_dict() for e in audit_entries()])
+    assert (revoke.action, revoke.reason, revoke.who) == ("apikey.revoke", "leaked", ME)
