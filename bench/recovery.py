@@ -1,7 +1,8 @@
 """Benchmark: listener takeover: a worker SIGKILLed mid-game, and a graceful (SIGTERM) hand-off.
 
 Run: ``.venv/bin/python bench/recovery.py [--kills 20] [--handoffs 5] [--matches 3] [--stale-kills 0]
-[--feed [--feed-kills 4]]`` (about six minutes with the defaults, eight with ``--feed``). Real
+[--feed [--feed-kills 20]]`` (about six minutes with the defaults, about half an hour with
+``--feed``). Real
 ``dramatiq`` listener workers at default settings (heartbeat 30 s, stale threshold 180 s, worker
 lease 8 s, reaper poll 0.5 s, hand-off bound 5 s) on a throw-away database, Redis key prefix and
 Dramatiq namespace; two listener workers are always up. The fresh key prefix is a new Redis data
@@ -325,7 +326,7 @@ def main() -> int:
     parser.add_argument(
         "--feed", action="store_true", help="srsim and the real listener body; events lost per kill"
     )
-    parser.add_argument("--feed-kills", type=int, default=4, help="kills per --feed scenario")
+    parser.add_argument("--feed-kills", type=int, default=20, help="kills per --feed scenario")
     args = parser.parse_args()
     os.environ.update(ENV)
     env = {**os.environ}
