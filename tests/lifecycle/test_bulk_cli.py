@@ -64,3 +64,35 @@ def test_usage_errors(db, redis_client, make_match):
     assert (
         "unknown badge" in _bulk("stop", "--league", "x", "--badge", "Fine", "--reason", "r", code=2).output
     )
+
+
+@pytest.mark.unit
+def test_the_canonical_filter_sorts_and_dedupes_ids_and_blank_fields_are_unset():
+    from lifecycle.bulk import bulk_filter
+
+    flt = bulk_filter(league=" nfl ", status="", badge=None, match_ids=["b", "a", "b", " "])
+    assert flt.canonical() == {"league": "nfl", "status": None, "badge": None, "match_ids": ["a", "b"]}
+    assert flt.text() == '{"badge":null,"league":"nfl","match_ids":["a","b"],"status":null}'
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("action", "fields", "reason", "field"),
+    [
+        ("halt", {"league": "nfl"}, "r", "action"),
+        ("stop", {}, "r", "filter"),
+        ("stop", {"league": "nfl", "status": "playing"}, "r", "filter.status"),
+        ("stop", {"league": "nfl", "badge": "Fine"}, "r", "filter.badge"),
+        ("stop", {"league": "nfl"}, "  ", "reason"),
+    ],
+)
+def test_a_bulk_action_is_refused_before_anything_is_read(action, fields, reason, field):
+    from config.errors import BulkInvalid
+    from lifecycle.bulk import bulk_filter, preview_bulk
+    from models.audit import Actor
+
+    with pytest.raises(BulkInvalid) as refused:
+        preview_bulk(
+            action, bulk_filter(**fields), settings=None, barriers=None, actor=Actor.cli(), reason=reason
+        )
+    assert refused.value.field == field
