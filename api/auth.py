@@ -70,6 +70,7 @@ RULES: dict[tuple[str, str], Need] = {
     ("POST", "/v1/matches/{match_id}/auto-dispatch"): Need.OPERATOR,
     ("POST", "/v1/listeners/dispatch"): Need.OPERATOR,
     ("POST", "/v1/listeners/sweep"): Need.OPERATOR,
+    ("POST", "/v1/listeners/bulk"): Need.OPERATOR,
     ("GET", "/v1/audit"): Need.READ,
     # The console (package api/console/): sign-in and its assets are public; every other page and
     # action checks the console session itself (pages: a session; posts: a session, the CSRF
@@ -82,6 +83,8 @@ RULES: dict[tuple[str, str], Need] = {
     ("GET", "/events/board"): Need.CONSOLE,
     ("POST", "/board/dispatch"): Need.CONSOLE,
     ("POST", "/board/sweep"): Need.CONSOLE,
+    ("POST", "/board/bulk"): Need.CONSOLE,
+    ("POST", "/board/bulk/confirm"): Need.CONSOLE,
     ("GET", "/matches/{match_id}"): Need.CONSOLE,
     ("GET", "/matches/{match_id}/archive"): Need.CONSOLE,
     ("GET", "/matches/{match_id}/runs/{record_id}/log"): Need.CONSOLE,

@@ -11,6 +11,8 @@ from pydantic import BaseModel, Field
 from config.errors import (
     ArchiveBusy,
     ArchivePathError,
+    BulkConflict,
+    BulkInvalid,
     CatalogError,
     ConfigurationError,
     InvalidRunParams,
@@ -44,6 +46,8 @@ STATUS_OF: dict[type[KickoffError], int] = {
     UnknownJob: 422,
     ListenerStartSettingsError: 422,
     ReasonRequired: 422,
+    BulkInvalid: 422,
+    BulkConflict: 409,
     TriggerConflictError: 409,
     StreamLimitReached: 429,
     StartAttemptsExhausted: 409,

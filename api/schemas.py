@@ -26,6 +26,9 @@ from pydantic import (
 from typing_extensions import TypeAliasType
 
 from config.settings import MatchListenerEnvironment
+from lifecycle.bulk import ACTIONS as BULK_ACTIONS
+from lifecycle.bulk import BADGES as BULK_BADGES
+from lifecycle.bulk import STATUSES as BULK_STATUSES
 from lifecycle.start import RUN_SETTINGS
 from publisher.queues import TRADE_QUEUES
 from publisher.trade_reconcile import Resolution
@@ -372,3 +375,117 @@ class ArchiveVerificationAnswer(BaseModel):
     )
     differing: list[str] = Field(description="Event ids held in another version than the play-by-play's.")
     events: int = Field(description="Events the play-by-play lists.")
+
+
+#: A bulk action's confirm token (lifecycle.bulk: ``secrets.token_urlsafe(32)``).
+ConfirmToken = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{20,100}$")]
+BulkAction = Literal[BULK_ACTIONS]  # type: ignore[valid-type]
+BulkBadge = Literal[BULK_BADGES]  # type: ignore[valid-type]
+MatchStatus = Literal[BULK_STATUSES]  # type: ignore[valid-type]
+
+
+class BulkFilterBody(Body):
+    """Which matches: every field that is set must fit; a league or match ids is required."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["league"], "properties": {"league": {"type": "string"}}},
+                {"required": ["match_ids"], "properties": {"match_ids": {"type": "array"}}},
+            ]
+        }
+    )
+
+    league: Id | None = Field(None, description="A league's name (case-insensitive).")
+    status: MatchStatus | None = Field(None, description="The match status (Match.status).")
+    badge: BulkBadge | None = Field(None, description="The board's badge of the newest run (`-`: no run).")
+    match_ids: list[Id] | None = Field(
+        None, min_length=1, max_length=MAX_ITEMS, description="Internal ids or sr_ids (each must exist)."
+    )
+
+    @model_validator(mode="after")
+    def _league_or_ids(self) -> BulkFilterBody:
+        if self.league is None and self.match_ids is None:
+            raise ValueError("a bulk filter needs a league or match ids")
+        return self
+
+
+class BulkBody(Body):
+    """A bulk action: ``dry_run`` true previews (nothing changes); ``confirm`` (the preview's) acts."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {
+                    "required": ["dry_run"],
+                    "properties": {"dry_run": {"const": True}, "confirm": {"type": "null"}},
+                },
+                {
+                    "required": ["confirm"],
+                    "properties": {"dry_run": {"const": False}, "confirm": {"type": "string"}},
+                },
+            ]
+        }
+    )
+
+    action: BulkAction
+    filter: BulkFilterBody
+    reason: Reason = Field(description="Why (required; kept in the audit log with every per-match act).")
+    dry_run: bool = Field(
+        False, description="Preview only: answer the matches and a confirm, change nothing."
+    )
+    confirm: ConfirmToken | None = Field(
+        None,
+        description="The confirm of a preview of the same action and filter by the same key (valid"
+        " 300 s, used once): act on exactly the previewed matches.",
+    )
+
+    @model_validator(mode="after")
+    def _preview_or_confirm(self) -> BulkBody:
+        if self.dry_run and self.confirm is not None:
+            raise ValueError("dry_run and confirm exclude each other: preview, then confirm")
+        if not self.dry_run and self.confirm is None:
+            raise ValueError("a bulk action needs dry_run true (the preview) or the preview's confirm")
+        return self
+
+
+class BulkMatchAnswer(BaseModel):
+    match_id: str
+    sr_id: str
+    league: str
+    status: str
+    badge: str
+
+
+class BulkFilterAnswer(BaseModel):
+    league: str | None
+    status: str | None
+    badge: str | None
+    match_ids: list[str]
+
+
+class BulkPreviewAnswer(BaseModel):
+    """A preview: nothing was changed; ``confirm`` (null when nothing matched) lets the same call act."""
+
+    action: str
+    filter: BulkFilterAnswer = Field(description="The filter as the confirm binds it.")
+    count: int
+    match_ids: list[str] = Field(description="The matches a confirmed call acts on, by league and sr_id.")
+    matches: list[BulkMatchAnswer]
+    confirm: str | None
+    expires_at: str | None = Field(description="When the confirm expires (ISO 8601, UTC).")
+
+
+class BulkResultAnswer(BaseModel):
+    match_id: str
+    ok: bool
+    detail: str = Field(description="What was done, or why not (e.g. the match no longer exists).")
+
+
+class BulkOutcomeAnswer(BaseModel):
+    """A confirmed bulk action: one result per previewed match."""
+
+    action: str
+    count: int
+    failed: int
+    results: list[BulkResultAnswer]

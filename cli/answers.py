@@ -9,6 +9,8 @@
 | 4 | conflict with the current state (a filled or expired pick, a dead draft target, no starts left) | 409 |
 | 5 | unavailable: retry with the same key (a draft target not delivered, a service down) | 503 |
 
+A bulk listener action too large or whose preview expired is a conflict as well (exit 4).
+
 ``publisher_answers`` wraps a command: it turns these errors into their exit code and one line
 (on stderr), or with ``--json`` into one JSON object on stdout with ``status`` (``invalid``,
 ``conflict`` or ``unavailable``), ``error`` and, where known, ``field`` and ``tracking_id``.
@@ -25,6 +27,7 @@ import click
 
 from cli.common import echo_json
 from config.errors import (
+    BulkConflict,
     InvalidRunParams,
     InvalidTimeError,
     InvalidTrigger,
@@ -48,7 +51,7 @@ EXIT_CODES_HELP = (
 
 _ANSWERS: tuple[tuple[tuple[type[BaseException], ...], str, int], ...] = (
     ((TriggerValidationError, InvalidRunParams, InvalidTrigger, InvalidTimeError), "invalid", EXIT_INVALID),
-    ((TriggerConflictError, StartAttemptsExhausted), "conflict", EXIT_CONFLICT),
+    ((TriggerConflictError, StartAttemptsExhausted, BulkConflict), "conflict", EXIT_CONFLICT),
     ((TriggerUnavailableError, ServiceUnavailable), "unavailable", EXIT_UNAVAILABLE),
 )
 

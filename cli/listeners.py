@@ -1,6 +1,6 @@
-"""``kickoff listeners``: dispatch, start, stop, sweep and status of match listeners.
+"""``kickoff listeners``: dispatch, start, stop, sweep, bulk and status of match listeners.
 
-dispatch, stop and sweep run here, in the CLI process (they print exactly what they did);
+dispatch, stop, sweep and bulk run here, in the CLI process (they print exactly what they did);
 start enqueues a start_match_listener message for the listener worker.
 """
 
@@ -45,6 +45,7 @@ def listeners() -> None:
                                      `start --force --reason TEXT`.
     Listener down and stay down:     `stop --reason TEXT` (turns auto-dispatch off).
     Auto-start again after a stop:   `kickoff matches set-dispatch MATCH_ID on`, or `start`.
+    Many matches at once:            `bulk ACTION --league L [--status S] [--badge B] --reason TEXT`.
     """
 
 
@@ -201,6 +202,109 @@ def stop_cmd(obj: CliContext, match_id: str, reason: str | None, as_json: bool) 
         f"match {match_id}: stopped: {result.rows_closed} rows closed with 15{revoked}; "
         f"barriers cleared; auto-dispatch off"
     )
+
+
+#: lifecycle.bulk.ACTIONS (not imported: --help stays fast; a unit test compares them).
+BULK_ACTIONS = ("stop", "start", "force-start", "dispatch-on", "dispatch-off")
+
+
+@listeners.command("bulk")
+@click.argument("action", type=click.Choice(BULK_ACTIONS), metavar="ACTION")
+@click.option("--league", default=None, help="Matches of this league (case-insensitive).")
+@click.option("--status", default=None, help="Only matches with this match status (e.g. inprogress).")
+@click.option(
+    "--badge", default=None, help='Only matches whose board badge is this (Running, Stale, ..., "-").'
+)
+@click.option(
+    "--match", "match_refs", multiple=True, metavar="ID", help="Only this match (id or sr_id); repeatable."
+)
+@reason_option(required=True)
+@click.option("--yes", is_flag=True, help="Act without asking (after showing the preview).")
+@click.option("--dry-run", is_flag=True, help="Show the preview only; change nothing.")
+@json_option(
+    'Print {"action", "count", "failed", "match_ids", "results": [{"match_id", "ok", "detail"}]}; with'
+    ' --dry-run the preview {"action", "filter", "count", "match_ids", "matches"}. Needs --yes or --dry-run.'
+)
+@click.pass_obj
+def bulk_cmd(
+    obj: CliContext,
+    action: str,
+    league: str | None,
+    status: str | None,
+    badge: str | None,
+    match_refs: tuple[str, ...],
+    reason: str | None,
+    yes: bool,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """ACTION (stop, start, force-start, dispatch-on, dispatch-off) on every match of a filter.
+
+    The filter is --league and/or --match, narrowed by --status and --badge (the board's). The
+    preview (count and matches) is shown first and the command asks before acting (--yes does not
+    ask); it then acts on exactly the previewed matches, each on its own, each act audited with
+    --reason, plus one `listeners.bulk` entry. Exit codes: 0 every match done (or none matched,
+    or --dry-run); 1 some match refused (its line says why) or the question answered no; 2 usage
+    error, unknown league or match; 4 more than 500 matches, or the preview expired (300 s) before
+    the answer.
+    """
+    from cli.answers import answer_and_exit
+    from config.errors import BulkConflict, BulkInvalid
+    from lifecycle.bulk import bulk_filter, preview_bulk, run_bulk
+
+    if as_json and not (yes or dry_run):
+        raise click.UsageError("--json needs --yes or --dry-run (a script cannot answer the question)")
+    obj.database()
+    flt = bulk_filter(league=league, status=status, badge=badge, match_ids=match_refs)
+    try:
+        preview = preview_bulk(
+            action,
+            flt,
+            settings=obj.settings,
+            barriers=obj.barriers,
+            actor=obj.actor,
+            reason=reason,
+            keep=not dry_run,
+        )
+    except BulkInvalid as exc:
+        raise click.UsageError(str(exc)) from exc
+    except BulkConflict as exc:
+        answer_and_exit(exc, as_json=as_json)
+    if as_json and (dry_run or preview.confirm is None):
+        data = preview.as_dict()
+        echo_json({k: data[k] for k in ("action", "filter", "count", "match_ids", "matches")})
+        return
+    if not as_json:
+        click.echo(f"bulk {action}: {len(preview.matches)} matches")
+        for m in preview.matches:
+            click.echo(f"  {m.match_id}  {m.sr_id}  {m.league}  {m.status}  {m.badge}")
+    if dry_run or preview.confirm is None:
+        if not preview.matches and not as_json:
+            click.echo("no match fits the filter: nothing to do")
+        return
+    if not yes:
+        click.confirm(f"{action} these {len(preview.matches)} matches?", abort=True)
+    try:
+        outcome = run_bulk(
+            action,
+            flt,
+            preview.confirm,
+            settings=obj.settings,
+            barriers=obj.barriers,
+            send=_send_start() if action in ("start", "force-start") else None,
+            actor=obj.actor,
+            reason=reason,
+        )
+    except BulkConflict as exc:
+        answer_and_exit(exc, as_json=as_json)
+    if as_json:
+        echo_json({**outcome.as_dict(), "match_ids": preview.match_ids})
+    else:
+        for r in outcome.results:
+            click.echo(f"  {'ok    ' if r.ok else 'failed'}  {r.match_id}: {r.detail}")
+        click.echo(f"bulk {action}: {len(outcome.results) - outcome.failed} done, {outcome.failed} failed")
+    if outcome.failed:
+        raise click.exceptions.Exit(1)
 
 
 @listeners.command("sweep")

@@ -175,6 +175,31 @@ class PlayByPlayUnusable(PlayByPlayUnavailable):
     error, not JSON, events without ids): HTTP 502, CLI exit 5; nothing was stored."""
 
 
+class BulkError(ListenerError):
+    """Base class of the refusals of a bulk listener action (lifecycle.bulk); nothing was changed."""
+
+    field: str | None = None
+
+
+class BulkInvalid(BulkError, ValueError):
+    """Raised when a bulk action is asked without what it needs: a reason, a known action, a filter
+    naming a league or match ids (HTTP 422, CLI usage error); ``field`` names the field."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class BulkConflict(BulkError):
+    """Raised when a bulk action cannot go on in the current state (HTTP 409, CLI exit 4): the filter
+    matches more matches than one bulk act may touch, or the confirm is unknown, expired, already
+    used or was issued for another action, filter or caller (preview again)."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class ArchiveBusy(ListenerError):
     """Raised when a backfill outside a listener is asked for a match a listener may still own: it has
     an open lifecycle row or its start lock is held (HTTP 409, CLI exit 4); nothing was written."""

@@ -34,6 +34,12 @@ def find_league(name: str) -> League | None:
         return League.get_or_none(peewee.fn.lower(League.name) == name.lower())
 
 
+def league_names() -> list[str]:
+    """Every league's name, sorted (the console's league choices)."""
+    with database_errors():
+        return sorted(lg.name for lg in League.select(League.name))
+
+
 def get_league(name: str) -> League:
     """The league named ``name`` (case-insensitive), or LeagueNotFound naming the command to add it."""
     league = find_league(name)

@@ -23,6 +23,9 @@ handover_ready_{id}                        2 x hand-off + 1 a graceful shutdown'
 redis_epoch                                none             "{id}:{unix s}" written when found
                                                             missing: Redis lost its data then
 scheduler_tick_{entry}_{YYYYmmddTHHMM}     tick TTL (1 h)   one send per periodic entry and slot
+bulk_preview_{sha256 of the confirm}       confirm (300 s)  a bulk action's preview: its action,
+                                                            filter, match ids and caller; taken
+                                                            (GETDEL) by the confirmed call
 =========================================  ===============  ===================================
 
 Pub/sub channel ``listener_stops`` (after the prefix): an operator stop publishes the match id,
@@ -305,6 +308,7 @@ class Barriers:
     revoked_key = _key_of("revoked_message_")  # of a message id
     worker_lease_key = _key_of("listener_worker_")  # of a lease id
     handover_key = _key_of("handover_ready_")
+    bulk_preview_key = _key_of("bulk_preview_")  # of a confirm token's SHA-256
 
     def tick_key(self, entry: str, slot: str) -> str:
         return f"{self.prefix}scheduler_tick_{entry}_{slot}"
@@ -645,6 +649,18 @@ class Barriers:
         )
         newest = max(slots, default=None)
         return None if newest is None else datetime.strptime(newest, "%Y%m%dT%H%M").replace(tzinfo=UTC)
+
+    # -- bulk previews -----------------------------------------------------------------
+
+    @_redis_errors
+    def save_bulk_preview(self, digest: str, payload: str, *, ttl_seconds: float) -> None:
+        """Keep a bulk action's preview (JSON) under its confirm token's digest for ``ttl_seconds``."""
+        self.client.set(self.bulk_preview_key(digest), payload, px=max(1, int(ttl_seconds * 1000)))
+
+    @_redis_errors
+    def take_bulk_preview(self, digest: str) -> str | None:
+        """The preview kept under ``digest``, deleted as it is read (GETDEL: one use); None if gone."""
+        return _text(self.client.getdel(self.bulk_preview_key(digest)))
 
     # -- clearing --------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Listener operations: the board, one match, start/stop/auto-dispatch, dispatch and sweep."""
+"""Listener operations: the board, one match, start/stop/auto-dispatch, dispatch, sweep and bulk actions."""
 
 from __future__ import annotations
 
@@ -8,12 +8,15 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from api.errors import error_responses
+from api.errors import error_responses, public_message
 from api.headers import actor_of, ctx_of, request_id_of
 from api.openapi import also_200
 from api.schemas import (
     ArchiveVerificationAnswer,
     AutoDispatchBody,
+    BulkBody,
+    BulkOutcomeAnswer,
+    BulkPreviewAnswer,
     DispatchBody,
     PathId,
     QueryId,
@@ -24,6 +27,7 @@ from api.schemas import (
 from config.clock import utcnow
 from lifecycle.archive_verify import verify_match_archive
 from lifecycle.board import listener_board
+from lifecycle.bulk import bulk_filter, preview_bulk, run_bulk
 from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
 from lifecycle.dispatch import dispatch_upcoming_match_listeners, request_start
 from lifecycle.match_ref import resolve_match, resolve_match_id
@@ -189,3 +193,47 @@ def sweep(request: Request, body: SweepBody | None = None) -> dict[str, Any]:
         request_id=request_id_of(request),
     )
     return result.as_dict()
+
+
+@router.post("/v1/listeners/bulk", responses=error_responses(404, 409))
+def bulk(body: BulkBody, request: Request) -> BulkPreviewAnswer | BulkOutcomeAnswer:
+    """A bulk action on the matches of a filter, in two calls (as `kickoff listeners bulk`).
+
+    With ``dry_run`` true: the matches it would touch and a ``confirm`` (valid 300 s); nothing is
+    changed. The same call with that ``confirm`` instead acts on exactly the previewed matches (one
+    that joined the filter since is not touched) and answers one result per match; each act and
+    the bulk act are audited with the reason. A confirm that is unknown, expired, already used or
+    was issued for another action, filter or key is 409 (preview again); an unknown league or
+    match id is 404; more than 500 matches is 409.
+    """
+    ctx = ctx_of(request)
+    flt = bulk_filter(
+        league=body.filter.league,
+        status=body.filter.status,
+        badge=body.filter.badge,
+        match_ids=body.filter.match_ids or (),
+    )
+    if body.dry_run:
+        preview = preview_bulk(
+            body.action,
+            flt,
+            settings=ctx.settings,
+            barriers=ctx.barriers,
+            actor=actor_of(request),
+            reason=body.reason,
+        )
+        return BulkPreviewAnswer(**preview.as_dict())
+    assert body.confirm is not None  # the body's rule: no dry run without a confirm
+    outcome = run_bulk(
+        body.action,
+        flt,
+        body.confirm,
+        settings=ctx.settings,
+        barriers=ctx.barriers,
+        send=ctx.send_start() if body.action in ("start", "force-start") else None,
+        actor=actor_of(request),
+        reason=body.reason,
+        request_id=request_id_of(request),
+        describe=public_message,
+    )
+    return BulkOutcomeAnswer(**outcome.as_dict())

@@ -76,6 +76,7 @@ EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
     ("POST", "/v1/matches/{match_id}/auto-dispatch"): (API, OPERATOR),
     ("POST", "/v1/listeners/dispatch"): (API, OPERATOR),
     ("POST", "/v1/listeners/sweep"): (API, OPERATOR),
+    ("POST", "/v1/listeners/bulk"): (API, OPERATOR),
     # the audit log
     ("GET", "/v1/audit"): (API, READ),
     # the console (docs/console.md): pages need a read or operator session, actions an operator one
@@ -87,6 +88,8 @@ EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
     ("GET", "/events/board"): (CONSOLE, READ),
     ("POST", "/board/dispatch"): (CONSOLE, OPERATOR),
     ("POST", "/board/sweep"): (CONSOLE, OPERATOR),
+    ("POST", "/board/bulk"): (CONSOLE, OPERATOR),
+    ("POST", "/board/bulk/confirm"): (CONSOLE, OPERATOR),
     ("GET", "/matches/{match_id}"): (CONSOLE, READ),
     ("GET", "/matches/{match_id}/archive"): (CONSOLE, READ),
     ("GET", "/matches/{match_id}/runs/{record_id}/log"): (CONSOLE, READ),

@@ -395,3 +395,35 @@ def test_every_page_and_the_docs_run_under_the_csp_without_a_violation(open_cons
     page.goto("/docs")
     expect(page.get_by_text("/v1/trigger/lineup").first).to_be_visible(timeout=SLOW)
     assert refused == []
+
+
+def test_a_bulk_action_previews_its_matches_then_acts_after_the_confirm_step(
+    open_console, console_keys, make_match
+):
+    from axe_playwright_python.sync_playwright import Axe
+
+    from models.match import Match
+
+    first = make_match("bulkui", status="inprogress", sr_id="sr:match:bulk-1")
+    second = make_match("bulkui", status="inprogress", sr_id="sr:match:bulk-2")
+    page = open_console(console_keys["operator"])
+    page.get_by_label("Bulk action", exact=True).select_option("dispatch-off")
+    page.get_by_label("on league", exact=True).select_option("bulkui")
+    page.get_by_label("status", exact=True).select_option("inprogress")
+    page.locator("#b-reason").fill("drill")
+    page.get_by_role("button", name="Preview").click()
+    expect(page.get_by_role("heading", name="Bulk dispatch-off")).to_be_visible()
+    expect(page.locator("#bulk-count")).to_contain_text("2 matches fit the filter")
+    axe = Axe()
+    found = axe.run(page)
+    assert found.violations_count == 0, found.generate_report()
+    assert Match.get_by_id(first.id).auto_dispatch_listener  # the preview changed nothing
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    page.get_by_role("button", name="Confirm: dispatch-off 2 matches").click()
+    expect(page.locator("#bulk-done")).to_contain_text("2 done, 0 failed")
+    assert asked == ["dispatch-off 2 matches?"]
+    found = axe.run(page)
+    assert found.violations_count == 0, found.generate_report()
+    assert not Match.get_by_id(first.id).auto_dispatch_listener
+    assert not Match.get_by_id(second.id).auto_dispatch_listener

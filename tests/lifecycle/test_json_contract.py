@@ -94,6 +94,10 @@ def test_every_json_command_prints_one_object(json_of, lifecycle_env, tmp_path, 
     run("listeners", "dispatch")
     run("listeners", "stop", match_id, "--reason", "drill")
     run("listeners", "sweep")
+    assert (
+        run("listeners", "bulk", "dispatch-on", "--match", match_id, "--reason", "drill", "--yes")["count"]
+        == 1
+    )
     run("enqueue", "sweep_stale_match_listeners")
 
     dead = _dead_letter(lifecycle_env)

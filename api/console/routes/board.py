@@ -11,6 +11,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from api.console.board_feed import BoardHub, sse
 from api.console.board_view import BoardFilter, board_rows
+from api.console.routes.bulk import bulk_choices
 from api.console.web import OperatorSession, PageSession, StreamSession, act, render, session_token
 from api.headers import ctx_of, request_id_of
 from config.errors import ReasonRequired
@@ -37,7 +38,10 @@ def board_page(request: Request, session: PageSession, flt: Filter) -> Response:
     """The listeners board: one row per match the status board knows, with filters and actions."""
     ctx = ctx_of(request)
     rows, leagues = board_rows(flt, settings=ctx.settings, barriers=ctx.barriers)
-    return render(request, "board.html", rows=rows, leagues=leagues, flt=flt, here=str(request.url.path))
+    choices = bulk_choices() if session.can_act else {}
+    return render(
+        request, "board.html", rows=rows, leagues=leagues, flt=flt, here=str(request.url.path), **choices
+    )
 
 
 @router.get("/events/board")

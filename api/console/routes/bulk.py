@@ -1,0 +1,95 @@
+"""The board's bulk action: pick a filter and a reason, see the preview, confirm, see each match's result."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+
+from api.console.web import OperatorSession, render
+from api.errors import public_message, status_of
+from api.headers import ctx_of, request_id_of
+from config.errors import KickoffError
+from lifecycle.bulk import (
+    ACTIONS,
+    BADGES,
+    CONFIRM_SECONDS,
+    STATUSES,
+    BulkFilter,
+    bulk_filter,
+    preview_bulk,
+    run_bulk,
+)
+from lifecycle.leagues import league_names
+
+logger = logging.getLogger(__name__)
+
+router = APIRouter(include_in_schema=False)
+
+#: The choices of the board's bulk form.
+CHOICES = {"bulk_actions": ACTIONS, "bulk_statuses": STATUSES, "bulk_badges": BADGES}
+#: The confirm step's "expires in" (minutes).
+CONFIRM_MINUTES = CONFIRM_SECONDS // 60
+
+
+def bulk_choices() -> dict[str, object]:
+    """The bulk form's choices, every league included (the board page renders them)."""
+    return {**CHOICES, "bulk_leagues": league_names()}
+
+
+async def _fields(request: Request) -> tuple[str, BulkFilter, str, str]:
+    form = await request.form()
+    text = {name: str(form.get(name, "") or "") for name in ("action", "league", "status", "badge", "reason")}
+    flt = bulk_filter(league=text["league"], status=text["status"], badge=text["badge"])
+    return text["action"], flt, text["reason"].strip()[:2000], str(form.get("confirm", "") or "")
+
+
+def _refused(request: Request, exc: KickoffError, **context: object) -> Response:
+    status = status_of(exc)
+    logger.info("console bulk %s refused (%s): %s", request.url.path, status, exc)
+    return render(request, "bulk.html", status_code=status, error=public_message(exc), **context)
+
+
+@router.post("/board/bulk")
+async def bulk_preview(request: Request, session: OperatorSession) -> Response:
+    """The preview of a bulk action (as `kickoff listeners bulk ... --dry-run`): nothing is changed."""
+    ctx = ctx_of(request)
+    action, flt, reason, _confirm = await _fields(request)
+    context = {"action": action, "flt": flt, "reason": reason}
+    try:
+        preview = await run_in_threadpool(
+            lambda: preview_bulk(
+                action, flt, settings=ctx.settings, barriers=ctx.barriers, actor=session.actor, reason=reason
+            )
+        )
+    except KickoffError as exc:
+        return _refused(request, exc, **context)
+    return render(request, "bulk.html", preview=preview, confirm_minutes=CONFIRM_MINUTES, **context)
+
+
+@router.post("/board/bulk/confirm")
+async def bulk_confirm(request: Request, session: OperatorSession) -> Response:
+    """Act on exactly the previewed matches (as `kickoff listeners bulk ... --yes`); each result shown."""
+    ctx = ctx_of(request)
+    action, flt, reason, confirm = await _fields(request)
+    context = {"action": action, "flt": flt, "reason": reason}
+    try:
+        outcome = await run_in_threadpool(
+            lambda: run_bulk(
+                action,
+                flt,
+                confirm,
+                settings=ctx.settings,
+                barriers=ctx.barriers,
+                send=ctx.send_start() if action in ("start", "force-start") else None,
+                actor=session.actor,
+                reason=reason,
+                request_id=request_id_of(request),
+                describe=public_message,
+            )
+        )
+    except KickoffError as exc:
+        return _refused(request, exc, **context)
+    return render(request, "bulk.html", outcome=outcome, **context)
