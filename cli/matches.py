@@ -142,10 +142,11 @@ def list_(obj: CliContext, limit: int, as_json: bool) -> None:
 @matches.command("show")
 @click.argument("match_id", type=MATCH_ID)
 @count_option("--runs", "runs_limit", default=20, help="Newest runs shown.")
-@json_option('Print {"id", "sr_id", ..., "settings", "runs": [...], "barriers", "archive"}.')
+@json_option('Print {"id", "sr_id", ..., "runs": [...], "barriers", "archive", "timeline": [...]}.')
 @click.pass_obj
 def show(obj: CliContext, match_id: str, runs_limit: int, as_json: bool) -> None:
-    """Show MATCH_ID: its fields, per-match listener settings, newest runs and Redis barriers."""
+    """Show MATCH_ID: its fields, per-match listener settings, newest runs, Redis barriers and one
+    timeline of its runs (with their gaps) and the operator acts the audit log holds for it."""
     from lifecycle.board import gaps_cell
     from lifecycle.match_admin import match_detail
 
@@ -194,6 +195,11 @@ def show(obj: CliContext, match_id: str, runs_limit: int, as_json: bool) -> None
         right=["exit", "pid"],
     ):
         click.echo(f"  {line}")
+    click.echo("timeline:")
+    for t in d["timeline"] or [{"at": "", "what": "nothing yet"}]:
+        who = f" by {t['who']}" if t.get("who") else ""
+        reason = f": {t['reason']}" if t.get("reason") else ""
+        click.echo(f"  {t['at']}  {t['what']}{who}{reason}")
 
 
 @matches.command("edit")

@@ -13,7 +13,7 @@ from config.settings import MatchListenerEnvironment
 from lifecycle.board import listener_board
 from lifecycle.start import RUN_SETTINGS, load_match, validate_listener_settings
 from listener.archive import TextLog, archive_path, read_events, shortcode_for
-from models.audit import Actor, record_audit
+from models.audit import Actor, audit_entries, record_audit
 from models.barriers import Barriers
 from models.db import database, database_errors
 from models.listener_record import MatchListenerRecord
@@ -124,7 +124,39 @@ def match_detail(
             "verified_at": _iso(match.archive_verified_at),
             "verification": match.archive_verification,
         },
+        "timeline": match_timeline(str(match.id), records),
     }
+
+
+def match_timeline(
+    match_id: str, records: list[MatchListenerRecord], *, acts_limit: int = 50
+) -> list[dict[str, Any]]:
+    """One timeline of the match, newest first: its runs' starts and ends (each end with its gaps)
+    and the operator acts the audit log holds for it. Each item: ``at``, ``kind`` (run_started,
+    run_ended, act), ``what`` (one line) and, for acts, ``who`` and ``reason``."""
+    items: list[tuple[datetime, dict[str, Any]]] = []
+    for r in records:
+        short = str(r.id)[:8]
+        started = {"kind": "run_started", "what": f"run {short} started on {r.host or '?'}"}
+        items.append((r.created_at, started))
+        if r.ended_at is not None:
+            gaps = ""
+            if r.gaps:
+                gaps = f"; {r.gaps} gaps, {float(r.gap_seconds or 0):.1f}s without a stream, "
+                gaps += f"{r.events_backfilled} backfilled"
+                if r.gaps_unrecovered:
+                    gaps += f", {r.gaps_unrecovered} unrecovered"
+            if r.events_unrecovered:
+                gaps += f"; {r.events_unrecovered} events missing"
+            reason = f" ({r.exit_reason})" if r.exit_reason else ""
+            what = f"run {short} ended with exit {r.exit_code}{reason}{gaps}"
+            items.append((r.ended_at, {"kind": "run_ended", "what": what}))
+    with database_errors():
+        acts = audit_entries(match_id=match_id, limit=acts_limit)
+    for a in acts:
+        items.append((a.at, {"kind": "act", "what": a.action, "who": a.who, "reason": a.reason}))
+    items.sort(key=lambda item: item[0], reverse=True)
+    return [{"at": _iso(at), **item} for at, item in items]
 
 
 def edit_match(

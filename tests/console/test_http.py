@@ -265,6 +265,18 @@ def test_the_match_card_shows_runs_archive_log_settings_and_barriers(
     assert "Lock holder" in card and "Attempts" in card
     assert "2 gaps, 3.1s without a stream, 14 backfilled" in card and "1 unrecovered" in card
     assert 'data-archive-ok="no"' in card and "<code>ev-9</code>" in card and "<code>ev-2</code>" in card
+    # One timeline: the run's start and end (with its gaps), then an operator's act and its reason.
+    assert (
+        '<li data-kind="run_ended">' in card
+        and "ended with exit 3 (listener_force_exit_code); 2 gaps" in card
+    )
+    op.client.post(
+        f"/matches/{match.id}/settings",
+        data={"settings": "listener_dry_run=false", "reason": "<b>live</b> now", "csrf_token": op.csrf},
+    )
+    card = op.client.get(f"/matches/{match.id}").text
+    acts = re.findall(r'<li data-kind="act">(.*?)</li>', card, re.S)
+    assert acts and "&lt;b&gt;live&lt;/b&gt; now" in acts[0] and "<b>" not in acts[0]
     board = op.client.get("/").text
     assert "2 (3.1s, 14 back, 1 unrecovered)" in board and "1 missing, 1 differing" in board
     download = op.client.get(f"/matches/{match.id}/archive")

@@ -128,3 +128,33 @@ def test_league_switches_and_api_keys_are_audited_without_the_key(kick, db):
     )
     assert created["key"] not in json.dumps([e.as_dict() for e in audit_entries()])
     assert (revoke.action, revoke.reason, revoke.who) == ("apikey.revoke", "leaked", ME)
+
+
+def test_the_match_card_shows_one_timeline_of_its_runs_gaps_and_operator_acts(kick, make_match):
+    match = make_match(status="inprogress")
+    start = utcnow() - timedelta(minutes=5)
+    MatchListenerRecord.create(
+        id=str(uuid.uuid4()),
+        match=match.id,
+        created_at=start,
+        ended_at=start + timedelta(minutes=1),
+        exit_code=14,
+        exit_reason="worker lease expired",
+        gaps=2,
+        gap_seconds=8.5,
+        events_backfilled=17,
+    )
+    MatchListenerRecord.create(id=str(uuid.uuid4()), match=match.id, created_at=start + timedelta(minutes=2))
+    kick("listeners", "stop", str(match.id), "--reason", "bad feed")
+    timeline = json.loads(kick("matches", "show", str(match.id), "--json").output)["timeline"]
+    kinds = [t["kind"] for t in timeline]
+    assert kinds[0] == "act" and kinds.count("run_started") == 2 and kinds.count("run_ended") == 2
+    stop = timeline[0]
+    assert (stop["what"], stop["who"], stop["reason"]) == ("listener.stop", ME, "bad feed")
+    ended = [t["what"] for t in timeline if t["kind"] == "run_ended"]
+    assert any(
+        "exit 14 (worker lease expired); 2 gaps, 8.5s without a stream, 17 backfilled" in w for w in ended
+    )
+    assert [t["at"] for t in timeline] == sorted((t["at"] for t in timeline), reverse=True)
+    text = kick("matches", "show", str(match.id)).output
+    assert "timeline:" in text and "listener.stop by " in text and ": bad feed" in text
