@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urljoin
 
 import pytest
 
@@ -214,6 +215,12 @@ def test_stop_closes_the_row_with_15_and_shows_stopped_without_a_reload_start_di
     # timed when the lock went, not after the browser steps.
     ended = (released_at - record.ended_at).total_seconds()
     assert ended <= 2.0, f"listener ended {ended:.2f} s after its row was closed by the stop"
+    # The match card's timeline: the stop, who gave it and why, above the run it ended.
+    page.goto(urljoin(page.url, f"/matches/{match.id}"))
+    timeline = page.locator("ol.timeline li")
+    expect(timeline.first).to_contain_text("listener.stop")
+    expect(timeline.first).to_contain_text("drill: stop from the board")
+    expect(page.locator('ol.timeline li[data-kind="run_ended"]').first).to_contain_text("exit 15")
 
 
 def test_a_clone_with_a_forced_exit_code_shows_that_exit_on_the_board(
