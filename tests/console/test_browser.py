@@ -8,9 +8,9 @@ intervals, so heartbeats, stale badges and stops happen in seconds.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import urljoin
 
 import pytest
 
@@ -216,7 +216,7 @@ def test_stop_closes_the_row_with_15_and_shows_stopped_without_a_reload_start_di
     ended = (released_at - record.ended_at).total_seconds()
     assert ended <= 2.0, f"listener ended {ended:.2f} s after its row was closed by the stop"
     # The match card's timeline: the stop, who gave it and why, above the run it ended.
-    page.goto(urljoin(page.url, f"/matches/{match.id}"))
+    page.goto(f"/matches/{match.id}")
     timeline = page.locator("ol.timeline li")
     expect(timeline.first).to_contain_text("listener.stop")
     expect(timeline.first).to_contain_text("drill: stop from the board")
@@ -434,3 +434,32 @@ def test_a_bulk_action_previews_its_matches_then_acts_after_the_confirm_step(
     assert found.violations_count == 0, found.generate_report()
     assert not Match.get_by_id(first.id).auto_dispatch_listener
     assert not Match.get_by_id(second.id).auto_dispatch_listener
+
+
+def test_the_audit_page_opens_from_the_nav_and_filters_by_who_action_and_match(
+    open_console, console_keys, make_match
+):
+    from models.audit import Actor, record_audit
+
+    one, two = make_match(), make_match()
+    bot = Actor.api_key(str(uuid.uuid4()), "bot")
+    record_audit(actor=bot, action="match.edit", target_kind="match", target_id=str(one.id), reason="r1")
+    record_audit(actor=bot, action="listener.stop", target_kind="match", target_id=str(two.id), reason="r2")
+    record_audit(actor=Actor.cli(), action="match.edit", target_kind="match", target_id=str(two.id))
+    page = open_console(console_keys["read"])
+    page.get_by_role("link", name="Audit").click()
+    rows = page.locator("tr[data-action]")
+    expect(page.locator('tr[data-action="match.edit"]')).to_have_count(2)  # and this sign-in's entry
+    page.get_by_label("Who").fill("bot")
+    page.get_by_role("button", name="Filter").click()
+    expect(rows).to_have_count(2)
+    page.get_by_label("Match").fill(two.sr_id)
+    page.get_by_role("button", name="Filter").click()
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-action", "listener.stop")
+    expect(rows.first).to_contain_text("r2")
+    page.get_by_label("Who").fill("")
+    page.get_by_label("Action").fill("match.edit")
+    page.get_by_role("button", name="Filter").click()
+    expect(rows).to_have_count(1)
+    expect(page.get_by_label("Match")).to_have_value(two.sr_id)  # the filters stay filled in
