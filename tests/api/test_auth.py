@@ -83,7 +83,8 @@ EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
     ("GET", "/v1/apikeys"): (API, ADMIN),
     ("POST", "/v1/apikeys"): (API, ADMIN),
     ("DELETE", "/v1/apikeys/{key_id}"): (API, ADMIN),
-    # the console (docs/console.md): pages need a read, operator or admin session, actions an operator one, Keys an admin one
+    # the console (docs/console.md): pages need a read, operator or admin session, actions an
+    # operator one, the Keys page an admin one
     ("GET", "/sign-in"): (CONSOLE, NONE),
     ("POST", "/sign-in"): (CONSOLE, READ),  # a trigger key cannot sign in
     ("GET", "/static/{name}"): (CONSOLE, NONE),
