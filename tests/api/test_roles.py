@@ -84,6 +84,9 @@ def test_only_the_creating_key_or_an_operator_reports_an_action_and_the_action_n
     assert refused.status_code == 403 and "another API key" in refused.json()["error"], refused.text
     assert _post(api_server, result, keys["trigger"], {"outcome": "succeeded"}).status_code == 202
     assert _post(api_server, result, keys["operator"], {"outcome": "failed"}).status_code == 202
+    run_id = _post(api_server, "/v1/runs", keys["trigger"], {"job": "noop", "params": {}}).json()["run_id"]
+    run = httpx.get(f"{api_server.url}/v1/runs/{run_id}", headers=bearer(keys["read"]), timeout=60).json()
+    assert run["created_by_key_id"] == creator["key_id"]  # a run records its key too
 
 
 def test_the_console_keys_page_lists_creates_and_revokes_for_an_admin(api_server, keys, fresh_queues):
