@@ -68,6 +68,10 @@ def test_a_league_limited_key_acts_on_its_leagues_only(api_server, keys, fresh_q
     assert refused.status_code == 403 and "mlb" in refused.json()["error"], refused.text
     sweep = _post(api_server, "/v1/listeners/sweep", limited, {})
     assert sweep.status_code == 403 and "every league" in sweep.json()["error"]
+    console = httpx.post(f"{api_server.url}/sign-in", data={"api_key": limited}, timeout=60)
+    assert (
+        console.status_code == 401 and "limited to leagues" in console.text
+    )  # the console shows every league
 
 
 def test_only_the_creating_key_or_an_operator_reports_an_action_and_the_action_names_its_creator(
