@@ -127,6 +127,7 @@ class LeagueFrom(StrEnum):
     BODY = "body"  # the JSON body's league_id (a fantasy league)
     MATCH = "match"  # the league (its name) of the path's match_id
     ACTION = "action"  # the league of the path's tracking_id's action
+    DECISION = "decision"  # the league of the trade decision (the body's decision_key, else the trade_id)
 
 
 #: The acting routes that act on one league, and where it is. Every other keyed route that is not
@@ -138,6 +139,7 @@ LEAGUE_OF: dict[tuple[str, str], LeagueFrom] = {
     ("POST", "/v1/trigger/rumor-action"): LeagueFrom.BODY,
     ("POST", "/v1/trade/offers/{offer_key}/approve"): LeagueFrom.BODY,
     ("POST", "/v1/trade/incoming/{trade_id}/decision"): LeagueFrom.BODY,
+    ("POST", "/v1/trade/incoming/{trade_id}/decision/retry"): LeagueFrom.DECISION,
     ("POST", "/v1/trade/incoming/{trade_id}/counter"): LeagueFrom.BODY,
     ("POST", "/v1/actions/{tracking_id}/result"): LeagueFrom.ACTION,
     ("POST", "/v1/matches/{match_id}/start-listener"): LeagueFrom.MATCH,
@@ -234,13 +236,17 @@ async def _check_league(request: Request, key: ApiKey, source: LeagueFrom | None
     if source is None:
         raise Forbidden(f"{_limited(key)}: this route acts on every league")
     league: str | None = None
-    if source is LeagueFrom.BODY:
+    if source in (LeagueFrom.BODY, LeagueFrom.DECISION):
         try:
             body = json.loads(await request.body() or b"null")
         except ValueError:
             return
-        value = body.get("league_id") if isinstance(body, dict) else None
+        field = "league_id" if source is LeagueFrom.BODY else "decision_key"
+        value = body.get(field) if isinstance(body, dict) else None
         league = value if isinstance(value, str) else None
+        if source is LeagueFrom.DECISION:
+            decision_key = league or str(request.path_params.get("trade_id", ""))
+            league = await run_in_threadpool(_league_of_decision, decision_key)
     elif source is LeagueFrom.MATCH:
         league = await run_in_threadpool(_league_of_match, request.path_params.get("match_id", ""))
     else:
@@ -268,6 +274,16 @@ def _league_of_action(tracking_id: str) -> str | None:
 
     try:
         return str(action_row(action_sql.SELECT_QUEUE_OF, tracking_id)[0])
+    except NotFound:
+        return None
+
+
+def _league_of_decision(decision_key: str) -> str | None:
+    from publisher.queues import TRADE_RESPONSES
+    from publisher.trades import get_entry
+
+    try:
+        return str(get_entry(TRADE_RESPONSES, decision_key).league_id)
     except NotFound:
         return None
 

@@ -8,6 +8,7 @@ import pytest
 from api.keys import Scope, create_key
 from models.audit import audit_entries
 from tests.api.conftest import Server, bearer
+from tests.api.test_trades_actions_runs import trade_queues  # noqa: F401 (a fixture)
 from tests.api.test_triggers import LINEUP
 from tests.console.conftest import sign_in
 
@@ -42,7 +43,7 @@ def test_only_an_admin_key_manages_keys_and_a_revoked_key_fails_at_once(api_serv
     assert acts["apikey.revoke"].who_key_id is not None and new["key"] not in str(acts["apikey.create"].after)
 
 
-def test_a_league_limited_key_acts_on_its_leagues_only(api_server, keys, fresh_queues, make_match):
+def test_a_league_limited_key_acts_on_its_leagues_only(api_server, keys, trade_queues, make_match):  # noqa: F811
     created = httpx.post(
         f"{api_server.url}/v1/apikeys",
         json={"name": "l1-bot", "scope": "operator", "leagues": ["L1", "nfl"]},
@@ -60,6 +61,12 @@ def test_a_league_limited_key_acts_on_its_leagues_only(api_server, keys, fresh_q
         200,
         202,
     )  # an unlimited key is unaffected
+    decision = {"league_id": "L9", "team_id": "7", "decision": "accept"}
+    assert (
+        _post(api_server, "/v1/trade/incoming/t-l9/decision", keys["operator"], decision).status_code == 202
+    )
+    retry = _post(api_server, "/v1/trade/incoming/t-l9/decision/retry", limited, {})
+    assert retry.status_code == 403 and "L9" in retry.json()["error"], retry.text
     mine, theirs = make_match("nfl"), make_match("mlb")
     assert (
         _post(api_server, f"/v1/matches/{mine.id}/auto-dispatch", limited, {"on": False}).status_code == 200
