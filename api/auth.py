@@ -21,6 +21,11 @@ from starlette.concurrency import run_in_threadpool
 
 from api.keys import ApiKey, Scope, authenticate, hash_key
 from config.errors import Forbidden, NotFound
+from lifecycle.match_ref import resolve_match
+from publisher.actions import action_row
+from publisher.queues import TRADE_RESPONSES
+from publisher.sql import actions as action_sql
+from publisher.trades import get_entry
 
 logger = logging.getLogger(__name__)
 
@@ -260,8 +265,6 @@ async def _check_league(request: Request, key: ApiKey, source: LeagueFrom | None
 
 
 def _league_of_match(ref: str) -> str | None:
-    from lifecycle.match_ref import resolve_match
-
     try:
         return str(resolve_match(ref).league.name)
     except NotFound:
@@ -269,9 +272,6 @@ def _league_of_match(ref: str) -> str | None:
 
 
 def _league_of_action(tracking_id: str) -> str | None:
-    from publisher.actions import action_row
-    from publisher.sql import actions as action_sql
-
     try:
         return str(action_row(action_sql.SELECT_QUEUE_OF, tracking_id)[0])
     except NotFound:
@@ -279,9 +279,6 @@ def _league_of_action(tracking_id: str) -> str | None:
 
 
 def _league_of_decision(decision_key: str) -> str | None:
-    from publisher.queues import TRADE_RESPONSES
-    from publisher.trades import get_entry
-
     try:
         return str(get_entry(TRADE_RESPONSES, decision_key).league_id)
     except NotFound:
