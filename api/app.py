@@ -21,7 +21,7 @@ from api.errors import error_body, status_of
 from api.metrics import ApiMetrics
 from api.middleware import RequestLayer
 from api.openapi import allowed_methods, install_openapi
-from api.routes import actions, audit, contract, health, listeners, runs, trades, triggers
+from api.routes import actions, apikeys, audit, contract, health, listeners, runs, trades, triggers
 from config.errors import KickoffError
 from config.feed_text import unstorable_text
 from config.settings import MatchListenerEnvironment, load_listener_settings
@@ -123,7 +123,7 @@ def create_app(settings: MatchListenerEnvironment | None = None) -> FastAPI:
     app.state.ctx = ctx
     app.state.key_cache = KeyCache(ctx.settings.api_key_cache_seconds)
     app.state.metrics = ApiMetrics(ctx)
-    for module in (health, triggers, trades, actions, runs, listeners, audit, contract):
+    for module in (health, triggers, trades, actions, runs, listeners, audit, apikeys, contract):
         app.include_router(module.router)
     install_console(app)
     install_docs(app)

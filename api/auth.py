@@ -1,12 +1,16 @@
-"""Who may call which route: the rule table, bearer-key authentication and the scope check.
+"""Who may call which route: the rule table, bearer-key authentication, the scope and league checks.
 
 Every route of the application has one rule in RULES, keyed by method and path template; a
 route without a rule is refused (500) and fails the table-driven test. Keys are read from
-``Authorization: Bearer KEY`` and never logged or echoed.
+``Authorization: Bearer KEY`` and never logged or echoed. Scopes rank read < trigger and
+read < operator < admin (COVERS, the one declaration). A key limited to leagues may act only on
+those: LEAGUE_OF says where each acting route's league is; an acting route not in it acts on
+every league and is refused to a limited key (reads are not limited).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from enum import StrEnum
@@ -16,6 +20,12 @@ from fastapi import HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 
 from api.keys import ApiKey, Scope, authenticate, hash_key
+from config.errors import Forbidden, NotFound
+from lifecycle.match_ref import resolve_match
+from publisher.actions import action_row
+from publisher.queues import TRADE_RESPONSES
+from publisher.sql import actions as action_sql
+from publisher.trades import get_entry
 
 logger = logging.getLogger(__name__)
 
@@ -25,13 +35,16 @@ class Need(StrEnum):
 
     PUBLIC = "public"  # no key
     METRICS = "metrics"  # no key, unless API_METRICS_REQUIRE_KEY (then as READ)
-    READ = "read"  # a read, trigger-free GET: read or operator keys
-    TRIGGER = "trigger"  # triggers, trades, action results, run publishing: trigger or operator keys
-    OPERATOR = "operator"  # listener operations: operator keys only
+    READ = "read"  # a read, trigger-free GET: read, operator or admin keys
+    TRIGGER = "trigger"  # triggers, trades, action results, run publishing: trigger, operator or admin keys
+    OPERATOR = "operator"  # listener operations, trade reconcile: operator or admin keys
+    ADMIN = "admin"  # managing API keys: admin keys only
     CONSOLE = "console"  # console pages and actions: the console checks its session cookie (console.web)
 
 
+#: What each scope covers: read < trigger, read < operator < admin.
 COVERS: dict[Scope, frozenset[Need]] = {
+    Scope.ADMIN: frozenset({Need.READ, Need.TRIGGER, Need.OPERATOR, Need.ADMIN}),
     Scope.OPERATOR: frozenset({Need.READ, Need.TRIGGER, Need.OPERATOR}),
     Scope.TRIGGER: frozenset({Need.TRIGGER}),
     Scope.READ: frozenset({Need.READ}),
@@ -72,6 +85,9 @@ RULES: dict[tuple[str, str], Need] = {
     ("POST", "/v1/listeners/sweep"): Need.OPERATOR,
     ("POST", "/v1/listeners/bulk"): Need.OPERATOR,
     ("GET", "/v1/audit"): Need.READ,
+    ("GET", "/v1/apikeys"): Need.ADMIN,
+    ("POST", "/v1/apikeys"): Need.ADMIN,
+    ("DELETE", "/v1/apikeys/{key_id}"): Need.ADMIN,
     # The console (package api/console/): sign-in and its assets are public; every other page and
     # action checks the console session itself (pages: a session; posts: a session, the CSRF
     # token and, for actions, an operator key).
@@ -107,6 +123,36 @@ RULES: dict[tuple[str, str], Need] = {
     ("POST", "/runs/{run_id}/cancel"): Need.CONSOLE,
     ("GET", "/queues"): Need.CONSOLE,
     ("GET", "/audit"): Need.CONSOLE,
+    ("GET", "/keys"): Need.CONSOLE,
+    ("POST", "/keys"): Need.CONSOLE,
+    ("POST", "/keys/{key_id}/revoke"): Need.CONSOLE,
+}
+
+
+class LeagueFrom(StrEnum):
+    """Where an acting route's league is, for a key limited to leagues."""
+
+    BODY = "body"  # the JSON body's league_id (a fantasy league)
+    MATCH = "match"  # the league (its name) of the path's match_id
+    ACTION = "action"  # the league of the path's tracking_id's action
+    DECISION = "decision"  # the league of the trade decision (the body's decision_key, else the trade_id)
+
+
+#: The acting routes that act on one league, and where it is. Every other keyed route that is not
+#: a GET acts on every league (dispatch, sweep, reconcile, runs, keys): refused to a limited key.
+LEAGUE_OF: dict[tuple[str, str], LeagueFrom] = {
+    ("POST", "/v1/trigger/lineup"): LeagueFrom.BODY,
+    ("POST", "/v1/trigger/waiver"): LeagueFrom.BODY,
+    ("POST", "/v1/trigger/draft-pick"): LeagueFrom.BODY,
+    ("POST", "/v1/trigger/rumor-action"): LeagueFrom.BODY,
+    ("POST", "/v1/trade/offers/{offer_key}/approve"): LeagueFrom.BODY,
+    ("POST", "/v1/trade/incoming/{trade_id}/decision"): LeagueFrom.BODY,
+    ("POST", "/v1/trade/incoming/{trade_id}/decision/retry"): LeagueFrom.DECISION,
+    ("POST", "/v1/trade/incoming/{trade_id}/counter"): LeagueFrom.BODY,
+    ("POST", "/v1/actions/{tracking_id}/result"): LeagueFrom.ACTION,
+    ("POST", "/v1/matches/{match_id}/start-listener"): LeagueFrom.MATCH,
+    ("POST", "/v1/matches/{match_id}/stop-listener"): LeagueFrom.MATCH,
+    ("POST", "/v1/matches/{match_id}/auto-dispatch"): LeagueFrom.MATCH,
 }
 
 
@@ -149,6 +195,12 @@ class KeyCache:
             self._entries[digest] = (found, now + self.ttl)
         return found
 
+    def forget(self, key_id: str) -> None:
+        """Drop key ``key_id`` from the cache (revoked here: refused at once, not when its entry expires)."""
+        for digest, (key, _) in list(self._entries.items()):
+            if key.id == str(key_id):
+                self._entries.pop(digest, None)
+
 
 async def authorize(request: Request) -> ApiKey | None:
     """The application-wide dependency: look up the route's rule, then check key and scope."""
@@ -174,9 +226,72 @@ async def authorize(request: Request) -> ApiKey | None:
         raise HTTPException(
             status_code=403, detail=f"a {found.scope.value} key does not cover this route (needs {need})"
         )
+    if found.leagues is not None and request.method not in ("GET", "HEAD"):
+        await _check_league(request, found, LEAGUE_OF.get((request.method, path)))
+    request.state.api_key = found
     request.state.api_key_id = found.id
     request.state.api_key_name = found.name  # the audit log's "who" (api.headers.actor_of)
     return found
+
+
+def _limited(key: ApiKey) -> str:
+    return f"key {key.name!r} is limited to league(s) {', '.join(key.leagues or ())}"
+
+
+async def _check_league(request: Request, key: ApiKey, source: LeagueFrom | None) -> None:
+    """Forbidden (403) unless the route acts on one of ``key``'s leagues; a league that cannot be
+    read (a body that is no JSON object, an unknown match or action) is left to the route's answer."""
+    if source is None:
+        raise Forbidden(f"{_limited(key)}: this route acts on every league")
+    league: str | None = None
+    if source in (LeagueFrom.BODY, LeagueFrom.DECISION):
+        try:
+            body = json.loads(await request.body() or b"null")
+        except ValueError:
+            return
+        field = "league_id" if source is LeagueFrom.BODY else "decision_key"
+        value = body.get(field) if isinstance(body, dict) else None
+        league = value if isinstance(value, str) else None
+        if source is LeagueFrom.DECISION:
+            decision_key = league or str(request.path_params.get("trade_id", ""))
+            league = await run_in_threadpool(_league_of_decision, decision_key)
+    elif source is LeagueFrom.MATCH:
+        league = await run_in_threadpool(_league_of_match, request.path_params.get("match_id", ""))
+    else:
+        league = await run_in_threadpool(_league_of_action, request.path_params.get("tracking_id", ""))
+    if league is None:
+        return
+    if not key.covers_league(league) and not (
+        source is LeagueFrom.MATCH and league.casefold() in {x.casefold() for x in key.leagues or ()}
+    ):
+        raise Forbidden(f"{_limited(key)}: it may not act on league {league}")
+
+
+def _league_of_match(ref: str) -> str | None:
+    try:
+        return str(resolve_match(ref).league.name)
+    except NotFound:
+        return None
+
+
+def _league_of_action(tracking_id: str) -> str | None:
+    try:
+        return str(action_row(action_sql.SELECT_QUEUE_OF, tracking_id)[0])
+    except NotFound:
+        return None
+
+
+def _league_of_decision(decision_key: str) -> str | None:
+    try:
+        return str(get_entry(TRADE_RESPONSES, decision_key).league_id)
+    except NotFound:
+        return None
+
+
+def may_act_for(key: ApiKey, creator_key_id: str | None) -> bool:
+    """Whether ``key`` may act on what ``creator_key_id`` created (its own, nobody's recorded, or an
+    operator or admin key)."""
+    return creator_key_id is None or str(creator_key_id) == key.id or Need.OPERATOR in COVERS[key.scope]
 
 
 def route_table(app: Any) -> list[tuple[str, str]]:

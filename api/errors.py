@@ -15,6 +15,7 @@ from config.errors import (
     BulkInvalid,
     CatalogError,
     ConfigurationError,
+    Forbidden,
     InvalidRunParams,
     InvalidTrigger,
     KickoffError,
@@ -40,6 +41,7 @@ logger = logging.getLogger(__name__)
 # Most specific first: the first class in an error's MRO found here decides its status.
 STATUS_OF: dict[type[KickoffError], int] = {
     TriggerReferenceNotFound: 404,
+    Forbidden: 403,
     TriggerValidationError: 422,
     InvalidRunParams: 422,
     InvalidTrigger: 422,
@@ -132,7 +134,8 @@ class ErrorAnswer(BaseModel):
 ERROR_STATUSES: dict[int, str] = {
     400: "The body is not valid JSON, or a header is malformed.",
     401: "No API key, or the key is unknown or revoked (Authorization: Bearer KEY).",
-    403: "The key's scope does not cover this route.",
+    403: "The key's scope does not cover this route, or the key may not act here (a league it is not"
+    " limited to, another key's action).",
     404: "No such resource (the id in the path, or one the body names).",
     409: "Conflict with the current state (nothing was changed).",
     413: "The body is larger than API_MAX_BODY_BYTES.",

@@ -44,6 +44,11 @@ def actor_of(request: Request) -> Actor:
     return Actor.api_key(request.state.api_key_id, request.state.api_key_name)
 
 
+def key_id_of(request: Request) -> str | None:
+    """The id of the API key that authenticated ``request`` (None on a public route)."""
+    return getattr(request.state, "api_key_id", None)
+
+
 def request_id_of(request: Request) -> str | None:
     """The request's X-Request-Id (api.middleware)."""
     return getattr(request.state, "request_id", None)

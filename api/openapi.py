@@ -32,7 +32,7 @@ BODY = (400, 413, 415, 422)
 def _statuses(method: str, path: str, operation: dict[str, Any]) -> set[int]:
     """The error statuses an operation answers by its kind: its auth rule, body and parameters."""
     statuses: set[int] = set()
-    if RULES.get((method.upper(), path)) in (Need.READ, Need.TRIGGER, Need.OPERATOR, Need.METRICS):
+    if RULES.get((method.upper(), path)) not in (None, Need.PUBLIC, Need.CONSOLE):
         statuses.update(KEYED)
     if "requestBody" in operation and path.startswith(JSON_API_PREFIX):
         statuses.update(BODY)

@@ -254,6 +254,23 @@ class ReconcileBody(Body):
     reason: Reason | None = Field(None, description="Why (optional; kept in the audit log).")
 
 
+class ApiKeyBody(Body):
+    """A new API key: who uses it, what it may call, and optionally the leagues it is limited to."""
+
+    name: Id = Field(description="Who or what uses the key (shown by the list).")
+    scope: Literal["read", "trigger", "operator", "admin"] = Field(
+        description="read < trigger, read < operator < admin (only admin manages keys)."
+    )
+    leagues: list[Id] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_ITEMS,
+        description="Limit the key to these leagues (a trigger's league_id, a match's league name);"
+        " absent: every league.",
+    )
+    reason: Reason | None = Field(None, description="Why (optional; kept in the audit log).")
+
+
 class ActionResultBody(Body):
     outcome: Literal["succeeded", "failed"]
     details: JsonObject = Field(default_factory=dict, description="e.g. team_id, error.")

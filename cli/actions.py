@@ -38,6 +38,11 @@ def show_cmd(obj: CliContext, tracking_id: str, as_json: bool) -> None:
     delivery = state["delivery"] or {}
     verification = state["verification"]
     click.echo(f"action {state['tracking_id']} ({state['queue']}, team {state['team']}): {state['status']}")
+    creator = state["created_by"]
+    click.echo(
+        "created by: "
+        + (f"API key {creator['name']} ({creator['key_id']})" if creator else "no API key (the box)")
+    )
     click.echo(
         f"delivery: {delivery.get('status', '-')}; published at {delivery.get('published_at') or '-'}; "
         f"attempts {delivery.get('attempts', 0)}; last error {delivery.get('last_error') or '-'}"

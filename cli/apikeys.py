@@ -8,7 +8,7 @@ from cli.common import LIMIT_OPTION, echo_answer, echo_json, json_option, reason
 from cli.context import CliContext
 from cli.table import echo_listing
 
-SCOPES = ("trigger", "operator", "read")
+SCOPES = ("read", "trigger", "operator", "admin")
 
 
 @click.group("apikeys")
@@ -16,9 +16,11 @@ def apikeys() -> None:
     """API keys for `kickoff serve` (Authorization: Bearer KEY).
 
     \b
-    trigger   triggers, trades, action results, run publishing
     read      every GET route
-    operator  everything (listener operations included)
+    trigger   triggers, trades, action results, run publishing
+    operator  read and trigger, listener operations, trade reconcile
+    admin     everything, and managing keys (GET/POST/DELETE /v1/apikeys)
+    A key created with --league acts only on those leagues (403 for another).
     Only a key's SHA-256 is stored: the key is printed once, by create.
     """
 
@@ -26,17 +28,27 @@ def apikeys() -> None:
 @apikeys.command("create")
 @click.option("--name", required=True, help="Who or what uses the key (shown by list).")
 @click.option("--scope", type=click.Choice(SCOPES), required=True, help="What the key may call.")
+@click.option(
+    "--league",
+    "leagues",
+    multiple=True,
+    help="Limit the key to this league (repeat for more): a trigger's league id, a match's league name.",
+)
 @reason_option(required=False)
 @json_option('Print {"id": ..., "key": ...}.')
 @click.pass_obj
-def create_cmd(obj: CliContext, name: str, scope: str, reason: str | None, as_json: bool) -> None:
-    """Create a key and print it once (it cannot be shown again)."""
+def create_cmd(
+    obj: CliContext, name: str, scope: str, leagues: tuple[str, ...], reason: str | None, as_json: bool
+) -> None:
+    """Create a key and print it once (it cannot be shown again); --league limits it to leagues."""
     from api.keys import Scope, create_key
 
     if not name.strip():
         raise click.BadParameter("must not be empty", param_hint="--name")
     obj.database()
-    key, secret = create_key(name=name.strip(), scope=Scope(scope), actor=obj.actor, reason=reason)
+    key, secret = create_key(
+        name=name.strip(), scope=Scope(scope), leagues=leagues or None, actor=obj.actor, reason=reason
+    )
     if as_json:
         echo_json({"id": key.id, "key": secret})
         return
@@ -50,7 +62,7 @@ def create_cmd(obj: CliContext, name: str, scope: str, reason: str | None, as_js
 @json_option('Print {"count", "keys": [{"id", "name", "scope", ...}]}.')
 @click.pass_obj
 def list_cmd(obj: CliContext, limit: int, as_json: bool) -> None:
-    """List keys (a table of id, scope, name, created, revoked); never the keys themselves."""
+    """List keys (a table of id, scope, name, leagues, created, revoked); never the keys themselves."""
     from api.keys import list_keys
 
     obj.database()
@@ -59,11 +71,12 @@ def list_cmd(obj: CliContext, limit: int, as_json: bool) -> None:
         "keys",
         list_keys()[:limit],
         as_dict=lambda key: key.as_dict(),
-        headers=["id", "scope", "name", "created", "revoked"],
+        headers=["id", "scope", "name", "leagues", "created", "revoked"],
         row=lambda key: [
             key.id,
             key.scope.value,
             key.name,
+            ",".join(key.leagues) if key.leagues else "all",
             key.created_at.isoformat(),
             key.revoked_at.isoformat() if key.revoked_at else "",
         ],

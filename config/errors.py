@@ -360,6 +360,10 @@ class ApiKeyNotFound(NotFound):
     """Raised when no API key has the given id (``kickoff apikeys revoke``)."""
 
 
+class Forbidden(KickoffError):
+    """Raised when the acting key may not do this (another league, another key's action): HTTP 403."""
+
+
 class ApiRequestError(KickoffError):
     """Raised by the HTTP trigger client for a 4xx answer other than 422/409 (401, 403, 404, 413, 415)."""
 

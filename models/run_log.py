@@ -72,6 +72,7 @@ class RunLog(BaseModel):
     host = peewee.TextField(null=True)  # the launcher host running the current attempt
     pid = peewee.IntegerField(null=True)  # the pid of the current attempt's process
     error = peewee.TextField(null=True)
+    created_by_key_id = peewee.UUIDField(null=True)  # the API key that published it (migration 0018)
 
     class Meta:
         table_name = "run_log"

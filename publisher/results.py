@@ -287,7 +287,9 @@ def action_state(tracking_id: str) -> dict[str, Any]:
         "finished_at",
         "run_id",
     )
-    out: dict[str, Any] = dict(zip(keys, action, strict=True))
+    out: dict[str, Any] = dict(zip(keys, action[: len(keys)], strict=True))
+    creator_id, creator_name = action[len(keys) :]
+    out["created_by"] = None if creator_id is None else {"key_id": creator_id, "name": creator_name}
     out["delivery"] = (
         None
         if outbox is None

@@ -63,6 +63,7 @@ class RumorRequest:
     roster: dict[int, str]
     signals: list[RumorSignal] = field(default_factory=list)
     traceparent: str | None = None
+    created_by_key_id: str | None = None  # the API key asking (recorded on each move's action)
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,7 @@ def evaluate_rumors(
         "team": request.team,
         "traceparent": request.traceparent,
         "decision_inputs": inputs,
+        "created_by_key_id": request.created_by_key_id,
     }
     group = TriggerGroup(settings=settings)
     kw = {"publisher": publisher, "settings": settings, "run_id": run_id, "committer": group}

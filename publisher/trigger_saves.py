@@ -109,6 +109,7 @@ class TriggerSave:
     held_by: str | None = None
     expires_at: datetime | None = None
     redeliver_duplicate: bool = False
+    created_by_key_id: str | None = None  # the API key that asked for it (None: the CLI, a library call)
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,7 @@ def _action_values(new: _New, now: datetime) -> tuple[Any, ...]:
         save.traceparent,
         now,
         now,
+        save.created_by_key_id,
     )
 
 
@@ -174,7 +176,7 @@ def _insert_new(news: Sequence[_New], *, now: datetime, grace: timedelta) -> dic
     """
     ordered = sorted(news, key=lambda n: (n.save.league_id, n.save.queue, n.save.key or ""))
     actions = [_action_values(new, now) for new in ordered]
-    cursor = database.execute_sql(action_sql.INSERT_MANY, _columns(actions, 14))
+    cursor = database.execute_sql(action_sql.INSERT_MANY, _columns(actions, 15))
     inserted = {row[0] for row in cursor.fetchall()}
     saved = [n for n in ordered if n.tracking_id in inserted]
     if not saved:

@@ -51,6 +51,7 @@ class TriggerRequest:
     idempotency_key: str | None = None
     decision_inputs: dict[str, Any] = field(default_factory=dict)
     traceparent: str | None = None
+    created_by_key_id: str | None = None  # the API key asking (recorded on the action)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +89,7 @@ class _Common:
     key: str | None
     inputs: dict[str, Any]
     traceparent: str | None
+    created_by_key_id: str | None = None
 
     @classmethod
     def check(cls, request: TriggerRequest) -> _Common:
@@ -98,6 +100,7 @@ class _Common:
             key=effective_key(v.storable_text(request.idempotency_key, "idempotency_key"), inputs),
             inputs=inputs,
             traceparent=check_traceparent(request.traceparent),
+            created_by_key_id=request.created_by_key_id,
         )
 
     def save(
@@ -131,6 +134,7 @@ class _Common:
             traceparent=self.traceparent,
             espn_ids=espn_ids,
             run_id=run_id if run_id is not None else get_run_id(),
+            created_by_key_id=self.created_by_key_id,
             **extra,
         )
 

@@ -200,6 +200,8 @@ def publish_run(
             parent_id=parent_id,
             default_debounce_seconds=default_debounce_seconds,
         )
+        if actor is not None and actor.key_id is not None and outbox_id is not None:
+            RunLog.update(created_by_key_id=actor.key_id).where(RunLog.id == result.run_id).execute()
         if actor is not None and outbox_id is not None:
             record_audit(
                 actor=actor,
@@ -418,4 +420,5 @@ def run_dict(run: RunLog) -> dict[str, Any]:
         "host": run.host,
         "pid": run.pid,
         "error": run.error,
+        "created_by_key_id": None if run.created_by_key_id is None else str(run.created_by_key_id),
     }

@@ -8,7 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse
 
 from api.console.board_feed import BoardHub
-from api.console.routes import access, audit, board, bulk, match, publishing, queues, trades
+from api.console.routes import access, audit, board, bulk, keys, match, publishing, queues, trades
 from api.console.throttle import SignInThrottle
 from api.console.web import templates
 from config.errors import SignInRequired
@@ -19,7 +19,7 @@ def install_console(app: FastAPI) -> None:
 
     ``app.state.ctx`` is set before.
     """
-    for module in (access, board, bulk, match, publishing, queues, trades, audit):
+    for module in (access, board, bulk, match, publishing, queues, trades, audit, keys):
         app.include_router(module.router)
     app.state.sign_in_throttle = SignInThrottle(app.state.ctx.settings.console_sign_in_failures_per_minute)
     ctx = app.state.ctx

@@ -24,8 +24,8 @@ from models.db import database, database_errors
 
 logger = logging.getLogger(__name__)
 
-#: Scopes that may sign in: the console reads (read) or reads and acts (operator).
-CONSOLE_SCOPES = frozenset({Scope.READ, Scope.OPERATOR})
+#: Scopes that may sign in: the console reads (read), reads and acts (operator), and manages keys (admin).
+CONSOLE_SCOPES = frozenset({Scope.READ, Scope.OPERATOR, Scope.ADMIN})
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,13 @@ class Session:
 
     @property
     def can_act(self) -> bool:
-        """Whether the session may press action buttons (operator keys only)."""
-        return self.scope is Scope.OPERATOR
+        """Whether the session may press action buttons (operator and admin keys)."""
+        return self.scope in (Scope.OPERATOR, Scope.ADMIN)
+
+    @property
+    def is_admin(self) -> bool:
+        """Whether the session may manage API keys (the Keys page; admin keys only)."""
+        return self.scope is Scope.ADMIN
 
     def csrf_ok(self, presented: str | None) -> bool:
         """Whether ``presented`` is this session's CSRF token (constant-time)."""
@@ -103,7 +108,14 @@ def sign_in(
     if found.scope not in CONSOLE_SCOPES:
         raise _refused(
             found,
-            f"a {found.scope.value} key cannot open the console (read or operator needed)",
+            f"a {found.scope.value} key cannot open the console (read, operator or admin needed)",
+            address=address,
+            request_id=request_id,
+        )
+    if found.leagues is not None:
+        raise _refused(
+            found,
+            "a key limited to leagues cannot open the console (it shows and acts on every league)",
             address=address,
             request_id=request_id,
         )

@@ -2,8 +2,9 @@
 
 Pages need a session (else a redirect to the sign-in form); a POST needs a session, the
 session's CSRF token (form field ``csrf_token`` or header ``X-CSRF-Token``) and, for actions, an
-operator key. An action answers JSON to the page's script (``Accept: application/json``) and a
-redirect with a notice to a plain form post, so every page also works without JavaScript.
+operator key (the Keys page and its actions: an admin key). An action answers JSON to the page's
+script (``Accept: application/json``) and a redirect with a notice to a plain form post, so every page
+also works without JavaScript.
 """
 
 from __future__ import annotations
@@ -191,11 +192,29 @@ async def operator_session(request: Request) -> Session:
     return session
 
 
+async def admin_page_session(request: Request) -> Session:
+    """Dependency of an admin page (Keys): the live session (else the sign-in redirect), of an admin key."""
+    session = await page_session(request)
+    if not session.is_admin:
+        raise HTTPException(status_code=403, detail="only an admin key manages API keys")
+    return session
+
+
+async def admin_session(request: Request) -> Session:
+    """Dependency of an admin action (create, revoke a key): session, CSRF token, and an admin key."""
+    session = await _posted_session(request)
+    if not session.is_admin:
+        raise HTTPException(status_code=403, detail="only an admin key manages API keys")
+    return session
+
+
 #: Route parameters: the page's session; a post's session (CSRF checked); an action's (operator too).
 PageSession = Annotated[Session, Depends(page_session)]
 StreamSession = Annotated[Session, Depends(stream_session)]
 PostSession = Annotated[Session, Depends(post_session)]
 OperatorSession = Annotated[Session, Depends(operator_session)]
+AdminPageSession = Annotated[Session, Depends(admin_page_session)]
+AdminSession = Annotated[Session, Depends(admin_session)]
 
 
 def render(request: Request, template: str, status_code: int = 200, **context: Any) -> Response:

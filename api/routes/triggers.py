@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from api.errors import error_responses
-from api.headers import ctx_of, run_id, traceparent
+from api.headers import ctx_of, key_id_of, run_id, traceparent
 from api.openapi import also_200
 from api.schemas import DraftPickBody, LineupBody, RumorBody, TriggerBody, WaiverBody
 from publisher.rumor import RumorRequest, evaluate_rumors, signals_from_json
@@ -41,7 +41,12 @@ def _send(request: Request, body: TriggerBody, request_cls: Any, send: Any, **fi
     traceparent header unless the body names one; ``fields`` override) and send it with ``send``."""
     values = body.library_fields()
     values.pop("team_id")
-    values.update(team=body.team_id, traceparent=traceparent(request, body.traceparent), **fields)
+    values.update(
+        team=body.team_id,
+        traceparent=traceparent(request, body.traceparent),
+        created_by_key_id=key_id_of(request),
+        **fields,
+    )
     ctx = ctx_of(request)
     trigger_request = request_cls(**values)
     return answer(
@@ -101,6 +106,7 @@ def rumor_action(body: RumorBody, request: Request) -> JSONResponse:
         roster={_roster_id(k): v for k, v in body.roster.items()},
         signals=signals_from_json([s.model_dump() for s in body.signals]),
         traceparent=traceparent(request, body.traceparent),
+        created_by_key_id=key_id_of(request),
     )
     outcomes = evaluate_rumors(
         rumor, publisher=ctx.publisher(), settings=ctx.settings, run_id=run_id(request)

@@ -59,15 +59,18 @@ SELECT_UNREPORTED_SINCE = (
 )
 
 SELECT_STATE = (
-    "SELECT tracking_id::text, league_id, kind, team, status, error, created_at, finished_at, run_id FROM"
-    " activity_actions WHERE tracking_id::text = %s"
+    "SELECT a.tracking_id::text, a.league_id, a.kind, a.team, a.status, a.error, a.created_at, a.finished_at,"
+    " a.run_id, a.created_by_key_id::text, k.name FROM activity_actions a LEFT JOIN api_keys k ON k.id ="
+    " a.created_by_key_id WHERE a.tracking_id::text = %s"
 )
+
+SELECT_CREATOR = "SELECT created_by_key_id::text FROM activity_actions WHERE tracking_id::text = %s"
 
 INSERT = (
     "INSERT INTO activity_actions (tracking_id, league_id, kind, idempotency_key, team, status, request, "
-    "decision_inputs, after_tracking_id, hold_until, run_id, traceparent, created_at, updated_at) VALUES "
-    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (league_id, kind, "
-    "idempotency_key) DO NOTHING RETURNING id"
+    "decision_inputs, after_tracking_id, hold_until, run_id, traceparent, created_at, updated_at, "
+    "created_by_key_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (league_id, kind, idempotency_key) DO NOTHING RETURNING id"
 )
 
 RELEASE_KEY = (
@@ -89,8 +92,9 @@ SELECT_BY_KEY_FOR_UPDATE = (
 #: whose key is held are skipped, the others' tracking ids returned.
 INSERT_MANY = (
     "INSERT INTO activity_actions (tracking_id, league_id, kind, idempotency_key, team, status, request, "
-    "decision_inputs, after_tracking_id, hold_until, run_id, traceparent, created_at, updated_at) SELECT * "
-    "FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::jsonb[], "
-    "%s::jsonb[], %s::uuid[], %s::timestamptz[], %s::text[], %s::text[], %s::timestamptz[], "
-    "%s::timestamptz[]) ON CONFLICT (league_id, kind, idempotency_key) DO NOTHING RETURNING tracking_id::text"
+    "decision_inputs, after_tracking_id, hold_until, run_id, traceparent, created_at, updated_at, "
+    "created_by_key_id) SELECT * FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::text[], "
+    "%s::text[], %s::jsonb[], %s::jsonb[], %s::uuid[], %s::timestamptz[], %s::text[], %s::text[], "
+    "%s::timestamptz[], %s::timestamptz[], %s::uuid[]) ON CONFLICT (league_id, kind, idempotency_key) "
+    "DO NOTHING RETURNING tracking_id::text"
 )

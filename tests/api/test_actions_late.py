@@ -15,14 +15,14 @@ DAY = 86400.0
 
 
 def test_a_late_result_is_accepted_and_shown_beside_the_failed_action(api, keys, api_server):
-    tracking_id = api.post("/v1/trigger/lineup", json=LINEUP).json()["tracking_id"]
+    tracking_id = api.post("/v1/trigger/lineup", json=LINEUP).json()["tracking_id"]  # the operator's
     assert verify_results(
         result_timeout_seconds=DAY, now=utcnow() + timedelta(seconds=DAY + 1)
     ).unreported == [tracking_id]
-    read, trigger = bearer(keys["read"]), bearer(keys["trigger"])
+    read, operator = bearer(keys["read"]), bearer(keys["operator"])
     url = f"{api_server.url}/v1/actions/{tracking_id}"
     body = {"outcome": "succeeded", "details": {"team_id": "7"}, "reported_by": "espn-worker"}
-    r = httpx.post(f"{url}/result", json=body, headers=trigger, timeout=60)
+    r = httpx.post(f"{url}/result", json=body, headers=operator, timeout=60)
     assert r.status_code == 202, r.text
     assert r.json()["late"] is True
     assert verify_results(result_timeout_seconds=DAY).late == [tracking_id]

@@ -35,5 +35,28 @@ def test_create_list_revoke(api_server, server_env, db):
     )
     unknown = _kickoff(["apikeys", "revoke", "00000000-0000-4000-8000-000000000009"], server_env)
     assert unknown.returncode == 2
-    bad_scope = _kickoff(["apikeys", "create", "--name", "x", "--scope", "admin"], server_env)
+    bad_scope = _kickoff(["apikeys", "create", "--name", "x", "--scope", "root"], server_env)
     assert bad_scope.returncode == 2
+
+
+def test_create_limits_a_key_to_leagues(server_env, db):
+    args = [
+        "apikeys",
+        "create",
+        "--name",
+        "l1",
+        "--scope",
+        "admin",
+        "--league",
+        "L1",
+        "--league",
+        "L2",
+        "--json",
+    ]
+    created = _kickoff(args, server_env)
+    assert created.returncode == 0, created.stderr
+    listed = _kickoff(["apikeys", "list", "--json"], server_env)
+    [row] = json.loads(listed.stdout)["keys"]
+    assert row["scope"] == "admin" and row["leagues"] == ["L1", "L2"]
+    table = _kickoff(["apikeys", "list"], server_env).stdout
+    assert "L1,L2" in table and "leagues" in table

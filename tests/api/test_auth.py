@@ -1,7 +1,7 @@
 """Who may call each route, from a table kept here (docs/api.md, docs/console.md); keys never leak.
 
 ``EXPECTED`` is written out by hand, not read from ``api/auth.py``: the application must serve
-exactly its routes, and for each route every key kind (none, read, trigger, operator) gets a real
+exactly its routes, and for each route every key kind (none, read, trigger, operator, admin) gets a real
 request. Refused means 401 or 403 (a console page without a session: its redirect to the sign-in
 form); allowed means neither of those nor a 5xx.
 """
@@ -23,13 +23,14 @@ from tests.console.conftest import sign_in
 from tests.waiting import wait_for
 
 #: What a route needs, and the key kinds that need lets in (docs/api.md "Need").
-NONE, READ, TRIGGER, OPERATOR = "none", "read", "trigger", "operator"
-KINDS = (NONE, READ, TRIGGER, OPERATOR)
+NONE, READ, TRIGGER, OPERATOR, ADMIN = "none", "read", "trigger", "operator", "admin"
+KINDS = (NONE, READ, TRIGGER, OPERATOR, ADMIN)
 LETS_IN = {
-    NONE: {NONE, READ, TRIGGER, OPERATOR},
-    READ: {READ, OPERATOR},
-    TRIGGER: {TRIGGER, OPERATOR},
-    OPERATOR: {OPERATOR},
+    NONE: {NONE, READ, TRIGGER, OPERATOR, ADMIN},
+    READ: {READ, OPERATOR, ADMIN},
+    TRIGGER: {TRIGGER, OPERATOR, ADMIN},
+    OPERATOR: {OPERATOR, ADMIN},
+    ADMIN: {ADMIN},
 }
 #: The doors a key comes through: the API's bearer header, or a console session opened with it.
 API, CONSOLE = "api", "console"
@@ -79,7 +80,12 @@ EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
     ("POST", "/v1/listeners/bulk"): (API, OPERATOR),
     # the audit log
     ("GET", "/v1/audit"): (API, READ),
-    # the console (docs/console.md): pages need a read or operator session, actions an operator one
+    # API keys
+    ("GET", "/v1/apikeys"): (API, ADMIN),
+    ("POST", "/v1/apikeys"): (API, ADMIN),
+    ("DELETE", "/v1/apikeys/{key_id}"): (API, ADMIN),
+    # the console (docs/console.md): pages need a read, operator or admin session, actions an
+    # operator one, the Keys page an admin one
     ("GET", "/sign-in"): (CONSOLE, NONE),
     ("POST", "/sign-in"): (CONSOLE, READ),  # a trigger key cannot sign in
     ("GET", "/static/{name}"): (CONSOLE, NONE),
@@ -112,6 +118,9 @@ EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
     ("POST", "/trades/reconcile"): (CONSOLE, OPERATOR),
     ("GET", "/queues"): (CONSOLE, READ),
     ("GET", "/audit"): (CONSOLE, READ),
+    ("GET", "/keys"): (CONSOLE, ADMIN),
+    ("POST", "/keys"): (CONSOLE, ADMIN),
+    ("POST", "/keys/{key_id}/revoke"): (CONSOLE, ADMIN),
 }
 
 #: A value for each path parameter (a route with a new parameter adds it here).
@@ -123,6 +132,7 @@ PATH_VALUES = {
     "match_id": "00000000-0000-4000-8000-000000000002",
     "record_id": "00000000-0000-4000-8000-000000000003",
     "row_id": "1",
+    "key_id": "00000000-0000-4000-8000-000000000004",
     "name": "console.css",
 }
 
@@ -160,7 +170,7 @@ def _console_call(server: Server, method: str, path: str, key: str | None, kind:
     url = server.url + _url(path)
     if path == "/sign-in" and method == "POST":
         return httpx.post(url, data={"api_key": key or ""}, timeout=60, follow_redirects=False)
-    if kind not in (READ, OPERATOR):  # no key, or one the console does not take: no session
+    if kind not in (READ, OPERATOR, ADMIN):  # no key, or one the console does not take: no session
         return httpx.request(method, url, timeout=60, follow_redirects=False)
     signed = sign_in(server, key)
     headers = {"x-csrf-token": signed.csrf} if method == "POST" else {}
@@ -196,7 +206,7 @@ def test_each_key_kind_is_refused_or_let_in_as_the_table_says(api_server, keys, 
             assert key not in answer.text, kind
 
 
-API_KEYED = [route for route in ROUTES if EXPECTED[route] in ((API, READ), (API, TRIGGER), (API, OPERATOR))]
+API_KEYED = [route for route in ROUTES if EXPECTED[route][0] == API and EXPECTED[route][1] != NONE]
 
 
 @pytest.mark.parametrize(("method", "path"), API_KEYED, ids=[f"{m} {p}" for m, p in API_KEYED])

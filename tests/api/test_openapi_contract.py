@@ -145,7 +145,7 @@ def _schemathesis(url: str, key: str, report: Path) -> subprocess.CompletedProce
     )
 
 
-@pytest.mark.parametrize("scope", ["read", "trigger", "operator"])
+@pytest.mark.parametrize("scope", ["read", "trigger", "operator", "admin"])
 def test_schemathesis_with_every_check_finds_nothing(api_server, keys, amqp_vhost, tmp_path, scope):
     from publisher.amqp import AmqpPublisher
     from publisher.queues import ALL_QUEUES

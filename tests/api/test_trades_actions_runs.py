@@ -79,8 +79,9 @@ def test_counter_is_staged_with_sleeper_ids(api, trade_queues, read_queue):
 
 
 def test_action_state_result_and_verification(api, keys, api_server):
-    tracking_id = api.post("/v1/trigger/lineup", json=LINEUP).json()["tracking_id"]
     read, trigger = bearer(keys["read"]), bearer(keys["trigger"])
+    created = httpx.post(f"{api_server.url}/v1/trigger/lineup", json=LINEUP, headers=trigger, timeout=60)
+    tracking_id = created.json()["tracking_id"]  # the trigger key's action: that key reports its result
     shown = httpx.get(f"{api_server.url}/v1/actions/{tracking_id}", headers=read, timeout=60)
     assert shown.status_code == 200
     state = shown.json()

@@ -25,6 +25,7 @@ DUMMY = {
     "record_id": "00000000-0000-4000-8000-000000000003",
     "run_id": "00000000-0000-4000-8000-000000000001",
     "row_id": "1",
+    "key_id": "00000000-0000-4000-8000-000000000004",
     "name": "console.css",
 }
 CONSOLE_ROUTES = sorted(route for route, need in RULES.items() if need is Need.CONSOLE)

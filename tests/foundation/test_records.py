@@ -51,6 +51,7 @@ def test_a_stored_api_key_reads_as_before_scope_value_and_iso_times():
         "scope": "operator",
         "created_at": "2026-01-02T03:04:05+00:00",
         "revoked_at": None,
+        "leagues": None,
     }
 
 

@@ -1,0 +1,68 @@
+"""/v1/apikeys: list, create (the key shown once) and revoke API keys; admin keys only, each act audited."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+
+from api.headers import actor_of, request_id_of
+from api.keys import ApiKey, Scope, create_key, list_keys, revoke_key
+from api.schemas import MAX_TEXT_LENGTH, NON_BLANK, ApiKeyBody, PathId
+
+router = APIRouter(prefix="/v1/apikeys", tags=["apikeys"])
+
+
+def key_json(key: ApiKey) -> dict[str, Any]:
+    """A key as the API and `kickoff apikeys list --json` show it (never the key itself)."""
+    return {
+        "id": key.id,
+        "name": key.name,
+        "scope": key.scope.value,
+        "leagues": None if key.leagues is None else list(key.leagues),
+        "created_at": key.created_at.isoformat(),
+        "revoked": key.revoked_at is not None,
+        "revoked_at": None if key.revoked_at is None else key.revoked_at.isoformat(),
+    }
+
+
+@router.get("")
+def list_apikeys() -> dict[str, Any]:
+    """Every key, oldest first, revoked ones included: ``{"count", "keys": [{"id", "name", "scope",
+    "leagues", "created_at", "revoked", "revoked_at"}]}`` (as `kickoff apikeys list --json`)."""
+    keys = [key_json(k) for k in list_keys()]
+    return {"count": len(keys), "keys": keys}
+
+
+@router.post("", status_code=201)
+def create_apikey(body: ApiKeyBody, request: Request) -> JSONResponse:
+    """Create a key (audited as apikey.create): 201 with the key's fields and ``key``, its secret,
+    shown this once (only its SHA-256 is stored)."""
+    key, secret = create_key(
+        name=body.name.strip(),
+        scope=Scope(body.scope),
+        leagues=body.leagues,
+        actor=actor_of(request),
+        reason=body.reason,
+        request_id=request_id_of(request),
+    )
+    return JSONResponse({**key_json(key), "key": secret}, status_code=201)
+
+
+@router.delete("/{key_id}")
+def revoke_apikey(
+    key_id: PathId,
+    request: Request,
+    reason: str | None = Query(
+        None,
+        min_length=1,
+        max_length=MAX_TEXT_LENGTH,
+        pattern=NON_BLANK,
+        description="Why (optional; kept in the audit log).",
+    ),
+) -> dict[str, Any]:
+    """Revoke a key at once (audited as apikey.revoke; idempotent): the key; 404 if unknown. Its row stays."""
+    key = revoke_key(key_id, actor=actor_of(request), reason=reason, request_id=request_id_of(request))
+    request.app.state.key_cache.forget(key.id)
+    return key_json(key)
