@@ -414,12 +414,12 @@ def test_a_bulk_action_previews_its_matches_then_acts_after_the_confirm_step(
     first = make_match("bulkui", status="inprogress", sr_id="sr:match:bulk-1")
     second = make_match("bulkui", status="inprogress", sr_id="sr:match:bulk-2")
     page = open_console(console_keys["operator"])
-    page.get_by_label("Bulk action", exact=True).select_option("dispatch-off")
+    page.get_by_label("Bulk action", exact=True).select_option("stop")
     page.get_by_label("on league", exact=True).select_option("bulkui")
     page.get_by_label("status", exact=True).select_option("inprogress")
     page.locator("#b-reason").fill("drill")
     page.get_by_role("button", name="Preview").click()
-    expect(page.get_by_role("heading", name="Bulk dispatch-off")).to_be_visible()
+    expect(page.get_by_role("heading", name="Bulk stop")).to_be_visible()
     expect(page.locator("#bulk-count")).to_contain_text("2 matches fit the filter")
     axe = Axe()
     found = axe.run(page)
@@ -427,13 +427,18 @@ def test_a_bulk_action_previews_its_matches_then_acts_after_the_confirm_step(
     assert Match.get_by_id(first.id).auto_dispatch_listener  # the preview changed nothing
     asked: list[str] = []
     page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
-    page.get_by_role("button", name="Confirm: dispatch-off 2 matches").click()
+    page.get_by_role("button", name="Confirm: stop 2 matches").click()
     expect(page.locator("#bulk-done")).to_contain_text("2 done, 0 failed")
-    assert asked == ["dispatch-off 2 matches?"]
+    assert asked == ["stop 2 matches?"]
     found = axe.run(page)
     assert found.violations_count == 0, found.generate_report()
     assert not Match.get_by_id(first.id).auto_dispatch_listener
     assert not Match.get_by_id(second.id).auto_dispatch_listener
+    from models.audit import audit_entries
+
+    stops = audit_entries(action="listener.stop")
+    assert {e.target_id for e in stops} == {str(first.id), str(second.id)}
+    assert {e.reason for e in stops} == {"drill"} and {e.who for e in stops} == {"console-operator"}
 
 
 def test_the_audit_page_opens_from_the_nav_and_filters_by_who_action_and_match(
