@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +17,7 @@ import pytest
 
 from api.keys import Scope, create_key
 from models.barriers import connect_redis
+from tests.static_feed import base_url_of, serve_documents
 from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,23 +106,8 @@ def feed_documents() -> Iterator[dict[str, Any]]:
     """The server's feed (SPORTRADAR_BASE_URL): a local HTTP server answering each path of this dict
     with its JSON document (404 otherwise); a test adds a play-by-play under its path."""
     documents: dict[str, Any] = {}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            doc = documents.get(self.path)
-            body = json.dumps(doc if doc is not None else {"message": "not found"}).encode()
-            self.send_response(200 if doc is not None else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, name="api-feed", daemon=True).start()
-    documents["base_url"] = f"http://127.0.0.1:{server.server_address[1]}"
+    server = serve_documents(documents, name="api-feed")
+    documents["base_url"] = base_url_of(server)
     yield documents
     server.shutdown()
     server.server_close()

@@ -283,29 +283,14 @@ def send_start(lifecycle_env: dict[str, str]) -> Iterator[Callable[..., None]]:
 def static_feed() -> Iterator[Callable[[dict[str, Any]], str]]:
     """``static_feed({path: document})``: a real HTTP server answering each path with its JSON document
     (404 otherwise), for documents srsim cannot produce (malformed entries); returns its base URL."""
-    import json
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from tests.static_feed import base_url_of, serve_documents
 
-    servers: list[ThreadingHTTPServer] = []
+    servers: list[Any] = []
 
     def serve(documents: dict[str, Any]) -> str:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                doc = documents.get(self.path)
-                body = json.dumps(doc if doc is not None else {"message": "not found"}).encode()
-                self.send_response(200 if doc is not None else 404)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, name="static-feed", daemon=True).start()
+        server = serve_documents(documents)
         servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}"
+        return base_url_of(server)
 
     yield serve
     for server in servers:
