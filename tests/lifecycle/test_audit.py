@@ -124,7 +124,7 @@ def test_league_switches_and_api_keys_are_audited_without_the_key(kick, db):
     assert (create.action, create.target_id, create.after) == (
         "apikey.create",
         created["id"],
-        {"name": "ci", "scope": "read"},
+        {"name": "ci", "scope": "read", "leagues": None},
     )
     assert created["key"] not in json.dumps([e.as_dict() for e in audit_entries()])
     assert (revoke.action, revoke.reason, revoke.who) == ("apikey.revoke", "leaked", ME)
