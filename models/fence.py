@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import peewee
 
-from config.errors import FencedWrite
+from config.errors import FencedWrite, MatchNotFound
 from models.db import database
 from models.match import Match
 
@@ -38,7 +38,7 @@ def take_token(match_id: str) -> int:
     )
     row = next(iter(query.execute()), None)
     if row is None:
-        raise FencedWrite(f"match {match_id}: no match row to take a fencing token from")
+        raise MatchNotFound(f"no match with id {match_id}")
     return int(row.fence_token)
 
 
