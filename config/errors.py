@@ -205,6 +205,11 @@ class ArchiveBusy(ListenerError):
     an open lifecycle row or its start lock is held (HTTP 409, CLI exit 4); nothing was written."""
 
 
+class FencedWrite(ListenerError):
+    """Raised when a listener run's write carries a fencing token older than its match's current one:
+    a successor run started (this one was paused past its lease); nothing was written (exit 16)."""
+
+
 class ArchivePathError(ListenerError):
     """Raised when a league or shortcode would place a listener archive outside DATA_DIR (exit 11)."""
 

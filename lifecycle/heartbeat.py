@@ -5,7 +5,8 @@ then writes ``heartbeat_at`` on their open rows (one UPDATE); the lock extension
 on PostgreSQL. A run is told to stop when:
 
 * its start lock no longer holds its token (someone deleted it, or it expired);
-* its row was closed by someone else (operator stop, sweep);
+* its row was closed by someone else (operator stop, sweep), or its fencing token is no longer
+  its match's newest (a successor started: the heartbeat is refused, ``FENCED``);
 * Redis (or PostgreSQL) has not answered for so long that the lock (or the row) would go
   stale before the next interval plus the grace: the run stops before a successor could
   start, because a successor needs the lock to expire first. The stop watcher's thread checks
@@ -29,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 #: Reason given when a run's row was closed by someone else (stop, sweep): not a failure.
 ROW_CLOSED_ELSEWHERE = "lifecycle row closed by another process"
+#: Reason given when a newer run of the match took its fencing token (models.fence): exit 16.
+FENCED = "fenced: a newer run of the match started"
 #: Reason given when the start lock could not be extended in time (Redis down or the beat stuck).
 LOCK_UNREACHABLE = "start lock could not be extended before it would expire"
 #: Reason given when the row's heartbeat could not be written in time (PostgreSQL failing or stuck).
@@ -145,6 +148,8 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
             finally:
                 if not database.is_closed():
                     database.close()
+        unwritten = [r.record_id for r in regs if r.record_id and r.record_id not in (written or ())]
+        fenced = self._fenced(unwritten) if written is not None else set()
         for reg in regs:
             if reg.record_id is None:
                 continue
@@ -153,11 +158,26 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
                     lost.setdefault(reg, ROW_UNWRITABLE)
             elif reg.record_id in written:
                 reg.last_row_ok = now
+            elif reg.record_id in fenced:
+                lost.setdefault(reg, FENCED)
             else:
                 lost.setdefault(reg, ROW_CLOSED_ELSEWHERE)
 
         self._notify(lost)
         return BeatReport(len(written or ()), extended, tuple(r.match_id for r in lost))
+
+    def _fenced(self, record_ids: list[str]) -> set[str]:
+        """Which rows the beat did not write were refused for their fencing token (none when unreadable)."""
+        if not record_ids:
+            return set()
+        try:
+            return rows.fenced_rows(record_ids)
+        except Exception as exc:
+            logger.warning("heartbeat: reading the fencing of %d rows failed: %s", len(record_ids), exc)
+            return set()
+        finally:
+            if not database.is_closed():
+                database.close()
 
     def wake(self) -> None:
         """Beat now instead of at the end of the interval."""

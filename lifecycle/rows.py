@@ -18,8 +18,9 @@ from datetime import datetime
 import peewee
 
 from listener.exit_codes import ExitCode
+from models import fence
 from models.barriers import Barriers
-from models.db import database_errors
+from models.db import database, database_errors
 from models.listener_record import MatchListenerRecord
 
 R = MatchListenerRecord
@@ -60,9 +61,14 @@ def create_row(
     message_id: str | None,
     dry_run: bool,
     worker_lease: str | None = None,
-) -> None:
-    """Write the startup row of one listener run (open, heartbeat now, its worker's lease)."""
-    with database_errors():
+) -> int:
+    """Write the startup row of one listener run (open, heartbeat now, its worker's lease); return its token.
+
+    The run's fencing token (models.fence) is taken in the same transaction: from its commit on,
+    every older run of the match is refused every write.
+    """
+    with database_errors(), database.atomic():
+        token = fence.take_token(match_id)
         R.insert(
             id=uuid.UUID(record_id),
             match=uuid.UUID(match_id),
@@ -73,32 +79,46 @@ def create_row(
             pid=os.getpid(),
             dry_run=dry_run,
             worker_lease=worker_lease,
+            fence_token=token,
         ).execute()
+    return token
 
 
 def heartbeat_rows(record_ids: Sequence[str]) -> set[str]:
     """Set heartbeat_at = now on the open rows among ``record_ids`` (one UPDATE).
 
     Returns the ids that were updated; an id missing from the answer was closed by someone
-    else (stop, sweep) and its listener must stop.
+    else (stop, sweep) or fenced (``fenced_rows``: a newer run of its match started), and its
+    listener must stop.
     """
     if not record_ids:
         return set()
     with database_errors():
         query = (
             R.update(heartbeat_at=db_now())
-            .where(R.id.in_([uuid.UUID(r) for r in record_ids]), R.ended_at.is_null())
+            .where(
+                R.id.in_([uuid.UUID(r) for r in record_ids]), R.ended_at.is_null(), fence.row_is_current(R)
+            )
             .returning(R.id)
         )
         return {str(row.id) for row in query.execute()}
 
 
+def fenced_rows(record_ids: Sequence[str]) -> set[str]:
+    """The ids among ``record_ids`` whose run's fencing token is older than its match's (one query)."""
+    if not record_ids:
+        return set()
+    with database_errors():
+        query = R.select(R.id).where(R.id.in_([uuid.UUID(r) for r in record_ids]), ~fence.row_is_current(R))
+        return {str(row.id) for row in query}
+
+
 def close_row(record_id: str, *, exit_code: int | None, reason: str, stopped_by: str | None = None) -> bool:
-    """Write the shutdown of one run unless its row is already closed; True when written."""
+    """Write the shutdown of one run unless its row is already closed or the run fenced; True when written."""
     with database_errors():
         n = (
             R.update(ended_at=db_now(), exit_code=exit_code, exit_reason=reason, stopped_by=stopped_by)
-            .where(R.id == uuid.UUID(record_id), R.ended_at.is_null())
+            .where(R.id == uuid.UUID(record_id), R.ended_at.is_null(), fence.row_is_current(R))
             .execute()
         )
     return bool(n)

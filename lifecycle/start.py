@@ -386,8 +386,9 @@ def run_match_listener(
         record_id = token if write_row else None
         lease_id = services.lease_for_run()
         row_written_at = time.monotonic()  # taken before the write: the row's heartbeat is not older
+        fence_token: int | None = None  # a dry run without a row writes nothing to fence
         if record_id:
-            rows.create_row(
+            fence_token = rows.create_row(
                 record_id=record_id,
                 match_id=match_id,
                 message_id=message_id,
@@ -395,11 +396,12 @@ def run_match_listener(
                 worker_lease=lease_id,
             )
     logger.info(
-        "match %s: listener started (row %s, message %s, worker lease %s)",
+        "match %s: listener started (row %s, message %s, worker lease %s, fencing token %s)",
         match_id,
         record_id,
         message_id,
         lease_id,
+        fence_token,
     )
 
     ctx = ListenerContext(
@@ -408,6 +410,7 @@ def run_match_listener(
         is_test=is_test,
         settings=env,
         may_write=lambda: services.lease.holds(lease_id),
+        fence_token=fence_token,
     )
     body = body_cls()
     handle = RunHandle(ctx=ctx, body=body)

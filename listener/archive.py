@@ -10,6 +10,11 @@ One file per match, a JSON array with one event per line::
 Events are written as they arrive (or in batches when ``flush_events`` > 1); after every write
 the file is valid JSON (the closing ``]`` is rewritten behind the new events). A restart
 reopens the same file and appends.
+Fencing: a run given a fencing token (models.fence) writes it, when it opens the archive, to the
+sidecar ``{archive}.fence``; every flush takes an exclusive ``flock`` on the sidecar, re-reads it
+and refuses (FencedWrite, nothing written) when it holds a newer run's token. Opening takes the
+same lock, so a successor's token lands between two flushes of its predecessor, never inside one.
+(The lock is on the sidecar, not the archive, because a repair replaces the archive file.)
 A file cut mid-write (kill -9) is repaired on reopen: complete event lines are kept, the partial
 last one is dropped. League and shortcode are sanitised; a value that still points outside
 ``DATA_DIR`` (``..``, separators, empty) is refused with ArchivePathError.
@@ -17,16 +22,19 @@ last one is dropped. League and shortcode are sanitised; a value that still poin
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from config.clock import utcnow
-from config.errors import ArchivePathError
+from config.errors import ArchiveBusy, ArchivePathError, FencedWrite
 from listener.events import EventIndex
 
 logger = logging.getLogger(__name__)
@@ -34,6 +42,13 @@ logger = logging.getLogger(__name__)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _MAX_COMPONENT = 120
 _EMPTY = b"[\n]\n"
+#: How long opening an archive waits for its fence lock (a flush of a process paused mid-write holds it).
+FENCE_LOCK_WAIT_SECONDS = 30.0
+
+
+def fence_path(archive: Path) -> Path:
+    """The sidecar holding the fencing token of the newest run that opened ``archive``."""
+    return archive.with_name(archive.name + ".fence")
 
 
 def safe_component(value: str, *, what: str) -> str:
@@ -117,9 +132,12 @@ class EventArchive:
         flush_events: int = 1,
         flush_seconds: float = 0.5,
         match_id: str = "",
+        fence_token: int | None = None,
     ) -> None:
         self.path = path
         self.match_id = match_id
+        self.fence_token = fence_token  # None: never fenced (a dry run, a backfill outside a run)
+        self.fenced = False  # a newer run's token was found: nothing more is written
         self.flush_events = flush_events
         self.flush_seconds = flush_seconds
         self.count = 0  # events in the file plus the buffer
@@ -130,12 +148,24 @@ class EventArchive:
         self._first_buffered_at = 0.0
         self._fh: Any = None
         self._end = 0  # offset of the closing "]\n"
+        self._fence_fd: int | None = None
 
     # -- open / repair -------------------------------------------------------------
 
     def open(self) -> EventArchive:
-        """Open (creating, or repairing a cut file) and position for appending."""
+        """Open (creating, or repairing a cut file) and position for appending; claim the fence first."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.fence_token is not None and self._fence_fd is None:
+            self._fence_fd = os.open(fence_path(self.path), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            with self._fence("open", claim=True):
+                self._open_file()
+        except BaseException:
+            self._close_fence()
+            raise
+        return self
+
+    def _open_file(self) -> None:
         if not self.path.exists() or self.path.stat().st_size == 0:
             self.path.write_bytes(_EMPTY)
         else:
@@ -146,7 +176,75 @@ class EventArchive:
             data = self.path.read_bytes()
         self._fh = open(self.path, "r+b", buffering=0)  # noqa: SIM115 - held for the whole game
         self._end = len(data) - 2
-        return self
+
+    # -- fencing -------------------------------------------------------------------------
+
+    def _read_fence(self) -> int | None:
+        assert self._fence_fd is not None
+        text = os.pread(self._fence_fd, 64, 0).strip()
+        try:
+            return int(text) if text else None
+        except ValueError:
+            return None
+
+    def _lock_fence(self, *, wait: bool) -> None:
+        assert self._fence_fd is not None
+        if not wait:
+            fcntl.flock(self._fence_fd, fcntl.LOCK_EX)
+            return
+        deadline = time.monotonic() + FENCE_LOCK_WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(self._fence_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise ArchiveBusy(
+                        f"match {self.match_id}: archive {self.path} is locked by another run's write"
+                    ) from None
+                time.sleep(0.05)
+
+    @contextlib.contextmanager
+    def _fence(self, what: str, *, claim: bool = False) -> Iterator[None]:
+        """Hold the fence lock; FencedWrite when a newer run's token is there (``claim``: write ours)."""
+        if self._fence_fd is None or self.fence_token is None:
+            yield
+            return
+        if self.fenced:
+            raise self._refused(what, None)
+        self._lock_fence(wait=claim)
+        try:
+            current = self._read_fence()
+            if current is not None and current > self.fence_token:
+                self.fenced = True
+                self._buffer.clear()  # never written by this run: a successor owns the archive
+                raise self._refused(what, current)
+            if claim and current != self.fence_token:
+                data = f"{self.fence_token}\n".encode()
+                os.pwrite(self._fence_fd, data, 0)
+                os.ftruncate(self._fence_fd, len(data))
+            yield
+        finally:
+            fcntl.flock(self._fence_fd, fcntl.LOCK_UN)
+
+    def _refused(self, what: str, current: int | None) -> FencedWrite:
+        newer = f" (the archive's is {current})" if current is not None else ""
+        logger.warning(
+            "match %s archive %s refused: fencing token %s is no longer the newest%s",
+            self.match_id,
+            what,
+            self.fence_token,
+            newer,
+        )
+        return FencedWrite(
+            f"match {self.match_id}: archive {what} refused: fencing token {self.fence_token} "
+            f"is no longer the newest{newer}"
+        )
+
+    def _close_fence(self) -> None:
+        if self._fence_fd is not None:
+            os.close(self._fence_fd)
+            self._fence_fd = None
 
     def _is_clean(self, data: bytes) -> bool:
         if not data.startswith(b"[\n") or not data.endswith(b"]\n"):
@@ -220,9 +318,13 @@ class EventArchive:
             self.flush()
 
     def flush(self) -> None:
-        """Write buffered events behind the last one and re-close the array."""
+        """Write buffered events behind the last one and re-close the array (FencedWrite once fenced)."""
         if not self._buffer or self._fh is None:
             return
+        with self._fence("flush"):
+            self._write_buffer()
+
+    def _write_buffer(self) -> None:
         first_in_file = self.count - len(self._buffer) == 0
         parts = []
         for i, line in enumerate(self._buffer):
@@ -234,8 +336,9 @@ class EventArchive:
         self._end += len(chunk)
 
     def close(self) -> None:
-        """Flush, fsync and close the file."""
+        """Flush, fsync and close the file (a fenced run's buffer is dropped, FencedWrite raised)."""
         if self._fh is None:
+            self._close_fence()
             return
         try:
             self.flush()
@@ -243,6 +346,7 @@ class EventArchive:
         finally:
             self._fh.close()
             self._fh = None
+            self._close_fence()
 
 
 class TextLog:

@@ -6,7 +6,9 @@ When a stop is requested (operator stop, lost start lock, worker shutdown) the l
 ``ctx.stop_requested`` and calls ``body.request_stop()`` from another thread; the body must
 then return promptly (within a second), e.g. by closing its stream connection. Before each write
 the body asks ``ctx.may_write()``: a process that was paused past its worker lease learns it
-there, before its stop request arrives. A body may say why it ended in an ``exit_reason``
+there, before its stop request arrives; a thread already past that check is stopped by the
+store itself: every write carries ``ctx.fence_token`` and is refused (FencedWrite) once a
+successor took a newer one. A body may say why it ended in an ``exit_reason``
 attribute (e.g. ``feed answered HTTP 404 at ...``); the lifecycle row records that reason
 instead of the exit code's name.
 """
@@ -33,6 +35,9 @@ class ListenerContext:
     #: False once the run's worker lease ran out (the process was paused or cut off): a successor
     #: may be running, so the body must write nothing more (archive, Match.status) and return.
     may_write: Callable[[], bool] = lambda: True
+    #: The run's fencing token (models.fence), carried by every write it makes: the store refuses
+    #: it (FencedWrite) once a newer run of the match took a newer one. None: never fenced.
+    fence_token: int | None = None
 
 
 class ListenerBody(Protocol):

@@ -26,6 +26,7 @@ from config.errors import (
     ArchivePathError,
     ConfigurationError,
     DatabaseUnavailable,
+    FencedWrite,
     StreamConnectionError,
     StreamDataError,
     StreamResumeRefused,
@@ -111,6 +112,7 @@ class MatchListener:
                 flush_events=s.listener_archive_flush_events,
                 flush_seconds=s.listener_archive_flush_seconds,
                 match_id=ctx.match_id,
+                fence_token=ctx.fence_token,
             ).open()
             log = TextLog.for_run(path, ctx.record_id)
             self._log = log
@@ -123,7 +125,11 @@ class MatchListener:
             )
             if not s.listener_skip_processing and info.has_row:
                 pipeline = load_pipeline(
-                    s.listener_pipeline, match_id=ctx.match_id, settings=s, db_gate=self._gate()
+                    s.listener_pipeline,
+                    match_id=ctx.match_id,
+                    settings=s,
+                    db_gate=self._gate(),
+                    fence_token=ctx.fence_token,
                 )
             self._status = info.status
             self._info = info
@@ -132,6 +138,8 @@ class MatchListener:
             self.exit_reason = self.exit_reason or "stream ended"
         except _Exit as exc:
             code, self.exit_reason = exc.code, exc.reason
+        except FencedWrite as exc:  # a successor run took over: this one wrote nothing more
+            code, self.exit_reason = ExitCode.CANCELLED, f"fenced: {exc}"
         except (StreamDataError, ArchivePathError) as exc:
             code, self.exit_reason = ExitCode.DATA_ERROR, str(exc)
         except StreamConnectionError as exc:
@@ -177,6 +185,8 @@ class MatchListener:
         if self.archive is not None:
             try:
                 self.archive.close()
+            except FencedWrite as exc:
+                logger.warning("match %s: %s", self._ctx.match_id, exc)
             except OSError:
                 logger.exception("match %s archive close failed", self._ctx.match_id)
 
@@ -333,7 +343,7 @@ class MatchListener:
 
         try:
             with self._gate():
-                record_verification(self._ctx.match_id, verification)
+                record_verification(self._ctx.match_id, verification, fence_token=self._ctx.fence_token)
         except DatabaseUnavailable as exc:
             logger.warning("match %s: archive verification not stored: %s", self._ctx.match_id, exc)
 
@@ -342,15 +352,20 @@ class MatchListener:
         ctx = self._ctx
         if not ctx.record_id or not self._info.has_row or not ctx.may_write():
             return
+        from models import fence
         from models.db import database, database_errors
         from models.listener_record import MatchListenerRecord
 
+        R = MatchListenerRecord
         counts = self._recovery.counts.as_row()
         try:
             with self._gate(), database_errors(), database.connection_context():
-                MatchListenerRecord.update(**counts).where(MatchListenerRecord.id == ctx.record_id).execute()
+                written = R.update(**counts).where(R.id == ctx.record_id, fence.row_is_current(R)).execute()
         except DatabaseUnavailable as exc:
             logger.warning("match %s: gap counts not written yet: %s", ctx.match_id, exc)
+            return
+        if not written and ctx.fence_token is not None:
+            raise fence.refused(ctx.match_id, ctx.fence_token, "gap counts")
 
     def _stopped(self) -> bool:
         return self._stop.is_set() or self._ctx.stop_requested.is_set()
@@ -435,7 +450,7 @@ class MatchListener:
             with self._gate(), database_errors(), database.connection_context():
                 match = Match.get_by_id(self._ctx.match_id)
                 before = match.status
-                self._status = match.apply_stream(incoming)
+                self._status = match.apply_stream(incoming, fence_token=self._ctx.fence_token)
         except DatabaseUnavailable as exc:
             # PostgreSQL restarting: keep streaming; the next event with a status tries again.
             logger.warning("match %s: status %r not written yet: %s", self._ctx.match_id, incoming, exc)

@@ -1,7 +1,8 @@
 """The default event processing pipeline: issues and settles in-game Questions from push events.
 
 A pipeline is any class named by the ``listener_pipeline`` setting, constructed as
-``cls(match_id=..., settings=..., db_gate=...)`` with a ``process(message)`` method taking the
+``cls(match_id=..., settings=..., db_gate=...)`` (plus ``fence_token=...``, the run's fencing
+token of models.fence, when its constructor takes that keyword) with a ``process(message)`` method taking the
 parsed envelope and a ``close()``. QuestionPipeline issues one question per at-bat ("Will the
 hitter get a hit?", key ``atbat:{event id}``) when the at-bat starts and settles it when an event
 with the ``atbatover`` category arrives (the at-bat its ``atbat_id`` names, else the last one
@@ -12,11 +13,14 @@ archive's index), so a backfill or a successor never issues or settles a questio
 message is recorded before it is processed: a kill between the two leaves that one message
 unprocessed (at most once), never processed twice.
 It touches PostgreSQL only on those two events, through a short connection held under the
-process-wide gate, never for the whole game.
+process-wide gate, never for the whole game, each write checked against the run's fencing token
+under the match row's share lock (models.fence: FencedWrite once a newer run of the match started).
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import logging
 import pkgutil
 import threading
@@ -40,23 +44,48 @@ class Pipeline(Protocol):
 
 
 def load_pipeline(
-    dotted: str, *, match_id: str, settings: MatchListenerEnvironment, db_gate: threading.Semaphore
+    dotted: str,
+    *,
+    match_id: str,
+    settings: MatchListenerEnvironment,
+    db_gate: threading.Semaphore,
+    fence_token: int | None = None,
 ) -> Pipeline:
-    """Instantiate the pipeline class at ``module:attr`` (or ``module.attr``)."""
+    """Instantiate the pipeline class at ``module:attr`` (or ``module.attr``).
+
+    ``fence_token`` is passed to a class whose constructor takes it (or ``**kwargs``).
+    """
     try:
         cls = pkgutil.resolve_name(dotted)
     except (ImportError, AttributeError, ValueError) as exc:
         raise ConfigurationError(f"listener_pipeline {dotted!r} cannot be imported: {exc}") from exc
-    return cls(match_id=match_id, settings=settings, db_gate=db_gate)
+    kwargs: dict[str, Any] = {"match_id": match_id, "settings": settings, "db_gate": db_gate}
+    if _takes_fence_token(cls):
+        kwargs["fence_token"] = fence_token
+    return cls(**kwargs)
+
+
+def _takes_fence_token(cls: Any) -> bool:
+    try:
+        params = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "fence_token" or p.kind is p.VAR_KEYWORD for p in params)
 
 
 class QuestionPipeline:
     """Issues an in-game question at each at-bat and settles it when the at-bat is over."""
 
     def __init__(
-        self, *, match_id: str, settings: MatchListenerEnvironment, db_gate: threading.Semaphore
+        self,
+        *,
+        match_id: str,
+        settings: MatchListenerEnvironment,
+        db_gate: threading.Semaphore,
+        fence_token: int | None = None,
     ) -> None:
         self.match_id = match_id
+        self.fence_token = fence_token
         self.settings = settings
         self.db_gate = db_gate
         self.open_key: str | None = None
@@ -91,7 +120,7 @@ class QuestionPipeline:
 
         key = f"atbat:{event['id']}"
         hitter = (event.get("hitter") or {}).get("full_name") or "the hitter"
-        with self.db_gate, database_errors(), database.connection_context():
+        with self.db_gate, database_errors(), database.connection_context(), self._fenced("question insert"):
             # An at-bat settled before its start arrived (a backfill brings the start after the
             # live stream brought its end) keeps its answer and gets its hitter's prompt.
             Question.insert(
@@ -116,7 +145,7 @@ class QuestionPipeline:
         if key == self.open_key:
             self.open_key = None
         now = utcnow()
-        with self.db_gate, database_errors(), database.connection_context():
+        with self.db_gate, database_errors(), database.connection_context(), self._fenced("question settle"):
             if may_precede:
                 Question.insert(
                     match=self.match_id,
@@ -140,6 +169,11 @@ class QuestionPipeline:
         logger.debug(
             "match %s question %s settled %s by event %s", self.match_id, key, answer, event.get("id")
         )
+
+    def _fenced(self, what: str) -> contextlib.AbstractContextManager[None]:
+        from models.fence import fenced
+
+        return fenced(self.match_id, self.fence_token, what=what)
 
     def close(self) -> None:
         logger.debug("match %s pipeline issued %d, settled %d", self.match_id, self.issued, self.settled)

@@ -2,7 +2,8 @@
 
 The listener calls ``record_verification`` when a game is over (its last play-by-play compared
 with the archive); ``kickoff matches verify-archive`` and the backfill job call it through
-lifecycle.archive_verify. One UPDATE, on a short connection of its own (as the pipeline's writes).
+lifecycle.archive_verify. One UPDATE, on a short connection of its own (as the pipeline's writes),
+refused when the listener run's fencing token is no longer the match's newest.
 """
 
 from __future__ import annotations
@@ -12,19 +13,27 @@ import uuid
 
 from config.clock import utcnow
 from listener.verify import LISTED_IDS, Verification
+from models import fence
 from models.db import database, database_errors
 from models.match import Match
 
 logger = logging.getLogger(__name__)
 
 
-def record_verification(match_id: str, verification: Verification) -> None:
-    """Store ``verification`` (id lists cut to LISTED_IDS, with their counts) as the match's latest."""
+def record_verification(match_id: str, verification: Verification, *, fence_token: int | None = None) -> None:
+    """Store ``verification`` (id lists cut to LISTED_IDS, with their counts) as the match's latest.
+
+    ``fence_token``: the listener run's (models.fence); FencedWrite when a newer run took over.
+    """
     stored = verification.as_dict(limit=LISTED_IDS)
     with database_errors(), database.connection_context():
-        Match.update(archive_verified_at=utcnow(), archive_verification=stored).where(
-            Match.id == uuid.UUID(str(match_id))
-        ).execute()
+        written = (
+            Match.update(archive_verified_at=utcnow(), archive_verification=stored)
+            .where(Match.id == uuid.UUID(str(match_id)), fence.is_current(fence_token))
+            .execute()
+        )
+    if not written and fence_token is not None:
+        raise fence.refused(match_id, fence_token, "archive verification")
     logger.info(
         "match %s archive verification: %s (%d missing, %d extra, %d differing of %d events)",
         match_id,

@@ -35,6 +35,7 @@ class MatchListenerRecord(BaseModel):
     events_backfilled = peewee.IntegerField(default=0)  # merged from a resume replay or the play-by-play
     gaps_unrecovered = peewee.IntegerField(default=0)  # gaps whose backfill had not succeeded at exit
     events_unrecovered = peewee.IntegerField(default=0)  # still missing at the verification at close
+    fence_token = peewee.BigIntegerField(null=True)  # the run's fencing token (models.fence); NULL: none
 
     class Meta:
         table_name = "match_listener_records"

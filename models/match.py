@@ -12,6 +12,7 @@ import peewee
 from playhouse.postgres_ext import BinaryJSONField
 
 from config.clock import utcnow
+from config.errors import FencedWrite
 from models.base import BaseModel, UTCDateTimeField
 from models.league import League
 from models.status import apply_stream_status, refreshed_status
@@ -49,6 +50,7 @@ class Match(BaseModel):
     updated_at = UTCDateTimeField(default=utcnow)
     archive_verified_at = UTCDateTimeField(null=True)  # last verify-archive of this match
     archive_verification = BinaryJSONField(null=True)  # {"ok", "missing", "extra", "differing", "events"}
+    fence_token = peewee.BigIntegerField(default=0)  # the newest listener run's token (models.fence)
 
     class Meta:
         table_name = "matches"
@@ -75,11 +77,19 @@ class Match(BaseModel):
             refreshed_at=now,
         )
 
-    def apply_stream(self, incoming: str) -> str:
-        """Apply a push-stream status (never pregame, never reopen terminal); return it."""
-        return self._write_status(lambda current: apply_stream_status(current, incoming), always=False)
+    def apply_stream(self, incoming: str, *, fence_token: int | None = None) -> str:
+        """Apply a push-stream status (never pregame, never reopen terminal); return it.
 
-    def _write_status(self, rule: Callable[[str], str], *, always: bool, **extra: Any) -> str:
+        ``fence_token``: the listener run's fencing token (models.fence); a newer one on the match
+        refuses the write with FencedWrite.
+        """
+        return self._write_status(
+            lambda current: apply_stream_status(current, incoming), always=False, fence_token=fence_token
+        )
+
+    def _write_status(
+        self, rule: Callable[[str], str], *, always: bool, fence_token: int | None = None, **extra: Any
+    ) -> str:
         """Store ``rule(status)`` by compare-and-set: ``UPDATE … WHERE status = <the status it read>``.
 
         When another writer changed the status since this object read it, the update matches no
@@ -94,17 +104,22 @@ class Match(BaseModel):
                 return new
             now = utcnow()
             query = Match.update(status=new, updated_at=now, **extra)
-            if query.where(Match.id == self.id, Match.status == old).execute():
+            fenced = Match.fence_token <= fence_token if fence_token is not None else True
+            if query.where(Match.id == self.id, Match.status == old, fenced).execute():
                 if new != old:
                     logger.info("match %s status %s -> %s", self.id, old, new)
                 self.status, self.updated_at = new, now
                 for name, value in extra.items():
                     setattr(self, name, value)
                 return new
-            current = Match.select(Match.status).where(Match.id == self.id).scalar()
-            if current is None:
+            row = Match.select(Match.status, Match.fence_token).where(Match.id == self.id).first()
+            if row is None:
                 return old  # the match was deleted meanwhile
-            self.status = current
+            if fence_token is not None and row.fence_token > fence_token:
+                raise FencedWrite(
+                    f"match {self.id}: status {new} refused: fencing token {fence_token} is not the newest"
+                )
+            self.status = row.status
         logger.warning(
             "match %s: status %s kept: other writers changed it at every try", self.id, self.status
         )

@@ -32,6 +32,27 @@ def test_one_beat_writes_every_row_and_extends_every_lock_in_one_statement_each(
     assert lbarriers.client.pttl(lbarriers.start_lock_key(matches[0].id)) > 4000
 
 
+def test_a_beat_refuses_the_heartbeat_of_a_run_whose_match_has_a_newer_fencing_token(make_match, lbarriers):
+    import uuid
+
+    from lifecycle import rows
+    from lifecycle.heartbeat import FENCED
+
+    match = make_match()
+    old, new = str(uuid.uuid4()), str(uuid.uuid4())
+    for record in (old, new):  # the older run "paused"; its successor took the next token
+        rows.create_row(record_id=record, match_id=str(match.id), message_id=None, dry_run=False)
+    lost: list[tuple[str, str]] = []
+    service = HeartbeatService(barriers=lbarriers, interval_seconds=10, lock_ttl_seconds=5, grace_seconds=0)
+    lbarriers.start_lock(match.id).acquire(old)  # its lock still holds: only the fence refuses it
+    service.register(
+        HeartbeatRegistration(str(match.id), old, old, on_lost=lambda reason: lost.append((old, reason)))
+    )
+    report = service.beat_once()
+    service.stop()
+    assert report.rows_written == 0 and lost == [(old, FENCED)]
+
+
 def test_a_listener_whose_start_lock_was_taken_stops_itself_with_16(make_match, ctx, runner):
     match = make_match()
     future = runner(start, match, **ctx)

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from models.listener_record import MatchListenerRecord
+from models.match import Match
 from tests.lifecycle.conftest import BOTH_BROKERS, ON_AMQP, REAL_WORKER_DEFAULTS, wait_for
 from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, open_rows, rows_of
 from tests.private_redis import PrivateRedis
@@ -84,6 +85,8 @@ def test_a_paused_worker_stops_itself_on_resume_and_never_writes_over_its_succes
     old_after = MatchListenerRecord.get_by_id(old.id)
     assert old_after.exit_code == 14 and old_after.exit_reason == "worker lease expired"
     assert MatchListenerRecord.get_by_id(new.id).ended_at is None  # the successor's row untouched
+    # The successor took a newer fencing token: any write the resumed run had still begun is refused.
+    assert old_after.fence_token < new.fence_token == Match.get_by_id(match.id).fence_token
     holder = ctx["barriers"].client.get(ctx["barriers"].start_lock_key(match.id))
     assert holder.decode() == str(new.id)  # the lock stayed with the successor
     assert monitor.max_open == 1
