@@ -1,4 +1,4 @@
--- depends: 0017_audit_log
+-- depends: 0018_key_roles
 -- Fencing at the data: every listener run of a match takes the next token of its match
 -- (`matches.fence_token`, only ever incremented, in the transaction that inserts its open row) and
 -- keeps it on its row; every write the run makes carries it, and the store refuses a write whose
