@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from config.settings import MatchListenerEnvironment
-from lifecycle.board import BoardEntry, listener_board
+from lifecycle.board import BoardCache, BoardEntry, listener_board
 from models.badges import Badge
 from models.barriers import Barriers
 from models.db import database, database_errors
@@ -52,16 +52,47 @@ def _scheduled(match_ids: list[str]) -> dict[str, datetime]:
     return dict(rows)
 
 
+@dataclass(eq=False)
+class RowsCache:
+    """A live board's last reading (see lifecycle.board.BoardCache) and its rows by match id.
+
+    A row is kept while its entry is the very same object as last time, so an unchanged match
+    is neither looked up again (its start time) nor compared field by field.
+    """
+
+    board: BoardCache = field(default_factory=BoardCache)
+    rows: dict[str, BoardRow] = field(default_factory=dict)
+
+
 def board_rows(
-    flt: BoardFilter, *, settings: MatchListenerEnvironment, barriers: Barriers
+    flt: BoardFilter,
+    *,
+    settings: MatchListenerEnvironment,
+    barriers: Barriers,
+    cache: RowsCache | None = None,
 ) -> tuple[list[BoardRow], list[str]]:
-    """The filtered rows and every league on the unfiltered board (for the league filter)."""
-    entries = listener_board(settings=settings, barriers=barriers, active_only=flt.active)
+    """The filtered rows and every league on the unfiltered board (for the league filter).
+
+    ``cache`` (a live board's, kept between refreshes) reads only what changed since.
+    """
+    entries = listener_board(
+        settings=settings,
+        barriers=barriers,
+        active_only=flt.active,
+        cache=None if cache is None else cache.board,
+    )
     leagues = sorted({e.league for e in entries})
     kept = [e for e in entries if flt.keeps(e)]
+    known = {} if cache is None else cache.rows
+    reused = {
+        e.match_id: known[e.match_id] for e in kept if e.match_id in known and known[e.match_id].entry is e
+    }
     try:
-        when = _scheduled([e.match_id for e in kept])
+        when = _scheduled([e.match_id for e in kept if e.match_id not in reused])
     finally:
         if not database.is_closed():
             database.close()
-    return [BoardRow(e, when.get(e.match_id)) for e in kept], leagues
+    rows = [reused.get(e.match_id) or BoardRow(e, when.get(e.match_id)) for e in kept]
+    if cache is not None:
+        cache.rows = {row.entry.match_id: row for row in rows}
+    return rows, leagues
