@@ -87,7 +87,7 @@ class _Rendered:
     version: int = 0
     order: list[str] = field(default_factory=list)  # match ids, in the board's order
     by_id: dict[str, str] = field(default_factory=dict)  # match id -> the row's text
-    known: dict[BoardRow, str] = field(default_factory=dict)  # the last reading's rows -> their text
+    known: dict[str, tuple[BoardRow, str]] = field(default_factory=dict)  # match id -> last row, its text
     rows: list[BoardRow] | None = None  # the reading rendered last
     count: int = 0
     delta: bytes | None = None
@@ -95,17 +95,18 @@ class _Rendered:
 
     def update(self, rows: list[BoardRow], template: Template) -> None:
         kind = _Kind(self.can_act)
-        known: dict[BoardRow, str] = {}
+        known: dict[str, tuple[BoardRow, str]] = {}
         by_id: dict[str, str] = {}
-        last = {id(row): text for row, text in self.known.items()}  # a row kept from the last reading
         for row in rows:
-            text = last.get(id(row))
-            if text is None:
-                text = self.known.get(row)
-            if text is None:
+            mid = row.entry.match_id
+            last = self.known.get(mid)
+            # the same row object (kept by the reading's cache) or an equal one: its text as it was
+            if last is not None and (last[0] is row or last[0] == row):
+                text = last[1]
+            else:
                 text = template.render(rows=[row], session=kind, csrf_token="", here="/").strip()
-            known[row] = text
-            by_id[row.entry.match_id] = text
+            known[mid] = (row, text)
+            by_id[mid] = text
         order = [row.entry.match_id for row in rows]
         self.known, self.rows = known, rows
         if self.version and order == self.order:

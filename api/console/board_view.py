@@ -56,12 +56,14 @@ def _scheduled(match_ids: list[str]) -> dict[str, datetime]:
 class RowsCache:
     """A live board's last reading (see lifecycle.board.BoardCache) and its rows by match id.
 
-    A row is kept while its entry is the very same object as last time, so an unchanged match
-    is neither looked up again (its start time) nor compared field by field.
+    A row is kept while its entry is the very same object as last time, so an unchanged match is
+    not compared field by field; within one SQL reading (``reading``: the board cache's
+    ``full_reads`` then) no start time is looked up again.
     """
 
     board: BoardCache = field(default_factory=BoardCache)
     rows: dict[str, BoardRow] = field(default_factory=dict)
+    reading: int = -1
 
 
 def board_rows(
@@ -83,16 +85,18 @@ def board_rows(
     )
     leagues = sorted({e.league for e in entries})
     kept = [e for e in entries if flt.keeps(e)]
-    known = {} if cache is None else cache.rows
-    reused = {
-        e.match_id: known[e.match_id] for e in kept if e.match_id in known and known[e.match_id].entry is e
-    }
+    # within one SQL reading of the cache a match's start time is as it was: only new matches ask
+    known = cache.rows if cache is not None and cache.reading == cache.board.full_reads else {}
+    kept_rows: list[BoardRow | None] = []
+    for e in kept:
+        last = known.get(e.match_id)
+        kept_rows.append(None if last is None else last if last.entry is e else BoardRow(e, last.scheduled))
     try:
-        when = _scheduled([e.match_id for e in kept if e.match_id not in reused])
+        when = _scheduled([e.match_id for e, row in zip(kept, kept_rows, strict=True) if row is None])
     finally:
         if not database.is_closed():
             database.close()
-    rows = [reused.get(e.match_id) or BoardRow(e, when.get(e.match_id)) for e in kept]
+    rows = [row or BoardRow(e, when.get(e.match_id)) for e, row in zip(kept, kept_rows, strict=True)]
     if cache is not None:
-        cache.rows = {row.entry.match_id: row for row in rows}
+        cache.rows, cache.reading = {row.entry.match_id: row for row in rows}, cache.board.full_reads
     return rows, leagues
