@@ -109,6 +109,7 @@ class SharedStateCollector(Collector):
     """Reads the deployment's state from PostgreSQL and Redis, at most once per ``cache_seconds``.
 
     Scrapes within that window get the metrics read last; concurrent scrapes share one reading.
+    The listener board is read through a BoardCache (under the lock): only what changed since.
     """
 
     def __init__(self, ctx: ApiContext, *, cache_seconds: float, reads: PromCounter) -> None:
@@ -118,6 +119,9 @@ class SharedStateCollector(Collector):
         self._lock = threading.Lock()
         self._read_at = -math.inf
         self._metrics: list[Metric] = []
+        from lifecycle.board import BoardCache
+
+        self._board = BoardCache()
 
     def describe(self) -> list[Metric]:
         return []  # collected on demand; nothing to describe at registration
@@ -162,7 +166,7 @@ class SharedStateCollector(Collector):
         from lifecycle.board import listener_board
         from models.db import database, database_errors
 
-        entries = listener_board(settings=self.ctx.settings, barriers=self.ctx.barriers)
+        entries = listener_board(settings=self.ctx.settings, barriers=self.ctx.barriers, cache=self._board)
         badges = Counter(e.badge for e in entries)
         by_badge = GaugeMetricFamily(
             "kickoff_listeners",

@@ -7,7 +7,8 @@ that is what a stop leaves behind, also for a match stopped while its start was 
 (no row: badge ``-``, ``auto_dispatch`` false). Each entry shows the match's newest run, where an
 open row wins over a later closed one, with that run's gap counts and the match's last archive
 verification. One SQL query, one SCAN per key family and one pipelined
-round trip for the counters.
+round trip for the counters (of the matches that have keys). A live board passes a BoardCache:
+then the full query runs only when a cheap change token moved, see BoardCache.
 """
 
 from __future__ import annotations
@@ -193,6 +194,124 @@ def _db_now() -> datetime:
         return database.execute_sql("SELECT now()").fetchone()[0]
 
 
+#: One cheap reading that changes whenever the full board query could answer differently: every
+#: table's row count and xmin sum (an insert, update or delete changes it), and the set of matches
+#: the dispatch window holds now (time alone moves matches in and out of it).
+_TOKEN = """
+SELECT now(),
+  (SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) FROM match_listener_records),
+  (SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) FROM matches),
+  (SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) FROM leagues),
+  (SELECT count(*) || ':' || coalesce(sum(hashtext(m.id::text)::bigint), 0)
+     FROM matches m JOIN leagues l ON l.id = m.league_id
+    WHERE NOT m.auto_dispatch_listener AND l.enabled
+      AND (m.status = ANY(%s) OR (m.status = ANY(%s)
+           AND m.scheduled BETWEEN now() - make_interval(secs => %s) AND now() + make_interval(secs => %s))))
+"""
+
+
+@dataclass(eq=False)
+class BoardCache:
+    """The last full board reading, kept between refreshes of one live board.
+
+    While the change token (``_TOKEN`` and the matches without a run that have Redis keys) stays,
+    a refresh reuses the rows read last and rebuilds only the entries that can differ: open runs
+    (heartbeat age and badge move with time alone, and their worker lease may go) and matches
+    whose Redis counters changed. Every other entry is the very same object as last time.
+    """
+
+    token: tuple[Any, ...] | None = None
+    found: list[tuple[Any, ...]] | None = None
+    counters: list[tuple[int, bool, bool]] | None = None
+    entries: list[BoardEntry] | None = None  # in the order of ``found``
+    order: list[int] | None = None  # indexes of ``found``, sorted by league and sr_id
+    with_runs: frozenset[str] = frozenset()  # matches of ``found`` with a lifecycle row
+    full_reads: int = 0
+
+
+def _change_token(settings: MatchListenerEnvironment) -> tuple[datetime, tuple[Any, ...]]:
+    params = (
+        sorted(DISPATCH_ALWAYS),
+        sorted(DISPATCH_IN_WINDOW),
+        float(settings.listener_active_max_age_seconds),
+        60.0 * settings.listener_dispatch_within_minutes,
+    )
+    with database_errors():
+        now, *token = database.execute_sql(_TOKEN, params).fetchone()
+    return now, tuple(token)
+
+
+def _entry(
+    row: tuple[Any, ...],
+    counts: tuple[int, bool, bool],
+    *,
+    now: datetime,
+    alive: set[str],
+    settings: MatchListenerEnvironment,
+) -> BoardEntry:
+    """One board entry from its row of ``_SELECT``, its Redis counters and the live leases."""
+    attempts, exhausted, pending = counts
+    mid, league, sr_id, status, auto, rid, heartbeat_at, ended_at, code, why, host, pid, lease = row[:13]
+    gaps, gap_seconds, backfilled, gaps_lost, events_lost, verification, verified_at = row[14:]
+    archive_ok, missing, extra, differing = verification_counts(verification)
+    if rid is None:
+        badge, age = NO_RUN, None
+    else:
+        badge = str(
+            derive_badge(
+                ended_at=ended_at,
+                exit_code=code,
+                heartbeat_at=heartbeat_at,
+                now=now,
+                stale_after_seconds=settings.listener_heartbeat_stale_seconds,
+                late_after_seconds=2 * settings.listener_heartbeat_interval_seconds,
+                lease_gone=lease is not None and lease not in alive,
+            )
+        )
+        age = None if ended_at else round((now - heartbeat_at).total_seconds(), 1)
+    return BoardEntry(
+        match_id=mid,
+        league=league,
+        sr_id=sr_id,
+        match_status=status,
+        badge=badge,
+        record_id=rid,
+        heartbeat_age_s=age,
+        attempts=attempts,
+        exhausted=exhausted,
+        pending=pending,
+        auto_dispatch=bool(auto),
+        exit_code=code if ended_at else None,
+        reason=why if ended_at else None,
+        host=host,
+        pid=pid,
+        gaps=gaps,
+        gap_seconds=None if gap_seconds is None else round(float(gap_seconds), 1),
+        events_backfilled=backfilled,
+        gaps_unrecovered=gaps_lost,
+        events_unrecovered=events_lost,
+        archive_ok=archive_ok,
+        archive_missing=missing,
+        archive_extra=extra,
+        archive_differing=differing,
+        archive_verified_at=verified_at.isoformat() if verified_at else None,
+    )
+
+
+def _is_open_row(row: tuple[Any, ...]) -> bool:
+    return row[5] is not None and row[7] is None
+
+
+def _counters(barriers: Barriers, found: list[tuple[Any, ...]], redis_ids: set[str] | None) -> list[Any]:
+    """Each row's Redis counters; with ``redis_ids`` (every match with a key) only those are read."""
+    if redis_ids is None:
+        return barriers.counters([row[0] for row in found])
+    keyed = [row[0] for row in found if row[0] in redis_ids]
+    read = dict(zip(keyed, barriers.counters(keyed), strict=True))
+    zero = (0, False, False)
+    return [read.get(row[0], zero) for row in found]
+
+
 def listener_board(
     *,
     settings: MatchListenerEnvironment,
@@ -200,6 +319,7 @@ def listener_board(
     match_id: str | None = None,
     match_ids: Sequence[str] | None = None,
     active_only: bool = False,
+    cache: BoardCache | None = None,
 ) -> list[BoardEntry]:
     """The board, sorted by league and sr_id; see the module docstring for who is on it.
 
@@ -209,65 +329,48 @@ def listener_board(
     ``active_only`` keeps matches with an open run or a pending start. An open run is Late when
     its heartbeat is older than two heartbeat intervals or its worker lease is gone from Redis;
     Stale past the stale threshold. Ages are judged by PostgreSQL's clock.
+    ``cache`` (the full board only) keeps the reading for the next call: see BoardCache.
     """
-    redis_ids = barriers.matches_with_keys() if match_id is None and match_ids is None else set()
-    found = _select(match_id, redis_ids=redis_ids, settings=settings, now=_db_now(), match_ids=match_ids)
+    whole = match_id is None and match_ids is None
+    redis_ids = barriers.matches_with_keys() if whole else set()
+    if cache is not None and whole:
+        now, token = _change_token(settings)
+        # a match with a run is on the board whatever its Redis keys: only the others' keys count
+        token = (*token, frozenset(redis_ids - cache.with_runs))
+        if cache.token != token or cache.found is None:
+            cache.token, cache.found, cache.entries, cache.order = None, None, None, None
+            cache.found = _select(None, redis_ids=redis_ids, settings=settings, now=now)
+            cache.with_runs = frozenset(row[0] for row in cache.found if row[5] is not None)
+            cache.token = (*token[:-1], frozenset(redis_ids - cache.with_runs))
+            cache.full_reads += 1
+        found = cache.found
+    else:
+        found = _select(match_id, redis_ids=redis_ids, settings=settings, now=_db_now(), match_ids=match_ids)
     if not database.is_closed():
         database.close()
-    open_leases = {row[12] for row in found if row[5] is not None and row[7] is None and row[12]}
+    open_leases = {row[12] for row in found if _is_open_row(row) and row[12]}
     alive = barriers.live_worker_leases(open_leases)[0] if open_leases else set()
-    counters = barriers.counters([row[0] for row in found])
-    entries = []
-    for row, (attempts, exhausted, pending) in zip(found, counters, strict=True):
-        mid, league, sr_id, status, auto, rid, heartbeat_at, ended_at, code, why, host, pid, lease, now = row[
-            :14
+    counters = _counters(barriers, found, redis_ids if whole else None)
+    if cache is not None and whole:
+        reuse = cache.entries if cache.entries is not None and cache.counters is not None else None
+        entries = [
+            reuse[i]
+            if reuse is not None and not _is_open_row(row) and cache.counters[i] == counts  # type: ignore[index]
+            else _entry(row, counts, now=now, alive=alive, settings=settings)
+            for i, (row, counts) in enumerate(zip(found, counters, strict=True))
         ]
-        gaps, gap_seconds, backfilled, gaps_lost, events_lost, verification, verified_at = row[14:]
-        archive_ok, missing, extra, differing = verification_counts(verification)
-        if rid is None:
-            badge, age = NO_RUN, None
-        else:
-            badge = str(
-                derive_badge(
-                    ended_at=ended_at,
-                    exit_code=code,
-                    heartbeat_at=heartbeat_at,
-                    now=now,
-                    stale_after_seconds=settings.listener_heartbeat_stale_seconds,
-                    late_after_seconds=2 * settings.listener_heartbeat_interval_seconds,
-                    lease_gone=lease is not None and lease not in alive,
-                )
-            )
-            age = None if ended_at else round((now - heartbeat_at).total_seconds(), 1)
-        entries.append(
-            BoardEntry(
-                match_id=mid,
-                league=league,
-                sr_id=sr_id,
-                match_status=status,
-                badge=badge,
-                record_id=rid,
-                heartbeat_age_s=age,
-                attempts=attempts,
-                exhausted=exhausted,
-                pending=pending,
-                auto_dispatch=bool(auto),
-                exit_code=code if ended_at else None,
-                reason=why if ended_at else None,
-                host=host,
-                pid=pid,
-                gaps=gaps,
-                gap_seconds=None if gap_seconds is None else round(float(gap_seconds), 1),
-                events_backfilled=backfilled,
-                gaps_unrecovered=gaps_lost,
-                events_unrecovered=events_lost,
-                archive_ok=archive_ok,
-                archive_missing=missing,
-                archive_extra=extra,
-                archive_differing=differing,
-                archive_verified_at=verified_at.isoformat() if verified_at else None,
-            )
+        if cache.order is None:
+            cache.order = sorted(range(len(entries)), key=lambda i: (entries[i].league, entries[i].sr_id))
+        cache.entries, cache.counters = entries, counters
+        ordered = [entries[i] for i in cache.order]
+    else:
+        ordered = sorted(
+            (
+                _entry(row, counts, now=row[13], alive=alive, settings=settings)
+                for row, counts in zip(found, counters, strict=True)
+            ),
+            key=lambda e: (e.league, e.sr_id),
         )
     if active_only:
-        entries = [e for e in entries if e.is_open or e.pending]
-    return sorted(entries, key=lambda e: (e.league, e.sr_id))
+        ordered = [e for e in ordered if e.is_open or e.pending]
+    return ordered

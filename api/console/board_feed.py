@@ -2,8 +2,9 @@
 
 A ``BoardHub`` per API process keeps a ``BoardFeed`` for each distinct filter that has open
 streams. A feed's task reads the board (and checks every viewer's session, in one transaction)
-in a worker thread once per CONSOLE_BOARD_REFRESH_SECONDS, renders the rows there (once for read
-sessions, once for operator sessions, only when the rows changed) and hands the same frame to
+in a worker thread once per CONSOLE_BOARD_REFRESH_SECONDS (through its RowsCache: only what
+changed since the last reading), renders the rows there (once for read sessions, once for
+operator sessions, only the rows that changed) and hands the same frame to
 every stream of that filter; a stream only writes what it is given. The feed ends with its last
 viewer. The hub caps streams per session (CONSOLE_STREAMS_PER_SESSION) and per process
 (CONSOLE_STREAMS_PER_PROCESS): one more is StreamLimitReached (429).
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 
-from api.console.board_view import BoardFilter, BoardRow, board_rows
+from api.console.board_view import BoardFilter, BoardRow, RowsCache, board_rows
 from api.console.sessions import Session, SessionPolicy, session_for
 from config.errors import KickoffError, StreamLimitReached
 from models.db import database
@@ -86,7 +87,7 @@ class _Rendered:
     version: int = 0
     order: list[str] = field(default_factory=list)  # match ids, in the board's order
     by_id: dict[str, str] = field(default_factory=dict)  # match id -> the row's text
-    known: dict[BoardRow, str] = field(default_factory=dict)  # the last reading's rows -> their text
+    known: dict[str, tuple[BoardRow, str]] = field(default_factory=dict)  # match id -> last row, its text
     rows: list[BoardRow] | None = None  # the reading rendered last
     count: int = 0
     delta: bytes | None = None
@@ -94,14 +95,18 @@ class _Rendered:
 
     def update(self, rows: list[BoardRow], template: Template) -> None:
         kind = _Kind(self.can_act)
-        known: dict[BoardRow, str] = {}
+        known: dict[str, tuple[BoardRow, str]] = {}
         by_id: dict[str, str] = {}
         for row in rows:
-            text = self.known.get(row)
-            if text is None:
+            mid = row.entry.match_id
+            last = self.known.get(mid)
+            # the same row object (kept by the reading's cache) or an equal one: its text as it was
+            if last is not None and (last[0] is row or last[0] == row):
+                text = last[1]
+            else:
                 text = template.render(rows=[row], session=kind, csrf_token="", here="/").strip()
-            known[row] = text
-            by_id[row.entry.match_id] = text
+            known[mid] = (row, text)
+            by_id[mid] = text
         order = [row.entry.match_id for row in rows]
         self.known, self.rows = known, rows
         if self.version and order == self.order:
@@ -134,6 +139,7 @@ class BoardFeed:
     frame: Frame | None = None
     _next: asyncio.Event = field(default_factory=asyncio.Event)
     _rendered: dict[bool, _Rendered] = field(default_factory=dict)
+    _cache: RowsCache = field(default_factory=RowsCache)
     _seq: int = 0
 
     async def run(self) -> None:
@@ -173,7 +179,9 @@ class BoardFeed:
         tokens = sorted({v.token for v in viewers})
         try:
             sessions = _sessions(tokens, idle=SessionPolicy.from_settings(self.hub.settings).idle)
-            rows, _ = board_rows(self.flt, settings=self.hub.settings, barriers=self.hub.barriers)
+            rows, _ = board_rows(
+                self.flt, settings=self.hub.settings, barriers=self.hub.barriers, cache=self._cache
+            )
         except KickoffError as exc:
             return Frame(self._seq, {}, {}, problem=str(exc))
         template = self.hub.rows_template

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from config.settings import MatchListenerEnvironment
-from lifecycle.board import BoardEntry, listener_board
+from lifecycle.board import BoardCache, BoardEntry, listener_board
 from models.badges import Badge
 from models.barriers import Barriers
 from models.db import database, database_errors
@@ -52,16 +52,51 @@ def _scheduled(match_ids: list[str]) -> dict[str, datetime]:
     return dict(rows)
 
 
+@dataclass(eq=False)
+class RowsCache:
+    """A live board's last reading (see lifecycle.board.BoardCache) and its rows by match id.
+
+    A row is kept while its entry is the very same object as last time, so an unchanged match is
+    not compared field by field; within one SQL reading (``reading``: the board cache's
+    ``full_reads`` then) no start time is looked up again.
+    """
+
+    board: BoardCache = field(default_factory=BoardCache)
+    rows: dict[str, BoardRow] = field(default_factory=dict)
+    reading: int = -1
+
+
 def board_rows(
-    flt: BoardFilter, *, settings: MatchListenerEnvironment, barriers: Barriers
+    flt: BoardFilter,
+    *,
+    settings: MatchListenerEnvironment,
+    barriers: Barriers,
+    cache: RowsCache | None = None,
 ) -> tuple[list[BoardRow], list[str]]:
-    """The filtered rows and every league on the unfiltered board (for the league filter)."""
-    entries = listener_board(settings=settings, barriers=barriers, active_only=flt.active)
+    """The filtered rows and every league on the unfiltered board (for the league filter).
+
+    ``cache`` (a live board's, kept between refreshes) reads only what changed since.
+    """
+    entries = listener_board(
+        settings=settings,
+        barriers=barriers,
+        active_only=flt.active,
+        cache=None if cache is None else cache.board,
+    )
     leagues = sorted({e.league for e in entries})
     kept = [e for e in entries if flt.keeps(e)]
+    # within one SQL reading of the cache a match's start time is as it was: only new matches ask
+    known = cache.rows if cache is not None and cache.reading == cache.board.full_reads else {}
+    kept_rows: list[BoardRow | None] = []
+    for e in kept:
+        last = known.get(e.match_id)
+        kept_rows.append(None if last is None else last if last.entry is e else BoardRow(e, last.scheduled))
     try:
-        when = _scheduled([e.match_id for e in kept])
+        when = _scheduled([e.match_id for e, row in zip(kept, kept_rows, strict=True) if row is None])
     finally:
         if not database.is_closed():
             database.close()
-    return [BoardRow(e, when.get(e.match_id)) for e in kept], leagues
+    rows = [row or BoardRow(e, when.get(e.match_id)) for e, row in zip(kept, kept_rows, strict=True)]
+    if cache is not None:
+        cache.rows, cache.reading = {row.entry.match_id: row for row in rows}, cache.board.full_reads
+    return rows, leagues

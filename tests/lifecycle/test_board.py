@@ -19,11 +19,12 @@ from click.testing import CliRunner
 
 from cli.main import cli
 from config.clock import utcnow
-from lifecycle.board import NO_RUN, listener_board
+from lifecycle.board import NO_RUN, BoardCache, listener_board
 from lifecycle.cleanup import stop_match_listener
 from lifecycle.lease import WorkerLease
 from models.listener_record import MatchListenerRecord
 from tests.lifecycle.helpers import BOARD_ENTRY_KEYS, dispatch, reload
+from tests.waiting import wait_for
 
 #: Board thresholds for these tests: Late after 60 s, Stale after 180 s.
 INTERVAL, STALE = 30.0, 180.0
@@ -36,10 +37,25 @@ def bsettings(lsettings):
     )
 
 
+def _same(entry) -> dict:
+    """An entry's fields but the heartbeat age, which moves between two readings."""
+    return {k: v for k, v in entry.as_dict().items() if k != "heartbeat_age_s"}
+
+
 @pytest.fixture
 def board(bsettings, lbarriers, db):
+    """The board by match id; a full board is read twice, fresh and through the test's one BoardCache
+    (kept from reading to reading, as a live board keeps it), and both must agree."""
+    cache = BoardCache()
+
     def read(**kw):
-        return {e.match_id: e for e in listener_board(settings=bsettings, barriers=lbarriers, **kw)}
+        entries = listener_board(settings=bsettings, barriers=lbarriers, **kw)
+        if "match_id" not in kw and "match_ids" not in kw:
+            cached = listener_board(settings=bsettings, barriers=lbarriers, cache=cache, **kw)
+            assert [_same(e) for e in cached] == [_same(e) for e in entries]
+            for fresh, kept in zip(entries, cached, strict=True):
+                assert (fresh.heartbeat_age_s is None) == (kept.heartbeat_age_s is None)
+        return {e.match_id: e for e in entries}
 
     return read
 
@@ -136,6 +152,30 @@ def test_late_between_running_and_stale_and_when_the_worker_lease_is_gone(board,
     a_row(dead, age=1, worker_lease="a-lease-gone-from-redis")
     entries = board()
     assert entries[str(live.id)].badge == "Running" and entries[str(dead.id)].badge == "Late"
+
+
+def test_a_cached_board_rereads_only_on_a_change_and_follows_time_alone(bsettings, lbarriers, db, make_match):
+    """Badges move with time alone: a reused reading still turns Running into Late at the threshold."""
+    cache = BoardCache()
+
+    def read():
+        return {e.match_id: e for e in listener_board(settings=bsettings, barriers=lbarriers, cache=cache)}
+
+    running, closed = make_match(status="inprogress"), make_match(status="closed")
+    a_row(running, age=2 * INTERVAL - 1.5)
+    a_row(closed, exit_code=0)
+    first = read()
+    assert first[str(running.id)].badge == "Running" and cache.full_reads == 1
+    late = wait_for(lambda: read()[str(running.id)].badge == "Late", timeout=20, what="Late by time alone")
+    assert late and cache.full_reads == 1
+    again = read()
+    assert again[str(closed.id)] is first[str(closed.id)]  # an entry that cannot move is kept as it was
+    lbarriers.record_failed_attempt(closed.id)  # a Redis counter: no SQL re-read, the entry rebuilt
+    assert read()[str(closed.id)].attempts == 1 and cache.full_reads == 1
+    MatchListenerRecord.update(ended_at=utcnow(), exit_code=15).where(
+        MatchListenerRecord.match == running.id
+    ).execute()
+    assert read()[str(running.id)].badge == "Stopped" and cache.full_reads == 2
 
 
 def test_the_reason_column_shows_the_closing_reason(board, make_match):
