@@ -1,0 +1,569 @@
+"""The lifecycle's decisions on the in-memory coordination store (tests/fakes/barriers.py): no Redis.
+
+What is decided here (a lease fenced or re-created, a stop heard or ignored, a lock lost, a
+dispatch skipping a pending or exhausted match, a failed send releasing its claim) is the same
+code the service tests run on Redis and PostgreSQL; the database's part (the candidate query,
+the message ids, the rows) is replaced by its answers. The real-service tests stay the proof of
+behaviour (test_worker_lease.py, test_heartbeat_and_stop_watch.py, test_dedupe_and_locks.py ...).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from config.errors import BrokerUnavailable, WorkerLeaseUnavailable
+from lifecycle import cleanup, dispatch
+from lifecycle.dispatch import StartMessage, _send_all, cycle_collection_paused
+from lifecycle.heartbeat import LOCK_UNREACHABLE, HeartbeatRegistration, HeartbeatService
+from lifecycle.lease import LEASE_EXPIRED, WorkerLease
+from lifecycle.rows import ClosedRow
+from lifecycle.stop_watch import StopRegistration, StopWatcher
+from tests.fakes.barriers import ManualClock, MemoryBarriers
+from tests.waiting import wait_for
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def store(clock: ManualClock) -> MemoryBarriers:
+    return MemoryBarriers(clock=clock, stale_seconds=60.0, attempt_cap=3)
+
+
+def match_ids(n: int) -> list[str]:
+    return [str(uuid.uuid4()) for _ in range(n)]
+
+
+# -- the worker lease ------------------------------------------------------------------------
+
+
+def lease_on(store: MemoryBarriers) -> WorkerLease:
+    return WorkerLease(barriers=store, ttl_seconds=8.0, fence_margin_seconds=3.0)
+
+
+def test_a_first_renewal_takes_a_lease_that_runs_may_start_under(store: MemoryBarriers) -> None:
+    lease = lease_on(store)
+    assert lease.current() is None
+    renewal = lease.renew()
+    assert renewal.lease_id is not None and renewal.lost is None and not renewal.redis_reset
+    assert lease.current() == renewal.lease_id
+    assert store.live_worker_leases([renewal.lease_id])[0] == {renewal.lease_id}
+
+
+def test_a_lease_is_renewed_every_quarter_of_its_ttl(store: MemoryBarriers) -> None:
+    assert lease_on(store).renew_seconds == 2.0
+
+
+def test_a_renewal_keeps_the_same_lease(store: MemoryBarriers) -> None:
+    lease = lease_on(store)
+    first = lease.renew().lease_id
+    assert lease.renew().lease_id == first
+
+
+def test_a_lease_is_fenced_once_ttl_minus_margin_passed_without_a_renewal(store: MemoryBarriers) -> None:
+    lease = lease_on(store)
+    lease_id = lease.renew().lease_id
+    now = time.monotonic()
+    assert lease.holds(lease_id, now + 4.9)
+    assert not lease.holds(lease_id, now + 5.1)
+    assert lease.current(now + 5.1) is None
+
+
+def test_a_run_without_a_lease_may_always_write(store: MemoryBarriers) -> None:
+    assert lease_on(store).holds(None)
+
+
+def test_a_fenced_lease_is_reported_once_and_dropped(store: MemoryBarriers) -> None:
+    lease = lease_on(store)
+    lease_id = lease.renew().lease_id
+    late = time.monotonic() + 6
+    assert lease.fenced_lease(late) == lease_id
+    assert lease.fenced_lease(late) is None
+
+
+def test_a_lease_that_expired_in_redis_under_the_same_epoch_is_lost(
+    store: MemoryBarriers, clock: ManualClock
+) -> None:
+    lease = lease_on(store)
+    lease_id = lease.renew().lease_id
+    clock.advance(9)  # the key expired: the process was paused longer than the lease
+    renewal = lease.renew()
+    assert renewal == type(renewal)(lease_id=None, lost=lease_id, redis_reset=False)
+    assert lease.current() is None
+    fresh = lease.renew()
+    assert fresh.lease_id not in (None, lease_id)
+
+
+def test_a_lease_lost_with_redis_data_is_re_created_not_fenced(store: MemoryBarriers) -> None:
+    lease = lease_on(store)
+    lease_id = lease.renew().lease_id
+    store.forget_everything()
+    renewal = lease.renew()
+    assert renewal.lease_id == lease_id and renewal.redis_reset and renewal.lost is None
+    assert store.live_worker_leases([lease_id])[0] == {lease_id}
+
+
+def test_a_renewal_redis_does_not_answer_holds_no_lease_and_never_raises(store: MemoryBarriers) -> None:
+    lease = lease_on(store)
+    store.down = True
+    assert lease.renew().lease_id is None
+    with pytest.raises(WorkerLeaseUnavailable):
+        lease.require()
+
+
+def test_require_renews_once_when_no_lease_is_held(store: MemoryBarriers) -> None:
+    lease = lease_on(store)
+    lease_id = lease.require()
+    assert lease.require() == lease_id
+
+
+# -- the stop watcher ------------------------------------------------------------------------
+
+
+class Stops:
+    """Counts the stop callbacks of registered runs."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def registration(self, match_id: str) -> StopRegistration:
+        return StopRegistration(match_id=match_id, on_stop=lambda: self.calls.append(match_id))
+
+
+def test_a_poll_stops_only_the_flagged_runs(store: MemoryBarriers) -> None:
+    stops = Stops()
+    watcher = StopWatcher(barriers=store, poll_seconds=60)
+    flagged, running = match_ids(2)
+    for m in (flagged, running):
+        watcher._regs.add(stops.registration(m))
+    store.set_stop_flag(flagged)
+    assert watcher.poll_once() == {flagged}
+    assert stops.calls == [flagged]
+
+
+def test_a_poll_with_nothing_registered_reads_nothing(store: MemoryBarriers) -> None:
+    store.down = True
+    assert StopWatcher(barriers=store, poll_seconds=60).poll_once() == set()
+
+
+def test_a_poll_redis_does_not_answer_stops_nothing(store: MemoryBarriers) -> None:
+    stops = Stops()
+    watcher = StopWatcher(barriers=store, poll_seconds=60)
+    (m,) = match_ids(1)
+    watcher._regs.add(stops.registration(m))
+    store.set_stop_flag(m)
+    store.down = True
+    assert watcher.poll_once() == set()
+    assert stops.calls == []
+
+
+def test_a_failing_stop_callback_does_not_keep_the_others_from_stopping(store: MemoryBarriers) -> None:
+    stops = Stops()
+    watcher = StopWatcher(barriers=store, poll_seconds=60)
+    broken, fine = match_ids(2)
+
+    def explode() -> None:
+        raise RuntimeError("callback bug")
+
+    watcher._regs.add(StopRegistration(match_id=broken, on_stop=explode))
+    watcher._regs.add(stops.registration(fine))
+    store.set_stop_flag(broken)
+    store.set_stop_flag(fine)
+    assert watcher.poll_once() == {broken, fine}
+    assert stops.calls == [fine]
+
+
+def test_a_pushed_stop_is_obeyed_only_while_the_flag_is_set(store: MemoryBarriers) -> None:
+    stops = Stops()
+    watcher = StopWatcher(barriers=store, poll_seconds=60)
+    (m,) = match_ids(1)
+    watcher._regs.add(stops.registration(m))
+    watcher.stop_pushed(m)  # a stale push: the flag was cleared (a later run)
+    assert stops.calls == []
+    store.set_stop_flag(m)
+    watcher.stop_pushed(m)
+    assert stops.calls == [m]
+    watcher.stop_pushed(match_ids(1)[0])  # not a run of this process
+    assert stops.calls == [m]
+
+
+def test_a_pushed_stop_with_an_unreadable_flag_is_left_to_the_poll(store: MemoryBarriers) -> None:
+    stops = Stops()
+    watcher = StopWatcher(barriers=store, poll_seconds=60)
+    (m,) = match_ids(1)
+    watcher._regs.add(stops.registration(m))
+    store.set_stop_flag(m)
+    store.down = True
+    watcher.stop_pushed(m)
+    assert stops.calls == []
+
+
+def test_the_push_thread_stops_a_run_as_soon_as_the_stop_is_published(store: MemoryBarriers) -> None:
+    stops = Stops()
+    watcher = StopWatcher(barriers=store, poll_seconds=3600)  # the poll never runs in this test
+    (m,) = match_ids(1)
+    watcher.register(stops.registration(m))
+    try:
+        wait_for(lambda: store.subscriptions, what="the stop subscription")
+        store.set_stop_flag(m)
+        wait_for(lambda: stops.calls == [m], what="the pushed stop")
+    finally:
+        watcher.stop()
+
+
+def test_a_step_runs_the_tick_even_when_the_poll_fails(store: MemoryBarriers) -> None:
+    ticks: list[int] = []
+    watcher = StopWatcher(barriers=store, poll_seconds=60, tick=lambda: ticks.append(1))
+    watcher._regs.add(Stops().registration(match_ids(1)[0]))
+    store.down = True
+    watcher.step()
+    assert ticks == [1]
+
+
+# -- the heartbeat's lock decisions (dry runs: no row) ----------------------------------------
+
+
+def beating(store: MemoryBarriers, *, lease: WorkerLease | None = None) -> HeartbeatService:
+    return HeartbeatService(
+        barriers=store, interval_seconds=5, lock_ttl_seconds=60, grace_seconds=2, lease=lease
+    )
+
+
+def dry_run(match_id: str, token: str, lost: list[str], **fields: Any) -> HeartbeatRegistration:
+    return HeartbeatRegistration(
+        match_id=match_id, token=token, record_id=None, on_lost=lost.append, **fields
+    )
+
+
+def test_a_beat_extends_the_lock_of_every_run_it_holds(store: MemoryBarriers, clock: ManualClock) -> None:
+    service = beating(store)
+    a, b = match_ids(2)
+    lost: list[str] = []
+    for m, token in ((a, "ta"), (b, "tb")):
+        store.start_lock(m).acquire(token=token)
+        service._regs.add(dry_run(m, token, lost))
+    clock.advance(50)
+    report = service.beat_once()
+    assert (report.locks_extended, report.lost, lost) == (2, (), [])
+    assert store.ttl(store.start_lock_key(a)) == pytest.approx(60)
+
+
+def test_a_run_whose_lock_another_holder_took_is_told_to_stop(store: MemoryBarriers) -> None:
+    service = beating(store)
+    (m,) = match_ids(1)
+    store.start_lock(m).acquire(token="successor")
+    lost: list[str] = []
+    service._regs.add(dry_run(m, "mine", lost))
+    assert service.beat_once().lost == (m,)
+    assert lost == ["start lock lost"]
+    assert store.start_lock_holder(m) == "successor"
+
+
+def test_a_beat_retakes_a_lock_redis_forgot(store: MemoryBarriers) -> None:
+    service = beating(store)
+    (m,) = match_ids(1)
+    store.start_lock(m).acquire(token="mine")
+    store.forget_everything()
+    lost: list[str] = []
+    service._regs.add(dry_run(m, "mine", lost))
+    assert service.beat_once().locks_extended == 1
+    assert store.start_lock_holder(m) == "mine" and lost == []
+
+
+def test_a_beat_redis_does_not_answer_stops_a_run_only_when_its_lock_could_lapse(
+    store: MemoryBarriers,
+) -> None:
+    service = beating(store)
+    fresh, old = match_ids(2)
+    lost: list[str] = []
+    now = time.monotonic()
+    service._regs.add(dry_run(fresh, "t1", lost, last_lock_ok=now))
+    service._regs.add(dry_run(old, "t2", lost, last_lock_ok=now - 54))
+    store.down = True
+    assert service.beat_once().lost == (old,)
+    assert lost == [LOCK_UNREACHABLE]
+
+
+def test_a_run_under_a_lapsed_lease_is_stopped_without_touching_its_lock(store: MemoryBarriers) -> None:
+    lease = lease_on(store)
+    service = beating(store, lease=lease)
+    (m,) = match_ids(1)
+    store.start_lock(m).acquire(token="t")
+    lost: list[str] = []
+    service._regs.add(dry_run(m, "t", lost, lease_id="a-lease-this-process-no-longer-holds"))
+    report = service.beat_once()
+    assert (report.locks_extended, lost) == (0, [LEASE_EXPIRED])
+
+
+def test_deadlines_stop_runs_whose_lock_was_not_renewed_in_time(store: MemoryBarriers) -> None:
+    service = beating(store)
+    lost: list[str] = []
+    now = time.monotonic()
+    (m,) = match_ids(1)
+    service._regs.add(dry_run(m, "t", lost, last_lock_ok=now))
+    assert service.enforce_deadlines(now + 52) == []
+    assert service.enforce_deadlines(now + 53) == [m]
+    assert lost == [LOCK_UNREACHABLE]
+
+
+# -- the dispatch tick's decisions (its database answers given) -------------------------------
+
+
+BROKER_DOWN = BrokerUnavailable(service="RabbitMQ", setting="BROKER_URL", address="amqp://x", reason="down")
+
+
+class Sent:
+    """A recording sender; ``refuse`` names matches whose send raises, ``down`` makes every send fail."""
+
+    def __init__(self, *, refuse: set[str] = frozenset(), down: bool = False) -> None:
+        self.messages: list[StartMessage] = []
+        self.refuse = refuse
+        self.down = down
+
+    def __call__(self, message: StartMessage) -> None:
+        if self.down:
+            raise BROKER_DOWN
+        if message.match_id in self.refuse:
+            raise ValueError("message too large\nsecond line")
+        self.messages.append(message)
+
+    def batch(self, messages: list[StartMessage]) -> None:
+        if self.down:
+            raise BROKER_DOWN
+        if any(m.match_id in self.refuse for m in messages):
+            raise ValueError("one message the broker would not take")
+        self.messages.extend(messages)
+
+
+@pytest.fixture
+def selection(monkeypatch: pytest.MonkeyPatch, settings) -> Any:
+    """``selection(ids)``: the candidate query finds ``ids``; message ids and stale rows need no database."""
+    found: list[tuple[str, bool, Any]] = []
+    monkeypatch.setattr(dispatch, "find_candidates", lambda **_: list(found))
+    monkeypatch.setattr(dispatch.rows, "abandon_stale_rows", lambda **_: [])
+    monkeypatch.setattr(
+        dispatch, "store_new_message_ids", lambda ids: [f"start-match-listener.{m}.test" for m in ids]
+    )
+
+    def select(ids: list[str], *, stored: dict[str, Any] | None = None) -> None:
+        found[:] = [(m, False, (stored or {}).get(m)) for m in ids]
+
+    return select
+
+
+def tick(store: MemoryBarriers, settings, sent: Sent, *, batch: bool = False) -> dispatch.DispatchResult:
+    return dispatch._dispatch(
+        within=0,
+        is_test=None,
+        settings=settings,
+        barriers=store,
+        send=sent,
+        send_batch=sent.batch if batch else None,
+    )
+
+
+def test_a_tick_with_no_candidates_sends_nothing(store: MemoryBarriers, settings, selection) -> None:
+    selection([])
+    assert tick(store, settings, Sent()) == dispatch.DispatchResult()
+
+
+def test_a_tick_claims_and_sends_one_start_per_candidate(store: MemoryBarriers, settings, selection) -> None:
+    ids = match_ids(3)
+    selection(ids)
+    sent = Sent()
+    result = tick(store, settings, sent)
+    assert (result.eligible, result.enqueued, result.match_ids) == (3, 3, ids)
+    assert [m.match_id for m in sent.messages] == ids
+    assert all(store.is_pending(m) for m in ids)
+
+
+def test_a_tick_skips_pending_and_exhausted_matches(store: MemoryBarriers, settings, selection) -> None:
+    queued, spent, free = match_ids(3)
+    store.claim_pending(queued)
+    for _ in range(3):
+        store.record_failed_attempt(spent)
+    selection([queued, spent, free])
+    result = tick(store, settings, Sent())
+    assert (result.enqueued, result.skipped, result.exhausted, result.match_ids) == (1, 1, 1, [free])
+    assert not store.is_pending(spent)
+
+
+def test_a_second_tick_sends_nothing_while_the_starts_are_pending(
+    store: MemoryBarriers, settings, selection
+) -> None:
+    ids = match_ids(2)
+    selection(ids)
+    tick(store, settings, Sent())
+    assert tick(store, settings, Sent()).skipped == 2
+
+
+def test_a_send_the_broker_refused_releases_its_claim(store: MemoryBarriers, settings, selection) -> None:
+    ids = match_ids(2)
+    selection(ids)
+    result = tick(store, settings, Sent(down=True))
+    assert (result.enqueued, result.failed, result.set_aside) == (0, 2, [])
+    assert not any(store.is_pending(m) for m in ids)
+
+
+def test_a_message_that_cannot_be_sent_is_set_aside_and_the_others_go(
+    store: MemoryBarriers, settings, selection
+) -> None:
+    bad, good = match_ids(2)
+    selection([bad, good])
+    result = tick(store, settings, Sent(refuse={bad}), batch=True)
+    assert (result.match_ids, result.failed) == ([good], 1)
+    assert [a["item"] for a in result.set_aside] == [bad]
+    assert "ValueError: message too large" in result.set_aside[0]["reason"]
+    assert store.is_pending(good) and not store.is_pending(bad)
+
+
+def test_a_batch_the_broker_refused_fails_whole(store: MemoryBarriers, settings, selection) -> None:
+    ids = match_ids(3)
+    selection(ids)
+    result = tick(store, settings, Sent(down=True), batch=True)
+    assert (result.enqueued, result.failed) == (0, 3)
+    assert not any(store.is_pending(m) for m in ids)
+
+
+def test_a_match_with_unusable_stored_settings_is_set_aside_unclaimed(
+    store: MemoryBarriers, settings, selection
+) -> None:
+    poisoned, fine = match_ids(2)
+    selection([poisoned, fine], stored={poisoned: {"listener_heartbeat_interval_seconds": "often"}})
+    result = tick(store, settings, Sent())
+    assert result.match_ids == [fine]
+    assert [a["item"] for a in result.set_aside] == [poisoned]
+    assert not store.is_pending(poisoned)
+
+
+def test_a_dispatch_lock_held_elsewhere_skips_the_tick(store: MemoryBarriers, settings, selection) -> None:
+    selection(match_ids(1))
+    assert store.dispatch_lock().acquire()
+    result = dispatch.dispatch_upcoming_match_listeners(settings=settings, barriers=store, send=Sent())
+    assert result.locked and result.enqueued == 0
+
+
+def test_a_tick_under_the_lock_releases_it(store: MemoryBarriers, settings, selection, monkeypatch) -> None:
+    monkeypatch.setattr(dispatch, "database", type("Closed", (), {"is_closed": staticmethod(lambda: True)}))
+    selection(match_ids(1))
+    assert (
+        dispatch.dispatch_upcoming_match_listeners(settings=settings, barriers=store, send=Sent()).enqueued
+        == 1
+    )
+    assert not store.dispatch_lock().locked()
+
+
+def test_send_all_one_by_one_reports_sent_failed_and_set_aside() -> None:
+    ok, refused, m = StartMessage("a", "ma"), StartMessage("b", "mb"), StartMessage("c", "mc")
+    sent, failed, aside = _send_all([ok, refused, m], send=Sent(refuse={"b"}), send_batch=None)
+    assert (sent, failed, [a.item for a in aside]) == (["a", "c"], ["b"], ["b"])
+
+
+def test_send_all_sends_a_good_batch_in_one_call() -> None:
+    sender = Sent()
+    messages = [StartMessage("a", "ma"), StartMessage("b", "mb")]
+    assert _send_all(messages, send=lambda _: pytest.fail("one by one"), send_batch=sender.batch) == (
+        ["a", "b"],
+        [],
+        [],
+    )
+
+
+def test_overlapping_ticks_turn_the_collector_back_on_only_after_the_last() -> None:
+    import gc
+
+    assert gc.isenabled()
+    with cycle_collection_paused():
+        with cycle_collection_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+# -- clean-up's decisions ---------------------------------------------------------------------
+
+
+def closed_row(match_id: str, token: str, age: float) -> ClosedRow:
+    return ClosedRow(
+        record_id=token,
+        match_id=match_id,
+        heartbeat_at=datetime(2024, 5, 21, tzinfo=UTC),
+        heartbeat_age_seconds=age,
+    )
+
+
+def test_only_a_silent_holders_lock_is_released(store: MemoryBarriers, settings) -> None:
+    silent, maybe_alive = match_ids(2)
+    store.start_lock(silent).acquire(token="r1")
+    store.start_lock(maybe_alive).acquire(token="r2")
+    stale = settings.listener_heartbeat_stale_seconds
+    rows = [closed_row(silent, "r1", stale + 1), closed_row(maybe_alive, "r2", stale - 1)]
+    assert cleanup.release_dead_holders_locks(rows, settings=settings, barriers=store) == 1
+    assert store.start_lock_holders([silent, maybe_alive]) == {maybe_alive: "r2"}
+
+
+def test_a_dead_runs_lock_a_successor_took_is_left_alone(store: MemoryBarriers, settings) -> None:
+    (m,) = match_ids(1)
+    store.start_lock(m).acquire(token="successor")
+    row = closed_row(m, "dead", settings.listener_heartbeat_stale_seconds + 1)
+    assert cleanup.release_dead_holders_locks([row], settings=settings, barriers=store) == 0
+    assert store.start_lock_holder(m) == "successor"
+
+
+def test_after_abandon_clears_barriers_only_of_matches_with_no_active_row(
+    store: MemoryBarriers, settings, monkeypatch
+) -> None:
+    alone, sibling = match_ids(2)
+    for m in (alone, sibling):
+        store.claim_pending(m)
+        store.record_failed_attempt(m)
+    monkeypatch.setattr(
+        cleanup.rows, "matches_with_active_rows", lambda matches, **_: {sibling} & set(matches)
+    )
+    rows = [closed_row(alone, "r1", 1.0), closed_row(sibling, "r2", 1.0)]
+    assert cleanup.after_abandon(rows, settings=settings, barriers=store) == {alone}
+    assert store.counters([alone, sibling]) == [(0, False, False), (1, False, True)]
+
+
+def test_after_abandon_of_nothing_does_nothing(store: MemoryBarriers, settings) -> None:
+    store.down = True
+    assert cleanup.after_abandon([], settings=settings, barriers=store) == set()
+
+
+def test_a_pending_key_no_queued_start_can_clear_is_reclaimed(store: MemoryBarriers, monkeypatch) -> None:
+    forgotten, consumed, queued, locked = match_ids(4)
+    for m in (forgotten, consumed, queued, locked):
+        store.claim_pending(m)
+    store.start_lock(locked).acquire(token="live")
+    store.consume_message("msg-consumed")
+    stored = {forgotten: None, consumed: "msg-consumed", queued: "msg-queued"}
+    monkeypatch.setattr(cleanup, "stored_message_ids", lambda ids: {m: stored.get(m) for m in ids})
+    assert sorted(cleanup.reclaim_stale_pending(barriers=store)) == sorted([forgotten, consumed])
+    assert [store.is_pending(m) for m in (forgotten, consumed, queued, locked)] == [False, False, True, True]
+
+
+def test_the_reaper_judges_nothing_until_the_epoch_is_older_than_a_lease(
+    store: MemoryBarriers, settings, clock: ManualClock, monkeypatch
+) -> None:
+    monkeypatch.setattr(cleanup.rows, "open_worker_leases", lambda match_ids=None: {"dead-lease"})
+    abandoned: list[set[str]] = []
+
+    def abandon(leases: set[str], **_: Any) -> list[ClosedRow]:
+        abandoned.append(set(leases))
+        return []
+
+    monkeypatch.setattr(cleanup.rows, "abandon_rows_of_dead_workers", abandon)
+    assert cleanup.reap_dead_workers(settings=settings, barriers=store) == []  # no epoch yet
+    store.renew_worker_lease("live-lease", known_epoch="", new_epoch_id="e", ttl_seconds=3600)
+    assert cleanup.reap_dead_workers(settings=settings, barriers=store) == []  # epoch too young
+    assert abandoned == []
+    clock.advance(settings.listener_worker_lease_seconds * 1.25 + 2)
+    cleanup.reap_dead_workers(settings=settings, barriers=store)
+    assert abandoned == [{"dead-lease"}]
