@@ -40,17 +40,26 @@ def _same_broker(a: MatchListenerEnvironment, b: MatchListenerEnvironment) -> bo
     return all(getattr(a, f) == getattr(b, f) for f in fields)
 
 
-def configure(settings: MatchListenerEnvironment) -> ActorRuntime:
-    """Make ``settings`` this process's runtime: broker (set as Dramatiq's), database proxy, barriers."""
+def configure(
+    settings: MatchListenerEnvironment,
+    *,
+    broker: dramatiq.Broker | None = None,
+    barriers: Barriers | None = None,
+) -> ActorRuntime:
+    """Make ``settings`` this process's runtime: broker (set as Dramatiq's), database proxy, barriers.
+
+    ``broker`` and ``barriers`` replace the ones ``settings`` select (tests: Dramatiq's
+    ``StubBroker``, an in-memory coordination store); every actor declared so far moves to ``broker``.
+    """
     global _current
     from actors.broker import build_broker, worker_hooks
 
     with _mu:
         old = _current
-        if old is not None and _same_broker(old.settings, settings):
+        if broker is None and old is not None and _same_broker(old.settings, settings):
             broker = old.broker
-        else:
-            broker = build_broker(settings)
+        elif broker is None or old is None or broker is not old.broker:
+            broker = broker if broker is not None else build_broker(settings)
             if old is not None:
                 for actor in list(old.broker.actors.values()):
                     actor.broker = broker
@@ -74,7 +83,11 @@ def configure(settings: MatchListenerEnvironment) -> ActorRuntime:
             ),
             pool_max_age_seconds=settings.database_pool_max_age_seconds,
         )
-        _current = ActorRuntime(settings=settings, barriers=Barriers.from_settings(settings), broker=broker)
+        _current = ActorRuntime(
+            settings=settings,
+            barriers=barriers if barriers is not None else Barriers.from_settings(settings),
+            broker=broker,
+        )
         return _current
 
 
