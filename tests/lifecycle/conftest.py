@@ -80,6 +80,14 @@ def services(lsettings: MatchListenerEnvironment, lbarriers: Barriers) -> Iterat
     svc.close()
 
 
+@pytest.fixture
+def ctx(
+    lsettings: MatchListenerEnvironment, lbarriers: Barriers, services: ListenerServices
+) -> dict[str, Any]:
+    """The keyword arguments of a lifecycle call at short intervals: ``start(match, **ctx)``."""
+    return {"settings": lsettings, "barriers": lbarriers, "services": services}
+
+
 class Outbox:
     """A recording sender: the start messages dispatch would send to the broker."""
 

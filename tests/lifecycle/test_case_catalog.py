@@ -14,11 +14,6 @@ from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import dead_run, dispatch, live_row, open_rows, quick, reload, rows_of, start
 
 
-@pytest.fixture
-def ctx(lsettings, lbarriers, services):
-    return {"settings": lsettings, "barriers": lbarriers, "services": services}
-
-
 def _dispatch(ctx, outbox, **kw):
     return dispatch(settings=ctx["settings"], barriers=ctx["barriers"], send=outbox, **kw)
 

@@ -13,11 +13,6 @@ from tests.lifecycle.helpers import dead_run, dispatch, live_row, open_rows, rel
 from tests.racing import race
 
 
-@pytest.fixture
-def ctx(lsettings, lbarriers, services):
-    return {"settings": lsettings, "barriers": lbarriers, "services": services}
-
-
 def test_a_fresh_open_row_skips_the_start(make_match, ctx):
     match = make_match()
     live_row(match)

@@ -19,11 +19,6 @@ FAILURE = [
 ]
 
 
-@pytest.fixture
-def ctx(lsettings, lbarriers, services):
-    return {"settings": lsettings, "barriers": lbarriers, "services": services}
-
-
 @pytest.mark.parametrize(
     ("code", "reason"), SUCCESS, ids=["0-clean", "10-max-heartbeats", "13-not-in-progress"]
 )

@@ -13,11 +13,6 @@ from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import live_row, open_rows, rows_of, start
 
 
-@pytest.fixture
-def ctx(lsettings, lbarriers, services):
-    return {"settings": lsettings, "barriers": lbarriers, "services": services}
-
-
 def test_one_beat_writes_every_row_and_extends_every_lock_in_one_statement_each(make_match, lbarriers):
     matches = [make_match() for _ in range(50)]
     lost: list[str] = []

@@ -18,11 +18,6 @@ from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import live_row, open_rows, rows_of, start
 
 
-@pytest.fixture
-def ctx(lsettings, lbarriers, services):
-    return {"settings": lsettings, "barriers": lbarriers, "services": services}
-
-
 def _row_locker(database_url: str, record_id: str) -> psycopg2.extensions.connection:
     """Another session holding the row's lock: every UPDATE of that row blocks until rollback."""
     conn = psycopg2.connect(database_url)

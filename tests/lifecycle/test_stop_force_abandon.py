@@ -9,11 +9,6 @@ from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import dead_run, dispatch, open_rows, reload, rows_of, start
 
 
-@pytest.fixture
-def ctx(lsettings, lbarriers, services):
-    return {"settings": lsettings, "barriers": lbarriers, "services": services}
-
-
 def _barriers_clear(b, match) -> bool:
     return not (
         b.is_pending(match.id)

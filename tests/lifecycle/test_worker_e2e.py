@@ -28,11 +28,6 @@ WORKER_ENV = {
 }
 
 
-@pytest.fixture
-def ctx(lsettings, lbarriers):
-    return {"settings": lsettings, "barriers": lbarriers}
-
-
 class LiveMonitor(BackgroundLoop):
     """Samples lifecycle rows every 20 ms; records the most live (open, fresh) listeners of one match."""
 

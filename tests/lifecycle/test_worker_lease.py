@@ -22,11 +22,6 @@ from tests.lifecycle.helpers import open_rows, rows_of, start
 from tests.private_redis import PrivateRedis
 
 
-@pytest.fixture
-def ctx(lsettings, lbarriers, services):
-    return {"settings": lsettings, "barriers": lbarriers, "services": services}
-
-
 def _epoch_aged(barriers, seconds: float) -> None:
     """Pretend Redis has kept its data for ``seconds`` (the reaper judges nothing before)."""
     now = int(barriers.client.time()[0])

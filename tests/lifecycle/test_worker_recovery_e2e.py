@@ -27,11 +27,6 @@ ON_AMQP_ONLY = pytest.mark.parametrize("worker_broker", [ON_AMQP], indirect=True
 RECOVERY_DEADLINE = 120.0
 
 
-@pytest.fixture
-def ctx(real_ctx):
-    return real_ctx
-
-
 def _restarted(match, old_id) -> bool:
     return any(str(r.id) != str(old_id) for r in open_rows(match))
 
@@ -40,12 +35,12 @@ def _restarted(match, old_id) -> bool:
 # tests/lifecycle/test_gapless_e2e.py, which also checks every event of the games: here RabbitMQ.
 @ON_AMQP_ONLY
 def test_a_hard_killed_listener_workers_matches_stream_again_on_another_worker_within_seconds(
-    make_match, ctx, send_start, start_worker
+    make_match, real_ctx, send_start, start_worker
 ):
     matches = [make_match(status="inprogress") for _ in range(3)]
     with OpenRowMonitor(m.id for m in matches) as monitor:
         doomed = start_worker(env=DEFAULTS)
-        assert dispatch_now(ctx, send_start).enqueued == 3
+        assert dispatch_now(real_ctx, send_start).enqueued == 3
         old = {m.id: wait_for(lambda m=m: open_rows(m), timeout=30)[0].id for m in matches}
         survivor = start_worker(env=DEFAULTS)
         killed_at = time.monotonic()
@@ -64,12 +59,12 @@ def test_a_hard_killed_listener_workers_matches_stream_again_on_another_worker_w
 
 @ON_AMQP_ONLY
 def test_a_paused_worker_stops_itself_on_resume_and_never_writes_over_its_successor(
-    make_match, ctx, send_start, start_worker
+    make_match, real_ctx, send_start, start_worker
 ):
     match = make_match(status="inprogress")
     with OpenRowMonitor([match.id]) as monitor:
         paused = start_worker(env=DEFAULTS)
-        assert dispatch_now(ctx, send_start).enqueued == 1
+        assert dispatch_now(real_ctx, send_start).enqueued == 1
         [old] = wait_for(lambda: open_rows(match), timeout=30)
         start_worker(env=DEFAULTS)
         os.killpg(paused.proc.pid, signal.SIGSTOP)  # longer than every lease: "dead" to the others
@@ -87,19 +82,19 @@ def test_a_paused_worker_stops_itself_on_resume_and_never_writes_over_its_succes
     assert MatchListenerRecord.get_by_id(new.id).ended_at is None  # the successor's row untouched
     # The successor took a newer fencing token: any write the resumed run had still begun is refused.
     assert old_after.fence_token < new.fence_token == Match.get_by_id(match.id).fence_token
-    holder = ctx["barriers"].client.get(ctx["barriers"].start_lock_key(match.id))
+    holder = real_ctx["barriers"].client.get(real_ctx["barriers"].start_lock_key(match.id))
     assert holder.decode() == str(new.id)  # the lock stayed with the successor
     assert monitor.max_open == 1
 
 
 @BOTH_BROKERS
 def test_a_sigterm_hands_each_match_over_to_the_other_worker_which_starts_as_the_old_run_stops(
-    make_match, ctx, send_start, start_worker
+    make_match, real_ctx, send_start, start_worker
 ):
     matches = [make_match(status="inprogress") for _ in range(2)]
     with OpenRowMonitor(m.id for m in matches) as monitor:
         old_worker = start_worker(env=DEFAULTS)
-        assert dispatch_now(ctx, send_start).enqueued == 2
+        assert dispatch_now(real_ctx, send_start).enqueued == 2
         old = {m.id: wait_for(lambda m=m: open_rows(m), timeout=30)[0].id for m in matches}
         start_worker(env=DEFAULTS)
         old_worker.terminate(timeout=60)  # the deploy's graceful stop, the new worker already up
@@ -117,13 +112,13 @@ def test_a_sigterm_hands_each_match_over_to_the_other_worker_which_starts_as_the
 
 
 def test_a_listener_worker_reconnects_after_the_brokers_redis_restarts_and_takes_new_starts(
-    make_match, ctx, start_worker, tmp_path
+    make_match, real_ctx, start_worker, tmp_path
 ):
     from actors.broker import build_broker
     from actors.listeners import start_message
 
     with PrivateRedis(tmp_path / "broker-redis") as broker_redis:
-        bsettings = ctx["settings"].model_copy(update={"broker_url": broker_redis.url()})
+        bsettings = real_ctx["settings"].model_copy(update={"broker_url": broker_redis.url()})
         broker = build_broker(bsettings)
 
         def send(message) -> None:
@@ -131,12 +126,12 @@ def test_a_listener_worker_reconnects_after_the_brokers_redis_restarts_and_takes
 
         first = make_match(status="inprogress")
         start_worker(env={**DEFAULTS, "BROKER_URL": broker_redis.url()})
-        assert dispatch_now(ctx, send).enqueued == 1
+        assert dispatch_now(real_ctx, send).enqueued == 1
         [running] = wait_for(lambda: open_rows(first), timeout=30)
 
         broker_redis.restart(down_seconds=1.0)  # queues, acks and worker heartbeats are gone
         second = make_match(status="inprogress")
-        assert dispatch_now(ctx, send).enqueued == 1  # the first match still streams: only the second
+        assert dispatch_now(real_ctx, send).enqueued == 1  # the first match still streams: only the second
         wait_for(lambda: open_rows(second), timeout=RECOVERY_DEADLINE, interval=0.2)
         assert [r.id for r in open_rows(first)] == [running.id]  # never interrupted
         broker.close()
@@ -144,11 +139,11 @@ def test_a_listener_worker_reconnects_after_the_brokers_redis_restarts_and_takes
 
 @BOTH_BROKERS
 def test_rerunning_the_deploy_beside_healthy_real_listeners_closes_none_of_them(
-    make_match, ctx, send_start, start_worker, deploy
+    make_match, real_ctx, send_start, start_worker, deploy
 ):
     matches = [make_match(status="inprogress") for _ in range(3)]
     start_worker(env=DEFAULTS)
-    assert dispatch_now(ctx, send_start).enqueued == 3
+    assert dispatch_now(real_ctx, send_start).enqueued == 3
     before = {m.id: wait_for(lambda m=m: open_rows(m), timeout=30)[0] for m in matches}
     out = deploy("true")
     assert "0 rows abandoned" in out
@@ -167,11 +162,11 @@ def test_rerunning_the_deploy_beside_healthy_real_listeners_closes_none_of_them(
 
 @BOTH_BROKERS
 def test_a_graceful_restart_through_the_deploy_streams_every_match_again_once_the_new_worker_is_up(
-    make_match, ctx, send_start, start_worker, deploy
+    make_match, real_ctx, send_start, start_worker, deploy
 ):
     matches = [make_match(status="inprogress") for _ in range(3)]
     old_worker = start_worker(env=DEFAULTS)
-    assert dispatch_now(ctx, send_start).enqueued == 3
+    assert dispatch_now(real_ctx, send_start).enqueued == 3
     for m in matches:
         wait_for(lambda m=m: open_rows(m), timeout=30)
     pid = old_worker.proc.pid
