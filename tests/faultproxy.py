@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import select
 import socket
 import struct
@@ -40,6 +39,8 @@ import threading
 from collections.abc import Callable
 from enum import StrEnum
 from urllib.parse import urlsplit, urlunsplit
+
+from tests.ports import free_port
 
 logger = logging.getLogger(__name__)
 
@@ -77,23 +78,8 @@ class _Link:
                 _close(self.upstream, reset=True)
 
 
-def stable_port() -> int:
-    """A free port below the kernel's ephemeral range (32768 and up on Linux).
-
-    The proxy closes its listening socket to refuse connections and binds the same port again
-    later; a port the kernel picked (``bind(0)``) is an ephemeral one, which an outgoing
-    connection may take meanwhile. Ports below that range are only ever taken on purpose.
-    """
-    rng = random.Random()
-    for _ in range(200):
-        port = rng.randrange(20000, 32000)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no free port between 20000 and 32000")
+#: The port a proxy binds (again): kept under this name for callers of the proxy module.
+stable_port = free_port
 
 
 class FaultProxy:
@@ -242,7 +228,7 @@ class FaultProxy:
             if self._listener is not None:
                 return
             if self._port == 0:
-                self._port = stable_port()
+                self._port = free_port()
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(("127.0.0.1", self._port))

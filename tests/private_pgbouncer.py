@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psycopg2
 
-from tests.faultproxy import stable_port
+from tests.ports import free_port
 
 CONFIG = """\
 [databases]
@@ -42,7 +42,7 @@ class PrivatePgbouncer:
     """One pgbouncer process on 127.0.0.1:``port`` (transaction pooling, ``pool_size`` server connections)."""
 
     def __init__(self, workdir: Path, *, pool_size: int = 5) -> None:
-        self.port = stable_port()
+        self.port = free_port()
         self.workdir = workdir
         self.pool_size = pool_size
         self.proc: subprocess.Popen[bytes] | None = None

@@ -14,12 +14,7 @@ from pathlib import Path
 
 import redis
 
-
-def free_port() -> int:
-    """A free port outside the ephemeral range: the server binds it again after each restart."""
-    from tests.faultproxy import stable_port
-
-    return stable_port()
+from tests.ports import free_port
 
 
 class PrivateRedis:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faultproxy import stable_port
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Binaries that start or administer a service: the unit tier must not need them.
@@ -63,7 +63,7 @@ def test_every_service_url_override_of_the_test_conftest_is_pointed_away() -> No
 @pytest.mark.timeout(420)
 def test_the_unit_tier_passes_with_every_service_away(tmp_path: Path) -> None:
     assert INSIDE_THE_TIER not in os.environ, "the unit tier took an e2e test (tests/conftest.py)"
-    env = dict(os.environ, **closed_service_urls(stable_port()), **{INSIDE_THE_TIER: "1"})
+    env = dict(os.environ, **closed_service_urls(free_port()), **{INSIDE_THE_TIER: "1"})
     env["PATH"] = path_without_service_binaries(tmp_path / "bin")
     for name in SERVICE_BINARIES:
         assert subprocess.run(["sh", "-c", f"command -v {name}"], env=env).returncode != 0, name

@@ -10,7 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from actors.broker import QUEUE_DEFAULT, build_broker
 from cli.processes import ChildProcess, dramatiq_worker_argv
-from tests.api.conftest import REPO, free_port
+from tests.api.conftest import REPO
+from tests.ports import free_port
 from tests.waiting import wait_for
 from tests.worker_metrics import prometheus_worker_env
 

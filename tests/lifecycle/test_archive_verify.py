@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import uuid
 from urllib.parse import urlsplit
 
@@ -18,6 +17,7 @@ from listener.play_by_play import play_by_play_url
 from models.listener_record import MatchListenerRecord
 from models.match import Match
 from tests.lifecycle.helpers import dead_run
+from tests.ports import free_port
 
 
 def _message(sr_id: str, event: dict, operation: str = "create") -> dict:
@@ -49,9 +49,7 @@ def pbp(static_feed, lsettings, monkeypatch):
 
 
 def _closed_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
+    return f"http://127.0.0.1:{free_port()}"
 
 
 A1 = {"id": "a", "updated_at": "2026-01-01T00:00:01Z"}

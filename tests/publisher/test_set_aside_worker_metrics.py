@@ -14,7 +14,8 @@ from cli.processes import ChildProcess, dramatiq_worker_argv
 from config.clock import utcnow
 from publisher.results import action_state, report_result, verify_results
 from publisher.triggers import trigger_lineup
-from tests.api.conftest import REPO, free_port
+from tests.api.conftest import REPO
+from tests.ports import free_port
 from tests.publisher.helpers import lineup
 from tests.waiting import wait_for
 from tests.worker_metrics import prometheus_worker_env

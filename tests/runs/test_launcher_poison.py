@@ -13,7 +13,7 @@ from models.run_log import RunLog
 from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.queues import JOB_RUNS
 from runs.publish import publish_run
-from tests.api.conftest import free_port
+from tests.ports import free_port
 from tests.runs.conftest import queue_counts, read_set_aside, step_until
 from tests.waiting import wait_for
 
