@@ -26,10 +26,19 @@ from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
 from config.errors import LockNotOwned, RedisUnavailable
-from models.barriers import DISPATCH_LOCK, EPOCH_KEY, STOP_CHANNEL, SWEEP_LOCK, tick_slot
+from models.barriers import DISPATCH_LOCK, SWEEP_LOCK, Barriers, connect_redis, tick_slot
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+#: The thresholds a store is built with (Barriers' fields of the same names).
+THRESHOLDS = (
+    "stale_seconds",
+    "active_max_age_seconds",
+    "attempts_ttl_seconds",
+    "attempt_cap",
+    "coordination_lock_seconds",
+)
 
 
 class ManualClock:
@@ -57,13 +66,6 @@ def _served(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
 
     return wrapper
-
-
-def _key_of(name: str) -> Callable[[MemoryBarriers, object], str]:
-    def key(self: MemoryBarriers, ident: object) -> str:
-        return f"{self.prefix}{name}{ident}"
-
-    return key
 
 
 class MemoryTokenLock:
@@ -169,17 +171,10 @@ class MemoryBarriers:
 
     @classmethod
     def from_settings(cls, settings: Any, *, clock: Callable[[], float] = time.time) -> MemoryBarriers:
-        """Like ``Barriers.from_settings``: the listener settings' thresholds, when it has them."""
-        kwargs: dict[str, Any] = {}
-        for attr, name in (
-            ("listener_heartbeat_stale_seconds", "stale_seconds"),
-            ("listener_active_max_age_seconds", "active_max_age_seconds"),
-            ("listener_start_attempts_ttl_seconds", "attempts_ttl_seconds"),
-            ("listener_start_attempt_cap", "attempt_cap"),
-        ):
-            if hasattr(settings, attr):
-                kwargs[name] = getattr(settings, attr)
-        return cls(prefix=settings.redis_key_prefix, url=settings.redis_url, clock=clock, **kwargs)
+        """Like ``Barriers.from_settings`` (the very thresholds it reads; its client never connects)."""
+        real = Barriers.from_settings(settings, client=connect_redis(settings.redis_url))
+        thresholds = {name: getattr(real, name) for name in THRESHOLDS}
+        return cls(prefix=real.prefix, url=real.url, clock=clock, **thresholds)
 
     def answer(self) -> None:
         """Raise RedisUnavailable (naming REDIS_URL) while the store is ``down``."""
@@ -247,28 +242,20 @@ class MemoryBarriers:
         with self.mu:
             self._data.clear()
 
-    # -- key names (the same as Barriers') ------------------------------------------
+    # -- key names: Barriers' own (they read only ``prefix``) --------------------------
 
-    pending_key = _key_of("pending_start_match_listener_")
-    attempts_key = _key_of("start_match_listener_attempts_")
-    exhausted_key = _key_of("start_match_listener_exhausted_")
-    start_lock_key = _key_of("start_match_listener_")
-    stop_flag_key = _key_of("stop_match_listener_")
-    revoked_key = _key_of("revoked_message_")
-    worker_lease_key = _key_of("listener_worker_")
-    handover_key = _key_of("handover_ready_")
-    bulk_preview_key = _key_of("bulk_preview_")
-
-    def tick_key(self, entry: str, slot: str) -> str:
-        return f"{self.prefix}scheduler_tick_{entry}_{slot}"
-
-    @property
-    def epoch_key(self) -> str:
-        return self.prefix + EPOCH_KEY
-
-    @property
-    def stop_channel(self) -> str:
-        return self.prefix + STOP_CHANNEL
+    pending_key = Barriers.pending_key
+    attempts_key = Barriers.attempts_key
+    exhausted_key = Barriers.exhausted_key
+    start_lock_key = Barriers.start_lock_key
+    stop_flag_key = Barriers.stop_flag_key
+    revoked_key = Barriers.revoked_key
+    worker_lease_key = Barriers.worker_lease_key
+    handover_key = Barriers.handover_key
+    bulk_preview_key = Barriers.bulk_preview_key
+    tick_key = Barriers.tick_key
+    epoch_key = Barriers.epoch_key
+    stop_channel = Barriers.stop_channel
 
     def _ids_of(self, key_of: Callable[[object], str]) -> list[str]:
         start = key_of("")
