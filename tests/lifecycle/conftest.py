@@ -19,17 +19,11 @@ from lifecycle.dispatch import StartMessage
 from lifecycle.runtime import ListenerServices
 from models.barriers import Barriers
 from models.db import database, init_database
+from tests import intervals
 from tests.waiting import wait_for
 
-#: Short intervals: every interval is a setting, so tests run the real code fast.
-SHORT = {
-    "LISTENER_BODY": "listener.testing:ScriptedListener",
-    "LISTENER_HEARTBEAT_INTERVAL_SECONDS": "0.2",
-    "LISTENER_HEARTBEAT_STALE_SECONDS": "1.5",
-    "LISTENER_STOP_POLL_SECONDS": "0.1",
-    "LISTENER_LOCK_LOSS_GRACE_SECONDS": "0.3",
-    "LISTENER_STOP_FLAG_TTL_SECONDS": "30",
-}
+#: The scripted body at short intervals (tests/intervals.py ``in_process``): the real code, fast.
+SHORT = {"LISTENER_BODY": "listener.testing:ScriptedListener", **intervals.env("in_process")}
 
 
 @pytest.fixture(autouse=True)
@@ -306,17 +300,8 @@ def static_feed() -> Iterator[Callable[[dict[str, Any]], str]]:
         server.server_close()
 
 
-#: Default lease and stale threshold; a heartbeat every 5 s so a test sees rows being written.
-REAL_WORKER_DEFAULTS = {
-    "LISTENER_HEARTBEAT_INTERVAL_SECONDS": "5",
-    "LISTENER_HEARTBEAT_STALE_SECONDS": "180",
-    "LISTENER_LOCK_LOSS_GRACE_SECONDS": "2",
-    "LISTENER_STOP_POLL_SECONDS": "1",
-    "LISTENER_WORKER_LEASE_SECONDS": "8",
-    "LISTENER_REAPER_POLL_SECONDS": "0.5",
-    "LISTENER_HANDOFF_SECONDS": "5",
-    "LISTENER_HANDOFF_POLL_SECONDS": "0.05",
-}
+#: Default lease and stale threshold; a heartbeat every 5 s (tests/intervals.py ``real_worker``).
+REAL_WORKER_DEFAULTS = intervals.env("real_worker")
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from listener.match_listener import MatchListener
 from srsim.script import GameScript
 from srsim.server import SimServer
 from srsim.status import StatusWriter
+from tests import intervals
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -54,11 +55,7 @@ def listener_settings(
             "listener_max_consecutive_heartbeats": 40,
             "listener_status_reload_heartbeats": 4,
             "listener_reconnect_attempts": 2,
-            "listener_reconnect_backoff_seconds": 0.05,
-            "listener_reconnect_backoff_max_seconds": 0.1,
-            "listener_connect_timeout_seconds": 2.0,
-            "listener_read_timeout_seconds": 2.0,
-            "listener_archive_flush_seconds": 0.0,
+            **intervals.fields("stream"),
         }
         values.update(overrides)
         return settings.model_copy(update=values)

@@ -13,6 +13,7 @@ import pytest
 from models import MatchListenerRecord
 from models.barriers import Barriers
 from srsim.script import GameScript
+from tests import intervals
 from tests.waiting import wait_for
 
 
@@ -110,10 +111,7 @@ def test_kickoff_listen_takes_the_lock_beats_obeys_a_stop_and_releases_everythin
         subprocess_env,
         SPORTRADAR_BASE_URL=server.base_url,
         DATA_DIR=str(tmp_path / "data"),
-        LISTENER_HEARTBEAT_INTERVAL_SECONDS="1",
-        LISTENER_HEARTBEAT_STALE_SECONDS="20",
-        LISTENER_LOCK_LOSS_GRACE_SECONDS="2",
-        LISTENER_STOP_POLL_SECONDS="0.2",
+        **intervals.env("listen_subprocess"),
     )
     proc = subprocess.Popen(
         [_kickoff(), "listen", game.sr_id, "--json"],

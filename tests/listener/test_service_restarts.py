@@ -25,6 +25,7 @@ from models.barriers import Barriers
 from models.db import database, init_database
 from models.listener_record import MatchListenerRecord
 from srsim.script import GameScript
+from tests import intervals
 from tests.faultproxy import FaultProxy
 from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import OpenRowMonitor
@@ -34,11 +35,7 @@ pytestmark = pytest.mark.e2e
 
 
 #: Listener intervals short enough for a test to see heartbeats, stops and lost locks happen.
-QUICK_INTERVALS = {
-    "listener_heartbeat_interval_seconds": 0.5,
-    "listener_stop_poll_seconds": 0.2,
-    "listener_lock_loss_grace_seconds": 0.5,
-}
+QUICK_INTERVALS = intervals.fields("service_restarts")
 
 
 class Runs:

@@ -15,12 +15,15 @@ from listener.exit_codes import ExitCode
 from models import MatchListenerRecord
 from models.barriers import Barriers
 from srsim.script import GameScript
+from tests import intervals
 
 
 @pytest.fixture
 def services(settings, redis_client):
     lsettings = settings.model_copy(
-        update={"listener_heartbeat_interval_seconds": 0.2, "listener_stop_poll_seconds": 0.1}
+        update=intervals.fields(
+            "in_process", "listener_heartbeat_interval_seconds", "listener_stop_poll_seconds"
+        )
     )
     barriers = Barriers.from_settings(lsettings, client=redis_client)
     svc = ListenerServices(settings=lsettings, barriers=barriers)
@@ -40,19 +43,27 @@ def _start_settings(server, tmp_path, monkeypatch) -> dict:
     }
 
 
+def _game_and_match(
+    sim, make_match, tmp_path, monkeypatch, *, is_test=True, sim_kwargs=None, run=None, **script
+):
+    """An mlb GameScript (``script``) served by srsim, and its match pointed at it: (game, server, match)."""
+    game = GameScript(sr_id=str(uuid.uuid4()), league="mlb", **script)
+    server = sim([game], **(sim_kwargs or {}))
+    match = make_match(
+        "mlb",
+        sr_id=game.sr_id,
+        is_test=is_test,
+        listener_start_settings={**_start_settings(server, tmp_path, monkeypatch), **(run or {})},
+    )
+    return game, server, match
+
+
 def test_a_start_runs_the_default_body_to_exit_13_and_closes_the_row(
     sim, services, make_match, tmp_path, monkeypatch
 ):
     settings, barriers, svc = services
-    game = GameScript(
-        sr_id=str(uuid.uuid4()), league="mlb", start_after=0.5, event_interval=0.03, event_count=12
-    )
-    server = sim([game])
-    match = make_match(
-        "mlb",
-        sr_id=game.sr_id,
-        is_test=True,
-        listener_start_settings=_start_settings(server, tmp_path, monkeypatch),
+    game, _, match = _game_and_match(
+        sim, make_match, tmp_path, monkeypatch, start_after=0.5, event_interval=0.03, event_count=12
     )
     result = start_match.start_match_listener(
         str(match.id), None, False, message_id=None, settings=settings, barriers=barriers, services=svc
@@ -67,13 +78,14 @@ def test_a_start_runs_the_default_body_to_exit_13_and_closes_the_row(
 
 def test_an_operator_stop_ends_the_default_body_with_15(sim, services, make_match, tmp_path, monkeypatch):
     settings, lbarriers, svc = services
-    game = GameScript(sr_id=str(uuid.uuid4()), league="mlb", start_after=60, event_count=3)
-    server = sim([game], heartbeat_seconds=30)  # no traffic at all: the body is blocked in recv
-    match = make_match(
-        "mlb",
-        sr_id=game.sr_id,
-        is_test=True,
-        listener_start_settings=_start_settings(server, tmp_path, monkeypatch),
+    _, server, match = _game_and_match(  # no traffic at all: the body is blocked in recv
+        sim,
+        make_match,
+        tmp_path,
+        monkeypatch,
+        sim_kwargs={"heartbeat_seconds": 30},
+        start_after=60,
+        event_count=3,
     )
     results = []
     t = threading.Thread(
@@ -109,15 +121,16 @@ def test_a_dry_run_writes_no_row_except_for_is_test_and_a_live_one_still_writes_
     from models import Match
 
     settings, barriers, svc = services
-    game = GameScript(
-        sr_id=str(uuid.uuid4()), league="mlb", start_after=0.3, event_interval=0.03, event_count=8
-    )
-    server = sim([game])
-    match = make_match(
-        "mlb",
-        sr_id=game.sr_id,
+    _, _, match = _game_and_match(
+        sim,
+        make_match,
+        tmp_path,
+        monkeypatch,
         is_test=is_test,
-        listener_start_settings={**_start_settings(server, tmp_path, monkeypatch), "listener_dry_run": True},
+        run={"listener_dry_run": True},
+        start_after=0.3,
+        event_interval=0.03,
+        event_count=8,
     )
     result = start_match.start_match_listener(
         str(match.id), None, False, message_id=None, settings=settings, barriers=barriers, services=svc
