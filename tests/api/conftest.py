@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import pytest
 
 from api.keys import Scope, create_key
 from models.barriers import connect_redis
+from tests.ports import free_port
 from tests.static_feed import base_url_of, serve_documents
 from tests.waiting import wait_for
 
@@ -31,12 +31,6 @@ SERVER_ENV = {
     "LOG_LEVEL": "INFO",
     "METRICS_CACHE_SECONDS": "0",  # a test reads /metrics right after it changed the state
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -187,3 +181,17 @@ def broken_server(server_env: dict[str, str], tmp_path_factory: pytest.TempPathF
     }
     with serving(env, tmp_path_factory.mktemp("api-broken")) as server:
         yield server
+
+
+def answers_of_each_kind(api: Any, api_server: Any) -> list[httpx.Response]:
+    """One answer of each kind the API gives, in order: 200, 202, 422, 415, 404, 401 (no credentials)."""
+    from tests.api.test_triggers import LINEUP
+
+    return [
+        api.get("/healthz"),
+        api.post("/v1/trigger/lineup", json=LINEUP),
+        api.post("/v1/trigger/lineup", json={}),
+        api.post("/v1/trigger/lineup", content=b"x", headers={"Content-Type": "text/plain"}),
+        api.get("/no-such-route"),
+        httpx.get(api_server.url + "/v1/runs", timeout=60),
+    ]

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from api.edges import allowed_hosts, host_allowed, host_of
-from tests.api.test_triggers import LINEUP
+from tests.api.conftest import answers_of_each_kind
 
 BIG_COOKIE = "kickoff_console=" + "a" * 60_000
 
@@ -46,12 +46,7 @@ def test_a_cookie_over_8_kib_and_a_header_block_over_16_kib_are_431(api_server):
 
 def test_every_answer_carries_nosniff_and_referrer_policy(api, api_server):
     answers = [
-        api.get("/healthz"),
-        api.post("/v1/trigger/lineup", json=LINEUP),
-        api.post("/v1/trigger/lineup", json={}),
-        api.post("/v1/trigger/lineup", content=b"x", headers={"Content-Type": "text/plain"}),
-        api.get("/no-such-route"),
-        httpx.get(api_server.url + "/v1/runs", timeout=60),
+        *answers_of_each_kind(api, api_server),
         httpx.get(api_server.url + "/sign-in", timeout=60),
         httpx.get(api_server.url + "/static/console.js", timeout=60),
         httpx.get(api_server.url + "/metrics", timeout=60),

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import httpx
-
+from tests.api.conftest import answers_of_each_kind
 from tests.api.test_triggers import LINEUP
 
 
@@ -46,13 +45,8 @@ def test_malformed_json_is_422(api):
 
 def test_every_answer_has_a_request_id(api, api_server):
     answers = [
-        api.get("/healthz"),
-        api.post("/v1/trigger/lineup", json=LINEUP),
-        api.post("/v1/trigger/lineup", json={}),
-        api.post("/v1/trigger/lineup", content=b"x", headers={"Content-Type": "text/plain"}),
+        *answers_of_each_kind(api, api_server),
         api.get("/v1/actions/00000000-0000-4000-8000-000000000000"),
-        httpx.get(api_server.url + "/v1/runs", timeout=60),
-        api.get("/no-such-route"),
     ]
     ids = [a.headers.get("x-request-id") for a in answers]
     assert all(ids) and len(set(ids)) == len(ids)

@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
@@ -141,33 +142,22 @@ class MemorySubscription:
                 self.store.subscriptions.remove(self)
 
 
+@dataclass(eq=False)
 class MemoryBarriers:
     """The coordination store in memory; see the module docstring."""
 
-    def __init__(
-        self,
-        *,
-        prefix: str = "kickoff:",
-        url: str = "memory://",
-        clock: Callable[[], float] = time.time,
-        stale_seconds: float = 180.0,
-        active_max_age_seconds: float = 12 * 3600.0,
-        attempts_ttl_seconds: float = 12 * 3600.0,
-        attempt_cap: int = 15,
-        coordination_lock_seconds: float = 60.0,
-    ) -> None:
-        self.prefix = prefix
-        self.url = url
-        self.clock = clock
-        self.stale_seconds = stale_seconds
-        self.active_max_age_seconds = active_max_age_seconds
-        self.attempts_ttl_seconds = attempts_ttl_seconds
-        self.attempt_cap = attempt_cap
-        self.coordination_lock_seconds = coordination_lock_seconds
-        self.down = False
-        self.mu = threading.RLock()
-        self.subscriptions: list[MemorySubscription] = []
-        self._data: dict[str, tuple[str, float | None]] = {}
+    prefix: str = "kickoff:"
+    url: str = "memory://"
+    clock: Callable[[], float] = time.time
+    stale_seconds: float = 180.0
+    active_max_age_seconds: float = 12 * 3600.0
+    attempts_ttl_seconds: float = 12 * 3600.0
+    attempt_cap: int = 15
+    coordination_lock_seconds: float = 60.0
+    down: bool = False  # every call raises RedisUnavailable (a Redis that does not answer)
+    mu: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    subscriptions: list[MemorySubscription] = field(default_factory=list, repr=False)
+    _data: dict[str, tuple[str, float | None]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_settings(cls, settings: Any, *, clock: Callable[[], float] = time.time) -> MemoryBarriers:

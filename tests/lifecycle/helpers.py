@@ -180,3 +180,18 @@ def dispatch_now(ctx: dict[str, Any], send: Any) -> Any:
         )
     finally:
         database.close()
+
+
+def enqueue_forced_start(kick: Any, match_ref: object, *more: str) -> Any:
+    """``kickoff enqueue start_match_listener`` of ``match_ref`` (id or sr_id), forced, reason "drill"."""
+    return kick(
+        "enqueue",
+        "start_match_listener",
+        "--kw",
+        f"match_id={match_ref}",
+        "--kw",
+        "force=true",
+        "--reason",
+        "drill",
+        *more,
+    )

@@ -7,7 +7,14 @@ import uuid
 
 import pytest
 
-from tests.lifecycle.helpers import BOARD_ENTRY_KEYS, add_match_args, dead_run, reload, rows_of
+from tests.lifecycle.helpers import (
+    BOARD_ENTRY_KEYS,
+    add_match_args,
+    dead_run,
+    enqueue_forced_start,
+    reload,
+    rows_of,
+)
 
 
 def test_leagues_add_prints_what_it_did_and_list_shows_it(kick):
@@ -150,34 +157,10 @@ def test_enqueue_sends_any_actor_on_its_queue(kick, broker_queues):
 
 def test_enqueue_start_match_listener_goes_through_the_start_path(kick, make_match, broker_queues):
     match = make_match()
-    out = json.loads(
-        kick(
-            "enqueue",
-            "start_match_listener",
-            "--kw",
-            f"match_id={match.id}",
-            "--kw",
-            "force=true",
-            "--reason",
-            "drill",
-            "--json",
-        ).output
-    )
+    out = json.loads(enqueue_forced_start(kick, match.id, "--json").output)
     assert out["message_id"] == reload(match).start_message_id
     assert broker_queues("match_listeners") == 1
-    by_sr_id = json.loads(
-        kick(
-            "enqueue",
-            "start_match_listener",
-            "--kw",
-            f"match_id={match.sr_id}",
-            "--kw",
-            "force=true",
-            "--reason",
-            "drill",
-            "--json",
-        ).output
-    )
+    by_sr_id = json.loads(enqueue_forced_start(kick, match.sr_id, "--json").output)
     assert by_sr_id["kwargs"]["match_id"] == str(match.id) and broker_queues("match_listeners") == 2
 
 

@@ -10,7 +10,7 @@ from cli.answers import EXIT_CONFLICT
 from lifecycle.cleanup import stop_match_listener
 from lifecycle.dispatch import request_start
 from tests.lifecycle.conftest import BOTH_BROKERS, wait_for
-from tests.lifecycle.helpers import open_rows, reload
+from tests.lifecycle.helpers import enqueue_forced_start, open_rows, reload
 
 
 def _exhaust(barriers, match) -> None:
@@ -65,14 +65,5 @@ def test_enqueue_start_match_listener_of_an_exhausted_match_is_a_conflict_unless
     args = ("enqueue", "start_match_listener", "--kw", f"match_id={match.id}", "--json")
     data = json.loads(kick(*args, code=EXIT_CONFLICT).stdout)
     assert data["status"] == "conflict" and "--force" in data["error"]
-    kick(
-        "enqueue",
-        "start_match_listener",
-        "--kw",
-        f"match_id={match.id}",
-        "--kw",
-        "force=true",
-        "--reason",
-        "drill",
-    )
+    enqueue_forced_start(kick, match.id)
     assert broker_queues("match_listeners") == 1

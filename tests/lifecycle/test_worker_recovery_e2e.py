@@ -31,6 +31,26 @@ def _restarted(match, old_id) -> bool:
     return any(str(r.id) != str(old_id) for r in open_rows(match))
 
 
+def _streaming_on_a_worker(matches, real_ctx, send_start, start_worker):
+    """A worker (at DEFAULTS) streaming ``matches``, and the id of each match's open row on it."""
+    worker = start_worker(env=DEFAULTS)
+    assert dispatch_now(real_ctx, send_start).enqueued == len(matches)
+    return worker, {m.id: wait_for(lambda m=m: open_rows(m), timeout=30)[0].id for m in matches}
+
+
+def _wait_restarted(matches, old, *, interval: float) -> None:
+    for m in matches:
+        wait_for(lambda m=m: _restarted(m, old[m.id]), timeout=RECOVERY_DEADLINE, interval=interval)
+
+
+def _old_and_new_rows(match, *, reason: str):
+    """The match's two rows: the first closed 14 with ``reason``, the second open under another lease."""
+    first, second = rows_of(match)
+    assert first.exit_code == 14 and first.exit_reason == reason
+    assert second.ended_at is None and second.worker_lease != first.worker_lease
+    return first, second
+
+
 # On Redis the same kill (and the pause below) is played with the real listener body and srsim by
 # tests/lifecycle/test_gapless_e2e.py, which also checks every event of the games: here RabbitMQ.
 @ON_AMQP_ONLY
@@ -39,20 +59,15 @@ def test_a_hard_killed_listener_workers_matches_stream_again_on_another_worker_w
 ):
     matches = [make_match(status="inprogress") for _ in range(3)]
     with OpenRowMonitor(m.id for m in matches) as monitor:
-        doomed = start_worker(env=DEFAULTS)
-        assert dispatch_now(real_ctx, send_start).enqueued == 3
-        old = {m.id: wait_for(lambda m=m: open_rows(m), timeout=30)[0].id for m in matches}
+        doomed, old = _streaming_on_a_worker(matches, real_ctx, send_start, start_worker)
         survivor = start_worker(env=DEFAULTS)
         killed_at = time.monotonic()
         doomed.kill()
-        for m in matches:
-            wait_for(lambda m=m: _restarted(m, old[m.id]), timeout=RECOVERY_DEADLINE, interval=0.2)
+        _wait_restarted(matches, old, interval=0.2)
         recovered_in = time.monotonic() - killed_at
     print(f"kill to streaming again: {recovered_in:.1f} s")
     for m in matches:
-        first, second = rows_of(m)
-        assert first.exit_code == 14 and first.exit_reason == "worker lease expired"
-        assert second.ended_at is None and second.worker_lease != first.worker_lease
+        _old_and_new_rows(m, reason="worker lease expired")
     assert "matches of dead listener workers" in survivor.output()  # the survivor's reaper restarted them
     assert monitor.max_open == 1  # never two open rows for one match
 
@@ -93,17 +108,12 @@ def test_a_sigterm_hands_each_match_over_to_the_other_worker_which_starts_as_the
 ):
     matches = [make_match(status="inprogress") for _ in range(2)]
     with OpenRowMonitor(m.id for m in matches) as monitor:
-        old_worker = start_worker(env=DEFAULTS)
-        assert dispatch_now(real_ctx, send_start).enqueued == 2
-        old = {m.id: wait_for(lambda m=m: open_rows(m), timeout=30)[0].id for m in matches}
+        old_worker, old = _streaming_on_a_worker(matches, real_ctx, send_start, start_worker)
         start_worker(env=DEFAULTS)
         old_worker.terminate(timeout=60)  # the deploy's graceful stop, the new worker already up
-        for m in matches:
-            wait_for(lambda m=m: _restarted(m, old[m.id]), timeout=RECOVERY_DEADLINE, interval=0.1)
+        _wait_restarted(matches, old, interval=0.1)
     for m in matches:
-        first, second = rows_of(m)
-        assert first.exit_code == 14 and first.exit_reason == "worker shutdown"
-        assert second.ended_at is None and second.worker_lease != first.worker_lease
+        first, second = _old_and_new_rows(m, reason="worker shutdown")
         assert second.created_at >= first.ended_at  # the successor's row opened after the old one closed
     out = old_worker.output()
     assert out.count("its successor waits: stopping here") == 2  # handed over, not stopped then sent

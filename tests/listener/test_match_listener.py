@@ -126,24 +126,19 @@ def test_too_many_heartbeats_without_an_event_exit_10(sim, listener_settings, ma
     assert out.listener.stats.heartbeats == 6
 
 
+#: The spec's table: (status kept locally, status the stream brings, status persisted), by case name.
+STREAM_STATUS_TABLE = {
+    "first-live-event": ("scheduled", "inprogress", "inprogress"),
+    "delay-from-feed": ("inprogress", "delayed", "delayed"),
+    "delay-ended": ("delayed", "inprogress", "inprogress"),
+    "game-over": ("inprogress", "complete", "complete"),
+    "no-pregame-write": ("scheduled", "scheduled", "scheduled"),
+    "never-reopen": ("closed", "inprogress", "closed"),
+}
+
+
 @pytest.mark.parametrize(
-    ("local", "incoming", "persist"),
-    [
-        ("scheduled", "inprogress", "inprogress"),
-        ("inprogress", "delayed", "delayed"),
-        ("delayed", "inprogress", "inprogress"),
-        ("inprogress", "complete", "complete"),
-        ("scheduled", "scheduled", "scheduled"),
-        ("closed", "inprogress", "closed"),
-    ],
-    ids=[
-        "first-live-event",
-        "delay-from-feed",
-        "delay-ended",
-        "game-over",
-        "no-pregame-write",
-        "never-reopen",
-    ],
+    ("local", "incoming", "persist"), STREAM_STATUS_TABLE.values(), ids=STREAM_STATUS_TABLE.keys()
 )
 def test_the_stream_status_of_a_live_match_is_persisted_as_the_spec_table_says(
     local, incoming, persist, raw_feed, listener_settings, make_match
