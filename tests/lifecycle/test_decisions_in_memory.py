@@ -12,16 +12,18 @@ from __future__ import annotations
 import time
 import uuid
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from config.errors import BrokerUnavailable, WorkerLeaseUnavailable
+from config.errors import BrokerUnavailable, ConfigurationError, RedisUnavailable, WorkerLeaseUnavailable
 from lifecycle import cleanup, dispatch
 from lifecycle.dispatch import StartMessage, _send_all, cycle_collection_paused
 from lifecycle.heartbeat import LOCK_UNREACHABLE, HeartbeatRegistration, HeartbeatService
 from lifecycle.lease import LEASE_EXPIRED, WorkerLease
 from lifecycle.rows import ClosedRow
+from lifecycle.runtime import ListenerServices, worker_shutdown
 from lifecycle.stop_watch import StopRegistration, StopWatcher
 from tests.fakes.barriers import ManualClock, MemoryBarriers
 from tests.waiting import wait_for
@@ -567,3 +569,122 @@ def test_the_reaper_judges_nothing_until_the_epoch_is_older_than_a_lease(
     clock.advance(settings.listener_worker_lease_seconds * 1.25 + 2)
     cleanup.reap_dead_workers(settings=settings, barriers=store)
     assert abandoned == [{"dead-lease"}]
+
+
+# -- the process's listener services: checks, reaping, lost leases, graceful hand-offs --------
+
+
+class Run:
+    """A stand-in RunHandle: a match's run that records the stop it was asked for."""
+
+    def __init__(self, match_id: str, cause: Any = None) -> None:
+        self.ctx = SimpleNamespace(match_id=match_id)
+        self.cause = cause
+        self.stops: list[Any] = []
+
+    def request_stop(self, cause: Any, *, grace_seconds: float) -> bool:
+        self.stops.append(cause)
+        return True
+
+
+def services_on(store: MemoryBarriers, settings, **kwargs: Any) -> ListenerServices:
+    return ListenerServices(settings=settings, barriers=store, **kwargs)
+
+
+def test_a_heartbeat_that_could_outlive_the_start_lock_is_refused(store: MemoryBarriers, lsettings) -> None:
+    bad = lsettings.model_copy(update={"listener_heartbeat_interval_seconds": store.stale_seconds})
+    with pytest.raises(ConfigurationError, match="LISTENER_HEARTBEAT_STALE_SECONDS"):
+        services_on(store, bad)
+
+
+def test_a_worker_lease_too_short_for_its_renewals_is_refused(store: MemoryBarriers, lsettings) -> None:
+    bad = lsettings.model_copy(update={"listener_worker_lease_seconds": 0.4})
+    with pytest.raises(ConfigurationError, match="LISTENER_WORKER_LEASE_SECONDS"):
+        services_on(store, bad)
+
+
+def test_the_reaper_restarts_at_once_the_matches_it_freed(store: MemoryBarriers, lsettings) -> None:
+    restarted: list[list[str]] = []
+    svc = services_on(store, lsettings, reap=lambda: ["m1", "m2"], redispatch=restarted.append)
+    svc.reap_dead()
+    assert restarted == [["m1", "m2"]]
+    svc.shutting_down = True
+    svc.reap_dead()
+    assert restarted == [["m1", "m2"]]  # a worker shutting down reaps nothing
+
+
+def test_a_reaper_step_a_service_failed_waits_for_the_next_one(store: MemoryBarriers, lsettings) -> None:
+    def reap() -> list[str]:
+        raise RedisUnavailable(service="Redis", setting="REDIS_URL", address="x", reason="down")
+
+    restarted: list[list[str]] = []
+    services_on(store, lsettings, reap=reap, redispatch=restarted.append).reap_dead()
+    assert restarted == []
+
+
+def test_a_lost_lease_fences_every_run_under_it_and_only_those(
+    store: MemoryBarriers, lsettings, clock: ManualClock
+) -> None:
+    svc = services_on(store, lsettings)
+    lease_id = svc.lease.renew().lease_id
+    lost: list[str] = []
+    under, other = dry_run("m1", "t1", lost, lease_id=lease_id), dry_run("m2", "t2", [], lease_id="another")
+    svc.heartbeat._regs.add(under)
+    svc.heartbeat._regs.add(other)
+    clock.advance(lsettings.listener_worker_lease_seconds + 1)  # the key expired: this process was paused
+    svc.keep_lease()
+    assert (under.fenced, other.fenced, lost) == (True, False, [LEASE_EXPIRED])
+
+
+def test_a_hand_off_that_fails_is_left_to_the_next_dispatch(store: MemoryBarriers, lsettings) -> None:
+    def redispatch(ids: list[str]) -> None:
+        raise RuntimeError("broker bug")
+
+    services_on(store, lsettings, redispatch=redispatch).hand_off("m1")  # does not raise
+
+
+def test_a_shutdown_without_hand_over_stops_every_run_at_once(store: MemoryBarriers, lsettings) -> None:
+    svc = services_on(store, lsettings)
+    runs = [Run("m1"), Run("m2")]
+    for run in runs:
+        svc.add(run)
+    assert svc.shutdown_all() == 2
+    assert [r.stops for r in runs] == [[worker_shutdown()], [worker_shutdown()]]
+
+
+def test_a_shutdown_stops_each_run_once_its_successor_waits_and_the_rest_at_the_bound(
+    store: MemoryBarriers, lsettings
+) -> None:
+    quick = lsettings.model_copy(
+        update={"listener_handoff_seconds": 1.0, "listener_handoff_poll_seconds": 0.01}
+    )
+    store.announce_handover("m1", ttl_seconds=60)  # left from an older hand-off: cleared first
+    handed: list[list[str]] = []
+
+    def hand_over(ids: list[str]) -> None:
+        handed.append(ids)
+        store.announce_handover("m1", ttl_seconds=60)  # m1's successor took its place in the queue
+
+    svc = services_on(store, quick, hand_over=hand_over)
+    waits, late, stopped = Run("m1"), Run("m2"), Run("m3", cause=worker_shutdown())
+    for run in (waits, late, stopped):
+        svc.add(run)
+    svc.shutdown_all()
+    wait_for(lambda: waits.stops and late.stops, timeout=10, what="both runs stopped")
+    assert handed == [["m1", "m2"]]  # a run already told to stop gets no successor
+    assert waits.stops == [worker_shutdown(successor_waiting=True)]
+    assert late.stops == [worker_shutdown()]
+    assert stopped.stops == []
+
+
+def test_a_hand_over_that_fails_stops_every_run_at_once(store: MemoryBarriers, lsettings) -> None:
+    def hand_over(ids: list[str]) -> None:
+        raise RuntimeError("could not queue the successors")
+
+    svc = services_on(
+        store, lsettings.model_copy(update={"listener_handoff_seconds": 60.0}), hand_over=hand_over
+    )
+    run = Run("m1")
+    svc.add(run)
+    svc.shutdown_all()
+    wait_for(lambda: run.stops == [worker_shutdown()], timeout=10, what="the stop without a successor")
