@@ -99,7 +99,7 @@ def ids(n: int) -> list[str]:
 def _public_methods(cls: type) -> dict[str, inspect.Signature]:
     return {
         name: inspect.signature(member)
-        for name, member in inspect.getmembers(cls, callable)
+        for name, member in inspect.getmembers(cls, inspect.isfunction)
         if not name.startswith("_") and name != "from_settings"
     }
 
