@@ -21,8 +21,9 @@ from models.listener_record import MatchListenerRecord
 from tests.api.conftest import _delete_broker_namespace
 from tests.background import FirstSeen
 from tests.console.conftest import write_archive
-from tests.lifecycle.conftest import WorkerProcess, wait_for
+from tests.lifecycle.conftest import WorkerProcess
 from tests.lifecycle.test_worker_e2e import WORKER_ENV
+from tests.waiting import wait_for
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect

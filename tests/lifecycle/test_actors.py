@@ -9,8 +9,9 @@ import uuid
 import pytest
 
 from lifecycle.dispatch import request_start
-from tests.lifecycle.conftest import BOTH_BROKERS, wait_for
+from tests.lifecycle.conftest import BOTH_BROKERS
 from tests.lifecycle.helpers import dead_run, live_row, quick, rows_of
+from tests.waiting import wait_for
 
 QUEUE = "match_listeners"
 

@@ -10,8 +10,8 @@ import pytest
 from lifecycle.cleanup import stop_match_listener, sweep_stale_match_listeners
 from lifecycle.dispatch import new_message_id
 from models.badges import Badge
-from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import dead_run, dispatch, live_row, open_rows, quick, reload, rows_of, start
+from tests.waiting import wait_for
 
 
 def _dispatch(ctx, outbox, **kw):

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from models.presence import presence_key
-from tests.lifecycle.conftest import wait_for
+from tests.waiting import wait_for
 
 
 @pytest.fixture

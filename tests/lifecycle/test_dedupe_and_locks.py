@@ -8,9 +8,9 @@ import pytest
 
 from lifecycle.cleanup import stop_match_listener, sweep_stale_match_listeners
 from lifecycle.dispatch import request_start
-from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import dead_run, dispatch, live_row, open_rows, reload, rows_of, start
 from tests.racing import race
+from tests.waiting import wait_for
 
 
 def test_a_fresh_open_row_skips_the_start(make_match, ctx):

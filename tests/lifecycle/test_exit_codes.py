@@ -89,8 +89,8 @@ def test_exit_14_is_recorded_by_cleanup_not_by_a_live_run_and_is_not_counted(mak
 
 
 def test_exit_15_is_recorded_by_the_stop_and_is_not_counted(make_match, ctx, runner):
-    from tests.lifecycle.conftest import wait_for
     from tests.lifecycle.helpers import open_rows
+    from tests.waiting import wait_for
 
     match = make_match()
     future = runner(start, match, **ctx)

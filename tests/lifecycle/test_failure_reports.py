@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from lifecycle.dispatch import request_start
-from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import beating_row, quick, rows_of
+from tests.waiting import wait_for
 
 API_KEY = "test-api-key-never-printed"  # tests/conftest.py's SPORTRADAR_API_KEY
 

@@ -9,8 +9,8 @@ import pytest
 from lifecycle.heartbeat import HeartbeatRegistration, HeartbeatService
 from lifecycle.stop_watch import StopRegistration, StopWatcher
 from models.barriers import Barriers, connect_redis
-from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import live_row, open_rows, rows_of, start
+from tests.waiting import wait_for
 
 
 def test_one_beat_writes_every_row_and_extends_every_lock_in_one_statement_each(make_match, lbarriers):

@@ -14,8 +14,8 @@ from lifecycle.heartbeat import HeartbeatRegistration, HeartbeatService
 from lifecycle.start import run_match_listener
 from lifecycle.stop_watch import StopWatcher
 from models.barriers import Barriers
-from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import live_row, open_rows, rows_of, start
+from tests.waiting import wait_for
 
 
 def _row_locker(database_url: str, record_id: str) -> psycopg2.extensions.connection:

@@ -15,7 +15,7 @@ from pydantic import SecretStr
 from config.errors import ScheduleFetchError
 from models import League, Match, Season, Team
 from srsim.script import GameScript
-from tests.lifecycle.conftest import wait_for
+from tests.waiting import wait_for
 
 
 def _team(name: str, market: str, alias: str) -> dict[str, str]:

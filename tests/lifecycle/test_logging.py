@@ -7,8 +7,8 @@ import logging
 import sys
 
 from config.log import KickoffFormatter, LogContextFilter, set_log_context
-from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import rows_of
+from tests.waiting import wait_for
 
 
 def _record(msg: str) -> logging.LogRecord:

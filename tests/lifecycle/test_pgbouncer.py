@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from models.listener_record import MatchListenerRecord
-from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import open_rows, rows_of
 from tests.private_pgbouncer import PrivatePgbouncer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -7,8 +7,9 @@ import subprocess
 
 import pytest
 
-from tests.lifecycle.conftest import ON_AMQP, wait_for
+from tests.lifecycle.conftest import ON_AMQP
 from tests.lifecycle.helpers import dispatch_now, open_rows
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("worker_broker", [ON_AMQP], indirect=True)]
 

@@ -10,7 +10,7 @@ import pytest
 from models import Match
 from models.season_calendar import nfl_week, season_year
 from srsim.script import GameScript
-from tests.lifecycle.conftest import wait_for
+from tests.waiting import wait_for
 
 
 def _game(league: str, **kw) -> GameScript:

@@ -12,7 +12,7 @@ import pytest
 from config.settings import AppEnv
 from scheduler.runner import TickSender, slot_of
 from scheduler.table import PERIODIC, PeriodicEntry, entries_for
-from tests.lifecycle.conftest import wait_for
+from tests.waiting import wait_for
 
 
 @pytest.mark.parametrize(

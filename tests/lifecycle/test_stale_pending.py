@@ -6,8 +6,8 @@ import pytest
 
 from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
 from models.barriers import Barriers
-from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import dispatch
+from tests.waiting import wait_for
 
 
 @pytest.fixture

@@ -9,8 +9,9 @@ import pytest
 from cli.answers import EXIT_CONFLICT
 from lifecycle.cleanup import stop_match_listener
 from lifecycle.dispatch import request_start
-from tests.lifecycle.conftest import BOTH_BROKERS, wait_for
+from tests.lifecycle.conftest import BOTH_BROKERS
 from tests.lifecycle.helpers import enqueue_forced_start, open_rows, reload
+from tests.waiting import wait_for
 
 
 def _exhaust(barriers, match) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from lifecycle.cleanup import stop_match_listener, sweep_stale_match_listeners
-from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import dead_run, dispatch, open_rows, reload, rows_of, start
+from tests.waiting import wait_for
 
 
 def _barriers_clear(b, match) -> bool:

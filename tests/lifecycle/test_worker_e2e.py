@@ -17,8 +17,9 @@ from config.clock import utcnow
 from lifecycle.cleanup import sweep_stale_match_listeners
 from models.listener_record import MatchListenerRecord
 from tests.background import BackgroundLoop, FirstSeen
-from tests.lifecycle.conftest import BOTH_BROKERS, wait_for
+from tests.lifecycle.conftest import BOTH_BROKERS
 from tests.lifecycle.helpers import dispatch_now, open_rows, reload, rows_of
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, BOTH_BROKERS]
 

@@ -17,9 +17,9 @@ from lifecycle.runtime import ListenerServices
 from models.barriers import Barriers, connect_redis
 from models.db import database
 from models.listener_record import MatchListenerRecord
-from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import open_rows, rows_of, start
 from tests.private_redis import PrivateRedis
+from tests.waiting import wait_for
 
 
 def _epoch_aged(barriers, seconds: float) -> None:

@@ -15,9 +15,10 @@ import pytest
 
 from models.listener_record import MatchListenerRecord
 from models.match import Match
-from tests.lifecycle.conftest import BOTH_BROKERS, ON_AMQP, REAL_WORKER_DEFAULTS, wait_for
+from tests.lifecycle.conftest import BOTH_BROKERS, ON_AMQP, REAL_WORKER_DEFAULTS
 from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, open_rows, rows_of
 from tests.private_redis import PrivateRedis
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

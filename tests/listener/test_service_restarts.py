@@ -27,9 +27,9 @@ from models.listener_record import MatchListenerRecord
 from srsim.script import GameScript
 from tests import intervals
 from tests.faultproxy import FaultProxy
-from tests.lifecycle.conftest import wait_for
 from tests.lifecycle.helpers import OpenRowMonitor
 from tests.private_redis import PrivateRedis
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

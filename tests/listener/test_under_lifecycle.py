@@ -16,6 +16,7 @@ from models import MatchListenerRecord
 from models.barriers import Barriers
 from srsim.script import GameScript
 from tests import intervals
+from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -103,9 +104,7 @@ def test_an_operator_stop_ends_the_default_body_with_15(sim, services, make_matc
         daemon=True,
     )
     t.start()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and server.streams_open == 0:
-        time.sleep(0.05)
+    wait_for(lambda: server.streams_open > 0, timeout=10, what="the listener's stream")
     t0 = time.monotonic()
     lbarriers.set_stop_flag(match.id, ttl_seconds=30)
     t.join(5)
