@@ -71,11 +71,12 @@ def test_a_renewal_keeps_the_same_lease(store: MemoryBarriers) -> None:
 
 def test_a_lease_is_fenced_once_ttl_minus_margin_passed_without_a_renewal(store: MemoryBarriers) -> None:
     lease = lease_on(store)
+    before = time.monotonic()
     lease_id = lease.renew().lease_id
-    now = time.monotonic()
-    assert lease.holds(lease_id, now + 4.9)
-    assert not lease.holds(lease_id, now + 5.1)
-    assert lease.current(now + 5.1) is None
+    after = time.monotonic()  # the renewal was sent between the two: the fence is 5 s after it
+    assert lease.holds(lease_id, before + 4.9)
+    assert not lease.holds(lease_id, after + 5.0)
+    assert lease.current(after + 5.0) is None
 
 
 def test_a_run_without_a_lease_may_always_write(store: MemoryBarriers) -> None:
@@ -652,29 +653,41 @@ def test_a_shutdown_without_hand_over_stops_every_run_at_once(store: MemoryBarri
     assert [r.stops for r in runs] == [[worker_shutdown()], [worker_shutdown()]]
 
 
-def test_a_shutdown_stops_each_run_once_its_successor_waits_and_the_rest_at_the_bound(
-    store: MemoryBarriers, lsettings
-) -> None:
-    quick = lsettings.model_copy(
-        update={"listener_handoff_seconds": 1.0, "listener_handoff_poll_seconds": 0.01}
+def handoff_settings(lsettings, *, bound: float):
+    return lsettings.model_copy(
+        update={"listener_handoff_seconds": bound, "listener_handoff_poll_seconds": 0.01}
     )
+
+
+def test_a_shutdown_stops_each_run_as_soon_as_its_successor_waits(store: MemoryBarriers, lsettings) -> None:
     store.announce_handover("m1", ttl_seconds=60)  # left from an older hand-off: cleared first
     handed: list[list[str]] = []
 
     def hand_over(ids: list[str]) -> None:
         handed.append(ids)
-        store.announce_handover("m1", ttl_seconds=60)  # m1's successor took its place in the queue
+        for match_id in ids:  # each successor took its place in the queue and waits for the lock
+            store.announce_handover(match_id, ttl_seconds=60)
 
-    svc = services_on(store, quick, hand_over=hand_over)
-    waits, late, stopped = Run("m1"), Run("m2"), Run("m3", cause=worker_shutdown())
-    for run in (waits, late, stopped):
+    svc = services_on(store, handoff_settings(lsettings, bound=60.0), hand_over=hand_over)
+    runs = [Run("m1"), Run("m2"), Run("m3", cause=worker_shutdown())]
+    for run in runs:
         svc.add(run)
     svc.shutdown_all()
-    wait_for(lambda: waits.stops and late.stops, timeout=10, what="both runs stopped")
+    wait_for(lambda: runs[0].stops and runs[1].stops, timeout=30, what="both runs stopped")
     assert handed == [["m1", "m2"]]  # a run already told to stop gets no successor
-    assert waits.stops == [worker_shutdown(successor_waiting=True)]
-    assert late.stops == [worker_shutdown()]
-    assert stopped.stops == []
+    assert [r.stops for r in runs] == [[worker_shutdown(successor_waiting=True)]] * 2 + [[]]
+
+
+def test_a_shutdown_stops_a_run_whose_successor_never_waits_at_the_bound(
+    store: MemoryBarriers, lsettings
+) -> None:
+    store.announce_handover("m1", ttl_seconds=60)  # an older hand-off's mark does not count
+    svc = services_on(store, handoff_settings(lsettings, bound=0.2), hand_over=lambda ids: None)
+    run = Run("m1")
+    svc.add(run)
+    svc.shutdown_all()
+    wait_for(lambda: run.stops, timeout=30, what="the stop at the bound")
+    assert run.stops == [worker_shutdown()]  # then handed off: no successor waits
 
 
 def test_a_hand_over_that_fails_stops_every_run_at_once(store: MemoryBarriers, lsettings) -> None:
