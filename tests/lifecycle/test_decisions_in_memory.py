@@ -140,12 +140,27 @@ class Stops:
         return StopRegistration(match_id=match_id, on_stop=lambda: self.calls.append(match_id))
 
 
-def test_a_poll_stops_only_the_flagged_runs(store: MemoryBarriers) -> None:
-    stops = Stops()
-    watcher = StopWatcher(barriers=store, poll_seconds=60)
-    flagged, running = match_ids(2)
-    for m in (flagged, running):
+@pytest.fixture
+def stops() -> Stops:
+    return Stops()
+
+
+@pytest.fixture
+def watcher(store: MemoryBarriers) -> StopWatcher:
+    """A stop watcher whose threads are not started (the test calls its steps)."""
+    return StopWatcher(barriers=store, poll_seconds=60)
+
+
+def watching(watcher: StopWatcher, stops: Stops, n: int) -> list[str]:
+    """``n`` runs registered with ``watcher`` (threads not started); their match ids."""
+    ids = match_ids(n)
+    for m in ids:
         watcher._regs.add(stops.registration(m))
+    return ids
+
+
+def test_a_poll_stops_only_the_flagged_runs(store: MemoryBarriers, watcher, stops) -> None:
+    flagged, _ = watching(watcher, stops, 2)
     store.set_stop_flag(flagged)
     assert watcher.poll_once() == {flagged}
     assert stops.calls == [flagged]
@@ -156,38 +171,32 @@ def test_a_poll_with_nothing_registered_reads_nothing(store: MemoryBarriers) -> 
     assert StopWatcher(barriers=store, poll_seconds=60).poll_once() == set()
 
 
-def test_a_poll_redis_does_not_answer_stops_nothing(store: MemoryBarriers) -> None:
-    stops = Stops()
-    watcher = StopWatcher(barriers=store, poll_seconds=60)
-    (m,) = match_ids(1)
-    watcher._regs.add(stops.registration(m))
+def test_a_poll_redis_does_not_answer_stops_nothing(store: MemoryBarriers, watcher, stops) -> None:
+    (m,) = watching(watcher, stops, 1)
     store.set_stop_flag(m)
     store.down = True
     assert watcher.poll_once() == set()
     assert stops.calls == []
 
 
-def test_a_failing_stop_callback_does_not_keep_the_others_from_stopping(store: MemoryBarriers) -> None:
-    stops = Stops()
-    watcher = StopWatcher(barriers=store, poll_seconds=60)
-    broken, fine = match_ids(2)
+def test_a_failing_stop_callback_does_not_keep_the_others_from_stopping(
+    store: MemoryBarriers, watcher, stops
+) -> None:
+    (fine,) = watching(watcher, stops, 1)
+    (broken,) = match_ids(1)
 
     def explode() -> None:
         raise RuntimeError("callback bug")
 
     watcher._regs.add(StopRegistration(match_id=broken, on_stop=explode))
-    watcher._regs.add(stops.registration(fine))
     store.set_stop_flag(broken)
     store.set_stop_flag(fine)
     assert watcher.poll_once() == {broken, fine}
     assert stops.calls == [fine]
 
 
-def test_a_pushed_stop_is_obeyed_only_while_the_flag_is_set(store: MemoryBarriers) -> None:
-    stops = Stops()
-    watcher = StopWatcher(barriers=store, poll_seconds=60)
-    (m,) = match_ids(1)
-    watcher._regs.add(stops.registration(m))
+def test_a_pushed_stop_is_obeyed_only_while_the_flag_is_set(store: MemoryBarriers, watcher, stops) -> None:
+    (m,) = watching(watcher, stops, 1)
     watcher.stop_pushed(m)  # a stale push: the flag was cleared (a later run)
     assert stops.calls == []
     store.set_stop_flag(m)
@@ -197,11 +206,10 @@ def test_a_pushed_stop_is_obeyed_only_while_the_flag_is_set(store: MemoryBarrier
     assert stops.calls == [m]
 
 
-def test_a_pushed_stop_with_an_unreadable_flag_is_left_to_the_poll(store: MemoryBarriers) -> None:
-    stops = Stops()
-    watcher = StopWatcher(barriers=store, poll_seconds=60)
-    (m,) = match_ids(1)
-    watcher._regs.add(stops.registration(m))
+def test_a_pushed_stop_with_an_unreadable_flag_is_left_to_the_poll(
+    store: MemoryBarriers, watcher, stops
+) -> None:
+    (m,) = watching(watcher, stops, 1)
     store.set_stop_flag(m)
     store.down = True
     watcher.stop_pushed(m)
