@@ -44,6 +44,12 @@ INTERVALS: dict[str, dict[str, str]] = {
         "LISTENER_HANDOFF_SECONDS": "5",
         "LISTENER_HANDOFF_POLL_SECONDS": "0.05",
     },
+    # The production heartbeat and stale threshold, for tests of what the board and the deploy judge by
+    # them (tests/lifecycle/test_board.py, test_deploy.py): Late after 60 s, Stale after 180 s.
+    "production": {
+        "LISTENER_HEARTBEAT_INTERVAL_SECONDS": "30",
+        "LISTENER_HEARTBEAT_STALE_SECONDS": "180",
+    },
     # The listener's stream against srsim (tests/listener/conftest.py): quick reconnects, every
     # event flushed to the archive at once.
     "stream": {

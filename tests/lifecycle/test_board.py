@@ -23,18 +23,21 @@ from lifecycle.board import NO_RUN, BoardCache, listener_board
 from lifecycle.cleanup import stop_match_listener
 from lifecycle.lease import WorkerLease
 from models.listener_record import MatchListenerRecord
+from tests import intervals
 from tests.lifecycle.helpers import BOARD_ENTRY_KEYS, dispatch, reload
 from tests.waiting import wait_for
 
 #: Board thresholds for these tests: Late after 60 s, Stale after 180 s.
-INTERVAL, STALE = 30.0, 180.0
+THRESHOLDS = intervals.fields("production")
+INTERVAL, STALE = (
+    THRESHOLDS["listener_heartbeat_interval_seconds"],
+    THRESHOLDS["listener_heartbeat_stale_seconds"],
+)
 
 
 @pytest.fixture
 def bsettings(lsettings):
-    return lsettings.model_copy(
-        update={"listener_heartbeat_interval_seconds": INTERVAL, "listener_heartbeat_stale_seconds": STALE}
-    )
+    return lsettings.model_copy(update=THRESHOLDS)
 
 
 def _same(entry) -> dict:

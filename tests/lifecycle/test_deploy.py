@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from models.listener_record import MatchListenerRecord
+from tests import intervals
 from tests.lifecycle.helpers import open_rows
 
 PROCESSES = {
@@ -120,11 +121,7 @@ def test_rerunning_the_staging_deploy_closes_no_healthy_listener(
     record_ids = {str(m.id): _healthy_run(m, locks) for m in matches}
     # The settings come from the environment file only (the process environment says otherwise).
     env_file = tmp_path / "kickoff.env"
-    file_settings = {
-        **test_env,
-        "LISTENER_HEARTBEAT_STALE_SECONDS": "180",
-        "LISTENER_HEARTBEAT_INTERVAL_SECONDS": "30",
-    }
+    file_settings = {**test_env, **intervals.env("production")}
     env_file.write_text("".join(f"{k}='{v}'\n" for k, v in file_settings.items()))
     env = {
         **subprocess_env,
