@@ -22,7 +22,7 @@ from runs.scope import run_scope
 from tests.api.conftest import REPO, free_port
 from tests.api.failing_server import Script, failing_server
 
-REQUEST = LineupRequest(league_id="L1", team="7", swaps=[{"player_id": 3918298, "to_slot": "BN"}])
+REQUEST = LineupRequest(league_id="L1", team_id="7", swaps=[{"player_id": 3918298, "to_slot": "BN"}])
 OK = (202, {"status": "queued", "tracking_id": "00000000-0000-4000-8000-000000000000"})
 
 
