@@ -1,14 +1,17 @@
 """Who may call which route: each route's need, bearer-key authentication, the scope and league checks.
 
-A route declares its need where it is declared, as a FastAPI ``Security`` dependency
-(``dependencies=[requires(Need.TRIGGER, league=LeagueFrom.BODY)]``: the trigger routes, generated
-from their queue's declaration); the routes that do not yet have their rule in RULES, keyed by
-method and path template. A route with neither is refused (500) and fails the table-driven test.
-The one application-wide dependency ``authorize`` enforces either. Keys are read from
+Every route of api/routes/ declares its need where it is declared, as a FastAPI ``Security``
+dependency: ``dependencies=[requires(Need.OPERATOR, league=LeagueFrom.MATCH)]`` (the trigger
+routes get theirs from their queue's declaration, publisher.trigger_queues). Only the routes this
+package does not declare itself have their rule in RULES, keyed by method and path template:
+FastAPI's document and Swagger UI, and the console's pages (api/console/, which checks its
+session cookie itself). A route with neither is refused (500) and fails the table-driven test.
+The one application-wide dependency ``authorize`` enforces both. Keys are read from
 ``Authorization: Bearer KEY`` and never logged or echoed. Scopes rank read < trigger and
 read < operator < admin (COVERS, the one declaration). A key limited to leagues may act only on
-those: LEAGUE_OF says where each acting route's league is; an acting route not in it acts on
-every league and is refused to a limited key (reads are not limited).
+those: an acting route that acts on one league declares where that league is (``league=``); an
+acting route without it acts on every league and is refused to a limited key (reads are not
+limited).
 """
 
 from __future__ import annotations
@@ -53,41 +56,12 @@ COVERS: dict[Scope, frozenset[Need]] = {
     Scope.READ: frozenset({Need.READ}),
 }
 
+#: The rules of the routes that do not declare their need (module docstring).
 RULES: dict[tuple[str, str], Need] = {
-    ("GET", "/healthz"): Need.PUBLIC,
-    ("GET", "/readyz"): Need.PUBLIC,
-    ("GET", "/metrics"): Need.METRICS,
     ("GET", "/openapi.json"): Need.PUBLIC,
     ("HEAD", "/openapi.json"): Need.PUBLIC,
     ("GET", "/docs"): Need.PUBLIC,
     ("HEAD", "/docs"): Need.PUBLIC,
-    ("GET", "/asyncapi.yaml"): Need.PUBLIC,
-    ("GET", "/asyncapi.json"): Need.PUBLIC,
-    ("POST", "/v1/trigger/rumor-action"): Need.TRIGGER,
-    ("POST", "/v1/trade/offers/{offer_key}/approve"): Need.TRIGGER,
-    ("POST", "/v1/trade/incoming/{trade_id}/decision"): Need.TRIGGER,
-    ("POST", "/v1/trade/incoming/{trade_id}/decision/retry"): Need.TRIGGER,
-    ("POST", "/v1/trade/incoming/{trade_id}/counter"): Need.TRIGGER,
-    ("GET", "/v1/trade/reconcile"): Need.READ,
-    ("POST", "/v1/trade/reconcile"): Need.OPERATOR,
-    ("GET", "/v1/actions/{tracking_id}"): Need.READ,
-    ("POST", "/v1/actions/{tracking_id}/result"): Need.TRIGGER,
-    ("POST", "/v1/runs"): Need.TRIGGER,
-    ("GET", "/v1/runs"): Need.READ,
-    ("GET", "/v1/runs/{run_id}"): Need.READ,
-    ("GET", "/v1/listeners"): Need.READ,
-    ("GET", "/v1/matches/{match_id}"): Need.READ,
-    ("GET", "/v1/matches/{match_id}/archive/verify"): Need.READ,
-    ("POST", "/v1/matches/{match_id}/start-listener"): Need.OPERATOR,
-    ("POST", "/v1/matches/{match_id}/stop-listener"): Need.OPERATOR,
-    ("POST", "/v1/matches/{match_id}/auto-dispatch"): Need.OPERATOR,
-    ("POST", "/v1/listeners/dispatch"): Need.OPERATOR,
-    ("POST", "/v1/listeners/sweep"): Need.OPERATOR,
-    ("POST", "/v1/listeners/bulk"): Need.OPERATOR,
-    ("GET", "/v1/audit"): Need.READ,
-    ("GET", "/v1/apikeys"): Need.ADMIN,
-    ("POST", "/v1/apikeys"): Need.ADMIN,
-    ("DELETE", "/v1/apikeys/{key_id}"): Need.ADMIN,
     # The console (package api/console/): sign-in and its assets are public; every other page and
     # action checks the console session itself (pages: a session; posts: a session, the CSRF
     # token and, for actions, an operator key).
@@ -138,21 +112,6 @@ class LeagueFrom(StrEnum):
     DECISION = "decision"  # the league of the trade decision (the body's decision_key, else the trade_id)
 
 
-#: The acting routes that act on one league, and where it is. Every other keyed route that is not
-#: a GET acts on every league (dispatch, sweep, reconcile, runs, keys): refused to a limited key.
-LEAGUE_OF: dict[tuple[str, str], LeagueFrom] = {
-    ("POST", "/v1/trigger/rumor-action"): LeagueFrom.BODY,
-    ("POST", "/v1/trade/offers/{offer_key}/approve"): LeagueFrom.BODY,
-    ("POST", "/v1/trade/incoming/{trade_id}/decision"): LeagueFrom.BODY,
-    ("POST", "/v1/trade/incoming/{trade_id}/decision/retry"): LeagueFrom.DECISION,
-    ("POST", "/v1/trade/incoming/{trade_id}/counter"): LeagueFrom.BODY,
-    ("POST", "/v1/actions/{tracking_id}/result"): LeagueFrom.ACTION,
-    ("POST", "/v1/matches/{match_id}/start-listener"): LeagueFrom.MATCH,
-    ("POST", "/v1/matches/{match_id}/stop-listener"): LeagueFrom.MATCH,
-    ("POST", "/v1/matches/{match_id}/auto-dispatch"): LeagueFrom.MATCH,
-}
-
-
 class DeclaredNeed:
     """The dependency of a route's declared need (``requires``); ``authorize`` checks it before any
     of the route's own dependencies run, so calling it does nothing more."""
@@ -186,7 +145,7 @@ def _rule(method: str, route: Any) -> tuple[Need | None, LeagueFrom | None]:
     path = getattr(route, "path", None)
     if path is None:
         return None, None
-    return RULES.get((method, path)), LEAGUE_OF.get((method, path))
+    return RULES.get((method, path)), None
 
 
 def route_rules(app: Any) -> dict[tuple[str, str], Need]:

@@ -87,6 +87,7 @@ def build_router() -> APIRouter:
         methods=["POST"],
         status_code=202,
         responses={**also_200(DUPLICATE_ANSWER), **error_responses(409)},
+        dependencies=[requires(Need.TRIGGER, league=LeagueFrom.BODY)],
     )
     return router
 
