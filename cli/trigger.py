@@ -13,9 +13,9 @@ from cli.common import echo_answer, echo_json, json_option
 from cli.context import CliContext
 from config.errors import KickoffError
 from models.activity import ActionStatus
+from players.rumors import RumorRequest, RumorSignal, evaluate_rumors, signals_from_json
 from publisher.actions import RESULT_STATUSES, get_action, record_result
 from publisher.amqp import publisher_from_settings
-from publisher.rumor import RumorRequest, RumorSignal, evaluate_rumors, signals_from_json
 from publisher.trigger_queues import KeyInput, TriggerQueue, trigger_queues
 from publisher.trigger_requests import TriggerRequest, cli_option, player_id_of
 from publisher.triggers import TriggerResult, TriggerStatus, send
@@ -63,7 +63,7 @@ def _api_client(obj: CliContext) -> Any:
     url = click.get_current_context().meta.get(API_URL_META)
     if not url:
         return None
-    from publisher.trigger_http import API_KEY_ENV, HttpTriggerClient
+    from client.trigger_http import API_KEY_ENV, HttpTriggerClient
 
     key = os.environ.get(API_KEY_ENV)
     if not key:

@@ -19,7 +19,7 @@ from api.errors import error_responses
 from api.headers import ctx_of, key_id_of, run_id, traceparent
 from api.openapi import also_200
 from api.schemas import RumorBody
-from publisher.rumor import RumorRequest, evaluate_rumors, signals_from_json
+from players.rumors import RumorRequest, evaluate_rumors, signals_from_json
 from publisher.trigger_queues import ROUTE_PREFIX, TriggerQueue, trigger_queues
 from publisher.trigger_requests import TriggerRequest
 from publisher.triggers import TriggerResult, send

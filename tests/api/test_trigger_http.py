@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from client.trigger_http import HttpTriggerClient
 from config.errors import (
     ApiRequestError,
     TriggerConflictError,
@@ -16,7 +17,6 @@ from config.errors import (
     TriggerValidationError,
 )
 from publisher.actions import get_action
-from publisher.trigger_http import HttpTriggerClient
 from publisher.triggers import LineupRequest
 from runs.scope import run_scope
 from tests.api.conftest import REPO, free_port

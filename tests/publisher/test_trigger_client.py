@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from client.trigger_client import TriggerClient, is_retryable, retry_delays
 from config.errors import (
     DatabaseUnavailable,
     TriggerConflictError,
@@ -12,7 +13,6 @@ from config.errors import (
 )
 from publisher.actions import get_action
 from publisher.run_context import bound_run_id
-from publisher.trigger_client import TriggerClient, is_retryable, retry_delays
 from tests.publisher.helpers import draft, lineup
 
 

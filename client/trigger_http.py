@@ -17,6 +17,7 @@ from typing import Any
 
 import requests
 
+from client.trigger_client import is_retryable, retry_delays
 from config.errors import (
     ApiRequestError,
     TriggerConflictError,
@@ -26,7 +27,6 @@ from config.errors import (
 )
 from config.settings import BaseEnvironment, mask_url
 from publisher.run_context import RUN_ID_HEADER, get_run_id
-from publisher.trigger_client import is_retryable, retry_delays
 from publisher.trigger_queues import ROUTE_PREFIX, queue_of_request
 from publisher.trigger_requests import TriggerRequest
 

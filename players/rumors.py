@@ -29,7 +29,7 @@ from models.db import database, database_errors
 from publisher import validation as v
 from publisher.amqp import AmqpPublisher
 from publisher.idempotency import lineup_key, waiver_key
-from publisher.players import sleeper_id_refusal, sleeper_only_ids
+from publisher.sleeper_ids import sleeper_id_refusal, sleeper_only_ids
 from publisher.trace import check_traceparent
 from publisher.trigger_saves import TriggerGroup
 from publisher.triggers import LineupRequest, TriggerResult, WaiverRequest, trigger_lineup, trigger_waiver
