@@ -9,15 +9,17 @@ the AsyncAPI channel and message that describe what is published. From the decla
 commands and options, the HTTP client's paths and the contract check
 (``publisher.contract.check_trigger_queue``). docs/adding-a-trigger-queue.md walks through adding one.
 
-The trigger function that sends a queue's request is bound in ``publisher.triggers`` (``sends``);
-a queue without its own is sent by the generic one (the request's own fields are the message).
+The trigger function that sends a queue's request is listed in ``publisher.triggers``
+(``_SENDERS``); a queue without its own is sent by the generic ``trigger_fields`` (the request's
+own fields are the message).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -27,6 +29,8 @@ from publisher.trigger_requests import DraftPickRequest, LineupRequest, TriggerR
 
 #: The one path prefix of the trigger routes.
 ROUTE_PREFIX = "/v1/trigger"
+#: The needs a trigger route may declare (api.auth.Need's keyed ones).
+SCOPES = ("read", "trigger", "operator", "admin")
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,14 @@ class TriggerQueue:
     message: str  # the AsyncAPI message name the channel carries for this trigger
     error_statuses: tuple[int, ...] = (409,)  # statuses of its own, besides the common ones (OpenAPI)
     operation: str = ""  # the route's OpenAPI name (default: the command with underscores)
-    extra: Mapping[str, Any] = field(default_factory=dict)  # free room for a queue's own settings
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.request, type) and issubclass(self.request, TriggerRequest)):
+            raise TypeError(f"trigger queue {self.name}: request must be a TriggerRequest model")
+        if not self.route.startswith("/"):
+            raise ValueError(f"trigger queue {self.name}: route {self.route!r} must start with /")
+        if self.scope not in SCOPES:
+            raise ValueError(f"trigger queue {self.name}: scope {self.scope!r} is not one of {SCOPES}")
 
     @property
     def path(self) -> str:
@@ -136,8 +147,7 @@ def _draft_key(request: TriggerRequest, _inputs: Mapping[str, Any]) -> str | Non
 
 
 def _job_name() -> str:
-    import os
-
+    """The CronJob's Job name (downward API), else ``cli``."""
     return os.environ.get("JOB_NAME", "cli")
 
 

@@ -204,6 +204,18 @@ def test_the_fourth_queue_is_gone_after_the_fixture():
     assert "keeper" not in CliRunner().invoke(cli, ["trigger", "--help"]).output.split()
 
 
+@pytest.mark.parametrize("queue", trigger_queues(), ids=lambda q: q.name)
+def test_every_declared_ttl_resolves_to_a_positive_duration(queue, settings):
+    assert queue.release_ttl(settings) > timedelta(0)
+
+
+def test_a_declaration_with_an_unknown_scope_or_a_relative_route_is_refused_at_once():
+    with pytest.raises(ValueError, match="scope 'operater' is not one of"):
+        TriggerQueue(**{**vars(KEEPER), "scope": "operater"})
+    with pytest.raises(ValueError, match="must start with /"):
+        TriggerQueue(**{**vars(KEEPER), "route": "keeper"})
+
+
 def test_a_queue_name_cannot_be_declared_twice():
     with pytest.raises(ValueError, match="declared already"), registered(trigger_queue("lineup_updates")):
         pass
