@@ -263,3 +263,32 @@ def test_kickoff_trigger_keeper_publishes_a_message_the_contract_validates(keepe
     assert json.loads(run(*args)[1])["status"] == "duplicate"  # the key holds for the declared TTL
     code, out = run("trigger", "keeper", "--league", "L1", "--team", "7", "--keeper", "DAL", "--json")
     assert code == 3 and json.loads(out)["field"] == "keeper_player_id"
+
+
+def test_post_v1_trigger_keeper_enforces_its_declared_scope_and_publishes(
+    keeper_queue, pub_settings, read_queue
+):
+    from fastapi.testclient import TestClient
+
+    from api.keys import Scope, create_key
+
+    keys = {scope: create_key(name=f"keeper-{scope.value}", scope=scope)[1] for scope in Scope}
+
+    def bearer(scope: Scope) -> dict[str, str]:
+        return {"Authorization": f"Bearer {keys[scope]}"}
+
+    body = {"league_id": "L1", "team_id": "7", "keeper_player_id": 4046}
+    app = create_app(pub_settings.model_copy(update={"api_allowed_hosts": "testserver"}))
+    with TestClient(app) as client:
+        refused = client.post(f"{ROUTE_PREFIX}/keeper", json=body, headers=bearer(Scope.TRIGGER))
+        assert refused.status_code == 403 and "needs operator" in refused.json()["error"]
+        bad = client.post(
+            f"{ROUTE_PREFIX}/keeper",
+            json={**body, "keeper_player_id": "4046"},
+            headers=bearer(Scope.OPERATOR),
+        )
+        assert bad.status_code == 422 and bad.json()["field"] == "keeper_player_id"
+        answer = client.post(f"{ROUTE_PREFIX}/keeper", json=body, headers=bearer(Scope.OPERATOR))
+    assert answer.status_code == 202, answer.text
+    [(sent, _)] = read_queue("keeper_designations")
+    assert sent["tracking_id"] == answer.json()["tracking_id"] and sent["note"] is None
