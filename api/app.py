@@ -123,7 +123,9 @@ def create_app(settings: MatchListenerEnvironment | None = None) -> FastAPI:
     app.state.ctx = ctx
     app.state.key_cache = KeyCache(ctx.settings.api_key_cache_seconds)
     app.state.metrics = ApiMetrics(ctx)
-    for module in (health, triggers, trades, actions, runs, listeners, audit, apikeys, contract):
+    app.include_router(health.router)
+    app.include_router(triggers.build_router())  # from the trigger queues declared now
+    for module in (trades, actions, runs, listeners, audit, apikeys, contract):
         app.include_router(module.router)
     install_console(app)
     install_docs(app)

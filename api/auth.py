@@ -1,11 +1,17 @@
-"""Who may call which route: the rule table, bearer-key authentication, the scope and league checks.
+"""Who may call which route: each route's need, bearer-key authentication, the scope and league checks.
 
-Every route of the application has one rule in RULES, keyed by method and path template; a
-route without a rule is refused (500) and fails the table-driven test. Keys are read from
+Every route of api/routes/ declares its need where it is declared, as a FastAPI ``Security``
+dependency: ``dependencies=[requires(Need.OPERATOR, league=LeagueFrom.MATCH)]`` (the trigger
+routes get theirs from their queue's declaration, publisher.trigger_queues). Only the routes this
+package does not declare itself have their rule in RULES, keyed by method and path template:
+FastAPI's document and Swagger UI, and the console's pages (api/console/, which checks its
+session cookie itself). A route with neither is refused (500) and fails the table-driven test.
+The one application-wide dependency ``authorize`` enforces both. Keys are read from
 ``Authorization: Bearer KEY`` and never logged or echoed. Scopes rank read < trigger and
 read < operator < admin (COVERS, the one declaration). A key limited to leagues may act only on
-those: LEAGUE_OF says where each acting route's league is; an acting route not in it acts on
-every league and is refused to a limited key (reads are not limited).
+those: an acting route that acts on one league declares where that league is (``league=``); an
+acting route without it acts on every league and is refused to a limited key (reads are not
+limited).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import time
 from enum import StrEnum
 from typing import Any
 
-from fastapi import HTTPException, Request
+from fastapi import HTTPException, Request, Security, params
 from starlette.concurrency import run_in_threadpool
 
 from api.keys import ApiKey, Scope, authenticate, hash_key
@@ -50,44 +56,12 @@ COVERS: dict[Scope, frozenset[Need]] = {
     Scope.READ: frozenset({Need.READ}),
 }
 
+#: The rules of the routes that do not declare their need (module docstring).
 RULES: dict[tuple[str, str], Need] = {
-    ("GET", "/healthz"): Need.PUBLIC,
-    ("GET", "/readyz"): Need.PUBLIC,
-    ("GET", "/metrics"): Need.METRICS,
     ("GET", "/openapi.json"): Need.PUBLIC,
     ("HEAD", "/openapi.json"): Need.PUBLIC,
     ("GET", "/docs"): Need.PUBLIC,
     ("HEAD", "/docs"): Need.PUBLIC,
-    ("GET", "/asyncapi.yaml"): Need.PUBLIC,
-    ("GET", "/asyncapi.json"): Need.PUBLIC,
-    ("POST", "/v1/trigger/lineup"): Need.TRIGGER,
-    ("POST", "/v1/trigger/waiver"): Need.TRIGGER,
-    ("POST", "/v1/trigger/draft-pick"): Need.TRIGGER,
-    ("POST", "/v1/trigger/rumor-action"): Need.TRIGGER,
-    ("POST", "/v1/trade/offers/{offer_key}/approve"): Need.TRIGGER,
-    ("POST", "/v1/trade/incoming/{trade_id}/decision"): Need.TRIGGER,
-    ("POST", "/v1/trade/incoming/{trade_id}/decision/retry"): Need.TRIGGER,
-    ("POST", "/v1/trade/incoming/{trade_id}/counter"): Need.TRIGGER,
-    ("GET", "/v1/trade/reconcile"): Need.READ,
-    ("POST", "/v1/trade/reconcile"): Need.OPERATOR,
-    ("GET", "/v1/actions/{tracking_id}"): Need.READ,
-    ("POST", "/v1/actions/{tracking_id}/result"): Need.TRIGGER,
-    ("POST", "/v1/runs"): Need.TRIGGER,
-    ("GET", "/v1/runs"): Need.READ,
-    ("GET", "/v1/runs/{run_id}"): Need.READ,
-    ("GET", "/v1/listeners"): Need.READ,
-    ("GET", "/v1/matches/{match_id}"): Need.READ,
-    ("GET", "/v1/matches/{match_id}/archive/verify"): Need.READ,
-    ("POST", "/v1/matches/{match_id}/start-listener"): Need.OPERATOR,
-    ("POST", "/v1/matches/{match_id}/stop-listener"): Need.OPERATOR,
-    ("POST", "/v1/matches/{match_id}/auto-dispatch"): Need.OPERATOR,
-    ("POST", "/v1/listeners/dispatch"): Need.OPERATOR,
-    ("POST", "/v1/listeners/sweep"): Need.OPERATOR,
-    ("POST", "/v1/listeners/bulk"): Need.OPERATOR,
-    ("GET", "/v1/audit"): Need.READ,
-    ("GET", "/v1/apikeys"): Need.ADMIN,
-    ("POST", "/v1/apikeys"): Need.ADMIN,
-    ("DELETE", "/v1/apikeys/{key_id}"): Need.ADMIN,
     # The console (package api/console/): sign-in and its assets are public; every other page and
     # action checks the console session itself (pages: a session; posts: a session, the CSRF
     # token and, for actions, an operator key).
@@ -138,22 +112,54 @@ class LeagueFrom(StrEnum):
     DECISION = "decision"  # the league of the trade decision (the body's decision_key, else the trade_id)
 
 
-#: The acting routes that act on one league, and where it is. Every other keyed route that is not
-#: a GET acts on every league (dispatch, sweep, reconcile, runs, keys): refused to a limited key.
-LEAGUE_OF: dict[tuple[str, str], LeagueFrom] = {
-    ("POST", "/v1/trigger/lineup"): LeagueFrom.BODY,
-    ("POST", "/v1/trigger/waiver"): LeagueFrom.BODY,
-    ("POST", "/v1/trigger/draft-pick"): LeagueFrom.BODY,
-    ("POST", "/v1/trigger/rumor-action"): LeagueFrom.BODY,
-    ("POST", "/v1/trade/offers/{offer_key}/approve"): LeagueFrom.BODY,
-    ("POST", "/v1/trade/incoming/{trade_id}/decision"): LeagueFrom.BODY,
-    ("POST", "/v1/trade/incoming/{trade_id}/decision/retry"): LeagueFrom.DECISION,
-    ("POST", "/v1/trade/incoming/{trade_id}/counter"): LeagueFrom.BODY,
-    ("POST", "/v1/actions/{tracking_id}/result"): LeagueFrom.ACTION,
-    ("POST", "/v1/matches/{match_id}/start-listener"): LeagueFrom.MATCH,
-    ("POST", "/v1/matches/{match_id}/stop-listener"): LeagueFrom.MATCH,
-    ("POST", "/v1/matches/{match_id}/auto-dispatch"): LeagueFrom.MATCH,
-}
+class DeclaredNeed:
+    """The dependency of a route's declared need (``requires``); ``authorize`` checks it before any
+    of the route's own dependencies run, so calling it does nothing more."""
+
+    def __init__(self, league: LeagueFrom | None) -> None:
+        self.league = league
+
+    def __call__(self) -> None:
+        return None
+
+
+def requires(need: Need, *, league: LeagueFrom | None = None) -> params.Security:
+    """A route's need, declared on the route (``dependencies=[requires(...)]``): the scope ``need``
+    and, for an acting route that acts on one league, where that league is (``league``)."""
+    return Security(DeclaredNeed(league), scopes=[need.value])
+
+
+def declared_rule(route: Any) -> tuple[Need, LeagueFrom | None] | None:
+    """The need and league source ``route`` declares with ``requires``, or None."""
+    for dependency in getattr(route, "dependencies", None) or ():
+        if isinstance(getattr(dependency, "dependency", None), DeclaredNeed):
+            return Need(dependency.scopes[0]), dependency.dependency.league
+    return None
+
+
+def _rule(method: str, route: Any) -> tuple[Need | None, LeagueFrom | None]:
+    """What ``route`` needs for ``method`` and where its league is: its declaration, else the tables."""
+    declared = declared_rule(route)
+    if declared is not None:
+        return declared
+    path = getattr(route, "path", None)
+    if path is None:
+        return None, None
+    return RULES.get((method, path)), None
+
+
+def route_rules(app: Any) -> dict[tuple[str, str], Need]:
+    """Every (method, path template) the application serves with what it needs (None: no rule)."""
+    from fastapi.routing import iter_route_contexts
+
+    out: dict[tuple[str, str], Need] = {}
+    for context in iter_route_contexts(app.routes):
+        route = context.original_route
+        path = context.path or getattr(route, "path", None)
+        for method in sorted(getattr(route, "methods", None) or ()):
+            declared = declared_rule(route)
+            out[(method, path)] = declared[0] if declared is not None else RULES.get((method, path))
+    return out
 
 
 def bearer_key(request: Request) -> str | None:
@@ -206,7 +212,7 @@ async def authorize(request: Request) -> ApiKey | None:
     """The application-wide dependency: look up the route's rule, then check key and scope."""
     route = request.scope.get("route")
     path = getattr(route, "path", None)
-    need = RULES.get((request.method, path)) if path is not None else None
+    need, league_from = _rule(request.method, route)
     if need is None:
         logger.error("route without an auth rule refused: %s %s", request.method, path)
         raise HTTPException(status_code=500, detail="route has no auth rule")
@@ -227,7 +233,7 @@ async def authorize(request: Request) -> ApiKey | None:
             status_code=403, detail=f"a {found.scope.value} key does not cover this route (needs {need})"
         )
     if found.leagues is not None and request.method not in ("GET", "HEAD"):
-        await _check_league(request, found, LEAGUE_OF.get((request.method, path)))
+        await _check_league(request, found, league_from)
     request.state.api_key = found
     request.state.api_key_id = found.id
     request.state.api_key_name = found.name  # the audit log's "who" (api.headers.actor_of)

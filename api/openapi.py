@@ -9,14 +9,14 @@ are the catalog's: one alternative per job, its params schema as the catalog dec
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from starlette.routing import Match
 
-from api.auth import RULES, Need
+from api.auth import Need, route_rules
 from api.errors import ERROR_STATUSES, ErrorAnswer, FieldProblem
 from api.middleware import JSON_API_PREFIX
 from api.schemas import NO_NUL
@@ -29,10 +29,12 @@ KEYED = (401, 403, 503)
 BODY = (400, 413, 415, 422)
 
 
-def _statuses(method: str, path: str, operation: dict[str, Any]) -> set[int]:
+def _statuses(
+    method: str, path: str, operation: dict[str, Any], rules: Mapping[tuple[str, str], Need | None]
+) -> set[int]:
     """The error statuses an operation answers by its kind: its auth rule, body and parameters."""
     statuses: set[int] = set()
-    if RULES.get((method.upper(), path)) not in (None, Need.PUBLIC, Need.CONSOLE):
+    if rules.get((method.upper(), path)) not in (None, Need.PUBLIC, Need.CONSOLE):
         statuses.update(KEYED)
     if "requestBody" in operation and path.startswith(JSON_API_PREFIX):
         statuses.update(BODY)
@@ -44,8 +46,9 @@ def _statuses(method: str, path: str, operation: dict[str, Any]) -> set[int]:
     return statuses
 
 
-def document_error_statuses(schema: dict[str, Any]) -> None:
-    """Give every operation of ``schema`` the error statuses its kind answers, each an ErrorAnswer.
+def document_error_statuses(schema: dict[str, Any], rules: Mapping[tuple[str, str], Need | None]) -> None:
+    """Give every operation of ``schema`` the error statuses its kind answers, each an ErrorAnswer
+    (``rules``: what each route needs, ``api.auth.route_rules``).
 
     A route's own entries (its decorator's ``responses``) stay; FastAPI's default 422 body is
     replaced by ErrorAnswer, the body the API really answers.
@@ -60,7 +63,7 @@ def document_error_statuses(schema: dict[str, Any]) -> None:
         for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
             for status in sorted(
-                _statuses(method, path, operation) | {int(s) for s in responses if s.isdigit()}
+                _statuses(method, path, operation, rules) | {int(s) for s in responses if s.isdigit()}
             ):
                 key = str(status)
                 if status < 400 or status not in ERROR_STATUSES:
@@ -172,7 +175,7 @@ def install_openapi(app: FastAPI, *, catalog: Callable[[], Any]) -> None:
             schemas = schema.get("components", {}).get("schemas", {})
             if "RunBody" in schemas:
                 schemas["RunBody"] = _run_body(catalog(), schemas["RunBody"])
-            document_error_statuses(schema)
+            document_error_statuses(schema, route_rules(app))
             _close_pattern_objects(schema)
             app.openapi_schema = schema
         return app.openapi_schema

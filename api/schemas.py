@@ -9,21 +9,17 @@ the values it is given (the CLI calls it directly) and names the field.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from fastapi import Path, Query
 from pydantic import (
-    AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
     create_model,
     model_validator,
 )
-from typing_extensions import TypeAliasType
 
 from config.settings import MatchListenerEnvironment
 from lifecycle.bulk import ACTIONS as BULK_ACTIONS
@@ -32,156 +28,50 @@ from lifecycle.bulk import STATUSES as BULK_STATUSES
 from lifecycle.start import RUN_SETTINGS
 from publisher.queues import TRADE_QUEUES
 from publisher.trade_reconcile import Resolution
+from publisher.trigger_requests import (  # noqa: F401 (the shared types, also for the other bodies)
+    INTEGRAL,
+    MAX_ID_LENGTH,
+    MAX_INT,
+    MAX_ITEMS,
+    MAX_TEXT_LENGTH,
+    NO_NUL,
+    NON_BLANK,
+    TRACEPARENT,
+    UUID_PATTERN,
+    Body,
+    BoundedFloat,
+    BoundedInt,
+    DecisionInputs,
+    EspnId,
+    Id,
+    JsonKey,
+    JsonObject,
+    JsonValue,
+    PositiveInt,
+    Swap,
+    Text,
+    Time,
+    Traceparent,
+    TrackingId,
+    aware_time,
+)
 from runs.dedupe import DEBOUNCE_MAX_SECONDS, DEBOUNCE_MIN_SECONDS, EVENT_KEY_MAX_LENGTH
 
-#: Longest id (league, team, keys) and longest free text a body may carry.
-MAX_ID_LENGTH = 200
-MAX_TEXT_LENGTH = 2000
-#: Largest integer a body may carry: the largest every JSON reader holds exactly (2**53 - 1).
-MAX_INT = 2**53 - 1
-#: Largest count of items in a list or object of a body.
-MAX_ITEMS = 200
-
-#: No NUL character (PostgreSQL stores none in text or jsonb).
-NO_NUL = r"^[^\x00]*$"
-#: At least one character that is not white space, and no NUL (the library's required text).
-NON_BLANK = r"^[^\x00]*[^\s\x00][^\x00]*$"
-
-
-def _not_all_zero_hex(width: int) -> str:
-    """A regex of ``width`` lowercase hex digits that are not all zeros (no look-ahead needed)."""
-    return "(?:" + "|".join(f"0{{{i}}}[1-9a-f][0-9a-f]{{{width - 1 - i}}}" for i in range(width)) + ")"
-
-
-#: A W3C version-00 traceparent whose trace id and span id are not all zeros.
-TRACEPARENT = f"^00-{_not_all_zero_hex(32)}-{_not_all_zero_hex(16)}-[0-9a-f]{{2}}$"
-#: A UUID as the library reads it back (canonical lowercase form).
-UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
-
-
-def _integral(value: Any) -> Any:
-    """JSON's integers include ``1.0``: a float with no fraction is read as that integer."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
-#: Read an integer as JSON Schema has it (``1.0`` is one), strict otherwise (``false``, ``"1"`` are not).
-INTEGRAL = BeforeValidator(_integral)
-
-Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=NON_BLANK)]
-Text = Annotated[str, StringConstraints(max_length=MAX_TEXT_LENGTH, pattern=NO_NUL)]
-#: A key of a JSON object in a body (the schema states a key's pattern, not its length).
 #: Why an operator acts (kept in the audit log): non-blank text.
 Reason = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT_LENGTH, pattern=NON_BLANK)]
-JsonKey = Annotated[str, StringConstraints(pattern=NO_NUL)]
 #: An id in a path or a query (a match's internal id or sr_id, a run id, a key).
 PathId = Annotated[str, Path(min_length=1, max_length=MAX_ID_LENGTH, pattern=NON_BLANK)]
 QueryId = Annotated[str | None, Query(min_length=1, max_length=MAX_ID_LENGTH, pattern=NON_BLANK)]
-EspnId = Annotated[
-    int, Field(ge=1, le=MAX_INT, description="An ESPN player id (a positive integer)."), INTEGRAL
-]
 SleeperId = Annotated[
     str,
     StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=NON_BLANK),
     Field(description="A Sleeper player id (a string; team defenses are team codes)."),
-]
-Traceparent = Annotated[str, StringConstraints(pattern=TRACEPARENT)]
-TrackingId = Annotated[str, StringConstraints(pattern=UUID_PATTERN)]
-PositiveInt = Annotated[int, Field(ge=1, le=MAX_INT), INTEGRAL]
-BoundedInt = Annotated[int, Field(ge=-MAX_INT, le=MAX_INT), INTEGRAL]
-BoundedFloat = Annotated[float, Field(ge=-1e15, le=1e15)]
-#: Any JSON value whose strings hold no NUL, its numbers bounded (decision inputs, result details).
-JsonValue = TypeAliasType(
-    "JsonValue",
-    Union[Text, BoundedInt, BoundedFloat, bool, list["JsonValue"], dict[JsonKey, "JsonValue"], None],  # noqa: UP007
-)
-JsonObject = Annotated[dict[JsonKey, JsonValue], Field(max_length=MAX_ITEMS)]
-
-
-def aware_time(value: str) -> datetime:
-    """An RFC 3339 date-time with an offset (lower-case ``t``/``z`` read as upper-case)."""
-    parsed = datetime.fromisoformat(value.upper())
-    if parsed.tzinfo is None:
-        raise ValueError("a time with an offset (e.g. 2024-08-30T19:02:00Z) is required")
-    return parsed
-
-
-Time = Annotated[
-    str,
-    StringConstraints(max_length=64),
-    AfterValidator(aware_time),
-    Field(json_schema_extra={"format": "date-time"}),
 ]
 
 
 #: The trade queues and the reconcile choices, as the publisher names them.
 TradeQueue = Literal[TRADE_QUEUES]  # type: ignore[valid-type]
 ResolutionChoice = Literal[tuple(r.value for r in Resolution)]  # type: ignore[misc]
-
-
-class Body(BaseModel):
-    """A request body: unknown fields are an error and types are strict (no coercion)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class DecisionInputs(Body):
-    """What the caller decided with; ``season`` and ``week`` (both set) scope the idempotency key."""
-
-    model_config = ConfigDict(extra="allow", json_schema_extra={"propertyNames": {"pattern": NO_NUL}})
-    __pydantic_extra__: dict[JsonKey, JsonValue] = Field(init=False)  # type: ignore[assignment]
-
-    season: PositiveInt | None = None
-    week: PositiveInt | None = None
-
-
-class Swap(Body):
-    player_id: EspnId
-    to_slot: Id = Field(description="Target slot, e.g. QB, BE, IR.")
-    kind: Literal["ir", "lineup"] | None = Field(
-        None, description="`ir` marks an IR move a waiver claim can chain behind."
-    )
-
-
-class TriggerBody(Body):
-    league_id: Id
-    team_id: Id
-    idempotency_key: Id | None = None
-    decision_inputs: DecisionInputs = Field(default_factory=DecisionInputs)
-    traceparent: Traceparent | None = Field(None, description="W3C traceparent (default: the header).")
-
-    def library_fields(self) -> dict[str, Any]:
-        """The fields as the library's request takes them (``decision_inputs`` a plain dict)."""
-        values = {name: getattr(self, name) for name in type(self).model_fields}
-        values["decision_inputs"] = self.decision_inputs.model_dump(exclude_none=True)
-        return values
-
-
-class LineupBody(TriggerBody):
-    swaps: list[Swap] = Field(min_length=1, max_length=MAX_ITEMS)
-
-
-class WaiverBody(TriggerBody):
-    """A waiver claim; a claim chained behind an IR move (``after_tracking_id``) drops no one."""
-
-    model_config = ConfigDict(
-        json_schema_extra={
-            "anyOf": [
-                {"properties": {"after_tracking_id": {"type": "null"}}},
-                {"properties": {"drop_player_id": {"type": "null"}}},
-            ]
-        }
-    )
-
-    add_player_id: EspnId
-    drop_player_id: EspnId | None = None
-    bid: Annotated[int, Field(ge=0, le=MAX_INT), INTEGRAL] | None = None
-    after_tracking_id: TrackingId | None = None
-
-
-class DraftPickBody(TriggerBody):
-    pick_number: PositiveInt
-    espn_id: EspnId
-    expires_at: Time | None = Field(None, description="ISO 8601 with an offset.")
 
 
 class RumorSignalBody(Body):

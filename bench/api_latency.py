@@ -63,7 +63,7 @@ def _one_client(url: str, key: str, settings: object, requests: int) -> None:
             body = _body(i, "lib")
             request = LineupRequest(
                 league_id=body["league_id"],
-                team=body["team_id"],
+                team_id=body["team_id"],
                 swaps=body["swaps"],
                 idempotency_key=body["idempotency_key"],
             )

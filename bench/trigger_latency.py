@@ -28,7 +28,7 @@ def main() -> None:
         for i in range(args.requests + 20):
             request = LineupRequest(
                 league_id="L1",
-                team="7",
+                team_id="7",
                 swaps=[{"player_id": 1000 + i, "to_slot": "BE"}],
                 idempotency_key=f"lineup-7-bench-{i}",
             )

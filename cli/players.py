@@ -38,8 +38,8 @@ def sync_cmd(obj: CliContext, source: str | None, as_json: bool) -> None:
     with its reason (one line each on stderr) and the others are synced.
     """
     from config.settings import mask_url
+    from players.sync import sync_players
     from publisher.amqp import publisher_from_settings
-    from publisher.players import sync_players
 
     obj.database()
     src = source or obj.settings.players_source.format(base_url=obj.settings.sportradar_base_url)
@@ -67,7 +67,7 @@ def roster_group() -> None:
 @click.pass_obj
 def roster_add(obj: CliContext, league_id: str, sleeper_ids: tuple[str, ...]) -> None:
     """Put players (Sleeper ids) on a league's roster; prints how many were added."""
-    from publisher.players import add_to_roster
+    from players.sync import add_to_roster
 
     obj.database()
     added = add_to_roster(league_id, sleeper_ids)
@@ -80,7 +80,7 @@ def roster_add(obj: CliContext, league_id: str, sleeper_ids: tuple[str, ...]) ->
 @click.pass_obj
 def roster_list(obj: CliContext, league_id: str | None, as_json: bool) -> None:
     """The rostered players with their last synced name, team and injury status."""
-    from publisher.players import roster
+    from players.sync import roster
 
     obj.database()
     rows = roster(league_id)

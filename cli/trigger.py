@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import click
@@ -15,44 +11,14 @@ import click
 from cli.answers import EXIT_CODES_HELP, publisher_answers
 from cli.common import echo_answer, echo_json, json_option
 from cli.context import CliContext
-from config.clock import parse_iso8601
+from config.errors import KickoffError
 from models.activity import ActionStatus
+from players.rumors import RumorRequest, RumorSignal, evaluate_rumors, signals_from_json
 from publisher.actions import RESULT_STATUSES, get_action, record_result
 from publisher.amqp import publisher_from_settings
-from publisher.idempotency import draft_key, lineup_key, waiver_key
-from publisher.rumor import RumorRequest, RumorSignal, evaluate_rumors, signals_from_json
-from publisher.triggers import (
-    DraftPickRequest,
-    LineupRequest,
-    TriggerResult,
-    TriggerStatus,
-    WaiverRequest,
-    trigger_draft_pick,
-    trigger_lineup,
-    trigger_waiver,
-)
-
-
-def _player_id(value: str) -> Any:
-    """An integer (ESPN id) when it parses as one; otherwise the string, which validation refuses."""
-    try:
-        return int(value)
-    except ValueError:
-        return value
-
-
-def _swap(text: str) -> dict[str, Any]:
-    parts = text.split(":")
-    if len(parts) not in (2, 3):
-        raise click.BadParameter(f"expected PLAYER_ID:SLOT[:ir], got {text!r}", param_hint="--swap")
-    swap: dict[str, Any] = {"player_id": _player_id(parts[0]), "to_slot": parts[1]}
-    if len(parts) == 3:
-        swap["kind"] = parts[2]
-    return swap
-
-
-def _inputs(season: int | None, week: int | None) -> dict[str, Any]:
-    return {k: val for k, val in (("season", season), ("week", week)) if val is not None}
+from publisher.trigger_queues import KeyInput, TriggerQueue, trigger_queues
+from publisher.trigger_requests import TriggerRequest, cli_option, player_id_of
+from publisher.triggers import TriggerResult, TriggerStatus, send
 
 
 def _print(result: TriggerResult, as_json: bool) -> None:
@@ -97,7 +63,7 @@ def _api_client(obj: CliContext) -> Any:
     url = click.get_current_context().meta.get(API_URL_META)
     if not url:
         return None
-    from publisher.trigger_http import API_KEY_ENV, HttpTriggerClient
+    from client.trigger_http import API_KEY_ENV, HttpTriggerClient
 
     key = os.environ.get(API_KEY_ENV)
     if not key:
@@ -105,8 +71,8 @@ def _api_client(obj: CliContext) -> Any:
     return HttpTriggerClient(base_url=url, api_key=key, settings=obj.settings)
 
 
-def _send(obj: CliContext, send: Callable[..., TriggerResult], request: Any, as_json: bool) -> None:
-    """Send ``request`` with the trigger function ``send`` (or through --api) and print its answer."""
+def _send(obj: CliContext, queue: TriggerQueue, request: TriggerRequest, as_json: bool) -> None:
+    """Send ``request`` with ``queue``'s trigger function (or through --api) and print its answer."""
     client = _api_client(obj)
     if client is not None:
         with client:
@@ -123,10 +89,24 @@ def _send(obj: CliContext, send: Callable[..., TriggerResult], request: Any, as_
         return
     obj.database()
     with publisher_from_settings(obj.settings) as publisher:
-        _print(send(request, publisher=publisher, settings=obj.settings), as_json)
+        _print(send(queue, request, publisher=publisher, settings=obj.settings), as_json)
 
 
-@click.group(epilog=EXIT_CODES_HELP)
+class TriggerCommands(click.Group):
+    """``kickoff trigger``: a command per trigger queue declared now (``publisher.trigger_queues``),
+    built from its declaration when looked up, and the commands registered on the group."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*(q.command for q in trigger_queues()), *super().list_commands(ctx)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        for queue in trigger_queues():
+            if queue.command == cmd_name:
+                return queue_command(queue)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=TriggerCommands, epilog=EXIT_CODES_HELP)
 def trigger() -> None:
     """Queue moves for the browser worker (lineup_updates, waiver_actions, draft_targets).
 
@@ -150,142 +130,94 @@ key_options = [
 ]
 
 
-@dataclass(frozen=True)
-class CommonArgs:
-    """What every move command takes: --league, --team and the key options."""
-
-    league_id: str
-    team: str
-    key: str | None
-    no_key: bool
-    traceparent: str | None
-
-    def request_fields(self, built_key: str | None) -> dict[str, Any]:
-        """League, team, traceparent and the key: --key, none with --no-key, else ``built_key``."""
-        key = self.key if self.key is not None else built_key
-        return {
-            "league_id": self.league_id,
-            "team": self.team,
-            "idempotency_key": None if self.no_key else key,
-            "traceparent": self.traceparent,
-        }
-
-
-def move_command(
-    name: str, send: Callable[..., TriggerResult], *own_options: Callable[[Any], Any]
-) -> Callable[[Callable[..., Any]], click.Command]:
-    """Register ``kickoff trigger NAME``: --league, --team, ``own_options``, then the key options.
-
-    The decorated function takes CommonArgs and its own options and returns the request; the
-    command sends it with ``send`` (or through --api) and prints the answer.
-    """
-
-    def decorate(build: Callable[..., Any]) -> click.Command:
-        @functools.wraps(build)
-        def command(obj: CliContext, league_id, team, key, no_key, traceparent, as_json, **own: Any) -> None:
-            request = build(CommonArgs(league_id, team, key, no_key, traceparent), **own)
-            _send(obj, send, request, as_json)
-
-        options = [LEAGUE_OPTION, TEAM_OPTION, *own_options, *key_options]
-        decorated: Any = publisher_answers(command)
-        decorated = click.pass_obj(decorated)
-        for option in reversed(options):
-            decorated = option(decorated)
-        return trigger.command(name, epilog=EXIT_CODES_HELP)(decorated)
-
-    return decorate
-
-
-@move_command(
-    "lineup",
-    trigger_lineup,
-    click.option(
-        "--swap", "swaps", multiple=True, required=True, help="PLAYER_ID:SLOT[:ir] (ESPN id); repeatable."
-    ),
-    click.option("--season", type=int, default=None, help="Season (part of the key and its suffix)."),
-    click.option("--week", type=int, default=None, help="Week (part of the key and its suffix)."),
-    click.option(
-        "--job-name", default=lambda: os.environ.get("JOB_NAME", "cli"), help="Job name in the key."
-    ),
-)
-def lineup_cmd(common: CommonArgs, swaps, season, week, job_name) -> LineupRequest:
-    """Queue a lineup change; a swap ending in `:ir` is an IR move a waiver claim can chain behind."""
-    parsed = [_swap(s) for s in swaps]
-    built = None
-    if season is not None and week is not None:
-        built = lineup_key(job_name=job_name, team=common.team, season=season, week=week, swaps=parsed)
-    return LineupRequest(swaps=parsed, decision_inputs=_inputs(season, week), **common.request_fields(built))
-
-
-@move_command(
-    "waiver",
-    trigger_waiver,
-    click.option("--add", "add_player_id", required=True, help="ESPN id of the player to claim."),
-    click.option("--drop", "drop_player_id", default=None, help="ESPN id of the player to drop."),
-    click.option("--bid", type=int, default=None, help="FAAB bid."),
-    click.option(
-        "--after", "after_tracking_id", default=None, help="Tracking id of the IR move to wait for."
-    ),
-    click.option(
-        "--ir-player", "ir_player_id", type=int, default=None, help="ESPN id moved to IR (part of the key)."
-    ),
-    click.option("--season", type=int, default=None, help="Season (no key is sent without season and week)."),
-    click.option("--week", type=int, default=None, help="Week."),
-)
-def waiver_cmd(
-    common: CommonArgs, add_player_id, drop_player_id, bid, after_tracking_id, ir_player_id, season, week
-) -> WaiverRequest:
-    """Queue a waiver claim; with --after it waits for that IR move (and must not --drop)."""
-    add = _player_id(add_player_id)
-    drop = None if drop_player_id is None else _player_id(drop_player_id)
-    built = None
-    if isinstance(add, int):
-        built = waiver_key(
-            team=common.team,
-            season=season,
-            week=week,
-            add_player_id=add,
-            drop_player_id=drop,
-            ir_player_id=ir_player_id,
-        )
-    return WaiverRequest(
-        add_player_id=add,
-        drop_player_id=drop,
-        bid=bid,
-        after_tracking_id=after_tracking_id,
-        decision_inputs=_inputs(season, week),
-        **common.request_fields(built),
+def _field_option(request: type[TriggerRequest], name: str) -> click.Option:
+    """The option of request field ``name``: its flag, type and syntax (CliOption), its description
+    as --help, required when the field is."""
+    spelled = cli_option(request, name)
+    info = request.model_fields[name]
+    help_text = info.description or ""
+    if spelled.multiple:
+        help_text += " Repeatable."
+    return click.Option(
+        [spelled.flag or "--" + name.replace("_", "-"), name],
+        type=spelled.type,
+        metavar=spelled.syntax,
+        multiple=spelled.multiple,
+        required=info.is_required(),
+        default=None,
+        help=help_text,
     )
 
 
-@move_command(
-    "draft-pick",
-    trigger_draft_pick,
-    click.option("--pick", "pick_number", type=int, required=True, help="Overall pick number."),
-    click.option("--espn-id", required=True, help="ESPN id of the player to draft."),
-    click.option(
-        "--expires-at", default=None, help="ISO 8601 time with offset when the pick's clock runs out."
-    ),
-)
-def draft_cmd(common: CommonArgs, pick_number, espn_id, expires_at) -> DraftPickRequest:
-    """Queue a draft target that expires with its pick (default: DRAFT_TARGET_DEFAULT_EXPIRY_SECONDS).
+def _key_input_option(key_input: KeyInput) -> click.Option:
+    return click.Option(
+        [key_input.flag, key_input.name],
+        type=key_input.type,
+        default=key_input.default,
+        help=key_input.help,
+    )
 
-    Answers `queued` once RabbitMQ confirmed it. A filled or expired pick is a conflict (exit
-    4); a target that could not be delivered is `unavailable` (exit 5, the tracking id is
-    printed): retry with the same key and it is published again at once. A target whose
-    message is dead (refused to the last attempt) is a conflict (exit 4): revive it with
-    `kickoff outbox retry-dead ROW_ID` or send a new key.
-    """
-    espn = _player_id(espn_id)
-    deadline: datetime | None = None if expires_at is None else parse_iso8601(expires_at, what="--expires-at")
-    built = (
-        draft_key(league_id=common.league_id, pick_number=pick_number, espn_id=espn)
-        if isinstance(espn, int)
-        else None
+
+def _field_value(request: type[TriggerRequest], name: str, typed: Any) -> Any:
+    """The field's value from what was typed: parsed by its CliOption (a ValueError is a usage error)."""
+    spelled = cli_option(request, name)
+    if typed is None or spelled.parse is None:
+        return list(typed) if spelled.multiple and typed is not None else typed
+    flag = spelled.flag or "--" + name.replace("_", "-")
+    try:
+        if spelled.multiple:
+            return [spelled.parse(item) for item in typed]
+        return spelled.parse(typed)
+    except KickoffError:
+        raise
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=flag) from exc
+
+
+def build_request(queue: TriggerQueue, typed: dict[str, Any]) -> TriggerRequest:
+    """``queue``'s request from the options typed (unchecked: the trigger checks it and names a
+    refused field), with its key: --key, none with --no-key, else the queue's recipe."""
+    model = queue.request
+    inputs = {k.name: typed[k.name] for k in queue.key_inputs}
+    decision_inputs = {k.name: typed[k.name] for k in queue.key_inputs if k.decision_input}
+    values: dict[str, Any] = {
+        "league_id": typed["league_id"],
+        "team_id": typed["team_id"],
+        "traceparent": typed["traceparent"],
+        "decision_inputs": {k: v for k, v in decision_inputs.items() if v is not None},
+    }
+    for name in model.own_fields():
+        values[name] = _field_value(model, name, typed[name])
+    request = model.unchecked(**values)
+    key = typed["key"] if typed["key"] is not None else queue.key(request, inputs)
+    return model.unchecked(**values, idempotency_key=None if typed["no_key"] else key)
+
+
+def queue_command(queue: TriggerQueue) -> click.Command:
+    """``kickoff trigger COMMAND`` of ``queue``: --league, --team, an option per request field,
+    the key recipe's inputs, then the key options; it sends the request (or through --api)."""
+    model = queue.request
+
+    @publisher_answers
+    def run(as_json: bool, **typed: Any) -> None:
+        _send(click.get_current_context().obj, queue, build_request(queue, typed), as_json)
+
+    params: list[click.Parameter] = [
+        _field_option(model, "league_id"),
+        _field_option(model, "team_id"),
+        *(_field_option(model, name) for name in model.own_fields()),
+        *(_key_input_option(k) for k in queue.key_inputs),
+    ]
+    command = click.Command(
+        queue.command,
+        callback=run,
+        params=params,
+        help=f"{queue.summary}\n\n{queue.help}".strip(),
+        epilog=EXIT_CODES_HELP,
     )
-    return DraftPickRequest(
-        pick_number=pick_number, espn_id=espn, expires_at=deadline, **common.request_fields(built)
-    )
+    for option in key_options:
+        option(command)  # appended in order: --key, --no-key, --traceparent, --json, --api
+    return command
 
 
 @trigger.command("rumor-action", epilog=EXIT_CODES_HELP)
@@ -345,7 +277,7 @@ def _roster(items: tuple[str, ...]) -> dict[Any, str]:
         pid, sep, slot = item.partition("=")
         if not sep:
             raise click.BadParameter(f"expected ESPN_ID=SLOT, got {item!r}", param_hint="--roster")
-        roster[_player_id(pid)] = slot
+        roster[player_id_of(pid)] = slot
     return roster
 
 

@@ -341,6 +341,10 @@ class TriggerUnavailableError(TriggerError):
         super().__init__(message)
 
 
+class ContractMismatch(KickoffError):
+    """Raised when a trigger queue's declaration and its AsyncAPI channel disagree (names what)."""
+
+
 class ActionNotFound(NotFound):
     """Raised when no activity action has the given tracking id."""
 

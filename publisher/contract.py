@@ -3,6 +3,10 @@
 ``docs/asyncapi.yaml`` is the one file to edit; ``publisher/asyncapi.yaml`` is its copy inside
 the package (package data), so an installed kickoff serves the same document as a checkout.
 ``tests/publisher/test_contract_package.py`` fails as soon as the two differ.
+
+``check_trigger_queue`` holds a trigger queue's declaration (``publisher.trigger_queues``) to the
+contract: its channel exists, binds its queue and carries its message, whose payload is the
+message envelope plus the request's published fields, of types the request model allows.
 """
 
 from __future__ import annotations
@@ -16,6 +20,10 @@ from importlib import resources
 from typing import Any
 
 import yaml
+
+from config.errors import ContractMismatch
+from publisher.trigger_queues import TriggerQueue
+from publisher.validation import REQUEST_ONLY_FIELDS
 
 #: The copy of docs/asyncapi.yaml inside this package.
 CONTRACT_FILE = "asyncapi.yaml"
@@ -239,3 +247,64 @@ def example_of(schema: Any, name: str = "value") -> Any:
     if kind == "boolean":
         return False
     return _PLACEHOLDERS.get(str(schema.get("format")), f"<{name}>")
+
+
+#: What every trigger message carries besides the request's published fields.
+ENVELOPE_FIELDS = frozenset({"tracking_id", "league_id", "team_id", "traceparent", "created_at"})
+
+
+def _json_types(schema: Any) -> set[str]:
+    """The JSON types a (resolved) schema allows, through anyOf/oneOf; empty when it says none."""
+    if not isinstance(schema, dict):
+        return set()
+    found = set(_types(schema))
+    for key in ("anyOf", "oneOf"):
+        for alternative in schema.get(key) or ():
+            found |= _json_types(alternative)
+    return found
+
+
+def check_trigger_queue(queue: TriggerQueue, document: dict[str, Any] | None = None) -> ChannelContract:
+    """The channel of ``queue`` in ``document`` (default: the shipped contract), checked against the
+    declaration; ContractMismatch names the first disagreement."""
+    doc = _parsed() if document is None else document
+    where = f"trigger queue {queue.name}"
+    channel = next((c for c in channel_contracts(doc) if c.id == queue.channel), None)
+    if channel is None:
+        raise ContractMismatch(
+            f"{where}: the contract has no channel {queue.channel!r} (add it to docs/asyncapi.yaml, "
+            "docs/adding-a-trigger-queue.md)"
+        )
+    if channel.queue != queue.name:
+        raise ContractMismatch(f"{where}: channel {queue.channel!r} binds queue {channel.queue!r}")
+    message = next((m for m in channel.messages if m.name == queue.message), None)
+    if message is None:
+        names = ", ".join(m.name for m in channel.messages) or "none"
+        raise ContractMismatch(
+            f"{where}: channel {queue.channel!r} carries no message {queue.message!r} (it has {names})"
+        )
+    published = set(queue.request.own_fields()) - REQUEST_ONLY_FIELDS
+    payload = {f.name for f in message.fields}
+    if payload - ENVELOPE_FIELDS != published:
+        raise ContractMismatch(
+            f"{where}: message {queue.message!r} carries {sorted(payload - ENVELOPE_FIELDS)} besides the "
+            f"envelope, the request publishes {sorted(published)}"
+        )
+    missing = ENVELOPE_FIELDS - payload
+    if missing:
+        raise ContractMismatch(f"{where}: message {queue.message!r} lacks {sorted(missing)}")
+    model = resolve_model_schema(queue.request.model_json_schema())
+    for name in sorted(published):
+        allowed = _json_types(model["properties"][name])
+        carried = _json_types(message.schema["properties"][name])
+        if not carried <= allowed:
+            raise ContractMismatch(
+                f"{where}: field {name} is {sorted(carried)} in message {queue.message!r}, the request "
+                f"model allows {sorted(allowed)}"
+            )
+    return channel
+
+
+def resolve_model_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A pydantic JSON schema with its ``$defs`` references inlined."""
+    return resolve(schema, {k: v for k, v in schema.items() if k != "$defs"})

@@ -1,4 +1,7 @@
-"""Idempotency keys: the builders callers use, the season/week suffix and the release TTL per queue."""
+"""Idempotency keys: the builders callers use, the season/week suffix and the release rule.
+
+Each trigger queue's release TTL is part of its declaration (``publisher.trigger_queues``).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +11,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from config.settings import BaseEnvironment
 from models.activity import PENDING_STATUSES, ActionStatus
-from publisher.queues import DRAFT_TARGETS, LINEUP_UPDATES, WAIVER_ACTIONS
 
 
 def _sha256(parts: Any) -> str:
@@ -80,16 +81,6 @@ def effective_key(key: str | None, decision_inputs: Mapping[str, Any] | None) ->
     if season is None or week is None:
         return key
     return f"{key}:s{season}w{week}"
-
-
-def release_ttl(queue: str, settings: BaseEnvironment) -> timedelta:
-    """How long a finished action keeps its key, per queue (lineup 30 min, waiver 7 d, draft 15 min)."""
-    seconds = {
-        LINEUP_UPDATES: settings.idempotency_ttl_lineup_seconds,
-        WAIVER_ACTIONS: settings.idempotency_ttl_waiver_seconds,
-        DRAFT_TARGETS: settings.idempotency_ttl_draft_seconds,
-    }[queue]
-    return timedelta(seconds=seconds)
 
 
 def key_is_released(*, status: str, created_at: datetime, ttl: timedelta, now: datetime) -> bool:

@@ -42,12 +42,13 @@ from models.activity import ActionStatus
 from models.db import database, database_errors
 from models.outbox import OutboxStatus
 from publisher.amqp import AmqpPublisher, OutgoingMessage, PublishOutcome
-from publisher.idempotency import key_is_released, release_ttl
+from publisher.idempotency import key_is_released
 from publisher.outbox import insert_row, publish_rows_now
-from publisher.players import sleeper_id_refusal, sleeper_only_ids
+from publisher.sleeper_ids import sleeper_id_refusal, sleeper_only_ids
 from publisher.sql import actions as action_sql
 from publisher.sql import outbox as outbox_sql
 from publisher.trace import trace_headers
+from publisher.trigger_queues import release_ttl
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,8 @@
 """Triggers: lineup, waiver claim and draft pick requests saved with their message and published at once.
 
+Each trigger queue is declared in ``publisher.trigger_queues``; its function here is bound to the
+declaration with ``sends`` (``send`` finds it; a queue without one is sent by ``trigger_fields``).
+
 Each trigger validates first (nothing is saved on a refusal), then saves the action and its
 outbox row in one transaction under the idempotency guard, publishes immediately and answers
 ``queued`` (the broker confirmed it), ``pending`` (saved; the drain publishes it) or
@@ -10,7 +13,8 @@ TriggerUnavailableError, and a retry with its key tries the delivery again at on
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,11 +27,12 @@ from publisher import validation as v
 from publisher.amqp import AmqpPublisher
 from publisher.chain import check_parent
 from publisher.idempotency import effective_key
-from publisher.queues import DRAFT_TARGETS, LINEUP_UPDATES, WAIVER_ACTIONS
 from publisher.run_context import get_run_id
 from publisher.sql import actions as action_sql
 from publisher.sql import outbox as outbox_sql
 from publisher.trace import check_traceparent
+from publisher.trigger_queues import DRAFT_PICK, LINEUP, WAIVER, TriggerQueue
+from publisher.trigger_requests import DraftPickRequest, LineupRequest, TriggerRequest, WaiverRequest
 from publisher.trigger_saves import (
     Committer,
     SaveOutcome,
@@ -42,44 +47,6 @@ from publisher.trigger_saves import (
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, kw_only=True)
-class TriggerRequest:
-    """What every trigger request carries besides its own fields."""
-
-    league_id: str
-    team: str
-    idempotency_key: str | None = None
-    decision_inputs: dict[str, Any] = field(default_factory=dict)
-    traceparent: str | None = None
-    created_by_key_id: str | None = None  # the API key asking (recorded on the action)
-
-
-@dataclass(frozen=True, kw_only=True)
-class LineupRequest(TriggerRequest):
-    """POST /v1/trigger/lineup: swaps carry ESPN player ids; a swap ``kind`` of ``ir`` marks an IR move."""
-
-    swaps: list[dict[str, Any]]
-
-
-@dataclass(frozen=True, kw_only=True)
-class WaiverRequest(TriggerRequest):
-    """POST /v1/trigger/waiver: an ESPN add (and drop); ``after_tracking_id`` chains it behind an IR move."""
-
-    add_player_id: Any
-    drop_player_id: Any = None
-    bid: int | None = None
-    after_tracking_id: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class DraftPickRequest(TriggerRequest):
-    """POST /v1/trigger/draft-pick: the ESPN player to take at ``pick_number``, until ``expires_at``."""
-
-    pick_number: int
-    espn_id: Any
-    expires_at: datetime | None = None
-
-
 @dataclass(frozen=True)
 class _Common:
     """A request's checked common fields and its stored idempotency key."""
@@ -92,15 +59,15 @@ class _Common:
     created_by_key_id: str | None = None
 
     @classmethod
-    def check(cls, request: TriggerRequest) -> _Common:
-        inputs = v.decision_inputs(request.decision_inputs)
+    def check(cls, request: TriggerRequest, created_by_key_id: str | None = None) -> _Common:
+        inputs = v.decision_inputs(request.value("decision_inputs"))
         return cls(
             league_id=v.text(request.league_id, "league_id"),
-            team=v.text(request.team, "team"),
+            team=v.text(request.team_id, "team_id"),
             key=effective_key(v.storable_text(request.idempotency_key, "idempotency_key"), inputs),
             inputs=inputs,
             traceparent=check_traceparent(request.traceparent),
-            created_by_key_id=request.created_by_key_id,
+            created_by_key_id=created_by_key_id,
         )
 
     def save(
@@ -159,12 +126,13 @@ def trigger_lineup(
     settings: BaseEnvironment,
     run_id: str | None = None,
     committer: Committer | None = None,
+    created_by_key_id: str | None = None,
 ) -> TriggerResult:
     """Queue a lineup change (lineup_updates); swap kinds and decision_inputs are not published."""
-    common = _Common.check(request)
-    swaps = v.swaps(request.swaps)
+    common = _Common.check(request, created_by_key_id)
+    swaps = v.swaps(request.value("swaps"))
     save = common.save(
-        queue=LINEUP_UPDATES,
+        queue=LINEUP.name,
         published={"swaps": [v.published_swap(s) for s in swaps]},
         stored={"swaps": swaps},
         espn_ids={f"swaps[{i}].player_id": s["player_id"] for i, s in enumerate(swaps)},
@@ -182,6 +150,7 @@ def trigger_waiver(
     settings: BaseEnvironment,
     run_id: str | None = None,
     committer: Committer | None = None,
+    created_by_key_id: str | None = None,
 ) -> TriggerResult:
     """Queue a waiver claim (waiver_actions), optionally chained behind an IR move.
 
@@ -190,7 +159,7 @@ def trigger_waiver(
     succeeds, for at most ACTIVITY_DEPENDENCY_HOLD_SECONDS. An unreadable parent is a retryable
     TriggerUnavailableError and nothing is queued.
     """
-    common = _Common.check(request)
+    common = _Common.check(request, created_by_key_id)
     add = v.espn_id(request.add_player_id, "add_player_id")
     drop = None if request.drop_player_id is None else v.espn_id(request.drop_player_id, "drop_player_id")
     if request.bid is not None and (isinstance(request.bid, bool) or not isinstance(request.bid, int)):
@@ -207,7 +176,7 @@ def trigger_waiver(
             hold_until = now + timedelta(seconds=settings.activity_dependency_hold_seconds)
     fields = {"add_player_id": add, "drop_player_id": drop, "bid": request.bid}
     save = common.save(
-        queue=WAIVER_ACTIONS,
+        queue=WAIVER.name,
         published=fields,
         stored=fields,
         espn_ids={"add_player_id": add, "drop_player_id": drop},
@@ -225,7 +194,7 @@ def _pick_filled(league_id: str, pick_number: int) -> bool:
     with database_errors():
         row = database.execute_sql(
             action_sql.PICK_TAKEN,
-            (league_id, DRAFT_TARGETS, ActionStatus.SUCCEEDED.value, pick_number),
+            (league_id, DRAFT_PICK.name, ActionStatus.SUCCEEDED.value, pick_number),
         ).fetchone()
     return row is not None
 
@@ -253,6 +222,7 @@ def trigger_draft_pick(
     settings: BaseEnvironment,
     run_id: str | None = None,
     committer: Committer | None = None,
+    created_by_key_id: str | None = None,
 ) -> TriggerResult:
     """Queue a draft target (draft_targets) that expires with its pick.
 
@@ -265,7 +235,7 @@ def trigger_draft_pick(
     A target whose message is dead (the broker refused it to the last attempt) is a
     DeadDeliveryError (409) naming how to revive it: ``kickoff outbox retry-dead`` or a new key.
     """
-    common = _Common.check(request)
+    common = _Common.check(request, created_by_key_id)
     pick = v.positive_int(request.pick_number, "pick_number")
     espn = v.espn_id(request.espn_id, "espn_id")
     now = utcnow()
@@ -283,7 +253,7 @@ def trigger_draft_pick(
     if _pick_filled(common.league_id, pick):
         raise TriggerConflictError(f"pick {pick} in league {common.league_id} is already filled")
     save = common.save(
-        queue=DRAFT_TARGETS,
+        queue=DRAFT_PICK.name,
         published={"pick_number": pick, "espn_id": espn, "expires_at": expires_at.isoformat()},
         stored={"pick_number": pick, "espn_id": espn},
         espn_ids={"espn_id": espn},
@@ -303,6 +273,72 @@ def trigger_draft_pick(
     ) from (error if isinstance(error, BaseException) else None)
 
 
+#: A trigger function: sends one request of its queue and answers its result.
+Sender = Callable[..., TriggerResult]
+
+
+def trigger_fields(
+    queue: TriggerQueue,
+    request: TriggerRequest,
+    *,
+    publisher: AmqpPublisher,
+    settings: BaseEnvironment,
+    run_id: str | None = None,
+    committer: Committer | None = None,
+    created_by_key_id: str | None = None,
+) -> TriggerResult:
+    """Queue ``request`` on ``queue`` as it is: its own fields (JSON) are the message between the
+    team and the traceparent and the action's request (a queue without a trigger function of its own)."""
+    request = request.checked()
+    common = _Common.check(request, created_by_key_id)
+    fields = request.model_dump(mode="json", include=set(request.own_fields()))
+    save = common.save(
+        queue=queue.name, published=fields, stored=fields, espn_ids={}, run_id=run_id, now=utcnow()
+    )
+    result, _ = _send(save, publisher=publisher, settings=settings, committer=committer)
+    return result
+
+
+_SENDERS: dict[str, Sender] = {
+    LINEUP.name: trigger_lineup,
+    WAIVER.name: trigger_waiver,
+    DRAFT_PICK.name: trigger_draft_pick,
+}
+
+
+def sender_of(queue: TriggerQueue) -> Sender:
+    """The trigger function of ``queue``: its own, else ``trigger_fields`` bound to it."""
+    own = _SENDERS.get(queue.name)
+    if own is not None:
+        return own
+
+    def send_fields(request: TriggerRequest, **kw: Any) -> TriggerResult:
+        return trigger_fields(queue, request, **kw)
+
+    return send_fields
+
+
+def send(
+    queue: TriggerQueue,
+    request: TriggerRequest,
+    *,
+    publisher: AmqpPublisher,
+    settings: BaseEnvironment,
+    run_id: str | None = None,
+    committer: Committer | None = None,
+    created_by_key_id: str | None = None,
+) -> TriggerResult:
+    """Send ``request`` to trigger queue ``queue`` with its trigger function (the API's and CLI's path)."""
+    return sender_of(queue)(
+        request,
+        publisher=publisher,
+        settings=settings,
+        run_id=run_id,
+        committer=committer,
+        created_by_key_id=created_by_key_id,
+    )
+
+
 __all__ = [
     "DraftPickRequest",
     "LineupRequest",
@@ -311,7 +347,10 @@ __all__ = [
     "TriggerResult",
     "TriggerStatus",
     "WaiverRequest",
+    "send",
+    "sender_of",
     "trigger_draft_pick",
+    "trigger_fields",
     "trigger_lineup",
     "trigger_waiver",
 ]

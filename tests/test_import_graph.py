@@ -5,6 +5,7 @@ The layers, lowest first (a package may import only the packages listed for it):
     config
     models                              (the one owner of Redis keys and of the database handle)
     listener, srsim, publisher          (the listener body; the feed simulator; activity publishing)
+    players, client                     (player sync and rumor scoring; kickoff's own trigger clients)
     lifecycle, runs                     (the listener control plane; job runs and the launcher)
     actors                              (Dramatiq set-up and thin actors)
     scheduler
@@ -29,13 +30,40 @@ ALLOWED: dict[str, set[str]] = {
     "listener": BASE | {"models"},
     "srsim": BASE | {"models"},
     "publisher": BASE | {"models"},
+    "players": BASE | {"models", "publisher"},
+    "client": BASE | {"models", "publisher"},
     "lifecycle": BASE | {"models", "listener", "srsim"},
-    "runs": BASE | {"models", "publisher"},
-    "actors": BASE | {"models", "listener", "srsim", "publisher", "lifecycle", "runs"},
-    "scheduler": BASE | {"models", "listener", "srsim", "publisher", "lifecycle", "runs", "actors"},
-    "api": BASE | {"models", "listener", "srsim", "publisher", "lifecycle", "runs", "actors", "scheduler"},
+    "runs": BASE | {"models", "publisher", "players", "client"},
+    "actors": BASE | {"models", "listener", "srsim", "publisher", "players", "client", "lifecycle", "runs"},
+    "scheduler": BASE
+    | {"models", "listener", "srsim", "publisher", "players", "client", "lifecycle", "runs", "actors"},
+    "api": BASE
+    | {
+        "models",
+        "listener",
+        "srsim",
+        "publisher",
+        "players",
+        "client",
+        "lifecycle",
+        "runs",
+        "actors",
+        "scheduler",
+    },
     "cli": BASE
-    | {"models", "listener", "srsim", "publisher", "lifecycle", "runs", "actors", "scheduler", "api"},
+    | {
+        "models",
+        "listener",
+        "srsim",
+        "publisher",
+        "players",
+        "client",
+        "lifecycle",
+        "runs",
+        "actors",
+        "scheduler",
+        "api",
+    },
 }
 
 

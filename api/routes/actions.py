@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from api.auth import may_act_for
+from api.auth import LeagueFrom, Need, may_act_for, requires
 from api.errors import error_responses
 from api.schemas import ActionResultBody, PathId
 from config.errors import Forbidden
@@ -25,14 +25,19 @@ def _jsonable(value: Any) -> Any:
     return value.isoformat() if hasattr(value, "isoformat") else value
 
 
-@router.get("/{tracking_id}")
+@router.get("/{tracking_id}", dependencies=[requires(Need.READ)])
 def show_action(tracking_id: PathId) -> dict[str, Any]:
     """The action with its delivery (outbox message) and verification state (`kickoff actions show`);
     ``created_by`` names the API key that created it (``{"key_id", "name"}``; null: made on the box)."""
     return _jsonable(action_state(tracking_id))
 
 
-@router.post("/{tracking_id}/result", status_code=202, responses=error_responses(409))
+@router.post(
+    "/{tracking_id}/result",
+    dependencies=[requires(Need.TRIGGER, league=LeagueFrom.ACTION)],
+    status_code=202,
+    responses=error_responses(409),
+)
 async def report(tracking_id: PathId, body: ActionResultBody, request: Request) -> JSONResponse:
     """Report the consumer's result into execution_log (`kickoff actions result`); verified later.
 

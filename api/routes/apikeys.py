@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
+from api.auth import Need, requires
 from api.headers import actor_of, request_id_of
 from api.keys import ApiKey, Scope, create_key, list_keys, revoke_key
 from api.schemas import MAX_TEXT_LENGTH, NON_BLANK, ApiKeyBody, PathId
@@ -27,7 +28,7 @@ def key_json(key: ApiKey) -> dict[str, Any]:
     }
 
 
-@router.get("")
+@router.get("", dependencies=[requires(Need.ADMIN)])
 def list_apikeys() -> dict[str, Any]:
     """Every key, oldest first, revoked ones included: ``{"count", "keys": [{"id", "name", "scope",
     "leagues", "created_at", "revoked", "revoked_at"}]}`` (as `kickoff apikeys list --json`)."""
@@ -35,7 +36,7 @@ def list_apikeys() -> dict[str, Any]:
     return {"count": len(keys), "keys": keys}
 
 
-@router.post("", status_code=201)
+@router.post("", dependencies=[requires(Need.ADMIN)], status_code=201)
 def create_apikey(body: ApiKeyBody, request: Request) -> JSONResponse:
     """Create a key (audited as apikey.create): 201 with the key's fields and ``key``, its secret,
     shown this once (only its SHA-256 is stored)."""
@@ -50,7 +51,7 @@ def create_apikey(body: ApiKeyBody, request: Request) -> JSONResponse:
     return JSONResponse({**key_json(key), "key": secret}, status_code=201)
 
 
-@router.delete("/{key_id}")
+@router.delete("/{key_id}", dependencies=[requires(Need.ADMIN)])
 def revoke_apikey(
     key_id: PathId,
     request: Request,

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.exceptions import RequestValidationError
 
+from api.auth import Need, requires
 from api.errors import error_responses
 from api.schemas import MAX_ID_LENGTH, NON_BLANK, QueryId, aware_time
 from lifecycle.match_ref import resolve_match_id
@@ -21,7 +22,7 @@ QueryTime = Annotated[
 QueryText = Annotated[str | None, Query(min_length=1, max_length=MAX_ID_LENGTH, pattern=NON_BLANK)]
 
 
-@router.get("/v1/audit", responses=error_responses(404))
+@router.get("/v1/audit", dependencies=[requires(Need.READ)], responses=error_responses(404))
 def audit_list(
     who: QueryText = None,
     action: QueryText = None,

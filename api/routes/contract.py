@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import Response
 
+from api.auth import Need, requires
 from publisher.contract import contract_json, contract_text
 
 router = APIRouter(tags=["contract"])
@@ -12,6 +13,7 @@ router = APIRouter(tags=["contract"])
 
 @router.get(
     "/asyncapi.yaml",
+    dependencies=[requires(Need.PUBLIC)],
     response_class=Response,
     responses={
         200: {
@@ -27,6 +29,7 @@ def asyncapi_yaml() -> Response:
 
 @router.get(
     "/asyncapi.json",
+    dependencies=[requires(Need.PUBLIC)],
     response_class=Response,
     responses={
         200: {

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from api.auth import Need, requires
 from api.context import ApiContext
 from api.headers import ctx_of
 from config.errors import ConfigurationError, ServiceUnavailable
@@ -50,7 +51,7 @@ PROBES: tuple[tuple[str, Callable[[ApiContext], None]], ...] = (
 )
 
 
-@router.get("/healthz")
+@router.get("/healthz", dependencies=[requires(Need.PUBLIC)])
 async def healthz() -> dict[str, str]:
     """The process is up (no service is asked)."""
     return {"status": "ok"}
@@ -62,6 +63,7 @@ READINESS = {"type": "object", "properties": {"status": {"enum": ["ready", "unav
 
 @router.get(
     "/readyz",
+    dependencies=[requires(Need.PUBLIC)],
     responses={
         200: {"description": "All answer.", "content": {"application/json": {"schema": READINESS}}},
         503: {"description": "A service fails.", "content": {"application/json": {"schema": READINESS}}},
@@ -101,6 +103,7 @@ def _probe(ctx: ApiContext) -> tuple[dict[str, object], int]:
 
 @router.get(
     "/metrics",
+    dependencies=[requires(Need.METRICS)],
     response_class=Response,
     responses={200: {"description": "Prometheus text exposition.", "content": {CONTENT_TYPE_LATEST: {}}}},
 )

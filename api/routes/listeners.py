@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from api.auth import LeagueFrom, Need, requires
 from api.errors import error_responses, public_message
 from api.headers import actor_of, ctx_of, request_id_of
 from api.openapi import also_200
@@ -37,7 +38,7 @@ from models.audit import record_audit
 router = APIRouter(tags=["listeners"])
 
 
-@router.get("/v1/listeners", responses=error_responses(404))
+@router.get("/v1/listeners", dependencies=[requires(Need.READ)], responses=error_responses(404))
 def board(request: Request, match_id: QueryId = None, active: bool = False) -> dict[str, Any]:
     """The listener board (as `kickoff listeners status --json`)."""
     ctx = ctx_of(request)
@@ -54,7 +55,7 @@ def board(request: Request, match_id: QueryId = None, active: bool = False) -> d
     }
 
 
-@router.get("/v1/matches/{match_id}")
+@router.get("/v1/matches/{match_id}", dependencies=[requires(Need.READ)])
 def show_match(match_id: PathId, request: Request) -> dict[str, Any]:
     """One match with its listener board entry (404 if unknown)."""
     ctx = ctx_of(request)
@@ -72,7 +73,11 @@ def show_match(match_id: PathId, request: Request) -> dict[str, Any]:
     }
 
 
-@router.get("/v1/matches/{match_id}/archive/verify", responses=error_responses(502))
+@router.get(
+    "/v1/matches/{match_id}/archive/verify",
+    dependencies=[requires(Need.READ)],
+    responses=error_responses(502),
+)
 def verify_archive(match_id: PathId, request: Request) -> ArchiveVerificationAnswer:
     """Compare the match's listener archive with the provider's play-by-play and store the outcome (as
     `kickoff matches verify-archive --json`); 502/503 name SPORTRADAR_BASE_URL when the play-by-play
@@ -83,6 +88,7 @@ def verify_archive(match_id: PathId, request: Request) -> ArchiveVerificationAns
 
 @router.post(
     "/v1/matches/{match_id}/start-listener",
+    dependencies=[requires(Need.OPERATOR, league=LeagueFrom.MATCH)],
     status_code=202,
     responses={
         **also_200("A start is already pending or running: nothing enqueued."),
@@ -116,7 +122,9 @@ def start_listener(match_id: PathId, request: Request, body: StartListenerBody |
     return JSONResponse(data, status_code=202 if message is not None else 200)
 
 
-@router.post("/v1/matches/{match_id}/stop-listener")
+@router.post(
+    "/v1/matches/{match_id}/stop-listener", dependencies=[requires(Need.OPERATOR, league=LeagueFrom.MATCH)]
+)
 def stop_listener(match_id: PathId, body: StopListenerBody, request: Request) -> dict[str, Any]:
     """Stop the listener (exit 15), revoke a queued start, turn auto-dispatch off; ``reason`` is required."""
     ctx = ctx_of(request)
@@ -131,7 +139,9 @@ def stop_listener(match_id: PathId, body: StopListenerBody, request: Request) ->
     ).as_dict()
 
 
-@router.post("/v1/matches/{match_id}/auto-dispatch")
+@router.post(
+    "/v1/matches/{match_id}/auto-dispatch", dependencies=[requires(Need.OPERATOR, league=LeagueFrom.MATCH)]
+)
 def auto_dispatch(match_id: PathId, body: AutoDispatchBody, request: Request) -> dict[str, Any]:
     """Turn auto-dispatch on or off (on also clears a leftover stop flag)."""
     mid = resolve_match_id(match_id)
@@ -146,7 +156,7 @@ def auto_dispatch(match_id: PathId, body: AutoDispatchBody, request: Request) ->
     return {"match_id": mid, "auto_dispatch": body.on, "was": before}
 
 
-@router.post("/v1/listeners/dispatch")
+@router.post("/v1/listeners/dispatch", dependencies=[requires(Need.OPERATOR)])
 def dispatch(request: Request, body: DispatchBody | None = None) -> dict[str, Any]:
     """Run one dispatch now (as `kickoff listeners dispatch`; within_minutes defaults to 0)."""
     ctx = ctx_of(request)
@@ -172,7 +182,7 @@ def dispatch(request: Request, body: DispatchBody | None = None) -> dict[str, An
     return result.as_dict()
 
 
-@router.post("/v1/listeners/sweep")
+@router.post("/v1/listeners/sweep", dependencies=[requires(Need.OPERATOR)])
 def sweep(request: Request, body: SweepBody | None = None) -> dict[str, Any]:
     """Close dead listeners' rows as Abandoned (14) and clear their barriers."""
     ctx = ctx_of(request)
@@ -195,7 +205,9 @@ def sweep(request: Request, body: SweepBody | None = None) -> dict[str, Any]:
     return result.as_dict()
 
 
-@router.post("/v1/listeners/bulk", responses=error_responses(404, 409))
+@router.post(
+    "/v1/listeners/bulk", dependencies=[requires(Need.OPERATOR)], responses=error_responses(404, 409)
+)
 def bulk(body: BulkBody, request: Request) -> BulkPreviewAnswer | BulkOutcomeAnswer:
     """A bulk action on the matches of a filter, in two calls (as `kickoff listeners bulk`).
 

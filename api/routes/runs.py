@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
+from api.auth import Need, requires
 from api.errors import error_responses
 from api.headers import actor_of, ctx_of, request_id_of
 from api.openapi import also_200
@@ -23,6 +24,7 @@ def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
 
 @router.post(
     "",
+    dependencies=[requires(Need.TRIGGER)],
     status_code=202,
     responses={**also_200("A duplicate: the run of that key, nothing published."), **error_responses(409)},
 )
@@ -45,7 +47,7 @@ def publish(body: RunBody, request: Request) -> JSONResponse:
     return JSONResponse(result.to_dict(), status_code=200 if result.status == "duplicate" else 202)
 
 
-@router.get("")
+@router.get("", dependencies=[requires(Need.READ)])
 def list_runs(
     job: QueryId = None,
     status: RunStatus | None = None,
@@ -57,7 +59,7 @@ def list_runs(
     return {"count": len(runs), "runs": runs}
 
 
-@router.get("/{run_id}")
+@router.get("/{run_id}", dependencies=[requires(Need.READ)])
 def show_run(run_id: PathId) -> dict[str, Any]:
     """One run (404 if unknown)."""
     return _jsonable(run_dict(get_run(run_id)))

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
+from api.auth import LeagueFrom, Need, requires
 from api.errors import error_responses
 from api.headers import actor_of, ctx_of, request_id_of, traceparent
 from api.openapi import also_200
@@ -47,6 +48,7 @@ def answer(result: TradeResult) -> JSONResponse:
 
 @router.post(
     "/offers/{offer_key}/approve",
+    dependencies=[requires(Need.TRIGGER, league=LeagueFrom.BODY)],
     status_code=202,
     responses={**also_200(DUPLICATE_ANSWER), **error_responses(409, 502)},
 )
@@ -67,6 +69,7 @@ def approve_offer(offer_key: PathId, body: OfferApproveBody, request: Request) -
 
 @router.post(
     "/incoming/{trade_id}/decision",
+    dependencies=[requires(Need.TRIGGER, league=LeagueFrom.BODY)],
     status_code=202,
     responses={**also_200(DUPLICATE_ANSWER), **error_responses(409, 502)},
 )
@@ -86,6 +89,7 @@ def decide(trade_id: PathId, body: DecisionBody, request: Request) -> JSONRespon
 
 @router.post(
     "/incoming/{trade_id}/decision/retry",
+    dependencies=[requires(Need.TRIGGER, league=LeagueFrom.DECISION)],
     status_code=202,
     responses={**also_200(DUPLICATE_ANSWER), **error_responses(409, 502)},
 )
@@ -97,6 +101,7 @@ def retry_decision(trade_id: PathId, request: Request, body: DecisionRetryBody |
 
 @router.post(
     "/incoming/{trade_id}/counter",
+    dependencies=[requires(Need.TRIGGER, league=LeagueFrom.BODY)],
     status_code=202,
     responses={**also_200(DUPLICATE_ANSWER), **error_responses(409, 502)},
 )
@@ -115,7 +120,7 @@ def counter(trade_id: PathId, body: CounterBody, request: Request) -> JSONRespon
     return answer(result)
 
 
-@router.get("/reconcile")
+@router.get("/reconcile", dependencies=[requires(Need.READ)])
 def claims_waiting(limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
     """Claims waiting for an operator, oldest first: uncertain, set aside, stuck in claimed
     (as `kickoff trades reconcile --json`)."""
@@ -123,7 +128,7 @@ def claims_waiting(limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
     return {"count": len(claims), "claims": [c.as_json() for c in claims]}
 
 
-@router.post("/reconcile", responses=error_responses(404, 409, 502))
+@router.post("/reconcile", dependencies=[requires(Need.OPERATOR)], responses=error_responses(404, 409, 502))
 def reconcile(body: ReconcileBody, request: Request) -> dict[str, Any]:
     """Resolve one waiting claim: published, republish (same message id) or cancel; the claim as it now
     stands (as `kickoff trades reconcile QUEUE KEY --as CHOICE --json`)."""

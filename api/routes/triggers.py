@@ -1,28 +1,28 @@
-"""POST /v1/trigger/*: lineup, waiver, draft-pick and rumor-action through the library triggers."""
+"""POST /v1/trigger/*: one route per declared trigger queue (publisher.trigger_queues), and rumor-action.
+
+``build_router`` generates each trigger queue's route from its declaration: its path, its body
+(the queue's request model), its scope (declared on the route, ``api.auth.requires``), its
+statuses and its description; the route sends the body with the queue's trigger function.
+"""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from api.auth import LeagueFrom, Need, requires
 from api.errors import error_responses
 from api.headers import ctx_of, key_id_of, run_id, traceparent
 from api.openapi import also_200
-from api.schemas import DraftPickBody, LineupBody, RumorBody, TriggerBody, WaiverBody
-from publisher.rumor import RumorRequest, evaluate_rumors, signals_from_json
-from publisher.triggers import (
-    DraftPickRequest,
-    LineupRequest,
-    TriggerResult,
-    WaiverRequest,
-    trigger_draft_pick,
-    trigger_lineup,
-    trigger_waiver,
-)
-
-router = APIRouter(prefix="/v1/trigger", tags=["triggers"])
+from api.schemas import RumorBody
+from players.rumors import RumorRequest, evaluate_rumors, signals_from_json
+from publisher.trigger_queues import ROUTE_PREFIX, TriggerQueue, trigger_queues
+from publisher.trigger_requests import TriggerRequest
+from publisher.triggers import TriggerResult, send
 
 DUPLICATE = "duplicate"
 DUPLICATE_ANSWER = (
@@ -36,53 +36,60 @@ def answer(result: TriggerResult) -> JSONResponse:
     return JSONResponse(body, status_code=200 if body["status"] == DUPLICATE else 202)
 
 
-def _send(request: Request, body: TriggerBody, request_cls: Any, send: Any, **fields: Any) -> JSONResponse:
-    """Build ``request_cls`` from the body (its fields by name, ``team_id`` as ``team``, the request's
-    traceparent header unless the body names one; ``fields`` override) and send it with ``send``."""
-    values = body.library_fields()
-    values.pop("team_id")
-    values.update(
-        team=body.team_id,
-        traceparent=traceparent(request, body.traceparent),
-        created_by_key_id=key_id_of(request),
-        **fields,
-    )
-    ctx = ctx_of(request)
-    trigger_request = request_cls(**values)
-    return answer(
-        send(
-            trigger_request,
-            publisher=ctx.publisher(),
-            settings=ctx.settings,
-            run_id=run_id(request),
-            committer=ctx.committer,
+def _endpoint(queue: TriggerQueue) -> Callable[..., JSONResponse]:
+    """The route of ``queue``: its body (the queue's request model) sent with the request's
+    traceparent header unless the body names one, the caller's key and run id."""
+
+    def endpoint(body: TriggerRequest, request: Request) -> JSONResponse:
+        ctx = ctx_of(request)
+        trigger_request = body.model_copy(update={"traceparent": traceparent(request, body.traceparent)})
+        return answer(
+            send(
+                queue,
+                trigger_request,
+                publisher=ctx.publisher(),
+                settings=ctx.settings,
+                run_id=run_id(request),
+                committer=ctx.committer,
+                created_by_key_id=key_id_of(request),
+            )
         )
+
+    endpoint.__name__ = queue.operation_name
+    endpoint.__doc__ = queue.description
+    endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=queue.request),
+            inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
+        ],
+        return_annotation=JSONResponse,
     )
+    return endpoint
 
 
-def _swaps(body: LineupBody) -> list[dict[str, Any]]:
-    return [s.model_dump(exclude_none=True) for s in body.swaps]
-
-
-@router.post("/lineup", status_code=202, responses={**also_200(DUPLICATE_ANSWER), **error_responses(409)})
-def lineup(body: LineupBody, request: Request) -> JSONResponse:
-    """Queue a lineup change (lineup_updates)."""
-    return _send(request, body, LineupRequest, trigger_lineup, swaps=_swaps(body))
-
-
-@router.post(
-    "/waiver", status_code=202, responses={**also_200(DUPLICATE_ANSWER), **error_responses(404, 409)}
-)
-def waiver(body: WaiverBody, request: Request) -> JSONResponse:
-    """Queue a waiver claim (waiver_actions), optionally chained behind an IR move."""
-    return _send(request, body, WaiverRequest, trigger_waiver)
-
-
-@router.post("/draft-pick", status_code=202, responses={**also_200(DUPLICATE_ANSWER), **error_responses(409)})
-def draft_pick(body: DraftPickBody, request: Request) -> JSONResponse:
-    """Queue a draft target (draft_targets); 409 for a filled or expired pick or a dead target, 503 if
-    not delivered (retry with the same key)."""
-    return _send(request, body, DraftPickRequest, trigger_draft_pick)
+def build_router() -> APIRouter:
+    """The trigger routes: one per trigger queue declared now, then rumor-action."""
+    router = APIRouter(prefix=ROUTE_PREFIX, tags=["triggers"])
+    for queue in trigger_queues():
+        router.add_api_route(
+            queue.route,
+            _endpoint(queue),
+            methods=["POST"],
+            status_code=202,
+            name=queue.operation_name,
+            description=queue.description,
+            responses={**also_200(DUPLICATE_ANSWER), **error_responses(*queue.error_statuses)},
+            dependencies=[requires(Need(queue.scope), league=LeagueFrom.BODY)],
+        )
+    router.add_api_route(
+        "/rumor-action",
+        rumor_action,
+        methods=["POST"],
+        status_code=202,
+        responses={**also_200(DUPLICATE_ANSWER), **error_responses(409)},
+        dependencies=[requires(Need.TRIGGER, league=LeagueFrom.BODY)],
+    )
+    return router
 
 
 def _roster_id(value: str) -> Any:
@@ -92,9 +99,6 @@ def _roster_id(value: str) -> Any:
         return value  # the library refuses it, naming the field
 
 
-@router.post(
-    "/rumor-action", status_code=202, responses={**also_200(DUPLICATE_ANSWER), **error_responses(409)}
-)
 def rumor_action(body: RumorBody, request: Request) -> JSONResponse:
     """Weigh rumor signals; one outcome per signal (the lineup and waiver triggers it sent)."""
     ctx = ctx_of(request)

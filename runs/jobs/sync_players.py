@@ -1,4 +1,4 @@
-"""The sync_players catalog job: one player sync (publisher.players) with the process's settings."""
+"""The sync_players catalog job: one player sync (players.sync) with the process's settings."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 from config.errors import KickoffError
 from config.settings import load_settings
 from models.db import init_database
+from players.sync import sync_players
 from publisher.amqp import publisher_from_settings
-from publisher.players import sync_players
 from runs.jobs.trace import params
 
 

@@ -75,7 +75,7 @@ def _missing_command(line: str) -> str | None:
             if word not in {opt for param in command.params for opt in param.opts}:
                 return f"{' '.join(path)} {word}"
         elif isinstance(command, click.Group) and word.islower():
-            sub = command.commands.get(word)
+            sub = command.get_command(click.Context(command), word)  # also commands built when looked up
             if sub is None:
                 return " ".join([*path, word])
             command, path = sub, [*path, word]

@@ -27,7 +27,9 @@ LINEUP = ["--league", "L1", "--team", "7", "--swap", "3139477:BE", "--season", "
 
 def json_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> set[str]:
     found: set[str] = set()
-    for name, cmd in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # also the commands a group builds when looked up (kickoff trigger)
+        cmd = group.get_command(ctx, name)
         if isinstance(cmd, click.Group):
             found |= json_commands(cmd, (*prefix, name))
         elif any(p.name == "as_json" for p in cmd.params):

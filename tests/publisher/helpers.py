@@ -15,15 +15,23 @@ from publisher.triggers import DraftPickRequest, LineupRequest, WaiverRequest
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
+def _fields(base: dict[str, Any], kw: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``kw`` over it (``team`` read as the request's ``team_id``)."""
+    if "team" in kw:
+        kw = {**kw, "team_id": kw["team"]}
+        del kw["team"]
+    return {**base, **kw}
+
+
 def lineup(**kw: Any) -> LineupRequest:
+    """A lineup request, unchecked: the trigger checks what the test gives and names a refused field."""
     base: dict[str, Any] = {
         "league_id": "L1",
-        "team": "7",
+        "team_id": "7",
         "swaps": [{"player_id": 3139477, "to_slot": "BE"}],
         "idempotency_key": "lineup-7-abc",
     }
-    base.update(kw)
-    return LineupRequest(**base)
+    return LineupRequest.unchecked(**_fields(base, kw))
 
 
 def ir_move(**kw: Any) -> LineupRequest:
@@ -35,20 +43,18 @@ def ir_move(**kw: Any) -> LineupRequest:
 def waiver(**kw: Any) -> WaiverRequest:
     base: dict[str, Any] = {
         "league_id": "L1",
-        "team": "7",
+        "team_id": "7",
         "add_player_id": 4430807,
         "drop_player_id": 3916387,
         "idempotency_key": "waiver-7-abc",
     }
-    base.update(kw)
-    return WaiverRequest(**base)
+    return WaiverRequest.unchecked(**_fields(base, kw))
 
 
 def draft(**kw: Any) -> DraftPickRequest:
-    base: dict[str, Any] = {"league_id": "L1", "team": "7", "pick_number": 12, "espn_id": 4426515}
-    base.update(kw)
+    base = _fields({"league_id": "L1", "team_id": "7", "pick_number": 12, "espn_id": 4426515}, kw)
     base.setdefault("idempotency_key", f"{base['league_id']}:{base['pick_number']}:{base['espn_id']}")
-    return DraftPickRequest(**base)
+    return DraftPickRequest.unchecked(**base)
 
 
 def _trade_args(

@@ -128,9 +128,9 @@ def test_a_large_batch_is_confirmed_message_by_message(publisher, read_queue):
 def test_queue_table_outbox_queues_must_exist_and_trade_queues_are_declared_on_publish(
     publisher, queue, path
 ):
-    from publisher.queues import PATHS
+    from publisher.queues import DELIVERY
 
-    assert PATHS[queue].value == path
+    assert DELIVERY[queue].value == path
     publisher.delete_queue(queue)
     if path == "direct":
         publisher.publish(_msg(queue))  # declared durable on publish

@@ -57,7 +57,7 @@ def test_kickoff_trigger_draft_pick_answers_a_dead_target_with_the_conflict_exit
 
     tracking_id = _dead_target(publisher, pub_settings, amqp_vhost)
     req = draft()
-    args = ["--league", req.league_id, "--team", req.team, "--pick", str(req.pick_number)]
+    args = ["--league", req.league_id, "--team", req.team_id, "--pick", str(req.pick_number)]
     args += ["--espn-id", str(req.espn_id), "--key", req.idempotency_key, "--json"]
     code, output = run("trigger", "draft-pick", *args)
     assert code == EXIT_CONFLICT, output

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from cli.main import cli
 from config.errors import PlayerSyncError, TriggerValidationError
-from publisher.players import add_to_roster, load_players_map, roster, sync_players
+from players.sync import add_to_roster, load_players_map, roster, sync_players
 from publisher.queues import WAIVER_ACTIONS
 from publisher.triggers import trigger_draft_pick, trigger_waiver
 from srsim.server import SimServer

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from cli.main import cli
 from config.set_aside import set_aside_count
-from publisher.players import add_to_roster, roster, sync_players
+from players.sync import add_to_roster, roster, sync_players
 from publisher.queues import WAIVER_ACTIONS
 
 POISON = {

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from models.activity import ActionStatus
+from players.rumors import RumorRequest, RumorSignal, evaluate_rumors
 from publisher.actions import get_action, record_result
 from publisher.drain import drain_outbox
-from publisher.rumor import RumorRequest, RumorSignal, evaluate_rumors
 from publisher.triggers import TriggerStatus
 
 ROSTER = {3139477: "QB", 4362628: "RB", 4430807: "BE"}

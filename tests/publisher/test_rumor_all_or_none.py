@@ -8,7 +8,7 @@ import pytest
 
 from config.errors import TriggerValidationError
 from models.db import database
-from publisher.rumor import RumorRequest, RumorSignal, evaluate_rumors
+from players.rumors import RumorRequest, RumorSignal, evaluate_rumors
 from tests.publisher.helpers import count
 
 ROSTER = {3139477: "QB", 4362628: "RB", 4430807: "BE"}

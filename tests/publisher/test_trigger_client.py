@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from client.trigger_client import TriggerClient, is_retryable, retry_delays
 from config.errors import (
     DatabaseUnavailable,
     TriggerConflictError,
@@ -12,8 +13,7 @@ from config.errors import (
 )
 from publisher.actions import get_action
 from publisher.run_context import bound_run_id
-from publisher.trigger_client import TriggerClient, is_retryable, retry_delays
-from tests.publisher.helpers import lineup
+from tests.publisher.helpers import draft, lineup
 
 
 def test_the_default_policy_is_six_attempts_5s_doubling_to_30s(settings):
@@ -92,3 +92,11 @@ def test_a_trigger_client_inside_run_scope_links_the_action_to_the_recorded_run(
     with run_scope("lineup-job", settings=pub_settings) as scope:
         result = client.lineup(lineup())
     assert get_action(result.tracking_id).run_id == str(scope.run_id)
+
+
+def test_send_finds_the_trigger_of_any_declared_queue_by_its_request(publisher, pub_settings, read_queue):
+    client = TriggerClient(publisher=publisher, settings=pub_settings, sleep=lambda _: None)
+    result = client.send(draft())
+    assert get_action(result.tracking_id).kind == "draft_targets"
+    [(body, _)] = read_queue("draft_targets")
+    assert body["tracking_id"] == result.tracking_id

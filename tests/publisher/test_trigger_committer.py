@@ -208,7 +208,7 @@ def test_a_save_the_database_refuses_fails_alone_and_the_rest_of_its_batch_is_sa
 @pytest.mark.parametrize(
     ("fields", "field"),
     [
-        ({"team": "7\x00"}, "team"),
+        ({"team_id": "7\x00"}, "team_id"),
         ({"decision_inputs": {"note": "a\x00b"}}, "decision_inputs"),
         ({"idempotency_key": "k\x00"}, "idempotency_key"),
     ],

@@ -18,11 +18,14 @@ from config.errors import ServiceUnavailable, TriggerError, TriggerUnavailableEr
 from config.settings import BaseEnvironment
 from publisher.amqp import AmqpPublisher
 from publisher.run_context import RUN_ID_HEADER, get_run_id
+from publisher.trigger_queues import queue_of_request
+from publisher.trigger_requests import TriggerRequest
 from publisher.triggers import (
     DraftPickRequest,
     LineupRequest,
     TriggerResult,
     WaiverRequest,
+    sender_of,
     trigger_draft_pick,
     trigger_lineup,
     trigger_waiver,
@@ -48,7 +51,7 @@ def retry_delays(*, attempts: int, initial: float, maximum: float) -> list[float
 
 
 class TriggerClient:
-    """Sends lineup, waiver and draft-pick triggers with retries; one per caller thread."""
+    """Sends triggers (any declared queue's, ``send``) with retries; one per caller thread."""
 
     def __init__(
         self,
@@ -95,6 +98,10 @@ class TriggerClient:
                 )
                 self.sleep(delay)
         raise AssertionError("unreachable")
+
+    def send(self, request: TriggerRequest) -> TriggerResult:
+        """Send a request of any declared trigger queue (found by its request model)."""
+        return self.call(sender_of(queue_of_request(type(request))), request)
 
     def lineup(self, request: LineupRequest) -> TriggerResult:
         return self.call(trigger_lineup, request)

@@ -17,6 +17,7 @@ from typing import Any
 
 import requests
 
+from client.trigger_client import is_retryable, retry_delays
 from config.errors import (
     ApiRequestError,
     TriggerConflictError,
@@ -26,22 +27,33 @@ from config.errors import (
 )
 from config.settings import BaseEnvironment, mask_url
 from publisher.run_context import RUN_ID_HEADER, get_run_id
-from publisher.trigger_client import is_retryable, retry_delays
+from publisher.trigger_queues import ROUTE_PREFIX, queue_of_request
+from publisher.trigger_requests import TriggerRequest
 
 logger = logging.getLogger(__name__)
 
 API_KEY_ENV = "KICKOFF_API_KEY"
 
-PATHS = {
-    "LineupRequest": "/v1/trigger/lineup",
-    "WaiverRequest": "/v1/trigger/waiver",
-    "DraftPickRequest": "/v1/trigger/draft-pick",
-    "RumorRequest": "/v1/trigger/rumor-action",
-}
+#: The rumor-action route (a trigger queue's route is in its declaration).
+RUMOR_PATH = ROUTE_PREFIX + "/rumor-action"
+
+
+def path_of(request: Any) -> str:
+    """The route of a library trigger request: its queue's (declaration), or rumor-action's."""
+    if isinstance(request, TriggerRequest):
+        return queue_of_request(type(request)).path
+    return RUMOR_PATH
 
 
 def request_body(request: Any) -> dict[str, Any]:
-    """The JSON body of a library trigger request (``team`` is the contract's ``team_id``)."""
+    """The JSON body of a library trigger request (a rumor request's ``team`` is ``team_id``)."""
+    if isinstance(request, TriggerRequest):
+        values = {name: request.value(name) for name in type(request).model_fields}
+        return {
+            name: value.isoformat() if isinstance(value, datetime) else value
+            for name, value in values.items()
+            if value is not None
+        }
     body: dict[str, Any] = {}
     for f in dataclasses.fields(request):
         value = getattr(request, f.name)
@@ -144,7 +156,7 @@ class HttpTriggerClient:
 
     def send(self, request: Any) -> dict[str, Any]:
         """Send a library trigger request (LineupRequest, WaiverRequest, ...) to its route."""
-        _, data = self.post(PATHS[type(request).__name__], request_body(request))
+        _, data = self.post(path_of(request), request_body(request))
         return data
 
     def close(self) -> None:

@@ -29,7 +29,7 @@ from models.db import database, database_errors
 from publisher import validation as v
 from publisher.amqp import AmqpPublisher
 from publisher.idempotency import lineup_key, waiver_key
-from publisher.players import sleeper_id_refusal, sleeper_only_ids
+from publisher.sleeper_ids import sleeper_id_refusal, sleeper_only_ids
 from publisher.trace import check_traceparent
 from publisher.trigger_saves import TriggerGroup
 from publisher.triggers import LineupRequest, TriggerResult, WaiverRequest, trigger_lineup, trigger_waiver
@@ -159,19 +159,24 @@ def evaluate_rumors(
     inputs = {"season": request.season, "week": request.week}
     common = {
         "league_id": request.league_id,
-        "team": request.team,
+        "team_id": request.team,
         "traceparent": request.traceparent,
         "decision_inputs": inputs,
-        "created_by_key_id": request.created_by_key_id,
     }
     group = TriggerGroup(settings=settings)
-    kw = {"publisher": publisher, "settings": settings, "run_id": run_id, "committer": group}
+    kw = {
+        "publisher": publisher,
+        "settings": settings,
+        "run_id": run_id,
+        "committer": group,
+        "created_by_key_id": request.created_by_key_id,
+    }
 
     def lineup(swaps: list[dict[str, Any]]) -> TriggerResult:
         key = lineup_key(
             job_name=RUMOR_JOB_NAME, team=request.team, season=request.season, week=request.week, swaps=swaps
         )
-        return trigger_lineup(LineupRequest(swaps=swaps, idempotency_key=key, **common), **kw)
+        return trigger_lineup(LineupRequest.unchecked(swaps=swaps, idempotency_key=key, **common), **kw)
 
     def claim(add: int, drop: int | None, after: str | None = None, ir: int | None = None) -> TriggerResult:
         key = waiver_key(
@@ -182,7 +187,7 @@ def evaluate_rumors(
             drop_player_id=drop,
             ir_player_id=ir,
         )
-        req = WaiverRequest(
+        req = WaiverRequest.unchecked(
             add_player_id=add, drop_player_id=drop, after_tracking_id=after, idempotency_key=key, **common
         )
         return trigger_waiver(req, **kw)
