@@ -2,8 +2,12 @@
 against plain pika publishing the same messages, in the same run: one confirm at a time, and
 without confirms at all (fire and forget: the ceiling of what pika alone can push).
 
+The same run also drains the same messages with the publisher of ``--legacy-ref`` (default: the
+last commit whose publisher pipelined confirms on pika's private API, publisher/pika_compat.py),
+loaded from git into this process only for the comparison; ``--legacy-ref ''`` skips it.
+
 Run: .venv/bin/python bench/drain_throughput.py [--messages N] [--batch B]
-Goals: drain >= 5,000 msg/s on a 2-core machine, >= 2.5x one-confirm-at-a-time pika and
+Goals: drain >= 12,000 msg/s on a 2-core machine, >= 2.5x one-confirm-at-a-time pika and
 >= 0.8x unconfirmed pika.
 """
 
@@ -12,8 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import subprocess
 import sys
 import time
+import types
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -69,34 +76,87 @@ def plain_pika(url: str, n: int, *, confirms: bool) -> float:
     return n / elapsed
 
 
+#: The last commit whose publisher used pika's private API (before publisher.amqp_link).
+LEGACY_REF = "bc131f1"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _module_at(ref: str, path: str, name: str) -> types.ModuleType:
+    source = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{ref}:{path}"], check=True, capture_output=True, text=True
+    ).stdout
+    module = types.ModuleType(name)
+    module.__file__ = f"{ref}:{path}"
+    sys.modules[name] = module
+    exec(compile(source, module.__file__, "exec"), module.__dict__)  # our own history, this process only
+    return module
+
+
+def legacy_publisher_factory(ref: str, settings: object) -> Callable[[], object]:
+    """A factory of ``ref``'s AmqpPublisher (its pika_compat loaded under its own name, so the
+    current modules stay untouched)."""
+    compat = _module_at(ref, "publisher/pika_compat.py", "publisher.pika_compat")
+    try:
+        legacy = _module_at(ref, "publisher/amqp.py", "bench_legacy_amqp")
+    finally:
+        sys.modules.pop("publisher.pika_compat", None)
+    legacy.pika_compat = compat
+    return lambda: legacy.publisher_from_settings(settings)
+
+
+def timed_drain(settings: object, messages: int, workers: int, factory: Callable[[], object] | None):
+    start = time.perf_counter()
+    report = drain_outbox_concurrently(settings=settings, workers=workers, publisher_factory=factory)
+    elapsed = time.perf_counter() - start
+    assert report.published == messages, report
+    return messages / elapsed, elapsed, report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=500, help="rows per batch (OUTBOX_BATCH_SIZE default)")
     parser.add_argument("--workers", type=int, default=2, help="drains side by side (OUTBOX_DRAIN_WORKERS)")
+    parser.add_argument(
+        "--legacy-ref", default=LEGACY_REF, help="git ref whose publisher runs beside ('' to skip)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     with bench_environment(outbox_batch_size=args.batch, outbox_drain_max_seconds=600) as settings:
+        legacy = legacy_publisher_factory(args.legacy_ref, settings) if args.legacy_ref else None
         fill_outbox(args.messages)
         base = plain_pika(settings.amqp_url, args.messages, confirms=True)
         purge(settings.amqp_url)
         ceiling = plain_pika(settings.amqp_url, args.messages, confirms=False)
         purge(settings.amqp_url)
-        start = time.perf_counter()
-        report = drain_outbox_concurrently(settings=settings, workers=args.workers)
-        elapsed = time.perf_counter() - start
-        assert report.published == args.messages, report
-        drain_rate = args.messages / elapsed
+        drain_rate, elapsed, report = timed_drain(settings, args.messages, args.workers, None)
+        purge(settings.amqp_url)
+        old_rate = None
+        if legacy is not None:
+            fill_outbox(args.messages)
+            old_rate, old_elapsed, _ = timed_drain(settings, args.messages, args.workers, legacy)
+            purge(settings.amqp_url)
         print(f"messages:                  {args.messages} (batch {args.batch}, {args.workers} drains)")
         print(f"baseline (1 confirm each): {base:,.0f} msg/s")
         print(
-            f"outbox drain:              {drain_rate:,.0f} msg/s  ({elapsed:.2f} s, {report.batches} batches)"
+            f"outbox drain:              {drain_rate:,.0f} msg/s  ({elapsed:.2f} s, "
+            f"{report.batches} batches; pika's public SelectConnection)"
         )
+        if old_rate is not None:
+            print(
+                f"outbox drain, {args.legacy_ref}:     {old_rate:,.0f} msg/s  ({old_elapsed:.2f} s; "
+                "pika's private API, for comparison)"
+            )
         print(f"unconfirmed pika:          {ceiling:,.0f} msg/s")
         print(f"ratio drain / baseline:    {drain_rate / base:.2f}x")
         print(f"ratio drain / unconfirmed: {drain_rate / ceiling:.2f}x")
+        if old_rate is not None:
+            print(
+                f"ratio old / unconfirmed:   {old_rate / ceiling:.2f}x; "
+                f"new / old: {drain_rate / old_rate:.2f}x"
+            )
         print(
-            f"goal >= 5,000 msg/s: {'met' if drain_rate >= 5000 else 'NOT met'}; "
+            f"goal >= 12,000 msg/s: {'met' if drain_rate >= 12000 else 'NOT met'}; "
             f"goal >= 2.5x: {'met' if drain_rate >= 2.5 * base else 'NOT met'}; "
             f"goal >= 0.8x unconfirmed: {'met' if drain_rate >= 0.8 * ceiling else 'NOT met'}"
         )
