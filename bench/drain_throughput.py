@@ -16,10 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import subprocess
 import sys
 import time
-import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pika
 
-from bench._setup import bench_environment, purge
+from bench._setup import LEGACY_REF, bench_environment, module_at, purge
 from models.db import database
 from publisher.drain import drain_outbox_concurrently
 
@@ -76,31 +74,16 @@ def plain_pika(url: str, n: int, *, confirms: bool) -> float:
     return n / elapsed
 
 
-#: The last commit whose publisher used pika's private API (before publisher.amqp_link).
-LEGACY_REF = "bc131f1"
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _module_at(ref: str, path: str, name: str) -> types.ModuleType:
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{ref}:{path}"], check=True, capture_output=True, text=True
-    ).stdout
-    module = types.ModuleType(name)
-    module.__file__ = f"{ref}:{path}"
-    sys.modules[name] = module
-    exec(compile(source, module.__file__, "exec"), module.__dict__)  # our own history, this process only
-    return module
-
-
 def legacy_publisher_factory(ref: str, settings: object) -> Callable[[], object]:
-    """A factory of ``ref``'s AmqpPublisher (its pika_compat loaded under its own name, so the
-    current modules stay untouched)."""
-    compat = _module_at(ref, "publisher/pika_compat.py", "publisher.pika_compat")
-    try:
-        legacy = _module_at(ref, "publisher/amqp.py", "bench_legacy_amqp")
-    finally:
-        sys.modules.pop("publisher.pika_compat", None)
-    legacy.pika_compat = compat
+    """A factory of ``ref``'s AmqpPublisher (pika's private API), for the comparison only."""
+    compat = module_at(ref, "publisher/pika_compat.py", "bench_legacy_pika_compat")
+    legacy = module_at(
+        ref,
+        "publisher/amqp.py",
+        "bench_legacy_amqp",
+        replace={"from publisher import pika_compat": "import bench_legacy_pika_compat as pika_compat"},
+    )
+    assert legacy.pika_compat is compat
     return lambda: legacy.publisher_from_settings(settings)
 
 
