@@ -584,12 +584,15 @@ class AmqpLink:
         try:
             with self._translated():
                 self._run(lambda: False, timeout)
+                # the loop may stop on its deadline right after a delivery callback: one more
+                # turn sends what the callback queued (its ack) before the poll returns
+                self._run(lambda: False, 0)
         except _ChannelClosed as exc:
             self.abort()
             raise self.unavailable(exc) from exc
 
     def ack(self, delivery_tag: int) -> None:
-        """Ack a delivery (sent while the loop runs: now inside ``poll``, else on the next one)."""
+        """Ack a delivery: sent before the running ``poll`` returns, or at once outside one."""
         self._settle(lambda: self._channel.basic_ack(delivery_tag=delivery_tag))
 
     def nack(self, delivery_tag: int) -> None:
@@ -603,6 +606,9 @@ class AmqpLink:
             if self._channel is None:
                 raise pika.exceptions.ChannelWrongStateError("Channel is closed.")
             send()
+            if self._done is None and self._loop is not None:  # outside a running loop: send now
+                with self._translated():
+                    self._run(lambda: False, 0)
         except PIKA_ERRORS as exc:
             self._failure = self._failure or exc
             raise self.unavailable(exc) from exc
