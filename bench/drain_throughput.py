@@ -4,7 +4,8 @@ without confirms at all (fire and forget: the ceiling of what pika alone can pus
 
 The same run also drains the same messages with the publisher of ``--legacy-ref`` (default: the
 last commit whose publisher pipelined confirms on pika's private API, publisher/pika_compat.py),
-loaded from git into this process only for the comparison; ``--legacy-ref ''`` skips it.
+loaded from git into this process only for the comparison; ``--legacy-ref ''`` skips it. Each
+publisher drains ``--rounds`` times, alternating which goes first; the medians are printed.
 
 Run: .venv/bin/python bench/drain_throughput.py [--messages N] [--batch B]
 Goals: drain >= 12,000 msg/s on a 2-core machine, >= 2.5x one-confirm-at-a-time pika and
@@ -100,6 +101,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=500, help="rows per batch (OUTBOX_BATCH_SIZE default)")
     parser.add_argument("--workers", type=int, default=2, help="drains side by side (OUTBOX_DRAIN_WORKERS)")
+    parser.add_argument("--rounds", type=int, default=3, help="drains of each publisher (median printed)")
     parser.add_argument(
         "--legacy-ref", default=LEGACY_REF, help="git ref whose publisher runs beside ('' to skip)"
     )
@@ -112,13 +114,21 @@ def main() -> None:
         purge(settings.amqp_url)
         ceiling = plain_pika(settings.amqp_url, args.messages, confirms=False)
         purge(settings.amqp_url)
-        drain_rate, elapsed, report = timed_drain(settings, args.messages, args.workers, None)
-        purge(settings.amqp_url)
+        new_runs: list[tuple[float, float, object]] = []
+        old_runs: list[tuple[float, float, object]] = []
+        filled = True  # the rows plain_pika read are still pending: the first drain takes them
+        for n in range(args.rounds):  # alternating which goes first: both see the same machine
+            order = [(new_runs, None)] + ([(old_runs, legacy)] if legacy is not None else [])
+            for runs, factory in order if n % 2 == 0 else order[::-1]:
+                if not filled:
+                    fill_outbox(args.messages)
+                runs.append(timed_drain(settings, args.messages, args.workers, factory))
+                filled = False
+                purge(settings.amqp_url)
+        drain_rate, elapsed, report = sorted(new_runs, key=lambda r: r[0])[len(new_runs) // 2]
         old_rate = None
-        if legacy is not None:
-            fill_outbox(args.messages)
-            old_rate, old_elapsed, _ = timed_drain(settings, args.messages, args.workers, legacy)
-            purge(settings.amqp_url)
+        if old_runs:
+            old_rate, old_elapsed, _ = sorted(old_runs, key=lambda r: r[0])[len(old_runs) // 2]
         print(f"messages:                  {args.messages} (batch {args.batch}, {args.workers} drains)")
         print(f"baseline (1 confirm each): {base:,.0f} msg/s")
         print(
@@ -128,8 +138,12 @@ def main() -> None:
         if old_rate is not None:
             print(
                 f"outbox drain, {args.legacy_ref}:     {old_rate:,.0f} msg/s  ({old_elapsed:.2f} s; "
-                "pika's private API, for comparison)"
+                "pika's private API, for comparison; medians of the rounds)"
             )
+        rounds = ", ".join(f"{r[0]:,.0f}" for r in new_runs)
+        if old_runs:
+            rounds += "; old: " + ", ".join(f"{r[0]:,.0f}" for r in old_runs)
+        print(f"every round (msg/s):       new: {rounds}")
         print(f"unconfirmed pika:          {ceiling:,.0f} msg/s")
         print(f"ratio drain / baseline:    {drain_rate / base:.2f}x")
         print(f"ratio drain / unconfirmed: {drain_rate / ceiling:.2f}x")
