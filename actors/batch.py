@@ -3,23 +3,24 @@
 RabbitMQ (actors.rabbitmq.publish_batch): every message published on one channel, then all
 confirms awaited once.
 
-Redis: Dramatiq's ``RedisBroker.enqueue`` runs its ``dispatch`` Lua script once per message (a worker
-heartbeat ZADD, a chance of queue maintenance, then HSET of the message body and RPUSH of its id);
-a dispatch tick sends up to tens of thousands of starts. This module runs that script for the
-first message of a batch (heartbeat and maintenance chance, as one ``enqueue`` would) and stores
-every other message the way the script's ``enqueue`` command does: per chunk of 1,000 messages one
-HSET of the bodies into ``{namespace}:{queue}.msgs`` and one RPUSH of the ids onto
-``{namespace}:{queue}``, in order, all in one pipeline. Each message's Redis id
-(``redis_message_id``, unique per message like the broker's own uuid4) is one uuid4 per batch and
-the message's position; the bodies are the bytes ``Message.encode`` gives, made without its
-per-message generic steps (actors.dramatiq_compat.encode). The same before/after ``enqueue``
-middleware events are emitted. The RedisBroker
-internals this needs are in actors.dramatiq_compat (checked at import); any other broker falls
-back to ``enqueue``.
+Redis: Dramatiq's ``RedisBroker.enqueue`` runs its ``dispatch`` Lua script once per message (a
+worker heartbeat, a chance of queue maintenance, then the message stored); a dispatch tick sends
+up to tens of thousands of starts. Here the first message of a batch goes through the broker's
+own public ``enqueue``, on a view of the broker whose ``client`` is a redis-py pipeline and whose
+``dispatch`` script is registered on it (``client.register_script``): the heartbeat and the
+maintenance chance are Dramatiq's own. Every other message is stored the way that script's
+``enqueue`` stores it, per chunk of 1,000 one HSET of the bodies and one RPUSH of the ids, in
+order, in the same pipeline: one round trip. That storage layout is the one Dramatiq internal
+left here (actors.dramatiq_compat, with its upstream issue). Each message's Redis id
+(``redis_message_id``, unique per message like the broker's own uuid4) is one uuid4 per batch
+and the message's position; the bodies are the bytes ``Message.encode`` gives
+(actors.dramatiq_compat.encode). The same before/after ``enqueue`` middleware events are
+emitted, the after events once the pipeline ran. Any other broker gets ``enqueue`` per message.
 """
 
 from __future__ import annotations
 
+import copy
 from uuid import uuid4
 
 import dramatiq
@@ -32,14 +33,22 @@ from actors import dramatiq_compat
 _CHUNK = 1000
 
 
-def _supports_pipeline(broker: dramatiq.Broker) -> bool:
-    return isinstance(broker, RedisBroker)
-
-
 def _has_hook(broker: dramatiq.Broker, name: str) -> bool:
     """Whether any middleware does something on ``name`` (the base class's hooks do nothing)."""
     base = getattr(Middleware, name)
     return any(getattr(type(m), name, base) is not base or name in vars(m) for m in broker.middleware)
+
+
+def _pipelined(broker: RedisBroker, pipe: object) -> RedisBroker:
+    """A shallow copy of ``broker`` whose ``dispatch`` script is queued on ``pipe`` (the other
+    scripts stay on the broker's client, so one that must answer at once, ``maxstack``, does)
+    and that emits no middleware events (``enqueue_many`` emits them for the whole batch)."""
+    view = copy.copy(broker)
+    view.client = pipe
+    script = broker.scripts["dispatch"].script
+    view.scripts = {**broker.scripts, "dispatch": pipe.register_script(script)}  # type: ignore[attr-defined]
+    view.middleware = []
+    return view
 
 
 def enqueue_many(broker: dramatiq.Broker, messages: list[dramatiq.Message]) -> list[dramatiq.Message]:
@@ -51,21 +60,21 @@ def enqueue_many(broker: dramatiq.Broker, messages: list[dramatiq.Message]) -> l
     if isinstance(broker, KickoffRabbitmqBroker):
         publish_batch(broker, messages)
         return messages
-    if not _supports_pipeline(broker):
+    if not isinstance(broker, RedisBroker):
         return [broker.enqueue(m) for m in messages]
-    assert isinstance(broker, RedisBroker)
     batch_id = uuid4()
-    enqueued = [
-        dramatiq_compat.with_options(m, redis_message_id=f"{batch_id}.{n}") for n, m in enumerate(messages)
+    rest = [
+        dramatiq_compat.with_options(m, redis_message_id=f"{batch_id}.{n}")
+        for n, m in enumerate(messages[1:], start=1)
     ]
     if _has_hook(broker, "before_enqueue"):
-        for message in enqueued:
+        for message in (messages[0], *rest):
             broker.emit_before("enqueue", message, None)
-    first, rest = enqueued[0], enqueued[1:]
     pipe = broker.client.pipeline(transaction=False)
-    dramatiq_compat.run_enqueue(broker, first, client=pipe)
+    first = _pipelined(broker, pipe).enqueue(messages[0])  # Dramatiq's own: heartbeat, maintenance
+    enqueued = [first, *rest]
     by_queue: dict[str, list[dramatiq.Message]] = {}
-    for message in rest:
+    for message in enqueued[1:]:
         by_queue.setdefault(message.queue_name, []).append(message)
     for queue_name, queued in by_queue.items():
         queue_key = dramatiq_compat.queue_key(broker, queue_name)

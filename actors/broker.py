@@ -134,14 +134,16 @@ def broker_errors(broker: dramatiq.Broker) -> Iterator[None]:
 
     url = getattr(broker, "kickoff_url", None) or "<unset>"
     if not isinstance(broker, RedisBroker) and is_rabbitmq(url):
-        import pika.exceptions
         from dramatiq.errors import BrokerConnectionError as DramatiqConnectionError
 
-        from actors.rabbitmq import unavailable
+        from actors.rabbitmq import RABBITMQ_SERVICE, unavailable
+        from publisher.amqp_link import amqp_errors
 
         try:
-            yield
-        except (DramatiqConnectionError, pika.exceptions.AMQPError, OSError) as exc:
+            # Dramatiq's RabbitmqBroker lets some of pika's errors through: the transport names them
+            with amqp_errors(url=url, setting="BROKER_URL", service=RABBITMQ_SERVICE):
+                yield
+        except DramatiqConnectionError as exc:
             raise unavailable(url, exc) from exc
         return
     with redis_errors(url=url, setting="BROKER_URL", service="the Dramatiq broker (Redis)"):
@@ -186,14 +188,9 @@ def queue_reports(
             return [
                 presence.queue_report(client, settings.broker_namespace, q, ttl_seconds=ttl) for q in queues
             ]
-    import pika.exceptions
+    from actors.rabbitmq import queue_depths
 
-    from actors.rabbitmq import queue_depths, unavailable
-
-    try:
-        depths = {q: queue_depths(settings.broker_url, q) for q in queues}
-    except (pika.exceptions.AMQPError, OSError) as exc:
-        raise unavailable(settings.broker_url, exc) from exc
+    depths = {q: queue_depths(settings.broker_url, q) for q in queues}  # BrokerUnavailable naming BROKER_URL
     with redis_errors(url=settings.redis_url):
         client = connect_redis(settings.redis_url)
         workers = {

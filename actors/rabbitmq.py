@@ -27,8 +27,8 @@ from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.common import dq_name, q_name, xq_name
 
 from actors.draining import taking_starts
-from actors.dramatiq_compat import RabbitmqConsumer, delivery_tag, encode, encoded_message
-from config.errors import BrokerUnavailable
+from actors.dramatiq_compat import QueueArgumentsHook, RabbitmqConsumer, delivery_tag, encode
+from config.errors import BrokerUnavailable, MissingQueueError
 from config.settings import mask_url
 
 logger = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class SettlingConsumer(RabbitmqConsumer):
             super().nack(message)
             return
         # Settled already: put a copy where RabbitMQ's dead-lettering of a nack would have put it.
-        body = encoded_message(message)
+        body = message.encode()  # the stored message, through the delivery proxy's attributes
         properties = pika.BasicProperties(delivery_mode=2)
         try:
             self.connection.add_callback_threadsafe(
@@ -106,7 +106,7 @@ class SettlingConsumer(RabbitmqConsumer):
             logger.warning("message %s: dead-lettering after an early ack failed", message.message_id)
 
 
-class KickoffRabbitmqBroker(RabbitmqBroker):
+class KickoffRabbitmqBroker(QueueArgumentsHook, RabbitmqBroker):
     """RabbitmqBroker with confirmed sends, kickoff's consumer and quorum queues where asked.
 
     A consumer of an ``early_ack_queues`` queue prefetches one message and hands a delivery back
@@ -143,8 +143,7 @@ class KickoffRabbitmqBroker(RabbitmqBroker):
         consumer.capacity = max(1, prefetch // 2)  # Dramatiq asks for 2 x --threads
         return consumer
 
-    def _build_queue_arguments(self, queue_name: str) -> dict[str, Any]:
-        arguments: dict[str, Any] = super()._build_queue_arguments(queue_name)
+    def queue_arguments(self, queue_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         if q_name(queue_name) in self.quorum_queues:
             arguments["x-queue-type"] = "quorum"
         return arguments
@@ -157,11 +156,15 @@ def settle_early(message: Any) -> None:
         consumer.settle(message)
 
 
+#: How errors of the Dramatiq broker on RabbitMQ name the service.
+RABBITMQ_SERVICE = "the Dramatiq broker (RabbitMQ)"
+
+
 def unavailable(url: str, exc: BaseException) -> BrokerUnavailable:
     """The error of a RabbitMQ broker that refused or dropped a connection, naming BROKER_URL."""
     text = str(exc).strip().splitlines()
     return BrokerUnavailable(
-        service="the Dramatiq broker (RabbitMQ)",
+        service=RABBITMQ_SERVICE,
         setting="BROKER_URL",
         address=mask_url(url),
         reason=text[0] if text else type(exc).__name__,
@@ -194,18 +197,20 @@ def publish_batch(broker: KickoffRabbitmqBroker, messages: list[dramatiq.Message
 
 
 def queue_depths(url: str, queue: str) -> tuple[int, int, int]:
-    """Ready messages of ``queue``, its delay queue and its dead-letter queue (passive declares)."""
-    connection = pika.BlockingConnection(pika.URLParameters(url))
+    """Ready messages of ``queue``, its delay queue and its dead-letter queue (passive declares).
+
+    BrokerConnectionError (a BrokerUnavailable naming BROKER_URL) when RabbitMQ cannot be reached.
+    """
+    from publisher.amqp_link import AmqpLink
+
+    link = AmqpLink(url=url, setting="BROKER_URL", service=RABBITMQ_SERVICE, confirms=False)
     try:
-        channel = connection.channel()
         counts = []
         for name in (queue, dq_name(queue), xq_name(queue)):
             try:
-                counts.append(channel.queue_declare(name, passive=True).method.message_count)
-            except pika.exceptions.ChannelClosedByBroker:  # not declared yet: empty
+                counts.append(link.declare(name, passive=True))
+            except MissingQueueError:  # not declared yet: empty
                 counts.append(0)
-                channel = connection.channel()
         return counts[0], counts[1], counts[2]
     finally:
-        if connection.is_open:
-            connection.close()
+        link.close()

@@ -55,6 +55,28 @@ def bench_environment(**overrides: object) -> Iterator[object]:
         _ctl("delete_vhost", vhost)
 
 
+#: The last commit before publisher.amqp_link and the public-API batch enqueue: benchmarks load
+#: its modules from git, in their own process, to print today's figures beside that baseline.
+LEGACY_REF = "bc131f1"
+
+
+def module_at(ref: str, path: str, name: str, *, replace: dict[str, str] | None = None) -> Any:
+    """The module ``path`` as it was at git ``ref``, loaded under ``name`` (source lines in
+    ``replace`` swapped first, to point its imports at other loaded baselines)."""
+    import types
+
+    source = subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{ref}:{path}"], check=True, capture_output=True, text=True
+    ).stdout
+    for old, new in (replace or {}).items():
+        source = source.replace(old, new)
+    module = types.ModuleType(name)
+    module.__file__ = f"{ref}:{path}"
+    sys.modules[name] = module
+    exec(compile(source, module.__file__, "exec"), module.__dict__)  # our own history, this process only
+    return module
+
+
 def purge(url: str) -> None:
     """Empty every kickoff queue of the vhost."""
     with AmqpPublisher(url=url) as admin:

@@ -7,6 +7,10 @@ UPDATE, batch send) and of the full garbage collections during the timed ticks. 
 its own Redis key prefix and Dramatiq namespace (all removed at the end), the real RedisBroker
 for the start messages, and default intervals for the stop latency (LISTENER_STOP_POLL_SECONDS).
 
+Each table size also times the same ticks sending with the batch enqueue of ``--legacy-ref``
+(default: the last commit whose batch ran dramatiq.lua with its private arguments), loaded from
+git into this process only, tick for tick alternating with today's; ``--legacy-ref ''`` skips it.
+
 Goals: a tick <= 250 ms and the 100k/10k ratio <= 1.5 (cost follows eligible matches, not table
 size); stop latency p95 <= 250 ms.
 """
@@ -27,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._setup import percentile
+from bench._setup import LEGACY_REF, module_at, percentile
 
 ADMIN_DB = "postgresql://postgres@127.0.0.1:5432"
 TAG = uuid.uuid4().hex[:8]
@@ -171,6 +175,30 @@ def time_ticks(settings, barriers, broker_client, send, send_batch, ticks: int) 
     return out
 
 
+def legacy_send_starts(ref: str):
+    """``send_starts`` with ``ref``'s ``enqueue_many`` (and its dramatiq_compat), for the comparison."""
+    from actors.broker import broker_errors
+    from actors.listeners import start_message
+    from actors.runtime import current
+
+    module_at(ref, "actors/dramatiq_compat.py", "bench_legacy_dramatiq_compat")
+    legacy = module_at(
+        ref,
+        "actors/batch.py",
+        "bench_legacy_batch",
+        replace={
+            "from actors import dramatiq_compat": "import bench_legacy_dramatiq_compat as dramatiq_compat"
+        },
+    )
+
+    def send(messages) -> None:
+        broker = current().broker
+        with broker_errors(broker):
+            legacy.enqueue_many(broker, [start_message(m) for m in messages])
+
+    return send
+
+
 def stop_latency(settings, barriers, stops: int) -> list[float]:
     """Start ``stops`` scripted listeners in-process, stop them one by one, time stop -> run ended."""
     from concurrent.futures import ThreadPoolExecutor
@@ -287,6 +315,9 @@ def main() -> int:
     parser.add_argument(
         "--steps", action="store_true", help="also print the median of each step of the timed ticks"
     )
+    parser.add_argument(
+        "--legacy-ref", default=LEGACY_REF, help="git ref whose batch enqueue runs beside ('' to skip)"
+    )
     args = parser.parse_args()
     globals()["ELIGIBLE"] = args.eligible
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -300,6 +331,7 @@ def main() -> int:
     from models.migrate import drop_database, migrate
 
     settings = current().settings
+    legacy = legacy_send_starts(args.legacy_ref) if args.legacy_ref else None
     migrate(settings.database_url)
     barriers = Barriers.from_settings(settings)
     broker_client = connect_redis(settings.broker_url)
@@ -316,14 +348,26 @@ def main() -> int:
             stored = total
             print(f"seeded {total:,} matches ({ELIGIBLE:,} eligible) in {time.perf_counter() - t0:.1f} s")
             time_ticks(settings, barriers, broker_client, send_start, send_starts, 1)  # warm up
+            if legacy is not None:
+                time_ticks(settings, barriers, broker_client, send_start, legacy, 1)
             steps.clear()
-            ticks = time_ticks(settings, barriers, broker_client, send_start, send_starts, args.ticks)
+            ticks: list[float] = []
+            old: list[float] = []
+            for _ in range(args.ticks):  # alternating, so both see the same machine
+                ticks += time_ticks(settings, barriers, broker_client, send_start, send_starts, 1)
+                if legacy is not None:
+                    old += time_ticks(settings, barriers, broker_client, send_start, legacy, 1)
             results[total] = statistics.median(ticks)
             print(
                 f"  tick with {total:>7,} stored: median {results[total]:.1f} ms "
                 f"(min {min(ticks):.1f}, max {max(ticks):.1f}; {args.ticks} ticks, "
                 f"{ELIGIBLE:,} starts sent each)"
             )
+            if old:
+                print(
+                    f"    same ticks, {args.legacy_ref}'s batch enqueue: median "
+                    f"{statistics.median(old):.1f} ms (min {min(old):.1f}, max {max(old):.1f})"
+                )
             if args.steps:
                 print(
                     "    steps (median ms): "

@@ -2,8 +2,13 @@
 against plain pika publishing the same messages, in the same run: one confirm at a time, and
 without confirms at all (fire and forget: the ceiling of what pika alone can push).
 
+The same run also drains the same messages with the publisher of ``--legacy-ref`` (default: the
+last commit whose publisher pipelined confirms on pika's private API, publisher/pika_compat.py),
+loaded from git into this process only for the comparison; ``--legacy-ref ''`` skips it. Each
+publisher drains ``--rounds`` times, alternating which goes first; the medians are printed.
+
 Run: .venv/bin/python bench/drain_throughput.py [--messages N] [--batch B]
-Goals: drain >= 5,000 msg/s on a 2-core machine, >= 2.5x one-confirm-at-a-time pika and
+Goals: drain >= 12,000 msg/s on a 2-core machine, >= 2.5x one-confirm-at-a-time pika and
 >= 0.8x unconfirmed pika.
 """
 
@@ -14,13 +19,14 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pika
 
-from bench._setup import bench_environment, purge
+from bench._setup import LEGACY_REF, bench_environment, module_at, purge
 from models.db import database
 from publisher.drain import drain_outbox_concurrently
 
@@ -69,34 +75,85 @@ def plain_pika(url: str, n: int, *, confirms: bool) -> float:
     return n / elapsed
 
 
+def legacy_publisher_factory(ref: str, settings: object) -> Callable[[], object]:
+    """A factory of ``ref``'s AmqpPublisher (pika's private API), for the comparison only."""
+    compat = module_at(ref, "publisher/pika_compat.py", "bench_legacy_pika_compat")
+    legacy = module_at(
+        ref,
+        "publisher/amqp.py",
+        "bench_legacy_amqp",
+        replace={"from publisher import pika_compat": "import bench_legacy_pika_compat as pika_compat"},
+    )
+    assert legacy.pika_compat is compat
+    return lambda: legacy.publisher_from_settings(settings)
+
+
+def timed_drain(settings: object, messages: int, workers: int, factory: Callable[[], object] | None):
+    start = time.perf_counter()
+    report = drain_outbox_concurrently(settings=settings, workers=workers, publisher_factory=factory)
+    elapsed = time.perf_counter() - start
+    assert report.published == messages, report
+    return messages / elapsed, elapsed, report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=500, help="rows per batch (OUTBOX_BATCH_SIZE default)")
     parser.add_argument("--workers", type=int, default=2, help="drains side by side (OUTBOX_DRAIN_WORKERS)")
+    parser.add_argument("--rounds", type=int, default=3, help="drains of each publisher (median printed)")
+    parser.add_argument(
+        "--legacy-ref", default=LEGACY_REF, help="git ref whose publisher runs beside ('' to skip)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     with bench_environment(outbox_batch_size=args.batch, outbox_drain_max_seconds=600) as settings:
+        legacy = legacy_publisher_factory(args.legacy_ref, settings) if args.legacy_ref else None
         fill_outbox(args.messages)
         base = plain_pika(settings.amqp_url, args.messages, confirms=True)
         purge(settings.amqp_url)
         ceiling = plain_pika(settings.amqp_url, args.messages, confirms=False)
         purge(settings.amqp_url)
-        start = time.perf_counter()
-        report = drain_outbox_concurrently(settings=settings, workers=args.workers)
-        elapsed = time.perf_counter() - start
-        assert report.published == args.messages, report
-        drain_rate = args.messages / elapsed
+        new_runs: list[tuple[float, float, object]] = []
+        old_runs: list[tuple[float, float, object]] = []
+        filled = True  # the rows plain_pika read are still pending: the first drain takes them
+        for n in range(args.rounds):  # alternating which goes first: both see the same machine
+            order = [(new_runs, None)] + ([(old_runs, legacy)] if legacy is not None else [])
+            for runs, factory in order if n % 2 == 0 else order[::-1]:
+                if not filled:
+                    fill_outbox(args.messages)
+                runs.append(timed_drain(settings, args.messages, args.workers, factory))
+                filled = False
+                purge(settings.amqp_url)
+        drain_rate, elapsed, report = sorted(new_runs, key=lambda r: r[0])[len(new_runs) // 2]
+        old_rate = None
+        if old_runs:
+            old_rate, old_elapsed, _ = sorted(old_runs, key=lambda r: r[0])[len(old_runs) // 2]
         print(f"messages:                  {args.messages} (batch {args.batch}, {args.workers} drains)")
         print(f"baseline (1 confirm each): {base:,.0f} msg/s")
         print(
-            f"outbox drain:              {drain_rate:,.0f} msg/s  ({elapsed:.2f} s, {report.batches} batches)"
+            f"outbox drain:              {drain_rate:,.0f} msg/s  ({elapsed:.2f} s, "
+            f"{report.batches} batches; pika's public SelectConnection)"
         )
+        if old_rate is not None:
+            print(
+                f"outbox drain, {args.legacy_ref}:     {old_rate:,.0f} msg/s  ({old_elapsed:.2f} s; "
+                "pika's private API, for comparison; medians of the rounds)"
+            )
+        rounds = ", ".join(f"{r[0]:,.0f}" for r in new_runs)
+        if old_runs:
+            rounds += "; old: " + ", ".join(f"{r[0]:,.0f}" for r in old_runs)
+        print(f"every round (msg/s):       new: {rounds}")
         print(f"unconfirmed pika:          {ceiling:,.0f} msg/s")
         print(f"ratio drain / baseline:    {drain_rate / base:.2f}x")
         print(f"ratio drain / unconfirmed: {drain_rate / ceiling:.2f}x")
+        if old_rate is not None:
+            print(
+                f"ratio old / unconfirmed:   {old_rate / ceiling:.2f}x; "
+                f"new / old: {drain_rate / old_rate:.2f}x"
+            )
         print(
-            f"goal >= 5,000 msg/s: {'met' if drain_rate >= 5000 else 'NOT met'}; "
+            f"goal >= 12,000 msg/s: {'met' if drain_rate >= 12000 else 'NOT met'}; "
             f"goal >= 2.5x: {'met' if drain_rate >= 2.5 * base else 'NOT met'}; "
             f"goal >= 0.8x unconfirmed: {'met' if drain_rate >= 0.8 * ceiling else 'NOT met'}"
         )

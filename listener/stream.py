@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlencode, urljoin, urlsplit
 
 import requests
@@ -240,26 +238,18 @@ class FeedConnection:
             yield OVERSIZE
 
     def close(self) -> None:
-        """Close from any thread: wakes a reader blocked in recv by shutting the socket down."""
+        """Close from any thread: wakes a reader blocked in recv by shutting the socket down.
+
+        urllib3's ``HTTPResponse.shutdown()`` (urllib3 >= 2.3) shuts the response's socket for
+        reading, which makes a read blocked in another thread return at once (closing the socket
+        would not wake it). It raises once the body ended and urllib3 released the connection:
+        then no read is waiting. The response is closed afterwards.
+        """
         self._closed.set()
         resp = self.response
         if resp is None:
             return
-        sock = _socket_of(resp)
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError, RuntimeError, ValueError):
+            resp.raw.shutdown()
         with contextlib.suppress(Exception):
             resp.close()
-
-
-def _socket_of(resp: requests.Response) -> socket.socket | None:
-    raw: Any = resp.raw
-    conn = getattr(raw, "_connection", None)
-    sock = getattr(conn, "sock", None)
-    if sock is not None:
-        return sock
-    fp = getattr(raw, "_fp", None)
-    with contextlib.suppress(AttributeError):
-        return fp.fp.raw._sock  # type: ignore[union-attr]
-    return None

@@ -11,19 +11,23 @@ turns a missing table into DatabaseNotMigrated on every statement, wherever it r
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import peewee
-from playhouse.pool import MaxConnectionsExceeded, _PooledPostgresqlDatabase
-from playhouse.postgres_ext import PostgresqlExtDatabase
+import psycopg2.extensions
+from playhouse.pool import MaxConnectionsExceeded
+from playhouse.postgres_ext import PooledPostgresqlExtDatabase, PostgresqlExtDatabase
 
 from config.errors import DatabaseNotMigrated, DatabaseUnavailable
 from config.settings import mask_url
+
+logger = logging.getLogger(__name__)
 
 database = peewee.DatabaseProxy()
 
@@ -66,6 +70,33 @@ def connection_limits(
     return out
 
 
+class _ConnectionCount:
+    """Connections a database object opened and closed, counted by the psycopg2 connection class
+    it connects with (psycopg2's public ``connection_factory``)."""
+
+    def __init__(self) -> None:
+        self.opened = 0
+        self.closed = 0
+        self._lock = threading.Lock()
+        count = self
+
+        class CountedConnection(psycopg2.extensions.connection):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                with count._lock:
+                    count.opened += 1
+                self._kickoff_counted_close = False
+
+            def close(self) -> None:
+                if not self._kickoff_counted_close:
+                    self._kickoff_counted_close = True
+                    with count._lock:
+                        count.closed += 1
+                super().close()
+
+        self.connection_class = CountedConnection
+
+
 class KickoffDatabase(PostgresqlExtDatabase):
     """PostgreSQL whose every statement on a schema that is not there raises DatabaseNotMigrated.
 
@@ -74,13 +105,22 @@ class KickoffDatabase(PostgresqlExtDatabase):
     same answer everywhere: run kickoff db migrate.
     """
 
-    #: Connections this database object opened so far (a pool counts only the new ones).
-    connections_opened = 0
+    def __init__(self, database: str, **kwargs: Any) -> None:
+        self._count = _ConnectionCount()
+        kwargs.setdefault("connection_factory", self._count.connection_class)
+        super().__init__(database, **kwargs)
 
-    def _connect(self) -> object:
-        conn = super()._connect()
-        self.connections_opened += 1  # under the database's connect lock
-        return conn
+    @property
+    def connections_opened(self) -> int:
+        """Connections this database object opened so far (a pool counts only the new ones)."""
+        return self._count.opened
+
+    def cursor(self, named_cursor: object = None) -> Any:
+        # a connection closed under this thread while no transaction was open (the pool reclaimed
+        # it, see PooledKickoffDatabase) is forgotten: the statement runs on a fresh one
+        if not self.is_closed() and not self.in_transaction() and self.connection().closed:
+            self.close()
+        return super().cursor(named_cursor)
 
     def execute_sql(self, sql: str, params: object = None, named_cursor: object = None) -> object:
         try:
@@ -91,99 +131,136 @@ class KickoffDatabase(PostgresqlExtDatabase):
             raise
 
 
-class PooledKickoffDatabase(_PooledPostgresqlDatabase, KickoffDatabase):
+@dataclass
+class _Holder:
+    """A connection handed out: the thread holding it, when it was taken (``time.time()``), whether
+    a statement runs on it now, whether its thread was in a transaction after its last statement."""
+
+    thread: threading.Thread
+    taken: float
+    busy: int = 0
+    in_transaction: bool = False
+
+
+class PooledKickoffDatabase(PooledPostgresqlExtDatabase, KickoffDatabase):
     """KickoffDatabase whose connections are kept and reused: at most ``max_connections`` per process.
 
+    playhouse's public pooled database (``PooledPostgresqlExtDatabase``) does the pooling:
     ``close()`` returns the thread's connection to the pool (rolled back if a transaction was
-    left open; dropped if the server or the network closed it). A connection is checked with one
-    ``SELECT 1`` when it is taken from the pool after more than ``RECHECK_AFTER_SECONDS`` unused
-    (Peewee checks on every take, one round trip under the process's connect lock; a burst of
-    starts takes a connection every few milliseconds), and closed once it is ``max_age_seconds``
-    old (idle ones at the next take), so a process that goes quiet falls back to the connections
-    it still uses. A thread that finds every connection taken waits for one up to
-    ``wait_seconds``, then fails like a connect that timed out; before it waits, the connections
-    of threads that ended without handing theirs back (a thread pool retires idle threads) are
-    closed and their places freed.
+    left open; dropped if the server or the network closed it), each take checks the connection
+    with one ``SELECT 1``, and a connection ``max_age_seconds`` old is closed (idle ones at the
+    next take), so a process that goes quiet falls back to the connections it still uses.
+
+    Added here, through public methods only: a thread that finds every connection taken waits
+    for one up to ``wait_seconds`` (polling the pool), then fails like a connect that timed out;
+    before it waits, the connections of threads that ended without handing theirs back (a thread
+    pool retires idle threads) are closed and their places freed. playhouse closes held
+    connections only by age (``close_stale``): the cut-off is just after the newest ended
+    thread's take, so a live thread that took its connection earlier loses it too, which is only
+    done while no statement runs on it and its thread was in no transaction; that thread's next
+    statement then runs on a fresh connection (``KickoffDatabase.cursor``).
     """
 
-    #: A connection handed back less than this long ago is taken without its ``SELECT 1``.
-    RECHECK_AFTER_SECONDS = 1.0
+    #: How often a thread waiting for a free connection tries again.
+    WAIT_POLL_SECONDS = 0.005
 
     def __init__(
         self, database: str, *, max_connections: int, max_age_seconds: float, wait_seconds: float, **kwargs
     ) -> None:
+        # no wait inside the pool (timeout None): connect() below waits, so it can count and reclaim
         super().__init__(
             database,
             max_connections=max_connections,
             stale_timeout=max(1, int(max_age_seconds)),
-            timeout=max(1, int(wait_seconds)) if wait_seconds > 0 else 0,  # 0: wait as long as it takes
+            timeout=None,
             **kwargs,
         )
-        self._returned_at: dict[int, float] = {}  # id(connection) -> monotonic time handed back
+        self._cap = max_connections
+        self._wait_seconds = wait_seconds if wait_seconds > 0 else float("inf")
         self.full_takes = 0  # takes that found every connection in use (the thread then waits or fails)
-        self._full_takes_lock = threading.Lock()
-        self._owners: dict[int, threading.Thread] = {}  # id(connection) -> the thread holding it
-
-    def _connect(self) -> Any:
-        with self._pool_lock:
-            if not self._connections and len(self._in_use) >= self._max_connections:
-                self._reclaim_orphans()
-            try:
-                conn = super()._connect()
-            except MaxConnectionsExceeded:
-                with self._full_takes_lock:
-                    self.full_takes += 1
-                raise
-            self._owners[id(conn)] = threading.current_thread()
-            return conn
-
-    def _reclaim_orphans(self) -> None:
-        """Close the connections held by threads that ended (a request thread pool retires idle
-        threads; the thread's connection would stay counted as in use for ever)."""
-        for key, owner in list(self._owners.items()):
-            if owner.is_alive():
-                continue
-            del self._owners[key]
-            held = self._in_use.pop(key, None)
-            if held is not None:
-                self._close_raw(held.connection)
-
-    def _is_closed(self, conn: Any) -> bool:
-        returned = self._returned_at.pop(id(conn), None)
-        if conn.closed:
-            return True
-        if returned is not None and time.monotonic() - returned < self.RECHECK_AFTER_SECONDS:
-            return False
-        return bool(super()._is_closed(conn))
-
-    def _close(self, conn: Any, close_conn: bool = False) -> None:
-        with self._pool_lock:
-            super()._close(conn, close_conn)
-            self._owners.pop(id(conn), None)
-        if not close_conn and not conn.closed:
-            self._returned_at[id(conn)] = time.monotonic()
+        self._holders_lock = threading.Lock()
+        self._holders: dict[int, _Holder] = {}  # by id(connection)
 
     def connect(self, reuse_if_open: bool = False) -> bool:
+        deadline = time.monotonic() + self._wait_seconds
+        counted = False
+        while True:
+            try:
+                opened = super().connect(reuse_if_open)
+            except MaxConnectionsExceeded as exc:
+                if not counted:
+                    counted = True
+                    with self._holders_lock:
+                        self.full_takes += 1
+                if self._reclaim_ended_threads():
+                    continue
+                if time.monotonic() >= deadline:
+                    raise peewee.OperationalError(
+                        f"all {self._cap} connections of this process's pool are in use "
+                        "(DATABASE_POOL_MAX_CONNECTIONS)"
+                    ) from exc
+                time.sleep(self.WAIT_POLL_SECONDS)
+                continue
+            if opened:
+                with self._holders_lock:
+                    self._holders[id(self.connection())] = _Holder(threading.current_thread(), time.time())
+            return opened
+
+    def execute_sql(self, sql: str, params: object = None, named_cursor: object = None) -> object:
+        holder = self._holder()
+        if holder is not None:
+            with self._holders_lock:
+                holder.busy += 1
         try:
-            return super().connect(reuse_if_open)
-        except MaxConnectionsExceeded as exc:
-            raise peewee.OperationalError(
-                f"all {self._max_connections} connections of this process's pool are in use "
-                "(DATABASE_POOL_MAX_CONNECTIONS)"
-            ) from exc
+            return super().execute_sql(sql, params, named_cursor=named_cursor)
+        finally:
+            holder = holder or self._holder()  # the statement may have taken the connection
+            if holder is not None:
+                with self._holders_lock:
+                    holder.busy = max(0, holder.busy - 1)
+                    holder.in_transaction = self.in_transaction()
+
+    def _holder(self) -> _Holder | None:
+        if self.is_closed():
+            return None
+        with self._holders_lock:
+            return self._holders.get(id(self.connection()))
+
+    def close(self) -> bool:
+        if not self.is_closed():
+            with self._holders_lock:
+                self._holders.pop(id(self.connection()), None)
+        return bool(super().close())
+
+    def _reclaim_ended_threads(self) -> bool:
+        """Free the places of connections held by threads that ended; whether any was freed."""
+        with self._holders_lock:
+            ended = [h.taken for h in self._holders.values() if not h.thread.is_alive()]
+            if not ended:
+                return False
+            # close_stale closes what was taken before now - age: just after the newest ended take
+            cutoff = max(ended) + 0.002
+            older = {key: h for key, h in self._holders.items() if h.taken < cutoff}
+            if any(h.busy or h.in_transaction for h in older.values() if h.thread.is_alive()):
+                return False  # a live thread is using an older connection: try again in a moment
+            for key in older:
+                del self._holders[key]
+            return self.close_stale(age=max(0.0, time.time() - cutoff)) > 0
 
     @property
     def max_connections(self) -> int:
         """The pool's cap: connections this process keeps and uses at most."""
-        return int(self._max_connections)
+        return self._cap
 
     def in_use(self) -> int:
         """Connections handed out now (held by threads)."""
-        return len(self._in_use)
+        with self._holders_lock:
+            return len(self._holders)
 
     def idle(self) -> int:
-        """Connections kept in the pool, open and unused."""
-        return len(self._connections)
+        """Connections kept in the pool, open and unused (opened and not closed, minus those in use;
+        one the server ended counts until the pool next looks at it)."""
+        return max(0, self._count.opened - self._count.closed - self.in_use())
 
 
 #: How old a pooled connection gets before it is closed (setting database_pool_max_age_seconds).
@@ -282,9 +359,10 @@ def _forget_broken_connection() -> None:
         if database.is_closed() or database.in_transaction() or database.is_connection_usable():
             return
         database.close()
-    except (peewee.PeeweeException, AttributeError):  # unbound proxy, or closing failed: start over
-        with contextlib.suppress(Exception):
-            database.obj._state.reset()  # type: ignore[union-attr]
+    except (peewee.PeeweeException, AttributeError):  # unbound proxy, or closing failed
+        # peewee's close() forgets the thread's connection even when closing it failed; an
+        # unbound proxy has none to forget
+        logger.debug("ignored error while dropping a broken database connection", exc_info=True)
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""The launcher's job_runs consumer: a pika connection with manual acks and a prefetch limit."""
+"""The launcher's job_runs consumer: manual acks and a prefetch limit on kickoff's AMQP transport."""
 
 from __future__ import annotations
 
@@ -7,12 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import pika
-import pika.exceptions
-
-from config.errors import BrokerConnectionError, MissingQueueError
-from config.settings import mask_url
-from publisher.amqp import PIKA_ERRORS, close_within
+from config.errors import BrokerConnectionError
+from publisher.amqp_link import AmqpLink
 from publisher.queues import JOB_RUNS
 
 logger = logging.getLogger(__name__)
@@ -31,16 +27,12 @@ class Delivery:
     nack: Callable[[], None]  # requeue: another consumer (or this one later) gets it again
 
 
-def _reason(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 @dataclass(kw_only=True, eq=False, repr=False)
 class RunConsumer:
     """Consumes ``queue`` (job_runs) with manual acks; ``poll`` hands deliveries to ``on_delivery``.
 
-    pika errors become BrokerConnectionError; after one, ``poll`` reconnects on its next call.
+    The transport's errors are BrokerConnectionError (MissingQueueError for a queue that is not
+    declared); after one, ``poll`` reconnects on its next call.
     """
 
     url: str
@@ -50,49 +42,34 @@ class RunConsumer:
     heartbeat: int = 30
 
     def __post_init__(self) -> None:
-        self._connection: pika.BlockingConnection | None = None
-        self._channel: Any = None
-
-    def _unavailable(self, exc: BaseException) -> BrokerConnectionError:
-        return BrokerConnectionError(
-            service="RabbitMQ", setting="AMQP_URL", address=mask_url(self.url), reason=_reason(exc)
-        )
+        self._link: AmqpLink | None = None
 
     @property
     def connected(self) -> bool:
-        return self._connection is not None and self._connection.is_open
+        return self._link is not None and self._link.is_open
 
     def connect(self) -> None:
         """Open the connection, check the queue exists (passive) and start consuming."""
-        params = pika.URLParameters(self.url)
-        params.heartbeat = self.heartbeat
-        params.connection_attempts = 1
-        params.socket_timeout = 5
+        self.close(broken=True)
+        link = AmqpLink(url=self.url, confirms=False, heartbeat=self.heartbeat, connect_timeout=5.0)
         try:
-            self._connection = pika.BlockingConnection(params)
-            channel = self._connection.channel()
-            channel.queue_declare(queue=self.queue, passive=True)
-            channel.basic_qos(prefetch_count=self.prefetch)
-            channel.basic_consume(queue=self.queue, on_message_callback=self._on_message, auto_ack=False)
-        except pika.exceptions.ChannelClosedByBroker as exc:
-            self.close()
-            if exc.reply_code == 404:
-                raise MissingQueueError(self.queue, exc.reply_text) from exc
-            raise self._unavailable(exc) from exc
-        except PIKA_ERRORS as exc:
-            self.close(broken=True)
-            raise self._unavailable(exc) from exc
-        self._channel = channel
+            link.consume(self.queue, prefetch=self.prefetch, on_message=self._on_message)
+        except Exception:
+            link.abort()
+            raise
+        self._link = link
         logger.info("consuming %s (prefetch %s)", self.queue, self.prefetch)
 
-    def _on_message(self, channel: Any, method: Any, properties: Any, body: bytes) -> None:
+    def _on_message(self, _channel: Any, method: Any, properties: Any, body: bytes) -> None:
+        link = self._link
+        assert link is not None
         tag = method.delivery_tag
         delivery = Delivery(
             body=body,
             message_id=getattr(properties, "message_id", None),
             redelivered=bool(method.redelivered),
-            ack=lambda: channel.basic_ack(delivery_tag=tag),
-            nack=lambda: channel.basic_nack(delivery_tag=tag, requeue=True),
+            ack=lambda: link.ack(tag),
+            nack=lambda: link.nack(tag),
         )
         self.on_delivery(delivery)
 
@@ -100,12 +77,12 @@ class RunConsumer:
         """Wait up to ``timeout`` seconds for deliveries and hand each to ``on_delivery``."""
         if not self.connected:
             self.connect()
+        assert self._link is not None
         try:
-            assert self._connection is not None
-            self._connection.process_data_events(time_limit=timeout)
-        except PIKA_ERRORS as exc:
+            self._link.poll(timeout)
+        except BrokerConnectionError:
             self.close(broken=True)
-            raise self._unavailable(exc) from exc
+            raise
 
     def close(self, *, broken: bool = False) -> None:
         """Close the connection; unacked deliveries go back to the queue.
@@ -113,6 +90,6 @@ class RunConsumer:
         A ``broken`` connection is shut at once; a clean close waits at most
         CLOSE_TIMEOUT_SECONDS for the broker (a black-holed link never answers).
         """
-        conn, self._connection, self._channel = self._connection, None, None
-        if conn is not None and conn.is_open:
-            close_within(conn, 0.0 if broken else CLOSE_TIMEOUT_SECONDS)
+        link, self._link = self._link, None
+        if link is not None:
+            link.close(timeout=0.0 if broken else CLOSE_TIMEOUT_SECONDS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import peewee
 import psycopg2
 import pytest
 
@@ -77,27 +78,72 @@ def _terminate(url: str, pid: int) -> None:
         admin.close()
 
 
-def test_a_pooled_connection_the_server_ended_is_checked_and_replaced_before_use(
-    lsettings, rebind, monkeypatch
-):
-    monkeypatch.setattr(PooledKickoffDatabase, "RECHECK_AFTER_SECONDS", 0.0)  # check every take
+def test_a_pooled_connection_the_server_ended_is_checked_and_replaced_before_use(lsettings, rebind):
     init_database(lsettings.database_url, pool_max_connections=1)
     first = _backend_pid()
     _terminate(lsettings.database_url, first)
     assert _backend_pid() != first  # no failed statement: the take saw it was gone
 
 
-def test_a_connection_handed_back_just_before_the_server_ended_it_fails_once_then_is_replaced(
-    lsettings, rebind, monkeypatch
-):
-    monkeypatch.setattr(PooledKickoffDatabase, "RECHECK_AFTER_SECONDS", 3600.0)  # never checked
-    init_database(lsettings.database_url, pool_max_connections=1)
-    first = _backend_pid()
-    _terminate(lsettings.database_url, first)
-    with pytest.raises(DatabaseUnavailable), database_errors():
-        database.execute_sql("SELECT 1")
+def test_the_connection_of_a_thread_that_ended_without_handing_it_back_is_reclaimed(lsettings, rebind):
+    init_database(lsettings.database_url, pool_max_connections=1, connect_timeout_seconds=30)
+    taken: list[int] = []
+    ended = threading.Thread(
+        target=lambda: taken.append(database.execute_sql("SELECT pg_backend_pid()").fetchone()[0])
+    )
+    ended.start()
+    ended.join(30)
+    assert taken and _pool().in_use() == 1  # the thread ended holding the only connection
+
+    pid = _backend_pid()  # waits for no one: the ended thread's place is freed
+
+    assert pid != taken[0] and _pool().full_takes == 1 and _pool().in_use() == 0
+
+
+def _ended_thread_holding_a_connection() -> None:
+    ended = threading.Thread(target=lambda: database.execute_sql("SELECT 1"))
+    ended.start()
+    ended.join(30)
+
+
+def _pid_in_thread() -> list[object]:
+    got: list[object] = []
+
+    def run() -> None:
+        try:
+            got.append(_backend_pid())
+        except Exception as exc:  # handed back to the test
+            got.append(exc)
+
+    other = threading.Thread(target=run)
+    other.start()
+    other.join(30)
+    return got
+
+
+def test_an_idle_live_threads_older_connection_is_replaced_on_its_next_statement(lsettings, rebind):
+    init_database(lsettings.database_url, pool_max_connections=2, connect_timeout_seconds=5)
+    held = database.execute_sql("SELECT pg_backend_pid()").fetchone()[0]  # taken before the ended one's
+    _ended_thread_holding_a_connection()
+
+    [other] = _pid_in_thread()  # the pool was full: both older connections were closed
+
+    assert isinstance(other, int)
+    assert database.execute_sql("SELECT pg_backend_pid()").fetchone()[0] != held  # no error, a fresh one
     database.close()
-    assert _backend_pid() != first
+
+
+def test_a_live_thread_in_a_transaction_keeps_its_connection(lsettings, rebind):
+    init_database(lsettings.database_url, pool_max_connections=2, connect_timeout_seconds=1)
+    with database.atomic():
+        held = database.execute_sql("SELECT pg_backend_pid()").fetchone()[0]
+        _ended_thread_holding_a_connection()
+
+        [other] = _pid_in_thread()  # nothing may be reclaimed: it waits its second, then fails
+
+        assert isinstance(other, peewee.OperationalError) and "DATABASE_POOL_MAX_CONNECTIONS" in str(other)
+        assert database.execute_sql("SELECT pg_backend_pid()").fetchone()[0] == held
+    database.close()
 
 
 def test_a_connection_is_closed_once_older_than_its_max_age(lsettings, rebind):

@@ -1,59 +1,62 @@
-"""The broker internals kickoff uses (batch enqueue, RabbitMQ consumer) are checked at import; the error
-names the version."""
+"""The three Dramatiq internals kickoff still uses are checked at import; the error names the version."""
 
 from __future__ import annotations
 
 import dramatiq
 import pytest
-from dramatiq.brokers import rabbitmq as rabbitmq_broker
-from dramatiq.brokers import redis as redis_broker
-from dramatiq.brokers.redis import RedisBroker
+from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
 from actors import dramatiq_compat
 
 
-def test_the_installed_dramatiq_has_what_the_batch_enqueue_uses():
-    dramatiq_compat._check()
+def test_the_installed_dramatiq_has_what_kickoff_uses():
+    assert dramatiq_compat._check() == []
+    dramatiq_compat.check()
 
 
-def test_a_dramatiq_without_the_maintenance_hook_fails_naming_its_version(monkeypatch):
-    monkeypatch.delattr(RedisBroker, "_should_do_maintenance")
+def test_each_internal_names_its_upstream_issue():
+    assert set(dramatiq_compat.UPSTREAM) == {"storage layout", "_build_queue_arguments", "_tag"}
+    assert all(
+        url.startswith("https://github.com/Bogdanp/dramatiq/") for url in dramatiq_compat.UPSTREAM.values()
+    )
+
+
+def test_a_rabbitmq_broker_without_queue_arguments_fails_naming_its_version(monkeypatch):
+    monkeypatch.delattr(RabbitmqBroker, "_build_queue_arguments")
     with pytest.raises(
-        ImportError, match=rf"dramatiq {dramatiq.__version__} .*RedisBroker\._should_do_maintenance"
+        ImportError, match=rf"dramatiq {dramatiq.__version__} .*RabbitmqBroker\._build_queue_arguments"
     ):
-        dramatiq_compat._check()
+        dramatiq_compat.check()
 
 
-def test_a_dispatch_script_with_another_argument_order_fails_at_the_check(monkeypatch):
-    lua = redis_broker._scripts["dispatch"].decode()
-    swapped = lua.replace("local worker_id = ARGV[4]", "local worker_id = ARGV[5]")
-    monkeypatch.setitem(redis_broker._scripts, "dispatch", swapped.encode())
-    with pytest.raises(ImportError, match=r"ARGV\[4\] = worker_id"):
-        dramatiq_compat._check()
-
-
-def test_a_rabbitmq_consumer_without_delivery_tags_fails_at_the_check(monkeypatch):
-    class Renamed(rabbitmq_broker._RabbitmqConsumer):
+def test_a_rabbitmq_consumer_that_acks_without_the_delivery_tag_fails_at_the_check(monkeypatch):
+    class Renamed(dramatiq_compat.RabbitmqConsumer):  # type: ignore[misc, valid-type]
         def ack(self, message):  # acks by another attribute than the delivery tag
             return None
 
-    monkeypatch.setattr(rabbitmq_broker, "_RabbitmqConsumer", Renamed)
-    with pytest.raises(ImportError, match=r"_RabbitmqConsumer\.ack: message\._tag"):
-        dramatiq_compat._check()
+    monkeypatch.setattr(RabbitmqBroker, "consumer_class", property(lambda self: Renamed))
+    with pytest.raises(ImportError, match=r"the RabbitMQ consumer's ack: message\._tag"):
+        dramatiq_compat.check()
 
 
-def test_a_rabbitmq_broker_without_consumer_class_fails_at_the_check(monkeypatch):
-    monkeypatch.delattr(rabbitmq_broker.RabbitmqBroker, "consumer_class")
-    with pytest.raises(
-        ImportError, match=rf"dramatiq {dramatiq.__version__} .*RabbitmqBroker\.consumer_class"
-    ):
-        dramatiq_compat._check()
+def test_the_consumer_class_is_the_one_the_broker_property_returns():
+    assert dramatiq_compat.RabbitmqConsumer.__name__.endswith("RabbitmqConsumer")
+    assert callable(dramatiq_compat.RabbitmqConsumer.ack)
 
 
-def test_a_dramatiq_whose_message_has_other_fields_fails_at_the_check(monkeypatch):
-    monkeypatch.setattr(dramatiq_compat, "_MESSAGE_FIELDS", ("queue_name", "actor_name"))
-    with pytest.raises(ImportError, match="Message fields"):
-        dramatiq_compat._check()
+def test_queue_arguments_extend_the_brokers_own():
+    class Base:
+        def _build_queue_arguments(self, queue_name):
+            return {"x-dead-letter-routing-key": f"{queue_name}.XQ"}
+
+    class Broker(dramatiq_compat.QueueArgumentsHook, Base):
+        def queue_arguments(self, queue_name, arguments):
+            return {**arguments, "x-queue-type": "quorum"}
+
+    assert Broker()._build_queue_arguments("q") == {
+        "x-dead-letter-routing-key": "q.XQ",
+        "x-queue-type": "quorum",
+    }
 
 
 def test_a_message_is_encoded_to_the_same_bytes_as_dramatiq_encodes_it():

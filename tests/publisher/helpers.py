@@ -112,14 +112,8 @@ def reject_all(amqp_url: str, queue: str) -> None:
 
 
 def never_confirming(publisher: AmqpPublisher, monkeypatch: pytest.MonkeyPatch) -> AmqpPublisher:
-    """Make ``publisher`` send under delivery tags the broker never confirms (a lost confirm)."""
-    real_send = publisher._send
-
-    def send_under_a_tag_the_broker_never_confirms(messages, sent):
-        real_send(messages, sent)
-        publisher._unconfirmed = {tag + 10**6: mid for tag, mid in publisher._unconfirmed.items()}
-
-    monkeypatch.setattr(publisher, "_send", send_under_a_tag_the_broker_never_confirms)
+    """Make ``publisher`` lose every confirm the broker sends (a lost confirm)."""
+    monkeypatch.setattr(publisher.link, "_on_confirm", lambda frame: None)
     return publisher
 
 

@@ -16,7 +16,7 @@ from config.errors import (
     PublishUncertainError,
     UnroutableMessageError,
 )
-from publisher.amqp import AmqpPublisher, OutgoingMessage, _ConfirmTimeout
+from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.queues import LINEUP_UPDATES, TRADE_RESPONSES, WAIVER_ACTIONS
 from tests.faultproxy import FaultProxy
 from tests.publisher.helpers import never_confirming, reject_all
@@ -82,14 +82,15 @@ def test_a_message_returned_because_its_queue_vanished_is_a_missing_queue_not_a_
 def test_a_returned_message_whose_queue_is_present_is_unroutable(publisher, monkeypatch):
     publisher.check_queue(LINEUP_UPDATES)
     publisher._checked.add(LINEUP_UPDATES)
-    real_send = publisher._send
+    link = publisher.link
+    real_on_confirm = link._on_confirm
 
-    def send_then_return(messages, sent):  # the broker returned it although the queue exists
-        real_send(messages, sent)
-        for m in messages:
-            publisher._returned[m.message_id] = "312 NO_ROUTE"
+    def return_then_confirm(frame):  # the broker returned it although the queue exists
+        for message_id in list(link._unconfirmed.values()):
+            link._batch.returned[message_id] = "312 NO_ROUTE"
+        real_on_confirm(frame)
 
-    monkeypatch.setattr(publisher, "_send", send_then_return)
+    monkeypatch.setattr(link, "_on_confirm", return_then_confirm)
     with pytest.raises(UnroutableMessageError, match="NO_ROUTE"):
         publisher.publish(_msg(LINEUP_UPDATES))
 
@@ -184,13 +185,14 @@ def _bounded(call, *, limit: float) -> tuple[object, float]:
 
 
 def test_waiting_for_a_confirm_the_broker_never_sends_gives_up_after_the_confirm_timeout(
-    amqp_vhost, fresh_queues
+    amqp_vhost, fresh_queues, monkeypatch
 ):
     pub = AmqpPublisher(url=amqp_vhost, confirm_timeout=1.0)
     pub.publish(_msg(LINEUP_UPDATES))  # connection and confirm-mode channel are open
-    pub._unconfirmed[10**6] = "never-confirmed"  # a delivery tag the broker will never confirm
-    result, took = _bounded(pub._await_confirms, limit=2.5)
-    assert isinstance(result, _ConfirmTimeout)
+    monkeypatch.setattr(pub.link, "_on_confirm", lambda frame: None)  # the confirm never arrives
+    outcomes, took = _bounded(lambda: pub.publish_many([_msg(LINEUP_UPDATES)]), limit=2.5)
+    assert isinstance(outcomes[0].error, PublishUncertainError)
+    assert "no confirm within 1s" in str(outcomes[0].error)
     assert 1.0 <= took < 2.0
     pub.close()
 

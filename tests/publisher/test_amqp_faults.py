@@ -12,6 +12,7 @@ from config.errors import BrokerConnectionError, PublishUncertainError
 from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.queues import LINEUP_UPDATES
 from tests.faultproxy import FaultProxy
+from tests.waiting import wait_for
 
 # A hung broker must not hold a publish until the heartbeat notices (2 x 30 s): the confirm
 # timeout and the connect timeout bound it. Generous, so a loaded machine does not fail it.
@@ -70,3 +71,14 @@ def test_a_clean_close_of_a_black_holed_connection_does_not_hang(proxy, proxied)
     started = time.monotonic()
     proxied.close()
     assert time.monotonic() - started < WELL_BEFORE_HEARTBEAT
+
+
+def test_a_clean_close_the_broker_never_answers_ends_within_its_timeout(proxy, proxied):
+    assert proxied.publish_many([_msg()])[0].confirmed  # open
+    link = proxied.link
+    proxy.blackhole()
+    started = time.monotonic()
+    link.close(timeout=1.0)  # Close-Ok never comes: the socket is shut at the deadline
+    assert time.monotonic() - started < WELL_BEFORE_HEARTBEAT
+    assert not link.is_open
+    wait_for(lambda: proxy.connections == 0, timeout=10, what="the link's TCP connection to end")
