@@ -24,6 +24,7 @@ from playhouse.postgres_ext import PostgresqlExtDatabase
 
 from config.errors import DatabaseNotMigrated, DatabaseUnavailable
 from config.settings import mask_url
+from models.db_deadline import deadline_cursor
 
 database = peewee.DatabaseProxy()
 
@@ -52,10 +53,12 @@ KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
 def connection_limits(
     kwargs: dict[str, object], *, connect_timeout_seconds: float, statement_timeout_seconds: float
 ) -> dict[str, object]:
-    """``kwargs`` plus connect timeout, keepalives and a server-side statement timeout.
+    """``kwargs`` plus connect timeout, keepalives, a server-side statement timeout and its client side.
 
     Values given in the URL's query (``?connect_timeout=..``) win; the statement timeout is
-    appended to any ``options`` the URL carries. A timeout of 0 disables it.
+    appended to any ``options`` the URL carries. A timeout of 0 disables it. With a statement
+    timeout, every statement also has a client-side deadline (``client_deadline_seconds``,
+    models/db_deadline.py): a link that stops answering fails the statement instead of hanging it.
     """
     out: dict[str, object] = {**KEEPALIVES, **kwargs}
     if connect_timeout_seconds > 0:
@@ -63,7 +66,18 @@ def connection_limits(
     if statement_timeout_seconds > 0:
         opt = f"-c statement_timeout={int(statement_timeout_seconds * 1000)}"
         out["options"] = f"{out['options']} {opt}" if out.get("options") else opt
+        deadline = client_deadline_seconds(
+            connect_timeout_seconds=connect_timeout_seconds,
+            statement_timeout_seconds=statement_timeout_seconds,
+        )
+        out.setdefault("cursor_factory", deadline_cursor(deadline))
     return out
+
+
+def client_deadline_seconds(*, connect_timeout_seconds: float, statement_timeout_seconds: float) -> float:
+    """How long a statement may wait for PostgreSQL's answer: the server's statement timeout, then a
+    connect timeout's worth (at least a second) for the server's own timeout error to come back."""
+    return statement_timeout_seconds + max(connect_timeout_seconds, 1.0)
 
 
 class KickoffDatabase(PostgresqlExtDatabase):
