@@ -16,7 +16,7 @@ import logging
 import socket
 import struct
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,16 +143,17 @@ class AmqpPublisher:
         """Open a channel in confirm mode with our own ack/nack and return callbacks."""
         assert self._connection is not None
         try:
-            channel = self._connection.channel()
-            # BlockingChannel's own confirm mode waits for each confirm; we enable confirms on
-            # the underlying channel instead and track delivery tags, so a batch is pipelined.
-            impl = pika_compat.channel_impl(channel)
-            selected: list[bool] = []
-            impl.confirm_delivery(
-                ack_nack_callback=self._on_confirm, callback=lambda _frame: selected.append(True)
-            )
-            impl.add_on_return_callback(self._on_return)
-            pika_compat.flush_until(channel, lambda: bool(selected))
+            with answered_within(self._connection, self.connect_timeout):
+                channel = self._connection.channel()
+                # BlockingChannel's own confirm mode waits for each confirm; we enable confirms on
+                # the underlying channel instead and track delivery tags, so a batch is pipelined.
+                impl = pika_compat.channel_impl(channel)
+                selected: list[bool] = []
+                impl.confirm_delivery(
+                    ack_nack_callback=self._on_confirm, callback=lambda _frame: selected.append(True)
+                )
+                impl.add_on_return_callback(self._on_return)
+                pika_compat.flush_until(channel, lambda: bool(selected))
         except PIKA_ERRORS as exc:
             self._drop()
             raise self._unavailable(exc) from exc
@@ -231,10 +232,11 @@ class AmqpPublisher:
         if queue in self._checked and not again:
             return
         try:
-            if declare_passive(queue) or queue in self.passive_queues:
-                self._channel.queue_declare(queue=queue, passive=True)
-            else:
-                self._channel.queue_declare(queue=queue, durable=True)
+            with answered_within(self._connection, self.confirm_timeout):
+                if declare_passive(queue) or queue in self.passive_queues:
+                    self._channel.queue_declare(queue=queue, passive=True)
+                else:
+                    self._channel.queue_declare(queue=queue, durable=True)
         except pika.exceptions.ChannelClosedByBroker as exc:
             self._channel = None
             try:
@@ -255,7 +257,8 @@ class AmqpPublisher:
         done = []
         for queue in queues:
             try:
-                self._channel.queue_declare(queue=queue, durable=True)
+                with answered_within(self._connection, self.confirm_timeout):
+                    self._channel.queue_declare(queue=queue, durable=True)
             except PIKA_ERRORS as exc:
                 self._drop()
                 raise self._unavailable(exc) from exc
@@ -267,7 +270,8 @@ class AmqpPublisher:
         """Delete ``queue`` (tests and operator clean-up)."""
         self._ensure_open()
         try:
-            self._channel.queue_delete(queue=queue)
+            with answered_within(self._connection, self.confirm_timeout):
+                self._channel.queue_delete(queue=queue)
         except PIKA_ERRORS as exc:
             self._drop()
             raise self._unavailable(exc) from exc
@@ -300,6 +304,8 @@ class AmqpPublisher:
         for queue in dict.fromkeys(m.queue for m in messages):
             try:
                 self.check_queue(queue)
+            except BrokerConnectionError as exc:  # the link is gone: nothing of the batch was sent
+                return [PublishOutcome(m, errors.get(m.message_id, exc)) for m in messages]
             except PublishError as exc:
                 for m in messages:
                     if m.queue == queue:
@@ -456,6 +462,37 @@ def _shut_socket(conn: pika.BlockingConnection) -> None:
     if sock is not None:
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
+
+
+@contextlib.contextmanager
+def answered_within(conn: pika.BlockingConnection | None, seconds: float) -> Iterator[None]:
+    """Give the broker round trips of the block (a channel open, a declare) ``seconds`` to answer.
+
+    BlockingChannel's RPCs wait for their reply without a deadline; on a black-holed link that
+    is until the heartbeat timeout (twice AMQP heartbeat). A ticker on the connection's own I/O
+    loop shuts the socket once the deadline passes, so the wait ends as a lost stream (a pika
+    error the caller turns into BrokerConnectionError).
+    """
+    if conn is None:
+        yield
+        return
+    deadline = time.monotonic() + seconds
+    timer: list[object] = []
+
+    def tick() -> None:
+        if time.monotonic() >= deadline:
+            timer.clear()
+            _shut_socket(conn)
+        else:
+            timer[:] = [pika_compat.call_later(conn, CONFIRM_POLL_SECONDS, tick)]
+
+    tick()
+    try:
+        yield
+    finally:
+        if timer and conn.is_open:
+            with contextlib.suppress(Exception):
+                pika_compat.remove_timeout(conn, timer[0])
 
 
 def close_within(conn: pika.BlockingConnection, seconds: float) -> None:
