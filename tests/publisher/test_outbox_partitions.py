@@ -294,8 +294,13 @@ class Cut:
 
     service: str  # a tests.hosts service name: "amqp" (RabbitMQ) or "database" (PostgreSQL)
     how: CutKind
-    cut_at: float = 0.0
-    healed_at: float = 0.0
+    cut_at: float = 0.0  # its rules in force (tests.hosts records it once iptables added them)
+    healing_at: float = 0.0  # just before the rules are removed: [cut_at, healing_at] is surely cut
+    healed_at: float = 0.0  # the rules gone
+
+    def inside(self, answer: Answer) -> bool:
+        """Whether ``answer``'s trigger was sent and answered while the cut surely held."""
+        return answer.inside(self.cut_at, self.healing_at)
 
     @property
     def name(self) -> str:
@@ -366,8 +371,8 @@ def test_an_api_host_cut_from_rabbitmq_then_postgres_answers_truthfully_and_lose
                 what="every client answered queued before the first cut",
             )
             for cut in cuts:
-                cut.cut_at = time.monotonic()
                 host.cut(cut.service, kind=cut.how)
+                cut.cut_at = host.cuts[-1].at
                 wait_for(
                     lambda cut=cut: (
                         clients.each_client_has(ANSWERS_PER_CLIENT_IN_CUT, cut.cut_at)
@@ -376,6 +381,7 @@ def test_an_api_host_cut_from_rabbitmq_then_postgres_answers_truthfully_and_lose
                     timeout=90,
                     what=f"every client answered during the {cut.name} cut",
                 )
+                cut.healing_at = time.monotonic()
                 host.heal(cut.service)
                 cut.healed_at = time.monotonic()
                 wait_for(
@@ -438,6 +444,13 @@ def _retry_unaccepted(clients: Clients, first: list[Answer]) -> list[Answer]:
     return retries
 
 
+def _answers_inside(first: list[Answer], cut: Cut) -> str:
+    """The answers to triggers sent and answered during ``cut``, by kind, and the slowest of them."""
+    inside = [a for a in first if cut.inside(a)]
+    kinds = dict(sorted(Counter(a.answer for a in inside).items()))
+    return f"{kinds}, slowest {max((a.seconds for a in inside), default=0.0):.1f}s"
+
+
 def _rounded(values: dict[str, float]) -> dict[str, float]:
     return {k: round(v, 1) for k, v in values.items()}
 
@@ -466,7 +479,7 @@ def _check(
     expect(not half, "202 answers whose published flag contradicts their status", half)
 
     for cut in cuts:
-        inside = [a for a in first if a.inside(cut.cut_at, cut.healed_at)]
+        inside = [a for a in first if cut.inside(a)]
         expect(bool(inside), f"answers to triggers sent during the {cut.name} cut", inside)
         if cut.service == "amqp":
             queued = [a for a in inside if a.answer == "queued"]
@@ -563,6 +576,7 @@ def _check(
         f"  heal to delivery of the cut's saved messages (s)={_rounded(to_delivery)}\n"
         f"  heal to every client's first queued answer (s)={_rounded(recovered)}\n"
         f"  first answers={dict(sorted(answers.items()))}"
+        + "".join(f"\n  answered during {c.name}: {_answers_inside(first, c)}" for c in cuts)
     )
     if problems:
         logs_text = "\n".join(
