@@ -23,7 +23,7 @@ logger = logging.getLogger("drain_loop")
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("pika").setLevel(logging.WARNING)  # a line per connection otherwise
+    logging.getLogger("pika").setLevel(logging.CRITICAL)  # lines per failed connect otherwise
     settings = MatchListenerEnvironment()
     init_database(
         settings.database_url,

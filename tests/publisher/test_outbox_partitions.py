@@ -451,6 +451,16 @@ def _answers_inside(first: list[Answer], cut: Cut) -> str:
     return f"{kinds}, slowest {max((a.seconds for a in inside), default=0.0):.1f}s"
 
 
+def _phase(at: float, cuts: list[Cut]) -> str:
+    """Where ``at`` falls: during a cut, or after which heal."""
+    for cut in reversed(cuts):
+        if cut.cut_at <= at <= cut.healed_at:
+            return f"during {cut.name}"
+        if at > cut.healed_at:
+            return f"after {cut.name}"
+    return "before the cuts"
+
+
 def _rounded(values: dict[str, float]) -> dict[str, float]:
     return {k: round(v, 1) for k, v in values.items()}
 
@@ -568,6 +578,11 @@ def _check(
         [slow],
     )
     answers = Counter(f"{a.kind}:{a.answer}" for a in first)
+    second_copies = Counter(
+        f"{first_of[key_of[d.tracking_id]].answer} answer, later copy {_phase(d.at, cuts)}"
+        for m in repeated
+        for d in sorted((d for d in deliveries if d.message_id == m), key=lambda d: d.at)[1:]
+    )
     print(
         f"\noutbox partitions: triggers={len(first)} retried={len({r.key for r in retries})} "
         f"accepted={len(final)} delivered={len(copies)} duplicates={len(deliveries) - len(copies)} "
@@ -575,7 +590,8 @@ def _check(
         f"  cuts (s)={_rounded({c.name: c.healed_at - c.cut_at for c in cuts})}\n"
         f"  heal to delivery of the cut's saved messages (s)={_rounded(to_delivery)}\n"
         f"  heal to every client's first queued answer (s)={_rounded(recovered)}\n"
-        f"  first answers={dict(sorted(answers.items()))}"
+        f"  first answers={dict(sorted(answers.items()))}\n"
+        f"  second copies={dict(sorted(second_copies.items()))}"
         + "".join(f"\n  answered during {c.name}: {_answers_inside(first, c)}" for c in cuts)
     )
     if problems:
