@@ -161,7 +161,9 @@ class BaseEnvironment(BaseSettings):
     database_connect_timeout_seconds: NonNegativeFloat = 10.0
     """PostgreSQL connect timeout (0: none)."""
     database_statement_timeout_seconds: NonNegativeFloat = 60.0
-    """PostgreSQL statement_timeout of every kickoff connection (0: none)."""
+    """PostgreSQL statement_timeout of every kickoff connection (0: none). A statement still unanswered
+    this long plus DATABASE_CONNECT_TIMEOUT_SECONDS after it was sent (a link that stopped answering)
+    fails on the client side too: its connection is shut and the call raises DatabaseUnavailable."""
     database_pool_max_connections: NonNegativeInt | None = None
     """PostgreSQL connections one worker process keeps and reuses at most (starts, heartbeats, queries);
     unset: LISTENER_DB_CONCURRENCY + 2, at least 10; 0: no pool (a connection per use). Give a process whose

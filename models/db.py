@@ -26,6 +26,7 @@ from playhouse.postgres_ext import PooledPostgresqlExtDatabase, PostgresqlExtDat
 
 from config.errors import DatabaseNotMigrated, DatabaseUnavailable
 from config.settings import mask_url
+from models.db_deadline import deadline_cursor
 
 logger = logging.getLogger(__name__)
 
@@ -49,17 +50,27 @@ DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0
 DEFAULT_STATEMENT_TIMEOUT_SECONDS = 60.0
 
 #: libpq TCP keepalives: a connection whose peer vanished (network cut, host gone) fails in
-#: about ``idle + interval * count`` seconds instead of waiting on the socket forever.
-KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+#: about ``idle + interval * count`` seconds instead of waiting on the socket forever; one whose
+#: sent bytes go unacknowledged (a black hole: packets dropped mid-statement) fails after
+#: ``tcp_user_timeout`` ms instead of the kernel's retransmissions (about 15 minutes).
+KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30000,
+}
 
 
 def connection_limits(
     kwargs: dict[str, object], *, connect_timeout_seconds: float, statement_timeout_seconds: float
 ) -> dict[str, object]:
-    """``kwargs`` plus connect timeout, keepalives and a server-side statement timeout.
+    """``kwargs`` plus connect timeout, keepalives, a server-side statement timeout and its client side.
 
     Values given in the URL's query (``?connect_timeout=..``) win; the statement timeout is
-    appended to any ``options`` the URL carries. A timeout of 0 disables it.
+    appended to any ``options`` the URL carries. A timeout of 0 disables it. With a statement
+    timeout, every statement also has a client-side deadline (``client_deadline_seconds``,
+    models/db_deadline.py): a link that stops answering fails the statement instead of hanging it.
     """
     out: dict[str, object] = {**KEEPALIVES, **kwargs}
     if connect_timeout_seconds > 0:
@@ -67,6 +78,11 @@ def connection_limits(
     if statement_timeout_seconds > 0:
         opt = f"-c statement_timeout={int(statement_timeout_seconds * 1000)}"
         out["options"] = f"{out['options']} {opt}" if out.get("options") else opt
+        deadline = client_deadline_seconds(
+            connect_timeout_seconds=connect_timeout_seconds,
+            statement_timeout_seconds=statement_timeout_seconds,
+        )
+        out.setdefault("cursor_factory", deadline_cursor(deadline))
     return out
 
 
@@ -95,6 +111,12 @@ class _ConnectionCount:
                 super().close()
 
         self.connection_class = CountedConnection
+
+
+def client_deadline_seconds(*, connect_timeout_seconds: float, statement_timeout_seconds: float) -> float:
+    """How long a statement may wait for PostgreSQL's answer: the server's statement timeout, then a
+    connect timeout's worth (at least a second) for the server's own timeout error to come back."""
+    return statement_timeout_seconds + max(connect_timeout_seconds, 1.0)
 
 
 class KickoffDatabase(PostgresqlExtDatabase):

@@ -39,7 +39,9 @@ clone`` writes one), each new session's clock starting when it is picked up.
 One asyncio loop serves every connection, so a thousand concurrent streams cost a thousand small
 coroutines, not a thousand threads. For is_test matches the session drives Match.status through
 a StatusWriter (scheduled → inprogress → delayed → inprogress → closed). ``drop_streams()``
-cuts open streams abruptly and ``connections(sr_id)`` counts them (tests, drills).
+cuts open streams abruptly and ``connections(sr_id)`` counts them (tests, drills);
+``stream_history`` keeps every stream connection's peer and when it opened and closed
+(``time.monotonic()``), so a test can tell whether two streams of one match ever overlapped.
 """
 
 from __future__ import annotations
@@ -151,6 +153,16 @@ class Session:
         }
 
 
+@dataclass
+class StreamRecord:
+    """One stream connection of a match: its peer address and ``time.monotonic()`` times."""
+
+    sr_id: str
+    peer: tuple[str, int] | None  # the client's (host, port): a fault proxy's upstream socket in tests
+    opened: float
+    closed: float | None = None  # None while it is open
+
+
 class SimServer:
     """The simulator: sessions plus an asyncio HTTP server, run in the caller's or a background thread."""
 
@@ -197,6 +209,7 @@ class SimServer:
         self._seen_scripts: set[Path] = set()
         self._drivers: list[asyncio.Task[None]] = []
         self._streams: dict[str, set[asyncio.StreamWriter]] = {}  # open stream connections by sr_id
+        self.stream_history: list[StreamRecord] = []  # every stream connection, in the order opened
         self.schedule_requests: list[str] = []  # paths of schedule and league requests served (tests)
         self.pbp_faults: list[str] = []  # one consumed per pbp request (PBP_FAULTS); empty: normal
         self.pbp_requests: Counter[str] = Counter()  # pbp requests served by sr_id (faults included)
@@ -533,6 +546,9 @@ class SimServer:
         next_hb = time.monotonic() + self.heartbeat
         conns = self._streams.setdefault(sr_id, set())
         conns.add(writer)
+        peer = writer.get_extra_info("peername")
+        record = StreamRecord(sr_id, tuple(peer[:2]) if peer else None, time.monotonic())
+        self.stream_history.append(record)
         # The client closing its side ends the stream at once (not at the next failed write).
         gone: asyncio.Future[bytes] = asyncio.ensure_future(reader.read(1))
         assert self._stopping is not None
@@ -573,6 +589,7 @@ class SimServer:
             if gone.done() and not gone.cancelled():
                 gone.exception()  # retrieved: a reset connection is no error worth a warning
             conns.discard(writer)
+            record.closed = time.monotonic()
 
     async def _pbp(self, league: str, sr_id: str, writer: asyncio.StreamWriter) -> None:
         """The match's play-by-play so far (final versions, deletes left out), or the next fault."""

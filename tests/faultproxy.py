@@ -1,6 +1,7 @@
 """A TCP fault proxy for tests: put it between kickoff and a shared service, then break the link.
 
-The proxy listens on 127.0.0.1 (``port``) and forwards every connection to ``target``. Point the
+The proxy listens on 127.0.0.1 (or ``host``: a test host's veth address, tests/hosts.py) on
+``port`` and forwards every connection to ``target``. Point the
 code under test at the proxy's port (``url_via``), never stop the shared service itself, and
 switch modes while the test runs:
 
@@ -61,6 +62,13 @@ def _close(sock: socket.socket, *, reset: bool = False) -> None:
         sock.close()
 
 
+def _port_of(address: Callable[[], tuple[str, int]]) -> int:
+    try:
+        return int(address()[1])
+    except OSError:  # already reset by the peer
+        return 0
+
+
 class _Link:
     """One client connection and, unless it was black-holed from the start, its upstream."""
 
@@ -69,6 +77,8 @@ class _Link:
         self.upstream = upstream
         self.closed = threading.Event()
         self.tainted = upstream is None  # swallowed bytes: the stream cannot be resumed
+        self.client_port = _port_of(client.getpeername)
+        self.upstream_port = None if upstream is None else _port_of(upstream.getsockname)
 
     def close(self) -> None:
         if not self.closed.is_set():
@@ -83,10 +93,18 @@ stable_port = free_port
 
 
 class FaultProxy:
-    """Forward 127.0.0.1:``port`` to ``target``; refuse, black-hole or cut connections on demand."""
+    """Forward ``host``:``port`` to ``target``; refuse, black-hole or cut connections on demand."""
 
-    def __init__(self, target: tuple[str, int], *, port: int = 0, connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        target: tuple[str, int],
+        *,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        connect_timeout: float = 5.0,
+    ) -> None:
         self.target = target
+        self.host = host  # the address it listens on: loopback, or a test host's veth address
         self.connect_timeout = connect_timeout
         self._port = port
         self._mode = Mode.FORWARD
@@ -98,6 +116,7 @@ class FaultProxy:
         self.accepted = 0  # connections accepted (any mode)
         self.cuts_on_match = 0  # connections cut_on() closed on the bytes it waited for
         self.bytes_to_clients = 0  # bytes forwarded from the target to clients (e.g. a close frame arrived)
+        self.upstream_ports: set[int] = set()  # local ports of every upstream connection it opened
         self._armed: tuple[Callable[[bytes], bool], threading.Event] | None = None
 
     # -- life cycle -----------------------------------------------------------------
@@ -138,7 +157,8 @@ class FaultProxy:
         """``url`` with its host and port replaced by the proxy's (user, path and query kept)."""
         parts = urlsplit(url)
         userinfo = parts.netloc.rpartition("@")[0]
-        netloc = f"{userinfo}@127.0.0.1:{self._port}" if userinfo else f"127.0.0.1:{self._port}"
+        address = f"{self.host}:{self._port}"
+        netloc = f"{userinfo}@{address}" if userinfo else address
         return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
     # -- modes ------------------------------------------------------------------------
@@ -215,6 +235,20 @@ class FaultProxy:
         hit.set()
         return True
 
+    def open_links(self) -> list[tuple[int, int | None]]:
+        """``(client port, upstream local port)`` of every open connection (upstream None: black-holed)."""
+        with self._lock:
+            links = [link for link in self._links if not link.closed.is_set()]
+        return [(link.client_port, link.upstream_port) for link in links]
+
+    def cut_clients(self, ports: set[int]) -> int:
+        """Close (with a reset) the open connections from client ``ports``; how many it closed."""
+        with self._lock:
+            links = [link for link in self._links if not link.closed.is_set() and link.client_port in ports]
+        for link in links:
+            link.close()
+        return len(links)
+
     @property
     def connections(self) -> int:
         """Connections open right now."""
@@ -228,10 +262,10 @@ class FaultProxy:
             if self._listener is not None:
                 return
             if self._port == 0:
-                self._port = free_port()
+                self._port = free_port(self.host)
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(("127.0.0.1", self._port))
+            sock.bind((self.host, self._port))
             sock.listen(128)
             sock.setblocking(False)
             self._port = sock.getsockname()[1]
@@ -269,6 +303,7 @@ class FaultProxy:
         if self._mode in (Mode.FORWARD, Mode.DROP_REPLIES):
             try:
                 upstream = socket.create_connection(self.target, timeout=self.connect_timeout)
+                self.upstream_ports.add(upstream.getsockname()[1])
             except OSError as exc:
                 logger.debug("fault proxy: upstream %s refused: %s", self.target, exc)
                 _close(client, reset=True)

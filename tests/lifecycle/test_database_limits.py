@@ -1,11 +1,15 @@
-"""Every kickoff PostgreSQL connection has a connect timeout, TCP keepalives and a statement timeout."""
+"""Every kickoff PostgreSQL connection has a connect timeout, TCP keepalives, a statement timeout and a
+client-side deadline for each statement."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
 from config.errors import DatabaseUnavailable
-from models.db import database, database_errors, init_database
+from models.db import client_deadline_seconds, database, database_errors, init_database
+from tests.faultproxy import FaultProxy
 
 
 def test_a_statement_running_longer_than_the_statement_timeout_fails_instead_of_hanging(lsettings, rebind):
@@ -24,3 +28,35 @@ def test_connections_carry_connect_timeout_keepalives_and_keep_the_urls_own_opti
         for name in ("statement_timeout", "application_name")
     }
     assert shown == {"statement_timeout": "30s", "application_name": "kickoff_probe"}
+
+
+@pytest.mark.parametrize("pool", [0, 4], ids=["plain", "pooled"])
+@pytest.mark.parametrize("statement", ["SELECT 1", "COMMIT"])
+def test_a_statement_on_a_black_holed_link_fails_at_its_client_deadline_instead_of_hanging(
+    lsettings, rebind, pool, statement
+):
+    """The server never hears it, so its statement timeout cannot help; nor do keepalives (the
+    link's TCP still answers). The client-side deadline shuts the connection: DatabaseUnavailable."""
+    with FaultProxy(("127.0.0.1", 5432)) as proxy:
+        init_database(
+            proxy.url_via(lsettings.database_url),
+            connect_timeout_seconds=1,
+            statement_timeout_seconds=1,
+            pool_max_connections=pool,
+        )
+        deadline = client_deadline_seconds(connect_timeout_seconds=1, statement_timeout_seconds=1)
+        with database_errors():
+            database.execute_sql("SELECT 1")  # connected through the proxy
+        started = time.monotonic()
+        failed = pytest.raises(DatabaseUnavailable)
+        with failed, database_errors(), database.atomic():
+            database.execute_sql("SELECT 1")
+            proxy.blackhole()
+            if statement == "SELECT 1":
+                database.execute_sql(statement)  # else the atomic block's COMMIT is the one that waits
+        waited = time.monotonic() - started
+        assert deadline <= waited < deadline + 5  # failed at its deadline, not at the heal
+        proxy.forward()
+        with database_errors():  # the broken connection was dropped: the next statement reconnects
+            assert database.execute_sql("SELECT 2").fetchone() == (2,)
+        database.close()

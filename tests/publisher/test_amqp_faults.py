@@ -10,7 +10,7 @@ import pytest
 
 from config.errors import BrokerConnectionError, PublishUncertainError
 from publisher.amqp import AmqpPublisher, OutgoingMessage
-from publisher.queues import LINEUP_UPDATES
+from publisher.queues import LINEUP_UPDATES, WAIVER_ACTIONS
 from tests.faultproxy import FaultProxy
 from tests.waiting import wait_for
 
@@ -82,3 +82,29 @@ def test_a_clean_close_the_broker_never_answers_ends_within_its_timeout(proxy, p
     assert time.monotonic() - started < WELL_BEFORE_HEARTBEAT
     assert not link.is_open
     wait_for(lambda: proxy.connections == 0, timeout=10, what="the link's TCP connection to end")
+
+
+def test_a_queue_check_on_a_black_holed_connection_is_unavailability_not_a_hang(proxy, proxied):
+    """The first publish to a queue on a connection checks the queue (a declare): its answer has a
+    deadline too, or a link that hangs holds the publish until the heartbeat notices."""
+    assert proxied.publish_many([_msg()])[0].confirmed  # connected; lineup_updates checked
+    proxy.blackhole()
+    started = time.monotonic()
+    waiver = OutgoingMessage(queue=WAIVER_ACTIONS, body={"x": 2}, message_id=str(uuid.uuid4()))
+    [outcome] = proxied.publish_many([waiver])
+    assert isinstance(outcome.error, BrokerConnectionError) and "AMQP_URL" in str(outcome.error)
+    assert time.monotonic() - started < WELL_BEFORE_HEARTBEAT
+
+
+def test_a_batch_whose_second_queue_check_loses_the_link_is_unavailability_for_every_message(proxy, proxied):
+    """The checked queue's message was never sent (the checks come first): unavailable, not uncertain,
+    and not an AttributeError from the channel the failed check dropped."""
+    assert proxied.publish_many([_msg()])[0].confirmed
+    proxy.blackhole()
+    waiver = OutgoingMessage(queue=WAIVER_ACTIONS, body={"x": 2}, message_id=str(uuid.uuid4()))
+    started = time.monotonic()
+    outcomes = proxied.publish_many([_msg(), waiver])
+    assert [type(o.error) for o in outcomes] == [BrokerConnectionError, BrokerConnectionError]
+    assert time.monotonic() - started < WELL_BEFORE_HEARTBEAT
+    proxy.forward()
+    assert all(o.confirmed for o in proxied.publish_many([_msg(), waiver]))  # reconnected
