@@ -14,6 +14,7 @@ from playhouse.postgres_ext import BinaryJSONField
 from config.clock import utcnow
 from config.errors import FencedWrite
 from models.base import BaseModel, UTCDateTimeField
+from models.boundary import translate_database_errors
 from models.league import League
 from models.status import apply_stream_status, refreshed_status
 
@@ -128,3 +129,15 @@ class Match(BaseModel):
     def start_settings_without_metadata(self) -> dict[str, Any]:
         """Return ``listener_start_settings`` minus the bookkeeping keys."""
         return {k: v for k, v in (self.listener_start_settings or {}).items() if k not in METADATA_KEYS}
+
+
+@translate_database_errors
+def create_match(**fields: Any) -> Match:
+    """Store a new match of ``fields``; ConstraintViolation when its ``sr_id`` is taken."""
+    return Match.create(**fields)
+
+
+@translate_database_errors
+def matches_by_start(limit: int) -> list[Match]:
+    """The first ``limit`` matches by start time (then id), each with its league."""
+    return list(Match.select(Match, League).join(League).order_by(Match.scheduled, Match.id).limit(limit))
