@@ -69,3 +69,14 @@ def transaction() -> Iterator[None]:
     """
     with database_errors_translated(), database.atomic():
         yield
+
+
+def translate_database_refusals(func: Callable[P, R]) -> Callable[P, R]:
+    """Run the store function ``func`` inside ``refusals_translated()`` (every driver error translated)."""
+
+    @functools.wraps(func)
+    def translated(*args: P.args, **kwargs: P.kwargs) -> R:
+        with refusals_translated():
+            return func(*args, **kwargs)
+
+    return translated

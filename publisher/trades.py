@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-import peewee
-
 from config.clock import utcnow
 from config.errors import (
     BrokerConnectionError,
+    ConstraintViolation,
     KickoffError,
     MissingQueueError,
     PublishError,
@@ -201,23 +200,18 @@ def _claim_and_publish(
     body = v.strip_request_only(body)
     result = json.dumps({"outcome_details": {key_field: body[key_field]}}) if key_in_result else None
     try:
-        with database_errors(), database.atomic():
-            database.execute_sql(
-                trade_sql.INSERT,
-                (
-                    key,
-                    queue,
-                    league_id,
-                    team,
-                    message_id,
-                    json.dumps(body),
-                    "claimed",
-                    result,
-                    utcnow(),
-                    utcnow(),
-                ),
-            )
-    except peewee.IntegrityError:
+        trade_sql.insert_claim(
+            key=key,
+            queue=queue,
+            league_id=league_id,
+            team=team,
+            message_id=message_id,
+            body=json.dumps(body),
+            status="claimed",
+            result=result,
+            now=utcnow(),
+        )
+    except ConstraintViolation:
         existing = get_entry(queue, key)
         logger.info("trade already claimed: queue=%s key=%s status=%s", queue, key, existing.status)
         return TradeResult(TradeStatus.DUPLICATE, queue, key, existing.message_id)

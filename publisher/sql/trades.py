@@ -7,6 +7,11 @@ reads claims by status takes the trade queues (``queue = ANY(%s)``) so it never 
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from models.boundary import translate_database_errors
+from models.db import database
+
 #: The columns of a claim as ``publisher.trades`` reads them.
 ENTRY_COLUMNS = (
     "queue, claim_key, league_id, team, message_id, status, error, resolution, resolved_by, resolved_at, "
@@ -50,3 +55,24 @@ SELECT_TO_RECONCILE = (
 COUNT_WITH_STATUS = "SELECT count(*) FROM execution_log WHERE queue = ANY(%s) AND status = %s"
 
 COUNT_BY_STATUS = "SELECT status, count(*) FROM execution_log WHERE queue = ANY(%s) GROUP BY status"
+
+
+@translate_database_errors
+def insert_claim(
+    *,
+    key: str,
+    queue: str,
+    league_id: str,
+    team: str,
+    message_id: str,
+    body: str,
+    status: str,
+    result: str | None,
+    now: datetime,
+) -> None:
+    """Claim ``key`` on ``queue`` (in a transaction of its own, a savepoint inside a caller's);
+    ConstraintViolation when it is claimed already."""
+    with database.atomic():
+        database.execute_sql(
+            INSERT, (key, queue, league_id, team, message_id, body, status, result, now, now)
+        )
