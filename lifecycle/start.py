@@ -44,7 +44,7 @@ from models.barriers import Barriers
 from models.db import database_errors
 from models.league import League
 from models.listener_record import MatchListenerRecord
-from models.match import METADATA_KEYS, SRSIM_UNSERVED, Match
+from models.match import METADATA_KEYS, SRSIM_UNSERVED, Match, match_with_league
 from models.status import DISPATCH_ALWAYS, DISPATCH_IN_WINDOW
 
 logger = logging.getLogger(__name__)
@@ -349,10 +349,13 @@ class RunOutcome:
 def load_match(match_id: str) -> Match:
     """The Match with its league, or MatchNotFound."""
     try:
-        with database_errors():
-            return Match.select(Match, League).join(League).where(Match.id == uuid.UUID(match_id)).get()
-    except (Match.DoesNotExist, ValueError) as exc:
+        key = uuid.UUID(match_id)
+    except ValueError as exc:
         raise MatchNotFound(f"no match with id {match_id}") from exc
+    match = match_with_league(key)
+    if match is None:
+        raise MatchNotFound(f"no match with id {match_id}")
+    return match
 
 
 def run_match_listener(

@@ -141,3 +141,9 @@ def create_match(**fields: Any) -> Match:
 def matches_by_start(limit: int) -> list[Match]:
     """The first ``limit`` matches by start time (then id), each with its league."""
     return list(Match.select(Match, League).join(League).order_by(Match.scheduled, Match.id).limit(limit))
+
+
+@translate_database_errors
+def match_with_league(match_id: uuid.UUID) -> Match | None:
+    """Match ``match_id`` with its league, or None."""
+    return Match.select(Match, League).join(League).where(Match.id == match_id).first()

@@ -10,6 +10,7 @@ from playhouse.postgres_ext import BinaryJSONField
 
 from config.clock import utcnow
 from models.base import BaseModel, UTCDateTimeField
+from models.boundary import translate_database_errors
 
 
 class RunStatus(StrEnum):
@@ -101,3 +102,9 @@ class JobRunOutbox(BaseModel):
 
     class Meta:
         table_name = "job_run_outbox"
+
+
+@translate_database_errors
+def run_by_id(run_id: uuid.UUID) -> RunLog | None:
+    """The run_log row ``run_id``, or None."""
+    return RunLog.get_or_none(RunLog.id == run_id)

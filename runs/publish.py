@@ -9,15 +9,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-import peewee
-
 from config.clock import utcnow
 from config.errors import InvalidRunCommand, PublishError, RunNotFound
 from config.records import json_fields
 from config.set_aside import set_aside
 from models.audit import Actor, record_audit
 from models.db import database, database_errors
-from models.run_log import JobRunOutbox, RunLog, RunStatus, Trigger
+from models.run_log import JobRunOutbox, RunLog, RunStatus, Trigger, run_by_id
 from publisher.amqp import OutgoingMessage, PublishOutcome
 from publisher.queues import JOB_RUNS
 from runs.catalog import Catalog
@@ -378,11 +376,10 @@ def get_run(run_id: uuid.UUID | str) -> RunLog:
         key = uuid.UUID(str(run_id))
     except ValueError as exc:
         raise RunNotFound(f"{run_id!r} is not a run id (a UUID)") from exc
-    with database_errors():
-        try:
-            return RunLog.get_by_id(key)
-        except peewee.DoesNotExist as exc:
-            raise RunNotFound(f"no run {run_id} in run_log") from exc
+    run = run_by_id(key)
+    if run is None:
+        raise RunNotFound(f"no run {run_id} in run_log")
+    return run
 
 
 def recent_runs(*, job: str | None = None, status: str | None = None, limit: int = 50) -> list[RunLog]:

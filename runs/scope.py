@@ -9,13 +9,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import peewee
-
 from config.clock import utcnow
 from config.errors import RunNotFound
 from config.settings import BaseEnvironment, load_settings
 from models.db import bound_url, database_errors, init_database
-from models.run_log import RunLog, RunStatus, Trigger
+from models.run_log import RunLog, RunStatus, Trigger, run_by_id
 from publisher.run_context import get_run_id, reset_run_id, set_run_id
 
 logger = logging.getLogger(__name__)
@@ -41,10 +39,9 @@ def _adopt(run_id: str) -> RunScope:
         key = uuid.UUID(run_id)
     except ValueError as exc:
         raise RunNotFound(f"RUN_ID {run_id!r} is not a run id") from exc
-    try:
-        run = RunLog.get_by_id(key)
-    except peewee.DoesNotExist as exc:
-        raise RunNotFound(f"RUN_ID {run_id} names no run_log row") from exc
+    run = run_by_id(key)
+    if run is None:
+        raise RunNotFound(f"RUN_ID {run_id} names no run_log row")
     return RunScope(
         run_id=str(run.id), job=run.job, adopted=True, parent_id=run.parent_id and str(run.parent_id)
     )
