@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 import peewee
 
 from config.clock import utcnow
 from models.badges import Badge, derive_badge
 from models.base import BaseModel, UTCDateTimeField
+from models.boundary import translate_database_errors
+from models.db import database
 from models.match import Match
 
 
@@ -49,3 +52,15 @@ class MatchListenerRecord(BaseModel):
             now=now or utcnow(),
             stale_after_seconds=stale_after_seconds,
         )
+
+
+@translate_database_errors
+def recorded_match_rows(limit: int = 200) -> list[tuple[Any, ...]]:
+    """(id, sr_id, league name, title, scheduled) of the newest ``limit`` matches with a listener run."""
+    return database.execute_sql(
+        "SELECT m.id::text, m.sr_id, l.name, m.title, m.scheduled FROM matches m "
+        "JOIN leagues l ON l.id = m.league_id "
+        "WHERE EXISTS (SELECT 1 FROM match_listener_records r WHERE r.match_id = m.id) "
+        "ORDER BY m.scheduled DESC LIMIT %s",
+        (limit,),
+    ).fetchall()

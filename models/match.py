@@ -15,6 +15,7 @@ from config.clock import utcnow
 from config.errors import FencedWrite
 from models.base import BaseModel, UTCDateTimeField
 from models.boundary import translate_database_errors
+from models.db import database
 from models.league import League
 from models.status import apply_stream_status, refreshed_status
 
@@ -147,3 +148,14 @@ def matches_by_start(limit: int) -> list[Match]:
 def match_with_league(match_id: uuid.UUID) -> Match | None:
     """Match ``match_id`` with its league, or None."""
     return Match.select(Match, League).join(League).where(Match.id == match_id).first()
+
+
+@translate_database_errors
+def scheduled_of_matches(match_ids: list[str]) -> dict[str, datetime]:
+    """Match id (text) -> scheduled start of the matches ``match_ids`` (unknown ids left out)."""
+    if not match_ids:
+        return {}
+    rows = database.execute_sql(
+        "SELECT id::text, scheduled FROM matches WHERE id = ANY(%s::uuid[])", (match_ids,)
+    ).fetchall()
+    return dict(rows)
