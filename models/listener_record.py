@@ -64,3 +64,22 @@ def recorded_match_rows(limit: int = 200) -> list[tuple[Any, ...]]:
         "ORDER BY m.scheduled DESC LIMIT %s",
         (limit,),
     ).fetchall()
+
+
+@translate_database_errors
+def start_and_failure_counts(success_codes: list[int]) -> tuple[int, int]:
+    """(listener runs started, runs ended with an exit code outside ``success_codes``)."""
+    return database.execute_sql(
+        "SELECT count(*), count(*) FILTER (WHERE ended_at IS NOT NULL "
+        "AND exit_code IS NOT NULL AND NOT (exit_code = ANY(%s))) FROM match_listener_records",
+        (success_codes,),
+    ).fetchone()
+
+
+@translate_database_errors
+def gap_totals() -> tuple[int, int, int]:
+    """(gaps, events backfilled, events unrecovered) summed over every listener run."""
+    return database.execute_sql(
+        "SELECT coalesce(sum(gaps), 0), coalesce(sum(events_backfilled), 0), "
+        "coalesce(sum(events_unrecovered), 0) FROM match_listener_records"
+    ).fetchone()

@@ -159,3 +159,12 @@ def scheduled_of_matches(match_ids: list[str]) -> dict[str, datetime]:
         "SELECT id::text, scheduled FROM matches WHERE id = ANY(%s::uuid[])", (match_ids,)
     ).fetchall()
     return dict(rows)
+
+
+@translate_database_errors
+def failed_verification_count() -> int:
+    """How many matches' last archive verification failed (``archive_verification.ok`` false)."""
+    return database.execute_sql(
+        "SELECT count(*) FROM matches WHERE jsonb_typeof(archive_verification) = 'object' "
+        "AND archive_verification->'ok' = 'false'::jsonb"
+    ).fetchone()[0]
