@@ -17,7 +17,7 @@ from models.base import BaseModel, UTCDateTimeField
 from models.boundary import translate_database_errors
 from models.db import database
 from models.league import League
-from models.status import apply_stream_status, refreshed_status
+from models.status import TERMINAL, apply_stream_status, refreshed_status
 
 logger = logging.getLogger(__name__)
 
@@ -168,3 +168,43 @@ def failed_verification_count() -> int:
         "SELECT count(*) FROM matches WHERE jsonb_typeof(archive_verification) = 'object' "
         "AND archive_verification->'ok' = 'false'::jsonb"
     ).fetchone()[0]
+
+
+@translate_database_errors
+def write_test_match_status(sr_id: str, status: str) -> bool:
+    """Set the is_test match ``sr_id``'s status (on a connection of its own) unless its status is
+    terminal; whether a row changed."""
+    with database.connection_context():
+        return bool(
+            Match.update(status=status, updated_at=utcnow())
+            .where(
+                (Match.sr_id == sr_id)
+                & (Match.is_test == True)  # noqa: E712 - peewee expression
+                & (Match.status.not_in(sorted(TERMINAL)))
+            )
+            .execute()
+        )
+
+
+@translate_database_errors
+def mark_test_clone_served(sr_id: str, scheduled: datetime) -> bool:
+    """Make the unserved is_test clone ``sr_id`` dispatchable, kick-off at ``scheduled`` (on a
+    connection of its own); whether a row changed."""
+    with database.connection_context():
+        cursor = database.execute_sql(
+            "UPDATE matches SET listener_start_settings = listener_start_settings - %s::text, "
+            "scheduled = %s, updated_at = %s "
+            "WHERE sr_id = %s AND is_test AND listener_start_settings ? %s::text",
+            (SRSIM_UNSERVED, scheduled, utcnow(), sr_id, SRSIM_UNSERVED),
+        )
+    return bool(cursor.rowcount)
+
+
+@translate_database_errors
+def register_test_match(*, sr_id: str, league: str, title: str | None, scheduled: datetime) -> bool:
+    """Create the is_test match ``sr_id`` (and its league) unless it exists; whether it was created."""
+    lg, _ = League.get_or_create(name=league)
+    _, made = Match.get_or_create(
+        sr_id=sr_id, defaults={"league": lg, "title": title, "scheduled": scheduled, "is_test": True}
+    )
+    return bool(made)
