@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from enum import StrEnum
 
 import peewee
@@ -115,3 +116,87 @@ def run_by_id(run_id: uuid.UUID) -> RunLog | None:
 def run_counts_by_status() -> dict[str, int]:
     """run_log's rows counted by status (a status without rows left out)."""
     return dict(database.execute_sql("SELECT status, count(*) FROM run_log GROUP BY status").fetchall())
+
+
+@translate_database_errors
+def run_status_and_attempt(run_id: uuid.UUID) -> tuple[str, int] | None:
+    """(status, attempt) of run ``run_id``, or None."""
+    return RunLog.select(RunLog.status, RunLog.attempt).where(RunLog.id == run_id).tuples().first()
+
+
+@translate_database_errors
+def queued_run_attempts(limit: int) -> list[tuple[str, int]]:
+    """(run id, attempt) of the oldest ``limit`` queued runs, oldest first."""
+    rows = (
+        RunLog.select(RunLog.id, RunLog.attempt)
+        .where(RunLog.status == RunStatus.QUEUED.value)
+        .order_by(RunLog.queued_at, RunLog.id)
+        .limit(limit)
+        .tuples()
+    )
+    return [(str(run_id), attempt) for run_id, attempt in rows]
+
+
+@translate_database_errors
+def locked_run_at(run_id: uuid.UUID, attempt: int, status: RunStatus) -> RunLog | None:
+    """Run ``run_id`` locked FOR UPDATE (caller's transaction), if it is at ``attempt`` in ``status``."""
+    return (
+        RunLog.select()
+        .where(RunLog.id == run_id, RunLog.status == status.value, RunLog.attempt == attempt)
+        .for_update()
+        .first()
+    )
+
+
+@translate_database_errors
+def lock_runs_of_job(job: str) -> None:
+    """Take job ``job``'s advisory lock until the caller's transaction ends (one claim of it at a time)."""
+    database.execute_sql("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"run_log:{job}",))
+
+
+@translate_database_errors
+def other_running_run(job: str, *, besides: uuid.UUID) -> RunLog | None:
+    """A running run of ``job`` other than ``besides`` (only its id read), or None."""
+    return (
+        RunLog.select(RunLog.id)
+        .where(RunLog.job == job, RunLog.status == RunStatus.RUNNING.value, RunLog.id != besides)
+        .first()
+    )
+
+
+@translate_database_errors
+def record_run_started(run_id: uuid.UUID, attempt: int, *, pid: int, at: datetime, log_path: str) -> None:
+    """Write the started process of run ``run_id``'s attempt ``attempt`` (first start kept)."""
+    RunLog.update(
+        pid=pid,
+        started_at=at,
+        first_started_at=peewee.fn.COALESCE(RunLog.first_started_at, at),
+        log_path=log_path,
+    ).where(RunLog.id == run_id, RunLog.attempt == attempt).execute()
+
+
+@translate_database_errors
+def requeue_unstarted_run(run_id: uuid.UUID, attempt: int) -> bool:
+    """Put run ``run_id`` back to queued if it is running at ``attempt`` with no process yet."""
+    with database.atomic():
+        n = (
+            RunLog.update(status=RunStatus.QUEUED.value, host=None, claimed_at=None)
+            .where(
+                RunLog.id == run_id,
+                RunLog.status == RunStatus.RUNNING.value,
+                RunLog.attempt == attempt,
+                RunLog.pid.is_null(),
+            )
+            .execute()
+        )
+    return n == 1
+
+
+@translate_database_errors
+def runs_running_on_host(host: str) -> list[RunLog]:
+    """Running runs that host ``host``'s launchers claimed, by id."""
+    return list(
+        RunLog.select()
+        .where(RunLog.status == RunStatus.RUNNING.value, RunLog.host == host)
+        .order_by(RunLog.id)
+    )
