@@ -32,12 +32,12 @@ from config.set_aside import SetAside, setting_aside
 from config.settings import MatchListenerEnvironment
 from lifecycle import rows
 from lifecycle.start import load_match
-from lifecycle.start_messages import stop_dispatch, stored_message_ids
 from models.audit import Actor, record_audit
 from models.barriers import Barriers
 from models.db import database, database_errors
 from models.listener_record import MatchListenerRecord
 from models.match import Match
+from models.start_messages import stop_dispatch, stored_message_ids
 from models.status import TERMINAL
 
 logger = logging.getLogger(__name__)

@@ -23,10 +23,10 @@ from config.settings import MatchListenerEnvironment
 from lifecycle import rows
 from lifecycle.cleanup import after_abandon
 from lifecycle.start import find_candidates, stored_settings_problem
-from lifecycle.start_messages import new_message_id, save_message_ids, store_new_message_ids
 from models.audit import Actor, record_audit
 from models.barriers import Barriers
 from models.db import database, database_errors
+from models.start_messages import new_message_id, save_message_ids, store_new_message_ids
 
 logger = logging.getLogger(__name__)
 

@@ -92,7 +92,6 @@ NOT_YET_MOVED: dict[str, Counter[str]] = {
     "lifecycle/rows.py": Counter({"a": 1}),
     "lifecycle/schedule.py": Counter({"d": 4}),
     "lifecycle/start.py": Counter({"a": 1, "d": 1}),
-    "lifecycle/start_messages.py": Counter({"c": 2, "d": 3}),
     "listener/match_info.py": Counter({"d": 1}),
     "listener/match_listener.py": Counter({"d": 2}),
     "listener/pipeline.py": Counter({"a": 1, "d": 3}),
