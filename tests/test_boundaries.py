@@ -81,7 +81,6 @@ NOT_YET_MOVED: dict[str, Counter[str]] = {
     "actors/broker.py": Counter({"b": 2}),
     "actors/rabbitmq.py": Counter({"b": 1}),
     "cli/demo.py": Counter({"d": 4}),
-    "lifecycle/board.py": Counter({"c": 5}),
     "lifecycle/bulk.py": Counter({"d": 1}),
     "lifecycle/cleanup.py": Counter({"d": 2}),
     "lifecycle/clone.py": Counter({"d": 1}),
