@@ -83,3 +83,14 @@ def gap_totals() -> tuple[int, int, int]:
         "SELECT coalesce(sum(gaps), 0), coalesce(sum(events_backfilled), 0), "
         "coalesce(sum(events_unrecovered), 0) FROM match_listener_records"
     ).fetchone()
+
+
+@translate_database_errors
+def newest_runs_of_match(match_id: uuid.UUID, limit: int) -> list[MatchListenerRecord]:
+    """The newest ``limit`` listener runs of match ``match_id``, newest first."""
+    return list(
+        MatchListenerRecord.select()
+        .where(MatchListenerRecord.match == match_id)
+        .order_by(MatchListenerRecord.created_at.desc())
+        .limit(limit)
+    )

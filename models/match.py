@@ -208,3 +208,23 @@ def register_test_match(*, sr_id: str, league: str, title: str | None, scheduled
         sr_id=sr_id, defaults={"league": lg, "title": title, "scheduled": scheduled, "is_test": True}
     )
     return bool(made)
+
+
+@translate_database_errors
+def update_match_fields(match_id: uuid.UUID, changes: dict[str, Any]) -> None:
+    """Write ``changes`` (field -> value) to match ``match_id``, ``updated_at`` now."""
+    Match.update(**changes, updated_at=utcnow()).where(Match.id == match_id).execute()
+
+
+@translate_database_errors
+def matches_with_keys_outside(allowed: list[str], *, limit: int) -> list[tuple[str, list[str]]]:
+    """(match id, its keys not in ``allowed``) of the first ``limit`` matches, by id, whose
+    ``listener_start_settings`` hold such a key."""
+    found = database.execute_sql(
+        "SELECT m.id::text, array_agg(k ORDER BY k) FROM matches m CROSS JOIN LATERAL "
+        "jsonb_object_keys(CASE WHEN jsonb_typeof(m.listener_start_settings) = 'object' "
+        "THEN m.listener_start_settings ELSE '{}'::jsonb END) AS k "
+        "WHERE NOT (k = ANY(%s)) GROUP BY m.id ORDER BY m.id LIMIT %s",
+        (allowed, limit),
+    ).fetchall()
+    return [(mid, list(keys)) for mid, keys in found]

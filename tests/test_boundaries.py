@@ -86,7 +86,6 @@ NOT_YET_MOVED: dict[str, Counter[str]] = {
     "lifecycle/clone.py": Counter({"d": 1}),
     "lifecycle/league_refresh.py": Counter({"a": 1, "d": 1}),
     "lifecycle/listen.py": Counter({"d": 1}),
-    "lifecycle/match_admin.py": Counter({"c": 1, "d": 2}),
     "lifecycle/match_ref.py": Counter({"d": 1}),
     "lifecycle/rows.py": Counter({"a": 1}),
     "lifecycle/schedule.py": Counter({"d": 4}),
