@@ -228,3 +228,40 @@ def matches_with_keys_outside(allowed: list[str], *, limit: int) -> list[tuple[s
         (allowed, limit),
     ).fetchall()
     return [(mid, list(keys)) for mid, keys in found]
+
+
+@translate_database_errors
+def match_by_sr_id(sr_id: str) -> Match | None:
+    """The match whose provider id is ``sr_id``, or None."""
+    return Match.select().where(Match.sr_id == sr_id).first()
+
+
+@translate_database_errors
+def match_by_reference(ref: str) -> Match | None:
+    """The match (with its league) whose internal id is ``ref``, else whose sr_id is ``ref``; or None."""
+    query = Match.select(Match, League).join(League)
+    try:
+        internal = uuid.UUID(ref)
+    except ValueError:
+        internal = None
+    if internal is not None:
+        found = query.where(Match.id == internal).first()
+        if found is not None:
+            return found
+    return query.where(Match.sr_id == ref).first()
+
+
+@translate_database_errors
+def match_rows_by_league_and_sr_id(
+    *, league_id: int | None = None, match_ids: list[str] | None = None, status: str | None = None
+) -> list[tuple[str, str, str, str]]:
+    """(id, sr_id, league name, status) of the matches of league ``league_id``, among ``match_ids``,
+    in ``status`` (each filter None: not filtered), by league name and sr_id."""
+    query = Match.select(Match.id, Match.sr_id, Match.status, League.name).join(League)
+    if league_id is not None:
+        query = query.where(League.id == league_id)
+    if match_ids is not None:
+        query = query.where(Match.id.in_(match_ids))
+    if status is not None:
+        query = query.where(Match.status == status)
+    return [(str(m.id), m.sr_id, m.league.name, m.status) for m in query.order_by(League.name, Match.sr_id)]
