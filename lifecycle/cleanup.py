@@ -30,7 +30,7 @@ from config.clock import utcnow
 from config.errors import KickoffError, LockNotOwned, ServiceUnavailable
 from config.set_aside import SetAside, setting_aside
 from config.settings import MatchListenerEnvironment
-from lifecycle import rows
+from lifecycle.sql import rows
 from lifecycle.start import load_match
 from models.audit import Actor, record_audit
 from models.barriers import Barriers

@@ -20,8 +20,8 @@ from typing import Any
 from config.errors import KickoffError, LockNotOwned, ServiceUnavailable, StartAttemptsExhausted
 from config.set_aside import SetAside, set_aside
 from config.settings import MatchListenerEnvironment
-from lifecycle import rows
 from lifecycle.cleanup import after_abandon
+from lifecycle.sql import rows
 from lifecycle.start import find_candidates, stored_settings_problem
 from models.audit import Actor, record_audit
 from models.barriers import Barriers

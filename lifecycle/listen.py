@@ -28,11 +28,11 @@ from typing import Any
 
 from config.errors import ListenerError, ListenerHeld
 from config.settings import MatchListenerEnvironment
-from lifecycle import rows
 from lifecycle.cleanup import after_abandon
 from lifecycle.holder import describe_holder, match_holder
 from lifecycle.match_ref import resolve_match
 from lifecycle.runtime import ListenerServices, RunHandle, operator_stop
+from lifecycle.sql import rows
 from lifecycle.start_match import Skip, start_match_listener
 from listener.body import ListenerContext
 from listener.match_listener import MatchListener
