@@ -80,3 +80,11 @@ def translate_database_refusals(func: Callable[P, R]) -> Callable[P, R]:
             return func(*args, **kwargs)
 
     return translated
+
+
+@contextmanager
+def connection() -> Iterator[None]:
+    """A connection of its own around several store calls (``database.connection_context()``),
+    opening and closing it with their driver errors translated too."""
+    with database_errors_translated(), database.connection_context():
+        yield

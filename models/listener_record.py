@@ -9,6 +9,7 @@ from typing import Any
 import peewee
 
 from config.clock import utcnow
+from models import fence
 from models.badges import Badge, derive_badge
 from models.base import BaseModel, UTCDateTimeField
 from models.boundary import translate_database_errors
@@ -94,3 +95,11 @@ def newest_runs_of_match(match_id: uuid.UUID, limit: int) -> list[MatchListenerR
         .order_by(MatchListenerRecord.created_at.desc())
         .limit(limit)
     )
+
+
+@translate_database_errors
+def write_gap_counts(record_id: str, counts: dict[str, Any]) -> bool:
+    """Write a run's gap ``counts`` on its lifecycle row while the run holds its match's newest fencing
+    token (models.fence); whether the row was written."""
+    R = MatchListenerRecord
+    return bool(R.update(**counts).where(R.id == record_id, fence.row_is_current(R)).execute())

@@ -12,7 +12,7 @@ import peewee
 from playhouse.postgres_ext import BinaryJSONField
 
 from config.clock import utcnow
-from config.errors import FencedWrite
+from config.errors import FencedWrite, MatchNotFound
 from models.base import BaseModel, UTCDateTimeField
 from models.boundary import translate_database_errors
 from models.db import database
@@ -265,3 +265,35 @@ def match_rows_by_league_and_sr_id(
     if status is not None:
         query = query.where(Match.status == status)
     return [(str(m.id), m.sr_id, m.league.name, m.status) for m in query.order_by(League.name, Match.sr_id)]
+
+
+@translate_database_errors
+def match_by_id(match_id: uuid.UUID | str) -> Match:
+    """Match ``match_id``; MatchNotFound when there is none."""
+    match = Match.get_or_none(Match.id == match_id)
+    if match is None:
+        raise MatchNotFound(f"no match with id {match_id}")
+    return match
+
+
+@translate_database_errors
+def status_of_match(match_id: uuid.UUID | str) -> str | None:
+    """Match ``match_id``'s status, or None when there is no such match."""
+    row = Match.select(Match.status).where(Match.id == match_id).first()
+    return None if row is None else row.status
+
+
+@translate_database_errors
+def write_archive_verification(
+    match_id: uuid.UUID, stored: dict[str, Any], *, fence_token: int | None
+) -> bool:
+    """Store ``stored`` as match ``match_id``'s latest archive verification (on a connection of its
+    own), refused once ``fence_token`` is not the match's newest (models.fence); whether it was written."""
+    from models import fence  # models.fence reads Match
+
+    with database.connection_context():
+        return bool(
+            Match.update(archive_verified_at=utcnow(), archive_verification=stored)
+            .where(Match.id == match_id, fence.is_current(fence_token))
+            .execute()
+        )
