@@ -13,7 +13,7 @@ import uuid
 
 from listener.verify import LISTED_IDS, Verification
 from models import fence
-from models.match import write_archive_verification
+from models.verification import write_archive_verification
 
 logger = logging.getLogger(__name__)
 

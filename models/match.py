@@ -281,19 +281,3 @@ def status_of_match(match_id: uuid.UUID | str) -> str | None:
     """Match ``match_id``'s status, or None when there is no such match."""
     row = Match.select(Match.status).where(Match.id == match_id).first()
     return None if row is None else row.status
-
-
-@translate_database_errors
-def write_archive_verification(
-    match_id: uuid.UUID, stored: dict[str, Any], *, fence_token: int | None
-) -> bool:
-    """Store ``stored`` as match ``match_id``'s latest archive verification (on a connection of its
-    own), refused once ``fence_token`` is not the match's newest (models.fence); whether it was written."""
-    from models import fence  # models.fence reads Match
-
-    with database.connection_context():
-        return bool(
-            Match.update(archive_verified_at=utcnow(), archive_verification=stored)
-            .where(Match.id == match_id, fence.is_current(fence_token))
-            .execute()
-        )
