@@ -103,3 +103,13 @@ def write_gap_counts(record_id: str, counts: dict[str, Any]) -> bool:
     token (models.fence); whether the row was written."""
     R = MatchListenerRecord
     return bool(R.update(**counts).where(R.id == record_id, fence.row_is_current(R)).execute())
+
+
+@translate_database_errors
+def runs_of_match(match_id: uuid.UUID | str) -> list[MatchListenerRecord]:
+    """Every listener run of match ``match_id``, oldest first."""
+    return list(
+        MatchListenerRecord.select()
+        .where(MatchListenerRecord.match == match_id)
+        .order_by(MatchListenerRecord.created_at)
+    )

@@ -80,7 +80,6 @@ QUERY_METHODS = frozenset(
 NOT_YET_MOVED: dict[str, Counter[str]] = {
     "actors/broker.py": Counter({"b": 2}),
     "actors/rabbitmq.py": Counter({"b": 1}),
-    "cli/demo.py": Counter({"d": 4}),
     "lifecycle/cleanup.py": Counter({"d": 2}),
     "lifecycle/league_refresh.py": Counter({"a": 1, "d": 1}),
     "lifecycle/schedule.py": Counter({"d": 4}),
