@@ -200,3 +200,31 @@ def runs_running_on_host(host: str) -> list[RunLog]:
         .where(RunLog.status == RunStatus.RUNNING.value, RunLog.host == host)
         .order_by(RunLog.id)
     )
+
+
+@translate_database_errors
+def cancel_queued_run(run_id: uuid.UUID, *, at: datetime) -> bool:
+    """End run ``run_id`` skipped (cancelled) at ``at`` if it is still queued; whether it was."""
+    return bool(
+        RunLog.update(status=RunStatus.SKIPPED.value, reason=SkipReason.CANCELLED.value, ended_at=at)
+        .where(RunLog.id == run_id, RunLog.status == RunStatus.QUEUED.value)
+        .execute()
+    )
+
+
+@translate_database_errors
+def locked_run(run_id: uuid.UUID) -> RunLog | None:
+    """Run ``run_id`` locked FOR UPDATE (caller's transaction), or None."""
+    return RunLog.select().where(RunLog.id == run_id).for_update().first()
+
+
+@translate_database_errors
+def create_run(**fields: object) -> RunLog:
+    """Store a new run_log row of ``fields``."""
+    return RunLog.create(**fields)
+
+
+@translate_database_errors
+def record_run_error(run_id: uuid.UUID, error: str) -> None:
+    """Write run ``run_id``'s error text."""
+    RunLog.update(error=error).where(RunLog.id == run_id).execute()

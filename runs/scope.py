@@ -13,7 +13,7 @@ from config.clock import utcnow
 from config.errors import RunNotFound
 from config.settings import BaseEnvironment, load_settings
 from models.db import bound_url, database_errors, init_database
-from models.run_log import RunLog, RunStatus, Trigger, run_by_id
+from models.run_log import RunStatus, Trigger, create_run, record_run_error, run_by_id
 from publisher.run_context import get_run_id, reset_run_id, set_run_id
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def _adopt(run_id: str) -> RunScope:
 def _record_child(name: str, parent_id: str | None) -> RunScope:
     run_id = uuid.uuid4()
     now = utcnow()
-    RunLog.create(
+    create_run(
         id=run_id,
         job=name,
         trigger=Trigger.SCOPE.value,
@@ -68,7 +68,9 @@ def _record_child(name: str, parent_id: str | None) -> RunScope:
 
 def _close_child(scope: RunScope, error: BaseException | None) -> None:
     now = utcnow()
-    run = RunLog.get_by_id(uuid.UUID(scope.run_id))
+    run = run_by_id(uuid.UUID(scope.run_id))
+    if run is None:
+        raise RunNotFound(f"run {scope.run_id} of scope {scope.job} was deleted before it ended")
     run.status = (RunStatus.FAILED if error is not None else RunStatus.SUCCEEDED).value
     run.ended_at = now
     run.duration_seconds = (now - run.started_at).total_seconds() if run.started_at else None
@@ -105,6 +107,4 @@ def run_scope(name: str, *, settings: BaseEnvironment | None = None) -> Iterator
                 _close_child(scope, error)
         elif error is not None:
             with database_errors():
-                RunLog.update(error=f"{type(error).__name__}: {error}"[:2000]).where(
-                    RunLog.id == uuid.UUID(scope.run_id)
-                ).execute()
+                record_run_error(uuid.UUID(scope.run_id), f"{type(error).__name__}: {error}"[:2000])

@@ -92,10 +92,8 @@ NOT_YET_MOVED: dict[str, Counter[str]] = {
     "publisher/trades.py": Counter({"c": 6}),
     "publisher/trigger_saves.py": Counter({"a": 1, "c": 7}),
     "publisher/triggers.py": Counter({"c": 2}),
-    "runs/admin.py": Counter({"d": 2}),
     "runs/consumer.py": Counter({"b": 1}),
     "runs/publish.py": Counter({"d": 12}),
-    "runs/scope.py": Counter({"d": 3}),
 }
 
 
