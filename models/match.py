@@ -281,3 +281,10 @@ def status_of_match(match_id: uuid.UUID | str) -> str | None:
     """Match ``match_id``'s status, or None when there is no such match."""
     row = Match.select(Match.status).where(Match.id == match_id).first()
     return None if row is None else row.status
+
+
+@translate_database_errors
+def reschedule_match(match: Match, *, scheduled: datetime, title: str | None) -> None:
+    """Write ``match``'s new start time and title (nothing else of it)."""
+    match.scheduled, match.title = scheduled, title
+    match.save(only=[Match.scheduled, Match.title])

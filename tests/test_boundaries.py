@@ -82,7 +82,6 @@ NOT_YET_MOVED: dict[str, Counter[str]] = {
     "actors/rabbitmq.py": Counter({"b": 1}),
     "lifecycle/cleanup.py": Counter({"d": 2}),
     "lifecycle/league_refresh.py": Counter({"a": 1, "d": 1}),
-    "lifecycle/schedule.py": Counter({"d": 4}),
     "publisher/actions.py": Counter({"c": 2}),
     "publisher/drain.py": Counter({"c": 7}),
     "publisher/outbox.py": Counter({"c": 18}),
