@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import peewee
 
 from models.base import BaseModel
@@ -53,3 +55,9 @@ def create_league(name: str, *, enabled: bool = True) -> League:
 def set_league_enabled_row(league_id: int, enabled: bool) -> None:
     """Write league ``league_id``'s ``enabled``."""
     League.update(enabled=enabled).where(League.id == league_id).execute()
+
+
+@translate_database_errors
+def update_league_fields(league_id: int, changes: dict[str, Any]) -> None:
+    """Write ``changes`` (field -> value) to league ``league_id``."""
+    League.update(**changes).where(League.id == league_id).execute()

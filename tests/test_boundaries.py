@@ -81,7 +81,6 @@ NOT_YET_MOVED: dict[str, Counter[str]] = {
     "actors/broker.py": Counter({"b": 2}),
     "actors/rabbitmq.py": Counter({"b": 1}),
     "lifecycle/cleanup.py": Counter({"d": 2}),
-    "lifecycle/league_refresh.py": Counter({"a": 1, "d": 1}),
     "publisher/actions.py": Counter({"c": 2}),
     "publisher/drain.py": Counter({"c": 7}),
     "publisher/outbox.py": Counter({"c": 18}),
