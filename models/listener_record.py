@@ -15,6 +15,7 @@ from models.base import BaseModel, UTCDateTimeField
 from models.boundary import translate_database_errors
 from models.db import database
 from models.match import Match
+from models.status import TERMINAL
 
 
 class MatchListenerRecord(BaseModel):
@@ -113,3 +114,14 @@ def runs_of_match(match_id: uuid.UUID | str) -> list[MatchListenerRecord]:
         .where(MatchListenerRecord.match == match_id)
         .order_by(MatchListenerRecord.created_at)
     )
+
+
+@translate_database_errors
+def ended_matches_without_open_run(match_ids: list[uuid.UUID]) -> list[str]:
+    """Which of ``match_ids`` have a terminal status and no open listener run, sorted (one query)."""
+    R = MatchListenerRecord
+    still_open = R.select(R.match).where(R.ended_at.is_null())
+    query = Match.select(Match.id).where(
+        Match.id.in_(match_ids), Match.status.in_(sorted(TERMINAL)), Match.id.not_in(still_open)
+    )
+    return sorted(str(m.id) for m in query)

@@ -80,7 +80,6 @@ QUERY_METHODS = frozenset(
 NOT_YET_MOVED: dict[str, Counter[str]] = {
     "actors/broker.py": Counter({"b": 2}),
     "actors/rabbitmq.py": Counter({"b": 1}),
-    "lifecycle/cleanup.py": Counter({"d": 2}),
     "publisher/actions.py": Counter({"c": 2}),
     "publisher/drain.py": Counter({"c": 7}),
     "publisher/outbox.py": Counter({"c": 18}),
