@@ -85,8 +85,6 @@ NOT_YET_MOVED: dict[str, Counter[str]] = {
     "publisher/outbox.py": Counter({"c": 18}),
     "publisher/players.py": Counter({"a": 1, "c": 2, "d": 5}),
     "publisher/results.py": Counter({"c": 9}),
-    "publisher/trade_reconcile.py": Counter({"c": 4}),
-    "publisher/trades.py": Counter({"c": 6}),
     "publisher/trigger_saves.py": Counter({"a": 1, "c": 7}),
     "publisher/triggers.py": Counter({"c": 2}),
     "runs/consumer.py": Counter({"b": 1}),
