@@ -80,10 +80,6 @@ QUERY_METHODS = frozenset(
 NOT_YET_MOVED: dict[str, Counter[str]] = {
     "actors/broker.py": Counter({"b": 2}),
     "actors/rabbitmq.py": Counter({"b": 1}),
-    "publisher/drain.py": Counter({"c": 7}),
-    "publisher/outbox.py": Counter({"c": 18}),
-    "publisher/players.py": Counter({"a": 1, "c": 2, "d": 5}),
-    "publisher/trigger_saves.py": Counter({"a": 1, "c": 7}),
     "publisher/triggers.py": Counter({"c": 2}),
     "runs/consumer.py": Counter({"b": 1}),
     "runs/publish.py": Counter({"d": 12}),
