@@ -228,3 +228,86 @@ def create_run(**fields: object) -> RunLog:
 def record_run_error(run_id: uuid.UUID, error: str) -> None:
     """Write run ``run_id``'s error text."""
     RunLog.update(error=error).where(RunLog.id == run_id).execute()
+
+
+@translate_database_errors
+def insert_queued_run(**fields: object) -> bool:
+    """Store a new run_log row of ``fields`` unless its dedupe key is taken; whether it was stored."""
+    return bool(list(RunLog.insert(**fields).on_conflict_ignore().returning(RunLog.id).execute()))
+
+
+@translate_database_errors
+def run_by_dedupe_key(key: str) -> RunLog:
+    """The run whose dedupe key is ``key`` (it must exist)."""
+    return RunLog.get(RunLog.dedupe_key == key)
+
+
+@translate_database_errors
+def add_run_outbox_row(
+    run_id: uuid.UUID, attempt: int, payload: dict[str, object], *, created_at: datetime | None = None
+) -> int:
+    """Store the job_run_outbox row of run ``run_id``'s ``attempt``; its id."""
+    extra = {} if created_at is None else {"created_at": created_at}
+    return JobRunOutbox.create(run=run_id, attempt=attempt, payload=payload, **extra).id
+
+
+@translate_database_errors
+def set_run_created_by(run_id: uuid.UUID | str, key_id: str) -> None:
+    """Record the API key that published run ``run_id``."""
+    RunLog.update(created_by_key_id=key_id).where(RunLog.id == run_id).execute()
+
+
+@translate_database_errors
+def runs_by_ids(run_ids: list[uuid.UUID]) -> dict[uuid.UUID, RunLog]:
+    """Run id -> run of those of ``run_ids`` that exist."""
+    return {r.id: r for r in RunLog.select().where(RunLog.id.in_(run_ids))}
+
+
+@translate_database_errors
+def lock_unpublished_outbox_rows(
+    *, ids: list[int] | None = None, limit: int | None = None
+) -> list[JobRunOutbox]:
+    """The unpublished, live run outbox rows (among ``ids``; at most ``limit``), oldest first, locked
+    FOR UPDATE SKIP LOCKED for the caller's transaction (rows another sender holds are left out)."""
+    query = JobRunOutbox.select().where(JobRunOutbox.published_at.is_null(), JobRunOutbox.dead_at.is_null())
+    if ids is not None:
+        query = query.where(JobRunOutbox.id.in_(ids))
+    query = query.order_by(JobRunOutbox.id)
+    if limit is not None:
+        query = query.limit(limit)
+    return list(query.for_update(skip_locked=True))
+
+
+@translate_database_errors
+def pending_run_outbox_count() -> int:
+    """How many run outbox rows wait for a publish (dead rows never will)."""
+    unpublished = JobRunOutbox.published_at.is_null()
+    return JobRunOutbox.select().where(unpublished, JobRunOutbox.dead_at.is_null()).count()
+
+
+@translate_database_errors
+def dead_run_outbox_count() -> int:
+    """How many run outbox rows were set aside (dead_at set)."""
+    return JobRunOutbox.select().where(JobRunOutbox.dead_at.is_null(False)).count()
+
+
+@translate_database_errors
+def newest_dead_run_outbox_rows(limit: int) -> list[JobRunOutbox]:
+    """The newest ``limit`` run outbox rows set aside, newest first."""
+    return list(
+        JobRunOutbox.select()
+        .where(JobRunOutbox.dead_at.is_null(False))
+        .order_by(JobRunOutbox.dead_at.desc(), JobRunOutbox.id.desc())
+        .limit(limit)
+    )
+
+
+@translate_database_errors
+def newest_runs(*, job: str | None = None, status: str | None = None, limit: int = 50) -> list[RunLog]:
+    """The newest ``limit`` runs, newest first, of job ``job`` and in ``status`` when given."""
+    query = RunLog.select().order_by(RunLog.queued_at.desc()).limit(limit)
+    if job:
+        query = query.where(RunLog.job == job)
+    if status:
+        query = query.where(RunLog.status == status)
+    return list(query)

@@ -82,7 +82,6 @@ NOT_YET_MOVED: dict[str, Counter[str]] = {
     "actors/rabbitmq.py": Counter({"b": 1}),
     "publisher/triggers.py": Counter({"c": 2}),
     "runs/consumer.py": Counter({"b": 1}),
-    "runs/publish.py": Counter({"d": 12}),
 }
 
 
