@@ -125,3 +125,22 @@ def ended_matches_without_open_run(match_ids: list[uuid.UUID]) -> list[str]:
         Match.id.in_(match_ids), Match.status.in_(sorted(TERMINAL)), Match.id.not_in(still_open)
     )
     return sorted(str(m.id) for m in query)
+
+
+@translate_database_errors
+def newest_open_run(match_id: uuid.UUID) -> MatchListenerRecord | None:
+    """Match ``match_id``'s newest open listener run (only its id, host, pid and heartbeat read), or None."""
+    R = MatchListenerRecord
+    return (
+        R.select(R.id, R.host, R.pid, R.heartbeat_at)
+        .where(R.match == match_id, R.ended_at.is_null())
+        .order_by(R.created_at.desc())
+        .first()
+    )
+
+
+@translate_database_errors
+def has_open_run(match_id: uuid.UUID) -> bool:
+    """Whether match ``match_id`` has an open listener run."""
+    R = MatchListenerRecord
+    return R.select().where(R.match == match_id, R.ended_at.is_null()).exists()

@@ -87,11 +87,10 @@ def run_scope(name: str, *, settings: BaseEnvironment | None = None) -> Iterator
     catalog job name (the launcher records its outcome). Any other scope records a child run
     of the enclosing one (trigger ``scope``), finished succeeded or failed when the block ends.
     """
-    with database_errors():
-        _ensure_database(settings)
-        current = get_run_id()
-        env_run_id = os.environ.get("RUN_ID")
-        scope = _adopt(env_run_id) if current is None and env_run_id else _record_child(name, current)
+    _ensure_database(settings)
+    current = get_run_id()
+    env_run_id = os.environ.get("RUN_ID")
+    scope = _adopt(env_run_id) if current is None and env_run_id else _record_child(name, current)
     token = set_run_id(scope.run_id)
     logger.debug("run %s: scope %s entered (adopted=%s)", scope.run_id, scope.job, scope.adopted)
     error: BaseException | None = None
@@ -106,5 +105,4 @@ def run_scope(name: str, *, settings: BaseEnvironment | None = None) -> Iterator
             with database_errors():
                 _close_child(scope, error)
         elif error is not None:
-            with database_errors():
-                record_run_error(uuid.UUID(scope.run_id), f"{type(error).__name__}: {error}"[:2000])
+            record_run_error(uuid.UUID(scope.run_id), f"{type(error).__name__}: {error}"[:2000])
