@@ -128,6 +128,17 @@ def _library_aliases(tree: ast.Module) -> dict[str, str]:
     return aliases
 
 
+def _model_aliases(tree: ast.Module, models: frozenset[str]) -> frozenset[str]:
+    """Names bound in ``tree`` to a model class (``R = MatchListenerRecord``)."""
+    return frozenset(
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in models
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    )
+
+
 def _caught(handler: ast.ExceptHandler) -> list[ast.expr]:
     if handler.type is None:
         return []
@@ -148,6 +159,7 @@ def breaches(source: str, rel: str, models: frozenset[str]) -> list[tuple[int, s
         return []
     tree = ast.parse(source, filename=rel)
     aliases = _library_aliases(tree)
+    models = models | _model_aliases(tree, models)
     found: list[tuple[int, str, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -227,13 +239,15 @@ def test_the_walk_finds_each_kind_of_breach() -> None:
         "    cur = conn.cursor()\n"
         "    cur.execute(f'SELECT {x}')\n"
         "    Match.select()\n"
+        "    R = Match\n"
+        "    R.update(x=1)\n"
         "except peewee.IntegrityError:\n"
         "    pass\n"
         "except Match.DoesNotExist:\n"
         "    pass\n"
     )
     found = breaches(source, "cli/probe.py", frozenset({"Match"}))
-    assert sorted(r for _, r, _ in found) == ["a", "b", "b", "c", "c", "c", "d"]
+    assert sorted(r for _, r, _ in found) == ["a", "b", "b", "c", "c", "c", "d", "d"]
     assert (1, "a", "import peewee") in found
     assert breaches(source, "models/probe.py", frozenset({"Match"})) == []
     assert breaches(source, "publisher/sql/probe.py", frozenset({"Match"})) == []
