@@ -311,3 +311,15 @@ def newest_runs(*, job: str | None = None, status: str | None = None, limit: int
     if status:
         query = query.where(RunLog.status == status)
     return list(query)
+
+
+@translate_database_errors
+def save_run(run: RunLog) -> None:
+    """Write ``run``'s changed fields."""
+    run.save()
+
+
+@translate_database_errors
+def save_run_outbox_row(row: JobRunOutbox) -> None:
+    """Write ``row``'s changed fields."""
+    row.save()

@@ -30,6 +30,8 @@ from models.run_log import (
     run_by_dedupe_key,
     run_by_id,
     runs_by_ids,
+    save_run,
+    save_run_outbox_row,
     set_run_created_by,
 )
 from publisher.amqp import OutgoingMessage, PublishOutcome
@@ -155,7 +157,7 @@ def enqueue_retry(run: RunLog) -> int:
     run.started_at = None
     run.host = None
     run.ended_at = None  # the failed attempt's exit code and error stay until the next one ends
-    run.save()
+    save_run(run)
     command = RunCommand(
         run_id=str(run.id),
         job=run.job,
@@ -247,7 +249,7 @@ def _set_aside(row: JobRunOutbox, reason: str, *, now: datetime) -> None:
     """Mark ``row`` dead with its reason (the drain never takes it again); count and log it."""
     row.dead_at = now
     row.last_error = f"dead: {reason}"[:500]
-    row.save()
+    save_run_outbox_row(row)
     set_aside(DRAIN_LOOP, f"run outbox row {row.id} (run {row.run_id} attempt {row.attempt})", reason)
 
 
@@ -262,7 +264,7 @@ def _send_locked(rows: list[JobRunOutbox], *, publisher: CommandPublisher) -> Dr
         if run is None or run.status != RunStatus.QUEUED.value or run.attempt != row.attempt:
             row.published_at = now
             row.last_error = "stale: the run was no longer queued at this attempt; not sent"
-            row.save()
+            save_run_outbox_row(row)
             stale += 1
             continue
         try:
@@ -284,7 +286,7 @@ def _send_locked(rows: list[JobRunOutbox], *, publisher: CommandPublisher) -> Dr
             row.last_error = str(outcome.error)[:500]
             failed += 1
             logger.warning("run %s attempt %s: publish failed: %s", row.run_id, row.attempt, outcome.error)
-        row.save()
+        save_run_outbox_row(row)
     return DrainReport(published=published, stale=stale, failed=failed, dead=dead)
 
 

@@ -13,7 +13,7 @@ from config.clock import utcnow
 from config.errors import RunNotFound
 from config.settings import BaseEnvironment, load_settings
 from models.db import bound_url, database_errors, init_database
-from models.run_log import RunStatus, Trigger, create_run, record_run_error, run_by_id
+from models.run_log import RunStatus, Trigger, create_run, record_run_error, run_by_id, save_run
 from publisher.run_context import get_run_id, reset_run_id, set_run_id
 
 logger = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ def _close_child(scope: RunScope, error: BaseException | None) -> None:
     run.duration_seconds = (now - run.started_at).total_seconds() if run.started_at else None
     if error is not None:
         run.error = f"{type(error).__name__}: {error}"[:2000]
-    run.save()
+    save_run(run)
 
 
 @contextmanager

@@ -23,6 +23,7 @@ from models.run_log import (
     requeue_unstarted_run,
     run_status_and_attempt,
     runs_running_on_host,
+    save_run,
 )
 from runs.catalog import Catalog, Job, Overlap
 from runs.publish import enqueue_retry, enqueue_run
@@ -69,7 +70,7 @@ def _end(run: RunLog, status: RunStatus, *, now: datetime, reason: str | None = 
     run.ended_at = now
     if run.started_at is not None:
         run.duration_seconds = (now - run.started_at).total_seconds()
-    run.save()
+    save_run(run)
 
 
 def _locked_attempt(run_id: str, attempt: int, status: RunStatus) -> RunLog | None:
@@ -113,7 +114,7 @@ def claim(run_id: str, attempt: int, *, catalog: Catalog, host: str) -> Claim:
         run.claimed_at = now
         run.host = host
         run.pid = None
-        run.save()
+        save_run(run)
     return Claim(run, job=job)
 
 
