@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from config.clock import utcnow
 from config.errors import RunNotFound
 from config.settings import BaseEnvironment, load_settings
-from models.db import bound_url, database_errors, init_database
+from models.db import bound_url, init_database
 from models.run_log import RunStatus, Trigger, create_run, record_run_error, run_by_id, save_run
 from publisher.run_context import get_run_id, reset_run_id, set_run_id
 
@@ -102,7 +102,6 @@ def run_scope(name: str, *, settings: BaseEnvironment | None = None) -> Iterator
     finally:
         reset_run_id(token)
         if not scope.adopted:
-            with database_errors():
-                _close_child(scope, error)
+            _close_child(scope, error)
         elif error is not None:
             record_run_error(uuid.UUID(scope.run_id), f"{type(error).__name__}: {error}"[:2000])
