@@ -24,7 +24,7 @@ from config.errors import KickoffError, ListenerRunFailed
 from lifecycle import cleanup, dispatch, start_match
 from lifecycle.dispatch import StartMessage
 from lifecycle.runtime import ListenerServices
-from lifecycle.start_messages import new_message_id, save_message_ids
+from models.start_messages import new_message_id, save_message_ids
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,9 @@ from typing import Any
 from config.clock import utcnow
 from config.errors import ApiKeyNotFound, TriggerValidationError
 from config.records import json_fields
+from models import api_keys as store
 from models.audit import Actor, record_audit
-from models.db import database, database_errors
+from models.boundary import transaction
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +55,6 @@ class ApiKey:
     def covers_league(self, league_id: str) -> bool:
         """Whether the key may act on league ``league_id`` (an unlimited key may act on every one)."""
         return self.leagues is None or str(league_id) in self.leagues
-
-
-_COLUMNS = "id, name, scope, created_at, revoked_at, leagues"
 
 
 def hash_key(key: str) -> str:
@@ -94,11 +92,14 @@ def create_key(
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     key_id = str(uuid.uuid4())
     now = utcnow()
-    with database_errors(), database.atomic():
-        database.execute_sql(
-            "INSERT INTO api_keys (id, name, scope, key_hash, created_at, leagues)"
-            " VALUES (%s, %s, %s, %s, %s, %s)",
-            (key_id, name, scope.value, hash_key(key), now, _listed(limited)),
+    with transaction():
+        store.insert_key(
+            key_id=key_id,
+            name=name,
+            scope=scope.value,
+            key_hash=hash_key(key),
+            created_at=now,
+            leagues=_listed(limited),
         )
         if actor is not None:
             record_audit(
@@ -125,9 +126,7 @@ def _row(row: Any) -> ApiKey:
 
 def list_keys() -> list[ApiKey]:
     """Every key, oldest first, revoked ones included."""
-    with database_errors():
-        rows = database.execute_sql(f"SELECT {_COLUMNS} FROM api_keys ORDER BY created_at, id").fetchall()
-    return [_row(r) for r in rows]
+    return [_row(r) for r in store.all_key_rows()]
 
 
 def key_names(key_ids: Iterable[str]) -> dict[str, str]:
@@ -135,9 +134,7 @@ def key_names(key_ids: Iterable[str]) -> dict[str, str]:
     ids = sorted({str(k) for k in key_ids if k is not None})
     if not ids:
         return {}
-    with database_errors():
-        rows = database.execute_sql("SELECT id::text, name FROM api_keys WHERE id::text = ANY(%s)", (ids,))
-        return {row[0]: row[1] for row in rows.fetchall()}
+    return store.names_of_keys(ids)
 
 
 def revoke_key(
@@ -147,12 +144,8 @@ def revoke_key(
 
     With ``actor``, the revocation is audited (apikey.revoke) in the update's transaction.
     """
-    with database_errors(), database.atomic():
-        row = database.execute_sql(
-            "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, %s) WHERE id::text = %s "
-            f"RETURNING {_COLUMNS}",
-            (utcnow(), str(key_id)),
-        ).fetchone()
+    with transaction():
+        row = store.revoke_key_row(str(key_id), at=utcnow())
         if row is not None and actor is not None:
             record_audit(
                 actor=actor,
@@ -172,11 +165,7 @@ def revoke_key(
 def authenticate(key: str) -> ApiKey | None:
     """The live key ``key`` stands for, or None (unknown or revoked)."""
     digest = hash_key(key)
-    with database_errors():
-        row = database.execute_sql(
-            f"SELECT {_COLUMNS}, key_hash FROM api_keys WHERE key_hash = %s AND revoked_at IS NULL",
-            (digest,),
-        ).fetchone()
-    if row is None or not hmac.compare_digest(row[6], digest):
+    found = store.live_key_row_by_hash(digest)
+    if found is None or not hmac.compare_digest(found[1], digest):
         return None
-    return _row(row)
+    return _row(found[0])

@@ -164,7 +164,8 @@ class SharedStateCollector(Collector):
 
     def _listeners(self) -> Iterator[Metric]:
         from lifecycle.board import listener_board
-        from models.db import database, database_errors
+        from models.listener_record import gap_totals, start_and_failure_counts
+        from models.match import failed_verification_count
 
         entries = listener_board(settings=self.ctx.settings, barriers=self.ctx.barriers, cache=self._board)
         badges = Counter(e.badge for e in entries)
@@ -187,27 +188,15 @@ class SharedStateCollector(Collector):
             "Matches whose failed starts reached the attempt cap (dispatch skips them).",
             value=sum(1 for e in entries if e.exhausted),
         )
-        with database_errors():
-            starts, failures = database.execute_sql(
-                "SELECT count(*), count(*) FILTER (WHERE ended_at IS NOT NULL "
-                "AND exit_code IS NOT NULL AND NOT (exit_code = ANY(%s))) FROM match_listener_records",
-                ([int(c) for c in SUCCESS_CODES],),
-            ).fetchone()
+        starts, failures = start_and_failure_counts([int(c) for c in SUCCESS_CODES])
         yield CounterMetricFamily(
             "kickoff_listener_starts", "Listener runs started (lifecycle rows written).", value=starts
         )
         yield CounterMetricFamily(
             "kickoff_listener_failures", "Listener runs that ended with a failure exit code.", value=failures
         )
-        with database_errors():
-            gaps, backfilled, unrecovered = database.execute_sql(
-                "SELECT coalesce(sum(gaps), 0), coalesce(sum(events_backfilled), 0), "
-                "coalesce(sum(events_unrecovered), 0) FROM match_listener_records"
-            ).fetchone()
-            failed = database.execute_sql(
-                "SELECT count(*) FROM matches WHERE jsonb_typeof(archive_verification) = 'object' "
-                "AND archive_verification->'ok' = 'false'::jsonb"
-            ).fetchone()[0]
+        gaps, backfilled, unrecovered = gap_totals()
+        failed = failed_verification_count()
         yield CounterMetricFamily(
             "kickoff_listener_gaps",
             "Stream gaps listener runs recorded (sum over lifecycle rows).",
@@ -260,14 +249,10 @@ class SharedStateCollector(Collector):
         yield results
 
     def _runs(self) -> Iterator[Metric]:
-        from models.db import database, database_errors
-        from models.run_log import RunStatus
+        from models.run_log import RunStatus, run_counts_by_status
         from runs.publish import dead_outbox_count
 
-        with database_errors():
-            counts = dict(
-                database.execute_sql("SELECT status, count(*) FROM run_log GROUP BY status").fetchall()
-            )
+        counts = run_counts_by_status()
         runs = GaugeMetricFamily("kickoff_runs", "Job runs in run_log by status.", labels=["status"])
         for status in RunStatus:
             runs.add_metric([status.value], counts.get(status.value, 0))

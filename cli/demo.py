@@ -147,14 +147,14 @@ def demo(obj: CliContext, as_json: bool, timeout: float) -> None:
 
 def _create_match(game: DemoGame, *, speed_started: float) -> None:
     from config.clock import utcnow
-    from models.db import database
-    from models.league import League
-    from models.match import Match
+    from lifecycle.leagues import ensure_league
+    from models.boundary import connection
+    from models.match import create_match
 
     kickoff_in = game.script["start_after"] - (time.monotonic() - speed_started)
-    with database.connection_context():
-        league, _ = League.get_or_create(name="mlb", defaults={"enabled": True})
-        match = Match.create(
+    with connection():
+        league = ensure_league("mlb")
+        match = create_match(
             sr_id=game.sr_id,
             league=league,
             title=game.title,
@@ -267,9 +267,9 @@ def _missing(game: DemoGame, settings: Any) -> int | None:
 def _row(game: DemoGame, settings: Any) -> dict[str, Any]:
     from listener.archive import archive_path, read_events
     from listener.events import backfilled_from
-    from models.db import database
-    from models.listener_record import MatchListenerRecord
-    from models.match import Match
+    from models.boundary import connection
+    from models.listener_record import runs_of_match
+    from models.match import match_by_id
 
     row: dict[str, Any] = {
         "sr_id": game.sr_id,
@@ -296,13 +296,9 @@ def _row(game: DemoGame, settings: Any) -> dict[str, Any]:
         row["delay_markers"] = sum(1 for e in events if isinstance(e, dict) and "kickoff" in e)
     if game.match_id is None:
         return row
-    with database.connection_context():
-        row["status"] = Match.get_by_id(game.match_id).status
-        records = list(
-            MatchListenerRecord.select()
-            .where(MatchListenerRecord.match == game.match_id)
-            .order_by(MatchListenerRecord.created_at)
-        )
+    with connection():
+        row["status"] = match_by_id(game.match_id).status
+        records = runs_of_match(game.match_id)
     if records:
         last = records[-1]
         row["badge"] = str(last.badge(stale_after_seconds=settings.listener_heartbeat_stale_seconds).value)

@@ -47,12 +47,10 @@ def add(obj: CliContext, name: str, disabled: bool, as_json: bool) -> None:
 @click.pass_obj
 def list_(obj: CliContext, limit: int, as_json: bool) -> None:
     """List leagues by name: a table of name and enabled/disabled."""
-    from models.db import database_errors
-    from models.league import League
+    from models.league import leagues_by_name
 
     obj.database()
-    with database_errors():
-        rows = [_league_dict(lg) for lg in League.select().order_by(League.name).limit(limit)]
+    rows = [_league_dict(lg) for lg in leagues_by_name(limit)]
     if as_json:
         echo_json({"leagues": rows})
         return

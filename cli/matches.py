@@ -18,8 +18,7 @@ from cli.common import (
 )
 from cli.context import CliContext
 from cli.table import echo_table, render_table
-from config.errors import KickoffError
-from models.db import database_errors
+from config.errors import ConstraintViolation, KickoffError
 
 
 @click.group("matches")
@@ -51,12 +50,10 @@ def add(
     as_json: bool,
 ) -> None:
     """Add a match; prints its internal id."""
-    import peewee
-
     from config.clock import parse_iso8601
     from lifecycle.leagues import get_league
     from lifecycle.start import validate_listener_settings
-    from models.match import Match
+    from models.match import create_match
     from models.status import normalise
 
     when = parse_iso8601(scheduled, what="--scheduled")
@@ -65,20 +62,19 @@ def add(
     validate_listener_settings(settings_, source="--setting")
     obj.database()
     lg = get_league(league)
-    with database_errors():
-        try:
-            match = Match.create(
-                league=lg,
-                sr_id=sr_id,
-                scheduled=when,
-                status=normalise(status),
-                title=title,
-                is_test=is_test,
-                auto_dispatch_listener=not no_auto_dispatch,
-                listener_start_settings=settings_,
-            )
-        except peewee.IntegrityError as exc:
-            raise KickoffError(f"a match with sr_id {sr_id!r} already exists") from exc
+    try:
+        match = create_match(
+            league=lg,
+            sr_id=sr_id,
+            scheduled=when,
+            status=normalise(status),
+            title=title,
+            is_test=is_test,
+            auto_dispatch_listener=not no_auto_dispatch,
+            listener_start_settings=settings_,
+        )
+    except ConstraintViolation as exc:
+        raise KickoffError(f"a match with sr_id {sr_id!r} already exists") from exc
     echo_answer(as_json, {"id": str(match.id)}, str(match.id))
 
 
@@ -92,24 +88,21 @@ def list_(obj: CliContext, limit: int, as_json: bool) -> None:
     A table: id, sr_id, league, scheduled, status, badge, flags (test, dispatch-off).
     """
     from lifecycle.board import listener_board
-    from models.league import League
-    from models.match import Match
+    from models.match import matches_by_start
 
     obj.database()
-    with database_errors():
-        query = Match.select(Match, League).join(League).order_by(Match.scheduled, Match.id).limit(limit)
-        rows = [
-            {
-                "id": str(m.id),
-                "sr_id": m.sr_id,
-                "league": m.league.name,
-                "scheduled": m.scheduled.isoformat(),
-                "status": m.status,
-                "is_test": m.is_test,
-                "auto_dispatch": m.auto_dispatch_listener,
-            }
-            for m in query
-        ]
+    rows = [
+        {
+            "id": str(m.id),
+            "sr_id": m.sr_id,
+            "league": m.league.name,
+            "scheduled": m.scheduled.isoformat(),
+            "status": m.status,
+            "is_test": m.is_test,
+            "auto_dispatch": m.auto_dispatch_listener,
+        }
+        for m in matches_by_start(limit)
+    ]
     board = listener_board(settings=obj.settings, barriers=obj.barriers, match_ids=[r["id"] for r in rows])
     badges = {e.match_id: e.badge for e in board}
     for r in rows:

@@ -64,6 +64,15 @@ class MigrationError(KickoffError):
     """Raised when the schema migrations cannot be applied."""
 
 
+class DatabaseRefused(KickoffError):
+    """Raised when PostgreSQL answers one statement with a refusal (a constraint, a lock or statement
+    timeout): the statement changed nothing, the connection is still usable."""
+
+
+class ConstraintViolation(DatabaseRefused):
+    """Raised when a write breaks a constraint (most often a unique key: another writer was first)."""
+
+
 # -- domain ------------------------------------------------------------------------
 
 

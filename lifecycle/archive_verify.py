@@ -40,8 +40,7 @@ from listener.play_by_play import PlayByPlay, fetch_play_by_play, play_by_play_u
 from listener.verify import Verification, compare
 from listener.verify_store import record_verification
 from models.barriers import Barriers
-from models.db import database_errors
-from models.listener_record import MatchListenerRecord
+from models.listener_record import has_open_run
 from models.match import Match
 
 if TYPE_CHECKING:
@@ -140,9 +139,7 @@ def verify_match_archive(match_ref: str, *, settings: MatchListenerEnvironment) 
 
 
 def _has_open_row(match_id: str) -> bool:
-    R = MatchListenerRecord
-    with database_errors():
-        return R.select().where(R.match == uuid.UUID(match_id), R.ended_at.is_null()).exists()
+    return has_open_run(uuid.UUID(match_id))
 
 
 def backfill_match_archive(

@@ -21,9 +21,16 @@ from typing import Any
 
 from config.errors import MatchNotFound
 from config.settings import MatchListenerEnvironment
+from lifecycle.sql.board import (
+    board_change_token,
+    board_row_of_match,
+    board_rows,
+    board_rows_of_matches,
+    database_now,
+)
 from models.badges import derive_badge
 from models.barriers import Barriers
-from models.db import database, database_errors
+from models.db import database
 from models.status import DISPATCH_ALWAYS, DISPATCH_IN_WINDOW
 
 #: Badge of a match on the board without any lifecycle row.
@@ -130,36 +137,6 @@ def verification_counts(stored: Any) -> tuple[bool | None, int | None, int | Non
     return stored["ok"], count("missing"), count("extra"), count("differing")
 
 
-_SELECT = """
-WITH ids AS (
-  {ids}
-)
-SELECT m.id::text, l.name, m.sr_id, m.status, m.auto_dispatch_listener,
-       r.id::text, r.heartbeat_at, r.ended_at, r.exit_code, r.exit_reason, r.host, r.pid,
-       r.worker_lease, now(), r.gaps, r.gap_seconds, r.events_backfilled, r.gaps_unrecovered,
-       r.events_unrecovered, m.archive_verification, m.archive_verified_at
-  FROM ids
-  JOIN matches m ON m.id = ids.id
-  JOIN leagues l ON l.id = m.league_id
-  LEFT JOIN LATERAL (
-    SELECT * FROM match_listener_records x
-     WHERE x.match_id = m.id
-     ORDER BY (x.ended_at IS NULL) DESC, x.created_at DESC
-     LIMIT 1
-  ) r ON TRUE
-"""
-
-_ALL_IDS = """
-  SELECT DISTINCT match_id AS id FROM match_listener_records
-  UNION
-  SELECT unnest(%s::uuid[])
-  UNION
-  SELECT m.id FROM matches m JOIN leagues l ON l.id = m.league_id
-   WHERE NOT m.auto_dispatch_listener AND l.enabled
-     AND (m.status = ANY(%s) OR (m.status = ANY(%s) AND m.scheduled BETWEEN %s AND %s))
-"""
-
-
 def _select(
     match_id: str | None,
     *,
@@ -168,56 +145,36 @@ def _select(
     now: datetime,
     match_ids: Sequence[str] | None = None,
 ) -> list[tuple[Any, ...]]:
-    with database_errors():
-        if match_id is not None:
-            params: tuple[Any, ...] = (uuid.UUID(match_id),)
-            found = database.execute_sql(_SELECT.format(ids="SELECT %s::uuid AS id"), params).fetchall()
-            if not found:
-                raise MatchNotFound(f"no match with id {match_id}")
-            return found
-        if match_ids is not None:
-            ids = _SELECT.format(ids="SELECT DISTINCT unnest(%s::uuid[]) AS id")
-            return database.execute_sql(ids, ([str(m) for m in match_ids],)).fetchall()
-        params = (
-            sorted(redis_ids),
-            sorted(DISPATCH_ALWAYS),
-            sorted(DISPATCH_IN_WINDOW),
-            now - timedelta(seconds=settings.listener_active_max_age_seconds),
-            now + timedelta(minutes=settings.listener_dispatch_within_minutes),
-        )
-        return database.execute_sql(_SELECT.format(ids=_ALL_IDS), params).fetchall()
+    if match_id is not None:
+        found = board_row_of_match(uuid.UUID(match_id))
+        if not found:
+            raise MatchNotFound(f"no match with id {match_id}")
+        return found
+    if match_ids is not None:
+        return board_rows_of_matches(match_ids)
+    return board_rows(
+        redis_ids=sorted(redis_ids),
+        always=sorted(DISPATCH_ALWAYS),
+        in_window=sorted(DISPATCH_IN_WINDOW),
+        window_from=now - timedelta(seconds=settings.listener_active_max_age_seconds),
+        window_to=now + timedelta(minutes=settings.listener_dispatch_within_minutes),
+    )
 
 
 def _db_now() -> datetime:
     """PostgreSQL's clock: every lifecycle time is written and judged by it."""
-    with database_errors():
-        return database.execute_sql("SELECT now()").fetchone()[0]
-
-
-#: One cheap reading that changes whenever the full board query could answer differently: every
-#: table's row count and xmin sum (an insert, update or delete changes it), and the set of matches
-#: the dispatch window holds now (time alone moves matches in and out of it).
-_TOKEN = """
-SELECT now(),
-  (SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) FROM match_listener_records),
-  (SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) FROM matches),
-  (SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) FROM leagues),
-  (SELECT count(*) || ':' || coalesce(sum(hashtext(m.id::text)::bigint), 0)
-     FROM matches m JOIN leagues l ON l.id = m.league_id
-    WHERE NOT m.auto_dispatch_listener AND l.enabled
-      AND (m.status = ANY(%s) OR (m.status = ANY(%s)
-           AND m.scheduled BETWEEN now() - make_interval(secs => %s) AND now() + make_interval(secs => %s))))
-"""
+    return database_now()
 
 
 @dataclass(eq=False)
 class BoardCache:
     """The last full board reading, kept between refreshes of one live board.
 
-    While the change token (``_TOKEN`` and the matches without a run that have Redis keys) stays,
-    a refresh reuses the rows read last and rebuilds only the entries that can differ: open runs
-    (heartbeat age and badge move with time alone, and their worker lease may go) and matches
-    whose Redis counters changed. Every other entry is the very same object as last time.
+    While the change token (``lifecycle.sql.board.board_change_token`` and the matches without a run
+    that have Redis keys) stays, a refresh reuses the rows read last and rebuilds only the entries
+    that can differ: open runs (heartbeat age and badge move with time alone, and their worker
+    lease may go) and matches whose Redis counters changed. Every other entry is the very same
+    object as last time.
     """
 
     token: tuple[Any, ...] | None = None
@@ -230,15 +187,12 @@ class BoardCache:
 
 
 def _change_token(settings: MatchListenerEnvironment) -> tuple[datetime, tuple[Any, ...]]:
-    params = (
-        sorted(DISPATCH_ALWAYS),
-        sorted(DISPATCH_IN_WINDOW),
-        float(settings.listener_active_max_age_seconds),
-        60.0 * settings.listener_dispatch_within_minutes,
+    return board_change_token(
+        always=sorted(DISPATCH_ALWAYS),
+        in_window=sorted(DISPATCH_IN_WINDOW),
+        max_age_seconds=float(settings.listener_active_max_age_seconds),
+        window_seconds=60.0 * settings.listener_dispatch_within_minutes,
     )
-    with database_errors():
-        now, *token = database.execute_sql(_TOKEN, params).fetchone()
-    return now, tuple(token)
 
 
 def _entry(
@@ -249,7 +203,7 @@ def _entry(
     alive: set[str],
     settings: MatchListenerEnvironment,
 ) -> BoardEntry:
-    """One board entry from its row of ``_SELECT``, its Redis counters and the live leases."""
+    """One board entry from its row (lifecycle.sql.board.ROW_COLUMNS), its Redis counters and the leases."""
     attempts, exhausted, pending = counts
     mid, league, sr_id, status, auto, rid, heartbeat_at, ended_at, code, why, host, pid, lease = row[:13]
     gaps, gap_seconds, backfilled, gaps_lost, events_lost, verification, verified_at = row[14:]

@@ -37,9 +37,7 @@ from lifecycle.match_ref import resolve_match_id
 from models.audit import Actor, record_audit
 from models.badges import Badge
 from models.barriers import Barriers
-from models.db import database_errors
-from models.league import League
-from models.match import Match
+from models.match import match_rows_by_league_and_sr_id
 from models.status import KNOWN
 
 logger = logging.getLogger(__name__)
@@ -169,17 +167,11 @@ def select_matches(
     An unknown league or match reference is NotFound (a typo selects nothing silently otherwise).
     More than MAX_BULK_MATCHES is BulkConflict.
     """
-    query = Match.select(Match.id, Match.sr_id, Match.status, League.name).join(League)
-    if flt.league:
-        query = query.where(League.id == get_league(flt.league).id)
-    if flt.match_ids:
-        query = query.where(Match.id.in_(sorted({resolve_match_id(ref) for ref in flt.match_ids})))
-    if flt.status is not None:
-        query = query.where(Match.status == flt.status)
-    with database_errors():
-        rows = [
-            (str(m.id), m.sr_id, m.league.name, m.status) for m in query.order_by(League.name, Match.sr_id)
-        ]
+    rows = match_rows_by_league_and_sr_id(
+        league_id=get_league(flt.league).id if flt.league else None,
+        match_ids=sorted({resolve_match_id(ref) for ref in flt.match_ids}) if flt.match_ids else None,
+        status=flt.status,
+    )
     if flt.badge is None and len(rows) > MAX_BULK_MATCHES:
         raise _too_many(len(rows))
     badges = (

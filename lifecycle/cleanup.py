@@ -26,19 +26,17 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from config.clock import utcnow
 from config.errors import KickoffError, LockNotOwned, ServiceUnavailable
 from config.set_aside import SetAside, setting_aside
 from config.settings import MatchListenerEnvironment
-from lifecycle import rows
+from lifecycle.sql import rows
 from lifecycle.start import load_match
-from lifecycle.start_messages import stop_dispatch, stored_message_ids
 from models.audit import Actor, record_audit
 from models.barriers import Barriers
-from models.db import database, database_errors
-from models.listener_record import MatchListenerRecord
-from models.match import Match
-from models.status import TERMINAL
+from models.boundary import transaction
+from models.listener_record import ended_matches_without_open_run
+from models.match import update_match_fields
+from models.start_messages import stop_dispatch, stored_message_ids
 
 logger = logging.getLogger(__name__)
 
@@ -278,13 +276,7 @@ def matches_needing_backfill(match_ids: Iterable[str]) -> list[str]:
     ids = sorted({uuid.UUID(str(m)) for m in match_ids})
     if not ids:
         return []
-    R = MatchListenerRecord
-    still_open = R.select(R.match).where(R.ended_at.is_null())
-    with database_errors():
-        query = Match.select(Match.id).where(
-            Match.id.in_(ids), Match.status.in_(sorted(TERMINAL)), Match.id.not_in(still_open)
-        )
-        return sorted(str(m.id) for m in query)
+    return ended_matches_without_open_run(ids)
 
 
 def enqueue_backfills(
@@ -455,8 +447,8 @@ def set_auto_dispatch(
     """
     match = load_match(match_id)
     before = bool(match.auto_dispatch_listener)
-    with database_errors(), database.atomic():
-        Match.update(auto_dispatch_listener=on, updated_at=utcnow()).where(Match.id == match.id).execute()
+    with transaction():
+        update_match_fields(match.id, {"auto_dispatch_listener": on})
         if actor is not None:
             record_audit(
                 actor=actor,

@@ -74,7 +74,7 @@ def clone_match(
     """
     from lifecycle.start import validate_listener_settings
     from models.db import database
-    from models.match import SRSIM_UNSERVED, Match
+    from models.match import SRSIM_UNSERVED, create_match
 
     validate_listener_settings(settings, source="the clone's --setting")
 
@@ -88,7 +88,7 @@ def clone_match(
         if not events:
             raise SimulatorScriptError(f"archive {path} holds no events to replay")
         new_sr_id = str(uuid.uuid4())
-        clone = Match.create(
+        clone = create_match(
             sr_id=new_sr_id,
             league=league,
             title=f"clone of {source.title or source.sr_id}",

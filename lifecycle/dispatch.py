@@ -20,13 +20,14 @@ from typing import Any
 from config.errors import KickoffError, LockNotOwned, ServiceUnavailable, StartAttemptsExhausted
 from config.set_aside import SetAside, set_aside
 from config.settings import MatchListenerEnvironment
-from lifecycle import rows
 from lifecycle.cleanup import after_abandon
+from lifecycle.sql import rows
 from lifecycle.start import find_candidates, stored_settings_problem
-from lifecycle.start_messages import new_message_id, save_message_ids, store_new_message_ids
 from models.audit import Actor, record_audit
 from models.barriers import Barriers
-from models.db import database, database_errors
+from models.boundary import transaction
+from models.db import database
+from models.start_messages import new_message_id, save_message_ids, store_new_message_ids
 
 logger = logging.getLogger(__name__)
 
@@ -333,7 +334,7 @@ def request_start(
         match_id=match_id, message_id=new_message_id(match_id), overrides=overrides, force=force
     )
     try:
-        with database_errors(), database.atomic():
+        with transaction():
             save_message_ids([(match_id, message.message_id)])
             if actor is not None:
                 record_audit(

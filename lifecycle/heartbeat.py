@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lifecycle import rows
 from lifecycle.lease import LEASE_EXPIRED, WorkerLease
 from lifecycle.poller import RegistryPoller
+from lifecycle.sql import rows
 from models.barriers import Barriers
 from models.db import database
 

@@ -8,10 +8,7 @@ from typing import Any
 
 from config.clock import utcnow
 from models.barriers import Barriers
-from models.db import database_errors
-from models.listener_record import MatchListenerRecord
-
-R = MatchListenerRecord
+from models.listener_record import newest_open_run
 
 
 def match_holder(match_id: str, *, barriers: Barriers) -> dict[str, Any] | None:
@@ -21,13 +18,7 @@ def match_holder(match_id: str, *, barriers: Barriers) -> dict[str, Any] | None:
     else ``{"token"}`` of the start lock; else ``{"pending": True}`` when only a pending start key
     is set (a start is queued, or one is between its claim and its lock).
     """
-    with database_errors():
-        row = (
-            R.select(R.id, R.host, R.pid, R.heartbeat_at)
-            .where(R.match == uuid.UUID(match_id), R.ended_at.is_null())
-            .order_by(R.created_at.desc())
-            .first()
-        )
+    row = newest_open_run(uuid.UUID(match_id))
     if row is not None:
         return {
             "record_id": str(row.id),

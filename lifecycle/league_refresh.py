@@ -25,14 +25,12 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-import peewee
-
-from config.clock import utcnow
 from config.errors import MalformedFeedEntry, ScheduleFetchError
 from config.feed_text import feed_id, feed_text
 from config.set_aside import set_aside
 from config.settings import MatchListenerEnvironment, mask_url
 from lifecycle.schedule import RefreshResult, entries, entry_name, fetch
+from models.base import LeagueRecord
 
 logger = logging.getLogger(__name__)
 
@@ -158,34 +156,10 @@ def season_values(raw: Any) -> dict[str, Any]:
 # -- storing ---------------------------------------------------------------------------
 
 
-def _upsert(model: type[peewee.Model], league: Any, rows: list[dict[str, Any]]) -> tuple[int, int]:
-    """Create or update ``model`` rows of ``league`` by sr_id, writing only changed values."""
-    now = utcnow()
-    existing = {r.sr_id: r for r in model.select().where(model.league == league)}
-    created = updated = 0
-    for values in {v["sr_id"]: v for v in rows}.values():
-        current = existing.get(values["sr_id"])
-        if current is None:
-            fields = {getattr(model, k): v for k, v in values.items() if k != "sr_id"}
-            model.insert(league=league, created_at=now, updated_at=now, **values).on_conflict(
-                conflict_target=[model.league, model.sr_id], update={**fields, model.updated_at: now}
-            ).execute()
-            created += 1
-            continue
-        changed = {k: v for k, v in values.items() if getattr(current, k) != v}
-        if changed:
-            model.update(**changed, updated_at=now).where(model.id == current.id).execute()
-            logger.info(
-                "%s %s of %s updated: %s", model.__name__, values["sr_id"], league.name, sorted(changed)
-            )
-            updated += 1
-    return created, updated
-
-
 def _store(
     league_name: str,
     metadata: LeagueMetadata | None,
-    model: type[peewee.Model] | None,
+    model: type[LeagueRecord] | None,
     rows: list[dict[str, Any]],
 ) -> tuple[int, int, bool]:
     """Store the league's metadata (when given) and ``model`` rows in one transaction.
@@ -193,20 +167,21 @@ def _store(
     Returns (rows created, rows updated, whether the league's metadata changed).
     """
     from lifecycle.leagues import ensure_league
-    from models.db import database, database_errors
-    from models.league import League
+    from models.boundary import connection, transaction
+    from models.league import update_league_fields
+    from models.league_records import upsert_league_records
 
-    with database.connection_context(), database_errors():
+    with connection():
         league = ensure_league(league_name)
-        with database.atomic():
+        with transaction():
             league_changed = False
             if metadata is not None:
                 values = {"sr_id": metadata.sr_id, "alias": metadata.alias, "full_name": metadata.full_name}
                 changed = {k: v for k, v in values.items() if getattr(league, k) != v}
                 if changed:
-                    League.update(**changed).where(League.id == league.id).execute()
+                    update_league_fields(league.id, changed)
                     league_changed = True
-            created, updated = _upsert(model, league, rows) if model is not None else (0, 0)
+            created, updated = upsert_league_records(model, league, rows) if model is not None else (0, 0)
     return created, updated, league_changed
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import peewee
-
-from config.errors import ArchivePathError, ConfigurationError, KickoffError, LeagueNotFound
+from config.errors import (
+    ArchivePathError,
+    ConfigurationError,
+    ConstraintViolation,
+    KickoffError,
+    LeagueNotFound,
+)
 from listener.archive import safe_component
 from models.audit import Actor, record_audit
-from models.db import database, database_errors
-from models.league import League
+from models.boundary import transaction
+from models.league import League, all_league_names, create_league, league_named, set_league_enabled_row
 
 
 class InvalidLeagueName(ConfigurationError, ValueError):
@@ -30,14 +34,12 @@ def check_league_name(name: str) -> str:
 
 def find_league(name: str) -> League | None:
     """The league named ``name``, compared case-insensitively, or None."""
-    with database_errors():
-        return League.get_or_none(peewee.fn.lower(League.name) == name.lower())
+    return league_named(name)
 
 
 def league_names() -> list[str]:
     """Every league's name, sorted (the console's league choices)."""
-    with database_errors():
-        return sorted(lg.name for lg in League.select(League.name))
+    return all_league_names()
 
 
 def get_league(name: str) -> League:
@@ -54,9 +56,9 @@ def ensure_league(name: str) -> League:
     if league is not None:
         return league
     try:
-        with database_errors(), database.atomic():
-            return League.create(name=name.lower())
-    except peewee.IntegrityError:
+        with transaction():
+            return create_league(name.lower())
+    except ConstraintViolation:
         return get_league(name)  # another refresh created it meanwhile
 
 
@@ -67,9 +69,8 @@ def add_league(name: str, *, enabled: bool = True) -> League:
     if existing is not None:
         raise KickoffError(f"league {existing.name!r} already exists")
     try:
-        with database_errors():
-            return League.create(name=name, enabled=enabled)
-    except peewee.IntegrityError as exc:
+        return create_league(name, enabled=enabled)
+    except ConstraintViolation as exc:
         raise KickoffError(f"league {name!r} already exists") from exc
 
 
@@ -87,8 +88,8 @@ def set_league_enabled(
     """
     league = get_league(name)
     before = bool(league.enabled)
-    with database_errors(), database.atomic():
-        League.update(enabled=enabled).where(League.id == league.id).execute()
+    with transaction():
+        set_league_enabled_row(league.id, enabled)
         if actor is not None:
             record_audit(
                 actor=actor,

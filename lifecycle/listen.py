@@ -28,11 +28,11 @@ from typing import Any
 
 from config.errors import ListenerError, ListenerHeld
 from config.settings import MatchListenerEnvironment
-from lifecycle import rows
 from lifecycle.cleanup import after_abandon
 from lifecycle.holder import describe_holder, match_holder
 from lifecycle.match_ref import resolve_match
 from lifecycle.runtime import ListenerServices, RunHandle, operator_stop
+from lifecycle.sql import rows
 from lifecycle.start_match import Skip, start_match_listener
 from listener.body import ListenerContext
 from listener.match_listener import MatchListener
@@ -114,7 +114,7 @@ def listen(
     if none); ``sr_env`` is the feed's access level (``listener_sr_env``: trial, production).
     """
     from models.db import init_database
-    from models.match import Match
+    from models.match import match_by_sr_id
 
     init_database(
         settings.database_url,
@@ -122,10 +122,7 @@ def listen(
         statement_timeout_seconds=settings.database_statement_timeout_seconds,
     )
     with database.connection_context():
-        if match_id is not None:
-            match = resolve_match(match_id)
-        else:
-            match = Match.select().where(Match.sr_id == sr_id).first()
+        match = resolve_match(match_id) if match_id is not None else match_by_sr_id(sr_id)
     if match is None:
         return _archive_only(
             sr_id, settings=settings, league=league, sr_env=sr_env, install_signals=install_signals

@@ -7,7 +7,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from config.clock import utcnow
 from config.errors import KickoffError
 from config.settings import MatchListenerEnvironment
 from lifecycle.board import listener_board
@@ -15,9 +14,9 @@ from lifecycle.start import RUN_SETTINGS, load_match, validate_listener_settings
 from listener.archive import TextLog, archive_path, read_events, shortcode_for
 from models.audit import Actor, audit_entries, record_audit
 from models.barriers import Barriers
-from models.db import database, database_errors
-from models.listener_record import MatchListenerRecord
-from models.match import METADATA_KEYS, Match
+from models.boundary import transaction
+from models.listener_record import MatchListenerRecord, newest_runs_of_match
+from models.match import METADATA_KEYS, Match, matches_with_keys_outside, update_match_fields
 from models.status import normalise
 
 
@@ -70,13 +69,7 @@ def match_detail(
     """The match, its per-match listener settings, its newest runs (with their gap counts), its Redis
     barriers and its archive (path, events, last verification: the stored object or None)."""
     match = load_match(match_id)
-    with database_errors():
-        records = list(
-            MatchListenerRecord.select()
-            .where(MatchListenerRecord.match == match.id)
-            .order_by(MatchListenerRecord.created_at.desc())
-            .limit(runs_limit)
-        )
+    records = newest_runs_of_match(match.id, runs_limit)
     [entry] = listener_board(settings=settings, barriers=barriers, match_id=str(match.id))
     archive = match_archive(match, data_dir=settings.data_dir)
     return {
@@ -151,9 +144,7 @@ def match_timeline(
             reason = f" ({r.exit_reason})" if r.exit_reason else ""
             what = f"run {short} ended with exit {r.exit_code}{reason}{gaps}"
             items.append((r.ended_at, {"kind": "run_ended", "what": what}))
-    with database_errors():
-        acts = audit_entries(match_id=match_id, limit=acts_limit)
-    for a in acts:
+    for a in audit_entries(match_id=match_id, limit=acts_limit):
         items.append((a.at, {"kind": "act", "what": a.action, "who": a.who, "reason": a.reason}))
     items.sort(key=lambda item: item[0], reverse=True)
     return [{"at": _iso(at), **item} for at, item in items]
@@ -206,8 +197,8 @@ def edit_match(
         if new != stored:
             changes["listener_start_settings"] = new
     if changes:
-        with database_errors(), database.atomic():
-            Match.update(**changes, updated_at=utcnow()).where(Match.id == match.id).execute()
+        with transaction():
+            update_match_fields(match.id, changes)
             if actor is not None:
                 record_audit(
                     actor=actor,
@@ -236,12 +227,4 @@ def matches_with_refused_settings(*, limit: int = 1000) -> list[tuple[str, list[
     match's starts fail until an operator unsets it (``kickoff matches edit --unset``).
     """
     allowed = sorted(RUN_SETTINGS | METADATA_KEYS)
-    with database_errors():
-        found = database.execute_sql(
-            "SELECT m.id::text, array_agg(k ORDER BY k) FROM matches m CROSS JOIN LATERAL "
-            "jsonb_object_keys(CASE WHEN jsonb_typeof(m.listener_start_settings) = 'object' "
-            "THEN m.listener_start_settings ELSE '{}'::jsonb END) AS k "
-            "WHERE NOT (k = ANY(%s)) GROUP BY m.id ORDER BY m.id LIMIT %s",
-            (allowed, limit),
-        ).fetchall()
-    return [(mid, list(keys)) for mid, keys in found]
+    return matches_with_keys_outside(allowed, limit=limit)

@@ -8,12 +8,8 @@ the reference is looked up as ``Match.id`` first and, when no match has that id,
 
 from __future__ import annotations
 
-import uuid
-
 from config.errors import MatchNotFound
-from models.db import database_errors
-from models.league import League
-from models.match import Match
+from models.match import Match, match_by_reference
 
 
 def resolve_match(ref: str) -> Match:
@@ -21,17 +17,7 @@ def resolve_match(ref: str) -> Match:
     text = str(ref).strip()
     if not text:
         raise MatchNotFound("a match id or sr_id is required")
-    query = Match.select(Match, League).join(League)
-    with database_errors():
-        try:
-            internal = uuid.UUID(text)
-        except ValueError:
-            internal = None
-        if internal is not None:
-            found = query.where(Match.id == internal).first()
-            if found is not None:
-                return found
-        found = query.where(Match.sr_id == text).first()
+    found = match_by_reference(text)
     if found is None:
         raise MatchNotFound(f"no match with id or sr_id {text!r}")
     return found

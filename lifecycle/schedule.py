@@ -139,26 +139,26 @@ def upsert_games(league_name: str, games: list[Any], *, url: str = "") -> tuple[
     A malformed game is set aside (``url`` names its document in the log line); the others go on.
     """
     from lifecycle.leagues import ensure_league
-    from models.db import database
-    from models.match import Match
+    from models.boundary import connection
+    from models.match import create_match, match_by_sr_id, reschedule_match
 
     created = updated = aside = 0
     now = utcnow()
     where = f" of {url}" if url else ""
-    with database.connection_context():
+    with connection():
         league = ensure_league(league_name)
         for position, g in enumerate(games):
             try:
                 entry = schedule_entry(g)
-                if entry.scheduled is None and not Match.select().where(Match.sr_id == entry.sr_id).exists():
+                if entry.scheduled is None and match_by_sr_id(entry.sr_id) is None:
                     raise MalformedFeedEntry("no scheduled time, which a new match needs")
             except MalformedFeedEntry as exc:
                 set_aside(LOOP, f"{entry_name('game', g, position)}{where}", str(exc))
                 aside += 1
                 continue
-            match = Match.select().where(Match.sr_id == entry.sr_id).first()
+            match = match_by_sr_id(entry.sr_id)
             if match is None:
-                Match.create(
+                create_match(
                     sr_id=entry.sr_id,
                     league=league,
                     title=entry.title,
@@ -172,8 +172,7 @@ def upsert_games(league_name: str, games: list[Any], *, url: str = "") -> tuple[
             if entry.scheduled is not None and (
                 match.scheduled != entry.scheduled or match.title != entry.title
             ):
-                match.scheduled, match.title = entry.scheduled, entry.title
-                match.save(only=[Match.scheduled, Match.title])
+                reschedule_match(match, scheduled=entry.scheduled, title=entry.title)
             match.apply_refresh(entry.status, now=now)
             updated += 1
     return created, updated, aside
@@ -261,21 +260,12 @@ def refresh_weekly(
 def active_season_year(league: str, today: date) -> int | None:
     """Year of ``league``'s stored season covering ``today``, else of the next to start; None if none."""
     from lifecycle.leagues import find_league
-    from models.db import database, database_errors
-    from models.season import Season
+    from models.boundary import connection
+    from models.season import season_covering
 
-    with database.connection_context(), database_errors():
+    with connection():
         row = find_league(league)
         if row is None:
             return None
-        seasons = Season.select().where(Season.league == row, Season.start_date.is_null(False))
-        current = (
-            seasons.where(
-                Season.start_date <= today, Season.end_date.is_null(True) | (Season.end_date >= today)
-            )
-            .order_by(Season.start_date.desc())
-            .first()
-        )
-        if current is None:
-            current = seasons.where(Season.start_date > today).order_by(Season.start_date).first()
+        current = season_covering(row.id, today)
     return current.year if current is not None else None

@@ -15,17 +15,15 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-import peewee
 from pydantic import ValidationError
 
 from config.clock import utcnow
 from config.errors import DatabaseUnavailable, ListenerStartSettingsError, MatchNotFound
 from config.feed_text import unstorable_text
 from config.settings import MatchListenerEnvironment
-from lifecycle import rows
 from lifecycle.heartbeat import ROW_CLOSED_ELSEWHERE, HeartbeatRegistration
 from lifecycle.runtime import (
     ListenerInterrupted,
@@ -37,15 +35,13 @@ from lifecycle.runtime import (
     row_closed_elsewhere,
     worker_shutdown,
 )
+from lifecycle.sql import rows
+from lifecycle.sql.dispatch import dispatchable_match_rows
 from lifecycle.stop_watch import StopRegistration
 from listener.body import ListenerBody, ListenerContext, body_exit_reason
 from listener.exit_codes import ExitCode, describe, exit_code_of, system_exit_reason
 from models.barriers import Barriers
-from models.db import database_errors
-from models.league import League
-from models.listener_record import MatchListenerRecord
-from models.match import METADATA_KEYS, SRSIM_UNSERVED, Match
-from models.status import DISPATCH_ALWAYS, DISPATCH_IN_WINDOW
+from models.match import METADATA_KEYS, Match, match_with_league
 
 logger = logging.getLogger(__name__)
 
@@ -108,52 +104,14 @@ def find_candidates(
     when the selection flagged such rows).
     """
     now = now or utcnow()
-    R = MatchListenerRecord
-    open_recent = R.select(R.id).where(
-        R.match == Match.id,
-        rows.active_condition(stale_seconds=stale_seconds, active_max_age_seconds=active_max_age_seconds),
+    found = dispatchable_match_rows(
+        now=now,
+        within_minutes=within_minutes,
+        is_test=is_test,
+        active_max_age_seconds=active_max_age_seconds,
+        stale_seconds=stale_seconds,
+        match_ids=match_ids,
     )
-    stale_open = R.select(R.id).where(
-        R.match == Match.id, R.ended_at.is_null(), R.heartbeat_at < rows.db_ago(stale_seconds)
-    )
-    old_beating = R.select(R.id).where(
-        R.match == Match.id,
-        R.ended_at.is_null(),
-        R.heartbeat_at >= rows.db_ago(stale_seconds),
-        R.created_at < rows.db_ago(active_max_age_seconds),
-    )
-    window = Match.scheduled.between(
-        now - timedelta(seconds=active_max_age_seconds), now + timedelta(minutes=within_minutes)
-    )
-    cond = (
-        League.enabled
-        & Match.auto_dispatch_listener
-        & (
-            Match.status.in_(sorted(DISPATCH_ALWAYS))
-            | (Match.status.in_(sorted(DISPATCH_IN_WINDOW)) & window)
-        )
-        & ~peewee.fn.EXISTS(open_recent)
-        & ~Match.listener_start_settings.has_key(SRSIM_UNSERVED)
-    )
-    if is_test is not None:
-        cond &= Match.is_test == is_test
-    if match_ids is not None:
-        cond &= Match.id.in_([uuid.UUID(m) for m in match_ids])
-    with database_errors():
-        query = (
-            Match.select(
-                Match.id.cast("text"),
-                peewee.fn.EXISTS(stale_open).alias("has_stale"),
-                peewee.fn.EXISTS(old_beating).alias("has_old_beating"),
-                # NULL for the usual {}: only matches with stored settings carry them back.
-                peewee.fn.NULLIF(Match.listener_start_settings, peewee.SQL("'{}'::jsonb")),
-            )
-            .join(League)
-            .where(cond)
-            .order_by(Match.scheduled, Match.id)
-            .tuples()
-        )
-        found = list(query)
     held = set()
     if barriers is not None:
         held = rows.held_by_their_open_rows(
@@ -349,10 +307,13 @@ class RunOutcome:
 def load_match(match_id: str) -> Match:
     """The Match with its league, or MatchNotFound."""
     try:
-        with database_errors():
-            return Match.select(Match, League).join(League).where(Match.id == uuid.UUID(match_id)).get()
-    except (Match.DoesNotExist, ValueError) as exc:
+        key = uuid.UUID(match_id)
+    except ValueError as exc:
         raise MatchNotFound(f"no match with id {match_id}") from exc
+    match = match_with_league(key)
+    if match is None:
+        raise MatchNotFound(f"no match with id {match_id}")
+    return match
 
 
 def run_match_listener(

@@ -20,14 +20,14 @@ from typing import Any
 
 from config.errors import KickoffError, LockNotOwned
 from config.settings import MatchListenerEnvironment
-from lifecycle import rows
 from lifecycle.cleanup import after_abandon, reap_dead_workers
 from lifecycle.runtime import ListenerServices
+from lifecycle.sql import rows
 from lifecycle.start import RunOutcome, run_match_listener, validate_override_keys
-from lifecycle.start_messages import forget_message_id, stored_message_id
 from listener.exit_codes import ExitCode, is_success
 from models.barriers import Barriers
 from models.db import database
+from models.start_messages import forget_message_id, stored_message_id
 
 logger = logging.getLogger(__name__)
 

@@ -49,11 +49,11 @@ def load_match(ctx: ListenerContext) -> MatchInfo:
     """
     s = ctx.settings
     if ctx.match_id:
-        from models.db import database
-        from models.match import Match
+        from models.boundary import connection
+        from models.match import match_with_league
 
-        with database.connection_context():
-            match = Match.select(Match, Match.league).where(Match.id == ctx.match_id).first()
+        with connection():
+            match = match_with_league(ctx.match_id)
             if match is not None:
                 # resolve_listener_environment injects both; without it the row decides both.
                 injected = s.listener_sr_request_match_uuid is not None

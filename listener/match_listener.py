@@ -353,14 +353,13 @@ class MatchListener:
         if not ctx.record_id or not self._info.has_row or not ctx.may_write():
             return
         from models import fence
-        from models.db import database, database_errors
-        from models.listener_record import MatchListenerRecord
+        from models.boundary import connection
+        from models.listener_record import write_gap_counts
 
-        R = MatchListenerRecord
         counts = self._recovery.counts.as_row()
         try:
-            with self._gate(), database_errors(), database.connection_context():
-                written = R.update(**counts).where(R.id == ctx.record_id, fence.row_is_current(R)).execute()
+            with self._gate(), connection():
+                written = write_gap_counts(ctx.record_id, counts)
         except DatabaseUnavailable as exc:
             logger.warning("match %s: gap counts not written yet: %s", ctx.match_id, exc)
             return
@@ -443,12 +442,12 @@ class MatchListener:
             logger.warning("match %s stream status %r unknown; ignored", self._ctx.match_id, incoming)
             self._status = incoming  # remembered so the warning is not repeated for every event
             return
-        from models.db import database, database_errors
-        from models.match import Match
+        from models.boundary import connection
+        from models.match import match_by_id
 
         try:
-            with self._gate(), database_errors(), database.connection_context():
-                match = Match.get_by_id(self._ctx.match_id)
+            with self._gate(), connection():
+                match = match_by_id(self._ctx.match_id)
                 before = match.status
                 self._status = match.apply_stream(incoming, fence_token=self._ctx.fence_token)
         except DatabaseUnavailable as exc:
@@ -473,16 +472,16 @@ class MatchListener:
         self.stats.status_reloads += 1
         status = self._status
         if self._info.has_row:
-            from models.db import database, database_errors
-            from models.match import Match
+            from models.boundary import connection
+            from models.match import status_of_match
 
+            stored = None
             try:
-                with self._gate(), database_errors(), database.connection_context():
-                    row = Match.select(Match.status).where(Match.id == self._ctx.match_id).first()
+                with self._gate(), connection():
+                    stored = status_of_match(self._ctx.match_id)
             except DatabaseUnavailable as exc:
                 logger.warning("match %s: status reload skipped: %s", self._ctx.match_id, exc)
-                row = None
-            status = row.status if row is not None else status
+            status = stored if stored is not None else status
             self._status = status
         self._log.write("status check: %s after %d idle heartbeats", status, self._idle)
         phase = phase_of(status)

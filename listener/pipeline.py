@@ -26,8 +26,6 @@ import pkgutil
 import threading
 from typing import Any, Protocol
 
-from peewee import EXCLUDED
-
 from config.clock import utcnow
 from config.errors import ConfigurationError
 from config.settings import MatchListenerEnvironment
@@ -115,23 +113,20 @@ class QuestionPipeline:
                 self._settle(answer, event, key=key, may_precede=key != self.open_key)
 
     def _issue(self, event: dict[str, Any], *, current: bool = True) -> None:
-        from models.db import database, database_errors
-        from models.question import Question
+        from models.boundary import connection
+        from models.question import issue_question
 
         key = f"atbat:{event['id']}"
         hitter = (event.get("hitter") or {}).get("full_name") or "the hitter"
-        with self.db_gate, database_errors(), database.connection_context(), self._fenced("question insert"):
+        with self.db_gate, connection(), self._fenced("question insert"):
             # An at-bat settled before its start arrived (a backfill brings the start after the
             # live stream brought its end) keeps its answer and gets its hitter's prompt.
-            Question.insert(
-                match=self.match_id,
+            issue_question(
+                self.match_id,
                 key=key,
                 prompt=f"Will {hitter} get a hit in this at-bat?",
-                in_game=True,
                 details={"event_id": event["id"]},
-            ).on_conflict(
-                conflict_target=[Question.match, Question.key], update={Question.prompt: EXCLUDED.prompt}
-            ).execute()
+            )
         if current:
             self.open_key = key
         self.issued += 1
@@ -139,32 +134,22 @@ class QuestionPipeline:
     def _settle(self, answer: str, event: dict[str, Any], *, key: str, may_precede: bool = False) -> None:
         """Settle the at-bat's open question; ``may_precede``: its start may not have arrived yet (the
         question is then created settled, and its start later only fills in the prompt)."""
-        from models.db import database, database_errors
-        from models.question import Question
+        from models.boundary import connection
+        from models.question import settle_question
 
         if key == self.open_key:
             self.open_key = None
         now = utcnow()
-        with self.db_gate, database_errors(), database.connection_context(), self._fenced("question settle"):
-            if may_precede:
-                Question.insert(
-                    match=self.match_id,
-                    key=key,
-                    prompt="Will the hitter get a hit in this at-bat?",
-                    in_game=True,
-                    status="settled",
-                    answer=answer,
-                    settled_at=now,
-                    details={"event_id": key.removeprefix("atbat:")},
-                ).on_conflict(
-                    conflict_target=[Question.match, Question.key],
-                    update={Question.status: "settled", Question.answer: answer, Question.settled_at: now},
-                    where=(Question.status == "open"),
-                ).execute()
-            else:
-                Question.update(status="settled", answer=answer, settled_at=now).where(
-                    (Question.match == self.match_id) & (Question.key == key) & (Question.status == "open")
-                ).execute()
+        with self.db_gate, connection(), self._fenced("question settle"):
+            settle_question(
+                self.match_id,
+                key=key,
+                answer=answer,
+                at=now,
+                may_precede=may_precede,
+                prompt="Will the hitter get a hit in this at-bat?",
+                details={"event_id": key.removeprefix("atbat:")},
+            )
         self.settled += 1
         logger.debug(
             "match %s question %s settled %s by event %s", self.match_id, key, answer, event.get("id")

@@ -11,11 +11,9 @@ from __future__ import annotations
 import logging
 import uuid
 
-from config.clock import utcnow
 from listener.verify import LISTED_IDS, Verification
 from models import fence
-from models.db import database, database_errors
-from models.match import Match
+from models.verification import write_archive_verification
 
 logger = logging.getLogger(__name__)
 
@@ -26,12 +24,7 @@ def record_verification(match_id: str, verification: Verification, *, fence_toke
     ``fence_token``: the listener run's (models.fence); FencedWrite when a newer run took over.
     """
     stored = verification.as_dict(limit=LISTED_IDS)
-    with database_errors(), database.connection_context():
-        written = (
-            Match.update(archive_verified_at=utcnow(), archive_verification=stored)
-            .where(Match.id == uuid.UUID(str(match_id)), fence.is_current(fence_token))
-            .execute()
-        )
+    written = write_archive_verification(uuid.UUID(str(match_id)), stored, fence_token=fence_token)
     if not written and fence_token is not None:
         raise fence.refused(match_id, fence_token, "archive verification")
     logger.info(

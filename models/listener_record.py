@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 import peewee
 
 from config.clock import utcnow
+from models import fence
 from models.badges import Badge, derive_badge
 from models.base import BaseModel, UTCDateTimeField
+from models.boundary import translate_database_errors
+from models.db import database
 from models.match import Match
+from models.status import TERMINAL
 
 
 class MatchListenerRecord(BaseModel):
@@ -49,3 +54,93 @@ class MatchListenerRecord(BaseModel):
             now=now or utcnow(),
             stale_after_seconds=stale_after_seconds,
         )
+
+
+@translate_database_errors
+def recorded_match_rows(limit: int = 200) -> list[tuple[Any, ...]]:
+    """(id, sr_id, league name, title, scheduled) of the newest ``limit`` matches with a listener run."""
+    return database.execute_sql(
+        "SELECT m.id::text, m.sr_id, l.name, m.title, m.scheduled FROM matches m "
+        "JOIN leagues l ON l.id = m.league_id "
+        "WHERE EXISTS (SELECT 1 FROM match_listener_records r WHERE r.match_id = m.id) "
+        "ORDER BY m.scheduled DESC LIMIT %s",
+        (limit,),
+    ).fetchall()
+
+
+@translate_database_errors
+def start_and_failure_counts(success_codes: list[int]) -> tuple[int, int]:
+    """(listener runs started, runs ended with an exit code outside ``success_codes``)."""
+    return database.execute_sql(
+        "SELECT count(*), count(*) FILTER (WHERE ended_at IS NOT NULL "
+        "AND exit_code IS NOT NULL AND NOT (exit_code = ANY(%s))) FROM match_listener_records",
+        (success_codes,),
+    ).fetchone()
+
+
+@translate_database_errors
+def gap_totals() -> tuple[int, int, int]:
+    """(gaps, events backfilled, events unrecovered) summed over every listener run."""
+    return database.execute_sql(
+        "SELECT coalesce(sum(gaps), 0), coalesce(sum(events_backfilled), 0), "
+        "coalesce(sum(events_unrecovered), 0) FROM match_listener_records"
+    ).fetchone()
+
+
+@translate_database_errors
+def newest_runs_of_match(match_id: uuid.UUID, limit: int) -> list[MatchListenerRecord]:
+    """The newest ``limit`` listener runs of match ``match_id``, newest first."""
+    return list(
+        MatchListenerRecord.select()
+        .where(MatchListenerRecord.match == match_id)
+        .order_by(MatchListenerRecord.created_at.desc())
+        .limit(limit)
+    )
+
+
+@translate_database_errors
+def write_gap_counts(record_id: str, counts: dict[str, Any]) -> bool:
+    """Write a run's gap ``counts`` on its lifecycle row while the run holds its match's newest fencing
+    token (models.fence); whether the row was written."""
+    R = MatchListenerRecord
+    return bool(R.update(**counts).where(R.id == record_id, fence.row_is_current(R)).execute())
+
+
+@translate_database_errors
+def runs_of_match(match_id: uuid.UUID | str) -> list[MatchListenerRecord]:
+    """Every listener run of match ``match_id``, oldest first."""
+    return list(
+        MatchListenerRecord.select()
+        .where(MatchListenerRecord.match == match_id)
+        .order_by(MatchListenerRecord.created_at)
+    )
+
+
+@translate_database_errors
+def ended_matches_without_open_run(match_ids: list[uuid.UUID]) -> list[str]:
+    """Which of ``match_ids`` have a terminal status and no open listener run, sorted (one query)."""
+    R = MatchListenerRecord
+    still_open = R.select(R.match).where(R.ended_at.is_null())
+    query = Match.select(Match.id).where(
+        Match.id.in_(match_ids), Match.status.in_(sorted(TERMINAL)), Match.id.not_in(still_open)
+    )
+    return sorted(str(m.id) for m in query)
+
+
+@translate_database_errors
+def newest_open_run(match_id: uuid.UUID) -> MatchListenerRecord | None:
+    """Match ``match_id``'s newest open listener run (only its id, host, pid and heartbeat read), or None."""
+    R = MatchListenerRecord
+    return (
+        R.select(R.id, R.host, R.pid, R.heartbeat_at)
+        .where(R.match == match_id, R.ended_at.is_null())
+        .order_by(R.created_at.desc())
+        .first()
+    )
+
+
+@translate_database_errors
+def has_open_run(match_id: uuid.UUID) -> bool:
+    """Whether match ``match_id`` has an open listener run."""
+    R = MatchListenerRecord
+    return R.select().where(R.match == match_id, R.ended_at.is_null()).exists()

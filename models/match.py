@@ -12,10 +12,12 @@ import peewee
 from playhouse.postgres_ext import BinaryJSONField
 
 from config.clock import utcnow
-from config.errors import FencedWrite
+from config.errors import FencedWrite, MatchNotFound
 from models.base import BaseModel, UTCDateTimeField
+from models.boundary import translate_database_errors
+from models.db import database
 from models.league import League
-from models.status import apply_stream_status, refreshed_status
+from models.status import TERMINAL, apply_stream_status, refreshed_status
 
 logger = logging.getLogger(__name__)
 
@@ -128,3 +130,161 @@ class Match(BaseModel):
     def start_settings_without_metadata(self) -> dict[str, Any]:
         """Return ``listener_start_settings`` minus the bookkeeping keys."""
         return {k: v for k, v in (self.listener_start_settings or {}).items() if k not in METADATA_KEYS}
+
+
+@translate_database_errors
+def create_match(**fields: Any) -> Match:
+    """Store a new match of ``fields``; ConstraintViolation when its ``sr_id`` is taken."""
+    return Match.create(**fields)
+
+
+@translate_database_errors
+def matches_by_start(limit: int) -> list[Match]:
+    """The first ``limit`` matches by start time (then id), each with its league."""
+    return list(Match.select(Match, League).join(League).order_by(Match.scheduled, Match.id).limit(limit))
+
+
+@translate_database_errors
+def match_with_league(match_id: uuid.UUID) -> Match | None:
+    """Match ``match_id`` with its league, or None."""
+    return Match.select(Match, League).join(League).where(Match.id == match_id).first()
+
+
+@translate_database_errors
+def scheduled_of_matches(match_ids: list[str]) -> dict[str, datetime]:
+    """Match id (text) -> scheduled start of the matches ``match_ids`` (unknown ids left out)."""
+    if not match_ids:
+        return {}
+    rows = database.execute_sql(
+        "SELECT id::text, scheduled FROM matches WHERE id = ANY(%s::uuid[])", (match_ids,)
+    ).fetchall()
+    return dict(rows)
+
+
+@translate_database_errors
+def failed_verification_count() -> int:
+    """How many matches' last archive verification failed (``archive_verification.ok`` false)."""
+    return database.execute_sql(
+        "SELECT count(*) FROM matches WHERE jsonb_typeof(archive_verification) = 'object' "
+        "AND archive_verification->'ok' = 'false'::jsonb"
+    ).fetchone()[0]
+
+
+@translate_database_errors
+def write_test_match_status(sr_id: str, status: str) -> bool:
+    """Set the is_test match ``sr_id``'s status (on a connection of its own) unless its status is
+    terminal; whether a row changed."""
+    with database.connection_context():
+        return bool(
+            Match.update(status=status, updated_at=utcnow())
+            .where(
+                (Match.sr_id == sr_id)
+                & (Match.is_test == True)  # noqa: E712 - peewee expression
+                & (Match.status.not_in(sorted(TERMINAL)))
+            )
+            .execute()
+        )
+
+
+@translate_database_errors
+def mark_test_clone_served(sr_id: str, scheduled: datetime) -> bool:
+    """Make the unserved is_test clone ``sr_id`` dispatchable, kick-off at ``scheduled`` (on a
+    connection of its own); whether a row changed."""
+    with database.connection_context():
+        cursor = database.execute_sql(
+            "UPDATE matches SET listener_start_settings = listener_start_settings - %s::text, "
+            "scheduled = %s, updated_at = %s "
+            "WHERE sr_id = %s AND is_test AND listener_start_settings ? %s::text",
+            (SRSIM_UNSERVED, scheduled, utcnow(), sr_id, SRSIM_UNSERVED),
+        )
+    return bool(cursor.rowcount)
+
+
+@translate_database_errors
+def register_test_match(*, sr_id: str, league: str, title: str | None, scheduled: datetime) -> bool:
+    """Create the is_test match ``sr_id`` (and its league) unless it exists; whether it was created."""
+    lg, _ = League.get_or_create(name=league)
+    _, made = Match.get_or_create(
+        sr_id=sr_id, defaults={"league": lg, "title": title, "scheduled": scheduled, "is_test": True}
+    )
+    return bool(made)
+
+
+@translate_database_errors
+def update_match_fields(match_id: uuid.UUID, changes: dict[str, Any]) -> None:
+    """Write ``changes`` (field -> value) to match ``match_id``, ``updated_at`` now."""
+    Match.update(**changes, updated_at=utcnow()).where(Match.id == match_id).execute()
+
+
+@translate_database_errors
+def matches_with_keys_outside(allowed: list[str], *, limit: int) -> list[tuple[str, list[str]]]:
+    """(match id, its keys not in ``allowed``) of the first ``limit`` matches, by id, whose
+    ``listener_start_settings`` hold such a key."""
+    found = database.execute_sql(
+        "SELECT m.id::text, array_agg(k ORDER BY k) FROM matches m CROSS JOIN LATERAL "
+        "jsonb_object_keys(CASE WHEN jsonb_typeof(m.listener_start_settings) = 'object' "
+        "THEN m.listener_start_settings ELSE '{}'::jsonb END) AS k "
+        "WHERE NOT (k = ANY(%s)) GROUP BY m.id ORDER BY m.id LIMIT %s",
+        (allowed, limit),
+    ).fetchall()
+    return [(mid, list(keys)) for mid, keys in found]
+
+
+@translate_database_errors
+def match_by_sr_id(sr_id: str) -> Match | None:
+    """The match whose provider id is ``sr_id``, or None."""
+    return Match.select().where(Match.sr_id == sr_id).first()
+
+
+@translate_database_errors
+def match_by_reference(ref: str) -> Match | None:
+    """The match (with its league) whose internal id is ``ref``, else whose sr_id is ``ref``; or None."""
+    query = Match.select(Match, League).join(League)
+    try:
+        internal = uuid.UUID(ref)
+    except ValueError:
+        internal = None
+    if internal is not None:
+        found = query.where(Match.id == internal).first()
+        if found is not None:
+            return found
+    return query.where(Match.sr_id == ref).first()
+
+
+@translate_database_errors
+def match_rows_by_league_and_sr_id(
+    *, league_id: int | None = None, match_ids: list[str] | None = None, status: str | None = None
+) -> list[tuple[str, str, str, str]]:
+    """(id, sr_id, league name, status) of the matches of league ``league_id``, among ``match_ids``,
+    in ``status`` (each filter None: not filtered), by league name and sr_id."""
+    query = Match.select(Match.id, Match.sr_id, Match.status, League.name).join(League)
+    if league_id is not None:
+        query = query.where(League.id == league_id)
+    if match_ids is not None:
+        query = query.where(Match.id.in_(match_ids))
+    if status is not None:
+        query = query.where(Match.status == status)
+    return [(str(m.id), m.sr_id, m.league.name, m.status) for m in query.order_by(League.name, Match.sr_id)]
+
+
+@translate_database_errors
+def match_by_id(match_id: uuid.UUID | str) -> Match:
+    """Match ``match_id``; MatchNotFound when there is none."""
+    match = Match.get_or_none(Match.id == match_id)
+    if match is None:
+        raise MatchNotFound(f"no match with id {match_id}")
+    return match
+
+
+@translate_database_errors
+def status_of_match(match_id: uuid.UUID | str) -> str | None:
+    """Match ``match_id``'s status, or None when there is no such match."""
+    row = Match.select(Match.status).where(Match.id == match_id).first()
+    return None if row is None else row.status
+
+
+@translate_database_errors
+def reschedule_match(match: Match, *, scheduled: datetime, title: str | None) -> None:
+    """Write ``match``'s new start time and title (nothing else of it)."""
+    match.scheduled, match.title = scheduled, title
+    match.save(only=[Match.scheduled, Match.title])

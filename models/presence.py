@@ -8,18 +8,45 @@ which queue a worker serves, and every sender (a CLI enqueue too) appears in it.
 Dramatiq's keys read here: ``{namespace}:{queue}`` (list of waiting message ids),
 ``{namespace}:{queue}.DQ`` (delayed and retried messages) and ``{namespace}:{queue}.XQ`` (a sorted
 set of dead-lettered message ids, their bodies in ``.XQ.msgs``, kept for a week).
+
+Every function here translates its Redis errors (models.barriers.redis_errors, naming BROKER_URL).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import redis
 
 from config.records import json_fields
+from models.barriers import redis_errors
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _broker_address(client: Any) -> str:
+    """The broker Redis ``client`` talks to, as a URL for an error message (no password)."""
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None) or {}
+    return f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+
+
+def _broker_errors(fn: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:
+    """Run a function of this store on a client inside ``redis_errors``: its driver errors translated
+    (RedisUnavailable naming BROKER_URL, RedisCommandRefused)."""
+
+    @functools.wraps(fn)
+    def translated(client: Any, *args: P.args, **kwargs: P.kwargs) -> R:
+        address = _broker_address(client)
+        with redis_errors(url=address, setting="BROKER_URL", service="the Dramatiq broker (Redis)"):
+            return fn(client, *args, **kwargs)
+
+    return translated
 
 
 def presence_key(namespace: str, queue: str) -> str:
@@ -27,6 +54,7 @@ def presence_key(namespace: str, queue: str) -> str:
     return f"{namespace}:kickoff_workers.{queue}"
 
 
+@_broker_errors
 def mark_alive(
     client: redis.Redis, namespace: str, queues: list[str], member: str, *, ttl_seconds: float
 ) -> None:
@@ -41,6 +69,7 @@ def mark_alive(
     pipe.execute()
 
 
+@_broker_errors
 def forget(client: redis.Redis, namespace: str, queues: list[str], member: str) -> None:
     """Remove ``member`` from each of ``queues`` (a worker that shuts down)."""
     pipe = client.pipeline(transaction=False)
@@ -49,6 +78,7 @@ def forget(client: redis.Redis, namespace: str, queues: list[str], member: str) 
     pipe.execute()
 
 
+@_broker_errors
 def workers_alive(client: redis.Redis, namespace: str, queue: str, *, ttl_seconds: float) -> list[str]:
     """Worker processes (``host:pid``) marked alive on ``queue`` within the TTL."""
     members = client.zrangebyscore(presence_key(namespace, queue), time.time() - ttl_seconds, "+inf")
@@ -68,6 +98,7 @@ class QueueReport:
     as_dict = json_fields
 
 
+@_broker_errors
 def queue_report(client: redis.Redis, namespace: str, queue: str, *, ttl_seconds: float) -> QueueReport:
     """Workers alive, waiting, delayed and dead-lettered messages of ``queue``."""
     now = time.time()
@@ -99,6 +130,7 @@ class DeadMessage:
     as_dict = json_fields
 
 
+@_broker_errors
 def dead_messages(client: redis.Redis, namespace: str, queue: str, *, limit: int) -> list[DeadMessage]:
     """The newest ``limit`` dead-lettered messages of ``queue``."""
     xq = f"{namespace}:{queue}.XQ"
@@ -120,11 +152,13 @@ def dead_messages(client: redis.Redis, namespace: str, queue: str, *, limit: int
     return out
 
 
+@_broker_errors
 def dead_message_body(client: redis.Redis, namespace: str, queue: str, message_id: str) -> bytes | None:
     """The encoded body of one dead-lettered message, or None."""
     return client.hget(f"{namespace}:{queue}.XQ.msgs", message_id)
 
 
+@_broker_errors
 def drop_dead(client: redis.Redis, namespace: str, queue: str, message_ids: list[str]) -> int:
     """Delete dead-lettered messages; returns how many were there."""
     if not message_ids:
@@ -137,6 +171,7 @@ def drop_dead(client: redis.Redis, namespace: str, queue: str, message_ids: list
     return int(removed)
 
 
+@_broker_errors
 def all_dead_ids(client: redis.Redis, namespace: str, queue: str) -> list[str]:
     """Every dead-lettered message id of ``queue``."""
     return [

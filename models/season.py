@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 import peewee
 
 from models.base import LeagueRecord
+from models.boundary import translate_database_errors
 from models.league import League
 
 
@@ -20,3 +23,18 @@ class Season(LeagueRecord):
 
     class Meta:
         table_name = "seasons"
+
+
+@translate_database_errors
+def season_covering(league_id: int, today: date) -> Season | None:
+    """League ``league_id``'s stored season covering ``today`` (the latest to start), else the next to
+    start after it; None if neither."""
+    seasons = Season.select().where(Season.league == league_id, Season.start_date.is_null(False))
+    current = (
+        seasons.where(Season.start_date <= today, Season.end_date.is_null(True) | (Season.end_date >= today))
+        .order_by(Season.start_date.desc())
+        .first()
+    )
+    if current is None:
+        current = seasons.where(Season.start_date > today).order_by(Season.start_date).first()
+    return current

@@ -25,7 +25,7 @@ from typing import Any
 
 from config.errors import TriggerValidationError
 from config.settings import BaseEnvironment
-from models.db import database, database_errors
+from models.boundary import transaction
 from publisher import validation as v
 from publisher.amqp import AmqpPublisher
 from publisher.idempotency import lineup_key, waiver_key
@@ -193,7 +193,7 @@ def evaluate_rumors(
         return trigger_waiver(req, **kw)
 
     outcomes: list[RumorOutcome] = []
-    with database_errors(), database.atomic():  # every move saved, or none (a refusal rolls back)
+    with transaction():  # every move saved, or none (a refusal rolls back)
         for i, s in enumerate(request.signals):
             try:
                 outcomes.append(_apply(s, request.roster, lineup, claim))

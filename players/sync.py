@@ -26,17 +26,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import peewee
 import requests
 
 from config.clock import utcnow
 from config.errors import PlayerSyncError
 from config.set_aside import set_aside
 from config.settings import mask_url
-from models.db import database, database_errors
-from models.player import Player, RosterPlayer
+from models.boundary import transaction
+from models.player import add_roster_rows, roster_rows, rostered_ids, rostered_players
 from publisher.alerts import InjuryChange, publish_injury_alerts, should_alert
 from publisher.amqp import AmqpPublisher
+from publisher.sql import execute
 from publisher.sql import players as player_sql
 from publisher.validation import MAX_ESPN_ID
 
@@ -189,21 +189,9 @@ def load_players_map(source: str, *, timeout_seconds: float = 30.0) -> PlayersMa
     return read_players_map(data)
 
 
-def _rostered_statuses(ids: Iterable[str]) -> dict[str, Player]:
-    """The last synced record of each rostered player among ``ids``."""
-    rostered = RosterPlayer.select(RosterPlayer.sleeper_id).distinct()
-    query = Player.select().where(Player.sleeper_id.in_(list(ids)), Player.sleeper_id.in_(rostered))
-    return {p.sleeper_id: p for p in query}
-
-
-def _rostered_ids(ids: Iterable[str]) -> set[str]:
-    query = RosterPlayer.select(RosterPlayer.sleeper_id).where(RosterPlayer.sleeper_id.in_(list(ids)))
-    return {r.sleeper_id for r in query}
-
-
 def _save(players: list[PlayerRecord], *, now: datetime) -> None:
     """Upsert every player of the map (one statement; the records were checked by ``_record``)."""
-    database.execute_sql(
+    execute(
         player_sql.UPSERT,
         (
             [p.sleeper_id for p in players],
@@ -222,9 +210,8 @@ def sync_players(source: str, *, publisher: AmqpPublisher, now: datetime | None 
     loaded = load_players_map(source)
     players, skipped = loaded.players, dict(loaded.skipped)
     by_id = {p.sleeper_id: p for p in players}
-    with database_errors():
-        rostered = _rostered_ids(by_id)
-        before = _rostered_statuses(rostered)
+    rostered = rostered_ids(list(by_id))
+    before = rostered_players(list(rostered))
     changes = [
         InjuryChange(
             player_id=pid,
@@ -239,7 +226,7 @@ def sync_players(source: str, *, publisher: AmqpPublisher, now: datetime | None 
         if pid in before
     ]
     alerts = publish_injury_alerts([c for c in changes if should_alert(c)], publisher=publisher)
-    with database_errors(), database.atomic():
+    with transaction():
         _save(players, now=now)
     report = SyncReport(
         players=len(players),
@@ -264,32 +251,9 @@ def add_to_roster(league_id: str, sleeper_ids: Iterable[str]) -> int:
     rows = [{"league_id": league_id, "sleeper_id": str(s), "added_at": utcnow()} for s in sleeper_ids]
     if not rows:
         return 0
-    with database_errors():
-        query = RosterPlayer.insert_many(rows).on_conflict_ignore().returning(RosterPlayer.sleeper_id)
-        return len(list(query.execute()))
+    return add_roster_rows(rows)
 
 
 def roster(league_id: str | None = None) -> list[dict[str, Any]]:
     """The rostered players with their last synced name, team and injury status."""
-    same_player = RosterPlayer.sleeper_id == Player.sleeper_id
-    query = (
-        RosterPlayer.select(RosterPlayer, Player)
-        .join(Player, peewee.JOIN.LEFT_OUTER, on=same_player, attr="player")
-        .order_by(RosterPlayer.league_id, RosterPlayer.sleeper_id)
-    )
-    if league_id is not None:
-        query = query.where(RosterPlayer.league_id == league_id)
-    with database_errors():
-        out = []
-        for r in query:
-            player = getattr(r, "player", None)
-            out.append(
-                {
-                    "league_id": r.league_id,
-                    "sleeper_id": r.sleeper_id,
-                    "full_name": player.full_name if player else None,
-                    "team": player.team if player else None,
-                    "injury_status": player.injury_status if player else None,
-                }
-            )
-        return out
+    return roster_rows(league_id)

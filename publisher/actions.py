@@ -10,8 +10,9 @@ from typing import Any
 from config.clock import utcnow
 from config.errors import ActionNotFound, TriggerConflictError, TriggerValidationError
 from models.activity import PENDING_STATUSES, ActionStatus
-from models.db import database, database_errors
+from models.boundary import transaction
 from publisher.sql import actions as action_sql
+from publisher.sql import execute, fetch_one
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +36,7 @@ class ActionView:
 
 def action_row(statement: str, tracking_id: str) -> tuple[Any, ...]:
     """The one row ``statement`` (an action_sql SELECT by tracking id) returns; ActionNotFound if none."""
-    with database_errors():
-        row = database.execute_sql(statement, (str(tracking_id),)).fetchone()
+    row = fetch_one(statement, (str(tracking_id),))
     if row is None:
         raise ActionNotFound(f"no activity action has tracking id {tracking_id}")
     return row
@@ -83,12 +83,10 @@ def record_result(tracking_id: str, status: ActionStatus, *, error: str | None =
     now = utcnow()
     finished = None if status in PENDING_STATUSES else now
     sources = sorted({s.value for s in REPORTABLE_FROM} | {status.value})
-    with database_errors(), database.atomic():
-        cursor = database.execute_sql(
-            action_sql.RECORD_RESULT,
-            (status.value, error, now, finished, str(tracking_id), sources),
-        )
-    if cursor.rowcount == 0:
+    with transaction():
+        params = (status.value, error, now, finished, str(tracking_id), sources)
+        changed = execute(action_sql.RECORD_RESULT, params)
+    if changed == 0:
         current = get_action(tracking_id).status  # ActionNotFound when there is none
         raise TriggerConflictError(
             f"action {tracking_id} is {current}: a worker result cannot change it to {status.value}"

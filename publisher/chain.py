@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 
-import peewee
-
-from config.errors import TriggerReferenceNotFound, TriggerUnavailableError, TriggerValidationError
+from config.errors import (
+    DatabaseRefused,
+    DatabaseUnavailable,
+    TriggerReferenceNotFound,
+    TriggerUnavailableError,
+    TriggerValidationError,
+)
 from config.settings import BaseEnvironment
 from models.activity import ActionStatus
-from models.db import database
 from publisher.queues import LINEUP_UPDATES
 from publisher.sql import actions as action_sql
 from publisher.validation import is_ir_swap
@@ -28,15 +31,8 @@ def check_parent(
     """
     timeout_ms = max(int(settings.activity_parent_read_timeout_seconds * 1000), 1)
     try:
-        with database.atomic():
-            database.execute_sql(action_sql.SET_LOCK_TIMEOUT, (timeout_ms,))
-            database.execute_sql(action_sql.SET_STATEMENT_TIMEOUT, (timeout_ms,))
-            row = database.execute_sql(
-                action_sql.SELECT_PARENT_FOR_SHARE,
-                (after_tracking_id,),
-            ).fetchone()
-            database.execute_sql(action_sql.RESET_TIMEOUTS)  # inside a caller's transaction too
-    except peewee.DatabaseError as exc:
+        row = action_sql.parent_action_row(after_tracking_id, timeout_ms=timeout_ms)
+    except (DatabaseUnavailable, DatabaseRefused) as exc:
         logger.warning("cannot read parent action: tracking_id=%s: %s", after_tracking_id, exc)
         raise TriggerUnavailableError(
             f"cannot read parent action {after_tracking_id}; nothing was queued, retry"

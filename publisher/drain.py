@@ -26,12 +26,14 @@ from config.errors import BrokerConnectionError
 from config.records import json_fields
 from config.settings import BaseEnvironment
 from models.activity import ActionStatus
-from models.db import database, database_errors
+from models.boundary import transaction
+from models.db import database
 from models.outbox import OutboxStatus
 from publisher.amqp import AmqpPublisher, publisher_from_settings
 from publisher.outbox import OutboxRow, mark_dead, record_outcomes
 from publisher.queues import TRIGGER_QUEUES
 from publisher.sql import actions as action_sql
+from publisher.sql import execute, fetch_all
 from publisher.sql import outbox as outbox_sql
 from publisher.trades import redeliver_trades, redeliverable_trades
 
@@ -62,10 +64,7 @@ class DrainReport:
 
 def _skip_action(tracking_id: str, reason: str, *, now: datetime) -> None:
     """Mark an action skipped and release its key, so a fresh request can queue a new one."""
-    database.execute_sql(
-        action_sql.FINISH_RELEASING_KEY,
-        (ActionStatus.SKIPPED.value, reason, now, now, tracking_id),
-    )
+    execute(action_sql.FINISH_RELEASING_KEY, (ActionStatus.SKIPPED.value, reason, now, now, tracking_id))
 
 
 def resolve_held_claims(*, now: datetime | None = None) -> tuple[int, int]:
@@ -76,15 +75,12 @@ def resolve_held_claims(*, now: datetime | None = None) -> tuple[int, int]:
     """
     now = now or utcnow()
     released = cancelled = 0
-    with database_errors(), database.atomic():
-        rows = database.execute_sql(outbox_sql.SELECT_HELD_FOR_UPDATE).fetchall()
+    with transaction():
+        rows = fetch_all(outbox_sql.SELECT_HELD_FOR_UPDATE)
         for outbox_id, tracking_id, hold_until, parent_status in rows:
             tracking_id = str(tracking_id)
             if parent_status == ActionStatus.SUCCEEDED.value:
-                database.execute_sql(
-                    outbox_sql.RELEASE_HOLD,
-                    (now, outbox_id),
-                )
+                execute(outbox_sql.RELEASE_HOLD, (now, outbox_id))
                 released += 1
                 logger.info("chained claim released: tracking_id=%s", tracking_id)
                 continue
@@ -94,10 +90,7 @@ def resolve_held_claims(*, now: datetime | None = None) -> tuple[int, int]:
                 reason = "cancelled: parent IR move did not finish within the hold"
             else:
                 continue
-            database.execute_sql(
-                outbox_sql.SET_STATUS,
-                (OutboxStatus.CANCELLED.value, reason, outbox_id),
-            )
+            execute(outbox_sql.SET_STATUS, (OutboxStatus.CANCELLED.value, reason, outbox_id))
             _skip_action(tracking_id, reason, now=now)
             cancelled += 1
             logger.warning("chained claim %s: tracking_id=%s", reason, tracking_id)
@@ -141,11 +134,8 @@ def drain_batch(
     """
     now = utcnow()
     limit = limit or settings.outbox_batch_size
-    with database_errors(), database.atomic():
-        raw = database.execute_sql(
-            outbox_sql.CLAIM_DUE,
-            (now, limit),
-        ).fetchall()
+    with transaction():
+        raw = fetch_all(outbox_sql.CLAIM_DUE, (now, limit))
         if not raw:
             return 0, 0, 0, 0
         rows = _readable_rows(raw, now=now)
@@ -154,10 +144,7 @@ def drain_batch(
         for r in rows:
             (live if r.expires_at is None or r.expires_at > now else expired).append(r)
         if expired:
-            database.execute_sql(
-                outbox_sql.EXPIRE,
-                (OutboxStatus.EXPIRED.value, [r.id for r in expired]),
-            )
+            execute(outbox_sql.EXPIRE, (OutboxStatus.EXPIRED.value, [r.id for r in expired]))
             for r in expired:
                 if r.tracking_id:
                     _skip_action(r.tracking_id, "expired: the pick's deadline passed in the outbox", now=now)
@@ -274,9 +261,5 @@ def _broker_unreachable(publisher: AmqpPublisher) -> str | None:
 def make_all_due(*, now: datetime | None = None) -> int:
     """Make every pending row that is not held due now (``kickoff outbox drain --now``); returns how many."""
     now = now or utcnow()
-    with database_errors(), database.atomic():
-        cursor = database.execute_sql(
-            outbox_sql.PULL_BACKOFF_IN,
-            (now, now),
-        )
-        return cursor.rowcount
+    with transaction():
+        return execute(outbox_sql.PULL_BACKOFF_IN, (now, now))

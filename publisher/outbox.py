@@ -34,10 +34,11 @@ from config.set_aside import set_aside
 from config.settings import BaseEnvironment
 from models.activity import ActionStatus
 from models.audit import Actor, record_audit
-from models.db import database, database_errors
+from models.boundary import transaction
 from models.outbox import OutboxStatus
 from publisher.amqp import AmqpPublisher, OutgoingMessage, PublishOutcome
 from publisher.sql import actions as action_sql
+from publisher.sql import execute, fetch_all, fetch_one
 from publisher.sql import outbox as outbox_sql
 
 logger = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ def insert_row(
     expires_at: datetime | None = None,
 ) -> int:
     """Insert one pending outbox row (call inside the transaction that saves its action)."""
-    cursor = database.execute_sql(
+    (outbox_id,) = fetch_one(
         outbox_sql.INSERT,
         (
             message.message_id,
@@ -117,7 +118,7 @@ def insert_row(
             utcnow(),
         ),
     )
-    return cursor.fetchone()[0]
+    return outbox_id
 
 
 def backoff_delay(attempts: int, settings: BaseEnvironment) -> timedelta:
@@ -133,13 +134,10 @@ def mark_published(rows: Sequence[OutboxRow], *, now: datetime) -> None:
     """Mark confirmed rows published and their queued actions delivered (one UPDATE each)."""
     if not rows:
         return
-    database.execute_sql(
-        outbox_sql.MARK_PUBLISHED,
-        (OutboxStatus.PUBLISHED.value, now, [r.id for r in rows]),
-    )
+    execute(outbox_sql.MARK_PUBLISHED, (OutboxStatus.PUBLISHED.value, now, [r.id for r in rows]))
     tracking = [r.tracking_id for r in rows if r.tracking_id]
     if tracking:
-        database.execute_sql(
+        execute(
             action_sql.MARK_DELIVERED,
             (ActionStatus.DELIVERED.value, now, tracking, ActionStatus.QUEUED.value),
         )
@@ -169,13 +167,13 @@ def mark_failed(row: OutboxRow, error: PublishError, *, now: datetime, settings:
     if refused and (unencodable or attempts >= settings.outbox_max_attempts):
         status = OutboxStatus.DEAD
     next_at = now + backoff_delay(tries, settings)
-    database.execute_sql(
+    execute(
         outbox_sql.MARK_FAILED,
         (status.value, attempts, tries, next_at, f"{type(error).__name__}: {error}", row.id),
     )
     if status is OutboxStatus.DEAD:
         if row.tracking_id:
-            database.execute_sql(
+            execute(
                 action_sql.FAIL_QUEUED,
                 (ActionStatus.FAILED.value, f"delivery failed: {error}", now, now, row.tracking_id, "queued"),
             )
@@ -216,9 +214,9 @@ def mark_dead(
     now: datetime,
 ) -> None:
     """Set aside a row that can never be published: dead with ``reason``, its queued action failed."""
-    database.execute_sql(outbox_sql.SET_STATUS, (OutboxStatus.DEAD.value, reason, row_id))
+    execute(outbox_sql.SET_STATUS, (OutboxStatus.DEAD.value, reason, row_id))
     if tracking_id:
-        database.execute_sql(
+        execute(
             action_sql.FAIL_QUEUED,
             (ActionStatus.FAILED.value, f"delivery failed: {reason}", now, now, tracking_id, "queued"),
         )
@@ -241,7 +239,7 @@ def mark_unavailable(
     """
     if not rows:
         return
-    database.execute_sql(
+    execute(
         outbox_sql.MARK_UNAVAILABLE,
         (
             f"{type(error).__name__}: {error}",
@@ -299,10 +297,8 @@ def publish_rows_now(
     a drain: ``FOR UPDATE SKIP LOCKED``), the publish with one wait for every confirm, the marks.
     Rows a drain holds or already published are missing from the answer.
     """
-    with database_errors(), database.atomic():
-        raw = database.execute_sql(
-            outbox_sql.CLAIM_MANY, (list(outbox_ids), OutboxStatus.PENDING.value, utcnow())
-        ).fetchall()
+    with transaction():
+        raw = fetch_all(outbox_sql.CLAIM_MANY, (list(outbox_ids), OutboxStatus.PENDING.value, utcnow()))
         rows = [OutboxRow.from_db(r) for r in raw]
         if not rows:
             return {}
@@ -361,14 +357,11 @@ def outbox_report(
     """Read the outbox state (pending rows not held count as backlog); the ``pending_limit``
     oldest pending rows not held come with their attempts, tries, next attempt time and last error."""
     now = now or utcnow()
-    with database_errors():
-        by_queue = dict(database.execute_sql(outbox_sql.COUNT_DUE_BY_QUEUE).fetchall())
-        held, oldest = database.execute_sql(outbox_sql.COUNT_HELD_AND_OLDEST_DUE).fetchone()
-        dead = database.execute_sql(outbox_sql.COUNT_DEAD).fetchone()[0]
-        dead_rows = tuple(DeadRow(*r) for r in database.execute_sql(outbox_sql.LIST_DEAD, (dead_limit,)))
-        oldest_pending = tuple(
-            PendingRow(*r) for r in database.execute_sql(outbox_sql.LIST_DUE, (pending_limit,))
-        )
+    by_queue = dict(fetch_all(outbox_sql.COUNT_DUE_BY_QUEUE))
+    held, oldest = fetch_one(outbox_sql.COUNT_HELD_AND_OLDEST_DUE)
+    dead = fetch_one(outbox_sql.COUNT_DEAD)[0]
+    dead_rows = tuple(DeadRow(*r) for r in fetch_all(outbox_sql.LIST_DEAD, (dead_limit,)))
+    oldest_pending = tuple(PendingRow(*r) for r in fetch_all(outbox_sql.LIST_DUE, (pending_limit,)))
     age = None if oldest is None else max((now - oldest).total_seconds(), 0.0)
     return OutboxReport(
         backlog=sum(by_queue.values()),
@@ -412,32 +405,21 @@ def retry_dead(
     now = now or utcnow()
     rows = actions = superseded = 0
     revived: list[int] = []
-    with database_errors(), database.atomic():
-        dead = database.execute_sql(
-            outbox_sql.SELECT_DEAD_FOR_UPDATE, (None if ids is None else list(ids),) * 2
-        ).fetchall()
+    with transaction():
+        dead = fetch_all(outbox_sql.SELECT_DEAD_FOR_UPDATE, (None if ids is None else list(ids),) * 2)
         for outbox_id, tracking_id, status, key, released, league_id, kind in dead:
             if tracking_id is not None and status == ActionStatus.FAILED.value:
                 if key is None and released is not None:
-                    holder = database.execute_sql(
-                        action_sql.KEY_HELD,
-                        (league_id, kind, released),
-                    ).fetchone()
+                    holder = fetch_one(action_sql.KEY_HELD, (league_id, kind, released))
                     if holder is not None:
                         superseded += 1
                         logger.warning(
                             "dead row %s left dead: key %s now belongs to a newer action", outbox_id, released
                         )
                         continue
-                database.execute_sql(
-                    action_sql.REQUEUE_TAKING_KEY_BACK,
-                    (ActionStatus.QUEUED.value, now, tracking_id),
-                )
+                execute(action_sql.REQUEUE_TAKING_KEY_BACK, (ActionStatus.QUEUED.value, now, tracking_id))
                 actions += 1
-            database.execute_sql(
-                outbox_sql.REVIVE,
-                (now, outbox_id),
-            )
+            execute(outbox_sql.REVIVE, (now, outbox_id))
             rows += 1
             revived.append(outbox_id)
         if actor is not None:

@@ -29,9 +29,10 @@ from config.clock import utcnow
 from config.errors import DatabaseUnavailable, TriggerConflictError, TriggerValidationError
 from config.set_aside import set_aside
 from models.activity import PENDING_STATUSES, ActionStatus
-from models.db import database, database_errors
+from models.boundary import transaction
 from publisher.actions import action_row, record_result
 from publisher.sql import actions as action_sql
+from publisher.sql import execute, fetch_all, fetch_one
 from publisher.sql import outbox as outbox_sql
 from publisher.sql import results as result_sql
 
@@ -93,11 +94,11 @@ def report_result(
         "reported_by": reported_by,
     }
     now = utcnow()
-    with database_errors(), database.atomic():
+    with transaction():
         league_id, queue, team, status = action_row(result_sql.SELECT_ACTION, tracking_id)
         late = status not in _PENDING
         key = _claim_key(str(tracking_id))
-        row = database.execute_sql(
+        row = fetch_one(
             result_sql.UPSERT,
             (
                 key,
@@ -113,8 +114,8 @@ def report_result(
                 now,
                 [REPORTED, SET_ASIDE],
             ),
-        ).fetchone()
-        settled = None if row else database.execute_sql(result_sql.SELECT_STATUS, (key,)).fetchone()[0]
+        )
+        settled = None if row else fetch_one(result_sql.SELECT_STATUS, (key,))[0]
     if row is None:
         raise TriggerConflictError(
             f"the result of {tracking_id} was already settled ({settled}); only a reported or set-aside "
@@ -168,9 +169,7 @@ def _settle(
                 record_result(tracking_id, ActionStatus.FAILED, error=reason)
         except TriggerConflictError:  # settled since the report (by hand, or another pass)
             late = True
-    database.execute_sql(
-        result_sql.SETTLE, (VERIFIED if reason is None else REJECTED, reason, late, now, row_id)
-    )
+    execute(result_sql.SETTLE, (VERIFIED if reason is None else REJECTED, reason, late, now, row_id))
     if late:
         report.late.append(tracking_id)
         set_aside(
@@ -189,7 +188,7 @@ def _set_aside_result(
     row_id: int, tracking_id: str, exc: Exception, *, now: datetime, report: VerifyReport
 ) -> None:
     reason = f"cannot be settled: {type(exc).__name__}: {exc}"
-    database.execute_sql(result_sql.SETTLE, (SET_ASIDE, reason, False, now, row_id))
+    execute(result_sql.SETTLE, (SET_ASIDE, reason, False, now, row_id))
     report.set_aside[tracking_id] = reason
     set_aside(
         loop=LOOP,
@@ -210,11 +209,11 @@ def verify_results(*, result_timeout_seconds: float, now: datetime | None = None
     """
     now = now or utcnow()
     report = VerifyReport()
-    with database_errors(), database.atomic():
-        rows = database.execute_sql(result_sql.SELECT_REPORTED_FOR_UPDATE, (REPORTED,)).fetchall()
+    with transaction():
+        rows = fetch_all(result_sql.SELECT_REPORTED_FOR_UPDATE, (REPORTED,))
         for row_id, body_text, late, tracking_id, team, status, delivery in rows:
             try:  # the driver's errors translated per item: an outage is no item's fault
-                with database_errors(), database.atomic():
+                with transaction():
                     _settle(
                         row_id, body_text, late, tracking_id, team, status, delivery, now=now, report=report
                     )
@@ -222,18 +221,18 @@ def verify_results(*, result_timeout_seconds: float, now: datetime | None = None
                 raise
             except Exception as exc:  # one result never stops the pass
                 _set_aside_result(row_id, tracking_id, exc, now=now, report=report)
-        stale = database.execute_sql(
+        stale = fetch_all(
             action_sql.SELECT_UNREPORTED_SINCE,
             (
                 ActionStatus.DELIVERED.value,
                 ActionStatus.RUNNING.value,
                 now - timedelta(seconds=result_timeout_seconds),
             ),
-        ).fetchall()
+        )
         for (tracking_id,) in stale:
             reason = f"no result reported within {result_timeout_seconds:g} s of delivery"
             try:
-                with database_errors(), database.atomic():
+                with transaction():
                     record_result(tracking_id, ActionStatus.FAILED, error=reason)
             except DatabaseUnavailable:
                 raise
@@ -262,20 +261,15 @@ def verify_results(*, result_timeout_seconds: float, now: datetime | None = None
 
 def set_aside_results() -> dict[str, int]:
     """How many reported results are late and how many were set aside unsettled (metrics)."""
-    with database_errors():
-        late, unsettled = database.execute_sql(result_sql.COUNT_LATE_AND_SET_ASIDE, (SET_ASIDE,)).fetchone()
+    late, unsettled = fetch_one(result_sql.COUNT_LATE_AND_SET_ASIDE, (SET_ASIDE,))
     return {"late": late, "set_aside": unsettled}
 
 
 def action_state(tracking_id: str) -> dict[str, Any]:
     """An action's delivery and verification state (``kickoff actions show``, GET /v1/actions/{id})."""
     action = action_row(action_sql.SELECT_STATE, tracking_id)
-    with database_errors():
-        outbox = database.execute_sql(
-            outbox_sql.LATEST_DELIVERY_OF_ACTION,
-            (str(tracking_id),),
-        ).fetchone()
-        result = database.execute_sql(result_sql.SELECT_RESULT, (_claim_key(str(tracking_id)),)).fetchone()
+    outbox = fetch_one(outbox_sql.LATEST_DELIVERY_OF_ACTION, (str(tracking_id),))
+    result = fetch_one(result_sql.SELECT_RESULT, (_claim_key(str(tracking_id)),))
     keys = (
         "tracking_id",
         "league_id",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from config.errors import TriggerValidationError
-from models.db import database, database_errors
+from publisher.sql import fetch_all
 from publisher.sql import players as player_sql
 
 
@@ -18,11 +18,7 @@ def sleeper_only_ids(ids: Iterable[int]) -> set[int]:
     wanted = sorted({int(i) for i in ids})
     if not wanted:
         return set()
-    with database_errors():
-        rows = database.execute_sql(
-            player_sql.SLEEPER_ONLY_IDS,
-            (wanted,),
-        ).fetchall()
+    rows = fetch_all(player_sql.SLEEPER_ONLY_IDS, (wanted,))
     return {int(r[0]) for r in rows}
 
 

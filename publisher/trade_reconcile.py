@@ -19,7 +19,7 @@ from enum import StrEnum
 from config.clock import utcnow
 from config.errors import TradeError, TriggerValidationError
 from models.audit import Actor, record_audit
-from models.db import database, database_errors
+from models.boundary import transaction
 from models.execution_log import ExecutionStatus
 from publisher.amqp import AmqpPublisher
 from publisher.queues import TRADE_QUEUES
@@ -52,11 +52,13 @@ def claims_to_reconcile(
 ) -> list[ExecutionEntry]:
     """Claims waiting for an operator, oldest first: uncertain, set aside, stuck in ``claimed``."""
     cutoff = utcnow() - timedelta(seconds=stale_claim_seconds)
-    with database_errors():
-        rows = database.execute_sql(
-            trade_sql.SELECT_TO_RECONCILE,
-            (list(TRADE_QUEUES), [s.value for s in WAITING], ExecutionStatus.CLAIMED.value, cutoff, limit),
-        ).fetchall()
+    rows = trade_sql.claims_to_reconcile_rows(
+        list(TRADE_QUEUES),
+        waiting=[s.value for s in WAITING],
+        claimed=ExecutionStatus.CLAIMED.value,
+        claimed_before=cutoff,
+        limit=limit,
+    )
     return [entry_from_row(r) for r in rows]
 
 
@@ -104,22 +106,18 @@ def reconcile_claim(
     if resolution is Resolution.REPUBLISH and publisher is None:
         raise TradeError("republish needs a publisher")
     get_entry(queue, claim_key)  # TradeNotFound first, outside the transaction
-    with database_errors(), database.atomic():
-        row = database.execute_sql(trade_sql.SELECT_ENTRY_FOR_UPDATE, (queue, claim_key)).fetchone()
+    with transaction():
+        row = trade_sql.lock_claim(queue, claim_key)
         before = entry_from_row(row)
         _check_waiting(before, stale_claim_seconds)
         if resolution is Resolution.REPUBLISH:
             assert publisher is not None
             republish(before, publisher=publisher)
         else:
-            database.execute_sql(
-                trade_sql.SET_STATUS,
-                (SETTLED[resolution].value, before.error, utcnow(), queue, claim_key),
+            trade_sql.set_claim_status(
+                queue, claim_key, status=SETTLED[resolution].value, error=before.error, at=utcnow()
             )
-        database.execute_sql(
-            trade_sql.RESOLVE,
-            (resolution.value, operator, utcnow(), queue, claim_key),
-        )
+        trade_sql.resolve_claim(queue, claim_key, resolution=resolution.value, operator=operator, at=utcnow())
         if actor is not None:
             record_audit(
                 actor=actor,

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-import peewee
-
 from config.clock import utcnow
 from config.errors import (
     BrokerConnectionError,
+    ConstraintViolation,
     KickoffError,
     MissingQueueError,
     PublishError,
@@ -34,7 +33,8 @@ from config.errors import (
     UnusableTradeClaim,
 )
 from config.records import json_fields
-from models.db import database, database_errors
+from models.boundary import transaction
+from models.db import database
 from models.execution_log import ExecutionStatus
 from publisher import validation as v
 from publisher.amqp import AmqpPublisher, OutgoingMessage
@@ -117,10 +117,9 @@ def _set_status(
     queue: str, key: str, status: ExecutionStatus, error: str | None = None, *, only_claimed: bool = False
 ) -> bool:
     """Set the claim's status; ``only_claimed``: only while it is still ``claimed``. Whether it was set."""
-    sql = trade_sql.SET_STATUS_IF_CLAIMED if only_claimed else trade_sql.SET_STATUS
-    with database_errors(), database.atomic():
-        cursor = database.execute_sql(sql, (status.value, error, utcnow(), queue, key))
-    return bool(cursor.rowcount)
+    return trade_sql.set_claim_status(
+        queue, key, status=status.value, error=error, at=utcnow(), only_claimed=only_claimed
+    )
 
 
 def _publish_claimed(
@@ -201,23 +200,18 @@ def _claim_and_publish(
     body = v.strip_request_only(body)
     result = json.dumps({"outcome_details": {key_field: body[key_field]}}) if key_in_result else None
     try:
-        with database_errors(), database.atomic():
-            database.execute_sql(
-                trade_sql.INSERT,
-                (
-                    key,
-                    queue,
-                    league_id,
-                    team,
-                    message_id,
-                    json.dumps(body),
-                    "claimed",
-                    result,
-                    utcnow(),
-                    utcnow(),
-                ),
-            )
-    except peewee.IntegrityError:
+        trade_sql.insert_claim(
+            key=key,
+            queue=queue,
+            league_id=league_id,
+            team=team,
+            message_id=message_id,
+            body=json.dumps(body),
+            status="claimed",
+            result=result,
+            now=utcnow(),
+        )
+    except ConstraintViolation:
         existing = get_entry(queue, key)
         logger.info("trade already claimed: queue=%s key=%s status=%s", queue, key, existing.status)
         return TradeResult(TradeStatus.DUPLICATE, queue, key, existing.message_id)
@@ -318,11 +312,7 @@ def stage_counter(
 
 def get_entry(queue: str, claim_key: str) -> ExecutionEntry:
     """Return the claim of ``claim_key`` on ``queue``; TradeNotFound if there is none."""
-    with database_errors():
-        row = database.execute_sql(
-            trade_sql.SELECT_ENTRY,
-            (queue, claim_key),
-        ).fetchone()
+    row = trade_sql.claim_row(queue, claim_key)
     if row is None:
         raise TradeNotFound(f"no execution_log claim for {claim_key!r} on {queue}")
     return entry_from_row(row)
@@ -357,11 +347,7 @@ def republish(entry: ExecutionEntry, *, publisher: AmqpPublisher) -> TradeResult
     The claim's status follows the outcome as on a first publish. UnusableTradeClaim when the
     stored claim cannot be turned back into its message.
     """
-    with database_errors():
-        (body,) = database.execute_sql(
-            trade_sql.SELECT_BODY,
-            (entry.queue, entry.claim_key),
-        ).fetchone()
+    body = trade_sql.claim_body(entry.queue, entry.claim_key)
     message = _message_of(entry, body)
     return _publish_claimed(queue=entry.queue, key=entry.claim_key, message=message, publisher=publisher)
 
@@ -389,18 +375,12 @@ class TradeRedelivery:
 
 def redeliverable_trades() -> int:
     """How many claims are pending (cheap: the drain connects only when there are some)."""
-    with database_errors():
-        return database.execute_sql(
-            trade_sql.COUNT_WITH_STATUS,
-            (list(KEY_FIELDS), ExecutionStatus.PENDING.value),
-        ).fetchone()[0]
+    return trade_sql.count_claims_with_status(list(KEY_FIELDS), ExecutionStatus.PENDING.value)
 
 
 def trade_claim_counts() -> dict[str, int]:
     """How many trade claims stand in each status (``kickoff_trade_claims``)."""
-    with database_errors():
-        rows = database.execute_sql(trade_sql.COUNT_BY_STATUS, (list(KEY_FIELDS),)).fetchall()
-    return dict(rows)
+    return trade_sql.claim_counts_by_status(list(KEY_FIELDS))
 
 
 def _set_aside(entry: ExecutionEntry, reason: str) -> None:
@@ -438,11 +418,8 @@ def redeliver_trades(*, publisher: AmqpPublisher, limit: int = 500) -> TradeRede
     are taken with ``FOR UPDATE SKIP LOCKED``).
     """
     published = failed = uncertain = set_aside = waiting = 0
-    with database_errors(), database.atomic():
-        rows = database.execute_sql(
-            trade_sql.CLAIM_REPUBLISHABLE,
-            (list(KEY_FIELDS), ExecutionStatus.PENDING.value, limit),
-        ).fetchall()
+    with transaction():
+        rows = trade_sql.lock_republishable_claims(list(KEY_FIELDS), ExecutionStatus.PENDING.value, limit)
         entries = [entry_from_row(r) for r in rows]
         for n, entry in enumerate(entries):
             outcome = _try_republish(entry, publisher)

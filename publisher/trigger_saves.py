@@ -32,20 +32,19 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
-import peewee
-
 from config.clock import utcnow
-from config.errors import DatabaseUnavailable, TriggerConflictError, TriggerValidationError
+from config.errors import DatabaseRefused, DatabaseUnavailable, TriggerConflictError, TriggerValidationError
 from config.records import json_fields
 from config.settings import BaseEnvironment
 from models.activity import ActionStatus
-from models.db import database, database_errors
+from models.boundary import transaction
 from models.outbox import OutboxStatus
 from publisher.amqp import AmqpPublisher, OutgoingMessage, PublishOutcome
 from publisher.idempotency import key_is_released
 from publisher.outbox import insert_row, publish_rows_now
 from publisher.sleeper_ids import sleeper_id_refusal, sleeper_only_ids
 from publisher.sql import actions as action_sql
+from publisher.sql import execute, fetch_all, fetch_one
 from publisher.sql import outbox as outbox_sql
 from publisher.trace import trace_headers
 from publisher.trigger_queues import release_ttl
@@ -177,8 +176,7 @@ def _insert_new(news: Sequence[_New], *, now: datetime, grace: timedelta) -> dic
     """
     ordered = sorted(news, key=lambda n: (n.save.league_id, n.save.queue, n.save.key or ""))
     actions = [_action_values(new, now) for new in ordered]
-    cursor = database.execute_sql(action_sql.INSERT_MANY, _columns(actions, 15))
-    inserted = {row[0] for row in cursor.fetchall()}
+    inserted = {row[0] for row in fetch_all(action_sql.INSERT_MANY, _columns(actions, 15))}
     saved = [n for n in ordered if n.tracking_id in inserted]
     if not saved:
         return {}
@@ -198,13 +196,14 @@ def _insert_new(news: Sequence[_New], *, now: datetime, grace: timedelta) -> dic
                 now,
             )
         )
-    cursor = database.execute_sql(outbox_sql.INSERT_MANY, _columns(rows, 9))
-    return {tracking_id: outbox_id for outbox_id, tracking_id in cursor.fetchall()}
+    return {
+        tracking_id: outbox_id
+        for outbox_id, tracking_id in fetch_all(outbox_sql.INSERT_MANY, _columns(rows, 9))
+    }
 
 
 def _row_published(outbox_id: int) -> bool:
-    with database_errors():
-        row = database.execute_sql(outbox_sql.SELECT_STATUS, (outbox_id,)).fetchone()
+    row = fetch_one(outbox_sql.SELECT_STATUS, (outbox_id,))
     return row is not None and row[0] == OutboxStatus.PUBLISHED.value
 
 
@@ -223,8 +222,8 @@ def _answer(tracking_id: str, outbox_id: int, outcome: PublishOutcome | None) ->
 
 
 #: What a value PostgreSQL cannot store raises: the driver's refusal (a NUL in a string) or the
-#: server's (DataError and the like).
-_REFUSED_VALUES = (peewee.DatabaseError, ValueError)
+#: server's (DataError and the like, translated by publisher.sql).
+_REFUSED_VALUES = (DatabaseRefused, ValueError)
 
 
 def _save_batch(news: Sequence[_New], *, settings: BaseEnvironment) -> tuple[dict[int, Any], dict[str, int]]:
@@ -237,7 +236,7 @@ def _save_batch(news: Sequence[_New], *, settings: BaseEnvironment) -> tuple[dic
     now = utcnow()
     grace = timedelta(seconds=settings.outbox_immediate_grace_seconds)
     try:
-        with database_errors(), database.atomic():
+        with transaction():
             refusals: dict[int, Any] = _sleeper_refusals(news)
             saved = [n for i, n in enumerate(news) if i not in refusals]
             return refusals, _insert_new(saved, now=now, grace=grace)
@@ -387,7 +386,7 @@ class _Delivery:
 
 def _existing_delivery(tracking_id: str) -> _Delivery:
     """The outbox row of an action's message (caller's transaction)."""
-    row = database.execute_sql(outbox_sql.SELECT_FIRST_OF_ACTION, (tracking_id,)).fetchone()
+    row = fetch_one(outbox_sql.SELECT_FIRST_OF_ACTION, (tracking_id,))
     return _Delivery() if row is None else _Delivery(row[0], row[1], row[2], row[3])
 
 
@@ -411,11 +410,9 @@ def _settle_held_key(new: _New, *, settings: BaseEnvironment) -> SaveOutcome | _
     ttl = release_ttl(save.queue, settings)
     duplicate: TriggerResult | None = None
     pending_outbox_id: int | None = None
-    with database_errors(), database.atomic():
-        while database.execute_sql(action_sql.INSERT, _action_values(new, now)).fetchone() is None:
-            existing = database.execute_sql(
-                action_sql.SELECT_BY_KEY_FOR_UPDATE, (save.league_id, save.queue, save.key)
-            ).fetchone()
+    with transaction():
+        while fetch_one(action_sql.INSERT, _action_values(new, now)) is None:
+            existing = fetch_one(action_sql.SELECT_BY_KEY_FOR_UPDATE, (save.league_id, save.queue, save.key))
             if existing is None:
                 continue  # released by someone else meanwhile: try again
             old_id, status, created_at = str(existing[0]), existing[1], existing[2]
@@ -444,7 +441,7 @@ def _settle_held_key(new: _New, *, settings: BaseEnvironment) -> SaveOutcome | _
                         )
                     pending_outbox_id = delivery.outbox_id
                 break
-            database.execute_sql(action_sql.RELEASE_KEY, (now, old_id))
+            execute(action_sql.RELEASE_KEY, (now, old_id))
             logger.info("idempotency key released: tracking_id=%s key=%s", old_id, save.key)
         if duplicate is None:
             grace = timedelta(seconds=settings.outbox_immediate_grace_seconds)

@@ -22,13 +22,13 @@ from config.clock import ensure_utc, utcnow
 from config.errors import DeadDeliveryError, TriggerConflictError, TriggerUnavailableError
 from config.settings import BaseEnvironment
 from models.activity import ActionStatus
-from models.db import database, database_errors
 from publisher import validation as v
 from publisher.amqp import AmqpPublisher
 from publisher.chain import check_parent
 from publisher.idempotency import effective_key
 from publisher.run_context import get_run_id
 from publisher.sql import actions as action_sql
+from publisher.sql import fetch_one
 from publisher.sql import outbox as outbox_sql
 from publisher.trace import check_traceparent
 from publisher.trigger_queues import DRAFT_PICK, LINEUP, WAIVER, TriggerQueue
@@ -191,18 +191,14 @@ def trigger_waiver(
 
 
 def _pick_filled(league_id: str, pick_number: int) -> bool:
-    with database_errors():
-        row = database.execute_sql(
-            action_sql.PICK_TAKEN,
-            (league_id, DRAFT_PICK.name, ActionStatus.SUCCEEDED.value, pick_number),
-        ).fetchone()
+    params = (league_id, DRAFT_PICK.name, ActionStatus.SUCCEEDED.value, pick_number)
+    row = fetch_one(action_sql.PICK_TAKEN, params)
     return row is not None
 
 
 def _refuse_if_dead(tracking_id: str) -> None:
     """DeadDeliveryError (409) when the target's message is dead: no retry with its key can deliver it."""
-    with database_errors():
-        dead = database.execute_sql(outbox_sql.SELECT_DEAD_OF_ACTION, (tracking_id,)).fetchone()
+    dead = fetch_one(outbox_sql.SELECT_DEAD_OF_ACTION, (tracking_id,))
     if dead is None:
         return
     row_id, last_error = dead

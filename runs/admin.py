@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config.clock import utcnow
-from config.errors import RunError, TriggerConflictError
+from config.errors import RunError, RunNotFound, TriggerConflictError
 from config.records import json_fields
 from models.audit import Actor, record_audit
-from models.db import database, database_errors
-from models.run_log import RunLog, RunStatus, SkipReason
+from models.boundary import transaction
+from models.run_log import RunLog, RunStatus, cancel_queued_run, locked_run
 from runs.publish import CommandPublisher, enqueue_retry, get_run, send_outbox_rows
 
 logger = logging.getLogger(__name__)
@@ -31,12 +31,8 @@ def cancel_run(
     """
     run = get_run(run_id)  # RunNotFound
     now = utcnow()
-    with database_errors(), database.atomic():
-        changed = (
-            RunLog.update(status=RunStatus.SKIPPED.value, reason=SkipReason.CANCELLED.value, ended_at=now)
-            .where(RunLog.id == run.id, RunLog.status == RunStatus.QUEUED.value)
-            .execute()
-        )
+    with transaction():
+        changed = cancel_queued_run(run.id, at=now)
         if changed and actor is not None:
             record_audit(
                 actor=actor,
@@ -82,8 +78,10 @@ def retry_run(
     queued, running or succeeded run is a TriggerConflictError naming its status. With ``actor``,
     the retry is audited (run.retry) in its transaction.
     """
-    with database_errors(), database.atomic():
-        run = RunLog.select().where(RunLog.id == get_run(run_id).id).for_update().get()
+    with transaction():
+        run = locked_run(get_run(run_id).id)
+        if run is None:  # deleted since get_run read it
+            raise RunNotFound(f"no run {run_id} in run_log")
         if run.status not in RETRYABLE:
             raise TriggerConflictError(
                 f"run {run.id} is {run.status}: only a failed or skipped run can be retried"

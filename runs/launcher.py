@@ -148,8 +148,7 @@ class Launcher:
             delivery.nack()
             return
         try:
-            with database_errors():
-                pending = is_pending(command.run_id, command.attempt)
+            pending = is_pending(command.run_id, command.attempt)
         except DatabaseUnavailable as exc:
             logger.warning("run %s: cannot check run_log, requeueing the command: %s", command.run_id, exc)
             delivery.nack()

@@ -9,15 +9,31 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-import peewee
-
 from config.clock import utcnow
 from config.errors import InvalidRunCommand, PublishError, RunNotFound
 from config.records import json_fields
 from config.set_aside import set_aside
 from models.audit import Actor, record_audit
-from models.db import database, database_errors
-from models.run_log import JobRunOutbox, RunLog, RunStatus, Trigger
+from models.boundary import transaction
+from models.run_log import (
+    JobRunOutbox,
+    RunLog,
+    RunStatus,
+    Trigger,
+    add_run_outbox_row,
+    dead_run_outbox_count,
+    insert_queued_run,
+    lock_unpublished_outbox_rows,
+    newest_dead_run_outbox_rows,
+    newest_runs,
+    pending_run_outbox_count,
+    run_by_dedupe_key,
+    run_by_id,
+    runs_by_ids,
+    save_run,
+    save_run_outbox_row,
+    set_run_created_by,
+)
 from publisher.amqp import OutgoingMessage, PublishOutcome
 from publisher.queues import JOB_RUNS
 from runs.catalog import Catalog
@@ -101,27 +117,22 @@ def enqueue_run(
         debounce_seconds=debounce_seconds,
         default_debounce_seconds=default_debounce_seconds,
     )
-    inserted = (
-        RunLog.insert(
-            id=run_id,
-            job=job.name,
-            trigger=trigger.value,
-            dedupe_key=key,
-            params=params,
-            status=RunStatus.QUEUED.value,
-            attempt=1,
-            retry_budget=job.retries,
-            parent=parent_id,
-            chain_root=chain_root if trigger is Trigger.CHAIN else None,
-            queued_at=now,
-            expires_at=now + timedelta(seconds=job.expires_after_seconds),
-        )
-        .on_conflict_ignore()
-        .returning(RunLog.id)
-        .execute()
+    inserted = insert_queued_run(
+        id=run_id,
+        job=job.name,
+        trigger=trigger.value,
+        dedupe_key=key,
+        params=params,
+        status=RunStatus.QUEUED.value,
+        attempt=1,
+        retry_budget=job.retries,
+        parent=parent_id,
+        chain_root=chain_root if trigger is Trigger.CHAIN else None,
+        queued_at=now,
+        expires_at=now + timedelta(seconds=job.expires_after_seconds),
     )
-    if not list(inserted):
-        existing = RunLog.get(RunLog.dedupe_key == key)
+    if not inserted:
+        existing = run_by_dedupe_key(key)
         logger.info("run %s of %s: duplicate of dedupe key %s", existing.id, job.name, key)
         return PublishResult("duplicate", str(existing.id), job.name, key), None
     command = RunCommand(
@@ -132,9 +143,9 @@ def enqueue_run(
         dedupe_key=key,
         parent_id=None if parent_id is None else str(parent_id),
     )
-    outbox = JobRunOutbox.create(run=run_id, attempt=1, payload=command.to_dict(), created_at=now)
+    outbox_id = add_run_outbox_row(run_id, 1, command.to_dict(), created_at=now)
     logger.info("run %s of %s queued (%s, key %s)", run_id, job.name, trigger.value, key)
-    return PublishResult("pending", str(run_id), job.name, key), outbox.id
+    return PublishResult("pending", str(run_id), job.name, key), outbox_id
 
 
 def enqueue_retry(run: RunLog) -> int:
@@ -146,7 +157,7 @@ def enqueue_retry(run: RunLog) -> int:
     run.started_at = None
     run.host = None
     run.ended_at = None  # the failed attempt's exit code and error stay until the next one ends
-    run.save()
+    save_run(run)
     command = RunCommand(
         run_id=str(run.id),
         job=run.job,
@@ -155,9 +166,9 @@ def enqueue_retry(run: RunLog) -> int:
         dedupe_key=run.dedupe_key,
         parent_id=None if run.parent_id is None else str(run.parent_id),
     )
-    outbox = JobRunOutbox.create(run=run.id, attempt=run.attempt, payload=command.to_dict())
+    outbox_id = add_run_outbox_row(run.id, run.attempt, command.to_dict())
     logger.info("run %s of %s: attempt %s queued", run.id, run.job, run.attempt)
-    return outbox.id
+    return outbox_id
 
 
 def publish_run(
@@ -187,7 +198,7 @@ def publish_run(
     outbox row for drain_job_runs (with ``publisher`` None it is left to the drain on purpose).
     With ``actor``, a new run is audited (run.publish) in the run's transaction.
     """
-    with database_errors(), database.atomic():
+    with transaction():
         result, outbox_id = enqueue_run(
             job_name,
             params,
@@ -201,7 +212,7 @@ def publish_run(
             default_debounce_seconds=default_debounce_seconds,
         )
         if actor is not None and actor.key_id is not None and outbox_id is not None:
-            RunLog.update(created_by_key_id=actor.key_id).where(RunLog.id == result.run_id).execute()
+            set_run_created_by(result.run_id, actor.key_id)
         if actor is not None and outbox_id is not None:
             record_audit(
                 actor=actor,
@@ -238,14 +249,14 @@ def _set_aside(row: JobRunOutbox, reason: str, *, now: datetime) -> None:
     """Mark ``row`` dead with its reason (the drain never takes it again); count and log it."""
     row.dead_at = now
     row.last_error = f"dead: {reason}"[:500]
-    row.save()
+    save_run_outbox_row(row)
     set_aside(DRAIN_LOOP, f"run outbox row {row.id} (run {row.run_id} attempt {row.attempt})", reason)
 
 
 def _send_locked(rows: list[JobRunOutbox], *, publisher: CommandPublisher) -> DrainReport:
     """Publish locked outbox rows (skipping stale ones, setting bad ones aside) and record each outcome."""
     now = utcnow()
-    runs = {r.id: r for r in RunLog.select().where(RunLog.id.in_([row.run_id for row in rows]))}
+    runs = runs_by_ids([row.run_id for row in rows])
     live: list[tuple[JobRunOutbox, OutgoingMessage]] = []
     stale = dead = 0
     for row in rows:
@@ -253,7 +264,7 @@ def _send_locked(rows: list[JobRunOutbox], *, publisher: CommandPublisher) -> Dr
         if run is None or run.status != RunStatus.QUEUED.value or run.attempt != row.attempt:
             row.published_at = now
             row.last_error = "stale: the run was no longer queued at this attempt; not sent"
-            row.save()
+            save_run_outbox_row(row)
             stale += 1
             continue
         try:
@@ -275,7 +286,7 @@ def _send_locked(rows: list[JobRunOutbox], *, publisher: CommandPublisher) -> Dr
             row.last_error = str(outcome.error)[:500]
             failed += 1
             logger.warning("run %s attempt %s: publish failed: %s", row.run_id, row.attempt, outcome.error)
-        row.save()
+        save_run_outbox_row(row)
     return DrainReport(published=published, stale=stale, failed=failed, dead=dead)
 
 
@@ -283,17 +294,8 @@ def send_outbox_rows(ids: Sequence[int], *, publisher: CommandPublisher) -> Drai
     """Publish the given unpublished outbox rows now (rows another sender holds are skipped)."""
     if not ids:
         return DrainReport()
-    with database_errors(), database.atomic():
-        rows = list(
-            JobRunOutbox.select()
-            .where(
-                JobRunOutbox.id.in_(list(ids)),
-                JobRunOutbox.published_at.is_null(),
-                JobRunOutbox.dead_at.is_null(),
-            )
-            .order_by(JobRunOutbox.id)
-            .for_update(skip_locked=True)
-        )
+    with transaction():
+        rows = lock_unpublished_outbox_rows(ids=list(ids))
         if not rows:
             return DrainReport()
         try:
@@ -312,14 +314,8 @@ def drain_job_runs(*, publisher: CommandPublisher, batch: int = 100) -> DrainRep
     kickoff_items_set_aside_total{loop="run drain"}, one log line) and the others are sent; rows the broker
     refused stay for the next call.
     """
-    with database_errors(), database.atomic():
-        rows = list(
-            JobRunOutbox.select()
-            .where(JobRunOutbox.published_at.is_null(), JobRunOutbox.dead_at.is_null())
-            .order_by(JobRunOutbox.id)
-            .limit(batch)
-            .for_update(skip_locked=True)
-        )
+    with transaction():
+        rows = lock_unpublished_outbox_rows(limit=batch)
         if not rows:
             return DrainReport()
         report = _send_locked(rows, publisher=publisher)
@@ -336,40 +332,27 @@ def drain_job_runs(*, publisher: CommandPublisher, batch: int = 100) -> DrainRep
 
 def pending_outbox_count() -> int:
     """How many run outbox rows wait for a publish (dead rows never will)."""
-    with database_errors():
-        return (
-            JobRunOutbox.select()
-            .where(JobRunOutbox.published_at.is_null(), JobRunOutbox.dead_at.is_null())
-            .count()
-        )
+    return pending_run_outbox_count()
 
 
 def dead_outbox_count() -> int:
     """How many run outbox rows were set aside (dead_at set; their reason is in last_error)."""
-    with database_errors():
-        return JobRunOutbox.select().where(JobRunOutbox.dead_at.is_null(False)).count()
+    return dead_run_outbox_count()
 
 
 def dead_outbox_rows(*, limit: int = 50) -> list[dict[str, Any]]:
     """The newest ``limit`` run outbox rows the drain set aside, newest first, with their reason."""
-    with database_errors():
-        rows = (
-            JobRunOutbox.select()
-            .where(JobRunOutbox.dead_at.is_null(False))
-            .order_by(JobRunOutbox.dead_at.desc(), JobRunOutbox.id.desc())
-            .limit(limit)
-        )
-        return [
-            {
-                "id": row.id,
-                "run_id": str(row.run_id),
-                "attempt": row.attempt,
-                "dead_at": row.dead_at,
-                "reason": row.last_error,
-                "payload": row.payload,
-            }
-            for row in rows
-        ]
+    return [
+        {
+            "id": row.id,
+            "run_id": str(row.run_id),
+            "attempt": row.attempt,
+            "dead_at": row.dead_at,
+            "reason": row.last_error,
+            "payload": row.payload,
+        }
+        for row in newest_dead_run_outbox_rows(limit)
+    ]
 
 
 def get_run(run_id: uuid.UUID | str) -> RunLog:
@@ -378,22 +361,15 @@ def get_run(run_id: uuid.UUID | str) -> RunLog:
         key = uuid.UUID(str(run_id))
     except ValueError as exc:
         raise RunNotFound(f"{run_id!r} is not a run id (a UUID)") from exc
-    with database_errors():
-        try:
-            return RunLog.get_by_id(key)
-        except peewee.DoesNotExist as exc:
-            raise RunNotFound(f"no run {run_id} in run_log") from exc
+    run = run_by_id(key)
+    if run is None:
+        raise RunNotFound(f"no run {run_id} in run_log")
+    return run
 
 
 def recent_runs(*, job: str | None = None, status: str | None = None, limit: int = 50) -> list[RunLog]:
     """The newest ``limit`` runs, newest first, optionally of one job and one status (CLI, API)."""
-    with database_errors():
-        query = RunLog.select().order_by(RunLog.queued_at.desc()).limit(limit)
-        if job:
-            query = query.where(RunLog.job == job)
-        if status:
-            query = query.where(RunLog.status == status)
-        return list(query)
+    return newest_runs(job=job, status=status, limit=limit)
 
 
 def run_dict(run: RunLog) -> dict[str, Any]:

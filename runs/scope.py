@@ -9,13 +9,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import peewee
-
 from config.clock import utcnow
 from config.errors import RunNotFound
 from config.settings import BaseEnvironment, load_settings
-from models.db import bound_url, database_errors, init_database
-from models.run_log import RunLog, RunStatus, Trigger
+from models.db import bound_url, init_database
+from models.run_log import RunStatus, Trigger, create_run, record_run_error, run_by_id, save_run
 from publisher.run_context import get_run_id, reset_run_id, set_run_id
 
 logger = logging.getLogger(__name__)
@@ -41,10 +39,9 @@ def _adopt(run_id: str) -> RunScope:
         key = uuid.UUID(run_id)
     except ValueError as exc:
         raise RunNotFound(f"RUN_ID {run_id!r} is not a run id") from exc
-    try:
-        run = RunLog.get_by_id(key)
-    except peewee.DoesNotExist as exc:
-        raise RunNotFound(f"RUN_ID {run_id} names no run_log row") from exc
+    run = run_by_id(key)
+    if run is None:
+        raise RunNotFound(f"RUN_ID {run_id} names no run_log row")
     return RunScope(
         run_id=str(run.id), job=run.job, adopted=True, parent_id=run.parent_id and str(run.parent_id)
     )
@@ -53,7 +50,7 @@ def _adopt(run_id: str) -> RunScope:
 def _record_child(name: str, parent_id: str | None) -> RunScope:
     run_id = uuid.uuid4()
     now = utcnow()
-    RunLog.create(
+    create_run(
         id=run_id,
         job=name,
         trigger=Trigger.SCOPE.value,
@@ -71,13 +68,15 @@ def _record_child(name: str, parent_id: str | None) -> RunScope:
 
 def _close_child(scope: RunScope, error: BaseException | None) -> None:
     now = utcnow()
-    run = RunLog.get_by_id(uuid.UUID(scope.run_id))
+    run = run_by_id(uuid.UUID(scope.run_id))
+    if run is None:
+        raise RunNotFound(f"run {scope.run_id} of scope {scope.job} was deleted before it ended")
     run.status = (RunStatus.FAILED if error is not None else RunStatus.SUCCEEDED).value
     run.ended_at = now
     run.duration_seconds = (now - run.started_at).total_seconds() if run.started_at else None
     if error is not None:
         run.error = f"{type(error).__name__}: {error}"[:2000]
-    run.save()
+    save_run(run)
 
 
 @contextmanager
@@ -88,11 +87,10 @@ def run_scope(name: str, *, settings: BaseEnvironment | None = None) -> Iterator
     catalog job name (the launcher records its outcome). Any other scope records a child run
     of the enclosing one (trigger ``scope``), finished succeeded or failed when the block ends.
     """
-    with database_errors():
-        _ensure_database(settings)
-        current = get_run_id()
-        env_run_id = os.environ.get("RUN_ID")
-        scope = _adopt(env_run_id) if current is None and env_run_id else _record_child(name, current)
+    _ensure_database(settings)
+    current = get_run_id()
+    env_run_id = os.environ.get("RUN_ID")
+    scope = _adopt(env_run_id) if current is None and env_run_id else _record_child(name, current)
     token = set_run_id(scope.run_id)
     logger.debug("run %s: scope %s entered (adopted=%s)", scope.run_id, scope.job, scope.adopted)
     error: BaseException | None = None
@@ -104,10 +102,6 @@ def run_scope(name: str, *, settings: BaseEnvironment | None = None) -> Iterator
     finally:
         reset_run_id(token)
         if not scope.adopted:
-            with database_errors():
-                _close_child(scope, error)
+            _close_child(scope, error)
         elif error is not None:
-            with database_errors():
-                RunLog.update(error=f"{type(error).__name__}: {error}"[:2000]).where(
-                    RunLog.id == uuid.UUID(scope.run_id)
-                ).execute()
+            record_run_error(uuid.UUID(scope.run_id), f"{type(error).__name__}: {error}"[:2000])

@@ -7,12 +7,24 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from peewee import fn
-
 from config.clock import utcnow
 from config.errors import InvalidRunParams, RunError, UnknownJob
-from models.db import database
-from models.run_log import RunLog, RunStatus, SkipReason, Trigger
+from models.boundary import transaction
+from models.run_log import (
+    RunLog,
+    RunStatus,
+    SkipReason,
+    Trigger,
+    lock_runs_of_job,
+    locked_run_at,
+    other_running_run,
+    queued_run_attempts,
+    record_run_started,
+    requeue_unstarted_run,
+    run_status_and_attempt,
+    runs_running_on_host,
+    save_run,
+)
 from runs.catalog import Catalog, Job, Overlap
 from runs.publish import enqueue_retry, enqueue_run
 
@@ -43,20 +55,13 @@ class Finish:
 
 def is_pending(run_id: str, attempt: int) -> bool:
     """True when the run is still queued at ``attempt`` (the launcher's check before acking)."""
-    row = RunLog.select(RunLog.status, RunLog.attempt).where(RunLog.id == uuid.UUID(run_id)).tuples().first()
+    row = run_status_and_attempt(uuid.UUID(run_id))
     return row is not None and row[0] == RunStatus.QUEUED.value and row[1] == attempt
 
 
 def queued_runs(limit: int = 10_000) -> list[tuple[str, int]]:
     """(run id, attempt) of every queued run, oldest first: the launcher's list after a restart."""
-    rows = (
-        RunLog.select(RunLog.id, RunLog.attempt)
-        .where(RunLog.status == RunStatus.QUEUED.value)
-        .order_by(RunLog.queued_at, RunLog.id)
-        .limit(limit)
-        .tuples()
-    )
-    return [(str(run_id), attempt) for run_id, attempt in rows]
+    return queued_run_attempts(limit)
 
 
 def _end(run: RunLog, status: RunStatus, *, now: datetime, reason: str | None = None) -> None:
@@ -65,21 +70,12 @@ def _end(run: RunLog, status: RunStatus, *, now: datetime, reason: str | None = 
     run.ended_at = now
     if run.started_at is not None:
         run.duration_seconds = (now - run.started_at).total_seconds()
-    run.save()
+    save_run(run)
 
 
 def _locked_attempt(run_id: str, attempt: int, status: RunStatus) -> RunLog | None:
     """The run's row locked FOR UPDATE (caller's transaction), if it is at ``attempt`` in ``status``."""
-    return (
-        RunLog.select()
-        .where(
-            RunLog.id == uuid.UUID(run_id),
-            RunLog.status == status.value,
-            RunLog.attempt == attempt,
-        )
-        .for_update()
-        .first()
-    )
+    return locked_run_at(uuid.UUID(run_id), attempt, status)
 
 
 def claim(run_id: str, attempt: int, *, catalog: Catalog, host: str) -> Claim:
@@ -90,7 +86,7 @@ def claim(run_id: str, attempt: int, *, catalog: Catalog, host: str) -> Claim:
     advisory lock per job, so two launchers cannot both start one.
     """
     now = utcnow()
-    with database.atomic():
+    with transaction():
         run = _locked_attempt(run_id, attempt, RunStatus.QUEUED)
         if run is None:
             return Claim(None, note="not queued at this attempt")
@@ -107,12 +103,8 @@ def claim(run_id: str, attempt: int, *, catalog: Catalog, host: str) -> Claim:
             logger.info("run %s of %s skipped: expired at %s", run.id, run.job, run.expires_at)
             return Claim(None, job=job, skipped=SkipReason.EXPIRED)
         if job.overlap is Overlap.FORBID:
-            database.execute_sql("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"run_log:{job.name}",))
-            other = (
-                RunLog.select(RunLog.id)
-                .where(RunLog.job == job.name, RunLog.status == RunStatus.RUNNING.value, RunLog.id != run.id)
-                .first()
-            )
+            lock_runs_of_job(job.name)
+            other = other_running_run(job.name, besides=run.id)
             if other is not None:
                 run.error = f"run {other.id} of {job.name} was running"
                 _end(run, RunStatus.SKIPPED, now=now, reason=SkipReason.OVERLAP.value)
@@ -122,19 +114,14 @@ def claim(run_id: str, attempt: int, *, catalog: Catalog, host: str) -> Claim:
         run.claimed_at = now
         run.host = host
         run.pid = None
-        run.save()
+        save_run(run)
     return Claim(run, job=job)
 
 
 def mark_started(run: RunLog, *, pid: int, log_path: str) -> None:
     """Record the started process of the run's current attempt."""
     now = utcnow()
-    RunLog.update(
-        pid=pid,
-        started_at=now,
-        first_started_at=fn.COALESCE(RunLog.first_started_at, now),
-        log_path=log_path,
-    ).where(RunLog.id == run.id, RunLog.attempt == run.attempt).execute()
+    record_run_started(run.id, run.attempt, pid=pid, at=now, log_path=log_path)
     run.pid = pid
     run.started_at = now
     run.first_started_at = run.first_started_at or now
@@ -174,7 +161,7 @@ def finish(
     Only a run still running at that attempt changes, so two watchers cannot both finish it.
     """
     now = utcnow()
-    with database.atomic():
+    with transaction():
         run = _locked_attempt(run_id, attempt, RunStatus.RUNNING)
         if run is None:
             return Finish(None)
@@ -203,24 +190,9 @@ def finish(
 
 def requeue_unstarted(run_id: str, attempt: int) -> bool:
     """Put a claimed run whose process never started back to queued at the same attempt."""
-    with database.atomic():
-        n = (
-            RunLog.update(status=RunStatus.QUEUED.value, host=None, claimed_at=None)
-            .where(
-                RunLog.id == uuid.UUID(run_id),
-                RunLog.status == RunStatus.RUNNING.value,
-                RunLog.attempt == attempt,
-                RunLog.pid.is_null(),
-            )
-            .execute()
-        )
-    return n == 1
+    return requeue_unstarted_run(uuid.UUID(run_id), attempt)
 
 
 def running_on_host(host: str) -> list[RunLog]:
     """Running rows this host's launchers claimed (after a restart: orphans to adopt or finish)."""
-    return list(
-        RunLog.select()
-        .where(RunLog.status == RunStatus.RUNNING.value, RunLog.host == host)
-        .order_by(RunLog.id)
-    )
+    return runs_running_on_host(host)

@@ -11,23 +11,13 @@ from srsim.script import GameScript
 def register_test_matches(games: list[GameScript], *, speed: float = 1.0) -> int:
     """Create the is_test Match rows (and leagues) of srsim's is_test games that do not exist yet."""
     from models.db import database
-    from models.league import League
-    from models.match import Match
+    from models.match import register_test_match
 
     created = 0
     with database.connection_context():
         for g in games:
             if not g.is_test:
                 continue
-            lg, _ = League.get_or_create(name=g.league)
-            _, made = Match.get_or_create(
-                sr_id=g.sr_id,
-                defaults={
-                    "league": lg,
-                    "title": g.title,
-                    "scheduled": utcnow() + timedelta(seconds=g.start_after / speed),
-                    "is_test": True,
-                },
-            )
-            created += int(made)
+            scheduled = utcnow() + timedelta(seconds=g.start_after / speed)
+            created += register_test_match(sr_id=g.sr_id, league=g.league, title=g.title, scheduled=scheduled)
     return created

@@ -13,10 +13,6 @@ import queue
 import threading
 from datetime import datetime
 
-from config.clock import utcnow
-from models.match import SRSIM_UNSERVED
-from models.status import TERMINAL
-
 logger = logging.getLogger(__name__)
 
 
@@ -42,8 +38,7 @@ class StatusWriter:
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        from models.db import database
-        from models.match import Match
+        from models.match import write_test_match_status
 
         while True:
             item = self._queue.get()
@@ -54,34 +49,17 @@ class StatusWriter:
                 self._served(sr_id, status)
                 continue
             try:
-                with database.connection_context():
-                    rows = (
-                        Match.update(status=status, updated_at=utcnow())
-                        .where(
-                            (Match.sr_id == sr_id)
-                            & (Match.is_test == True)  # noqa: E712 - peewee expression
-                            & (Match.status.not_in(sorted(TERMINAL)))
-                        )
-                        .execute()
-                    )
-                if rows:
+                if write_test_match_status(sr_id, status):
                     self.written.append((sr_id, status))
                     logger.info("srsim set is_test match sr_id=%s status %s", sr_id, status)
             except Exception:
                 logger.exception("srsim could not write status %s of sr_id=%s", status, sr_id)
 
     def _served(self, sr_id: str, scheduled: datetime) -> None:
-        from models.db import database
+        from models.match import mark_test_clone_served
 
         try:
-            with database.connection_context():
-                cursor = database.execute_sql(
-                    "UPDATE matches SET listener_start_settings = listener_start_settings - %s::text, "
-                    "scheduled = %s, updated_at = %s "
-                    "WHERE sr_id = %s AND is_test AND listener_start_settings ? %s::text",
-                    (SRSIM_UNSERVED, scheduled, utcnow(), sr_id, SRSIM_UNSERVED),
-                )
-            if cursor.rowcount:
+            if mark_test_clone_served(sr_id, scheduled):
                 self.served.append(sr_id)
                 logger.info("srsim serves is_test clone sr_id=%s from %s", sr_id, scheduled.isoformat())
         except Exception:

@@ -31,6 +31,7 @@ from starlette.concurrency import run_in_threadpool
 from api.console.board_view import BoardFilter, BoardRow, RowsCache, board_rows
 from api.console.sessions import Session, SessionPolicy, session_for
 from config.errors import KickoffError, StreamLimitReached
+from models.boundary import transaction
 from models.db import database
 
 if TYPE_CHECKING:
@@ -211,7 +212,7 @@ def _sessions(tokens: list[str], *, idle: timedelta) -> dict[str, Session | None
     handed back. A stream's readings do not count as use: a board left open ends with its idle session.
     """
     try:
-        with database.atomic():
+        with transaction():
             return {token: session_for(token, idle=idle, touch=False) for token in tokens}
     finally:
         if not database.is_closed():

@@ -9,7 +9,8 @@ from config.settings import MatchListenerEnvironment
 from lifecycle.board import BoardCache, BoardEntry, listener_board
 from models.badges import Badge
 from models.barriers import Barriers
-from models.db import database, database_errors
+from models.db import database
+from models.match import scheduled_of_matches
 
 #: Badges during which Start is disabled: a listener is running (the spec: "admin disables Start
 #: while Running"); Late is an open row whose heartbeat is late but not stale, still running.
@@ -40,16 +41,6 @@ class BoardRow:
     @property
     def start_disabled(self) -> bool:
         return self.entry.badge in START_DISABLED
-
-
-def _scheduled(match_ids: list[str]) -> dict[str, datetime]:
-    if not match_ids:
-        return {}
-    with database_errors():
-        rows = database.execute_sql(
-            "SELECT id::text, scheduled FROM matches WHERE id = ANY(%s::uuid[])", (match_ids,)
-        ).fetchall()
-    return dict(rows)
 
 
 @dataclass(eq=False)
@@ -91,8 +82,9 @@ def board_rows(
     for e in kept:
         last = known.get(e.match_id)
         kept_rows.append(None if last is None else last if last.entry is e else BoardRow(e, last.scheduled))
+    new_ids = [e.match_id for e, row in zip(kept, kept_rows, strict=True) if row is None]
     try:
-        when = _scheduled([e.match_id for e, row in zip(kept, kept_rows, strict=True) if row is None])
+        when = scheduled_of_matches(new_ids)
     finally:
         if not database.is_closed():
             database.close()

@@ -19,8 +19,10 @@ from api.keys import ApiKey, Scope, authenticate, hash_key
 from config.clock import utcnow
 from config.errors import SignInRefused
 from config.settings import BaseEnvironment
+from models import console_sessions as store
+from models.api_keys import lock_key
 from models.audit import Actor, record_audit
-from models.db import database, database_errors
+from models.boundary import transaction
 
 logger = logging.getLogger(__name__)
 
@@ -122,25 +124,18 @@ def sign_in(
     token = secrets.token_urlsafe(32)
     csrf = secrets.token_urlsafe(32)
     now = utcnow()
-    with database_errors(), database.atomic():
-        database.execute_sql(
-            "DELETE FROM console_sessions WHERE expires_at < %s OR last_seen_at < %s",
-            (now, now - policy.idle),
-        )
+    with transaction():
+        store.delete_ended_sessions(now=now, idle_since=now - policy.idle)
         # One sign-in of a key at a time, so two at once cannot both keep the key's oldest session.
-        database.execute_sql("SELECT 1 FROM api_keys WHERE id = %s FOR UPDATE", (found.id,))
-        database.execute_sql(
-            "INSERT INTO console_sessions"
-            " (token_hash, api_key_id, csrf_token, created_at, expires_at, last_seen_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s)",
-            (hash_key(token), found.id, csrf, now, now + policy.lifetime, now),
+        lock_key(found.id)
+        store.insert_session(
+            token_hash=hash_key(token),
+            api_key_id=found.id,
+            csrf_token=csrf,
+            created_at=now,
+            expires_at=now + policy.lifetime,
         )
-        ended = database.execute_sql(
-            "DELETE FROM console_sessions WHERE token_hash IN ("
-            " SELECT token_hash FROM console_sessions WHERE api_key_id = %s"
-            " ORDER BY created_at DESC, token_hash OFFSET %s)",
-            (found.id, policy.per_key),
-        ).rowcount
+        ended = store.end_sessions_beyond(found.id, keep=policy.per_key)
         record_audit(
             actor=Actor.api_key(found.id, found.name),
             action="console.sign_in",
@@ -170,21 +165,7 @@ def session_for(token: str | None, *, idle: timedelta, touch: bool = True) -> Se
     if not token:
         return None
     now = utcnow()
-    query = (
-        "SELECT k.id::text, k.name, k.scope, s.csrf_token, s.expires_at FROM console_sessions s "
-        "JOIN api_keys k ON k.id = s.api_key_id "
-        "WHERE s.token_hash = %s AND s.expires_at > %s AND s.last_seen_at > %s AND k.revoked_at IS NULL"
-    )
-    if touch:
-        query = (
-            "UPDATE console_sessions s SET last_seen_at = %s FROM api_keys k "
-            "WHERE k.id = s.api_key_id AND s.token_hash = %s AND s.expires_at > %s AND s.last_seen_at > %s "
-            "AND k.revoked_at IS NULL "
-            "RETURNING k.id::text, k.name, k.scope, s.csrf_token, s.expires_at"
-        )
-    params = (hash_key(token), now, now - idle)
-    with database_errors(), database.atomic():
-        row = database.execute_sql(query, ((now, *params) if touch else params)).fetchone()
+    row = store.live_session_row(hash_key(token), now=now, idle_since=now - idle, touch=touch)
     if row is None:
         return None
     return Session(row[0], row[1], Scope(row[2]), row[3], row[4])
@@ -200,8 +181,8 @@ def sign_out(
     """End the session of ``token`` (none: nothing); with ``actor``, audited (console.sign_out)."""
     if not token:
         return
-    with database_errors(), database.atomic():
-        database.execute_sql("DELETE FROM console_sessions WHERE token_hash = %s", (hash_key(token),))
+    with transaction():
+        store.delete_session(hash_key(token))
         if actor is not None:
             record_audit(
                 actor=actor,

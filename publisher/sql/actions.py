@@ -1,9 +1,15 @@
 """Named SQL statements on ``activity_actions`` (triggers, results, chains, the outbox's action updates).
 
 The publisher runs these with ``database.execute_sql``; no other module of it writes SQL for this table.
+Functions here run a statement sequence and translate its driver errors (models.boundary).
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+from models.boundary import translate_database_refusals
+from models.db import database
 
 RECORD_RESULT = (
     "UPDATE activity_actions SET status = %s, error = %s, updated_at = %s, finished_at = COALESCE(%s, "
@@ -98,3 +104,19 @@ INSERT_MANY = (
     "%s::timestamptz[], %s::timestamptz[], %s::uuid[]) ON CONFLICT (league_id, kind, idempotency_key) "
     "DO NOTHING RETURNING tracking_id::text"
 )
+
+
+@translate_database_refusals
+def parent_action_row(tracking_id: str, *, timeout_ms: int) -> tuple[Any, ...] | None:
+    """The chain parent's (kind, league_id, team, status, request), locked FOR SHARE, or None.
+
+    Reads within ``timeout_ms`` of lock wait and of statement time (this transaction only, then the
+    defaults again, also inside a caller's transaction); any refusal or timeout raises DatabaseRefused
+    or DatabaseUnavailable.
+    """
+    with database.atomic():
+        database.execute_sql(SET_LOCK_TIMEOUT, (timeout_ms,))
+        database.execute_sql(SET_STATEMENT_TIMEOUT, (timeout_ms,))
+        row = database.execute_sql(SELECT_PARENT_FOR_SHARE, (tracking_id,)).fetchone()
+        database.execute_sql(RESET_TIMEOUTS)
+    return row

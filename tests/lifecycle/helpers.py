@@ -12,7 +12,7 @@ from typing import Any
 from config.clock import utcnow
 from lifecycle import start_match
 from lifecycle.dispatch import dispatch_upcoming_match_listeners
-from lifecycle.rows import db_now
+from lifecycle.sql.rows import db_now
 from models.db import database
 from models.listener_record import MatchListenerRecord
 from models.match import Match

@@ -148,7 +148,7 @@ def test_auto_dispatch_off_is_not_selected_in_or_out_of_the_window(select, make_
 def test_a_tick_stores_for_every_match_the_message_id_it_sends_unique_per_match_and_per_tick(
     make_match, lsettings, lbarriers
 ):
-    from lifecycle.start_messages import stored_message_ids
+    from models.start_messages import stored_message_ids
 
     matches = [make_match() for _ in range(30)]
     ids = [str(m.id) for m in matches]

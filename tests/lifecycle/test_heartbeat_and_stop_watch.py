@@ -30,8 +30,8 @@ def test_one_beat_writes_every_row_and_extends_every_lock_in_one_statement_each(
 def test_a_beat_refuses_the_heartbeat_of_a_run_whose_match_has_a_newer_fencing_token(make_match, lbarriers):
     import uuid
 
-    from lifecycle import rows
     from lifecycle.heartbeat import FENCED
+    from lifecycle.sql import rows
 
     match = make_match()
     old, new = str(uuid.uuid4()), str(uuid.uuid4())

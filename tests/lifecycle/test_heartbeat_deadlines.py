@@ -9,8 +9,8 @@ import psycopg2
 import pytest
 import redis
 
-from lifecycle import rows
 from lifecycle.heartbeat import HeartbeatRegistration, HeartbeatService
+from lifecycle.sql import rows
 from lifecycle.start import run_match_listener
 from lifecycle.stop_watch import StopWatcher
 from models.barriers import Barriers

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from config.errors import FencedWrite
-from lifecycle import rows
+from lifecycle.sql import rows
 from listener.archive import EventArchive, archive_path, read_events, shortcode_for
 from listener.body import ListenerContext
 from listener.exit_codes import ExitCode

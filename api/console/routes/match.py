@@ -18,7 +18,7 @@ from lifecycle.dispatch import request_start
 from lifecycle.match_admin import edit_match, match_archive, match_detail, run_log_tail, under_data_dir
 from lifecycle.match_ref import resolve_match, resolve_match_id
 from lifecycle.start import load_match
-from models.db import database, database_errors
+from models.listener_record import recorded_match_rows
 
 router = APIRouter(include_in_schema=False)
 
@@ -124,15 +124,8 @@ async def save_settings(
 
 def _recorded_matches(data_dir: Any) -> list[dict[str, Any]]:
     """Matches with a listener run whose archive exists: what a clone can replay."""
-    with database_errors():
-        rows = database.execute_sql(
-            "SELECT m.id::text, m.sr_id, l.name, m.title, m.scheduled FROM matches m "
-            "JOIN leagues l ON l.id = m.league_id "
-            "WHERE EXISTS (SELECT 1 FROM match_listener_records r WHERE r.match_id = m.id) "
-            "ORDER BY m.scheduled DESC LIMIT 200"
-        ).fetchall()
     out = []
-    for mid, sr_id, league, title, scheduled in rows:
+    for mid, sr_id, league, title, scheduled in recorded_match_rows(200):
         match = load_match(mid)
         if match_archive(match, data_dir=data_dir).exists():
             out.append({"id": mid, "sr_id": sr_id, "league": league, "title": title, "scheduled": scheduled})

@@ -12,7 +12,8 @@ import uuid
 from collections.abc import Sequence
 
 from config.clock import utcnow
-from models.db import database, database_errors
+from models.boundary import translate_database_errors
+from models.db import database
 from models.match import Match
 
 #: A start message id is ``start-match-listener.{match_id}.{uuid4}`` (dot-separated: both UUIDs
@@ -45,6 +46,7 @@ _STORE_NEW_MESSAGE_IDS = (
 )
 
 
+@translate_database_errors
 def store_new_message_ids(match_ids: Sequence[str]) -> list[str]:
     """Give each of ``match_ids`` a fresh start message id, store them (one UPDATE), return them in order.
 
@@ -56,11 +58,11 @@ def store_new_message_ids(match_ids: Sequence[str]) -> list[str]:
     if not match_ids:
         return []
     suffix = uuid.uuid4()
-    with database_errors():
-        database.execute_sql(_STORE_NEW_MESSAGE_IDS, (MESSAGE_ID_PREFIX, str(suffix), list(match_ids)))
+    database.execute_sql(_STORE_NEW_MESSAGE_IDS, (MESSAGE_ID_PREFIX, str(suffix), list(match_ids)))
     return [new_message_id(m, suffix) for m in match_ids]
 
 
+@translate_database_errors
 def save_message_ids(pairs: Sequence[tuple[str, str]]) -> None:
     """Store each ``(match_id, message_id)`` (one UPDATE).
 
@@ -69,19 +71,18 @@ def save_message_ids(pairs: Sequence[tuple[str, str]]) -> None:
     """
     if not pairs:
         return
-    with database_errors():
-        database.execute_sql(_SAVE_MESSAGE_IDS, ([p[0] for p in pairs], [p[1] for p in pairs]))
+    database.execute_sql(_SAVE_MESSAGE_IDS, ([p[0] for p in pairs], [p[1] for p in pairs]))
 
 
+@translate_database_errors
 def stored_message_ids(match_ids: Sequence[str]) -> dict[str, str | None]:
     """The stored start message id of each of ``match_ids`` (one query)."""
     if not match_ids:
         return {}
-    with database_errors():
-        query = Match.select(Match.id, Match.start_message_id).where(
-            Match.id.in_([uuid.UUID(m) for m in match_ids])
-        )
-        return {str(mid): message_id for mid, message_id in query.tuples()}
+    query = Match.select(Match.id, Match.start_message_id).where(
+        Match.id.in_([uuid.UUID(m) for m in match_ids])
+    )
+    return {str(mid): message_id for mid, message_id in query.tuples()}
 
 
 def stored_message_id(match_id: str) -> str | None:
@@ -89,17 +90,17 @@ def stored_message_id(match_id: str) -> str | None:
     return stored_message_ids([match_id]).get(str(uuid.UUID(match_id)))
 
 
+@translate_database_errors
 def forget_message_id(match_id: str, message_id: str) -> None:
     """Clear the stored message id if it is still ``message_id`` (compare-and-set)."""
-    with database_errors():
-        Match.update(start_message_id=None).where(
-            Match.id == uuid.UUID(match_id), Match.start_message_id == message_id
-        ).execute()
+    Match.update(start_message_id=None).where(
+        Match.id == uuid.UUID(match_id), Match.start_message_id == message_id
+    ).execute()
 
 
+@translate_database_errors
 def stop_dispatch(match_id: str) -> None:
     """Turn the match's auto-dispatch off and forget its stored message id (an operator stop)."""
-    with database_errors():
-        Match.update(auto_dispatch_listener=False, start_message_id=None, updated_at=utcnow()).where(
-            Match.id == uuid.UUID(match_id)
-        ).execute()
+    Match.update(auto_dispatch_listener=False, start_message_id=None, updated_at=utcnow()).where(
+        Match.id == uuid.UUID(match_id)
+    ).execute()

@@ -1,0 +1,113 @@
+"""The listener board's readings (lifecycle.board): one query for the rows, one for the change token.
+
+``ROW_COLUMNS`` is each row's shape, as lifecycle.board reads it. Every function translates its
+driver errors (models.boundary).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from models.boundary import translate_database_errors
+from models.db import database
+
+#: One board row: match id, league, sr_id, status, auto-dispatch; the newest run's id, heartbeat,
+#: end, exit code, reason, host, pid, worker lease; now(); its gap counts; the match's verification.
+ROW_COLUMNS = (
+    "match_id, league, sr_id, status, auto_dispatch, record_id, heartbeat_at, ended_at, exit_code, "
+    "exit_reason, host, pid, worker_lease, now, gaps, gap_seconds, events_backfilled, gaps_unrecovered, "
+    "events_unrecovered, archive_verification, archive_verified_at"
+)
+
+_SELECT = """
+WITH ids AS (
+  {ids}
+)
+SELECT m.id::text, l.name, m.sr_id, m.status, m.auto_dispatch_listener,
+       r.id::text, r.heartbeat_at, r.ended_at, r.exit_code, r.exit_reason, r.host, r.pid,
+       r.worker_lease, now(), r.gaps, r.gap_seconds, r.events_backfilled, r.gaps_unrecovered,
+       r.events_unrecovered, m.archive_verification, m.archive_verified_at
+  FROM ids
+  JOIN matches m ON m.id = ids.id
+  JOIN leagues l ON l.id = m.league_id
+  LEFT JOIN LATERAL (
+    SELECT * FROM match_listener_records x
+     WHERE x.match_id = m.id
+     ORDER BY (x.ended_at IS NULL) DESC, x.created_at DESC
+     LIMIT 1
+  ) r ON TRUE
+"""
+
+_ALL_IDS = """
+  SELECT DISTINCT match_id AS id FROM match_listener_records
+  UNION
+  SELECT unnest(%s::uuid[])
+  UNION
+  SELECT m.id FROM matches m JOIN leagues l ON l.id = m.league_id
+   WHERE NOT m.auto_dispatch_listener AND l.enabled
+     AND (m.status = ANY(%s) OR (m.status = ANY(%s) AND m.scheduled BETWEEN %s AND %s))
+"""
+
+
+#: One cheap reading that changes whenever the full board query could answer differently: every
+#: table's row count and xmin sum (an insert, update or delete changes it), and the set of matches
+#: the dispatch window holds now (time alone moves matches in and out of it).
+_TOKEN = """
+SELECT now(),
+  (SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) FROM match_listener_records),
+  (SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) FROM matches),
+  (SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) FROM leagues),
+  (SELECT count(*) || ':' || coalesce(sum(hashtext(m.id::text)::bigint), 0)
+     FROM matches m JOIN leagues l ON l.id = m.league_id
+    WHERE NOT m.auto_dispatch_listener AND l.enabled
+      AND (m.status = ANY(%s) OR (m.status = ANY(%s)
+           AND m.scheduled BETWEEN now() - make_interval(secs => %s) AND now() + make_interval(secs => %s))))
+"""
+
+
+@translate_database_errors
+def board_row_of_match(match_id: uuid.UUID) -> list[tuple[Any, ...]]:
+    """The board row of match ``match_id`` (empty: no such match)."""
+    return database.execute_sql(_SELECT.format(ids="SELECT %s::uuid AS id"), (match_id,)).fetchall()
+
+
+@translate_database_errors
+def board_rows_of_matches(match_ids: Sequence[str]) -> list[tuple[Any, ...]]:
+    """The board rows of ``match_ids`` (unknown ids left out)."""
+    ids = _SELECT.format(ids="SELECT DISTINCT unnest(%s::uuid[]) AS id")
+    return database.execute_sql(ids, ([str(m) for m in match_ids],)).fetchall()
+
+
+@translate_database_errors
+def board_rows(
+    *,
+    redis_ids: list[str],
+    always: list[str],
+    in_window: list[str],
+    window_from: datetime,
+    window_to: datetime,
+) -> list[tuple[Any, ...]]:
+    """The rows of every match on the board: with a run, with Redis keys (``redis_ids``), or with
+    auto-dispatch off where the dispatcher would start it (``always`` statuses, or ``in_window``
+    ones scheduled between ``window_from`` and ``window_to``)."""
+    params = (redis_ids, always, in_window, window_from, window_to)
+    return database.execute_sql(_SELECT.format(ids=_ALL_IDS), params).fetchall()
+
+
+@translate_database_errors
+def database_now() -> datetime:
+    """PostgreSQL's clock."""
+    return database.execute_sql("SELECT now()").fetchone()[0]
+
+
+@translate_database_errors
+def board_change_token(
+    *, always: list[str], in_window: list[str], max_age_seconds: float, window_seconds: float
+) -> tuple[datetime, tuple[Any, ...]]:
+    """(PostgreSQL's now, the change token): see lifecycle.board.BoardCache."""
+    params = (always, in_window, max_age_seconds, window_seconds)
+    now, *token = database.execute_sql(_TOKEN, params).fetchone()
+    return now, tuple(token)

@@ -1,0 +1,26 @@
+"""The store of a match's archive verification (``matches.archive_verified_at``, ``archive_verification``)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from config.clock import utcnow
+from models import fence
+from models.boundary import translate_database_errors
+from models.db import database
+from models.match import Match
+
+
+@translate_database_errors
+def write_archive_verification(
+    match_id: uuid.UUID, stored: dict[str, Any], *, fence_token: int | None
+) -> bool:
+    """Store ``stored`` as match ``match_id``'s latest archive verification (on a connection of its
+    own), refused once ``fence_token`` is not the match's newest (models.fence); whether it was written."""
+    with database.connection_context():
+        return bool(
+            Match.update(archive_verified_at=utcnow(), archive_verification=stored)
+            .where(Match.id == match_id, fence.is_current(fence_token))
+            .execute()
+        )
