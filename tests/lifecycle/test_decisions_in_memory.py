@@ -22,7 +22,7 @@ from lifecycle import cleanup, dispatch
 from lifecycle.dispatch import StartMessage, _send_all, cycle_collection_paused
 from lifecycle.heartbeat import LOCK_UNREACHABLE, HeartbeatRegistration, HeartbeatService
 from lifecycle.lease import LEASE_EXPIRED, WorkerLease
-from lifecycle.rows import ClosedRow
+from lifecycle.sql.rows import ClosedRow
 from lifecycle.runtime import ListenerServices, worker_shutdown
 from lifecycle.stop_watch import StopRegistration, StopWatcher
 from tests.fakes.barriers import ManualClock, MemoryBarriers
