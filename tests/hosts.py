@@ -27,8 +27,8 @@ Everything is removed at the end, also on failure: the context manager,
 the ``host_network`` fixture (tests/conftest.py) and an atexit hook close the network (its
 processes killed, its proxies stopped, its namespaces deleted; a namespace takes its veth and
 its rules with it). A new network also deletes namespaces ``ko-<pid>-...`` whose creating
-process is gone (a crashed earlier run). Needs root (``require_root``) and iproute2 and
-iptables (scripts/test installs them).
+process is gone (a crashed earlier run). Needs root and iproute2 and iptables
+(``missing_requirements`` says what is missing; scripts/test installs both).
 """
 
 from __future__ import annotations
