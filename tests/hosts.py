@@ -16,12 +16,19 @@ Partitions are real packet drops inside the host's namespace (iptables):
 * ``heal(service)``: the rules go; a black-holed connection carries on where it stopped.
 
 ``service`` is one name of ``SERVICES`` (``database``, ``redis``, ``broker``, ``amqp``, ``feed``),
-several, or ``"all"``. Everything is removed at the end, also on failure: the context manager,
+several, or ``"all"`` (every service the host exposes). ``TestHost.start_worker`` starts a real
+``dramatiq`` worker on the host; every cut is recorded (``cuts``, ``cut_periods``), and a heal of
+a black hole resets at once on the proxy the connections the host closed meanwhile
+(``given_up``). ``HostNetwork.streaming_periods`` turns srsim's ``stream_history`` into the spans
+each host's stream of a match could carry bytes; ``most_concurrent`` gives, per match, the most
+streams at one instant (the "never two streams" check, observed from the feed's side).
+
+Everything is removed at the end, also on failure: the context manager,
 the ``host_network`` fixture (tests/conftest.py) and an atexit hook close the network (its
 processes killed, its proxies stopped, its namespaces deleted; a namespace takes its veth and
 its rules with it). A new network also deletes namespaces ``ko-<pid>-...`` whose creating
-process is gone (a crashed earlier run). Needs root (``require_root``) and iproute2 and
-iptables (scripts/test installs them).
+process is gone (a crashed earlier run). Needs root and iproute2 and iptables
+(``missing_requirements`` says what is missing; scripts/test installs both).
 """
 
 from __future__ import annotations
