@@ -373,6 +373,16 @@ class MemoryBarriers:
     def delete_start_lock_if_token(self, match_id: object, token: str) -> bool:
         return self._compare_and(self.start_lock_key(match_id), token, delete=True)
 
+    @_served
+    def release_fenced_start_lock(self, match_id: object, token: str, lease_id: str) -> bool:
+        with self.mu:
+            if self._value(self.start_lock_key(match_id)) != token:
+                return False
+            if self._live(self.worker_lease_key(lease_id)) is not None:
+                return False
+            self._delete(self.start_lock_key(match_id), self.pending_key(match_id))
+            return True
+
     # -- hand-offs, stop flags, revoked messages ------------------------------------------
 
     @_served

@@ -393,6 +393,19 @@ def test_a_dead_runs_lock_is_deleted_only_with_its_token(store: Store) -> None:
     assert b.delete_start_lock_if_token(m, "dead") is False
 
 
+def test_a_fenced_runs_lock_and_pending_key_go_only_once_its_worker_lease_is_gone(store: Store) -> None:
+    b = store.barriers
+    (m,) = ids(1)
+    b.renew_worker_lease("w1", known_epoch="", new_epoch_id="e1", ttl_seconds=8)
+    b.start_lock(m).acquire(token="run-1")
+    assert b.claim_pending(m)
+    assert b.release_fenced_start_lock(m, "run-1", "w1") is False  # its worker still holds a lease
+    assert b.release_fenced_start_lock(m, "run-2", "gone") is False  # another run's lock
+    assert b.start_lock_holder(m) == "run-1" and b.is_pending(m)
+    assert b.release_fenced_start_lock(m, "run-1", "gone") is True
+    assert b.start_lock_holder(m) is None and not b.is_pending(m)
+
+
 # -- hand-offs, stop flags, revoked messages ------------------------------------------------
 
 

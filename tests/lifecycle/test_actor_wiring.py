@@ -235,13 +235,16 @@ def test_an_operator_stop_names_who_stopped(
     assert sorted(seen) == [("m1", "api:key-1"), ("m2", "operator")]
 
 
-def test_a_sweep_dispatches_again_only_the_matches_it_closed(
+def test_a_sweep_dispatches_again_only_the_matches_it_closed_or_freed(
     stub: StubBroker, worker: dramatiq.Worker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from actors import listeners
 
     swept = iter(
-        [SimpleNamespace(matches=["m1", "m2"], as_dict=dict), SimpleNamespace(matches=[], as_dict=dict)]
+        [
+            SimpleNamespace(matches=["m2", "m1"], locks_released=["m3", "m1"], as_dict=dict),
+            SimpleNamespace(matches=[], locks_released=[], as_dict=dict),
+        ]
     )
     redispatched: list[list[str]] = []
     monkeypatch.setattr(listeners.cleanup, "sweep_stale_match_listeners", lambda **_: next(swept))
@@ -251,7 +254,7 @@ def test_a_sweep_dispatches_again_only_the_matches_it_closed(
     listeners.sweep_stale_match_listeners.send()
     stub.join(QUEUE_DEFAULT, fail_fast=True)
     worker.join()
-    assert redispatched == [["m1", "m2"]]
+    assert redispatched == [["m1", "m2", "m3"]]  # closed rows and fenced runs' freed locks, once each
 
 
 # -- the broker kickoff builds ----------------------------------------------------------------------

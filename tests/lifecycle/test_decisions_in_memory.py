@@ -22,8 +22,8 @@ from lifecycle import cleanup, dispatch
 from lifecycle.dispatch import StartMessage, _send_all, cycle_collection_paused
 from lifecycle.heartbeat import LOCK_UNREACHABLE, HeartbeatRegistration, HeartbeatService
 from lifecycle.lease import LEASE_EXPIRED, WorkerLease
-from lifecycle.sql.rows import ClosedRow
 from lifecycle.runtime import ListenerServices, worker_shutdown
+from lifecycle.sql.rows import ClosedRow
 from lifecycle.stop_watch import StopRegistration, StopWatcher
 from tests.fakes.barriers import ManualClock, MemoryBarriers
 from tests.waiting import wait_for
