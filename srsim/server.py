@@ -32,6 +32,11 @@ listens, so a late or reconnecting listener gets the live position unless it res
 * ``GET /players/nfl`` - the players map (Sleeper's format) from ``players_file``, read anew on
   every request so a test or the demo changes injury statuses by rewriting the file.
 * ``GET /_srsim/sessions`` - every session's position and status (for boards and tests).
+* ``GET /_srsim/connections`` - every stream connection served so far: ``sr_id``, ``via``,
+  ``opened`` and ``closed`` (wall-clock epoch seconds; ``closed`` null while open), oldest first.
+  A path may start with ``/_via/{tag}`` (a client's base URL ``http://host:port/_via/{tag}``):
+  the tag is recorded as the connection's ``via`` (who connected, through any proxy), and the
+  rest of the path is served as usual.
 
 With ``watch_dir`` srsim serves every script file that appears there while it runs (``kickoff sim
 clone`` writes one), each new session's clock starting when it is picked up.
@@ -70,6 +75,7 @@ _STREAM = re.compile(
     r"^/(?P<league>[a-z0-9_-]+)/(?P<access>[a-z0-9_-]+)/stream/(?:[a-z]+/)?events/subscribe$"
 )
 _PUSH = re.compile(r"^/_push/(?P<sr_id>[A-Za-z0-9_.:-]+)$")
+_VIA = re.compile(r"^/_via/(?P<via>[A-Za-z0-9_.-]{1,64})(?P<rest>/.*)$")
 _DAILY = re.compile(
     r"^/(?P<league>[a-z0-9_-]+)/[a-z0-9_-]+/(?:[a-z]+/)?games/(\d{4})/(\d{2})/(\d{2})/schedule\.json$"
 )
@@ -197,6 +203,8 @@ class SimServer:
         self._seen_scripts: set[Path] = set()
         self._drivers: list[asyncio.Task[None]] = []
         self._streams: dict[str, set[asyncio.StreamWriter]] = {}  # open stream connections by sr_id
+        #: Every stream connection served: {"sr_id", "via", "opened", "closed"} (epoch seconds).
+        self.connection_log: list[dict[str, Any]] = []
         self.schedule_requests: list[str] = []  # paths of schedule and league requests served (tests)
         self.pbp_faults: list[str] = []  # one consumed per pbp request (PBP_FAULTS); empty: normal
         self.pbp_requests: Counter[str] = Counter()  # pbp requests served by sr_id (faults included)
@@ -411,10 +419,15 @@ class SimServer:
     ) -> None:
         parts = urlsplit(target)
         path, query = parts.path, parse_qs(parts.query)
+        via = ""
+        if v := _VIA.match(path):
+            via, path = v["via"], v["rest"]
         if method != "GET":
             return await _respond(writer, 405, {"message": "method not allowed"})
         if path == "/_srsim/sessions":
             return await _respond(writer, 200, {"sessions": [s.describe() for s in self.sessions.values()]})
+        if path == "/_srsim/connections":
+            return await _respond(writer, 200, {"connections": list(self.connection_log)})
         if self.api_key is not None and headers.get("x-api-key") != self.api_key:
             return await _respond(writer, 401, {"message": "Invalid Authentication"})
         if m := _STREAM.match(path):
@@ -424,7 +437,7 @@ class SimServer:
                 return await _respond(writer, 404, {"message": f"no such match {sr_id}"})
             resume_id = query.get("resume_id", [""])[0]
             if query.get("format", [""])[0] == "ndjson":
-                location = f"/_push/{sr_id}" + (
+                location = (f"/_via/{via}" if via else "") + f"/_push/{sr_id}" + (
                     f"?resume_id={quote(resume_id, safe='')}" if resume_id else ""
                 )
                 writer.write(
@@ -433,14 +446,19 @@ class SimServer:
                 )
                 return await writer.drain()
             return await self._stream(
-                session, reader, writer, sse=True, resume_id=resume_id or headers.get("last-event-id", "")
+                session,
+                reader,
+                writer,
+                sse=True,
+                resume_id=resume_id or headers.get("last-event-id", ""),
+                via=via,
             )
         if m := _PUSH.match(path):
             session = self.sessions.get(m["sr_id"])
             if session is None:
                 return await _respond(writer, 404, {"message": "no such stream"})
             resume_id = query.get("resume_id", [""])[0]
-            return await self._stream(session, reader, writer, sse=False, resume_id=resume_id)
+            return await self._stream(session, reader, writer, sse=False, resume_id=resume_id, via=via)
         if m := _PBP.match(path):
             return await self._pbp(m["league"], m["sr_id"], writer)
         if path == "/players/nfl":
@@ -510,6 +528,7 @@ class SimServer:
         *,
         sse: bool,
         resume_id: str = "",
+        via: str = "",
     ) -> None:
         sr_id = session.game.sr_id
         idx = replay_until = session.position()
@@ -533,6 +552,8 @@ class SimServer:
         next_hb = time.monotonic() + self.heartbeat
         conns = self._streams.setdefault(sr_id, set())
         conns.add(writer)
+        logged: dict[str, Any] = {"sr_id": sr_id, "via": via, "opened": time.time(), "closed": None}
+        self.connection_log.append(logged)
         # The client closing its side ends the stream at once (not at the next failed write).
         gone: asyncio.Future[bytes] = asyncio.ensure_future(reader.read(1))
         assert self._stopping is not None
@@ -573,6 +594,7 @@ class SimServer:
             if gone.done() and not gone.cancelled():
                 gone.exception()  # retrieved: a reset connection is no error worth a warning
             conns.discard(writer)
+            logged["closed"] = time.time()
 
     async def _pbp(self, league: str, sr_id: str, writer: asyncio.StreamWriter) -> None:
         """The match's play-by-play so far (final versions, deletes left out), or the next fault."""

@@ -1,0 +1,382 @@
+"""The history a chaos run records, and the checker that judges it (pure: no service, no clock).
+
+``bench/chaos.py`` records, in wall-clock epoch seconds of the one machine everything runs on:
+
+* every stream connection srsim served (``Connection``: per match, who connected - the ``via``
+  tag of the worker's base URL, ``/_via/{tag}`` - and when it opened and closed, srsim's side);
+* every lifecycle row as seen by a poll each second (``RowState``; its times are PostgreSQL's);
+* every archive's fencing sidecar and size, polled (``ArchiveSample``), and at the end each
+  archive compared with srsim's whole game (``ArchiveResult``);
+* every fault the nemesis injected (``FaultRecord``: when, on which host, which workers it froze,
+  whether it cut the host's feed by a black hole).
+
+``check(history, bound_seconds=...)`` returns a ``Verdict``: the violations of
+
+* ``two-streams``: two connections of one match open at once for longer than
+  ``OVERLAP_TOLERANCE_SECONDS``, not counting the time either side could not stream (its worker
+  frozen by a pause, until ``FROZEN_GRACE_SECONDS`` after the SIGCONT, or its host's feed
+  black-holed, which swallows every byte, until the heal);
+* ``row-open-beside-successor`` / ``row-written-after-successor`` / ``row-reopened``: a lifecycle
+  row not closed by the time its match's next row was created, one whose heartbeat or close came
+  after that, and a row seen closed and later seen open (or closed again at another time);
+* ``fence-token-decreased`` / ``fence-token-unknown``: an archive's sidecar token going down, or
+  naming no run of the match;
+* ``archive-differs``: an archive that lacks, adds or holds another version of srsim's events,
+  or holds one message twice;
+* ``slow-recovery`` / ``not-recovered``: a stretch without a stream that ended (or was still on at
+  the game's end) more than ``bound_seconds`` after the later of its start and the last fault
+  start or heal before its end.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Two connections of one match may overlap this long (a close crossing the fault proxy's poll).
+OVERLAP_TOLERANCE_SECONDS = 0.5
+#: A resumed worker may keep its frozen connection this long after SIGCONT (it is fenced first).
+FROZEN_GRACE_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Connection:
+    """One stream connection srsim served for match ``sr_id``."""
+
+    sr_id: str
+    via: str  # the worker's tag ("" when it gave none)
+    host: int | None  # the host of ``via``
+    opened: float
+    closed: float | None  # None: still open when recorded
+
+
+@dataclass(frozen=True)
+class RowState:
+    """A lifecycle row (match_listener_records) as one poll saw it."""
+
+    row_id: str
+    sr_id: str
+    created_at: float
+    heartbeat_at: float | None
+    ended_at: float | None
+    fence_token: int | None
+    exit_code: int | None
+    seen_at: float
+
+
+@dataclass(frozen=True)
+class ArchiveSample:
+    """An archive's fencing sidecar token and size at one poll."""
+
+    sr_id: str
+    at: float
+    token: int | None
+    size: int
+
+
+@dataclass(frozen=True)
+class ArchiveResult:
+    """A match's archive against srsim's whole game (event ids)."""
+
+    sr_id: str
+    events: int
+    missing: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+    differing: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.extra or self.differing or self.duplicates)
+
+
+@dataclass(frozen=True)
+class FaultRecord:
+    """A fault as the nemesis injected it: started, healed (== started: instantaneous)."""
+
+    kind: str
+    started: float
+    healed: float
+    host: int | None = None
+    frozen: tuple[str, ...] = ()  # via tags of the workers a pause stopped
+    feed_blackholed: bool = False  # the host's feed was cut by a black hole
+
+
+@dataclass
+class History:
+    """Everything a run recorded; ``started``: every match streamed; ``game_ends``: srsim's last event."""
+
+    started: float
+    game_ends: dict[str, float]
+    connections: list[Connection] = field(default_factory=list)
+    rows: list[RowState] = field(default_factory=list)
+    archive_samples: list[ArchiveSample] = field(default_factory=list)
+    archives: list[ArchiveResult] = field(default_factory=list)
+    faults: list[FaultRecord] = field(default_factory=list)
+
+
+@dataclass
+class Verdict:
+    violations: list[dict[str, Any]]
+    events_missing: int
+    max_takeover_seconds: float
+    max_unstreamed_seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+Interval = tuple[float, float]
+
+
+def _subtract(span: Interval, holes: list[Interval]) -> list[Interval]:
+    """``span`` less every interval of ``holes``."""
+    pieces = [span]
+    for h0, h1 in holes:
+        out = []
+        for a, b in pieces:
+            if h1 <= a or h0 >= b:
+                out.append((a, b))
+                continue
+            if a < h0:
+                out.append((a, h0))
+            if h1 < b:
+                out.append((h1, b))
+        pieces = out
+    return pieces
+
+
+def _union(intervals: list[Interval]) -> list[Interval]:
+    merged: list[Interval] = []
+    for a, b in sorted(intervals):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def _muted(history: History) -> tuple[dict[str, list[Interval]], dict[int, list[Interval]]]:
+    """When each via could not stream (frozen), and when each host's feed swallowed every byte."""
+    frozen: dict[str, list[Interval]] = defaultdict(list)
+    blackholed: dict[int, list[Interval]] = defaultdict(list)
+    for fault in history.faults:
+        for via in fault.frozen:
+            frozen[via].append((fault.started, fault.healed + FROZEN_GRACE_SECONDS))
+        if fault.feed_blackholed and fault.host is not None:
+            blackholed[fault.host].append((fault.started, fault.healed + FROZEN_GRACE_SECONDS))
+    return frozen, blackholed
+
+
+def _live_spans(conn: Connection, end: float, muted: tuple[dict, dict]) -> list[Interval]:
+    """When ``conn`` could deliver events: open, its worker not frozen, its host's feed not black-holed."""
+    frozen, blackholed = muted
+    holes = list(frozen.get(conn.via, []))
+    if conn.host is not None:
+        holes += blackholed.get(conn.host, [])
+    closed = conn.closed if conn.closed is not None else end
+    return _subtract((conn.opened, closed), holes) if closed > conn.opened else []
+
+
+def _end_of(history: History) -> float:
+    return max(history.game_ends.values(), default=history.started)
+
+
+def check_streams(history: History) -> list[dict[str, Any]]:
+    """``two-streams`` violations: per match, overlapping live spans of two connections."""
+    muted = _muted(history)
+    end = _end_of(history)
+    by_match: dict[str, list[Connection]] = defaultdict(list)
+    for conn in history.connections:
+        by_match[conn.sr_id].append(conn)
+    out = []
+    for sr_id, conns in sorted(by_match.items()):
+        spans = [(c, _live_spans(c, end, muted)) for c in sorted(conns, key=lambda c: c.opened)]
+        for i, (a, a_spans) in enumerate(spans):
+            for b, b_spans in spans[i + 1 :]:
+                both = 0.0
+                first = None
+                for a0, a1 in a_spans:
+                    for b0, b1 in b_spans:
+                        lo, hi = max(a0, b0), min(a1, b1)
+                        if hi > lo:
+                            both += hi - lo
+                            first = lo if first is None else min(first, lo)
+                if both > OVERLAP_TOLERANCE_SECONDS:
+                    out.append(
+                        {
+                            "kind": "two-streams",
+                            "sr_id": sr_id,
+                            "vias": [a.via, b.via],
+                            "at": round(first or 0.0, 3),
+                            "seconds": round(both, 3),
+                        }
+                    )
+    return out
+
+
+def check_rows(history: History) -> list[dict[str, Any]]:
+    """Row violations: open beside, or written after, its successor's start; reopened."""
+    seen: dict[str, list[RowState]] = defaultdict(list)
+    for state in sorted(history.rows, key=lambda r: r.seen_at):
+        seen[state.row_id].append(state)
+    out: list[dict[str, Any]] = []
+    for row_id, states in seen.items():
+        closed_at = None
+        for state in states:
+            if closed_at is not None and state.ended_at != closed_at:
+                out.append(
+                    {
+                        "kind": "row-reopened",
+                        "sr_id": state.sr_id,
+                        "row": row_id,
+                        "closed_at": closed_at,
+                        "then": state.ended_at,
+                        "seen_at": state.seen_at,
+                    }
+                )
+                break
+            if state.ended_at is not None:
+                closed_at = state.ended_at
+    last = {row_id: states[-1] for row_id, states in seen.items()}
+    by_match: dict[str, list[RowState]] = defaultdict(list)
+    for state in last.values():
+        by_match[state.sr_id].append(state)
+    for sr_id, rows in sorted(by_match.items()):
+        rows.sort(key=lambda r: r.created_at)
+        for prev, nxt in zip(rows, rows[1:], strict=False):
+            if prev.ended_at is None or prev.ended_at > nxt.created_at:
+                out.append(
+                    {
+                        "kind": "row-open-beside-successor",
+                        "sr_id": sr_id,
+                        "row": prev.row_id,
+                        "successor": nxt.row_id,
+                        "ended_at": prev.ended_at,
+                        "successor_created_at": nxt.created_at,
+                    }
+                )
+            elif prev.heartbeat_at is not None and prev.heartbeat_at > nxt.created_at:
+                out.append(
+                    {
+                        "kind": "row-written-after-successor",
+                        "sr_id": sr_id,
+                        "row": prev.row_id,
+                        "successor": nxt.row_id,
+                        "heartbeat_at": prev.heartbeat_at,
+                        "successor_created_at": nxt.created_at,
+                    }
+                )
+    return out
+
+
+def check_fences(history: History) -> list[dict[str, Any]]:
+    """Each archive's sidecar token never goes down and always names a run of its match."""
+    tokens: dict[str, set[int]] = defaultdict(set)
+    for state in history.rows:
+        if state.fence_token is not None:
+            tokens[state.sr_id].add(state.fence_token)
+    out: list[dict[str, Any]] = []
+    last: dict[str, int] = {}
+    unknown: set[tuple[str, int]] = set()
+    for sample in sorted(history.archive_samples, key=lambda s: s.at):
+        if sample.token is None:
+            continue
+        before = last.get(sample.sr_id)
+        if before is not None and sample.token < before:
+            out.append(
+                {
+                    "kind": "fence-token-decreased",
+                    "sr_id": sample.sr_id,
+                    "from": before,
+                    "to": sample.token,
+                    "at": sample.at,
+                }
+            )
+        last[sample.sr_id] = max(sample.token, before or sample.token)
+        known = tokens.get(sample.sr_id)
+        if known and sample.token not in known and (sample.sr_id, sample.token) not in unknown:
+            unknown.add((sample.sr_id, sample.token))
+            out.append({"kind": "fence-token-unknown", "sr_id": sample.sr_id, "token": sample.token})
+    return out
+
+
+def check_archives(history: History) -> list[dict[str, Any]]:
+    out = []
+    for result in history.archives:
+        if not result.ok:
+            out.append(
+                {
+                    "kind": "archive-differs",
+                    "sr_id": result.sr_id,
+                    "events": result.events,
+                    "missing": len(result.missing),
+                    "extra": len(result.extra),
+                    "differing": len(result.differing),
+                    "duplicates": len(result.duplicates),
+                    "first_missing": result.missing[:5],
+                }
+            )
+    return out
+
+
+def unstreamed(history: History) -> dict[str, list[Interval]]:
+    """Per match, the stretches from ``started`` to its game's end when no connection could stream."""
+    muted = _muted(history)
+    end = _end_of(history)
+    by_match: dict[str, list[Interval]] = defaultdict(list)
+    for conn in history.connections:
+        by_match[conn.sr_id] += _live_spans(conn, end, muted)
+    out = {}
+    for sr_id, game_end in history.game_ends.items():
+        live = _union(by_match.get(sr_id, []))
+        out[sr_id] = [g for g in _subtract((history.started, game_end), live) if g[1] > g[0]]
+    return out
+
+
+def check_recovery(history: History, *, bound_seconds: float) -> tuple[list[dict[str, Any]], float, float]:
+    """Recovery violations, the worst takeover (seconds from the last fault start or heal, or the
+    gap's start, to streaming again) and the longest stretch without a stream."""
+    moments = sorted({f.started for f in history.faults} | {f.healed for f in history.faults})
+    out = []
+    worst_takeover = worst_gap = 0.0
+    for sr_id, gaps in sorted(unstreamed(history).items()):
+        game_end = history.game_ends[sr_id]
+        for g0, g1 in gaps:
+            since = max([g0, *(m for m in moments if m <= g1)])
+            takeover = g1 - since
+            worst_gap = max(worst_gap, g1 - g0)
+            still_out = g1 >= game_end
+            worst_takeover = max(worst_takeover, takeover)
+            if takeover > bound_seconds:
+                out.append(
+                    {
+                        "kind": "not-recovered" if still_out else "slow-recovery",
+                        "sr_id": sr_id,
+                        "from": round(g0, 3),
+                        "to": round(g1, 3),
+                        "since_last_fault": round(since, 3),
+                        "seconds": round(takeover, 3),
+                    }
+                )
+    return out, worst_takeover, worst_gap
+
+
+def check(history: History, *, bound_seconds: float) -> Verdict:
+    """Every check over ``history``; ``bound_seconds``: the takeover bound after a fault or a heal."""
+    recovery, takeover, gap = check_recovery(history, bound_seconds=bound_seconds)
+    violations = (
+        check_streams(history)
+        + check_rows(history)
+        + check_fences(history)
+        + check_archives(history)
+        + recovery
+    )
+    return Verdict(
+        violations=violations,
+        events_missing=sum(len(a.missing) for a in history.archives),
+        max_takeover_seconds=round(takeover, 2),
+        max_unstreamed_seconds=round(gap, 2),
+    )
