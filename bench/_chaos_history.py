@@ -30,6 +30,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -246,7 +247,7 @@ def check_rows(history: History) -> list[dict[str, Any]]:
         by_match[state.sr_id].append(state)
     for sr_id, rows in sorted(by_match.items()):
         rows.sort(key=lambda r: r.created_at)
-        for prev, nxt in zip(rows, rows[1:], strict=False):
+        for prev, nxt in itertools.pairwise(rows):
             if prev.ended_at is None or prev.ended_at > nxt.created_at:
                 out.append(
                     {

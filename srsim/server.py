@@ -437,8 +437,10 @@ class SimServer:
                 return await _respond(writer, 404, {"message": f"no such match {sr_id}"})
             resume_id = query.get("resume_id", [""])[0]
             if query.get("format", [""])[0] == "ndjson":
-                location = (f"/_via/{via}" if via else "") + f"/_push/{sr_id}" + (
-                    f"?resume_id={quote(resume_id, safe='')}" if resume_id else ""
+                location = (
+                    (f"/_via/{via}" if via else "")
+                    + f"/_push/{sr_id}"
+                    + (f"?resume_id={quote(resume_id, safe='')}" if resume_id else "")
                 )
                 writer.write(
                     f"HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\n"

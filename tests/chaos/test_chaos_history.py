@@ -1,4 +1,4 @@
-"""The chaos run's checker (bench/_chaos_history.py) on synthetic histories: a clean one, then each violation."""
+"""The chaos run's checker (bench/_chaos_history.py) on synthetic histories: clean, then each violation."""
 
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from bench._chaos_schedule import FAULT_KINDS, PARTITION_SERVICES, WORKER_KINDS, counts, plan
@@ -17,7 +19,7 @@ def test_a_ten_minute_schedule_holds_every_kind_and_overlapping_faults():
     faults = plan(1, minutes=10, hosts=3)
     assert all(counts(faults)[kind] for kind in FAULT_KINDS), counts(faults)
     assert [f.at for f in faults] == sorted(f.at for f in faults)
-    overlapping = [a for a, b in zip(faults, faults[1:], strict=False) if b.at < a.heals_at]
+    overlapping = [a for a, b in itertools.pairwise(faults) if b.at < a.heals_at]
     assert overlapping
 
 
