@@ -33,14 +33,16 @@ def services() -> ListenerServices:
     """The process's listener services; their shutdown hook is registered with the broker.
 
     They hold the process's worker lease, and their reaper thread restarts at once the matches
-    of listener workers whose lease is gone; a shutdown hands this process's runs over to
+    of listener workers whose lease is gone (also those whose run closed its row but could not
+    release its start lock: a worker cut from Redis); a shutdown hands this process's runs over to
     successor starts queued for other workers (lifecycle.runtime ``shutdown_all``).
     """
     rt = current()
 
     def reap() -> list[str]:
         closed = cleanup.reap_dead_workers(settings=rt.settings, barriers=rt.barriers)
-        return sorted({row.match_id for row in closed})
+        freed = cleanup.release_locks_of_fenced_runs(settings=rt.settings, barriers=rt.barriers)
+        return sorted({row.match_id for row in closed} | set(freed))
 
     def redispatch(match_ids: list[str]) -> None:
         dispatch.dispatch_matches(
@@ -203,10 +205,9 @@ def sweep_stale_match_listeners(heartbeat_stale_seconds: float | None = None) ->
         barriers=rt.barriers,
         send_backfill=send_backfill,
     )
-    if result.matches:
-        dispatch.dispatch_matches(
-            result.matches, settings=rt.settings, barriers=rt.barriers, send_batch=send_starts
-        )
+    again = sorted(set(result.matches) | set(result.locks_released))
+    if again:
+        dispatch.dispatch_matches(again, settings=rt.settings, barriers=rt.barriers, send_batch=send_starts)
     return result.as_dict()
 
 

@@ -85,6 +85,58 @@ def reap_dead_workers(
     return closed
 
 
+def release_locks_of_fenced_runs(
+    *,
+    settings: MatchListenerEnvironment,
+    barriers: Barriers,
+    aside: list[SetAside] | None = None,
+) -> list[str]:
+    """Free the start lock (and pending key) a closed row still holds once its worker lease is gone.
+
+    A run cut from Redis (PostgreSQL still reachable) fences itself when its lease can no longer
+    be renewed and closes its own row (16, ``worker lease expired``), but it cannot release its
+    start lock or clear its pending key: nobody could start the match again until the lock's TTL
+    (the stale threshold) and then the sweep's ``reclaim_stale_pending``. A lease key that is gone
+    proves its run may write nothing more (lifecycle.lease), so such a lock and pending key are
+    deleted at once, by one script that checks both again (``Barriers.release_fenced_start_lock``:
+    never a live run's lock). Only rows closed within the stale threshold are read (a lock lives
+    no longer), and nothing is judged until Redis's data epoch is older than one lease plus one
+    renewal, as in ``reap_dead_workers``. Returns the matches freed (to be dispatched again); a
+    row whose keys cannot be handled is set aside (``aside``) and the others go on.
+    """
+    closed = rows.recently_closed_leased_rows(within_seconds=settings.listener_heartbeat_stale_seconds)
+    if not closed:
+        return []
+    holders = barriers.start_lock_holders(sorted({match_id for _, match_id, _ in closed}))
+    holding = [(rid, mid, lease) for rid, mid, lease in closed if holders.get(mid) == rid]
+    if not holding:
+        return []
+    alive, epoch_age = barriers.live_worker_leases(lease for _, _, lease in holding)
+    if epoch_age is None or epoch_age < settings.listener_worker_lease_seconds * 1.25 + 1:
+        return []
+    freed: set[str] = set()
+    for record_id, match_id, lease in holding:
+        if lease in alive:
+            continue
+        with setting_aside(
+            aside,
+            loop=LOOP,
+            item=f"match {match_id} row {record_id}",
+            step="release_fenced_lock",
+            match_id=match_id,
+            record_id=record_id,
+        ):
+            if barriers.release_fenced_start_lock(match_id, record_id, lease):
+                logger.warning(
+                    "match %s: released the start lock and pending key of run %s (closed, its worker"
+                    " lease expired)",
+                    match_id,
+                    record_id,
+                )
+                freed.add(match_id)
+    return sorted(freed)
+
+
 def _releasing_lock_of(row: rows.ClosedRow, aside: list[SetAside] | None) -> AbstractContextManager[None]:
     """The sweep's step of releasing one dead row's start lock, set aside on its own when it fails."""
     return setting_aside(
@@ -209,6 +261,7 @@ class SweepResult:
     matches: list[str] = field(default_factory=list)  # matches with abandoned rows
     barriers_cleared: list[str] = field(default_factory=list)  # matches whose barriers were cleared
     pending_reclaimed: list[str] = field(default_factory=list)  # pending keys no start could clear
+    locks_released: list[str] = field(default_factory=list)  # matches freed from a fenced run's lock
     backfills: list[str] = field(default_factory=list)  # matches whose archive backfill was enqueued
     set_aside: list[SetAside] = field(default_factory=list)  # items left as they are, with their reason
 
@@ -262,8 +315,10 @@ def sweep_stale_match_listeners(
     """Abandon (14) dead runs under the sweep lock; clear the barriers of their matches.
 
     A run is dead when its worker lease is gone (``reap_dead_workers``) or its heartbeat is older
-    than the stale threshold. ``heartbeat_stale_seconds`` overrides that threshold (0 closes
-    every open row, healthy or not: an operator's last resort, never needed after a deploy).
+    than the stale threshold; a closed run whose lease is gone no longer holds its start lock
+    (``release_locks_of_fenced_runs``: those matches are in ``locks_released``).
+    ``heartbeat_stale_seconds`` overrides that threshold (0 closes every open row, healthy or
+    not: an operator's last resort, never needed after a deploy).
     ``send_backfill`` (the backfill_match_archive actor's send): called once, after its rows are
     closed, for each match whose game is over and that has no open row left; None sends none.
 
@@ -283,6 +338,7 @@ def sweep_stale_match_listeners(
     aside: list[SetAside] = []
     reaped: list[rows.ClosedRow] = []
     reclaimed: list[str] = []
+    released: list[str] = []
     try:
         with setting_aside(aside, loop=LOOP, item="worker leases", step="judge_worker_leases"):
             reaped = reap_dead_workers(settings=settings, barriers=barriers, aside=aside)
@@ -290,6 +346,8 @@ def sweep_stale_match_listeners(
         cleared = after_abandon(closed, settings=settings, barriers=barriers, aside=aside)
         cleared |= _clear_barriers_of_dead(reaped, barriers=barriers, aside=aside)
         closed = reaped + closed
+        with setting_aside(aside, loop=LOOP, item="fenced runs' locks", step="judge_fenced_locks"):
+            released = release_locks_of_fenced_runs(settings=settings, barriers=barriers, aside=aside)
         with setting_aside(aside, loop=LOOP, item="pending keys", step="reclaim_pending"):
             reclaimed = reclaim_stale_pending(barriers=barriers)
     finally:
@@ -305,6 +363,7 @@ def sweep_stale_match_listeners(
         matches=sorted({r.match_id for r in closed}),
         barriers_cleared=sorted(cleared),
         pending_reclaimed=sorted(reclaimed),
+        locks_released=released,
         backfills=backfills,
         set_aside=aside,
     )

@@ -172,6 +172,18 @@ def open_worker_leases(match_ids: Iterable[str] | None = None) -> set[str]:
         return {lease for (lease,) in R.select(R.worker_lease).where(cond).distinct().tuples()}
 
 
+def recently_closed_leased_rows(*, within_seconds: float) -> list[tuple[str, str, str]]:
+    """``(record id, match id, worker lease)`` of rows closed within ``within_seconds`` under a lease.
+
+    One range read of a partial index (migration 0020): the rows whose start lock may still be
+    held by their token after they closed (a run that could not reach Redis to release it).
+    """
+    cond = R.ended_at.is_null(False) & (R.ended_at >= db_ago(within_seconds)) & R.worker_lease.is_null(False)
+    with database_errors():
+        query = R.select(R.id, R.match, R.worker_lease).where(cond).tuples()
+        return [(str(rid), str(mid), str(lease)) for rid, mid, lease in query]
+
+
 def abandon_rows_of_dead_workers(
     lease_ids: Iterable[str], *, match_ids: Iterable[str] | None = None
 ) -> list[ClosedRow]:

@@ -124,6 +124,18 @@ return 0
 """
 
 
+# KEYS[1]: lock key, KEYS[2]: the lease key of the run holding it, KEYS[3]: the pending key;
+# ARGV[1]: the run's token. Deletes the lock and the pending key only while the lock still holds
+# the token and the lease is gone (the run fenced itself and cannot write any more): no live
+# run's lock, and no pending key a later start claimed under a lock of its own, is touched.
+_RELEASE_FENCED = """
+if redis.call('get', KEYS[1]) == ARGV[1] and redis.call('exists', KEYS[2]) == 0 then
+  redis.call('del', KEYS[1], KEYS[3])
+  return 1
+end
+return 0
+"""
+
 #: Connections one client keeps at most; a thread that finds them all in use waits (up to the
 #: socket timeout) instead of failing, as redis-py's default pool (100, then "Too many connections")
 #: would when a thousand listener threads of one process end, or hand off, at once.
@@ -513,6 +525,17 @@ class Barriers:
     def delete_start_lock_if_token(self, match_id: object, token: str) -> bool:
         """Delete a match's start lock only if ``token`` (a dead run's row id) still holds it."""
         return bool(self._script(_DELETE_IF_TOKEN)(keys=[self.start_lock_key(match_id)], args=[token]))
+
+    @_redis_errors
+    def release_fenced_start_lock(self, match_id: object, token: str, lease_id: str) -> bool:
+        """Delete a match's start lock and pending key if ``token`` holds the lock and ``lease_id`` is gone.
+
+        One script (``_RELEASE_FENCED``): the run of ``token`` fenced itself (its worker lease
+        expired) but could not release its lock, so no start of the match could run until the
+        lock's TTL. True when both were deleted.
+        """
+        keys = [self.start_lock_key(match_id), self.worker_lease_key(lease_id), self.pending_key(match_id)]
+        return bool(self._script(_RELEASE_FENCED)(keys=keys, args=[token]))
 
     # -- stop flags and revoked messages -------------------------------------------
 

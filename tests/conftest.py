@@ -226,6 +226,21 @@ def make_match(db: str) -> Callable[..., object]:
 
 
 @pytest.fixture
+def host_network() -> Iterator[Any]:
+    """A ``tests.hosts.HostNetwork`` (test hosts on network namespaces), removed after the test.
+
+    Skipped only when not root (namespaces and iptables need it); a missing ``ip`` or
+    ``iptables`` as root fails the test (scripts/test installs them).
+    """
+    from tests.hosts import HostNetwork
+
+    if os.geteuid() != 0:
+        pytest.skip("test hosts need root (network namespaces, veth pairs, iptables)")
+    with HostNetwork() as network:
+        yield network
+
+
+@pytest.fixture
 def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
@@ -234,7 +249,7 @@ def repo_root() -> Path:
 SERVICE_FIXTURES = frozenset({"migrated_database", "amqp_vhost", "redis_client", "subprocess_env"})
 #: Marks of tests that need a service (or start processes that do) or an installed tool: never in
 #: the unit tier.
-SERVICE_MARKS = frozenset({"services", "e2e", "outage", "browser", "amqp", "tools"})
+SERVICE_MARKS = frozenset({"services", "e2e", "outage", "browser", "amqp", "tools", "partition"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,6 +1,7 @@
 """A TCP fault proxy for tests: put it between kickoff and a shared service, then break the link.
 
-The proxy listens on 127.0.0.1 (``port``) and forwards every connection to ``target``. Point the
+The proxy listens on 127.0.0.1 (or ``host``: a test host's veth address, tests/hosts.py) on
+``port`` and forwards every connection to ``target``. Point the
 code under test at the proxy's port (``url_via``), never stop the shared service itself, and
 switch modes while the test runs:
 
@@ -77,7 +78,7 @@ class _Link:
                 _close(self.upstream, reset=True)
 
 
-def stable_port() -> int:
+def stable_port(host: str = "127.0.0.1") -> int:
     """A free port below the kernel's ephemeral range (32768 and up on Linux).
 
     The proxy closes its listening socket to refuse connections and binds the same port again
@@ -89,7 +90,7 @@ def stable_port() -> int:
         port = rng.randrange(20000, 32000)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             try:
-                probe.bind(("127.0.0.1", port))
+                probe.bind((host, port))
             except OSError:
                 continue
         return port
@@ -97,10 +98,18 @@ def stable_port() -> int:
 
 
 class FaultProxy:
-    """Forward 127.0.0.1:``port`` to ``target``; refuse, black-hole or cut connections on demand."""
+    """Forward ``host``:``port`` to ``target``; refuse, black-hole or cut connections on demand."""
 
-    def __init__(self, target: tuple[str, int], *, port: int = 0, connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        target: tuple[str, int],
+        *,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        connect_timeout: float = 5.0,
+    ) -> None:
         self.target = target
+        self.host = host  # the address it listens on: loopback, or a test host's veth address
         self.connect_timeout = connect_timeout
         self._port = port
         self._mode = Mode.FORWARD
@@ -152,7 +161,8 @@ class FaultProxy:
         """``url`` with its host and port replaced by the proxy's (user, path and query kept)."""
         parts = urlsplit(url)
         userinfo = parts.netloc.rpartition("@")[0]
-        netloc = f"{userinfo}@127.0.0.1:{self._port}" if userinfo else f"127.0.0.1:{self._port}"
+        address = f"{self.host}:{self._port}"
+        netloc = f"{userinfo}@{address}" if userinfo else address
         return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
     # -- modes ------------------------------------------------------------------------
@@ -242,10 +252,10 @@ class FaultProxy:
             if self._listener is not None:
                 return
             if self._port == 0:
-                self._port = stable_port()
+                self._port = stable_port(self.host)
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(("127.0.0.1", self._port))
+            sock.bind((self.host, self._port))
             sock.listen(128)
             sock.setblocking(False)
             self._port = sock.getsockname()[1]

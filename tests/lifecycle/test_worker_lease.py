@@ -10,7 +10,12 @@ import pytest
 
 from config import clock
 from config.settings import MatchListenerEnvironment
-from lifecycle.cleanup import reap_dead_workers, stop_match_listener, sweep_stale_match_listeners
+from lifecycle.cleanup import (
+    reap_dead_workers,
+    release_locks_of_fenced_runs,
+    stop_match_listener,
+    sweep_stale_match_listeners,
+)
 from lifecycle.heartbeat import HeartbeatRegistration, HeartbeatService
 from lifecycle.lease import LEASE_EXPIRED, WorkerLease
 from lifecycle.runtime import ListenerServices
@@ -91,6 +96,47 @@ def test_the_reaper_abandons_a_dead_workers_row_frees_its_lock_and_barriers(make
     assert row.exit_code == 14 and row.exit_reason == "worker lease expired"
     assert not lbarriers.start_lock(match.id).locked()
     assert not lbarriers.is_pending(match.id) and lbarriers.attempts(match.id) == 0
+
+
+def _fenced_row(match, lease_id: str, barriers) -> str:
+    """A run that closed its own row (16, lease expired) but could not release its lock or pending key."""
+    record_id = _leased_row(match, lease_id)
+    MatchListenerRecord.update(ended_at=clock.utcnow(), exit_code=16, exit_reason=LEASE_EXPIRED).where(
+        MatchListenerRecord.id == record_id
+    ).execute()
+    barriers.start_lock(match.id).acquire(record_id)
+    barriers.claim_pending(match.id)
+    return record_id
+
+
+def test_the_reaper_frees_the_lock_and_pending_key_a_fenced_run_closed_its_row_without(
+    make_match, lsettings, lbarriers
+):
+    fenced, alive, taken = (make_match(status="inprogress") for _ in range(3))
+    _fenced_row(fenced, "a-fenced-worker", lbarriers)
+    lease = WorkerLease(barriers=lbarriers, ttl_seconds=30, fence_margin_seconds=1)
+    _fenced_row(alive, lease.renew().lease_id, lbarriers)  # closed, but its process still lives
+    gone = _fenced_row(taken, "another-fenced-worker", lbarriers)
+    lbarriers.start_lock(taken.id).adopt(gone).release()  # a later run took the lock meanwhile
+    lbarriers.start_lock(taken.id).acquire("a-later-run")
+    _epoch_aged(lbarriers, 1)
+    assert release_locks_of_fenced_runs(settings=lsettings, barriers=lbarriers) == []  # epoch too young
+    _epoch_aged(lbarriers, 3600)
+    assert reap_dead_workers(settings=lsettings, barriers=lbarriers) == []  # no open row to abandon
+    assert release_locks_of_fenced_runs(settings=lsettings, barriers=lbarriers) == [str(fenced.id)]
+    assert not lbarriers.start_lock(fenced.id).locked() and not lbarriers.is_pending(fenced.id)
+    assert lbarriers.start_lock(alive.id).locked() and lbarriers.is_pending(alive.id)
+    assert lbarriers.start_lock_holder(taken.id) == "a-later-run" and lbarriers.is_pending(taken.id)
+    assert release_locks_of_fenced_runs(settings=lsettings, barriers=lbarriers) == []
+
+
+def test_a_sweep_frees_a_fenced_runs_lock_too(make_match, lsettings, lbarriers):
+    match = make_match(status="inprogress")
+    _fenced_row(match, "a-fenced-worker", lbarriers)
+    _epoch_aged(lbarriers, 3600)
+    result = sweep_stale_match_listeners(settings=lsettings, barriers=lbarriers)
+    assert result.locks_released == [str(match.id)] and result.abandoned == 0
+    assert not lbarriers.start_lock(match.id).locked() and not lbarriers.is_pending(match.id)
 
 
 def test_the_reaper_judges_nothing_until_every_live_worker_could_recreate_its_lease(
