@@ -13,9 +13,11 @@
 ``check(history, bound_seconds=...)`` returns a ``Verdict``: the violations of
 
 * ``two-streams``: two connections of one match open at once for longer than
-  ``OVERLAP_TOLERANCE_SECONDS``, not counting the time either side could not stream (its worker
-  frozen by a pause, until ``FROZEN_GRACE_SECONDS`` after the SIGCONT, or its host's feed
-  black-holed, which swallows every byte, until the heal);
+  ``OVERLAP_TOLERANCE_SECONDS``, not counting the time either side could not stream: its worker
+  frozen by a pause (until ``FROZEN_GRACE_SECONDS`` after the SIGCONT), or its host's feed
+  black-holed (packets dropped both ways), until the close its client sent into the black hole
+  can have reached srsim: TCP retransmits it at the next backoff step after the heal, up to the
+  cut's length later (``blackhole_close_seconds``);
 * ``row-open-beside-successor`` / ``row-written-after-successor`` / ``row-reopened``: a lifecycle
   row not closed by the time its match's next row was created, one whose heartbeat or close came
   after that, and a row seen closed and later seen open (or closed again at another time);
@@ -39,6 +41,13 @@ from typing import Any
 OVERLAP_TOLERANCE_SECONDS = 0.5
 #: A resumed worker may keep its frozen connection this long after SIGCONT (it is fenced first).
 FROZEN_GRACE_SECONDS = 2.0
+
+
+def blackhole_close_seconds(cut_seconds: float) -> float:
+    """After a black hole of ``cut_seconds`` heals, how long a close sent into it may take to reach
+    srsim: TCP's retransmission backoff doubles from 0.2 s, so its next step comes up to about the
+    time already waited (at most 30 s here), plus the proxy's poll."""
+    return min(cut_seconds, 30.0) + FROZEN_GRACE_SECONDS
 
 
 @dataclass(frozen=True)
@@ -159,15 +168,17 @@ def _union(intervals: list[Interval]) -> list[Interval]:
     return merged
 
 
-def _muted(history: History) -> tuple[dict[str, list[Interval]], dict[int, list[Interval]]]:
-    """When each via could not stream (frozen), and when each host's feed swallowed every byte."""
+def _muted(history: History, *, closing: bool) -> tuple[dict[str, list[Interval]], dict[int, list[Interval]]]:
+    """When each via could not stream (frozen), and when each host's feed swallowed every byte;
+    ``closing``: extended by the time a close may take to reach srsim after the heal."""
     frozen: dict[str, list[Interval]] = defaultdict(list)
     blackholed: dict[int, list[Interval]] = defaultdict(list)
     for fault in history.faults:
         for via in fault.frozen:
-            frozen[via].append((fault.started, fault.healed + FROZEN_GRACE_SECONDS))
+            frozen[via].append((fault.started, fault.healed + (FROZEN_GRACE_SECONDS if closing else 0.0)))
         if fault.feed_blackholed and fault.host is not None:
-            blackholed[fault.host].append((fault.started, fault.healed + FROZEN_GRACE_SECONDS))
+            grace = blackhole_close_seconds(fault.healed - fault.started) if closing else 0.0
+            blackholed[fault.host].append((fault.started, fault.healed + grace))
     return frozen, blackholed
 
 
@@ -187,7 +198,7 @@ def _end_of(history: History) -> float:
 
 def check_streams(history: History) -> list[dict[str, Any]]:
     """``two-streams`` violations: per match, overlapping live spans of two connections."""
-    muted = _muted(history)
+    muted = _muted(history, closing=True)
     end = _end_of(history)
     by_match: dict[str, list[Connection]] = defaultdict(list)
     for conn in history.connections:
@@ -325,7 +336,7 @@ def check_archives(history: History) -> list[dict[str, Any]]:
 
 def unstreamed(history: History) -> dict[str, list[Interval]]:
     """Per match, the stretches from ``started`` to its game's end when no connection could stream."""
-    muted = _muted(history)
+    muted = _muted(history, closing=False)
     end = _end_of(history)
     by_match: dict[str, list[Interval]] = defaultdict(list)
     for conn in history.connections:

@@ -29,9 +29,9 @@ FAULT_KINDS = (
 #: The services each partition cuts a host from (the harness's names).
 PARTITION_SERVICES = {
     "partition-redis": ("redis",),
-    "partition-postgres": ("postgres",),
+    "partition-postgres": ("database",),
     "partition-feed": ("feed",),
-    "partition-all": ("redis", "postgres", "broker", "feed"),
+    "partition-all": ("redis", "database", "broker", "feed"),
 }
 #: How a partition cuts: packets dropped with connections left open, or connections refused.
 PARTITION_MODES = ("blackhole", "refuse")
