@@ -26,8 +26,9 @@
 * ``archive-differs``: an archive that lacks, adds or holds another version of srsim's events,
   or holds one message twice;
 * ``slow-recovery`` / ``not-recovered``: a stretch without a stream that ended (or was still on at
-  the game's end) more than ``bound_seconds`` after the later of its start and the last fault
-  start or heal before its end.
+  the game's end) more than ``bound_seconds`` after the heal of the faults that caused it (on the
+  host that streamed the match, or a Redis restart), not counting the time when every host had a
+  fault on or just healed (``check_recovery``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,13 @@ from typing import Any
 OVERLAP_TOLERANCE_SECONDS = 0.5
 #: A resumed worker may keep its frozen connection this long after SIGCONT (it is fenced first).
 FROZEN_GRACE_SECONDS = 2.0
+
+
+#: After a fault heals, its host may need this long before it can take matches over (a restarted
+#: worker boots; after a Redis restart the reaper judges no lease for a lease and a renewal).
+SETTLE_SECONDS = 12.0
+#: A stream may end this long after the fault that ended it started (a kill's socket close).
+CAUSE_LAG_SECONDS = 1.0
 
 
 def blackhole_close_seconds(cut_seconds: float) -> float:
@@ -124,6 +132,7 @@ class History:
     archive_samples: list[ArchiveSample] = field(default_factory=list)
     archives: list[ArchiveResult] = field(default_factory=list)
     faults: list[FaultRecord] = field(default_factory=list)
+    hosts: int = 0  # test hosts (0: those the faults and connections name)
 
 
 @dataclass
@@ -132,6 +141,7 @@ class Verdict:
     events_missing: int
     max_takeover_seconds: float
     max_unstreamed_seconds: float
+    max_takeover_by_fault: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -334,6 +344,16 @@ def check_archives(history: History) -> list[dict[str, Any]]:
     return out
 
 
+def _holders(history: History) -> dict[str, list[tuple[float, int | None]]]:
+    """Per match, the end of each live span with the host that streamed it."""
+    muted = _muted(history, closing=False)
+    end = _end_of(history)
+    out: dict[str, list[tuple[float, int | None]]] = defaultdict(list)
+    for conn in history.connections:
+        out[conn.sr_id] += [(b, conn.host) for _, b in _live_spans(conn, end, muted)]
+    return out
+
+
 def unstreamed(history: History) -> dict[str, list[Interval]]:
     """Per match, the stretches from ``started`` to its game's end when no connection could stream."""
     muted = _muted(history, closing=False)
@@ -348,37 +368,90 @@ def unstreamed(history: History) -> dict[str, list[Interval]]:
     return out
 
 
-def check_recovery(history: History, *, bound_seconds: float) -> tuple[list[dict[str, Any]], float, float]:
-    """Recovery violations, the worst takeover (seconds from the last fault start or heal, or the
-    gap's start, to streaming again) and the longest stretch without a stream."""
-    moments = sorted({f.started for f in history.faults} | {f.healed for f in history.faults})
+def _all_impaired(history: History) -> list[Interval]:
+    """When no host could take a match over: every host had a fault on, or healed less than
+    ``SETTLE_SECONDS`` ago (a global fault - a Redis restart - counts on every host)."""
+    hosts = sorted(
+        {f.host for f in history.faults if f.host is not None}
+        | {c.host for c in history.connections if c.host is not None}
+    )
+    if history.hosts:
+        hosts = list(range(history.hosts))
+    if not hosts:
+        return []
+    impaired: dict[int, list[Interval]] = {h: [] for h in hosts}
+    for fault in history.faults:
+        span = (fault.started, fault.healed + SETTLE_SECONDS)
+        for host in hosts if fault.host is None else [fault.host]:
+            impaired.setdefault(host, []).append(span)
+    common = _union(impaired[hosts[0]])
+    for host in hosts[1:]:
+        theirs = _union(impaired[host])
+        common = [
+            (max(a0, b0), min(a1, b1)) for a0, a1 in common for b0, b1 in theirs if min(a1, b1) > max(a0, b0)
+        ]
+    return common
+
+
+def _capable_seconds(span: Interval, all_impaired: list[Interval]) -> float:
+    return sum(b - a for a, b in _subtract(span, all_impaired))
+
+
+def check_recovery(
+    history: History, *, bound_seconds: float
+) -> tuple[list[dict[str, Any]], float, float, dict[str, float]]:
+    """Recovery violations, the worst takeover, the longest stretch without a stream, and the worst
+    takeover per kind of the fault that caused it (``none``: no fault did).
+
+    A stretch without a stream of a match starting at ``g0`` is caused by the faults on the host
+    that streamed it until then (or on no host: a Redis restart) that were on at ``g0`` or healed
+    less than ``SETTLE_SECONDS`` before; its takeover is the time from the last of their heals (or
+    ``g0``) until the match streams again, less the time when no host at all could take it over
+    (``_all_impaired``). A fault on another host does not excuse it.
+    """
+    all_impaired = _all_impaired(history)
+    holders = _holders(history)
     out = []
     worst_takeover = worst_gap = 0.0
+    by_kind: dict[str, float] = {}
     for sr_id, gaps in sorted(unstreamed(history).items()):
         game_end = history.game_ends[sr_id]
         for g0, g1 in gaps:
-            since = max([g0, *(m for m in moments if m <= g1)])
-            takeover = g1 - since
             worst_gap = max(worst_gap, g1 - g0)
-            still_out = g1 >= game_end
+            ended = [host for end, host in holders.get(sr_id, []) if abs(end - g0) < 0.01]
+            holder = ended[0] if ended else None
+            causes = [
+                f
+                for f in history.faults
+                if (f.host is None or holder is None or f.host == holder)
+                and f.started <= g0 + CAUSE_LAG_SECONDS
+                and f.healed + SETTLE_SECONDS >= g0
+            ]
+            cause = max(causes, key=lambda f: f.healed, default=None)
+            since = max(g0, cause.healed) if cause is not None else g0
+            takeover = _capable_seconds((since, g1), all_impaired) if g1 > since else 0.0
+            kind = cause.kind if cause is not None else "none"
+            by_kind[kind] = round(max(by_kind.get(kind, 0.0), takeover), 2)
             worst_takeover = max(worst_takeover, takeover)
             if takeover > bound_seconds:
                 out.append(
                     {
-                        "kind": "not-recovered" if still_out else "slow-recovery",
+                        "kind": "not-recovered" if g1 >= game_end else "slow-recovery",
                         "sr_id": sr_id,
                         "from": round(g0, 3),
                         "to": round(g1, 3),
-                        "since_last_fault": round(since, 3),
+                        "host": holder,
+                        "cause": kind,
+                        "cause_healed": None if cause is None else round(cause.healed, 3),
                         "seconds": round(takeover, 3),
                     }
                 )
-    return out, worst_takeover, worst_gap
+    return out, worst_takeover, worst_gap, by_kind
 
 
 def check(history: History, *, bound_seconds: float) -> Verdict:
     """Every check over ``history``; ``bound_seconds``: the takeover bound after a fault or a heal."""
-    recovery, takeover, gap = check_recovery(history, bound_seconds=bound_seconds)
+    recovery, takeover, gap, by_kind = check_recovery(history, bound_seconds=bound_seconds)
     violations = (
         check_streams(history)
         + check_rows(history)
@@ -391,4 +464,5 @@ def check(history: History, *, bound_seconds: float) -> Verdict:
         events_missing=sum(len(a.missing) for a in history.archives),
         max_takeover_seconds=round(takeover, 2),
         max_unstreamed_seconds=round(gap, 2),
+        max_takeover_by_fault=by_kind,
     )

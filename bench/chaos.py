@@ -265,7 +265,8 @@ class Nemesis:
         except Exception as exc:  # a fault that could not be made is reported, not a crash
             self.errors.append(f"{fault.describe().strip()}: {exc!r}")
             log(f"  fault failed: {fault.describe().strip()}: {exc!r}")
-        healed = time.time()
+        # A kill is instantaneous: the supervisor's restart heals no stream (the takeover does).
+        healed = started if fault.kind == "kill" else time.time()
         blackholed = fault.mode == "blackhole" and "feed" in PARTITION_SERVICES.get(fault.kind, ())
         with self._mu:
             self.records.append(
@@ -551,6 +552,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             archive_samples=recorder.samples,
             archives=archive_results(recorder, url),
             faults=nemesis.records,
+            hosts=args.hosts,
         )
         verdict = check(history, bound_seconds=args.bound)
         violations = verdict.violations + [
@@ -565,6 +567,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "events_missing": verdict.events_missing,
             "max_takeover_seconds": verdict.max_takeover_seconds,
             "max_unstreamed_seconds": verdict.max_unstreamed_seconds,
+            "max_takeover_by_fault": verdict.max_takeover_by_fault,
             "minutes": args.minutes,
             "hosts": args.hosts,
             "bound_seconds": args.bound,

@@ -48,6 +48,7 @@ def test_a_clean_history_passes_with_its_takeover_and_gap_figures():
     assert verdict.events_missing == 0
     assert verdict.max_unstreamed_seconds == 8.0
     assert verdict.max_takeover_seconds == 6.0  # from the supervisor's restart at 32 s to 38 s
+    assert verdict.max_takeover_by_fault == {"kill": 6.0}
 
 
 def test_two_connections_of_one_match_open_at_once_are_two_streams():
@@ -118,21 +119,40 @@ def test_an_archive_missing_an_event_or_holding_one_twice_differs():
     assert _kinds(history) == ["archive-differs"]
 
 
-def test_a_takeover_slower_than_the_bound_after_the_last_fault_is_slow_recovery():
+def test_a_takeover_slower_than_the_bound_after_its_faults_heal_is_slow_recovery():
     history = _clean()
-    history.connections[1] = dataclasses.replace(history.connections[1], opened=60.0)
-    history.rows[2:] = [dataclasses.replace(r, created_at=59.0) for r in history.rows[2:]]
+    _slow_successor(history, 60.0)
     [violation] = check(history, bound_seconds=BOUND).violations
     assert violation["kind"] == "slow-recovery" and violation["seconds"] == 28.0
 
 
-def test_a_later_fault_restarts_the_recovery_clock():
+def _slow_successor(history: History, opened: float) -> None:
+    history.connections[1] = dataclasses.replace(history.connections[1], opened=opened)
+    history.rows[2:] = [dataclasses.replace(r, created_at=opened - 1.0) for r in history.rows[2:]]
+
+
+def test_the_time_when_every_host_had_a_fault_on_does_not_count_against_the_takeover():
     history = _clean()
-    history.connections[1] = dataclasses.replace(history.connections[1], opened=60.0)
-    history.rows[2:] = [dataclasses.replace(r, created_at=59.0) for r in history.rows[2:]]
+    _slow_successor(history, 60.0)
+    # host 1 cut from 35 s to 50 s: with host 0's kill (and each one's settling after its heal),
+    # no host could take the match over from 35 s to 44 s.
     history.faults.append(FaultRecord("partition-redis", started=35.0, healed=50.0, host=1))
     verdict = check(history, bound_seconds=BOUND)
-    assert verdict.ok and verdict.max_takeover_seconds == 10.0 and verdict.max_unstreamed_seconds == 30.0
+    assert verdict.ok and verdict.max_takeover_seconds == 19.0 and verdict.max_unstreamed_seconds == 30.0
+    assert verdict.max_takeover_by_fault == {"kill": 19.0}
+
+
+def test_a_fault_on_a_host_neither_streaming_nor_cut_off_excuses_no_slow_takeover():
+    history = _clean()
+    history.hosts = 3
+    _slow_successor(history, 60.0)
+    history.faults += [
+        FaultRecord("pause", started=40.0, healed=55.0, host=2, frozen=("h2w0g0",)),
+        FaultRecord("deploy", started=57.0, healed=59.0, host=2),
+    ]
+    [violation] = check(history, bound_seconds=BOUND).violations
+    assert violation["kind"] == "slow-recovery" and violation["cause"] == "kill"
+    assert violation["seconds"] == 28.0 and violation["host"] == 0
 
 
 def test_a_match_never_streaming_again_before_its_game_ends_is_not_recovered():
