@@ -1,6 +1,8 @@
 """The history a chaos run records, and the checker that judges it (pure: no service, no clock).
 
-``bench/chaos.py`` records, in wall-clock epoch seconds of the one machine everything runs on:
+``bench/chaos.py`` records, in ``time.monotonic()`` seconds of the one machine everything runs on
+(the same clock in every process; lifecycle rows carry PostgreSQL's times, compared only with
+each other):
 
 * every stream connection srsim served (``Connection``: per match, who connected - the ``via``
   tag of the worker's base URL, ``/_via/{tag}`` - and when it opened and closed, srsim's side);

@@ -214,7 +214,7 @@ class Nemesis:
     def run(self, faults: list[Fault], t0: float) -> None:
         threads = []
         for fault in faults:
-            delay = t0 + fault.at - time.time()
+            delay = t0 + fault.at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
             thread = threading.Thread(target=self._one, args=(fault,), name=fault.kind, daemon=True)
@@ -224,7 +224,7 @@ class Nemesis:
             thread.join(300)
 
     def _one(self, fault: Fault) -> None:
-        started = time.time()
+        started = time.monotonic()
         frozen: tuple[str, ...] = ()
         try:
             log(f"  fault {fault.describe()}")
@@ -266,7 +266,7 @@ class Nemesis:
             self.errors.append(f"{fault.describe().strip()}: {exc!r}")
             log(f"  fault failed: {fault.describe().strip()}: {exc!r}")
         # A kill is instantaneous: the supervisor's restart heals no stream (the takeover does).
-        healed = started if fault.kind == "kill" else time.time()
+        healed = started if fault.kind == "kill" else time.monotonic()
         blackholed = fault.mode == "blackhole" and "feed" in PARTITION_SERVICES.get(fault.kind, ())
         with self._mu:
             self.records.append(
@@ -327,7 +327,7 @@ class Recorder:
     def poll(self) -> None:
         from models.db import database
 
-        now = time.time()
+        now = time.monotonic()
         try:
             rows = database.execute_sql(
                 "SELECT r.id::text, m.sr_id, extract(epoch FROM r.created_at), "
@@ -520,7 +520,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             return open_now >= set(sr_ids)
 
         wait_until(all_streaming, 60, "every match streaming")
-        t0 = time.time()
+        t0 = time.monotonic()
         log(f"every match streams; the nemesis starts ({time.strftime('%H:%M:%S')})")
         nemesis = Nemesis(fleet, hosts, redis)
         nemesis.run(faults, t0)
@@ -538,7 +538,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             over = games_over()
             for sr_id, s in sessions.items():
                 if s["position"] >= s["events"]:
-                    game_ends.setdefault(sr_id, time.time())
+                    game_ends.setdefault(sr_id, time.monotonic())
             return over
 
         wait_until(note_ends, game_seconds + 120, "every game over")

@@ -45,8 +45,16 @@ DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0
 DEFAULT_STATEMENT_TIMEOUT_SECONDS = 60.0
 
 #: libpq TCP keepalives: a connection whose peer vanished (network cut, host gone) fails in
-#: about ``idle + interval * count`` seconds instead of waiting on the socket forever.
-KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+#: about ``idle + interval * count`` seconds instead of waiting on the socket forever; one whose
+#: sent bytes go unacknowledged (a black hole: packets dropped mid-statement) fails after
+#: ``tcp_user_timeout`` ms instead of the kernel's retransmissions (about 15 minutes).
+KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30000,
+}
 
 
 def connection_limits(

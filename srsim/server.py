@@ -32,8 +32,9 @@ listens, so a late or reconnecting listener gets the live position unless it res
 * ``GET /players/nfl`` - the players map (Sleeper's format) from ``players_file``, read anew on
   every request so a test or the demo changes injury statuses by rewriting the file.
 * ``GET /_srsim/sessions`` - every session's position and status (for boards and tests).
-* ``GET /_srsim/connections`` - every stream connection served so far: ``sr_id``, ``via``,
-  ``opened`` and ``closed`` (wall-clock epoch seconds; ``closed`` null while open), oldest first.
+* ``GET /_srsim/connections`` - every stream connection served so far (``stream_history``):
+  ``sr_id``, ``via``, ``opened`` and ``closed`` (the machine's ``time.monotonic()``, the same clock
+  in every process; ``closed`` null while open), oldest first.
   A path may start with ``/_via/{tag}`` (a client's base URL ``http://host:port/_via/{tag}``):
   the tag is recorded as the connection's ``via`` (who connected, through any proxy), and the
   rest of the path is served as usual.
@@ -44,7 +45,9 @@ clone`` writes one), each new session's clock starting when it is picked up.
 One asyncio loop serves every connection, so a thousand concurrent streams cost a thousand small
 coroutines, not a thousand threads. For is_test matches the session drives Match.status through
 a StatusWriter (scheduled → inprogress → delayed → inprogress → closed). ``drop_streams()``
-cuts open streams abruptly and ``connections(sr_id)`` counts them (tests, drills).
+cuts open streams abruptly and ``connections(sr_id)`` counts them (tests, drills);
+``stream_history`` keeps every stream connection's peer and when it opened and closed
+(``time.monotonic()``), so a test can tell whether two streams of one match ever overlapped.
 """
 
 from __future__ import annotations
@@ -157,6 +160,20 @@ class Session:
         }
 
 
+@dataclass
+class StreamRecord:
+    """One stream connection of a match: its peer address and ``time.monotonic()`` times."""
+
+    sr_id: str
+    peer: tuple[str, int] | None  # the client's (host, port): a fault proxy's upstream socket in tests
+    opened: float
+    closed: float | None = None  # None while it is open
+    via: str = ""  # the client's tag: the ``/_via/{tag}`` its request path started with
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sr_id": self.sr_id, "via": self.via, "opened": self.opened, "closed": self.closed}
+
+
 class SimServer:
     """The simulator: sessions plus an asyncio HTTP server, run in the caller's or a background thread."""
 
@@ -203,8 +220,7 @@ class SimServer:
         self._seen_scripts: set[Path] = set()
         self._drivers: list[asyncio.Task[None]] = []
         self._streams: dict[str, set[asyncio.StreamWriter]] = {}  # open stream connections by sr_id
-        #: Every stream connection served: {"sr_id", "via", "opened", "closed"} (epoch seconds).
-        self.connection_log: list[dict[str, Any]] = []
+        self.stream_history: list[StreamRecord] = []  # every stream connection, in the order opened
         self.schedule_requests: list[str] = []  # paths of schedule and league requests served (tests)
         self.pbp_faults: list[str] = []  # one consumed per pbp request (PBP_FAULTS); empty: normal
         self.pbp_requests: Counter[str] = Counter()  # pbp requests served by sr_id (faults included)
@@ -427,7 +443,7 @@ class SimServer:
         if path == "/_srsim/sessions":
             return await _respond(writer, 200, {"sessions": [s.describe() for s in self.sessions.values()]})
         if path == "/_srsim/connections":
-            return await _respond(writer, 200, {"connections": list(self.connection_log)})
+            return await _respond(writer, 200, {"connections": [r.as_dict() for r in self.stream_history]})
         if self.api_key is not None and headers.get("x-api-key") != self.api_key:
             return await _respond(writer, 401, {"message": "Invalid Authentication"})
         if m := _STREAM.match(path):
@@ -554,8 +570,9 @@ class SimServer:
         next_hb = time.monotonic() + self.heartbeat
         conns = self._streams.setdefault(sr_id, set())
         conns.add(writer)
-        logged: dict[str, Any] = {"sr_id": sr_id, "via": via, "opened": time.time(), "closed": None}
-        self.connection_log.append(logged)
+        peer = writer.get_extra_info("peername")
+        record = StreamRecord(sr_id, tuple(peer[:2]) if peer else None, time.monotonic(), via=via)
+        self.stream_history.append(record)
         # The client closing its side ends the stream at once (not at the next failed write).
         gone: asyncio.Future[bytes] = asyncio.ensure_future(reader.read(1))
         assert self._stopping is not None
@@ -596,7 +613,7 @@ class SimServer:
             if gone.done() and not gone.cancelled():
                 gone.exception()  # retrieved: a reset connection is no error worth a warning
             conns.discard(writer)
-            logged["closed"] = time.time()
+            record.closed = time.monotonic()
 
     async def _pbp(self, league: str, sr_id: str, writer: asyncio.StreamWriter) -> None:
         """The match's play-by-play so far (final versions, deletes left out), or the next fault."""

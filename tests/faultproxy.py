@@ -61,6 +61,13 @@ def _close(sock: socket.socket, *, reset: bool = False) -> None:
         sock.close()
 
 
+def _port_of(address: Callable[[], tuple[str, int]]) -> int:
+    try:
+        return int(address()[1])
+    except OSError:  # already reset by the peer
+        return 0
+
+
 class _Link:
     """One client connection and, unless it was black-holed from the start, its upstream."""
 
@@ -69,6 +76,8 @@ class _Link:
         self.upstream = upstream
         self.closed = threading.Event()
         self.tainted = upstream is None  # swallowed bytes: the stream cannot be resumed
+        self.client_port = _port_of(client.getpeername)
+        self.upstream_port = None if upstream is None else _port_of(upstream.getsockname)
 
     def close(self) -> None:
         if not self.closed.is_set():
@@ -121,6 +130,7 @@ class FaultProxy:
         self.accepted = 0  # connections accepted (any mode)
         self.cuts_on_match = 0  # connections cut_on() closed on the bytes it waited for
         self.bytes_to_clients = 0  # bytes forwarded from the target to clients (e.g. a close frame arrived)
+        self.upstream_ports: set[int] = set()  # local ports of every upstream connection it opened
         self._armed: tuple[Callable[[bytes], bool], threading.Event] | None = None
 
     # -- life cycle -----------------------------------------------------------------
@@ -239,6 +249,20 @@ class FaultProxy:
         hit.set()
         return True
 
+    def open_links(self) -> list[tuple[int, int | None]]:
+        """``(client port, upstream local port)`` of every open connection (upstream None: black-holed)."""
+        with self._lock:
+            links = [link for link in self._links if not link.closed.is_set()]
+        return [(link.client_port, link.upstream_port) for link in links]
+
+    def cut_clients(self, ports: set[int]) -> int:
+        """Close (with a reset) the open connections from client ``ports``; how many it closed."""
+        with self._lock:
+            links = [link for link in self._links if not link.closed.is_set() and link.client_port in ports]
+        for link in links:
+            link.close()
+        return len(links)
+
     @property
     def connections(self) -> int:
         """Connections open right now."""
@@ -293,6 +317,7 @@ class FaultProxy:
         if self._mode in (Mode.FORWARD, Mode.DROP_REPLIES):
             try:
                 upstream = socket.create_connection(self.target, timeout=self.connect_timeout)
+                self.upstream_ports.add(upstream.getsockname()[1])
             except OSError as exc:
                 logger.debug("fault proxy: upstream %s refused: %s", self.target, exc)
                 _close(client, reset=True)

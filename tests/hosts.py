@@ -38,13 +38,14 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from cli.processes import ChildProcess
+from cli.processes import ChildProcess, dramatiq_worker_argv
 from tests.faultproxy import FaultProxy
 
 logger = logging.getLogger(__name__)
@@ -139,6 +140,16 @@ def _used_indexes() -> set[int]:
     return used
 
 
+@dataclass
+class CutRecord:
+    """One partition of a host from one service: ``time.monotonic()`` when cut and healed."""
+
+    service: str
+    kind: CutKind
+    at: float
+    healed: float | None = None  # None while in force
+
+
 @dataclass(eq=False)
 class TestHost:
     """One test host: a namespace, its veth pair, its proxies, its rules and its processes."""
@@ -151,6 +162,10 @@ class TestHost:
     veth: str  # the host-side interface (its peer, ``veth + "n"``, is in the namespace)
     proxies: dict[str, FaultProxy] = field(default_factory=dict)
     processes: list[ChildProcess] = field(default_factory=list)
+    cuts: list[CutRecord] = field(default_factory=list)  # every partition, in the order made
+    #: service -> upstream ports of the connections this host gave up while black-holed from it
+    #: (closed on its side, so never streaming again): ``heal`` resets them on the proxy at once.
+    given_up: dict[str, set[int]] = field(default_factory=dict)
     _rules: dict[str, list[list[str]]] = field(default_factory=dict)  # service -> iptables rule specs
     _mu: threading.Lock = field(default_factory=threading.Lock)
 
@@ -213,6 +228,25 @@ class TestHost:
         self.processes.append(child)
         return child
 
+    def start_worker(
+        self,
+        env: Mapping[str, str],
+        log: Path,
+        *,
+        queues: tuple[str, ...] = ("match_listeners",),
+        threads: int = 4,
+        ready_timeout: float = 60.0,
+    ) -> ChildProcess:
+        """A real ``dramatiq actors`` worker on this host (``env`` pointed at its proxies); once ready."""
+        argv = dramatiq_worker_argv(*queues, threads=threads, shutdown_timeout_ms=10000)
+        child = self.run(argv, env=self.env(env), log=log, cwd=Path(__file__).resolve().parents[1])
+        deadline = time.monotonic() + ready_timeout
+        while "ready for action" not in child.output():
+            if not child.running() or time.monotonic() > deadline:
+                raise HostSetupError(f"host {self.name}: worker not ready: {child.last_lines(20)}")
+            time.sleep(0.1)
+        return child
+
     def exec(self, *argv: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
         """Run a short command inside the namespace and wait for it."""
         return subprocess.run(self.argv(argv), capture_output=True, text=True, timeout=timeout)
@@ -252,6 +286,7 @@ class TestHost:
                 self.exec_checked("iptables", "-w", "-A", *spec)
             with self._mu:
                 self._rules[service] = specs
+                self.cuts.append(CutRecord(service, kind, time.monotonic()))
             if kind == "refuse":
                 self.proxies[service].cut()  # open connections are reset (new ones: the rule)
             logger.info("host %s: cut from %s (%s)", self.name, service, kind)
@@ -261,14 +296,48 @@ class TestHost:
         for service in self._services(services):
             with self._mu:
                 specs = self._rules.pop(service, [])
+            if any("DROP" in spec for spec in specs):
+                self._reset_given_up(service)
             for spec in specs:
                 self.exec_checked("iptables", "-w", "-D", *spec)
             if specs:
+                with self._mu:
+                    for record in self.cuts:
+                        if record.service == service and record.healed is None:
+                            record.healed = time.monotonic()
                 logger.info("host %s: healed from %s", self.name, service)
+
+    def _reset_given_up(self, service: str) -> None:
+        """Before a black hole heals: reset on the proxy the connections this host closed meanwhile.
+
+        Their closing packets were dropped, so the proxy (and the service behind it) still hold
+        them; TCP would reset them at the proxy's next retransmission, which backs off to many
+        seconds. Only the connections still established inside the namespace carry on.
+        """
+        proxy = self.proxies[service]
+        port = proxy.port
+        listing = self.exec("ss", "-tnH", "state", "established", "dst", f"{self.host_address}:{port}")
+        alive = {
+            int(line.split()[-2].rsplit(":", 1)[1]) for line in listing.stdout.splitlines() if line.strip()
+        }
+        dead = {(client, upstream) for client, upstream in proxy.open_links() if client not in alive}
+        with self._mu:
+            self.given_up.setdefault(service, set()).update(u for _, u in dead if u is not None)
+        proxy.cut_clients({client for client, _ in dead})
 
     def is_cut(self, service: str) -> bool:
         with self._mu:
             return service in self._rules
+
+    def cut_periods(self, service: str) -> list[tuple[float, float]]:
+        """``(cut, healed)`` times of every partition from ``service`` (healed: +inf while in force)."""
+        with self._mu:
+            return [(r.at, r.healed or float("inf")) for r in self.cuts if r.service == service]
+
+    def opened_upstream(self, service: str, port: int) -> bool:
+        """Whether this host's proxy for ``service`` opened the upstream connection of local ``port``."""
+        proxy = self.proxies.get(service)
+        return proxy is not None and port in proxy.upstream_ports
 
     def exec_checked(self, *argv: str) -> str:
         done = self.exec(*argv)
@@ -289,6 +358,31 @@ class TestHost:
         _delete_namespace(self.namespace)
         with contextlib.suppress(Exception):
             _sh("ip", "link", "delete", self.veth, check=False)  # gone with the namespace already
+
+
+@dataclass(frozen=True)
+class StreamPeriod:
+    """A span (``time.monotonic()``) in which one host's stream of a match could carry bytes."""
+
+    sr_id: str
+    host: str | None  # the test host's name (None: a client on loopback)
+    start: float
+    end: float
+
+
+def most_concurrent(periods: Iterable[StreamPeriod]) -> dict[str, int]:
+    """Per match, the most streams open at one instant (touching ends do not overlap)."""
+    events: dict[str, list[tuple[float, int]]] = {}
+    for p in periods:
+        events.setdefault(p.sr_id, []).extend([(p.start, 1), (p.end, -1)])
+    out = {}
+    for sr_id, points in events.items():
+        depth = best = 0
+        for _, step in sorted(points, key=lambda e: (e[0], e[1])):  # a close before an open at one time
+            depth += step
+            best = max(best, depth)
+        out[sr_id] = best
+    return out
 
 
 def _default_port(scheme: str) -> int:
@@ -345,6 +439,36 @@ class HostNetwork:
 
     def __getitem__(self, name: str) -> TestHost:
         return self.hosts[name]
+
+    def host_of(self, service: str, peer: tuple[str, int] | None) -> TestHost | None:
+        """The host whose proxy for ``service`` is the client ``peer`` a service saw (None: not a host's)."""
+        if peer is None:
+            return None
+        return next((h for h in self.hosts.values() if h.opened_upstream(service, peer[1])), None)
+
+    def streaming_periods(self, records: Iterable[object], *, now: float | None = None) -> list[StreamPeriod]:
+        """When each feed stream of ``records`` could carry bytes (``srsim.server.StreamRecord`` list).
+
+        A stream streams from its open to its close, except while its host is cut from the feed
+        (a black-holed connection stays open on the feed's side, but no byte reaches the host);
+        after the heal it streams again unless the host gave it up meanwhile (``given_up``).
+        """
+        now = time.monotonic() if now is None else now
+        periods = []
+        for record in records:
+            sr_id, peer = record.sr_id, record.peer  # type: ignore[attr-defined]
+            start, end = record.opened, record.closed or now  # type: ignore[attr-defined]
+            host = self.host_of("feed", peer)
+            spans = [(start, end)]
+            if host is not None:
+                given_up = peer is not None and peer[1] in host.given_up.get("feed", set())
+                for cut, healed in host.cut_periods("feed"):
+                    after = float("inf") if given_up else healed
+                    spans = [piece for a, b in spans for piece in ((a, min(b, cut)), (max(a, after), b))]
+            for a, b in spans:
+                if b > a:
+                    periods.append(StreamPeriod(sr_id, host.name if host else None, a, b))
+        return periods
 
     def close(self) -> None:
         """Remove every host (processes, proxies, namespaces); safe to call twice."""

@@ -193,7 +193,7 @@ def test_the_connection_log_names_who_connected_through_a_via_prefix_and_when_ea
         next(lines)
         [logged] = requests.get(f"{srv.base_url}/_srsim/connections", timeout=5).json()["connections"]
         assert logged["sr_id"] == game.sr_id and logged["via"] == "h1w0g2" and logged["closed"] is None
-    wait_for(lambda: srv.connection_log[0]["closed"] is not None, what="the close logged")
-    assert srv.connection_log[0]["closed"] >= srv.connection_log[0]["opened"]
+    wait_for(lambda: srv.stream_history[0].closed is not None, what="the close logged")
+    assert srv.stream_history[0].closed >= srv.stream_history[0].opened
     plain = requests.get(f"{srv.base_url}/_via/x/mlb/trial/games/{game.sr_id}/pbp.json", timeout=5)
     assert plain.status_code == 200  # any route takes the prefix

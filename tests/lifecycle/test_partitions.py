@@ -1,0 +1,344 @@
+"""Partitions real networks make: one test host cut from Redis, PostgreSQL, the feed or everything.
+
+Two test hosts (tests/hosts.py: a network namespace each) run one real ``dramatiq`` listener
+worker each, with the real MatchListener on srsim and default lease and heartbeat settings; the
+dispatcher (the scheduler's role) runs on the host side. Games start on host h1, then h2's worker
+comes up and h1 is cut from one service by packet drops inside its namespace (a black hole:
+connections stay open, nothing passes) or by resets (a refusal). Streams are observed from the
+feed's side (``SimServer.stream_history``: every stream connection's open and close, attributed
+to the host whose proxy opened it; a stream counts as streaming while bytes can reach its host):
+never two streams of one match at any instant, the takeover within issue 21's bound (10 s) after
+the cut host stopped, every archive equal to srsim's game once the fault healed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.errors import KickoffError
+from config.settings import MatchListenerEnvironment
+from listener.archive import archive_path, read_events
+from listener.events import message_key
+from listener.play_by_play import PlayByPlay
+from listener.verify import compare
+from models.barriers import Barriers
+from srsim.pbp import final_events
+from srsim.script import GameScript
+from srsim.server import SimServer
+from tests.background import BackgroundLoop
+from tests.hosts import HostNetwork, TestHost, most_concurrent
+from tests.lifecycle.conftest import REAL_WORKER_DEFAULTS
+from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, open_rows, rows_of
+from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.partition, pytest.mark.e2e]
+
+#: A game of about 55 s: the fault, the takeover and the heal fit in it.
+EVENTS = 220
+INTERVAL = 0.25
+GAME_DEADLINE = 120.0
+#: Issue 21's takeover bound: a dead listener's match streams again within 10 s (p99 of kills).
+TAKEOVER_BOUND = 10.0
+#: Redis is both the locks (REDIS_URL) and the Dramatiq broker (BROKER_URL) here.
+REDIS = ("redis", "broker")
+
+
+class Dispatcher(BackgroundLoop):
+    """The scheduler's dispatch tick, on the host side, every 2 s (an outage only skips a tick)."""
+
+    interval = 2.0
+
+    def __init__(self, ctx: dict[str, Any], send: Callable[..., None]) -> None:
+        super().__init__()
+        self.ctx, self.send = ctx, send
+
+    def step(self) -> None:
+        with contextlib.suppress(KickoffError):
+            dispatch_now(self.ctx, self.send)
+
+
+@dataclass
+class Fleet:
+    """The games, their matches, the two hosts and what the test needs to start and observe them."""
+
+    server: SimServer
+    games: list[GameScript]
+    matches: list[Any]
+    network: HostNetwork
+    env: dict[str, str]
+    ctx: dict[str, Any]
+    send: Callable[..., None]
+    logs: Path
+    data_dir: str
+    workers: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def h1(self) -> TestHost:
+        return self.network["h1"]
+
+    @property
+    def h2(self) -> TestHost:
+        return self.network["h2"]
+
+    def start_worker(self, host: TestHost) -> None:
+        self.workers[host.name] = host.start_worker(self.env, self.logs / f"{host.name}.log")
+
+    def output(self, host: TestHost) -> str:
+        return self.workers[host.name].output()
+
+    # -- the feed's side -------------------------------------------------------------
+
+    def streaming(self, sr_id: str, host: TestHost) -> bool:
+        """Whether ``host`` has a stream of ``sr_id`` open now that bytes can reach."""
+        now = time.monotonic()
+        return any(
+            p.sr_id == sr_id and p.host == host.name and p.end >= now - 0.001
+            for p in self.network.streaming_periods(self.server.stream_history, now=now)
+        )
+
+    def last_end(self, sr_id: str, host: TestHost) -> float:
+        """When ``host`` last stopped streaming ``sr_id`` (``time.monotonic()``)."""
+        ends = [p.end for p in self._periods(sr_id) if p.host == host.name]
+        return max(ends)
+
+    def first_start_after(self, sr_id: str, host: TestHost, after: float) -> float:
+        starts = [p.start for p in self._periods(sr_id) if p.host == host.name and p.start >= after]
+        return min(starts)
+
+    def _periods(self, sr_id: str) -> list[Any]:
+        return [p for p in self.network.streaming_periods(self.server.stream_history) if p.sr_id == sr_id]
+
+    def most_concurrent(self) -> dict[str, int]:
+        return most_concurrent(self.network.streaming_periods(self.server.stream_history))
+
+    # -- archives and rows ----------------------------------------------------------
+
+    def archived(self, game: GameScript) -> list[dict[str, Any]]:
+        path = archive_path(self.data_dir, "mlb", game.sr_id)
+        return read_events(path) if path.exists() else []
+
+    def events_archived(self, game: GameScript) -> int:
+        return sum(1 for m in self.archived(game) if "payload" in m)
+
+    def wait_streaming_on(self, host: TestHost, *, events: int = 10, timeout: float = 60.0) -> None:
+        for g in self.games:
+            wait_for(
+                lambda g=g: self.streaming(g.sr_id, host) and self.events_archived(g) >= events,
+                timeout=timeout,
+                what=f"{g.sr_id} streaming on {host.name}",
+            )
+
+    def wait_finished(self) -> None:
+        for m in self.matches:
+            wait_for(lambda m=m: _finished(m), timeout=GAME_DEADLINE, interval=0.5, what="the game over")
+
+    def assert_complete(self) -> None:
+        """Every archive holds srsim's whole game, each distinct message once; never two streams."""
+        for g in self.games:
+            messages = self.archived(g)
+            sent = [json.loads(line) for line in self.server.sessions[g.sr_id].lines]
+            verdict = compare(messages, PlayByPlay(game={}, events=final_events(sent)))
+            assert verdict.ok, (g.sr_id, verdict)
+            keys = Counter(message_key(m) for m in messages if message_key(m) is not None)
+            assert max(keys.values()) == 1, [k for k, n in keys.items() if n > 1]
+        assert set(self.most_concurrent().values()) == {1}, self.most_concurrent()
+
+
+def _finished(match: Any) -> bool:
+    runs = rows_of(match)
+    return bool(runs) and all(r.ended_at is not None for r in runs) and runs[-1].exit_code == 13
+
+
+def _games(n: int) -> list[GameScript]:
+    return [
+        GameScript(
+            sr_id=str(uuid.uuid4()),
+            league="mlb",
+            is_test=False,
+            start_after=3.0,
+            event_interval=INTERVAL,
+            event_count=EVENTS,
+            corrections=3,
+            deletes=2,
+        )
+        for _ in range(n)
+    ]
+
+
+@pytest.fixture
+def fleet(
+    host_network: HostNetwork,
+    make_match: Callable[..., Any],
+    send_start: Callable[..., None],
+    subprocess_env: dict[str, str],
+    lifecycle_env: dict[str, str],
+    redis_client: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> Iterator[Callable[..., Fleet]]:
+    """``fleet(**settings)``: two games on srsim, two test hosts; ``settings`` for every process."""
+    servers: list[SimServer] = []
+
+    def make(**settings: str) -> Fleet:
+        games = _games(2)
+        server = SimServer(games, heartbeat_seconds=1.0).start_background()
+        servers.append(server)
+        overrides = {**REAL_WORKER_DEFAULTS, **settings}
+        for key, value in overrides.items():
+            monkeypatch.setenv(key, value)
+        host_side = MatchListenerEnvironment(_env_file=None)
+        ctx = {"settings": host_side, "barriers": Barriers.from_settings(host_side, client=redis_client)}
+        env = {
+            **subprocess_env,
+            **lifecycle_env,
+            **overrides,
+            "LISTENER_BODY": "listener.match_listener:MatchListener",
+            "SPORTRADAR_BASE_URL": server.base_url,
+            "LISTENER_STATUS_RELOAD_HEARTBEATS": "3",
+            "LISTENER_MAX_CONSECUTIVE_HEARTBEATS": "120",
+        }
+        host_network.add_host("h1")
+        host_network.add_host("h2")
+        matches = [make_match("mlb", sr_id=g.sr_id, status="inprogress") for g in games]
+        return Fleet(
+            server=server,
+            games=games,
+            matches=matches,
+            network=host_network,
+            env=env,
+            ctx=ctx,
+            send=send_start,
+            logs=tmp_path,
+            data_dir=lifecycle_env["DATA_DIR"],
+        )
+
+    yield make
+    host_network.close()  # the workers first: none may stream after srsim stops
+    for server in servers:
+        server.stop()
+
+
+def _started_on_h1_with_h2_standing_by(fleet: Fleet) -> None:
+    fleet.start_worker(fleet.h1)  # the only listener worker up: the dispatcher's starts go to h1
+    fleet.wait_streaming_on(fleet.h1)
+    fleet.start_worker(fleet.h2)
+
+
+@pytest.mark.parametrize("kind", ["blackhole", "refuse"])
+def test_a_host_cut_from_redis_stops_streaming_and_the_other_host_takes_over_at_once(fleet, kind):
+    fleet = fleet()
+    with OpenRowMonitor(m.id for m in fleet.matches) as rows_monitor, Dispatcher(fleet.ctx, fleet.send):
+        _started_on_h1_with_h2_standing_by(fleet)
+        cut_at = time.monotonic()
+        fleet.h1.cut(REDIS, kind=kind)
+        fleet.wait_streaming_on(fleet.h2, events=0, timeout=60)
+        fleet.h1.heal(REDIS)
+        fleet.wait_finished()
+    assert rows_monitor.max_open == 1
+    fleet.assert_complete()
+    for g, m in zip(fleet.games, fleet.matches, strict=True):
+        stopped = fleet.last_end(g.sr_id, fleet.h1)
+        took_over = fleet.first_start_after(g.sr_id, fleet.h2, stopped)
+        print(
+            f"redis {kind}: {g.sr_id[:8]} h1 stopped {stopped - cut_at:.1f} s after the cut,"
+            f" h2 streaming {took_over - stopped:.1f} s later"
+        )
+        assert took_over - stopped <= TAKEOVER_BOUND
+        first = rows_of(m)[0]
+        assert first.exit_code in (14, 16) and first.exit_reason == "worker lease expired", first.exit_reason
+        assert all(r.gaps_unrecovered == 0 for r in rows_of(m)[1:])
+    assert "worker lease expired" in fleet.output(fleet.h1)
+
+
+def test_a_host_cut_from_postgresql_streams_until_its_row_deadline_then_stops(fleet):
+    # Row deadline: stale - interval - grace = 30 - 5 - 2 = 23 s after the last heartbeat written
+    # (at most one 5 s interval before the cut).
+    stale, deadline = 30.0, 23.0
+    fleet = fleet(LISTENER_HEARTBEAT_STALE_SECONDS=str(stale))
+    with OpenRowMonitor(m.id for m in fleet.matches) as rows_monitor, Dispatcher(fleet.ctx, fleet.send):
+        _started_on_h1_with_h2_standing_by(fleet)
+        cut_at = time.monotonic()
+        fleet.h1.cut("database", kind="blackhole")
+        for g in fleet.games:
+            wait_for(
+                lambda g=g: not fleet.streaming(g.sr_id, fleet.h1), timeout=stale + 10, what="h1 stopped"
+            )
+        healed_at = time.monotonic()
+        fleet.h1.heal("database")
+        for g in fleet.games:
+            wait_for(
+                lambda g=g: fleet.streaming(g.sr_id, fleet.h1) or fleet.streaming(g.sr_id, fleet.h2),
+                timeout=60,
+                what=f"{g.sr_id} streaming again",
+            )
+        fleet.wait_finished()
+    assert rows_monitor.max_open == 1
+    fleet.assert_complete()
+    for g in fleet.games:
+        h1_end = max(p.end for p in fleet._periods(g.sr_id) if p.host == "h1" and p.start < cut_at)
+        again = min(p.start for p in fleet._periods(g.sr_id) if p.start > h1_end)
+        print(
+            f"postgres blackhole: {g.sr_id[:8]} h1 streamed {h1_end - cut_at:.1f} s into the cut,"
+            f" streaming again {again - healed_at:.1f} s after the heal ({again - h1_end:.1f} s unstreamed)"
+        )
+        # Kept streaming into its row deadline, and stopped before its row could look stale.
+        assert deadline - 5 - 1 <= h1_end - cut_at <= stale
+        assert again - healed_at <= TAKEOVER_BOUND
+
+
+def test_a_host_cut_from_the_feed_reconnects_and_backfills_when_healed(fleet):
+    fleet = fleet()
+    with OpenRowMonitor(m.id for m in fleet.matches) as rows_monitor, Dispatcher(fleet.ctx, fleet.send):
+        _started_on_h1_with_h2_standing_by(fleet)
+        fleet.h1.cut("feed", kind="blackhole")
+        held = {g.sr_id: fleet.events_archived(g) for g in fleet.games}
+        wait_for(
+            lambda: all(fleet.server.sessions[s].position() > n + 20 for s, n in held.items()),
+            timeout=30,
+            what="20 events sent during the cut",
+        )
+        healed_at = time.monotonic()
+        fleet.h1.heal("feed")
+        fleet.wait_streaming_on(fleet.h1, events=0, timeout=30)
+        fleet.wait_finished()
+    assert rows_monitor.max_open == 1
+    fleet.assert_complete()
+    for g, m in zip(fleet.games, fleet.matches, strict=True):
+        [run] = rows_of(m)  # never taken over: its host kept its lease and its lock
+        assert run.gaps >= 1 and run.events_backfilled >= 1 and run.gaps_unrecovered == 0
+        again = fleet.first_start_after(g.sr_id, fleet.h1, healed_at)
+        print(f"feed blackhole: {g.sr_id[:8]} streaming again {again - healed_at:.1f} s after the heal")
+        assert again - healed_at <= TAKEOVER_BOUND
+    assert not any(p.host == "h2" for p in fleet.network.streaming_periods(fleet.server.stream_history))
+
+
+def test_a_host_cut_from_everything_is_taken_over_and_writes_nothing_after_the_heal(fleet):
+    fleet = fleet()
+    with OpenRowMonitor(m.id for m in fleet.matches) as rows_monitor, Dispatcher(fleet.ctx, fleet.send):
+        _started_on_h1_with_h2_standing_by(fleet)
+        cut_at = time.monotonic()
+        fleet.h1.cut("all", kind="blackhole")
+        fleet.wait_streaming_on(fleet.h2, events=0, timeout=60)
+        took_over_at = time.monotonic()
+        fleet.h1.heal("all")
+        fleet.wait_finished()
+    assert rows_monitor.max_open == 1
+    fleet.assert_complete()
+    print(f"all blackhole: every match streaming on h2 {took_over_at - cut_at:.1f} s after the cut")
+    lease = float(REAL_WORKER_DEFAULTS["LISTENER_WORKER_LEASE_SECONDS"])
+    assert took_over_at - cut_at <= lease + TAKEOVER_BOUND
+    for m in fleet.matches:
+        first, *later = rows_of(m)
+        assert first.exit_code == 14 and first.exit_reason == "worker lease expired"  # reaped by h2
+        assert later and all(r.gaps_unrecovered == 0 for r in later)
+        assert not open_rows(m)
