@@ -399,6 +399,30 @@ def _capable_seconds(span: Interval, all_impaired: list[Interval]) -> float:
     return sum(b - a for a, b in _subtract(span, all_impaired))
 
 
+def _caused_until(history: History, g0: float, holder: int | None) -> tuple[float, FaultRecord | None]:
+    """When the faults that caused a gap starting at ``g0`` on host ``holder`` healed, and the last
+    of them: those on that host (or on none) on at ``g0`` or healed just before, then each
+    partition of that host (or Redis restart) that began before the ones so far healed (the host
+    stayed cut). A worker's own fault (kill, pause, skew, deploy) later on excuses nothing."""
+    faults = sorted(
+        (f for f in history.faults if f.host is None or holder is None or f.host == holder),
+        key=lambda f: f.started,
+    )
+    since, cause = g0, None
+    for fault in faults:  # on when the gap began (or just healed)
+        on = fault.started <= g0 + CAUSE_LAG_SECONDS and fault.healed + SETTLE_SECONDS >= g0
+        if on and (cause is None or fault.healed > cause.healed):
+            since, cause = max(g0, fault.healed), fault
+    grew = cause is not None
+    while grew:  # the host's link cut again before it healed: one longer cut
+        grew = False
+        for fault in faults:
+            linked = fault.kind.startswith("partition") or fault.host is None
+            if linked and fault.started <= since + CAUSE_LAG_SECONDS and fault.healed > since:
+                since, cause, grew = fault.healed, fault, True
+    return since, cause
+
+
 def check_recovery(
     history: History, *, bound_seconds: float
 ) -> tuple[list[dict[str, Any]], float, float, dict[str, float]]:
@@ -407,7 +431,8 @@ def check_recovery(
 
     A stretch without a stream of a match starting at ``g0`` is caused by the faults on the host
     that streamed it until then (or on no host: a Redis restart) that were on at ``g0`` or healed
-    less than ``SETTLE_SECONDS`` before; its takeover is the time from the last of their heals (or
+    less than ``SETTLE_SECONDS`` before, and partitions of that host that started before they
+    healed (``_caused_until``); its takeover is the time from the last of their heals (or
     ``g0``) until the match streams again, less the time when no host at all could take it over
     (``_all_impaired``). A fault on another host does not excuse it.
     """
@@ -422,15 +447,7 @@ def check_recovery(
             worst_gap = max(worst_gap, g1 - g0)
             ended = [host for end, host in holders.get(sr_id, []) if abs(end - g0) < 0.01]
             holder = ended[0] if ended else None
-            causes = [
-                f
-                for f in history.faults
-                if (f.host is None or holder is None or f.host == holder)
-                and f.started <= g0 + CAUSE_LAG_SECONDS
-                and f.healed + SETTLE_SECONDS >= g0
-            ]
-            cause = max(causes, key=lambda f: f.healed, default=None)
-            since = max(g0, cause.healed) if cause is not None else g0
+            since, cause = _caused_until(history, g0, holder)
             takeover = _capable_seconds((since, g1), all_impaired) if g1 > since else 0.0
             kind = cause.kind if cause is not None else "none"
             by_kind[kind] = round(max(by_kind.get(kind, 0.0), takeover), 2)

@@ -161,3 +161,16 @@ def test_a_match_never_streaming_again_before_its_game_ends_is_not_recovered():
     history.rows = history.rows[:2]
     history.archive_samples = history.archive_samples[:1]
     assert _kinds(history) == ["not-recovered"]
+
+
+def test_a_second_fault_on_the_host_starting_before_the_first_healed_extends_the_cause():
+    history = _clean()
+    _slow_successor(history, 60.0)
+    history.faults = [
+        FaultRecord("partition-feed", started=30.0, healed=40.0, host=0, feed_blackholed=False),
+        FaultRecord("partition-feed", started=38.0, healed=50.0, host=0, feed_blackholed=False),
+    ]
+    verdict = check(history, bound_seconds=BOUND)
+    assert verdict.ok and verdict.max_takeover_seconds == 10.0, verdict  # from 50 s, not 40 s
+    history.faults.append(FaultRecord("partition-redis", started=52.0, healed=58.0, host=0))
+    assert check(history, bound_seconds=BOUND).max_takeover_seconds == 10.0  # started after the heal
