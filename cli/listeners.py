@@ -319,7 +319,8 @@ def bulk_cmd(
 )
 @reason_option(required=False)
 @json_option(
-    'Print {"locked", "abandoned", "matches", "barriers_cleared", "pending_reclaimed", "set_aside"}.'
+    'Print {"locked", "abandoned", "matches", "barriers_cleared", "pending_reclaimed", "locks_released",'
+    ' "backfills", "set_aside"}.'
 )
 @click.pass_obj
 def sweep_cmd(

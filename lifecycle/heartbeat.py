@@ -9,7 +9,7 @@ on PostgreSQL. A run is told to stop when:
   its match's newest (a successor started: the heartbeat is refused, ``FENCED``);
 * Redis (or PostgreSQL) has not answered for so long that the lock (or the row) would go
   stale before the next interval plus the grace: the run stops before a successor could
-  start, because a successor needs the lock to expire first. The stop watcher's thread checks
+  start, because a successor needs the lock to expire first. A thread that does no I/O checks
   these deadlines too (``enforce_deadlines``), so a beat hung in PostgreSQL cannot delay them.
 """
 
@@ -186,7 +186,7 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
     def enforce_deadlines(self, now: float | None = None) -> list[str]:
         """Tell every run whose lock or row has not been renewed in time to stop; return their match ids.
 
-        Called from another thread (the stop watcher's tick) so that a beat stuck in PostgreSQL
+        Called from another thread (lifecycle.lease ``DeadlineWatch``) so that a beat stuck in PostgreSQL
         or Redis cannot keep a run going past the point where a successor could start.
         """
         now = time.monotonic() if now is None else now

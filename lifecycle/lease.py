@@ -153,3 +153,23 @@ class Reaper(RegistryPoller[object]):
 
     def step(self) -> None:
         self._step()
+
+
+class DeadlineWatch(RegistryPoller[object]):
+    """The thread that enforces the runs' deadlines (lease fence, lock, row, ignored stops).
+
+    It does no I/O: a Redis or PostgreSQL call that hangs (a black-holed network, up to the
+    client's socket timeout) on the heartbeat, stop-flag or lease thread can never keep a fenced
+    run streaming past its lease.
+    """
+
+    def __init__(self, *, period_seconds: float, step: Callable[[], None]) -> None:
+        super().__init__(thread_name="kickoff-deadlines", step_name="run deadlines")
+        self._period = period_seconds
+        self._step = step
+
+    def period_seconds(self) -> float:
+        return self._period
+
+    def step(self) -> None:
+        self._step()

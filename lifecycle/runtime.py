@@ -24,7 +24,7 @@ from dramatiq.threading import raise_thread_exception
 from config.errors import ConfigurationError, KickoffError
 from config.settings import MatchListenerEnvironment
 from lifecycle.heartbeat import HeartbeatService
-from lifecycle.lease import LEASE_EXPIRED, LeaseKeeper, Reaper, WorkerLease
+from lifecycle.lease import LEASE_EXPIRED, DeadlineWatch, LeaseKeeper, Reaper, WorkerLease
 from lifecycle.poller import LockedSet
 from lifecycle.stop_watch import StopWatcher
 from listener.body import ListenerBody, ListenerContext
@@ -172,8 +172,10 @@ class ListenerServices:
         self.settings = settings
         self.barriers = barriers
         self.stop_grace_seconds = max(1.0, settings.listener_lock_loss_grace_seconds)
-        self.stop_watch = StopWatcher(
-            barriers=barriers, poll_seconds=settings.listener_stop_poll_seconds, tick=self.enforce_deadlines
+        self.stop_watch = StopWatcher(barriers=barriers, poll_seconds=settings.listener_stop_poll_seconds)
+        # The deadlines on a thread of their own: the stop watcher's poll may hang in Redis.
+        self.deadlines = DeadlineWatch(
+            period_seconds=settings.listener_stop_poll_seconds, step=self.enforce_deadlines
         )
         self.lease = WorkerLease(barriers=barriers, ttl_seconds=lease_ttl, fence_margin_seconds=lease_margin)
         self.heartbeat = HeartbeatService(
@@ -221,6 +223,7 @@ class ListenerServices:
         """Take the lease now and start its thread (a run would take it on first use anyway)."""
         self.lease.renew()
         self.lease_keeper.start()
+        self.deadlines.start()
         self.stop_watch.start()
         if self.reap is not None:
             self.reaper.start()
@@ -230,6 +233,7 @@ class ListenerServices:
     def lease_for_run(self) -> str:
         """The lease a new run starts under (taken, and its thread started, on first use)."""
         self.lease_keeper.start()
+        self.deadlines.start()
         return self.lease.require()
 
     def keep_lease(self) -> None:
@@ -283,7 +287,8 @@ class ListenerServices:
         return handle.request_stop(cause, grace_seconds=self.stop_grace_seconds)
 
     def enforce_deadlines(self) -> None:
-        """The stop watcher's tick: lock/row deadlines of every run, then interrupts of ignored stops."""
+        """The deadline thread's step: the lease fence, lock/row deadlines of every run, then
+        interrupts of ignored stops (no I/O: nothing here can hang on a service)."""
         now = time.monotonic()
         lost = self.lease.fenced_lease(now)
         if lost is not None:
@@ -357,5 +362,6 @@ class ListenerServices:
         """Stop the threads (tests)."""
         self.heartbeat.stop()
         self.stop_watch.stop()
+        self.deadlines.stop()
         self.lease_keeper.stop()
         self.reaper.stop()

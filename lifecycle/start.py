@@ -429,6 +429,7 @@ def run_match_listener(
     services.add(handle)
     services.heartbeat.register(hb)
     services.stop_watch.register(sw)
+    services.deadlines.start()
     code: int
     exit_reason: str | None = None  # the body's own reason (its exit_reason, or its SystemExit's)
     try:

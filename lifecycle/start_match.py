@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-from config.errors import KickoffError, LockNotOwned
+from config.errors import DatabaseUnavailable, KickoffError, LockNotOwned
 from config.settings import MatchListenerEnvironment
 from lifecycle import rows
 from lifecycle.cleanup import after_abandon, reap_dead_workers
@@ -132,12 +132,16 @@ def start_match_listener(
     record the outcome.
     """
     mid = str(uuid.UUID(str(match_id)))
-    with services.db_slot():
-        taken = _consume_message(
-            mid, message_id, barriers=barriers, on_consumed=on_consumed
-        ) or _check_guards(mid, overrides, force, barriers=barriers, services=services)
-        if taken is None and not handoff:
-            taken = _take_start_lock(mid, force, settings=settings, barriers=barriers)
+    try:
+        with services.db_slot():
+            taken = _consume_message(
+                mid, message_id, barriers=barriers, on_consumed=on_consumed
+            ) or _check_guards(mid, overrides, force, barriers=barriers, services=services)
+            if taken is None and not handoff:
+                taken = _take_start_lock(mid, force, settings=settings, barriers=barriers)
+    except DatabaseUnavailable:
+        _give_up_pending(mid, barriers)
+        raise
     if taken is None:  # a hand-off's successor
         _await_predecessor(mid, settings=settings, barriers=barriers)
         with services.db_slot():
@@ -255,13 +259,19 @@ def _take_start_lock(
         if not force:
             barriers.clear_pending(mid)
         return Skip.LOCKED
-    if not force and rows.has_active_row(mid, **stale_kw):
+    try:
+        if not force and rows.has_active_row(mid, **stale_kw):
+            _unwind(mid, lock.token, barriers)
+            return Skip.ACTIVE
+        if force:
+            superseded = rows.supersede_open_rows(mid)
+            if superseded:
+                logger.warning(
+                    "match %s: forced start closed %d open rows of dead runs", mid, len(superseded)
+                )
+    except KickoffError:
         _unwind(mid, lock.token, barriers)
-        return Skip.ACTIVE
-    if force:
-        superseded = rows.supersede_open_rows(mid)
-        if superseded:
-            logger.warning("match %s: forced start closed %d open rows of dead runs", mid, len(superseded))
+        raise
     return lock
 
 
@@ -299,6 +309,22 @@ def _run(
     if outcome.stop_cause is not None and outcome.stop_cause.hand_off:
         services.hand_off(mid)  # a worker shutdown: the match streams again on another worker now
     return outcome
+
+
+def _give_up_pending(match_id: str, barriers: Barriers) -> None:
+    """A start that could not reach PostgreSQL before its run began: free its pending key.
+
+    Otherwise the key (held for this start) would keep every dispatch from sending the match
+    again until the sweep reclaims it, while a worker that can reach PostgreSQL could run it now
+    (e.g. the start went to a host cut from PostgreSQL alone). Left alone while a start lock is
+    held; not a counted failure (the match is fine, the database was away).
+    """
+    try:
+        if barriers.start_lock_holder(match_id) is None:
+            barriers.clear_pending(match_id)
+            logger.warning("match %s: start gave up (PostgreSQL unreachable): pending key freed", match_id)
+    except KickoffError as exc:
+        logger.warning("match %s: freeing the pending key failed (the sweep reclaims it): %s", match_id, exc)
 
 
 def recover_pending_of_dead_start(match_id: str, *, barriers: Barriers) -> bool:

@@ -119,6 +119,46 @@ def test_a_black_hole_times_out_a_refusal_refuses_and_heal_restores(
     assert host.exec("iptables", "-S").stdout.count("-j") == 0  # no rule left
 
 
+#: Run inside a host: two connections; once argv[3] exists, close the first and echo on the second
+#: once argv[4] exists.
+TWO = """
+import os, socket, sys, time
+def wait(path):
+    while not os.path.exists(path):
+        time.sleep(0.05)
+a, b = (socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5) for _ in range(2))
+print("open", flush=True)
+wait(sys.argv[3])
+a.close()
+print("closed", flush=True)
+wait(sys.argv[4])
+b.sendall(b"ping")
+print("echo" if b.recv(16) == b"ping" else "other", flush=True)
+"""
+
+
+def test_a_heal_resets_the_connections_the_host_gave_up_and_keeps_the_others(
+    host_network: HostNetwork, echo: int, tmp_path: Path
+) -> None:
+    host = host_network.add_host()
+    address, port = _exposed(host, echo)
+    close, send = tmp_path / "close", tmp_path / "send"
+    argv = [sys.executable, "-c", TWO, address, str(port), str(close), str(send)]
+    client = host.run(argv, env={}, log=tmp_path / "two.log")
+    wait_for(lambda: "open" in client.output() or not client.running(), timeout=20, what="two connections")
+    wait_for(lambda: host.proxies["redis"].connections == 2, timeout=10, what="both on the proxy")
+    host.cut("redis", kind="blackhole")
+    close.touch()
+    wait_for(lambda: "closed" in client.output(), timeout=10, what="the first closed")
+    assert host.proxies["redis"].connections == 2  # its FIN was dropped: the proxy still holds it
+    host.heal("redis")
+    assert host.proxies["redis"].connections == 1  # reset at the heal, not at a retransmission
+    assert len(host.given_up["redis"]) == 1
+    send.touch()
+    client.proc.wait(timeout=20)
+    assert client.output().split() == ["open", "closed", "echo"]  # the other one carried on
+
+
 def test_closing_the_network_leaves_no_namespace_veth_or_process(echo: int, tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("test hosts need root (network namespaces, veth pairs, iptables)")

@@ -55,3 +55,27 @@ def test_a_pending_key_left_inside_a_stops_race_window_is_cleared_when_dispatch_
     set_auto_dispatch(str(match.id), True, barriers=b)
     assert not b.is_pending(match.id)
     assert dispatch(send=outbox, **sb).enqueued == 1
+
+
+def test_a_start_that_cannot_reach_postgresql_frees_its_pending_key_for_the_next_dispatch(
+    make_match, sb, outbox, services, monkeypatch
+):
+    from config.errors import DatabaseUnavailable
+    from lifecycle import start_match
+
+    match = make_match(status="inprogress")
+    dispatch(send=outbox, **sb)
+    [message] = outbox.messages
+
+    def unreachable(match_id):
+        raise DatabaseUnavailable(service="PostgreSQL", setting="DATABASE_URL", address="db", reason="cut")
+
+    monkeypatch.setattr(start_match, "stored_message_id", unreachable)  # (a host cut from PostgreSQL)
+    with pytest.raises(DatabaseUnavailable):
+        start_match.start_match_listener(
+            str(match.id), None, False, message_id=message.message_id, services=services, **sb
+        )
+    assert not sb["barriers"].is_pending(match.id)
+    assert sb["barriers"].attempts(match.id) == 0  # not the match's failure
+    monkeypatch.undo()
+    assert dispatch(send=outbox, **sb).enqueued == 1  # at once, not after the sweep's reclaim
