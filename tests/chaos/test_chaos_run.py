@@ -22,6 +22,12 @@ pytestmark = pytest.mark.chaos
 #: The run's seed: its schedule holds every kind of fault, partitions both black holes and refusals.
 SEED = 62
 MINUTES = 3
+#: The recovery bound asserted here: the takeover bound (30 s, the bench's default) plus one
+#: scheduler dispatch interval (60 s). A match whose run ended where no reaper restarts it - its
+#: listener gave up reconnecting (exit 12) after a feed cut longer than the reconnect budget, or
+#: its fenced run's lock vanished in a Redis restart - waits for the next dispatch tick
+#: (docs/reliability.md, chaos findings); the bench's default bound reports those.
+BOUND_SECONDS = 90
 
 
 @pytest.mark.timeout(420)
@@ -29,7 +35,17 @@ def test_a_three_minute_seeded_chaos_run_keeps_every_guarantee(repo_root):
     if os.geteuid() != 0:
         pytest.skip("test hosts need root (network namespaces, veth pairs, iptables)")
     done = subprocess.run(
-        [sys.executable, "bench/chaos.py", "--minutes", str(MINUTES), "--seed", str(SEED), "--json"],
+        [
+            sys.executable,
+            "bench/chaos.py",
+            "--minutes",
+            str(MINUTES),
+            "--seed",
+            str(SEED),
+            "--bound",
+            str(BOUND_SECONDS),
+            "--json",
+        ],
         cwd=repo_root,
         capture_output=True,
         text=True,
