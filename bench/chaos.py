@@ -4,8 +4,8 @@ Run (root: network namespaces): ``.venv/bin/python bench/chaos.py --minutes M --
 [--json]``. About M + 2 minutes. What runs:
 
 * srsim (``kickoff sim serve --no-db``) with 30 mlb games at 2 events/s, each lasting the run and
-  a tail after it (``TAIL_SECONDS`` beyond the takeover bound, so recovery after the last heal is
-  seen), with corrections and deletes;
+  a tail after it (``TAIL_SECONDS`` beyond the default takeover bound, so recovery after the last
+  heal is seen; recovery is judged up to each game's end), with corrections and deletes;
 * on the host side: a private Redis (REDIS_URL: locks, leases; the one ``redis-restart``
   restarts empty; tests/private_redis.py), the shared PostgreSQL (a throw-away database), the
   shared Redis as the broker (a throw-away namespace), the scheduler and a default worker;
@@ -503,7 +503,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         host_side.append(
             ChildProcess([str(bin_dir / "kickoff"), "scheduler"], env=env, log=logdir / "sched.log")
         )
-        game_seconds = WARMUP_SECONDS + args.minutes * 60 + args.bound + TAIL_SECONDS
+        game_seconds = WARMUP_SECONDS + args.minutes * 60 + DEFAULT_BOUND_SECONDS + TAIL_SECONDS
         write_script(logdir / "games.json", sr_ids, game_seconds)
         srsim = start_srsim(logdir / "games.json", srsim_port, logdir)
         recorder = Recorder(matches, logdir / "data").start()
