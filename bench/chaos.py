@@ -313,9 +313,15 @@ class Recorder:
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
+        """Stop polling, then poll once more (the last states)."""
+        self.halt()
         self.poll()
+
+    def halt(self) -> None:
+        """Stop polling."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(10)
 
     def _loop(self) -> None:
         while not self._stop.wait(POLL_SECONDS):
@@ -577,7 +583,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         }
     finally:
         if recorder is not None:
-            recorder._stop.set()
+            recorder.halt()
         if fleet is not None:
             fleet.stop()
         for child in host_side:
