@@ -53,6 +53,41 @@ def test_a_heartbeat_stuck_in_postgresql_still_stops_the_listener_before_its_loc
     assert result.exit_code == 16 and rows_of(match)[0].exit_code == 16
 
 
+def test_the_lease_fence_stops_a_run_while_every_redis_call_of_its_worker_hangs(
+    make_match, ctx, runner, monkeypatch
+):
+    """A black-holed Redis: the stop-flag poll, the lock extension and the lease renewal all hang."""
+    import threading
+
+    from config.errors import RedisUnavailable
+    from lifecycle.heartbeat import LOCK_UNREACHABLE
+    from lifecycle.lease import LEASE_EXPIRED
+
+    match = make_match()
+    future = runner(start, match, **ctx)
+    wait_for(lambda: open_rows(match))
+    [handle] = wait_for(ctx["services"].running)
+    barriers, released = ctx["barriers"], threading.Event()
+
+    def hang(*args, **kwargs):
+        released.wait(60)
+        raise RedisUnavailable(service="Redis", setting="REDIS_URL", address="x", reason="timeout")
+
+    monkeypatch.setattr(barriers, "stop_flags_among", hang)
+    monkeypatch.setattr(barriers, "extend_start_locks", hang)
+    monkeypatch.setattr(barriers, "renew_worker_lease", hang)
+    try:
+        lease = ctx["settings"].listener_worker_lease_seconds
+        wait_for(lambda: handle.cause is not None, timeout=lease + 5, what="the run fenced")
+        # Stopped by the deadline thread (the heartbeat and stop-watch threads hang): its lock
+        # (1.5 s here) or its lease, whichever deadline comes first.
+        assert handle.cause.code == 16 and handle.cause.reason in (LEASE_EXPIRED, LOCK_UNREACHABLE)
+    finally:
+        released.set()
+    monkeypatch.undo()
+    assert future.result(timeout=30).exit_code == 16
+
+
 def test_a_row_write_that_keeps_failing_does_not_stop_the_lock_from_being_extended(
     make_match, lbarriers, monkeypatch
 ):
