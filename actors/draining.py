@@ -4,13 +4,18 @@ The shutdown queues a successor start for each of its running matches (lifecycle
 ``shutdown_all``); a consumer of the stopping worker that took one would hold it until the worker
 exits. So the Redis broker's ``match_listeners`` consumer fetches nothing while draining and the
 RabbitMQ one hands every delivery back (actors.rabbitmq), and the other workers run them.
+
+The same holds while the process's worker lease is not held (``gate_starts_on``): a worker cut
+from REDIS_URL but not from the broker would take the starts the other workers' reapers send for
+its own fenced runs and fail each at its first lock, leaving the match's pending key set until
+the sweep reclaims it minutes later (found by bench/chaos.py, seed 38).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import dramatiq
@@ -19,6 +24,8 @@ import dramatiq
 _draining = threading.Event()
 #: How long a draining consumer waits before it looks again (it takes nothing meanwhile).
 DRAINING_IDLE_SECONDS = 0.5
+#: Besides draining, whether this process can run a start now (its worker lease is held); None: always.
+_ready: Callable[[], bool] | None = None
 
 
 def stop_taking_starts() -> None:
@@ -31,9 +38,17 @@ def resume_taking_starts() -> None:
     _draining.clear()
 
 
+def gate_starts_on(ready: Callable[[], bool] | None) -> None:
+    """Take starts only while ``ready()`` holds (cheap, never raising: the worker lease is held); None:
+    no gate."""
+    global _ready
+    _ready = ready
+
+
 def taking_starts() -> bool:
-    """Whether this process's ``match_listeners`` consumers take messages."""
-    return not _draining.is_set()
+    """Whether this process's ``match_listeners`` consumers take messages: not draining, and ready."""
+    ready = _ready
+    return not _draining.is_set() and (ready is None or ready())
 
 
 class DrainableConsumer(dramatiq.Consumer):

@@ -17,7 +17,7 @@ from actors import reporting
 from actors.archive import send_backfill
 from actors.batch import enqueue_many
 from actors.broker import QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS, broker_errors, worker_hooks
-from actors.draining import resume_taking_starts, stop_taking_starts
+from actors.draining import gate_starts_on, resume_taking_starts, stop_taking_starts
 from actors.rabbitmq import settle_early
 from actors.runtime import ActorRuntime, current
 from config.errors import KickoffError, ListenerRunFailed
@@ -82,7 +82,9 @@ def start_listener_services(worker: dramatiq.Worker) -> None:
     queues = getattr(worker, "queues", None)
     if queues is None or QUEUE_MATCH_LISTENERS in queues:
         resume_taking_starts()
-        services()
+        svc = services()
+        # A start needs the lease (and Redis): without it, leave the starts to workers that have it.
+        gate_starts_on(lambda: svc.lease.current() is not None)
 
 
 def _attempts(rt: ActorRuntime, match_id: str) -> int | None:

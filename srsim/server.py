@@ -32,6 +32,12 @@ listens, so a late or reconnecting listener gets the live position unless it res
 * ``GET /players/nfl`` - the players map (Sleeper's format) from ``players_file``, read anew on
   every request so a test or the demo changes injury statuses by rewriting the file.
 * ``GET /_srsim/sessions`` - every session's position and status (for boards and tests).
+* ``GET /_srsim/connections`` - every stream connection served so far (``stream_history``):
+  ``sr_id``, ``via``, ``opened`` and ``closed`` (the machine's ``time.monotonic()``, the same clock
+  in every process; ``closed`` null while open), oldest first.
+  A path may start with ``/_via/{tag}`` (a client's base URL ``http://host:port/_via/{tag}``):
+  the tag is recorded as the connection's ``via`` (who connected, through any proxy), and the
+  rest of the path is served as usual.
 
 With ``watch_dir`` srsim serves every script file that appears there while it runs (``kickoff sim
 clone`` writes one), each new session's clock starting when it is picked up.
@@ -72,6 +78,7 @@ _STREAM = re.compile(
     r"^/(?P<league>[a-z0-9_-]+)/(?P<access>[a-z0-9_-]+)/stream/(?:[a-z]+/)?events/subscribe$"
 )
 _PUSH = re.compile(r"^/_push/(?P<sr_id>[A-Za-z0-9_.:-]+)$")
+_VIA = re.compile(r"^/_via/(?P<via>[A-Za-z0-9_.-]{1,64})(?P<rest>/.*)$")
 _DAILY = re.compile(
     r"^/(?P<league>[a-z0-9_-]+)/[a-z0-9_-]+/(?:[a-z]+/)?games/(\d{4})/(\d{2})/(\d{2})/schedule\.json$"
 )
@@ -161,6 +168,10 @@ class StreamRecord:
     peer: tuple[str, int] | None  # the client's (host, port): a fault proxy's upstream socket in tests
     opened: float
     closed: float | None = None  # None while it is open
+    via: str = ""  # the client's tag: the ``/_via/{tag}`` its request path started with
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sr_id": self.sr_id, "via": self.via, "opened": self.opened, "closed": self.closed}
 
 
 class SimServer:
@@ -424,10 +435,15 @@ class SimServer:
     ) -> None:
         parts = urlsplit(target)
         path, query = parts.path, parse_qs(parts.query)
+        via = ""
+        if v := _VIA.match(path):
+            via, path = v["via"], v["rest"]
         if method != "GET":
             return await _respond(writer, 405, {"message": "method not allowed"})
         if path == "/_srsim/sessions":
             return await _respond(writer, 200, {"sessions": [s.describe() for s in self.sessions.values()]})
+        if path == "/_srsim/connections":
+            return await _respond(writer, 200, {"connections": [r.as_dict() for r in self.stream_history]})
         if self.api_key is not None and headers.get("x-api-key") != self.api_key:
             return await _respond(writer, 401, {"message": "Invalid Authentication"})
         if m := _STREAM.match(path):
@@ -437,8 +453,10 @@ class SimServer:
                 return await _respond(writer, 404, {"message": f"no such match {sr_id}"})
             resume_id = query.get("resume_id", [""])[0]
             if query.get("format", [""])[0] == "ndjson":
-                location = f"/_push/{sr_id}" + (
-                    f"?resume_id={quote(resume_id, safe='')}" if resume_id else ""
+                location = (
+                    (f"/_via/{via}" if via else "")
+                    + f"/_push/{sr_id}"
+                    + (f"?resume_id={quote(resume_id, safe='')}" if resume_id else "")
                 )
                 writer.write(
                     f"HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\n"
@@ -446,14 +464,19 @@ class SimServer:
                 )
                 return await writer.drain()
             return await self._stream(
-                session, reader, writer, sse=True, resume_id=resume_id or headers.get("last-event-id", "")
+                session,
+                reader,
+                writer,
+                sse=True,
+                resume_id=resume_id or headers.get("last-event-id", ""),
+                via=via,
             )
         if m := _PUSH.match(path):
             session = self.sessions.get(m["sr_id"])
             if session is None:
                 return await _respond(writer, 404, {"message": "no such stream"})
             resume_id = query.get("resume_id", [""])[0]
-            return await self._stream(session, reader, writer, sse=False, resume_id=resume_id)
+            return await self._stream(session, reader, writer, sse=False, resume_id=resume_id, via=via)
         if m := _PBP.match(path):
             return await self._pbp(m["league"], m["sr_id"], writer)
         if path == "/players/nfl":
@@ -523,6 +546,7 @@ class SimServer:
         *,
         sse: bool,
         resume_id: str = "",
+        via: str = "",
     ) -> None:
         sr_id = session.game.sr_id
         idx = replay_until = session.position()
@@ -547,7 +571,7 @@ class SimServer:
         conns = self._streams.setdefault(sr_id, set())
         conns.add(writer)
         peer = writer.get_extra_info("peername")
-        record = StreamRecord(sr_id, tuple(peer[:2]) if peer else None, time.monotonic())
+        record = StreamRecord(sr_id, tuple(peer[:2]) if peer else None, time.monotonic(), via=via)
         self.stream_history.append(record)
         # The client closing its side ends the stream at once (not at the next failed write).
         gone: asyncio.Future[bytes] = asyncio.ensure_future(reader.read(1))

@@ -249,7 +249,7 @@ def repo_root() -> Path:
 SERVICE_FIXTURES = frozenset({"migrated_database", "amqp_vhost", "redis_client", "subprocess_env"})
 #: Marks of tests that need a service (or start processes that do) or an installed tool: never in
 #: the unit tier.
-SERVICE_MARKS = frozenset({"services", "e2e", "outage", "browser", "amqp", "tools", "partition"})
+SERVICE_MARKS = frozenset({"services", "e2e", "outage", "browser", "amqp", "tools", "partition", "chaos"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -181,3 +181,19 @@ def test_a_client_closing_its_stream_stops_counting_at_once(server):
     wait_for(lambda: srv.connections(game.sr_id) == 1, what="the stream counted")
     resp.close()
     wait_for(lambda: srv.connections(game.sr_id) == 0, timeout=5, what="the closed stream uncounted")
+
+
+def test_the_connection_log_names_who_connected_through_a_via_prefix_and_when_each_stream_closed(server):
+    game = _game(event_count=400, event_interval=0.05)
+    srv = server([game])
+    url = f"{srv.base_url}/_via/h1w0g2/mlb/trial/stream/en/events/subscribe?match=sd:match:{game.sr_id}"
+    with requests.get(url, stream=True, timeout=10) as resp:
+        assert resp.status_code == 200
+        lines = resp.iter_lines()  # kept: a dropped generator closes the response
+        next(lines)
+        [logged] = requests.get(f"{srv.base_url}/_srsim/connections", timeout=5).json()["connections"]
+        assert logged["sr_id"] == game.sr_id and logged["via"] == "h1w0g2" and logged["closed"] is None
+    wait_for(lambda: srv.stream_history[0].closed is not None, what="the close logged")
+    assert srv.stream_history[0].closed >= srv.stream_history[0].opened
+    plain = requests.get(f"{srv.base_url}/_via/x/mlb/trial/games/{game.sr_id}/pbp.json", timeout=5)
+    assert plain.status_code == 200  # any route takes the prefix
