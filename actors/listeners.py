@@ -34,15 +34,20 @@ def services() -> ListenerServices:
 
     They hold the process's worker lease, and their reaper thread restarts at once the matches
     of listener workers whose lease is gone (also those whose run closed its row but could not
-    release its start lock: a worker cut from Redis); a shutdown hands this process's runs over to
-    successor starts queued for other workers (lifecycle.runtime ``shutdown_all``).
+    release its start lock: a worker cut from Redis; and those whose fenced run's lock and
+    pending key a Redis restart lost: ``cleanup.orphans_of_fenced_runs``); a shutdown hands this
+    process's runs over to successor starts queued for other workers (lifecycle.runtime
+    ``shutdown_all``).
     """
     rt = current()
 
     def reap() -> list[str]:
+        # Orphans first: a match the two steps after it free is not taken for one (its restart
+        # mark stays unused, for the case that restart fails on a worker cut from PostgreSQL).
+        orphans = cleanup.orphans_of_fenced_runs(settings=rt.settings, barriers=rt.barriers)
         closed = cleanup.reap_dead_workers(settings=rt.settings, barriers=rt.barriers)
         freed = cleanup.release_locks_of_fenced_runs(settings=rt.settings, barriers=rt.barriers)
-        return sorted({row.match_id for row in closed} | set(freed))
+        return sorted({row.match_id for row in closed} | set(freed) | set(orphans))
 
     def redispatch(match_ids: list[str]) -> None:
         dispatch.dispatch_matches(

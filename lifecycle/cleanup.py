@@ -135,6 +135,39 @@ def release_locks_of_fenced_runs(
     return sorted(freed)
 
 
+#: The shortest time between two reaper restarts of one fenced run's match (its restart mark in
+#: Redis): a fault that fails every restart (e.g. the start taken by a worker cut from PostgreSQL)
+#: restarts it no more often than the dispatch tick (every minute) would.
+ORPHAN_RESTART_EVERY_SECONDS = 60.0
+
+
+def orphans_of_fenced_runs(*, settings: MatchListenerEnvironment, barriers: Barriers) -> list[str]:
+    """Matches a fenced or abandoned run left with nothing to restart them: to be dispatched again.
+
+    A run that fenced itself (16) or was abandoned (14) leaves its start lock and pending key
+    for ``release_locks_of_fenced_runs`` (or the run's own release) to free and its match to be
+    dispatched. When a Redis restart loses both first, nothing is left to free and no reaper
+    would restart the match: the next dispatch tick would. So: the matches whose newest row such
+    a close ended within the stale threshold, with no open row (one query), and with neither a
+    start lock nor a pending key, each at most once per ORPHAN_RESTART_EVERY_SECONDS (one script
+    call). Nothing is judged until Redis's data epoch is older than one lease plus one renewal
+    (live runs take their locks again within that time). The dispatch that follows claims the
+    pending key (SET NX) and applies the usual selection and attempt rules, so nothing starts twice.
+    """
+    candidates = rows.recently_fenced_matches_without_run(
+        within_seconds=settings.listener_heartbeat_stale_seconds
+    )
+    if not candidates:
+        return []
+    _, epoch_age = barriers.live_worker_leases(())
+    if epoch_age is None or epoch_age < settings.listener_worker_lease_seconds * 1.25 + 1:
+        return []
+    orphans = barriers.claim_orphan_restarts(candidates, every_seconds=ORPHAN_RESTART_EVERY_SECONDS)
+    for match_id in orphans:
+        logger.warning("match %s: its fenced run left no start lock or pending key: restarting it", match_id)
+    return orphans
+
+
 def _releasing_lock_of(row: rows.ClosedRow, aside: list[SetAside] | None) -> AbstractContextManager[None]:
     """The sweep's step of releasing one dead row's start lock, set aside on its own when it fails."""
     return setting_aside(

@@ -266,7 +266,7 @@ class ListenerServices:
                 reg.on_lost(LEASE_EXPIRED)
 
     def hand_off(self, match_id: str) -> None:
-        """Start a match again at once on another worker (its run here ended by a shutdown)."""
+        """Start a match again at once (its run here ended by a shutdown, or lost the feed: 12)."""
         if self.redispatch is None:
             return
         try:

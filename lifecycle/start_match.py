@@ -153,6 +153,10 @@ def start_match_listener(
         mid, overrides, taken, message_id=message_id, barriers=barriers, services=services, local=local
     )
     failed = is_counted_failure(outcome.exit_code)
+    attempts = _count_failure(mid, barriers) if failed else None
+    if _lost_the_feed_after_streaming(outcome, lock=taken, settings=settings):
+        logger.warning("match %s: the feed's reconnects ran out: starting it again at once", mid)
+        services.hand_off(mid)  # after the count: an exhausted match is not sent again
     return StartResult(
         match_id=mid,
         message_id=message_id,
@@ -160,9 +164,25 @@ def start_match_listener(
         reason=outcome.reason,
         record_id=outcome.record_id,
         success=not failed,
-        attempts=_count_failure(mid, barriers) if failed else None,
+        attempts=attempts,
         sr_id=outcome.sr_id,
     )
+
+
+def _lost_the_feed_after_streaming(
+    outcome: RunOutcome, *, lock: HeldLock, settings: MatchListenerEnvironment
+) -> bool:
+    """Whether a run ran out of reconnects (12) after it had run for LISTENER_RECONNECT_RESET_SECONDS.
+
+    Such a match is dispatched again at once rather than at the next dispatch tick (up to a
+    minute): the feed may be back already, and the dispatch's usual rules (auto-dispatch, a live
+    status, the stop flag, the attempt cap, the pending key) still decide. A run that failed
+    sooner (the feed still down when it started) waits for the tick as before, so a lasting
+    fault restarts a match no more often than the tick does.
+    """
+    if outcome.exit_code != int(ExitCode.CONNECTION_ERROR):
+        return False
+    return time.monotonic() - lock.acquired_at >= settings.listener_reconnect_reset_seconds
 
 
 def _consume_message(

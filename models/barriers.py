@@ -20,6 +20,8 @@ listener_worker_{lease id}                 worker lease     a listener worker pr
                                                             renewed every lease / 4
 handover_ready_{id}                        2 x hand-off + 1 a graceful shutdown's successor start
                                                             waits for the match's start lock
+orphan_restart_{id}                        restart spacing  a reaper restarted a fenced run's
+                                                            match that nothing else would (60 s)
 redis_epoch                                none             "{id}:{unix s}" written when found
                                                             missing: Redis lost its data then
 scheduler_tick_{entry}_{YYYYmmddTHHMM}     tick TTL (1 h)   one send per periodic entry and slot
@@ -134,6 +136,19 @@ if redis.call('get', KEYS[1]) == ARGV[1] and redis.call('exists', KEYS[2]) == 0 
   return 1
 end
 return 0
+"""
+
+# KEYS: per match, its start lock, pending key and restart mark; ARGV[1]: the mark's TTL (s).
+_CLAIM_ORPHANS = """
+local out = {}
+for i = 1, #KEYS, 3 do
+  local ok = 0
+  if redis.call('exists', KEYS[i]) == 0 and redis.call('exists', KEYS[i + 1]) == 0 then
+    if redis.call('set', KEYS[i + 2], '1', 'NX', 'EX', ARGV[1]) then ok = 1 end
+  end
+  out[#out + 1] = ok
+end
+return out
 """
 
 #: Connections one client keeps at most; a thread that finds them all in use waits (up to the
@@ -320,6 +335,7 @@ class Barriers:
     revoked_key = _key_of("revoked_message_")  # of a message id
     worker_lease_key = _key_of("listener_worker_")  # of a lease id
     handover_key = _key_of("handover_ready_")
+    orphan_restart_key = _key_of("orphan_restart_")
     bulk_preview_key = _key_of("bulk_preview_")  # of a confirm token's SHA-256
 
     def tick_key(self, entry: str, slot: str) -> str:
@@ -536,6 +552,23 @@ class Barriers:
         """
         keys = [self.start_lock_key(match_id), self.worker_lease_key(lease_id), self.pending_key(match_id)]
         return bool(self._script(_RELEASE_FENCED)(keys=keys, args=[token]))
+
+    @_redis_errors
+    def claim_orphan_restarts(self, match_ids: Sequence[str], *, every_seconds: float) -> list[str]:
+        """The matches among ``match_ids`` with neither a start lock nor a pending key, each at most
+        once per ``every_seconds`` (its restart mark, SET NX EX): one script call.
+
+        A reaper restarts those (a fenced run's match whose keys a Redis restart lost); the mark
+        keeps a fault that fails every restart from restarting it more often than that.
+        """
+        ids = [str(m) for m in match_ids]
+        if not ids:
+            return []
+        keys = [
+            k for m in ids for k in (self.start_lock_key(m), self.pending_key(m), self.orphan_restart_key(m))
+        ]
+        answers = self._script(_CLAIM_ORPHANS)(keys=keys, args=[max(1, int(every_seconds))])
+        return [m for m, ok in zip(ids, answers, strict=True) if ok]
 
     # -- stop flags and revoked messages -------------------------------------------
 

@@ -184,6 +184,31 @@ def recently_closed_leased_rows(*, within_seconds: float) -> list[tuple[str, str
         return [(str(rid), str(mid), str(lease)) for rid, mid, lease in query]
 
 
+def recently_fenced_matches_without_run(*, within_seconds: float) -> list[str]:
+    """Matches whose newest row a fence or an abandon (16, 14) closed within ``within_seconds``
+    under a worker lease, with no open row and no newer row.
+
+    One range read of the partial index of migration 0020 (closed rows under a lease), each
+    checked against its match's other rows by the match index.
+    """
+    later = R.alias("later")
+    newer_or_open = later.select(peewee.SQL("1")).where(
+        (later.match == R.match)
+        & (later.id != R.id)
+        & (later.ended_at.is_null() | (later.created_at > R.created_at))
+    )
+    cond = (
+        R.ended_at.is_null(False)
+        & (R.ended_at >= db_ago(within_seconds))
+        & R.worker_lease.is_null(False)
+        & R.exit_code.in_([int(ExitCode.CANCELLED), int(ExitCode.ABANDONED)])
+        & ~peewee.fn.EXISTS(newer_or_open)
+    )
+    with database_errors():
+        query = R.select(R.match).where(cond).distinct().tuples()
+        return sorted(str(mid) for (mid,) in query)
+
+
 def abandon_rows_of_dead_workers(
     lease_ids: Iterable[str], *, match_ids: Iterable[str] | None = None
 ) -> list[ClosedRow]:

@@ -242,6 +242,7 @@ class MemoryBarriers:
     revoked_key = Barriers.revoked_key
     worker_lease_key = Barriers.worker_lease_key
     handover_key = Barriers.handover_key
+    orphan_restart_key = Barriers.orphan_restart_key
     bulk_preview_key = Barriers.bulk_preview_key
     tick_key = Barriers.tick_key
     epoch_key = Barriers.epoch_key
@@ -382,6 +383,16 @@ class MemoryBarriers:
                 return False
             self._delete(self.start_lock_key(match_id), self.pending_key(match_id))
             return True
+
+    @_served
+    def claim_orphan_restarts(self, match_ids: Sequence[str], *, every_seconds: float) -> list[str]:
+        out = []
+        for m in (str(m) for m in match_ids):
+            if self._live(self.start_lock_key(m)) is not None or self._live(self.pending_key(m)) is not None:
+                continue
+            if self._set(self.orphan_restart_key(m), "1", ttl=max(1, int(every_seconds)), nx=True):
+                out.append(m)
+        return out
 
     # -- hand-offs, stop flags, revoked messages ------------------------------------------
 

@@ -406,6 +406,21 @@ def test_a_fenced_runs_lock_and_pending_key_go_only_once_its_worker_lease_is_gon
     assert b.start_lock_holder(m) is None and not b.is_pending(m)
 
 
+def test_an_orphan_restart_is_claimed_only_without_lock_or_pending_key_and_once_per_spacing(
+    store: Store,
+) -> None:
+    b = store.barriers
+    free, locked, pending = ids(3)
+    b.start_lock(locked).acquire(token="run-1")
+    assert b.claim_pending(pending)
+    assert b.claim_orphan_restarts([free, locked, pending], every_seconds=1) == [free]
+    assert b.claim_orphan_restarts([free], every_seconds=1) == []  # once per spacing
+    assert b.claim_orphan_restarts([], every_seconds=1) == []
+    left = store.ttl(b.orphan_restart_key(free))
+    assert left is not None and 0 < left <= 1
+    store.elapse(1.0, lambda: b.claim_orphan_restarts([free], every_seconds=1) == [free])
+
+
 # -- hand-offs, stop flags, revoked messages ------------------------------------------------
 
 
