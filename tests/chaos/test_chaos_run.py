@@ -22,12 +22,13 @@ pytestmark = pytest.mark.chaos
 #: The run's seed: its schedule holds every kind of fault, partitions both black holes and refusals.
 SEED = 62
 MINUTES = 3
-#: The recovery bound asserted here: the takeover bound (30 s, the bench's default) plus one
-#: scheduler dispatch interval (60 s). A match whose run ended where no reaper restarts it - its
-#: listener gave up reconnecting (exit 12) after a feed cut longer than the reconnect budget, or
-#: its fenced run's lock vanished in a Redis restart - waits for the next dispatch tick
-#: (docs/reliability.md, chaos findings); the bench's default bound reports those.
-BOUND_SECONDS = 90
+#: The recovery bound asserted here: the takeover bound (30 s, the bench's default: a lease, its
+#: reaper poll, the longest reconnect backoff step a 30 s cut reaches, and a start) plus 10 s for
+#: the suite's loaded machine (one lease plus its renewal slack: the bench measured up to 20.3 s
+#: on the development machine, docs/reliability.md). The matches the reapers used to leave for
+#: the next dispatch tick (findings 2-4) are restarted at once now; one that still waits for a
+#: tick (a run younger than a minute that ran out of reconnects) breaks this bound.
+BOUND_SECONDS = 40
 
 
 @pytest.mark.timeout(420)
