@@ -178,7 +178,7 @@ def test_many_listener_starts_open_no_more_connections_than_the_pool(
 
 @pytest.mark.services  # its own Redis client on the run's Redis
 def test_many_threads_using_one_redis_client_at_once_wait_for_a_connection_instead_of_failing(lsettings):
-    from models.barriers import REDIS_MAX_CONNECTIONS, connect_redis
+    from models.coordination import REDIS_MAX_CONNECTIONS, connect_redis
 
     client = connect_redis(lsettings.redis_url)
     threads = REDIS_MAX_CONNECTIONS * 4  # a graceful shutdown of a thousand listeners, in small

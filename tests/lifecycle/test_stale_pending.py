@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from tests.lifecycle.helpers import dispatch
 from tests.waiting import wait_for
 
@@ -27,7 +27,7 @@ def test_a_start_that_died_holding_the_lock_before_its_row_stops_blocking_dispat
     dispatch(send=outbox, **sb)
     [message] = outbox.messages
     b.consume_message(message.message_id)  # the start began ...
-    short = Barriers(b.client, prefix=b.prefix, url=b.url, stale_seconds=2)  # (a lock TTL of 2 s)
+    short = CoordinationStore(b.client, prefix=b.prefix, url=b.url, stale_seconds=2)  # (a lock TTL of 2 s)
     lock = short.start_lock(match.id)
     assert lock.acquire("dead-token")  # ... took the lock, then its worker died
     assert _sweep(sb).pending_reclaimed == []  # the lock still holds: it may be alive
