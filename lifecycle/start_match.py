@@ -144,8 +144,12 @@ def start_match_listener(
         raise
     if taken is None:  # a hand-off's successor
         _await_predecessor(mid, settings=settings, barriers=barriers)
-        with services.db_slot():
-            taken = _take_start_lock(mid, force, settings=settings, barriers=barriers)
+        try:
+            with services.db_slot():
+                taken = _take_start_lock(mid, force, settings=settings, barriers=barriers)
+        except DatabaseUnavailable:
+            _give_up_pending(mid, barriers)
+            raise
     if isinstance(taken, Skip):
         logger.info("match %s: start %s: %s", mid, message_id, taken)
         return StartResult(match_id=mid, message_id=message_id, skipped=taken)

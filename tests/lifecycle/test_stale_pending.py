@@ -79,3 +79,28 @@ def test_a_start_that_cannot_reach_postgresql_frees_its_pending_key_for_the_next
     assert sb["barriers"].attempts(match.id) == 0  # not the match's failure
     monkeypatch.undo()
     assert dispatch(send=outbox, **sb).enqueued == 1  # at once, not after the sweep's reclaim
+
+
+def test_a_hand_off_successor_that_cannot_reach_postgresql_frees_its_pending_key_too(
+    make_match, sb, outbox, services, monkeypatch
+):
+    from config.errors import DatabaseUnavailable
+    from lifecycle import start_match
+
+    match = make_match(status="inprogress")
+    dispatch(send=outbox, **sb)
+    [message] = outbox.messages
+
+    def unreachable(*args, **kwargs):
+        raise DatabaseUnavailable(service="PostgreSQL", setting="DATABASE_URL", address="db", reason="cut")
+
+    # the successor's lock is taken after its wait for the predecessor, under a second database slot
+    monkeypatch.setattr(start_match, "_take_start_lock", unreachable)
+    with pytest.raises(DatabaseUnavailable):
+        start_match.start_match_listener(
+            str(match.id), None, False, message_id=message.message_id, services=services, handoff=True, **sb
+        )
+    assert not sb["barriers"].is_pending(match.id)
+    assert sb["barriers"].attempts(match.id) == 0
+    monkeypatch.undo()
+    assert dispatch(send=outbox, **sb).enqueued == 1
