@@ -80,7 +80,7 @@ def build_broker(settings: MatchListenerEnvironment) -> dramatiq.Broker:
     whose queues are durable, ``match_listeners`` a quorum queue with BROKER_QUORUM_QUEUES.
     Nothing connects here: both open their connections on first use.
     """
-    from models.barriers import connect_redis
+    from models.coordination import connect_redis
 
     broker: dramatiq.Broker
     if is_rabbitmq(settings.broker_url):
@@ -130,7 +130,7 @@ def build_broker(settings: MatchListenerEnvironment) -> dramatiq.Broker:
 @contextlib.contextmanager
 def broker_errors(broker: dramatiq.Broker) -> Iterator[None]:
     """Errors of ``broker`` (sends, queue reads) as RedisUnavailable / BrokerUnavailable naming BROKER_URL."""
-    from models.barriers import redis_errors
+    from models.coordination import redis_errors
 
     url = getattr(broker, "kickoff_url", None) or "<unset>"
     if not isinstance(broker, RedisBroker) and is_rabbitmq(url):
@@ -160,7 +160,7 @@ def worker_hooks(broker: dramatiq.Broker) -> WorkerHooks | None:
 
 def ping_broker(settings: MatchListenerEnvironment) -> None:
     """Raise RedisUnavailable / BrokerUnavailable (naming BROKER_URL) unless the broker answers."""
-    from models.barriers import connect_redis, redis_errors
+    from models.coordination import connect_redis, redis_errors
 
     if is_rabbitmq(settings.broker_url):
         queue_reports(settings, queues=(QUEUE_DEFAULT,))
@@ -177,7 +177,7 @@ def queue_reports(
     Worker marks live in the broker's Redis, or in REDIS_URL's with the RabbitMQ broker; RabbitMQ
     counts ready messages (a delivery a worker holds is not waiting).
     """
-    from models.barriers import connect_redis, redis_errors
+    from models.coordination import connect_redis, redis_errors
 
     ttl = settings.worker_presence_ttl_seconds
     if not is_rabbitmq(settings.broker_url):

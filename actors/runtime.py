@@ -16,7 +16,7 @@ import dramatiq
 
 from config.errors import ConfigurationError
 from config.settings import MatchListenerEnvironment
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from models.db import init_database, pool_size
 
 logger = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ class ActorRuntime:
     """What every actor of this process runs with."""
 
     settings: MatchListenerEnvironment  # read once at process start (or set by a test)
-    barriers: Barriers  # Redis keys on REDIS_URL under REDIS_KEY_PREFIX
+    barriers: CoordinationStore  # Redis keys on REDIS_URL under REDIS_KEY_PREFIX
     broker: dramatiq.Broker  # Dramatiq's global broker (actors.broker.build_broker)
 
 
@@ -44,7 +44,7 @@ def configure(
     settings: MatchListenerEnvironment,
     *,
     broker: dramatiq.Broker | None = None,
-    barriers: Barriers | None = None,
+    barriers: CoordinationStore | None = None,
 ) -> ActorRuntime:
     """Make ``settings`` this process's runtime: broker (set as Dramatiq's), database proxy, barriers.
 
@@ -85,7 +85,7 @@ def configure(
         )
         _current = ActorRuntime(
             settings=settings,
-            barriers=barriers if barriers is not None else Barriers.from_settings(settings),
+            barriers=barriers if barriers is not None else CoordinationStore.from_settings(settings),
             broker=broker,
         )
         return _current

@@ -13,7 +13,7 @@ from publisher.trigger_saves import TriggerCommitter
 
 if TYPE_CHECKING:
     from api.readiness import Readiness
-    from models.barriers import Barriers
+    from models.coordination import CoordinationStore
     from runs.catalog import Catalog
 
 
@@ -90,11 +90,11 @@ class ApiContext:
         return Readiness(settings=self.settings)
 
     @cached_property
-    def barriers(self) -> Barriers:
+    def barriers(self) -> CoordinationStore:
         """Redis barriers on REDIS_URL (the client's pool is shared by every thread)."""
-        from models.barriers import Barriers
+        from models.coordination import CoordinationStore
 
-        return Barriers.from_settings(self.settings)
+        return CoordinationStore.from_settings(self.settings)
 
     @cached_property
     def catalog(self) -> Catalog:

@@ -456,7 +456,7 @@ def wait_until(condition: Any, timeout: float, what: str) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from models.barriers import connect_redis
+    from models.coordination import connect_redis
     from models.db import init_database
     from models.migrate import drop_database, migrate
     from tests.faultproxy import stable_port

@@ -28,7 +28,7 @@ from bench.recovery import listener_worker
 from config.clock import utcnow
 from listener.archive import EventArchive, TextLog, archive_path, shortcode_for
 from models import League, Match
-from models.barriers import connect_redis
+from models.coordination import connect_redis
 from models.listener_record import MatchListenerRecord
 
 CHROMIUM = "/usr/bin/chromium"

@@ -326,14 +326,14 @@ def main() -> int:
     import actors  # noqa: F401  configures the actor runtime from the environment set above
     from actors.listeners import send_start, send_starts
     from actors.runtime import current
-    from models.barriers import Barriers, connect_redis
+    from models.coordination import CoordinationStore, connect_redis
     from models.db import database
     from models.migrate import drop_database, migrate
 
     settings = current().settings
     legacy = legacy_send_starts(args.legacy_ref) if args.legacy_ref else None
     migrate(settings.database_url)
-    barriers = Barriers.from_settings(settings)
+    barriers = CoordinationStore.from_settings(settings)
     broker_client = connect_redis(settings.broker_url)
     steps: dict[str, list[float]] = {}
     if args.steps:

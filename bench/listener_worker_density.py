@@ -84,7 +84,7 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
 
     from config.clock import utcnow
     from config.settings import load_listener_settings
-    from models.barriers import Barriers
+    from models.coordination import CoordinationStore
     from models.db import database, init_database
     from models.league import League
     from models.match import Match
@@ -136,7 +136,7 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
         from actors.listeners import send_start, send_starts
         from lifecycle.dispatch import dispatch_upcoming_match_listeners
 
-        barriers = Barriers.from_settings(settings)
+        barriers = CoordinationStore.from_settings(settings)
         t_dispatch = time.monotonic()
         # Matches enter the dispatch window in waves of WAVE per second, as kick-offs are spread out;
         # one wave of N at once would open N PostgreSQL connections in the start path (max_connections).
@@ -210,7 +210,7 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
 
 
 def _clean_redis(settings: object) -> None:
-    from models.barriers import connect_redis
+    from models.coordination import connect_redis
 
     for url, pattern in (
         (settings.redis_url, f"{settings.redis_key_prefix}*"),

@@ -123,10 +123,10 @@ def wait_epoch_judged() -> None:
     """Wait until the reaper may judge leases: this run's fresh key prefix starts a new Redis data
     epoch, which a production Redis left behind long ago (the reaper waits a lease and a renewal)."""
     from config.settings import load_listener_settings
-    from models.barriers import Barriers
+    from models.coordination import CoordinationStore
 
     settings = load_listener_settings(_env_file=None)
-    barriers = Barriers.from_settings(settings)
+    barriers = CoordinationStore.from_settings(settings)
     window = settings.listener_worker_lease_seconds * 1.25 + 1
     while True:
         age = barriers.live_worker_leases([])[1]
@@ -224,11 +224,11 @@ def stop_matches(match_ids: list[str]) -> None:
     """Operator stops (a scenario's end): the listeners end, no start of them runs any more."""
     from config.settings import load_listener_settings
     from lifecycle.cleanup import stop_match_listener
-    from models.barriers import Barriers
+    from models.coordination import CoordinationStore
     from models.db import database
 
     settings = load_listener_settings(_env_file=None)
-    barriers = Barriers.from_settings(settings)
+    barriers = CoordinationStore.from_settings(settings)
     try:
         for match_id in match_ids:
             stop_match_listener(match_id, settings=settings, barriers=barriers, stopped_by="bench")
@@ -332,7 +332,7 @@ def main() -> int:
     env = {**os.environ}
 
     from config.settings import load_listener_settings
-    from models.barriers import connect_redis
+    from models.coordination import connect_redis
     from models.db import init_database
     from models.migrate import drop_database, migrate
 

@@ -11,7 +11,7 @@ from config.settings import MatchListenerEnvironment, load_listener_settings
 
 if TYPE_CHECKING:
     from models.audit import Actor
-    from models.barriers import Barriers
+    from models.coordination import CoordinationStore
 
 logger = logging.getLogger(__name__)
 
@@ -54,10 +54,10 @@ class CliContext:
         return Actor.cli()
 
     @cached_property
-    def barriers(self) -> Barriers:
+    def barriers(self) -> CoordinationStore:
         """Redis barriers on REDIS_URL (pinged once, so an outage is one clear line)."""
-        from models.barriers import Barriers
+        from models.coordination import CoordinationStore
 
-        barriers = Barriers.from_settings(self.settings)
+        barriers = CoordinationStore.from_settings(self.settings)
         barriers.ping()
         return barriers

@@ -177,9 +177,9 @@ def _play(
     from actors.listeners import send_start  # sets up the broker from the demo's settings
     from lifecycle.cleanup import sweep_stale_match_listeners
     from lifecycle.dispatch import dispatch_upcoming_match_listeners
-    from models.barriers import Barriers
+    from models.coordination import CoordinationStore
 
-    barriers = Barriers.from_settings(settings)
+    barriers = CoordinationStore.from_settings(settings)
     killed = False
     next_nudge = next_board = 0.0
     while time.monotonic() - started < timeout:

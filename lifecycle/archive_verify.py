@@ -39,7 +39,7 @@ from listener.backfill import merge
 from listener.play_by_play import PlayByPlay, fetch_play_by_play, play_by_play_url
 from listener.verify import Verification, compare
 from listener.verify_store import record_verification
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from models.listener_record import has_open_run
 from models.match import Match
 
@@ -143,7 +143,7 @@ def _has_open_row(match_id: str) -> bool:
 
 
 def backfill_match_archive(
-    match_ref: str, *, settings: MatchListenerEnvironment, barriers: Barriers
+    match_ref: str, *, settings: MatchListenerEnvironment, barriers: CoordinationStore
 ) -> ArchiveVerification:
     """Merge what the match's archive lacks from its play-by-play, then verify and store the outcome.
 

@@ -29,7 +29,7 @@ from lifecycle.sql.board import (
     database_now,
 )
 from models.badges import derive_badge
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from models.db import database
 from models.status import DISPATCH_ALWAYS, DISPATCH_IN_WINDOW
 
@@ -256,7 +256,9 @@ def _is_open_row(row: tuple[Any, ...]) -> bool:
     return row[5] is not None and row[7] is None
 
 
-def _counters(barriers: Barriers, found: list[tuple[Any, ...]], redis_ids: set[str] | None) -> list[Any]:
+def _counters(
+    barriers: CoordinationStore, found: list[tuple[Any, ...]], redis_ids: set[str] | None
+) -> list[Any]:
     """Each row's Redis counters; with ``redis_ids`` (every match with a key) only those are read."""
     if redis_ids is None:
         return barriers.counters([row[0] for row in found])
@@ -269,7 +271,7 @@ def _counters(barriers: Barriers, found: list[tuple[Any, ...]], redis_ids: set[s
 def listener_board(
     *,
     settings: MatchListenerEnvironment,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     match_id: str | None = None,
     match_ids: Sequence[str] | None = None,
     active_only: bool = False,

@@ -2,7 +2,7 @@
 
 ``preview_bulk`` selects the matches of a filter (league, match status, board badge, match ids)
 and keeps the preview in Redis under a random confirm token for ``CONFIRM_SECONDS``
-(``Barriers.save_bulk_preview``, keyed by the token's SHA-256): the action, the canonical
+(``CoordinationStore.save_bulk_preview``, keyed by the token's SHA-256): the action, the canonical
 filter, the sorted match ids and the caller. ``run_bulk`` takes that preview back (GETDEL: a
 confirm is used once), checks that it was issued for the same action, filter and caller, and
 acts on exactly the previewed ids: a match that joined the filter since is not touched, one that
@@ -36,7 +36,7 @@ from lifecycle.leagues import get_league
 from lifecycle.match_ref import resolve_match_id
 from models.audit import Actor, record_audit
 from models.badges import Badge
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from models.match import match_rows_by_league_and_sr_id
 from models.status import KNOWN
 
@@ -160,7 +160,7 @@ def _check(action: str, flt: BulkFilter, reason: str | None) -> str:
 
 
 def select_matches(
-    flt: BulkFilter, *, settings: MatchListenerEnvironment, barriers: Barriers
+    flt: BulkFilter, *, settings: MatchListenerEnvironment, barriers: CoordinationStore
 ) -> list[BulkMatch]:
     """The matches of ``flt`` by league and sr_id, each with its board badge.
 
@@ -208,7 +208,7 @@ def preview_bulk(
     flt: BulkFilter,
     *,
     settings: MatchListenerEnvironment,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     actor: Actor,
     reason: str | None,
     keep: bool = True,
@@ -237,7 +237,9 @@ def preview_bulk(
     return BulkPreview(action, flt, matches, confirm, expires)
 
 
-def _previewed_ids(confirm: str, action: str, flt: BulkFilter, actor: Actor, barriers: Barriers) -> list[str]:
+def _previewed_ids(
+    confirm: str, action: str, flt: BulkFilter, actor: Actor, barriers: CoordinationStore
+) -> list[str]:
     """The match ids kept for ``confirm`` (taken: used once); BulkConflict when it does not bind this call."""
     raw = barriers.take_bulk_preview(_digest(confirm))
     if raw is None:
@@ -257,7 +259,7 @@ def _act_on(
     match_id: str,
     *,
     settings: MatchListenerEnvironment,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     send: Sender | None,
     actor: Actor,
     reason: str,
@@ -297,7 +299,7 @@ def run_bulk(
     confirm: str,
     *,
     settings: MatchListenerEnvironment,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     send: Sender | None,
     actor: Actor,
     reason: str | None,

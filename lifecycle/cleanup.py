@@ -32,8 +32,8 @@ from config.settings import MatchListenerEnvironment
 from lifecycle.sql import rows
 from lifecycle.start import load_match
 from models.audit import Actor, record_audit
-from models.barriers import Barriers
 from models.boundary import transaction
+from models.coordination import CoordinationStore
 from models.listener_record import ended_matches_without_open_run
 from models.match import update_match_fields
 from models.start_messages import stop_dispatch, stored_message_ids
@@ -53,7 +53,7 @@ def reap_dead_workers(
     match_ids: Iterable[str] | None = None,
     *,
     settings: MatchListenerEnvironment,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     aside: list[SetAside] | None = None,
 ) -> list[rows.ClosedRow]:
     """Abandon (14) the open rows whose worker lease is gone; free their locks and barriers.
@@ -86,7 +86,7 @@ def reap_dead_workers(
 def release_locks_of_fenced_runs(
     *,
     settings: MatchListenerEnvironment,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     aside: list[SetAside] | None = None,
 ) -> list[str]:
     """Free the start lock (and pending key) a closed row still holds once its worker lease is gone.
@@ -96,7 +96,7 @@ def release_locks_of_fenced_runs(
     start lock or clear its pending key: nobody could start the match again until the lock's TTL
     (the stale threshold) and then the sweep's ``reclaim_stale_pending``. A lease key that is gone
     proves its run may write nothing more (lifecycle.lease), so such a lock and pending key are
-    deleted at once, by one script that checks both again (``Barriers.release_fenced_start_lock``:
+    deleted at once, by one script that checks both again (``CoordinationStore.release_fenced_start_lock``:
     never a live run's lock). Only rows closed within the stale threshold are read (a lock lives
     no longer), and nothing is judged until Redis's data epoch is older than one lease plus one
     renewal, as in ``reap_dead_workers``. Returns the matches freed (to be dispatched again); a
@@ -141,7 +141,7 @@ def release_locks_of_fenced_runs(
 ORPHAN_RESTART_EVERY_SECONDS = 60.0
 
 
-def orphans_of_fenced_runs(*, settings: MatchListenerEnvironment, barriers: Barriers) -> list[str]:
+def orphans_of_fenced_runs(*, settings: MatchListenerEnvironment, barriers: CoordinationStore) -> list[str]:
     """Matches a fenced or abandoned run left with nothing to restart them: to be dispatched again.
 
     A run that fenced itself (16) or was abandoned (14) leaves its start lock and pending key
@@ -181,7 +181,7 @@ def _releasing_lock_of(row: rows.ClosedRow, aside: list[SetAside] | None) -> Abs
 
 
 def _clear_barriers_of_dead(
-    closed: list[rows.ClosedRow], *, barriers: Barriers, aside: list[SetAside] | None = None
+    closed: list[rows.ClosedRow], *, barriers: CoordinationStore, aside: list[SetAside] | None = None
 ) -> set[str]:
     """Clear pending, attempts and exhausted of each match with no active row left (each on its own)."""
     matches = {row.match_id for row in closed}
@@ -218,7 +218,7 @@ def release_dead_holders_locks(
     closed: Iterable[rows.ClosedRow],
     *,
     settings: MatchListenerEnvironment,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     aside: list[SetAside] | None = None,
 ) -> int:
     """Delete the start lock of each closed row whose holder is silent (token-compared).
@@ -240,7 +240,7 @@ def after_abandon(
     closed: list[rows.ClosedRow],
     *,
     settings: MatchListenerEnvironment,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     aside: list[SetAside] | None = None,
 ) -> set[str]:
     """Barrier clean-up after rows were abandoned; return the matches whose barriers were cleared.
@@ -261,7 +261,9 @@ def after_abandon(
     return _clear_barriers_of_dead(closed, barriers=barriers, aside=aside)
 
 
-def reclaim_stale_pending(match_ids: Iterable[str] | None = None, *, barriers: Barriers) -> list[str]:
+def reclaim_stale_pending(
+    match_ids: Iterable[str] | None = None, *, barriers: CoordinationStore
+) -> list[str]:
     """Clear pending keys that no start can clear any more; return their match ids.
 
     A pending key is reclaimable when no start lock is held for the match **and** no queued
@@ -334,7 +336,7 @@ def sweep_stale_match_listeners(
     *,
     heartbeat_stale_seconds: float | None = None,
     settings: MatchListenerEnvironment,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     send_backfill: Callable[[str], None] | None = None,
 ) -> SweepResult:
     """Abandon (14) dead runs under the sweep lock; clear the barriers of their matches.
@@ -412,7 +414,7 @@ def stop_match_listener(
     match_id: str,
     *,
     settings: MatchListenerEnvironment,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     stopped_by: str = "operator",
     actor: Actor | None = None,
     reason: str | None = None,
@@ -467,7 +469,7 @@ def set_auto_dispatch(
     match_id: str,
     on: bool,
     *,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     actor: Actor | None = None,
     reason: str | None = None,
     request_id: str | None = None,

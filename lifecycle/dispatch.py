@@ -24,8 +24,8 @@ from lifecycle.cleanup import after_abandon
 from lifecycle.sql import rows
 from lifecycle.start import find_candidates, stored_settings_problem
 from models.audit import Actor, record_audit
-from models.barriers import Barriers
 from models.boundary import transaction
+from models.coordination import CoordinationStore
 from models.db import database
 from models.start_messages import new_message_id, save_message_ids, store_new_message_ids
 
@@ -115,7 +115,7 @@ def dispatch_upcoming_match_listeners(
     within_minutes: int | None = None,
     is_test: bool | None = None,
     settings: MatchListenerEnvironment,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     send: Sender,
     send_batch: BatchSender | None = None,
     use_lock: bool = True,
@@ -155,7 +155,7 @@ def dispatch_matches(
     match_ids: list[str],
     *,
     settings: MatchListenerEnvironment,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     send_batch: BatchSender,
 ) -> DispatchResult:
     """Dispatch only ``match_ids`` (live or test alike), without the dispatch lock.
@@ -187,7 +187,7 @@ def _dispatch(
     within: int,
     is_test: bool | None,
     settings: MatchListenerEnvironment,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     send: Sender,
     send_batch: BatchSender | None,
     match_ids: list[str] | None = None,
@@ -301,7 +301,7 @@ def request_start(
     *,
     overrides: dict[str, Any] | None,
     force: bool,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     send: Sender,
     actor: Actor | None = None,
     reason: str | None = None,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from lifecycle.lease import LEASE_EXPIRED, WorkerLease
 from lifecycle.poller import RegistryPoller
 from lifecycle.sql import rows
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from models.db import database
 
 logger = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
     def __init__(
         self,
         *,
-        barriers: Barriers,
+        barriers: CoordinationStore,
         interval_seconds: float,
         lock_ttl_seconds: float,
         grace_seconds: float,

@@ -7,11 +7,11 @@ from datetime import datetime
 from typing import Any
 
 from config.clock import utcnow
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from models.listener_record import newest_open_run
 
 
-def match_holder(match_id: str, *, barriers: Barriers) -> dict[str, Any] | None:
+def match_holder(match_id: str, *, barriers: CoordinationStore) -> dict[str, Any] | None:
     """Describe whoever holds ``match_id`` (None: nobody).
 
     ``{"record_id", "host", "pid", "heartbeat_at"}`` of the newest open row when there is one;

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from config.errors import KickoffError, WorkerLeaseUnavailable
 from lifecycle.poller import RegistryPoller
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,9 @@ class LeaseRenewal:
 class WorkerLease:
     """This process's lease; thread-safe."""
 
-    def __init__(self, *, barriers: Barriers, ttl_seconds: float, fence_margin_seconds: float) -> None:
+    def __init__(
+        self, *, barriers: CoordinationStore, ttl_seconds: float, fence_margin_seconds: float
+    ) -> None:
         self.barriers = barriers
         self.ttl_seconds = ttl_seconds
         self.fence_margin_seconds = fence_margin_seconds

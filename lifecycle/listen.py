@@ -36,7 +36,7 @@ from lifecycle.sql import rows
 from lifecycle.start_match import Skip, start_match_listener
 from listener.body import ListenerContext
 from listener.match_listener import MatchListener
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from models.db import database
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class ListenResult:
 class ForegroundServices(ListenerServices):
     """ListenerServices of one foreground run: remembers its run; ``interrupt`` stops it as an operator."""
 
-    def __init__(self, *, settings: MatchListenerEnvironment, barriers: Barriers) -> None:
+    def __init__(self, *, settings: MatchListenerEnvironment, barriers: CoordinationStore) -> None:
         super().__init__(settings=settings, barriers=barriers)
         self.handle: RunHandle | None = None
         self.interrupted = False
@@ -104,7 +104,7 @@ def listen(
     league: str | None = None,
     record_only: bool = True,
     install_signals: bool = False,
-    barriers: Barriers | None = None,
+    barriers: CoordinationStore | None = None,
     match_id: str | None = None,
     sr_env: str | None = None,
 ) -> ListenResult:
@@ -127,7 +127,7 @@ def listen(
         return _archive_only(
             sr_id, settings=settings, league=league, sr_env=sr_env, install_signals=install_signals
         )
-    barriers = barriers or Barriers.from_settings(settings)
+    barriers = barriers or CoordinationStore.from_settings(settings)
     # This process's own choices (not a message's): held to no per-run allowlist.
     local: dict[str, Any] = {"listener_body": LISTEN_BODY, "listener_skip_processing": record_only}
     if match.sr_id != sr_id:  # --match-id: this stream, that match's row
@@ -139,14 +139,16 @@ def listen(
     return _start(str(match.id), local, settings=settings, barriers=barriers, install_signals=install_signals)
 
 
-def _held(match_id: str, *, barriers: Barriers, fallback: dict[str, Any] | None = None) -> ListenerHeld:
+def _held(
+    match_id: str, *, barriers: CoordinationStore, fallback: dict[str, Any] | None = None
+) -> ListenerHeld:
     holder = match_holder(match_id, barriers=barriers) or fallback or {"pending": True}
     return ListenerHeld(
         f"match {match_id} is already held by {describe_holder(holder)}; not started", holder=holder
     )
 
 
-def _claim(match_id: str, *, settings: MatchListenerEnvironment, barriers: Barriers) -> None:
+def _claim(match_id: str, *, settings: MatchListenerEnvironment, barriers: CoordinationStore) -> None:
     """Claim the match like a dispatch would, or raise ListenerHeld naming whoever holds it.
 
     Stale open rows of the match are abandoned first (as dispatch and start do), so a dead
@@ -169,7 +171,7 @@ def _start(
     local: dict[str, Any],
     *,
     settings: MatchListenerEnvironment,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     install_signals: bool,
 ) -> ListenResult:
     services = ForegroundServices(settings=settings, barriers=barriers)  # checks the intervals first

@@ -13,8 +13,8 @@ from lifecycle.board import listener_board
 from lifecycle.start import RUN_SETTINGS, load_match, validate_listener_settings
 from listener.archive import TextLog, archive_path, read_events, shortcode_for
 from models.audit import Actor, audit_entries, record_audit
-from models.barriers import Barriers
 from models.boundary import transaction
+from models.coordination import CoordinationStore
 from models.listener_record import MatchListenerRecord, newest_runs_of_match
 from models.match import METADATA_KEYS, Match, matches_with_keys_outside, update_match_fields
 from models.status import normalise
@@ -64,7 +64,7 @@ def run_log_tail(
 
 
 def match_detail(
-    match_id: str, *, settings: MatchListenerEnvironment, barriers: Barriers, runs_limit: int = 20
+    match_id: str, *, settings: MatchListenerEnvironment, barriers: CoordinationStore, runs_limit: int = 20
 ) -> dict[str, Any]:
     """The match, its per-match listener settings, its newest runs (with their gap counts), its Redis
     barriers and its archive (path, events, last verification: the stored object or None)."""

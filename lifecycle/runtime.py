@@ -30,7 +30,7 @@ from lifecycle.stop_watch import StopWatcher
 from listener.body import ListenerBody, ListenerContext
 from listener.db_gate import db_gate
 from listener.exit_codes import ExitCode
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from models.db import database
 
 logger = logging.getLogger(__name__)
@@ -149,7 +149,7 @@ class ListenerServices:
         self,
         *,
         settings: MatchListenerEnvironment,
-        barriers: Barriers,
+        barriers: CoordinationStore,
         reap: ReapStep | None = None,
         redispatch: Redispatcher | None = None,
         hand_over: HandOver | None = None,

@@ -40,7 +40,7 @@ from lifecycle.sql.dispatch import dispatchable_match_rows
 from lifecycle.stop_watch import StopRegistration
 from listener.body import ListenerBody, ListenerContext, body_exit_reason
 from listener.exit_codes import ExitCode, describe, exit_code_of, system_exit_reason
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from models.match import METADATA_KEYS, Match, match_with_league
 
 logger = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def find_upcoming_matches_needing_listeners(
     active_max_age_seconds: float,
     stale_seconds: float,
     now: datetime | None = None,
-    barriers: Barriers | None = None,
+    barriers: CoordinationStore | None = None,
 ) -> list[str]:
     """Internal ids of matches the dispatcher should start a listener for (one query); see below."""
     return [
@@ -87,7 +87,7 @@ def find_candidates(
     stale_seconds: float,
     now: datetime | None = None,
     match_ids: list[str] | None = None,
-    barriers: Barriers | None = None,
+    barriers: CoordinationStore | None = None,
 ) -> list[Candidate]:
     """A Candidate for every match needing a listener (one query; see below for the rare second).
 

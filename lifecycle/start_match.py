@@ -25,7 +25,7 @@ from lifecycle.runtime import ListenerServices
 from lifecycle.sql import rows
 from lifecycle.start import RunOutcome, run_match_listener, validate_override_keys
 from listener.exit_codes import ExitCode, is_success
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from models.db import database
 from models.start_messages import forget_message_id, stored_message_id
 
@@ -74,13 +74,13 @@ def is_counted_failure(code: int | None) -> bool:
     return not is_success(code) and code not in NOT_COUNTED
 
 
-def _count_failure(match_id: str, barriers: Barriers) -> int:
+def _count_failure(match_id: str, barriers: CoordinationStore) -> int:
     count = barriers.record_failed_attempt(match_id)
     logger.warning("match %s: failed start %d of %d", match_id, count, barriers.attempt_cap)
     return count
 
 
-def _unwind(match_id: str, token: str, barriers: Barriers) -> None:
+def _unwind(match_id: str, token: str, barriers: CoordinationStore) -> None:
     """Release our start lock and the pending key; leave both alone if a successor holds the lock."""
     lock = barriers.start_lock(match_id).adopt(token)
     try:
@@ -107,7 +107,7 @@ def start_match_listener(
     *,
     message_id: str | None,
     settings: MatchListenerEnvironment,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     services: ListenerServices,
     on_consumed: Callable[[], None] | None = None,
     local: dict[str, Any] | None = None,
@@ -144,8 +144,12 @@ def start_match_listener(
         raise
     if taken is None:  # a hand-off's successor
         _await_predecessor(mid, settings=settings, barriers=barriers)
-        with services.db_slot():
-            taken = _take_start_lock(mid, force, settings=settings, barriers=barriers)
+        try:
+            with services.db_slot():
+                taken = _take_start_lock(mid, force, settings=settings, barriers=barriers)
+        except DatabaseUnavailable:
+            _give_up_pending(mid, barriers)
+            raise
     if isinstance(taken, Skip):
         logger.info("match %s: start %s: %s", mid, message_id, taken)
         return StartResult(match_id=mid, message_id=message_id, skipped=taken)
@@ -189,7 +193,7 @@ def _consume_message(
     mid: str,
     message_id: str | None,
     *,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     on_consumed: Callable[[], None] | None = None,
 ) -> Skip | None:
     """Use the start message once (then ``on_consumed``); skip a revoked, re-delivered or superseded one."""
@@ -217,7 +221,7 @@ def _check_guards(
     overrides: dict[str, Any] | None,
     force: bool,
     *,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     services: ListenerServices,
 ) -> Skip | None:
     """Worker shutdown (hand-off), the overrides, the stop flag and the attempt cap."""
@@ -246,7 +250,7 @@ def _check_guards(
     return None
 
 
-def _await_predecessor(mid: str, *, settings: MatchListenerEnvironment, barriers: Barriers) -> None:
+def _await_predecessor(mid: str, *, settings: MatchListenerEnvironment, barriers: CoordinationStore) -> None:
     """Say this successor waits, then wait until the start lock is free (bounded; see the caller)."""
     bound = 2 * settings.listener_handoff_seconds
     barriers.announce_handover(mid, ttl_seconds=bound + 1)
@@ -260,7 +264,7 @@ def _await_predecessor(mid: str, *, settings: MatchListenerEnvironment, barriers
 
 
 def _take_start_lock(
-    mid: str, force: bool, *, settings: MatchListenerEnvironment, barriers: Barriers
+    mid: str, force: bool, *, settings: MatchListenerEnvironment, barriers: CoordinationStore
 ) -> HeldLock | Skip:
     """Abandon dead runs of the match, then take its start lock unless a live run holds it."""
     stale_kw = {
@@ -301,7 +305,7 @@ def _run(
     lock: HeldLock,
     *,
     message_id: str | None,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     services: ListenerServices,
     local: dict[str, Any] | None = None,
 ) -> RunOutcome:
@@ -331,7 +335,7 @@ def _run(
     return outcome
 
 
-def _give_up_pending(match_id: str, barriers: Barriers) -> None:
+def _give_up_pending(match_id: str, barriers: CoordinationStore) -> None:
     """A start that could not reach PostgreSQL before its run began: free its pending key.
 
     Otherwise the key (held for this start) would keep every dispatch from sending the match
@@ -347,7 +351,7 @@ def _give_up_pending(match_id: str, barriers: Barriers) -> None:
         logger.warning("match %s: freeing the pending key failed (the sweep reclaims it): %s", match_id, exc)
 
 
-def recover_pending_of_dead_start(match_id: str, *, barriers: Barriers) -> bool:
+def recover_pending_of_dead_start(match_id: str, *, barriers: CoordinationStore) -> bool:
     """Clear a pending key nobody can clear any more (start lock free, no active row); True if cleared.
 
     Used for a re-delivered start whose first delivery died before writing its row.

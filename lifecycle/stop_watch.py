@@ -1,7 +1,7 @@
 """One stop watcher per worker process: stops pushed over Redis pub/sub, and a poll (one MGET) as fallback.
 
 An operator stop sets the match's stop flag and publishes the match id on the stop channel
-(models.barriers). The push thread hears it at once and checks the flag (a stale push never
+(models.coordination). The push thread hears it at once and checks the flag (a stale push never
 stops a later run); the poll reads every registered match's flag each interval, so a stop
 still lands when the push was missed (Redis reconnecting, a subscription not yet made).
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from config.backoff import backoff_seconds
 from config.errors import KickoffError
 from lifecycle.poller import RegistryPoller
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class StopWatcher(RegistryPoller[StopRegistration]):
     """
 
     def __init__(
-        self, *, barriers: Barriers, poll_seconds: float, tick: Callable[[], None] | None = None
+        self, *, barriers: CoordinationStore, poll_seconds: float, tick: Callable[[], None] | None = None
     ) -> None:
         super().__init__(thread_name="kickoff-stop-watch", step_name="stop watch poll")
         self.barriers = barriers

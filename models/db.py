@@ -155,13 +155,23 @@ class KickoffDatabase(PostgresqlExtDatabase):
 
 @dataclass
 class _Holder:
-    """A connection handed out: the thread holding it, when it was taken (``time.time()``), whether
-    a statement runs on it now, whether its thread was in a transaction after its last statement."""
+    """A connection handed out: the thread holding it, when it was taken (``time.time()``), the
+    connection, how many statements (or BEGINs) run on it now."""
 
     thread: threading.Thread
     taken: float
+    connection: Any = None
     busy: int = 0
-    in_transaction: bool = False
+
+    def in_use(self) -> bool:
+        """A statement or BEGIN runs on it, or it is inside a transaction (libpq's own state:
+        peewee sends BEGIN and COMMIT through the cursor, past ``execute_sql``)."""
+        if self.busy:
+            return True
+        conn = self.connection
+        if conn is None or conn.closed:
+            return False
+        return conn.get_transaction_status() != psycopg2.extensions.TRANSACTION_STATUS_IDLE
 
 
 class PooledKickoffDatabase(PooledPostgresqlExtDatabase, KickoffDatabase):
@@ -225,7 +235,8 @@ class PooledKickoffDatabase(PooledPostgresqlExtDatabase, KickoffDatabase):
                 continue
             if opened:
                 with self._holders_lock:
-                    self._holders[id(self.connection())] = _Holder(threading.current_thread(), time.time())
+                    conn = self.connection()
+                    self._holders[id(conn)] = _Holder(threading.current_thread(), time.time(), conn)
             return opened
 
     def execute_sql(self, sql: str, params: object = None, named_cursor: object = None) -> object:
@@ -240,7 +251,20 @@ class PooledKickoffDatabase(PooledPostgresqlExtDatabase, KickoffDatabase):
             if holder is not None:
                 with self._holders_lock:
                     holder.busy = max(0, holder.busy - 1)
-                    holder.in_transaction = self.in_transaction()
+
+    def begin(self, *args: Any, **kwargs: Any) -> None:
+        # marked busy under the holders' lock: a reclaim either closed this connection before (the
+        # BEGIN then runs on a fresh one, KickoffDatabase.cursor) or sees it in use and waits
+        holder = self._holder()
+        if holder is not None:
+            with self._holders_lock:
+                holder.busy += 1
+        try:
+            super().begin(*args, **kwargs)
+        finally:
+            if holder is not None:
+                with self._holders_lock:
+                    holder.busy = max(0, holder.busy - 1)
 
     def _holder(self) -> _Holder | None:
         if self.is_closed():
@@ -263,7 +287,7 @@ class PooledKickoffDatabase(PooledPostgresqlExtDatabase, KickoffDatabase):
             # close_stale closes what was taken before now - age: just after the newest ended take
             cutoff = max(ended) + 0.002
             older = {key: h for key, h in self._holders.items() if h.taken < cutoff}
-            if any(h.busy or h.in_transaction for h in older.values() if h.thread.is_alive()):
+            if any(h.in_use() for h in older.values() if h.thread.is_alive()):
                 return False  # a live thread is using an older connection: try again in a moment
             for key in older:
                 del self._holders[key]

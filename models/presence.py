@@ -9,7 +9,7 @@ Dramatiq's keys read here: ``{namespace}:{queue}`` (list of waiting message ids)
 ``{namespace}:{queue}.DQ`` (delayed and retried messages) and ``{namespace}:{queue}.XQ`` (a sorted
 set of dead-lettered message ids, their bodies in ``.XQ.msgs``, kept for a week).
 
-Every function here translates its Redis errors (models.barriers.redis_errors, naming BROKER_URL).
+Every function here translates its Redis errors (models.coordination.redis_errors, naming BROKER_URL).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import redis
 
 from config.records import json_fields
-from models.barriers import redis_errors
+from models.coordination import redis_errors
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -2,7 +2,7 @@
 
 Periodiq's ``Scheduler`` wakes at each cron slot and calls ``send_with_options`` on every due
 entry. Here each entry is a ``TickSender`` that first claims a per-slot key in Redis
-(``SET NX``; the tick key of models.barriers): a scheduler restarted inside a minute,
+(``SET NX``; the tick key of models.coordination): a scheduler restarted inside a minute,
 or a second scheduler process, finds the slot claimed and sends nothing. The dispatch's own
 pending keys are the second line of defence.
 """
@@ -20,7 +20,7 @@ import periodiq
 
 from config.errors import RedisUnavailable
 from config.settings import MatchListenerEnvironment
-from models.barriers import Barriers, tick_slot
+from models.coordination import CoordinationStore, tick_slot
 from scheduler.table import PeriodicEntry, entries_for
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class TickSender:
     """A periodic entry as Periodiq's Scheduler sees it (``options['periodic']``, ``send_with_options``)."""
 
     def __init__(
-        self, entry: PeriodicEntry, *, send: TickSend, barriers: Barriers, tick_ttl_seconds: float
+        self, entry: PeriodicEntry, *, send: TickSend, barriers: CoordinationStore, tick_ttl_seconds: float
     ) -> None:
         self.entry = entry
         self.send = send
@@ -71,7 +71,9 @@ class TickSender:
         return True
 
 
-def build_senders(settings: MatchListenerEnvironment, *, broker: Any, barriers: Barriers) -> list[TickSender]:
+def build_senders(
+    settings: MatchListenerEnvironment, *, broker: Any, barriers: CoordinationStore
+) -> list[TickSender]:
     """One TickSender per entry of ``settings.app_env``, sending through ``broker``'s actors."""
     senders = []
     for entry in entries_for(settings.app_env):

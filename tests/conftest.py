@@ -20,7 +20,7 @@ import pytest
 
 from config import clock
 from config.settings import MatchListenerEnvironment
-from models.barriers import Barriers, connect_redis
+from models.coordination import CoordinationStore, connect_redis
 from models.db import database, init_database
 from models.migrate import drop_database, migrate
 from publisher.amqp import AmqpPublisher, read_messages
@@ -183,9 +183,9 @@ def redis_client(settings: MatchListenerEnvironment):
 
 
 @pytest.fixture
-def barriers(settings: MatchListenerEnvironment, redis_client) -> Barriers:
-    """Barriers under this run's key prefix."""
-    return Barriers.from_settings(settings, client=redis_client)
+def barriers(settings: MatchListenerEnvironment, redis_client) -> CoordinationStore:
+    """CoordinationStore under this run's key prefix."""
+    return CoordinationStore.from_settings(settings, client=redis_client)
 
 
 class FrozenClock:

@@ -234,7 +234,7 @@ def _end_group(pgid: int) -> None:
 def doc_env(subprocess_env, test_env, tmp_path):
     """The environment of one file's examples: a database, vhost, Redis prefix, Dramatiq namespace
     and data directory of their own (none exists yet), all removed at the end."""
-    from models.barriers import connect_redis
+    from models.coordination import connect_redis
     from models.migrate import drop_database
 
     tag = uuid.uuid4().hex[:6]

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from prometheus_client import Gauge
 
     from config.settings import MatchListenerEnvironment
-    from models.barriers import Barriers
+    from models.coordination import CoordinationStore
 
 logger = logging.getLogger(__name__)
 
@@ -226,7 +226,7 @@ class BoardHub:
         self,
         *,
         settings: MatchListenerEnvironment,
-        barriers: Callable[[], Barriers],
+        barriers: Callable[[], CoordinationStore],
         rows_template: Template,
         reads: PromCounter,
         streams: Gauge,
@@ -245,7 +245,7 @@ class BoardHub:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     @property
-    def barriers(self) -> Barriers:
+    def barriers(self) -> CoordinationStore:
         return self._barriers()
 
     def join(self, flt: BoardFilter, token: str, session: Session) -> tuple[BoardFeed, Viewer]:

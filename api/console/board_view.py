@@ -8,7 +8,7 @@ from datetime import datetime
 from config.settings import MatchListenerEnvironment
 from lifecycle.board import BoardCache, BoardEntry, listener_board
 from models.badges import Badge
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from models.db import database
 from models.match import scheduled_of_matches
 
@@ -61,7 +61,7 @@ def board_rows(
     flt: BoardFilter,
     *,
     settings: MatchListenerEnvironment,
-    barriers: Barriers,
+    barriers: CoordinationStore,
     cache: RowsCache | None = None,
 ) -> tuple[list[BoardRow], list[str]]:
     """The filtered rows and every league on the unfiltered board (for the league filter).

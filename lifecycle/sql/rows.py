@@ -19,7 +19,7 @@ import peewee
 
 from listener.exit_codes import ExitCode
 from models import fence
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from models.db import database, database_errors
 from models.listener_record import MatchListenerRecord
 
@@ -276,7 +276,7 @@ def matches_with_active_rows(
 
 
 def held_by_their_open_rows(
-    match_ids: Sequence[str], *, barriers: Barriers, stale_seconds: float
+    match_ids: Sequence[str], *, barriers: CoordinationStore, stale_seconds: float
 ) -> set[str]:
     """Which of ``match_ids`` have their start lock held by one of their open rows that still beats.
 

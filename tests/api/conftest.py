@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from api.keys import Scope, create_key
-from models.barriers import connect_redis
+from models.coordination import connect_redis
 from tests.ports import free_port
 from tests.static_feed import base_url_of, serve_documents
 from tests.waiting import wait_for

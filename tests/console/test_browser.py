@@ -178,7 +178,7 @@ def test_a_killed_listener_worker_turns_the_badge_stale_live_without_a_reload(
 def test_stop_closes_the_row_with_15_and_shows_stopped_without_a_reload_start_disabled_while_running(
     open_console, console_keys, listener_worker, make_match, settings, redis_client
 ):
-    from models.barriers import Barriers
+    from models.coordination import CoordinationStore
 
     match = make_match(status="inprogress")
     listener_worker()
@@ -197,7 +197,7 @@ def test_stop_closes_the_row_with_15_and_shows_stopped_without_a_reload_start_di
         dialog.accept()
 
     page.on("dialog", accept)
-    lock = Barriers.from_settings(settings, client=redis_client).start_lock(match.id)
+    lock = CoordinationStore.from_settings(settings, client=redis_client).start_lock(match.id)
     wait_for(lock.locked, timeout=30, what="the listener holds its start lock")
     with FirstSeen(lambda: not lock.locked()) as released:
         row.get_by_label("Stop reason").fill("drill: stop from the board")

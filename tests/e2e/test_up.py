@@ -71,7 +71,7 @@ def group_alive(pgid: int) -> bool:
 def run_up(subprocess_env, db, amqp_vhost, redis_client, tmp_path) -> Iterator:
     """``run_up(*args)``: a ``kickoff up`` on this run's database, Redis prefix and vhost, with a
     Dramatiq namespace of its own (the starts its listeners hand off at shutdown are deleted after)."""
-    from models.barriers import connect_redis
+    from models.coordination import connect_redis
 
     env = {
         **subprocess_env,

@@ -9,10 +9,10 @@ import pytest
 from redis import exceptions as redis_exceptions
 
 from config.errors import LockNotOwned, RedisCommandRefused, RedisUnavailable
-from models.barriers import Barriers, TokenLock, connect_redis, redis_errors
+from models.coordination import CoordinationStore, TokenLock, connect_redis, redis_errors
 
 
-def other_client_lock(barriers: Barriers, key_match: str, ttl: float = 5.0) -> TokenLock:
+def other_client_lock(barriers: CoordinationStore, key_match: str, ttl: float = 5.0) -> TokenLock:
     """The same lock key seen from a second, independent Redis client."""
     second = connect_redis(barriers.url)
     return TokenLock(second, barriers.start_lock_key(key_match), ttl_seconds=ttl, url=barriers.url)
@@ -67,7 +67,7 @@ def test_a_holder_that_knows_the_token_can_release_from_another_process(barriers
 
 
 def test_expiry_frees_a_lock_and_the_old_holder_can_no_longer_extend_it(settings, redis_client):
-    barriers = Barriers.from_settings(
+    barriers = CoordinationStore.from_settings(
         settings.model_copy(update={"listener_heartbeat_stale_seconds": 0.2}), client=redis_client
     )
     match_id = uuid.uuid4()
@@ -152,7 +152,7 @@ def test_every_key_carries_the_configured_prefix(barriers, redis_client, setting
 
 def test_an_unreachable_redis_is_reported_with_the_setting_and_address():
     url = "redis://127.0.0.1:1/0"
-    barriers = Barriers(connect_redis(url), prefix="x:", url=url)
+    barriers = CoordinationStore(connect_redis(url), prefix="x:", url=url)
     with pytest.raises(RedisUnavailable, match=r"REDIS_URL=redis://127\.0\.0\.1:1/0"):
         barriers.claim_pending("m")
 

@@ -17,7 +17,7 @@ from cli.processes import ChildProcess, dramatiq_worker_argv
 from config.settings import MatchListenerEnvironment
 from lifecycle.dispatch import StartMessage
 from lifecycle.runtime import ListenerServices
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from models.db import database, init_database
 from tests import intervals
 from tests.waiting import wait_for
@@ -60,12 +60,12 @@ def lsettings(lifecycle_env: dict[str, str]) -> MatchListenerEnvironment:
 
 
 @pytest.fixture
-def lbarriers(lsettings: MatchListenerEnvironment, redis_client: Any) -> Barriers:
-    return Barriers.from_settings(lsettings, client=redis_client)
+def lbarriers(lsettings: MatchListenerEnvironment, redis_client: Any) -> CoordinationStore:
+    return CoordinationStore.from_settings(lsettings, client=redis_client)
 
 
 @pytest.fixture
-def services(lsettings: MatchListenerEnvironment, lbarriers: Barriers) -> Iterator[ListenerServices]:
+def services(lsettings: MatchListenerEnvironment, lbarriers: CoordinationStore) -> Iterator[ListenerServices]:
     """Fresh process-wide listener services for one test (threads stopped afterwards)."""
     svc = ListenerServices(settings=lsettings, barriers=lbarriers)
     yield svc
@@ -76,7 +76,7 @@ def services(lsettings: MatchListenerEnvironment, lbarriers: Barriers) -> Iterat
 
 @pytest.fixture
 def ctx(
-    lsettings: MatchListenerEnvironment, lbarriers: Barriers, services: ListenerServices
+    lsettings: MatchListenerEnvironment, lbarriers: CoordinationStore, services: ListenerServices
 ) -> dict[str, Any]:
     """The keyword arguments of a lifecycle call at short intervals: ``start(match, **ctx)``."""
     return {"settings": lsettings, "barriers": lbarriers, "services": services}
@@ -254,7 +254,7 @@ def broker_queues(lifecycle_env):
 
     The namespace is emptied before (an earlier test's starts may still wait there) and after.
     """
-    from models.barriers import connect_redis
+    from models.coordination import connect_redis
 
     client = connect_redis(lifecycle_env["BROKER_URL"])
     ns = lifecycle_env["BROKER_NAMESPACE"]
@@ -272,7 +272,7 @@ def broker_queues(lifecycle_env):
 def send_start(lifecycle_env: dict[str, str]) -> Iterator[Callable[..., None]]:
     """The actors' real start sender (this run's broker); the namespace's messages are removed after."""
     from actors.listeners import send_start as sender
-    from models.barriers import connect_redis
+    from models.coordination import connect_redis
 
     yield sender
     if lifecycle_env["BROKER_URL"].startswith("redis"):  # RabbitMQ: worker_broker deletes the queues
@@ -310,7 +310,7 @@ def real_ctx(lifecycle_env, redis_client, monkeypatch) -> dict[str, Any]:
     for key, value in REAL_WORKER_DEFAULTS.items():
         monkeypatch.setenv(key, value)
     settings = MatchListenerEnvironment(_env_file=None)
-    return {"settings": settings, "barriers": Barriers.from_settings(settings, client=redis_client)}
+    return {"settings": settings, "barriers": CoordinationStore.from_settings(settings, client=redis_client)}
 
 
 @pytest.fixture

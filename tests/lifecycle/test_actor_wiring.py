@@ -23,7 +23,7 @@ from actors.broker import QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS, QUEUES, build_br
 from config.settings import AppEnv
 from lifecycle.dispatch import DispatchResult, StartMessage
 from scheduler.table import PERIODIC, entries_for
-from tests.fakes.barriers import MemoryBarriers
+from tests.fakes.coordination import MemoryCoordinationStore
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def stub(lsettings) -> Iterator[StubBroker]:
     broker.add_middleware(CurrentMessage())
     for queue in QUEUES:
         broker.declare_queue(queue)
-    runtime.configure(lsettings, broker=broker, barriers=MemoryBarriers.from_settings(lsettings))
+    runtime.configure(lsettings, broker=broker, barriers=MemoryCoordinationStore.from_settings(lsettings))
     yield broker
     runtime.configure(original.settings, broker=original.broker, barriers=original.barriers)
     broker.close()

@@ -23,7 +23,7 @@ def broker_keys(lifecycle_env, worker_broker):
     RabbitMQ: the dead-letter queue is drained into a set kept across calls; a queue with ready
     messages counts as holding every message the test sent (the queues are this test's alone).
     """
-    from models.barriers import connect_redis
+    from models.coordination import connect_redis
 
     if worker_broker == "amqp":
         from actors.rabbitmq import queue_depths

@@ -55,7 +55,7 @@ def test_check_names_every_missing_part_and_exits_1(kick, amqp_vhost, monkeypatc
 def test_check_is_ok_with_a_worker_on_each_queue_a_recent_tick_and_the_feed(
     kick, amqp_vhost, feed, start_worker, lifecycle_env, lbarriers, broker_queues
 ):
-    from models.barriers import connect_redis
+    from models.coordination import connect_redis
 
     kick("amqp", "setup")
     ns = lifecycle_env["BROKER_NAMESPACE"]

@@ -115,9 +115,9 @@ def test_listeners_start_with_an_unknown_override_is_one_line(kick, make_match):
 
 def test_listeners_stop_and_sweep_print_what_they_did(kick, make_match, barriers):
     from config.settings import MatchListenerEnvironment
-    from models.barriers import Barriers
+    from models.coordination import CoordinationStore
 
-    b = Barriers.from_settings(MatchListenerEnvironment(_env_file=None), client=barriers.client)
+    b = CoordinationStore.from_settings(MatchListenerEnvironment(_env_file=None), client=barriers.client)
     stopped = make_match()
     dead_run(stopped, b)
     out = json.loads(kick("listeners", "stop", str(stopped.id), "--reason", "drill", "--json").output)
@@ -131,9 +131,9 @@ def test_listeners_stop_and_sweep_print_what_they_did(kick, make_match, barriers
 
 def test_listeners_status_json_lists_the_latest_run_per_match(kick, make_match, barriers):
     from config.settings import MatchListenerEnvironment
-    from models.barriers import Barriers
+    from models.coordination import CoordinationStore
 
-    b = Barriers.from_settings(MatchListenerEnvironment(_env_file=None), client=barriers.client)
+    b = CoordinationStore.from_settings(MatchListenerEnvironment(_env_file=None), client=barriers.client)
     match = make_match(sr_id="sr:match:status")
     dead_run(match, b)
     b.record_failed_attempt(match.id)
@@ -183,7 +183,7 @@ def test_a_manual_dispatch_defaults_to_within_minutes_0(kick, make_match, broker
 
 
 def _queued_kwargs(lifecycle_env, queue: str) -> list[dict]:
-    from models.barriers import connect_redis
+    from models.coordination import connect_redis
 
     client = connect_redis(lifecycle_env["BROKER_URL"])
     raw = client.hvals(f"{lifecycle_env['BROKER_NAMESPACE']}:{queue}.msgs")

@@ -137,9 +137,9 @@ def test_matches_show_prints_settings_runs_and_barriers(kick, make_match, barrie
     match = make_match(sr_id="sr:match:show", listener_start_settings={"listener_dry_run": True})
     assert "no runs" in kick("matches", "show", "sr:match:show").output
     from config.settings import MatchListenerEnvironment
-    from models.barriers import Barriers
+    from models.coordination import CoordinationStore
 
-    b = Barriers.from_settings(MatchListenerEnvironment(_env_file=None), client=barriers.client)
+    b = CoordinationStore.from_settings(MatchListenerEnvironment(_env_file=None), client=barriers.client)
     dead_run(match, b)
     b.record_failed_attempt(match.id)
     d = json.loads(kick("matches", "show", str(match.id), "--json").output)

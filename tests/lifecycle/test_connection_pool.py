@@ -146,6 +146,34 @@ def test_a_live_thread_in_a_transaction_keeps_its_connection(lsettings, rebind):
     database.close()
 
 
+def test_a_live_thread_idle_after_a_committed_transaction_does_not_block_the_reclaim(lsettings, rebind):
+    # peewee sends COMMIT past execute_sql: the pool judges the connection by libpq's own state
+    init_database(lsettings.database_url, pool_max_connections=2, connect_timeout_seconds=1)
+    with database.atomic():
+        database.execute_sql("SELECT 1")
+    _ended_thread_holding_a_connection()
+
+    [other] = _pid_in_thread()  # the ended thread's place (and this idle one's) are freed
+
+    assert isinstance(other, int)
+    database.execute_sql("SELECT 1")  # this thread's next statement runs on a fresh connection
+    database.close()
+
+
+def test_a_transaction_begun_before_its_first_statement_keeps_its_connection(lsettings, rebind):
+    # BEGIN also goes past execute_sql: between atomic() and the first statement the connection is in use
+    init_database(lsettings.database_url, pool_max_connections=2, connect_timeout_seconds=1)
+    database.execute_sql("SELECT 1")  # this thread holds a connection taken before the ended one's
+    with database.atomic():
+        _ended_thread_holding_a_connection()
+
+        [other] = _pid_in_thread()  # nothing may be reclaimed: it waits its second, then fails
+
+        assert isinstance(other, peewee.OperationalError) and "DATABASE_POOL_MAX_CONNECTIONS" in str(other)
+        assert database.execute_sql("SELECT 1").fetchone() == (1,)  # the transaction's connection is intact
+    database.close()
+
+
 def test_a_connection_is_closed_once_older_than_its_max_age(lsettings, rebind):
     init_database(lsettings.database_url, pool_max_connections=1, pool_max_age_seconds=1)
     first = _backend_pid()
@@ -178,7 +206,7 @@ def test_many_listener_starts_open_no_more_connections_than_the_pool(
 
 @pytest.mark.services  # its own Redis client on the run's Redis
 def test_many_threads_using_one_redis_client_at_once_wait_for_a_connection_instead_of_failing(lsettings):
-    from models.barriers import REDIS_MAX_CONNECTIONS, connect_redis
+    from models.coordination import REDIS_MAX_CONNECTIONS, connect_redis
 
     client = connect_redis(lsettings.redis_url)
     threads = REDIS_MAX_CONNECTIONS * 4  # a graceful shutdown of a thousand listeners, in small

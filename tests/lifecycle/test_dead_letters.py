@@ -8,7 +8,7 @@ import time
 import dramatiq
 import pytest
 
-from models.barriers import connect_redis
+from models.coordination import connect_redis
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The lifecycle's decisions on the in-memory coordination store (tests/fakes/barriers.py): no Redis.
+"""The lifecycle's decisions on the in-memory coordination store (tests/fakes/coordination.py): no Redis.
 
 What is decided here (a lease fenced or re-created, a stop heard or ignored, a lock lost, a
 dispatch skipping a pending or exhausted match, a failed send releasing its claim) is the same
@@ -25,7 +25,7 @@ from lifecycle.lease import LEASE_EXPIRED, WorkerLease
 from lifecycle.runtime import ListenerServices, worker_shutdown
 from lifecycle.sql.rows import ClosedRow
 from lifecycle.stop_watch import StopRegistration, StopWatcher
-from tests.fakes.barriers import ManualClock, MemoryBarriers
+from tests.fakes.coordination import ManualClock, MemoryCoordinationStore
 from tests.waiting import wait_for
 
 
@@ -35,8 +35,8 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def store(clock: ManualClock) -> MemoryBarriers:
-    return MemoryBarriers(clock=clock, stale_seconds=60.0, attempt_cap=3)
+def store(clock: ManualClock) -> MemoryCoordinationStore:
+    return MemoryCoordinationStore(clock=clock, stale_seconds=60.0, attempt_cap=3)
 
 
 def match_ids(n: int) -> list[str]:
@@ -46,11 +46,11 @@ def match_ids(n: int) -> list[str]:
 # -- the worker lease ------------------------------------------------------------------------
 
 
-def lease_on(store: MemoryBarriers) -> WorkerLease:
+def lease_on(store: MemoryCoordinationStore) -> WorkerLease:
     return WorkerLease(barriers=store, ttl_seconds=8.0, fence_margin_seconds=3.0)
 
 
-def test_a_first_renewal_takes_a_lease_that_runs_may_start_under(store: MemoryBarriers) -> None:
+def test_a_first_renewal_takes_a_lease_that_runs_may_start_under(store: MemoryCoordinationStore) -> None:
     lease = lease_on(store)
     assert lease.current() is None
     renewal = lease.renew()
@@ -59,17 +59,19 @@ def test_a_first_renewal_takes_a_lease_that_runs_may_start_under(store: MemoryBa
     assert store.live_worker_leases([renewal.lease_id])[0] == {renewal.lease_id}
 
 
-def test_a_lease_is_renewed_every_quarter_of_its_ttl(store: MemoryBarriers) -> None:
+def test_a_lease_is_renewed_every_quarter_of_its_ttl(store: MemoryCoordinationStore) -> None:
     assert lease_on(store).renew_seconds == 2.0
 
 
-def test_a_renewal_keeps_the_same_lease(store: MemoryBarriers) -> None:
+def test_a_renewal_keeps_the_same_lease(store: MemoryCoordinationStore) -> None:
     lease = lease_on(store)
     first = lease.renew().lease_id
     assert lease.renew().lease_id == first
 
 
-def test_a_lease_is_fenced_once_ttl_minus_margin_passed_without_a_renewal(store: MemoryBarriers) -> None:
+def test_a_lease_is_fenced_once_ttl_minus_margin_passed_without_a_renewal(
+    store: MemoryCoordinationStore,
+) -> None:
     lease = lease_on(store)
     before = time.monotonic()
     lease_id = lease.renew().lease_id
@@ -79,11 +81,11 @@ def test_a_lease_is_fenced_once_ttl_minus_margin_passed_without_a_renewal(store:
     assert lease.current(after + 5.0) is None
 
 
-def test_a_run_without_a_lease_may_always_write(store: MemoryBarriers) -> None:
+def test_a_run_without_a_lease_may_always_write(store: MemoryCoordinationStore) -> None:
     assert lease_on(store).holds(None)
 
 
-def test_a_fenced_lease_is_reported_once_and_dropped(store: MemoryBarriers) -> None:
+def test_a_fenced_lease_is_reported_once_and_dropped(store: MemoryCoordinationStore) -> None:
     lease = lease_on(store)
     lease_id = lease.renew().lease_id
     late = time.monotonic() + 6
@@ -92,7 +94,7 @@ def test_a_fenced_lease_is_reported_once_and_dropped(store: MemoryBarriers) -> N
 
 
 def test_a_lease_that_expired_in_redis_under_the_same_epoch_is_lost(
-    store: MemoryBarriers, clock: ManualClock
+    store: MemoryCoordinationStore, clock: ManualClock
 ) -> None:
     lease = lease_on(store)
     lease_id = lease.renew().lease_id
@@ -104,7 +106,7 @@ def test_a_lease_that_expired_in_redis_under_the_same_epoch_is_lost(
     assert fresh.lease_id not in (None, lease_id)
 
 
-def test_a_lease_lost_with_redis_data_is_re_created_not_fenced(store: MemoryBarriers) -> None:
+def test_a_lease_lost_with_redis_data_is_re_created_not_fenced(store: MemoryCoordinationStore) -> None:
     lease = lease_on(store)
     lease_id = lease.renew().lease_id
     store.forget_everything()
@@ -113,7 +115,9 @@ def test_a_lease_lost_with_redis_data_is_re_created_not_fenced(store: MemoryBarr
     assert store.live_worker_leases([lease_id])[0] == {lease_id}
 
 
-def test_a_renewal_redis_does_not_answer_holds_no_lease_and_never_raises(store: MemoryBarriers) -> None:
+def test_a_renewal_redis_does_not_answer_holds_no_lease_and_never_raises(
+    store: MemoryCoordinationStore,
+) -> None:
     lease = lease_on(store)
     store.down = True
     assert lease.renew().lease_id is None
@@ -121,7 +125,7 @@ def test_a_renewal_redis_does_not_answer_holds_no_lease_and_never_raises(store: 
         lease.require()
 
 
-def test_require_renews_once_when_no_lease_is_held(store: MemoryBarriers) -> None:
+def test_require_renews_once_when_no_lease_is_held(store: MemoryCoordinationStore) -> None:
     lease = lease_on(store)
     lease_id = lease.require()
     assert lease.require() == lease_id
@@ -146,7 +150,7 @@ def stops() -> Stops:
 
 
 @pytest.fixture
-def watcher(store: MemoryBarriers) -> StopWatcher:
+def watcher(store: MemoryCoordinationStore) -> StopWatcher:
     """A stop watcher whose threads are not started (the test calls its steps)."""
     return StopWatcher(barriers=store, poll_seconds=60)
 
@@ -159,19 +163,19 @@ def watching(watcher: StopWatcher, stops: Stops, n: int) -> list[str]:
     return ids
 
 
-def test_a_poll_stops_only_the_flagged_runs(store: MemoryBarriers, watcher, stops) -> None:
+def test_a_poll_stops_only_the_flagged_runs(store: MemoryCoordinationStore, watcher, stops) -> None:
     flagged, _ = watching(watcher, stops, 2)
     store.set_stop_flag(flagged)
     assert watcher.poll_once() == {flagged}
     assert stops.calls == [flagged]
 
 
-def test_a_poll_with_nothing_registered_reads_nothing(store: MemoryBarriers) -> None:
+def test_a_poll_with_nothing_registered_reads_nothing(store: MemoryCoordinationStore) -> None:
     store.down = True
     assert StopWatcher(barriers=store, poll_seconds=60).poll_once() == set()
 
 
-def test_a_poll_redis_does_not_answer_stops_nothing(store: MemoryBarriers, watcher, stops) -> None:
+def test_a_poll_redis_does_not_answer_stops_nothing(store: MemoryCoordinationStore, watcher, stops) -> None:
     (m,) = watching(watcher, stops, 1)
     store.set_stop_flag(m)
     store.down = True
@@ -180,7 +184,7 @@ def test_a_poll_redis_does_not_answer_stops_nothing(store: MemoryBarriers, watch
 
 
 def test_a_failing_stop_callback_does_not_keep_the_others_from_stopping(
-    store: MemoryBarriers, watcher, stops
+    store: MemoryCoordinationStore, watcher, stops
 ) -> None:
     (fine,) = watching(watcher, stops, 1)
     (broken,) = match_ids(1)
@@ -195,7 +199,9 @@ def test_a_failing_stop_callback_does_not_keep_the_others_from_stopping(
     assert stops.calls == [fine]
 
 
-def test_a_pushed_stop_is_obeyed_only_while_the_flag_is_set(store: MemoryBarriers, watcher, stops) -> None:
+def test_a_pushed_stop_is_obeyed_only_while_the_flag_is_set(
+    store: MemoryCoordinationStore, watcher, stops
+) -> None:
     (m,) = watching(watcher, stops, 1)
     watcher.stop_pushed(m)  # a stale push: the flag was cleared (a later run)
     assert stops.calls == []
@@ -207,7 +213,7 @@ def test_a_pushed_stop_is_obeyed_only_while_the_flag_is_set(store: MemoryBarrier
 
 
 def test_a_pushed_stop_with_an_unreadable_flag_is_left_to_the_poll(
-    store: MemoryBarriers, watcher, stops
+    store: MemoryCoordinationStore, watcher, stops
 ) -> None:
     (m,) = watching(watcher, stops, 1)
     store.set_stop_flag(m)
@@ -216,7 +222,7 @@ def test_a_pushed_stop_with_an_unreadable_flag_is_left_to_the_poll(
     assert stops.calls == []
 
 
-def test_the_push_thread_stops_a_run_as_soon_as_the_stop_is_published(store: MemoryBarriers) -> None:
+def test_the_push_thread_stops_a_run_as_soon_as_the_stop_is_published(store: MemoryCoordinationStore) -> None:
     stops = Stops()
     watcher = StopWatcher(barriers=store, poll_seconds=3600)  # the poll never runs in this test
     (m,) = match_ids(1)
@@ -229,7 +235,7 @@ def test_the_push_thread_stops_a_run_as_soon_as_the_stop_is_published(store: Mem
         watcher.stop()
 
 
-def test_a_step_runs_the_tick_even_when_the_poll_fails(store: MemoryBarriers) -> None:
+def test_a_step_runs_the_tick_even_when_the_poll_fails(store: MemoryCoordinationStore) -> None:
     ticks: list[int] = []
     watcher = StopWatcher(barriers=store, poll_seconds=60, tick=lambda: ticks.append(1))
     watcher._regs.add(Stops().registration(match_ids(1)[0]))
@@ -241,7 +247,7 @@ def test_a_step_runs_the_tick_even_when_the_poll_fails(store: MemoryBarriers) ->
 # -- the heartbeat's lock decisions (dry runs: no row) ----------------------------------------
 
 
-def beating(store: MemoryBarriers, *, lease: WorkerLease | None = None) -> HeartbeatService:
+def beating(store: MemoryCoordinationStore, *, lease: WorkerLease | None = None) -> HeartbeatService:
     return HeartbeatService(
         barriers=store, interval_seconds=5, lock_ttl_seconds=60, grace_seconds=2, lease=lease
     )
@@ -253,7 +259,9 @@ def dry_run(match_id: str, token: str, lost: list[str], **fields: Any) -> Heartb
     )
 
 
-def test_a_beat_extends_the_lock_of_every_run_it_holds(store: MemoryBarriers, clock: ManualClock) -> None:
+def test_a_beat_extends_the_lock_of_every_run_it_holds(
+    store: MemoryCoordinationStore, clock: ManualClock
+) -> None:
     service = beating(store)
     a, b = match_ids(2)
     lost: list[str] = []
@@ -266,7 +274,7 @@ def test_a_beat_extends_the_lock_of_every_run_it_holds(store: MemoryBarriers, cl
     assert store.ttl(store.start_lock_key(a)) == pytest.approx(60)
 
 
-def test_a_run_whose_lock_another_holder_took_is_told_to_stop(store: MemoryBarriers) -> None:
+def test_a_run_whose_lock_another_holder_took_is_told_to_stop(store: MemoryCoordinationStore) -> None:
     service = beating(store)
     (m,) = match_ids(1)
     store.start_lock(m).acquire(token="successor")
@@ -277,7 +285,7 @@ def test_a_run_whose_lock_another_holder_took_is_told_to_stop(store: MemoryBarri
     assert store.start_lock_holder(m) == "successor"
 
 
-def test_a_beat_retakes_a_lock_redis_forgot(store: MemoryBarriers) -> None:
+def test_a_beat_retakes_a_lock_redis_forgot(store: MemoryCoordinationStore) -> None:
     service = beating(store)
     (m,) = match_ids(1)
     store.start_lock(m).acquire(token="mine")
@@ -289,7 +297,7 @@ def test_a_beat_retakes_a_lock_redis_forgot(store: MemoryBarriers) -> None:
 
 
 def test_a_beat_redis_does_not_answer_stops_a_run_only_when_its_lock_could_lapse(
-    store: MemoryBarriers,
+    store: MemoryCoordinationStore,
 ) -> None:
     service = beating(store)
     fresh, old = match_ids(2)
@@ -302,7 +310,9 @@ def test_a_beat_redis_does_not_answer_stops_a_run_only_when_its_lock_could_lapse
     assert lost == [LOCK_UNREACHABLE]
 
 
-def test_a_run_under_a_lapsed_lease_is_stopped_without_touching_its_lock(store: MemoryBarriers) -> None:
+def test_a_run_under_a_lapsed_lease_is_stopped_without_touching_its_lock(
+    store: MemoryCoordinationStore,
+) -> None:
     lease = lease_on(store)
     service = beating(store, lease=lease)
     (m,) = match_ids(1)
@@ -313,7 +323,7 @@ def test_a_run_under_a_lapsed_lease_is_stopped_without_touching_its_lock(store: 
     assert (report.locks_extended, lost) == (0, [LEASE_EXPIRED])
 
 
-def test_deadlines_stop_runs_whose_lock_was_not_renewed_in_time(store: MemoryBarriers) -> None:
+def test_deadlines_stop_runs_whose_lock_was_not_renewed_in_time(store: MemoryCoordinationStore) -> None:
     service = beating(store)
     lost: list[str] = []
     now = time.monotonic()
@@ -369,7 +379,9 @@ def selection(monkeypatch: pytest.MonkeyPatch, settings) -> Any:
     return select
 
 
-def tick(store: MemoryBarriers, settings, sent: Sent, *, batch: bool = False) -> dispatch.DispatchResult:
+def tick(
+    store: MemoryCoordinationStore, settings, sent: Sent, *, batch: bool = False
+) -> dispatch.DispatchResult:
     return dispatch._dispatch(
         within=0,
         is_test=None,
@@ -380,12 +392,14 @@ def tick(store: MemoryBarriers, settings, sent: Sent, *, batch: bool = False) ->
     )
 
 
-def test_a_tick_with_no_candidates_sends_nothing(store: MemoryBarriers, settings, selection) -> None:
+def test_a_tick_with_no_candidates_sends_nothing(store: MemoryCoordinationStore, settings, selection) -> None:
     selection([])
     assert tick(store, settings, Sent()) == dispatch.DispatchResult()
 
 
-def test_a_tick_claims_and_sends_one_start_per_candidate(store: MemoryBarriers, settings, selection) -> None:
+def test_a_tick_claims_and_sends_one_start_per_candidate(
+    store: MemoryCoordinationStore, settings, selection
+) -> None:
     ids = match_ids(3)
     selection(ids)
     sent = Sent()
@@ -395,7 +409,9 @@ def test_a_tick_claims_and_sends_one_start_per_candidate(store: MemoryBarriers, 
     assert all(store.is_pending(m) for m in ids)
 
 
-def test_a_tick_skips_pending_and_exhausted_matches(store: MemoryBarriers, settings, selection) -> None:
+def test_a_tick_skips_pending_and_exhausted_matches(
+    store: MemoryCoordinationStore, settings, selection
+) -> None:
     queued, spent, free = match_ids(3)
     store.claim_pending(queued)
     for _ in range(3):
@@ -407,7 +423,7 @@ def test_a_tick_skips_pending_and_exhausted_matches(store: MemoryBarriers, setti
 
 
 def test_a_second_tick_sends_nothing_while_the_starts_are_pending(
-    store: MemoryBarriers, settings, selection
+    store: MemoryCoordinationStore, settings, selection
 ) -> None:
     ids = match_ids(2)
     selection(ids)
@@ -415,7 +431,9 @@ def test_a_second_tick_sends_nothing_while_the_starts_are_pending(
     assert tick(store, settings, Sent()).skipped == 2
 
 
-def test_a_send_the_broker_refused_releases_its_claim(store: MemoryBarriers, settings, selection) -> None:
+def test_a_send_the_broker_refused_releases_its_claim(
+    store: MemoryCoordinationStore, settings, selection
+) -> None:
     ids = match_ids(2)
     selection(ids)
     result = tick(store, settings, Sent(down=True))
@@ -424,7 +442,7 @@ def test_a_send_the_broker_refused_releases_its_claim(store: MemoryBarriers, set
 
 
 def test_a_message_that_cannot_be_sent_is_set_aside_and_the_others_go(
-    store: MemoryBarriers, settings, selection
+    store: MemoryCoordinationStore, settings, selection
 ) -> None:
     bad, good = match_ids(2)
     selection([bad, good])
@@ -435,7 +453,7 @@ def test_a_message_that_cannot_be_sent_is_set_aside_and_the_others_go(
     assert store.is_pending(good) and not store.is_pending(bad)
 
 
-def test_a_batch_the_broker_refused_fails_whole(store: MemoryBarriers, settings, selection) -> None:
+def test_a_batch_the_broker_refused_fails_whole(store: MemoryCoordinationStore, settings, selection) -> None:
     ids = match_ids(3)
     selection(ids)
     result = tick(store, settings, Sent(down=True), batch=True)
@@ -444,7 +462,7 @@ def test_a_batch_the_broker_refused_fails_whole(store: MemoryBarriers, settings,
 
 
 def test_a_match_with_unusable_stored_settings_is_set_aside_unclaimed(
-    store: MemoryBarriers, settings, selection
+    store: MemoryCoordinationStore, settings, selection
 ) -> None:
     poisoned, fine = match_ids(2)
     selection([poisoned, fine], stored={poisoned: {"listener_heartbeat_interval_seconds": "often"}})
@@ -454,14 +472,18 @@ def test_a_match_with_unusable_stored_settings_is_set_aside_unclaimed(
     assert not store.is_pending(poisoned)
 
 
-def test_a_dispatch_lock_held_elsewhere_skips_the_tick(store: MemoryBarriers, settings, selection) -> None:
+def test_a_dispatch_lock_held_elsewhere_skips_the_tick(
+    store: MemoryCoordinationStore, settings, selection
+) -> None:
     selection(match_ids(1))
     assert store.dispatch_lock().acquire()
     result = dispatch.dispatch_upcoming_match_listeners(settings=settings, barriers=store, send=Sent())
     assert result.locked and result.enqueued == 0
 
 
-def test_a_tick_under_the_lock_releases_it(store: MemoryBarriers, settings, selection, monkeypatch) -> None:
+def test_a_tick_under_the_lock_releases_it(
+    store: MemoryCoordinationStore, settings, selection, monkeypatch
+) -> None:
     monkeypatch.setattr(dispatch, "database", type("Closed", (), {"is_closed": staticmethod(lambda: True)}))
     selection(match_ids(1))
     assert (
@@ -510,7 +532,7 @@ def closed_row(match_id: str, token: str, age: float) -> ClosedRow:
     )
 
 
-def test_only_a_silent_holders_lock_is_released(store: MemoryBarriers, settings) -> None:
+def test_only_a_silent_holders_lock_is_released(store: MemoryCoordinationStore, settings) -> None:
     silent, maybe_alive = match_ids(2)
     store.start_lock(silent).acquire(token="r1")
     store.start_lock(maybe_alive).acquire(token="r2")
@@ -520,7 +542,7 @@ def test_only_a_silent_holders_lock_is_released(store: MemoryBarriers, settings)
     assert store.start_lock_holders([silent, maybe_alive]) == {maybe_alive: "r2"}
 
 
-def test_a_dead_runs_lock_a_successor_took_is_left_alone(store: MemoryBarriers, settings) -> None:
+def test_a_dead_runs_lock_a_successor_took_is_left_alone(store: MemoryCoordinationStore, settings) -> None:
     (m,) = match_ids(1)
     store.start_lock(m).acquire(token="successor")
     row = closed_row(m, "dead", settings.listener_heartbeat_stale_seconds + 1)
@@ -529,7 +551,7 @@ def test_a_dead_runs_lock_a_successor_took_is_left_alone(store: MemoryBarriers, 
 
 
 def test_after_abandon_clears_barriers_only_of_matches_with_no_active_row(
-    store: MemoryBarriers, settings, monkeypatch
+    store: MemoryCoordinationStore, settings, monkeypatch
 ) -> None:
     alone, sibling = match_ids(2)
     for m in (alone, sibling):
@@ -543,12 +565,14 @@ def test_after_abandon_clears_barriers_only_of_matches_with_no_active_row(
     assert store.counters([alone, sibling]) == [(0, False, False), (1, False, True)]
 
 
-def test_after_abandon_of_nothing_does_nothing(store: MemoryBarriers, settings) -> None:
+def test_after_abandon_of_nothing_does_nothing(store: MemoryCoordinationStore, settings) -> None:
     store.down = True
     assert cleanup.after_abandon([], settings=settings, barriers=store) == set()
 
 
-def test_a_pending_key_no_queued_start_can_clear_is_reclaimed(store: MemoryBarriers, monkeypatch) -> None:
+def test_a_pending_key_no_queued_start_can_clear_is_reclaimed(
+    store: MemoryCoordinationStore, monkeypatch
+) -> None:
     forgotten, consumed, queued, locked = match_ids(4)
     for m in (forgotten, consumed, queued, locked):
         store.claim_pending(m)
@@ -561,7 +585,7 @@ def test_a_pending_key_no_queued_start_can_clear_is_reclaimed(store: MemoryBarri
 
 
 def test_the_reaper_judges_nothing_until_the_epoch_is_older_than_a_lease(
-    store: MemoryBarriers, settings, clock: ManualClock, monkeypatch
+    store: MemoryCoordinationStore, settings, clock: ManualClock, monkeypatch
 ) -> None:
     monkeypatch.setattr(cleanup.rows, "open_worker_leases", lambda match_ids=None: {"dead-lease"})
     abandoned: list[set[str]] = []
@@ -596,23 +620,27 @@ class Run:
         return True
 
 
-def services_on(store: MemoryBarriers, settings, **kwargs: Any) -> ListenerServices:
+def services_on(store: MemoryCoordinationStore, settings, **kwargs: Any) -> ListenerServices:
     return ListenerServices(settings=settings, barriers=store, **kwargs)
 
 
-def test_a_heartbeat_that_could_outlive_the_start_lock_is_refused(store: MemoryBarriers, lsettings) -> None:
+def test_a_heartbeat_that_could_outlive_the_start_lock_is_refused(
+    store: MemoryCoordinationStore, lsettings
+) -> None:
     bad = lsettings.model_copy(update={"listener_heartbeat_interval_seconds": store.stale_seconds})
     with pytest.raises(ConfigurationError, match="LISTENER_HEARTBEAT_STALE_SECONDS"):
         services_on(store, bad)
 
 
-def test_a_worker_lease_too_short_for_its_renewals_is_refused(store: MemoryBarriers, lsettings) -> None:
+def test_a_worker_lease_too_short_for_its_renewals_is_refused(
+    store: MemoryCoordinationStore, lsettings
+) -> None:
     bad = lsettings.model_copy(update={"listener_worker_lease_seconds": 0.4})
     with pytest.raises(ConfigurationError, match="LISTENER_WORKER_LEASE_SECONDS"):
         services_on(store, bad)
 
 
-def test_the_reaper_restarts_at_once_the_matches_it_freed(store: MemoryBarriers, lsettings) -> None:
+def test_the_reaper_restarts_at_once_the_matches_it_freed(store: MemoryCoordinationStore, lsettings) -> None:
     restarted: list[list[str]] = []
     svc = services_on(store, lsettings, reap=lambda: ["m1", "m2"], redispatch=restarted.append)
     svc.reap_dead()
@@ -622,7 +650,9 @@ def test_the_reaper_restarts_at_once_the_matches_it_freed(store: MemoryBarriers,
     assert restarted == [["m1", "m2"]]  # a worker shutting down reaps nothing
 
 
-def test_a_reaper_step_a_service_failed_waits_for_the_next_one(store: MemoryBarriers, lsettings) -> None:
+def test_a_reaper_step_a_service_failed_waits_for_the_next_one(
+    store: MemoryCoordinationStore, lsettings
+) -> None:
     def reap() -> list[str]:
         raise RedisUnavailable(service="Redis", setting="REDIS_URL", address="x", reason="down")
 
@@ -632,7 +662,7 @@ def test_a_reaper_step_a_service_failed_waits_for_the_next_one(store: MemoryBarr
 
 
 def test_a_lost_lease_fences_every_run_under_it_and_only_those(
-    store: MemoryBarriers, lsettings, clock: ManualClock
+    store: MemoryCoordinationStore, lsettings, clock: ManualClock
 ) -> None:
     svc = services_on(store, lsettings)
     lease_id = svc.lease.renew().lease_id
@@ -645,14 +675,18 @@ def test_a_lost_lease_fences_every_run_under_it_and_only_those(
     assert (under.fenced, other.fenced, lost) == (True, False, [LEASE_EXPIRED])
 
 
-def test_a_hand_off_that_fails_is_left_to_the_next_dispatch(store: MemoryBarriers, lsettings) -> None:
+def test_a_hand_off_that_fails_is_left_to_the_next_dispatch(
+    store: MemoryCoordinationStore, lsettings
+) -> None:
     def redispatch(ids: list[str]) -> None:
         raise RuntimeError("broker bug")
 
     services_on(store, lsettings, redispatch=redispatch).hand_off("m1")  # does not raise
 
 
-def test_a_shutdown_without_hand_over_stops_every_run_at_once(store: MemoryBarriers, lsettings) -> None:
+def test_a_shutdown_without_hand_over_stops_every_run_at_once(
+    store: MemoryCoordinationStore, lsettings
+) -> None:
     svc = services_on(store, lsettings)
     runs = [Run("m1"), Run("m2")]
     for run in runs:
@@ -667,7 +701,9 @@ def handoff_settings(lsettings, *, bound: float):
     )
 
 
-def test_a_shutdown_stops_each_run_as_soon_as_its_successor_waits(store: MemoryBarriers, lsettings) -> None:
+def test_a_shutdown_stops_each_run_as_soon_as_its_successor_waits(
+    store: MemoryCoordinationStore, lsettings
+) -> None:
     store.announce_handover("m1", ttl_seconds=60)  # left from an older hand-off: cleared first
     handed: list[list[str]] = []
 
@@ -687,7 +723,7 @@ def test_a_shutdown_stops_each_run_as_soon_as_its_successor_waits(store: MemoryB
 
 
 def test_a_shutdown_stops_a_run_whose_successor_never_waits_at_the_bound(
-    store: MemoryBarriers, lsettings
+    store: MemoryCoordinationStore, lsettings
 ) -> None:
     store.announce_handover("m1", ttl_seconds=60)  # an older hand-off's mark does not count
     svc = services_on(store, handoff_settings(lsettings, bound=0.2), hand_over=lambda ids: None)
@@ -698,7 +734,7 @@ def test_a_shutdown_stops_a_run_whose_successor_never_waits_at_the_bound(
     assert run.stops == [worker_shutdown()]  # then handed off: no successor waits
 
 
-def test_a_hand_over_that_fails_stops_every_run_at_once(store: MemoryBarriers, lsettings) -> None:
+def test_a_hand_over_that_fails_stops_every_run_at_once(store: MemoryCoordinationStore, lsettings) -> None:
     def hand_over(ids: list[str]) -> None:
         raise RuntimeError("could not queue the successors")
 

@@ -108,15 +108,15 @@ def _healthy_run(match, barriers) -> str:
 def test_rerunning_the_staging_deploy_closes_no_healthy_listener(
     repo_root, make_match, barriers, subprocess_env, test_env, amqp_vhost, tmp_path
 ):
-    from models.barriers import connect_redis
+    from models.coordination import connect_redis
     from publisher.amqp import AmqpPublisher
     from publisher.queues import OUTBOX_QUEUES
 
     with AmqpPublisher(url=amqp_vhost) as admin:
         admin.declare_durable(list(OUTBOX_QUEUES))  # so `kickoff check` passes
-    from models.barriers import Barriers
+    from models.coordination import CoordinationStore
 
-    locks = Barriers(barriers.client, prefix=barriers.prefix, url=barriers.url, stale_seconds=180)
+    locks = CoordinationStore(barriers.client, prefix=barriers.prefix, url=barriers.url, stale_seconds=180)
     matches = [make_match(status="inprogress", sr_id=f"sr:match:deploy{i}") for i in range(3)]
     record_ids = {str(m.id): _healthy_run(m, locks) for m in matches}
     # The settings come from the environment file only (the process environment says otherwise).

@@ -109,7 +109,7 @@ def sentry_endpoint() -> Iterator[SentryEndpoint]:
 @pytest.fixture
 def clean_broker(lifecycle_env):
     yield
-    from models.barriers import connect_redis
+    from models.coordination import connect_redis
 
     client = connect_redis(lifecycle_env["BROKER_URL"])
     for key in client.scan_iter(match=f"{lifecycle_env['BROKER_NAMESPACE']}:*"):

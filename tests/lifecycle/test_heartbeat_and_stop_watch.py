@@ -8,7 +8,7 @@ import pytest
 
 from lifecycle.heartbeat import HeartbeatRegistration, HeartbeatService
 from lifecycle.stop_watch import StopRegistration, StopWatcher
-from models.barriers import Barriers, connect_redis
+from models.coordination import CoordinationStore, connect_redis
 from tests.lifecycle.helpers import live_row, open_rows, rows_of, start
 from tests.waiting import wait_for
 
@@ -79,7 +79,7 @@ def test_redis_unreachable_stops_the_listener_before_its_lock_could_expire(make_
     ttl = 2.0
     assert lbarriers.start_lock(match.id).acquire(record)
     lbarriers.client.pexpire(lbarriers.start_lock_key(match.id), int(ttl * 1000))
-    dead = Barriers(
+    dead = CoordinationStore(
         connect_redis("redis://127.0.0.1:1/0"),
         prefix=lbarriers.prefix,
         url="redis://127.0.0.1:1/0",

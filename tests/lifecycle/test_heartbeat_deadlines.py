@@ -13,7 +13,7 @@ from lifecycle.heartbeat import HeartbeatRegistration, HeartbeatService
 from lifecycle.sql import rows
 from lifecycle.start import run_match_listener
 from lifecycle.stop_watch import StopWatcher
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from tests.lifecycle.helpers import live_row, open_rows, rows_of, start
 from tests.waiting import wait_for
 
@@ -131,7 +131,7 @@ def test_the_stop_watch_tick_enforces_the_heartbeat_deadlines_of_every_run(make_
 
 
 def test_the_stop_watch_tick_runs_even_when_the_poll_fails_with_a_redis_error(lbarriers):
-    broken = Barriers(
+    broken = CoordinationStore(
         redis.Redis(db=99),  # SELECT 99 answers an error that is not a connection error
         prefix=lbarriers.prefix,
         url="redis://127.0.0.1:6379/99",

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import cli
-from models.barriers import connect_redis
+from models.coordination import connect_redis
 from tests.lifecycle.helpers import add_match_args
 
 #: --json commands whose run needs real processes or a feed: each is parsed as one document there.

@@ -31,7 +31,7 @@ from listener.archive import archive_path, read_events
 from listener.events import message_key
 from listener.play_by_play import PlayByPlay
 from listener.verify import compare
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from srsim.pbp import final_events
 from srsim.script import GameScript
 from srsim.server import SimServer
@@ -198,7 +198,10 @@ def fleet(
         for key, value in overrides.items():
             monkeypatch.setenv(key, value)
         host_side = MatchListenerEnvironment(_env_file=None)
-        ctx = {"settings": host_side, "barriers": Barriers.from_settings(host_side, client=redis_client)}
+        ctx = {
+            "settings": host_side,
+            "barriers": CoordinationStore.from_settings(host_side, client=redis_client),
+        }
         env = {
             **subprocess_env,
             **lifecycle_env,

@@ -19,14 +19,14 @@ from lifecycle.cleanup import ORPHAN_RESTART_EVERY_SECONDS, orphans_of_fenced_ru
 from lifecycle.dispatch import StartMessage
 from lifecycle.runtime import ListenerServices
 from listener.exit_codes import ExitCode
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from models.listener_record import MatchListenerRecord
 from models.match import Match
 from tests.lifecycle.helpers import start
 from tests.waiting import wait_for
 
 
-def _epoch_aged(barriers: Barriers, seconds: float) -> None:
+def _epoch_aged(barriers: CoordinationStore, seconds: float) -> None:
     """Pretend Redis has kept its data for ``seconds`` (the reaper judges nothing before)."""
     now = int(barriers.client.time()[0])
     barriers.client.set(barriers.epoch_key, f"test:{now - int(seconds)}")
@@ -53,7 +53,7 @@ def sent() -> _Sent:
 
 @pytest.fixture
 def restarting(
-    lsettings: MatchListenerEnvironment, lbarriers: Barriers, sent: _Sent
+    lsettings: MatchListenerEnvironment, lbarriers: CoordinationStore, sent: _Sent
 ) -> Iterator[dict[str, Any]]:
     """Start arguments whose services restart matches through the real dispatch into ``sent``.
 
@@ -99,7 +99,7 @@ def test_a_run_that_lost_the_feed_at_once_waits_for_the_dispatch_tick(make_match
 
 
 def test_a_match_that_is_exhausted_stopped_or_over_is_not_dispatched_again(make_match, restarting, sent):
-    barriers: Barriers = restarting["barriers"]
+    barriers: CoordinationStore = restarting["barriers"]
     exhausted = make_match(status="inprogress")
     for _ in range(barriers.attempt_cap - 1):
         barriers.record_failed_attempt(exhausted.id)

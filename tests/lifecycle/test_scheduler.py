@@ -57,7 +57,7 @@ def test_a_second_scheduler_or_a_restart_inside_the_minute_sends_nothing_twice(l
 
 @pytest.mark.e2e
 def test_two_scheduler_processes_send_each_slot_once(subprocess_env, lifecycle_env, tmp_path: Path):
-    from models.barriers import connect_redis
+    from models.coordination import connect_redis
 
     broker = connect_redis(lifecycle_env["BROKER_URL"])
     ns = lifecycle_env["BROKER_NAMESPACE"]

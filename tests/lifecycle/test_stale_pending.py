@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from tests.lifecycle.helpers import dispatch
 from tests.waiting import wait_for
 
@@ -27,7 +27,7 @@ def test_a_start_that_died_holding_the_lock_before_its_row_stops_blocking_dispat
     dispatch(send=outbox, **sb)
     [message] = outbox.messages
     b.consume_message(message.message_id)  # the start began ...
-    short = Barriers(b.client, prefix=b.prefix, url=b.url, stale_seconds=2)  # (a lock TTL of 2 s)
+    short = CoordinationStore(b.client, prefix=b.prefix, url=b.url, stale_seconds=2)  # (a lock TTL of 2 s)
     lock = short.start_lock(match.id)
     assert lock.acquire("dead-token")  # ... took the lock, then its worker died
     assert _sweep(sb).pending_reclaimed == []  # the lock still holds: it may be alive
@@ -79,3 +79,28 @@ def test_a_start_that_cannot_reach_postgresql_frees_its_pending_key_for_the_next
     assert sb["barriers"].attempts(match.id) == 0  # not the match's failure
     monkeypatch.undo()
     assert dispatch(send=outbox, **sb).enqueued == 1  # at once, not after the sweep's reclaim
+
+
+def test_a_hand_off_successor_that_cannot_reach_postgresql_frees_its_pending_key_too(
+    make_match, sb, outbox, services, monkeypatch
+):
+    from config.errors import DatabaseUnavailable
+    from lifecycle import start_match
+
+    match = make_match(status="inprogress")
+    dispatch(send=outbox, **sb)
+    [message] = outbox.messages
+
+    def unreachable(*args, **kwargs):
+        raise DatabaseUnavailable(service="PostgreSQL", setting="DATABASE_URL", address="db", reason="cut")
+
+    # the successor's lock is taken after its wait for the predecessor, under a second database slot
+    monkeypatch.setattr(start_match, "_take_start_lock", unreachable)
+    with pytest.raises(DatabaseUnavailable):
+        start_match.start_match_listener(
+            str(match.id), None, False, message_id=message.message_id, services=services, handoff=True, **sb
+        )
+    assert not sb["barriers"].is_pending(match.id)
+    assert sb["barriers"].attempts(match.id) == 0
+    monkeypatch.undo()
+    assert dispatch(send=outbox, **sb).enqueued == 1

@@ -19,7 +19,7 @@ from lifecycle.cleanup import (
 from lifecycle.heartbeat import HeartbeatRegistration, HeartbeatService
 from lifecycle.lease import LEASE_EXPIRED, WorkerLease
 from lifecycle.runtime import ListenerServices
-from models.barriers import Barriers, connect_redis
+from models.coordination import CoordinationStore, connect_redis
 from models.db import database
 from models.listener_record import MatchListenerRecord
 from tests.lifecycle.helpers import open_rows, rows_of, start
@@ -67,7 +67,7 @@ def test_a_lease_is_renewed_and_one_that_expired_is_never_renewed(lbarriers):
 @pytest.mark.services  # a private redis-server of its own
 def test_redis_losing_its_data_recreates_the_lease_instead_of_fencing_the_worker(lsettings, tmp_path):
     with PrivateRedis(tmp_path / "redis") as private:
-        barriers = Barriers(
+        barriers = CoordinationStore(
             connect_redis(private.url()), prefix=lsettings.redis_key_prefix, url=private.url()
         )
         lease = WorkerLease(barriers=barriers, ttl_seconds=5, fence_margin_seconds=1)
@@ -169,7 +169,7 @@ def test_a_start_takes_over_from_a_run_whose_worker_is_gone(make_match, ctx, run
 
 
 class _AnsweringRedis:
-    """Barriers whose lease renewals succeed (the heartbeat below never reaches Redis)."""
+    """CoordinationStore whose lease renewals succeed (the heartbeat below never reaches Redis)."""
 
     def renew_worker_lease(self, lease_id, *, known_epoch, new_epoch_id, ttl_seconds):
         return 1, known_epoch or new_epoch_id
@@ -253,7 +253,7 @@ def test_an_operator_stop_is_pushed_to_the_running_listener_without_waiting_for_
         listener_heartbeat_stale_seconds=600,
         listener_worker_lease_seconds=600,
     )
-    lbarriers = Barriers.from_settings(settings, client=lbarriers.client)
+    lbarriers = CoordinationStore.from_settings(settings, client=lbarriers.client)
     services = ListenerServices(settings=settings, barriers=lbarriers)
     match = make_match()
     try:

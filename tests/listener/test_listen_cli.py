@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from models import MatchListenerRecord
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from srsim.script import GameScript
 from tests import intervals
 from tests.waiting import wait_for
@@ -40,9 +40,11 @@ def _kickoff() -> str:
     return str(Path(sys.executable).with_name("kickoff"))
 
 
-def _locks(settings, redis_client) -> Barriers:
-    """Barriers whose start lock lives long enough for a test to look at it."""
-    return Barriers(redis_client, prefix=settings.redis_key_prefix, url=settings.redis_url, stale_seconds=120)
+def _locks(settings, redis_client) -> CoordinationStore:
+    """CoordinationStore whose start lock lives long enough for a test to look at it."""
+    return CoordinationStore(
+        redis_client, prefix=settings.redis_key_prefix, url=settings.redis_url, stale_seconds=120
+    )
 
 
 #: What holds the match before ``kickoff listen`` runs: (open row, start lock, pending key).

@@ -21,7 +21,7 @@ from lifecycle.dispatch import dispatch_upcoming_match_listeners
 from lifecycle.heartbeat import ROW_UNWRITABLE
 from lifecycle.runtime import ListenerServices
 from listener.archive import read_events
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from models.db import database, init_database
 from models.listener_record import MatchListenerRecord
 from srsim.script import GameScript
@@ -119,7 +119,7 @@ def test_redis_restarted_empty_mid_game_keeps_every_listener_and_starts_no_secon
                 "listener_worker_lease_seconds": 4.0,
             }
         )
-        barriers = Barriers.from_settings(lsettings)
+        barriers = CoordinationStore.from_settings(lsettings)
         restarted: list[list[str]] = []
         services = ListenerServices(
             settings=lsettings,
@@ -184,7 +184,7 @@ def test_postgresql_going_away_mid_game_keeps_listeners_streaming_until_their_ro
     matches = _matches(make_match, server, games, tmp_path, monkeypatch)
     ids = [str(m.id) for m in matches]
     lsettings = settings.model_copy(update={**QUICK_INTERVALS, "listener_heartbeat_stale_seconds": 12.0})
-    barriers = Barriers.from_settings(lsettings, client=redis_client)
+    barriers = CoordinationStore.from_settings(lsettings, client=redis_client)
     services = ListenerServices(settings=lsettings, barriers=barriers)
     proxy = FaultProxy(("127.0.0.1", 5432)).start()
     init_database(

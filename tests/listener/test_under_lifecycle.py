@@ -13,7 +13,7 @@ from lifecycle.runtime import ListenerServices
 from listener.archive import read_events
 from listener.exit_codes import ExitCode
 from models import MatchListenerRecord
-from models.barriers import Barriers
+from models.coordination import CoordinationStore
 from srsim.script import GameScript
 from tests import intervals
 from tests.waiting import wait_for
@@ -26,7 +26,7 @@ def services(settings, redis_client):
             "in_process", "listener_heartbeat_interval_seconds", "listener_stop_poll_seconds"
         )
     )
-    barriers = Barriers.from_settings(lsettings, client=redis_client)
+    barriers = CoordinationStore.from_settings(lsettings, client=redis_client)
     svc = ListenerServices(settings=lsettings, barriers=barriers)
     yield lsettings, barriers, svc
     svc.shutdown_all()

@@ -1,7 +1,7 @@
 """Redis barriers: the one owner of every key, TTL, Lua script and Redis error translation (REDIS_URL).
 
 All keys start with the configurable ``redis_key_prefix`` (default ``kickoff:``). ``{id}`` is
-the internal Match.id. No other module touches the Redis client: they call ``Barriers``.
+the internal Match.id. No other module touches the Redis client: they call ``CoordinationStore``.
 
 =========================================  ===============  ===================================
 key (after the prefix)                     TTL              purpose
@@ -280,17 +280,17 @@ class TokenLock:
                 self.release()
 
 
-def _key_of(name: str) -> Callable[[Barriers, object], str]:
-    """A Barriers key-name method: ``{prefix}{name}{ident}`` for a match, message or lease id."""
+def _key_of(name: str) -> Callable[[CoordinationStore, object], str]:
+    """A CoordinationStore key-name method: ``{prefix}{name}{ident}`` for a match, message or lease id."""
 
-    def key(self: Barriers, ident: object) -> str:
+    def key(self: CoordinationStore, ident: object) -> str:
         return f"{self.prefix}{name}{ident}"
 
     return key
 
 
 @dataclass(eq=False, repr=False)
-class Barriers:
+class CoordinationStore:
     """Owner of every kickoff key in Redis; see the module table for keys and TTLs."""
 
     client: redis.Redis
@@ -307,7 +307,7 @@ class Barriers:
         self._scripts: dict[str, Script] = {}
 
     @classmethod
-    def from_settings(cls, settings: Any, client: redis.Redis | None = None) -> Barriers:
+    def from_settings(cls, settings: Any, client: redis.Redis | None = None) -> CoordinationStore:
         """Build from a MatchListenerEnvironment (or BaseEnvironment with defaults)."""
         kwargs: dict[str, Any] = {}
         for attr, name in (

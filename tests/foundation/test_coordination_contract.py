@@ -1,6 +1,6 @@
-"""One contract for the coordination store: every test runs on the real Barriers and on the fake.
+"""One contract for the coordination store: every test runs on the real CoordinationStore and on the fake.
 
-The fake (tests/fakes/barriers.py) lets the lifecycle's decisions be tested without Redis; this
+The fake (tests/fakes/coordination.py) lets the lifecycle's decisions be tested without Redis; this
 file keeps it honest. The ``redis`` run of each test reaches the shared Redis (marked
 ``services``: the normal tier); the ``memory`` run is in the fast tier. Time passes on Redis by
 waiting (short TTLs, ``wait_for``) and on the fake by moving its clock.
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from config.errors import LockNotOwned
-from models.barriers import Barriers, connect_redis
-from tests.fakes.barriers import ManualClock, MemoryBarriers
+from models.coordination import CoordinationStore, connect_redis
+from tests.fakes.coordination import ManualClock, MemoryCoordinationStore
 from tests.waiting import wait_for
 
 #: Thresholds of the stores under contract: long enough never to lapse by accident, except those
@@ -37,7 +37,7 @@ THRESHOLDS = {
 class Store:
     """A store under contract and the test's levers on it."""
 
-    barriers: Any  # Barriers or MemoryBarriers
+    barriers: Any  # CoordinationStore or MemoryCoordinationStore
     ttl: Callable[[str], float | None]  # seconds a key has left (None: no TTL or no key)
     forget_everything: Callable[[], None]  # Redis restarted empty
     elapse: Callable[[float, Callable[[], Any]], None]  # let ``seconds`` pass; the condition then holds
@@ -50,7 +50,9 @@ def make_store(request: pytest.FixtureRequest) -> Iterator[Callable[..., Store]]
         clock = ManualClock()
 
         def memory(**overrides: Any) -> Store:
-            fake = MemoryBarriers(prefix="kickofftest:contract:", clock=clock, **{**THRESHOLDS, **overrides})
+            fake = MemoryCoordinationStore(
+                prefix="kickofftest:contract:", clock=clock, **{**THRESHOLDS, **overrides}
+            )
 
             def elapse(seconds: float, condition: Callable[[], Any]) -> None:
                 clock.advance(seconds + 0.01)
@@ -77,7 +79,9 @@ def make_store(request: pytest.FixtureRequest) -> Iterator[Callable[..., Store]]
         wait_for(condition, timeout=seconds + 10, what="the key's expiry")
 
     def real(**overrides: Any) -> Store:
-        barriers = Barriers(client, prefix=prefix, url=settings.redis_url, **{**THRESHOLDS, **overrides})
+        barriers = CoordinationStore(
+            client, prefix=prefix, url=settings.redis_url, **{**THRESHOLDS, **overrides}
+        )
         return Store(barriers, ttl, forget, elapse)
 
     yield real
@@ -105,17 +109,19 @@ def _public_methods(cls: type) -> dict[str, inspect.Signature]:
 
 
 def test_the_fake_has_every_public_method_of_barriers_with_the_same_parameters() -> None:
-    real, fake = _public_methods(Barriers), _public_methods(MemoryBarriers)
+    real, fake = _public_methods(CoordinationStore), _public_methods(MemoryCoordinationStore)
     assert real.keys() <= fake.keys()
     for name, signature in real.items():
         assert list(fake[name].parameters) == list(signature.parameters), name
 
 
 def test_the_fake_names_every_key_as_barriers_does() -> None:
-    real = Barriers(connect_redis("redis://127.0.0.1:1/0"), prefix="p:", url="redis://127.0.0.1:1/0")
-    fake = MemoryBarriers(prefix="p:")
+    real = CoordinationStore(connect_redis("redis://127.0.0.1:1/0"), prefix="p:", url="redis://127.0.0.1:1/0")
+    fake = MemoryCoordinationStore(prefix="p:")
     key_names = [
-        name for name in dir(Barriers) if name.endswith("_key") and name not in ("epoch_key", "tick_key")
+        name
+        for name in dir(CoordinationStore)
+        if name.endswith("_key") and name not in ("epoch_key", "tick_key")
     ]
     assert len(key_names) >= 9
     for name in key_names:
@@ -128,8 +134,8 @@ def test_the_fake_takes_its_thresholds_from_settings_as_barriers_does(settings) 
     tuned = settings.model_copy(
         update={"listener_heartbeat_stale_seconds": 42.0, "listener_start_attempt_cap": 4}
     )
-    real = Barriers.from_settings(tuned, client=connect_redis("redis://127.0.0.1:1/0"))
-    fake = MemoryBarriers.from_settings(tuned)
+    real = CoordinationStore.from_settings(tuned, client=connect_redis("redis://127.0.0.1:1/0"))
+    fake = MemoryCoordinationStore.from_settings(tuned)
     for attr in THRESHOLDS:
         assert getattr(fake, attr) == getattr(real, attr), attr
     assert fake.prefix == real.prefix

@@ -1,11 +1,11 @@
-"""An in-memory coordination store: the public methods of ``models.barriers.Barriers`` without Redis.
+"""An in-memory coordination store: the public methods of ``models.coordination.CoordinationStore``, no Redis.
 
-``MemoryBarriers`` keeps every key in a dict with its expiry, read against an injectable clock
+``MemoryCoordinationStore`` keeps every key in a dict with its expiry, read against an injectable clock
 (``ManualClock`` in tests: time moves only when told), so a test of the lifecycle's decisions
 (leases, stop watches, dispatch's claims) runs without Redis and can let hours pass at once.
 
 Same key names, values, TTL rounding (``EX`` whole seconds, ``PX`` milliseconds) and answers as
-the real store; ``tests/foundation/test_barriers_contract.py`` runs one set of tests against both,
+the real store; ``tests/foundation/test_coordination_contract.py`` runs one set of tests against both,
 so the fake cannot drift. It is never a proof of Redis's own behaviour (Lua scripts, pipelines,
 connection errors): the real store's tests stay that.
 
@@ -27,12 +27,12 @@ from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
 from config.errors import LockNotOwned, RedisUnavailable
-from models.barriers import DISPATCH_LOCK, SWEEP_LOCK, Barriers, connect_redis, tick_slot
+from models.coordination import DISPATCH_LOCK, SWEEP_LOCK, CoordinationStore, connect_redis, tick_slot
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-#: The thresholds a store is built with (Barriers' fields of the same names).
+#: The thresholds a store is built with (CoordinationStore' fields of the same names).
 THRESHOLDS = (
     "stale_seconds",
     "active_max_age_seconds",
@@ -61,7 +61,7 @@ def _served(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        store: MemoryBarriers = args[0]  # type: ignore[assignment]
+        store: MemoryCoordinationStore = args[0]  # type: ignore[assignment]
         store.answer()
         with store.mu:
             return fn(*args, **kwargs)
@@ -70,9 +70,9 @@ def _served(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 class MemoryTokenLock:
-    """``models.barriers.TokenLock`` on the fake store: token-safe, non-blocking, with a TTL."""
+    """``models.coordination.TokenLock`` on the fake store: token-safe, non-blocking, with a TTL."""
 
-    def __init__(self, store: MemoryBarriers, key: str, *, ttl_seconds: float) -> None:
+    def __init__(self, store: MemoryCoordinationStore, key: str, *, ttl_seconds: float) -> None:
         self.store = store
         self.key = key
         self.url = store.url
@@ -130,7 +130,7 @@ class MemoryTokenLock:
 class MemorySubscription:
     """A subscription to the fake store's stop channel (``stop_subscription``)."""
 
-    def __init__(self, store: MemoryBarriers) -> None:
+    def __init__(self, store: MemoryCoordinationStore) -> None:
         self.store = store
         self.messages: queue.Queue[str] = queue.Queue()
         self.closed = False
@@ -143,7 +143,7 @@ class MemorySubscription:
 
 
 @dataclass(eq=False)
-class MemoryBarriers:
+class MemoryCoordinationStore:
     """The coordination store in memory; see the module docstring."""
 
     prefix: str = "kickoff:"
@@ -160,9 +160,11 @@ class MemoryBarriers:
     _data: dict[str, tuple[str, float | None]] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_settings(cls, settings: Any, *, clock: Callable[[], float] = time.time) -> MemoryBarriers:
-        """Like ``Barriers.from_settings`` (the very thresholds it reads; its client never connects)."""
-        real = Barriers.from_settings(settings, client=connect_redis(settings.redis_url))
+    def from_settings(
+        cls, settings: Any, *, clock: Callable[[], float] = time.time
+    ) -> MemoryCoordinationStore:
+        """Like ``CoordinationStore.from_settings`` (the same thresholds; its client never connects)."""
+        real = CoordinationStore.from_settings(settings, client=connect_redis(settings.redis_url))
         thresholds = {name: getattr(real, name) for name in THRESHOLDS}
         return cls(prefix=real.prefix, url=real.url, clock=clock, **thresholds)
 
@@ -232,21 +234,21 @@ class MemoryBarriers:
         with self.mu:
             self._data.clear()
 
-    # -- key names: Barriers' own (they read only ``prefix``) --------------------------
+    # -- key names: CoordinationStore' own (they read only ``prefix``) --------------------------
 
-    pending_key = Barriers.pending_key
-    attempts_key = Barriers.attempts_key
-    exhausted_key = Barriers.exhausted_key
-    start_lock_key = Barriers.start_lock_key
-    stop_flag_key = Barriers.stop_flag_key
-    revoked_key = Barriers.revoked_key
-    worker_lease_key = Barriers.worker_lease_key
-    handover_key = Barriers.handover_key
-    orphan_restart_key = Barriers.orphan_restart_key
-    bulk_preview_key = Barriers.bulk_preview_key
-    tick_key = Barriers.tick_key
-    epoch_key = Barriers.epoch_key
-    stop_channel = Barriers.stop_channel
+    pending_key = CoordinationStore.pending_key
+    attempts_key = CoordinationStore.attempts_key
+    exhausted_key = CoordinationStore.exhausted_key
+    start_lock_key = CoordinationStore.start_lock_key
+    stop_flag_key = CoordinationStore.stop_flag_key
+    revoked_key = CoordinationStore.revoked_key
+    worker_lease_key = CoordinationStore.worker_lease_key
+    handover_key = CoordinationStore.handover_key
+    orphan_restart_key = CoordinationStore.orphan_restart_key
+    bulk_preview_key = CoordinationStore.bulk_preview_key
+    tick_key = CoordinationStore.tick_key
+    epoch_key = CoordinationStore.epoch_key
+    stop_channel = CoordinationStore.stop_channel
 
     def _ids_of(self, key_of: Callable[[object], str]) -> list[str]:
         start = key_of("")
