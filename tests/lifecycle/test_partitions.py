@@ -238,7 +238,9 @@ def _started_on_h1_with_h2_standing_by(fleet: Fleet) -> None:
     fleet.start_worker(fleet.h2)
 
 
-@pytest.mark.parametrize("kind", ["blackhole", "refuse"])
+# Refusals of Redis are cut in the suite's chaos run (tests/chaos/test_chaos_run.py: seed 62 refuses
+# two hosts' Redis); this file keeps the black hole, the harder case, for the suite's time budget.
+@pytest.mark.parametrize("kind", ["blackhole"])
 def test_a_host_cut_from_redis_stops_streaming_and_the_other_host_takes_over_at_once(fleet, kind):
     fleet = fleet()
     with OpenRowMonitor(m.id for m in fleet.matches) as rows_monitor, Dispatcher(fleet.ctx, fleet.send):

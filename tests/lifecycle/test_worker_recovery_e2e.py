@@ -7,14 +7,11 @@ test's deadline: the heartbeat's stale path would need minutes.
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 
 import pytest
 
 from models.listener_record import MatchListenerRecord
-from models.match import Match
 from tests.lifecycle.conftest import BOTH_BROKERS, ON_AMQP, REAL_WORKER_DEFAULTS
 from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, open_rows, rows_of
 from tests.private_redis import PrivateRedis
@@ -71,36 +68,6 @@ def test_a_hard_killed_listener_workers_matches_stream_again_on_another_worker_w
         _old_and_new_rows(m, reason="worker lease expired")
     assert "matches of dead listener workers" in survivor.output()  # the survivor's reaper restarted them
     assert monitor.max_open == 1  # never two open rows for one match
-
-
-@ON_AMQP_ONLY
-def test_a_paused_worker_stops_itself_on_resume_and_never_writes_over_its_successor(
-    make_match, real_ctx, send_start, start_worker
-):
-    match = make_match(status="inprogress")
-    with OpenRowMonitor([match.id]) as monitor:
-        paused = start_worker(env=DEFAULTS)
-        assert dispatch_now(real_ctx, send_start).enqueued == 1
-        [old] = wait_for(lambda: open_rows(match), timeout=30)
-        start_worker(env=DEFAULTS)
-        os.killpg(paused.proc.pid, signal.SIGSTOP)  # longer than every lease: "dead" to the others
-        try:
-            wait_for(lambda: _restarted(match, old.id), timeout=RECOVERY_DEADLINE, interval=0.2)
-        finally:
-            os.killpg(paused.proc.pid, signal.SIGCONT)
-        [new] = open_rows(match)
-        # The resumed run ends on its own, without a single write: its lease lapsed while paused.
-        wait_for(lambda: "listener ended with exit" in paused.output(), timeout=30)
-        beat = new.heartbeat_at
-        wait_for(lambda: MatchListenerRecord.get_by_id(new.id).heartbeat_at > beat, timeout=30)
-    old_after = MatchListenerRecord.get_by_id(old.id)
-    assert old_after.exit_code == 14 and old_after.exit_reason == "worker lease expired"
-    assert MatchListenerRecord.get_by_id(new.id).ended_at is None  # the successor's row untouched
-    # The successor took a newer fencing token: any write the resumed run had still begun is refused.
-    assert old_after.fence_token < new.fence_token == Match.get_by_id(match.id).fence_token
-    holder = real_ctx["barriers"].client.get(real_ctx["barriers"].start_lock_key(match.id))
-    assert holder.decode() == str(new.id)  # the lock stayed with the successor
-    assert monitor.max_open == 1
 
 
 @BOTH_BROKERS
