@@ -142,11 +142,14 @@ class LeaseKeeper(RegistryPoller[object]):
         self._step()
 
 
-class Reaper(RegistryPoller[object]):
-    """The thread that runs ``step`` (the reaper of other processes' dead runs) every ``period`` s."""
+class PeriodicStep(RegistryPoller[object]):
+    """A named thread that runs ``step`` every ``period_seconds`` (and does nothing else)."""
+
+    THREAD_NAME = "kickoff-periodic"
+    STEP_NAME = "periodic step"
 
     def __init__(self, *, period_seconds: float, step: Callable[[], None]) -> None:
-        super().__init__(thread_name="kickoff-worker-reaper", step_name="dead worker reaper")
+        super().__init__(thread_name=self.THREAD_NAME, step_name=self.STEP_NAME)
         self._period = period_seconds
         self._step = step
 
@@ -157,7 +160,14 @@ class Reaper(RegistryPoller[object]):
         self._step()
 
 
-class DeadlineWatch(RegistryPoller[object]):
+class Reaper(PeriodicStep):
+    """The thread that runs ``step`` (the reaper of other processes' dead runs) every ``period`` s."""
+
+    THREAD_NAME = "kickoff-worker-reaper"
+    STEP_NAME = "dead worker reaper"
+
+
+class DeadlineWatch(PeriodicStep):
     """The thread that enforces the runs' deadlines (lease fence, lock, row, ignored stops).
 
     It does no I/O: a Redis or PostgreSQL call that hangs (a black-holed network, up to the
@@ -165,13 +175,5 @@ class DeadlineWatch(RegistryPoller[object]):
     run streaming past its lease.
     """
 
-    def __init__(self, *, period_seconds: float, step: Callable[[], None]) -> None:
-        super().__init__(thread_name="kickoff-deadlines", step_name="run deadlines")
-        self._period = period_seconds
-        self._step = step
-
-    def period_seconds(self) -> float:
-        return self._period
-
-    def step(self) -> None:
-        self._step()
+    THREAD_NAME = "kickoff-deadlines"
+    STEP_NAME = "run deadlines"

@@ -16,6 +16,7 @@ from lifecycle.sql.rows import db_now
 from models.db import database
 from models.listener_record import MatchListenerRecord
 from models.match import Match
+from srsim.script import GameScript
 from tests.background import BackgroundLoop
 
 
@@ -195,3 +196,21 @@ def enqueue_forced_start(kick: Any, match_ref: object, *more: str) -> Any:
         "drill",
         *more,
     )
+
+
+def mlb_games(n: int, *, events: int, interval: float) -> list[GameScript]:
+    """``n`` live mlb games for real-worker tests: ``events`` events ``interval`` s apart, with
+    3 corrections and 2 deletes each (what the archive's comparison with the feed must get right)."""
+    return [
+        GameScript(
+            sr_id=str(uuid.uuid4()),
+            league="mlb",
+            is_test=False,
+            start_after=3.0,
+            event_interval=interval,
+            event_count=events,
+            corrections=3,
+            deletes=2,
+        )
+        for _ in range(n)
+    ]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 
@@ -28,7 +27,7 @@ from srsim.script import GameScript
 from srsim.server import SimServer
 from tests.background import BackgroundLoop
 from tests.lifecycle.conftest import REAL_WORKER_DEFAULTS
-from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, open_rows, rows_of
+from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, mlb_games, open_rows, rows_of
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -66,19 +65,7 @@ class FeedConnectionMonitor(BackgroundLoop):
 
 
 def _games(n: int) -> list[GameScript]:
-    return [
-        GameScript(
-            sr_id=str(uuid.uuid4()),
-            league="mlb",
-            is_test=False,
-            start_after=3.0,
-            event_interval=INTERVAL,
-            event_count=EVENTS,
-            corrections=3,
-            deletes=2,
-        )
-        for _ in range(n)
-    ]
+    return mlb_games(n, events=EVENTS, interval=INTERVAL)
 
 
 def _env(server: SimServer, **extra: str) -> dict[str, str]:

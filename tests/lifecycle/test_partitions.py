@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from srsim.server import SimServer
 from tests.background import BackgroundLoop
 from tests.hosts import HostNetwork, TestHost, most_concurrent
 from tests.lifecycle.conftest import REAL_WORKER_DEFAULTS
-from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, open_rows, rows_of
+from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, mlb_games, open_rows, rows_of
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.partition, pytest.mark.e2e]
@@ -161,19 +160,7 @@ def _finished(match: Any) -> bool:
 
 
 def _games(n: int, events: int) -> list[GameScript]:
-    return [
-        GameScript(
-            sr_id=str(uuid.uuid4()),
-            league="mlb",
-            is_test=False,
-            start_after=3.0,
-            event_interval=INTERVAL,
-            event_count=events,
-            corrections=3,
-            deletes=2,
-        )
-        for _ in range(n)
-    ]
+    return mlb_games(n, events=events, interval=INTERVAL)
 
 
 @pytest.fixture
