@@ -190,7 +190,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     os.environ.update(env)
 
     from config.clock import utcnow
-    from models.db import database, init_database, pool_size
+    from models.db import connection_scope, database, init_database, pool_size
     from models.league import League
     from models.match import Match
     from models.migrate import drop_database, migrate
@@ -202,7 +202,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     log = (tmp / "procs.log").open("ab")
     try:
         sr_ids = [str(uuid.uuid4()) for _ in range(total)]
-        with database.connection_context():
+        with connection_scope():
             league = League.create(name="mlb")
             for n in range(0, total, 5000):
                 Match.insert_many(
@@ -279,7 +279,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             deadline = t0 + args.ramp_timeout
             rows = streams = 0
             while time.monotonic() < deadline:
-                with database.connection_context():
+                with connection_scope():
                     rows = int(database.execute_sql(open_sql).fetchone()[0])
                 streams = _streams(sim_ports)
                 if rows >= total and streams >= total:
@@ -306,7 +306,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             w0 = time.monotonic()
             ages, counts = [], []
             while time.monotonic() - w0 < args.window:
-                with database.connection_context():
+                with connection_scope():
                     count, age = database.execute_sql(open_sql).fetchone()
                 counts.append(int(count))
                 ages.append(float(age or 0))

@@ -85,7 +85,7 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
     from config.clock import utcnow
     from config.settings import load_listener_settings
     from models.coordination import CoordinationStore
-    from models.db import database, init_database
+    from models.db import connection_scope, database, init_database
     from models.league import League
     from models.match import Match
     from models.migrate import drop_database, migrate
@@ -100,7 +100,7 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
         script = write_games(
             tmp / "games.json", ids, start_after=5, event_interval=1.0, event_count=events, is_test=True
         )
-        with database.connection_context():
+        with connection_scope():
             league = League.create(name="mlb")
         log = tmp / "procs.log"
         procs.append(
@@ -141,7 +141,7 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
         # Matches enter the dispatch window in waves of WAVE per second, as kick-offs are spread out;
         # one wave of N at once would open N PostgreSQL connections in the start path (max_connections).
         for start in range(0, n, WAVE):
-            with database.connection_context():
+            with connection_scope():
                 Match.insert_many(
                     [
                         {
@@ -170,7 +170,7 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
         )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            with database.connection_context():
+            with connection_scope():
                 count, _ = database.execute_sql(open_sql).fetchone()
             if count >= n:
                 break
@@ -186,7 +186,7 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
         ages: list[float] = []
         counts: list[int] = []
         while time.monotonic() - first.at < window:
-            with database.connection_context():
+            with connection_scope():
                 count, age = database.execute_sql(open_sql).fetchone()
             counts.append(int(count))
             ages.append(float(age or 0))

@@ -37,7 +37,7 @@ from lifecycle.start_match import Skip, start_match_listener
 from listener.body import ListenerContext
 from listener.match_listener import MatchListener
 from models.coordination import CoordinationStore
-from models.db import database
+from models.db import connection_scope
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ def listen(
         connect_timeout_seconds=settings.database_connect_timeout_seconds,
         statement_timeout_seconds=settings.database_statement_timeout_seconds,
     )
-    with database.connection_context():
+    with connection_scope():
         match = resolve_match(match_id) if match_id is not None else match_by_sr_id(sr_id)
     if match is None:
         return _archive_only(

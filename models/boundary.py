@@ -22,7 +22,7 @@ from typing import ParamSpec, TypeVar
 import peewee
 
 from config.errors import ConstraintViolation, DatabaseRefused
-from models.db import database, database_errors
+from models.db import connection_scope, database, database_errors
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -84,7 +84,7 @@ def translate_database_refusals(func: Callable[P, R]) -> Callable[P, R]:
 
 @contextmanager
 def connection() -> Iterator[None]:
-    """A connection of its own around several store calls (``database.connection_context()``),
-    opening and closing it with their driver errors translated too."""
-    with database_errors_translated(), database.connection_context():
+    """A connection of its own around several store calls (``models.db.connection_scope``), opening
+    and closing it with their driver errors translated too."""
+    with database_errors_translated(), connection_scope():
         yield

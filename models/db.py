@@ -434,6 +434,39 @@ def database_errors(url: str | None = None) -> Iterator[None]:
         ) from exc
 
 
+_scope = threading.local()
+
+
+@contextmanager
+def connection_scope() -> Iterator[None]:
+    """One connection for this thread around several statements, closed (back to the pool) at the
+    outermost scope's end: ``database.connection_context()`` made safe for a lost connection.
+
+    Peewee's context keeps its nesting on the connection's state, which a reconnect or a dropped
+    broken connection (``_forget_broken_connection``) resets, so its exit would fail with an
+    IndexError instead of the DatabaseUnavailable on its way out. This scope counts its own
+    nesting; inside it a lost connection is dropped and the next statement reconnects. Closing at
+    the end never hides the error the block raised.
+    """
+    depth = getattr(_scope, "depth", 0)
+    if depth == 0 and database.is_closed():
+        database.connect()
+    _scope.depth = depth + 1
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        _scope.depth = depth
+        if depth == 0 and not database.is_closed() and not database.in_transaction():
+            try:
+                database.close()
+            except peewee.PeeweeException:
+                if not failed:
+                    raise
+                logger.debug("closing the scope's connection failed after an error", exc_info=True)
+
+
 def check_connection(url: str | None = None) -> None:
     """Open and close one connection, raising DatabaseUnavailable if PostgreSQL refuses."""
     with database_errors(url):

@@ -15,7 +15,7 @@ from config.clock import utcnow
 from config.errors import FencedWrite, MatchNotFound
 from models.base import BaseModel, UTCDateTimeField
 from models.boundary import translate_database_errors
-from models.db import database
+from models.db import connection_scope, database
 from models.league import League
 from models.status import TERMINAL, apply_stream_status, refreshed_status
 
@@ -174,7 +174,7 @@ def failed_verification_count() -> int:
 def write_test_match_status(sr_id: str, status: str) -> bool:
     """Set the is_test match ``sr_id``'s status (on a connection of its own) unless its status is
     terminal; whether a row changed."""
-    with database.connection_context():
+    with connection_scope():
         return bool(
             Match.update(status=status, updated_at=utcnow())
             .where(
@@ -190,7 +190,7 @@ def write_test_match_status(sr_id: str, status: str) -> bool:
 def mark_test_clone_served(sr_id: str, scheduled: datetime) -> bool:
     """Make the unserved is_test clone ``sr_id`` dispatchable, kick-off at ``scheduled`` (on a
     connection of its own); whether a row changed."""
-    with database.connection_context():
+    with connection_scope():
         cursor = database.execute_sql(
             "UPDATE matches SET listener_start_settings = listener_start_settings - %s::text, "
             "scheduled = %s, updated_at = %s "

@@ -8,7 +8,7 @@ from typing import Any
 from config.clock import utcnow
 from models import fence
 from models.boundary import translate_database_errors
-from models.db import database
+from models.db import connection_scope
 from models.match import Match
 
 
@@ -18,7 +18,7 @@ def write_archive_verification(
 ) -> bool:
     """Store ``stored`` as match ``match_id``'s latest archive verification (on a connection of its
     own), refused once ``fence_token`` is not the match's newest (models.fence); whether it was written."""
-    with database.connection_context():
+    with connection_scope():
         return bool(
             Match.update(archive_verified_at=utcnow(), archive_verification=stored)
             .where(Match.id == match_id, fence.is_current(fence_token))

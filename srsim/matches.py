@@ -10,11 +10,11 @@ from srsim.script import GameScript
 
 def register_test_matches(games: list[GameScript], *, speed: float = 1.0) -> int:
     """Create the is_test Match rows (and leagues) of srsim's is_test games that do not exist yet."""
-    from models.db import database
+    from models.db import connection_scope
     from models.match import register_test_match
 
     created = 0
-    with database.connection_context():
+    with connection_scope():
         for g in games:
             if not g.is_test:
                 continue

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from config.errors import DatabaseUnavailable
+from models.boundary import connection, transaction
 from models.db import client_deadline_seconds, database, database_errors, init_database
 from tests.faultproxy import FaultProxy
 
@@ -60,3 +61,39 @@ def test_a_statement_on_a_black_holed_link_fails_at_its_client_deadline_instead_
         with database_errors():  # the broken connection was dropped: the next statement reconnects
             assert database.execute_sql("SELECT 2").fetchone() == (2,)
         database.close()
+
+
+@pytest.mark.parametrize("pool", [0, 4], ids=["plain", "pooled"])
+def test_postgresql_going_away_inside_a_connection_scope_is_database_unavailable_and_the_scope_reconnects(
+    lsettings, rebind, pool
+):
+    """A listener's store calls run inside ``connection()`` scopes; a connection lost in one (a
+    statement, a transaction's commit) is DatabaseUnavailable on its way out, never an error of the
+    scope's own bookkeeping, and once PostgreSQL is back the same scope's next statement reconnects."""
+    with FaultProxy(("127.0.0.1", 5432)) as proxy:
+        init_database(
+            proxy.url_via(lsettings.database_url),
+            connect_timeout_seconds=2,
+            statement_timeout_seconds=5,
+            pool_max_connections=pool,
+        )
+        with connection():
+            with connection(), database_errors():  # a store call's own scope, nested
+                assert database.execute_sql("SELECT 1").fetchone() == (1,)
+            proxy.refuse()
+            with pytest.raises(DatabaseUnavailable), connection(), database_errors():
+                database.execute_sql("SELECT 1")
+            with pytest.raises(DatabaseUnavailable), connection(), transaction():
+                database.execute_sql("SELECT 1")
+            proxy.forward()
+            with connection(), transaction():
+                assert database.execute_sql("SELECT 2").fetchone() == (2,)
+            with database_errors():
+                assert database.execute_sql("SELECT 3").fetchone() == (3,)
+        assert database.is_closed()  # the outermost scope handed its connection back
+        with pytest.raises(DatabaseUnavailable), connection():  # a scope opening while it is away
+            proxy.refuse()
+            database.execute_sql("SELECT 4")
+        proxy.forward()
+        with connection():
+            assert database.execute_sql("SELECT 5").fetchone() == (5,)

@@ -47,7 +47,7 @@ import pytest
 
 from api.keys import Scope, create_key
 from cli.processes import ChildProcess
-from models.db import database
+from models.db import connection_scope, database
 from publisher.queues import DRAFT_TARGETS, LINEUP_UPDATES, WAIVER_ACTIONS
 from tests.hosts import CutKind, HostNetwork, TestHost
 from tests.waiting import wait_for
@@ -317,7 +317,7 @@ CUTS = (
 
 
 def _pending_rows() -> int:
-    with database.connection_context():
+    with connection_scope():
         return database.execute_sql(
             "SELECT count(*) FROM outbox_messages WHERE status = 'pending'"
         ).fetchone()[0]
