@@ -344,8 +344,7 @@ def _give_up_pending(match_id: str, barriers: CoordinationStore) -> None:
     held; not a counted failure (the match is fine, the database was away).
     """
     try:
-        if barriers.start_lock_holder(match_id) is None:
-            barriers.clear_pending(match_id)
+        if barriers.clear_pending_unless_started(match_id):
             logger.warning("match %s: start gave up (PostgreSQL unreachable): pending key freed", match_id)
     except KickoffError as exc:
         logger.warning("match %s: freeing the pending key failed (the sweep reclaims it): %s", match_id, exc)

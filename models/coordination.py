@@ -118,6 +118,16 @@ return out
 """
 
 # KEYS[1]: lock key; ARGV[1]: token of the (dead) holder.
+# KEYS[1]: the pending key, KEYS[2]: the start lock key: the pending key goes only while no start
+# holds the lock (one step, so a start taking the lock meanwhile keeps its pending key).
+_CLEAR_PENDING_UNLESS_STARTED = """
+if redis.call('exists', KEYS[2]) == 1 then
+  return 0
+end
+return redis.call('del', KEYS[1])
+"""
+
+
 _DELETE_IF_TOKEN = """
 if redis.call('get', KEYS[1]) == ARGV[1] then
   return redis.call('del', KEYS[1])
@@ -385,6 +395,13 @@ class CoordinationStore:
         """Delete the pending keys of ``match_ids`` (one command)."""
         if match_ids:
             self.client.delete(*(self.pending_key(m) for m in match_ids))
+
+    @_redis_errors
+    def clear_pending_unless_started(self, match_id: object) -> bool:
+        """Delete the pending key of ``match_id`` unless its start lock is held (one script call);
+        True when a key was deleted."""
+        keys = [self.pending_key(match_id), self.start_lock_key(match_id)]
+        return bool(self._script(_CLEAR_PENDING_UNLESS_STARTED)(keys=keys))
 
     @_redis_errors
     def is_pending(self, match_id: object) -> bool:

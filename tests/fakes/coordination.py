@@ -281,6 +281,14 @@ class MemoryCoordinationStore:
         self._delete(*(self.pending_key(m) for m in match_ids))
 
     @_served
+    def clear_pending_unless_started(self, match_id: object) -> bool:
+        if self._live(self.start_lock_key(match_id)) is not None:
+            return False
+        had = self._live(self.pending_key(match_id)) is not None
+        self._delete(self.pending_key(match_id))
+        return had
+
+    @_served
     def is_pending(self, match_id: object) -> bool:
         return self._live(self.pending_key(match_id)) is not None
 

@@ -189,6 +189,17 @@ def test_clearing_many_pending_keys_and_none(store: Store) -> None:
     assert not b.is_pending(a) and not b.is_pending(c)
 
 
+def test_a_pending_key_is_cleared_unless_its_start_lock_is_held(store: Store) -> None:
+    b = store.barriers
+    free, started, absent = ids(3)
+    b.claim_pending_many([free, started])
+    assert b.start_lock(started).acquire()
+    assert b.clear_pending_unless_started(free) is True
+    assert b.clear_pending_unless_started(started) is False
+    assert b.clear_pending_unless_started(absent) is False
+    assert not b.is_pending(free) and b.is_pending(started)
+
+
 def test_pending_match_ids_lists_match_ids_only(store: Store) -> None:
     b = store.barriers
     a, c = ids(2)
