@@ -2,10 +2,11 @@
 
 Every route of api/routes/ declares its need where it is declared, as a FastAPI ``Security``
 dependency: ``dependencies=[requires(Need.OPERATOR, league=LeagueFrom.MATCH)]`` (the trigger
-routes get theirs from their queue's declaration, publisher.trigger_queues). Only the routes this
-package does not declare itself have their rule in RULES, keyed by method and path template:
-FastAPI's document and Swagger UI, and the console's pages (api/console/, which checks its
-session cookie itself). A route with neither is refused (500) and fails the table-driven test.
+routes get theirs from their queue's declaration, publisher.trigger_queues; the console's routers
+declare ``Need.CONSOLE``, its sign-in and files ``Need.PUBLIC``: api/console/ checks its session
+cookie itself). Only FastAPI's own document and Swagger UI, which no package here declares, have
+their rule in RULES, keyed by method and path template. A route with neither is refused (500) and
+fails the table-driven test.
 The one application-wide dependency ``authorize`` enforces both. Keys are read from
 ``Authorization: Bearer KEY`` and never logged or echoed. Scopes rank read < trigger and
 read < operator < admin (COVERS, the one declaration). A key limited to leagues may act only on
@@ -56,50 +57,12 @@ COVERS: dict[Scope, frozenset[Need]] = {
     Scope.READ: frozenset({Need.READ}),
 }
 
-#: The rules of the routes that do not declare their need (module docstring).
+#: The rules of FastAPI's own routes, which cannot declare their need (module docstring).
 RULES: dict[tuple[str, str], Need] = {
     ("GET", "/openapi.json"): Need.PUBLIC,
     ("HEAD", "/openapi.json"): Need.PUBLIC,
     ("GET", "/docs"): Need.PUBLIC,
     ("HEAD", "/docs"): Need.PUBLIC,
-    # The console (package api/console/): sign-in and its assets are public; every other page and
-    # action checks the console session itself (pages: a session; posts: a session, the CSRF
-    # token and, for actions, an operator key).
-    ("GET", "/sign-in"): Need.PUBLIC,
-    ("POST", "/sign-in"): Need.PUBLIC,
-    ("GET", "/static/{name}"): Need.PUBLIC,
-    ("POST", "/sign-out"): Need.CONSOLE,
-    ("GET", "/"): Need.CONSOLE,
-    ("GET", "/events/board"): Need.CONSOLE,
-    ("POST", "/board/dispatch"): Need.CONSOLE,
-    ("POST", "/board/sweep"): Need.CONSOLE,
-    ("POST", "/board/bulk"): Need.CONSOLE,
-    ("POST", "/board/bulk/confirm"): Need.CONSOLE,
-    ("GET", "/matches/{match_id}"): Need.CONSOLE,
-    ("GET", "/matches/{match_id}/archive"): Need.CONSOLE,
-    ("GET", "/matches/{match_id}/runs/{record_id}/log"): Need.CONSOLE,
-    ("POST", "/matches/{match_id}/start"): Need.CONSOLE,
-    ("POST", "/matches/{match_id}/stop"): Need.CONSOLE,
-    ("POST", "/matches/{match_id}/auto-dispatch"): Need.CONSOLE,
-    ("POST", "/matches/{match_id}/settings"): Need.CONSOLE,
-    ("GET", "/clone"): Need.CONSOLE,
-    ("POST", "/clone"): Need.CONSOLE,
-    ("GET", "/outbox"): Need.CONSOLE,
-    ("POST", "/outbox/{row_id}/retry"): Need.CONSOLE,
-    ("GET", "/actions"): Need.CONSOLE,
-    ("GET", "/trades"): Need.CONSOLE,
-    ("POST", "/trades/reconcile"): Need.CONSOLE,
-    ("GET", "/runs"): Need.CONSOLE,
-    ("POST", "/runs"): Need.CONSOLE,
-    ("GET", "/runs/new"): Need.CONSOLE,
-    ("GET", "/runs/{run_id}"): Need.CONSOLE,
-    ("POST", "/runs/{run_id}/retry"): Need.CONSOLE,
-    ("POST", "/runs/{run_id}/cancel"): Need.CONSOLE,
-    ("GET", "/queues"): Need.CONSOLE,
-    ("GET", "/audit"): Need.CONSOLE,
-    ("GET", "/keys"): Need.CONSOLE,
-    ("POST", "/keys"): Need.CONSOLE,
-    ("POST", "/keys/{key_id}/revoke"): Need.CONSOLE,
 }
 
 

@@ -13,14 +13,17 @@ from api.console.throttle import SignInThrottle
 from api.console.web import templates
 from config.errors import SignInRequired
 
+#: The console's routers, each route declaring its need (api.auth.requires).
+ROUTERS = tuple(m.router for m in (access, board, bulk, match, publishing, queues, trades, audit, keys))
+
 
 def install_console(app: FastAPI) -> None:
     """Add the console's pages, actions and sign-in throttle to ``app`` (the JSON API keeps /v1, /healthz...).
 
     ``app.state.ctx`` is set before.
     """
-    for module in (access, board, bulk, match, publishing, queues, trades, audit, keys):
-        app.include_router(module.router)
+    for router in ROUTERS:
+        app.include_router(router)
     app.state.sign_in_throttle = SignInThrottle(app.state.ctx.settings.console_sign_in_failures_per_minute)
     ctx = app.state.ctx
     app.state.board_hub = BoardHub(

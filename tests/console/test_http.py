@@ -11,7 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.auth import RULES, Need
+from api.auth import Need, declared_rule
+from api.console.app import ROUTERS
 from api.keys import Scope, create_key, list_keys, revoke_key
 from config.clock import utcnow
 from models.listener_record import MatchListenerRecord
@@ -28,7 +29,13 @@ DUMMY = {
     "key_id": "00000000-0000-4000-8000-000000000004",
     "name": "console.css",
 }
-CONSOLE_ROUTES = sorted(route for route, need in RULES.items() if need is Need.CONSOLE)
+CONSOLE_ROUTES = sorted(
+    (method, route.path)
+    for router in ROUTERS
+    for route in router.routes
+    for method in route.methods
+    if declared_rule(route) == (Need.CONSOLE, None)
+)
 
 
 def _url(path: str) -> str:

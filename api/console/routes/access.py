@@ -9,6 +9,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from api.auth import Need, requires
 from api.console.sessions import sign_in, sign_out
 from api.console.throttle import WINDOW_SECONDS, SignInThrottle
 from api.console.web import (
@@ -34,7 +35,7 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 STATIC = {"console.css": "text/css", "console.js": "text/javascript"}
 
 
-@router.get("/sign-in")
+@router.get("/sign-in", dependencies=[requires(Need.PUBLIC)])
 def sign_in_form(request: Request, next: str = "/") -> Response:
     """The sign-in form: one field labelled "API key"."""
     return render(request, "sign_in.html", next=safe_next(next), error=None)
@@ -83,7 +84,7 @@ def client_address(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
-@router.post("/sign-in")
+@router.post("/sign-in", dependencies=[requires(Need.PUBLIC)])
 async def sign_in_post(request: Request, api_key: str = Form(""), next: str = Form("/")) -> Response:
     """Open a session for a read or operator key; the form again with the reason otherwise.
 
@@ -140,7 +141,7 @@ async def sign_in_post(request: Request, api_key: str = Form(""), next: str = Fo
     return answer
 
 
-@router.post("/sign-out")
+@router.post("/sign-out", dependencies=[requires(Need.CONSOLE)])
 async def sign_out_post(request: Request, session: PostSession) -> Response:
     """End the session (its row is deleted) and clear the cookie."""
     await run_in_threadpool(
@@ -155,7 +156,7 @@ async def sign_out_post(request: Request, session: PostSession) -> Response:
     return answer
 
 
-@router.get("/static/{name}")
+@router.get("/static/{name}", dependencies=[requires(Need.PUBLIC)])
 def static(name: str) -> Response:
     """console.css or console.js."""
     if name not in STATIC:

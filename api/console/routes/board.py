@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import Response, StreamingResponse
 
+from api.auth import Need, requires
 from api.console.board_feed import BoardHub, sse
 from api.console.board_view import BoardFilter, board_rows
 from api.console.routes.bulk import bulk_choices
@@ -22,7 +23,8 @@ from models.audit import record_audit
 
 logger = logging.getLogger(__name__)
 
-router = APIRouter(include_in_schema=False)
+#: Every page and action here checks the console session itself (api.console.web).
+router = APIRouter(include_in_schema=False, dependencies=[requires(Need.CONSOLE)])
 
 
 def board_filter(active: str = "", league: str = "", q: str = "") -> BoardFilter:

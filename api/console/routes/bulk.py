@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
+from api.auth import Need, requires
 from api.console.web import OperatorSession, render
 from api.errors import public_message, status_of
 from api.headers import ctx_of, request_id_of
@@ -26,7 +27,8 @@ from lifecycle.leagues import league_names
 
 logger = logging.getLogger(__name__)
 
-router = APIRouter(include_in_schema=False)
+#: Every page and action here checks the console session itself (api.console.web).
+router = APIRouter(include_in_schema=False, dependencies=[requires(Need.CONSOLE)])
 
 #: The choices of the board's bulk form.
 CHOICES = {"bulk_actions": ACTIONS, "bulk_statuses": STATUSES, "bulk_badges": BADGES}

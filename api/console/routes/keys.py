@@ -6,13 +6,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from api.auth import Need, requires
 from api.console.web import AdminPageSession, AdminSession, act, render, wants_json
 from api.errors import public_message, status_of
 from api.headers import request_id_of
 from api.keys import Scope, create_key, list_keys, revoke_key
 from config.errors import KickoffError, TriggerValidationError
 
-router = APIRouter(include_in_schema=False)
+#: Every page and action here checks the console session itself (api.console.web).
+router = APIRouter(include_in_schema=False, dependencies=[requires(Need.CONSOLE)])
 
 #: The scopes the form offers, narrowest first.
 SCOPES = (Scope.READ, Scope.TRIGGER, Scope.OPERATOR, Scope.ADMIN)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from api.auth import Need, requires
 from api.console.web import OperatorSession, PageSession, act, render, wants_json, with_notice
 from api.errors import status_of
 from api.headers import ctx_of, request_id_of
@@ -20,7 +21,8 @@ from lifecycle.match_ref import resolve_match, resolve_match_id
 from lifecycle.start import load_match
 from models.listener_record import recorded_match_rows
 
-router = APIRouter(include_in_schema=False)
+#: Every page and action here checks the console session itself (api.console.web).
+router = APIRouter(include_in_schema=False, dependencies=[requires(Need.CONSOLE)])
 
 #: Lines of a run's log the card shows.
 LOG_TAIL_LINES = 40

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from api.auth import Need, requires
 from api.console.web import OperatorSession, PageSession, act, render, wants_json, with_notice
 from api.errors import status_of
 from api.headers import ctx_of, request_id_of
@@ -20,7 +21,8 @@ from publisher.results import action_state
 from runs.admin import cancel_run, retry_run, run_log_tail
 from runs.publish import get_run, publish_run, recent_runs, run_dict
 
-router = APIRouter(include_in_schema=False)
+#: Every page and action here checks the console session itself (api.console.web).
+router = APIRouter(include_in_schema=False, dependencies=[requires(Need.CONSOLE)])
 
 
 @router.get("/outbox")

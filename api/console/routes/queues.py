@@ -8,10 +8,12 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from api.auth import Need, requires
 from api.console.web import PageSession, render
 from publisher.contract import channel_contracts
 
-router = APIRouter(include_in_schema=False)
+#: Every page and action here checks the console session itself (api.console.web).
+router = APIRouter(include_in_schema=False, dependencies=[requires(Need.CONSOLE)])
 
 
 def pretty_json(value: Any) -> str:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from api.auth import Need, requires
 from api.console.web import OperatorSession, PageSession, act, render
 from api.headers import ctx_of, request_id_of
 from config.errors import TriggerValidationError
 from publisher.trade_reconcile import STALE_CLAIM_SECONDS, Resolution, claims_to_reconcile, reconcile_claim
 
-router = APIRouter(include_in_schema=False)
+#: Every page and action here checks the console session itself (api.console.web).
+router = APIRouter(include_in_schema=False, dependencies=[requires(Need.CONSOLE)])
 
 #: What each button says it will do (the confirm step asks it as a question).
 CHOICES = (
