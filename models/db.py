@@ -184,7 +184,8 @@ class PooledKickoffDatabase(PooledPostgresqlExtDatabase, KickoffDatabase):
     next take), so a process that goes quiet falls back to the connections it still uses.
 
     Added here, through public methods only: a thread that finds every connection taken waits
-    for one up to ``wait_seconds`` (polling the pool), then fails like a connect that timed out;
+    for one up to ``wait_seconds`` (woken when a connection is handed back, and at least every
+    ``WAIT_RECHECK_SECONDS`` to look for ended threads), then fails like a connect that timed out;
     before it waits, the connections of threads that ended without handing theirs back (a thread
     pool retires idle threads) are closed and their places freed. playhouse closes held
     connections only by age (``close_stale``): the cut-off is just after the newest ended
@@ -193,8 +194,9 @@ class PooledKickoffDatabase(PooledPostgresqlExtDatabase, KickoffDatabase):
     statement then runs on a fresh connection (``KickoffDatabase.cursor``).
     """
 
-    #: How often a thread waiting for a free connection tries again.
-    WAIT_POLL_SECONDS = 0.005
+    #: How often a thread waiting for a free connection looks again without being woken (a thread
+    #: that ended holding a connection hands nothing back).
+    WAIT_RECHECK_SECONDS = 0.05
 
     def __init__(
         self, database: str, *, max_connections: int, max_age_seconds: float, wait_seconds: float, **kwargs
@@ -212,11 +214,15 @@ class PooledKickoffDatabase(PooledPostgresqlExtDatabase, KickoffDatabase):
         self.full_takes = 0  # takes that found every connection in use (the thread then waits or fails)
         self._holders_lock = threading.Lock()
         self._holders: dict[int, _Holder] = {}  # by id(connection)
+        self._returned = threading.Condition()  # notified when a connection is handed back
+        self._returns = 0  # connections handed back so far (under _returned)
 
     def connect(self, reuse_if_open: bool = False) -> bool:
         deadline = time.monotonic() + self._wait_seconds
         counted = False
         while True:
+            with self._returned:
+                returns = self._returns
             try:
                 opened = super().connect(reuse_if_open)
             except MaxConnectionsExceeded as exc:
@@ -231,7 +237,11 @@ class PooledKickoffDatabase(PooledPostgresqlExtDatabase, KickoffDatabase):
                         f"all {self._cap} connections of this process's pool are in use "
                         "(DATABASE_POOL_MAX_CONNECTIONS)"
                     ) from exc
-                time.sleep(self.WAIT_POLL_SECONDS)
+                with self._returned:  # a connection handed back since the try above wakes it at once
+                    self._returned.wait_for(
+                        lambda seen=returns: self._returns != seen,
+                        min(self.WAIT_RECHECK_SECONDS, max(0.0, deadline - time.monotonic())),
+                    )
                 continue
             if opened:
                 with self._holders_lock:
@@ -273,10 +283,16 @@ class PooledKickoffDatabase(PooledPostgresqlExtDatabase, KickoffDatabase):
             return self._holders.get(id(self.connection()))
 
     def close(self) -> bool:
-        if not self.is_closed():
-            with self._holders_lock:
-                self._holders.pop(id(self.connection()), None)
-        return bool(super().close())
+        if self.is_closed():
+            return bool(super().close())
+        with self._holders_lock:
+            self._holders.pop(id(self.connection()), None)
+        try:
+            return bool(super().close())
+        finally:
+            with self._returned:
+                self._returns += 1
+                self._returned.notify()
 
     def _reclaim_ended_threads(self) -> bool:
         """Free the places of connections held by threads that ended; whether any was freed."""
