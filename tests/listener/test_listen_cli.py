@@ -160,10 +160,11 @@ def test_kickoff_listen_takes_the_lock_beats_obeys_a_stop_and_releases_everythin
 def test_kickoff_listen_of_an_unknown_match_records_the_archive_only(
     sim, db, subprocess_env, settings, redis_client, tmp_path
 ):
-    # Events keep coming for 30 s: the simulator replays nothing, so a listener process that starts
-    # slowly on a loaded machine must still find the game under way when it connects.
+    # Events keep coming for 15 s: the simulator replays nothing, so a listener process that starts
+    # slowly on a loaded machine must still find the game under way when it connects (then its
+    # first backfill brings what it missed).
     game = GameScript(
-        sr_id=str(uuid.uuid4()), league="mlb", start_after=1.0, event_interval=0.05, event_count=600
+        sr_id=str(uuid.uuid4()), league="mlb", start_after=1.0, event_interval=0.05, event_count=300
     )
     server = sim([game])
     env = dict(
