@@ -1,8 +1,9 @@
 """Dramatiq broker set-up and actors (dispatch, start, stop, sweep, archive backfill, refresh, drain).
 
-Importing this package reads the settings once (MatchListenerEnvironment: environment, then
-``.env``, then defaults) and configures the process's actor runtime (``actors.runtime``: the
-broker BROKER_URL selects, set as Dramatiq's broker, the database and the Redis barriers), then
+Importing this package reads the settings once (MatchListenerEnvironment, as a worker of these actors
+runs listeners: environment, then ``.env``, then defaults) and configures the process's actor runtime
+(``actors.runtime``: the broker BROKER_URL selects, set as Dramatiq's broker, the database and the
+Redis barriers), then
 imports every actor module explicitly, so ``dramatiq actors`` (default queue) and ``dramatiq
 actors --queues match_listeners --threads N`` find all actors. Nothing connects at import time.
 How to declare an actor: see ``actors/broker.py``.

@@ -44,7 +44,7 @@ from actors.middleware import (
     WorkerHooks,
     WorkerPresence,
 )
-from config.settings import MatchListenerEnvironment
+from config.settings import KickoffSettings
 from models import presence
 
 QUEUE_DEFAULT = "default"  # dispatch, sweep, stop, refresh, drain, job runs
@@ -73,7 +73,7 @@ def is_rabbitmq(broker_url: str) -> bool:
     return urlsplit(broker_url).scheme.lower() in ("amqp", "amqps")
 
 
-def build_broker(settings: MatchListenerEnvironment) -> dramatiq.Broker:
+def build_broker(settings: KickoffSettings) -> dramatiq.Broker:
     """Return the broker BROKER_URL selects, with kickoff's middleware and both queues declared.
 
     redis:// gives a RedisBroker under BROKER_NAMESPACE; amqp:// a RabbitmqBroker (actors.rabbitmq)
@@ -158,7 +158,7 @@ def worker_hooks(broker: dramatiq.Broker) -> WorkerHooks | None:
     return None
 
 
-def ping_broker(settings: MatchListenerEnvironment) -> None:
+def ping_broker(settings: KickoffSettings) -> None:
     """Raise RedisUnavailable / BrokerUnavailable (naming BROKER_URL) unless the broker answers."""
     from models.coordination import connect_redis, redis_errors
 
@@ -170,7 +170,7 @@ def ping_broker(settings: MatchListenerEnvironment) -> None:
 
 
 def queue_reports(
-    settings: MatchListenerEnvironment, *, queues: tuple[str, ...] = QUEUES
+    settings: KickoffSettings, *, queues: tuple[str, ...] = QUEUES
 ) -> list[presence.QueueReport]:
     """Workers alive and waiting, delayed and dead-lettered messages of each queue, on either broker.
 

@@ -13,11 +13,11 @@ import dramatiq
 from actors.broker import QUEUE_DEFAULT
 from actors.runtime import current
 from config.clock import utcnow
-from config.settings import MatchListenerEnvironment
+from config.settings import KickoffSettings
 from lifecycle import league_refresh, schedule
 
 
-def _settings() -> MatchListenerEnvironment:
+def _settings() -> KickoffSettings:
     return current().settings
 
 

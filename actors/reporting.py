@@ -18,7 +18,7 @@ import sentry_sdk
 from sentry_sdk.integrations.dramatiq import DramatiqIntegration
 from sentry_sdk.integrations.logging import LoggingIntegration
 
-from config.settings import BaseEnvironment
+from config.settings import KickoffSettings
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def scrub(value: Any, secrets: tuple[str, ...]) -> Any:
     return value
 
 
-def init_reporting(settings: BaseEnvironment) -> bool:
+def init_reporting(settings: KickoffSettings) -> bool:
     """Start sentry-sdk for this process if SENTRY_DSN is set; True when reports are sent.
 
     Call before the Dramatiq broker is built: the integration adds its middleware to brokers

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import dramatiq
 
 from config.errors import ConfigurationError
-from config.settings import MatchListenerEnvironment
+from config.settings import KickoffSettings, MatchListenerEnvironment
 from models.coordination import CoordinationStore
 from models.db import init_database, pool_size
 
@@ -26,7 +26,9 @@ logger = logging.getLogger(__name__)
 class ActorRuntime:
     """What every actor of this process runs with."""
 
-    settings: MatchListenerEnvironment  # read once at process start (or set by a test)
+    # Read once at process start (or set by a test): a MatchListenerEnvironment, as this process's
+    # workers may run listeners; an actor that needs no listener setting passes it on as KickoffSettings.
+    settings: MatchListenerEnvironment
     barriers: CoordinationStore  # Redis keys on REDIS_URL under REDIS_KEY_PREFIX
     broker: dramatiq.Broker  # Dramatiq's global broker (actors.broker.build_broker)
 
@@ -35,7 +37,7 @@ _current: ActorRuntime | None = None
 _mu = threading.Lock()
 
 
-def _same_broker(a: MatchListenerEnvironment, b: MatchListenerEnvironment) -> bool:
+def _same_broker(a: KickoffSettings, b: KickoffSettings) -> bool:
     fields = ("broker_url", "broker_namespace", "broker_quorum_queues", "redis_url", "log_format")
     return all(getattr(a, f) == getattr(b, f) for f in fields)
 

@@ -22,7 +22,12 @@ REQUEST_THREADS = 40
 
 
 class ApiContext:
-    """Settings read once at boot; services opened on first use (a publisher per handler thread)."""
+    """Settings read once at boot; services opened on first use (a publisher per handler thread).
+
+    The settings are a MatchListenerEnvironment: the listener routes and the console's board dispatch,
+    stop and sweep listeners and judge their heartbeats by the ``listener_*`` settings. Everything else
+    the API passes them to takes KickoffSettings.
+    """
 
     def __init__(self, *, settings: MatchListenerEnvironment) -> None:
         self.settings = settings

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from config.settings import MatchListenerEnvironment
+    from config.settings import KickoffSettings
     from publisher.amqp import AmqpPublisher
 
 T = TypeVar("T")
@@ -28,9 +28,7 @@ READINESS_TTL_SECONDS = 2.0
 class Readiness(Generic[T]):
     """The last answer of ``probe`` for ``ttl_seconds``, and the probes' AMQP publisher."""
 
-    def __init__(
-        self, *, settings: MatchListenerEnvironment, ttl_seconds: float = READINESS_TTL_SECONDS
-    ) -> None:
+    def __init__(self, *, settings: KickoffSettings, ttl_seconds: float = READINESS_TTL_SECONDS) -> None:
         self.settings = settings
         self.ttl_seconds = ttl_seconds
         self._lock = threading.Lock()

@@ -18,7 +18,12 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class CliContext:
-    """Settings plus lazily opened database and Redis handles for one CLI invocation."""
+    """Settings plus lazily opened database and Redis handles for one CLI invocation.
+
+    The settings are a MatchListenerEnvironment: commands run (``kickoff listen``), start, stop and sweep
+    listeners, and ``kickoff config show`` prints every setting. Commands that need no listener setting
+    pass them on as KickoffSettings.
+    """
 
     settings: MatchListenerEnvironment = field(default_factory=load_listener_settings)
     verbose: bool = False

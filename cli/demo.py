@@ -108,11 +108,11 @@ def demo(obj: CliContext, as_json: bool, timeout: float) -> None:
     port = _free_port()
     os.environ["SPORTRADAR_BASE_URL"] = f"http://127.0.0.1:{port}"
 
-    from config.settings import load_listener_settings
+    from config.settings import load_settings
     from models.db import init_database
     from models.migrate import migrate
 
-    settings = load_listener_settings()
+    settings = load_settings()
     migrate(settings.database_url)
     init_database(settings.database_url)
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from config.backoff import backoff_seconds
 from config.errors import ServiceUnavailable, TriggerError, TriggerUnavailableError
-from config.settings import BaseEnvironment
+from config.settings import KickoffSettings
 from publisher.amqp import AmqpPublisher
 from publisher.run_context import RUN_ID_HEADER, get_run_id
 from publisher.trigger_queues import queue_of_request
@@ -57,7 +57,7 @@ class TriggerClient:
         self,
         *,
         publisher: AmqpPublisher,
-        settings: BaseEnvironment,
+        settings: KickoffSettings,
         attempts: int | None = None,
         initial_delay: float | None = None,
         max_delay: float | None = None,

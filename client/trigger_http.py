@@ -25,7 +25,7 @@ from config.errors import (
     TriggerUnavailableError,
     TriggerValidationError,
 )
-from config.settings import BaseEnvironment, mask_url
+from config.settings import KickoffSettings, mask_url
 from publisher.run_context import RUN_ID_HEADER, get_run_id
 from publisher.trigger_queues import ROUTE_PREFIX, queue_of_request
 from publisher.trigger_requests import TriggerRequest
@@ -95,7 +95,7 @@ class HttpTriggerClient:
         *,
         base_url: str,
         api_key: str,
-        settings: BaseEnvironment,
+        settings: KickoffSettings,
         timeout: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:

@@ -1,4 +1,4 @@
-"""Settings classes: BaseEnvironment for every process, MatchListenerEnvironment for listeners.
+"""Settings classes: KickoffSettings for every process, MatchListenerEnvironment for listeners.
 
 Precedence, strongest first: keyword arguments > process environment > ``.env`` at the
 repository root > field defaults. Variable names are the field names upper-cased, no prefix.
@@ -11,7 +11,7 @@ import re
 from enum import StrEnum
 from ipaddress import ip_network
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from pydantic import (
@@ -113,8 +113,9 @@ def check_url_scheme(url: str, schemes: tuple[str, ...]) -> None:
         raise ValueError(f"expected a {wanted} URL, got {mask_url(url)!r}")
 
 
-class BaseEnvironment(BaseSettings):
-    """Settings shared by every kickoff process."""
+class KickoffSettings(BaseSettings):
+    """Every kickoff process's settings: services, publisher, API and console, job runs, workers and
+    scheduler, schedule API, simulator. Everything but a listener's own ``listener_*`` settings."""
 
     model_config = SettingsConfigDict(
         env_file=ENV_FILE,
@@ -142,6 +143,11 @@ class BaseEnvironment(BaseSettings):
     broker_quorum_queues: bool = False
     """RabbitMQ broker: declare match_listeners (and its delay queue) as a quorum queue (replicated; takes
     effect when the queue is first declared)."""
+    broker_heartbeat_timeout_seconds: PositiveFloat = 60.0
+    """Dramatiq broker: a worker silent this long is dead and its messages requeue (RabbitMQ: the AMQP
+    heartbeat is half of it)."""
+    broker_maintenance_chance: NonNegativeInt = 1000
+    """Dramatiq Redis broker: commands per million that run queue maintenance."""
     amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/%2F"
     """RabbitMQ that receives outbox, trade, alert and job_runs messages."""
     app_env: AppEnv = AppEnv.DEVELOP
@@ -298,6 +304,43 @@ class BaseEnvironment(BaseSettings):
     job_run_drain_batch: PositiveInt = 100
     """Outbox rows drain_job_runs sends per call."""
 
+    # -- workers and scheduler (periodic ticks, kickoff check) -------------------
+    worker_presence_ttl_seconds: PositiveFloat = 30.0
+    """A worker process not seen on its queues this long is not alive (kickoff check)."""
+    scheduler_alive_seconds: PositiveFloat = 150.0
+    """kickoff check: the scheduler is alive when it claimed a tick slot this recently."""
+    periodic_skip_delay_seconds: PositiveFloat = 30.0
+    """A scheduled tick older than this when a worker takes it is skipped."""
+    scheduler_tick_ttl_seconds: PositiveFloat = 3600.0
+    """Lifetime of the per-slot key that stops a tick being sent twice."""
+
+    # -- schedule API (league and schedule refresh) ------------------------------
+    schedule_access: str = "trial"
+    """Access level segment of the schedule API paths."""
+    schedule_daily_leagues: str = "mlb,nhl"
+    """Leagues whose schedule is refreshed daily (comma-separated)."""
+    schedule_weekly_leagues: str = "nfl"
+    """Leagues whose schedule is refreshed weekly (comma-separated)."""
+    schedule_timeout_seconds: PositiveFloat = 10.0
+    """HTTP timeout of schedule API calls."""
+
+    # -- feed simulator (kickoff sim serve) --------------------------------------
+    srsim_host: str = "127.0.0.1"
+    """Address `kickoff sim serve` binds."""
+    srsim_port: NonNegativeInt = 8765
+    """Port `kickoff sim serve` binds (0: any free port)."""
+    srsim_speed: PositiveFloat = 1.0
+    """Simulator speed factor: 10 plays a game 10x faster."""
+    srsim_watch_seconds: PositiveFloat = 1.0
+    """How often `kickoff sim serve` looks for new scripts in DATA_DIR/srsim."""
+    srsim_heartbeat_seconds: PositiveFloat = 5.0
+    """Script seconds between two stream heartbeats (divided by the speed)."""
+    srsim_resume: bool = True
+    """Whether `kickoff sim serve` sends resume ids and replays from one on reconnect (false: a feed without
+    resume, the resume_id parameter ignored)."""
+    srsim_resume_window_seconds: PositiveFloat = 600.0
+    """How long (real seconds after its send time) a message can be resumed from; older: 410."""
+
     @field_validator("log_level")
     @classmethod
     def _known_log_level(cls, value: str) -> str:
@@ -344,8 +387,12 @@ class BaseEnvironment(BaseSettings):
         return out
 
 
-class MatchListenerEnvironment(BaseEnvironment):
-    """Settings of one match listener: the ``listener_*`` fields and every interval."""
+class MatchListenerEnvironment(KickoffSettings):
+    """A match listener's settings: KickoffSettings plus the ``listener_*`` fields, and nothing else.
+
+    What a process that runs listeners (a listener worker, ``kickoff listen``) or starts and stops them
+    (dispatch, start, sweep) reads; every other process reads KickoffSettings.
+    """
 
     listener_dry_run: bool = False
     """Write no lifecycle rows (is_test matches still write them)."""
@@ -411,21 +458,8 @@ class MatchListenerEnvironment(BaseEnvironment):
     """Scripted test listener: exit code it returns."""
     listener_test_hang: bool = False
     """Scripted test listener: ignore request_stop (a hung body)."""
-    broker_heartbeat_timeout_seconds: PositiveFloat = 60.0
-    """Dramatiq broker: a worker silent this long is dead and its messages requeue (RabbitMQ: the AMQP
-    heartbeat is half of it)."""
-    broker_maintenance_chance: NonNegativeInt = 1000
-    """Dramatiq Redis broker: commands per million that run queue maintenance."""
-    worker_presence_ttl_seconds: PositiveFloat = 30.0
-    """A worker process not seen on its queues this long is not alive (kickoff check)."""
-    scheduler_alive_seconds: PositiveFloat = 150.0
-    """kickoff check: the scheduler is alive when it claimed a tick slot this recently."""
-    periodic_skip_delay_seconds: PositiveFloat = 30.0
-    """A scheduled tick older than this when a worker takes it is skipped."""
-    scheduler_tick_ttl_seconds: PositiveFloat = 3600.0
-    """Lifetime of the per-slot key that stops a tick being sent twice."""
 
-    # -- stream, archive, simulator -----------------------------------------------
+    # -- stream, archive ----------------------------------------------------------
     listener_stream_format: str = "sse"
     """Framing to ask the feed for: sse | ndjson (the response content type decides)."""
     listener_stream_path: str = "/{league}/{access}/stream/en/events/subscribe"
@@ -474,29 +508,13 @@ class MatchListenerEnvironment(BaseEnvironment):
     )
     """Listener work of one process talking to PostgreSQL at once: starts, shutdown writes and the listeners'
     own queries (LISTENER_DB_SLOTS_PER_PROCESS is still read as this)."""
-    schedule_access: str = "trial"
-    """Access level segment of the schedule API paths."""
-    schedule_daily_leagues: str = "mlb,nhl"
-    """Leagues whose schedule is refreshed daily (comma-separated)."""
-    schedule_weekly_leagues: str = "nfl"
-    """Leagues whose schedule is refreshed weekly (comma-separated)."""
-    schedule_timeout_seconds: PositiveFloat = 10.0
-    """HTTP timeout of schedule API calls."""
-    srsim_host: str = "127.0.0.1"
-    """Address `kickoff sim serve` binds."""
-    srsim_port: NonNegativeInt = 8765
-    """Port `kickoff sim serve` binds (0: any free port)."""
-    srsim_speed: PositiveFloat = 1.0
-    """Simulator speed factor: 10 plays a game 10x faster."""
-    srsim_watch_seconds: PositiveFloat = 1.0
-    """How often `kickoff sim serve` looks for new scripts in DATA_DIR/srsim."""
-    srsim_heartbeat_seconds: PositiveFloat = 5.0
-    """Script seconds between two stream heartbeats (divided by the speed)."""
-    srsim_resume: bool = True
-    """Whether `kickoff sim serve` sends resume ids and replays from one on reconnect (false: a feed without
-    resume, the resume_id parameter ignored)."""
-    srsim_resume_window_seconds: PositiveFloat = 600.0
-    """How long (real seconds after its send time) a message can be resumed from; older: 410."""
+
+
+def own_fields(cls: type[KickoffSettings]) -> list[str]:
+    """The fields ``cls`` declares itself: all of KickoffSettings', a subclass's beyond KickoffSettings."""
+    if cls is KickoffSettings:
+        return list(cls.model_fields)
+    return [name for name in cls.model_fields if name not in KickoffSettings.model_fields]
 
 
 def env_example() -> str:
@@ -506,12 +524,10 @@ def env_example() -> str:
         "# Precedence: keyword arguments > process environment > .env > these defaults.",
         "",
     ]
-    for cls in (BaseEnvironment, MatchListenerEnvironment):
-        fields = cls.model_fields
-        own = [n for n in fields if cls is BaseEnvironment or n not in BaseEnvironment.model_fields]
+    for cls in (KickoffSettings, MatchListenerEnvironment):
         lines.append(f"# --- {cls.__name__} ---")
-        for name in own:
-            info = fields[name]
+        for name in own_fields(cls):
+            info = cls.model_fields[name]
             default = info.default
             if isinstance(default, SecretStr) or default is None:
                 default = ""
@@ -532,20 +548,25 @@ def describe_settings_error(exc: ValidationError) -> str:
     return f"invalid setting {name.upper()}: {msg}{more}"
 
 
-def load_settings(**overrides: Any) -> BaseEnvironment:
-    """Read BaseEnvironment once at process start; keyword arguments win over everything.
+#: KickoffSettings or a subclass of it (what a loader returns).
+SettingsT = TypeVar("SettingsT", bound=KickoffSettings)
+
+
+def _read(cls: type[SettingsT], overrides: dict[str, Any]) -> SettingsT:
+    try:
+        return cls(**overrides)
+    except ValidationError as exc:
+        raise ConfigurationError(describe_settings_error(exc)) from exc
+
+
+def load_settings(**overrides: Any) -> KickoffSettings:
+    """Read KickoffSettings once at process start; keyword arguments win over everything.
 
     An invalid value raises ConfigurationError naming the setting (one line).
     """
-    try:
-        return BaseEnvironment(**overrides)
-    except ValidationError as exc:
-        raise ConfigurationError(describe_settings_error(exc)) from exc
+    return _read(KickoffSettings, overrides)
 
 
 def load_listener_settings(**overrides: Any) -> MatchListenerEnvironment:
-    """Read MatchListenerEnvironment once; keyword arguments win over everything (see load_settings)."""
-    try:
-        return MatchListenerEnvironment(**overrides)
-    except ValidationError as exc:
-        raise ConfigurationError(describe_settings_error(exc)) from exc
+    """Read MatchListenerEnvironment once (a process that runs or starts listeners); see load_settings."""
+    return _read(MatchListenerEnvironment, overrides)

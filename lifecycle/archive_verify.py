@@ -32,7 +32,7 @@ from config.errors import (
     PlayByPlayUnusable,
     StreamConnectionError,
 )
-from config.settings import MatchListenerEnvironment, mask_url
+from config.settings import KickoffSettings, MatchListenerEnvironment, mask_url
 from lifecycle.match_ref import resolve_match
 from listener.archive import EventArchive, archive_path, read_events, shortcode_for
 from listener.backfill import merge
@@ -83,7 +83,7 @@ class ArchiveVerification:
         return self.verification.as_dict()
 
 
-def _archive_of(match: Match, settings: MatchListenerEnvironment) -> Path:
+def _archive_of(match: Match, settings: KickoffSettings) -> Path:
     return archive_path(settings.data_dir, match.league.name, shortcode_for(match.sr_id))
 
 

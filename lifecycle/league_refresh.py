@@ -28,7 +28,7 @@ from typing import Any
 from config.errors import MalformedFeedEntry, ScheduleFetchError
 from config.feed_text import feed_id, feed_text
 from config.set_aside import set_aside
-from config.settings import MatchListenerEnvironment, mask_url
+from config.settings import KickoffSettings, mask_url
 from lifecycle.schedule import RefreshResult, entries, entry_name, fetch
 from models.base import LeagueRecord
 
@@ -195,7 +195,7 @@ class LeagueRefreshResult(RefreshResult):
     league_changed: bool = False  # the league's own metadata (sr_id, alias, full_name) changed
 
 
-def _refresh(settings: MatchListenerEnvironment, *, league: str, document: str) -> tuple[str, dict[str, Any]]:
+def _refresh(settings: KickoffSettings, *, league: str, document: str) -> tuple[str, dict[str, Any]]:
     path = league_document_path(league.lower(), settings.schedule_access, document)
     url = mask_url(settings.sportradar_base_url.rstrip("/") + path)
     return url, fetch(settings, path, what=f"league {document}")
@@ -224,7 +224,7 @@ def _result(
     )
 
 
-def refresh_league_metadata(settings: MatchListenerEnvironment, *, league: str) -> LeagueRefreshResult:
+def refresh_league_metadata(settings: KickoffSettings, *, league: str) -> LeagueRefreshResult:
     """The hierarchy document: the league's metadata and each team's conference and division."""
     from models.team import Team
 
@@ -234,7 +234,7 @@ def refresh_league_metadata(settings: MatchListenerEnvironment, *, league: str) 
     return _result(league, url, "teams", teams, _store(league, metadata, Team, teams))
 
 
-def refresh_league_teams(settings: MatchListenerEnvironment, *, league: str) -> LeagueRefreshResult:
+def refresh_league_teams(settings: KickoffSettings, *, league: str) -> LeagueRefreshResult:
     """The teams document: each team's name, market and alias (conference and division untouched)."""
     from models.team import Team
 
@@ -244,7 +244,7 @@ def refresh_league_teams(settings: MatchListenerEnvironment, *, league: str) -> 
     return _result(league, url, "teams", teams, _store(league, None, Team, teams))
 
 
-def refresh_league_seasons(settings: MatchListenerEnvironment, *, league: str) -> LeagueRefreshResult:
+def refresh_league_seasons(settings: KickoffSettings, *, league: str) -> LeagueRefreshResult:
     """The seasons document: every season's year, type, status and dates."""
     from models.season import Season
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from config.errors import KickoffError
-from config.settings import MatchListenerEnvironment
+from config.settings import KickoffSettings, MatchListenerEnvironment
 from lifecycle.board import listener_board
 from lifecycle.start import RUN_SETTINGS, load_match, validate_listener_settings
 from listener.archive import TextLog, archive_path, read_events, shortcode_for
@@ -52,7 +52,7 @@ def under_data_dir(path: Path | str, *, data_dir: Path) -> str:
 
 
 def run_log_tail(
-    match_id: str, record_id: str, *, settings: MatchListenerEnvironment, lines: int = 50
+    match_id: str, record_id: str, *, settings: KickoffSettings, lines: int = 50
 ) -> tuple[Path | None, list[str]]:
     """The log file of run ``record_id`` of the match and its last ``lines`` lines ([] without a file)."""
     match = load_match(match_id)

@@ -23,7 +23,7 @@ from config.clock import parse_iso8601, utcnow
 from config.errors import InvalidTimeError, MalformedFeedEntry, ScheduleFetchError
 from config.feed_text import feed_id, feed_text
 from config.set_aside import set_aside
-from config.settings import MatchListenerEnvironment, mask_url
+from config.settings import KickoffSettings, mask_url
 from models.season_calendar import nfl_week, season_year
 from models.status import normalise
 
@@ -69,7 +69,7 @@ def season_path(league: str, access: str, year: int, season: str) -> str:
     return f"/{league}/{access}/games/{year}/{season}/schedule.json"
 
 
-def fetch(settings: MatchListenerEnvironment, path: str, *, what: str = "schedule") -> dict[str, Any]:
+def fetch(settings: KickoffSettings, path: str, *, what: str = "schedule") -> dict[str, Any]:
     """GET a schedule (or league, ``what``) document; the API key goes in the x-api-key header only."""
     url = settings.sportradar_base_url.rstrip("/") + path
     try:
@@ -178,7 +178,7 @@ def upsert_games(league_name: str, games: list[Any], *, url: str = "") -> tuple[
     return created, updated, aside
 
 
-def refresh(settings: MatchListenerEnvironment, *, league: str, path: str) -> RefreshResult:
+def refresh(settings: KickoffSettings, *, league: str, path: str) -> RefreshResult:
     """Fetch one schedule document and upsert its games."""
     doc = fetch(settings, path)
     games = games_of(doc)
@@ -214,7 +214,7 @@ def leagues_of(value: str) -> list[str]:
 
 
 def refresh_season(
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     *,
     league: str,
     today: date,
@@ -231,7 +231,7 @@ def refresh_season(
     return refresh(settings, league=league, path=season_path(league, settings.schedule_access, year, season))
 
 
-def refresh_daily(settings: MatchListenerEnvironment, *, today: date, days_ahead: int = 1) -> dict[str, int]:
+def refresh_daily(settings: KickoffSettings, *, today: date, days_ahead: int = 1) -> dict[str, int]:
     """Refresh today's and the next ``days_ahead`` days' schedule of every daily league; games seen."""
     seen: dict[str, int] = {}
     for league in leagues_of(settings.schedule_daily_leagues):
@@ -242,7 +242,7 @@ def refresh_daily(settings: MatchListenerEnvironment, *, today: date, days_ahead
 
 
 def refresh_weekly(
-    settings: MatchListenerEnvironment, *, today: date, week: int | None = None, season: str = "REG"
+    settings: KickoffSettings, *, today: date, week: int | None = None, season: str = "REG"
 ) -> tuple[dict[str, int], int, int]:
     """Refresh the current week (``nfl_week``; or ``week``) of every weekly league.
 

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from config.clock import utcnow
 from config.errors import ConfigurationError
-from config.settings import MatchListenerEnvironment
+from config.settings import KickoffSettings
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def load_pipeline(
     dotted: str,
     *,
     match_id: str,
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     db_gate: threading.Semaphore,
     fence_token: int | None = None,
 ) -> Pipeline:
@@ -78,7 +78,7 @@ class QuestionPipeline:
         self,
         *,
         match_id: str,
-        settings: MatchListenerEnvironment,
+        settings: KickoffSettings,
         db_gate: threading.Semaphore,
         fence_token: int | None = None,
     ) -> None:

@@ -318,7 +318,7 @@ class CoordinationStore:
 
     @classmethod
     def from_settings(cls, settings: Any, client: redis.Redis | None = None) -> CoordinationStore:
-        """Build from a MatchListenerEnvironment (or BaseEnvironment with defaults)."""
+        """Build from a MatchListenerEnvironment (a KickoffSettings: listener values at their defaults)."""
         kwargs: dict[str, Any] = {}
         for attr, name in (
             ("listener_heartbeat_stale_seconds", "stale_seconds"),

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from config.errors import TriggerValidationError
-from config.settings import BaseEnvironment
+from config.settings import KickoffSettings
 from models.boundary import transaction
 from publisher import validation as v
 from publisher.amqp import AmqpPublisher
@@ -148,7 +148,7 @@ def _rule(s: RumorSignal, roster: dict[int, str]) -> str | tuple[None, str]:
 
 
 def evaluate_rumors(
-    request: RumorRequest, *, publisher: AmqpPublisher, settings: BaseEnvironment, run_id: str | None = None
+    request: RumorRequest, *, publisher: AmqpPublisher, settings: KickoffSettings, run_id: str | None = None
 ) -> list[RumorOutcome]:
     """Apply the rules to each signal and send the resulting moves; one outcome per signal.
 

@@ -11,7 +11,7 @@ from config.errors import (
     TriggerUnavailableError,
     TriggerValidationError,
 )
-from config.settings import BaseEnvironment
+from config.settings import KickoffSettings
 from models.activity import ActionStatus
 from publisher.queues import LINEUP_UPDATES
 from publisher.sql import actions as action_sql
@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 
 
 def check_parent(
-    after_tracking_id: str, *, league_id: str, team: str, settings: BaseEnvironment
+    after_tracking_id: str, *, league_id: str, team: str, settings: KickoffSettings
 ) -> ActionStatus:
     """Return the parent's status if a claim may wait for it; refuse the ``after_tracking_id`` field if not.
 

@@ -24,7 +24,7 @@ from typing import Any
 from config.clock import utcnow
 from config.errors import BrokerConnectionError
 from config.records import json_fields
-from config.settings import BaseEnvironment
+from config.settings import KickoffSettings
 from models.activity import ActionStatus
 from models.boundary import transaction
 from models.db import database
@@ -125,7 +125,7 @@ def _readable_rows(raw: Sequence[Sequence[Any]], *, now: datetime) -> list[Outbo
 
 
 def drain_batch(
-    *, publisher: AmqpPublisher, settings: BaseEnvironment, limit: int | None = None
+    *, publisher: AmqpPublisher, settings: KickoffSettings, limit: int | None = None
 ) -> tuple[int, int, int, int]:
     """Claim and publish one batch of due rows; returns (claimed, published, failed, expired).
 
@@ -157,7 +157,7 @@ def drain_batch(
 def drain_outbox(
     *,
     publisher: AmqpPublisher,
-    settings: BaseEnvironment,
+    settings: KickoffSettings,
     max_seconds: float | None = None,
     batch_size: int | None = None,
     resolve_claims: bool = True,
@@ -189,7 +189,7 @@ def drain_outbox(
 
 def drain_outbox_concurrently(
     *,
-    settings: BaseEnvironment,
+    settings: KickoffSettings,
     workers: int | None = None,
     max_seconds: float | None = None,
     batch_size: int | None = None,

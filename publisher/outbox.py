@@ -31,7 +31,7 @@ from config.errors import (
 )
 from config.records import json_fields
 from config.set_aside import set_aside
-from config.settings import BaseEnvironment
+from config.settings import KickoffSettings
 from models.activity import ActionStatus
 from models.audit import Actor, record_audit
 from models.boundary import transaction
@@ -121,7 +121,7 @@ def insert_row(
     return outbox_id
 
 
-def backoff_delay(attempts: int, settings: BaseEnvironment) -> timedelta:
+def backoff_delay(attempts: int, settings: KickoffSettings) -> timedelta:
     """Delay before retry number ``attempts``: base doubling per attempt, capped at the maximum."""
     return timedelta(
         seconds=backoff_seconds(
@@ -152,7 +152,7 @@ def counts_as_attempt(error: PublishError) -> bool:
     return isinstance(error, PublishRefusedError)
 
 
-def mark_failed(row: OutboxRow, error: PublishError, *, now: datetime, settings: BaseEnvironment) -> str:
+def mark_failed(row: OutboxRow, error: PublishError, *, now: datetime, settings: KickoffSettings) -> str:
     """Record a failed publish: back off, or mark the row dead after OUTBOX_MAX_ATTEMPTS refusals.
 
     Every failure adds a try and backs off (base doubling per try, capped at
@@ -230,7 +230,7 @@ def mark_dead(
 
 
 def mark_unavailable(
-    rows: Sequence[OutboxRow], error: PublishError, *, now: datetime, settings: BaseEnvironment
+    rows: Sequence[OutboxRow], error: PublishError, *, now: datetime, settings: KickoffSettings
 ) -> None:
     """Record one unavailability for many rows in one UPDATE: a try each, no attempt, capped backoff.
 
@@ -259,7 +259,7 @@ def mark_unavailable(
 
 
 def record_outcomes(
-    rows: Sequence[OutboxRow], outcomes: Sequence[PublishOutcome], *, now: datetime, settings: BaseEnvironment
+    rows: Sequence[OutboxRow], outcomes: Sequence[PublishOutcome], *, now: datetime, settings: KickoffSettings
 ) -> tuple[int, int]:
     """Apply a batch's broker answers to its rows; returns (published, failed).
 
@@ -289,7 +289,7 @@ def record_outcomes(
 
 
 def publish_rows_now(
-    outbox_ids: Sequence[int], *, publisher: AmqpPublisher, settings: BaseEnvironment
+    outbox_ids: Sequence[int], *, publisher: AmqpPublisher, settings: KickoffSettings
 ) -> dict[int, PublishOutcome]:
     """Publish saved rows at once: outbox id -> the broker's answer, for the rows it could claim.
 

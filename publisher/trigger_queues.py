@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from config.settings import BaseEnvironment
+from config.settings import KickoffSettings
 from publisher.idempotency import draft_key, lineup_key, waiver_key
 from publisher.trigger_requests import DraftPickRequest, LineupRequest, TriggerRequest, WaiverRequest
 
@@ -100,7 +100,7 @@ class TriggerQueue:
         """The route's description: the summary and the route's own help."""
         return f"{self.summary} {self.route_help}".strip()
 
-    def release_ttl(self, settings: BaseEnvironment) -> timedelta:
+    def release_ttl(self, settings: KickoffSettings) -> timedelta:
         """How long a finished action of this queue keeps its key."""
         if isinstance(self.ttl, timedelta):
             return self.ttl
@@ -247,6 +247,6 @@ def registered(queue: TriggerQueue) -> Iterator[TriggerQueue]:
         del _REGISTRY[queue.name]
 
 
-def release_ttl(queue: str, settings: BaseEnvironment) -> timedelta:
+def release_ttl(queue: str, settings: KickoffSettings) -> timedelta:
     """How long a finished action of trigger queue ``queue`` keeps its key (its declaration's setting)."""
     return trigger_queue(queue).release_ttl(settings)

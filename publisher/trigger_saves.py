@@ -35,7 +35,7 @@ from typing import Any, Protocol
 from config.clock import utcnow
 from config.errors import DatabaseRefused, DatabaseUnavailable, TriggerConflictError, TriggerValidationError
 from config.records import json_fields
-from config.settings import BaseEnvironment
+from config.settings import KickoffSettings
 from models.activity import ActionStatus
 from models.boundary import transaction
 from models.outbox import OutboxStatus
@@ -226,7 +226,7 @@ def _answer(tracking_id: str, outbox_id: int, outcome: PublishOutcome | None) ->
 _REFUSED_VALUES = (DatabaseRefused, ValueError)
 
 
-def _save_batch(news: Sequence[_New], *, settings: BaseEnvironment) -> tuple[dict[int, Any], dict[str, int]]:
+def _save_batch(news: Sequence[_New], *, settings: KickoffSettings) -> tuple[dict[int, Any], dict[str, int]]:
     """The saving transaction: refusals by index, and tracking id -> outbox id of the inserted saves.
 
     A batch the database refuses as a whole for something other than being unreachable (a value
@@ -260,7 +260,7 @@ def _save_batch(news: Sequence[_New], *, settings: BaseEnvironment) -> tuple[dic
 
 
 def save_and_publish(
-    saves: Sequence[TriggerSave], *, publisher: AmqpPublisher, settings: BaseEnvironment
+    saves: Sequence[TriggerSave], *, publisher: AmqpPublisher, settings: KickoffSettings
 ) -> list[SaveOutcome | Exception]:
     """Save every trigger with its message, then publish the new ones at once; one answer per save.
 
@@ -277,7 +277,7 @@ def save_and_publish(
 
 
 def _save_all(
-    news: Sequence[_New], *, settings: BaseEnvironment
+    news: Sequence[_New], *, settings: KickoffSettings
 ) -> tuple[dict[int, SaveOutcome | Exception], dict[int, _Publish]]:
     """Save ``news``: the answers known already (by index), and the saved messages to publish now."""
     answers, outbox_ids = _save_batch(news, settings=settings)
@@ -316,7 +316,7 @@ def _publish_saved(
     answers: dict[int, SaveOutcome | Exception],
     *,
     publisher: AmqpPublisher,
-    settings: BaseEnvironment,
+    settings: KickoffSettings,
 ) -> None:
     """Publish the saved messages at once (one wait for every confirm); their answers into ``answers``."""
     if to_publish:
@@ -349,7 +349,7 @@ class TriggerGroup:
     the final answers by tracking id. Nothing is published before every save succeeded.
     """
 
-    def __init__(self, *, settings: BaseEnvironment) -> None:
+    def __init__(self, *, settings: KickoffSettings) -> None:
         self.settings = settings
         self._to_publish: dict[int, _Publish] = {}
         self._answers: dict[int, SaveOutcome | Exception] = {}
@@ -398,7 +398,7 @@ class _Publish:
     outbox_id: int
 
 
-def _settle_held_key(new: _New, *, settings: BaseEnvironment) -> SaveOutcome | _Publish:
+def _settle_held_key(new: _New, *, settings: KickoffSettings) -> SaveOutcome | _Publish:
     """A save whose key was held: duplicate, or release an expired key and save.
 
     Locks the key's action (``FOR UPDATE``): a released key (finished past its queue's TTL) is
@@ -487,7 +487,7 @@ class TriggerCommitter:
     flight overlap their waits. Each leader publishes with its own publisher.
     """
 
-    def __init__(self, *, settings: BaseEnvironment, max_batch: int = 64, leaders: int = 2) -> None:
+    def __init__(self, *, settings: KickoffSettings, max_batch: int = 64, leaders: int = 2) -> None:
         self.settings = settings
         self.max_batch = max_batch
         self.leaders = leaders

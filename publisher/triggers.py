@@ -20,7 +20,7 @@ from typing import Any
 
 from config.clock import ensure_utc, utcnow
 from config.errors import DeadDeliveryError, TriggerConflictError, TriggerUnavailableError
-from config.settings import BaseEnvironment
+from config.settings import KickoffSettings
 from models.activity import ActionStatus
 from publisher import validation as v
 from publisher.amqp import AmqpPublisher
@@ -110,7 +110,7 @@ def _send(
     save: TriggerSave,
     *,
     publisher: AmqpPublisher,
-    settings: BaseEnvironment,
+    settings: KickoffSettings,
     committer: Committer | None,
 ) -> SaveOutcome:
     """Save and publish one trigger: with the process's committer (together with concurrent ones) or alone."""
@@ -123,7 +123,7 @@ def trigger_lineup(
     request: LineupRequest,
     *,
     publisher: AmqpPublisher,
-    settings: BaseEnvironment,
+    settings: KickoffSettings,
     run_id: str | None = None,
     committer: Committer | None = None,
     created_by_key_id: str | None = None,
@@ -147,7 +147,7 @@ def trigger_waiver(
     request: WaiverRequest,
     *,
     publisher: AmqpPublisher,
-    settings: BaseEnvironment,
+    settings: KickoffSettings,
     run_id: str | None = None,
     committer: Committer | None = None,
     created_by_key_id: str | None = None,
@@ -215,7 +215,7 @@ def trigger_draft_pick(
     request: DraftPickRequest,
     *,
     publisher: AmqpPublisher,
-    settings: BaseEnvironment,
+    settings: KickoffSettings,
     run_id: str | None = None,
     committer: Committer | None = None,
     created_by_key_id: str | None = None,
@@ -278,7 +278,7 @@ def trigger_fields(
     request: TriggerRequest,
     *,
     publisher: AmqpPublisher,
-    settings: BaseEnvironment,
+    settings: KickoffSettings,
     run_id: str | None = None,
     committer: Committer | None = None,
     created_by_key_id: str | None = None,
@@ -319,7 +319,7 @@ def send(
     request: TriggerRequest,
     *,
     publisher: AmqpPublisher,
-    settings: BaseEnvironment,
+    settings: KickoffSettings,
     run_id: str | None = None,
     committer: Committer | None = None,
     created_by_key_id: str | None = None,

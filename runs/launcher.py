@@ -17,7 +17,7 @@ from typing import Any
 from config.clock import utcnow
 from config.errors import BrokerUnavailable, DatabaseUnavailable, InvalidRunCommand, KickoffError
 from config.set_aside import set_aside
-from config.settings import BaseEnvironment
+from config.settings import KickoffSettings
 from models.db import database_errors
 from models.run_log import RunLog
 from publisher.amqp import OutgoingMessage
@@ -85,7 +85,7 @@ class LauncherConfig:
     drain_batch: int
 
     @classmethod
-    def from_settings(cls, settings: BaseEnvironment, **overrides: Any) -> LauncherConfig:
+    def from_settings(cls, settings: KickoffSettings, **overrides: Any) -> LauncherConfig:
         """Each knob from LAUNCHER_<KNOB> (drain_batch from JOB_RUN_DRAIN_BATCH); ``overrides`` win."""
         knobs = {
             f.name: getattr(settings, f"launcher_{f.name}") for f in fields(cls) if f.name != "drain_batch"

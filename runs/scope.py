@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from config.clock import utcnow
 from config.errors import RunNotFound
-from config.settings import BaseEnvironment, load_settings
+from config.settings import KickoffSettings, load_settings
 from models.db import bound_url, init_database
 from models.run_log import RunStatus, Trigger, create_run, record_run_error, run_by_id, save_run
 from publisher.run_context import get_run_id, reset_run_id, set_run_id
@@ -29,7 +29,7 @@ class RunScope:
     parent_id: str | None = None
 
 
-def _ensure_database(settings: BaseEnvironment | None) -> None:
+def _ensure_database(settings: KickoffSettings | None) -> None:
     if bound_url() is None:
         init_database((settings or load_settings()).database_url)
 
@@ -80,7 +80,7 @@ def _close_child(scope: RunScope, error: BaseException | None) -> None:
 
 
 @contextmanager
-def run_scope(name: str, *, settings: BaseEnvironment | None = None) -> Iterator[RunScope]:
+def run_scope(name: str, *, settings: KickoffSettings | None = None) -> Iterator[RunScope]:
     """Record the work inside the block as a run and make it the current run id (X-Run-Id).
 
     The outermost scope of a launched process adopts the row named by RUN_ID and keeps the

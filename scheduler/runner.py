@@ -19,7 +19,7 @@ import pendulum
 import periodiq
 
 from config.errors import RedisUnavailable
-from config.settings import MatchListenerEnvironment
+from config.settings import KickoffSettings
 from models.coordination import CoordinationStore, tick_slot
 from scheduler.table import PeriodicEntry, entries_for
 
@@ -71,9 +71,7 @@ class TickSender:
         return True
 
 
-def build_senders(
-    settings: MatchListenerEnvironment, *, broker: Any, barriers: CoordinationStore
-) -> list[TickSender]:
+def build_senders(settings: KickoffSettings, *, broker: Any, barriers: CoordinationStore) -> list[TickSender]:
     """One TickSender per entry of ``settings.app_env``, sending through ``broker``'s actors."""
     senders = []
     for entry in entries_for(settings.app_env):
@@ -99,7 +97,7 @@ def run_scheduler() -> None:
     from actors.runtime import current
 
     rt = current()
-    settings = rt.settings
+    settings: KickoffSettings = rt.settings  # the scheduler reads no listener setting
     senders = build_senders(settings, broker=rt.broker, barriers=rt.barriers)
     if not senders:
         logger.error("no periodic entry for app_env %s", settings.app_env)

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from api.keys import ApiKey, Scope, authenticate, hash_key
 from config.clock import utcnow
 from config.errors import SignInRefused
-from config.settings import BaseEnvironment
+from config.settings import KickoffSettings
 from models import console_sessions as store
 from models.api_keys import lock_key
 from models.audit import Actor, record_audit
@@ -69,7 +69,7 @@ class SessionPolicy:
     per_key: int
 
     @classmethod
-    def from_settings(cls, settings: BaseEnvironment) -> SessionPolicy:
+    def from_settings(cls, settings: KickoffSettings) -> SessionPolicy:
         return cls(
             lifetime=timedelta(hours=settings.console_session_hours),
             idle=timedelta(minutes=settings.console_session_idle_minutes),

@@ -13,10 +13,13 @@ from cli.main import cli
 from config.settings import (
     ENV_FILE,
     REPO_ROOT,
-    BaseEnvironment,
+    KickoffSettings,
     MatchListenerEnvironment,
     env_example,
+    load_listener_settings,
+    load_settings,
     mask_url,
+    own_fields,
 )
 
 SECRET = "sk-live-0123456789abcdef"
@@ -88,9 +91,48 @@ def test_the_default_env_file_is_at_the_repository_root():
     assert (REPO_ROOT / "pyproject.toml").exists()
 
 
-def test_a_listener_environment_is_a_base_environment():
-    assert issubclass(MatchListenerEnvironment, BaseEnvironment)
-    assert "listener_dry_run" not in BaseEnvironment.model_fields
+def test_a_listener_environment_is_kickoff_settings_plus_listener_settings_only():
+    assert issubclass(MatchListenerEnvironment, KickoffSettings)
+    own = own_fields(MatchListenerEnvironment)
+    assert "listener_dry_run" in own
+    assert [name for name in own if not name.startswith("listener_")] == []
+    assert [name for name in KickoffSettings.model_fields if name.startswith("listener_")] == []
+    assert own_fields(KickoffSettings) == list(KickoffSettings.model_fields)
+
+
+def test_each_loader_builds_its_own_class(clean_env):
+    assert type(load_settings(_env_file=None)) is KickoffSettings
+    assert type(load_listener_settings(_env_file=None)) is MatchListenerEnvironment
+
+
+class _RecordingActor:
+    def __init__(self, name: str, sent: list[tuple[str, str]]) -> None:
+        self.name, self.sent = name, sent
+
+    def send_with_options(self, *, kwargs: dict, scheduled_at: str) -> None:
+        self.sent.append((self.name, scheduled_at))
+
+
+class _RecordingBroker:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    def get_actor(self, name: str) -> _RecordingActor:
+        return _RecordingActor(name, self.sent)
+
+
+def test_the_scheduler_runs_on_kickoff_settings(clean_env):
+    from scheduler.runner import build_senders
+    from scheduler.table import entries_for
+    from tests.fakes.coordination import MemoryCoordinationStore
+
+    settings = load_settings(_env_file=None, app_env="staging", scheduler_tick_ttl_seconds=120)
+    broker = _RecordingBroker()
+    senders = build_senders(settings, broker=broker, barriers=MemoryCoordinationStore())
+    assert [s.entry.name for s in senders] == [e.name for e in entries_for("staging")]
+    assert {s.tick_ttl_seconds for s in senders} == {120}
+    assert senders[0].send_with_options(scheduled_at="2030-01-01T10:00:00+00:00") is True
+    assert broker.sent == [(senders[0].entry.actor, "2030-01-01T10:00:00+00:00")]
 
 
 def test_the_api_key_never_appears_in_repr_or_str(clean_env):
@@ -201,7 +243,7 @@ def test_the_env_example_copied_to_env_works_and_empty_means_unset(clean_env, tm
     assert settings.listener_test_duration_seconds is None
     assert settings.listener_force_exit_code is None
     assert settings.sentry_dsn.get_secret_value() == ""
-    for cls in (BaseEnvironment, MatchListenerEnvironment):
+    for cls in (KickoffSettings, MatchListenerEnvironment):
         monkeypatch.setitem(cls.model_config, "env_file", copied)
     result = CliRunner().invoke(cli, ["config", "show", "--json"])
     assert result.exit_code == 0, result.output
