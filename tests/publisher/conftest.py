@@ -8,22 +8,24 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import cli
-from config.settings import MatchListenerEnvironment
+from config.settings import KickoffSettings
 from publisher.amqp import AmqpPublisher
 
 
 @pytest.fixture
-def pub_settings(settings: MatchListenerEnvironment, amqp_vhost: str) -> MatchListenerEnvironment:
-    """This run's settings with short publisher intervals (no grace before the drain may publish)."""
-    return settings.model_copy(
-        update={
-            "outbox_immediate_grace_seconds": 0.0,
-            "outbox_backoff_base_seconds": 0.01,
-            "outbox_backoff_max_seconds": 0.05,
-            "outbox_max_attempts": 3,
-            "amqp_confirm_timeout_seconds": 5.0,
-            "activity_parent_read_timeout_seconds": 0.3,
-        }
+def pub_settings(test_env: dict[str, str], amqp_vhost: str) -> KickoffSettings:
+    """This run's settings with short publisher intervals (no grace before the drain may publish).
+
+    KickoffSettings, as the publisher reads no listener setting."""
+    return KickoffSettings(
+        _env_file=None,
+        **{k.lower(): v for k, v in test_env.items()},
+        outbox_immediate_grace_seconds=0.0,
+        outbox_backoff_base_seconds=0.01,
+        outbox_backoff_max_seconds=0.05,
+        outbox_max_attempts=3,
+        amqp_confirm_timeout_seconds=5.0,
+        activity_parent_read_timeout_seconds=0.3,
     )
 
 

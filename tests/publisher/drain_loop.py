@@ -14,7 +14,7 @@ import os
 import signal
 import threading
 
-from config.settings import MatchListenerEnvironment
+from config.settings import load_settings
 from models.db import database, init_database
 from publisher.drain import drain_outbox_concurrently
 
@@ -24,7 +24,7 @@ logger = logging.getLogger("drain_loop")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("pika").setLevel(logging.CRITICAL)  # lines per failed connect otherwise
-    settings = MatchListenerEnvironment()
+    settings = load_settings()
     init_database(
         settings.database_url,
         connect_timeout_seconds=settings.database_connect_timeout_seconds,

@@ -21,6 +21,7 @@ from api.app import create_app
 from api.auth import Need, route_rules
 from cli.main import cli
 from config.errors import ContractMismatch
+from config.settings import MatchListenerEnvironment
 from publisher.contract import check_trigger_queue, load_contract
 from publisher.queues import DELIVERY, OUTBOX_QUEUES, TRIGGER_QUEUES, Delivery, declare_passive
 from publisher.trigger_queues import (
@@ -278,7 +279,8 @@ def test_post_v1_trigger_keeper_enforces_its_declared_scope_and_publishes(
         return {"Authorization": f"Bearer {keys[scope]}"}
 
     body = {"league_id": "L1", "team_id": "7", "keeper_player_id": 4046}
-    app = create_app(pub_settings.model_copy(update={"api_allowed_hosts": "testserver"}))
+    api_settings = {**pub_settings.model_dump(), "api_allowed_hosts": "testserver"}
+    app = create_app(MatchListenerEnvironment(_env_file=None, **api_settings))
     with TestClient(app) as client:
         refused = client.post(f"{ROUTE_PREFIX}/keeper", json=body, headers=bearer(Scope.TRIGGER))
         assert refused.status_code == 403 and "needs operator" in refused.json()["error"]
