@@ -28,6 +28,7 @@ import click
 from cli.context import CliContext
 from cli.processes import ProcessGroup
 from cli.procfile import ProcfileEntry, read_procfile, select_entries
+from config.settings import KickoffSettings
 
 SIM = "srsim"
 API = "api"
@@ -182,7 +183,7 @@ def up(
     sys.exit(code)
 
 
-def _prepare(settings: Any, say: Any) -> None:
+def _prepare(settings: KickoffSettings, say: Any) -> None:
     """Migrations and the outbox queues, as `kickoff db migrate` and `kickoff amqp setup`."""
     from models.migrate import migrate
     from publisher.amqp import publisher_from_settings

@@ -24,6 +24,7 @@ from config.errors import (
     PublishUncertainError,
     UnroutableMessageError,
 )
+from config.settings import KickoffSettings
 from publisher.amqp_link import AmqpLink, BatchResult, Publication
 from publisher.queues import declare_passive
 
@@ -250,7 +251,7 @@ def read_messages(*, url: str, queue: str, limit: int = 10_000) -> list[tuple[di
     return out
 
 
-def publisher_from_settings(settings: Any) -> AmqpPublisher:
+def publisher_from_settings(settings: KickoffSettings) -> AmqpPublisher:
     """An AmqpPublisher on AMQP_URL with the configured confirm and connect timeouts."""
     return AmqpPublisher(
         url=settings.amqp_url,
