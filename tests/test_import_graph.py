@@ -23,48 +23,25 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-BASE = {"config"}
-ALLOWED: dict[str, set[str]] = {
-    "config": set(),
-    "models": BASE,
-    "listener": BASE | {"models"},
-    "srsim": BASE | {"models"},
-    "publisher": BASE | {"models"},
-    "players": BASE | {"models", "publisher"},
-    "client": BASE | {"models", "publisher"},
-    "lifecycle": BASE | {"models", "listener", "srsim"},
-    "runs": BASE | {"models", "publisher", "players", "client"},
-    "actors": BASE | {"models", "listener", "srsim", "publisher", "players", "client", "lifecycle", "runs"},
-    "scheduler": BASE
-    | {"models", "listener", "srsim", "publisher", "players", "client", "lifecycle", "runs", "actors"},
-    "api": BASE
-    | {
-        "models",
-        "listener",
-        "srsim",
-        "publisher",
-        "players",
-        "client",
-        "lifecycle",
-        "runs",
-        "actors",
-        "scheduler",
-    },
-    "cli": BASE
-    | {
-        "models",
-        "listener",
-        "srsim",
-        "publisher",
-        "players",
-        "client",
-        "lifecycle",
-        "runs",
-        "actors",
-        "scheduler",
-        "api",
-    },
-}
+ALLOWED: dict[str, set[str]] = {"config": set()}
+
+
+def _above(*packages: str) -> set[str]:
+    """What a package directly above ``packages`` may import: them and all they may import."""
+    return set(packages).union(*(ALLOWED[package] for package in packages))
+
+
+ALLOWED["models"] = _above("config")
+for _package in ("listener", "srsim", "publisher"):
+    ALLOWED[_package] = _above("models")
+for _package in ("players", "client"):
+    ALLOWED[_package] = _above("publisher")
+ALLOWED["lifecycle"] = _above("listener", "srsim")
+ALLOWED["runs"] = _above("players", "client")
+ALLOWED["actors"] = _above("lifecycle", "runs")
+ALLOWED["scheduler"] = _above("actors")
+ALLOWED["api"] = _above("scheduler")
+ALLOWED["cli"] = _above("api")
 
 
 def _module_name(path: Path) -> str:
