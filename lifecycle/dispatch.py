@@ -74,6 +74,30 @@ class DispatchResult:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def summary(self) -> str:
+        """The one line an operator reads (``kickoff listeners dispatch``, the console's Dispatch now)."""
+        if self.locked:
+            return "dispatch skipped: another dispatch is running"
+        return (
+            f"dispatch: {self.enqueued} enqueued, {self.skipped} already pending, "
+            f"{self.exhausted} exhausted, {self.abandoned} stale rows abandoned ({self.eligible} eligible)"
+        )
+
+
+def audit_dispatch(
+    result: DispatchResult, *, actor: Actor, reason: str | None = None, request_id: str | None = None
+) -> None:
+    """Audit one dispatch an operator ran (``listeners.dispatch``: the CLI, the API, the console)."""
+    record_audit(
+        actor=actor,
+        action="listeners.dispatch",
+        target_kind="listeners",
+        target_id=None,
+        reason=reason,
+        after={"locked": result.locked, "enqueued": result.enqueued, "match_ids": result.match_ids},
+        request_id=request_id,
+    )
+
 
 class _CollectionPause:
     """Counts the ticks that paused the collector: off with the first, on again after the last.
