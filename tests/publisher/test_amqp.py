@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import threading
-import time
 import uuid
 
 import pytest
@@ -20,6 +18,7 @@ from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.queues import LINEUP_UPDATES, TRADE_RESPONSES, WAIVER_ACTIONS
 from tests.faultproxy import FaultProxy
 from tests.publisher.helpers import never_confirming, reject_all
+from tests.racing import on_own_thread
 from tests.waiting import wait_for
 
 
@@ -165,32 +164,13 @@ def test_a_connection_the_broker_closed_while_idle_is_replaced_before_the_next_p
     assert len(read_queue(LINEUP_UPDATES)) == 2
 
 
-def _bounded(call, *, limit: float) -> tuple[object, float]:
-    """Run ``call`` in a thread; (its result or exception, seconds taken); fails if it outlives ``limit``."""
-    box: list[object] = []
-
-    def run() -> None:
-        try:
-            box.append(call())
-        except BaseException as exc:  # handed back to the test
-            box.append(exc)
-
-    started = time.monotonic()
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    worker.join(limit)
-    if worker.is_alive():  # leave its connection to the vhost teardown: closing it here would block
-        pytest.fail(f"still waiting after {limit:g}s")
-    return box[0], time.monotonic() - started
-
-
 def test_waiting_for_a_confirm_the_broker_never_sends_gives_up_after_the_confirm_timeout(
     amqp_vhost, fresh_queues, monkeypatch
 ):
     pub = AmqpPublisher(url=amqp_vhost, confirm_timeout=1.0)
     pub.publish(_msg(LINEUP_UPDATES))  # connection and confirm-mode channel are open
     monkeypatch.setattr(pub.link, "_on_confirm", lambda frame: None)  # the confirm never arrives
-    outcomes, took = _bounded(lambda: pub.publish_many([_msg(LINEUP_UPDATES)]), limit=2.5)
+    outcomes, took = on_own_thread(lambda: pub.publish_many([_msg(LINEUP_UPDATES)]), limit=2.5)
     assert isinstance(outcomes[0].error, PublishUncertainError)
     assert "no confirm within 1s" in str(outcomes[0].error)
     assert 1.0 <= took < 2.0
@@ -201,7 +181,7 @@ def test_a_batch_whose_confirm_never_arrives_is_uncertain_not_published(
     amqp_vhost, fresh_queues, monkeypatch
 ):
     pub = never_confirming(AmqpPublisher(url=amqp_vhost, confirm_timeout=1.0), monkeypatch)
-    outcomes, _took = _bounded(lambda: pub.publish_many([_msg(LINEUP_UPDATES)]), limit=3.0)
+    outcomes, _took = on_own_thread(lambda: pub.publish_many([_msg(LINEUP_UPDATES)]), limit=3.0)
     [outcome] = outcomes
     assert not outcome.confirmed
     assert isinstance(outcome.error, PublishUncertainError)
