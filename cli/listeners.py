@@ -331,7 +331,14 @@ def sweep_cmd(
         barriers=obj.barriers,
         send_backfill=_send_backfill(),
     )
-    audit_sweep(result, actor=obj.actor, reason=reason, heartbeat_stale_seconds=heartbeat_stale_seconds)
+    audit_sweep(
+        result,
+        actor=obj.actor,
+        reason=reason,
+        before=None
+        if heartbeat_stale_seconds is None
+        else {"heartbeat_stale_seconds": heartbeat_stale_seconds},
+    )
     if as_json:
         echo_json(result.as_dict())
     elif result.locked:

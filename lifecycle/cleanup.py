@@ -396,27 +396,15 @@ def sweep_stale_match_listeners(
     )
 
 
-def audit_sweep(
-    result: SweepResult,
-    *,
-    actor: Actor,
-    reason: str | None = None,
-    heartbeat_stale_seconds: float | None = None,
-    request_id: str | None = None,
-) -> None:
-    """Audit one sweep an operator ran (``listeners.sweep``: the CLI, the API, the console); a
-    threshold given is its ``before``."""
+def audit_sweep(result: SweepResult, **entry: Any) -> None:
+    """Audit one sweep an operator ran (``listeners.sweep``: the CLI, the API, the console);
+    ``entry`` holds ``record_audit``'s ``actor`` and its optional ``reason``, ``before``, ``request_id``."""
     record_audit(
-        actor=actor,
         action="listeners.sweep",
         target_kind="listeners",
         target_id=None,
-        reason=reason,
-        before=None
-        if heartbeat_stale_seconds is None
-        else {"heartbeat_stale_seconds": heartbeat_stale_seconds},
         after={"locked": result.locked, "abandoned": result.abandoned, "matches": result.matches},
-        request_id=request_id,
+        **entry,
     )
 
 

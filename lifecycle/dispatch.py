@@ -84,18 +84,15 @@ class DispatchResult:
         )
 
 
-def audit_dispatch(
-    result: DispatchResult, *, actor: Actor, reason: str | None = None, request_id: str | None = None
-) -> None:
-    """Audit one dispatch an operator ran (``listeners.dispatch``: the CLI, the API, the console)."""
+def audit_dispatch(result: DispatchResult, **entry: Any) -> None:
+    """Audit one dispatch an operator ran (``listeners.dispatch``: the CLI, the API, the console);
+    ``entry`` holds ``record_audit``'s ``actor`` and its optional ``reason``, ``request_id``."""
     record_audit(
-        actor=actor,
         action="listeners.dispatch",
         target_kind="listeners",
         target_id=None,
-        reason=reason,
         after={"locked": result.locked, "enqueued": result.enqueued, "match_ids": result.match_ids},
-        request_id=request_id,
+        **entry,
     )
 
 
