@@ -16,13 +16,9 @@ from api.console.routes.bulk import bulk_choices
 from api.console.web import OperatorSession, PageSession, StreamSession, act, render, session_token
 from api.headers import ctx_of, request_id_of
 from config.errors import ReasonRequired
+from lifecycle import dispatch
 from lifecycle.cleanup import audit_sweep, set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
-from lifecycle.dispatch import (
-    MANUAL_WITHIN_MINUTES,
-    audit_dispatch,
-    dispatch_upcoming_match_listeners,
-    request_start,
-)
+from lifecycle.dispatch import request_start
 from lifecycle.match_ref import resolve_match_id
 
 logger = logging.getLogger(__name__)
@@ -186,13 +182,13 @@ async def dispatch_now(request: Request, session: OperatorSession) -> Response:
     ctx = ctx_of(request)
 
     def call() -> str:
-        r = dispatch_upcoming_match_listeners(
-            within_minutes=MANUAL_WITHIN_MINUTES,
+        r = dispatch.dispatch_upcoming_match_listeners(
+            within_minutes=dispatch.MANUAL_WITHIN_MINUTES,
             settings=ctx.settings,
             barriers=ctx.barriers,
             send=ctx.send_start(),
         )
-        audit_dispatch(r, actor=session.actor, request_id=request_id_of(request))
+        dispatch.audit_dispatch(r, actor=session.actor, request_id=request_id_of(request))
         return r.summary()
 
     return await act(request, call)
