@@ -144,7 +144,13 @@ def _lineup_save(
 def _waiver_save(
     queue: TriggerQueue, request: WaiverRequest, common: _Common, settings: KickoffSettings
 ) -> TriggerSave:
-    """A waiver claim (waiver_actions), optionally chained behind an IR move (``trigger_waiver``)."""
+    """A waiver claim (waiver_actions), optionally chained behind an IR move.
+
+    A chained claim (``after_tracking_id``) must omit drop_player_id; its parent must exist,
+    belong to the same team, contain an ir entry and not be failed. It is held until the parent
+    succeeds, for at most ACTIVITY_DEPENDENCY_HOLD_SECONDS. An unreadable parent is a retryable
+    TriggerUnavailableError and nothing is queued.
+    """
     add = v.espn_id(request.add_player_id, "add_player_id")
     drop = None if request.drop_player_id is None else v.espn_id(request.drop_player_id, "drop_player_id")
     if request.bid is not None and (isinstance(request.bid, bool) or not isinstance(request.bid, int)):
@@ -181,7 +187,17 @@ def _pick_filled(league_id: str, pick_number: int) -> bool:
 def _draft_pick_save(
     queue: TriggerQueue, request: DraftPickRequest, common: _Common, settings: KickoffSettings
 ) -> TriggerSave:
-    """A draft target (draft_targets) that expires with its pick (``trigger_draft_pick``)."""
+    """A draft target (draft_targets) that expires with its pick.
+
+    A target always expires: without ``expires_at`` it gets now + DRAFT_TARGET_DEFAULT_EXPIRY_SECONDS.
+    A filled or expired pick is a TriggerConflictError (409). The answer is ``queued`` only
+    when the broker confirmed the target; otherwise it is a retryable TriggerUnavailableError
+    (503) carrying the tracking id (the target stays saved and the drain delivers it unless the
+    pick expires first). A retry with the same key publishes the saved target again at once and
+    answers ``queued`` when it goes through (``duplicate`` only for a target already delivered).
+    A target whose message is dead (the broker refused it to the last attempt) is a
+    DeadDeliveryError (409) naming how to revive it: ``kickoff outbox retry-dead`` or a new key.
+    """
     pick = v.positive_int(request.pick_number, "pick_number")
     espn = v.espn_id(request.espn_id, "espn_id")
     now = utcnow()
@@ -268,7 +284,7 @@ def send(
     """Send ``request`` to trigger queue ``queue`` (the API's, the CLI's and every trigger function's path).
 
     The queue's own builder checks the request's fields; a queue without one validates the request
-    with its model first (``trigger_fields``).
+    with its model first (``_fields_save``).
     """
     build = _BUILDERS.get(queue.name)
     if build is None:
@@ -287,41 +303,19 @@ Sender = Callable[..., TriggerResult]
 
 
 def sender_of(queue: TriggerQueue) -> Sender:
-    """The trigger function of ``queue``: ``send`` bound to it."""
+    """The trigger function of ``queue``: ``send`` bound to it (its rules: the queue's save builder)."""
 
     def send_to_queue(request: TriggerRequest, **kw: Any) -> TriggerResult:
         return send(queue, request, **kw)
 
     send_to_queue.__name__ = send_to_queue.__qualname__ = f"trigger_{queue.command.replace('-', '_')}"
+    send_to_queue.__doc__ = f"{queue.summary} ``send`` to {queue.name}: takes its keywords."
     return send_to_queue
 
 
 trigger_lineup = sender_of(LINEUP)
-trigger_lineup.__doc__ = (
-    """Queue a lineup change (lineup_updates); swap kinds and decision_inputs are not published."""
-)
-
 trigger_waiver = sender_of(WAIVER)
-trigger_waiver.__doc__ = """Queue a waiver claim (waiver_actions), optionally chained behind an IR move.
-
-A chained claim (``after_tracking_id``) must omit drop_player_id; its parent must exist,
-belong to the same team, contain an ir entry and not be failed. It is held until the parent
-succeeds, for at most ACTIVITY_DEPENDENCY_HOLD_SECONDS. An unreadable parent is a retryable
-TriggerUnavailableError and nothing is queued.
-"""
-
 trigger_draft_pick = sender_of(DRAFT_PICK)
-trigger_draft_pick.__doc__ = """Queue a draft target (draft_targets) that expires with its pick.
-
-A target always expires: without ``expires_at`` it gets now + DRAFT_TARGET_DEFAULT_EXPIRY_SECONDS.
-A filled or expired pick is a TriggerConflictError (409). The answer is ``queued`` only
-when the broker confirmed the target; otherwise it is a retryable TriggerUnavailableError
-(503) carrying the tracking id (the target stays saved and the drain delivers it unless the
-pick expires first). A retry with the same key publishes the saved target again at once and
-answers ``queued`` when it goes through (``duplicate`` only for a target already delivered).
-A target whose message is dead (the broker refused it to the last attempt) is a
-DeadDeliveryError (409) naming how to revive it: ``kickoff outbox retry-dead`` or a new key.
-"""
 
 
 __all__ = [
