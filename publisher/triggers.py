@@ -73,6 +73,7 @@ class _Common:
             inputs=inputs,
             traceparent=check_traceparent(request.traceparent),
             created_by_key_id=created_by_key_id,
+            run_id=run_id,
         )
 
     def save(
