@@ -20,8 +20,7 @@ from actors.broker import QUEUE_DEFAULT, build_broker
 from cli.processes import ChildProcess, dramatiq_worker_argv
 from config.settings import MatchListenerEnvironment
 from tests.ports import free_port
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.project import ROOT
 
 
 def prometheus_worker_env(
@@ -65,7 +64,7 @@ def metrics_worker(
     port = free_port()
     env = prometheus_worker_env(test_env, port=port, prom_dir=tmp_path / "prom", host=host)
     worker = ChildProcess(
-        dramatiq_worker_argv("default", threads=1), env=env, log=tmp_path / "worker.log", cwd=REPO
+        dramatiq_worker_argv("default", threads=1), env=env, log=tmp_path / "worker.log", cwd=ROOT
     )
     try:
         yield MetricsWorker(worker, port)
