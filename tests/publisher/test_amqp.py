@@ -18,6 +18,7 @@ from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.queues import LINEUP_UPDATES, TRADE_RESPONSES, WAIVER_ACTIONS
 from tests.faultproxy import FaultProxy
 from tests.publisher.helpers import never_confirming, reject_all
+from tests.rabbitmq import vhost_queues
 from tests.racing import on_own_thread
 from tests.waiting import wait_for
 
@@ -58,16 +59,8 @@ def test_a_batch_with_a_missing_queue_still_publishes_the_other_queues(publisher
 def test_trade_queues_are_declared_durable_on_publish(publisher, read_queue, amqp_vhost):
     publisher.publish(_msg(TRADE_RESPONSES))
     assert len(read_queue(TRADE_RESPONSES)) == 1
-    vhost = amqp_vhost.rsplit("/", 1)[1]
-    listed = subprocess.run(
-        ["rabbitmqctl", "-q", "list_queues", "-p", vhost, "name", "durable"],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout
-    durable = dict(line.split("\t") for line in listed.splitlines() if "\t" in line)
-    assert durable.get(TRADE_RESPONSES) == "true", listed  # survives a RabbitMQ restart
+    durable = vhost_queues(amqp_vhost, "durable")
+    assert durable.get(TRADE_RESPONSES) == ["true"], durable  # survives a RabbitMQ restart
 
 
 def test_a_message_returned_because_its_queue_vanished_is_a_missing_queue_not_a_silent_drop(publisher):
