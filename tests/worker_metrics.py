@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from actors.broker import QUEUE_DEFAULT, build_broker
 from cli.processes import ChildProcess, dramatiq_worker_argv
-from config.settings import MatchListenerEnvironment
+from config.settings import KickoffSettings
 from tests.ports import free_port
 from tests.project import ROOT
 
@@ -74,7 +74,7 @@ def metrics_worker(
         worker.close()
 
 
-def enqueue_default(settings: MatchListenerEnvironment, actor_name: str, **kwargs: Any) -> None:
+def enqueue_default(settings: KickoffSettings, actor_name: str, **kwargs: Any) -> None:
     """Enqueue one message for ``actor_name`` on the default queue of this run's broker."""
     message = dramatiq.Message(
         queue_name=QUEUE_DEFAULT, actor_name=actor_name, args=(), kwargs=kwargs, options={}
