@@ -75,8 +75,7 @@ def dispatch_cmd(
     Prints the counts (enqueued, already pending, exhausted, abandoned), each enqueued match and
     each match set aside with its reason (stored settings its start would refuse; nothing is sent).
     """
-    from lifecycle.dispatch import dispatch_upcoming_match_listeners
-    from models.audit import record_audit
+    from lifecycle.dispatch import audit_dispatch, dispatch_upcoming_match_listeners
 
     if test_only and live_only:
         raise click.UsageError("--test and --live contradict each other: give one or neither")
@@ -90,24 +89,13 @@ def dispatch_cmd(
         barriers=obj.barriers,
         send=_send_start(),
     )
-    record_audit(
-        actor=obj.actor,
-        action="listeners.dispatch",
-        target_kind="listeners",
-        target_id=None,
-        reason=reason,
-        after={"locked": result.locked, "enqueued": result.enqueued, "match_ids": result.match_ids},
-    )
+    audit_dispatch(result, actor=obj.actor, reason=reason)
     if as_json:
         echo_json(result.as_dict())
         return
+    click.echo(result.summary())
     if result.locked:
-        click.echo("dispatch skipped: another dispatch is running")
         return
-    click.echo(
-        f"dispatch: {result.enqueued} enqueued, {result.skipped} already pending, "
-        f"{result.exhausted} exhausted, {result.abandoned} stale rows abandoned ({result.eligible} eligible)"
-    )
     for match_id in result.match_ids:
         click.echo(f"  enqueued {match_id}")
     for entry in result.set_aside:
@@ -334,8 +322,7 @@ def sweep_cmd(
     whose game is over when its last run is abandoned gets one archive backfill enqueued
     (backfill_match_archive, as `kickoff matches backfill`).
     """
-    from lifecycle.cleanup import sweep_stale_match_listeners
-    from models.audit import record_audit
+    from lifecycle.cleanup import audit_sweep, sweep_stale_match_listeners
 
     obj.database()
     result = sweep_stale_match_listeners(
@@ -344,16 +331,13 @@ def sweep_cmd(
         barriers=obj.barriers,
         send_backfill=_send_backfill(),
     )
-    record_audit(
+    audit_sweep(
+        result,
         actor=obj.actor,
-        action="listeners.sweep",
-        target_kind="listeners",
-        target_id=None,
         reason=reason,
         before=None
         if heartbeat_stale_seconds is None
         else {"heartbeat_stale_seconds": heartbeat_stale_seconds},
-        after={"locked": result.locked, "abandoned": result.abandoned, "matches": result.matches},
     )
     if as_json:
         echo_json(result.as_dict())

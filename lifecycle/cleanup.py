@@ -396,6 +396,18 @@ def sweep_stale_match_listeners(
     )
 
 
+def audit_sweep(result: SweepResult, **entry: Any) -> None:
+    """Audit one sweep an operator ran (``listeners.sweep``: the CLI, the API, the console);
+    ``entry`` holds ``record_audit``'s ``actor`` and its optional ``reason``, ``before``, ``request_id``."""
+    record_audit(
+        action="listeners.sweep",
+        target_kind="listeners",
+        target_id=None,
+        after={"locked": result.locked, "abandoned": result.abandoned, "matches": result.matches},
+        **entry,
+    )
+
+
 @dataclass(frozen=True)
 class StopResult:
     """What an operator stop did."""

@@ -74,6 +74,27 @@ class DispatchResult:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def summary(self) -> str:
+        """The one line an operator reads (``kickoff listeners dispatch``, the console's Dispatch now)."""
+        if self.locked:
+            return "dispatch skipped: another dispatch is running"
+        return (
+            f"dispatch: {self.enqueued} enqueued, {self.skipped} already pending, "
+            f"{self.exhausted} exhausted, {self.abandoned} stale rows abandoned ({self.eligible} eligible)"
+        )
+
+
+def audit_dispatch(result: DispatchResult, **entry: Any) -> None:
+    """Audit one dispatch an operator ran (``listeners.dispatch``: the CLI, the API, the console);
+    ``entry`` holds ``record_audit``'s ``actor`` and its optional ``reason``, ``request_id``."""
+    record_audit(
+        action="listeners.dispatch",
+        target_kind="listeners",
+        target_id=None,
+        after={"locked": result.locked, "enqueued": result.enqueued, "match_ids": result.match_ids},
+        **entry,
+    )
+
 
 class _CollectionPause:
     """Counts the ticks that paused the collector: off with the first, on again after the last.

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import ParamSpec, TypeVar
 
 import peewee
@@ -49,15 +49,20 @@ def refusals_translated() -> Iterator[None]:
         raise DatabaseRefused(str(exc).strip() or type(exc).__name__) from exc
 
 
-def translate_database_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Run the store function ``func`` inside ``database_errors_translated()``."""
+def _run_inside(scope: Callable[[], AbstractContextManager[None]], func: Callable[P, R]) -> Callable[P, R]:
+    """``func``, each call of it run inside a new ``scope()``."""
 
     @functools.wraps(func)
     def translated(*args: P.args, **kwargs: P.kwargs) -> R:
-        with database_errors_translated():
+        with scope():
             return func(*args, **kwargs)
 
     return translated
+
+
+def translate_database_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Run the store function ``func`` inside ``database_errors_translated()``."""
+    return _run_inside(database_errors_translated, func)
 
 
 @contextmanager
@@ -73,13 +78,7 @@ def transaction() -> Iterator[None]:
 
 def translate_database_refusals(func: Callable[P, R]) -> Callable[P, R]:
     """Run the store function ``func`` inside ``refusals_translated()`` (every driver error translated)."""
-
-    @functools.wraps(func)
-    def translated(*args: P.args, **kwargs: P.kwargs) -> R:
-        with refusals_translated():
-            return func(*args, **kwargs)
-
-    return translated
+    return _run_inside(refusals_translated, func)
 
 
 @contextmanager

@@ -424,10 +424,9 @@ class AmqpLink:
                     f"declaring {queue}",
                 )
         except _ChannelClosed as exc:
-            self._reopen_channel(queue)
-            if exc.reply_code == 404:
-                raise MissingQueueError(queue, exc.reply_text) from exc
-            raise PublishError(f"cannot declare queue {queue!r}: {exc.reply_code} {exc.reply_text}") from exc
+            raise self._queue_refused(
+                exc, queue, f"cannot declare queue {queue!r}: {exc.reply_code} {exc.reply_text}"
+            ) from exc
         return int(frame.method.message_count)
 
     def delete(self, queue: str) -> None:
@@ -441,6 +440,14 @@ class AmqpLink:
         except _ChannelClosed as exc:
             self._reopen_channel(queue)
             raise PublishError(f"cannot delete queue {queue!r}: {exc}") from exc
+
+    def _queue_refused(self, exc: _ChannelClosed, queue: str, message: str) -> PublishError:
+        """The error of an operation on ``queue`` the broker closed the channel over (the channel is
+        reopened first): MissingQueueError for a queue that does not exist, else PublishError(``message``)."""
+        self._reopen_channel(queue)
+        if exc.reply_code == 404:
+            return MissingQueueError(queue, exc.reply_text)
+        return PublishError(message)
 
     def _reopen_channel(self, queue: str) -> None:
         try:
@@ -555,10 +562,7 @@ class AmqpLink:
                     f"reading {queue}",
                 )
         except _ChannelClosed as exc:
-            self._reopen_channel(queue)
-            if exc.reply_code == 404:
-                raise MissingQueueError(queue, exc.reply_text) from exc
-            raise PublishError(f"cannot read {queue!r}: {exc}") from exc
+            raise self._queue_refused(exc, queue, f"cannot read {queue!r}: {exc}") from exc
         return got[0] if got else None
 
     def consume(

@@ -9,9 +9,9 @@ the AsyncAPI channel and message that describe what is published. From the decla
 commands and options, the HTTP client's paths and the contract check
 (``publisher.contract.check_trigger_queue``). docs/adding-a-trigger-queue.md walks through adding one.
 
-The trigger function that sends a queue's request is listed in ``publisher.triggers``
-(``_SENDERS``); a queue without its own is sent by the generic ``trigger_fields`` (the request's
-own fields are the message).
+``publisher.triggers.send`` sends a queue's request: with the queue's save builder
+(``_BUILDERS``) if it has rules of its own, else the request's own fields are the message
+(``_fields_save``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Triggers: lineup, waiver claim and draft pick requests saved with their message and published at once.
 
-Each trigger queue is declared in ``publisher.trigger_queues``; its function here is bound to the
-declaration with ``sends`` (``send`` finds it; a queue without one is sent by ``trigger_fields``).
+Each trigger queue is declared in ``publisher.trigger_queues``; ``send`` is the one path for every
+queue: a queue with rules of its own has a save builder here (``_BUILDERS``), a queue without one
+is validated by its request model and sent as its own fields (``_fields_save``). ``trigger_lineup``,
+``trigger_waiver`` and ``trigger_draft_pick`` are ``send`` bound to their queue (``sender_of``).
 
 Each trigger validates first (nothing is saved on a refusal), then saves the action and its
 outbox row in one transaction under the idempotency guard, publishes immediately and answers
@@ -57,9 +59,12 @@ class _Common:
     inputs: dict[str, Any]
     traceparent: str | None
     created_by_key_id: str | None = None
+    run_id: str | None = None  # None: the run scope's (publisher.run_context)
 
     @classmethod
-    def check(cls, request: TriggerRequest, created_by_key_id: str | None = None) -> _Common:
+    def check(
+        cls, request: TriggerRequest, created_by_key_id: str | None = None, run_id: str | None = None
+    ) -> _Common:
         inputs = v.decision_inputs(request.value("decision_inputs"))
         return cls(
             league_id=v.text(request.league_id, "league_id"),
@@ -68,6 +73,7 @@ class _Common:
             inputs=inputs,
             traceparent=check_traceparent(request.traceparent),
             created_by_key_id=created_by_key_id,
+            run_id=run_id,
         )
 
     def save(
@@ -77,7 +83,6 @@ class _Common:
         published: dict[str, Any],
         stored: dict[str, Any],
         espn_ids: dict[str, int | None],
-        run_id: str | None,
         now: datetime,
         **extra: Any,
     ) -> TriggerSave:
@@ -100,7 +105,7 @@ class _Common:
             body=body,
             traceparent=self.traceparent,
             espn_ids=espn_ids,
-            run_id=run_id if run_id is not None else get_run_id(),
+            run_id=self.run_id if self.run_id is not None else get_run_id(),
             created_by_key_id=self.created_by_key_id,
             **extra,
         )
@@ -119,47 +124,34 @@ def _send(
     return outcome_of(save_and_publish([save], publisher=publisher, settings=settings)[0])
 
 
-def trigger_lineup(
-    request: LineupRequest,
-    *,
-    publisher: AmqpPublisher,
-    settings: KickoffSettings,
-    run_id: str | None = None,
-    committer: Committer | None = None,
-    created_by_key_id: str | None = None,
-) -> TriggerResult:
-    """Queue a lineup change (lineup_updates); swap kinds and decision_inputs are not published."""
-    common = _Common.check(request, created_by_key_id)
+#: Builds one queue's save from its request and checked common fields (``_Common.save``).
+SaveBuilder = Callable[[TriggerQueue, Any, _Common, KickoffSettings], TriggerSave]
+
+
+def _lineup_save(
+    queue: TriggerQueue, request: LineupRequest, common: _Common, settings: KickoffSettings
+) -> TriggerSave:
+    """A lineup change (lineup_updates); swap kinds and decision_inputs are not published."""
     swaps = v.swaps(request.value("swaps"))
-    save = common.save(
-        queue=LINEUP.name,
+    return common.save(
+        queue=queue.name,
         published={"swaps": [v.published_swap(s) for s in swaps]},
         stored={"swaps": swaps},
         espn_ids={f"swaps[{i}].player_id": s["player_id"] for i, s in enumerate(swaps)},
-        run_id=run_id,
         now=utcnow(),
     )
-    result, _ = _send(save, publisher=publisher, settings=settings, committer=committer)
-    return result
 
 
-def trigger_waiver(
-    request: WaiverRequest,
-    *,
-    publisher: AmqpPublisher,
-    settings: KickoffSettings,
-    run_id: str | None = None,
-    committer: Committer | None = None,
-    created_by_key_id: str | None = None,
-) -> TriggerResult:
-    """Queue a waiver claim (waiver_actions), optionally chained behind an IR move.
+def _waiver_save(
+    queue: TriggerQueue, request: WaiverRequest, common: _Common, settings: KickoffSettings
+) -> TriggerSave:
+    """A waiver claim (waiver_actions), optionally chained behind an IR move.
 
     A chained claim (``after_tracking_id``) must omit drop_player_id; its parent must exist,
     belong to the same team, contain an ir entry and not be failed. It is held until the parent
     succeeds, for at most ACTIVITY_DEPENDENCY_HOLD_SECONDS. An unreadable parent is a retryable
     TriggerUnavailableError and nothing is queued.
     """
-    common = _Common.check(request, created_by_key_id)
     add = v.espn_id(request.add_player_id, "add_player_id")
     drop = None if request.drop_player_id is None else v.espn_id(request.drop_player_id, "drop_player_id")
     if request.bid is not None and (isinstance(request.bid, bool) or not isinstance(request.bid, int)):
@@ -175,25 +167,72 @@ def trigger_waiver(
             held_by = after
             hold_until = now + timedelta(seconds=settings.activity_dependency_hold_seconds)
     fields = {"add_player_id": add, "drop_player_id": drop, "bid": request.bid}
-    save = common.save(
-        queue=WAIVER.name,
+    return common.save(
+        queue=queue.name,
         published=fields,
         stored=fields,
         espn_ids={"add_player_id": add, "drop_player_id": drop},
-        run_id=run_id,
         now=now,
         after_tracking_id=after,
         hold_until=hold_until,
         held_by=held_by,
     )
-    result, _ = _send(save, publisher=publisher, settings=settings, committer=committer)
-    return result
 
 
 def _pick_filled(league_id: str, pick_number: int) -> bool:
     params = (league_id, DRAFT_PICK.name, ActionStatus.SUCCEEDED.value, pick_number)
     row = fetch_one(action_sql.PICK_TAKEN, params)
     return row is not None
+
+
+def _draft_pick_save(
+    queue: TriggerQueue, request: DraftPickRequest, common: _Common, settings: KickoffSettings
+) -> TriggerSave:
+    """A draft target (draft_targets) that expires with its pick.
+
+    A target always expires: without ``expires_at`` it gets now + DRAFT_TARGET_DEFAULT_EXPIRY_SECONDS.
+    A filled or expired pick is a TriggerConflictError (409). The answer is ``queued`` only
+    when the broker confirmed the target; otherwise it is a retryable TriggerUnavailableError
+    (503) carrying the tracking id (the target stays saved and the drain delivers it unless the
+    pick expires first). A retry with the same key publishes the saved target again at once and
+    answers ``queued`` when it goes through (``duplicate`` only for a target already delivered).
+    A target whose message is dead (the broker refused it to the last attempt) is a
+    DeadDeliveryError (409) naming how to revive it: ``kickoff outbox retry-dead`` or a new key.
+    """
+    pick = v.positive_int(request.pick_number, "pick_number")
+    espn = v.espn_id(request.espn_id, "espn_id")
+    now = utcnow()
+    if request.expires_at is None:
+        expires_at = now + timedelta(seconds=settings.draft_target_default_expiry_seconds)
+    else:
+        try:
+            expires_at = ensure_utc(request.expires_at, what="expires_at")
+        except ValueError as exc:
+            raise v.TriggerValidationError("expires_at", str(exc)) from exc
+        if expires_at <= now:
+            raise TriggerConflictError(
+                f"pick {pick} in league {common.league_id} expired at {expires_at.isoformat()}"
+            )
+    if _pick_filled(common.league_id, pick):
+        raise TriggerConflictError(f"pick {pick} in league {common.league_id} is already filled")
+    return common.save(
+        queue=queue.name,
+        published={"pick_number": pick, "espn_id": espn, "expires_at": expires_at.isoformat()},
+        stored={"pick_number": pick, "espn_id": espn},
+        espn_ids={"espn_id": espn},
+        now=now,
+        expires_at=expires_at,
+        redeliver_duplicate=True,
+    )
+
+
+def _fields_save(
+    queue: TriggerQueue, request: TriggerRequest, common: _Common, settings: KickoffSettings
+) -> TriggerSave:
+    """A queue without a builder of its own: the request's own fields (JSON) are the message between
+    the team and the traceparent and the action's request."""
+    fields = request.model_dump(mode="json", include=set(request.own_fields()))
+    return common.save(queue=queue.name, published=fields, stored=fields, espn_ids={}, now=utcnow())
 
 
 def _refuse_if_dead(tracking_id: str) -> None:
@@ -211,56 +250,10 @@ def _refuse_if_dead(tracking_id: str) -> None:
     )
 
 
-def trigger_draft_pick(
-    request: DraftPickRequest,
-    *,
-    publisher: AmqpPublisher,
-    settings: KickoffSettings,
-    run_id: str | None = None,
-    committer: Committer | None = None,
-    created_by_key_id: str | None = None,
-) -> TriggerResult:
-    """Queue a draft target (draft_targets) that expires with its pick.
-
-    A target always expires: without ``expires_at`` it gets now + DRAFT_TARGET_DEFAULT_EXPIRY_SECONDS.
-    A filled or expired pick is a TriggerConflictError (409). The answer is ``queued`` only
-    when the broker confirmed the target; otherwise it is a retryable TriggerUnavailableError
-    (503) carrying the tracking id (the target stays saved and the drain delivers it unless the
-    pick expires first). A retry with the same key publishes the saved target again at once and
-    answers ``queued`` when it goes through (``duplicate`` only for a target already delivered).
-    A target whose message is dead (the broker refused it to the last attempt) is a
-    DeadDeliveryError (409) naming how to revive it: ``kickoff outbox retry-dead`` or a new key.
-    """
-    common = _Common.check(request, created_by_key_id)
-    pick = v.positive_int(request.pick_number, "pick_number")
-    espn = v.espn_id(request.espn_id, "espn_id")
-    now = utcnow()
-    if request.expires_at is None:
-        expires_at = now + timedelta(seconds=settings.draft_target_default_expiry_seconds)
-    else:
-        try:
-            expires_at = ensure_utc(request.expires_at, what="expires_at")
-        except ValueError as exc:
-            raise v.TriggerValidationError("expires_at", str(exc)) from exc
-        if expires_at <= now:
-            raise TriggerConflictError(
-                f"pick {pick} in league {common.league_id} expired at {expires_at.isoformat()}"
-            )
-    if _pick_filled(common.league_id, pick):
-        raise TriggerConflictError(f"pick {pick} in league {common.league_id} is already filled")
-    save = common.save(
-        queue=DRAFT_PICK.name,
-        published={"pick_number": pick, "espn_id": espn, "expires_at": expires_at.isoformat()},
-        stored={"pick_number": pick, "espn_id": espn},
-        espn_ids={"espn_id": espn},
-        run_id=run_id,
-        now=now,
-        expires_at=expires_at,
-        redeliver_duplicate=True,
-    )
-    result, error = _send(save, publisher=publisher, settings=settings, committer=committer)
+def _require_delivered(result: TriggerResult, error: object) -> None:
+    """A draft target answers ``queued`` only once delivered: otherwise dead (409) or unavailable (503)."""
     if result.published:  # queued now, or a duplicate of a target already delivered
-        return result
+        return
     _refuse_if_dead(result.tracking_id)
     reason = error or "its message is not pending any more"
     raise TriggerUnavailableError(
@@ -269,49 +262,14 @@ def trigger_draft_pick(
     ) from (error if isinstance(error, BaseException) else None)
 
 
-#: A trigger function: sends one request of its queue and answers its result.
-Sender = Callable[..., TriggerResult]
-
-
-def trigger_fields(
-    queue: TriggerQueue,
-    request: TriggerRequest,
-    *,
-    publisher: AmqpPublisher,
-    settings: KickoffSettings,
-    run_id: str | None = None,
-    committer: Committer | None = None,
-    created_by_key_id: str | None = None,
-) -> TriggerResult:
-    """Queue ``request`` on ``queue`` as it is: its own fields (JSON) are the message between the
-    team and the traceparent and the action's request (a queue without a trigger function of its own)."""
-    request = request.checked()
-    common = _Common.check(request, created_by_key_id)
-    fields = request.model_dump(mode="json", include=set(request.own_fields()))
-    save = common.save(
-        queue=queue.name, published=fields, stored=fields, espn_ids={}, run_id=run_id, now=utcnow()
-    )
-    result, _ = _send(save, publisher=publisher, settings=settings, committer=committer)
-    return result
-
-
-_SENDERS: dict[str, Sender] = {
-    LINEUP.name: trigger_lineup,
-    WAIVER.name: trigger_waiver,
-    DRAFT_PICK.name: trigger_draft_pick,
+#: The queues with a save builder of their own; the others are sent by ``_fields_save``.
+_BUILDERS: dict[str, SaveBuilder] = {
+    LINEUP.name: _lineup_save,
+    WAIVER.name: _waiver_save,
+    DRAFT_PICK.name: _draft_pick_save,
 }
-
-
-def sender_of(queue: TriggerQueue) -> Sender:
-    """The trigger function of ``queue``: its own, else ``trigger_fields`` bound to it."""
-    own = _SENDERS.get(queue.name)
-    if own is not None:
-        return own
-
-    def send_fields(request: TriggerRequest, **kw: Any) -> TriggerResult:
-        return trigger_fields(queue, request, **kw)
-
-    return send_fields
+#: The queues whose trigger must be delivered before it answers (``_require_delivered``).
+_MUST_DELIVER = frozenset({DRAFT_PICK.name})
 
 
 def send(
@@ -324,15 +282,41 @@ def send(
     committer: Committer | None = None,
     created_by_key_id: str | None = None,
 ) -> TriggerResult:
-    """Send ``request`` to trigger queue ``queue`` with its trigger function (the API's and CLI's path)."""
-    return sender_of(queue)(
-        request,
-        publisher=publisher,
-        settings=settings,
-        run_id=run_id,
-        committer=committer,
-        created_by_key_id=created_by_key_id,
-    )
+    """Send ``request`` to trigger queue ``queue`` (the API's, the CLI's and every trigger function's path).
+
+    The queue's own builder checks the request's fields; a queue without one validates the request
+    with its model first (``_fields_save``).
+    """
+    build = _BUILDERS.get(queue.name)
+    if build is None:
+        request = request.checked()
+        build = _fields_save
+    common = _Common.check(request, created_by_key_id, run_id)
+    save = build(queue, request, common, settings)
+    result, error = _send(save, publisher=publisher, settings=settings, committer=committer)
+    if queue.name in _MUST_DELIVER:
+        _require_delivered(result, error)
+    return result
+
+
+#: A trigger function: sends one request of its queue and answers its result (``send``'s keywords).
+Sender = Callable[..., TriggerResult]
+
+
+def sender_of(queue: TriggerQueue) -> Sender:
+    """The trigger function of ``queue``: ``send`` bound to it (its rules: the queue's save builder)."""
+
+    def send_to_queue(request: TriggerRequest, **kw: Any) -> TriggerResult:
+        return send(queue, request, **kw)
+
+    send_to_queue.__name__ = send_to_queue.__qualname__ = f"trigger_{queue.command.replace('-', '_')}"
+    send_to_queue.__doc__ = f"{queue.summary} ``send`` to {queue.name}: takes its keywords."
+    return send_to_queue
+
+
+trigger_lineup = sender_of(LINEUP)
+trigger_waiver = sender_of(WAIVER)
+trigger_draft_pick = sender_of(DRAFT_PICK)
 
 
 __all__ = [
@@ -346,7 +330,6 @@ __all__ = [
     "send",
     "sender_of",
     "trigger_draft_pick",
-    "trigger_fields",
     "trigger_lineup",
     "trigger_waiver",
 ]

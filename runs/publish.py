@@ -176,17 +176,11 @@ def publish_run(
     params: Mapping[str, Any] | None = None,
     *,
     trigger: Trigger | str,
-    catalog: Catalog,
     publisher: CommandPublisher | None,
-    slot: datetime | None = None,
-    chain_root: uuid.UUID | str | None = None,
-    event_key: str | None = None,
-    debounce_seconds: float | None = None,
-    parent_id: uuid.UUID | str | None = None,
-    default_debounce_seconds: float = 60.0,
     actor: Actor | None = None,
     reason: str | None = None,
     request_id: str | None = None,
+    **run: Any,
 ) -> PublishResult:
     """Validate ``job_name`` and ``params`` against the catalog, save the queued run and its
     RunCommand in one transaction, then publish the command to job_runs.
@@ -196,21 +190,12 @@ def publish_run(
     dedupe key returns the existing run as ``duplicate``. The answer is ``queued`` only
     when the broker confirmed the command; a failed publish answers ``pending`` and leaves the
     outbox row for drain_job_runs (with ``publisher`` None it is left to the drain on purpose).
-    With ``actor``, a new run is audited (run.publish) in the run's transaction.
+    With ``actor``, a new run is audited (run.publish) in the run's transaction. ``run`` holds
+    ``enqueue_run``'s keywords: ``catalog`` (required), ``slot``, ``chain_root``, ``event_key``,
+    ``debounce_seconds``, ``parent_id``, ``default_debounce_seconds``.
     """
     with transaction():
-        result, outbox_id = enqueue_run(
-            job_name,
-            params,
-            trigger=trigger,
-            catalog=catalog,
-            slot=slot,
-            chain_root=chain_root,
-            event_key=event_key,
-            debounce_seconds=debounce_seconds,
-            parent_id=parent_id,
-            default_debounce_seconds=default_debounce_seconds,
-        )
+        result, outbox_id = enqueue_run(job_name, params, trigger=trigger, **run)
         if actor is not None and actor.key_id is not None and outbox_id is not None:
             set_run_created_by(result.run_id, actor.key_id)
         if actor is not None and outbox_id is not None:

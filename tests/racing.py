@@ -1,10 +1,14 @@
-"""Race one call on many threads released at the same instant (the concurrency tests)."""
+"""Calls on other threads (the concurrency tests): one call raced on many threads released at the
+same instant, or one call on a thread of its own."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from models.db import database
 
@@ -33,3 +37,24 @@ def race(
     for t in threads:
         t.join(timeout)
     return results, errors
+
+
+def on_own_thread(call: Callable[[], Any], *, limit: float) -> tuple[Any, float]:
+    """Run ``call`` on a daemon thread of its own: (its result or the exception it raised, seconds
+    taken); the test fails if it outlives ``limit``. The thread's database connection is left as
+    it is (the pool tests count it)."""
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append(call())
+        except BaseException as exc:  # handed back to the test
+            box.append(exc)
+
+    started = time.monotonic()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(limit)
+    if thread.is_alive():  # a hung call keeps its connections: closing them here could block
+        pytest.fail(f"still waiting after {limit:g}s")
+    return box[0], time.monotonic() - started

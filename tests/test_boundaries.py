@@ -21,25 +21,12 @@ from __future__ import annotations
 import ast
 import importlib
 from collections import Counter
-from pathlib import Path
 
 import peewee
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = (
-    "config",
-    "models",
-    "listener",
-    "srsim",
-    "publisher",
-    "lifecycle",
-    "runs",
-    "actors",
-    "scheduler",
-    "api",
-    "cli",
-)
+from tests.project import ROOT, product_modules
+
 DRIVERS = frozenset({"peewee", "psycopg2", "playhouse"})
 #: Libraries whose exceptions only their store or transport module may catch.
 DRIVER_EXCEPTIONS = DRIVERS | {"redis", "pika"}
@@ -85,10 +72,6 @@ NOT_YET_MOVED: dict[str, Counter[str]] = {}
 def _is_store(rel: str) -> bool:
     parts = rel.split("/")
     return parts[0] == "models" or parts[-1] == "store.py" or "sql" in parts[:-1]
-
-
-def _modules() -> list[Path]:
-    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
 
 
 def _model_names() -> frozenset[str]:
@@ -193,7 +176,7 @@ def breaches(source: str, rel: str, models: frozenset[str]) -> list[tuple[int, s
 def all_breaches() -> dict[str, list[tuple[int, str, str]]]:
     models = _model_names()
     out = {}
-    for path in _modules():
+    for path in product_modules():
         rel = path.relative_to(ROOT).as_posix()
         found = breaches(path.read_text(), rel, models)
         if found:

@@ -20,21 +20,8 @@ from pathlib import Path
 import pytest
 
 from actors import dramatiq_compat
+from tests.project import ROOT, product_modules
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = (
-    "actors",
-    "api",
-    "cli",
-    "config",
-    "lifecycle",
-    "listener",
-    "models",
-    "publisher",
-    "runs",
-    "scheduler",
-    "srsim",
-)
 LIBS = ("pika", "dramatiq", "peewee", "playhouse", "urllib3")
 COMPAT = "actors/dramatiq_compat.py"
 #: The internals the compat module may use (one per entry of its UPSTREAM; the storage layout is no name).
@@ -60,10 +47,6 @@ def _private(name: str) -> bool:
 
 def _is_lib(module: str | None) -> bool:
     return module is not None and module.split(".")[0] in LIBS
-
-
-def _modules() -> list[Path]:
-    return sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
 
 
 def _own_names(cls: ast.ClassDef) -> set[str]:
@@ -143,7 +126,7 @@ def violations(path: Path) -> list[str]:
 
 
 def test_no_module_uses_a_dependencys_internals_outside_the_compat_module():
-    found = [v for path in _modules() for v in violations(path)]
+    found = [v for path in product_modules() for v in violations(path)]
     assert found == [], "\n".join(found)
 
 

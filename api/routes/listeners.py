@@ -29,11 +29,10 @@ from config.clock import utcnow
 from lifecycle.archive_verify import verify_match_archive
 from lifecycle.board import listener_board
 from lifecycle.bulk import bulk_filter, preview_bulk, run_bulk
-from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
-from lifecycle.dispatch import dispatch_upcoming_match_listeners, request_start
+from lifecycle.cleanup import audit_sweep, set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
+from lifecycle.dispatch import audit_dispatch, dispatch_upcoming_match_listeners, request_start
 from lifecycle.match_ref import resolve_match, resolve_match_id
 from lifecycle.start import validate_listener_settings
-from models.audit import record_audit
 
 router = APIRouter(tags=["listeners"])
 
@@ -170,15 +169,7 @@ def dispatch(request: Request, body: DispatchBody | None = None) -> dict[str, An
         send=ctx.send_start(),
     )
     request.app.state.metrics.dispatch_tick.observe(time.perf_counter() - started)
-    record_audit(
-        actor=actor_of(request),
-        action="listeners.dispatch",
-        target_kind="listeners",
-        target_id=None,
-        reason=body.reason,
-        after={"locked": result.locked, "enqueued": result.enqueued, "match_ids": result.match_ids},
-        request_id=request_id_of(request),
-    )
+    audit_dispatch(result, actor=actor_of(request), reason=body.reason, request_id=request_id_of(request))
     return result.as_dict()
 
 
@@ -193,15 +184,7 @@ def sweep(request: Request, body: SweepBody | None = None) -> dict[str, Any]:
         barriers=ctx.barriers,
         send_backfill=ctx.send_backfill(),
     )
-    record_audit(
-        actor=actor_of(request),
-        action="listeners.sweep",
-        target_kind="listeners",
-        target_id=None,
-        reason=body.reason,
-        after={"locked": result.locked, "abandoned": result.abandoned, "matches": result.matches},
-        request_id=request_id_of(request),
-    )
+    audit_sweep(result, actor=actor_of(request), reason=body.reason, request_id=request_id_of(request))
     return result.as_dict()
 
 

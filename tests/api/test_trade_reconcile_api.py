@@ -11,7 +11,7 @@ from publisher.amqp import AmqpPublisher
 from publisher.trades import redeliver_trades
 from tests.api.conftest import bearer
 from tests.api.test_health_metrics import _samples
-from tests.publisher.trade_claims import pending_offer, poison, uncertain_offer
+from tests.publisher.trade_claims import assert_resent, pending_offer, poison, uncertain_offer
 
 
 def _operator_key_id() -> str:
@@ -53,12 +53,7 @@ def test_each_reconcile_choice_through_the_api(api, amqp_vhost, read_queue, choi
     assert (body["status"], body["resolution"]) == (status, choice)
     assert body["resolved_by"] == f"api key {_operator_key_id()}"
     assert trades.get_entry("trade_submissions", "offer-1").status == status
-    messages = read_queue("trade_submissions")
-    if sent:
-        [(sent_body, props)] = messages
-        assert props.message_id == lost.message_id and sent_body["offer_key"] == "offer-1"
-    else:
-        assert messages == []
+    assert_resent(read_queue("trade_submissions"), lost, sent=sent)
     again = api.post(
         "/v1/trade/reconcile",
         json={"queue": "trade_submissions", "claim_key": "offer-1", "resolution": choice},

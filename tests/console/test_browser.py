@@ -350,6 +350,22 @@ def test_a_read_session_sees_rows_but_no_action_buttons_and_its_forged_post_is_4
     assert MatchListenerRecord.get(MatchListenerRecord.match == match.id).ended_at is None
 
 
+def _every_page(match_id: object) -> tuple[str, ...]:
+    """Every console page an operator opens (the accessibility and CSP checks visit each)."""
+    return (
+        "/",
+        f"/matches/{match_id}",
+        "/outbox",
+        "/runs",
+        "/runs/new?job=fail",
+        "/clone",
+        "/actions",
+        "/trades",
+        "/queues",
+        "/audit",
+    )
+
+
 def test_every_console_page_passes_the_axe_accessibility_check(open_console, console_keys, make_match):
     from axe_playwright_python.sync_playwright import Axe
 
@@ -359,18 +375,7 @@ def test_every_console_page_passes_the_axe_accessibility_check(open_console, con
     page = open_console(operator)
     expect(_row(page, match.id)).to_be_visible()
     axe = Axe()
-    for path in (
-        "/",
-        f"/matches/{match.id}",
-        "/outbox",
-        "/runs",
-        "/runs/new?job=fail",
-        "/clone",
-        "/actions",
-        "/trades",
-        "/queues",
-        "/audit",
-    ):
+    for path in _every_page(match.id):
         page.goto(path)
         found = axe.run(page)
         assert found.violations_count == 0, f"{path}: {found.generate_report()}"
@@ -384,16 +389,7 @@ def test_every_page_and_the_docs_run_under_the_csp_without_a_violation(open_cons
     page = open_console(create_key(name="csp", scope=Scope.OPERATOR)[1])
     refused: list[str] = []
     page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
-    for path in (
-        "/",
-        f"/matches/{match.id}",
-        "/outbox",
-        "/runs",
-        "/runs/new?job=fail",
-        "/clone",
-        "/queues",
-        "/audit",
-    ):
+    for path in _every_page(match.id):
         answer = page.goto(path)
         assert answer.headers["content-security-policy"].startswith("default-src 'self'"), path
         page.wait_for_load_state("load")

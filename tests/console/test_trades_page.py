@@ -10,7 +10,7 @@ import pytest
 from publisher import trades
 from publisher.amqp import AmqpPublisher
 from publisher.trades import redeliver_trades
-from tests.publisher.trade_claims import pending_offer, poison, uncertain_offer
+from tests.publisher.trade_claims import assert_resent, pending_offer, poison, uncertain_offer
 
 pytestmark = pytest.mark.services
 
@@ -91,12 +91,7 @@ def test_each_choice_through_the_console_form(
     )
     entry = trades.get_entry("trade_submissions", "offer-1")
     assert (entry.status, entry.resolution, entry.resolved_by) == (status, choice, "console console-operator")
-    messages = read_queue("trade_submissions")
-    if sent:
-        [(body, props)] = messages
-        assert props.message_id == lost.message_id and body["offer_key"] == "offer-1"
-    else:
-        assert messages == []
+    assert_resent(read_queue("trade_submissions"), lost, sent=sent)
     assert 'data-claim-key="offer-1"' not in op.client.get("/trades").text
     again = op.client.post(
         "/trades/reconcile",

@@ -83,7 +83,8 @@ def ctx(
 
 
 class Outbox:
-    """A recording sender: the start messages dispatch would send to the broker."""
+    """A recording sender (``send``; ``extend`` is the batch sender): the start messages dispatch
+    would send to the broker."""
 
     def __init__(self) -> None:
         self.messages: list[StartMessage] = []
@@ -92,6 +93,11 @@ class Outbox:
     def __call__(self, message: StartMessage) -> None:
         with self._mu:
             self.messages.append(message)
+
+    def extend(self, messages: list[StartMessage]) -> None:
+        """The batch sender (``send_batch``): records every message of the batch."""
+        with self._mu:
+            self.messages.extend(messages)
 
     @property
     def match_ids(self) -> list[str]:

@@ -12,6 +12,7 @@ import pytest
 from config.errors import DatabaseUnavailable
 from models.db import PooledKickoffDatabase, database, database_errors, init_database, pool_size
 from tests.lifecycle.helpers import start
+from tests.racing import on_own_thread
 from tests.waiting import wait_for
 
 
@@ -106,19 +107,9 @@ def _ended_thread_holding_a_connection() -> None:
     ended.join(30)
 
 
-def _pid_in_thread() -> list[object]:
-    got: list[object] = []
-
-    def run() -> None:
-        try:
-            got.append(_backend_pid())
-        except Exception as exc:  # handed back to the test
-            got.append(exc)
-
-    other = threading.Thread(target=run)
-    other.start()
-    other.join(30)
-    return got
+def _pid_in_thread() -> object:
+    """The backend pid another thread's connection gets, or the error it raised."""
+    return on_own_thread(_backend_pid, limit=30)[0]
 
 
 def test_an_idle_live_threads_older_connection_is_replaced_on_its_next_statement(lsettings, rebind):
@@ -126,7 +117,7 @@ def test_an_idle_live_threads_older_connection_is_replaced_on_its_next_statement
     held = database.execute_sql("SELECT pg_backend_pid()").fetchone()[0]  # taken before the ended one's
     _ended_thread_holding_a_connection()
 
-    [other] = _pid_in_thread()  # the pool was full: both older connections were closed
+    other = _pid_in_thread()  # the pool was full: both older connections were closed
 
     assert isinstance(other, int)
     assert database.execute_sql("SELECT pg_backend_pid()").fetchone()[0] != held  # no error, a fresh one
@@ -139,7 +130,7 @@ def test_a_live_thread_in_a_transaction_keeps_its_connection(lsettings, rebind):
         held = database.execute_sql("SELECT pg_backend_pid()").fetchone()[0]
         _ended_thread_holding_a_connection()
 
-        [other] = _pid_in_thread()  # nothing may be reclaimed: it waits its second, then fails
+        other = _pid_in_thread()  # nothing may be reclaimed: it waits its second, then fails
 
         assert isinstance(other, peewee.OperationalError) and "DATABASE_POOL_MAX_CONNECTIONS" in str(other)
         assert database.execute_sql("SELECT pg_backend_pid()").fetchone()[0] == held
@@ -153,7 +144,7 @@ def test_a_live_thread_idle_after_a_committed_transaction_does_not_block_the_rec
         database.execute_sql("SELECT 1")
     _ended_thread_holding_a_connection()
 
-    [other] = _pid_in_thread()  # the ended thread's place (and this idle one's) are freed
+    other = _pid_in_thread()  # the ended thread's place (and this idle one's) are freed
 
     assert isinstance(other, int)
     database.execute_sql("SELECT 1")  # this thread's next statement runs on a fresh connection
@@ -167,7 +158,7 @@ def test_a_transaction_begun_before_its_first_statement_keeps_its_connection(lse
     with database.atomic():
         _ended_thread_holding_a_connection()
 
-        [other] = _pid_in_thread()  # nothing may be reclaimed: it waits its second, then fails
+        other = _pid_in_thread()  # nothing may be reclaimed: it waits its second, then fails
 
         assert isinstance(other, peewee.OperationalError) and "DATABASE_POOL_MAX_CONNECTIONS" in str(other)
         assert database.execute_sql("SELECT 1").fetchone() == (1,)  # the transaction's connection is intact

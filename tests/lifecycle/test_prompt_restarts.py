@@ -16,12 +16,12 @@ from config import clock
 from config.settings import MatchListenerEnvironment
 from lifecycle import dispatch
 from lifecycle.cleanup import ORPHAN_RESTART_EVERY_SECONDS, orphans_of_fenced_runs
-from lifecycle.dispatch import StartMessage
 from lifecycle.runtime import ListenerServices
 from listener.exit_codes import ExitCode
 from models.coordination import CoordinationStore
 from models.listener_record import MatchListenerRecord
 from models.match import Match
+from tests.lifecycle.conftest import Outbox
 from tests.lifecycle.helpers import start
 from tests.waiting import wait_for
 
@@ -32,28 +32,15 @@ def _epoch_aged(barriers: CoordinationStore, seconds: float) -> None:
     barriers.client.set(barriers.epoch_key, f"test:{now - int(seconds)}")
 
 
-class _Sent:
-    """The start messages a redispatch sent (the batch sender dispatch calls)."""
-
-    def __init__(self) -> None:
-        self.messages: list[StartMessage] = []
-
-    def __call__(self, messages: list[StartMessage]) -> None:
-        self.messages.extend(messages)
-
-    @property
-    def match_ids(self) -> list[str]:
-        return [m.match_id for m in self.messages]
-
-
 @pytest.fixture
-def sent() -> _Sent:
-    return _Sent()
+def sent() -> Outbox:
+    """The start messages a redispatch sent (through the batch sender dispatch calls)."""
+    return Outbox()
 
 
 @pytest.fixture
 def restarting(
-    lsettings: MatchListenerEnvironment, lbarriers: CoordinationStore, sent: _Sent
+    lsettings: MatchListenerEnvironment, lbarriers: CoordinationStore, sent: Outbox
 ) -> Iterator[dict[str, Any]]:
     """Start arguments whose services restart matches through the real dispatch into ``sent``.
 
@@ -62,7 +49,7 @@ def restarting(
     settings = lsettings.model_copy(update={"listener_reconnect_reset_seconds": 1.0})
 
     def redispatch(match_ids: list[str]) -> None:
-        dispatch.dispatch_matches(match_ids, settings=settings, barriers=lbarriers, send_batch=sent)
+        dispatch.dispatch_matches(match_ids, settings=settings, barriers=lbarriers, send_batch=sent.extend)
 
     svc = ListenerServices(settings=settings, barriers=lbarriers, redispatch=redispatch)
     yield {"settings": settings, "barriers": lbarriers, "services": svc}
@@ -173,7 +160,7 @@ def test_a_reaper_thread_dispatches_the_orphaned_match_once(make_match, lsetting
     _epoch_aged(lbarriers, 3600)
 
     def redispatch(match_ids: list[str]) -> None:
-        dispatch.dispatch_matches(match_ids, settings=lsettings, barriers=lbarriers, send_batch=sent)
+        dispatch.dispatch_matches(match_ids, settings=lsettings, barriers=lbarriers, send_batch=sent.extend)
 
     svc = ListenerServices(
         settings=lsettings,
@@ -205,7 +192,7 @@ def test_a_restart_a_worker_cut_from_postgresql_gave_up_is_sent_again_by_a_healt
     match = make_match(status="inprogress")
     _closed_row(match, exit_code=int(ExitCode.CANCELLED))
     _epoch_aged(lbarriers, 3600)
-    dispatch.dispatch_matches([str(match.id)], settings=lsettings, barriers=lbarriers, send_batch=sent)
+    dispatch.dispatch_matches([str(match.id)], settings=lsettings, barriers=lbarriers, send_batch=sent.extend)
     [restart] = sent.messages  # the restart the fence's reaper sent
     assert orphans_of_fenced_runs(settings=wide, barriers=lbarriers) == []  # its start is pending
 
@@ -227,6 +214,6 @@ def test_a_restart_a_worker_cut_from_postgresql_gave_up_is_sent_again_by_a_healt
     assert not lbarriers.is_pending(match.id)
     again = orphans_of_fenced_runs(settings=wide, barriers=lbarriers)  # a healthy worker's reaper
     assert again == [str(match.id)]
-    dispatch.dispatch_matches(again, settings=lsettings, barriers=lbarriers, send_batch=sent)
+    dispatch.dispatch_matches(again, settings=lsettings, barriers=lbarriers, send_batch=sent.extend)
     assert sent.match_ids == [str(match.id)] * 2
     assert Match.get_by_id(match.id).start_message_id == sent.messages[1].message_id

@@ -3,28 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
 from tests.lifecycle.conftest import ON_AMQP
 from tests.lifecycle.helpers import dispatch_now, open_rows
+from tests.rabbitmq import vhost_queues
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("worker_broker", [ON_AMQP], indirect=True)]
-
-
-def _queues(vhost_url: str, *columns: str) -> dict[str, list[str]]:
-    """``rabbitmqctl list_queues`` of the run's vhost: queue name -> the asked columns."""
-    vhost = vhost_url.rsplit("/", 1)[1]
-    out = subprocess.run(
-        ["rabbitmqctl", "-q", "list_queues", "-p", vhost, "--no-table-headers", "name", *columns],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout
-    return {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()}
 
 
 def test_a_running_listener_holds_no_unacked_delivery_so_no_consumer_timeout_can_redeliver_it(
@@ -40,7 +27,7 @@ def test_a_running_listener_holds_no_unacked_delivery_so_no_consumer_timeout_can
     # delivery: the lifecycle acked each start once it consumed it, while the listeners run on.
     queues = wait_for(
         lambda: (
-            (q := _queues(lifecycle_env["BROKER_URL"], "messages_unacknowledged", "messages_ready"))
+            (q := vhost_queues(lifecycle_env["BROKER_URL"], "messages_unacknowledged", "messages_ready"))
             and q.get("match_listeners") == ["0", "0"]
             and q
         ),
@@ -84,7 +71,7 @@ def test_quorum_queues_are_declared_for_match_listeners_when_asked(lifecycle_env
         broker.declare_queue("default", ensure=True)
     finally:
         broker.close()
-    types = _queues(lifecycle_env["BROKER_URL"], "type", "durable")
+    types = vhost_queues(lifecycle_env["BROKER_URL"], "type", "durable")
     assert types["match_listeners"] == ["quorum", "true"]
     assert types["match_listeners.DQ"] == ["quorum", "true"]
     assert types["default"] == ["classic", "true"]

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import threading
-import time
 import uuid
 
 import pytest
@@ -20,6 +18,8 @@ from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.queues import LINEUP_UPDATES, TRADE_RESPONSES, WAIVER_ACTIONS
 from tests.faultproxy import FaultProxy
 from tests.publisher.helpers import never_confirming, reject_all
+from tests.rabbitmq import vhost_queues
+from tests.racing import on_own_thread
 from tests.waiting import wait_for
 
 
@@ -59,16 +59,8 @@ def test_a_batch_with_a_missing_queue_still_publishes_the_other_queues(publisher
 def test_trade_queues_are_declared_durable_on_publish(publisher, read_queue, amqp_vhost):
     publisher.publish(_msg(TRADE_RESPONSES))
     assert len(read_queue(TRADE_RESPONSES)) == 1
-    vhost = amqp_vhost.rsplit("/", 1)[1]
-    listed = subprocess.run(
-        ["rabbitmqctl", "-q", "list_queues", "-p", vhost, "name", "durable"],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout
-    durable = dict(line.split("\t") for line in listed.splitlines() if "\t" in line)
-    assert durable.get(TRADE_RESPONSES) == "true", listed  # survives a RabbitMQ restart
+    durable = vhost_queues(amqp_vhost, "durable")
+    assert durable.get(TRADE_RESPONSES) == ["true"], durable  # survives a RabbitMQ restart
 
 
 def test_a_message_returned_because_its_queue_vanished_is_a_missing_queue_not_a_silent_drop(publisher):
@@ -165,32 +157,13 @@ def test_a_connection_the_broker_closed_while_idle_is_replaced_before_the_next_p
     assert len(read_queue(LINEUP_UPDATES)) == 2
 
 
-def _bounded(call, *, limit: float) -> tuple[object, float]:
-    """Run ``call`` in a thread; (its result or exception, seconds taken); fails if it outlives ``limit``."""
-    box: list[object] = []
-
-    def run() -> None:
-        try:
-            box.append(call())
-        except BaseException as exc:  # handed back to the test
-            box.append(exc)
-
-    started = time.monotonic()
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    worker.join(limit)
-    if worker.is_alive():  # leave its connection to the vhost teardown: closing it here would block
-        pytest.fail(f"still waiting after {limit:g}s")
-    return box[0], time.monotonic() - started
-
-
 def test_waiting_for_a_confirm_the_broker_never_sends_gives_up_after_the_confirm_timeout(
     amqp_vhost, fresh_queues, monkeypatch
 ):
     pub = AmqpPublisher(url=amqp_vhost, confirm_timeout=1.0)
     pub.publish(_msg(LINEUP_UPDATES))  # connection and confirm-mode channel are open
     monkeypatch.setattr(pub.link, "_on_confirm", lambda frame: None)  # the confirm never arrives
-    outcomes, took = _bounded(lambda: pub.publish_many([_msg(LINEUP_UPDATES)]), limit=2.5)
+    outcomes, took = on_own_thread(lambda: pub.publish_many([_msg(LINEUP_UPDATES)]), limit=2.5)
     assert isinstance(outcomes[0].error, PublishUncertainError)
     assert "no confirm within 1s" in str(outcomes[0].error)
     assert 1.0 <= took < 2.0
@@ -201,7 +174,7 @@ def test_a_batch_whose_confirm_never_arrives_is_uncertain_not_published(
     amqp_vhost, fresh_queues, monkeypatch
 ):
     pub = never_confirming(AmqpPublisher(url=amqp_vhost, confirm_timeout=1.0), monkeypatch)
-    outcomes, _took = _bounded(lambda: pub.publish_many([_msg(LINEUP_UPDATES)]), limit=3.0)
+    outcomes, _took = on_own_thread(lambda: pub.publish_many([_msg(LINEUP_UPDATES)]), limit=3.0)
     [outcome] = outcomes
     assert not outcome.confirmed
     assert isinstance(outcome.error, PublishUncertainError)

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import signal
 from datetime import timedelta
 
-import dramatiq
-import httpx
-from prometheus_client.parser import text_string_to_metric_families
-
-from actors.broker import QUEUE_DEFAULT, build_broker
-from cli.processes import ChildProcess, dramatiq_worker_argv
 from config.clock import utcnow
 from publisher.results import action_state, report_result, verify_results
 from publisher.triggers import trigger_lineup
-from tests.api.conftest import REPO
-from tests.ports import free_port
 from tests.publisher.helpers import lineup
 from tests.waiting import wait_for
-from tests.worker_metrics import prometheus_worker_env
+from tests.worker_metrics import enqueue_default, metrics_worker
 
 DAY = 86400.0
 
@@ -31,17 +22,8 @@ def test_the_workers_verification_counts_a_late_result_on_its_metrics_port(
         result_timeout_seconds=DAY, now=utcnow() + timedelta(seconds=DAY + 1)
     )  # failed as unreported
     assert report_result(tracking_id, outcome="succeeded")["late"] is True
-    port = free_port()
-    env = prometheus_worker_env(test_env, port=port, prom_dir=tmp_path / "prom")
-    worker = ChildProcess(
-        dramatiq_worker_argv("default", threads=1), env=env, log=tmp_path / "w.log", cwd=REPO
-    )
-    try:
-        build_broker(settings).enqueue(
-            dramatiq.Message(
-                queue_name=QUEUE_DEFAULT, actor_name="verify_action_results", args=(), kwargs={}, options={}
-            )
-        )
+    with metrics_worker(test_env, tmp_path=tmp_path) as worker:
+        enqueue_default(settings, "verify_action_results")
         wait_for(
             lambda: action_state(tracking_id)["verification"]["status"] != "reported",
             timeout=90,
@@ -50,12 +32,7 @@ def test_the_workers_verification_counts_a_late_result_on_its_metrics_port(
         samples: dict[tuple[str, str], float] = {}
 
         def counted() -> bool:
-            assert worker.running(), worker.output()
-            try:
-                text = httpx.get(f"http://127.0.0.1:{port}/", timeout=2).text
-            except httpx.HTTPError:
-                return False
-            for family in text_string_to_metric_families(text):
+            for family in worker.families() or ():
                 for s in family.samples:
                     if s.name == "kickoff_items_set_aside_total":
                         samples[(s.labels["loop"], s.labels["kind"])] = s.value
@@ -64,7 +41,3 @@ def test_the_workers_verification_counts_a_late_result_on_its_metrics_port(
         wait_for(counted, timeout=90, what="kickoff_items_set_aside_total on the worker's metrics port")
         assert samples == {("action_verification", "late"): 1.0}
         assert action_state(tracking_id)["verification"]["late"] is True
-    finally:
-        worker.signal_group(signal.SIGTERM)
-        worker.proc.wait(timeout=60)
-        worker.close()

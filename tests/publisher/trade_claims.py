@@ -49,6 +49,16 @@ def pending_offer(**kw: Any) -> trades.TradeResult:
     return result
 
 
+def assert_resent(messages: list[tuple[Any, Any]], lost: trades.TradeResult, *, sent: bool) -> None:
+    """What a reconcile left on trade_submissions (``messages``, as read_queue reads them): the lost
+    offer again under its message id when it was ``sent``, else nothing."""
+    if sent:
+        [(body, props)] = messages
+        assert props.message_id == lost.message_id and body["offer_key"] == lost.claim_key
+    else:
+        assert messages == []
+
+
 def poison(claim_key: str, *, body: Any = None, queue: str | None = None) -> None:
     """Spoil a stored claim of trade_submissions: replace its body and/or its queue."""
     if body is not None:

@@ -25,6 +25,7 @@ from publisher.queues import JOB_RUNS
 from runs.catalog import Catalog, load_catalog
 from runs.command import REJECTED_QUEUE
 from runs.launcher import Launcher, LauncherConfig
+from tests.rabbitmq import vhost_queues
 
 
 @pytest.fixture(scope="session")
@@ -91,28 +92,11 @@ def read_traces(trace_dir: Path) -> list[dict[str, Any]]:
 
 def queue_counts(vhost_url: str, queue: str = JOB_RUNS) -> tuple[int, int]:
     """(ready, unacknowledged) messages of ``queue``, as RabbitMQ itself reports them."""
-    vhost = vhost_url.rsplit("/", 1)[1]
-    out = subprocess.run(
-        [
-            "rabbitmqctl",
-            "-q",
-            "list_queues",
-            "-p",
-            vhost,
-            "name",
-            "messages_ready",
-            "messages_unacknowledged",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    ).stdout
-    for line in out.splitlines():
-        parts = line.split()
-        if parts and parts[0] == queue:
-            return int(parts[1]), int(parts[2])
-    raise AssertionError(f"queue {queue} not listed: {out!r}")
+    listed = vhost_queues(vhost_url, "messages_ready", "messages_unacknowledged")
+    if queue not in listed:
+        raise AssertionError(f"queue {queue} not listed: {listed!r}")
+    ready, unacked = listed[queue]
+    return int(ready), int(unacked)
 
 
 def run_status(run_id: str) -> RunLog:

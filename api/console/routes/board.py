@@ -16,10 +16,10 @@ from api.console.routes.bulk import bulk_choices
 from api.console.web import OperatorSession, PageSession, StreamSession, act, render, session_token
 from api.headers import ctx_of, request_id_of
 from config.errors import ReasonRequired
-from lifecycle.cleanup import set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
-from lifecycle.dispatch import MANUAL_WITHIN_MINUTES, dispatch_upcoming_match_listeners, request_start
+from lifecycle import dispatch
+from lifecycle.cleanup import audit_sweep, set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
+from lifecycle.dispatch import request_start
 from lifecycle.match_ref import resolve_match_id
-from models.audit import record_audit
 
 logger = logging.getLogger(__name__)
 
@@ -182,26 +182,14 @@ async def dispatch_now(request: Request, session: OperatorSession) -> Response:
     ctx = ctx_of(request)
 
     def call() -> str:
-        r = dispatch_upcoming_match_listeners(
-            within_minutes=MANUAL_WITHIN_MINUTES,
+        r = dispatch.dispatch_upcoming_match_listeners(
+            within_minutes=dispatch.MANUAL_WITHIN_MINUTES,
             settings=ctx.settings,
             barriers=ctx.barriers,
             send=ctx.send_start(),
         )
-        record_audit(
-            actor=session.actor,
-            action="listeners.dispatch",
-            target_kind="listeners",
-            target_id=None,
-            after={"locked": r.locked, "enqueued": r.enqueued, "match_ids": r.match_ids},
-            request_id=request_id_of(request),
-        )
-        if r.locked:
-            return "dispatch skipped: another dispatch is running"
-        return (
-            f"dispatch: {r.enqueued} enqueued, {r.skipped} already pending, {r.exhausted} exhausted, "
-            f"{r.abandoned} stale rows abandoned ({r.eligible} eligible)"
-        )
+        dispatch.audit_dispatch(r, actor=session.actor, request_id=request_id_of(request))
+        return r.summary()
 
     return await act(request, call)
 
@@ -215,14 +203,7 @@ async def sweep_now(request: Request, session: OperatorSession) -> Response:
         r = sweep_stale_match_listeners(
             settings=ctx.settings, barriers=ctx.barriers, send_backfill=ctx.send_backfill()
         )
-        record_audit(
-            actor=session.actor,
-            action="listeners.sweep",
-            target_kind="listeners",
-            target_id=None,
-            after={"locked": r.locked, "abandoned": r.abandoned, "matches": r.matches},
-            request_id=request_id_of(request),
-        )
+        audit_sweep(r, actor=session.actor, request_id=request_id_of(request))
         if r.locked:
             return "sweep skipped: another sweep is running"
         return f"sweep: {r.abandoned} rows abandoned (14) on {len(r.matches)} matches"

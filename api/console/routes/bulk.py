@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -54,44 +55,52 @@ def _refused(request: Request, exc: KickoffError, **context: object) -> Response
     return render(request, "bulk.html", status_code=status, error=public_message(exc), **context)
 
 
+#: One step of the bulk form: (action, filter, reason, confirm) -> what the page shows.
+Step = Callable[[str, BulkFilter, str, str], object]
+
+
+async def _step(request: Request, step: Step, shown_as: str, **page: object) -> Response:
+    """Run ``step`` on the posted form (off the event loop); the page shows its result as ``shown_as``,
+    or the refusal with its status."""
+    action, flt, reason, confirm = await _fields(request)
+    context = {"action": action, "flt": flt, "reason": reason}
+    try:
+        result = await run_in_threadpool(step, action, flt, reason, confirm)
+    except KickoffError as exc:
+        return _refused(request, exc, **context)
+    return render(request, "bulk.html", **{shown_as: result}, **page, **context)
+
+
 @router.post("/board/bulk")
 async def bulk_preview(request: Request, session: OperatorSession) -> Response:
     """The preview of a bulk action (as `kickoff listeners bulk ... --dry-run`): nothing is changed."""
     ctx = ctx_of(request)
-    action, flt, reason, _confirm = await _fields(request)
-    context = {"action": action, "flt": flt, "reason": reason}
-    try:
-        preview = await run_in_threadpool(
-            lambda: preview_bulk(
-                action, flt, settings=ctx.settings, barriers=ctx.barriers, actor=session.actor, reason=reason
-            )
+
+    def preview(action: str, flt: BulkFilter, reason: str, _confirm: str) -> object:
+        return preview_bulk(
+            action, flt, settings=ctx.settings, barriers=ctx.barriers, actor=session.actor, reason=reason
         )
-    except KickoffError as exc:
-        return _refused(request, exc, **context)
-    return render(request, "bulk.html", preview=preview, confirm_minutes=CONFIRM_MINUTES, **context)
+
+    return await _step(request, preview, "preview", confirm_minutes=CONFIRM_MINUTES)
 
 
 @router.post("/board/bulk/confirm")
 async def bulk_confirm(request: Request, session: OperatorSession) -> Response:
     """Act on exactly the previewed matches (as `kickoff listeners bulk ... --yes`); each result shown."""
     ctx = ctx_of(request)
-    action, flt, reason, confirm = await _fields(request)
-    context = {"action": action, "flt": flt, "reason": reason}
-    try:
-        outcome = await run_in_threadpool(
-            lambda: run_bulk(
-                action,
-                flt,
-                confirm,
-                settings=ctx.settings,
-                barriers=ctx.barriers,
-                send=ctx.send_start() if action in ("start", "force-start") else None,
-                actor=session.actor,
-                reason=reason,
-                request_id=request_id_of(request),
-                describe=public_message,
-            )
+
+    def confirm_bulk(action: str, flt: BulkFilter, reason: str, confirm: str) -> object:
+        return run_bulk(
+            action,
+            flt,
+            confirm,
+            settings=ctx.settings,
+            barriers=ctx.barriers,
+            send=ctx.send_start() if action in ("start", "force-start") else None,
+            actor=session.actor,
+            reason=reason,
+            request_id=request_id_of(request),
+            describe=public_message,
         )
-    except KickoffError as exc:
-        return _refused(request, exc, **context)
-    return render(request, "bulk.html", outcome=outcome, **context)
+
+    return await _step(request, confirm_bulk, "outcome")
