@@ -147,6 +147,10 @@ class AmqpLink:
     heartbeat: int = 30
     blocked_timeout: float | None = None
 
+    #: A batch being published hands its frames to the socket every this many messages (one turn of
+    #: the loop), so the broker persists and confirms its start while the rest is encoded.
+    FLUSH_EVERY = 100
+
     def __post_init__(self) -> None:
         self._loop: _RecordingIOLoop | None = None
         self._connection: SelectConnection | None = None
@@ -524,6 +528,8 @@ class AmqpLink:
                 self._next_tag += 1
                 self._unconfirmed[self._next_tag] = m.message_id
                 result.sent.add(m.message_id)
+                if len(result.sent) % self.FLUSH_EVERY == 0:
+                    self._run(lambda: False, 0)  # one turn of the loop: what is buffered goes out
             # pika writes the frames on the loop's first turn; the timer after it uncorks
             assert self._loop is not None
             self._loop.call_later(0, lambda: self._cork(False))
