@@ -1,4 +1,4 @@
-"""srsim's HTTP routes: a Starlette app over one ``SimServer``'s sessions (routes: srsim.server).
+"""srsim's HTTP routes: a Starlette app over one simulator's sessions (routes: srsim.server).
 
 Every answer carries ``Connection: close``, like the provider's edge; errors are JSON
 ``{"message": ...}``. Paths take an optional ``/_via/{tag}`` prefix (recorded as a stream's
@@ -32,7 +32,7 @@ from srsim.pbp import final_events
 from srsim.push import PushStream
 
 if TYPE_CHECKING:
-    from srsim.server import Session, SimServer
+    from srsim.sessions import Session, Simulator
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class _Gate:
 class _Endpoints:
     """The route handlers of one simulator."""
 
-    def __init__(self, sim: SimServer) -> None:
+    def __init__(self, sim: Simulator) -> None:
         self.sim = sim
 
     async def sessions(self, request: Request) -> Response:
@@ -297,7 +297,7 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     return json_response(404, {"message": "not found"})
 
 
-def build_app(sim: SimServer) -> Starlette:
+def build_app(sim: Simulator) -> Starlette:
     """The ASGI app serving ``sim``: its routes, also under ``/_via/{tag}``, behind the gate."""
     routes = _routes(_Endpoints(sim))
     return Starlette(

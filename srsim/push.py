@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from starlette.types import Receive, Scope, Send
 
 if TYPE_CHECKING:
-    from srsim.server import Session, SimServer
+    from srsim.sessions import Session, Simulator
 
 
 class StreamCut(Exception):
@@ -52,7 +52,7 @@ class PushStream:
     """One stream connection of ``session`` from message ``start``; those before ``live`` are replays."""
 
     def __init__(
-        self, sim: SimServer, session: Session, *, sse: bool, start: int, live: int, via: str
+        self, sim: Simulator, session: Session, *, sse: bool, start: int, live: int, via: str
     ) -> None:
         self.sim = sim
         self.session = session

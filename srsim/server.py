@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import secrets
 import socket
@@ -64,8 +63,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -75,94 +73,11 @@ from config.errors import SimulatorScriptError
 from srsim.http import PBP_FAULTS, build_app
 from srsim.push import quiet_stream_cuts
 from srsim.script import GameScript, load_script
+from srsim.sessions import OpenStream, Session, StreamRecord
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PBP_FAULTS", "OpenStream", "Session", "SimServer", "StreamRecord"]
-
-
-@dataclass
-class Session:
-    """One game's continuous session: its script, messages and clock origin."""
-
-    game: GameScript
-    origin: float  # monotonic second of script time 0
-    speed: float
-    scheduled: datetime
-    times: list[float] = field(default_factory=list)  # real seconds after origin
-    lines: list[bytes] = field(default_factory=list)  # one JSON text per message
-
-    @classmethod
-    def build(
-        cls,
-        game: GameScript,
-        *,
-        origin: float,
-        speed: float,
-        wall_origin: datetime,
-        token: str | None = None,
-    ) -> Session:
-        """The session of ``game``; with ``token`` each message carries its resume id ``token.index``."""
-        scheduled = wall_origin + timedelta(seconds=game.start_after / speed)
-        s = cls(game=game, origin=origin, speed=speed, scheduled=scheduled)
-        s.times = [t / speed for t in game.event_times()]
-        envelopes = game.envelopes(scheduled)
-        if token is not None:
-            envelopes = [{**e, "resume_id": f"{token}.{i}"} for i, e in enumerate(envelopes)]
-        s.lines = [json.dumps(e, separators=(",", ":")).encode() for e in envelopes]
-        return s
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.origin
-
-    def position(self) -> int:
-        """Index of the next event that has not happened yet."""
-        now = self.elapsed()
-        lo, hi = 0, len(self.times)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.times[mid] <= now:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
-
-    def status(self) -> str:
-        return self.game.status_at(self.elapsed() * self.speed)
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "sr_id": self.game.sr_id,
-            "league": self.game.league,
-            "title": self.game.title,
-            "is_test": self.game.is_test,
-            "status": self.status(),
-            "position": self.position(),
-            "events": len(self.lines),
-            "scheduled": self.scheduled.isoformat(),
-        }
-
-
-@dataclass
-class StreamRecord:
-    """One stream connection of a match: its peer address and ``time.monotonic()`` times."""
-
-    sr_id: str
-    peer: tuple[str, int] | None  # the client's (host, port): a fault proxy's upstream socket in tests
-    opened: float
-    closed: float | None = None  # None while it is open
-    via: str = ""  # the client's tag: the ``/_via/{tag}`` its request path started with
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"sr_id": self.sr_id, "via": self.via, "opened": self.opened, "closed": self.closed}
-
-
-@dataclass(eq=False)
-class OpenStream:
-    """A stream connection being served: its record and the future ``drop_streams()`` sets to cut it."""
-
-    record: StreamRecord
-    cut: asyncio.Future[None]
+__all__ = ["PBP_FAULTS", "OpenStream", "Session", "SimServer", "StreamRecord"]  # the types: srsim.sessions
 
 
 class _Uvicorn(uvicorn.Server):
