@@ -238,6 +238,7 @@ class SimServer:
             log_config=None,
             access_log=False,
             lifespan="off",
+            proxy_headers=False,  # a stream's peer is its socket's (tests tell hosts apart by it)
             backlog=4096,
             server_header=False,
             date_header=False,
