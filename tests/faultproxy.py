@@ -15,9 +15,14 @@ switch modes while the test runs:
 * ``drop_replies()``: the service's answers are lost. Bytes still reach the service, nothing it
   sends back reaches the client (a publish the broker takes whose confirm never comes).
   Like a black hole, the swallowed bytes make a connection unusable: ``forward()`` closes it.
-* ``cut()``: close every open connection now and return how many (the mode stays as it is).
+* ``cut()``: close every open connection now, with a reset, and return how many (the mode stays
+  as it is).
 * ``cut_on(match)``: close the next connection whose client sends bytes ``match`` accepts (e.g.
   an AMQP publish), before they reach the service; the returned event is set when it did.
+
+When one side closes its end of a forwarding link, the proxy closes both with a FIN after the
+bytes already forwarded (not a reset, which would drop the tail of an answer still in its
+socket buffer), as a plain network would.
 
 Thread-based: one accept thread, one thread per connection; ``stop()`` closes everything.
 Usable as a context manager::
@@ -80,12 +85,13 @@ class _Link:
         self.client_port = _port_of(client.getpeername)
         self.upstream_port = None if upstream is None else _port_of(upstream.getsockname)
 
-    def close(self) -> None:
+    def close(self, *, reset: bool = True) -> None:
+        """Close both sides: with a reset (a cut), or with a FIN after the bytes already forwarded."""
         if not self.closed.is_set():
             self.closed.set()
-            _close(self.client, reset=True)
+            _close(self.client, reset=reset)
             if self.upstream is not None:
-                _close(self.upstream, reset=True)
+                _close(self.upstream, reset=reset)
 
 
 #: The port a proxy binds (again): kept under this name for callers of the proxy module.
@@ -314,27 +320,34 @@ class FaultProxy:
         link = _Link(client, upstream)
         with self._lock:
             self._links.add(link)
+        ended = False
         try:
-            self._pump(link)
+            ended = self._pump(link)
         finally:
-            link.close()
+            link.close(reset=not ended)
             with self._lock:
                 self._links.discard(link)
 
-    def _pump(self, link: _Link) -> None:
+    def _pump(self, link: _Link) -> bool:
+        """Forward until the link ends; True when one side closed its end while bytes passed.
+
+        Such an end is passed on as a close (a FIN after what was forwarded, not a reset): a reset
+        would throw away the tail still in the socket's send buffer, e.g. the end of a response
+        the service sent just before its close.
+        """
         socks = [link.client] if link.upstream is None else [link.client, link.upstream]
         while not link.closed.is_set() and not self._stopping.is_set():
             try:
                 ready, _, _ = select.select(socks, [], [], POLL_SECONDS)
             except (OSError, ValueError):
-                return
+                return False
             for sock in ready:
                 try:
                     data = sock.recv(65536)
                 except OSError:
-                    return
+                    return False
                 if not data:
-                    return
+                    return self._mode is Mode.FORWARD and not link.tainted
                 passes = self._mode is Mode.FORWARD and not link.tainted
                 if self._mode is Mode.DROP_REPLIES:  # towards the service only
                     passes = sock is link.client and link.upstream is not None
@@ -342,12 +355,13 @@ class FaultProxy:
                     link.tainted = True
                     continue  # swallowed
                 if sock is link.client and self._cut_here(data):
-                    return  # closed (with a reset) by _serve
+                    return False  # closed (with a reset) by _serve
                 other = link.upstream if sock is link.client else link.client
                 try:
                     other.sendall(data)
                 except OSError:
-                    return
+                    return False
                 if other is link.client:
                     with self._lock:
                         self.bytes_to_clients += len(data)
+        return False

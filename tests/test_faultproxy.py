@@ -137,3 +137,25 @@ def test_cut_on_closes_the_connection_that_sends_the_matching_bytes_before_they_
             sock.close()
             assert _roundtrip(other, b"publish 2") == b"publish 2"  # one cut per cut_on
         assert proxy.cuts_on_match == 1
+
+
+def test_a_service_closing_after_its_answer_closes_the_client_after_every_byte_of_it():
+    answer = bytes(range(256)) * 16384  # 4 MiB: more than the sockets buffer, so a reset would cut its tail
+    with socket.create_server(("127.0.0.1", 0)) as service:
+
+        def answer_and_close() -> None:
+            conn, _ = service.accept()
+            with conn:
+                conn.recv(4096)
+                conn.sendall(answer)
+
+        threading.Thread(target=answer_and_close, daemon=True).start()
+        with (
+            FaultProxy(service.getsockname()) as proxy,
+            socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock,
+        ):
+            sock.sendall(b"ask")
+            received = bytearray()
+            while chunk := sock.recv(65536):  # a reset here: ConnectionResetError
+                received += chunk
+            assert bytes(received) == answer
