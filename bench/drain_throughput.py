@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pika
 
 from bench._setup import LEGACY_REF, bench_environment, module_at, purge
+from config.settings import KickoffSettings
 from models.db import database
 from publisher.drain import drain_outbox_concurrently
 
@@ -99,7 +100,12 @@ def timed_drain(settings: object, messages: int, workers: int, factory: Callable
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
-    parser.add_argument("--batch", type=int, default=500, help="rows per batch (OUTBOX_BATCH_SIZE default)")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=KickoffSettings.model_fields["outbox_batch_size"].default,
+        help="rows per batch (default: OUTBOX_BATCH_SIZE's default)",
+    )
     parser.add_argument("--workers", type=int, default=2, help="drains side by side (OUTBOX_DRAIN_WORKERS)")
     parser.add_argument("--rounds", type=int, default=3, help="drains of each publisher (median printed)")
     parser.add_argument(

@@ -203,8 +203,9 @@ class KickoffSettings(BaseSettings):
     serves one)."""
     outbox_immediate_grace_seconds: NonNegativeFloat = 30.0
     """The drain leaves a fresh row this long to the trigger's own publish."""
-    outbox_batch_size: PositiveInt = 500
-    """Outbox rows the drain claims and publishes per batch."""
+    outbox_batch_size: PositiveInt = 2000
+    """Outbox rows the drain claims and publishes per batch (one transaction, one wait for the
+    batch's confirms: larger batches wait less often)."""
     outbox_max_attempts: PositiveInt = 12
     """Refusals of one outbox message by the broker (nack, unroutable) before it is marked dead; an
     unreachable broker or a lost confirm never counts."""
