@@ -290,17 +290,49 @@ class TokenLock:
                 self.release()
 
 
-def _key_of(name: str) -> Callable[[CoordinationStore, object], str]:
-    """A CoordinationStore key-name method: ``{prefix}{name}{ident}`` for a match, message or lease id."""
+def _key_of(name: str) -> Callable[[CoordinationKeys, object], str]:
+    """A key-name method: ``{prefix}{name}{ident}`` for a match, message or lease id."""
 
-    def key(self: CoordinationStore, ident: object) -> str:
+    def key(self: CoordinationKeys, ident: object) -> str:
         return f"{self.prefix}{name}{ident}"
 
     return key
 
 
+class CoordinationKeys:
+    """The names of every kickoff key in Redis, read from ``prefix`` alone (the module table).
+
+    ``CoordinationStore`` and the tests' in-memory store both name their keys through it.
+    """
+
+    prefix: str
+
+    # the prefix, the name, then the match id (message id, lease id)
+    pending_key = _key_of("pending_start_match_listener_")
+    attempts_key = _key_of("start_match_listener_attempts_")
+    exhausted_key = _key_of("start_match_listener_exhausted_")
+    start_lock_key = _key_of("start_match_listener_")
+    stop_flag_key = _key_of("stop_match_listener_")
+    revoked_key = _key_of("revoked_message_")  # of a message id
+    worker_lease_key = _key_of("listener_worker_")  # of a lease id
+    handover_key = _key_of("handover_ready_")
+    orphan_restart_key = _key_of("orphan_restart_")
+    bulk_preview_key = _key_of("bulk_preview_")  # of a confirm token's SHA-256
+
+    def tick_key(self, entry: str, slot: str) -> str:
+        return f"{self.prefix}scheduler_tick_{entry}_{slot}"
+
+    @property
+    def epoch_key(self) -> str:
+        return self.prefix + EPOCH_KEY
+
+    @property
+    def stop_channel(self) -> str:
+        return self.prefix + STOP_CHANNEL
+
+
 @dataclass(eq=False, repr=False)
-class CoordinationStore:
+class CoordinationStore(CoordinationKeys):
     """Owner of every kickoff key in Redis; see the module table for keys and TTLs."""
 
     client: redis.Redis
@@ -334,30 +366,6 @@ class CoordinationStore:
             url=settings.redis_url,
             **kwargs,
         )
-
-    # -- key names: the prefix, the name, then the match id (message id, lease id) ------
-
-    pending_key = _key_of("pending_start_match_listener_")
-    attempts_key = _key_of("start_match_listener_attempts_")
-    exhausted_key = _key_of("start_match_listener_exhausted_")
-    start_lock_key = _key_of("start_match_listener_")
-    stop_flag_key = _key_of("stop_match_listener_")
-    revoked_key = _key_of("revoked_message_")  # of a message id
-    worker_lease_key = _key_of("listener_worker_")  # of a lease id
-    handover_key = _key_of("handover_ready_")
-    orphan_restart_key = _key_of("orphan_restart_")
-    bulk_preview_key = _key_of("bulk_preview_")  # of a confirm token's SHA-256
-
-    def tick_key(self, entry: str, slot: str) -> str:
-        return f"{self.prefix}scheduler_tick_{entry}_{slot}"
-
-    @property
-    def epoch_key(self) -> str:
-        return self.prefix + EPOCH_KEY
-
-    @property
-    def stop_channel(self) -> str:
-        return self.prefix + STOP_CHANNEL
 
     def _script(self, source: str) -> Script:
         """The registered Lua script of ``source`` (EVALSHA, loaded once per client)."""

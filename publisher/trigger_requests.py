@@ -13,6 +13,7 @@ operator typed) is refused there with the same TriggerValidationError as any oth
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self, Union
 
@@ -105,6 +106,7 @@ Time = Annotated[
 ]
 
 
+@dataclass(frozen=True)
 class CliOption:
     """How ``kickoff trigger`` spells a field (metadata of the field's annotation; pydantic ignores it).
 
@@ -114,20 +116,12 @@ class CliOption:
     usage error), ``syntax`` the metavar, ``multiple`` a repeatable option (a list field).
     """
 
-    def __init__(
-        self,
-        flag: str | None = None,
-        *,
-        type: Any = None,
-        parse: Any = None,
-        syntax: str | None = None,
-        multiple: bool = False,
-    ) -> None:
-        self.flag = flag
-        self.type = type
-        self.parse = parse
-        self.syntax = syntax
-        self.multiple = multiple
+    flag: str | None = None
+    _: KW_ONLY
+    type: Any = None
+    parse: Any = None
+    syntax: str | None = None
+    multiple: bool = False
 
 
 def player_id_of(text: str) -> Any:

@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from asyncio import FIRST_COMPLETED
+from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING
 
 from starlette.types import Receive, Scope, Send
@@ -48,18 +49,17 @@ def _sse_frame(kind: bytes, data: bytes, event_id: bytes | None = None) -> bytes
     return head + b"data: " + data + b"\n\n"
 
 
+@dataclass(eq=False)
 class PushStream:
     """One stream connection of ``session`` from message ``start``; those before ``live`` are replays."""
 
-    def __init__(
-        self, sim: Simulator, session: Session, *, sse: bool, start: int, live: int, via: str
-    ) -> None:
-        self.sim = sim
-        self.session = session
-        self.sse = sse
-        self.start = start
-        self.live = live
-        self.via = via
+    sim: Simulator
+    session: Session
+    _: KW_ONLY
+    sse: bool
+    start: int
+    live: int
+    via: str
 
     def _frame(self, idx: int) -> bytes:
         line = self.session.lines[idx]

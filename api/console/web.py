@@ -36,6 +36,8 @@ COOKIE = "kickoff_console"
 SECURE_COOKIE = "__Host-kickoff_console"
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
+#: What a stream or a post without a live session is told.
+SIGN_IN_FIRST = "sign in to the console first"
 
 templates = Jinja2Templates(directory=str(PACKAGE_DIR / "templates"))
 
@@ -146,28 +148,31 @@ async def session_of(request: Request, *, touch: bool = True) -> Session | None:
     return await run_in_threadpool(lambda: session_for(session_token(request), idle=idle, touch=touch))
 
 
-async def page_session(request: Request) -> Session:
-    """Dependency of every console page: the live session, else a redirect to the sign-in form."""
+async def _live_session(request: Request, refused: Exception) -> Session:
+    """The live session of ``request``, else ``refused`` raised."""
     session = await session_of(request)
     if session is None:
-        raise SignInRequired(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
+        raise refused
+    return session
+
+
+async def page_session(request: Request) -> Session:
+    """Dependency of every console page: the live session, else a redirect to the sign-in form."""
+    back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    session = await _live_session(request, SignInRequired(back))
     request.state.console_session = session
     return session
 
 
 async def stream_session(request: Request) -> Session:
     """Dependency of the live board's stream: the live session, else 401 (a stream is not redirected)."""
-    session = await session_of(request)
-    if session is None:
-        raise HTTPException(status_code=401, detail="sign in to the console first")
+    session = await _live_session(request, HTTPException(status_code=401, detail=SIGN_IN_FIRST))
     request.state.console_session = session
     return session
 
 
 async def _posted_session(request: Request) -> Session:
-    session = await session_of(request)
-    if session is None:
-        raise HTTPException(status_code=403, detail="sign in to the console first")
+    session = await _live_session(request, HTTPException(status_code=403, detail=SIGN_IN_FIRST))
     presented = request.headers.get(CSRF_HEADER)
     if presented is None:
         form = await request.form()

@@ -27,7 +27,14 @@ from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
 from config.errors import LockNotOwned, RedisUnavailable
-from models.coordination import DISPATCH_LOCK, SWEEP_LOCK, CoordinationStore, connect_redis, tick_slot
+from models.coordination import (
+    DISPATCH_LOCK,
+    SWEEP_LOCK,
+    CoordinationKeys,
+    CoordinationStore,
+    connect_redis,
+    tick_slot,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -143,7 +150,7 @@ class MemorySubscription:
 
 
 @dataclass(eq=False)
-class MemoryCoordinationStore:
+class MemoryCoordinationStore(CoordinationKeys):
     """The coordination store in memory; see the module docstring."""
 
     prefix: str = "kickoff:"
@@ -233,22 +240,6 @@ class MemoryCoordinationStore:
         """Lose every key, as a Redis restarted without its data."""
         with self.mu:
             self._data.clear()
-
-    # -- key names: CoordinationStore' own (they read only ``prefix``) --------------------------
-
-    pending_key = CoordinationStore.pending_key
-    attempts_key = CoordinationStore.attempts_key
-    exhausted_key = CoordinationStore.exhausted_key
-    start_lock_key = CoordinationStore.start_lock_key
-    stop_flag_key = CoordinationStore.stop_flag_key
-    revoked_key = CoordinationStore.revoked_key
-    worker_lease_key = CoordinationStore.worker_lease_key
-    handover_key = CoordinationStore.handover_key
-    orphan_restart_key = CoordinationStore.orphan_restart_key
-    bulk_preview_key = CoordinationStore.bulk_preview_key
-    tick_key = CoordinationStore.tick_key
-    epoch_key = CoordinationStore.epoch_key
-    stop_channel = CoordinationStore.stop_channel
 
     def _ids_of(self, key_of: Callable[[object], str]) -> list[str]:
         start = key_of("")

@@ -30,6 +30,22 @@ def _delivered(publisher, settings, key: str) -> str:
     return result.tracking_id
 
 
+def _reported_succeeded(publisher, settings, *keys: str) -> list[str]:
+    """The delivered actions of ``keys``, each then reported succeeded (not yet verified)."""
+    tracking_ids = [_delivered(publisher, settings, key) for key in keys]
+    for tracking_id in tracking_ids:
+        report_result(tracking_id, outcome="succeeded")
+    return tracking_ids
+
+
+def _lose_outcome(tracking_id: str) -> None:
+    """Rewrite the result's body without its outcome (by hand, or by an older version)."""
+    database.execute_sql(
+        "UPDATE execution_log SET body = %s WHERE claim_key = %s",
+        (json.dumps({"tracking_id": tracking_id}), f"result:{tracking_id}"),
+    )
+
+
 def _failed_as_unreported(publisher, settings) -> str:
     tracking_id = _delivered(publisher, settings, "lineup-7-late")
     later = verify_results(result_timeout_seconds=DAY, now=utcnow() + timedelta(seconds=DAY + 1))
@@ -105,14 +121,8 @@ def test_a_result_whose_action_was_settled_by_hand_after_the_report_is_kept_late
 def test_a_result_that_cannot_be_settled_is_set_aside_with_its_reason_and_the_pass_goes_on(
     db, fresh_queues, publisher, pub_settings
 ):
-    poisoned = _delivered(publisher, pub_settings, "lineup-7-poison")
-    good = _delivered(publisher, pub_settings, "lineup-7-good")
-    report_result(poisoned, outcome="succeeded")
-    report_result(good, outcome="succeeded")
-    database.execute_sql(  # a body without its outcome (written by hand or by an older version)
-        "UPDATE execution_log SET body = %s WHERE claim_key = %s",
-        (json.dumps({"tracking_id": poisoned}), f"result:{poisoned}"),
-    )
+    poisoned, good = _reported_succeeded(publisher, pub_settings, "lineup-7-poison", "lineup-7-good")
+    _lose_outcome(poisoned)
     counted = set_aside_count("action_verification", "unsettled")
 
     report = verify_results(result_timeout_seconds=DAY)
@@ -194,10 +204,7 @@ def _settling_waits_for_a_lock(cur, tracking_id: str, lock: int) -> None:
 def test_a_database_error_while_settling_one_result_ends_the_pass_and_sets_nothing_aside(
     db, fresh_queues, publisher, pub_settings
 ):
-    good = _delivered(publisher, pub_settings, "lineup-7-good")
-    blocked = _delivered(publisher, pub_settings, "lineup-7-blocked")
-    report_result(good, outcome="succeeded")
-    report_result(blocked, outcome="succeeded")
+    good, blocked = _reported_succeeded(publisher, pub_settings, "lineup-7-good", "lineup-7-blocked")
     other = psycopg2.connect(pub_settings.database_url)
     other.autocommit = True
     counted = set_aside_count("action_verification")
@@ -227,12 +234,8 @@ def test_a_database_error_while_settling_one_result_ends_the_pass_and_sets_nothi
 def test_a_result_reported_again_after_it_was_set_aside_is_settled_and_a_settled_one_is_refused(
     db, fresh_queues, publisher, pub_settings
 ):
-    tracking_id = _delivered(publisher, pub_settings, "lineup-7-again")
-    report_result(tracking_id, outcome="succeeded")
-    database.execute_sql(  # a body without its outcome: set aside
-        "UPDATE execution_log SET body = %s WHERE claim_key = %s",
-        (json.dumps({"tracking_id": tracking_id}), f"result:{tracking_id}"),
-    )
+    [tracking_id] = _reported_succeeded(publisher, pub_settings, "lineup-7-again")
+    _lose_outcome(tracking_id)  # set aside
     assert list(verify_results(result_timeout_seconds=DAY).set_aside) == [tracking_id]
 
     answer = report_result(tracking_id, outcome="succeeded", details={"team_id": "7"}, reported_by="worker")

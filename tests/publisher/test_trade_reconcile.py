@@ -43,6 +43,19 @@ def _set_aside(claim_key: str, amqp_vhost: str) -> None:
         assert redeliver_trades(publisher=pub).set_aside == 1
 
 
+def _reconcile(
+    claim_key: str, resolution: Resolution, publisher: AmqpPublisher | None = None
+) -> trades.ExecutionEntry:
+    """An operator's (``ops``) reconcile of the trade submission ``claim_key``."""
+    return reconcile_claim(
+        queue="trade_submissions",
+        claim_key=claim_key,
+        resolution=resolution,
+        operator="ops",
+        publisher=publisher,
+    )
+
+
 def test_reconcile_lists_uncertain_set_aside_and_stuck_claims_oldest_first(run, amqp_vhost):
     uncertain_offer(amqp_vhost, offer_key="offer-uncertain")
     _backdate("offer-uncertain", 30)
@@ -169,16 +182,9 @@ def test_reconcile_refuses_an_incomplete_or_unknown_choice_as_a_usage_error(run,
 def test_a_claim_whose_first_publish_may_be_under_way_is_refused_until_it_is_stale(publisher):
     _stuck_claim("offer-in-flight", age_seconds=1)
     with pytest.raises(TradeError, match="is being published"):
-        reconcile_claim(
-            queue="trade_submissions",
-            claim_key="offer-in-flight",
-            resolution=Resolution.CANCEL,
-            operator="ops",
-        )
+        _reconcile("offer-in-flight", Resolution.CANCEL)
     _backdate("offer-in-flight", 120)
-    entry = reconcile_claim(
-        queue="trade_submissions", claim_key="offer-in-flight", resolution=Resolution.CANCEL, operator="ops"
-    )
+    entry = _reconcile("offer-in-flight", Resolution.CANCEL)
     assert entry.status == "cancelled"
 
 
@@ -187,18 +193,10 @@ def test_a_set_aside_claim_that_still_cannot_be_sent_stays_set_aside_and_can_be_
 ):
     _set_aside("offer-spoiled", amqp_vhost)
     with pytest.raises(UnusableTradeClaim, match="not an object"):
-        reconcile_claim(
-            queue="trade_submissions",
-            claim_key="offer-spoiled",
-            resolution=Resolution.REPUBLISH,
-            operator="ops",
-            publisher=publisher,
-        )
+        _reconcile("offer-spoiled", Resolution.REPUBLISH, publisher)
     entry = trades.get_entry("trade_submissions", "offer-spoiled")
     assert entry.status == "set_aside" and entry.resolution is None
-    entry = reconcile_claim(
-        queue="trade_submissions", claim_key="offer-spoiled", resolution=Resolution.CANCEL, operator="ops"
-    )
+    entry = _reconcile("offer-spoiled", Resolution.CANCEL)
     assert (entry.status, entry.resolution) == ("cancelled", "cancel")
     publisher.declare_durable(["trade_submissions"])  # nothing declared it: nothing was ever sent
     assert read_queue("trade_submissions") == []
@@ -207,13 +205,7 @@ def test_a_set_aside_claim_that_still_cannot_be_sent_stays_set_aside_and_can_be_
 def test_republishing_while_the_broker_is_away_leaves_the_claim_pending_for_the_drain(publisher, amqp_vhost):
     uncertain_offer(amqp_vhost, offer_key="offer-1")
     with AmqpPublisher(url="amqp://guest:guest@127.0.0.1:1/%2F", connect_timeout=1) as down:
-        entry = reconcile_claim(
-            queue="trade_submissions",
-            claim_key="offer-1",
-            resolution=Resolution.REPUBLISH,
-            operator="ops",
-            publisher=down,
-        )
+        entry = _reconcile("offer-1", Resolution.REPUBLISH, down)
     assert (entry.status, entry.resolution) == ("pending", "republish")  # known unsent now
     assert trades.redeliverable_trades() == 1 and claims_to_reconcile() == []
 
@@ -224,13 +216,7 @@ def test_operators_racing_to_republish_one_claim_send_it_once(publisher, amqp_vh
     def republish_it(go):
         with AmqpPublisher(url=amqp_vhost) as own:
             go()
-            return reconcile_claim(
-                queue="trade_submissions",
-                claim_key="offer-1",
-                resolution=Resolution.REPUBLISH,
-                operator="ops",
-                publisher=own,
-            )
+            return _reconcile("offer-1", Resolution.REPUBLISH, own)
 
     done, refused = race(republish_it, callers=4)
     assert [e.status for e in done] == ["published"]
@@ -253,9 +239,7 @@ def test_a_claim_cancelled_while_its_first_publish_is_under_way_stays_cancelled(
 
     def an_operator_cancels_it_meanwhile(message):  # the publish hung past the stale age
         _backdate("offer-1", 120)
-        entry = reconcile_claim(
-            queue="trade_submissions", claim_key="offer-1", resolution=Resolution.CANCEL, operator="ops"
-        )
+        entry = _reconcile("offer-1", Resolution.CANCEL)
         assert entry.status == "cancelled"
         send(message)
 
