@@ -1,11 +1,17 @@
 """Dramatiq broker set-up and actors (dispatch, start, stop, sweep, archive backfill, refresh, drain).
 
-Importing this package reads the settings once (MatchListenerEnvironment, as a worker of these actors
-runs listeners: environment, then ``.env``, then defaults) and configures the process's actor runtime
-(``actors.runtime``: the broker BROKER_URL selects, set as Dramatiq's broker, the database and the
-Redis barriers), then
-imports every actor module explicitly, so ``dramatiq actors`` (default queue) and ``dramatiq
-actors --queues match_listeners --threads N`` find all actors. Nothing connects at import time.
+Importing this package reads the settings once (environment, then ``.env``, then defaults) and
+configures the process's actor runtime (``actors.runtime``: the broker BROKER_URL selects, set as
+Dramatiq's broker, the database and the Redis barriers), then imports every actor module explicitly,
+so ``dramatiq actors`` (default queue) and ``dramatiq actors --queues match_listeners --threads N``
+find all actors. Nothing connects at import time.
+
+The settings are a MatchListenerEnvironment: one worker command serves every queue, and a
+match_listeners worker runs listeners in its own process (their worker runtime; LISTENER_DB_CONCURRENCY
+sizes every worker's pool). Actors that run no listener pass them on as the KickoffSettings they also
+are. A process that imports this package only to send messages (the API at boot, the CLI's senders)
+configures the same runtime, while its own settings stay KickoffSettings.
+
 How to declare an actor: see ``actors/broker.py``.
 """
 

@@ -27,7 +27,8 @@ class ActorRuntime:
     """What every actor of this process runs with."""
 
     # Read once at process start (or set by a test): a MatchListenerEnvironment, as this process's
-    # workers may run listeners; an actor that needs no listener setting passes it on as KickoffSettings.
+    # workers may run listeners (actors/__init__.py); an actor that runs no listener passes it on as the
+    # KickoffSettings it also is.
     settings: MatchListenerEnvironment
     barriers: CoordinationStore  # Redis keys on REDIS_URL under REDIS_KEY_PREFIX
     broker: dramatiq.Broker  # Dramatiq's global broker (actors.broker.build_broker)

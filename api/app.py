@@ -24,7 +24,7 @@ from api.openapi import allowed_methods, install_openapi
 from api.routes import actions, apikeys, audit, contract, health, listeners, runs, trades, triggers
 from config.errors import KickoffError
 from config.feed_text import unstorable_text
-from config.settings import MatchListenerEnvironment, load_listener_settings
+from config.settings import KickoffSettings, load_settings
 
 logger = logging.getLogger(__name__)
 
@@ -101,9 +101,9 @@ def _message_of(error: dict[str, Any]) -> str:
     return str(error.get("msg"))
 
 
-def create_app(settings: MatchListenerEnvironment | None = None) -> FastAPI:
-    """Build the application on ``settings`` (default: read from the environment once)."""
-    ctx = ApiContext(settings=settings or load_listener_settings())
+def create_app(settings: KickoffSettings | None = None) -> FastAPI:
+    """Build the application on ``settings`` (default: KickoffSettings read from the environment once)."""
+    ctx = ApiContext(settings=settings or load_settings())
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -7,7 +7,7 @@ import threading
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from config.settings import MatchListenerEnvironment
+from config.settings import KickoffSettings
 from publisher.amqp import AmqpPublisher, publisher_from_settings
 from publisher.trigger_saves import TriggerCommitter
 
@@ -24,12 +24,12 @@ REQUEST_THREADS = 40
 class ApiContext:
     """Settings read once at boot; services opened on first use (a publisher per handler thread).
 
-    The settings are a MatchListenerEnvironment: the listener routes and the console's board dispatch,
-    stop and sweep listeners and judge their heartbeats by the ``listener_*`` settings. Everything else
-    the API passes them to takes KickoffSettings.
+    The settings are KickoffSettings: the API runs no listener. Its listener routes and the console
+    dispatch, stop and sweep listeners and judge their heartbeats by the listener lifecycle settings
+    KickoffSettings holds; a run's own settings are built by the worker that runs it.
     """
 
-    def __init__(self, *, settings: MatchListenerEnvironment) -> None:
+    def __init__(self, *, settings: KickoffSettings) -> None:
         self.settings = settings
         self._local = threading.local()
         self._publishers: list[AmqpPublisher] = []

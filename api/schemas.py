@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from config.settings import MatchListenerEnvironment
+from config.settings import KickoffSettings, MatchListenerEnvironment
 from lifecycle.bulk import ACTIONS as BULK_ACTIONS
 from lifecycle.bulk import BADGES as BULK_BADGES
 from lifecycle.bulk import STATUSES as BULK_STATUSES
@@ -198,7 +198,10 @@ _RUN_BOUNDS: dict[type, float] = {int: 2**31 - 1, float: 1e9}
 
 def _run_setting(name: str) -> tuple[Any, Any]:
     """One per-run setting as a body field: its setting's type, bounded, never required."""
-    info = MatchListenerEnvironment.model_fields[name]
+    # Read from the class that declares it: KickoffSettings holds the run settings every process shares
+    # (the play-by-play timeouts), MatchListenerEnvironment those only a listener reads.
+    holder = KickoffSettings if name in KickoffSettings.model_fields else MatchListenerEnvironment
+    info = holder.model_fields[name]
     annotation = info.annotation
     args = getattr(annotation, "__args__", (annotation,))
     base = next((a for a in args if a is not type(None)), annotation)

@@ -1,13 +1,12 @@
-"""``kickoff config``: show the settings a process would read (secrets masked)."""
+"""``kickoff config``: show the settings a process would read (secrets masked), a listener's included."""
 
 from __future__ import annotations
 
 import click
 
 from cli.common import echo_json, json_option
-from cli.context import CliContext
 from cli.table import echo_table
-from config.settings import env_example
+from config.settings import env_example, load_listener_settings
 
 
 @click.group("config")
@@ -17,10 +16,9 @@ def config_group() -> None:
 
 @config_group.command("show")
 @json_option("Print one object: setting name -> effective value.")
-@click.pass_obj
-def show(obj: CliContext, as_json: bool) -> None:
-    """Print every setting with its effective value; the API key shows as ***."""
-    values = obj.settings.describe()
+def show(as_json: bool) -> None:
+    """Print every setting with its effective value, a listener's too; the API key shows as ***."""
+    values = load_listener_settings().describe()
     if as_json:
         echo_json(values)
         return

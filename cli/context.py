@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from config.settings import MatchListenerEnvironment, load_listener_settings
+from config.settings import KickoffSettings, load_settings
 
 if TYPE_CHECKING:
     from models.audit import Actor
@@ -20,12 +20,12 @@ logger = logging.getLogger(__name__)
 class CliContext:
     """Settings plus lazily opened database and Redis handles for one CLI invocation.
 
-    The settings are a MatchListenerEnvironment: commands run (``kickoff listen``), start, stop and sweep
-    listeners, and ``kickoff config show`` prints every setting. Commands that need no listener setting
-    pass them on as KickoffSettings.
+    The settings are KickoffSettings: the operator commands start, stop, sweep and judge listeners by
+    the listener lifecycle settings it holds. A command that runs a listener (``kickoff listen``) or
+    prints a listener's settings (``kickoff config show``) reads MatchListenerEnvironment itself.
     """
 
-    settings: MatchListenerEnvironment = field(default_factory=load_listener_settings)
+    settings: KickoffSettings = field(default_factory=load_settings)
     verbose: bool = False
     _db_ready: bool = False
 

@@ -31,7 +31,7 @@ from cli.common import json_option
 from cli.context import CliContext
 from cli.processes import ProcessGroup, dramatiq_worker_argv
 from cli.table import render_table
-from config.settings import MatchListenerEnvironment
+from config.settings import KickoffSettings
 
 #: Settings of every demo process (short intervals so the demo takes about two minutes).
 DEMO_ENV = {
@@ -109,11 +109,11 @@ def demo(obj: CliContext, as_json: bool, timeout: float) -> None:
     port = _free_port()
     os.environ["SPORTRADAR_BASE_URL"] = f"http://127.0.0.1:{port}"
 
-    from config.settings import load_listener_settings
+    from config.settings import load_settings
     from models.db import init_database
     from models.migrate import migrate
 
-    settings = load_listener_settings()
+    settings = load_settings()
     migrate(settings.database_url)
     init_database(settings.database_url)
 
@@ -169,7 +169,7 @@ def _play(
     games: list[DemoGame],
     procs: ProcessGroup,
     listener_worker: list[str],
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     *,
     out: Any,
     started: float,
@@ -242,7 +242,7 @@ def _play(
     }
 
 
-def _missing(game: DemoGame, settings: MatchListenerEnvironment) -> int | None:
+def _missing(game: DemoGame, settings: KickoffSettings) -> int | None:
     """How many of the game's events (srsim's play-by-play) its archive lacks or holds in another
     version, or None when the play-by-play cannot be read."""
     import requests
@@ -265,7 +265,7 @@ def _missing(game: DemoGame, settings: MatchListenerEnvironment) -> int | None:
     return len(verdict.missing) + len(verdict.differing)
 
 
-def _row(game: DemoGame, settings: MatchListenerEnvironment) -> dict[str, Any]:
+def _row(game: DemoGame, settings: KickoffSettings) -> dict[str, Any]:
     from listener.archive import archive_path, read_events
     from listener.events import backfilled_from
     from models.boundary import connection

@@ -58,14 +58,16 @@ def listen_command(
     heartbeats, 11 data error, 12 connection error.
     """
     from config.errors import ListenerHeld
+    from config.settings import load_listener_settings
     from lifecycle.listen import listen
 
     obj.log_progress()
+    settings = load_listener_settings()  # this process runs the listener: its own settings too
 
     try:
         result = listen(
             sr_id,
-            settings=obj.settings,
+            settings=settings,
             match_id=match_id,
             league=league,
             sr_env=sr_env,

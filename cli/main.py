@@ -40,7 +40,7 @@ from cli.trigger import trigger
 from cli.up import up
 from config.errors import KickoffError, ListenerStartSettingsError, NotFound
 from config.log import configure_logging
-from config.settings import load_listener_settings
+from config.settings import load_settings
 
 
 def _fail(ctx: click.Context, line: str, code: int) -> None:
@@ -84,7 +84,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     Settings come from keyword options, then the environment, then .env at the repository
     root, then defaults (see `kickoff config show` and .env.example).
     """
-    settings = load_listener_settings()
+    settings = load_settings()
     # A one-shot command prints what it did itself: its INFO logs would say it twice, so it logs
     # warnings only; long-running commands call CliContext.log_progress (LOG_LEVEL).
     level = max(getattr(logging, settings.log_level), logging.WARNING)

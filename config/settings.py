@@ -1,8 +1,22 @@
-"""Settings classes: KickoffSettings for every process, MatchListenerEnvironment for listeners.
+"""Settings classes: KickoffSettings for every process, MatchListenerEnvironment for a listener run.
 
 Precedence, strongest first: keyword arguments > process environment > ``.env`` at the
 repository root > field defaults. Variable names are the field names upper-cased, no prefix.
 Settings are read once at process start and passed down explicitly.
+
+KickoffSettings (``load_settings``) holds everything a process that does not run a listener reads,
+the listener *lifecycle* settings included: the thresholds every process that starts, stops or judges
+listeners shares (dispatch window, heartbeat staleness, worker lease, stop flag TTL, start attempt
+cap) and the play-by-play access an archive verification needs. The API and console, the CLI's
+context and the scheduler read KickoffSettings.
+
+MatchListenerEnvironment (``load_listener_settings``) adds the fields only a running listener reads
+(its body and pipeline, stream, backfill, reconnect, archive flush, the worker runtime's polls and
+hand-off, dry run and test knobs). It is built where a listener runs: ``kickoff listen``, a run's own
+settings (``lifecycle.start.resolve_listener_environment``), and the actor runtime (``actors``):
+one worker command serves every queue, ``dramatiq actors --queues match_listeners`` runs listeners in
+that process, so the runtime reads MatchListenerEnvironment and its actors that run no listener pass
+it on as the KickoffSettings it also is.
 """
 
 from __future__ import annotations
@@ -115,7 +129,8 @@ def check_url_scheme(url: str, schemes: tuple[str, ...]) -> None:
 
 class KickoffSettings(BaseSettings):
     """Every kickoff process's settings: services, publisher, API and console, job runs, workers and
-    scheduler, schedule API, simulator. Everything but a listener's own ``listener_*`` settings."""
+    scheduler, listener lifecycle and play-by-play access, schedule API, simulator. Everything but the
+    ``listener_*`` settings only a running listener reads (MatchListenerEnvironment's own)."""
 
     model_config = SettingsConfigDict(
         env_file=ENV_FILE,
@@ -315,6 +330,44 @@ class KickoffSettings(BaseSettings):
     scheduler_tick_ttl_seconds: PositiveFloat = 3600.0
     """Lifetime of the per-slot key that stops a tick being sent twice."""
 
+    # -- listener lifecycle: read by every process that starts, stops or judges listeners ------
+    # (dispatch, sweep, stop, force-start, the board and the match card, the actor runtime's barriers;
+    # API, console and CLI alike). A listener worker reads them too: they are the thresholds its runs
+    # are judged by.
+    listener_dispatch_within_minutes: NonNegativeInt = 10
+    """Dispatch window after now for pre-game matches (minutes)."""
+    listener_active_max_age_seconds: PositiveFloat = 12 * 3600.0
+    """Dispatch window before now; open rows older are not active."""
+    listener_heartbeat_interval_seconds: PositiveFloat = 30.0
+    """How often a listener writes heartbeat_at on its row."""
+    listener_heartbeat_stale_seconds: NonNegativeFloat = 180.0
+    """A heartbeat older than this is Stale, then Abandoned (14)."""
+    listener_worker_lease_seconds: PositiveFloat = 8.0
+    """Lease of a listener worker process in Redis, renewed every quarter of it: a worker that cannot
+    renew for the lease less LISTENER_LOCK_LOSS_GRACE_SECONDS + LISTENER_STOP_POLL_SECONDS (5 s by default)
+    stops its listeners, and a dead worker's matches start again once it lapses (within 10 s of a kill)."""
+    listener_stop_flag_ttl_seconds: PositiveFloat = 300.0
+    """Lifetime of an operator stop flag; starts in flight are skipped meanwhile."""
+    listener_start_attempt_cap: PositiveInt = 15
+    """Failed starts before a match is exhausted and skipped."""
+    listener_start_attempts_ttl_seconds: PositiveFloat = 12 * 3600.0
+    """Lifetime of the failed-start counter."""
+
+    # -- the feed's play-by-play: a listener's backfill and every process that verifies or backfills
+    # an archive without one (the API, `kickoff matches verify-archive`, the backfill actor) ---------
+    listener_sr_env: str = "trial"
+    """Access level segment of the feed URL (the push stream's and the play-by-play's)."""
+    listener_play_by_play_path: str = "/{league}/{access}/games/{sr_id}/pbp.json"
+    """Path of a game's play-by-play under SPORTRADAR_BASE_URL ({league}, {access}, {sr_id} filled in): what
+    a backfill fetches after a gap. LISTENER_PLAY_BY_PLAY_PATHS overrides it per league."""
+    listener_play_by_play_paths: dict[str, str] = {}
+    """Play-by-play path per league, a JSON object such as
+    {"nfl": "/nfl/{access}/v7/en/games/{sr_id}/pbp.json"}; another league uses LISTENER_PLAY_BY_PLAY_PATH."""
+    listener_connect_timeout_seconds: PositiveFloat = 10.0
+    """Connect timeout of the push stream and of play-by-play fetches."""
+    listener_read_timeout_seconds: PositiveFloat = 30.0
+    """Read timeout of the push stream (heartbeats come every 5 s) and of play-by-play fetches."""
+
     # -- schedule API (league and schedule refresh) ------------------------------
     schedule_access: str = "trial"
     """Access level segment of the schedule API paths."""
@@ -389,10 +442,12 @@ class KickoffSettings(BaseSettings):
 
 
 class MatchListenerEnvironment(KickoffSettings):
-    """A match listener's settings: KickoffSettings plus the ``listener_*`` fields, and nothing else.
+    """A match listener run's settings: KickoffSettings plus the ``listener_*`` fields only a running
+    listener reads, and nothing else.
 
-    What a process that runs listeners (a listener worker, ``kickoff listen``) or starts and stops them
-    (dispatch, start, sweep) reads; every other process reads KickoffSettings.
+    What a process that runs listeners reads (a listener worker, ``kickoff listen``); a process that
+    only starts, stops or judges them (the API, the CLI's operator commands, the scheduler) reads
+    KickoffSettings, which holds the lifecycle settings they share.
     """
 
     listener_dry_run: bool = False
@@ -403,46 +458,22 @@ class MatchListenerEnvironment(KickoffSettings):
     """League segment of the push URL; injected from Match.league."""
     listener_sr_request_match_uuid: str | None = None
     """Sportradar match id to follow; injected from Match.sr_id."""
-    listener_sr_env: str = "trial"
-    """Access level segment of the feed URL."""
     listener_skip_processing: bool = False
     """Record events only; do not run the processing pipeline."""
     listener_body: str = "listener.match_listener:MatchListener"
     """Dotted path (module:attr) of the listener body class (listener.body)."""
     listener_pipeline: str = "listener.pipeline:QuestionPipeline"
     """Dotted path (module:attr) of the event processing pipeline."""
-    listener_heartbeat_interval_seconds: PositiveFloat = 30.0
-    """How often a listener writes heartbeat_at on its row."""
-    listener_heartbeat_stale_seconds: NonNegativeFloat = 180.0
-    """A heartbeat older than this is Stale, then Abandoned (14)."""
     listener_stop_poll_seconds: PositiveFloat = 1.0
     """How often a worker polls Redis for operator stop flags."""
     listener_max_consecutive_heartbeats: PositiveInt = 360
     """Exit 10 after this many stream heartbeats with no event."""
     listener_status_reload_heartbeats: PositiveInt = 50
     """Reload Match.status every this many idle stream heartbeats."""
-    listener_active_max_age_seconds: PositiveFloat = 12 * 3600.0
-    """Dispatch window before now; open rows older are not active."""
-    listener_start_attempt_cap: PositiveInt = 15
-    """Failed starts before a match is exhausted and skipped."""
-    listener_start_attempts_ttl_seconds: PositiveFloat = 12 * 3600.0
-    """Lifetime of the failed-start counter."""
-    listener_connect_timeout_seconds: PositiveFloat = 10.0
-    """Connect timeout of the push stream."""
-    listener_read_timeout_seconds: PositiveFloat = 30.0
-    """Read timeout of the push stream (heartbeats come every 5 s)."""
 
-    # -- lifecycle (dispatch, start, stop, sweep) ---------------------------------
-    listener_dispatch_within_minutes: NonNegativeInt = 10
-    """Dispatch window after now for pre-game matches (minutes)."""
-    listener_stop_flag_ttl_seconds: PositiveFloat = 300.0
-    """Lifetime of an operator stop flag; starts in flight are skipped meanwhile."""
+    # -- the listener worker's runtime (lock loss, reaper, hand-off) and test knobs ------
     listener_lock_loss_grace_seconds: NonNegativeFloat = 2.0
     """A listener that cannot extend its start lock stops this long before the lock expires."""
-    listener_worker_lease_seconds: PositiveFloat = 8.0
-    """Lease of a listener worker process in Redis, renewed every quarter of it: a worker that cannot
-    renew for the lease less LISTENER_LOCK_LOSS_GRACE_SECONDS + LISTENER_STOP_POLL_SECONDS (5 s by default)
-    stops its listeners, and a dead worker's matches start again once it lapses (within 10 s of a kill)."""
     listener_reaper_poll_seconds: PositiveFloat = 0.5
     """How often every listener worker looks for open rows whose worker lease is gone, abandons them and
     starts their matches again at once (its own thread: never delays the lease's renewal)."""
@@ -465,12 +496,6 @@ class MatchListenerEnvironment(KickoffSettings):
     """Framing to ask the feed for: sse | ndjson (the response content type decides)."""
     listener_stream_path: str = "/{league}/{access}/stream/en/events/subscribe"
     """Path of the push stream under SPORTRADAR_BASE_URL ({league}, {access} filled in)."""
-    listener_play_by_play_path: str = "/{league}/{access}/games/{sr_id}/pbp.json"
-    """Path of a game's play-by-play under SPORTRADAR_BASE_URL ({league}, {access}, {sr_id} filled in): what
-    a backfill fetches after a gap. LISTENER_PLAY_BY_PLAY_PATHS overrides it per league."""
-    listener_play_by_play_paths: dict[str, str] = {}
-    """Play-by-play path per league, a JSON object such as
-    {"nfl": "/nfl/{access}/v7/en/games/{sr_id}/pbp.json"}; another league uses LISTENER_PLAY_BY_PLAY_PATH."""
     listener_backfill: bool = True
     """Recover the events a gap missed (a reconnect, a takeover, a long silence) from a resume replay when the
     feed offers one, else from the play-by-play. Off: gaps are recorded but not recovered."""
@@ -569,5 +594,5 @@ def load_settings(**overrides: Any) -> KickoffSettings:
 
 
 def load_listener_settings(**overrides: Any) -> MatchListenerEnvironment:
-    """Read MatchListenerEnvironment once (a process that runs or starts listeners); see load_settings."""
+    """Read MatchListenerEnvironment once (a process that runs listeners); see load_settings."""
     return _read(MatchListenerEnvironment, overrides)

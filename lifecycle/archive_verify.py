@@ -32,7 +32,7 @@ from config.errors import (
     PlayByPlayUnusable,
     StreamConnectionError,
 )
-from config.settings import KickoffSettings, MatchListenerEnvironment, mask_url
+from config.settings import KickoffSettings, mask_url
 from lifecycle.match_ref import resolve_match
 from listener.archive import EventArchive, archive_path, read_events, shortcode_for
 from listener.backfill import merge
@@ -95,7 +95,7 @@ def _messages(path: Path) -> list[Any]:
         return []
 
 
-def fetch_match_play_by_play(match: Match, *, settings: MatchListenerEnvironment) -> PlayByPlay:
+def fetch_match_play_by_play(match: Match, *, settings: KickoffSettings) -> PlayByPlay:
     """The match's play-by-play; PlayByPlayUnavailable / PlayByPlayUnusable when it cannot be had."""
     url = play_by_play_url(settings, league=match.league.name, sr_id=match.sr_id)
     with requests.Session() as session:
@@ -131,7 +131,7 @@ def _verify(match: Match, path: Path, pbp: PlayByPlay, *, backfilled: int = 0) -
     )
 
 
-def verify_match_archive(match_ref: str, *, settings: MatchListenerEnvironment) -> ArchiveVerification:
+def verify_match_archive(match_ref: str, *, settings: KickoffSettings) -> ArchiveVerification:
     """Compare the archive of the match ``match_ref`` names with its play-by-play; store the outcome."""
     match = resolve_match(match_ref)
     pbp = fetch_match_play_by_play(match, settings=settings)
@@ -143,7 +143,7 @@ def _has_open_row(match_id: str) -> bool:
 
 
 def backfill_match_archive(
-    match_ref: str, *, settings: MatchListenerEnvironment, barriers: CoordinationStore
+    match_ref: str, *, settings: KickoffSettings, barriers: CoordinationStore
 ) -> ArchiveVerification:
     """Merge what the match's archive lacks from its play-by-play, then verify and store the outcome.
 

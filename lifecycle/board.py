@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from config.errors import MatchNotFound
-from config.settings import MatchListenerEnvironment
+from config.settings import KickoffSettings
 from lifecycle.sql.board import (
     board_change_token,
     board_row_of_match,
@@ -141,7 +141,7 @@ def _select(
     match_id: str | None,
     *,
     redis_ids: Iterable[str],
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     now: datetime,
     match_ids: Sequence[str] | None = None,
 ) -> list[tuple[Any, ...]]:
@@ -186,7 +186,7 @@ class BoardCache:
     full_reads: int = 0
 
 
-def _change_token(settings: MatchListenerEnvironment) -> tuple[datetime, tuple[Any, ...]]:
+def _change_token(settings: KickoffSettings) -> tuple[datetime, tuple[Any, ...]]:
     return board_change_token(
         always=sorted(DISPATCH_ALWAYS),
         in_window=sorted(DISPATCH_IN_WINDOW),
@@ -201,7 +201,7 @@ def _entry(
     *,
     now: datetime,
     alive: set[str],
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
 ) -> BoardEntry:
     """One board entry from its row (lifecycle.sql.board.ROW_COLUMNS), its Redis counters and the leases."""
     attempts, exhausted, pending = counts
@@ -270,7 +270,7 @@ def _counters(
 
 def listener_board(
     *,
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     barriers: CoordinationStore,
     match_id: str | None = None,
     match_ids: Sequence[str] | None = None,

@@ -28,7 +28,7 @@ from typing import Any
 
 from config.clock import utcnow
 from config.errors import BulkConflict, BulkInvalid, KickoffError
-from config.settings import MatchListenerEnvironment
+from config.settings import KickoffSettings
 from lifecycle.board import NO_RUN, listener_board
 from lifecycle.cleanup import set_auto_dispatch, stop_match_listener
 from lifecycle.dispatch import Sender, request_start
@@ -160,7 +160,7 @@ def _check(action: str, flt: BulkFilter, reason: str | None) -> str:
 
 
 def select_matches(
-    flt: BulkFilter, *, settings: MatchListenerEnvironment, barriers: CoordinationStore
+    flt: BulkFilter, *, settings: KickoffSettings, barriers: CoordinationStore
 ) -> list[BulkMatch]:
     """The matches of ``flt`` by league and sr_id, each with its board badge.
 
@@ -207,7 +207,7 @@ def preview_bulk(
     action: str,
     flt: BulkFilter,
     *,
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     barriers: CoordinationStore,
     actor: Actor,
     reason: str | None,
@@ -258,7 +258,7 @@ def _act_on(
     action: str,
     match_id: str,
     *,
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     barriers: CoordinationStore,
     send: Sender | None,
     actor: Actor,
@@ -298,7 +298,7 @@ def run_bulk(
     flt: BulkFilter,
     confirm: str,
     *,
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     barriers: CoordinationStore,
     send: Sender | None,
     actor: Actor,

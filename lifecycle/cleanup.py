@@ -28,7 +28,7 @@ from typing import Any
 
 from config.errors import KickoffError, LockNotOwned, ServiceUnavailable
 from config.set_aside import SetAside, setting_aside
-from config.settings import MatchListenerEnvironment
+from config.settings import KickoffSettings
 from lifecycle.sql import rows
 from lifecycle.start import load_match
 from models.audit import Actor, record_audit
@@ -52,7 +52,7 @@ def _in_order(closed: Iterable[rows.ClosedRow]) -> list[rows.ClosedRow]:
 def reap_dead_workers(
     match_ids: Iterable[str] | None = None,
     *,
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     barriers: CoordinationStore,
     aside: list[SetAside] | None = None,
 ) -> list[rows.ClosedRow]:
@@ -85,7 +85,7 @@ def reap_dead_workers(
 
 def release_locks_of_fenced_runs(
     *,
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     barriers: CoordinationStore,
     aside: list[SetAside] | None = None,
 ) -> list[str]:
@@ -141,7 +141,7 @@ def release_locks_of_fenced_runs(
 ORPHAN_RESTART_EVERY_SECONDS = 60.0
 
 
-def orphans_of_fenced_runs(*, settings: MatchListenerEnvironment, barriers: CoordinationStore) -> list[str]:
+def orphans_of_fenced_runs(*, settings: KickoffSettings, barriers: CoordinationStore) -> list[str]:
     """Matches a fenced or abandoned run left with nothing to restart them: to be dispatched again.
 
     A run that fenced itself (16) or was abandoned (14) leaves its start lock and pending key
@@ -202,7 +202,7 @@ def _clear_barriers_of_dead(
     return cleared
 
 
-def _holder_silent(row: rows.ClosedRow, settings: MatchListenerEnvironment) -> bool:
+def _holder_silent(row: rows.ClosedRow, settings: KickoffSettings) -> bool:
     """Whether the row's holder must already have stopped itself (so its lock may be deleted).
 
     A holder whose row writes fail keeps extending its lock through Redis and only stops itself
@@ -217,7 +217,7 @@ def _holder_silent(row: rows.ClosedRow, settings: MatchListenerEnvironment) -> b
 def release_dead_holders_locks(
     closed: Iterable[rows.ClosedRow],
     *,
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     barriers: CoordinationStore,
     aside: list[SetAside] | None = None,
 ) -> int:
@@ -239,7 +239,7 @@ def release_dead_holders_locks(
 def after_abandon(
     closed: list[rows.ClosedRow],
     *,
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     barriers: CoordinationStore,
     aside: list[SetAside] | None = None,
 ) -> set[str]:
@@ -335,7 +335,7 @@ def enqueue_backfills(
 def sweep_stale_match_listeners(
     *,
     heartbeat_stale_seconds: float | None = None,
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     barriers: CoordinationStore,
     send_backfill: Callable[[str], None] | None = None,
 ) -> SweepResult:
@@ -425,7 +425,7 @@ class StopResult:
 def stop_match_listener(
     match_id: str,
     *,
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     barriers: CoordinationStore,
     stopped_by: str = "operator",
     actor: Actor | None = None,

@@ -19,7 +19,7 @@ from typing import Any
 
 from config.errors import KickoffError, LockNotOwned, ServiceUnavailable, StartAttemptsExhausted
 from config.set_aside import SetAside, set_aside
-from config.settings import MatchListenerEnvironment
+from config.settings import KickoffSettings
 from lifecycle.cleanup import after_abandon
 from lifecycle.sql import rows
 from lifecycle.start import find_candidates, stored_settings_problem
@@ -135,7 +135,7 @@ def dispatch_upcoming_match_listeners(
     *,
     within_minutes: int | None = None,
     is_test: bool | None = None,
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     barriers: CoordinationStore,
     send: Sender,
     send_batch: BatchSender | None = None,
@@ -175,7 +175,7 @@ def dispatch_upcoming_match_listeners(
 def dispatch_matches(
     match_ids: list[str],
     *,
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     barriers: CoordinationStore,
     send_batch: BatchSender,
 ) -> DispatchResult:
@@ -207,7 +207,7 @@ def _dispatch(
     *,
     within: int,
     is_test: bool | None,
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     barriers: CoordinationStore,
     send: Sender,
     send_batch: BatchSender | None,

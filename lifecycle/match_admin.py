@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from config.errors import KickoffError
-from config.settings import KickoffSettings, MatchListenerEnvironment
+from config.settings import KickoffSettings
 from lifecycle.board import listener_board
 from lifecycle.start import RUN_SETTINGS, load_match, validate_listener_settings
 from listener.archive import TextLog, archive_path, read_events, shortcode_for
@@ -64,7 +64,7 @@ def run_log_tail(
 
 
 def match_detail(
-    match_id: str, *, settings: MatchListenerEnvironment, barriers: CoordinationStore, runs_limit: int = 20
+    match_id: str, *, settings: KickoffSettings, barriers: CoordinationStore, runs_limit: int = 20
 ) -> dict[str, Any]:
     """The match, its per-match listener settings, its newest runs (with their gap counts), its Redis
     barriers and its archive (path, events, last verification: the stored object or None)."""

@@ -29,7 +29,7 @@ import requests
 
 from config.clock import utcnow
 from config.errors import PlayByPlayError, StreamConnectionError, StreamDataError
-from config.settings import MatchListenerEnvironment, mask_url
+from config.settings import KickoffSettings, mask_url
 from listener.events import FROM_PLAY_BY_PLAY, EventIndex
 from listener.stream import feed_get
 
@@ -47,7 +47,7 @@ class PlayByPlay:
     events: list[dict[str, Any]]
 
 
-def play_by_play_url(settings: MatchListenerEnvironment, *, league: str, sr_id: str) -> str:
+def play_by_play_url(settings: KickoffSettings, *, league: str, sr_id: str) -> str:
     """The play-by-play URL of one game (no key in it)."""
     template = settings.listener_play_by_play_paths.get(league.lower()) or settings.listener_play_by_play_path
     path = template.format(league=league.lower(), access=settings.listener_sr_env, sr_id=sr_id)

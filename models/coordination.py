@@ -59,7 +59,7 @@ from redis.exceptions import ClusterDownError, LockError, LockNotOwnedError, Out
 from redis.lock import Lock
 
 from config.errors import LockNotOwned, RedisCommandRefused, RedisUnavailable
-from config.settings import mask_url
+from config.settings import KickoffSettings, mask_url
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -349,22 +349,16 @@ class CoordinationStore(CoordinationKeys):
         self._scripts: dict[str, Script] = {}
 
     @classmethod
-    def from_settings(cls, settings: Any, client: redis.Redis | None = None) -> CoordinationStore:
-        """Build from a MatchListenerEnvironment (a KickoffSettings: listener values at their defaults)."""
-        kwargs: dict[str, Any] = {}
-        for attr, name in (
-            ("listener_heartbeat_stale_seconds", "stale_seconds"),
-            ("listener_active_max_age_seconds", "active_max_age_seconds"),
-            ("listener_start_attempts_ttl_seconds", "attempts_ttl_seconds"),
-            ("listener_start_attempt_cap", "attempt_cap"),
-        ):
-            if hasattr(settings, attr):
-                kwargs[name] = getattr(settings, attr)
+    def from_settings(cls, settings: KickoffSettings, client: redis.Redis | None = None) -> CoordinationStore:
+        """Build from the settings: REDIS_URL, REDIS_KEY_PREFIX and the listener lifecycle thresholds."""
         return cls(
             client or connect_redis(settings.redis_url),
             prefix=settings.redis_key_prefix,
             url=settings.redis_url,
-            **kwargs,
+            stale_seconds=settings.listener_heartbeat_stale_seconds,
+            active_max_age_seconds=settings.listener_active_max_age_seconds,
+            attempts_ttl_seconds=settings.listener_start_attempts_ttl_seconds,
+            attempt_cap=settings.listener_start_attempt_cap,
         )
 
     def _script(self, source: str) -> Script:

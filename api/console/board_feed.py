@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from prometheus_client import Counter as PromCounter
     from prometheus_client import Gauge
 
-    from config.settings import MatchListenerEnvironment
+    from config.settings import KickoffSettings
     from models.coordination import CoordinationStore
 
 logger = logging.getLogger(__name__)
@@ -225,7 +225,7 @@ class BoardHub:
     def __init__(
         self,
         *,
-        settings: MatchListenerEnvironment,
+        settings: KickoffSettings,
         barriers: Callable[[], CoordinationStore],
         rows_template: Template,
         reads: PromCounter,

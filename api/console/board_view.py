@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from config.settings import MatchListenerEnvironment
+from config.settings import KickoffSettings
 from lifecycle.board import BoardCache, BoardEntry, listener_board
 from models.badges import Badge
 from models.coordination import CoordinationStore
@@ -60,7 +60,7 @@ class RowsCache:
 def board_rows(
     flt: BoardFilter,
     *,
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     barriers: CoordinationStore,
     cache: RowsCache | None = None,
 ) -> tuple[list[BoardRow], list[str]]:

@@ -6,6 +6,7 @@ import json
 import logging
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -96,8 +97,76 @@ def test_a_listener_environment_is_kickoff_settings_plus_listener_settings_only(
     own = own_fields(MatchListenerEnvironment)
     assert "listener_dry_run" in own
     assert [name for name in own if not name.startswith("listener_")] == []
-    assert [name for name in KickoffSettings.model_fields if name.startswith("listener_")] == []
     assert own_fields(KickoffSettings) == list(KickoffSettings.model_fields)
+
+
+#: The code that runs a listener (its body, a run's start and the worker's runtime, ``kickoff listen``):
+#: the only code that may read a setting KickoffSettings lacks. ``listener/play_by_play.py`` is not in it:
+#: its play_by_play_url builds the URL an archive verification fetches too.
+LISTENER_RUN_CODE = (
+    "listener/",
+    "lifecycle/listen.py",
+    "lifecycle/start.py",
+    "lifecycle/start_match.py",
+    "lifecycle/runtime.py",
+    "cli/listen.py",
+    "actors/runtime.py",  # the worker's runtime: LISTENER_DB_CONCURRENCY sizes its pool
+)
+SHARED_WITH_LISTENERS = ("listener/play_by_play.py",)
+
+
+def _listener_settings_read_outside_a_listener_run() -> dict[str, list[str]]:
+    """``{field: [where]}`` of each ``listener_*`` setting code that runs no listener reads (an attribute)."""
+    import ast
+
+    from tests.project import ROOT, product_modules
+
+    names = {name for name in MatchListenerEnvironment.model_fields if name.startswith("listener_")}
+    found: dict[str, list[str]] = {}
+    for path in product_modules():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(LISTENER_RUN_CODE) and rel not in SHARED_WITH_LISTENERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=rel)):
+            if isinstance(node, ast.Attribute) and node.attr in names:
+                found.setdefault(node.attr, []).append(f"{rel}:{node.lineno}")
+    return found
+
+
+def test_code_that_runs_no_listener_reads_only_kickoff_settings():
+    read = _listener_settings_read_outside_a_listener_run()
+    assert "listener_heartbeat_stale_seconds" in read  # the scan sees the lifecycle code
+    only_a_listeners = {
+        name: where for name, where in read.items() if name not in KickoffSettings.model_fields
+    }
+    assert only_a_listeners == {}, "move these to KickoffSettings' listener lifecycle section"
+
+
+def test_kickoff_settings_hold_no_setting_only_a_listener_reads():
+    read = _listener_settings_read_outside_a_listener_run()
+    lifecycle = [name for name in KickoffSettings.model_fields if name.startswith("listener_")]
+    assert "listener_dispatch_within_minutes" in lifecycle
+    assert [name for name in lifecycle if name not in read] == [], "only a listener reads these"
+
+
+def test_the_api_and_the_cli_read_kickoff_settings_not_a_listeners(clean_env):
+    from api.app import create_app
+    from cli.context import CliContext
+
+    assert type(create_app().state.ctx.settings) is KickoffSettings
+    seen: list[object] = []
+
+    @cli.command("probe-settings")
+    @click.pass_obj
+    def probe(obj: CliContext) -> None:
+        seen.append(obj.settings)
+
+    try:
+        result = CliRunner().invoke(cli, ["probe-settings"])
+    finally:
+        cli.commands.pop("probe-settings")
+    assert result.exit_code == 0, result.output
+    assert [type(s) for s in seen] == [KickoffSettings]
 
 
 def test_each_loader_builds_its_own_class(clean_env):
