@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pika
 import pytest
 
+from config.clock import utcnow
 from models.db import database
 from publisher import trades
-from publisher.amqp import AmqpPublisher
+from publisher.amqp import AmqpPublisher, OutgoingMessage
+from publisher.outbox import insert_row
+from publisher.queues import LINEUP_UPDATES
 from publisher.triggers import DraftPickRequest, LineupRequest, WaiverRequest
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -75,6 +79,20 @@ def counter(publisher: AmqpPublisher, **kw: Any) -> trades.TradeResult:
     """Stage a valid counter-offer (Sleeper ids) through ``trades.stage_counter``; ``kw`` overrides."""
     own = {"publication_key": "p1", "trade_id": "t1"}
     return trades.stage_counter(publisher=publisher, **_trade_args(own, ["6794"], ["4046"], kw))
+
+
+def due_rows(n: int, queue: str = LINEUP_UPDATES) -> list[str]:
+    """``n`` pending outbox rows due now (bodies ``{"i": 0}``, ``{"i": 1}``...), in one transaction;
+    their message ids in insertion order."""
+    ids = [str(uuid.uuid4()) for _ in range(n)]
+    with database.atomic():
+        for i, message_id in enumerate(ids):
+            insert_row(
+                message=OutgoingMessage(queue=queue, body={"i": i}, message_id=message_id),
+                tracking_id=None,
+                next_attempt_at=utcnow(),
+            )
+    return ids
 
 
 def count(table: str, where: str = "TRUE", params: tuple[Any, ...] = ()) -> int:

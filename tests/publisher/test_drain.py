@@ -19,28 +19,14 @@ from publisher.drain import drain_outbox, drain_outbox_concurrently
 from publisher.outbox import backoff_delay, insert_row, outbox_report, retry_dead
 from publisher.queues import LINEUP_UPDATES, WAIVER_ACTIONS
 from publisher.triggers import TriggerStatus, trigger_lineup
-from tests.publisher.helpers import count, lineup, never_confirming, reject_all
-
-
-def _rows(n: int, queue: str = LINEUP_UPDATES) -> list[str]:
-    ids = []
-    with database.atomic():
-        for i in range(n):
-            message_id = str(uuid.uuid4())
-            insert_row(
-                message=OutgoingMessage(queue=queue, body={"i": i}, message_id=message_id),
-                tracking_id=None,
-                next_attempt_at=utcnow(),
-            )
-            ids.append(message_id)
-    return ids
+from tests.publisher.helpers import count, due_rows, lineup, never_confirming, reject_all
 
 
 def _one_row_unconfirmed(
     amqp_vhost: str, pub_settings: Any, monkeypatch: pytest.MonkeyPatch, *, confirm_timeout: float
 ) -> tuple[AmqpPublisher, Any]:
     """One due row, a publisher whose confirms never come, and settings that retry a row after a minute."""
-    _rows(1)
+    due_rows(1)
     silent = never_confirming(AmqpPublisher(url=amqp_vhost, confirm_timeout=confirm_timeout), monkeypatch)
     no_retry_yet = pub_settings.model_copy(
         update={"outbox_backoff_base_seconds": 60.0, "outbox_backoff_max_seconds": 60.0}
@@ -49,7 +35,7 @@ def _one_row_unconfirmed(
 
 
 def test_due_rows_are_published_in_batches_and_marked_published(publisher, pub_settings, read_queue):
-    ids = _rows(1200)
+    ids = due_rows(1200)
     report = drain_outbox(publisher=publisher, settings=pub_settings, batch_size=500)
     assert report.batches == 3 and report.published == 1200
     assert count("outbox_messages", "status = 'published' AND published_at IS NOT NULL") == 1200
@@ -64,7 +50,7 @@ def test_backoff_doubles_per_attempt_up_to_the_maximum(settings):
 def test_an_unreachable_broker_never_uses_up_attempts_however_long_it_lasts(
     db, fresh_queues, pub_settings, frozen_clock
 ):
-    _rows(1)
+    due_rows(1)
     down = AmqpPublisher(url="amqp://guest:guest@127.0.0.1:1/%2F", connect_timeout=1)
     tries = pub_settings.outbox_max_attempts * 3
     for _ in range(tries):
@@ -83,7 +69,7 @@ def test_an_unreachable_broker_never_uses_up_attempts_however_long_it_lasts(
 def test_a_batch_failed_by_an_outage_is_recorded_in_one_statement_with_each_rows_backoff(
     db, fresh_queues, pub_settings, frozen_clock, caplog
 ):
-    _rows(4)
+    due_rows(4)
     database.execute_sql("UPDATE outbox_messages SET tries = id - 1")  # tries 0, 1, 2, 3
     down = AmqpPublisher(url="amqp://guest:guest@127.0.0.1:1/%2F", connect_timeout=1)
     with caplog.at_level("WARNING", logger="publisher.outbox"):
@@ -179,8 +165,8 @@ def test_a_missing_queue_leaves_the_row_pending_with_an_error_naming_the_queue(
     publisher, pub_settings, frozen_clock
 ):
     publisher.delete_queue(WAIVER_ACTIONS)
-    _rows(2, WAIVER_ACTIONS)
-    _rows(1, LINEUP_UPDATES)
+    due_rows(2, WAIVER_ACTIONS)
+    due_rows(1, LINEUP_UPDATES)
     report = drain_outbox(publisher=publisher, settings=pub_settings)
     assert report.published == 1 and report.failed == 2
     rows = database.execute_sql(
@@ -193,7 +179,7 @@ def test_a_missing_queue_leaves_the_row_pending_with_an_error_naming_the_queue(
 
 
 def test_status_reports_backlog_and_the_oldest_pending_age(db, pub_settings, frozen_clock):
-    _rows(3)
+    due_rows(3)
     frozen_clock.advance(seconds=90)
     report = outbox_report()
     assert report.backlog == 3 and report.oldest_pending_age_seconds == pytest.approx(90)
@@ -201,7 +187,7 @@ def test_status_reports_backlog_and_the_oldest_pending_age(db, pub_settings, fro
 
 
 def test_two_drains_at_once_never_publish_a_row_twice(publisher, pub_settings, amqp_vhost, read_queue):
-    _rows(3000)
+    due_rows(3000)
     made: list[AmqpPublisher] = []
 
     def own_publisher() -> AmqpPublisher:
@@ -220,7 +206,7 @@ def test_two_drains_at_once_never_publish_a_row_twice(publisher, pub_settings, a
 def test_a_crash_between_publish_and_mark_republishes_with_the_same_message_id(
     publisher, pub_settings, read_queue, monkeypatch
 ):
-    [message_id] = _rows(1)
+    [message_id] = due_rows(1)
 
     def crash(*args, **kwargs):
         raise SystemExit("killed between publish and mark")

@@ -8,35 +8,22 @@ as unavailable (never sent: the rest of the batch stops at the turn that finds t
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 
-from config.clock import utcnow
 from models.db import database
-from publisher.amqp import AmqpPublisher, OutgoingMessage, read_messages
+from publisher.amqp import AmqpPublisher, read_messages
 from publisher.amqp_link import AmqpLink
 from publisher.drain import drain_batch, drain_outbox
-from publisher.outbox import insert_row, outbox_report
+from publisher.outbox import outbox_report
 from publisher.queues import LINEUP_UPDATES
 from tests.faultproxy import FaultProxy
+from tests.publisher.helpers import due_rows
 from tests.waiting import wait_for
 
 BATCH = 20 * AmqpLink.FLUSH_EVERY
 #: The batch's hundred (FLUSH_EVERY messages) whose flush turn meets the cut: early, so the turns
 #: after it find the link lost before the batch is all encoded, even on a loaded machine.
 CUT_AT = 3
-
-
-def _rows(n: int) -> list[str]:
-    ids = [str(uuid.uuid4()) for _ in range(n)]
-    with database.atomic():
-        for i, message_id in enumerate(ids):
-            insert_row(
-                message=OutgoingMessage(queue=LINEUP_UPDATES, body={"i": i}, message_id=message_id),
-                tracking_id=None,
-                next_attempt_at=utcnow(),
-            )
-    return ids
 
 
 def _first_errors() -> dict[str, str]:
@@ -51,7 +38,7 @@ def _first_errors() -> dict[str, str]:
 def test_a_cut_between_flush_turns_loses_nothing_and_repeats_only_what_was_sent(
     fresh_queues, db, pub_settings, amqp_vhost
 ):
-    ids = _rows(BATCH)
+    ids = due_rows(BATCH)
     # The chunk that carries one of the CUT_AT-th hundred reaches the socket on a flush turn early in
     # the batch (one id of a hundred cannot straddle every chunk).
     flush = AmqpLink.FLUSH_EVERY
