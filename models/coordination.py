@@ -237,7 +237,28 @@ def _text(raw: Any) -> str | None:
     return raw.decode() if isinstance(raw, bytes) else raw
 
 
-class TokenLock:
+class TokenLockContext:
+    """``with lock:`` of a token lock: try once to take it (the value is True when taken), and
+    release it on exit when held. ``TokenLock`` and the tests' in-memory lock both use it."""
+
+    token: str | None
+
+    def acquire(self, token: str | None = None) -> bool:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.token is not None:
+            with contextlib.suppress(LockNotOwned):
+                self.release()
+
+
+class TokenLock(TokenLockContext):
     """A token-safe lock on one key; ``token`` identifies the holder across processes."""
 
     def __init__(self, client: redis.Redis, key: str, *, ttl_seconds: float, url: str) -> None:
@@ -281,14 +302,6 @@ class TokenLock:
         """Whether anyone holds the lock."""
         return bool(self._lock.locked())
 
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.token is not None:
-            with contextlib.suppress(LockNotOwned):
-                self.release()
-
 
 def _key_of(name: str) -> Callable[[CoordinationKeys, object], str]:
     """A key-name method: ``{prefix}{name}{ident}`` for a match, message or lease id."""
@@ -330,20 +343,35 @@ class CoordinationKeys:
     def stop_channel(self) -> str:
         return self.prefix + STOP_CHANNEL
 
+    @property
+    def match_key_families(self) -> tuple[Callable[[object], str], ...]:
+        """The key families a match leaves behind (``matches_with_keys``): pending, attempts,
+        exhausted and stop flag."""
+        return (self.pending_key, self.attempts_key, self.exhausted_key, self.stop_flag_key)
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class CoordinationThresholds:
+    """The TTLs and the attempt cap a coordination store is built with (keyword-only fields).
+
+    ``CoordinationStore`` and the tests' in-memory store both take them from here.
+    """
+
+    stale_seconds: float = 180.0
+    active_max_age_seconds: float = 12 * 3600.0
+    attempts_ttl_seconds: float = 12 * 3600.0
+    attempt_cap: int = 15
+    coordination_lock_seconds: float = 60.0
+
 
 @dataclass(eq=False, repr=False)
-class CoordinationStore(CoordinationKeys):
+class CoordinationStore(CoordinationKeys, CoordinationThresholds):
     """Owner of every kickoff key in Redis; see the module table for keys and TTLs."""
 
     client: redis.Redis
     _: KW_ONLY
     prefix: str
     url: str
-    stale_seconds: float = 180.0
-    active_max_age_seconds: float = 12 * 3600.0
-    attempts_ttl_seconds: float = 12 * 3600.0
-    attempt_cap: int = 15
-    coordination_lock_seconds: float = 60.0
 
     def __post_init__(self) -> None:
         self._scripts: dict[str, Script] = {}
@@ -468,10 +496,7 @@ class CoordinationStore(CoordinationKeys):
     @_redis_errors
     def matches_with_keys(self) -> set[str]:
         """Match ids that have a pending, attempts, exhausted or stop-flag key (SCAN per key family)."""
-        found: set[str] = set()
-        for key_of in (self.pending_key, self.attempts_key, self.exhausted_key, self.stop_flag_key):
-            found.update(self._ids_of(key_of))
-        return found
+        return {match_id for key_of in self.match_key_families for match_id in self._ids_of(key_of)}
 
     def _read_each(
         self, match_ids: Sequence[str], *reads: tuple[str, Callable[[object], str]]

@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
@@ -32,6 +32,8 @@ from models.coordination import (
     SWEEP_LOCK,
     CoordinationKeys,
     CoordinationStore,
+    CoordinationThresholds,
+    TokenLockContext,
     connect_redis,
     tick_slot,
 )
@@ -39,14 +41,8 @@ from models.coordination import (
 P = ParamSpec("P")
 R = TypeVar("R")
 
-#: The thresholds a store is built with (CoordinationStore' fields of the same names).
-THRESHOLDS = (
-    "stale_seconds",
-    "active_max_age_seconds",
-    "attempts_ttl_seconds",
-    "attempt_cap",
-    "coordination_lock_seconds",
-)
+#: The thresholds a store is built with (the fields of ``CoordinationThresholds``).
+THRESHOLDS = tuple(f.name for f in fields(CoordinationThresholds))
 
 
 class ManualClock:
@@ -76,7 +72,7 @@ def _served(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-class MemoryTokenLock:
+class MemoryTokenLock(TokenLockContext):
     """``models.coordination.TokenLock`` on the fake store: token-safe, non-blocking, with a TTL."""
 
     def __init__(self, store: MemoryCoordinationStore, key: str, *, ttl_seconds: float) -> None:
@@ -125,14 +121,6 @@ class MemoryTokenLock:
         self.store.answer()
         return self.store._value(self.key) is not None
 
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.token is not None:
-            with contextlib.suppress(LockNotOwned):
-                self.release()
-
 
 class MemorySubscription:
     """A subscription to the fake store's stop channel (``stop_subscription``)."""
@@ -150,17 +138,13 @@ class MemorySubscription:
 
 
 @dataclass(eq=False)
-class MemoryCoordinationStore(CoordinationKeys):
-    """The coordination store in memory; see the module docstring."""
+class MemoryCoordinationStore(CoordinationKeys, CoordinationThresholds):
+    """The coordination store in memory; see the module docstring. The thresholds
+    (``CoordinationThresholds``) are keyword-only, as the real store's."""
 
     prefix: str = "kickoff:"
     url: str = "memory://"
     clock: Callable[[], float] = time.time
-    stale_seconds: float = 180.0
-    active_max_age_seconds: float = 12 * 3600.0
-    attempts_ttl_seconds: float = 12 * 3600.0
-    attempt_cap: int = 15
-    coordination_lock_seconds: float = 60.0
     down: bool = False  # every call raises RedisUnavailable (a Redis that does not answer)
     mu: threading.RLock = field(default_factory=threading.RLock, repr=False)
     subscriptions: list[MemorySubscription] = field(default_factory=list, repr=False)
@@ -332,10 +316,7 @@ class MemoryCoordinationStore(CoordinationKeys):
 
     @_served
     def matches_with_keys(self) -> set[str]:
-        found: set[str] = set()
-        for key_of in (self.pending_key, self.attempts_key, self.exhausted_key, self.stop_flag_key):
-            found.update(self._ids_of(key_of))
-        return found
+        return {match_id for key_of in self.match_key_families for match_id in self._ids_of(key_of)}
 
     # -- locks -------------------------------------------------------------------------
 

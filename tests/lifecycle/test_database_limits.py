@@ -4,6 +4,8 @@ client-side deadline for each statement."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -11,6 +13,21 @@ from config.errors import DatabaseUnavailable
 from models.boundary import connection, transaction
 from models.db import client_deadline_seconds, database, database_errors, init_database
 from tests.faultproxy import FaultProxy
+
+
+@contextmanager
+def _through_a_proxy(
+    lsettings, *, pool: int, connect_timeout_seconds: float, statement_timeout_seconds: float
+) -> Iterator[FaultProxy]:
+    """The database reached through a FaultProxy the test breaks (init_database with these limits)."""
+    with FaultProxy(("127.0.0.1", 5432)) as proxy:
+        init_database(
+            proxy.url_via(lsettings.database_url),
+            connect_timeout_seconds=connect_timeout_seconds,
+            statement_timeout_seconds=statement_timeout_seconds,
+            pool_max_connections=pool,
+        )
+        yield proxy
 
 
 def test_a_statement_running_longer_than_the_statement_timeout_fails_instead_of_hanging(lsettings, rebind):
@@ -38,13 +55,9 @@ def test_a_statement_on_a_black_holed_link_fails_at_its_client_deadline_instead_
 ):
     """The server never hears it, so its statement timeout cannot help; nor do keepalives (the
     link's TCP still answers). The client-side deadline shuts the connection: DatabaseUnavailable."""
-    with FaultProxy(("127.0.0.1", 5432)) as proxy:
-        init_database(
-            proxy.url_via(lsettings.database_url),
-            connect_timeout_seconds=1,
-            statement_timeout_seconds=1,
-            pool_max_connections=pool,
-        )
+    with _through_a_proxy(
+        lsettings, pool=pool, connect_timeout_seconds=1, statement_timeout_seconds=1
+    ) as proxy:
         deadline = client_deadline_seconds(connect_timeout_seconds=1, statement_timeout_seconds=1)
         with database_errors():
             database.execute_sql("SELECT 1")  # connected through the proxy
@@ -70,13 +83,9 @@ def test_postgresql_going_away_inside_a_connection_scope_is_database_unavailable
     """A listener's store calls run inside ``connection()`` scopes; a connection lost in one (a
     statement, a transaction's commit) is DatabaseUnavailable on its way out, never an error of the
     scope's own bookkeeping, and once PostgreSQL is back the same scope's next statement reconnects."""
-    with FaultProxy(("127.0.0.1", 5432)) as proxy:
-        init_database(
-            proxy.url_via(lsettings.database_url),
-            connect_timeout_seconds=2,
-            statement_timeout_seconds=5,
-            pool_max_connections=pool,
-        )
+    with _through_a_proxy(
+        lsettings, pool=pool, connect_timeout_seconds=2, statement_timeout_seconds=5
+    ) as proxy:
         with connection():
             with connection(), database_errors():  # a store call's own scope, nested
                 assert database.execute_sql("SELECT 1").fetchone() == (1,)
