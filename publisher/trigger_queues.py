@@ -2,11 +2,11 @@
 
 A ``TriggerQueue`` names the RabbitMQ queue and its request model (``publisher.trigger_requests``:
 one pydantic model for the library, the API and the CLI), the idempotency key recipe and the
-inputs it needs beyond the request, the key's release TTL (a setting), the route under
-``/v1/trigger``, the ``kickoff trigger`` command and its help, the key scope the route needs and
-the AsyncAPI channel and message that describe what is published. From the declarations come
-``publisher.queues``' lists, the key release TTL, the API's trigger routes and their scope, the CLI
-commands and options, the HTTP client's paths and the contract check
+inputs it needs beyond the request, the key's release TTL (a setting), the ``kickoff trigger``
+command and its help (the command is also the route under ``/v1/trigger``), the key scope the
+route needs and the AsyncAPI channel and message that describe what is published. From the
+declarations come ``publisher.queues``' lists, the key release TTL, the API's trigger routes and
+their scope, the CLI commands and options, the HTTP client's paths and the contract check
 (``publisher.contract.check_trigger_queue``). docs/adding-a-trigger-queue.md walks through adding one.
 
 ``publisher.triggers.send`` sends a queue's request: with the queue's save builder
@@ -17,6 +17,7 @@ commands and options, the HTTP client's paths and the contract check
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from publisher.trigger_requests import DraftPickRequest, LineupRequest, TriggerR
 ROUTE_PREFIX = "/v1/trigger"
 #: The needs a trigger route may declare (api.auth.Need's keyed ones).
 SCOPES = ("read", "trigger", "operator", "admin")
+#: What a command may be: it is both `kickoff trigger COMMAND` and the route's last path segment.
+COMMAND_PATTERN = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,7 @@ class TriggerQueue:
 
     name: str  # the RabbitMQ queue (the outbox publishes to it)
     request: type[TriggerRequest]  # the request model (library, API body, CLI options)
-    route: str  # the path under ROUTE_PREFIX, e.g. "/lineup"
-    command: str  # `kickoff trigger COMMAND`
+    command: str  # `kickoff trigger COMMAND` and the route `POST ROUTE_PREFIX/COMMAND`
     summary: str  # one line: the route's description and the command's first help line
     help: str = ""  # more of the command's --help
     route_help: str = ""  # more of the route's description (OpenAPI)
@@ -80,10 +82,18 @@ class TriggerQueue:
     def __post_init__(self) -> None:
         if not (isinstance(self.request, type) and issubclass(self.request, TriggerRequest)):
             raise TypeError(f"trigger queue {self.name}: request must be a TriggerRequest model")
-        if not self.route.startswith("/"):
-            raise ValueError(f"trigger queue {self.name}: route {self.route!r} must start with /")
+        if not COMMAND_PATTERN.fullmatch(self.command):
+            raise ValueError(
+                f"trigger queue {self.name}: command {self.command!r} is not a lowercase word "
+                "(letters, digits, dashes): it is also the route"
+            )
         if self.scope not in SCOPES:
             raise ValueError(f"trigger queue {self.name}: scope {self.scope!r} is not one of {SCOPES}")
+
+    @property
+    def route(self) -> str:
+        """The route's path under ROUTE_PREFIX: the command, e.g. ``/draft-pick``."""
+        return f"/{self.command}"
 
     @property
     def path(self) -> str:
@@ -146,6 +156,19 @@ def _draft_key(request: TriggerRequest, _inputs: Mapping[str, Any]) -> str | Non
     return draft_key(league_id=request.league_id, pick_number=request.value("pick_number"), espn_id=espn)
 
 
+#: The season and week of the lineup and waiver keys: part of the key and, as decision_inputs, of
+#: its ``:s<season>w<week>`` suffix (``idempotency.effective_key``); without both no key is sent.
+SEASON_WEEK = (
+    KeyInput(
+        "season",
+        "--season",
+        "Season (part of the key and its suffix; no key is sent without season and week).",
+        decision_input=True,
+    ),
+    KeyInput("week", "--week", "Week (part of the key and its suffix).", decision_input=True),
+)
+
+
 def _job_name() -> str:
     """The CronJob's Job name (downward API), else ``cli``."""
     return os.environ.get("JOB_NAME", "cli")
@@ -154,14 +177,12 @@ def _job_name() -> str:
 LINEUP = TriggerQueue(
     name="lineup_updates",
     request=LineupRequest,
-    route="/lineup",
     command="lineup",
     summary="Queue a lineup change (lineup_updates).",
     help="A swap ending in `:ir` is an IR move a waiver claim can chain behind.",
     key=_lineup_key,
     key_inputs=(
-        KeyInput("season", "--season", "Season (part of the key and its suffix).", decision_input=True),
-        KeyInput("week", "--week", "Week (part of the key and its suffix).", decision_input=True),
+        *SEASON_WEEK,
         KeyInput("job_name", "--job-name", "Job name in the key.", type=str, default=_job_name),
     ),
     ttl="idempotency_ttl_lineup_seconds",
@@ -172,17 +193,13 @@ LINEUP = TriggerQueue(
 WAIVER = TriggerQueue(
     name="waiver_actions",
     request=WaiverRequest,
-    route="/waiver",
     command="waiver",
     summary="Queue a waiver claim (waiver_actions), optionally chained behind an IR move.",
     help="With --after it waits for that IR move (and must not --drop).",
     key=_waiver_key,
     key_inputs=(
         KeyInput("ir_player_id", "--ir-player", "ESPN id moved to IR (part of the key)."),
-        KeyInput(
-            "season", "--season", "Season (no key is sent without season and week).", decision_input=True
-        ),
-        KeyInput("week", "--week", "Week.", decision_input=True),
+        *SEASON_WEEK,
     ),
     ttl="idempotency_ttl_waiver_seconds",
     channel="waiverActions",
@@ -193,7 +210,6 @@ WAIVER = TriggerQueue(
 DRAFT_PICK = TriggerQueue(
     name="draft_targets",
     request=DraftPickRequest,
-    route="/draft-pick",
     command="draft-pick",
     summary="Queue a draft target (draft_targets) that expires with its pick.",
     route_help="409 for a filled or expired pick or a dead target, 503 if not delivered (retry with the "

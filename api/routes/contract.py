@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from fastapi import APIRouter
 from fastapi.responses import Response
 
@@ -10,33 +13,35 @@ from publisher.contract import contract_json, contract_text
 
 router = APIRouter(tags=["contract"])
 
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
 
-@router.get(
+
+def _document_route(path: str, *, media_type: str, description: str) -> Callable[[Endpoint], Endpoint]:
+    """``GET path``: the contract as ``media_type``, for anyone (no key); ``description`` is its 200's."""
+    return router.get(
+        path,
+        dependencies=[requires(Need.PUBLIC)],
+        response_class=Response,
+        responses={
+            200: {"description": description, "content": {media_type: {"schema": {"type": "object"}}}}
+        },
+    )
+
+
+@_document_route(
     "/asyncapi.yaml",
-    dependencies=[requires(Need.PUBLIC)],
-    response_class=Response,
-    responses={
-        200: {
-            "description": "The AsyncAPI 3.0 document of the RabbitMQ queues (docs/asyncapi.yaml).",
-            "content": {"application/yaml": {"schema": {"type": "object"}}},
-        }
-    },
+    media_type="application/yaml",
+    description="The AsyncAPI 3.0 document of the RabbitMQ queues (docs/asyncapi.yaml).",
 )
 def asyncapi_yaml() -> Response:
     """The AsyncAPI 3.0 contract of the queues kickoff publishes to, as written (YAML)."""
     return Response(contract_text(), media_type="application/yaml")
 
 
-@router.get(
+@_document_route(
     "/asyncapi.json",
-    dependencies=[requires(Need.PUBLIC)],
-    response_class=Response,
-    responses={
-        200: {
-            "description": "The same AsyncAPI document as /asyncapi.yaml, as JSON.",
-            "content": {"application/json": {"schema": {"type": "object"}}},
-        }
-    },
+    media_type="application/json",
+    description="The same AsyncAPI document as /asyncapi.yaml, as JSON.",
 )
 def asyncapi_json() -> Response:
     """The same contract as JSON."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
@@ -25,6 +26,8 @@ from publisher.trades import TradeResult, TradeStatus
 
 router = APIRouter(prefix="/v1/trade", tags=["trades"])
 
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
+
 DUPLICATE_ANSWER = "The key is already claimed: the claim as it stands (duplicate), nothing sent."
 
 # A new claim is accepted: published (confirmed), pending (saved, the broker did not answer: the
@@ -41,17 +44,23 @@ STATUS_CODES = {
 }
 
 
+def _claim_route(path: str, *, league: LeagueFrom = LeagueFrom.BODY) -> Callable[[Endpoint], Endpoint]:
+    """``POST path``, a route that claims a key and publishes: trigger keys of the league (named by
+    ``league``), answered by ``answer`` (202 new, 200 duplicate, 409, 502)."""
+    return router.post(
+        path,
+        dependencies=[requires(Need.TRIGGER, league=league)],
+        status_code=202,
+        responses={**also_200(DUPLICATE_ANSWER), **error_responses(409, 502)},
+    )
+
+
 def answer(result: TradeResult) -> JSONResponse:
     """The trade answer with its status code (see STATUS_CODES)."""
     return JSONResponse(result.as_json(), status_code=STATUS_CODES[result.status])
 
 
-@router.post(
-    "/offers/{offer_key}/approve",
-    dependencies=[requires(Need.TRIGGER, league=LeagueFrom.BODY)],
-    status_code=202,
-    responses={**also_200(DUPLICATE_ANSWER), **error_responses(409, 502)},
-)
+@_claim_route("/offers/{offer_key}/approve")
 def approve_offer(offer_key: PathId, body: OfferApproveBody, request: Request) -> JSONResponse:
     """Approve an offer: claim ``offer_key``, publish to trade_submissions (ESPN ids)."""
     result = trades.submit_offer(
@@ -67,12 +76,7 @@ def approve_offer(offer_key: PathId, body: OfferApproveBody, request: Request) -
     return answer(result)
 
 
-@router.post(
-    "/incoming/{trade_id}/decision",
-    dependencies=[requires(Need.TRIGGER, league=LeagueFrom.BODY)],
-    status_code=202,
-    responses={**also_200(DUPLICATE_ANSWER), **error_responses(409, 502)},
-)
+@_claim_route("/incoming/{trade_id}/decision")
 def decide(trade_id: PathId, body: DecisionBody, request: Request) -> JSONResponse:
     """Accept or reject an incoming trade: claim the decision key (default: the trade id)."""
     result = trades.respond_to_trade(
@@ -87,24 +91,14 @@ def decide(trade_id: PathId, body: DecisionBody, request: Request) -> JSONRespon
     return answer(result)
 
 
-@router.post(
-    "/incoming/{trade_id}/decision/retry",
-    dependencies=[requires(Need.TRIGGER, league=LeagueFrom.DECISION)],
-    status_code=202,
-    responses={**also_200(DUPLICATE_ANSWER), **error_responses(409, 502)},
-)
+@_claim_route("/incoming/{trade_id}/decision/retry", league=LeagueFrom.DECISION)
 def retry_decision(trade_id: PathId, request: Request, body: DecisionRetryBody | None = None) -> JSONResponse:
     """Publish a failed or pending decision again with its message id (409 otherwise)."""
     key = (body.decision_key if body else None) or trade_id
     return answer(trades.retry_decision(decision_key=key, publisher=ctx_of(request).publisher()))
 
 
-@router.post(
-    "/incoming/{trade_id}/counter",
-    dependencies=[requires(Need.TRIGGER, league=LeagueFrom.BODY)],
-    status_code=202,
-    responses={**also_200(DUPLICATE_ANSWER), **error_responses(409, 502)},
-)
+@_claim_route("/incoming/{trade_id}/counter")
 def counter(trade_id: PathId, body: CounterBody, request: Request) -> JSONResponse:
     """Stage a counter-offer on trade_negotiations (Sleeper ids), claimed by ``publication_key``."""
     result = trades.stage_counter(

@@ -47,7 +47,6 @@ class KeeperRequest(TriggerRequest):
 KEEPER = TriggerQueue(
     name="keeper_designations",
     request=KeeperRequest,
-    route="/keeper",
     command="keeper",
     summary="Queue a keeper designation (keeper_designations).",
     help="The worker marks the player as kept on ESPN.",
@@ -210,11 +209,23 @@ def test_every_declared_ttl_resolves_to_a_positive_duration(queue, settings):
     assert queue.release_ttl(settings) > timedelta(0)
 
 
-def test_a_declaration_with_an_unknown_scope_or_a_relative_route_is_refused_at_once():
+def test_the_route_is_the_command():
+    assert [q.path for q in trigger_queues()] == [
+        f"{ROUTE_PREFIX}/lineup",
+        f"{ROUTE_PREFIX}/waiver",
+        f"{ROUTE_PREFIX}/draft-pick",
+    ]
+
+
+@pytest.mark.parametrize("command", ["/keeper", "keeper designation", "Keeper", "keeper-", "keeper/x"])
+def test_a_command_that_cannot_be_a_route_segment_is_refused_at_once(command):
+    with pytest.raises(ValueError, match="is not a lowercase word"):
+        TriggerQueue(**{**vars(KEEPER), "command": command})
+
+
+def test_a_declaration_with_an_unknown_scope_is_refused_at_once():
     with pytest.raises(ValueError, match="scope 'operater' is not one of"):
         TriggerQueue(**{**vars(KEEPER), "scope": "operater"})
-    with pytest.raises(ValueError, match="must start with /"):
-        TriggerQueue(**{**vars(KEEPER), "route": "keeper"})
 
 
 def test_a_queue_name_cannot_be_declared_twice():
