@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pendulum
-from dramatiq.middleware import Middleware, SkipMessage
+from dramatiq.middleware import Middleware, MiddlewareError, SkipMessage
 from periodiq import PeriodiqMiddleware
 
 from config.log import set_log_context
@@ -142,15 +142,25 @@ class ScheduledTickMiddleware(PeriodiqMiddleware):
             raise SkipMessage()
 
 
-class WorkerHooks(Middleware):
-    """Run registered callbacks when a worker process has booted and when it starts a graceful shutdown.
+class BootCheckFailed(MiddlewareError):
+    """A worker boot check failed: the worker process stops before its threads start.
 
-    The listener lifecycle registers a boot hook (a listener worker takes its lease and starts
-    reaping dead workers' runs at once) and a shutdown hook (running listeners end with a
-    recorded exit instead of leaving their rows open).
+    A MiddlewareError, which Dramatiq lets out of the worker's boot (it logs any other one and
+    boots on): the worker process exits and the ``dramatiq`` command stops its other processes.
+    """
+
+
+class WorkerHooks(Middleware):
+    """Run registered callbacks as a worker process boots and when it starts a graceful shutdown.
+
+    The listener lifecycle registers a boot check (a listener worker reads its listener settings
+    before its threads start: an invalid one stops it), a boot hook (a listener worker takes its
+    lease and starts reaping dead workers' runs at once) and a shutdown hook (running listeners
+    end with a recorded exit instead of leaving their rows open).
     """
 
     def __init__(self) -> None:
+        self._checks: list[Callable[[Any], None]] = []
         self._boot: list[Callable[[Any], None]] = []
         self._hooks: list[Callable[[], None]] = []
         self._lock = threading.Lock()
@@ -158,11 +168,23 @@ class WorkerHooks(Middleware):
     def adopt(self, other: WorkerHooks) -> None:
         """Take over the hooks registered with ``other`` (a broker replaced by another)."""
         with other._lock:
-            boot, hooks = list(other._boot), list(other._hooks)
+            checks, boot, hooks = list(other._checks), list(other._boot), list(other._hooks)
+        for check in checks:
+            self.register_boot_check(check)
         for hook in boot:
             self.register_boot(hook)
         for plain in hooks:
             self.register(plain)
+
+    def register_boot_check(self, check: Callable[[Any], None]) -> None:
+        """Call ``check(worker)`` (once) before the worker process starts its threads.
+
+        An exception it raises is logged and stops the worker process (BootCheckFailed; Dramatiq
+        then stops the whole command): no message is taken by a worker that cannot run it.
+        """
+        with self._lock:
+            if check not in self._checks:
+                self._checks.append(check)
 
     def register_boot(self, hook: Callable[[Any], None]) -> None:
         """Call ``hook(worker)`` (once) after the worker process booted."""
@@ -175,6 +197,16 @@ class WorkerHooks(Middleware):
         with self._lock:
             if hook not in self._hooks:
                 self._hooks.append(hook)
+
+    def before_worker_boot(self, broker: Any, worker: Any) -> None:
+        with self._lock:
+            checks = list(self._checks)
+        for check in checks:
+            try:
+                check(worker)
+            except Exception as exc:
+                logger.critical("worker boot check %s failed; the worker stops: %s", check.__name__, exc)
+                raise BootCheckFailed(f"{check.__name__}: {exc}") from exc
 
     def after_worker_boot(self, broker: Any, worker: Any) -> None:
         with self._lock:
