@@ -165,15 +165,22 @@ class WorkerHooks(Middleware):
         self._hooks: list[Callable[[], None]] = []
         self._lock = threading.Lock()
 
+    def _add(self, registry: list[Callable[..., None]], hook: Callable[..., None]) -> None:
+        with self._lock:
+            if hook not in registry:
+                registry.append(hook)
+
+    def _copy(self, registry: list[Callable[..., None]]) -> list[Callable[..., None]]:
+        with self._lock:
+            return list(registry)
+
     def adopt(self, other: WorkerHooks) -> None:
         """Take over the hooks registered with ``other`` (a broker replaced by another)."""
-        with other._lock:
-            checks, boot, hooks = list(other._checks), list(other._boot), list(other._hooks)
-        for check in checks:
+        for check in other._copy(other._checks):
             self.register_boot_check(check)
-        for hook in boot:
+        for hook in other._copy(other._boot):
             self.register_boot(hook)
-        for plain in hooks:
+        for plain in other._copy(other._hooks):
             self.register(plain)
 
     def register_boot_check(self, check: Callable[[Any], None]) -> None:
@@ -182,26 +189,18 @@ class WorkerHooks(Middleware):
         An exception it raises is logged and stops the worker process (BootCheckFailed; Dramatiq
         then stops the whole command): no message is taken by a worker that cannot run it.
         """
-        with self._lock:
-            if check not in self._checks:
-                self._checks.append(check)
+        self._add(self._checks, check)
 
     def register_boot(self, hook: Callable[[Any], None]) -> None:
         """Call ``hook(worker)`` (once) after the worker process booted."""
-        with self._lock:
-            if hook not in self._boot:
-                self._boot.append(hook)
+        self._add(self._boot, hook)
 
     def register(self, hook: Callable[[], None]) -> None:
         """Call ``hook()`` (once) at the start of the worker's graceful shutdown."""
-        with self._lock:
-            if hook not in self._hooks:
-                self._hooks.append(hook)
+        self._add(self._hooks, hook)
 
     def before_worker_boot(self, broker: Any, worker: Any) -> None:
-        with self._lock:
-            checks = list(self._checks)
-        for check in checks:
+        for check in self._copy(self._checks):
             try:
                 check(worker)
             except Exception as exc:
@@ -209,18 +208,14 @@ class WorkerHooks(Middleware):
                 raise BootCheckFailed(f"{check.__name__}: {exc}") from exc
 
     def after_worker_boot(self, broker: Any, worker: Any) -> None:
-        with self._lock:
-            hooks = list(self._boot)
-        for hook in hooks:
+        for hook in self._copy(self._boot):
             try:
                 hook(worker)
             except Exception:
                 logger.exception("worker boot hook %r failed", hook)
 
     def before_worker_shutdown(self, broker: Any, worker: Any) -> None:
-        with self._lock:
-            hooks = list(self._hooks)
-        for hook in hooks:
+        for hook in self._copy(self._hooks):
             try:
                 hook()
             except Exception:
