@@ -1,16 +1,18 @@
 """Dramatiq broker set-up and actors (dispatch, start, stop, sweep, archive backfill, refresh, drain).
 
-Importing this package reads the settings once (environment, then ``.env``, then defaults) and
-configures the process's actor runtime (``actors.runtime``: the broker BROKER_URL selects, set as
+Importing this package reads the KickoffSettings once (environment, then ``.env``, then defaults)
+and configures the process's actor runtime (``actors.runtime``: the broker BROKER_URL selects, set as
 Dramatiq's broker, the database and the Redis barriers), then imports every actor module explicitly,
 so ``dramatiq actors`` (default queue) and ``dramatiq actors --queues match_listeners --threads N``
 find all actors. Nothing connects at import time.
 
-The settings are a MatchListenerEnvironment: one worker command serves every queue, and a
-match_listeners worker runs listeners in its own process (their worker runtime; LISTENER_DB_CONCURRENCY
-sizes every worker's pool). Actors that run no listener pass them on as the KickoffSettings they also
-are. A process that imports this package only to send messages (the API at boot, the CLI's senders)
-configures the same runtime, while its own settings stay KickoffSettings.
+The settings only a running listener reads (MatchListenerEnvironment's own ``listener_*`` fields)
+are not read here: a process that imports this package only to send messages (the API at boot, the
+console, the CLI's senders, the scheduler) never reads them, so a bad value of one cannot stop it.
+A worker that consumes
+``match_listeners`` reads them when it boots, before its threads take a message
+(``actors.runtime.listener_settings``): a bad value stops that worker at start, naming the setting,
+and its runtime then runs on them (LISTENER_DB_CONCURRENCY sizes its database pool).
 
 How to declare an actor: see ``actors/broker.py``.
 """
@@ -19,9 +21,9 @@ from __future__ import annotations
 
 from actors import runtime
 from actors.reporting import init_reporting
-from config.settings import load_listener_settings
+from config.settings import load_settings
 
-_settings = load_listener_settings()
+_settings = load_settings()
 init_reporting(_settings)  # before the broker: the Dramatiq integration hooks brokers built after it
 runtime.configure(_settings)
 

@@ -19,7 +19,7 @@ from actors.batch import enqueue_many
 from actors.broker import QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS, broker_errors, worker_hooks
 from actors.draining import gate_starts_on, resume_taking_starts, stop_taking_starts
 from actors.rabbitmq import settle_early
-from actors.runtime import ActorRuntime, current
+from actors.runtime import ActorRuntime, current, listener_settings
 from config.errors import KickoffError, ListenerRunFailed
 from lifecycle import cleanup, dispatch, start_match
 from lifecycle.dispatch import StartMessage
@@ -39,6 +39,7 @@ def services() -> ListenerServices:
     process's runs over to successor starts queued for other workers (lifecycle.runtime
     ``shutdown_all``).
     """
+    settings = listener_settings()
     rt = current()
 
     def reap() -> list[str]:
@@ -61,7 +62,7 @@ def services() -> ListenerServices:
 
     svc = ListenerServices.for_process(
         lambda: ListenerServices(
-            settings=rt.settings, barriers=rt.barriers, reap=reap, redispatch=redispatch, hand_over=hand_over
+            settings=settings, barriers=rt.barriers, reap=reap, redispatch=redispatch, hand_over=hand_over
         )
     )
     hooks = worker_hooks(rt.broker)
@@ -72,10 +73,32 @@ def services() -> ListenerServices:
 
 
 def register_boot_hook() -> None:
-    """Have every worker process of this broker run ``start_listener_services`` once booted."""
+    """Have every worker process of this broker run ``read_listener_settings`` before its threads start
+    and ``start_listener_services`` once booted."""
     hooks = worker_hooks(current().broker)
     if hooks is not None:
+        hooks.register_boot_check(read_listener_settings)
         hooks.register_boot(start_listener_services)
+
+
+def runs_listeners(worker: dramatiq.Worker) -> bool:
+    """Whether ``worker`` consumes ``match_listeners``: its ``--queues`` name it, or it has none.
+
+    Dramatiq keeps ``--queues`` as ``consumer_whitelist`` (None: every queue); a Worker has no ``queues``.
+    """
+    queues = getattr(worker, "consumer_whitelist", None)
+    return not queues or QUEUE_MATCH_LISTENERS in queues
+
+
+def read_listener_settings(worker: dramatiq.Worker) -> None:
+    """Before a worker's threads start: one that runs listeners reads its MatchListenerEnvironment.
+
+    ``actors.runtime.listener_settings``: an invalid ``LISTENER_*`` value stops that worker at start
+    (BootCheckFailed, from the ConfigurationError naming the setting), before it takes a message. A
+    worker of the ``default`` queue only, like every process that only sends messages, never reads them.
+    """
+    if runs_listeners(worker):
+        listener_settings()
 
 
 def start_listener_services(worker: dramatiq.Worker) -> None:
@@ -84,8 +107,7 @@ def start_listener_services(worker: dramatiq.Worker) -> None:
     So a listener worker that (re)starts after another one was killed restarts the dead one's
     matches within seconds, before any start message reaches it.
     """
-    queues = getattr(worker, "queues", None)
-    if queues is None or QUEUE_MATCH_LISTENERS in queues:
+    if runs_listeners(worker):
         resume_taking_starts()
         svc = services()
         # A start needs the lease (and Redis): without it, leave the starts to workers that have it.
@@ -161,6 +183,7 @@ def start_match_listener(
 
     ``handoff``: sent by a worker's graceful shutdown while the match still streams there.
     """
+    settings = listener_settings()
     rt = current()
     message = CurrentMessage.get_current_message()
     reporting.tag_listener_start(str(match_id))
@@ -170,7 +193,7 @@ def start_match_listener(
             overrides,
             force,
             message_id=message.message_id if message is not None else None,
-            settings=rt.settings,
+            settings=settings,
             barriers=rt.barriers,
             services=services(),
             on_consumed=(lambda: settle_early(message)) if message is not None else None,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pendulum
-from dramatiq.middleware import Middleware, SkipMessage
+from dramatiq.middleware import Middleware, MiddlewareError, SkipMessage
 from periodiq import PeriodiqMiddleware
 
 from config.log import set_log_context
@@ -142,53 +142,80 @@ class ScheduledTickMiddleware(PeriodiqMiddleware):
             raise SkipMessage()
 
 
-class WorkerHooks(Middleware):
-    """Run registered callbacks when a worker process has booted and when it starts a graceful shutdown.
+class BootCheckFailed(MiddlewareError):
+    """A worker boot check failed: the worker process stops before its threads start.
 
-    The listener lifecycle registers a boot hook (a listener worker takes its lease and starts
-    reaping dead workers' runs at once) and a shutdown hook (running listeners end with a
-    recorded exit instead of leaving their rows open).
+    A MiddlewareError, which Dramatiq lets out of the worker's boot (it logs any other one and
+    boots on): the worker process exits and the ``dramatiq`` command stops its other processes.
+    """
+
+
+class WorkerHooks(Middleware):
+    """Run registered callbacks as a worker process boots and when it starts a graceful shutdown.
+
+    The listener lifecycle registers a boot check (a listener worker reads its listener settings
+    before its threads start: an invalid one stops it), a boot hook (a listener worker takes its
+    lease and starts reaping dead workers' runs at once) and a shutdown hook (running listeners
+    end with a recorded exit instead of leaving their rows open).
     """
 
     def __init__(self) -> None:
+        self._checks: list[Callable[[Any], None]] = []
         self._boot: list[Callable[[Any], None]] = []
         self._hooks: list[Callable[[], None]] = []
         self._lock = threading.Lock()
 
+    def _add(self, registry: list[Callable[..., None]], hook: Callable[..., None]) -> None:
+        with self._lock:
+            if hook not in registry:
+                registry.append(hook)
+
+    def _copy(self, registry: list[Callable[..., None]]) -> list[Callable[..., None]]:
+        with self._lock:
+            return list(registry)
+
     def adopt(self, other: WorkerHooks) -> None:
         """Take over the hooks registered with ``other`` (a broker replaced by another)."""
-        with other._lock:
-            boot, hooks = list(other._boot), list(other._hooks)
-        for hook in boot:
+        for check in other._copy(other._checks):
+            self.register_boot_check(check)
+        for hook in other._copy(other._boot):
             self.register_boot(hook)
-        for plain in hooks:
+        for plain in other._copy(other._hooks):
             self.register(plain)
+
+    def register_boot_check(self, check: Callable[[Any], None]) -> None:
+        """Call ``check(worker)`` (once) before the worker process starts its threads.
+
+        An exception it raises is logged and stops the worker process (BootCheckFailed; Dramatiq
+        then stops the whole command): no message is taken by a worker that cannot run it.
+        """
+        self._add(self._checks, check)
 
     def register_boot(self, hook: Callable[[Any], None]) -> None:
         """Call ``hook(worker)`` (once) after the worker process booted."""
-        with self._lock:
-            if hook not in self._boot:
-                self._boot.append(hook)
+        self._add(self._boot, hook)
 
     def register(self, hook: Callable[[], None]) -> None:
         """Call ``hook()`` (once) at the start of the worker's graceful shutdown."""
-        with self._lock:
-            if hook not in self._hooks:
-                self._hooks.append(hook)
+        self._add(self._hooks, hook)
+
+    def before_worker_boot(self, broker: Any, worker: Any) -> None:
+        for check in self._copy(self._checks):
+            try:
+                check(worker)
+            except Exception as exc:
+                logger.critical("worker boot check %s failed; the worker stops: %s", check.__name__, exc)
+                raise BootCheckFailed(f"{check.__name__}: {exc}") from exc
 
     def after_worker_boot(self, broker: Any, worker: Any) -> None:
-        with self._lock:
-            hooks = list(self._boot)
-        for hook in hooks:
+        for hook in self._copy(self._boot):
             try:
                 hook(worker)
             except Exception:
                 logger.exception("worker boot hook %r failed", hook)
 
     def before_worker_shutdown(self, broker: Any, worker: Any) -> None:
-        with self._lock:
-            hooks = list(self._hooks)
-        for hook in hooks:
+        for hook in self._copy(self._hooks):
             try:
                 hook()
             except Exception:

@@ -1,9 +1,11 @@
 """The actor runtime: one per process, configured once (settings, Redis barriers, database, broker).
 
-``actors/__init__.py`` calls ``configure`` with the settings read at process start, before it
+``actors/__init__.py`` calls ``configure`` with the KickoffSettings read at process start, before it
 imports the actor modules; every actor reads ``current()`` when it runs, never a copy of its own.
-A test process configures it again with its run's settings: the broker is rebuilt only when
-BROKER_URL or BROKER_NAMESPACE changed, and then every actor declared so far moves to it.
+A process that runs listeners reads its MatchListenerEnvironment once, when a listener worker boots
+(``listener_settings``), and the runtime is configured again with it. A test process configures it
+again with its run's settings: the broker is rebuilt only when BROKER_URL or BROKER_NAMESPACE
+changed, and then every actor declared so far moves to it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 import dramatiq
 
 from config.errors import ConfigurationError
-from config.settings import KickoffSettings, MatchListenerEnvironment
+from config.settings import KickoffSettings, MatchListenerEnvironment, listener_settings_of
 from models.coordination import CoordinationStore
 from models.db import init_database, pool_size
 
@@ -26,16 +28,16 @@ logger = logging.getLogger(__name__)
 class ActorRuntime:
     """What every actor of this process runs with."""
 
-    # Read once at process start (or set by a test): a MatchListenerEnvironment, as this process's
-    # workers may run listeners (actors/__init__.py); an actor that runs no listener passes it on as the
-    # KickoffSettings it also is.
-    settings: MatchListenerEnvironment
+    # Read once at process start (or set by a test): KickoffSettings (actors/__init__.py); in a process
+    # that runs listeners, its MatchListenerEnvironment once read (``listener_settings``).
+    settings: KickoffSettings
     barriers: CoordinationStore  # Redis keys on REDIS_URL under REDIS_KEY_PREFIX
     broker: dramatiq.Broker  # Dramatiq's global broker (actors.broker.build_broker)
 
 
 _current: ActorRuntime | None = None
 _mu = threading.Lock()
+_listeners_mu = threading.Lock()
 
 
 def _same_broker(a: KickoffSettings, b: KickoffSettings) -> bool:
@@ -43,8 +45,16 @@ def _same_broker(a: KickoffSettings, b: KickoffSettings) -> bool:
     return all(getattr(a, f) == getattr(b, f) for f in fields)
 
 
+def _pool_size(settings: KickoffSettings) -> int:
+    """DATABASE_POOL_MAX_CONNECTIONS; unset, room for LISTENER_DB_CONCURRENCY where listeners run."""
+    listener_slots = settings.listener_db_concurrency if isinstance(settings, MatchListenerEnvironment) else 0
+    return pool_size(
+        pool_max_connections=settings.database_pool_max_connections, listener_db_concurrency=listener_slots
+    )
+
+
 def configure(
-    settings: MatchListenerEnvironment,
+    settings: KickoffSettings,
     *,
     broker: dramatiq.Broker | None = None,
     barriers: CoordinationStore | None = None,
@@ -80,10 +90,7 @@ def configure(
             settings.database_url,
             connect_timeout_seconds=settings.database_connect_timeout_seconds,
             statement_timeout_seconds=settings.database_statement_timeout_seconds,
-            pool_max_connections=pool_size(
-                pool_max_connections=settings.database_pool_max_connections,
-                listener_db_concurrency=settings.listener_db_concurrency,
-            ),
+            pool_max_connections=_pool_size(settings),
             pool_max_age_seconds=settings.database_pool_max_age_seconds,
         )
         _current = ActorRuntime(
@@ -100,3 +107,22 @@ def current() -> ActorRuntime:
     if runtime is None:
         raise ConfigurationError("the actor runtime is not configured: import actors first")
     return runtime
+
+
+def listener_settings() -> MatchListenerEnvironment:
+    """The settings this process's listeners run with: the runtime's, once a MatchListenerEnvironment.
+
+    The first call reads them (``listener_settings_of`` the runtime's KickoffSettings: the fields only
+    a running listener reads, from the environment, then ``.env``, then defaults) and configures the
+    runtime again with them, on the same broker and barriers, its database pool now sized for
+    LISTENER_DB_CONCURRENCY. A listener worker makes that call at boot, before its threads take a
+    message (``actors.listeners.read_listener_settings``); a process that only sends messages never
+    does. Raises ConfigurationError naming an invalid setting.
+    """
+    with _listeners_mu:
+        runtime = current()
+        if isinstance(runtime.settings, MatchListenerEnvironment):
+            return runtime.settings
+        settings = listener_settings_of(runtime.settings)
+        configure(settings, broker=runtime.broker, barriers=runtime.barriers)
+        return settings

@@ -13,10 +13,11 @@ context and the scheduler read KickoffSettings.
 MatchListenerEnvironment (``load_listener_settings``) adds the fields only a running listener reads
 (its body and pipeline, stream, backfill, reconnect, archive flush, the worker runtime's polls and
 hand-off, dry run and test knobs). It is built where a listener runs: ``kickoff listen``, a run's own
-settings (``lifecycle.start.resolve_listener_environment``), and the actor runtime (``actors``):
-one worker command serves every queue, ``dramatiq actors --queues match_listeners`` runs listeners in
-that process, so the runtime reads MatchListenerEnvironment and its actors that run no listener pass
-it on as the KickoffSettings it also is.
+settings (``lifecycle.start.resolve_listener_environment``), and a worker that consumes
+``match_listeners``, when it boots (``actors.runtime.listener_settings``: ``listener_settings_of`` the
+runtime's KickoffSettings). The actor runtime of every other process (the API, the CLI's senders, the
+scheduler, a ``default``-queue worker) holds KickoffSettings only, so a bad listener-only value never
+stops it.
 """
 
 from __future__ import annotations
@@ -596,3 +597,9 @@ def load_settings(**overrides: Any) -> KickoffSettings:
 def load_listener_settings(**overrides: Any) -> MatchListenerEnvironment:
     """Read MatchListenerEnvironment once (a process that runs listeners); see load_settings."""
     return _read(MatchListenerEnvironment, overrides)
+
+
+def listener_settings_of(process: KickoffSettings) -> MatchListenerEnvironment:
+    """The MatchListenerEnvironment of a process whose KickoffSettings are ``process``: its values, plus the
+    ``listener_*`` fields read now (environment > ``.env`` > defaults); see load_settings."""
+    return load_listener_settings(**{name: getattr(process, name) for name in KickoffSettings.model_fields})

@@ -110,7 +110,7 @@ LISTENER_RUN_CODE = (
     "lifecycle/start_match.py",
     "lifecycle/runtime.py",
     "cli/listen.py",
-    "actors/runtime.py",  # the worker's runtime: LISTENER_DB_CONCURRENCY sizes its pool
+    "actors/runtime.py",  # a listener worker's runtime: LISTENER_DB_CONCURRENCY sizes its pool
 )
 SHARED_WITH_LISTENERS = ("listener/play_by_play.py",)
 
@@ -167,6 +167,89 @@ def test_the_api_and_the_cli_read_kickoff_settings_not_a_listeners(clean_env):
         cli.commands.pop("probe-settings")
     assert result.exit_code == 0, result.output
     assert [type(s) for s in seen] == [KickoffSettings]
+
+
+#: A value only a running listener reads, and invalid (it must be > 0).
+BAD_LISTENER_ONLY = ("LISTENER_MAX_BAD_LINES", "0")
+
+SENDER_BOOT = """
+import actors
+from actors.runtime import current
+from api.app import create_app
+
+create_app()
+print(type(current().settings).__name__)
+"""
+
+
+def test_a_bad_listener_only_value_does_not_stop_a_process_that_only_sends(clean_env):
+    import os
+    import subprocess
+    import sys
+
+    assert BAD_LISTENER_ONLY[0].lower() not in KickoffSettings.model_fields
+    env = {k: v for k, v in os.environ.items() if k.lower() not in MatchListenerEnvironment.model_fields}
+    env[BAD_LISTENER_ONLY[0]] = BAD_LISTENER_ONLY[1]
+    # A fresh interpreter: importing actors (as the API's boot, the CLI's senders and the scheduler do)
+    # configures the actor runtime from the environment.
+    argv = [sys.executable, "-c", SENDER_BOOT]
+    result = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["KickoffSettings"]
+
+
+@pytest.fixture
+def kickoff_runtime(clean_env):
+    """The actor runtime on KickoffSettings (a StubBroker, in-memory barriers) until the test ends."""
+    from dramatiq.brokers.stub import StubBroker
+
+    import actors  # noqa: F401  declares every actor
+    from actors import runtime
+    from actors.middleware import WorkerHooks
+    from tests.fakes.coordination import MemoryCoordinationStore
+
+    original = runtime.current()
+    settings = load_settings(_env_file=None, database_pool_max_connections=None, app_env="staging")
+    broker = StubBroker()
+    broker.add_middleware(WorkerHooks())
+    runtime.configure(settings, broker=broker, barriers=MemoryCoordinationStore.from_settings(settings))
+    yield runtime
+    runtime.configure(original.settings, broker=original.broker, barriers=original.barriers)
+    broker.close()
+
+
+def test_a_listener_worker_refuses_a_bad_listener_only_value_at_boot(kickoff_runtime, clean_env):
+    import dramatiq
+
+    from actors.listeners import read_listener_settings, register_boot_hook
+    from actors.middleware import BootCheckFailed
+    from config.errors import ConfigurationError
+
+    clean_env.setenv(*BAD_LISTENER_ONLY)
+    read_listener_settings(dramatiq.Worker(kickoff_runtime.current().broker, queues={"default"}))
+    assert type(kickoff_runtime.current().settings) is KickoffSettings  # a default worker never reads them
+    with pytest.raises(ConfigurationError, match=r"^invalid setting LISTENER_MAX_BAD_LINES: "):
+        kickoff_runtime.listener_settings()
+    register_boot_hook()  # on this broker's WorkerHooks, as importing actors does on its broker
+    for queues in ({"match_listeners"}, None):  # None: every queue
+        worker = dramatiq.Worker(kickoff_runtime.current().broker, queues=queues, worker_threads=1)
+        with pytest.raises(BootCheckFailed, match="invalid setting LISTENER_MAX_BAD_LINES: ") as failed:
+            worker.start()  # before any thread takes a message
+        assert isinstance(failed.value.__cause__, ConfigurationError)
+        assert not worker.workers
+    assert type(kickoff_runtime.current().settings) is KickoffSettings
+
+
+def test_a_listener_worker_runs_on_its_kickoff_settings_plus_the_listener_ones(kickoff_runtime, clean_env):
+    clean_env.setenv("LISTENER_MAX_BAD_LINES", "7")
+    clean_env.setenv("APP_ENV", "production")  # read at process start only: the runtime's value stays
+    before = kickoff_runtime.current()
+    settings = kickoff_runtime.listener_settings()
+    assert type(settings) is MatchListenerEnvironment
+    assert settings.listener_max_bad_lines == 7 and settings.app_env == "staging"
+    after = kickoff_runtime.current()
+    assert after.settings is settings and kickoff_runtime.listener_settings() is settings
+    assert (after.broker, after.barriers) == (before.broker, before.barriers)
 
 
 def test_each_loader_builds_its_own_class(clean_env):
