@@ -130,7 +130,8 @@ def sign_in(
             expires_at=now + policy.lifetime,
         )
         ended = store.end_sessions_beyond(found.id, keep=policy.per_key)
-        AuditContext(Actor.api_key(found.id, found.name), request_id=request_id).record(
+        audit = AuditContext(Actor.api_key(found.id, found.name), request_id=request_id)
+        audit.record(
             "console.sign_in", "console", address, after={"scope": found.scope.value, "sessions_ended": ended}
         )
     logger.info("console sign-in: key id=%s name=%s scope=%s", found.id, found.name, found.scope.value)
