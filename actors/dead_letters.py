@@ -15,7 +15,7 @@ from dramatiq.brokers.redis import RedisBroker
 from actors.broker import QUEUES, broker_errors
 from config.errors import ConfigurationError, NotFound
 from models import presence
-from models.audit import Actor, record_audit
+from models.audit import AuditContext
 
 
 @dataclass(frozen=True)
@@ -72,14 +72,12 @@ def retry_dead(
     message_id: str,
     *,
     barriers: Any,
-    actor: Actor | None = None,
-    reason: str | None = None,
-    request_id: str | None = None,
+    audit: AuditContext | None = None,
 ) -> RetryResult:
     """Send a dead letter again as a new message on its queue, then drop the dead letter.
 
     A start_match_listener goes through the start path (pending key, stored message id), so a
-    match already queued or running is not started twice. With ``actor``, the retry is audited
+    match already queued or running is not started twice. With ``audit``, the retry is audited
     (dead_letter.retry).
     """
     _require_redis(broker)
@@ -107,15 +105,12 @@ def retry_dead(
                 f"sent {message.actor_name} again as {again.message_id} on {queue}",
             )
         presence.drop_dead(broker.client, _namespace(broker), queue, [message_id])
-    if actor is not None:
-        record_audit(
-            actor=actor,
-            action="dead_letter.retry",
-            target_kind="dead_letter",
-            target_id=message_id,
-            reason=reason,
+    if audit is not None:
+        audit.record(
+            "dead_letter.retry",
+            "dead_letter",
+            message_id,
             after={"actor": message.actor_name, "queue": queue, "new_message_id": new_id},
-            request_id=request_id,
         )
     return RetryResult(message_id=message_id, actor=message.actor_name, new_message_id=new_id, detail=detail)
 
@@ -125,13 +120,11 @@ def purge_dead(
     *,
     message_ids: list[str] | None = None,
     queue: str | None = None,
-    actor: Actor | None = None,
-    reason: str | None = None,
-    request_id: str | None = None,
+    audit: AuditContext | None = None,
 ) -> int:
     """Delete the given dead letters (every one of ``queue``, or of every queue, when None); how many.
 
-    With ``actor``, the purge is audited (dead_letter.purge).
+    With ``audit``, the purge is audited (dead_letter.purge).
     """
     _require_redis(broker)
     removed = 0
@@ -143,14 +136,11 @@ def purge_dead(
                 else presence.all_dead_ids(broker.client, _namespace(broker), q)
             )
             removed += presence.drop_dead(broker.client, _namespace(broker), q, list(ids))
-    if actor is not None:
-        record_audit(
-            actor=actor,
-            action="dead_letter.purge",
-            target_kind="dead_letter",
-            target_id=None if message_ids is None else ",".join(message_ids),
-            reason=reason,
+    if audit is not None:
+        audit.record(
+            "dead_letter.purge",
+            "dead_letter",
+            None if message_ids is None else ",".join(message_ids),
             after={"purged": removed, "queue": queue, "all": message_ids is None},
-            request_id=request_id,
         )
     return removed

@@ -8,7 +8,7 @@ from fastapi import Request
 
 from api.context import ApiContext
 from config.errors import TriggerValidationError
-from models.audit import Actor
+from models.audit import Actor, AuditContext
 from publisher.run_context import RUN_ID_HEADER
 from publisher.trace import TRACEPARENT_HEADER, is_valid_traceparent
 
@@ -52,3 +52,8 @@ def key_id_of(request: Request) -> str | None:
 def request_id_of(request: Request) -> str | None:
     """The request's X-Request-Id (api.middleware)."""
     return getattr(request.state, "request_id", None)
+
+
+def audit_of(request: Request, reason: str | None = None) -> AuditContext:
+    """What an act ``request`` asks for is audited with: its API key, ``reason`` and its request id."""
+    return AuditContext(actor_of(request), reason=reason, request_id=request_id_of(request))

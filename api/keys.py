@@ -22,7 +22,7 @@ from config.clock import utcnow
 from config.errors import ApiKeyNotFound, TriggerValidationError
 from config.records import json_fields
 from models import api_keys as store
-from models.audit import Actor, record_audit
+from models.audit import AuditContext
 from models.boundary import transaction
 
 logger = logging.getLogger(__name__)
@@ -80,13 +80,11 @@ def create_key(
     name: str,
     scope: Scope,
     leagues: Iterable[str] | None = None,
-    actor: Actor | None = None,
-    reason: str | None = None,
-    request_id: str | None = None,
+    audit: AuditContext | None = None,
 ) -> tuple[ApiKey, str]:
     """Store a new key (limited to ``leagues`` when given); returns it and the key text (shown once).
 
-    With ``actor``, the creation is audited (apikey.create; never the key) in the insert's transaction.
+    With ``audit``, the creation is audited (apikey.create; never the key) in the insert's transaction.
     """
     limited = _leagues(leagues)
     key = KEY_PREFIX + secrets.token_urlsafe(32)
@@ -101,15 +99,12 @@ def create_key(
             created_at=now,
             leagues=_listed(limited),
         )
-        if actor is not None:
-            record_audit(
-                actor=actor,
-                action="apikey.create",
-                target_kind="apikey",
-                target_id=key_id,
-                reason=reason,
+        if audit is not None:
+            audit.record(
+                "apikey.create",
+                "apikey",
+                key_id,
                 after={"name": name, "scope": scope.value, "leagues": _listed(limited)},
-                request_id=request_id,
             )
     logger.info("api key created: id=%s name=%s scope=%s leagues=%s", key_id, name, scope.value, limited)
     return ApiKey(key_id, name, scope, now, None, limited), key
@@ -137,25 +132,15 @@ def key_names(key_ids: Iterable[str]) -> dict[str, str]:
     return store.names_of_keys(ids)
 
 
-def revoke_key(
-    key_id: str, *, actor: Actor | None = None, reason: str | None = None, request_id: str | None = None
-) -> ApiKey:
+def revoke_key(key_id: str, *, audit: AuditContext | None = None) -> ApiKey:
     """Revoke key ``key_id`` (idempotent); ApiKeyNotFound if there is none.
 
-    With ``actor``, the revocation is audited (apikey.revoke) in the update's transaction.
+    With ``audit``, the revocation is audited (apikey.revoke) in the update's transaction.
     """
     with transaction():
         row = store.revoke_key_row(str(key_id), at=utcnow())
-        if row is not None and actor is not None:
-            record_audit(
-                actor=actor,
-                action="apikey.revoke",
-                target_kind="apikey",
-                target_id=str(row[0]),
-                reason=reason,
-                after={"name": row[1], "scope": row[2]},
-                request_id=request_id,
-            )
+        if row is not None and audit is not None:
+            audit.record("apikey.revoke", "apikey", str(row[0]), after={"name": row[1], "scope": row[2]})
     if row is None:
         raise ApiKeyNotFound(f"no API key has id {key_id}")
     logger.info("api key revoked: id=%s", key_id)

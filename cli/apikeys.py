@@ -42,12 +42,13 @@ def create_cmd(
 ) -> None:
     """Create a key and print it once (it cannot be shown again); --league limits it to leagues."""
     from api.keys import Scope, create_key
+    from models.audit import AuditContext
 
     if not name.strip():
         raise click.BadParameter("must not be empty", param_hint="--name")
     obj.database()
     key, secret = create_key(
-        name=name.strip(), scope=Scope(scope), leagues=leagues or None, actor=obj.actor, reason=reason
+        name=name.strip(), scope=Scope(scope), leagues=leagues or None, audit=AuditContext(obj.actor, reason)
     )
     if as_json:
         echo_json({"id": key.id, "key": secret})
@@ -92,7 +93,8 @@ def list_cmd(obj: CliContext, limit: int, as_json: bool) -> None:
 def revoke_cmd(obj: CliContext, key_id: str, reason: str | None, as_json: bool) -> None:
     """Revoke key KEY_ID at once (exit 2 if unknown); its row stays for the record."""
     from api.keys import revoke_key
+    from models.audit import AuditContext
 
     obj.database()
-    key = revoke_key(key_id, actor=obj.actor, reason=reason)
+    key = revoke_key(key_id, audit=AuditContext(obj.actor, reason))
     echo_answer(as_json, key.as_dict(), f"revoked {key.id} ({key.name})")

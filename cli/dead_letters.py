@@ -64,11 +64,13 @@ def retry_cmd(obj: CliContext, message_ids: tuple[str, ...], reason: str | None,
     A start_match_listener goes through the start path: no second start of a pending match.
     """
     from actors.dead_letters import retry_dead
+    from models.audit import AuditContext
 
     broker = _broker()
     obj.database()
     results = [
-        retry_dead(broker, mid, barriers=obj.barriers, actor=obj.actor, reason=reason) for mid in message_ids
+        retry_dead(broker, mid, barriers=obj.barriers, audit=AuditContext(obj.actor, reason))
+        for mid in message_ids
     ]
     if as_json:
         echo_json({"retried": [r.as_dict() for r in results]})
@@ -94,6 +96,7 @@ def purge_cmd(
 ) -> None:
     """Delete the given dead letters, or --all; prints how many were deleted."""
     from actors.dead_letters import purge_dead
+    from models.audit import AuditContext
 
     if bool(message_ids) == purge_all:
         raise click.UsageError("give MESSAGE_ID... or --all (not both)")
@@ -103,7 +106,6 @@ def purge_cmd(
         broker,
         message_ids=list(message_ids) if message_ids else None,
         queue=queue,
-        actor=obj.actor,
-        reason=reason,
+        audit=AuditContext(obj.actor, reason),
     )
     echo_answer(as_json, {"purged": removed}, f"purged {removed} dead-lettered message(s)")

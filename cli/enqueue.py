@@ -71,6 +71,7 @@ def enqueue(
         from actors.listeners import send_start
         from lifecycle.dispatch import request_start
         from lifecycle.start import load_match, validate_listener_settings
+        from models.audit import AuditContext
 
         overrides = kwargs.get("overrides")
         if overrides is not None and not isinstance(overrides, dict):
@@ -90,8 +91,7 @@ def enqueue(
                 force=bool(kwargs.get("force")),
                 barriers=obj.barriers,
                 send=send_start,
-                actor=obj.actor,
-                reason=reason,
+                audit=AuditContext(obj.actor, reason),
             )
         except StartAttemptsExhausted as exc:  # a conflict, as `kickoff listeners start` answers it
             answer_and_exit(exc, as_json=as_json)

@@ -71,9 +71,10 @@ def _switch_command(name: str, enabled: bool, help: str) -> click.Command:
     @click.pass_obj
     def switch(obj: CliContext, name: str, reason: str | None, as_json: bool) -> None:
         from lifecycle.leagues import set_league_enabled
+        from models.audit import AuditContext
 
         obj.database()
-        league, before = set_league_enabled(name, enabled, actor=obj.actor, reason=reason)
+        league, before = set_league_enabled(name, enabled, audit=AuditContext(obj.actor, reason))
         state = "enabled" if enabled else "disabled"
         was = "enabled" if before else "disabled"
         data = {**_league_dict(league), "was_enabled": before}

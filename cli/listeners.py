@@ -76,6 +76,7 @@ def dispatch_cmd(
     each match set aside with its reason (stored settings its start would refuse; nothing is sent).
     """
     from lifecycle.dispatch import audit_dispatch, dispatch_upcoming_match_listeners
+    from models.audit import AuditContext
 
     if test_only and live_only:
         raise click.UsageError("--test and --live contradict each other: give one or neither")
@@ -89,7 +90,7 @@ def dispatch_cmd(
         barriers=obj.barriers,
         send=_send_start(),
     )
-    audit_dispatch(result, actor=obj.actor, reason=reason)
+    audit_dispatch(result, AuditContext(obj.actor, reason))
     if as_json:
         echo_json(result.as_dict())
         return
@@ -137,6 +138,7 @@ def start_cmd(
     from config.errors import StartAttemptsExhausted
     from lifecycle.dispatch import request_start
     from lifecycle.start import load_match, validate_listener_settings
+    from models.audit import AuditContext
 
     if force and not reason:
         raise click.UsageError("start --force needs --reason TEXT (it goes into the audit log)")
@@ -152,8 +154,7 @@ def start_cmd(
             force=force,
             barriers=obj.barriers,
             send=_send_start(),
-            actor=obj.actor,
-            reason=reason,
+            audit=AuditContext(obj.actor, reason),
         )
     except StartAttemptsExhausted as exc:
         answer_and_exit(exc, as_json=as_json, data={**data, "exhausted": True, "detail": str(exc)})
@@ -177,10 +178,11 @@ def stop_cmd(obj: CliContext, match_id: str, reason: str | None, as_json: bool) 
     --reason is required: the stop, its reason and who ran it go into the audit log.
     """
     from lifecycle.cleanup import stop_match_listener
+    from models.audit import AuditContext
 
     obj.database()
     result = stop_match_listener(
-        match_id, settings=obj.settings, barriers=obj.barriers, actor=obj.actor, reason=reason
+        match_id, settings=obj.settings, barriers=obj.barriers, audit=AuditContext(obj.actor, reason)
     )
     if as_json:
         echo_json(result.as_dict())
@@ -323,6 +325,7 @@ def sweep_cmd(
     (backfill_match_archive, as `kickoff matches backfill`).
     """
     from lifecycle.cleanup import audit_sweep, sweep_stale_match_listeners
+    from models.audit import AuditContext
 
     obj.database()
     result = sweep_stale_match_listeners(
@@ -333,8 +336,7 @@ def sweep_cmd(
     )
     audit_sweep(
         result,
-        actor=obj.actor,
-        reason=reason,
+        AuditContext(obj.actor, reason),
         before=None
         if heartbeat_stale_seconds is None
         else {"heartbeat_stale_seconds": heartbeat_stale_seconds},

@@ -223,6 +223,7 @@ def edit(
     """
     from config.clock import parse_iso8601
     from lifecycle.match_admin import edit_match
+    from models.audit import AuditContext
     from models.status import normalise
 
     when = parse_iso8601(scheduled, what="--scheduled") if scheduled is not None else None
@@ -236,8 +237,7 @@ def edit(
         status=status,
         set_settings=settings_,
         unset_settings=list(unset),
-        actor=obj.actor,
-        reason=reason,
+        audit=AuditContext(obj.actor, reason),
     )
     if as_json:
         echo_json({"match_id": match_id, "changed": changed})
@@ -256,9 +256,12 @@ def edit(
 def set_dispatch(obj: CliContext, match_id: str, state: str, reason: str | None, as_json: bool) -> None:
     """Turn auto-dispatch of MATCH_ID on or off (on also clears a leftover stop flag)."""
     from lifecycle.cleanup import set_auto_dispatch
+    from models.audit import AuditContext
 
     obj.database()
-    before = set_auto_dispatch(match_id, state == "on", barriers=obj.barriers, actor=obj.actor, reason=reason)
+    before = set_auto_dispatch(
+        match_id, state == "on", barriers=obj.barriers, audit=AuditContext(obj.actor, reason)
+    )
     data = {"match_id": match_id, "auto_dispatch": state == "on", "was": before}
     echo_answer(as_json, data, f"match {match_id}: auto-dispatch {state} (was {'on' if before else 'off'})")
 

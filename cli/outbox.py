@@ -7,6 +7,7 @@ import click
 from cli.common import count_option, echo_json, json_option, reason_option
 from cli.context import CliContext
 from config.clock import utcnow
+from models.audit import AuditContext
 from publisher.amqp import publisher_from_settings
 from publisher.drain import drain_outbox_concurrently, make_all_due
 from publisher.outbox import outbox_report, retry_dead
@@ -123,7 +124,7 @@ def retry_dead_cmd(obj: CliContext, row_ids: tuple[int, ...], reason: str | None
     delivered. A row whose key a newer action holds meanwhile stays dead (superseded).
     """
     obj.database()
-    report = retry_dead(ids=row_ids or None, actor=obj.actor, reason=reason)
+    report = retry_dead(ids=row_ids or None, audit=AuditContext(obj.actor, reason))
     if as_json:
         echo_json(report.as_json())
         return

@@ -85,6 +85,7 @@ def publish(
     --debounce-seconds, aligned to the epoch) prints `duplicate` and the first run's id; the
     next window is a new run. Params that do not match the job's schema are invalid (exit 3).
     """
+    from models.audit import AuditContext
     from publisher.amqp import publisher_from_settings
     from runs.publish import publish_run
 
@@ -104,8 +105,7 @@ def publish(
             publisher=publisher,
             event_key=event_key,
             debounce_seconds=debounce_seconds,
-            actor=obj.actor,
-            reason=reason,
+            audit=AuditContext(obj.actor, reason),
         )
     if as_json:
         echo_json(result.to_dict())
@@ -264,10 +264,11 @@ def cancel(obj: CliContext, run_id: str, reason: str | None, as_json: bool) -> N
 
     A running or ended run is a conflict (exit 4): cancel stops no process. Prints the new status.
     """
+    from models.audit import AuditContext
     from runs.admin import cancel_run
 
     obj.database()
-    run = cancel_run(run_id, actor=obj.actor, reason=reason)
+    run = cancel_run(run_id, audit=AuditContext(obj.actor, reason))
     data = {"run_id": str(run.id), "status": run.status, "reason": run.reason}
     echo_answer(as_json, data, f"{run.id} {run.job}: {run.status} ({run.reason})")
 
@@ -279,12 +280,13 @@ def retry(obj: CliContext, run_id: str, reason: str | None, as_json: bool) -> No
     Prints `queued` (RabbitMQ confirmed the command) or `pending` (the drain publishes it) with the
     attempt. A queued, running or succeeded run is a conflict (exit 4).
     """
+    from models.audit import AuditContext
     from publisher.amqp import publisher_from_settings
     from runs.admin import retry_run
 
     obj.database()
     with publisher_from_settings(obj.settings) as publisher:
-        answer = retry_run(run_id, publisher=publisher, actor=obj.actor, reason=reason)
+        answer = retry_run(run_id, publisher=publisher, audit=AuditContext(obj.actor, reason))
     data = answer.as_dict()
     echo_answer(as_json, data, f"{data['status']} {answer.run_id} {answer.job} attempt {answer.attempt}")
 

@@ -208,6 +208,7 @@ def clone(
     state (corrections folded in, deleted events left out).
     """
     from lifecycle.clone import clone_match
+    from models.audit import AuditContext
 
     obj.database()
     match, path, count = clone_match(
@@ -217,8 +218,7 @@ def clone(
         start_after=start_after,
         event_interval=event_interval,
         settings=settings_,
-        actor=obj.actor,
-        reason=reason,
+        audit=AuditContext(obj.actor, reason),
     )
     if as_json:
         echo_json(

@@ -10,6 +10,7 @@ import click
 from cli.common import LIMIT_OPTION, echo_answer, json_option, reason_option
 from cli.context import CliContext
 from cli.table import echo_listing
+from models.audit import AuditContext
 from publisher.amqp import publisher_from_settings
 from publisher.queues import TRADE_QUEUES
 from publisher.trade_reconcile import STALE_CLAIM_SECONDS, Resolution, claims_to_reconcile, reconcile_claim
@@ -99,8 +100,7 @@ def reconcile_cmd(
             operator=operator,
             publisher=publisher,
             stale_claim_seconds=stale_seconds,
-            actor=obj.actor,
-            reason=reason,
+            audit=AuditContext(obj.actor, reason),
         )
     echo_answer(
         as_json,

@@ -34,7 +34,7 @@ from lifecycle.cleanup import set_auto_dispatch, stop_match_listener
 from lifecycle.dispatch import Sender, request_start
 from lifecycle.leagues import get_league
 from lifecycle.match_ref import resolve_match_id
-from models.audit import Actor, record_audit
+from models.audit import Actor, AuditContext
 from models.badges import Badge
 from models.coordination import CoordinationStore
 from models.match import match_rows_by_league_and_sr_id
@@ -261,15 +261,11 @@ def _act_on(
     settings: KickoffSettings,
     barriers: CoordinationStore,
     send: Sender | None,
-    actor: Actor,
-    reason: str,
-    request_id: str | None,
+    audit: AuditContext,
 ) -> str:
     """Do ``action`` to one match through its single act's library function; the sentence to show."""
     if action == "stop":
-        r = stop_match_listener(
-            match_id, settings=settings, barriers=barriers, actor=actor, reason=reason, request_id=request_id
-        )
+        r = stop_match_listener(match_id, settings=settings, barriers=barriers, audit=audit)
         return f"stopped: {r.rows_closed} rows closed with 15; auto-dispatch off"
     if action in ("start", "force-start"):
         if send is None:
@@ -281,15 +277,11 @@ def _act_on(
             force=action == "force-start",
             barriers=barriers,
             send=send,
-            actor=actor,
-            reason=reason,
-            request_id=request_id,
+            audit=audit,
         )
         return note
     on = action == "dispatch-on"
-    was = set_auto_dispatch(
-        match_id, on, barriers=barriers, actor=actor, reason=reason, request_id=request_id
-    )
+    was = set_auto_dispatch(match_id, on, barriers=barriers, audit=audit)
     return f"auto-dispatch {'on' if on else 'off'} (was {'on' if was else 'off'})"
 
 
@@ -312,36 +304,24 @@ def run_bulk(
     with ``ok`` false and ``describe(error)`` as its detail; the others go on. ``send`` sends the
     start messages (start and force-start).
     """
-    why = _check(action, flt, reason)
+    audit = AuditContext(actor, reason=_check(action, flt, reason), request_id=request_id)
     ids = _previewed_ids(confirm, action, flt, actor, barriers)
     outcome = BulkOutcome(action)
     try:
         for mid in ids:
             try:
-                detail = _act_on(
-                    action,
-                    mid,
-                    settings=settings,
-                    barriers=barriers,
-                    send=send,
-                    actor=actor,
-                    reason=why,
-                    request_id=request_id,
-                )
+                detail = _act_on(action, mid, settings=settings, barriers=barriers, send=send, audit=audit)
                 outcome.results.append(BulkResult(mid, True, detail))
             except KickoffError as exc:
                 logger.warning("match %s: bulk %s refused: %s", mid, action, exc)
                 outcome.results.append(BulkResult(mid, False, describe(exc)))
     finally:
-        record_audit(
-            actor=actor,
-            action="listeners.bulk",
-            target_kind="filter",
-            target_id=flt.text(),
-            reason=why,
+        audit.record(
+            "listeners.bulk",
+            "filter",
+            flt.text(),
             before={"action": action},
             after={"match_ids": ids, "failed": [r.match_id for r in outcome.results if not r.ok]},
-            request_id=request_id,
         )
     logger.info("bulk %s by %s: %d matches, %d failed", action, actor.name, len(ids), outcome.failed)
     return outcome

@@ -31,7 +31,7 @@ from config.set_aside import SetAside, setting_aside
 from config.settings import KickoffSettings
 from lifecycle.sql import rows
 from lifecycle.start import load_match
-from models.audit import Actor, record_audit
+from models.audit import AuditContext
 from models.boundary import transaction
 from models.coordination import CoordinationStore
 from models.listener_record import ended_matches_without_open_run
@@ -396,15 +396,15 @@ def sweep_stale_match_listeners(
     )
 
 
-def audit_sweep(result: SweepResult, **entry: Any) -> None:
+def audit_sweep(result: SweepResult, audit: AuditContext, *, before: Any = None) -> None:
     """Audit one sweep an operator ran (``listeners.sweep``: the CLI, the API, the console);
-    ``entry`` holds ``record_audit``'s ``actor`` and its optional ``reason``, ``before``, ``request_id``."""
-    record_audit(
-        action="listeners.sweep",
-        target_kind="listeners",
-        target_id=None,
+    ``before``: the settings it ran with that differ from the defaults (the CLI's threshold)."""
+    audit.record(
+        "listeners.sweep",
+        "listeners",
+        None,
+        before=before,
         after={"locked": result.locked, "abandoned": result.abandoned, "matches": result.matches},
-        **entry,
     )
 
 
@@ -428,16 +428,14 @@ def stop_match_listener(
     settings: KickoffSettings,
     barriers: CoordinationStore,
     stopped_by: str = "operator",
-    actor: Actor | None = None,
-    reason: str | None = None,
-    request_id: str | None = None,
+    audit: AuditContext | None = None,
 ) -> StopResult:
     """Operator stop: the running listener ends with 15, a queued start never runs, dispatch turns off.
 
     Order: stop flag (a running listener sees it within the poll interval), revoke the stored
     start message id, close open rows with 15, clear pending/attempts/exhausted, turn
-    auto-dispatch off and forget the stored message id. With ``actor``, the stop is audited
-    (listener.stop, with ``reason`` and ``request_id``).
+    auto-dispatch off and forget the stored message id. With ``audit``, the stop is audited
+    (listener.stop, with its reason and request id).
     """
     match = load_match(match_id)
     mid = str(match.id)
@@ -463,16 +461,13 @@ def stop_match_listener(
         locks_released=released,
         auto_dispatch_was=bool(match.auto_dispatch_listener),
     )
-    if actor is not None:
-        record_audit(
-            actor=actor,
-            action="listener.stop",
-            target_kind="match",
-            target_id=mid,
-            reason=reason,
+    if audit is not None:
+        audit.record(
+            "listener.stop",
+            "match",
+            mid,
             before={"auto_dispatch": result.auto_dispatch_was},
             after={"auto_dispatch": False, "rows_closed": len(closed), "revoked_message_id": message_id},
-            request_id=request_id,
         )
     return result
 
@@ -482,30 +477,25 @@ def set_auto_dispatch(
     on: bool,
     *,
     barriers: CoordinationStore,
-    actor: Actor | None = None,
-    reason: str | None = None,
-    request_id: str | None = None,
+    audit: AuditContext | None = None,
 ) -> bool:
     """Turn a match's auto-dispatch on or off; turning it on also clears a leftover stop flag.
 
     Turning it on also reclaims a pending key no start can clear (``reclaim_stale_pending``),
-    e.g. one claimed inside a stop's race window. Returns the previous value. With ``actor``, the
+    e.g. one claimed inside a stop's race window. Returns the previous value. With ``audit``, the
     change is audited (match.dispatch_on/off, before and after) in the update's transaction.
     """
     match = load_match(match_id)
     before = bool(match.auto_dispatch_listener)
     with transaction():
         update_match_fields(match.id, {"auto_dispatch_listener": on})
-        if actor is not None:
-            record_audit(
-                actor=actor,
-                action="match.dispatch_on" if on else "match.dispatch_off",
-                target_kind="match",
-                target_id=str(match.id),
-                reason=reason,
+        if audit is not None:
+            audit.record(
+                "match.dispatch_on" if on else "match.dispatch_off",
+                "match",
+                str(match.id),
                 before={"auto_dispatch": before},
                 after={"auto_dispatch": on},
-                request_id=request_id,
             )
     if on:
         barriers.clear_stop_flag(str(match.id))

@@ -13,7 +13,7 @@ from config.errors import SimulatorScriptError
 from lifecycle.match_ref import resolve_match
 from listener.archive import archive_path, read_events, shortcode_for
 from listener.events import current_events, event_of, operation_of
-from models.audit import Actor, record_audit
+from models.audit import AuditContext
 from srsim.script import GameScript, save_script
 
 logger = logging.getLogger(__name__)
@@ -57,9 +57,7 @@ def clone_match(
     start_after: float = 10.0,
     event_interval: float = 2.0,
     settings: dict[str, Any] | None = None,
-    actor: Actor | None = None,
-    reason: str | None = None,
-    request_id: str | None = None,
+    audit: AuditContext | None = None,
 ) -> tuple[Any, Path, int]:
     """Create an is_test Match copying the match ``source_ref`` names (internal id or sr_id, see
     lifecycle.match_ref) and a script replaying its archived events as the game finally was.
@@ -69,7 +67,7 @@ def clone_match(
     ``settings`` (the clone body: listener settings such as ``listener_force_exit_code``) are
     validated against MatchListenerEnvironment and stored in the clone's
     ``listener_start_settings``. The clone is not dispatchable until an srsim serves
-    its script (``srsim_unserved``, cleared by srsim when it starts the session). With ``actor``,
+    its script (``srsim_unserved``, cleared by srsim when it starts the session). With ``audit``,
     the clone is audited (match.clone) in the insert's transaction.
     """
     from lifecycle.start import validate_listener_settings
@@ -97,15 +95,12 @@ def clone_match(
             is_test=True,
             listener_start_settings={**(settings or {}), SRSIM_UNSERVED: True},
         )
-        if actor is not None:
-            record_audit(
-                actor=actor,
-                action="match.clone",
-                target_kind="match",
-                target_id=str(clone.id),
-                reason=reason,
+        if audit is not None:
+            audit.record(
+                "match.clone",
+                "match",
+                str(clone.id),
                 after={"source": str(source.id), "sr_id": new_sr_id, "settings": settings or {}},
-                request_id=request_id,
             )
     game = GameScript(
         sr_id=new_sr_id,

@@ -23,7 +23,7 @@ from config.settings import KickoffSettings
 from lifecycle.cleanup import after_abandon
 from lifecycle.sql import rows
 from lifecycle.start import find_candidates, stored_settings_problem
-from models.audit import Actor, record_audit
+from models.audit import AuditContext
 from models.boundary import transaction
 from models.coordination import CoordinationStore
 from models.db import database
@@ -84,15 +84,13 @@ class DispatchResult:
         )
 
 
-def audit_dispatch(result: DispatchResult, **entry: Any) -> None:
-    """Audit one dispatch an operator ran (``listeners.dispatch``: the CLI, the API, the console);
-    ``entry`` holds ``record_audit``'s ``actor`` and its optional ``reason``, ``request_id``."""
-    record_audit(
-        action="listeners.dispatch",
-        target_kind="listeners",
-        target_id=None,
+def audit_dispatch(result: DispatchResult, audit: AuditContext) -> None:
+    """Audit one dispatch an operator ran (``listeners.dispatch``: the CLI, the API, the console)."""
+    audit.record(
+        "listeners.dispatch",
+        "listeners",
+        None,
         after={"locked": result.locked, "enqueued": result.enqueued, "match_ids": result.match_ids},
-        **entry,
     )
 
 
@@ -324,16 +322,14 @@ def request_start(
     force: bool,
     barriers: CoordinationStore,
     send: Sender,
-    actor: Actor | None = None,
-    reason: str | None = None,
-    request_id: str | None = None,
+    audit: AuditContext | None = None,
 ) -> tuple[StartMessage | None, str]:
     """A manual start: claim pending (force: take it over), save the message id, send.
 
     Returns the message sent (None when a non-forced start found the match already pending, or
     its start lock held by a run) and a one-line description. A non-forced start of a match whose
     attempts are exhausted raises StartAttemptsExhausted (a worker would skip it). A manual start
-    also clears a leftover stop flag (an explicit operator intent). With ``actor``, a start that
+    also clears a leftover stop flag (an explicit operator intent). With ``audit``, a start that
     was sent is audited (listener.start or listener.force_start) in the message id's transaction.
     """
     busy = f"match {match_id}: a start is already queued or running (use --force to override)"
@@ -357,15 +353,12 @@ def request_start(
     try:
         with transaction():
             save_message_ids([(match_id, message.message_id)])
-            if actor is not None:
-                record_audit(
-                    actor=actor,
-                    action="listener.force_start" if force else "listener.start",
-                    target_kind="match",
-                    target_id=match_id,
-                    reason=reason,
+            if audit is not None:
+                audit.record(
+                    "listener.force_start" if force else "listener.start",
+                    "match",
+                    match_id,
                     after={"message_id": message.message_id, "overrides": overrides or None},
-                    request_id=request_id,
                 )
         send(message)
     except Exception:

@@ -10,7 +10,7 @@ from config.errors import (
     LeagueNotFound,
 )
 from listener.archive import safe_component
-from models.audit import Actor, record_audit
+from models.audit import AuditContext
 from models.boundary import transaction
 from models.league import League, all_league_names, create_league, league_named, set_league_enabled_row
 
@@ -78,28 +78,23 @@ def set_league_enabled(
     name: str,
     enabled: bool,
     *,
-    actor: Actor | None = None,
-    reason: str | None = None,
-    request_id: str | None = None,
+    audit: AuditContext | None = None,
 ) -> tuple[League, bool]:
     """Enable or disable league ``name``; returns the league and whether it was enabled before.
 
-    With ``actor``, the change is audited (league.enable/disable) in the update's transaction.
+    With ``audit``, the change is audited (league.enable/disable) in the update's transaction.
     """
     league = get_league(name)
     before = bool(league.enabled)
     with transaction():
         set_league_enabled_row(league.id, enabled)
-        if actor is not None:
-            record_audit(
-                actor=actor,
-                action="league.enable" if enabled else "league.disable",
-                target_kind="league",
-                target_id=league.name,
-                reason=reason,
+        if audit is not None:
+            audit.record(
+                "league.enable" if enabled else "league.disable",
+                "league",
+                league.name,
                 before={"enabled": before},
                 after={"enabled": enabled},
-                request_id=request_id,
             )
     league.enabled = enabled
     return league, before

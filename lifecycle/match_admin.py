@@ -12,7 +12,7 @@ from config.settings import KickoffSettings
 from lifecycle.board import listener_board
 from lifecycle.start import RUN_SETTINGS, load_match, validate_listener_settings
 from listener.archive import TextLog, archive_path, read_events, shortcode_for
-from models.audit import Actor, audit_entries, record_audit
+from models.audit import AuditContext, audit_entries
 from models.boundary import transaction
 from models.coordination import CoordinationStore
 from models.listener_record import MatchListenerRecord, newest_runs_of_match
@@ -158,14 +158,12 @@ def edit_match(
     status: str | None = None,
     set_settings: dict[str, Any] | None = None,
     unset_settings: list[str] | None = None,
-    actor: Actor | None = None,
-    reason: str | None = None,
-    request_id: str | None = None,
+    audit: AuditContext | None = None,
 ) -> dict[str, Any]:
     """Change a match's title, start time, status or per-match listener settings; returns the changes.
 
     Settings are checked (keys and values, as a run would) before anything is saved; the
-    bookkeeping keys (``message_id``...) cannot be set or unset here. With ``actor``, a change is
+    bookkeeping keys (``message_id``...) cannot be set or unset here. With ``audit``, a change is
     audited (match.edit, the changed fields before and after) in the update's transaction.
     """
     match = load_match(match_id)
@@ -199,16 +197,13 @@ def edit_match(
     if changes:
         with transaction():
             update_match_fields(match.id, changes)
-            if actor is not None:
-                record_audit(
-                    actor=actor,
-                    action="match.edit",
-                    target_kind="match",
-                    target_id=str(match.id),
-                    reason=reason,
+            if audit is not None:
+                audit.record(
+                    "match.edit",
+                    "match",
+                    str(match.id),
                     before={k: _audited(getattr(match, k)) for k in changes},
                     after={k: _audited(v) for k, v in changes.items()},
-                    request_id=request_id,
                 )
     shown = dict(changes)
     if "listener_start_settings" in shown:

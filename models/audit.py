@@ -1,8 +1,9 @@
 """The audit log (table audit_log, append-only): who did which state-changing act, why, and when.
 
 The only SQL touching audit_log. ``record_audit`` writes one entry inside the caller's
-transaction when there is one (a savepoint), else in its own; ``prune_audit`` is the retention
-job (the only delete the table's trigger lets through).
+transaction when there is one (a savepoint), else in its own; ``AuditContext`` is what an
+operator act is given to audit itself (who, why, which request); ``prune_audit`` is the
+retention job (the only delete the table's trigger lets through).
 """
 
 from __future__ import annotations
@@ -113,6 +114,34 @@ def record_audit(
             ),
         )
     logger.info("audit: %s %s %s:%s", actor.name, action, target_kind, target_id)
+
+
+@dataclass(frozen=True)
+class AuditContext:
+    """Who asks for an operator act, why and in which request: what its audit entries say besides the act.
+
+    A library function that changes state takes ``audit: AuditContext | None``; with one it writes
+    its entry through ``record`` (None: nothing is audited, e.g. a worker's own act).
+    """
+
+    actor: Actor
+    reason: str | None = None  # the operator's reason (--reason, a body's or form's reason)
+    request_id: str | None = None  # the API request's X-Request-Id (None from the CLI)
+
+    def record(
+        self, action: str, target_kind: str, target_id: str | None, *, before: Any = None, after: Any = None
+    ) -> None:
+        """Append the entry of ``action`` on ``target_kind:target_id`` (record_audit) with this context."""
+        record_audit(
+            actor=self.actor,
+            action=action,
+            target_kind=target_kind,
+            target_id=target_id,
+            reason=self.reason,
+            before=before,
+            after=after,
+            request_id=self.request_id,
+        )
 
 
 def audit_entries(

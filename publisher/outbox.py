@@ -33,7 +33,7 @@ from config.records import json_fields
 from config.set_aside import set_aside
 from config.settings import KickoffSettings
 from models.activity import ActionStatus
-from models.audit import Actor, record_audit
+from models.audit import AuditContext
 from models.boundary import transaction
 from models.outbox import OutboxStatus
 from publisher.amqp import AmqpPublisher, OutgoingMessage, PublishOutcome
@@ -390,9 +390,7 @@ def retry_dead(
     *,
     now: datetime | None = None,
     ids: Sequence[int] | None = None,
-    actor: Actor | None = None,
-    reason: str | None = None,
-    request_id: str | None = None,
+    audit: AuditContext | None = None,
 ) -> RetryDeadReport:
     """Make every dead row (or the dead rows among ``ids``) pending again with a fresh attempt budget,
     and its action whole.
@@ -400,7 +398,7 @@ def retry_dead(
     The row's action goes back from ``failed`` to ``queued`` (so delivery marks it delivered),
     holding its idempotency key again; a key released meanwhile is taken back unless a newer
     action holds it, in which case the row stays dead (``superseded``): sending it would make
-    two moves for one key. With ``actor``, the retry is audited (outbox.retry_dead) in its transaction.
+    two moves for one key. With ``audit``, the retry is audited (outbox.retry_dead) in its transaction.
     """
     now = now or utcnow()
     rows = actions = superseded = 0
@@ -422,15 +420,12 @@ def retry_dead(
             execute(outbox_sql.REVIVE, (now, outbox_id))
             rows += 1
             revived.append(outbox_id)
-        if actor is not None:
-            record_audit(
-                actor=actor,
-                action="outbox.retry_dead",
-                target_kind="outbox",
-                target_id=None if ids is None else ",".join(str(i) for i in ids),
-                reason=reason,
+        if audit is not None:
+            audit.record(
+                "outbox.retry_dead",
+                "outbox",
+                None if ids is None else ",".join(str(i) for i in ids),
                 after={"rows": revived, "actions": actions, "superseded": superseded},
-                request_id=request_id,
             )
     if rows or superseded:
         logger.info(

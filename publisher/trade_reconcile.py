@@ -18,7 +18,7 @@ from enum import StrEnum
 
 from config.clock import utcnow
 from config.errors import TradeError, TriggerValidationError
-from models.audit import Actor, record_audit
+from models.audit import AuditContext
 from models.boundary import transaction
 from models.execution_log import ExecutionStatus
 from publisher.amqp import AmqpPublisher
@@ -87,9 +87,7 @@ def reconcile_claim(
     operator: str,
     publisher: AmqpPublisher | None = None,
     stale_claim_seconds: float = STALE_CLAIM_SECONDS,
-    actor: Actor | None = None,
-    reason: str | None = None,
-    request_id: str | None = None,
+    audit: AuditContext | None = None,
 ) -> ExecutionEntry:
     """Resolve one waiting claim as ``resolution`` and return it as it now stands.
 
@@ -98,7 +96,7 @@ def reconcile_claim(
     claim then stands as the broker answered: published, pending (the broker is away: known
     unsent, so the drain sends it), uncertain again, or failed. TradeNotFound for an unknown
     claim; UnusableTradeClaim when a set-aside claim still cannot be turned into its message.
-    With ``actor``, the resolution is audited (trade.reconcile) in its transaction.
+    With ``audit``, the resolution is audited (trade.reconcile) in its transaction.
     """
     if queue not in TRADE_QUEUES:
         raise TriggerValidationError("queue", f"must be one of {list(TRADE_QUEUES)}")
@@ -118,16 +116,13 @@ def reconcile_claim(
                 queue, claim_key, status=SETTLED[resolution].value, error=before.error, at=utcnow()
             )
         trade_sql.resolve_claim(queue, claim_key, resolution=resolution.value, operator=operator, at=utcnow())
-        if actor is not None:
-            record_audit(
-                actor=actor,
-                action="trade.reconcile",
-                target_kind="trade",
-                target_id=f"{queue}/{claim_key}",
-                reason=reason,
+        if audit is not None:
+            audit.record(
+                "trade.reconcile",
+                "trade",
+                f"{queue}/{claim_key}",
                 before={"status": str(before.status)},
                 after={"resolution": resolution.value},
-                request_id=request_id,
             )
     after = get_entry(queue, claim_key)
     logger.info(

@@ -10,7 +10,7 @@ from pathlib import Path
 from config.clock import utcnow
 from config.errors import RunError, RunNotFound, TriggerConflictError
 from config.records import json_fields
-from models.audit import Actor, record_audit
+from models.audit import AuditContext
 from models.boundary import transaction
 from models.run_log import RunLog, RunStatus, cancel_queued_run, locked_run
 from runs.publish import CommandPublisher, enqueue_retry, get_run, send_outbox_rows
@@ -21,28 +21,23 @@ logger = logging.getLogger(__name__)
 RETRYABLE = frozenset({RunStatus.FAILED.value, RunStatus.SKIPPED.value})
 
 
-def cancel_run(
-    run_id: str, *, actor: Actor | None = None, reason: str | None = None, request_id: str | None = None
-) -> RunLog:
+def cancel_run(run_id: str, *, audit: AuditContext | None = None) -> RunLog:
     """End a queued run as skipped (reason ``cancelled``); a launcher then never starts it.
 
     A run that is running or ended is a TriggerConflictError naming its status (nothing changes):
-    cancel stops no process. With ``actor``, the cancel is audited (run.cancel) in its transaction.
+    cancel stops no process. With ``audit``, the cancel is audited (run.cancel) in its transaction.
     """
     run = get_run(run_id)  # RunNotFound
     now = utcnow()
     with transaction():
         changed = cancel_queued_run(run.id, at=now)
-        if changed and actor is not None:
-            record_audit(
-                actor=actor,
-                action="run.cancel",
-                target_kind="run",
-                target_id=str(run.id),
-                reason=reason,
+        if changed and audit is not None:
+            audit.record(
+                "run.cancel",
+                "run",
+                str(run.id),
                 before={"status": RunStatus.QUEUED.value},
                 after={"status": RunStatus.SKIPPED.value},
-                request_id=request_id,
             )
     if not changed:
         current = get_run(run_id).status
@@ -68,14 +63,12 @@ def retry_run(
     run_id: str,
     *,
     publisher: CommandPublisher | None,
-    actor: Actor | None = None,
-    reason: str | None = None,
-    request_id: str | None = None,
+    audit: AuditContext | None = None,
 ) -> RetryAnswer:
     """Queue the next attempt of a failed or skipped run (beyond its retry budget) and publish it.
 
     ``queued`` when RabbitMQ confirmed the command, else ``pending`` (the drain publishes it). A
-    queued, running or succeeded run is a TriggerConflictError naming its status. With ``actor``,
+    queued, running or succeeded run is a TriggerConflictError naming its status. With ``audit``,
     the retry is audited (run.retry) in its transaction.
     """
     with transaction():
@@ -88,16 +81,13 @@ def retry_run(
             )
         before = {"status": run.status, "attempt": run.attempt}
         outbox_id = enqueue_retry(run)
-        if actor is not None:
-            record_audit(
-                actor=actor,
-                action="run.retry",
-                target_kind="run",
-                target_id=str(run.id),
-                reason=reason,
+        if audit is not None:
+            audit.record(
+                "run.retry",
+                "run",
+                str(run.id),
                 before=before,
                 after={"status": RunStatus.QUEUED.value, "attempt": run.attempt},
-                request_id=request_id,
             )
     published = bool(publisher is not None and send_outbox_rows([outbox_id], publisher=publisher).published)
     logger.info("run %s of %s: attempt %s queued by an operator", run.id, run.job, run.attempt)

@@ -13,7 +13,7 @@ from config.clock import utcnow
 from config.errors import InvalidRunCommand, PublishError, RunNotFound
 from config.records import json_fields
 from config.set_aside import set_aside
-from models.audit import Actor, record_audit
+from models.audit import AuditContext
 from models.boundary import transaction
 from models.run_log import (
     JobRunOutbox,
@@ -177,9 +177,7 @@ def publish_run(
     *,
     trigger: Trigger | str,
     publisher: CommandPublisher | None,
-    actor: Actor | None = None,
-    reason: str | None = None,
-    request_id: str | None = None,
+    audit: AuditContext | None = None,
     **run: Any,
 ) -> PublishResult:
     """Validate ``job_name`` and ``params`` against the catalog, save the queued run and its
@@ -190,23 +188,20 @@ def publish_run(
     dedupe key returns the existing run as ``duplicate``. The answer is ``queued`` only
     when the broker confirmed the command; a failed publish answers ``pending`` and leaves the
     outbox row for drain_job_runs (with ``publisher`` None it is left to the drain on purpose).
-    With ``actor``, a new run is audited (run.publish) in the run's transaction. ``run`` holds
+    With ``audit``, a new run is audited (run.publish) in the run's transaction. ``run`` holds
     ``enqueue_run``'s keywords: ``catalog`` (required), ``slot``, ``chain_root``, ``event_key``,
     ``debounce_seconds``, ``parent_id``, ``default_debounce_seconds``.
     """
     with transaction():
         result, outbox_id = enqueue_run(job_name, params, trigger=trigger, **run)
-        if actor is not None and actor.key_id is not None and outbox_id is not None:
-            set_run_created_by(result.run_id, actor.key_id)
-        if actor is not None and outbox_id is not None:
-            record_audit(
-                actor=actor,
-                action="run.publish",
-                target_kind="run",
-                target_id=str(result.run_id),
-                reason=reason,
+        if audit is not None and audit.actor.key_id is not None and outbox_id is not None:
+            set_run_created_by(result.run_id, audit.actor.key_id)
+        if audit is not None and outbox_id is not None:
+            audit.record(
+                "run.publish",
+                "run",
+                str(result.run_id),
                 after={"job": result.job, "params": dict(params or {}), "trigger": str(trigger)},
-                request_id=request_id,
             )
     if outbox_id is None:
         return result

@@ -21,7 +21,7 @@ from config.errors import SignInRefused
 from config.settings import KickoffSettings
 from models import console_sessions as store
 from models.api_keys import lock_key
-from models.audit import Actor, record_audit
+from models.audit import Actor, AuditContext
 from models.boundary import transaction
 
 logger = logging.getLogger(__name__)
@@ -82,14 +82,8 @@ def _refused(
 ) -> SignInRefused:
     """A refused sign-in, audited (console.sign_in_failed: the key when it is known, else nobody)."""
     actor = Actor.api_key(found.id, found.name) if found is not None else Actor(None, "unknown key")
-    record_audit(
-        actor=actor,
-        action="console.sign_in_failed",
-        target_kind="console",
-        target_id=address,
-        reason=reason,
-        request_id=request_id,
-    )
+    audit = AuditContext(actor, reason=reason, request_id=request_id)
+    audit.record("console.sign_in_failed", "console", address)
     return SignInRefused(reason)
 
 
@@ -136,13 +130,9 @@ def sign_in(
             expires_at=now + policy.lifetime,
         )
         ended = store.end_sessions_beyond(found.id, keep=policy.per_key)
-        record_audit(
-            actor=Actor.api_key(found.id, found.name),
-            action="console.sign_in",
-            target_kind="console",
-            target_id=address,
-            after={"scope": found.scope.value, "sessions_ended": ended},
-            request_id=request_id,
+        audit = AuditContext(Actor.api_key(found.id, found.name), request_id=request_id)
+        audit.record(
+            "console.sign_in", "console", address, after={"scope": found.scope.value, "sessions_ended": ended}
         )
     logger.info("console sign-in: key id=%s name=%s scope=%s", found.id, found.name, found.scope.value)
     if ended:
@@ -171,23 +161,11 @@ def session_for(token: str | None, *, idle: timedelta, touch: bool = True) -> Se
     return Session(row[0], row[1], Scope(row[2]), row[3], row[4])
 
 
-def sign_out(
-    token: str | None,
-    *,
-    actor: Actor | None = None,
-    address: str | None = None,
-    request_id: str | None = None,
-) -> None:
-    """End the session of ``token`` (none: nothing); with ``actor``, audited (console.sign_out)."""
+def sign_out(token: str | None, *, audit: AuditContext | None = None, address: str | None = None) -> None:
+    """End the session of ``token`` (none: nothing); with ``audit``, audited (console.sign_out)."""
     if not token:
         return
     with transaction():
         store.delete_session(hash_key(token))
-        if actor is not None:
-            record_audit(
-                actor=actor,
-                action="console.sign_out",
-                target_kind="console",
-                target_id=address,
-                request_id=request_id,
-            )
+        if audit is not None:
+            audit.record("console.sign_out", "console", address)

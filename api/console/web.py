@@ -1,4 +1,4 @@
-"""What every console page shares: templates, the session cookie, the CSRF check and action answers.
+"""What every console page shares: templates, the session cookie, the CSRF check, action answers and audit.
 
 Pages need a session (else a redirect to the sign-in form); a POST needs a session, the
 session's CSRF token (form field ``csrf_token`` or header ``X-CSRF-Token``) and, for actions, an
@@ -24,9 +24,10 @@ from starlette.concurrency import run_in_threadpool
 
 from api.console.sessions import Session, SessionPolicy, session_for
 from api.errors import public_message, status_of
-from api.headers import ctx_of
+from api.headers import ctx_of, request_id_of
 from config.clock import ensure_utc
 from config.errors import KickoffError, SignInRequired
+from models.audit import AuditContext
 
 logger = logging.getLogger(__name__)
 
@@ -220,6 +221,11 @@ PostSession = Annotated[Session, Depends(post_session)]
 OperatorSession = Annotated[Session, Depends(operator_session)]
 AdminPageSession = Annotated[Session, Depends(admin_page_session)]
 AdminSession = Annotated[Session, Depends(admin_session)]
+
+
+def session_audit(request: Request, session: Session, reason: str | None = None) -> AuditContext:
+    """What a console act is audited with: the session's API key, ``reason`` and the request id."""
+    return AuditContext(session.actor, reason=reason, request_id=request_id_of(request))
 
 
 def render(request: Request, template: str, status_code: int = 200, **context: Any) -> Response:

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from api.auth import Need, requires
-from api.headers import actor_of, request_id_of
+from api.headers import audit_of
 from api.keys import ApiKey, Scope, create_key, list_keys, revoke_key
 from api.schemas import MAX_TEXT_LENGTH, NON_BLANK, ApiKeyBody, PathId
 
@@ -44,9 +44,7 @@ def create_apikey(body: ApiKeyBody, request: Request) -> JSONResponse:
         name=body.name.strip(),
         scope=Scope(body.scope),
         leagues=body.leagues,
-        actor=actor_of(request),
-        reason=body.reason,
-        request_id=request_id_of(request),
+        audit=audit_of(request, body.reason),
     )
     return JSONResponse({**key_json(key), "key": secret}, status_code=201)
 
@@ -64,6 +62,6 @@ def revoke_apikey(
     ),
 ) -> dict[str, Any]:
     """Revoke a key at once (audited as apikey.revoke; idempotent): the key; 404 if unknown. Its row stays."""
-    key = revoke_key(key_id, actor=actor_of(request), reason=reason, request_id=request_id_of(request))
+    key = revoke_key(key_id, audit=audit_of(request, reason))
     request.app.state.key_cache.forget(key.id)
     return key_json(key)

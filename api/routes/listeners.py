@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from api.auth import LeagueFrom, Need, requires
 from api.errors import error_responses, public_message
-from api.headers import actor_of, ctx_of, request_id_of
+from api.headers import actor_of, audit_of, ctx_of, request_id_of
 from api.openapi import also_200
 from api.schemas import (
     ArchiveVerificationAnswer,
@@ -107,9 +107,7 @@ def start_listener(match_id: PathId, request: Request, body: StartListenerBody |
         force=body.force,
         barriers=ctx.barriers,
         send=ctx.send_start(),
-        actor=actor_of(request),
-        reason=body.reason,
-        request_id=request_id_of(request),
+        audit=audit_of(request, body.reason),
     )
     data = {
         "match_id": mid,
@@ -132,9 +130,7 @@ def stop_listener(match_id: PathId, body: StopListenerBody, request: Request) ->
         mid,
         settings=ctx.settings,
         barriers=ctx.barriers,
-        actor=actor_of(request),
-        reason=body.reason,
-        request_id=request_id_of(request),
+        audit=audit_of(request, body.reason),
     ).as_dict()
 
 
@@ -148,9 +144,7 @@ def auto_dispatch(match_id: PathId, body: AutoDispatchBody, request: Request) ->
         mid,
         body.on,
         barriers=ctx_of(request).barriers,
-        actor=actor_of(request),
-        reason=body.reason,
-        request_id=request_id_of(request),
+        audit=audit_of(request, body.reason),
     )
     return {"match_id": mid, "auto_dispatch": body.on, "was": before}
 
@@ -169,7 +163,7 @@ def dispatch(request: Request, body: DispatchBody | None = None) -> dict[str, An
         send=ctx.send_start(),
     )
     request.app.state.metrics.dispatch_tick.observe(time.perf_counter() - started)
-    audit_dispatch(result, actor=actor_of(request), reason=body.reason, request_id=request_id_of(request))
+    audit_dispatch(result, audit_of(request, body.reason))
     return result.as_dict()
 
 
@@ -184,7 +178,7 @@ def sweep(request: Request, body: SweepBody | None = None) -> dict[str, Any]:
         barriers=ctx.barriers,
         send_backfill=ctx.send_backfill(),
     )
-    audit_sweep(result, actor=actor_of(request), reason=body.reason, request_id=request_id_of(request))
+    audit_sweep(result, audit_of(request, body.reason))
     return result.as_dict()
 
 

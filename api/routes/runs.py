@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 
 from api.auth import Need, requires
 from api.errors import error_responses
-from api.headers import actor_of, ctx_of, request_id_of
+from api.headers import audit_of, ctx_of
 from api.openapi import also_200
 from api.schemas import PathId, QueryId, RunBody
 from models.run_log import RunStatus, Trigger
@@ -41,8 +41,7 @@ def publish(body: RunBody, request: Request) -> JSONResponse:
         publisher=ctx.publisher(),
         event_key=body.event_key,
         debounce_seconds=body.debounce_seconds,
-        actor=actor_of(request),
-        request_id=request_id_of(request),
+        audit=audit_of(request),
     )
     return JSONResponse(result.to_dict(), status_code=200 if result.status == "duplicate" else 202)
 

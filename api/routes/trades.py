@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from api.auth import LeagueFrom, Need, requires
 from api.errors import error_responses
-from api.headers import actor_of, ctx_of, request_id_of, traceparent
+from api.headers import audit_of, ctx_of, traceparent
 from api.openapi import also_200
 from api.schemas import (
     CounterBody,
@@ -133,8 +133,6 @@ def reconcile(body: ReconcileBody, request: Request) -> dict[str, Any]:
         resolution=resolution,
         operator=f"api key {request.state.api_key_id}",
         publisher=ctx_of(request).publisher() if resolution is Resolution.REPUBLISH else None,
-        actor=actor_of(request),
-        reason=body.reason,
-        request_id=request_id_of(request),
+        audit=audit_of(request, body.reason),
     )
     return entry.as_json()

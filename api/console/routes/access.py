@@ -18,6 +18,7 @@ from api.console.web import (
     clear_session_cookie,
     render,
     safe_next,
+    session_audit,
     session_policy,
     session_token,
     set_session_cookie,
@@ -147,9 +148,8 @@ async def sign_out_post(request: Request, session: PostSession) -> Response:
     await run_in_threadpool(
         sign_out,
         session_token(request),
-        actor=session.actor,
+        audit=session_audit(request, session),
         address=client_address(request),
-        request_id=request_id_of(request),
     )
     answer = RedirectResponse("/sign-in", status_code=303)
     clear_session_cookie(answer, request)

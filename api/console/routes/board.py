@@ -13,8 +13,16 @@ from api.auth import Need, requires
 from api.console.board_feed import BoardHub, sse
 from api.console.board_view import BoardFilter, board_rows
 from api.console.routes.bulk import bulk_choices
-from api.console.web import OperatorSession, PageSession, StreamSession, act, render, session_token
-from api.headers import ctx_of, request_id_of
+from api.console.web import (
+    OperatorSession,
+    PageSession,
+    StreamSession,
+    act,
+    render,
+    session_audit,
+    session_token,
+)
+from api.headers import ctx_of
 from config.errors import ReasonRequired
 from lifecycle import dispatch
 from lifecycle.cleanup import audit_sweep, set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
@@ -123,9 +131,7 @@ async def start(
             force=forced,
             barriers=ctx.barriers,
             send=ctx.send_start(),
-            actor=session.actor,
-            reason=why,
-            request_id=request_id_of(request),
+            audit=session_audit(request, session, why),
         )
         return note
 
@@ -144,9 +150,7 @@ async def stop(match_id: str, request: Request, session: OperatorSession, reason
             mid,
             settings=ctx.settings,
             barriers=ctx.barriers,
-            actor=session.actor,
-            reason=why,
-            request_id=request_id_of(request),
+            audit=session_audit(request, session, why),
         )
         revoked = f", revoked {result.revoked_message_id}" if result.revoked_message_id else ""
         return f"stopped: {result.rows_closed} rows closed with 15{revoked}; auto-dispatch off"
@@ -168,8 +172,7 @@ async def auto_dispatch(
             mid,
             wanted,
             barriers=ctx.barriers,
-            actor=session.actor,
-            request_id=request_id_of(request),
+            audit=session_audit(request, session),
         )
         return f"auto-dispatch {'on' if wanted else 'off'}"
 
@@ -188,7 +191,7 @@ async def dispatch_now(request: Request, session: OperatorSession) -> Response:
             barriers=ctx.barriers,
             send=ctx.send_start(),
         )
-        dispatch.audit_dispatch(r, actor=session.actor, request_id=request_id_of(request))
+        dispatch.audit_dispatch(r, session_audit(request, session))
         return r.summary()
 
     return await act(request, call)
@@ -203,7 +206,7 @@ async def sweep_now(request: Request, session: OperatorSession) -> Response:
         r = sweep_stale_match_listeners(
             settings=ctx.settings, barriers=ctx.barriers, send_backfill=ctx.send_backfill()
         )
-        audit_sweep(r, actor=session.actor, request_id=request_id_of(request))
+        audit_sweep(r, session_audit(request, session))
         if r.locked:
             return "sweep skipped: another sweep is running"
         return f"sweep: {r.abandoned} rows abandoned (14) on {len(r.matches)} matches"

@@ -7,9 +7,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import Need, requires
-from api.console.web import AdminPageSession, AdminSession, act, render, wants_json
+from api.console.web import AdminPageSession, AdminSession, act, render, session_audit, wants_json
 from api.errors import public_message, status_of
-from api.headers import request_id_of
 from api.keys import Scope, create_key, list_keys, revoke_key
 from config.errors import KickoffError, TriggerValidationError
 
@@ -51,9 +50,7 @@ async def keys_create(request: Request, session: AdminSession) -> Response:
             name=name,
             scope=chosen,
             leagues=[x.strip() for x in leagues.split(",") if x.strip()] or None,
-            actor=session.actor,
-            reason=reason or None,
-            request_id=request_id_of(request),
+            audit=session_audit(request, session, reason or None),
         )
         return key.id, secret
 
@@ -80,7 +77,7 @@ async def keys_revoke(key_id: str, request: Request, session: AdminSession) -> R
     reason = str(form.get("reason", "")).strip() or None
 
     def call() -> str:
-        key = revoke_key(key_id, actor=session.actor, reason=reason, request_id=request_id_of(request))
+        key = revoke_key(key_id, audit=session_audit(request, session, reason))
         request.app.state.key_cache.forget(key.id)
         return f"revoked {key.id} ({key.name})"
 

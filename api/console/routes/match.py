@@ -10,9 +10,9 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Red
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import Need, requires
-from api.console.web import OperatorSession, PageSession, act, render, wants_json, with_notice
+from api.console.web import OperatorSession, PageSession, act, render, session_audit, wants_json, with_notice
 from api.errors import status_of
-from api.headers import ctx_of, request_id_of
+from api.headers import ctx_of
 from config.assignments import split_assignment
 from config.errors import KickoffError, ListenerStartSettingsError, NotFound
 from lifecycle.dispatch import request_start
@@ -111,9 +111,7 @@ async def save_settings(
             mid,
             set_settings=wanted or None,
             unset_settings=unset or None,
-            actor=session.actor,
-            reason=reason.strip() or None,
-            request_id=request_id_of(request),
+            audit=session_audit(request, session, reason.strip() or None),
         )
         if "settings" not in changed:
             return "settings unchanged"
@@ -160,8 +158,7 @@ async def clone_post(
             sr_id,
             data_dir=ctx.settings.data_dir,
             settings=per_clone,
-            actor=session.actor,
-            request_id=request_id_of(request),
+            audit=session_audit(request, session),
         )
         message = f"clone {clone.sr_id} created ({count} events, script {path.name})"
         if start_now == "1":
@@ -171,8 +168,7 @@ async def clone_post(
                 force=False,
                 barriers=ctx.barriers,
                 send=ctx.send_start(),
-                actor=session.actor,
-                request_id=request_id_of(request),
+                audit=session_audit(request, session),
             )
             message += f"; {note}"
         return str(clone.id), message

@@ -10,9 +10,9 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import Need, requires
-from api.console.web import OperatorSession, PageSession, act, render, wants_json, with_notice
+from api.console.web import OperatorSession, PageSession, act, render, session_audit, wants_json, with_notice
 from api.errors import status_of
-from api.headers import ctx_of, request_id_of
+from api.headers import ctx_of
 from config.assignments import split_assignment
 from config.errors import InvalidRunParams, KickoffError, NotFound, RunError
 from models.run_log import RunStatus, Trigger
@@ -37,7 +37,7 @@ async def outbox_retry(row_id: int, request: Request, session: OperatorSession) 
     """Retry one dead row (as `kickoff outbox retry-dead ROW_ID`): pending again with a fresh budget."""
 
     def call() -> str:
-        done = retry_dead(ids=[row_id], actor=session.actor, request_id=request_id_of(request))
+        done = retry_dead(ids=[row_id], audit=session_audit(request, session))
         if done.rows:
             return f"row {row_id} pending again ({done.actions} action queued again)"
         if done.superseded:
@@ -110,8 +110,7 @@ async def run_job(request: Request, session: OperatorSession) -> Response:
             trigger=Trigger.MANUAL,
             catalog=ctx.catalog,
             publisher=ctx.publisher(),
-            actor=session.actor,
-            request_id=request_id_of(request),
+            audit=session_audit(request, session),
         )
         data = result.to_dict()
         return str(data["run_id"]), f"run {data['run_id']} of {name}: {data['status']}"
@@ -146,9 +145,7 @@ async def run_retry(run_id: str, request: Request, session: OperatorSession) -> 
     ctx = ctx_of(request)
 
     def call() -> str:
-        answer = retry_run(
-            run_id, publisher=ctx.publisher(), actor=session.actor, request_id=request_id_of(request)
-        ).as_dict()
+        answer = retry_run(run_id, publisher=ctx.publisher(), audit=session_audit(request, session)).as_dict()
         return f"attempt {answer['attempt']} of run {run_id}: {answer['status']}"
 
     return await act(request, call, back=f"/runs/{run_id}")
@@ -159,7 +156,7 @@ async def run_cancel(run_id: str, request: Request, session: OperatorSession) ->
     """Cancel a queued run (as `kickoff runs cancel`): it ends skipped."""
 
     def call() -> str:
-        run = cancel_run(run_id, actor=session.actor, request_id=request_id_of(request))
+        run = cancel_run(run_id, audit=session_audit(request, session))
         return f"run {run.id} {run.status} ({run.reason or 'cancelled'})"
 
     return await act(request, call, back=f"/runs/{run_id}")

@@ -6,8 +6,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from api.auth import Need, requires
-from api.console.web import OperatorSession, PageSession, act, render
-from api.headers import ctx_of, request_id_of
+from api.console.web import OperatorSession, PageSession, act, render, session_audit
+from api.headers import ctx_of
 from config.errors import TriggerValidationError
 from publisher.trade_reconcile import STALE_CLAIM_SECONDS, Resolution, claims_to_reconcile, reconcile_claim
 
@@ -60,8 +60,7 @@ async def trades_reconcile(request: Request, session: OperatorSession) -> Respon
             resolution=resolution,
             operator=f"console {session.key_name}",
             publisher=ctx.publisher() if resolution is Resolution.REPUBLISH else None,
-            actor=session.actor,
-            request_id=request_id_of(request),
+            audit=session_audit(request, session),
         )
         done = f"{entry.status} ({entry.resolution}, message id {entry.message_id})"
         return f"{entry.queue} {entry.claim_key}: {done}"
