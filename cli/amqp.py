@@ -16,18 +16,18 @@ def amqp() -> None:
     """RabbitMQ (AMQP_URL) set-up."""
 
 
-@amqp.command("setup")
+@amqp.command(
+    "setup",
+    help=f"Declare {', '.join(OUTBOX_QUEUES)} durable (idempotent).\n\n"
+    "The outboxes publish with a passive declare, so these queues must exist before anything is "
+    "published; a missing one leaves messages pending with an error naming it.",
+)
 @click.option(
     "--with-trade-queues", is_flag=True, help="Also declare the trade queues (else declared on publish)."
 )
 @json_option('Print {"declared": [...], "amqp_url"}.')
 @click.pass_obj
 def setup_cmd(obj: CliContext, with_trade_queues: bool, as_json: bool) -> None:
-    """Declare lineup_updates, waiver_actions, draft_targets and job_runs durable (idempotent).
-
-    The outboxes publish with a passive declare, so these queues must exist before anything is
-    published; a missing one leaves messages pending with an error naming it.
-    """
     queues = list(OUTBOX_QUEUES) + (list(TRADE_QUEUES) if with_trade_queues else [])
     with publisher_from_settings(obj.settings) as publisher:
         declared = publisher.declare_durable(queues)

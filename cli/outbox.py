@@ -11,18 +11,19 @@ from models.audit import AuditContext
 from publisher.amqp import publisher_from_settings
 from publisher.drain import drain_outbox_concurrently, make_all_due
 from publisher.outbox import outbox_report, retry_dead
+from publisher.queues import TRIGGER_QUEUES
 
 
-@click.group()
+@click.group(
+    help=f"The activity outbox ({', '.join(TRIGGER_QUEUES)}).\n\n"
+    "A message is saved with its action and published at once; when the broker did not confirm "
+    "it, the row stays pending and the drain retries it with capped exponential backoff until it "
+    "is confirmed. An unreachable broker or a lost confirm never gives up on a row, however long "
+    "the outage; only the broker refusing the message (nack, unroutable) OUTBOX_MAX_ATTEMPTS times "
+    "makes it dead. A missing queue keeps rows pending (run `kickoff amqp setup`)."
+)
 def outbox() -> None:
-    """The activity outbox (lineup_updates, waiver_actions, draft_targets).
-
-    A message is saved with its action and published at once; when the broker did not confirm
-    it, the row stays pending and the drain retries it with capped exponential backoff until it
-    is confirmed. An unreachable broker or a lost confirm never gives up on a row, however long
-    the outage; only the broker refusing the message (nack, unroutable) OUTBOX_MAX_ATTEMPTS times
-    makes it dead. A missing queue keeps rows pending (run `kickoff amqp setup`).
-    """
+    """The ``kickoff outbox`` group (its help names the trigger queues)."""
 
 
 @outbox.command("drain")

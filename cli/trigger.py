@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from typing import Any
@@ -94,7 +95,14 @@ def _send(obj: CliContext, queue: TriggerQueue, request: TriggerRequest, as_json
 
 class TriggerCommands(click.Group):
     """``kickoff trigger``: a command per trigger queue declared now (``publisher.trigger_queues``),
-    built from its declaration when looked up, and the commands registered on the group."""
+    built from its declaration when looked up, and the commands registered on the group; its
+    --help names those queues in place of ``{queues}``."""
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        queues = ", ".join(q.name for q in trigger_queues())
+        formatter.write_paragraph()
+        with formatter.indentation():
+            formatter.write_text(inspect.cleandoc(self.help or "").format(queues=queues))
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*(q.command for q in trigger_queues()), *super().list_commands(ctx)})
@@ -108,14 +116,15 @@ class TriggerCommands(click.Group):
 
 @click.group(cls=TriggerCommands, epilog=EXIT_CODES_HELP)
 def trigger() -> None:
-    """Queue moves for the browser worker (lineup_updates, waiver_actions, draft_targets).
+    """Queue moves for the browser worker: a command per trigger queue, and the actions' tools.
 
-    Each command validates first (player ids are ESPN ids: integers), saves the action with its
-    message in one transaction, publishes at once and prints the answer with the tracking id:
-    `queued` (RabbitMQ confirmed the message), `pending` (saved; RabbitMQ did not confirm it, or
-    a chained claim is held, and the outbox drain publishes it later) or `duplicate` (the key
-    belongs to an earlier action). A draft pick that could not be delivered answers
-    `unavailable` (exit 5): retry with the same key, which tries the delivery again at once.
+    The trigger queues: {queues}. Each command validates first (player ids are ESPN ids:
+    integers), saves the action with its message in one transaction, publishes at once and
+    prints the answer with the tracking id: `queued` (RabbitMQ confirmed the message), `pending`
+    (saved; RabbitMQ did not confirm it, or a chained claim is held, and the outbox drain
+    publishes it later) or `duplicate` (the key belongs to an earlier action). A draft pick that
+    could not be delivered answers `unavailable` (exit 5): retry with the same key, which tries
+    the delivery again at once.
     """
 
 

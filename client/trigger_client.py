@@ -103,11 +103,16 @@ class TriggerClient:
         """Send a request of any declared trigger queue (found by its request model)."""
         return self.call(sender_of(queue_of_request(type(request))), request)
 
+    # Conveniences of the three queues for existing callers; a new queue needs none: ``send``.
+
     def lineup(self, request: LineupRequest) -> TriggerResult:
+        """``send`` to lineup_updates."""
         return self.call(trigger_lineup, request)
 
     def waiver(self, request: WaiverRequest) -> TriggerResult:
+        """``send`` to waiver_actions."""
         return self.call(trigger_waiver, request)
 
     def draft_pick(self, request: DraftPickRequest) -> TriggerResult:
+        """``send`` to draft_targets."""
         return self.call(trigger_draft_pick, request)

@@ -1,8 +1,9 @@
 """The queues' AsyncAPI contract as shipped in the package, and what each of its channels carries.
 
-``docs/asyncapi.yaml`` is the one file to edit; ``publisher/asyncapi.yaml`` is its copy inside
-the package (package data), so an installed kickoff serves the same document as a checkout.
-``tests/publisher/test_contract_package.py`` fails as soon as the two differ.
+``docs/asyncapi.yaml`` is the one file; ``publisher/asyncapi.yaml`` is a symlink to it (package
+data: a checkout and an editable install read it through the link, a wheel or sdist build copies
+the target in), so an installed kickoff serves the same document as a checkout.
+``tests/publisher/test_contract_package.py`` checks the link and an installed wheel.
 
 ``check_trigger_queue`` holds a trigger queue's declaration (``publisher.trigger_queues``) to the
 contract: its channel exists, binds its queue and carries its message, whose payload is the
@@ -25,7 +26,7 @@ from config.errors import ContractMismatch
 from publisher.trigger_queues import TriggerQueue
 from publisher.validation import REQUEST_ONLY_FIELDS
 
-#: The copy of docs/asyncapi.yaml inside this package.
+#: docs/asyncapi.yaml inside this package (a symlink in a checkout, the file in a wheel).
 CONTRACT_FILE = "asyncapi.yaml"
 
 

@@ -9,13 +9,16 @@ declarations come ``publisher.queues``' lists, the key release TTL, the API's tr
 their scope, the CLI commands and options, the HTTP client's paths and the contract check
 (``publisher.contract.check_trigger_queue``). docs/adding-a-trigger-queue.md walks through adding one.
 
-``publisher.triggers.send`` sends a queue's request: with the queue's save builder
-(``_BUILDERS``) if it has rules of its own, else the request's own fields are the message
-(``_fields_save``).
+``publisher.triggers.send`` sends a queue's request: with the save builder its declaration names
+(``save``) if it has rules of its own, else the request's own fields are the message; a queue
+declared ``must_deliver`` answers only once its message is delivered (else 503, retry with the key).
+The builder is named ``"module:function"`` and imported when first used: the builders need the
+database and the publisher, which import this module.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -34,6 +37,8 @@ ROUTE_PREFIX = "/v1/trigger"
 SCOPES = ("read", "trigger", "operator", "admin")
 #: What a command may be: it is both `kickoff trigger COMMAND` and the route's last path segment.
 COMMAND_PATTERN = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
+#: How a declaration names its save builder: ``"module:function"``, e.g. ``publisher.triggers:waiver_save``.
+SAVE_BUILDER_PATTERN = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,8 @@ class TriggerQueue:
     message: str  # the AsyncAPI message name the channel carries for this trigger
     error_statuses: tuple[int, ...] = (409,)  # statuses of its own, besides the common ones (OpenAPI)
     operation: str = ""  # the route's OpenAPI name (default: the command with underscores)
+    save: str | None = None  # "module:function" of its save builder (rules of its own); None: its fields
+    must_deliver: bool = False  # answer only once delivered: else 503 (retry with the key) or 409 (dead)
 
     def __post_init__(self) -> None:
         if not (isinstance(self.request, type) and issubclass(self.request, TriggerRequest)):
@@ -89,6 +96,8 @@ class TriggerQueue:
             )
         if self.scope not in SCOPES:
             raise ValueError(f"trigger queue {self.name}: scope {self.scope!r} is not one of {SCOPES}")
+        if self.save is not None and not SAVE_BUILDER_PATTERN.fullmatch(self.save):
+            raise ValueError(f"trigger queue {self.name}: save {self.save!r} is not 'module:function'")
 
     @property
     def route(self) -> str:
@@ -109,6 +118,13 @@ class TriggerQueue:
     def description(self) -> str:
         """The route's description: the summary and the route's own help."""
         return f"{self.summary} {self.route_help}".strip()
+
+    def save_builder(self) -> Callable[..., Any] | None:
+        """The save builder the declaration names, imported now (None: the request's own fields)."""
+        if self.save is None:
+            return None
+        module, _, function = self.save.partition(":")
+        return getattr(importlib.import_module(module), function)
 
     def release_ttl(self, settings: KickoffSettings) -> timedelta:
         """How long a finished action of this queue keeps its key."""
@@ -188,6 +204,7 @@ LINEUP = TriggerQueue(
     ttl="idempotency_ttl_lineup_seconds",
     channel="lineupUpdates",
     message="LineupUpdate",
+    save="publisher.triggers:lineup_save",
 )
 
 WAIVER = TriggerQueue(
@@ -205,6 +222,7 @@ WAIVER = TriggerQueue(
     channel="waiverActions",
     message="WaiverClaim",
     error_statuses=(404, 409),
+    save="publisher.triggers:waiver_save",
 )
 
 DRAFT_PICK = TriggerQueue(
@@ -224,6 +242,8 @@ DRAFT_PICK = TriggerQueue(
     ttl="idempotency_ttl_draft_seconds",
     channel="draftTargets",
     message="DraftTarget",
+    save="publisher.triggers:draft_pick_save",
+    must_deliver=True,
 )
 
 _REGISTRY: dict[str, TriggerQueue] = {q.name: q for q in (LINEUP, WAIVER, DRAFT_PICK)}

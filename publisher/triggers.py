@@ -1,9 +1,11 @@
 """Triggers: lineup, waiver claim and draft pick requests saved with their message and published at once.
 
 Each trigger queue is declared in ``publisher.trigger_queues``; ``send`` is the one path for every
-queue: a queue with rules of its own has a save builder here (``_BUILDERS``), a queue without one
-is validated by its request model and sent as its own fields (``_fields_save``). ``trigger_lineup``,
-``trigger_waiver`` and ``trigger_draft_pick`` are ``send`` bound to their queue (``sender_of``).
+queue: a queue with rules of its own names its save builder in its declaration (``save``: the
+builders of the three queues are here), a queue without one is validated by its request model and
+sent as its own fields (``_fields_save``); a queue declared ``must_deliver`` answers only once
+delivered. ``trigger_lineup``, ``trigger_waiver`` and ``trigger_draft_pick`` are conveniences:
+``send`` bound to their queue (``sender_of``); a new queue needs no function of its own.
 
 Each trigger validates first (nothing is saved on a refusal), then saves the action and its
 outbox row in one transaction under the idempotency guard, publishes immediately and answers
@@ -128,7 +130,7 @@ def _send(
 SaveBuilder = Callable[[TriggerQueue, Any, _Common, KickoffSettings], TriggerSave]
 
 
-def _lineup_save(
+def lineup_save(
     queue: TriggerQueue, request: LineupRequest, common: _Common, settings: KickoffSettings
 ) -> TriggerSave:
     """A lineup change (lineup_updates); swap kinds and decision_inputs are not published."""
@@ -142,7 +144,7 @@ def _lineup_save(
     )
 
 
-def _waiver_save(
+def waiver_save(
     queue: TriggerQueue, request: WaiverRequest, common: _Common, settings: KickoffSettings
 ) -> TriggerSave:
     """A waiver claim (waiver_actions), optionally chained behind an IR move.
@@ -179,13 +181,13 @@ def _waiver_save(
     )
 
 
-def _pick_filled(league_id: str, pick_number: int) -> bool:
-    params = (league_id, DRAFT_PICK.name, ActionStatus.SUCCEEDED.value, pick_number)
+def _pick_filled(queue: TriggerQueue, league_id: str, pick_number: int) -> bool:
+    params = (league_id, queue.name, ActionStatus.SUCCEEDED.value, pick_number)
     row = fetch_one(action_sql.PICK_TAKEN, params)
     return row is not None
 
 
-def _draft_pick_save(
+def draft_pick_save(
     queue: TriggerQueue, request: DraftPickRequest, common: _Common, settings: KickoffSettings
 ) -> TriggerSave:
     """A draft target (draft_targets) that expires with its pick.
@@ -213,7 +215,7 @@ def _draft_pick_save(
             raise TriggerConflictError(
                 f"pick {pick} in league {common.league_id} expired at {expires_at.isoformat()}"
             )
-    if _pick_filled(common.league_id, pick):
+    if _pick_filled(queue, common.league_id, pick):
         raise TriggerConflictError(f"pick {pick} in league {common.league_id} is already filled")
     return common.save(
         queue=queue.name,
@@ -251,7 +253,8 @@ def _refuse_if_dead(tracking_id: str) -> None:
 
 
 def _require_delivered(result: TriggerResult, error: object) -> None:
-    """A draft target answers ``queued`` only once delivered: otherwise dead (409) or unavailable (503)."""
+    """A ``must_deliver`` queue's trigger (the draft target) answers ``queued`` only once delivered:
+    otherwise dead (409) or unavailable (503)."""
     if result.published:  # queued now, or a duplicate of a target already delivered
         return
     _refuse_if_dead(result.tracking_id)
@@ -260,16 +263,6 @@ def _require_delivered(result: TriggerResult, error: object) -> None:
         f"draft target {result.tracking_id} saved but not delivered ({reason}); retry with the same key",
         tracking_id=result.tracking_id,
     ) from (error if isinstance(error, BaseException) else None)
-
-
-#: The queues with a save builder of their own; the others are sent by ``_fields_save``.
-_BUILDERS: dict[str, SaveBuilder] = {
-    LINEUP.name: _lineup_save,
-    WAIVER.name: _waiver_save,
-    DRAFT_PICK.name: _draft_pick_save,
-}
-#: The queues whose trigger must be delivered before it answers (``_require_delivered``).
-_MUST_DELIVER = frozenset({DRAFT_PICK.name})
 
 
 def send(
@@ -285,16 +278,16 @@ def send(
     """Send ``request`` to trigger queue ``queue`` (the API's, the CLI's and every trigger function's path).
 
     The queue's own builder checks the request's fields; a queue without one validates the request
-    with its model first (``_fields_save``).
+    with its model first (``_fields_save``). A ``must_deliver`` queue's trigger raises unless delivered.
     """
-    build = _BUILDERS.get(queue.name)
+    build: SaveBuilder | None = queue.save_builder()
     if build is None:
         request = request.checked()
         build = _fields_save
     common = _Common.check(request, created_by_key_id, run_id)
     save = build(queue, request, common, settings)
     result, error = _send(save, publisher=publisher, settings=settings, committer=committer)
-    if queue.name in _MUST_DELIVER:
+    if queue.must_deliver:
         _require_delivered(result, error)
     return result
 

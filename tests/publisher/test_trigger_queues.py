@@ -8,6 +8,7 @@ key TTL and contract check appear, and its channel missing from the contract is 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Iterator
 from datetime import timedelta
@@ -20,7 +21,8 @@ from pydantic import Field
 from api.app import create_app
 from api.auth import Need, route_rules
 from cli.main import cli
-from config.errors import ContractMismatch
+from config.clock import utcnow
+from config.errors import ContractMismatch, TriggerUnavailableError
 from config.settings import MatchListenerEnvironment
 from publisher.contract import check_trigger_queue, load_contract
 from publisher.queues import DELIVERY, OUTBOX_QUEUES, TRIGGER_QUEUES, Delivery, declare_passive
@@ -33,6 +35,8 @@ from publisher.trigger_queues import (
     trigger_queues,
 )
 from publisher.trigger_requests import CliOption, EspnId, TriggerRequest, player_id_of
+from publisher.trigger_saves import TriggerResult, TriggerSave, TriggerStatus
+from publisher.triggers import send
 
 
 class KeeperRequest(TriggerRequest):
@@ -231,6 +235,86 @@ def test_a_declaration_with_an_unknown_scope_is_refused_at_once():
 def test_a_queue_name_cannot_be_declared_twice():
     with pytest.raises(ValueError, match="declared already"), registered(trigger_queue("lineup_updates")):
         pass
+
+
+# -- a fourth queue's save builder, must-deliver and help text come from its declaration ------
+
+
+def keeper_save(queue, request, common, settings) -> TriggerSave:
+    """The keeper queue's own save builder (named by ``KEEPER_WITH_RULES.save``)."""
+    fields = {"keeper_player_id": request.keeper_player_id, "note": "by its builder"}
+    return common.save(
+        queue=queue.name,
+        published=fields,
+        stored=fields,
+        espn_ids={"keeper_player_id": request.keeper_player_id},
+        now=utcnow(),
+    )
+
+
+KEEPER_WITH_RULES = dataclasses.replace(KEEPER, save=f"{__name__}:keeper_save", must_deliver=True)
+
+
+class RecordingCommitter:
+    """A committer that keeps the saves and answers a fixed outcome (no database, no broker)."""
+
+    def __init__(self, *, published: bool) -> None:
+        self.published = published
+        self.saves: list[TriggerSave] = []
+
+    def submit(self, save: TriggerSave, *, publisher: Any) -> tuple[TriggerResult, str | None]:
+        self.saves.append(save)
+        status = TriggerStatus.QUEUED if self.published else TriggerStatus.PENDING
+        return TriggerResult(status, "t-1", published=self.published), None if self.published else "nack"
+
+
+def _send_keeper(queue: TriggerQueue, committer: RecordingCommitter, settings) -> TriggerResult:
+    request = KeeperRequest(league_id="L1", team_id="7", keeper_player_id=4046)
+    return send(queue, request, publisher=None, settings=settings, committer=committer)
+
+
+@pytest.mark.parametrize("queue", trigger_queues(), ids=lambda q: q.name)
+def test_every_declared_save_builder_resolves_to_a_function(queue):
+    assert queue.save is not None and callable(queue.save_builder())
+
+
+def test_only_the_draft_target_must_be_delivered():
+    assert [q.name for q in trigger_queues() if q.must_deliver] == ["draft_targets"]
+
+
+def test_a_save_that_does_not_name_module_and_function_is_refused_at_once():
+    with pytest.raises(ValueError, match="save 'keeper_save' is not 'module:function'"):
+        dataclasses.replace(KEEPER, save="keeper_save")
+
+
+def test_a_fourth_queue_without_a_builder_sends_its_own_fields_and_may_stay_pending(keeper, settings):
+    committer = RecordingCommitter(published=False)
+    assert _send_keeper(keeper, committer, settings).status is TriggerStatus.PENDING
+    [save] = committer.saves
+    assert save.queue == "keeper_designations"
+    assert save.body["keeper_player_id"] == 4046 and save.body["note"] is None
+
+
+def test_a_fourth_queue_gets_its_save_builder_and_must_deliver_from_its_declaration(settings, monkeypatch):
+    monkeypatch.setattr("publisher.triggers._refuse_if_dead", lambda _tracking_id: None)  # no database
+    with registered(KEEPER_WITH_RULES) as queue:
+        delivered = RecordingCommitter(published=True)
+        assert _send_keeper(queue, delivered, settings).status is TriggerStatus.QUEUED
+        assert delivered.saves[0].body["note"] == "by its builder"
+        with pytest.raises(TriggerUnavailableError, match="not delivered"):
+            _send_keeper(queue, RecordingCommitter(published=False), settings)
+
+
+def test_the_help_texts_name_the_declared_queues(keeper):
+    def help_of(*args: str) -> str:
+        return " ".join(CliRunner().invoke(cli, [*args, "--help"]).output.split())
+
+    declared = ", ".join(q.name for q in trigger_queues())
+    assert declared.endswith("draft_targets, keeper_designations")
+    assert f"The trigger queues: {declared}." in help_of("trigger")
+    # outbox and amqp setup serve the queues declared at import (what `setup` declares)
+    assert f"The activity outbox ({', '.join(TRIGGER_QUEUES)})." in help_of("outbox")
+    assert f"Declare {', '.join(OUTBOX_QUEUES)} durable" in help_of("amqp", "setup")
 
 
 # -- the fourth queue end to end: the CLI and the API publish what the contract says ----------
