@@ -33,7 +33,7 @@ INTERVALS: dict[str, dict[str, str]] = {
         "LISTENER_STOP_POLL_SECONDS": "0.2",
     },
     # Real worker subprocesses: the default lease and stale threshold, a heartbeat every 5 s so a
-    # test sees rows being written (tests/lifecycle/conftest.py ``real_ctx``, the e2e tests).
+    # test sees rows being written (the e2e tests; tests/lifecycle/conftest.py ``REAL_WORKER_CTX``).
     "real_worker": {
         "LISTENER_HEARTBEAT_INTERVAL_SECONDS": "5",
         "LISTENER_HEARTBEAT_STALE_SECONDS": "180",
