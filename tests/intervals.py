@@ -44,6 +44,11 @@ INTERVALS: dict[str, dict[str, str]] = {
         "LISTENER_HANDOFF_SECONDS": "5",
         "LISTENER_HANDOFF_POLL_SECONDS": "0.05",
     },
+    # A worker subprocess (the lifecycle's short intervals otherwise) beside an open row that must
+    # look alive however long the worker takes to boot (tests/lifecycle/test_actors.py).
+    "booting_worker": {
+        "LISTENER_HEARTBEAT_STALE_SECONDS": "600",
+    },
     # The production heartbeat and stale threshold, for tests of what the board and the deploy judge by
     # them (tests/lifecycle/test_board.py, test_deploy.py): Late after 60 s, Stale after 180 s.
     "production": {
