@@ -33,7 +33,7 @@ INTERVALS: dict[str, dict[str, str]] = {
         "LISTENER_STOP_POLL_SECONDS": "0.2",
     },
     # Real worker subprocesses: the default lease and stale threshold, a heartbeat every 5 s so a
-    # test sees rows being written (tests/lifecycle/conftest.py ``real_ctx``, the e2e tests).
+    # test sees rows being written (the e2e tests; tests/lifecycle/conftest.py ``REAL_WORKER_CTX``).
     "real_worker": {
         "LISTENER_HEARTBEAT_INTERVAL_SECONDS": "5",
         "LISTENER_HEARTBEAT_STALE_SECONDS": "180",
@@ -43,6 +43,11 @@ INTERVALS: dict[str, dict[str, str]] = {
         "LISTENER_REAPER_POLL_SECONDS": "0.5",
         "LISTENER_HANDOFF_SECONDS": "5",
         "LISTENER_HANDOFF_POLL_SECONDS": "0.05",
+    },
+    # A worker subprocess (the lifecycle's short intervals otherwise) beside an open row that must
+    # look alive however long the worker takes to boot (tests/lifecycle/test_actors.py).
+    "booting_worker": {
+        "LISTENER_HEARTBEAT_STALE_SECONDS": "600",
     },
     # The production heartbeat and stale threshold, for tests of what the board and the deploy judge by
     # them (tests/lifecycle/test_board.py, test_deploy.py): Late after 60 s, Stale after 180 s.

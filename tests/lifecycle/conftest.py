@@ -74,12 +74,36 @@ def services(lsettings: MatchListenerEnvironment, lbarriers: CoordinationStore) 
     svc.close()
 
 
+#: Default lease and stale threshold; a heartbeat every 5 s (tests/intervals.py ``real_worker``).
+REAL_WORKER_DEFAULTS = intervals.env("real_worker")
+#: ``ctx`` for tests whose listeners run on real worker subprocesses: ``@REAL_WORKER_CTX`` on the test.
+REAL_WORKER_CTX = pytest.mark.parametrize("ctx", ["real_worker"], indirect=True)
+
+
 @pytest.fixture
 def ctx(
-    lsettings: MatchListenerEnvironment, lbarriers: CoordinationStore, services: ListenerServices
+    request: pytest.FixtureRequest,
+    lsettings: MatchListenerEnvironment,
+    lbarriers: CoordinationStore,
+    redis_client: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> dict[str, Any]:
-    """The keyword arguments of a lifecycle call at short intervals: ``start(match, **ctx)``."""
-    return {"settings": lsettings, "barriers": lbarriers, "services": services}
+    """The keyword arguments of a lifecycle call: ``start(match, **ctx)``; its intervals by parameter.
+
+    ``in_process`` (unless parametrized): settings, barriers and listener services of this process
+    at short intervals. ``real_worker`` (``REAL_WORKER_CTX``): settings and barriers at
+    REAL_WORKER_DEFAULTS, also set in os.environ (for CLIs run in process), and no services: the
+    listeners run in the workers.
+    """
+    row = getattr(request, "param", "in_process")
+    if row == "in_process":
+        return {"settings": lsettings, "barriers": lbarriers, "services": request.getfixturevalue("services")}
+    if row != "real_worker":
+        raise ValueError(f"ctx: no intervals {row!r} (in_process or real_worker)")
+    for key, value in REAL_WORKER_DEFAULTS.items():
+        monkeypatch.setenv(key, value)
+    settings = MatchListenerEnvironment(_env_file=None)
+    return {"settings": settings, "barriers": CoordinationStore.from_settings(settings, client=redis_client)}
 
 
 class Outbox:
@@ -304,19 +328,6 @@ def static_feed() -> Iterator[Callable[[dict[str, Any]], str]]:
     for server in servers:
         server.shutdown()
         server.server_close()
-
-
-#: Default lease and stale threshold; a heartbeat every 5 s (tests/intervals.py ``real_worker``).
-REAL_WORKER_DEFAULTS = intervals.env("real_worker")
-
-
-@pytest.fixture
-def real_ctx(lifecycle_env, redis_client, monkeypatch) -> dict[str, Any]:
-    """Settings and barriers at REAL_WORKER_DEFAULTS (also in os.environ) for tests on real workers."""
-    for key, value in REAL_WORKER_DEFAULTS.items():
-        monkeypatch.setenv(key, value)
-    settings = MatchListenerEnvironment(_env_file=None)
-    return {"settings": settings, "barriers": CoordinationStore.from_settings(settings, client=redis_client)}
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from lifecycle.dispatch import request_start
+from tests import intervals
 from tests.lifecycle.conftest import BOTH_BROKERS
 from tests.lifecycle.helpers import dead_run, live_row, quick, rows_of
 from tests.waiting import wait_for
@@ -64,7 +65,7 @@ def test_a_failed_run_is_a_failed_message_and_a_skip_a_successful_one(
     failing = make_match(listener_start_settings=quick(listener_force_exit_code=11))
     skipped = make_match(listener_start_settings=quick(listener_test_exit_code=0))
     # The skipped match's open row must look alive however long the worker takes to boot.
-    worker = start_worker(threads=2, env={"LISTENER_HEARTBEAT_STALE_SECONDS": "600"})
+    worker = start_worker(threads=2, env=intervals.env("booting_worker"))
     live_row(skipped)  # an active listener elsewhere: the start is skipped_active
     sent = {}
     for name, match in (("failing", failing), ("skipped", skipped)):

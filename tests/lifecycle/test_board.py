@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -332,16 +331,20 @@ def test_status_watch_redraws_until_ctrl_c_and_exits_0(make_match, subprocess_en
     threading.Thread(target=_read_lines, args=(proc.stdout, lines), daemon=True).start()
     try:
         draws = matched = 0
-        deadline = time.monotonic() + 60
-        while draws < 2 or matched < 2:
-            assert time.monotonic() < deadline, "fewer than two redraws within 60 s"
+
+        def redrawn_twice() -> bool:
+            """Read the next line (1 s at most); true once two boards and the match were drawn."""
+            nonlocal draws, matched
             try:
                 line = lines.get(timeout=1)
             except queue.Empty:
-                continue
+                return False
             assert line is not None, proc.stderr.read() if proc.stderr else ""
             draws += line.startswith("listener board at ")
             matched += "sr:match:watched" in line
+            return draws >= 2 and matched >= 2
+
+        wait_for(redrawn_twice, timeout=60, interval=0, what="two redraws of the watched match")
         os.kill(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=30) == 0
         err = proc.stderr.read() if proc.stderr else ""

@@ -179,12 +179,11 @@ def test_the_pool_of_a_worker_is_its_listener_database_slots_plus_two_and_at_lea
 
 
 def test_many_listener_starts_open_no_more_connections_than_the_pool(
-    lsettings, lbarriers, services, runner, make_match, rebind
+    lsettings, ctx, runner, make_match, rebind
 ):
     init_database(lsettings.database_url, pool_max_connections=3, connect_timeout_seconds=30)
     matches = [make_match() for _ in range(30)]
     database.close()
-    ctx = {"settings": lsettings, "barriers": lbarriers, "services": services}
     overrides = {"listener_test_duration_seconds": 0.2}
 
     futures = [runner(start, m, overrides=overrides, **ctx) for m in matches]

@@ -26,11 +26,11 @@ from srsim.pbp import final_events
 from srsim.script import GameScript
 from srsim.server import SimServer
 from tests.background import BackgroundLoop
-from tests.lifecycle.conftest import REAL_WORKER_DEFAULTS
+from tests.lifecycle.conftest import REAL_WORKER_CTX, REAL_WORKER_DEFAULTS
 from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, mlb_games, open_rows, rows_of
 from tests.waiting import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, REAL_WORKER_CTX]
 
 #: A game of about 70 s: long enough for a fault, a takeover and a second fault before it ends.
 EVENTS = 280
@@ -116,7 +116,7 @@ def _moved(match, old: set[str]) -> bool:
 
 
 def test_a_killed_then_a_paused_worker_lose_no_event_of_their_games(
-    make_match, real_ctx, send_start, start_worker, feed, lifecycle_env
+    make_match, ctx, send_start, start_worker, feed, lifecycle_env
 ):
     games = _games(2)
     server = feed(games)
@@ -127,7 +127,7 @@ def test_a_killed_then_a_paused_worker_lose_no_event_of_their_games(
         FeedConnectionMonitor(server, [g.sr_id for g in games]) as killed_monitor,
     ):
         doomed = start_worker(env=env)
-        assert dispatch_now(real_ctx, send_start).enqueued == 2
+        assert dispatch_now(ctx, send_start).enqueued == 2
         for g in games:
             wait_for(lambda g=g: _events_archived(lifecycle_env, g) >= 15, timeout=60, what="15 events")
         standby = start_worker(env=env)
@@ -168,7 +168,7 @@ def test_a_killed_then_a_paused_worker_lose_no_event_of_their_games(
 
 
 def test_drops_a_failing_play_by_play_an_operator_stop_and_a_deploy_lose_no_event(
-    make_match, real_ctx, send_start, start_worker, feed, lifecycle_env, deploy, kick
+    make_match, ctx, send_start, start_worker, feed, lifecycle_env, deploy, kick
 ):
     dropped, stopped, failing = games = _games(3)
     server = feed(games)
@@ -177,7 +177,7 @@ def test_drops_a_failing_play_by_play_an_operator_stop_and_a_deploy_lose_no_even
     env = _env(server, LISTENER_BACKFILL_ATTEMPTS="3")
     with OpenRowMonitor(m.id for m in matches) as monitor:
         old_worker = start_worker(env=env)
-        assert dispatch_now(real_ctx, send_start).enqueued == 3
+        assert dispatch_now(ctx, send_start).enqueued == 3
         for g in games:
             wait_for(lambda g=g: _events_archived(lifecycle_env, g) >= 10, timeout=60, what="10 events")
         # A dropped connection, well inside the resume window: the feed replays what was missed.

@@ -12,12 +12,12 @@ import time
 import pytest
 
 from models.listener_record import MatchListenerRecord
-from tests.lifecycle.conftest import BOTH_BROKERS, ON_AMQP, REAL_WORKER_DEFAULTS
+from tests.lifecycle.conftest import BOTH_BROKERS, ON_AMQP, REAL_WORKER_CTX, REAL_WORKER_DEFAULTS
 from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, open_rows, rows_of
 from tests.private_redis import PrivateRedis
 from tests.waiting import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, REAL_WORKER_CTX]
 
 DEFAULTS = REAL_WORKER_DEFAULTS
 ON_AMQP_ONLY = pytest.mark.parametrize("worker_broker", [ON_AMQP], indirect=True)
@@ -29,10 +29,10 @@ def _restarted(match, old_id) -> bool:
     return any(str(r.id) != str(old_id) for r in open_rows(match))
 
 
-def _streaming_on_a_worker(matches, real_ctx, send_start, start_worker):
+def _streaming_on_a_worker(matches, ctx, send_start, start_worker):
     """A worker (at DEFAULTS) streaming ``matches``, and the id of each match's open row on it."""
     worker = start_worker(env=DEFAULTS)
-    assert dispatch_now(real_ctx, send_start).enqueued == len(matches)
+    assert dispatch_now(ctx, send_start).enqueued == len(matches)
     return worker, {m.id: wait_for(lambda m=m: open_rows(m), timeout=30)[0].id for m in matches}
 
 
@@ -53,11 +53,11 @@ def _old_and_new_rows(match, *, reason: str):
 # tests/lifecycle/test_gapless_e2e.py, which also checks every event of the games: here RabbitMQ.
 @ON_AMQP_ONLY
 def test_a_hard_killed_listener_workers_matches_stream_again_on_another_worker_within_seconds(
-    make_match, real_ctx, send_start, start_worker
+    make_match, ctx, send_start, start_worker
 ):
     matches = [make_match(status="inprogress") for _ in range(3)]
     with OpenRowMonitor(m.id for m in matches) as monitor:
-        doomed, old = _streaming_on_a_worker(matches, real_ctx, send_start, start_worker)
+        doomed, old = _streaming_on_a_worker(matches, ctx, send_start, start_worker)
         survivor = start_worker(env=DEFAULTS)
         killed_at = time.monotonic()
         doomed.kill()
@@ -72,11 +72,11 @@ def test_a_hard_killed_listener_workers_matches_stream_again_on_another_worker_w
 
 @BOTH_BROKERS
 def test_a_sigterm_hands_each_match_over_to_the_other_worker_which_starts_as_the_old_run_stops(
-    make_match, real_ctx, send_start, start_worker
+    make_match, ctx, send_start, start_worker
 ):
     matches = [make_match(status="inprogress") for _ in range(2)]
     with OpenRowMonitor(m.id for m in matches) as monitor:
-        old_worker, old = _streaming_on_a_worker(matches, real_ctx, send_start, start_worker)
+        old_worker, old = _streaming_on_a_worker(matches, ctx, send_start, start_worker)
         start_worker(env=DEFAULTS)
         old_worker.terminate(timeout=60)  # the deploy's graceful stop, the new worker already up
         _wait_restarted(matches, old, interval=0.1)
@@ -90,13 +90,13 @@ def test_a_sigterm_hands_each_match_over_to_the_other_worker_which_starts_as_the
 
 
 def test_a_listener_worker_reconnects_after_the_brokers_redis_restarts_and_takes_new_starts(
-    make_match, real_ctx, start_worker, tmp_path
+    make_match, ctx, start_worker, tmp_path
 ):
     from actors.broker import build_broker
     from actors.listeners import start_message
 
     with PrivateRedis(tmp_path / "broker-redis") as broker_redis:
-        bsettings = real_ctx["settings"].model_copy(update={"broker_url": broker_redis.url()})
+        bsettings = ctx["settings"].model_copy(update={"broker_url": broker_redis.url()})
         broker = build_broker(bsettings)
 
         def send(message) -> None:
@@ -104,12 +104,12 @@ def test_a_listener_worker_reconnects_after_the_brokers_redis_restarts_and_takes
 
         first = make_match(status="inprogress")
         start_worker(env={**DEFAULTS, "BROKER_URL": broker_redis.url()})
-        assert dispatch_now(real_ctx, send).enqueued == 1
+        assert dispatch_now(ctx, send).enqueued == 1
         [running] = wait_for(lambda: open_rows(first), timeout=30)
 
         broker_redis.restart(down_seconds=1.0)  # queues, acks and worker heartbeats are gone
         second = make_match(status="inprogress")
-        assert dispatch_now(real_ctx, send).enqueued == 1  # the first match still streams: only the second
+        assert dispatch_now(ctx, send).enqueued == 1  # the first match still streams: only the second
         wait_for(lambda: open_rows(second), timeout=RECOVERY_DEADLINE, interval=0.2)
         assert [r.id for r in open_rows(first)] == [running.id]  # never interrupted
         broker.close()
@@ -117,11 +117,11 @@ def test_a_listener_worker_reconnects_after_the_brokers_redis_restarts_and_takes
 
 @BOTH_BROKERS
 def test_rerunning_the_deploy_beside_healthy_real_listeners_closes_none_of_them(
-    make_match, real_ctx, send_start, start_worker, deploy
+    make_match, ctx, send_start, start_worker, deploy
 ):
     matches = [make_match(status="inprogress") for _ in range(3)]
     start_worker(env=DEFAULTS)
-    assert dispatch_now(real_ctx, send_start).enqueued == 3
+    assert dispatch_now(ctx, send_start).enqueued == 3
     before = {m.id: wait_for(lambda m=m: open_rows(m), timeout=30)[0] for m in matches}
     out = deploy("true")
     assert "0 rows abandoned" in out
@@ -140,11 +140,11 @@ def test_rerunning_the_deploy_beside_healthy_real_listeners_closes_none_of_them(
 
 @BOTH_BROKERS
 def test_a_graceful_restart_through_the_deploy_streams_every_match_again_once_the_new_worker_is_up(
-    make_match, real_ctx, send_start, start_worker, deploy
+    make_match, ctx, send_start, start_worker, deploy
 ):
     matches = [make_match(status="inprogress") for _ in range(3)]
     old_worker = start_worker(env=DEFAULTS)
-    assert dispatch_now(real_ctx, send_start).enqueued == 3
+    assert dispatch_now(ctx, send_start).enqueued == 3
     for m in matches:
         wait_for(lambda m=m: open_rows(m), timeout=30)
     pid = old_worker.proc.pid

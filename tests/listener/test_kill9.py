@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from listener.body import ListenerContext
 from listener.exit_codes import ExitCode
 from srsim.script import GameScript
 from tests.listener.conftest import run_listener
+from tests.waiting import wait_for
 
 
 def _sequence(events: list[dict]) -> list[int]:
@@ -49,11 +49,12 @@ def test_kill_9_mid_game_then_restart_leaves_valid_json_with_new_events_appended
     )
     path = archive_path(data_dir, "mlb", game.sr_id)
     try:
-        deadline = time.monotonic() + 30  # kick-off is 8 s after srsim starts
-        while time.monotonic() < deadline:
-            if path.exists() and len(read_events(path)) >= 20:
-                break
-            time.sleep(0.02)
+        wait_for(  # kick-off is 8 s after srsim starts
+            lambda: path.exists() and len(read_events(path)) >= 20,
+            timeout=30,
+            interval=0.02,
+            what="20 events archived",
+        )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(5)
     finally:

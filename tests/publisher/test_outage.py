@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import struct
 import threading
-import time
 from collections import Counter
 
 import pika.spec
@@ -16,6 +15,7 @@ from publisher.outbox import outbox_report
 from publisher.triggers import trigger_lineup, trigger_waiver
 from tests.faultproxy import FaultProxy
 from tests.publisher.helpers import lineup, waiver
+from tests.waiting import wait_for
 
 #: An AMQP method frame (type 1) of Basic.Publish: class 60, method 40 after type, channel and size.
 PUBLISH_METHOD = struct.pack(">I", pika.spec.Basic.Publish.INDEX)
@@ -62,10 +62,14 @@ def _publish_through_cuts(proxy: FaultProxy, pub_settings, amqp_vhost: str) -> N
     failed_at_once = sum(not r.published for r in results)
     assert cuts >= 2
     assert failed_at_once >= cuts  # each cut publish was answered pending, left to the drain
-    deadline = time.monotonic() + 60
-    while outbox_report().backlog and time.monotonic() < deadline:
-        time.sleep(0.06)  # past the test-sized backoff
+
+    def drained() -> bool:
         drain_outbox(publisher=publisher, settings=pub_settings)
+        return not outbox_report().backlog
+
+    wait_for(
+        drained, timeout=60, interval=0.06, what="the outbox drained"
+    )  # 0.06 s: past the test-sized backoff
     publisher.close()
     assert outbox_report().backlog == 0 and outbox_report().dead == 0
 

@@ -26,6 +26,7 @@ from runs.catalog import Catalog, load_catalog
 from runs.command import REJECTED_QUEUE
 from runs.launcher import Launcher, LauncherConfig
 from tests.rabbitmq import vhost_queues
+from tests.waiting import wait_for
 
 
 @pytest.fixture(scope="session")
@@ -105,12 +106,12 @@ def run_status(run_id: str) -> RunLog:
 
 def step_until(launcher: Launcher, predicate: Callable[[], bool], *, timeout: float = 30.0) -> None:
     """Turn the launcher's loop until ``predicate()`` holds (fails the test after ``timeout``)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
+
+    def stepped() -> bool:
         launcher.step()
-        if predicate():
-            return
-    raise AssertionError(f"condition not reached within {timeout} s")
+        return predicate()
+
+    wait_for(stepped, timeout=timeout, interval=0, what="condition")
 
 
 def kill_running(launcher: Launcher) -> None:

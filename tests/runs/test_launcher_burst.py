@@ -3,11 +3,10 @@ delivery is acked as soon as it is recorded (none held while its run waits)."""
 
 from __future__ import annotations
 
-import time
-
 from models.run_log import RunLog
 from runs.publish import publish_run
 from tests.runs.conftest import LauncherThread, queue_counts, read_traces
+from tests.waiting import wait_for
 
 BURST = 200
 CAP = 8
@@ -41,18 +40,24 @@ def test_a_burst_of_200_runs_never_exceeds_the_cap_and_no_delivery_waits_for_its
             publish_run("noop", params, trigger="cli", catalog=catalog, publisher=publisher)
             for _ in range(BURST)
         ]
-        end = time.monotonic() + 30
-        while launcher.stats.accepted + launcher.stats.stale < BURST and time.monotonic() < end:
-            time.sleep(0.02)
+        wait_for(
+            lambda: launcher.stats.accepted + launcher.stats.stale >= BURST,
+            timeout=30,
+            interval=0.02,
+            what=f"{BURST} deliveries taken",
+        )
         assert launcher.stats.accepted == BURST
         waiting = RunLog.select().where(RunLog.status == "queued").count()
         counts = queue_counts(amqp_vhost)
         assert waiting > 0, "the burst finished before the check; make the jobs longer"
         assert counts == (0, 0), f"{waiting} runs wait for a slot, the broker still holds {counts}"
 
-        end = time.monotonic() + 90
-        while RunLog.select().where(RunLog.status == "succeeded").count() < BURST and time.monotonic() < end:
-            time.sleep(0.1)
+        wait_for(
+            lambda: RunLog.select().where(RunLog.status == "succeeded").count() >= BURST,
+            timeout=90,
+            interval=0.1,
+            what=f"{BURST} runs succeeded",
+        )
     finally:
         thread.stop()
 

@@ -12,6 +12,7 @@ from lifecycle.clone import clone_match
 from listener.archive import EventArchive, archive_path
 from models import Match
 from srsim.script import load_script
+from tests.waiting import wait_for
 
 
 def test_a_recorded_match_is_cloned_into_an_is_test_match_and_a_replay_script(make_match, tmp_path):
@@ -140,8 +141,6 @@ def test_sim_clone_names_its_source_by_internal_id_or_by_a_uuid_sr_id(
 def test_a_clone_is_served_by_a_running_srsim_without_a_restart_and_dispatchable_only_then(
     make_match, tmp_path, settings
 ):
-    import time
-
     import requests
 
     from srsim.server import SimServer
@@ -158,9 +157,7 @@ def test_a_clone_is_served_by_a_running_srsim_without_a_restart_and_dispatchable
         assert script.parent == watch
         assert str(clone.id) not in _dispatchable(settings)  # not served yet: not dispatched
 
-        deadline = time.monotonic() + 30
-        while clone.sr_id not in writer.served and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: clone.sr_id in writer.served, timeout=30, what="the clone served")
         assert clone.sr_id in writer.served and clone.sr_id in server.sessions
         assert clone.sr_id not in other.sessions
         assert str(clone.id) in _dispatchable(settings)
@@ -177,8 +174,6 @@ def test_a_clone_is_served_by_a_running_srsim_without_a_restart_and_dispatchable
 
 
 def test_scripts_already_in_the_watched_directory_are_not_replayed(make_match, tmp_path):
-    import time
-
     from srsim.server import SimServer
 
     source = _recorded(make_match, tmp_path)
@@ -186,9 +181,7 @@ def test_scripts_already_in_the_watched_directory_are_not_replayed(make_match, t
     server = SimServer([], watch_dir=tmp_path / "srsim", watch_seconds=0.05).start_background()
     try:
         new, _, _ = clone_match(source.sr_id, data_dir=tmp_path)
-        deadline = time.monotonic() + 30
-        while new.sr_id not in server.sessions and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: new.sr_id in server.sessions, timeout=30, what="the new script served")
         assert new.sr_id in server.sessions and old.sr_id not in server.sessions
     finally:
         server.stop()

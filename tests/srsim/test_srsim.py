@@ -14,6 +14,7 @@ from config.errors import SimulatorScriptError
 from models import Match
 from srsim.script import GameScript, load_script
 from srsim.status import StatusWriter
+from tests.waiting import wait_for
 
 
 def _game(**kw) -> GameScript:
@@ -98,12 +99,14 @@ def test_srsim_moves_an_is_test_matchs_status_through_the_game(server, make_matc
     try:
         server([game, _game(sr_id=live.sr_id, is_test=False)], status_writer=writer)
         seen = []
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and (not seen or seen[-1] != "closed"):
+
+        def closed() -> bool:
             status = Match.get_by_id(match.id).status
             if not seen or seen[-1] != status:
                 seen.append(status)
-            time.sleep(0.01)
+            return status == "closed"
+
+        wait_for(closed, timeout=10, interval=0.01, what="the is_test match closed")
     finally:
         writer.close()
     assert seen == ["scheduled", "inprogress", "delayed", "inprogress", "closed"]
