@@ -3,11 +3,15 @@
 Everything else kickoff does with Dramatiq goes through its public API. What is left, each with
 the upstream issue whose resolution would remove it:
 
-1. **The RedisBroker's storage layout** (``{namespace}:{queue}``, the list of message ids, and
-   ``{namespace}:{queue}.msgs``, the hash of bodies by id), written directly by actors.batch for
-   all but the first message of a dispatch tick's batch: Dramatiq has no batch enqueue, and its
-   ``enqueue`` is one Lua script call per message, several times slower for ten thousand starts.
-   Upstream: see ``UPSTREAM`` (each internal's issue or pull request).
+1. **The RedisBroker's enqueue internals**, for actors.batch's one-round-trip batch: Dramatiq has
+   no batch enqueue, and its ``enqueue`` is one Lua script call per message, several times slower
+   for ten thousand starts. ``pipelined`` gives a copy of the broker whose ``client`` is a redis-py
+   pipeline and whose ``scripts["dispatch"]`` is registered on it (``enqueue`` looks the script up
+   on each call), so the first message goes through Dramatiq's own ``enqueue``; ``store_messages``
+   stores every other one as that script does: the storage layout (``{namespace}:{queue}``, the
+   list of message ids, and ``{namespace}:{queue}.msgs``, the hash of bodies by id), each message
+   under its ``redis_message_id`` option. Upstream: see ``UPSTREAM`` (each internal's issue or
+   pull request).
 2. **``RabbitmqBroker._build_queue_arguments``**, extended by actors.rabbitmq to declare quorum
    queues (``x-queue-type``): the broker has no public way to add queue arguments.
 3. **A RabbitMQ delivery's ``_tag``** (``_RabbitmqMessage``): actors.rabbitmq's consumer hands a
@@ -18,15 +22,19 @@ The RabbitMQ consumer class kickoff extends is the one ``RabbitmqBroker.consumer
 returns (the property Dramatiq's own ``consume`` builds consumers with), and a delivery's stored
 message is read through the proxy's public attributes, so neither needs a private name.
 
-Importing this module checks 2. and 3. against the installed dramatiq and raises ImportError
-naming its version and what differs; 1. is checked by a test that stores a batch and one
-``enqueue`` side by side (tests/lifecycle/test_batch_send.py). Checked against dramatiq 1.17 and 2.2.
+Importing this module checks the names of 1. (``client``, ``scripts`` and the ``redis_message_id``
+option in the RedisBroker's source), 2. and 3. against the installed dramatiq and raises
+ImportError naming its version and what differs; 1.'s storage layout is checked by a test that
+stores a batch and one ``enqueue`` side by side (tests/lifecycle/test_batch_send.py). Checked
+against dramatiq 1.17 and 2.2.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import dramatiq
@@ -37,7 +45,7 @@ from dramatiq.encoder import JSONEncoder
 #: The upstream issues that would let kickoff drop each internal (see the module's docstring).
 UPSTREAM = {
     # a faster way to enqueue many messages; closed without a batch API (none is open)
-    "storage layout": "https://github.com/Bogdanp/dramatiq/issues/170",
+    "RedisBroker enqueue": "https://github.com/Bogdanp/dramatiq/issues/170",
     # custom arguments for the RabbitMQ queues (open pull request)
     "_build_queue_arguments": "https://github.com/Bogdanp/dramatiq/pull/657",
     # a delivery's AMQP details only reachable by overriding the consumer and its message (open)
@@ -62,10 +70,21 @@ def _consumer_class() -> Any:
     return getter(None) if getter is not None else None
 
 
+#: What the RedisBroker's source must say for ``pipelined`` and ``store_messages`` to hold: the
+#: scripts registered on its ``client`` by name, the dispatch script looked up on each call, each
+#: message stored under its ``redis_message_id`` option.
+_REDIS_BROKER_SOURCE = ("self.client", "self.scripts = {", "register_script", 'self.scripts["dispatch"]')
+_REDIS_MESSAGE_ID = "redis_message_id"
+
+
 def _check() -> list[str]:
     """What differs from the internals used here (the storage layout is checked by a test that
     compares a batch with what one ``enqueue`` stores, tests/lifecycle/test_batch_send.py)."""
     problems: list[str] = []
+    redis_broker = _source(RedisBroker)
+    problems += [f"RedisBroker: {text}" for text in _REDIS_BROKER_SOURCE if text not in redis_broker]
+    if f'"{_REDIS_MESSAGE_ID}"' not in _source(getattr(RedisBroker, "enqueue", None)):
+        problems.append(f"RedisBroker.enqueue: {_REDIS_MESSAGE_ID}")
     if not callable(getattr(RabbitmqBroker, "_build_queue_arguments", None)):
         problems.append("RabbitmqBroker._build_queue_arguments")
     consumer = _consumer_class()
@@ -95,7 +114,7 @@ check()
 RabbitmqConsumer: type = _consumer_class()
 
 
-# -- 1. the RedisBroker's storage layout ---------------------------------------------------------
+# -- 1. the RedisBroker's enqueue internals -------------------------------------------------------
 
 
 def queue_key(broker: RedisBroker, queue_name: str) -> str:
@@ -106,6 +125,41 @@ def queue_key(broker: RedisBroker, queue_name: str) -> str:
 def messages_key(broker: RedisBroker, queue_name: str) -> str:
     """The hash of a queue's message bodies by id."""
     return f"{queue_key(broker, queue_name)}.msgs"
+
+
+def pipeline(broker: RedisBroker) -> Any:
+    """A redis-py pipeline (no MULTI) on the broker's Redis client: one round trip when executed."""
+    return broker.client.pipeline(transaction=False)
+
+
+def pipelined(broker: RedisBroker, pipe: Any) -> RedisBroker:
+    """A shallow copy of ``broker`` whose ``dispatch`` script is queued on ``pipe`` (the other
+    scripts stay on the broker's client, so one that must answer at once, ``maxstack``, does)
+    and that emits no middleware events (the caller emits them for its whole batch)."""
+    view = copy.copy(broker)
+    view.client = pipe
+    script = broker.scripts["dispatch"].script
+    view.scripts = {**broker.scripts, "dispatch": pipe.register_script(script)}
+    view.middleware = []
+    return view
+
+
+def with_redis_message_id(message: dramatiq.Message, redis_id: str) -> dramatiq.Message:
+    """``message`` with its Redis id (unique per enqueue, like the uuid4 ``RedisBroker.enqueue`` gives)."""
+    return with_options(message, **{_REDIS_MESSAGE_ID: redis_id})
+
+
+def store_messages(
+    pipe: Any, broker: RedisBroker, queue_name: str, messages: Sequence[dramatiq.Message]
+) -> None:
+    """Queue on ``pipe`` what the dispatch script's ``enqueue`` stores for ``messages`` (each with its
+    Redis id, ``with_redis_message_id``) on queue ``queue_name``: one HSET of their bodies by id,
+    one RPUSH of their ids, in order."""
+    ids = [m.options[_REDIS_MESSAGE_ID] for m in messages]
+    pipe.hset(
+        messages_key(broker, queue_name), mapping={i: encode(m) for i, m in zip(ids, messages, strict=True)}
+    )
+    pipe.rpush(queue_key(broker, queue_name), *ids)
 
 
 # -- 2. queue arguments of the RabbitmqBroker ----------------------------------------------------

@@ -27,13 +27,10 @@ class DatabaseConnectionMiddleware(Middleware):
     """
 
     def _close(self) -> None:
-        from models.db import database
+        from models.db import release_connection
 
-        if database.obj is None:
-            return
         try:
-            if not database.is_closed():
-                database.close()
+            release_connection()
         except Exception:  # a broken connection must not fail the message bookkeeping
             logger.warning("closing the database connection failed", exc_info=True)
 

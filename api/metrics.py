@@ -127,15 +127,14 @@ class SharedStateCollector(Collector):
         return []  # collected on demand; nothing to describe at registration
 
     def collect(self) -> Iterator[Metric]:
-        from models.db import database
+        from models.db import release_connection
 
         with self._lock:
             if time.monotonic() - self._read_at >= self.cache_seconds:
                 try:
                     self._metrics = list(self._read())
                 finally:
-                    if not database.is_closed():
-                        database.close()  # this thread's connection goes back to the pool
+                    release_connection()  # this thread's connection goes back to the pool
                 self._read_at = time.monotonic()
                 self.reads.inc()
             metrics = self._metrics

@@ -30,7 +30,7 @@ from lifecycle.sql.board import (
 )
 from models.badges import derive_badge
 from models.coordination import CoordinationStore
-from models.db import database
+from models.db import release_connection
 from models.status import DISPATCH_ALWAYS, DISPATCH_IN_WINDOW
 
 #: Badge of a match on the board without any lifecycle row.
@@ -302,8 +302,7 @@ def listener_board(
         found = cache.found
     else:
         found = _select(match_id, redis_ids=redis_ids, settings=settings, now=_db_now(), match_ids=match_ids)
-    if not database.is_closed():
-        database.close()
+    release_connection()
     open_leases = {row[12] for row in found if _is_open_row(row) and row[12]}
     alive = barriers.live_worker_leases(open_leases)[0] if open_leases else set()
     counters = _counters(barriers, found, redis_ids if whole else None)

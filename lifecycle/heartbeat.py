@@ -24,7 +24,7 @@ from lifecycle.lease import LEASE_EXPIRED, WorkerLease
 from lifecycle.poller import RegistryPoller
 from lifecycle.sql import rows
 from models.coordination import CoordinationStore
-from models.db import database
+from models.db import release_connection
 
 logger = logging.getLogger(__name__)
 
@@ -146,8 +146,7 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
                 logger.warning("heartbeat: writing %d rows failed: %s", len(record_ids), exc)
                 written = None
             finally:
-                if not database.is_closed():
-                    database.close()
+                release_connection()
         unwritten = [r.record_id for r in regs if r.record_id and r.record_id not in (written or ())]
         fenced = self._fenced(unwritten) if written is not None else set()
         for reg in regs:
@@ -176,8 +175,7 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
             logger.warning("heartbeat: reading the fencing of %d rows failed: %s", len(record_ids), exc)
             return set()
         finally:
-            if not database.is_closed():
-                database.close()
+            release_connection()
 
     def wake(self) -> None:
         """Beat now instead of at the end of the interval."""

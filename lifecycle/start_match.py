@@ -26,7 +26,7 @@ from lifecycle.sql import rows
 from lifecycle.start import RunOutcome, run_match_listener, validate_override_keys
 from listener.exit_codes import ExitCode, is_success
 from models.coordination import CoordinationStore
-from models.db import database
+from models.db import release_connection
 from models.start_messages import forget_message_id, stored_message_id
 
 logger = logging.getLogger(__name__)
@@ -325,8 +325,7 @@ def _run(
         raise
     finally:
         _unwind(mid, lock.token, barriers)
-        if not database.is_closed():
-            database.close()
+        release_connection()
     if message_id is not None:
         with services.db_slot(), contextlib.suppress(KickoffError):
             forget_message_id(mid, message_id)

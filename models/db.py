@@ -483,6 +483,15 @@ def connection_scope() -> Iterator[None]:
                 logger.debug("closing the scope's connection failed after an error", exc_info=True)
 
 
+def release_connection() -> None:
+    """Hand this thread's connection back (to the pool; closed without one) at the end of a unit of
+    store calls made outside ``connection_scope``: nothing when no database is bound, the thread
+    holds no connection or a transaction is open on it (its owner hands it back)."""
+    if database.obj is None or database.is_closed() or database.in_transaction():
+        return
+    database.close()
+
+
 def check_connection(url: str | None = None) -> None:
     """Open and close one connection, raising DatabaseUnavailable if PostgreSQL refuses."""
     with database_errors(url):

@@ -1,13 +1,20 @@
-"""Player and RosterPlayer: the provider's players map as last synced, and the rostered players."""
+"""Player and RosterPlayer: the provider's players map as last synced, and the rostered players.
+
+The one store of the ``players`` and ``roster_players`` tables: the roster sync (players.sync)
+and the triggers' ESPN-id check (publisher.sleeper_ids) reach them through these functions.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, Protocol
 
 import peewee
 
 from models.base import BaseModel, UTCDateTimeField
-from models.boundary import translate_database_errors
+from models.boundary import translate_database_errors, translate_database_refusals
+from models.db import database
 
 
 class Player(BaseModel):
@@ -84,3 +91,56 @@ def add_roster_rows(rows: list[dict[str, Any]]) -> int:
     Returns how many were added."""
     query = RosterPlayer.insert_many(rows).on_conflict_ignore().returning(RosterPlayer.sleeper_id)
     return len(list(query.execute()))
+
+
+class PlayerValues(Protocol):
+    """What ``upsert_players`` stores of one player of the map (players.sync.PlayerRecord)."""
+
+    @property
+    def sleeper_id(self) -> str: ...
+    @property
+    def espn_id(self) -> int | None: ...
+    @property
+    def full_name(self) -> str | None: ...
+    @property
+    def team(self) -> str | None: ...
+    @property
+    def injury_status(self) -> str | None: ...
+
+
+_UPSERT = (
+    "INSERT INTO players (sleeper_id, espn_id, full_name, team, injury_status, synced_at) SELECT * FROM "
+    "unnest(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::text[]), LATERAL (SELECT "
+    "%s::timestamptz) t ON CONFLICT (sleeper_id) DO UPDATE SET espn_id = EXCLUDED.espn_id, full_name = "
+    "EXCLUDED.full_name, team = EXCLUDED.team, injury_status = EXCLUDED.injury_status, synced_at = "
+    "EXCLUDED.synced_at"
+)
+
+_SLEEPER_ONLY_IDS = (
+    "SELECT v.id FROM unnest(%s::bigint[]) AS v (id) WHERE EXISTS (SELECT 1 FROM players p WHERE "
+    "p.sleeper_id = v.id::text) AND NOT EXISTS (SELECT 1 FROM players p WHERE p.espn_id = v.id)"
+)
+
+
+@translate_database_refusals
+def upsert_players(players: Sequence[PlayerValues], *, synced_at: datetime) -> None:
+    """Insert or update every player of ``players`` (one statement), each marked synced at ``synced_at``;
+    any refusal of the statement (a value PostgreSQL cannot store) raises DatabaseRefused."""
+    database.execute_sql(
+        _UPSERT,
+        (
+            [p.sleeper_id for p in players],
+            [p.espn_id for p in players],
+            [p.full_name for p in players],
+            [p.team for p in players],
+            [p.injury_status for p in players],
+            synced_at,
+        ),
+    )
+
+
+@translate_database_refusals
+def sleeper_ids_among(ids: Iterable[int]) -> set[int]:
+    """Of ``ids``, those the players map knows as Sleeper ids and not as any player's ESPN id (one query)."""
+    rows = database.execute_sql(_SLEEPER_ONLY_IDS, (list(ids),)).fetchall()
+    return {int(r[0]) for r in rows}

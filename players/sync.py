@@ -33,11 +33,9 @@ from config.errors import PlayerSyncError
 from config.set_aside import set_aside
 from config.settings import mask_url
 from models.boundary import transaction
-from models.player import add_roster_rows, roster_rows, rostered_ids, rostered_players
+from models.player import add_roster_rows, roster_rows, rostered_ids, rostered_players, upsert_players
 from publisher.alerts import InjuryChange, publish_injury_alerts, should_alert
 from publisher.amqp import AmqpPublisher
-from publisher.sql import execute
-from publisher.sql import players as player_sql
 from publisher.validation import MAX_ESPN_ID
 
 logger = logging.getLogger(__name__)
@@ -189,21 +187,6 @@ def load_players_map(source: str, *, timeout_seconds: float = 30.0) -> PlayersMa
     return read_players_map(data)
 
 
-def _save(players: list[PlayerRecord], *, now: datetime) -> None:
-    """Upsert every player of the map (one statement; the records were checked by ``_record``)."""
-    execute(
-        player_sql.UPSERT,
-        (
-            [p.sleeper_id for p in players],
-            [p.espn_id for p in players],
-            [p.full_name for p in players],
-            [p.team for p in players],
-            [p.injury_status for p in players],
-            now,
-        ),
-    )
-
-
 def sync_players(source: str, *, publisher: AmqpPublisher, now: datetime | None = None) -> SyncReport:
     """One sync: alert the rostered players' injury changes, then save the map; see the module docstring."""
     now = now or utcnow()
@@ -227,7 +210,7 @@ def sync_players(source: str, *, publisher: AmqpPublisher, now: datetime | None 
     ]
     alerts = publish_injury_alerts([c for c in changes if should_alert(c)], publisher=publisher)
     with transaction():
-        _save(players, now=now)
+        upsert_players(players, synced_at=now)  # one statement; the records were checked by _record
     report = SyncReport(
         players=len(players),
         rostered=len(rostered),

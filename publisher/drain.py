@@ -27,7 +27,7 @@ from config.records import json_fields
 from config.settings import KickoffSettings
 from models.activity import ActionStatus
 from models.boundary import transaction
-from models.db import database
+from models.db import release_connection
 from models.outbox import OutboxStatus
 from publisher.amqp import AmqpPublisher, publisher_from_settings
 from publisher.outbox import OutboxRow, mark_dead, record_outcomes
@@ -224,10 +224,9 @@ def drain_outbox_concurrently(
         except BaseException as exc:  # re-raised in the caller's thread below
             errors.append(exc)
         finally:
-            database.close()
+            release_connection()
 
-    if not database.in_transaction():
-        database.close()  # this thread's connection goes back to the pool while the drains use theirs
+    release_connection()  # this thread's connection goes back to the pool while the drains use theirs
     threads = [threading.Thread(target=run, name=f"outbox-drain-{n}") for n in range(workers)]
     for thread in threads:
         thread.start()

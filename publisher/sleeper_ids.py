@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from config.errors import TriggerValidationError
-from publisher.sql import fetch_all
-from publisher.sql import players as player_sql
+from models.player import sleeper_ids_among
 
 
 def sleeper_only_ids(ids: Iterable[int]) -> set[int]:
@@ -18,8 +17,7 @@ def sleeper_only_ids(ids: Iterable[int]) -> set[int]:
     wanted = sorted({int(i) for i in ids})
     if not wanted:
         return set()
-    rows = fetch_all(player_sql.SLEEPER_ONLY_IDS, (wanted,))
-    return {int(r[0]) for r in rows}
+    return sleeper_ids_among(wanted)
 
 
 def sleeper_id_refusal(fields: dict[str, int | None], sleeper_ids: set[int]) -> TriggerValidationError | None:

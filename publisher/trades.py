@@ -34,7 +34,6 @@ from config.errors import (
 )
 from config.records import json_fields
 from models.boundary import transaction
-from models.db import database
 from models.execution_log import ExecutionStatus
 from publisher import validation as v
 from publisher.amqp import AmqpPublisher, OutgoingMessage
@@ -397,7 +396,7 @@ def _set_aside(entry: ExecutionEntry, reason: str) -> None:
 def _try_republish(entry: ExecutionEntry, publisher: AmqpPublisher) -> TradeResult | str:
     """Republish one claim in a savepoint: its result, or the reason it cannot be handled."""
     try:
-        with database.atomic():  # a savepoint: a claim's failure undoes only its own writes
+        with transaction():  # a savepoint: a claim's failure undoes only its own writes
             return republish(entry, publisher=publisher)
     except UnusableTradeClaim as exc:
         return str(exc)

@@ -343,7 +343,7 @@ class Committer(Protocol):
 class TriggerGroup:
     """Saves triggers in the caller's transaction and publishes them once it committed: all or none.
 
-    Pass it as a trigger's ``committer`` inside ``database.atomic()``: each trigger is saved (its
+    Pass it as a trigger's ``committer`` inside ``models.boundary.transaction()``: each trigger is saved (its
     refusal raised, which rolls the whole transaction back) and answers ``pending`` for now; after
     the commit ``publish`` sends every saved message with one wait for the confirms and returns
     the final answers by tracking id. Nothing is published before every save succeeded.

@@ -32,7 +32,7 @@ from api.console.board_view import BoardFilter, BoardRow, RowsCache, board_rows
 from api.console.sessions import Session, SessionPolicy, session_for
 from config.errors import KickoffError, StreamLimitReached
 from models.boundary import transaction
-from models.db import database
+from models.db import release_connection
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -215,8 +215,7 @@ def _sessions(tokens: list[str], *, idle: timedelta) -> dict[str, Session | None
         with transaction():
             return {token: session_for(token, idle=idle, touch=False) for token in tokens}
     finally:
-        if not database.is_closed():
-            database.close()
+        release_connection()
 
 
 class BoardHub:

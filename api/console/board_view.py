@@ -9,7 +9,7 @@ from config.settings import KickoffSettings
 from lifecycle.board import BoardCache, BoardEntry, listener_board
 from models.badges import Badge
 from models.coordination import CoordinationStore
-from models.db import database
+from models.db import release_connection
 from models.match import scheduled_of_matches
 
 #: Badges during which Start is disabled: a listener is running (the spec: "admin disables Start
@@ -86,8 +86,7 @@ def board_rows(
     try:
         when = scheduled_of_matches(new_ids)
     finally:
-        if not database.is_closed():
-            database.close()
+        release_connection()
     rows = [row or BoardRow(e, when.get(e.match_id)) for e, row in zip(kept, kept_rows, strict=True)]
     if cache is not None:
         cache.rows, cache.reading = {row.entry.match_id: row for row in rows}, cache.board.full_reads

@@ -1,5 +1,9 @@
 """Lifecycle-row SQL: open rows, batch heartbeats, shutdown writes, stale abandon and operator close.
 
+Every public function that runs a statement carries ``@translate_database_errors`` (models.boundary):
+a lost connection raises DatabaseUnavailable, a missing table DatabaseNotMigrated, a broken
+constraint ConstraintViolation; the condition builders (``db_now``, ``active_condition``) run none.
+
 Every function here is one statement (or one small query) so callers never hold a connection
 for long; callers decide when the connection is closed. Every lifecycle time (created, heartbeat,
 ended) is written with PostgreSQL's clock and every age is judged by it, so a worker whose own
@@ -19,8 +23,9 @@ import peewee
 
 from listener.exit_codes import ExitCode
 from models import fence
+from models.boundary import translate_database_errors
 from models.coordination import CoordinationStore
-from models.db import database, database_errors
+from models.db import database
 from models.listener_record import MatchListenerRecord
 
 R = MatchListenerRecord
@@ -54,6 +59,7 @@ def _closed(rows: Iterable[MatchListenerRecord]) -> list[ClosedRow]:
     return [ClosedRow(str(r.id), str(r.match_id), r.heartbeat_at, float(r.heartbeat_age)) for r in rows]
 
 
+@translate_database_errors
 def create_row(
     *,
     record_id: str,
@@ -67,7 +73,7 @@ def create_row(
     The run's fencing token (models.fence) is taken in the same transaction: from its commit on,
     every older run of the match is refused every write.
     """
-    with database_errors(), database.atomic():
+    with database.atomic():
         token = fence.take_token(match_id)
         R.insert(
             id=uuid.UUID(record_id),
@@ -84,6 +90,7 @@ def create_row(
     return token
 
 
+@translate_database_errors
 def heartbeat_rows(record_ids: Sequence[str]) -> set[str]:
     """Set heartbeat_at = now on the open rows among ``record_ids`` (one UPDATE).
 
@@ -93,54 +100,51 @@ def heartbeat_rows(record_ids: Sequence[str]) -> set[str]:
     """
     if not record_ids:
         return set()
-    with database_errors():
-        query = (
-            R.update(heartbeat_at=db_now())
-            .where(
-                R.id.in_([uuid.UUID(r) for r in record_ids]), R.ended_at.is_null(), fence.row_is_current(R)
-            )
-            .returning(R.id)
-        )
-        return {str(row.id) for row in query.execute()}
+    query = (
+        R.update(heartbeat_at=db_now())
+        .where(R.id.in_([uuid.UUID(r) for r in record_ids]), R.ended_at.is_null(), fence.row_is_current(R))
+        .returning(R.id)
+    )
+    return {str(row.id) for row in query.execute()}
 
 
+@translate_database_errors
 def fenced_rows(record_ids: Sequence[str]) -> set[str]:
     """The ids among ``record_ids`` whose run's fencing token is older than its match's (one query)."""
     if not record_ids:
         return set()
-    with database_errors():
-        query = R.select(R.id).where(R.id.in_([uuid.UUID(r) for r in record_ids]), ~fence.row_is_current(R))
-        return {str(row.id) for row in query}
+    query = R.select(R.id).where(R.id.in_([uuid.UUID(r) for r in record_ids]), ~fence.row_is_current(R))
+    return {str(row.id) for row in query}
 
 
+@translate_database_errors
 def close_row(record_id: str, *, exit_code: int | None, reason: str, stopped_by: str | None = None) -> bool:
     """Write the shutdown of one run unless its row is already closed or the run fenced; True when written."""
-    with database_errors():
-        n = (
-            R.update(ended_at=db_now(), exit_code=exit_code, exit_reason=reason, stopped_by=stopped_by)
-            .where(R.id == uuid.UUID(record_id), R.ended_at.is_null(), fence.row_is_current(R))
-            .execute()
-        )
+    n = (
+        R.update(ended_at=db_now(), exit_code=exit_code, exit_reason=reason, stopped_by=stopped_by)
+        .where(R.id == uuid.UUID(record_id), R.ended_at.is_null(), fence.row_is_current(R))
+        .execute()
+    )
     return bool(n)
 
 
+@translate_database_errors
 def recorded_exit(record_id: str) -> tuple[int | None, str | None]:
     """The exit code and reason a row was closed with (by whoever closed it)."""
-    with database_errors():
-        row = R.select(R.exit_code, R.exit_reason).where(R.id == uuid.UUID(record_id)).first()
+    row = R.select(R.exit_code, R.exit_reason).where(R.id == uuid.UUID(record_id)).first()
     return (row.exit_code, row.exit_reason) if row else (None, None)
 
 
 def _abandon(cond: peewee.Expression, *, reason: str) -> list[ClosedRow]:
-    with database_errors():
-        query = (
-            R.update(ended_at=db_now(), exit_code=int(ExitCode.ABANDONED), exit_reason=reason)
-            .where(cond)
-            .returning(R.id, R.match, R.heartbeat_at, _heartbeat_age())
-        )
-        return _closed(query.execute())
+    query = (
+        R.update(ended_at=db_now(), exit_code=int(ExitCode.ABANDONED), exit_reason=reason)
+        .where(cond)
+        .returning(R.id, R.match, R.heartbeat_at, _heartbeat_age())
+    )
+    return _closed(query.execute())
 
 
+@translate_database_errors
 def abandon_stale_rows(
     *, stale_seconds: float, match_ids: Iterable[str] | None = None, reason: str = "heartbeat stale"
 ) -> list[ClosedRow]:
@@ -157,6 +161,7 @@ def abandon_stale_rows(
     return _abandon(cond, reason=reason)
 
 
+@translate_database_errors
 def open_worker_leases(match_ids: Iterable[str] | None = None) -> set[str]:
     """The distinct worker leases open rows run under (``match_ids`` None: all of them).
 
@@ -168,10 +173,10 @@ def open_worker_leases(match_ids: Iterable[str] | None = None) -> set[str]:
         if not ids:
             return set()
         cond &= R.match.in_(ids)
-    with database_errors():
-        return {lease for (lease,) in R.select(R.worker_lease).where(cond).distinct().tuples()}
+    return {lease for (lease,) in R.select(R.worker_lease).where(cond).distinct().tuples()}
 
 
+@translate_database_errors
 def recently_closed_leased_rows(*, within_seconds: float) -> list[tuple[str, str, str]]:
     """``(record id, match id, worker lease)`` of rows closed within ``within_seconds`` under a lease.
 
@@ -179,11 +184,11 @@ def recently_closed_leased_rows(*, within_seconds: float) -> list[tuple[str, str
     held by their token after they closed (a run that could not reach Redis to release it).
     """
     cond = R.ended_at.is_null(False) & (R.ended_at >= db_ago(within_seconds)) & R.worker_lease.is_null(False)
-    with database_errors():
-        query = R.select(R.id, R.match, R.worker_lease).where(cond).tuples()
-        return [(str(rid), str(mid), str(lease)) for rid, mid, lease in query]
+    query = R.select(R.id, R.match, R.worker_lease).where(cond).tuples()
+    return [(str(rid), str(mid), str(lease)) for rid, mid, lease in query]
 
 
+@translate_database_errors
 def recently_fenced_matches_without_run(*, within_seconds: float) -> list[str]:
     """Matches whose newest row a fence or an abandon (16, 14) closed within ``within_seconds``
     under a worker lease, with no open row and no newer row.
@@ -204,11 +209,11 @@ def recently_fenced_matches_without_run(*, within_seconds: float) -> list[str]:
         & R.exit_code.in_([int(ExitCode.CANCELLED), int(ExitCode.ABANDONED)])
         & ~peewee.fn.EXISTS(newer_or_open)
     )
-    with database_errors():
-        query = R.select(R.match).where(cond).distinct().tuples()
-        return sorted(str(mid) for (mid,) in query)
+    query = R.select(R.match).where(cond).distinct().tuples()
+    return sorted(str(mid) for (mid,) in query)
 
 
+@translate_database_errors
 def abandon_rows_of_dead_workers(
     lease_ids: Iterable[str], *, match_ids: Iterable[str] | None = None
 ) -> list[ClosedRow]:
@@ -222,22 +227,23 @@ def abandon_rows_of_dead_workers(
     return _abandon(cond, reason="worker lease expired")
 
 
+@translate_database_errors
 def close_open_rows_for_stop(match_id: str, *, stopped_by: str) -> list[ClosedRow]:
     """Close every open row of a match with exit 15 (operator stop)."""
-    with database_errors():
-        query = (
-            R.update(
-                ended_at=db_now(),
-                exit_code=int(ExitCode.STOPPED),
-                exit_reason="stopped by operator",
-                stopped_by=stopped_by,
-            )
-            .where(R.match == uuid.UUID(match_id), R.ended_at.is_null())
-            .returning(R.id, R.match, R.heartbeat_at, _heartbeat_age())
+    query = (
+        R.update(
+            ended_at=db_now(),
+            exit_code=int(ExitCode.STOPPED),
+            exit_reason="stopped by operator",
+            stopped_by=stopped_by,
         )
-        return _closed(query.execute())
+        .where(R.match == uuid.UUID(match_id), R.ended_at.is_null())
+        .returning(R.id, R.match, R.heartbeat_at, _heartbeat_age())
+    )
+    return _closed(query.execute())
 
 
+@translate_database_errors
 def supersede_open_rows(match_id: str, *, keep: str | None = None) -> list[ClosedRow]:
     """Close every other open row of a match as Abandoned (a forced start proved none is live)."""
     cond = (R.match == uuid.UUID(match_id)) & R.ended_at.is_null()
@@ -255,13 +261,14 @@ def active_condition(*, stale_seconds: float, active_max_age_seconds: float) -> 
     )
 
 
+@translate_database_errors
 def has_active_row(match_id: str, *, stale_seconds: float, active_max_age_seconds: float) -> bool:
     """Whether a match has an active lifecycle row (the start guard)."""
     cond = active_condition(stale_seconds=stale_seconds, active_max_age_seconds=active_max_age_seconds)
-    with database_errors():
-        return R.select().where(cond, R.match == uuid.UUID(match_id)).exists()
+    return R.select().where(cond, R.match == uuid.UUID(match_id)).exists()
 
 
+@translate_database_errors
 def matches_with_active_rows(
     match_ids: Iterable[str], *, stale_seconds: float, active_max_age_seconds: float
 ) -> set[str]:
@@ -270,11 +277,11 @@ def matches_with_active_rows(
     if not ids:
         return set()
     cond = active_condition(stale_seconds=stale_seconds, active_max_age_seconds=active_max_age_seconds)
-    with database_errors():
-        query = R.select(R.match).where(cond, R.match.in_(ids)).distinct()
-        return {str(r.match_id) for r in query}
+    query = R.select(R.match).where(cond, R.match.in_(ids)).distinct()
+    return {str(r.match_id) for r in query}
 
 
+@translate_database_errors
 def held_by_their_open_rows(
     match_ids: Sequence[str], *, barriers: CoordinationStore, stale_seconds: float
 ) -> set[str]:
@@ -292,8 +299,7 @@ def held_by_their_open_rows(
             continue  # not a run's row id: nothing to match
     if not tokens:
         return set()
-    with database_errors():
-        query = R.select(R.id, R.match).where(
-            R.id.in_(list(tokens)), R.ended_at.is_null(), R.heartbeat_at >= db_ago(stale_seconds)
-        )
-        return {str(r.match_id) for r in query if tokens.get(r.id) == str(r.match_id)}
+    query = R.select(R.id, R.match).where(
+        R.id.in_(list(tokens)), R.ended_at.is_null(), R.heartbeat_at >= db_ago(stale_seconds)
+    )
+    return {str(r.match_id) for r in query if tokens.get(r.id) == str(r.match_id)}

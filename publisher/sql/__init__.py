@@ -1,5 +1,5 @@
 """The publisher's store: named statements, one module per table family (actions, outbox, trades,
-players, results), and the one path that runs them.
+results; the players table's is models.player), and the one path that runs them.
 
 ``execute``, ``fetch_one`` and ``fetch_all`` run a named statement of these modules and translate
 its driver errors (models.boundary: DatabaseUnavailable, DatabaseNotMigrated, ConstraintViolation,

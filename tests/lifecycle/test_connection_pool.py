@@ -10,7 +10,14 @@ import psycopg2
 import pytest
 
 from config.errors import DatabaseUnavailable
-from models.db import PooledKickoffDatabase, database, database_errors, init_database, pool_size
+from models.db import (
+    PooledKickoffDatabase,
+    database,
+    database_errors,
+    init_database,
+    pool_size,
+    release_connection,
+)
 from tests.lifecycle.helpers import start
 from tests.racing import on_own_thread
 from tests.waiting import wait_for
@@ -208,3 +215,15 @@ def test_many_threads_using_one_redis_client_at_once_wait_for_a_connection_inste
     assert replies == [None] * threads
     assert client.connection_pool.max_connections == REDIS_MAX_CONNECTIONS
     client.close()
+
+
+def test_release_connection_hands_the_connection_back_outside_a_transaction_only(lsettings, rebind):
+    init_database(lsettings.database_url, pool_max_connections=2)
+    release_connection()  # no connection held: nothing to do
+    with database.atomic():
+        database.execute_sql("SELECT 1")
+        release_connection()  # inside the transaction: its owner hands it back
+        assert _pool().in_use() == 1
+    release_connection()
+    release_connection()
+    assert _pool().in_use() == 0 and database.is_closed()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dramatiq
 import pytest
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
+from dramatiq.brokers.redis import RedisBroker
 
 from actors import dramatiq_compat
 
@@ -15,7 +16,7 @@ def test_the_installed_dramatiq_has_what_kickoff_uses():
 
 
 def test_each_internal_names_its_upstream_issue():
-    assert set(dramatiq_compat.UPSTREAM) == {"storage layout", "_build_queue_arguments", "_tag"}
+    assert set(dramatiq_compat.UPSTREAM) == {"RedisBroker enqueue", "_build_queue_arguments", "_tag"}
     assert all(
         url.startswith("https://github.com/Bogdanp/dramatiq/") for url in dramatiq_compat.UPSTREAM.values()
     )
@@ -27,6 +28,47 @@ def test_a_rabbitmq_broker_without_queue_arguments_fails_naming_its_version(monk
         ImportError, match=rf"dramatiq {dramatiq.__version__} .*RabbitmqBroker\._build_queue_arguments"
     ):
         dramatiq_compat.check()
+
+
+def test_a_redis_broker_that_stores_messages_under_another_id_fails_at_the_check(monkeypatch):
+    def enqueue(self, message, *, delay=None):  # enqueues without the redis_message_id option
+        return message
+
+    monkeypatch.setattr(RedisBroker, "enqueue", enqueue)
+    with pytest.raises(ImportError, match=rf"dramatiq {dramatiq.__version__} .*RedisBroker\.enqueue"):
+        dramatiq_compat.check()
+
+
+def test_a_redis_broker_without_its_named_scripts_fails_at_the_check(monkeypatch):
+    monkeypatch.setattr(dramatiq_compat, "_source", lambda function: "")
+    with pytest.raises(ImportError, match=r"RedisBroker: self\.scripts\[\"dispatch\"\]"):
+        dramatiq_compat.check()
+
+
+def test_store_messages_queues_one_hset_and_one_rpush_in_order():
+    class Pipe:
+        def __init__(self):
+            self.calls = []
+
+        def hset(self, key, *, mapping):
+            self.calls.append(("hset", key, list(mapping)))
+
+        def rpush(self, key, *ids):
+            self.calls.append(("rpush", key, list(ids)))
+
+    broker = type("Broker", (), {"namespace": "dramatiq"})()
+    messages = [
+        dramatiq_compat.with_redis_message_id(dramatiq.Message("q", "a", (n,), {}, {}), f"b.{n}")
+        for n in (1, 2)
+    ]
+    pipe = Pipe()
+    dramatiq_compat.store_messages(pipe, broker, "q", messages)
+
+    assert pipe.calls == [
+        ("hset", "dramatiq:q.msgs", ["b.1", "b.2"]),
+        ("rpush", "dramatiq:q", ["b.1", "b.2"]),
+    ]
+    assert all(m.options["redis_message_id"].startswith("b.") for m in messages)
 
 
 def test_a_rabbitmq_consumer_that_acks_without_the_delivery_tag_fails_at_the_check(monkeypatch):
