@@ -71,12 +71,13 @@ def clone_match(
     the clone is audited (match.clone) in the insert's transaction.
     """
     from lifecycle.start import validate_listener_settings
-    from models.db import connection_scope, database
+    from models.boundary import transaction
+    from models.db import connection_scope
     from models.match import SRSIM_UNSERVED, create_match
 
     validate_listener_settings(settings, source="the clone's --setting")
 
-    with connection_scope(), database.atomic():
+    with connection_scope(), transaction():
         source = resolve_match(source_ref)
         league = source.league
         path = archive_path(data_dir, league.name, shortcode_for(source.sr_id))

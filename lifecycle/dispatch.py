@@ -26,7 +26,7 @@ from lifecycle.start import find_candidates, stored_settings_problem
 from models.audit import AuditContext
 from models.boundary import transaction
 from models.coordination import CoordinationStore
-from models.db import database
+from models.db import release_connection
 from models.start_messages import new_message_id, save_message_ids, store_new_message_ids
 
 logger = logging.getLogger(__name__)
@@ -166,8 +166,7 @@ def dispatch_upcoming_match_listeners(
                 lock.release()
             except LockNotOwned:
                 logger.warning("dispatch lock expired before the tick ended")
-        if not database.is_closed():
-            database.close()
+        release_connection()
 
 
 def dispatch_matches(
@@ -197,8 +196,7 @@ def dispatch_matches(
                 match_ids=match_ids,
             )
     finally:
-        if not database.is_closed():
-            database.close()
+        release_connection()
 
 
 def _dispatch(

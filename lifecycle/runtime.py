@@ -31,7 +31,7 @@ from listener.body import ListenerBody, ListenerContext
 from listener.db_gate import db_gate
 from listener.exit_codes import ExitCode
 from models.coordination import CoordinationStore
-from models.db import database
+from models.db import release_connection
 
 logger = logging.getLogger(__name__)
 
@@ -207,8 +207,7 @@ class ListenerServices:
             try:
                 yield
             finally:
-                if not database.is_closed():
-                    database.close()
+                release_connection()
 
     @classmethod
     def for_process(cls, build: Callable[[], ListenerServices]) -> ListenerServices:
@@ -256,8 +255,7 @@ class ListenerServices:
         except KickoffError as exc:  # a service down: the next step (or the next dispatch) retries
             logger.warning("reaping dead listener workers failed: %s", exc)
         finally:
-            if not database.is_closed():
-                database.close()  # back to the process's pool until the next step
+            release_connection()  # back to the process's pool until the next step
 
     def _stop_lease_runs(self, lease_id: str) -> None:
         for reg in self.heartbeat.snapshot():
@@ -338,8 +336,7 @@ class ListenerServices:
             logger.exception("handing %d listeners over failed: stopping them now", len(waiting))
             deadline = 0.0
         finally:
-            if not database.is_closed():
-                database.close()
+            release_connection()
         poll = self.settings.listener_handoff_poll_seconds
         while waiting and time.monotonic() < deadline:
             try:

@@ -481,10 +481,7 @@ def test_a_dispatch_lock_held_elsewhere_skips_the_tick(
     assert result.locked and result.enqueued == 0
 
 
-def test_a_tick_under_the_lock_releases_it(
-    store: MemoryCoordinationStore, settings, selection, monkeypatch
-) -> None:
-    monkeypatch.setattr(dispatch, "database", type("Closed", (), {"is_closed": staticmethod(lambda: True)}))
+def test_a_tick_under_the_lock_releases_it(store: MemoryCoordinationStore, settings, selection) -> None:
     selection(match_ids(1))
     assert (
         dispatch.dispatch_upcoming_match_listeners(settings=settings, barriers=store, send=Sent()).enqueued
