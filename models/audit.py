@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from config.clock import ensure_utc
-from models.db import database, database_errors
+from models.boundary import translate_database_errors
+from models.db import database
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ def _jsonb(value: Any) -> str | None:
     return None if value is None else json.dumps(value, default=str, sort_keys=True)
 
 
+@translate_database_errors
 def record_audit(
     *,
     actor: Actor,
@@ -97,7 +99,7 @@ def record_audit(
     request_id: str | None = None,
 ) -> None:
     """Append one entry (in the caller's transaction where there is one)."""
-    with database_errors(), database.atomic():
+    with database.atomic():
         database.execute_sql(
             "INSERT INTO audit_log (who_key_id, who, action, target_kind, target_id, reason, before, after,"
             " request_id) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s)",
@@ -144,6 +146,7 @@ class AuditContext:
         )
 
 
+@translate_database_errors
 def audit_entries(
     *,
     who: str | None = None,
@@ -175,14 +178,14 @@ def audit_entries(
     if limit is not None:
         sql += " LIMIT %s"
         params.append(limit)
-    with database_errors():
-        rows = database.execute_sql(sql, params).fetchall()
+    rows = database.execute_sql(sql, params).fetchall()
     return [AuditEntry(*row) for row in rows]
 
 
+@translate_database_errors
 def prune_audit(*, days: int) -> int:
     """Delete the entries older than ``days`` days (the retention job); returns how many went."""
-    with database_errors(), database.atomic():
+    with database.atomic():
         (n,) = database.execute_sql("SELECT prune_audit_log(%s)", (days,)).fetchone()
     logger.info("audit: pruned %d entries older than %d days", n, days)
     return int(n)
