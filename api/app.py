@@ -25,6 +25,7 @@ from api.routes import actions, apikeys, audit, contract, health, listeners, run
 from config.errors import KickoffError
 from config.feed_text import unstorable_text
 from config.settings import KickoffSettings, load_settings
+from config.tracing import configure_tracing
 
 logger = logging.getLogger(__name__)
 
@@ -144,5 +145,6 @@ def create_app(settings: KickoffSettings | None = None) -> FastAPI:
 
 
 def app_from_env() -> FastAPI:
-    """uvicorn's factory (``api.app:app_from_env``): settings from the environment."""
+    """uvicorn's factory (``api.app:app_from_env``): settings from the environment, tracing from OTEL_*."""
+    configure_tracing(service="kickoff-api")
     return create_app()

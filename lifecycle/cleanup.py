@@ -26,6 +26,7 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from config import spans
 from config.errors import KickoffError, LockNotOwned, ServiceUnavailable
 from config.set_aside import SetAside, setting_aside
 from config.settings import KickoffSettings
@@ -373,6 +374,7 @@ def sweep_stale_match_listeners(
         cleared = after_abandon(closed, settings=settings, barriers=barriers, aside=aside)
         cleared |= _clear_barriers_of_dead(reaped, barriers=barriers, aside=aside)
         closed = reaped + closed
+        spans.link_runs((row.traceparent for row in closed), **{"kickoff.closed_by": "sweep"})
         with setting_aside(aside, loop=LOOP, item="fenced runs' locks", step="judge_fenced_locks"):
             released = release_locks_of_fenced_runs(settings=settings, barriers=barriers, aside=aside)
         with setting_aside(aside, loop=LOOP, item="pending keys", step="reclaim_pending"):
@@ -444,6 +446,7 @@ def stop_match_listener(
     if message_id:
         barriers.revoke_message(message_id)
     closed = rows.close_open_rows_for_stop(mid, stopped_by=stopped_by)
+    spans.link_runs((row.traceparent for row in closed), **{"kickoff.closed_by": "stop"})
     released = release_dead_holders_locks(closed, settings=settings, barriers=barriers)
     barriers.clear_start_barriers(mid)
     stop_dispatch(mid)
