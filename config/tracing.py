@@ -3,7 +3,7 @@
 Off unless ``OTEL_TRACES_EXPORTER`` names an exporter (the specification's default is ``otlp``;
 kickoff keeps tracing off until asked, so an unset variable costs nothing): ``otlp`` (OTLP over
 HTTP/protobuf to ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``),
-``console`` (one JSON object per span on stdout), or any exporter installed under the
+``console`` (one line of JSON per span on stdout), or any exporter installed under the
 ``opentelemetry_traces_exporter`` entry point. ``OTEL_SDK_DISABLED=true`` turns it off whatever
 else is set. The SDK reads the rest itself: ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES``
 (the resource; unset, the process's own name such as ``kickoff-api``), ``OTEL_TRACES_SAMPLER`` /
@@ -150,6 +150,10 @@ def _exporter_of(config: TracingConfig) -> SpanExporter:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         return OTLPSpanExporter()  # endpoint, headers, timeout, compression: OTEL_EXPORTER_OTLP_*
+    if name == "console":  # one line of JSON per span (the SDK's default spreads one over 40 lines)
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        return ConsoleSpanExporter(formatter=lambda span: span.to_json(indent=None) + "\n")
     found = list(entry_points(group="opentelemetry_traces_exporter", name=name))
     if not found:
         known = sorted({"otlp", *(e.name for e in entry_points(group="opentelemetry_traces_exporter"))})
@@ -157,6 +161,28 @@ def _exporter_of(config: TracingConfig) -> SpanExporter:
             f"OTEL_TRACES_EXPORTER={name}: no such span exporter (one of {', '.join(known)})"
         )
     return found[0].load()()
+
+
+def check_config(config: TracingConfig) -> None:
+    """Raise ConfigurationError (naming the variable) when ``config``'s exporter cannot be built."""
+    if config.on:
+        _exporter_of(config).shutdown()
+
+
+def collector_answers(config: TracingConfig, *, timeout: float = 2.0) -> str | None:
+    """None when the OTLP endpoint takes a TCP connection (or the exporter is not OTLP); else why not."""
+    if config.exporter != "otlp" or not config.endpoint:
+        return None
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(config.endpoint)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "localhost", port), timeout=timeout):
+            return None
+    except OSError as exc:
+        return str(exc) or type(exc).__name__
 
 
 class _Drops:

@@ -296,8 +296,9 @@ def action_state(tracking_id: str) -> dict[str, Any]:
         "run_id",
     )
     out: dict[str, Any] = dict(zip(keys, action[: len(keys)], strict=True))
-    creator_id, creator_name = action[len(keys) :]
+    creator_id, creator_name, traceparent = action[len(keys) :]
     out["created_by"] = None if creator_id is None else {"key_id": creator_id, "name": creator_name}
+    out["trace_id"] = spans.trace_id_of(traceparent)  # the trace it was created in (None: untraced)
     out["delivery"] = (
         None
         if outbox is None

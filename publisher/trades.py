@@ -92,6 +92,7 @@ class ExecutionEntry:
     resolved_by: str | None
     resolved_at: Any
     created_at: Any
+    trace_id: str | None = None  # the trace the claim was made in (None: untraced)
 
     as_json = json_fields
 
@@ -110,6 +111,7 @@ def entry_from_row(row: Any) -> ExecutionEntry:
         resolved_by=row[8],
         resolved_at=row[9],
         created_at=row[10],
+        trace_id=spans.trace_id_of(row[11]) if len(row) > 11 else None,
     )
 
 

@@ -116,7 +116,7 @@ def otlp_receiver() -> Iterator[Receiver]:
     receiver = Receiver()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if self.headers.get("Content-Encoding") == "gzip":
                 body = gzip.decompress(body)

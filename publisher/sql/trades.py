@@ -17,7 +17,7 @@ from models.db import database
 #: The columns of a claim as ``publisher.trades`` reads them.
 ENTRY_COLUMNS = (
     "queue, claim_key, league_id, team, message_id, status, error, resolution, resolved_by, resolved_at, "
-    "created_at"
+    "created_at, traceparent"
 )
 
 INSERT = (
