@@ -260,6 +260,8 @@ def publish_spans(messages: Sequence[OutgoingMessage]) -> tuple[list[OutgoingMes
     span's own ``traceparent`` (and ``tracestate``), so the consumer's spans join the trace. A header
     that names no valid context is replaced all the same: a caller's value is never passed on as is.
     """
+    if not tracing.enabled():
+        return list(messages), []
     traced: list[OutgoingMessage] = []
     opened: list[Any] = []
     for message in messages:
