@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from config import spans
+from config import spans, tracing
 from config.errors import KickoffError, LockNotOwned, ServiceUnavailable
 from config.set_aside import SetAside, setting_aside
 from config.settings import KickoffSettings
@@ -441,12 +441,13 @@ def stop_match_listener(
     """
     match = load_match(match_id)
     mid = str(match.id)
+    if tracing.enabled():  # read first: a run that sees the flag may close its own row before we do
+        spans.link_runs(rows.open_run_traceparents(mid), **{"kickoff.closed_by": "stop"})
     barriers.set_stop_flag(mid, ttl_seconds=settings.listener_stop_flag_ttl_seconds)
     message_id = match.start_message_id
     if message_id:
         barriers.revoke_message(message_id)
     closed = rows.close_open_rows_for_stop(mid, stopped_by=stopped_by)
-    spans.link_runs((row.traceparent for row in closed), **{"kickoff.closed_by": "stop"})
     released = release_dead_holders_locks(closed, settings=settings, barriers=barriers)
     barriers.clear_start_barriers(mid)
     stop_dispatch(mid)

@@ -235,6 +235,13 @@ def abandon_rows_of_dead_workers(
 
 
 @translate_database_errors
+def open_run_traceparents(match_id: str) -> list[str]:
+    """The traceparents of the match's open runs (what a stop links its span to)."""
+    cond = (R.match == uuid.UUID(match_id)) & R.ended_at.is_null() & R.traceparent.is_null(False)
+    return [tp for (tp,) in R.select(R.traceparent).where(cond).tuples()]
+
+
+@translate_database_errors
 def close_open_rows_for_stop(match_id: str, *, stopped_by: str) -> list[ClosedRow]:
     """Close every open row of a match with exit 15 (operator stop)."""
     query = (
