@@ -57,7 +57,7 @@ def enqueue_many(broker: dramatiq.Broker, messages: list[dramatiq.Message]) -> l
         return [broker.enqueue(m) for m in messages]
     headers = spans.headers_of()  # what TracingMiddleware.before_enqueue adds to each: one text per batch
     if headers:
-        for message in messages[1:]:
+        for message in messages:
             message.options.update(headers)
     batch_id = uuid4()
     rest = [

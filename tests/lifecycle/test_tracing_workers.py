@@ -37,6 +37,7 @@ def test_a_dispatch_tick_its_start_and_the_listener_run_are_one_trace_and_the_st
     )
     start = receiver.wait_for_span(lambda s: s.span_id == run.parent_id, what="the start's span")
     assert start.name == "start_match_listener process" and start.kind == CONSUMER
+    assert start.parent_id, f"the start has no parent: {start} (all spans: {receiver.spans()})"
     tick = receiver.wait_for_span(lambda s: s.span_id == start.parent_id, what="the dispatch tick's span")
     assert tick.name == "dispatch_upcoming_match_listeners process" and tick.parent_id == ""
     assert run.attributes["kickoff.exit_code"] == 15
