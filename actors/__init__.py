@@ -22,8 +22,10 @@ from __future__ import annotations
 from actors import runtime
 from actors.reporting import init_reporting
 from config.settings import load_settings
+from config.tracing import configure_tracing
 
 _settings = load_settings()
+configure_tracing(service="kickoff-worker")  # OTEL_*: before the broker (its tracing middleware)
 init_reporting(_settings)  # before the broker: the Dramatiq integration hooks brokers built after it
 runtime.configure(_settings)
 

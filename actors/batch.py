@@ -27,15 +27,21 @@ from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import Middleware
 
 from actors import dramatiq_compat
+from actors.middleware import TracingMiddleware
+from config import spans
 
 #: Messages per HSET/RPUSH command (keeps one command's size bounded).
 _CHUNK = 1000
 
 
 def _has_hook(broker: dramatiq.Broker, name: str) -> bool:
-    """Whether any middleware does something on ``name`` (the base class's hooks do nothing)."""
+    """Whether any middleware does something on ``name`` (the base class's hooks do nothing); the
+    TracingMiddleware's ``before_enqueue`` is done for the whole batch at once here instead."""
     base = getattr(Middleware, name)
-    return any(getattr(type(m), name, base) is not base or name in vars(m) for m in broker.middleware)
+    return any(
+        (getattr(type(m), name, base) is not base or name in vars(m)) and not isinstance(m, TracingMiddleware)
+        for m in broker.middleware
+    )
 
 
 def enqueue_many(broker: dramatiq.Broker, messages: list[dramatiq.Message]) -> list[dramatiq.Message]:
@@ -49,6 +55,10 @@ def enqueue_many(broker: dramatiq.Broker, messages: list[dramatiq.Message]) -> l
         return messages
     if not isinstance(broker, RedisBroker):
         return [broker.enqueue(m) for m in messages]
+    headers = spans.headers_of()  # what TracingMiddleware.before_enqueue adds to each: one text per batch
+    if headers:
+        for message in messages:
+            message.options.update(headers)
     batch_id = uuid4()
     rest = [
         dramatiq_compat.with_redis_message_id(m, f"{batch_id}.{n}")

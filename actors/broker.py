@@ -41,9 +41,11 @@ from actors.middleware import (
     DatabaseConnectionMiddleware,
     LogContextMiddleware,
     ScheduledTickMiddleware,
+    TracingMiddleware,
     WorkerHooks,
     WorkerPresence,
 )
+from config import tracing
 from config.settings import KickoffSettings
 from models import presence
 
@@ -104,6 +106,8 @@ def build_broker(settings: KickoffSettings) -> dramatiq.Broker:
         broker.kickoff_url = settings.broker_url  # type: ignore[attr-defined]  # for broker_errors
         presence_client = broker.client
     broker.add_middleware(CurrentMessage())
+    if tracing.enabled():  # before the others: their work in a message runs inside its span
+        broker.add_middleware(TracingMiddleware())
     broker.add_middleware(ScheduledTickMiddleware(skip_delay=settings.periodic_skip_delay_seconds))
     broker.add_middleware(LogContextMiddleware(log_format=str(settings.log_format)))
     broker.add_middleware(DatabaseConnectionMiddleware())

@@ -1,4 +1,5 @@
-"""Dramatiq middleware of kickoff: a database connection per message, log context, boot and shutdown hooks."""
+"""Dramatiq middleware of kickoff: a database connection per message, log context, trace context, boot
+and shutdown hooks."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pendulum
 from dramatiq.middleware import Middleware, MiddlewareError, SkipMessage
 from periodiq import PeriodiqMiddleware
 
+from config import spans
 from config.log import set_log_context
 
 logger = logging.getLogger(__name__)
@@ -69,6 +71,54 @@ class LogContextMiddleware(Middleware):
         set_log_context(actor=None, message_id=None, match_id=None)
 
     after_skip_message = after_process_message  # type: ignore[assignment]
+
+
+class TracingMiddleware(Middleware):
+    """Carry the trace context on every message and make one span of each message a worker processes.
+
+    Dramatiq has no maintained OpenTelemetry instrumentation, so this is it: a message sent inside a
+    span carries the span's ``traceparent`` (and ``tracestate``) in its options; the worker that
+    processes it runs the actor in a ``<actor> process`` span (kind consumer) whose parent is that
+    context, or a new trace when it has none (a scheduler tick). Added to the broker only while
+    tracing is on (config.tracing), so it costs nothing when off.
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def before_enqueue(self, broker: Any, message: Any, delay: Any) -> None:
+        message.options.update(spans.headers_of())
+
+    def before_process_message(self, broker: Any, message: Any) -> None:
+        options = message.options
+        match_id = (message.kwargs or {}).get("match_id")
+        current = spans.start_span(
+            f"{message.actor_name} process",
+            parent={k: options.get(k) for k in (spans.TRACEPARENT, spans.TRACESTATE)},
+            kind=spans.SpanKind.CONSUMER,
+            attributes={
+                "messaging.system": "dramatiq",
+                "messaging.destination.name": message.queue_name,
+                "messaging.message.id": message.message_id,
+                "kickoff.match_id": match_id,
+            },
+        )
+        stack = self._local.__dict__.setdefault("stack", [])
+        stack.append((current, spans.attach(current)))
+
+    def after_process_message(self, broker: Any, message: Any, *, result: Any = None, exception: Any = None):
+        stack = self._local.__dict__.get("stack")
+        if not stack:
+            return
+        current, token = stack.pop()
+        spans.detach(token)
+        spans.end_span(current, error=exception)
+
+    def after_skip_message(self, broker: Any, message: Any) -> None:
+        stack = self._local.__dict__.get("stack")
+        if stack and stack[-1][0] is not None:
+            stack[-1][0].set_attribute("kickoff.skipped", True)
+        self.after_process_message(broker, message)
 
 
 class WorkerPresence(Middleware):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,6 +26,7 @@ from api.routes import actions, apikeys, audit, contract, health, listeners, run
 from config.errors import KickoffError
 from config.feed_text import unstorable_text
 from config.settings import KickoffSettings, load_settings
+from config.tracing import configure_tracing
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +103,15 @@ def _message_of(error: dict[str, Any]) -> str:
     return str(error.get("msg"))
 
 
+#: FastAPI's own OpenTelemetry (newer releases: a server span per request on the global tracer provider)
+#: is turned off: the request's span is api.middleware's, so a request has one, whatever the release.
+_NO_NATIVE_TELEMETRY: dict[str, Any] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters
+    else {}
+)
+
+
 def create_app(settings: KickoffSettings | None = None) -> FastAPI:
     """Build the application on ``settings`` (default: KickoffSettings read from the environment once)."""
     ctx = ApiContext(settings=settings or load_settings())
@@ -119,6 +130,7 @@ def create_app(settings: KickoffSettings | None = None) -> FastAPI:
         docs_url=None,  # api/docs.py: Swagger UI from the package, not a CDN
         dependencies=[Depends(authorize)],
         lifespan=lifespan,
+        **_NO_NATIVE_TELEMETRY,
     )
     app.state.ctx = ctx
     app.state.key_cache = KeyCache(ctx.settings.api_key_cache_seconds)
@@ -144,5 +156,6 @@ def create_app(settings: KickoffSettings | None = None) -> FastAPI:
 
 
 def app_from_env() -> FastAPI:
-    """uvicorn's factory (``api.app:app_from_env``): settings from the environment."""
+    """uvicorn's factory (``api.app:app_from_env``): settings from the environment, tracing from OTEL_*."""
+    configure_tracing(service="kickoff-api")
     return create_app()

@@ -3,7 +3,10 @@
 The JSON-only rule is the JSON API's (paths under /v1/); the console at / posts HTML forms.
 
 Pure ASGI (no per-request task): the body is read here up to the limit and replayed to the app.
-It also times trigger and trade routes for the latency histogram.
+It also times trigger and trade routes for the latency histogram, and while tracing is on makes the
+request's server span (``METHOD /route/{template}``, its parent the caller's W3C ``traceparent``),
+current while the app runs: kickoff's own, as OpenTelemetry's FastAPI instrumentation cost a
+trigger more CPU than issue 41's 5 % (docs/tracing.md). Probes and scrapes make no span.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
+
+from config import spans, tracing
 
 if TYPE_CHECKING:
     from api.metrics import ApiMetrics
@@ -70,6 +75,8 @@ class RequestLayer:
         request_id = _request_id(scope)
         scope.setdefault("state", {})["request_id"] = request_id
         status_seen: list[int] = []
+        span = _server_span(scope, request_id) if tracing.enabled() else None
+        token = spans.attach(span)
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -83,13 +90,22 @@ class RequestLayer:
         replay: Receive = receive
         if scope["method"] in _BODY_METHODS:
             refused, replay = await self._read_body(scope, receive)
-        if refused is not None:
-            status, error = refused
-            await _send_error(send_with_id, status, error, request_id)
-        else:
-            await self.app(scope, replay, send_with_id)
-        route = scope.get("route")
-        path = getattr(route, "path", None)
+        error: BaseException | None = None
+        try:
+            if refused is not None:
+                status, message = refused
+                await _send_error(send_with_id, status, message, request_id)
+            else:
+                await self.app(scope, replay, send_with_id)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            spans.detach(token)
+            route = scope.get("route")
+            path = getattr(route, "path", None)
+            if span is not None:
+                _end_server_span(span, scope, path, status_seen, error)
         if path is not None and status_seen:
             self.metrics.observe_request(path, status_seen[0], time.perf_counter() - started)
 
@@ -126,6 +142,37 @@ class RequestLayer:
             return await receive()
 
         return None, replay
+
+
+#: Paths whose requests make no span: probes and scrapes are no work anyone traces.
+UNTRACED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+def _server_span(scope: Scope, request_id: str) -> Any:
+    """The request's server span (None for a probe), its parent the caller's ``traceparent`` if valid."""
+    if scope.get("path") in UNTRACED_PATHS:
+        return None
+    carrier = {
+        spans.TRACEPARENT: _header(scope, b"traceparent"),
+        spans.TRACESTATE: _header(scope, b"tracestate"),
+    }
+    return spans.start_span(
+        scope["method"],
+        parent={k: v for k, v in carrier.items() if v is not None},
+        kind=spans.SpanKind.SERVER,
+        attributes={"http.request.method": scope["method"], "kickoff.request_id": request_id},
+    )
+
+
+def _end_server_span(
+    span: Any, scope: Scope, route: str | None, status: list[int], error: BaseException | None
+) -> None:
+    """Name the span by its route (``POST /v1/trigger/lineup``) and end it with the status answered."""
+    if route is not None:
+        span.update_name(f"{scope['method']} {route}")
+    code = status[0] if status else None
+    failed = error if error is not None else (f"HTTP {code}" if code is not None and code >= 500 else None)
+    spans.end_span(span, error=failed, **{"http.route": route, "http.response.status_code": code})
 
 
 async def _send_error(send: Send, status: int, error: str, request_id: str) -> None:

@@ -149,3 +149,11 @@ def serve_api(env: dict[str, str], *, workers: int = 1) -> tuple[subprocess.Pope
             time.sleep(0.1)
     proc.terminate()
     raise SystemExit("kickoff serve did not answer /healthz within 60 s")
+
+
+def tracing_env(on: bool) -> dict[str, str]:
+    """Issue 41's tracing modes: off (OTEL_TRACES_EXPORTER unset), or on with an OTLP exporter whose
+    collector is a closed loopback port: every span is made and handed over, then dropped."""
+    if not on:
+        return {"OTEL_TRACES_EXPORTER": "none"}
+    return {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}"}

@@ -42,13 +42,16 @@ from bench._setup import bench_environment, percentile, serve_api
 from publisher.amqp import AmqpPublisher
 from publisher.triggers import LineupRequest, trigger_lineup
 
+#: Part of every idempotency key of one load run (--tracing runs several).
+_TAG = ""
+
 
 def _body(i: int, tag: str) -> dict[str, object]:
     return {
         "league_id": "L1",
         "team_id": "7",
         "swaps": [{"player_id": 1000 + i, "to_slot": "BE"}],
-        "idempotency_key": f"lineup-7-{tag}-{i}",
+        "idempotency_key": f"lineup-7-{_TAG}{tag}-{i}",
     }
 
 
@@ -87,7 +90,7 @@ def _one_client(url: str, key: str, settings: object, requests: int) -> None:
     print(f"  HTTP p50 - library p50: {p50_http - p50_lib:+.2f} ms (goal: within 1.5 ms)")
 
 
-def _many_clients(url: str, key: str, clients: int, total: int) -> None:
+def _many_clients(url: str, key: str, clients: int, total: int) -> float:
     """``clients`` threads, each with its own keep-alive http.client connection, share ``total`` triggers."""
     counter = iter(range(total))
     lock = threading.Lock()
@@ -118,6 +121,7 @@ def _many_clients(url: str, key: str, clients: int, total: int) -> None:
     elapsed = time.perf_counter() - start
     print(f"{clients} concurrent clients, {total} triggers: {total / elapsed:.0f} triggers/s ", end="")
     print(f"({elapsed:.1f} s, {len(failures)} not 202; goal: >= 800/s)")
+    return total / elapsed
 
 
 def main() -> None:
@@ -130,8 +134,16 @@ def main() -> None:
     parser.add_argument("--scrapers", type=int, default=4, help="/metrics scrapers, every 15 s each.")
     parser.add_argument("--board", type=int, default=5000, help="Matches on the board.")
     parser.add_argument("--seconds", type=float, default=45.0, help="Length of each measured window.")
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="Issue 41: the trigger runs with tracing off, then on with an OTLP exporter whose collector "
+        "is unreachable (spans dropped); prints the ratios (goal: p50 and triggers/s within 5%%).",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if args.tracing:
+        raise SystemExit(_tracing_overhead(args))
     with bench_environment() as settings:
         _, key = create_key(name="bench", scope=Scope.TRIGGER)
         proc, url = serve_api(
@@ -159,6 +171,58 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+
+
+def _tracing_overhead(args: argparse.Namespace) -> int:
+    """Issue 41's figure: the trigger's HTTP p50 and triggers/s with tracing off and on; 1 on a missed goal.
+
+    Both servers run at once and take turns (one client alternates its requests between them; the
+    load runs alternate rounds), so a busy machine weighs on both alike.
+    """
+    global _TAG
+    from bench._setup import tracing_env
+
+    with bench_environment() as settings:
+        _, key = create_key(name="bench", scope=Scope.TRIGGER)
+        base = {"DATABASE_URL": settings.database_url, "AMQP_URL": settings.amqp_url, "LOG_LEVEL": "WARNING"}
+        servers = {mode: serve_api({**base, **tracing_env(mode == "on")}) for mode in ("off", "on")}
+        try:
+            headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+            conns = {
+                m: http.client.HTTPConnection(urlsplit(u).hostname, urlsplit(u).port)
+                for m, (_, u) in servers.items()
+            }
+            times: dict[str, list[float]] = {"off": [], "on": []}
+            for i in range(args.requests + 20):
+                for mode, conn in conns.items():
+                    start = time.perf_counter()
+                    conn.request(
+                        "POST", "/v1/trigger/lineup", body=json.dumps(_body(i, f"1{mode}")), headers=headers
+                    )
+                    answer = conn.getresponse()
+                    text = answer.read()
+                    assert answer.status == 202, text
+                    if i >= 20:
+                        times[mode].append((time.perf_counter() - start) * 1000)
+            rates: dict[str, list[float]] = {"off": [], "on": []}
+            for round_ in range(4):
+                for mode, (_, url) in servers.items():
+                    _TAG = f"r{round_}{mode}"
+                    rates[mode].append(_many_clients(url, key, args.clients, args.total // 4))
+        finally:
+            for proc, _ in servers.values():
+                proc.terminate()
+                proc.wait(timeout=30)
+    p50 = {m: percentile(t, 50) for m, t in times.items()}
+    rate = {m: sum(r) / len(r) for m, r in rates.items()}
+    p50_ratio, rate_ratio = p50["on"] / p50["off"], rate["on"] / rate["off"]
+    print(
+        f"tracing on / off: HTTP p50 {p50['on']:.2f} / {p50['off']:.2f} ms = {p50_ratio:.3f} (goal <= 1.05)"
+    )
+    print(
+        f"tracing on / off: {rate['on']:.0f} / {rate['off']:.0f} triggers/s = {rate_ratio:.3f} (goal >= 0.95)"
+    )
+    return 0 if p50_ratio <= 1.05 and rate_ratio >= 0.95 else 1
 
 
 if __name__ == "__main__":

@@ -175,6 +175,43 @@ def time_ticks(settings, barriers, broker_client, send, send_batch, ticks: int) 
     return out
 
 
+def tracing_ratio(settings, barriers, broker_client, send, send_batch, ticks: int) -> int:
+    """Issue 41: median ticks with tracing off and on, alternating; 1 when on is over 5 % slower.
+
+    On: the process's tracing (configured at import from an unreachable OTLP collector) records, the
+    broker has its TracingMiddleware (each start message carries the context) and the tick runs in the
+    span its actor's message would have. Off: neither, as in a process without OTEL_TRACES_EXPORTER.
+    """
+    from actors.middleware import TracingMiddleware
+    from config import spans, tracing
+
+    broker = current_broker()
+    middleware = next((m for m in broker.middleware if isinstance(m, TracingMiddleware)), TracingMiddleware())
+    results: dict[str, list[float]] = {"off": [], "on": []}
+    for _ in range(ticks):
+        for mode in ("off", "on"):
+            tracing._state.on = mode == "on"
+            if mode == "on" and middleware not in broker.middleware:
+                broker.middleware.insert(1, middleware)
+            elif mode == "off" and middleware in broker.middleware:
+                broker.middleware.remove(middleware)
+            with spans.span("dispatch_upcoming_match_listeners process", kind=spans.SpanKind.CONSUMER):
+                results[mode] += time_ticks(settings, barriers, broker_client, send, send_batch, 1)
+    tracing._state.on = True
+    off, on = statistics.median(results["off"]), statistics.median(results["on"])
+    print(
+        f"tick with tracing off: median {off:.1f} ms; on: median {on:.1f} ms ({ticks} ticks each)"
+    )
+    print(f"tracing on / off: {on / off:.3f} (goal <= 1.05); spans dropped: {tracing.dropped_spans()}")
+    return 0 if on / off <= 1.05 else 1
+
+
+def current_broker():
+    from actors.runtime import current
+
+    return current().broker
+
+
 def legacy_send_starts(ref: str):
     """``send_starts`` with ``ref``'s ``enqueue_many`` (and its dramatiq_compat), for the comparison."""
     from actors.broker import broker_errors
@@ -316,12 +353,24 @@ def main() -> int:
         "--steps", action="store_true", help="also print the median of each step of the timed ticks"
     )
     parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="Issue 41: only ticks at the first size, alternating tracing off and on (an OTLP exporter "
+        "whose collector is unreachable, the tick in its actor's span, the start messages carrying it); "
+        "prints the ratio (goal <= 1.05)",
+    )
+    parser.add_argument(
         "--legacy-ref", default=LEGACY_REF, help="git ref whose batch enqueue runs beside ('' to skip)"
     )
     args = parser.parse_args()
     globals()["ELIGIBLE"] = args.eligible
     sizes = [int(x) for x in args.sizes.split(",")]
     configure_env()
+    if args.tracing:
+        from bench._setup import tracing_env
+
+        os.environ.update(tracing_env(True))
+        sizes, args.stops, args.listeners, args.legacy_ref = sizes[:1], 0, 0, ""
 
     import actors  # noqa: F401  configures the actor runtime from the environment set above
     from actors.listeners import send_start, send_starts
@@ -353,6 +402,8 @@ def main() -> int:
             steps.clear()
             ticks: list[float] = []
             old: list[float] = []
+            if args.tracing:
+                return tracing_ratio(settings, barriers, broker_client, send_start, send_starts, args.ticks)
             for _ in range(args.ticks):  # alternating, so both see the same machine
                 ticks += time_ticks(settings, barriers, broker_client, send_start, send_starts, 1)
                 if legacy is not None:

@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._srsim import start_sim, write_games
+from config import spans
 from config.settings import MatchListenerEnvironment
 from listener.body import ListenerContext
 from listener.match_listener import MatchListener
@@ -60,7 +61,9 @@ def run(events: int, fmt: str, tmp: Path) -> tuple[float, int]:
             listener_max_consecutive_heartbeats=20,
         )
         body = TimedListener()
-        code = body.run(ListenerContext(match_id="", record_id=None, is_test=False, settings=settings))
+        context = ListenerContext(match_id="", record_id=None, is_test=False, settings=settings)
+        with spans.span("listener run"), spans.quiet():  # as lifecycle.start runs a body (tracing on)
+            code = body.run(context)
         span = body.last - body.first
         assert code == 13, (code, body.exit_reason, body.stats)
         return body.stats.events / span if span else 0.0, body.stats.events
@@ -72,7 +75,15 @@ def run(events: int, fmt: str, tmp: Path) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="Issue 41: each framing with tracing off, then on (an unreachable OTLP collector), in turns; "
+        "prints the ratio (goal >= 0.95)",
+    )
     args = parser.parse_args()
+    if args.tracing:
+        raise SystemExit(_tracing_ratio(args.events))
     with tempfile.TemporaryDirectory() as d:
         print(f"stream ingest: one listener, {args.events} events, archive on, record-only")
         for fmt in ("sse", "ndjson"):
@@ -80,6 +91,42 @@ def main() -> None:
             print(
                 f"  {fmt:7s} {n:8d} events  {rate:10,.0f} events/s  ({rate / GOAL:.1f}x the {GOAL:,}/s goal)"
             )
+
+
+def _tracing_ratio(events: int, rounds: int = 3) -> int:
+    """Median events/s with tracing off and on, alternating; 1 when on is under 95 % of off."""
+    import os
+    import statistics
+
+    from bench._setup import tracing_env
+    from config import tracing
+
+    saved = dict(os.environ)
+    os.environ.update(tracing_env(True))  # this process only: srsim runs as always
+    tracing.configure_tracing(service="kickoff-bench")
+    os.environ.clear()
+    os.environ.update(saved)
+    code = 0
+    with tempfile.TemporaryDirectory() as d:
+        for fmt in ("sse", "ndjson"):
+            rates: dict[bool, list[float]] = {False: [], True: []}
+            for n in range(rounds):
+                for on in (False, True):
+                    tracing._state.on = on
+                    tmp = Path(d) / f"{fmt}-{n}-{on}"  # a fresh archive each run
+                    tmp.mkdir()
+                    rates[on].append(run(events, fmt, tmp)[0])
+                    print(
+                        f"    {fmt} tracing {'on' if on else 'off'}: {rates[on][-1]:,.0f} events/s",
+                        flush=True,
+                    )
+            off, on_ = statistics.median(rates[False]), statistics.median(rates[True])
+            print(
+                f"  {fmt:7s} tracing off {off:10,.0f} events/s, on {on_:10,.0f}: {on_ / off:.3f} "
+                "(goal >= 0.95)"
+            )
+            code |= on_ / off < 0.95
+    return int(code)
 
 
 if __name__ == "__main__":

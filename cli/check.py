@@ -150,8 +150,25 @@ def _feed(obj: CliContext) -> Check:
     return Check("feed", OK, f"answers at SPORTRADAR_BASE_URL={mask_url(url)}")
 
 
+def _tracing() -> Check:
+    """Where this machine's processes send spans (their OTEL_* variables, as set here)."""
+    from config import tracing
+
+    try:
+        config = tracing.read_config(service="each process's own (kickoff-api, kickoff-worker, ...)")
+        tracing.check_config(config)
+    except KickoffError as exc:
+        return Check("tracing", FAIL, str(exc))
+    away = tracing.collector_answers(config)
+    if away is not None:
+        detail = f"{config.describe()}; the collector does not answer ({away}): spans are dropped"
+        return Check("tracing", WARN, detail)
+    return Check("tracing", OK, config.describe())
+
+
 def full_checks(obj: CliContext) -> list[Check]:
-    """Services, migrations, workers per queue, queue depths and dead letters, the scheduler, the feed."""
+    """Services, migrations, workers per queue, queue depths and dead letters, the scheduler, the feed,
+    where spans go."""
     checks = service_checks(obj)
     by_name = {c.name: c for c in checks}
     if by_name["PostgreSQL"].status == OK:
@@ -162,6 +179,7 @@ def full_checks(obj: CliContext) -> list[Check]:
     if by_name["Redis"].status == OK:
         checks.append(_scheduler(obj))
     checks.append(_feed(obj))
+    checks.append(_tracing())
     return checks
 
 
@@ -182,7 +200,9 @@ def check(obj: CliContext, services_only: bool, as_json: bool) -> None:
     migrations applied; no match stores a setting a run may not set (docs/lifecycle.md);
     a worker alive on each queue (default, match_listeners);
     each queue's waiting, delayed and dead-lettered messages (dead letters: warn);
-    the scheduler sent a tick recently (SCHEDULER_ALIVE_SECONDS); the feed answers.
+    the scheduler sent a tick recently (SCHEDULER_ALIVE_SECONDS); the feed answers;
+    where spans go (OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT: warn when the collector
+    does not answer, FAIL for a value kickoff cannot use; docs/tracing.md).
 
     Each failure names the setting to look at (DATABASE_URL, REDIS_URL, BROKER_URL, AMQP_URL,
     SPORTRADAR_BASE_URL) or the command that fixes it.

@@ -41,6 +41,19 @@ from cli.up import up
 from config.errors import KickoffError, ListenerStartSettingsError, NotFound
 from config.log import configure_logging
 from config.settings import load_settings
+from config.tracing import configure_tracing
+
+#: The service name (OTEL_SERVICE_NAME unset) of a command's spans; any other command: kickoff-cli.
+TRACED_SERVICES = {
+    "serve": "kickoff-api",
+    "launcher": "kickoff-launcher",
+    "scheduler": "kickoff-scheduler",
+    "listen": "kickoff-listener",
+    "sim": "kickoff-srsim",
+}
+#: Commands that set no tracing up: ``check`` reports a bad OTEL_* value instead of failing on it;
+#: ``up`` and ``demo`` only supervise processes that set theirs up themselves.
+UNTRACED_COMMANDS = frozenset({"check", "config", "up", "demo"})
 
 
 def _fail(ctx: click.Context, line: str, code: int) -> None:
@@ -94,6 +107,8 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     logging.getLogger("pika").setLevel(logging.DEBUG if verbose else logging.CRITICAL)
     # yoyo logs each migration step; `kickoff db migrate` prints what it applied itself.
     logging.getLogger("yoyo").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    if ctx.invoked_subcommand not in UNTRACED_COMMANDS:
+        configure_tracing(service=TRACED_SERVICES.get(ctx.invoked_subcommand or "", "kickoff-cli"))
     ctx.obj = CliContext(settings=settings, verbose=verbose)
 
 

@@ -89,6 +89,12 @@ class Printer:
     "--games", type=click.IntRange(0, 50), default=3, show_default=True, help="is_test games srsim plays."
 )
 @click.option(
+    "--traces",
+    is_flag=True,
+    help="Every process prints its spans, one line of JSON each (OTEL_TRACES_EXPORTER=console); "
+    "for a trace UI point OTEL_* at a local Jaeger instead (docs/tracing.md).",
+)
+@click.option(
     "--grace",
     type=float,
     default=40.0,
@@ -104,6 +110,7 @@ def up(
     only: str | None,
     games: int,
     grace: float,
+    traces: bool,
 ) -> None:
     """Run the whole system locally in the foreground until Ctrl-C.
 
@@ -143,6 +150,8 @@ def up(
     env["SRSIM_PORT"] = str(srsim_port)
     if SIM in names:
         env["SPORTRADAR_BASE_URL"] = f"http://{s.srsim_host}:{srsim_port}"
+    if traces:
+        _print_traces(env, say)
 
     _prepare(s, say)
     key_id = None
@@ -181,6 +190,22 @@ def up(
             _revoke(key_id, say)
         say("up", "stopped" + (f" (killed: {', '.join(killed)})" if killed else ""))
     sys.exit(code)
+
+
+def _print_traces(env: dict[str, str], say: Any) -> None:
+    """--traces: the console exporter for every process, unless OTEL_TRACES_EXPORTER already chose one."""
+    chosen = (env.get("OTEL_TRACES_EXPORTER") or "").strip()
+    if chosen and chosen != "none":
+        say("up", f"traces: OTEL_TRACES_EXPORTER={chosen} is set: spans go there, not to the console")
+        return
+    env["OTEL_TRACES_EXPORTER"] = "console"
+    env.setdefault("OTEL_BSP_SCHEDULE_DELAY", "1000")
+    say(
+        "up",
+        "traces: each process prints its spans as JSON lines (console exporter); for a trace UI run a "
+        "local Jaeger (ports 16686 and 4318) and start up with OTEL_TRACES_EXPORTER=otlp "
+        "OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 TRACE_URL_TEMPLATE=http://localhost:16686/trace/{trace_id}",
+    )
 
 
 def _prepare(settings: KickoffSettings, say: Any) -> None:

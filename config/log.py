@@ -1,10 +1,14 @@
-"""kickoff's one log format (text or JSON lines) for the CLI, workers, scheduler and launcher.
+"""kickoff's one log format (text or JSON lines) for every process, rendered by structlog.
 
-Every record carries the Dramatiq message being processed by its thread (actor, message id)
-and, where the message names one, the match id; ``LOG_FORMAT=json`` prints one JSON object per
-line. Workers get the formatter at process boot (actors.middleware.KickoffLogging), the CLI
-from ``configure_logging``. Every URL in a line or a traceback goes through ``mask_url``
-(passwords and secret query values as ``***``).
+kickoff logs through the standard library (``logging.getLogger(__name__)``, lazy ``%s`` arguments);
+structlog's ``ProcessorFormatter`` renders each record through one processor chain: the time
+(UTC, milliseconds), level, logger, process and thread, the Dramatiq message the thread processes
+(actor, message id and, where the message names one, the match id), the current span's
+``trace_id`` and ``span_id`` while tracing is on and a span is current (config.tracing), every URL
+masked (``mask_url``: passwords and secret query values as ``***``, in the traceback too). Then
+``LOG_FORMAT=json`` renders one JSON object per line and ``text`` the line
+``time level logger [pid thread] (actor msg=.. match=.. trace=..): message``. Workers get the
+formatter at process boot (actors.middleware.LogContextMiddleware), the CLI from ``configure_logging``.
 """
 
 from __future__ import annotations
@@ -15,13 +19,18 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
+import structlog
+
 from config.settings import mask_urls_in
+from config.spans import current_ids
 
 _context = threading.local()
 
 #: Dramatiq's warning for every actor that returns a value without a results backend: kickoff's
 #: actors return a small dict for tests and in-process callers, never read from the broker.
 _RESULTS_NOISE = "returned a value that is not None"
+#: The fields a line names its work by, in the order they are written.
+CONTEXT_FIELDS = ("actor", "message_id", "match_id", "trace_id", "span_id")
 
 
 def set_log_context(*, actor: str | None, message_id: str | None, match_id: str | None) -> None:
@@ -41,14 +50,19 @@ def log_context() -> dict[str, str | None]:
 
 
 class LogContextFilter(logging.Filter):
-    """Add ``actor``, ``message_id``, ``match_id`` and ``kickoff_message`` to every record."""
+    """Put the thread's message (actor, message id, match id) and the current span's ids on a record.
+
+    Run where the record is made (a handler's filter runs in the logging thread), so a record handed
+    to another thread keeps the context it was logged in.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        ctx = log_context()
-        for key, value in ctx.items():
+        for key, value in log_context().items():
             if not hasattr(record, key):
                 setattr(record, key, value)
-        record.kickoff_message = f"{ctx['actor']}:{ctx['message_id']}" if ctx["message_id"] else "-"
+        if not hasattr(record, "trace_id"):
+            ids = current_ids()
+            record.trace_id, record.span_id = ids if ids is not None else (None, None)
         return True
 
 
@@ -59,47 +73,62 @@ class DropResultsNoise(logging.Filter):
         return _RESULTS_NOISE not in str(record.msg)
 
 
-class KickoffFormatter(logging.Formatter):
-    """``text``: time level logger [pid thread] (actor msg=.. match=..): message; ``json``: one object."""
+def _record_fields(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    """time, level, logger, message, pid, thread and the context fields that are set, in that order."""
+    record: logging.LogRecord = event["_record"]
+    out: dict[str, Any] = {
+        "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+        "level": record.levelname,
+        "logger": record.name,
+        "message": mask_urls_in(str(event.get("event", ""))),
+        "pid": record.process,
+        "thread": record.threadName,
+    }
+    for key in CONTEXT_FIELDS:
+        value = getattr(record, key, None)
+        if value:
+            out[key] = value
+    if "exception" in event:
+        out["exception"] = mask_urls_in(str(event["exception"]))
+    return out
+
+
+def _text(_logger: Any, _name: str, event: dict[str, Any]) -> str:
+    """The text line: ``time level logger [pid thread] (actor msg=.. match=.. trace=..): message``."""
+    where = " ".join(
+        part
+        for part in (
+            event.get("actor") or "",
+            f"msg={event['message_id']}" if event.get("message_id") else "",
+            f"match={event['match_id']}" if event.get("match_id") else "",
+            f"trace={event['trace_id']}" if event.get("trace_id") else "",
+        )
+        if part
+    )
+    head = f"{event['time']} {event['level']} {event['logger']} [{event['pid']} {event['thread']}]"
+    line = f"{head}{' (' + where + ')' if where else ''}: {event['message']}"
+    if "exception" in event:
+        line += "\n" + event["exception"]
+    return line
+
+
+def _json(_logger: Any, _name: str, event: dict[str, Any]) -> str:
+    return json.dumps(event, default=str)
+
+
+class KickoffFormatter(structlog.stdlib.ProcessorFormatter):
+    """kickoff's formatter: ``text`` or ``json`` (see the module docstring)."""
 
     def __init__(self, fmt: str = "text") -> None:
-        super().__init__()
         self.kind = fmt
-
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
-        return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
-
-    def format(self, record: logging.LogRecord) -> str:
-        message = mask_urls_in(record.getMessage())
-        ctx = {k: getattr(record, k, None) for k in ("actor", "message_id", "match_id")}
-        if self.kind == "json":
-            doc: dict[str, Any] = {
-                "time": self.formatTime(record),
-                "level": record.levelname,
-                "logger": record.name,
-                "message": message,
-                "pid": record.process,
-                "thread": record.threadName,
-                **{k: v for k, v in ctx.items() if v},
-            }
-            if record.exc_info:
-                doc["exception"] = mask_urls_in(self.formatException(record.exc_info))
-            return json.dumps(doc, default=str)
-        where = " ".join(
-            part
-            for part in (
-                ctx["actor"] or "",
-                f"msg={ctx['message_id']}" if ctx["message_id"] else "",
-                f"match={ctx['match_id']}" if ctx["match_id"] else "",
-            )
-            if part
+        super().__init__(
+            processors=[
+                structlog.processors.format_exc_info,
+                _record_fields,
+                _json if fmt == "json" else _text,
+            ],
+            use_get_message=True,
         )
-        proc = f"[{record.process} {record.threadName}]"
-        head = f"{self.formatTime(record)} {record.levelname} {record.name} {proc}"
-        line = f"{head}{' (' + where + ')' if where else ''}: {message}"
-        if record.exc_info:
-            line += "\n" + mask_urls_in(self.formatException(record.exc_info))
-        return line
 
 
 def install_formatter(fmt: str) -> None:

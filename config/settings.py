@@ -180,6 +180,10 @@ class KickoffSettings(BaseSettings):
     """Log level of kickoff's loggers: DEBUG | INFO | WARNING | ERROR | CRITICAL."""
     log_format: LogFormat = LogFormat.TEXT
     """text | json: json prints one JSON object per log line."""
+    trace_url_template: str = ""
+    """The console links a trace id to this URL with ``{trace_id}`` replaced (e.g.
+    http://localhost:16686/trace/{trace_id} for a local Jaeger); empty: the id is shown unlinked. Where
+    spans go is OpenTelemetry's OTEL_* variables (docs/tracing.md)."""
     database_connect_timeout_seconds: NonNegativeFloat = 10.0
     """PostgreSQL connect timeout (0: none)."""
     database_statement_timeout_seconds: NonNegativeFloat = 60.0
@@ -421,6 +425,16 @@ class KickoffSettings(BaseSettings):
                 except ValueError as exc:
                     raise ValueError(f"not an address or network: {entry!r}") from exc
         return ",".join(entries)
+
+    @field_validator("trace_url_template")
+    @classmethod
+    def _trace_url(cls, value: str) -> str:
+        value = value.strip()
+        if value:
+            check_url_scheme(value.replace("{trace_id}", "x"), ("http", "https"))
+            if "{trace_id}" not in value:
+                raise ValueError("must contain {trace_id} (where the trace id goes)")
+        return value
 
     @field_validator("job_catalog_path")
     @classmethod

@@ -26,6 +26,7 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from config import spans, tracing
 from config.errors import KickoffError, LockNotOwned, ServiceUnavailable
 from config.set_aside import SetAside, setting_aside
 from config.settings import KickoffSettings
@@ -373,6 +374,7 @@ def sweep_stale_match_listeners(
         cleared = after_abandon(closed, settings=settings, barriers=barriers, aside=aside)
         cleared |= _clear_barriers_of_dead(reaped, barriers=barriers, aside=aside)
         closed = reaped + closed
+        spans.link_runs((row.traceparent for row in closed), **{"kickoff.closed_by": "sweep"})
         with setting_aside(aside, loop=LOOP, item="fenced runs' locks", step="judge_fenced_locks"):
             released = release_locks_of_fenced_runs(settings=settings, barriers=barriers, aside=aside)
         with setting_aside(aside, loop=LOOP, item="pending keys", step="reclaim_pending"):
@@ -439,6 +441,8 @@ def stop_match_listener(
     """
     match = load_match(match_id)
     mid = str(match.id)
+    if tracing.enabled():  # read first: a run that sees the flag may close its own row before we do
+        spans.link_runs(rows.open_run_traceparents(mid), **{"kickoff.closed_by": "stop"})
     barriers.set_stop_flag(mid, ttl_seconds=settings.listener_stop_flag_ttl_seconds)
     message_id = match.start_message_id
     if message_id:

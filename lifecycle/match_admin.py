@@ -7,6 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from config import spans
 from config.errors import KickoffError
 from config.settings import KickoffSettings
 from lifecycle.board import listener_board
@@ -101,6 +102,7 @@ def match_detail(
                 "events_backfilled": r.events_backfilled,
                 "gaps_unrecovered": r.gaps_unrecovered,
                 "events_unrecovered": r.events_unrecovered,
+                "trace_id": spans.trace_id_of(r.traceparent),
             }
             for r in records
         ],

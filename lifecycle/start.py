@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from config import spans
 from config.clock import utcnow
 from config.errors import DatabaseUnavailable, ListenerStartSettingsError, MatchNotFound
 from config.feed_text import unstorable_text
@@ -316,7 +317,22 @@ def load_match(match_id: str) -> Match:
     return match
 
 
-def run_match_listener(
+def run_match_listener(match_id: str, overrides: dict[str, Any] | None, **run: Any) -> RunOutcome:
+    """Run one listener for ``match_id`` (``_run_listener``'s keywords) in its ``listener run`` span.
+
+    One span for the whole run (its row stores the span's traceparent), with an event for each
+    connect, gap, resume, backfill, status change and the exit, never a span per feed message.
+    """
+    attributes = {"kickoff.match_id": match_id, "messaging.message.id": run.get("message_id")}
+    with spans.span("listener run", attributes=attributes) as current:
+        outcome = _run_listener(match_id, overrides, **run)
+        spans.event("exit", code=outcome.exit_code, reason=outcome.reason)
+        if current is not None:
+            current.set_attributes({"kickoff.exit_code": outcome.exit_code, "kickoff.sr_id": outcome.sr_id})
+        return outcome
+
+
+def _run_listener(
     match_id: str,
     overrides: dict[str, Any] | None,
     *,
@@ -355,6 +371,7 @@ def run_match_listener(
                 message_id=message_id,
                 dry_run=env.listener_dry_run,
                 worker_lease=lease_id,
+                traceparent=spans.current_traceparent(),
             )
     logger.info(
         "match %s: listener started (row %s, message %s, worker lease %s, fencing token %s)",
@@ -403,7 +420,8 @@ def run_match_listener(
         else:
             handle.in_body = True
             try:
-                code = exit_code_of(body.run(ctx))  # None is a clean return (0)
+                with spans.quiet():  # the run's span events tell its story, not a span per write
+                    code = exit_code_of(body.run(ctx))  # None is a clean return (0)
                 exit_reason = body_exit_reason(body)  # e.g. "feed answered HTTP 404 at ..."
             finally:
                 handle.leave_body()

@@ -14,6 +14,8 @@ import logging
 import time
 from dataclasses import asdict, dataclass
 
+from config import spans
+
 logger = logging.getLogger(__name__)
 
 
@@ -74,6 +76,7 @@ class GapTracker:
         self.seq += 1
         self._pending[self.seq] = self._open_held
         logger.warning("match %s gap: %s, %.1fs without a stream, %s", self.match_id, kind, seconds, how)
+        spans.event("gap", kind=kind, seconds=round(seconds, 3), how=how)
         return seconds
 
     def silence(self, *, since: float, now: float, held: int) -> float:

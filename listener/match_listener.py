@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import requests
 
+from config import spans
 from config.backoff import backoff_seconds
 from config.clock import utcnow
 from config.errors import (
@@ -254,6 +255,7 @@ class MatchListener:
                     "match %s stream connected %s (%s)", ctx.match_id, conn.final_url, conn.content_type
                 )
                 self._log.write("connected %s content_type=%s", conn.final_url, conn.content_type)
+                spans.event("connect", resumed=resuming, content_type=conn.content_type)
                 recovery.connected(resumed=resuming)
                 self._write_gaps()
                 for raw in conn.messages():
@@ -282,6 +284,7 @@ class MatchListener:
                 self.stats.reconnects += 1
                 logger.warning("match %s %s; reconnecting in %.1fs", ctx.match_id, exc, delay)
                 self._log.write("disconnected (%s); reconnect in %.1fs", exc, delay)
+                spans.event("disconnect", reason=str(exc), reconnect_in_seconds=delay)
                 self._merge_backfill()
                 if self.archive is not None:
                     self.archive.flush()
@@ -456,6 +459,7 @@ class MatchListener:
             return
         if before != self._status:
             self._log.write("status %s -> %s (stream)", before, self._status)
+            spans.event("status", before=before, after=self._status)
 
     def _on_heartbeat(self) -> None:
         s = self._ctx.settings

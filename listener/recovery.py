@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 import requests
 
+from config import spans
 from config.errors import PlayByPlayError
 from config.settings import MatchListenerEnvironment
 from listener.archive import EventArchive, read_events
@@ -85,6 +86,7 @@ class Recovery:
     def resume_refused(self, why: str) -> None:
         """The feed refused the resume id: reconnect plainly (the play-by-play recovers the gap)."""
         logger.warning("match %s resume refused (%s); reconnecting without it", self.match_id, why)
+        spans.event("resume refused", reason=why)
         self.resume_id = None
 
     def connected(self, *, resumed: bool) -> None:
@@ -95,6 +97,7 @@ class Recovery:
             self.gaps.end(now=now, how="resumed: the feed replays it" if resumed else "reconnected")
             if resumed and not self.gaps.counts.gaps_unrecovered:
                 self.gaps.resumed()  # the replay's messages are counted as they arrive
+                spans.event("resume")
             else:
                 # No resume, or an earlier gap the replay does not reach: the play-by-play.
                 self._backfill()
@@ -154,6 +157,7 @@ class Recovery:
                 fetched.error,
                 self.gaps.counts.gaps_unrecovered,
             )
+            spans.event("backfill gave up", tries=fetched.tries, error=str(fetched.error))
             return 0
         recorded = merge(
             fetched.play_by_play,
@@ -166,6 +170,7 @@ class Recovery:
         self.gaps.recovered(recorded, upto=fetched.upto)
         if recorded:
             logger.info("match %s backfilled %d events from the play-by-play", self.match_id, recorded)
+        spans.event("backfill", events=recorded)
         return recorded
 
     def close(self) -> None:
@@ -208,6 +213,7 @@ class Recovery:
         self.gaps.recovered(recorded)
         if recorded:
             logger.info("match %s final backfill recorded %d events", self.match_id, recorded)
+        spans.event("final backfill", events=recorded)
         return self._compared(pbp)
 
     def _fetch_unless_stopped(self) -> PlayByPlay | None:

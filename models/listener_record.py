@@ -41,6 +41,7 @@ class MatchListenerRecord(BaseModel):
     gaps_unrecovered = peewee.IntegerField(default=0)  # gaps whose backfill had not succeeded at exit
     events_unrecovered = peewee.IntegerField(default=0)  # still missing at the verification at close
     fence_token = peewee.BigIntegerField(null=True)  # the run's fencing token (models.fence); NULL: none
+    traceparent = peewee.TextField(null=True)  # the run's span (config.spans; migration 0045); NULL: untraced
 
     class Meta:
         table_name = "match_listener_records"

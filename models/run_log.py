@@ -76,6 +76,7 @@ class RunLog(BaseModel):
     pid = peewee.IntegerField(null=True)  # the pid of the current attempt's process
     error = peewee.TextField(null=True)
     created_by_key_id = peewee.UUIDField(null=True)  # the API key that published it (migration 0018)
+    traceparent = peewee.TextField(null=True)  # the trace context it was published in (migration 0045)
 
     class Meta:
         table_name = "run_log"

@@ -13,9 +13,10 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from config import spans, tracing
 from config.errors import (
     BrokerConnectionError,
     MissingQueueError,
@@ -149,6 +150,22 @@ class AmqpPublisher:
     def publish_many(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
         """Publish ``messages`` back to back, then wait for all confirms; one outcome per message.
 
+        While tracing is on each message is published in its own span (``publish_spans``), whose
+        context its ``traceparent`` header carries.
+        """
+        if not tracing.enabled():
+            return self._publish_many(messages)
+        traced, opened = publish_spans(messages)
+        outcomes: list[PublishOutcome] = []
+        try:
+            outcomes = self._publish_many(traced)
+        finally:
+            end_publish_spans(opened, outcomes)
+        return outcomes
+
+    def _publish_many(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+        """``publish_many`` without spans.
+
         Messages for a missing queue get MissingQueueError and are not sent, nor is a message AMQP
         cannot encode (UnencodableMessageError, the others go out). A connection that fails before
         a message is sent gives BrokerConnectionError; after it was sent and before its confirm,
@@ -233,6 +250,43 @@ class AmqpPublisher:
             except PublishError:
                 continue
         return found
+
+
+def publish_spans(messages: Sequence[OutgoingMessage]) -> tuple[list[OutgoingMessage], list[Any]]:
+    """One ``<queue> publish`` span (kind producer) per message, and the messages with its context.
+
+    A span's parent is the context in its message's ``traceparent`` header (the context its outbox
+    row, claim or run was saved in), else the current span; the message then carries the publish
+    span's own ``traceparent`` (and ``tracestate``), so the consumer's spans join the trace. A header
+    that names no valid context is replaced all the same: a caller's value is never passed on as is.
+    """
+    if not tracing.enabled():
+        return list(messages), []
+    traced: list[OutgoingMessage] = []
+    opened: list[Any] = []
+    for message in messages:
+        current = spans.start_span(
+            f"{message.queue} publish",
+            parent=message.headers,
+            kind=spans.SpanKind.PRODUCER,
+            attributes={
+                "messaging.system": "rabbitmq",
+                "messaging.operation.type": "send",
+                "messaging.destination.name": message.queue,
+                "messaging.message.id": message.message_id,
+            },
+        )
+        headers = {k: v for k, v in message.headers.items() if k not in (spans.TRACEPARENT, spans.TRACESTATE)}
+        traced.append(replace(message, headers={**headers, **spans.headers_of(current)}))
+        opened.append(current)
+    return traced, opened
+
+
+def end_publish_spans(opened: Sequence[Any], outcomes: Sequence[PublishOutcome]) -> None:
+    """End each publish span with its message's outcome (an error: the span failed); no outcome: lost."""
+    for n, current in enumerate(opened):
+        outcome = outcomes[n] if n < len(outcomes) else None
+        spans.end_span(current, error=outcome.error if outcome is not None else "not published")
 
 
 def read_messages(*, url: str, queue: str, limit: int = 10_000) -> list[tuple[dict[str, Any], Any]]:

@@ -21,10 +21,12 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from config import spans
 from config.clock import utcnow
 from config.errors import DatabaseUnavailable, TriggerConflictError, TriggerValidationError
 from config.set_aside import set_aside
@@ -112,6 +114,7 @@ def report_result(
                 late,
                 now,
                 now,
+                spans.current_traceparent(),  # the report's span: the verification continues its trace
                 [REPORTED, SET_ASIDE],
             ),
         )
@@ -198,6 +201,17 @@ def _set_aside_result(
     )
 
 
+def _verification_span(tracking_id: str, traceparent: str | None) -> AbstractContextManager[Any]:
+    """The span of one result's verification: in the trace the result was reported in (else the
+    action's), linked to the verification pass that settles it."""
+    return spans.span(
+        "action result verify",
+        parent=traceparent,
+        attributes={"kickoff.tracking_id": tracking_id},
+        links=spans.link_to(spans.current_traceparent()) if traceparent else None,
+    )
+
+
 def verify_results(*, result_timeout_seconds: float, now: datetime | None = None) -> VerifyReport:
     """Settle every reported result (see the module docstring); also fail long-unreported actions.
 
@@ -211,9 +225,9 @@ def verify_results(*, result_timeout_seconds: float, now: datetime | None = None
     report = VerifyReport()
     with transaction():
         rows = fetch_all(result_sql.SELECT_REPORTED_FOR_UPDATE, (REPORTED,))
-        for row_id, body_text, late, tracking_id, team, status, delivery in rows:
+        for row_id, body_text, late, tracking_id, team, status, delivery, traceparent in rows:
             try:  # the driver's errors translated per item: an outage is no item's fault
-                with transaction():
+                with transaction(), _verification_span(tracking_id, traceparent):
                     _settle(
                         row_id, body_text, late, tracking_id, team, status, delivery, now=now, report=report
                     )
@@ -282,8 +296,9 @@ def action_state(tracking_id: str) -> dict[str, Any]:
         "run_id",
     )
     out: dict[str, Any] = dict(zip(keys, action[: len(keys)], strict=True))
-    creator_id, creator_name = action[len(keys) :]
+    creator_id, creator_name, traceparent = action[len(keys) :]
     out["created_by"] = None if creator_id is None else {"key_id": creator_id, "name": creator_name}
+    out["trace_id"] = spans.trace_id_of(traceparent)  # the trace it was created in (None: untraced)
     out["delivery"] = (
         None
         if outbox is None

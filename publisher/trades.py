@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from config import spans
 from config.clock import utcnow
 from config.errors import (
     BrokerConnectionError,
@@ -91,6 +92,7 @@ class ExecutionEntry:
     resolved_by: str | None
     resolved_at: Any
     created_at: Any
+    trace_id: str | None = None  # the trace the claim was made in (None: untraced)
 
     as_json = json_fields
 
@@ -109,6 +111,7 @@ def entry_from_row(row: Any) -> ExecutionEntry:
         resolved_by=row[8],
         resolved_at=row[9],
         created_at=row[10],
+        trace_id=spans.trace_id_of(row[11]) if len(row) > 11 else None,
     )
 
 
@@ -198,6 +201,9 @@ def _claim_and_publish(
     message_id = str(uuid.uuid4())
     body = v.strip_request_only(body)
     result = json.dumps({"outcome_details": {key_field: body[key_field]}}) if key_in_result else None
+    context = (
+        spans.current_traceparent() or body["traceparent"]
+    )  # the claim's: the request's span, else the caller's
     try:
         trade_sql.insert_claim(
             key=key,
@@ -209,14 +215,13 @@ def _claim_and_publish(
             status="claimed",
             result=result,
             now=utcnow(),
+            traceparent=context,
         )
     except ConstraintViolation:
         existing = get_entry(queue, key)
         logger.info("trade already claimed: queue=%s key=%s status=%s", queue, key, existing.status)
         return TradeResult(TradeStatus.DUPLICATE, queue, key, existing.message_id)
-    message = OutgoingMessage(
-        queue=queue, body=body, message_id=message_id, headers=trace_headers(body["traceparent"])
-    )
+    message = OutgoingMessage(queue=queue, body=body, message_id=message_id, headers=trace_headers(context))
     return _publish_claimed(queue=queue, key=key, message=message, publisher=publisher, first=True)
 
 

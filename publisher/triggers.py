@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from config import spans
 from config.clock import ensure_utc, utcnow
 from config.errors import DeadDeliveryError, TriggerConflictError, TriggerUnavailableError
 from config.settings import KickoffSettings
@@ -105,7 +106,8 @@ class _Common:
             decision_inputs=self.inputs,
             request=stored,
             body=body,
-            traceparent=self.traceparent,
+            # the action's and its outbox row's context: the trigger's span while tracing, else the caller's
+            traceparent=spans.current_traceparent() or self.traceparent,
             espn_ids=espn_ids,
             run_id=self.run_id if self.run_id is not None else get_run_id(),
             created_by_key_id=self.created_by_key_id,
@@ -279,17 +281,23 @@ def send(
 
     The queue's own builder checks the request's fields; a queue without one validates the request
     with its model first (``_fields_save``). A ``must_deliver`` queue's trigger raises unless delivered.
+    While tracing is on it runs in a ``<queue> trigger`` span: a child of the current span (the HTTP
+    request's), else of the request's ``traceparent``; its action and outbox row keep that span's context.
     """
     build: SaveBuilder | None = queue.save_builder()
-    if build is None:
-        request = request.checked()
-        build = _fields_save
-    common = _Common.check(request, created_by_key_id, run_id)
-    save = build(queue, request, common, settings)
-    result, error = _send(save, publisher=publisher, settings=settings, committer=committer)
-    if queue.must_deliver:
-        _require_delivered(result, error)
-    return result
+    parent = None if spans.current_ids() else getattr(request, "traceparent", None)
+    with spans.span(f"{queue.name} trigger", parent=parent, attributes={"kickoff.queue": queue.name}) as span:
+        if build is None:
+            request = request.checked()
+            build = _fields_save
+        common = _Common.check(request, created_by_key_id, run_id)
+        save = build(queue, request, common, settings)
+        result, error = _send(save, publisher=publisher, settings=settings, committer=committer)
+        if span is not None:
+            span.set_attributes({"kickoff.tracking_id": result.tracking_id, "kickoff.status": result.status})
+        if queue.must_deliver:
+            _require_delivered(result, error)
+        return result
 
 
 #: A trigger function: sends one request of its queue and answers its result (``send``'s keywords).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from config.errors import BrokerConnectionError
@@ -25,6 +25,7 @@ class Delivery:
     redelivered: bool
     ack: Callable[[], None]
     nack: Callable[[], None]  # requeue: another consumer (or this one later) gets it again
+    headers: dict[str, Any] = field(default_factory=dict)  # AMQP headers (``traceparent``: its publish span)
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
@@ -70,6 +71,7 @@ class RunConsumer:
             redelivered=bool(method.redelivered),
             ack=lambda: link.ack(tag),
             nack=lambda: link.nack(tag),
+            headers=dict(getattr(properties, "headers", None) or {}),
         )
         self.on_delivery(delivery)
 

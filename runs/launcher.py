@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from config import spans
 from config.clock import utcnow
 from config.errors import BrokerUnavailable, DatabaseUnavailable, InvalidRunCommand, KickoffError
 from config.set_aside import set_aside
@@ -54,6 +55,7 @@ class Running:
     pid: int
     exit_file: Path
     proc: subprocess.Popen[bytes] | None = None
+    span: Any = None  # the launcher's span of this attempt (config.spans; None: untraced or adopted)
 
 
 @dataclass
@@ -119,6 +121,7 @@ class Launcher:
         self.host = host or socket.gethostname()
         self.job_env = None if job_env is None else dict(job_env)  # None: this process's environment
         self.pending: OrderedDict[str, int] = OrderedDict()  # run id -> attempt, oldest first
+        self.trace_parents: dict[str, str] = {}  # run id -> its delivery's traceparent (its publish span)
         self.running: dict[str, Running] = {}
         self.stats = LauncherStats()
         self.consumer = RunConsumer(url=amqp_url, on_delivery=self.on_delivery, prefetch=config.prefetch)
@@ -161,6 +164,9 @@ class Launcher:
             return
         if pending:
             self.pending.setdefault(command.run_id, command.attempt)
+            parent = delivery.headers.get(spans.TRACEPARENT)
+            if isinstance(parent, str) and spans.context_of(parent) is not None:
+                self.trace_parents[command.run_id] = parent
         else:
             logger.debug("run %s attempt %s: not queued any more, dropped", command.run_id, command.attempt)
         delivery.ack()
@@ -221,19 +227,34 @@ class Launcher:
                 raise
             if outcome.skipped is not None:
                 self.stats.skipped += 1
+            parent = self.trace_parents.pop(run_id, None)
             if outcome.run is None or outcome.job is None:
                 continue
-            self._start(outcome.run, outcome.job)
+            self._start(outcome.run, outcome.job, parent=parent)
 
-    def _start(self, run: RunLog, job: Job) -> None:
+    def _start(self, run: RunLog, job: Job, *, parent: str | None = None) -> None:
+        """Start the run's job process in a ``<job> run`` span: a child of its delivery's publish span
+        (``parent``), else of the context the run was published in; TRACEPARENT names the span."""
         files = run_files(self.data_dir, run)
+        span = spans.start_span(
+            f"{run.job} run",
+            parent=parent or run.traceparent,
+            attributes={"kickoff.run_id": run.id, "kickoff.job": run.job, "kickoff.attempt": run.attempt},
+        )
         try:
-            proc = spawn(run, job, files=files, base_env=self.job_env)
+            proc = spawn(
+                run,
+                job,
+                files=files,
+                base_env=self.job_env,
+                traceparent=spans.traceparent_of(span) if span is not None else None,
+            )
         except OSError as exc:
             logger.error("run %s of %s: cannot start %s: %s", run.id, run.job, job.argv(), exc)
+            spans.end_span(span, error=exc)
             self._finished(str(run.id), run.attempt, exit_code=None, reason=f"cannot start: {exc}")
             return
-        self.running[str(run.id)] = Running(str(run.id), run.attempt, proc.pid, files.exit, proc)
+        self.running[str(run.id)] = Running(str(run.id), run.attempt, proc.pid, files.exit, proc, span)
         mark_started(run, pid=proc.pid, log_path=str(files.log))
         self.stats.started += 1
         self.stats.max_running = max(self.stats.max_running, len(self.running))
@@ -258,6 +279,8 @@ class Launcher:
             # Forget the entry only once the outcome is recorded (a database error retries).
             self._finished(entry.run_id, entry.attempt, exit_code=exit_code, reason=reason)
             del self.running[entry.run_id]
+            failed = reason or (None if exit_code == 0 else f"exit {exit_code}")
+            spans.end_span(entry.span, error=failed, **{"kickoff.exit_code": exit_code})
 
     def _finished(self, run_id: str, attempt: int, *, exit_code: int | None, reason: str | None) -> None:
         result = finish(run_id, attempt, exit_code=exit_code, catalog=self.catalog, reason=reason)

@@ -14,6 +14,9 @@ from runs.catalog import Job
 
 logger = logging.getLogger(__name__)
 
+#: The job process's trace context (the W3C traceparent of the launcher's span of the run).
+TRACEPARENT_ENV = "TRACEPARENT"
+
 # Runs the job, then writes its exit code to the file named by $1, so a launcher that died
 # meanwhile (and so cannot wait() for it) still learns how the run ended.
 EXIT_WRAPPER = 'f="$1"; shift; "$@"; c=$?; echo "$c" > "$f.tmp" && mv "$f.tmp" "$f"; exit "$c"'
@@ -34,9 +37,15 @@ def run_files(data_dir: Path, run: RunLog) -> RunFiles:
     return RunFiles(log=base / f"{stem}.log", exit=base / f"{stem}.exit")
 
 
-def run_environment(run: RunLog, *, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a job process: ours plus RUN_ID, RUN_TRIGGER, RUN_PARENT_ID, JOB_NAME..."""
+def run_environment(
+    run: RunLog, *, base: dict[str, str] | None = None, traceparent: str | None = None
+) -> dict[str, str]:
+    """The environment of a job process: ours plus RUN_ID, RUN_TRIGGER, RUN_PARENT_ID, JOB_NAME... and
+    TRACEPARENT (the launcher's span of the run, the job's spans' parent) when there is one."""
     env = dict(os.environ if base is None else base)
+    env.pop(TRACEPARENT_ENV, None)
+    if traceparent:
+        env[TRACEPARENT_ENV] = traceparent
     env.update(
         {
             "RUN_ID": str(run.id),
@@ -51,7 +60,12 @@ def run_environment(run: RunLog, *, base: dict[str, str] | None = None) -> dict[
 
 
 def spawn(
-    run: RunLog, job: Job, *, files: RunFiles, base_env: dict[str, str] | None = None
+    run: RunLog,
+    job: Job,
+    *,
+    files: RunFiles,
+    base_env: dict[str, str] | None = None,
+    traceparent: str | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start the job's command for the run's current attempt, output appended to its log file.
 
@@ -65,7 +79,7 @@ def spawn(
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=run_environment(run, base=base_env),
+            env=run_environment(run, base=base_env, traceparent=traceparent),
             start_new_session=True,
             close_fds=True,
         )

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from config import spans
 from config.clock import utcnow
 from config.errors import InvalidRunCommand, PublishError, RunNotFound
 from config.records import json_fields
@@ -36,6 +37,7 @@ from models.run_log import (
 )
 from publisher.amqp import OutgoingMessage, PublishOutcome
 from publisher.queues import JOB_RUNS
+from publisher.trace import trace_headers
 from runs.catalog import Catalog
 from runs.command import RunCommand
 from runs.dedupe import dedupe_key_for
@@ -130,6 +132,7 @@ def enqueue_run(
         chain_root=chain_root if trigger is Trigger.CHAIN else None,
         queued_at=now,
         expires_at=now + timedelta(seconds=job.expires_after_seconds),
+        traceparent=spans.current_traceparent(),  # its publish and the launcher's run continue this trace
     )
     if not inserted:
         existing = run_by_dedupe_key(key)
@@ -210,15 +213,16 @@ def publish_run(
     return result
 
 
-def _outgoing(row: JobRunOutbox) -> OutgoingMessage:
-    """The row's job_runs message, encoded now; InvalidRunCommand if its payload cannot be sent."""
+def _outgoing(row: JobRunOutbox, traceparent: str | None = None) -> OutgoingMessage:
+    """The row's job_runs message (in the run's trace: ``traceparent``), encoded now; InvalidRunCommand if
+    its payload cannot be sent."""
     command = RunCommand.from_dict(row.payload)
     if command.run_id != str(row.run_id) or command.attempt != row.attempt:
         raise InvalidRunCommand(
             f"the payload is run {command.run_id} attempt {command.attempt}, "
             f"the row run {row.run_id} attempt {row.attempt}"
         )
-    message = command_message(command)
+    message = replace(command_message(command), headers=trace_headers(traceparent))
     try:
         return replace(message, raw=message.encoded())
     except (TypeError, ValueError) as exc:
@@ -248,7 +252,7 @@ def _send_locked(rows: list[JobRunOutbox], *, publisher: CommandPublisher) -> Dr
             stale += 1
             continue
         try:
-            live.append((row, _outgoing(row)))
+            live.append((row, _outgoing(row, run.traceparent)))
         except InvalidRunCommand as exc:
             _set_aside(row, str(exc), now=now)
             dead += 1
@@ -377,4 +381,5 @@ def run_dict(run: RunLog) -> dict[str, Any]:
         "pid": run.pid,
         "error": run.error,
         "created_by_key_id": None if run.created_by_key_id is None else str(run.created_by_key_id),
+        "trace_id": spans.trace_id_of(run.traceparent),
     }

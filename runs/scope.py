@@ -9,12 +9,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from config import spans
 from config.clock import utcnow
 from config.errors import RunNotFound
 from config.settings import KickoffSettings, load_settings
+from config.tracing import configure_tracing
 from models.db import bound_url, init_database
 from models.run_log import RunStatus, Trigger, create_run, record_run_error, run_by_id, save_run
 from publisher.run_context import get_run_id, reset_run_id, set_run_id
+from runs.process import TRACEPARENT_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +89,10 @@ def run_scope(name: str, *, settings: KickoffSettings | None = None) -> Iterator
     The outermost scope of a launched process adopts the row named by RUN_ID and keeps the
     catalog job name (the launcher records its outcome). Any other scope records a child run
     of the enclosing one (trigger ``scope``), finished succeeded or failed when the block ends.
+
+    The block runs in a span: the outermost scope of a launched process sets tracing up from the
+    OTEL_* variables it inherited (service ``kickoff-job``) and its ``<job> job`` span continues the
+    launcher's (TRACEPARENT); each inner scope is a ``<name> step`` span inside it.
     """
     _ensure_database(settings)
     current = get_run_id()
@@ -93,9 +100,18 @@ def run_scope(name: str, *, settings: KickoffSettings | None = None) -> Iterator
     scope = _adopt(env_run_id) if current is None and env_run_id else _record_child(name, current)
     token = set_run_id(scope.run_id)
     logger.debug("run %s: scope %s entered (adopted=%s)", scope.run_id, scope.job, scope.adopted)
+    parent = None
+    if scope.adopted:
+        configure_tracing(service="kickoff-job")
+        parent = os.environ.get(TRACEPARENT_ENV)
     error: BaseException | None = None
     try:
-        yield scope
+        with spans.span(
+            f"{scope.job} {'job' if scope.adopted else 'step'}",
+            parent=parent,
+            attributes={"kickoff.run_id": scope.run_id, "kickoff.job": scope.job},
+        ):
+            yield scope
     except BaseException as exc:
         error = exc
         raise

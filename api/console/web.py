@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 from fastapi import Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 
 from api.console.sessions import Session, SessionPolicy, session_for
@@ -81,6 +82,17 @@ def _duration(start: datetime | str | None, end: datetime | str | None) -> str:
     return _age((end - start).total_seconds())
 
 
+def _trace_link(trace_id: str | None, url_template: str | None = None) -> Markup:
+    """A trace id: a link to TRACE_URL_TEMPLATE's page of it when one is set, else the id; ``-``: none."""
+    if not trace_id:
+        return Markup("-")
+    if url_template:
+        href = url_template.replace("{trace_id}", trace_id)
+        return Markup('<a class="trace-id" href="{}" rel="noopener noreferrer">{}</a>').format(href, trace_id)
+    return Markup('<code class="trace-id">{}</code>').format(trace_id)
+
+
+templates.env.globals["trace_link"] = _trace_link
 templates.env.filters["age"] = _age
 templates.env.filters["when"] = _when
 templates.env.globals["duration"] = _duration
@@ -233,6 +245,7 @@ def render(request: Request, template: str, status_code: int = 200, **context: A
     session: Session | None = getattr(request.state, "console_session", None)
     context.setdefault("notice", request.query_params.get("notice"))
     context.setdefault("notice_kind", request.query_params.get("kind", "ok"))
+    context.setdefault("trace_url", ctx_of(request).settings.trace_url_template)
     return templates.TemplateResponse(
         request,
         template,

@@ -39,6 +39,7 @@ class ClosedRow:
     match_id: str  # internal Match.id
     heartbeat_at: datetime  # its last heartbeat
     heartbeat_age_seconds: float  # by PostgreSQL's clock (decides whether its holder can be alive)
+    traceparent: str | None = None  # the run's span (config.spans): what a stop or sweep links to
 
 
 def db_now() -> peewee.Node:
@@ -56,7 +57,10 @@ def _heartbeat_age() -> peewee.Node:
 
 
 def _closed(rows: Iterable[MatchListenerRecord]) -> list[ClosedRow]:
-    return [ClosedRow(str(r.id), str(r.match_id), r.heartbeat_at, float(r.heartbeat_age)) for r in rows]
+    return [
+        ClosedRow(str(r.id), str(r.match_id), r.heartbeat_at, float(r.heartbeat_age), r.traceparent)
+        for r in rows
+    ]
 
 
 @translate_database_errors
@@ -67,8 +71,10 @@ def create_row(
     message_id: str | None,
     dry_run: bool,
     worker_lease: str | None = None,
+    traceparent: str | None = None,
 ) -> int:
-    """Write the startup row of one listener run (open, heartbeat now, its worker's lease); return its token.
+    """Write the startup row of one listener run (open, heartbeat now, its worker's lease, its span's
+    ``traceparent``); return its token.
 
     The run's fencing token (models.fence) is taken in the same transaction: from its commit on,
     every older run of the match is refused every write.
@@ -86,6 +92,7 @@ def create_row(
             dry_run=dry_run,
             worker_lease=worker_lease,
             fence_token=token,
+            traceparent=traceparent,
         ).execute()
     return token
 
@@ -139,7 +146,7 @@ def _abandon(cond: peewee.Expression, *, reason: str) -> list[ClosedRow]:
     query = (
         R.update(ended_at=db_now(), exit_code=int(ExitCode.ABANDONED), exit_reason=reason)
         .where(cond)
-        .returning(R.id, R.match, R.heartbeat_at, _heartbeat_age())
+        .returning(R.id, R.match, R.heartbeat_at, _heartbeat_age(), R.traceparent)
     )
     return _closed(query.execute())
 
@@ -228,6 +235,13 @@ def abandon_rows_of_dead_workers(
 
 
 @translate_database_errors
+def open_run_traceparents(match_id: str) -> list[str]:
+    """The traceparents of the match's open runs (what a stop links its span to)."""
+    cond = (R.match == uuid.UUID(match_id)) & R.ended_at.is_null() & R.traceparent.is_null(False)
+    return [tp for (tp,) in R.select(R.traceparent).where(cond).tuples()]
+
+
+@translate_database_errors
 def close_open_rows_for_stop(match_id: str, *, stopped_by: str) -> list[ClosedRow]:
     """Close every open row of a match with exit 15 (operator stop)."""
     query = (
@@ -238,7 +252,7 @@ def close_open_rows_for_stop(match_id: str, *, stopped_by: str) -> list[ClosedRo
             stopped_by=stopped_by,
         )
         .where(R.match == uuid.UUID(match_id), R.ended_at.is_null())
-        .returning(R.id, R.match, R.heartbeat_at, _heartbeat_age())
+        .returning(R.id, R.match, R.heartbeat_at, _heartbeat_age(), R.traceparent)
     )
     return _closed(query.execute())
 

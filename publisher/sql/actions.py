@@ -66,7 +66,8 @@ SELECT_UNREPORTED_SINCE = (
 
 SELECT_STATE = (
     "SELECT a.tracking_id::text, a.league_id, a.kind, a.team, a.status, a.error, a.created_at, a.finished_at,"
-    " a.run_id, a.created_by_key_id::text, k.name FROM activity_actions a LEFT JOIN api_keys k ON k.id ="
+    " a.run_id, a.created_by_key_id::text, k.name, a.traceparent FROM activity_actions a LEFT JOIN api_keys k"
+    " ON k.id ="
     " a.created_by_key_id WHERE a.tracking_id::text = %s"
 )
 

@@ -12,15 +12,18 @@ SELECT_ACTION = "SELECT league_id, kind, team, status FROM activity_actions WHER
 #: then ``reported`` again, its old reason gone); params end with those statuses.
 UPSERT = (
     "INSERT INTO execution_log (claim_key, queue, league_id, team, message_id, body, status, result, late, "
-    "created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (queue, "
-    "claim_key) DO UPDATE SET body = EXCLUDED.body, status = EXCLUDED.status, error = NULL, "
-    "result = EXCLUDED.result, late = EXCLUDED.late, updated_at = EXCLUDED.updated_at "
+    "created_at, updated_at, traceparent) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (queue, claim_key) DO UPDATE SET body = EXCLUDED.body, status = EXCLUDED.status, "
+    "error = NULL, result = EXCLUDED.result, late = EXCLUDED.late, updated_at = EXCLUDED.updated_at, "
+    "traceparent = EXCLUDED.traceparent "
     "WHERE execution_log.status = ANY(%s) RETURNING id"
 )
 
-#: The reported results to settle, oldest first, with their action's team, status and delivery.
+#: The reported results to settle, oldest first, with their action's team, status and delivery, and the
+#: trace context each was reported in (else the action's).
 SELECT_REPORTED_FOR_UPDATE = (
-    "SELECT e.id, e.body::text, e.late, a.tracking_id::text, a.team, a.status, o.status FROM execution_log e"
+    "SELECT e.id, e.body::text, e.late, a.tracking_id::text, a.team, a.status, o.status, "
+    "coalesce(e.traceparent, a.traceparent) FROM execution_log e"
     " JOIN activity_actions a ON e.claim_key = 'result:' || a.tracking_id::text LEFT JOIN outbox_messages o"
     " ON o.tracking_id = a.tracking_id WHERE e.status = %s ORDER BY e.id FOR UPDATE OF e SKIP LOCKED"
 )

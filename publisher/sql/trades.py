@@ -17,12 +17,12 @@ from models.db import database
 #: The columns of a claim as ``publisher.trades`` reads them.
 ENTRY_COLUMNS = (
     "queue, claim_key, league_id, team, message_id, status, error, resolution, resolved_by, resolved_at, "
-    "created_at"
+    "created_at, traceparent"
 )
 
 INSERT = (
     "INSERT INTO execution_log (claim_key, queue, league_id, team, message_id, body, status, result, "
-    "created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "created_at, updated_at, traceparent) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 
 SET_STATUS = (
@@ -71,12 +71,13 @@ def insert_claim(
     status: str,
     result: str | None,
     now: datetime,
+    traceparent: str | None = None,
 ) -> None:
-    """Claim ``key`` on ``queue`` (in a transaction of its own, a savepoint inside a caller's);
-    ConstraintViolation when it is claimed already."""
+    """Claim ``key`` on ``queue`` (in a transaction of its own, a savepoint inside a caller's), with the
+    trace context it was made in; ConstraintViolation when it is claimed already."""
     with database.atomic():
         database.execute_sql(
-            INSERT, (key, queue, league_id, team, message_id, body, status, result, now, now)
+            INSERT, (key, queue, league_id, team, message_id, body, status, result, now, now, traceparent)
         )
 
 

@@ -26,6 +26,7 @@ def write_trace(run_params: dict[str, Any], **extra: Any) -> None:
         "trigger": os.environ.get("RUN_TRIGGER"),
         "parent_id": os.environ.get("RUN_PARENT_ID"),
         "job_name": os.environ.get("JOB_NAME"),
+        "traceparent": os.environ.get("TRACEPARENT"),  # the launcher's span of the run
         "pid": os.getpid(),
         "start": STARTED,
         "end": time.time(),

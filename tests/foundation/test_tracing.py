@@ -1,0 +1,224 @@
+"""Tracing set-up from OTEL_*, the W3C context kickoff takes, spans dropped and counted, logs with trace ids.
+
+In process, with the SDK's in-memory exporter (``traced``); no service is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from config import spans, tracing
+from config.errors import ConfigurationError
+from config.log import KickoffFormatter, LogContextFilter
+from publisher.amqp import OutgoingMessage, PublishOutcome, end_publish_spans, publish_spans
+
+CALLER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+@pytest.fixture
+def traced() -> Iterator[InMemorySpanExporter]:
+    """Tracing on in this process, every ended span in the returned exporter; off again afterwards."""
+    exporter = InMemorySpanExporter()
+    tracing.configure_tracing(service="kickoff-test", exporter=exporter, environ={})
+    yield exporter
+    tracing.disable_tracing()
+
+
+def test_tracing_is_off_unless_otel_traces_exporter_names_an_exporter():
+    assert not tracing.read_config(service="x", environ={}).on
+    assert not tracing.read_config(service="x", environ={"OTEL_TRACES_EXPORTER": "none"}).on
+    off = tracing.read_config(
+        service="x", environ={"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SDK_DISABLED": "true"}
+    )
+    assert not off.on and "OTEL_SDK_DISABLED" in off.describe()
+    assert "OTEL_TRACES_EXPORTER" in tracing.read_config(service="x", environ={}).describe()
+
+
+def test_the_otlp_endpoint_service_and_sampler_come_from_the_standard_variables():
+    config = tracing.read_config(
+        service="kickoff-api",
+        environ={
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/",
+            "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": "0.25",
+        },
+    )
+    assert config.on and config.endpoint == "http://collector:4318/v1/traces"
+    line = config.describe()
+    assert "OTLP http/protobuf to http://collector:4318/v1/traces" in line
+    assert "service kickoff-api" in line and "parentbased_traceidratio (0.25)" in line
+    named = tracing.read_config(
+        service="kickoff-api", environ={"OTEL_SERVICE_NAME": "edge", "OTEL_TRACES_EXPORTER": "console"}
+    )
+    assert named.service_name == "edge"
+
+
+def test_client_instrumentations_are_left_out_unless_the_standard_variable_lets_them_in():
+    assert tracing.read_config(service="x", environ={}).clients == ()
+    every = tracing.read_config(service="x", environ={"OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "none"})
+    assert every.clients == ("psycopg2", "redis", "requests")
+    some = tracing.read_config(service="x", environ={"OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "redis"})
+    assert some.clients == ("psycopg2", "requests")
+
+
+@pytest.mark.parametrize(
+    "environ, variable",
+    [
+        ({"OTEL_TRACES_EXPORTER": "jaegerthrift"}, "OTEL_TRACES_EXPORTER=jaegerthrift"),
+        (
+            {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"},
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+        ),
+        ({"OTEL_TRACES_EXPORTER": "otlp,console"}, "OTEL_TRACES_EXPORTER"),
+    ],
+)
+def test_a_value_kickoff_cannot_use_is_one_error_naming_the_variable(environ, variable):
+    with pytest.raises(ConfigurationError, match=variable):
+        tracing.check_config(tracing.read_config(service="x", environ=environ))
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",  # no flags
+        "00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01",  # upper case
+        "00-00000000000000000000000000000000-b7ad6b7169203331-01",  # zero trace id
+        "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra",  # another version, longer
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" + "0" * 4000,  # oversized
+        "garbage",
+    ],
+)
+def test_a_malformed_or_oversized_traceparent_names_no_context(header):
+    assert spans.context_of(header) is None
+    assert not tracing.valid_traceparent(header)
+
+
+def test_a_request_with_a_malformed_traceparent_starts_a_new_trace_and_never_passes_it_on(traced):
+    bad = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-" + "x" * 600
+    with spans.span("request", parent={"traceparent": bad}) as current:
+        header = spans.current_traceparent()
+    assert current is not None and header is not None
+    assert spans.trace_id_of(header) != "0af7651916cd43dd8448eb211c80319c"
+    assert "x" not in header and len(header) == 55
+
+
+def test_an_oversized_tracestate_is_dropped_and_a_valid_one_is_passed_on(traced):
+    with spans.span("ok", parent={"traceparent": CALLER, "tracestate": "vendor=abc"}):
+        kept = spans.headers_of()
+    with spans.span("big", parent={"traceparent": CALLER, "tracestate": "v=" + "a" * 600}):
+        dropped = spans.headers_of()
+    assert spans.trace_id_of(kept["traceparent"]) == "0af7651916cd43dd8448eb211c80319c"
+    assert kept.get("tracestate") == "vendor=abc"
+    assert spans.trace_id_of(dropped["traceparent"]) == "0af7651916cd43dd8448eb211c80319c"
+    assert "tracestate" not in dropped
+
+
+def test_a_message_header_becomes_its_publish_span_and_the_span_continues_the_stored_context(traced):
+    stored = {"traceparent": CALLER, "x-other": "kept"}
+    messages = [OutgoingMessage(queue="lineup_updates", body={}, message_id="m-1", headers=stored)]
+    sent, opened = publish_spans(messages)
+    end_publish_spans(opened, [PublishOutcome(sent[0])])
+    [span] = traced.get_finished_spans()
+    assert span.name == "lineup_updates publish" and span.kind is SpanKind.PRODUCER
+    assert format(span.parent.span_id, "016x") == "b7ad6b7169203331"
+    assert format(span.context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
+    assert sent[0].headers["traceparent"] == f"00-{span.context.trace_id:032x}-{span.context.span_id:016x}-01"
+    assert sent[0].headers["x-other"] == "kept" and messages[0].headers["traceparent"] == CALLER
+
+
+def test_a_message_header_that_names_no_context_is_replaced_not_passed_on(traced):
+    junk = OutgoingMessage(
+        queue="q", body={}, message_id="m", headers={"traceparent": "junk", "tracestate": "a=b"}
+    )
+    sent, opened = publish_spans([junk])
+    end_publish_spans(opened, [])  # lost: no outcome
+    assert sent[0].headers["traceparent"] != "junk" and "tracestate" not in sent[0].headers
+    [span] = traced.get_finished_spans()
+    assert span.status.status_code.name == "ERROR"
+
+
+def test_a_client_span_without_a_parent_is_not_recorded_but_one_inside_work_is(traced):
+    tracer = tracing.tracer()
+    tracer.start_span("poll", kind=SpanKind.CLIENT).end()
+    with spans.span("work"):
+        tracer.start_span("query", kind=SpanKind.CLIENT).end()
+    assert sorted(s.name for s in traced.get_finished_spans()) == ["query", "work"]
+
+
+def test_a_log_line_written_inside_a_span_carries_its_trace_and_span_ids(traced):
+    def line(kind: str) -> str:
+        record = logging.LogRecord("kickoff.test", logging.INFO, __file__, 1, "hello %s", ("there",), None)
+        LogContextFilter().filter(record)
+        return KickoffFormatter(kind).format(record)
+
+    with spans.span("request", parent=CALLER):
+        ids = spans.current_ids()
+        doc, text = json.loads(line("json")), line("text")
+    assert ids is not None and doc["trace_id"] == ids[0] == "0af7651916cd43dd8448eb211c80319c"
+    assert doc["span_id"] == ids[1] and doc["message"] == "hello there"
+    assert f"(trace={ids[0]}): hello there" in text
+    outside = json.loads(line("json"))
+    assert "trace_id" not in outside and list(outside) == [
+        "time",
+        "level",
+        "logger",
+        "message",
+        "pid",
+        "thread",
+    ]
+
+
+def test_while_tracing_is_off_every_helper_does_nothing():
+    assert not tracing.enabled()
+    with spans.span("x", parent=CALLER) as current:
+        assert current is None and spans.current_traceparent() is None and spans.current_ids() is None
+    assert spans.headers_of() == {} and spans.link_to(CALLER) == []
+    message = OutgoingMessage(queue="q", body={}, message_id="m", headers={"traceparent": CALLER})
+    assert publish_spans([message])[0][0].headers == {"traceparent": CALLER}
+
+
+class _Unreachable:
+    """An exporter whose collector never answers in time."""
+
+    def export(self, batch):
+        time.sleep(0.2)
+        return SpanExportResult.FAILURE
+
+    def shutdown(self):
+        return None
+
+    def force_flush(self, timeout_millis=30000):
+        return True
+
+
+def test_an_unreachable_collector_never_slows_the_work_and_its_spans_are_dropped_and_counted(monkeypatch):
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "64")
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "16")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
+    before = tracing.dropped_spans()
+    processor = tracing._batch_processor(tracing.CountingExporter(_Unreachable()))
+    exporter = InMemorySpanExporter()
+    tracing.configure_tracing(service="kickoff-test", exporter=exporter, environ={})
+    try:
+        tracing._state.provider.add_span_processor(processor)
+        started = time.monotonic()
+        for n in range(2000):
+            with spans.span(f"work {n}"):
+                pass
+        elapsed = time.monotonic() - started
+    finally:
+        tracing.disable_tracing()
+        processor.shutdown()
+    after = tracing.dropped_spans()
+    assert elapsed < 10, "the work waited for the collector"
+    assert after["queue_full"] > before["queue_full"]
+    assert after["export_failed"] > before["export_failed"]
