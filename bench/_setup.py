@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 import subprocess
@@ -83,15 +82,6 @@ def purge(url: str) -> None:
         for queue in ALL_QUEUES:
             admin.delete_queue(queue)
         admin.declare_durable(list(OUTBOX_QUEUES))
-
-
-def count_options(doc: str, *options: tuple[str, int, str | None]) -> argparse.Namespace:
-    """The bench's integer options, parsed: each ``(flag, default, help)``; the description is the
-    first line of ``doc``."""
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    for flag, default, help_text in options:
-        parser.add_argument(flag, type=int, default=default, help=help_text)
-    return parser.parse_args()
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -8,7 +8,8 @@ A bench declares its goals once, as a ``Bench`` with ``Goal`` rows, and gets fro
   ``bench/results/<name>.json``, where the docs' figures come from: ``bench/docfigures.py``);
 * ``finish(args, figures)``: judges each goal against its figure, prints the verdict (or the JSON
   object), saves it, and returns the exit status: 0 when every goal is met, 1 when one is missed
-  or its figure was not measured.
+  or its figure was not measured; a goal of a part the options turned off is passed in
+  ``skipped`` (reported with ``"met": null``, not judged).
 
 Use::
 
@@ -27,7 +28,7 @@ Use::
 
 A goal's figure is found by its dotted path in ``figures`` (``Goal.figure``, the name by default).
 The object: ``{"bench", "variant", "verdict" ("met"|"missed"), "goals": [{"name", "figure",
-"limit", "op" ("<="|">="), "value", "unit", "met", "source"}], "figures", "args", "machine",
+"limit", "op" ("<="|">="), "value", "unit", "met" (null: skipped), "source"}], "figures", "args", "machine",
 "measured_at"}``; ``machine`` says where it ran (cores, CPU model, a CPU speed probe, load average
 before and after), so figures from different boxes are not compared blind.
 """
@@ -42,7 +43,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -195,10 +196,19 @@ class Bench:
             self._stdout = None
 
     def result(
-        self, args: argparse.Namespace, figures: Mapping[str, Any], *, variant: str = ""
+        self,
+        args: argparse.Namespace,
+        figures: Mapping[str, Any],
+        *,
+        variant: str = "",
+        skipped: Iterable[str] = (),
     ) -> dict[str, Any]:
-        """The JSON object of a run: figures, each goal judged, the verdict, the options, the machine."""
+        """The JSON object of a run: figures, each goal judged, the verdict, the options, the machine.
+
+        ``skipped``: goals whose part of the bench the options turned off (``--stops 0``): listed
+        with ``"met": null``, not judged."""
         goals = []
+        off = set(skipped)
         for goal in self.goals:
             limit = float(getattr(args, goal.dest, goal.limit))
             value = figure_at(figures, goal.figure or goal.name)
@@ -211,7 +221,7 @@ class Bench:
                     "limit": limit,
                     "value": value,
                     "unit": goal.unit,
-                    "met": goal.judge(value, limit),
+                    "met": None if goal.name in off else goal.judge(value, limit),
                     "source": goal.source,
                 }
             )
@@ -219,7 +229,7 @@ class Bench:
         return {
             "bench": self.name,
             "variant": variant,
-            "verdict": "met" if all(g["met"] for g in goals) else "missed",
+            "verdict": "met" if all(g["met"] is not False for g in goals) else "missed",
             "goals": goals,
             "figures": dict(figures),
             "args": options,
@@ -227,10 +237,17 @@ class Bench:
             "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
 
-    def finish(self, args: argparse.Namespace, figures: Mapping[str, Any], *, variant: str = "") -> int:
+    def finish(
+        self,
+        args: argparse.Namespace,
+        figures: Mapping[str, Any],
+        *,
+        variant: str = "",
+        skipped: Iterable[str] = (),
+    ) -> int:
         """Judge, print (a verdict block, or the JSON object with ``--json``), save with ``--save``;
-        the exit status (0: every goal met, 1: one missed)."""
-        result = self.result(args, figures, variant=variant)
+        the exit status (0: every goal met or skipped, 1: one missed)."""
+        result = self.result(args, figures, variant=variant, skipped=skipped)
         text = json.dumps(result, indent=None, separators=(", ", ": "), default=str)
         if getattr(args, "save", False):
             path = results_path(self.name, variant)
@@ -256,7 +273,7 @@ def verdict_lines(result: Mapping[str, Any]) -> str:
     for g in result["goals"]:
         value = "not measured" if g["value"] is None else f"{g['value']:,.4g}"
         unit = f" {g['unit']}" if g["unit"] else ""
-        mark = "met" if g["met"] else "MISSED"
+        mark = "skipped (not run)" if g["met"] is None else "met" if g["met"] else "MISSED"
         lines.append(f"goal {g['name']}: {value}{unit} {g['op']} {g['limit']:g}{unit}: {mark}")
     lines.append(f"verdict: {result['verdict']}")
     return "\n".join(lines)
