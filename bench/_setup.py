@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -116,9 +115,11 @@ def density_figures(*, n: int, baseline_rss: int, rss: int, first: Sample, last:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free port on 127.0.0.1 chosen the way the tests choose theirs (tests/ports.py: below the
+    ephemeral range, so a bench run beside a test run does not take a port one of its servers binds)."""
+    from tests.ports import free_port as test_port
+
+    return test_port()
 
 
 def serve_api(env: dict[str, str], *, workers: int = 1) -> tuple[subprocess.Popen[bytes], str]:
