@@ -18,6 +18,7 @@ import os
 import sys
 import tempfile
 import time
+import traceback
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -117,9 +118,15 @@ def main() -> int:
     args = parser.parse_args()
     with BENCH.output(args):
         began = time.time()
-        shoot(args)
+        error = None
+        try:
+            shoot(args)
+        except Exception as exc:  # reported in the result (exit 1), with its traceback on stderr
+            traceback.print_exc()
+            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         written = [n for n in SHOTS if (args.out / n).is_file() and (args.out / n).stat().st_mtime >= began]
-        return BENCH.finish(args, {"written": len(written), "files": [str(args.out / n) for n in written]})
+        figures = {"written": len(written), "files": [str(args.out / n) for n in written], "error": error}
+        return BENCH.finish(args, figures)
 
 
 def shoot(args: argparse.Namespace) -> None:
@@ -178,7 +185,7 @@ def shoot(args: argparse.Namespace) -> None:
         finally:
             server.terminate()
             server.wait(timeout=30)
-            worker.terminate()
+            worker.terminate(timeout=30)
             for url_name, pattern in (
                 ("REDIS_URL", env["REDIS_KEY_PREFIX"]),
                 ("BROKER_URL", env["BROKER_NAMESPACE"]),
