@@ -11,9 +11,10 @@ Each table size also times the same ticks sending with the batch enqueue of ``--
 (default: the last commit whose batch ran dramatiq.lua with its private arguments), loaded from
 git into this process only, tick for tick alternating with today's; ``--legacy-ref ''`` skips it.
 
-Goals (issue 3; the stop latency bound this bench has stated since): a tick <= 250 ms (the
-slowest table size's median) and the 100k/10k ratio (the most stored / the fewest) <= 1.5 (cost
-follows eligible matches, not table size); stop latency p95 <= 250 ms.
+Goals (issue 3; the stop latency bound this bench has stated since): a tick of 1,000 starts
+<= 250 ms (the slowest table size's median, per 1,000 starts with another ``--eligible``) and
+the 100k/10k ratio (the most stored / the fewest) <= 1.5 (cost follows eligible matches, not
+table size); stop latency p95 <= 250 ms.
 ``--json`` prints one JSON object, ``--save`` writes it to bench/results/ (``dispatch.json``, or
 ``dispatch-<eligible>.json`` with another ``--eligible``); exit 1 when a goal is missed.
 """
@@ -44,7 +45,14 @@ BENCH = Bench(
     "dispatch",
     __doc__,
     [
-        Goal("tick_ms", 250, at_most=True, unit="ms", source="issue 3: one tick, slowest table size"),
+        Goal(
+            "tick_ms_per_1000",
+            250,
+            at_most=True,
+            unit="ms",
+            source="issue 3: a tick of 1,000 starts, slowest table size",
+            help="the slowest size's median tick per 1,000 starts sent (the tick itself at --eligible 1000)",
+        ),
         Goal(
             "size_ratio",
             1.5,
@@ -444,6 +452,7 @@ def measure(args: argparse.Namespace, sizes: list[int]) -> dict[str, object]:
                     + ", ".join(f"{name} {statistics.median(ms):.1f}" for name, ms in steps.items())
                 )
         figures["tick_ms"] = max(results.values())
+        figures["tick_ms_per_1000"] = figures["tick_ms"] * 1000 / ELIGIBLE
         if len(results) > 1:
             most, fewest = max(results), min(results)
             figures["size_ratio"] = results[most] / results[fewest]

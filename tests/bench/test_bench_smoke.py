@@ -69,8 +69,8 @@ CASES = [
             "--legacy-ref",
             "",
         ),
-        ("--goal-tick-ms", "0"),
-        "tick_ms",
+        ("--goal-tick-ms-per-1000", "0"),
+        "tick_ms_per_1000",
         "stop_p95_ms",
     ),
     Case(
