@@ -164,13 +164,15 @@ class Bench:
         for goal in self.goals:
             text = goal.help or f"{goal.figure or goal.name} {goal.op} this"
             source = f"; {goal.source}" if goal.source else ""
+            unit = f" {goal.unit}" if goal.unit else ""
+            escaped = f"{text} (default DEFAULT{unit}{source})".replace("%", "%%")  # argparse formats help
             group.add_argument(
                 goal.option,
                 dest=goal.dest,
                 type=float,
                 default=goal.limit,
-                metavar=goal.unit.upper() or "N",
-                help=f"{text} (default %(default)s{' ' + goal.unit if goal.unit else ''}{source})",
+                metavar="N",
+                help=escaped.replace("DEFAULT", "%(default)s"),
             )
         return parser
 
