@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -85,15 +83,6 @@ def purge(url: str) -> None:
         admin.declare_durable(list(OUTBOX_QUEUES))
 
 
-def count_options(doc: str, *options: tuple[str, int, str | None]) -> argparse.Namespace:
-    """The bench's integer options, parsed: each ``(flag, default, help)``; the description is the
-    first line of ``doc``."""
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    for flag, default, help_text in options:
-        parser.add_argument(flag, type=int, default=default, help=help_text)
-    return parser.parse_args()
-
-
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(round(p / 100 * (len(ordered) - 1)), len(ordered) - 1)]
@@ -126,9 +115,11 @@ def density_figures(*, n: int, baseline_rss: int, rss: int, first: Sample, last:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free port on 127.0.0.1 chosen the way the tests choose theirs (tests/ports.py: below the
+    ephemeral range, so a bench run beside a test run does not take a port one of its servers binds)."""
+    from tests.ports import free_port as test_port
+
+    return test_port()
 
 
 def serve_api(env: dict[str, str], *, workers: int = 1) -> tuple[subprocess.Popen[bytes], str]:

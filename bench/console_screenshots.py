@@ -7,7 +7,8 @@ exited with a forced code), then signs in with Chromium (Playwright) and saves
 docs/console-board.png and docs/console-match.png. Everything it made is removed at the end.
 
 Run (from the repository root): .venv/bin/python bench/console_screenshots.py [--out docs]
-Needs /usr/bin/chromium (apt-get install -y chromium) and the local services.
+Needs /usr/bin/chromium (apt-get install -y chromium) and the local services. Exit 1 unless both
+PNG files were written (``--json``: one JSON object saying which).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import argparse
 import os
 import sys
 import tempfile
+import time
+import traceback
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -24,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from api.keys import Scope, create_key
 from bench._setup import REPO, bench_environment, serve_api
+from bench._verdict import Bench, Goal
 from bench.recovery import listener_worker
 from config.clock import utcnow
 from listener.archive import EventArchive, TextLog, archive_path, shortcode_for
@@ -32,6 +36,8 @@ from models.coordination import connect_redis
 from models.listener_record import MatchListenerRecord
 
 CHROMIUM = "/usr/bin/chromium"
+SHOTS = ("console-board.png", "console-match.png")
+BENCH = Bench("console_screenshots", __doc__, [Goal("written", len(SHOTS), at_most=False, unit="files")])
 
 
 def _matches() -> dict[str, Match]:
@@ -106,12 +112,24 @@ def _archive(data_dir: Path, match: Match, record_id: str) -> None:
     log.write("heartbeat ok (lock extended)")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def main() -> int:
+    parser = BENCH.parser()
     parser.add_argument("--out", type=Path, default=REPO / "docs", help="Directory of the PNG files.")
     args = parser.parse_args()
+    with BENCH.output(args):
+        began = time.time()
+        error = None
+        try:
+            shoot(args)
+        except Exception as exc:  # reported in the result (exit 1), with its traceback on stderr
+            traceback.print_exc()
+            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        written = [n for n in SHOTS if (args.out / n).is_file() and (args.out / n).stat().st_mtime >= began]
+        figures = {"written": len(written), "files": [str(args.out / n) for n in written], "error": error}
+        return BENCH.finish(args, figures)
+
+
+def shoot(args: argparse.Namespace) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     tag = uuid.uuid4().hex[:8]
@@ -167,7 +185,7 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(timeout=30)
-            worker.terminate()
+            worker.terminate(timeout=30)
             for url_name, pattern in (
                 ("REDIS_URL", env["REDIS_KEY_PREFIX"]),
                 ("BROKER_URL", env["BROKER_NAMESPACE"]),
@@ -180,4 +198,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

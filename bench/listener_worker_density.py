@@ -9,7 +9,11 @@ MatchListener (record-only: LISTENER_SKIP_PROCESSING=true). Measured on the work
 RSS above its idle baseline (N idle Dramatiq threads), CPU over a steady window, and lifecycle
 heartbeat lag: the oldest open row's heartbeat age minus LISTENER_HEARTBEAT_INTERVAL_SECONDS.
 
-    .venv/bin/python bench/listener_worker_density.py [--sizes 100,500,1000] [--window 20]
+Goals (issue 4): <= 1 MB RSS per listener, <= 50 % of one core, every match running, lifecycle
+heartbeats on time (lag < one interval, 5 s); each judged on the worst size of the run (a size
+whose run failed counts all its matches as not running).
+
+    .venv/bin/python bench/listener_worker_density.py [--sizes 100,500,1000] [--window 20] [--json] [--save]
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,18 +31,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._setup import density_figures, sample
+from bench._setup import density_figures, free_port, sample
 from bench._srsim import write_games
+from bench._verdict import Bench, Goal
 from cli.processes import ChildProcess, dramatiq_worker_argv
 
 HEARTBEAT_INTERVAL = 5.0
 WAVE = 50  # matches dispatched per second
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+BENCH = Bench(
+    "listener_worker_density",
+    __doc__,
+    [
+        Goal("per_listener_kb", 1024, at_most=True, unit="KB", source="issue 4: <= 1 MB each (worst size)"),
+        Goal("cpu_pct", 50, at_most=True, unit="%", source="issue 4: <= 50 % of one core (worst size)"),
+        Goal("not_running", 0, at_most=True, unit="matches", source="issue 4: every match runs"),
+        Goal("hb_lag_max_s", HEARTBEAT_INTERVAL, at_most=True, unit="s", source="issue 4: on time"),
+    ],
+)
 
 
 def _bin(name: str) -> str:
@@ -64,7 +72,7 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
     base_url = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/kickoff").rsplit("/", 1)[
         0
     ]
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ)
     env.update(
         {
@@ -222,17 +230,28 @@ def _clean_redis(settings: object) -> None:
             client.delete(*keys)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="100,500,1000")
-    parser.add_argument("--warmup", type=float, default=10.0)
-    parser.add_argument("--window", type=float, default=20.0)
+def main() -> int:
+    parser = BENCH.parser()
+    parser.add_argument("--sizes", default="100,500,1000", help="matches per run, comma-separated")
+    parser.add_argument("--warmup", type=float, default=10.0, help="seconds before the measured window")
+    parser.add_argument("--window", type=float, default=20.0, help="seconds of the measured window")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         with tempfile.TemporaryDirectory() as d:
             print(json.dumps(run(args.one, args.warmup, args.window, Path(d))), flush=True)
-        return
+        return 0
+    try:
+        sizes = [int(x) for x in args.sizes.split(",")]
+    except ValueError:
+        parser.error(f"--sizes: comma-separated whole numbers, not {args.sizes!r}")
+    if min(sizes) < 1 or args.window < 1 or args.warmup < 0:
+        parser.error("--sizes must be at least 1, --window at least 1 s")
+    with BENCH.output(args):
+        return BENCH.finish(args, measure(sizes, args.warmup, args.window))
+
+
+def measure(sizes: list[int], warmup: float, window: float) -> dict[str, object]:
     print(
         f"listener worker density: N matches in one dramatiq listener worker, 1 event/s each, "
         f"lifecycle heartbeat every {HEARTBEAT_INTERVAL:.0f} s"
@@ -241,7 +260,9 @@ def main() -> None:
         f"{'N':>5} {'running':>7} {'ramp s':>6} {'base MB':>8} {'RSS MB':>7} {'KB/listener':>11} "
         f"{'CPU %':>6} {'events/s':>8} {'hb lag max s':>12}"
     )
-    for n in (int(x) for x in args.sizes.split(",")):
+    by_size: dict[str, dict] = {}
+    failed = 0
+    for n in sizes:
         # Each size in its own process: the actors package binds one broker per process.
         out = subprocess.run(
             [
@@ -250,9 +271,9 @@ def main() -> None:
                 "--one",
                 str(n),
                 "--warmup",
-                str(args.warmup),
+                str(warmup),
                 "--window",
-                str(args.window),
+                str(window),
             ],
             capture_output=True,
             text=True,
@@ -260,26 +281,26 @@ def main() -> None:
         )
         if out.returncode != 0:
             print(f"{n:>5} failed: {out.stderr[-1500:]}")
+            failed += n
             continue
         r = json.loads(out.stdout.strip().splitlines()[-1])
+        by_size[str(n)] = r
         print(
             f"{r['n']:>5} {r['running']:>7} {r['ramp_s']:>6.1f} {r['baseline_mb']:>8.1f} {r['rss_mb']:>7.1f} "
             f"{r['per_listener_kb']:>11.0f} {r['cpu_pct']:>6.1f} {r['events_per_s']:>8.0f} "
             f"{r['hb_lag_max_s']:>12.1f}"
         )
-        ok = (
-            r["per_listener_kb"] <= 1024
-            and r["cpu_pct"] <= 50
-            and r["running"] == n
-            and r["hb_lag_max_s"] < 5
-        )
-        print(
-            f"      goal (<= 1024 KB each, <= 50 % CPU, all running, heartbeats on time): "
-            f"{'met' if ok else 'NOT met'}; RSS {r['per_listener_kb'] / 1024:.2f} and CPU "
-            f"{r['cpu_pct'] / 50:.2f} of budget"
-        )
+    rows = by_size.values()
+    return {
+        "sizes": by_size,
+        "largest": max(sizes),
+        "per_listener_kb": max((r["per_listener_kb"] for r in rows), default=None),
+        "cpu_pct": max((r["cpu_pct"] for r in rows), default=None),
+        "not_running": failed + sum(r["n"] - r["running"] for r in rows),
+        "hb_lag_max_s": max((r["hb_lag_max_s"] for r in rows), default=None),
+    }
 
 
 if __name__ == "__main__":
     threading.stack_size(0)
-    main()
+    sys.exit(main())

@@ -1,67 +1,90 @@
-"""Benchmark: listener takeover: a worker SIGKILLed mid-game, and a graceful (SIGTERM) hand-off.
+"""Benchmark: listener takeover, measured from srsim's side: a worker SIGKILLed mid-game, a graceful
+(SIGTERM) hand-off, and the events the listeners recorded across them.
 
 Run: ``.venv/bin/python bench/recovery.py [--kills 20] [--handoffs 5] [--matches 3] [--stale-kills 0]
-[--feed [--feed-kills 20]]`` (about six minutes with the defaults, about half an hour with
-``--feed``). Real
-``dramatiq`` listener workers at default settings (heartbeat 30 s, stale threshold 180 s, worker
-lease 8 s, reaper poll 0.5 s, hand-off bound 5 s) on a throw-away database, Redis key prefix and
-Dramatiq namespace; two listener workers are always up. The fresh key prefix is a new Redis data
-epoch, which the reaper does not judge for a lease and a renewal (lifecycle.lease): the first
+[--compare-backfill] [--json] [--save]`` (about ten minutes with the defaults). srsim serves one mlb
+game per match at 2 events/s (a stream heartbeat every 5 s), and the real MatchListener body
+streams each game inside real ``dramatiq`` listener workers at default settings (heartbeat 30 s,
+stale threshold 180 s, worker lease 8 s, reaper poll 0.5 s, hand-off bound 5 s) on a throw-away
+database, Redis key prefix and Dramatiq namespace; two listener workers are always up, the
+scheduler dispatches every minute (and once at the start). The fresh key prefix is a new Redis
+data epoch, which the reaper does not judge for a lease and a renewal (lifecycle.lease): the first
 kill waits until it is older, as a production Redis's is.
 
-* Kills: each kill SIGKILLs the worker running a match, times until every match it ran has a new
-  open row (the lease path: the survivor's reaper), then starts a replacement. Goal: p99 <= 10 s.
-* Hand-offs: each SIGTERMs the worker running a match while the other one is up; per match the
-  seconds without a stream are the new row's ``created_at`` minus the old row's ``ended_at``
-  (PostgreSQL's one clock). Goal: at most 1 s.
+Every figure comes from srsim's record of each stream connection (``/_srsim/connections``:
+opened, closed, and when live data, a live event or a heartbeat, was first and last sent on it):
+
+* Kills: each kill SIGKILLs the worker running a match; its seconds are from the kill to the next
+  live byte on a new connection of every match the worker ran; then a replacement starts.
+  Goal (README): p99 <= 10 s.
+* Hand-offs: each SIGTERMs the worker running a match while the other one is up; per match, the
+  seconds without live data are the new connection's first live byte minus the old connection's
+  last one. Goal (docs/lifecycle.md): at most 1 s. A negative gap is an overlap (two connections
+  of one match sent live data at once) and fails the run, as does one after a kill.
+* Events lost: the event ids srsim sent from the moment every match first streamed to the moment
+  every match streamed again after the last stop, minus those in the match's archive
+  ``{DATA_DIR}/listener/mlb/{shortcode}.json`` (waited for up to a minute, so a backfill can fill
+  it). Goal (issue 21): 0.
 * ``--stale-kills``: kills with leases too long to lapse (what kickoff did before worker leases:
-  the scheduler's one-minute sweep and dispatch recover).
-* ``--feed`` (instead of the above): srsim serves one mlb game per match and the real
-  MatchListener body listens; the kill scenario (``--feed-kills`` kills) runs twice,
-  LISTENER_BACKFILL=true and false, each with fresh matches and games, and prints the events lost
-  per kill: the ids srsim sent from the moment every match streamed to the game's end, minus those
-  in the match's archive ``{DATA_DIR}/listener/mlb/{shortcode}.json`` once the game is over.
+  the scheduler's one-minute sweep and dispatch recover); figures only.
+* ``--compare-backfill``: the kills once more with LISTENER_BACKFILL=false, fresh matches and
+  games: the events lost per kill without the play-by-play backfill (figures only).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
-from collections.abc import Callable
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._setup import ADMIN_DB, percentile
 from bench._srsim import start_sim, write_games
+from bench._takeover import Takeover, events_lost, last_live_of_old, live_since, sim_sessions
+from bench._verdict import Bench, Goal
 from cli.processes import ChildProcess, dramatiq_worker_argv
 
+BENCH = Bench(
+    "recovery",
+    __doc__,
+    [
+        Goal("kill_p99_s", 10, at_most=True, unit="s", source="README: kill to live data again, p99"),
+        Goal(
+            "handoff_gap_max_s",
+            1,
+            at_most=True,
+            unit="s",
+            source="docs/lifecycle.md: hand-off without live data",
+        ),
+        Goal("overlaps", 0, at_most=True, unit="takeovers", source="issue 36: overlap is a failure"),
+        Goal("events_lost", 0, at_most=True, unit="events", source="issue 21: every event recorded"),
+    ],
+)
 TAG = uuid.uuid4().hex[:8]
 BIN = Path(sys.executable).parent
 ENV = {
     "DATABASE_URL": f"{ADMIN_DB}/kickoff_bench_{TAG}",
     "REDIS_KEY_PREFIX": f"kickoffbench:{TAG}:",
     "BROKER_NAMESPACE": f"kickoffbench-{TAG}",
-    "LISTENER_BODY": "listener.testing:ScriptedListener",  # runs until stopped: no feed needed
+    "LISTENER_BODY": "listener.match_listener:MatchListener",
     "APP_ENV": "staging",  # the scheduler dispatches live matches and sweeps every minute
 }
-#: --feed: seconds between two events of a game, and the game's length beyond the kills.
+#: Seconds between two events of a game (2 events/s) and between two stream heartbeats.
 EVENT_INTERVAL = 0.5
-GAME_TAIL_SECONDS = 20.0
+STREAM_HEARTBEAT = 5.0
 
 
 def start_proc(cmd: list[str], log: Path, env: dict[str, str], *, ready: bool = False) -> ChildProcess:
     """A kickoff process (worker or scheduler) in its own session; ``ready``: wait for the worker."""
     child = ChildProcess(cmd, env=env, log=log)
-    if ready and not child.wait_for_output("ready for action", timeout=60):
+    if ready and not child.wait_for_output("ready for action", timeout=120):
         child.close()
         raise RuntimeError(f"worker did not start: {log}")
     return child
@@ -96,29 +119,6 @@ def open_rows() -> dict[str, tuple[str, int]]:
     return {m: (r, pid) for m, r, pid in rows}
 
 
-def handoff_gaps(old_rows: set[str]) -> list[float]:
-    """Per old row: its successor's ``created_at`` minus its ``ended_at`` (seconds, PostgreSQL's clock)."""
-    rows = _query(
-        "SELECT extract(epoch FROM (SELECT min(n.created_at) FROM match_listener_records n "
-        "WHERE n.match_id = o.match_id AND n.created_at > o.created_at) - o.ended_at) "
-        "FROM match_listener_records o WHERE o.id = ANY(%s::uuid[])",
-        (sorted(old_rows),),
-    )
-    return [float(gap) for (gap,) in rows]
-
-
-def wait_streaming(match_ids: list[str], *, not_rows: set[str], timeout: float) -> float:
-    """Wait until every match has an open row other than ``not_rows``; return when (monotonic)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        rows = open_rows()
-        if all(m in rows and rows[m][0] not in not_rows for m in match_ids):
-            return time.monotonic()
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"matches not streaming again within {timeout} s")
-        time.sleep(0.1)
-
-
 def wait_epoch_judged() -> None:
     """Wait until the reaper may judge leases: this run's fresh key prefix starts a new Redis data
     epoch, which a production Redis left behind long ago (the reaper waits a lease and a renewal)."""
@@ -140,82 +140,89 @@ def host_of(pid: int, workers: list[ChildProcess]) -> ChildProcess:
     return next(w for w in workers if w.proc.pid == pgid)
 
 
-def kill_loop(
-    kills: int,
-    match_ids: list[str],
+def wait_rows(match_ids: list[str], *, timeout: float) -> dict[str, tuple[str, int]]:
+    """Wait until every match has an open lifecycle row; the rows."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = open_rows()
+        if all(m in rows for m in match_ids):
+            return rows
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"matches without an open row after {timeout:g} s")
+        time.sleep(0.1)
+
+
+@dataclass
+class Games:
+    """The matches of a scenario: internal id -> sr_id, and srsim's URL."""
+
+    sr_of: dict[str, str]
+    sim_url: str
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self.sr_of)
+
+
+def stop_loop(
+    stops: int,
+    games: Games,
     env: dict[str, str],
     logdir: Path,
     *,
     timeout: float,
-    graceful: bool = False,
-    on_streaming: Callable[[], None] | None = None,
-    after: Callable[[], None] | None = None,
-) -> tuple[list[float], list[float]]:
-    """Two listener workers; stop the host of a match ``kills`` times (SIGKILL, or SIGTERM with
-    ``graceful``); return the seconds to streaming again per stop, and the hand-off gaps per match.
-    ``on_streaming`` is called once every match streams, before the first stop; ``after`` once the
-    stops are done, while both workers still run."""
-    workers = [listener_worker(env, logdir / f"w{TAG}-{time.monotonic_ns()}.log") for _ in range(2)]
-    what = "SIGTERM" if graceful else "kill"
-    try:
-        wait_streaming(match_ids, not_rows=set(), timeout=120)
-        wait_epoch_judged()
-        if on_streaming is not None:
-            on_streaming()
-        out: list[float] = []
-        gaps: list[float] = []
-        for k in range(kills):
-            rows = open_rows()
-            victim = host_of(rows[match_ids[k % len(match_ids)]][1], workers)
-            victims = [m for m in match_ids if host_of(rows[m][1], workers) is victim]
-            old = {rows[m][0] for m in victims}
-            stopped_at = time.monotonic()
-            if graceful:
-                os.kill(victim.proc.pid, signal.SIGTERM)  # the master forwards it
-            else:
-                victim.kill(timeout=30)
-            back_at = wait_streaming(victims, not_rows=old, timeout=timeout)
-            if graceful:
-                stop_gracefully(victim)  # already exiting: reaps it
-                gaps += handoff_gaps(old)
-            else:
-                victim.close()
-            workers.remove(victim)
-            out.append(back_at - stopped_at)
-            print(
-                f"  {what} {k + 1}/{kills}: {len(victims)} matches streaming again after {out[-1]:.1f} s",
-                flush=True,
-            )
-            workers.append(listener_worker(env, logdir / f"w{TAG}-{time.monotonic_ns()}.log"))
-            wait_streaming(match_ids, not_rows=set(), timeout=timeout)
-        if after is not None:
-            after()
-        return out, gaps
-    finally:
-        for w in workers:
-            stop_gracefully(w)
+    graceful: bool,
+    workers: list,
+) -> list[Takeover]:
+    """Stop the host of a match ``stops`` times (SIGKILL, or SIGTERM with ``graceful``), each time
+    timing the takeover from srsim's side, then starting a replacement worker."""
+    out: list[Takeover] = []
+    kind = "sigterm" if graceful else "kill"
+    for k in range(stops):
+        rows = wait_rows(games.ids, timeout=timeout)
+        victim = host_of(rows[games.ids[k % len(games.ids)]][1], workers)
+        victims = [games.sr_of[m] for m in games.ids if host_of(rows[m][1], workers) is victim]
+        stopped_at = time.monotonic()
+        if graceful:
+            os.kill(victim.proc.pid, signal.SIGTERM)  # the master forwards it
+        else:
+            victim.kill(timeout=30)
+        first = live_since(games.sim_url, victims, stopped_at, timeout=timeout)
+        last = last_live_of_old(games.sim_url, victims, stopped_at, timeout=60)
+        if graceful:
+            stop_gracefully(victim)  # already exiting: reaps it
+        else:
+            victim.close()
+        workers.remove(victim)
+        took = Takeover(
+            kind,
+            len(victims),
+            max(first.values()) - stopped_at,
+            [first[sr] - last[sr] for sr in victims if sr in last],
+        )
+        out.append(took)
+        print(
+            f"  {kind} {k + 1}/{stops}: {took.matches} matches live again after {took.seconds:.2f} s "
+            f"(without live data: {', '.join(f'{g:.2f}' for g in took.gaps)} s)",
+            flush=True,
+        )
+        workers.append(listener_worker(env, logdir / f"w{TAG}-{time.monotonic_ns()}.log"))
+    return out
 
 
-def summary(name: str, values: list[float], unit: str = "kills") -> str:
-    return (
-        f"{name}: p50 {percentile(values, 50):.2f} s, p99 {percentile(values, 99):.2f} s, "
-        f"max {max(values):.2f} s over {len(values)} {unit}"
-    )
-
-
-def create_matches(n: int, league_name: str) -> list[tuple[str, str]]:
-    """``n`` live matches of ``league_name``: (internal id, sr_id)."""
+def create_matches(n: int, league_name: str) -> dict[str, str]:
+    """``n`` live matches of ``league_name``: internal id -> sr_id."""
     from config.clock import utcnow
     from models.db import database
     from models.league import League
     from models.match import Match
 
     league, _ = League.get_or_create(name=league_name)
-    out = []
+    out = {}
     for _ in range(n):
         sr_id = f"sr:match:{uuid.uuid4()}"
         match = Match.create(league=league, sr_id=sr_id, status="inprogress", scheduled=utcnow())
-        out.append((str(match.id), sr_id))
+        out[str(match.id)] = sr_id
     database.close()
     return out
 
@@ -236,98 +243,160 @@ def stop_matches(match_ids: list[str]) -> None:
         database.close()
 
 
-def sim_sessions(url: str) -> dict[str, dict]:
-    """srsim's sessions by sr_id (position: the index of the next event not yet sent)."""
-    with urllib.request.urlopen(f"{url}/_srsim/sessions", timeout=10) as answer:
-        return {session["sr_id"]: session for session in json.load(answer)["sessions"]}
-
-
-def feed_scenario(
-    backfill: bool, args: argparse.Namespace, env: dict[str, str], logdir: Path
-) -> tuple[list[float], float]:
-    """One kill scenario on srsim with the real body: kill-to-streaming seconds, events lost per kill.
-
-    The events counted are those srsim sent from the moment every match first streamed to the
-    game's end; lost are those of them missing from the match's archive once the game is over.
-    """
-    from listener.archive import archive_path, read_events, shortcode_for
-    from srsim.script import load_script
-
-    kills = args.feed_kills
-    matches = create_matches(args.matches, "mlb")
-    seconds = kills * 15.0 + 90.0 + GAME_TAIL_SECONDS  # the first dispatch tick may take a minute
+def scenario(
+    *,
+    kills: int,
+    handoffs: int,
+    stale_kills: int,
+    matches: int,
+    env: dict[str, str],
+    logdir: Path,
+    name: str,
+) -> dict[str, object]:
+    """Matches on srsim with the real body, two listener workers, the stops; figures (takeovers,
+    events lost)."""
+    games_by_id = create_matches(matches, "mlb")
+    seconds = 120.0 + (kills + handoffs) * 40.0 + stale_kills * 300.0
     script = write_games(
-        logdir / f"games-{backfill}.json",
-        [sr for _, sr in matches],
+        logdir / f"games-{name}.json",
+        list(games_by_id.values()),
         start_after=0.0,
         event_interval=EVENT_INTERVAL,
         event_count=int(seconds / EVENT_INTERVAL),
     )
-    sim, url = start_sim(script, heartbeat_seconds=1.0)
-    data_dir = logdir / f"data-{backfill}"
-    fenv = {
-        **env,
-        "LISTENER_BODY": "listener.match_listener:MatchListener",
-        "SPORTRADAR_BASE_URL": url,
-        "DATA_DIR": str(data_dir),
-        "LISTENER_BACKFILL": "true" if backfill else "false",
-    }
-    first: dict[str, int] = {}
+    sim, sim_url = start_sim(script, heartbeat_seconds=STREAM_HEARTBEAT)
+    games = Games(games_by_id, sim_url)
+    senv = {**env, "SPORTRADAR_BASE_URL": sim_url, "DATA_DIR": str(logdir / f"data-{name}")}
+    workers = [listener_worker(senv, logdir / f"w{TAG}-{time.monotonic_ns()}.log") for _ in range(2)]
     try:
-        ids = [m for m, _ in matches]
-
-        def mark() -> None:
-            first.update({sr: session["position"] for sr, session in sim_sessions(url).items()})
-
-        def game_over() -> None:  # the listeners follow the games to their end, then stop
-            deadline = time.monotonic() + seconds + 60
-            while time.monotonic() < deadline:
-                if all(s["position"] >= s["events"] for s in sim_sessions(url).values()):
-                    break
-                time.sleep(1)
-            time.sleep(5)  # the last events reach the archives
-            stop_matches(ids)
-
-        times, _ = kill_loop(kills, ids, fenv, logdir, timeout=300, on_streaming=mark, after=game_over)
+        began = time.monotonic()
+        subprocess.run(
+            [str(BIN / "kickoff"), "enqueue", "dispatch_upcoming_match_listeners"],
+            env=senv,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        live_since(sim_url, list(games_by_id.values()), 0.0, timeout=180)
+        print(
+            f"{name}: every match streams ({time.monotonic() - began:.1f} s after the dispatch)", flush=True
+        )
+        first = {sr: s["position"] for sr, s in sim_sessions(sim_url).items()}
+        wait_epoch_judged()
+        takeovers = stop_loop(kills, games, senv, logdir, timeout=300, graceful=False, workers=workers)
+        takeovers += stop_loop(handoffs, games, senv, logdir, timeout=120, graceful=True, workers=workers)
+        stale: list[Takeover] = []
+        if stale_kills:
+            stale_env = {**senv, "LISTENER_WORKER_LEASE_SECONDS": "86400"}  # never lapses: the old path
+            print("stale path: leases that never lapse; the scheduler's sweep and dispatch each minute")
+            for w in workers:
+                stop_gracefully(w)
+            workers[:] = [
+                listener_worker(stale_env, logdir / f"w{TAG}-{time.monotonic_ns()}.log") for _ in range(2)
+            ]
+            stale = stop_loop(
+                stale_kills, games, stale_env, logdir, timeout=900, graceful=False, workers=workers
+            )
+        end = {sr: s["position"] for sr, s in sim_sessions(sim_url).items()}
+        lost, sent = events_lost(script, Path(senv["DATA_DIR"]), first, end)
+        stop_matches(games.ids)
     finally:
+        for w in workers:
+            stop_gracefully(w)
         sim.kill()
         sim.wait(10)
-    lost = 0
-    scheduled = datetime.now(UTC)  # event ids do not depend on it
-    for game in load_script(script):
-        sent = game.envelopes(scheduled)[first.get(game.sr_id, 0) :]
-        emitted = {_event_id(e) for e in sent} - {None}
-        path = archive_path(data_dir, "mlb", shortcode_for(game.sr_id))
-        kept = {_event_id(e) for e in read_events(path)} if path.exists() else set()
-        lost += len(emitted - kept)
-    return times, lost / max(1, kills)
+    return {"takeovers": takeovers, "stale": stale, "events_lost": lost, "events_sent": sent}
 
 
-def _event_id(item: object) -> str | None:
-    """The provider's event id of an envelope or an archived event (None: not an event)."""
-    if not isinstance(item, dict):
+def _summary(values: list[float]) -> dict[str, float] | None:
+    if not values:
         return None
-    for holder in (
-        item.get("payload", {}).get("event") if isinstance(item.get("payload"), dict) else None,
-        item.get("event"),
-        item,
-    ):
-        if isinstance(holder, dict) and isinstance(holder.get("id"), str) and "type" in holder:
-            return holder["id"]
-    return None
+    return {
+        "p50": percentile(values, 50),
+        "p99": percentile(values, 99),
+        "max": max(values),
+        "n": len(values),
+    }
+
+
+def figures_of(result: dict[str, object], without: dict[str, object] | None) -> dict[str, object]:
+    takeovers: list[Takeover] = result["takeovers"]  # type: ignore[assignment]
+    kills = [t.seconds for t in takeovers if t.kind == "kill"]
+    handoffs = [t for t in takeovers if t.kind == "sigterm"]
+    gaps = [g for t in handoffs for g in t.gaps]
+    stale = [t.seconds for t in result["stale"]]  # type: ignore[union-attr]
+    figures: dict[str, object] = {
+        "kill_to_live_s": _summary(kills),
+        "kill_p99_s": percentile(kills, 99) if kills else None,
+        "kill_gaps_s": _summary([g for t in takeovers if t.kind == "kill" for g in t.gaps]),
+        "sigterm_to_live_s": _summary([t.seconds for t in handoffs]),
+        "handoff_gaps_s": _summary(gaps),
+        "handoff_gap_max_s": max(gaps) if gaps else None,
+        "overlaps": sum(t.overlaps for t in [*takeovers, *result["stale"]]),  # type: ignore[misc]
+        "events_lost": result["events_lost"],
+        "events_sent": result["events_sent"],
+        "events_lost_per_kill": result["events_lost"] / max(1, len(kills)),  # type: ignore[operator]
+        "stale_kill_to_live_s": _summary(stale),
+    }
+    if stale and kills:
+        figures["ratio_stale_lease_p50"] = percentile(stale, 50) / percentile(kills, 50)
+    if without is not None:
+        plain = [t.seconds for t in without["takeovers"]]  # type: ignore[union-attr]
+        figures["without_backfill"] = {
+            "kill_to_live_s": _summary(plain),
+            "events_lost": without["events_lost"],
+            "events_lost_per_kill": without["events_lost"] / max(1, len(plain)),  # type: ignore[operator]
+        }
+    return figures
+
+
+def print_figures(f: dict[str, object]) -> None:
+    def line(name: str, s: dict[str, float] | None) -> None:
+        if s is not None:
+            print(f"{name}: p50 {s['p50']:.2f} s, p99 {s['p99']:.2f} s, max {s['max']:.2f} s over {s['n']}")
+
+    line("kill to the next live byte on a new connection", f["kill_to_live_s"])  # type: ignore[arg-type]
+    line("SIGTERM to the next live byte on a new connection", f["sigterm_to_live_s"])  # type: ignore[arg-type]
+    line("hand-off, seconds without live data per match", f["handoff_gaps_s"])  # type: ignore[arg-type]
+    line("stale path, kill to live data again", f["stale_kill_to_live_s"])  # type: ignore[arg-type]
+    print(f"overlaps (two connections of a match sending live data at once): {f['overlaps']}")
+    print(
+        f"events lost: {f['events_lost']} of {f['events_sent']} sent "
+        f"({f['events_lost_per_kill']:.1f} per kill)"
+    )
+    if "without_backfill" in f:
+        w = f["without_backfill"]
+        print(
+            f"LISTENER_BACKFILL=false: events lost {w['events_lost']} "
+            f"({w['events_lost_per_kill']:.1f} per kill)"
+        )  # type: ignore[index]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BENCH.parser()
     parser.add_argument("--kills", type=int, default=20, help="SIGKILLs timed on the lease path")
     parser.add_argument("--handoffs", type=int, default=5, help="graceful SIGTERM hand-offs timed (0: skip)")
-    parser.add_argument("--matches", type=int, default=3, help="live matches")
+    parser.add_argument("--matches", type=int, default=3, help="live matches (games on srsim)")
     parser.add_argument("--stale-kills", type=int, default=0, help="kills timed on the stale path (0: skip)")
     parser.add_argument(
-        "--feed", action="store_true", help="srsim and the real listener body; events lost per kill"
+        "--compare-backfill",
+        action="store_true",
+        help="the kills once more with LISTENER_BACKFILL=false: events lost without the backfill",
     )
-    parser.add_argument("--feed-kills", type=int, default=20, help="kills per --feed scenario")
     args = parser.parse_args()
+    if args.matches < 1 or args.kills < 0 or args.handoffs < 0 or args.stale_kills < 0:
+        parser.error("--matches must be at least 1; --kills, --handoffs, --stale-kills at least 0")
+    with BENCH.output(args):
+        figures = run(args)
+        skipped = [
+            name
+            for name, off in (("kill_p99_s", not args.kills), ("handoff_gap_max_s", not args.handoffs))
+            if off
+        ]
+        return BENCH.finish(args, figures, skipped=skipped)
+
+
+def run(args: argparse.Namespace) -> dict[str, object]:
     os.environ.update(ENV)
     env = {**os.environ}
 
@@ -345,12 +414,11 @@ def main() -> int:
     s = settings
     print(
         f"ran: --kills {args.kills} --handoffs {args.handoffs} --matches {args.matches} "
-        f"--stale-kills {args.stale_kills}"
-        f"{f' --feed --feed-kills {args.feed_kills}' if args.feed else ''}; lease "
-        f"{s.listener_worker_lease_seconds:g} s (renewed every {s.listener_worker_lease_seconds / 4:g} s), "
-        f"reaper poll {s.listener_reaper_poll_seconds:g} s, hand-off bound {s.listener_handoff_seconds:g} s, "
+        f"--stale-kills {args.stale_kills}; lease {s.listener_worker_lease_seconds:g} s (renewed every "
+        f"{s.listener_worker_lease_seconds / 4:g} s), reaper poll {s.listener_reaper_poll_seconds:g} s, "
+        f"hand-off bound {s.listener_handoff_seconds:g} s, "
         f"heartbeat {s.listener_heartbeat_interval_seconds:g} s, "
-        f"stale {s.listener_heartbeat_stale_seconds:g} s",
+        f"stale {s.listener_heartbeat_stale_seconds:g} s; logs in {logdir}",
         flush=True,
     )
     try:
@@ -359,26 +427,29 @@ def main() -> int:
             dramatiq_worker_argv("default", processes=None), logdir / "default.log", env, ready=True
         )
         scheduler = start_proc([str(BIN / "kickoff"), "scheduler"], logdir / "scheduler.log", env)
-        if args.feed:
-            for backfill in (True, False):
-                times, lost = feed_scenario(backfill, args, env, logdir)
-                label = f"feed, LISTENER_BACKFILL={'true' if backfill else 'false'}"
-                print(summary(f"{label}, kill to streaming again", times), flush=True)
-                print(f"{label}: events lost per kill {lost:.1f} (all {args.matches} matches)", flush=True)
-            return 0
-        ids = [m for m, _ in create_matches(args.matches, "nfl")]
-        lease, _ = kill_loop(args.kills, ids, env, logdir, timeout=300)
-        print(summary("lease path, kill to streaming again", lease), "(goal: p99 <= 10 s)", flush=True)
-        if args.handoffs:
-            back, gaps = kill_loop(args.handoffs, ids, env, logdir, timeout=120, graceful=True)
-            print(summary("graceful hand-off, SIGTERM to streaming again", back, "hand-offs"), flush=True)
-            print(summary("graceful hand-off, seconds without a stream", gaps, "matches"), "(goal: <= 1 s)")
-        if args.stale_kills:
-            stale_env = {**env, "LISTENER_WORKER_LEASE_SECONDS": "86400"}  # never lapses: the old path
-            print("stale path: leases that never lapse; the scheduler's sweep and dispatch each minute")
-            stale, _ = kill_loop(args.stale_kills, ids, stale_env, logdir, timeout=900)
-            print(summary("stale path, kill to streaming again", stale), flush=True)
-            print(f"ratio stale/lease at p50: {percentile(stale, 50) / percentile(lease, 50):.1f}x")
+        result = scenario(
+            kills=args.kills,
+            handoffs=args.handoffs,
+            stale_kills=args.stale_kills,
+            matches=args.matches,
+            env=env,
+            logdir=logdir,
+            name="default",
+        )
+        without = None
+        if args.compare_backfill:
+            without = scenario(
+                kills=args.kills,
+                handoffs=0,
+                stale_kills=0,
+                matches=args.matches,
+                env={**env, "LISTENER_BACKFILL": "false"},
+                logdir=logdir,
+                name="no-backfill",
+            )
+        figures = figures_of(result, without)
+        print_figures(figures)
+        return figures
     finally:
         for proc in (scheduler, default_worker):
             if proc is not None:
@@ -394,7 +465,6 @@ def main() -> int:
         broker = connect_redis(settings.broker_url)
         for key in broker.scan_iter(match=f"*{TAG}*", count=5000):
             broker.delete(key)
-    return 0
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import logging
 import os
 import socket
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -146,6 +147,11 @@ class AmqpLink:
     connect_timeout: float = 5.0
     heartbeat: int = 30
     blocked_timeout: float | None = None
+    #: Shared by links that publish side by side (the drain's workers): a batch's frames are
+    #: written while holding it, and it is released before the batch's confirms are awaited, so
+    #: one link writes while the others await confirms, mark and claim. Without it the drains fall
+    #: into lockstep: all write at once, all wait at once, and the broker idles while they mark.
+    send_turn: threading.Lock | None = None
 
     #: A batch being published hands its frames to the socket every this many messages (one turn of
     #: the loop), so the broker persists and confirms its start while the rest is encoded.
@@ -505,8 +511,33 @@ class AmqpLink:
             channel = self._channel
             if channel is None or not channel.is_open:
                 raise _LinkLost(pika.exceptions.ChannelWrongStateError("Channel is closed."))
-            if len(messages) > 1:
-                self._cork(True)
+            turn = self.send_turn if len(messages) > 1 else None
+            if turn is not None:
+                turn.acquire()
+            try:
+                self._write_batch(channel, messages, result)
+            finally:
+                if turn is not None:
+                    turn.release()
+            if not self._run(lambda: not self._unconfirmed, confirm_timeout):
+                result.lost, result.lost_reason = True, f"no confirm within {confirm_timeout:g}s"
+        except (_LinkLost, _ChannelClosed, *PIKA_ERRORS) as exc:
+            result.lost, result.lost_reason = (
+                True,
+                reason_of(exc.cause if isinstance(exc, _LinkLost) else exc),
+            )
+        finally:
+            self._batch = None
+        if result.lost:
+            self._unconfirmed.clear()
+            self.abort()
+        return result
+
+    def _write_batch(self, channel: Any, messages: Sequence[Publication], result: BatchResult) -> None:
+        """Publish ``messages`` (corked) and hand their frames to the socket; confirms are not awaited."""
+        if len(messages) > 1:
+            self._cork(True)
+        try:
             for m in messages:
                 properties = pika.BasicProperties(
                     content_type=m.content_type,
@@ -530,22 +561,11 @@ class AmqpLink:
                 result.sent.add(m.message_id)
                 if len(result.sent) % self.FLUSH_EVERY == 0:
                     self._run(lambda: False, 0)  # one turn of the loop: what is buffered goes out
-            # pika writes the frames on the loop's first turn; the timer after it uncorks
+        finally:
+            # pika writes what is still buffered on the loop's next turn; the timer after it uncorks
             assert self._loop is not None
             self._loop.call_later(0, lambda: self._cork(False))
-            if not self._run(lambda: not self._unconfirmed, confirm_timeout):
-                result.lost, result.lost_reason = True, f"no confirm within {confirm_timeout:g}s"
-        except (_LinkLost, _ChannelClosed, *PIKA_ERRORS) as exc:
-            result.lost, result.lost_reason = (
-                True,
-                reason_of(exc.cause if isinstance(exc, _LinkLost) else exc),
-            )
-        finally:
-            self._batch = None
-        if result.lost:
-            self._unconfirmed.clear()
-            self.abort()
-        return result
+        self._run(lambda: False, 0)
 
     # -- reading and consuming ----------------------------------------------------------------
 

@@ -200,7 +200,8 @@ def drain_outbox_concurrently(
 
     Each drain has its own AMQP connection (``publisher_factory``, default: AMQP_URL) and its own
     database connection; ``FOR UPDATE SKIP LOCKED`` keeps their batches apart, so a row is still
-    published by one drain only. One drain encodes its batch while another waits for confirms.
+    published by one drain only. The drains take turns to write a batch (``AmqpLink.send_turn``):
+    one writes while the others await their confirms, mark their rows and claim the next batch.
     """
     workers = workers or settings.outbox_drain_workers
     make_publisher = publisher_factory or (lambda: publisher_from_settings(settings))
@@ -208,10 +209,13 @@ def drain_outbox_concurrently(
     trades = _redeliver_trades(make_publisher)
     reports: list[DrainReport] = []
     errors: list[BaseException] = []
+    send_turn = threading.Lock()  # one drain writes its batch while the others await confirms
 
     def run() -> None:
         try:
             with make_publisher() as publisher:
+                if workers > 1 and isinstance(publisher, AmqpPublisher):
+                    publisher.link.send_turn = send_turn
                 reports.append(
                     drain_outbox(
                         publisher=publisher,

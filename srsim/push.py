@@ -102,8 +102,11 @@ class PushStream:
                         frames.append(self._frame(idx))
                         idx += 1
                     await send({"type": "http.response.body", "body": b"".join(frames), "more_body": True})
+                    if idx > self.live:  # the frames held a live event, not only replays
+                        stream.record.sent_live(time.monotonic())
                 elif next_hb <= now:
                     await send({"type": "http.response.body", "body": hb_frame, "more_body": True})
+                    stream.record.sent_live(time.monotonic())
                     next_hb += sim.heartbeat
                 else:
                     timeout = min(due, next_hb) - now

@@ -89,9 +89,24 @@ class StreamRecord:
     opened: float
     closed: float | None = None  # None while it is open
     via: str = ""  # the client's tag: the ``/_via/{tag}`` its request path started with
+    first_live: float | None = None  # when live data (a live event or a heartbeat) was first sent on it
+    last_live: float | None = None  # when live data was last sent on it (replays are not live data)
+
+    def sent_live(self, at: float) -> None:
+        """Live data was handed to the connection at ``at`` (``time.monotonic()``)."""
+        if self.first_live is None:
+            self.first_live = at
+        self.last_live = at
 
     def as_dict(self) -> dict[str, Any]:
-        return {"sr_id": self.sr_id, "via": self.via, "opened": self.opened, "closed": self.closed}
+        return {
+            "sr_id": self.sr_id,
+            "via": self.via,
+            "opened": self.opened,
+            "closed": self.closed,
+            "first_live": self.first_live,
+            "last_live": self.last_live,
+        }
 
 
 @dataclass(eq=False)
