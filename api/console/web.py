@@ -81,7 +81,17 @@ def _duration(start: datetime | str | None, end: datetime | str | None) -> str:
     return _age((end - start).total_seconds())
 
 
+def _minute(value: datetime | str | None) -> str:
+    """A time to the minute, UTC (the boards' compact cells; the header says UTC)."""
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return ensure_utc(value, what="time").strftime("%Y-%m-%d %H:%M")
+
+
 templates.env.filters["age"] = _age
+templates.env.filters["minute"] = _minute
 templates.env.filters["when"] = _when
 templates.env.globals["duration"] = _duration
 

@@ -10,6 +10,7 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Red
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import Need, requires
+from api.console.routes.history import summary
 from api.console.web import OperatorSession, PageSession, act, render, session_audit, wants_json, with_notice
 from api.errors import status_of
 from api.headers import ctx_of
@@ -19,6 +20,8 @@ from lifecycle.dispatch import request_start
 from lifecycle.match_admin import edit_match, match_archive, match_detail, run_log_tail, under_data_dir
 from lifecycle.match_ref import resolve_match, resolve_match_id
 from lifecycle.start import load_match
+from models.history import history
+from models.history_series import ALL
 from models.listener_record import recorded_match_rows
 
 #: Every page and action here checks the console session itself (api.console.web).
@@ -59,6 +62,8 @@ def match_card(match_id: str, request: Request, session: PageSession) -> Respons
         log_path, log_lines = run_log_tail(
             detail["id"], newest["record_id"], settings=ctx.settings, lines=LOG_TAIL_LINES
         )
+    # This game's events per minute over the last day (models.history; the chart's numbers too).
+    events = history("events", range_name="24h", key=detail["id"])
     # Paths as DATA_DIR-relative names: the card does not tell the server's layout.
     detail["archive"]["path"] = under_data_dir(detail["archive"]["path"], data_dir=ctx.settings.data_dir)
     return render(
@@ -70,6 +75,8 @@ def match_card(match_id: str, request: Request, session: PageSession) -> Respons
         log_lines=log_lines,
         settings_value=settings_text(detail["settings"]),
         here=f"/matches/{detail['id']}",
+        events_chart=(events, summary(events)),
+        all_key=ALL,
     )
 
 
