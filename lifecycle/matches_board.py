@@ -227,7 +227,7 @@ class MatchesCache:
     token: tuple[Any, ...] | None = None
     found: list[tuple[Any, ...]] | None = None
     search: list[str] = field(default_factory=list)  # lowercased search text, in the order of ``found``
-    counters: list[tuple[int, bool, bool]] | None = None
+    counters: list[Any] | None = None
     entries: list[BoardEntry] | None = None
     full_reads: int = 0
 
@@ -260,11 +260,22 @@ def window_entries(
     cache = cache if cache is not None else MatchesCache()
     now, token = window_change_token()
     token = (*token, window)
+    reuse: list[BoardEntry | None] | None = cache.entries if cache.counters is not None else None
     if cache.token != token or cache.found is None:
-        cache.found = window_rows(window_from=window[0], window_to=window[1])
+        # a table moved (a heartbeat, often): the rows that read the same as last time keep their entry
+        before = {} if cache.found is None else _by_match(cache.found, cache.entries, cache.counters)
+        found = window_rows(window_from=window[0], window_to=window[1])
         teams = team_names_by_alias()
-        cache.search = [_search_text(row, teams) for row in cache.found]
-        cache.entries, cache.counters, cache.token = None, None, token
+        search = {row[0]: text for row, text in zip(cache.found or [], cache.search, strict=True)}
+        kept = [before.get(row[0]) for row in found]
+        same = [k is not None and _same_row(k[0], row) for k, row in zip(kept, found, strict=True)]
+        cache.search = [
+            search[row[0]] if ok and row[0] in search else _search_text(row, teams)
+            for row, ok in zip(found, same, strict=True)
+        ]
+        reuse = [k[1] if ok and k is not None else None for k, ok in zip(kept, same, strict=True)]
+        cache.counters = [k[2] if ok and k is not None else None for k, ok in zip(kept, same, strict=True)]
+        cache.found, cache.token = found, token
         cache.full_reads += 1
     release_connection()
     found = cache.found
@@ -272,15 +283,31 @@ def window_entries(
     open_leases = {row[12] for row in found if is_open_row(row) and row[12]}
     alive = barriers.live_worker_leases(open_leases)[0] if open_leases else set()
     counters = row_counters(barriers, found, redis_ids)
-    reuse = cache.entries if cache.counters is not None else None
     entries = [
-        reuse[i]
-        if reuse is not None and not is_open_row(row) and cache.counters[i] == counts  # type: ignore[index]
+        reuse[i]  # type: ignore[misc]
+        if reuse is not None
+        and reuse[i] is not None
+        and not is_open_row(row)
+        and cache.counters[i] == counts  # type: ignore[index]
         else board_entry(row, counts, now=now, alive=alive, settings=settings)
         for i, (row, counts) in enumerate(zip(found, counters, strict=True))
     ]
     cache.entries, cache.counters = entries, counters
     return entries, cache.search
+
+
+def _same_row(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
+    """Whether two readings of a match's board row agree (PostgreSQL's now() aside)."""
+    return old[:13] == new[:13] and old[14:] == new[14:]
+
+
+def _by_match(
+    found: list[tuple[Any, ...]], entries: list[BoardEntry] | None, counters: list[Any] | None
+) -> dict[str, tuple[tuple[Any, ...], BoardEntry | None, Any]]:
+    """Match id -> (its last row, its entry, its counters) of the last reading."""
+    if entries is None or counters is None:
+        return {row[0]: (row, None, None) for row in found}
+    return {row[0]: (row, e, c) for row, e, c in zip(found, entries, counters, strict=True)}
 
 
 def matches_page(

@@ -8,7 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse
 
 from api.console.board_feed import BoardHub, LiveView
-from api.console.board_view import BoardFilter, BoardRow, board_rows, matches_rows, matches_url
+from api.console.board_view import BoardFilter, BoardRow, WindowCaches, board_rows, matches_rows, matches_url
 from api.console.routes import (
     access,
     audit,
@@ -44,6 +44,7 @@ def install_console(app: FastAPI) -> None:
         app.include_router(router)
     app.state.sign_in_throttle = SignInThrottle(app.state.ctx.settings.console_sign_in_failures_per_minute)
     ctx = app.state.ctx
+    app.state.matches_caches = WindowCaches()
     hub = app.state.board_hub = BoardHub(
         settings=ctx.settings,
         barriers=lambda: ctx.barriers,

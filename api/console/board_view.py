@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import date
 from urllib.parse import urlencode
 
 from config.settings import KickoffSettings
@@ -80,3 +85,26 @@ def matches_rows(
 def matches_url(query: MatchesQuery, **changes: object) -> str:
     """The Matches board's address for ``query`` (``changes``: fields replaced, e.g. ``page=2``)."""
     return "/matches?" + urlencode(query.params(**changes))
+
+
+class WindowCaches:
+    """The Matches board pages' readings: a MatchesCache for each of the ``limit`` windows asked for
+    last, used by one request at a time, so a page load reads the window again only when it changed
+    (see lifecycle.matches_board)."""
+
+    def __init__(self, limit: int = 4) -> None:
+        self.limit = limit
+        self._mu = threading.Lock()
+        self._caches: OrderedDict[tuple[date, date], tuple[threading.Lock, MatchesCache]] = OrderedDict()
+
+    @contextmanager
+    def of(self, query: MatchesQuery) -> Iterator[MatchesCache]:
+        """The cache of ``query``'s window, held by this request until the block ends."""
+        key = (query.day_from, query.day_to)
+        with self._mu:
+            entry = self._caches.pop(key, None) or (threading.Lock(), MatchesCache())
+            self._caches[key] = entry
+            while len(self._caches) > self.limit:
+                self._caches.popitem(last=False)
+        with entry[0]:
+            yield entry[1]

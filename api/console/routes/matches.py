@@ -107,7 +107,10 @@ def matches_page(request: Request, session: PageSession, values: Typed) -> Respo
         choices.update(bulk_choices())
     try:
         query = _query(values, leagues)
-        rows, page = matches_rows(query, settings=ctx.settings, barriers=ctx.barriers, leagues=leagues)
+        with request.app.state.matches_caches.of(query) as cache:
+            rows, page = matches_rows(
+                query, settings=ctx.settings, barriers=ctx.barriers, cache=cache, leagues=leagues
+            )
     except InvalidQuery as exc:
         logger.info("matches board query refused: %s", exc)
         past_end = exc.field == "page"
