@@ -78,9 +78,11 @@ def xact_commits(db_name: str) -> int:
 
 
 class Viewer:
-    """One console session of its own operator key, reading the live board and discarding it."""
+    """One console session of its own operator key, reading a live board (``path``: the listener board's
+    stream, or the Matches board's ``/events/matches``) and discarding it."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, path: str = "/events/board") -> None:
+        self.path = path
         _, key = create_key(name=f"viewer-{uuid.uuid4().hex[:6]}", scope=Scope.OPERATOR)
         with httpx.Client(base_url=url, timeout=60, headers={"Origin": url}) as client:
             answer = client.post("/sign-in", data={"api_key": key, "next": "/"})
@@ -93,7 +95,7 @@ class Viewer:
 
     def _read(self) -> None:
         conn = http.client.HTTPConnection(self.url.hostname, self.url.port, timeout=60)
-        conn.request("GET", "/events/board", headers={"Cookie": self.cookie})
+        conn.request("GET", self.path, headers={"Cookie": self.cookie})
         answer = conn.getresponse()
         assert answer.status == 200, answer.read()
         while not self.stop.is_set():
@@ -167,8 +169,13 @@ def board_load(
     board: int,
     seconds: float,
     body: Callable[[int, str], dict],
+    matches_viewers: int = 0,
 ) -> None:
-    """Print the idle and loaded trigger figures and the streams' transactions, with the ratios."""
+    """Print the idle and loaded trigger figures and the streams' transactions, with the ratios.
+
+    ``matches_viewers`` of the ``viewers`` watch the Matches board (its default window) instead of the
+    listener board; then the one-viewer window has one viewer on each board.
+    """
     db_name = settings.database_url.rsplit("/", 1)[1]
     seed_board(board)
     print(f"board: {board} matches, {RUNNING} running; load average {_load()}")
@@ -177,15 +184,22 @@ def board_load(
         f"idle:    triggers p50 {percentile(idle, 50):.1f} ms  p99 {percentile(idle, 99):.1f} ms "
         f"({len(idle)} triggers; load average {_load()})"
     )
-    one = [Viewer(url)]
-    one[0].thread.start()
+    paths = ["/events/matches"] * matches_viewers + ["/events/board"] * (viewers - matches_viewers)
+    one = [Viewer(url, p) for p in sorted(set(paths))]
+    for v in one:
+        v.thread.start()
     tx_one = _streams_window(db_name, one, seconds)
-    crowd = one + [Viewer(url) for _ in range(viewers - 1)]
-    for v in crowd[1:]:
+    rest = list(paths)
+    for v in one:
+        rest.remove(v.path)
+    crowd = one + [Viewer(url, p) for p in rest]
+    for v in crowd[len(one) :]:
         v.thread.start()
     tx_many = _streams_window(db_name, crowd, seconds)
+    first = " and ".join(f"1 on {p}" for p in sorted(set(paths)))
+    split = f" ({matches_viewers} on the Matches board)" if matches_viewers else ""
     print(
-        f"streams: {tx_one} transactions in {seconds:.0f} s with 1 viewer, {tx_many} with {viewers} "
+        f"streams: {tx_one} transactions in {seconds:.0f} s with {first}, {tx_many} with {viewers}{split} "
         f"({tx_many / max(tx_one, 1):.2f} x; goal <= 2 x)"
     )
     stop = threading.Event()

@@ -8,10 +8,11 @@ Starts `kickoff serve` on a throw-away database and vhost, then
 Every trigger is a new action (its own key): transaction, publish, broker confirm, mark.
 
 With --viewers V (issue 24's load figure) it measures instead, on a board of --board matches (20
-of them with a running listener, so the board changes every refresh):
+of them with a running listener, so the board changes every refresh), half the viewers on the
+Matches board (issue 40; --matches-viewers M: M of them):
   1. trigger p50/p99 (one keep-alive client, a trigger every 20 ms) with nothing else running;
   2. PostgreSQL transactions of the bench database (pg_stat_database.xact_commit) over a window
-     with one live board viewer, then with V viewers (operator sessions, full board);
+     with one live viewer of each board watched, then with V viewers (operator sessions, full board);
   3. trigger p50/p99 again with the V viewers streaming and --scrapers clients scraping /metrics
      every 15 s; and prints the ratios to the goals (p99 <= 2 x idle; transactions <= 2 x one
      viewer's) with the load average.
@@ -130,6 +131,12 @@ def main() -> None:
     parser.add_argument("--scrapers", type=int, default=4, help="/metrics scrapers, every 15 s each.")
     parser.add_argument("--board", type=int, default=5000, help="Matches on the board.")
     parser.add_argument("--seconds", type=float, default=45.0, help="Length of each measured window.")
+    parser.add_argument(
+        "--matches-viewers",
+        type=int,
+        default=None,
+        help="Of the viewers, how many watch the Matches board (default: half of them).",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     with bench_environment() as settings:
@@ -152,6 +159,9 @@ def main() -> None:
                     board=args.board,
                     seconds=args.seconds,
                     body=_body,
+                    matches_viewers=(
+                        args.viewers // 2 if args.matches_viewers is None else args.matches_viewers
+                    ),
                 )
             else:
                 _one_client(url, key, settings, args.requests)

@@ -206,6 +206,31 @@ def _change_token(settings: KickoffSettings) -> tuple[datetime, tuple[Any, ...]]
     )
 
 
+def board_badge(
+    *,
+    ended_at: datetime | None,
+    exit_code: int | None,
+    heartbeat_at: datetime,
+    lease: str | None,
+    now: datetime,
+    alive: set[str],
+    settings: KickoffSettings,
+) -> str:
+    """A run's badge as the board judges it: Late past two heartbeat intervals or with its worker
+    lease gone from ``alive``, Stale past the stale threshold, by PostgreSQL's ``now``."""
+    return str(
+        derive_badge(
+            ended_at=ended_at,
+            exit_code=exit_code,
+            heartbeat_at=heartbeat_at,
+            now=now,
+            stale_after_seconds=settings.listener_heartbeat_stale_seconds,
+            late_after_seconds=2 * settings.listener_heartbeat_interval_seconds,
+            lease_gone=lease is not None and lease not in alive,
+        )
+    )
+
+
 def board_entry(
     row: tuple[Any, ...],
     counts: tuple[int, bool, bool],
@@ -223,16 +248,14 @@ def board_entry(
     if rid is None:
         badge, age = NO_RUN, None
     else:
-        badge = str(
-            derive_badge(
-                ended_at=ended_at,
-                exit_code=code,
-                heartbeat_at=heartbeat_at,
-                now=now,
-                stale_after_seconds=settings.listener_heartbeat_stale_seconds,
-                late_after_seconds=2 * settings.listener_heartbeat_interval_seconds,
-                lease_gone=lease is not None and lease not in alive,
-            )
+        badge = board_badge(
+            ended_at=ended_at,
+            exit_code=code,
+            heartbeat_at=heartbeat_at,
+            lease=lease,
+            now=now,
+            alive=alive,
+            settings=settings,
         )
         age = None if ended_at else round((now - heartbeat_at).total_seconds(), 1)
     return BoardEntry(

@@ -18,9 +18,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from config.settings import KickoffSettings
+from lifecycle.board import board_badge
 from lifecycle.sql.board import open_runs
 from listener.exit_codes import SUCCESS_CODES
-from models.badges import derive_badge
 from models.boundary import connection
 from models.coordination import CoordinationStore
 from models.history import minute_of, prune_history, put_points
@@ -57,16 +57,14 @@ def open_runs_by_badge(*, settings: KickoffSettings, barriers: CoordinationStore
     leases = {lease for _, lease in runs if lease}
     alive = barriers.live_worker_leases(leases)[0] if leases else set()
     counts = Counter(
-        str(
-            derive_badge(
-                ended_at=None,
-                exit_code=None,
-                heartbeat_at=heartbeat_at,
-                now=now,
-                stale_after_seconds=settings.listener_heartbeat_stale_seconds,
-                late_after_seconds=2 * settings.listener_heartbeat_interval_seconds,
-                lease_gone=lease is not None and lease not in alive,
-            )
+        board_badge(
+            ended_at=None,
+            exit_code=None,
+            heartbeat_at=heartbeat_at,
+            lease=lease,
+            now=now,
+            alive=alive,
+            settings=settings,
         )
         for heartbeat_at, lease in runs
     )
