@@ -136,8 +136,8 @@ def history(
 ) -> HistoryAnswer:
     """Series ``name`` over ``range_name`` (1h, 24h, 7d), bucketed at the range's step.
 
-    ``key`` keeps that key alone (e.g. one match's events); otherwise the ``top`` keys with the
-    largest sum over the range get a line each, beside "all". A counter's bucket is its mean per
+    ``key`` answers that key's line alone (e.g. one match's events); otherwise the ``top`` keys
+    with the largest sum over the range get a line each, beside "all". A counter's bucket is its mean per
     minute (missing minutes are 0), a gauge's the mean of its readings (None without any).
     InvalidQuery (422) for an unknown series or range, or a ``top`` out of 1..MAX_TOP.
     """
@@ -164,8 +164,12 @@ def history(
         return [round(points[t][0] / points[t][1], 3) if t in points else None for t in times]
 
     busiest = sorted(per_key, key=lambda k: (-sum(v for v, _ in per_key[k].values()), k))[:top]
+    keys = len(per_key)
     values: dict[str, list[float | None]] = {}
-    if series.keyed_by or not per_key:
+    if key is not None:  # one key asked for: its line alone
+        busiest = [key]
+        per_key.setdefault(key, {})
+    elif series.keyed_by or not per_key:
         merged: dict[int, tuple[float, int]] = {}
         for points in per_key.values():
             for t, (total, n) in points.items():
@@ -177,7 +181,8 @@ def history(
     for k in busiest:
         values[k or ALL] = line(per_key[k])
     labels = {k: k for k in values}
-    labels[ALL] = "all" if series.keyed_by else series.title
+    if ALL in values:
+        labels[ALL] = "all" if series.keyed_by else series.title
     if series.match_keys:
         for mid, label in match_labels([k for k in busiest if k]).items():
             labels[mid] = label
@@ -195,7 +200,7 @@ def history(
         times=times,
         values=values,
         labels=labels,
-        keys=len(per_key),
+        keys=keys,
     )
 
 

@@ -140,11 +140,13 @@
         var columns = [data.times];
         var drawn = 0;
         keys.forEach(function (key, i) {
+          var readings = data.values[key].filter(function (v) { return v !== null; }).length;
           series.push({
             label: data.labels[key] || key,
             stroke: COLOURS[i % COLOURS.length],
             width: i === 0 ? 2.5 : 1.5,
-            dash: DASHES[i % DASHES.length]
+            dash: DASHES[i % DASHES.length],
+            points: { show: readings < 8, size: 6 }  // a few readings draw no line: mark each one
           });
           columns.push(data.values[key]);
           data.values[key].forEach(function (v) { if (v) { drawn += 1; } });
