@@ -314,7 +314,7 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(timeout=30)
-            worker.terminate()
+            worker.terminate(timeout=30)
             launcher.terminate()
             launcher.wait(timeout=30)
             feed.stop()
