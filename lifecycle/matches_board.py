@@ -227,6 +227,7 @@ class MatchesCache:
     token: tuple[Any, ...] | None = None
     found: list[tuple[Any, ...]] | None = None
     search: list[str] = field(default_factory=list)  # lowercased search text, in the order of ``found``
+    teams: dict[tuple[str, str], str] = field(default_factory=dict)  # the teams the search texts know
     counters: list[Any] | None = None
     entries: list[BoardEntry] | None = None
     full_reads: int = 0
@@ -266,7 +267,11 @@ def window_entries(
         before = {} if cache.found is None else _by_match(cache.found, cache.entries, cache.counters)
         found = window_rows(window_from=window[0], window_to=window[1])
         teams = team_names_by_alias()
-        search = {row[0]: text for row, text in zip(cache.found or [], cache.search, strict=True)}
+        # a match's search text is kept while its row and the teams read the same
+        search: dict[str, str] = {}
+        if teams == cache.teams:
+            search = {row[0]: text for row, text in zip(cache.found or [], cache.search, strict=True)}
+        cache.teams = teams
         kept = [before.get(row[0]) for row in found]
         same = [k is not None and _same_row(k[0], row) for k, row in zip(kept, found, strict=True)]
         cache.search = [

@@ -162,3 +162,13 @@ def test_a_cached_reading_rereads_the_window_only_when_a_table_changed_and_rebui
     lbarriers.record_failed_attempt(match.id)
     counted, _ = window_entries(day, day, settings=lsettings, barriers=lbarriers, cache=cache)
     assert cache.full_reads == 2 and counted[0].attempts == 1  # Redis counters are read every time
+
+
+def test_a_team_added_later_is_found_by_a_cached_reading(lsettings, lbarriers, make_match):
+    match = make_match("mlb", title="SEA @ OAK")
+    cache = MatchesCache()
+    query = matches_query(today=utcnow().date(), q="Mariners")
+    assert matches_page(query, settings=lsettings, barriers=lbarriers, cache=cache).total == 0
+    _teams("mlb", ("SEA", "Seattle", "Mariners"))
+    found = matches_page(query, settings=lsettings, barriers=lbarriers, cache=cache)
+    assert [e.match_id for e in found.entries] == [str(match.id)] and cache.full_reads == 2
