@@ -45,12 +45,16 @@ class HistoryRecorder:
             return
         point = (series, key, int(time.time() // 60))
         with self._mu:
-            if point in self._counts:
-                self._counts[point] += n
-            elif len(self._counts) < self.max_pending:
-                self._counts[point] = n
-            else:
-                self.dropped += 1
+            self._add(point, n)
+
+    def _add(self, point: tuple[str, str, int], n: float) -> None:
+        """Add ``n`` to ``point`` (the lock held); a new point past ``max_pending`` is dropped, counted."""
+        if point in self._counts:
+            self._counts[point] += n
+        elif len(self._counts) < self.max_pending:
+            self._counts[point] = n
+        else:
+            self.dropped += 1
 
     def pending(self) -> int:
         with self._mu:
@@ -72,12 +76,7 @@ class HistoryRecorder:
         except KickoffError as exc:
             with self._mu:
                 for point, n in taken.items():
-                    if point in self._counts:
-                        self._counts[point] += n
-                    elif len(self._counts) < self.max_pending:
-                        self._counts[point] = n
-                    else:
-                        self.dropped += 1
+                    self._add(point, n)
             logger.warning("history: %d points kept for the next flush: %s", len(taken), exc)
             return 0
         self.flushed += written
