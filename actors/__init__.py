@@ -33,6 +33,7 @@ runtime.configure(_settings)
 from actors import (  # noqa: E402 - after the runtime is configured
     archive,  # noqa: F401  backfill a match's archive from the play-by-play
     audit,  # noqa: F401  audit log retention
+    history,  # noqa: F401  history rollup and retention; the worker's history recorder
     listeners,  # noqa: F401  dispatch, start, stop, sweep
     outbox,  # noqa: F401  periodic outbox drain
     refresh,  # noqa: F401  league metadata, teams, seasons; schedule refresh (season, daily, weekly)

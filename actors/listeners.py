@@ -24,6 +24,8 @@ from config.errors import KickoffError, ListenerRunFailed
 from lifecycle import cleanup, dispatch, start_match
 from lifecycle.dispatch import StartMessage
 from lifecycle.runtime import ListenerServices
+from models.boundary import connection
+from models.match import match_labels
 from models.start_messages import new_message_id, save_message_ids
 
 logger = logging.getLogger(__name__)
@@ -203,12 +205,25 @@ def start_match_listener(
         reporting.tag_failed_attempt(sr_id=None, exit_code=None, attempt=_attempts(rt, match_id))
         raise
     if not result.success:
-        reporting.tag_failed_attempt(sr_id=result.sr_id, exit_code=result.exit_code, attempt=result.attempts)
+        label = _label(result.match_id)
+        reporting.tag_failed_attempt(
+            sr_id=result.sr_id, exit_code=result.exit_code, attempt=result.attempts, match=label
+        )
+        named = f" ({label})" if label else ""
         raise ListenerRunFailed(
-            f"match {result.match_id}: listener exited {result.exit_code} ({result.reason}); "
+            f"match {result.match_id}{named}: listener exited {result.exit_code} ({result.reason}); "
             f"failed start {result.attempts}"
         )
     return result.as_dict()
+
+
+def _label(match_id: str) -> str | None:
+    """The failure report's name of the match, "HOU @ KC (mlb)" (None when it cannot be read now)."""
+    try:
+        with connection():
+            return match_labels([str(match_id)]).get(str(match_id))
+    except KickoffError:
+        return None
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)

@@ -79,11 +79,14 @@ def tag_listener_start(match_id: str) -> None:
     scope.set_tag("match_id", match_id)
 
 
-def tag_failed_attempt(*, sr_id: str | None, exit_code: int | None, attempt: int | None) -> None:
-    """Tag the failed attempt this message is about to report (None: not known)."""
+def tag_failed_attempt(
+    *, sr_id: str | None, exit_code: int | None, attempt: int | None, match: str | None = None
+) -> None:
+    """Tag the failed attempt this message is about to report (None: not known); ``match`` is its
+    title and league, "HOU @ KC (mlb)"."""
     if not sentry_sdk.get_client().is_active():
         return
     scope = sentry_sdk.get_isolation_scope()
-    for key, value in (("sr_id", sr_id), ("exit_code", exit_code), ("attempt", attempt)):
+    for key, value in (("sr_id", sr_id), ("exit_code", exit_code), ("attempt", attempt), ("match", match)):
         if value is not None:
             scope.set_tag(key, str(value))

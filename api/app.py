@@ -22,7 +22,7 @@ from api.errors import error_body, status_of
 from api.metrics import ApiMetrics
 from api.middleware import RequestLayer
 from api.openapi import allowed_methods, install_openapi
-from api.routes import actions, apikeys, audit, contract, health, listeners, runs, trades, triggers
+from api.routes import actions, apikeys, audit, contract, health, history, listeners, runs, trades, triggers
 from config.errors import KickoffError
 from config.feed_text import unstorable_text
 from config.settings import KickoffSettings, load_settings
@@ -137,7 +137,7 @@ def create_app(settings: KickoffSettings | None = None) -> FastAPI:
     app.state.metrics = ApiMetrics(ctx)
     app.include_router(health.router)
     app.include_router(triggers.build_router())  # from the trigger queues declared now
-    for module in (trades, actions, runs, listeners, audit, apikeys, contract):
+    for module in (trades, actions, runs, listeners, audit, history, apikeys, contract):
         app.include_router(module.router)
     install_console(app)
     install_docs(app)

@@ -8,6 +8,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from config.settings import KickoffSettings
+from models.history_recorder import recorder
 from publisher.amqp import AmqpPublisher, publisher_from_settings
 from publisher.trigger_saves import TriggerCommitter
 
@@ -48,6 +49,11 @@ class ApiContext:
 
         self.database()
         self.limit_request_threads(self.pool_size or REQUEST_THREADS)
+        # the trigger answers this process gives are history (models.history_recorder)
+        recorder.start(
+            interval_seconds=self.settings.history_flush_seconds,
+            max_pending=self.settings.history_max_pending_points,
+        )
 
     @property
     def pool_size(self) -> int:

@@ -365,6 +365,9 @@ class BulkMatchAnswer(BaseModel):
     league: str
     status: str
     badge: str
+    title: str | None = Field(
+        description='The match\'s title ("HOU @ KC"; null when the schedule gave none).'
+    )
 
 
 class BulkFilterAnswer(BaseModel):
@@ -390,6 +393,9 @@ class BulkResultAnswer(BaseModel):
     match_id: str
     ok: bool
     detail: str = Field(description="What was done, or why not (e.g. the match no longer exists).")
+    title: str | None = Field(
+        description='The match\'s title and league ("HOU @ KC (mlb)"); null when the match no longer exists.'
+    )
 
 
 class BulkOutcomeAnswer(BaseModel):

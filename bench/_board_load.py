@@ -79,13 +79,15 @@ def xact_commits(db_name: str) -> int:
 
 
 class Viewer:
-    """One console session of its own operator key, reading the live board and discarding it.
+    """One console session of its own operator key, reading a live board (``path``: the listener board's
+    stream, or the Matches board's ``/events/matches``) and discarding it.
 
     ``died``: why its stream ended (or could not start) before it was told to stop; a dead viewer
     fails the bench, as it no longer costs the server what a viewer costs."""
 
-    def __init__(self, url: str, cookie: str) -> None:
+    def __init__(self, url: str, cookie: str, path: str = "/events/board") -> None:
         self.cookie = cookie
+        self.path = path
         self.url = urlsplit(url)
         self.bytes = 0
         self.died: str | None = None
@@ -93,19 +95,19 @@ class Viewer:
         self.thread = threading.Thread(target=self._read, daemon=True)
 
     @classmethod
-    def signed_in(cls, url: str) -> Viewer:
-        """A viewer of a new operator key, signed in to the console at ``url``."""
+    def signed_in(cls, url: str, path: str = "/events/board") -> Viewer:
+        """A viewer of ``path`` with a new operator key, signed in to the console at ``url``."""
         _, key = create_key(name=f"viewer-{uuid.uuid4().hex[:6]}", scope=Scope.OPERATOR)
         with httpx.Client(base_url=url, timeout=60, headers={"Origin": url}) as client:
             answer = client.post("/sign-in", data={"api_key": key, "next": "/"})
             if answer.status_code != 303:
                 raise SystemExit(f"a viewer could not sign in: {answer.status_code} {answer.text[:200]}")
-            return cls(url, "; ".join(f"{k}={v}" for k, v in client.cookies.items()))
+            return cls(url, "; ".join(f"{k}={v}" for k, v in client.cookies.items()), path)
 
     def _read(self) -> None:
         conn = http.client.HTTPConnection(self.url.hostname, self.url.port, timeout=60)
         try:
-            conn.request("GET", "/events/board", headers={"Cookie": self.cookie})
+            conn.request("GET", self.path, headers={"Cookie": self.cookie})
             answer = conn.getresponse()
             if answer.status != 200:
                 self.died = f"HTTP {answer.status}: {answer.read()[:200]!r}"
@@ -204,11 +206,14 @@ def board_load(
     board: int,
     seconds: float,
     body: Callable[[int, str], dict],
+    matches_viewers: int = 0,
 ) -> dict[str, object]:
     """The idle and loaded trigger figures and the streams' transactions, with the ratios (printed too).
 
-    ``dead_viewers``: viewers whose stream died, or that received nothing while the loaded
-    triggers ran; ``unpublished``: triggers not answered 202 ``queued``."""
+    ``matches_viewers`` of the ``viewers`` watch the Matches board (its default window) instead of the
+    listener board; then the one-viewer window has one viewer on each board. ``dead_viewers``: viewers
+    whose stream died, or that received nothing while the loaded triggers ran; ``unpublished``:
+    triggers not answered 202 ``queued``."""
     db_name = settings.database_url.rsplit("/", 1)[1]
     seed_board(board)
     print(f"board: {board} matches, {RUNNING} running; load average {_load()}")
@@ -218,15 +223,22 @@ def board_load(
         f"idle:    triggers p50 {percentile(idle, 50):.1f} ms  p99 {percentile(idle, 99):.1f} ms "
         f"({len(idle)} published; load average {_load()})"
     )
-    one = [Viewer.signed_in(url)]
-    one[0].thread.start()
+    paths = ["/events/matches"] * matches_viewers + ["/events/board"] * (viewers - matches_viewers)
+    one = [Viewer.signed_in(url, p) for p in sorted(set(paths))]
+    for v in one:
+        v.thread.start()
     tx_one = _streams_window(db_name, one, seconds)
-    crowd = one + [Viewer.signed_in(url) for _ in range(viewers - 1)]
-    for v in crowd[1:]:
+    rest = list(paths)
+    for v in one:
+        rest.remove(v.path)
+    crowd = one + [Viewer.signed_in(url, p) for p in rest]
+    for v in crowd[len(one) :]:
         v.thread.start()
     tx_many = _streams_window(db_name, crowd, seconds)
+    first = " and ".join(f"1 on {p}" for p in sorted(set(paths)))
+    split = f" ({matches_viewers} on the Matches board)" if matches_viewers else ""
     print(
-        f"streams: {tx_one} transactions in {seconds:.0f} s with 1 viewer, {tx_many} with {viewers} "
+        f"streams: {tx_one} transactions in {seconds:.0f} s with {first}, {tx_many} with {viewers}{split} "
         f"({tx_many / max(tx_one, 1):.2f} x)"
     )
     stop = threading.Event()

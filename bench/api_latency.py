@@ -10,10 +10,11 @@ published trigger counts (HTTP 202 with status ``queued``: the broker confirmed 
 ``pending`` (saved for the drain) or an error is counted as unpublished, and fails the run.
 
 With --viewers V (issue 24's load figure) it measures instead, on a board of --board matches (20
-of them with a running listener, so the board changes every refresh):
+of them with a running listener, so the board changes every refresh), half the viewers on the
+Matches board (issue 40; --matches-viewers M: M of them):
   1. trigger p50/p99 (one keep-alive client, a trigger every 20 ms) with nothing else running;
   2. PostgreSQL transactions of the bench database (pg_stat_database.xact_commit) over a window
-     with one live board viewer, then with V viewers (operator sessions, full board);
+     with one live viewer of each board watched, then with V viewers (operator sessions, full board);
   3. trigger p50/p99 again with the V viewers streaming and --scrapers clients scraping /metrics
      every 15 s; and prints the ratios to the goals (p99 <= 2 x idle; transactions <= 2 x one
      viewer's) with the load average. A viewer whose stream dies, or that receives nothing while
@@ -191,12 +192,20 @@ def main() -> int:
         help="Issue 41: the trigger with tracing off and on (an OTLP exporter whose collector is "
         "unreachable: spans dropped), in turns; judged on the on/off ratios of HTTP p50 and triggers/s.",
     )
+    parser.add_argument(
+        "--matches-viewers",
+        type=int,
+        default=None,
+        help="Of the viewers, how many watch the Matches board (default: half of them).",
+    )
     args = parser.parse_args()
     for name in ("requests", "clients", "total", "workers", "board"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
     if args.viewers < 0 or args.scrapers < 0 or args.seconds <= 0 or args.board < 20:
         parser.error("--viewers and --scrapers must be >= 0, --seconds positive, --board at least 20")
+    if args.matches_viewers is not None and not 0 <= args.matches_viewers <= args.viewers:
+        parser.error("--matches-viewers must be between 0 and --viewers")
     logging.basicConfig(level=logging.WARNING)
     with BENCH.output(args):
         if args.tracing:
@@ -229,6 +238,9 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
                     board=args.board,
                     seconds=args.seconds,
                     body=_body,
+                    matches_viewers=(
+                        args.viewers // 2 if args.matches_viewers is None else args.matches_viewers
+                    ),
                 )
             one = _one_client(url, key, settings, args.requests)
             many = _many_clients(url, key, args.clients, args.total)

@@ -233,9 +233,7 @@ def tracing_ratio(settings, barriers, broker_client, send, send_batch, ticks: in
                 results[mode] += time_ticks(settings, barriers, broker_client, send, send_batch, 1)
     tracing._state.on = True
     off, on = statistics.median(results["off"]), statistics.median(results["on"])
-    print(
-        f"tick with tracing off: median {off:.1f} ms; on: median {on:.1f} ms ({ticks} ticks each)"
-    )
+    print(f"tick with tracing off: median {off:.1f} ms; on: median {on:.1f} ms ({ticks} ticks each)")
     print(f"tracing on / off: {on / off:.3f} (goal <= 1.05); spans dropped: {tracing.dropped_spans()}")
     return 0 if on / off <= 1.05 else 1
 

@@ -42,7 +42,8 @@ def audit() -> None:
 )
 @LIMIT_OPTION
 @json_option(
-    'Print {"entries": [{"at", "who", "action", "target", "reason", "before", "after", "request_id"}]}.'
+    'Print {"entries": [{"at", "who", "action", "target", "title", "reason", "before", "after",'
+    ' "request_id"}]}.'
 )
 @click.pass_obj
 def list_cmd(
@@ -64,8 +65,8 @@ def list_cmd(
         echo_json({"entries": [e.as_dict() for e in entries]})
         return
     echo_table(
-        ["at", "who", "action", "target", "reason"],
-        [(e.as_dict()["at"][:19], e.who, e.action, e.target, e.reason or "") for e in entries],
+        ["at", "who", "action", "target", "match", "reason"],
+        [(e.as_dict()["at"][:19], e.who, e.action, e.target, e.title or "", e.reason or "") for e in entries],
         empty="no audit entries",
     )
 

@@ -16,6 +16,7 @@ from lifecycle.board import BoardEntry
 COLUMNS = (
     ("match_id", False),
     ("sr_id", False),
+    ("title", False),
     ("league", False),
     ("status", False),
     ("badge", False),
@@ -35,6 +36,7 @@ def _cells(e: BoardEntry) -> list[str]:
     return [
         e.match_id,
         e.sr_id,
+        e.title or "-",
         e.league,
         e.match_status,
         e.badge,

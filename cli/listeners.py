@@ -267,7 +267,7 @@ def bulk_cmd(
     if not as_json:
         click.echo(f"bulk {action}: {len(preview.matches)} matches")
         for m in preview.matches:
-            click.echo(f"  {m.match_id}  {m.sr_id}  {m.league}  {m.status}  {m.badge}")
+            click.echo(f"  {m.match_id}  {m.sr_id}  {m.title or '-'}  {m.league}  {m.status}  {m.badge}")
     if dry_run or preview.confirm is None:
         if not preview.matches and not as_json:
             click.echo("no match fits the filter: nothing to do")
@@ -291,7 +291,8 @@ def bulk_cmd(
         echo_json({**outcome.as_dict(), "match_ids": preview.match_ids})
     else:
         for r in outcome.results:
-            click.echo(f"  {'ok    ' if r.ok else 'failed'}  {r.match_id}: {r.detail}")
+            named = f" ({r.title})" if r.title else ""
+            click.echo(f"  {'ok    ' if r.ok else 'failed'}  {r.match_id}{named}: {r.detail}")
         click.echo(f"bulk {action}: {len(outcome.results) - outcome.failed} done, {outcome.failed} failed")
     if outcome.failed:
         raise click.exceptions.Exit(1)

@@ -80,12 +80,12 @@ def add(
 
 @matches.command("list")
 @LIMIT_OPTION
-@json_option('Print {"matches": [{"id", "sr_id", "badge", ...}]}.')
+@json_option('Print {"matches": [{"id", "sr_id", "title", "badge", ...}]}.')
 @click.pass_obj
 def list_(obj: CliContext, limit: int, as_json: bool) -> None:
     """List matches by start time, each with its listener badge (as `kickoff listeners status`).
 
-    A table: id, sr_id, league, scheduled, status, badge, flags (test, dispatch-off).
+    A table: id, sr_id, title, league, scheduled, status, badge, flags (test, dispatch-off).
     """
     from lifecycle.board import listener_board
     from models.match import matches_by_start
@@ -95,6 +95,7 @@ def list_(obj: CliContext, limit: int, as_json: bool) -> None:
         {
             "id": str(m.id),
             "sr_id": m.sr_id,
+            "title": m.title,
             "league": m.league.name,
             "scheduled": m.scheduled.isoformat(),
             "status": m.status,
@@ -111,11 +112,12 @@ def list_(obj: CliContext, limit: int, as_json: bool) -> None:
         echo_json({"matches": rows})
         return
     echo_table(
-        ["id", "sr_id", "league", "scheduled", "status", "badge", "flags"],
+        ["id", "sr_id", "title", "league", "scheduled", "status", "badge", "flags"],
         (
             [
                 r["id"],
                 r["sr_id"],
+                r["title"] or "-",
                 r["league"],
                 r["scheduled"],
                 r["status"],

@@ -14,6 +14,7 @@ from cli.common import echo_answer, echo_json, json_option
 from cli.context import CliContext
 from config.errors import KickoffError
 from models.activity import ActionStatus
+from models.history_recorder import recorder
 from players.rumors import RumorRequest, RumorSignal, evaluate_rumors, signals_from_json
 from publisher.actions import RESULT_STATUSES, get_action, record_result
 from publisher.amqp import publisher_from_settings
@@ -89,8 +90,12 @@ def _send(obj: CliContext, queue: TriggerQueue, request: TriggerRequest, as_json
         )
         return
     obj.database()
-    with publisher_from_settings(obj.settings) as publisher:
-        _print(send(queue, request, publisher=publisher, settings=obj.settings), as_json)
+    recorder.enable()  # the answer is history (models.history_recorder), written when the command is done
+    try:
+        with publisher_from_settings(obj.settings) as publisher:
+            _print(send(queue, request, publisher=publisher, settings=obj.settings), as_json)
+    finally:
+        recorder.flush()
 
 
 class TriggerCommands(click.Group):

@@ -408,6 +408,15 @@ class ReasonRequired(ConsoleError, ValueError):
     field = "reason"
 
 
+class InvalidQuery(KickoffError, ValueError):
+    """Raised when a board or history query has a value kickoff cannot use (an unknown filter value, a
+    malformed date, a page past the end, an unknown range); ``field`` names the parameter (422)."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
+
+
 class SignInRequired(ConsoleError):
     """Raised when a console page is asked for without a live session (answered with the sign-in form)."""
 

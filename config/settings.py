@@ -297,6 +297,14 @@ class KickoffSettings(BaseSettings):
     audit_retention_days: PositiveInt = 400
     """Audit log entries older than this many days are deleted by the daily retention job (and `kickoff audit
     prune`)."""
+    history_retention_days: PositiveInt = 8
+    """History points (the console's charts, `GET /v1/history/{series}`) older than this many days are deleted
+    by the every-minute rollup job."""
+    history_flush_seconds: PositiveFloat = 10.0
+    """How often a process that counts history (listener workers, the API) adds its counts to PostgreSQL."""
+    history_max_pending_points: PositiveInt = 100_000
+    """History points a process keeps waiting at most while PostgreSQL is away (beyond that: new counts
+    dropped)."""
     dramatiq_prometheus: bool = False
     """Dramatiq workers add Dramatiq's Prometheus middleware (exposition on dramatiq_prom_port, default 9191;
     one port per worker command; bound to dramatiq_prom_host, default 127.0.0.1)."""

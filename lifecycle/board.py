@@ -31,6 +31,7 @@ from lifecycle.sql.board import (
 from models.badges import derive_badge
 from models.coordination import CoordinationStore
 from models.db import release_connection
+from models.match import match_label
 from models.status import DISPATCH_ALWAYS, DISPATCH_IN_WINDOW
 
 #: Badge of a match on the board without any lifecycle row.
@@ -69,6 +70,16 @@ class BoardEntry:
     archive_extra: int | None = None
     archive_differing: int | None = None
     archive_verified_at: str | None = None
+    # The match's title ("HOU @ KC"; None when the schedule gave none), its scheduled start (ISO
+    # 8601) and when its newest run started (ISO 8601; None without a run).
+    title: str | None = None
+    scheduled: str | None = None
+    run_started_at: str | None = None
+
+    @property
+    def label(self) -> str:
+        """How a person names the match: ``HOU @ KC (mlb)``, or its sr_id when it has no title."""
+        return match_label(self.title, self.league, self.sr_id)
 
     @property
     def is_open(self) -> bool:
@@ -195,7 +206,32 @@ def _change_token(settings: KickoffSettings) -> tuple[datetime, tuple[Any, ...]]
     )
 
 
-def _entry(
+def board_badge(
+    *,
+    ended_at: datetime | None,
+    exit_code: int | None,
+    heartbeat_at: datetime,
+    lease: str | None,
+    now: datetime,
+    alive: set[str],
+    settings: KickoffSettings,
+) -> str:
+    """A run's badge as the board judges it: Late past two heartbeat intervals or with its worker
+    lease gone from ``alive``, Stale past the stale threshold, by PostgreSQL's ``now``."""
+    return str(
+        derive_badge(
+            ended_at=ended_at,
+            exit_code=exit_code,
+            heartbeat_at=heartbeat_at,
+            now=now,
+            stale_after_seconds=settings.listener_heartbeat_stale_seconds,
+            late_after_seconds=2 * settings.listener_heartbeat_interval_seconds,
+            lease_gone=lease is not None and lease not in alive,
+        )
+    )
+
+
+def board_entry(
     row: tuple[Any, ...],
     counts: tuple[int, bool, bool],
     *,
@@ -206,21 +242,20 @@ def _entry(
     """One board entry from its row (lifecycle.sql.board.ROW_COLUMNS), its Redis counters and the leases."""
     attempts, exhausted, pending = counts
     mid, league, sr_id, status, auto, rid, heartbeat_at, ended_at, code, why, host, pid, lease = row[:13]
-    gaps, gap_seconds, backfilled, gaps_lost, events_lost, verification, verified_at = row[14:]
+    gaps, gap_seconds, backfilled, gaps_lost, events_lost, verification, verified_at = row[14:21]
+    title, scheduled, run_started_at = row[21:24]
     archive_ok, missing, extra, differing = verification_counts(verification)
     if rid is None:
         badge, age = NO_RUN, None
     else:
-        badge = str(
-            derive_badge(
-                ended_at=ended_at,
-                exit_code=code,
-                heartbeat_at=heartbeat_at,
-                now=now,
-                stale_after_seconds=settings.listener_heartbeat_stale_seconds,
-                late_after_seconds=2 * settings.listener_heartbeat_interval_seconds,
-                lease_gone=lease is not None and lease not in alive,
-            )
+        badge = board_badge(
+            ended_at=ended_at,
+            exit_code=code,
+            heartbeat_at=heartbeat_at,
+            lease=lease,
+            now=now,
+            alive=alive,
+            settings=settings,
         )
         age = None if ended_at else round((now - heartbeat_at).total_seconds(), 1)
     return BoardEntry(
@@ -249,14 +284,17 @@ def _entry(
         archive_extra=extra,
         archive_differing=differing,
         archive_verified_at=verified_at.isoformat() if verified_at else None,
+        title=title,
+        scheduled=scheduled.isoformat() if scheduled else None,
+        run_started_at=run_started_at.isoformat() if run_started_at else None,
     )
 
 
-def _is_open_row(row: tuple[Any, ...]) -> bool:
+def is_open_row(row: tuple[Any, ...]) -> bool:
     return row[5] is not None and row[7] is None
 
 
-def _counters(
+def row_counters(
     barriers: CoordinationStore, found: list[tuple[Any, ...]], redis_ids: set[str] | None
 ) -> list[Any]:
     """Each row's Redis counters; with ``redis_ids`` (every match with a key) only those are read."""
@@ -303,15 +341,15 @@ def listener_board(
     else:
         found = _select(match_id, redis_ids=redis_ids, settings=settings, now=_db_now(), match_ids=match_ids)
     release_connection()
-    open_leases = {row[12] for row in found if _is_open_row(row) and row[12]}
+    open_leases = {row[12] for row in found if is_open_row(row) and row[12]}
     alive = barriers.live_worker_leases(open_leases)[0] if open_leases else set()
-    counters = _counters(barriers, found, redis_ids if whole else None)
+    counters = row_counters(barriers, found, redis_ids if whole else None)
     if cache is not None and whole:
         reuse = cache.entries if cache.entries is not None and cache.counters is not None else None
         entries = [
             reuse[i]
-            if reuse is not None and not _is_open_row(row) and cache.counters[i] == counts  # type: ignore[index]
-            else _entry(row, counts, now=now, alive=alive, settings=settings)
+            if reuse is not None and not is_open_row(row) and cache.counters[i] == counts  # type: ignore[index]
+            else board_entry(row, counts, now=now, alive=alive, settings=settings)
             for i, (row, counts) in enumerate(zip(found, counters, strict=True))
         ]
         if cache.order is None:
@@ -321,7 +359,7 @@ def listener_board(
     else:
         ordered = sorted(
             (
-                _entry(row, counts, now=row[13], alive=alive, settings=settings)
+                board_entry(row, counts, now=row[13], alive=alive, settings=settings)
                 for row, counts in zip(found, counters, strict=True)
             ),
             key=lambda e: (e.league, e.sr_id),

@@ -37,7 +37,7 @@ from lifecycle.match_ref import resolve_match_id
 from models.audit import Actor, AuditContext
 from models.badges import Badge
 from models.coordination import CoordinationStore
-from models.match import match_rows_by_league_and_sr_id
+from models.match import match_label, match_labels, match_rows_by_league_and_sr_id
 from models.status import KNOWN
 
 logger = logging.getLogger(__name__)
@@ -86,6 +86,11 @@ class BulkMatch:
     league: str
     status: str
     badge: str
+    title: str | None = None  # "HOU @ KC" (None: the schedule gave none)
+
+    @property
+    def label(self) -> str:
+        return match_label(self.title, self.league, self.sr_id)
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,7 @@ class BulkResult:
     match_id: str
     ok: bool
     detail: str
+    title: str | None = None  # the match's label, "HOU @ KC (mlb)" (None: the match is gone)
 
 
 @dataclass(frozen=True)
@@ -183,7 +189,8 @@ def select_matches(
         else {}
     )
     found = [
-        BulkMatch(mid, sr_id, league, status, badges.get(mid, NO_RUN)) for mid, sr_id, league, status in rows
+        BulkMatch(mid, sr_id, league, status, badges.get(mid, NO_RUN), title)
+        for mid, sr_id, league, status, title in rows
     ]
     if flt.badge is not None:
         found = [m for m in found if m.badge == flt.badge]
@@ -306,15 +313,16 @@ def run_bulk(
     """
     audit = AuditContext(actor, reason=_check(action, flt, reason), request_id=request_id)
     ids = _previewed_ids(confirm, action, flt, actor, barriers)
+    labels = match_labels(ids)
     outcome = BulkOutcome(action)
     try:
         for mid in ids:
             try:
                 detail = _act_on(action, mid, settings=settings, barriers=barriers, send=send, audit=audit)
-                outcome.results.append(BulkResult(mid, True, detail))
+                outcome.results.append(BulkResult(mid, True, detail, labels.get(mid)))
             except KickoffError as exc:
                 logger.warning("match %s: bulk %s refused: %s", mid, action, exc)
-                outcome.results.append(BulkResult(mid, False, describe(exc)))
+                outcome.results.append(BulkResult(mid, False, describe(exc), labels.get(mid)))
     finally:
         audit.record(
             "listeners.bulk",

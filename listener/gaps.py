@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from config import spans
+from models import history_recorder as history
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,8 @@ class GapTracker:
         kind, self._open_kind = self._open_kind, None
         self.counts.gaps += 1
         self.counts.gap_seconds += seconds
+        history.count("gaps", self.match_id)
+        history.count("gap_seconds", self.match_id, seconds)
         self.seq += 1
         self._pending[self.seq] = self._open_held
         logger.warning("match %s gap: %s, %.1fs without a stream, %s", self.match_id, kind, seconds, how)
@@ -89,6 +92,7 @@ class GapTracker:
         it covers that gap and every earlier one (the play-by-play holds the whole game)."""
         upto = self.seq if upto is None else upto
         self.counts.events_backfilled += events
+        history.count("events", self.match_id, events)  # play-by-play events the stream missed
         self._pending = {n: held for n, held in self._pending.items() if n > upto}
         self.counts.gaps_unrecovered = min(self.counts.gaps_unrecovered, len(self._pending))
 

@@ -42,6 +42,7 @@ from listener.pipeline import Pipeline, RecordOnlyPipeline, load_pipeline
 from listener.recovery import Recovery
 from listener.stream import OVERSIZE, FeedConnection, StreamConfig, subscribe_url
 from listener.verify import Verification
+from models import history_recorder as history
 from models.status import DELAYED, TERMINAL, Phase, apply_stream_status, normalise, phase_of
 
 logger = logging.getLogger(__name__)
@@ -415,6 +416,7 @@ class MatchListener:
             self._merge_backfill()
             return
         self.stats.events += 1
+        history.count("events", self._ctx.match_id)
         if replayed:
             self._recovery.replayed()
         incoming = stream_status_of(message)

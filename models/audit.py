@@ -19,10 +19,13 @@ from typing import Any
 from config.clock import ensure_utc
 from models.boundary import translate_database_errors
 from models.db import database
+from models.match import match_label
 
 logger = logging.getLogger(__name__)
 
 _COLUMNS = "id, at, who_key_id, who, action, target_kind, target_id, reason, before, after, request_id"
+#: A match id as an audit target (target_id is text: only a UUID is looked up as a match).
+_UUID = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class AuditEntry:
     before: Any
     after: Any
     request_id: str | None
+    title: str | None = None  # a match target's label, "HOU @ KC (mlb)" (None: no match, or gone)
 
     @property
     def target(self) -> str:
@@ -75,6 +79,7 @@ class AuditEntry:
             "who": self.who,
             "action": self.action,
             "target": self.target,
+            "title": self.title,
             "reason": self.reason,
             "before": self.before,
             "after": self.after,
@@ -178,8 +183,19 @@ def audit_entries(
     if limit is not None:
         sql += " LIMIT %s"
         params.append(limit)
+    # each match target with its title and league (the match's label), read beside the page of entries
+    sql = (
+        f"SELECT a.*, m.title, l.name, m.sr_id FROM ({sql}) a "
+        "LEFT JOIN matches m ON a.target_kind = 'match' AND m.id = "
+        f"(CASE WHEN a.target_id ~* '{_UUID}' THEN a.target_id::uuid END) "
+        "LEFT JOIN leagues l ON l.id = m.league_id"
+        + (" ORDER BY a.at, a.id" if oldest_first else " ORDER BY a.at DESC, a.id DESC")
+    )
     rows = database.execute_sql(sql, params).fetchall()
-    return [AuditEntry(*row) for row in rows]
+    return [
+        AuditEntry(*row[:-3], title=match_label(row[-3], row[-2], row[-1]) if row[-1] is not None else None)
+        for row in rows
+    ]
 
 
 @translate_database_errors

@@ -161,6 +161,35 @@ def scheduled_of_matches(match_ids: list[str]) -> dict[str, datetime]:
     return dict(rows)
 
 
+def match_label(title: str | None, league: str | None, sr_id: str) -> str:
+    """How a person names a match: ``HOU @ KC (mlb)``, or ``sr_id (league)`` when it has no title."""
+    name = title or sr_id
+    return f"{name} ({league})" if league else name
+
+
+@translate_database_errors
+def match_labels(match_ids: list[str]) -> dict[str, str]:
+    """Match id (text) -> its label (``match_label``) for the matches among ``match_ids`` (ids that are
+    not a match's, or not UUIDs, left out)."""
+    ids = [m for m in match_ids if _is_uuid(m)]
+    if not ids:
+        return {}
+    rows = database.execute_sql(
+        "SELECT m.id::text, m.title, l.name, m.sr_id FROM matches m JOIN leagues l ON l.id = m.league_id "
+        "WHERE m.id = ANY(%s::uuid[])",
+        (ids,),
+    ).fetchall()
+    return {mid: match_label(title, league, sr_id) for mid, title, league, sr_id in rows}
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
 @translate_database_errors
 def failed_verification_count() -> int:
     """How many matches' last archive verification failed (``archive_verification.ok`` false)."""
@@ -254,17 +283,18 @@ def match_by_reference(ref: str) -> Match | None:
 @translate_database_errors
 def match_rows_by_league_and_sr_id(
     *, league_id: int | None = None, match_ids: list[str] | None = None, status: str | None = None
-) -> list[tuple[str, str, str, str]]:
-    """(id, sr_id, league name, status) of the matches of league ``league_id``, among ``match_ids``,
+) -> list[tuple[str, str, str, str, str | None]]:
+    """(id, sr_id, league name, status, title) of the matches of league ``league_id``, among ``match_ids``,
     in ``status`` (each filter None: not filtered), by league name and sr_id."""
-    query = Match.select(Match.id, Match.sr_id, Match.status, League.name).join(League)
+    query = Match.select(Match.id, Match.sr_id, Match.status, Match.title, League.name).join(League)
     if league_id is not None:
         query = query.where(League.id == league_id)
     if match_ids is not None:
         query = query.where(Match.id.in_(match_ids))
     if status is not None:
         query = query.where(Match.status == status)
-    return [(str(m.id), m.sr_id, m.league.name, m.status) for m in query.order_by(League.name, Match.sr_id)]
+    ordered = query.order_by(League.name, Match.sr_id)
+    return [(str(m.id), m.sr_id, m.league.name, m.status, m.title) for m in ordered]
 
 
 @translate_database_errors

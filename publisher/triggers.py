@@ -24,8 +24,9 @@ from typing import Any
 
 from config import spans
 from config.clock import ensure_utc, utcnow
-from config.errors import DeadDeliveryError, TriggerConflictError, TriggerUnavailableError
+from config.errors import DeadDeliveryError, KickoffError, TriggerConflictError, TriggerUnavailableError
 from config.settings import KickoffSettings
+from models import history_recorder as history
 from models.activity import ActionStatus
 from publisher import validation as v
 from publisher.amqp import AmqpPublisher
@@ -287,17 +288,33 @@ def send(
     build: SaveBuilder | None = queue.save_builder()
     parent = None if spans.current_ids() else getattr(request, "traceparent", None)
     with spans.span(f"{queue.name} trigger", parent=parent, attributes={"kickoff.queue": queue.name}) as span:
-        if build is None:
-            request = request.checked()
-            build = _fields_save
-        common = _Common.check(request, created_by_key_id, run_id)
-        save = build(queue, request, common, settings)
-        result, error = _send(save, publisher=publisher, settings=settings, committer=committer)
-        if span is not None:
-            span.set_attributes({"kickoff.tracking_id": result.tracking_id, "kickoff.status": result.status})
-        if queue.must_deliver:
-            _require_delivered(result, error)
-        return result
+        try:
+            if build is None:
+                request = request.checked()
+                build = _fields_save
+            common = _Common.check(request, created_by_key_id, run_id)
+            save = build(queue, request, common, settings)
+            result, error = _send(save, publisher=publisher, settings=settings, committer=committer)
+            if span is not None:
+                span.set_attributes(
+                    {"kickoff.tracking_id": result.tracking_id, "kickoff.status": result.status}
+                )
+            if queue.must_deliver:
+                _require_delivered(result, error)
+        except KickoffError as exc:
+            history.count("triggers", f"{queue.name} {_refusal(exc)}")
+            raise
+    history.count("triggers", f"{queue.name} {result.status}")
+    return result
+
+
+def _refusal(exc: KickoffError) -> str:
+    """How a refused trigger's answer is counted in the history: invalid, conflict or unavailable."""
+    if isinstance(exc, ValueError):
+        return "invalid"
+    if isinstance(exc, TriggerConflictError):
+        return "conflict"
+    return "unavailable"
 
 
 #: A trigger function: sends one request of its queue and answers its result (``send``'s keywords).

@@ -62,6 +62,8 @@ PERIODIC: list[PeriodicEntry] = [
     PeriodicEntry("verify_action_results", actor="verify_action_results", cron=EVERY_MINUTE, envs=ALL_ENVS),
     # Scheduled catalog jobs (one run per cron slot, job@slot) and the run outbox drain.
     PeriodicEntry("tick_job_runs", actor="tick_job_runs", cron=EVERY_MINUTE, envs=ALL_ENVS),
+    # History: this minute's snapshots, the recent minutes derived again, points past the retention deleted.
+    PeriodicEntry("rollup_history", actor="rollup_history", cron=EVERY_MINUTE, envs=ALL_ENVS),
     # Deletes audit log entries older than AUDIT_RETENTION_DAYS, in every app_env.
     PeriodicEntry("prune_audit_log", actor="prune_audit_log", cron="30 3 * * *", envs=ALL_ENVS),
     # League metadata, teams and seasons, daily before the season schedule (which reads the seasons).

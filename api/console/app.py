@@ -7,14 +7,32 @@ from urllib.parse import urlencode
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse
 
-from api.console.board_feed import BoardHub
-from api.console.routes import access, audit, board, bulk, keys, match, publishing, queues, trades
+from api.console.board_feed import BoardHub, LiveView
+from api.console.board_view import BoardFilter, BoardRow, WindowCaches, board_rows, matches_rows, matches_url
+from api.console.routes import (
+    access,
+    audit,
+    board,
+    bulk,
+    history,
+    keys,
+    match,
+    matches,
+    publishing,
+    queues,
+    trades,
+)
 from api.console.throttle import SignInThrottle
 from api.console.web import templates
 from config.errors import SignInRequired
+from lifecycle.board import BoardCache
+from lifecycle.matches_board import MatchesCache, MatchesQuery
 
 #: The console's routers, each route declaring its need (api.auth.requires).
-ROUTERS = tuple(m.router for m in (access, board, bulk, match, publishing, queues, trades, audit, keys))
+ROUTERS = tuple(
+    m.router
+    for m in (access, board, matches, bulk, match, history, publishing, queues, trades, audit, keys)
+)
 
 
 def install_console(app: FastAPI) -> None:
@@ -26,12 +44,31 @@ def install_console(app: FastAPI) -> None:
         app.include_router(router)
     app.state.sign_in_throttle = SignInThrottle(app.state.ctx.settings.console_sign_in_failures_per_minute)
     ctx = app.state.ctx
-    app.state.board_hub = BoardHub(
+    app.state.matches_caches = WindowCaches()
+    hub = app.state.board_hub = BoardHub(
         settings=ctx.settings,
         barriers=lambda: ctx.barriers,
-        rows_template=templates.get_template("_board_rows.html"),
         reads=app.state.metrics.board_reads,
         streams=app.state.metrics.board_streams,
+    )
+
+    def read_board(flt: BoardFilter, cache: BoardCache) -> tuple[list[BoardRow], int]:
+        rows, _ = board_rows(flt, settings=ctx.settings, barriers=ctx.barriers, cache=cache)
+        return rows, len(rows)
+
+    def read_matches(query: MatchesQuery, cache: MatchesCache) -> tuple[list[BoardRow], int]:
+        rows, page = matches_rows(
+            query, settings=ctx.settings, barriers=ctx.barriers, cache=cache, leagues=[]
+        )
+        return rows, page.total
+
+    hub.add_view(
+        BoardFilter,
+        LiveView(read_board, templates.get_template("_board_rows.html"), BoardCache, lambda _flt: "/"),
+    )
+    hub.add_view(
+        MatchesQuery,
+        LiveView(read_matches, templates.get_template("_matches_rows.html"), MatchesCache, matches_url),
     )
 
     @app.exception_handler(SignInRequired)

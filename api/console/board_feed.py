@@ -1,8 +1,10 @@
 """One live board per filter for every viewer: computed once per refresh interval, fanned out to every stream.
 
 A ``BoardHub`` per API process keeps a ``BoardFeed`` for each distinct filter that has open
-streams. A feed's task reads the board (and checks every viewer's session, in one transaction)
-in a worker thread once per CONSOLE_BOARD_REFRESH_SECONDS (through its RowsCache: only what
+streams, of either board: the listener board (a BoardFilter) or the Matches board (a
+MatchesQuery); a ``LiveView`` per kind says how its rows are read and rendered. A feed's task
+reads the board (and checks every viewer's session, in one transaction)
+in a worker thread once per CONSOLE_BOARD_REFRESH_SECONDS (through its cache: only what
 changed since the last reading), renders the rows there (once for read sessions, once for
 operator sessions, only the rows that changed) and hands the same frame to
 every stream of that filter; a stream only writes what it is given. The feed ends with its last
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 
-from api.console.board_view import BoardFilter, BoardRow, RowsCache, board_rows
+from api.console.board_view import BoardRow
 from api.console.sessions import Session, SessionPolicy, session_for
 from config.errors import KickoffError, StreamLimitReached
 from models.boundary import transaction
@@ -94,7 +96,7 @@ class _Rendered:
     delta: bytes | None = None
     full: bytes | None = None
 
-    def update(self, rows: list[BoardRow], template: Template) -> None:
+    def update(self, rows: list[BoardRow], count: int, template: Template, here: str) -> None:
         kind = _Kind(self.can_act)
         known: dict[str, tuple[BoardRow, str]] = {}
         by_id: dict[str, str] = {}
@@ -105,43 +107,62 @@ class _Rendered:
             if last is not None and (last[0] is row or last[0] == row):
                 text = last[1]
             else:
-                text = template.render(rows=[row], session=kind, csrf_token="", here="/").strip()
+                text = template.render(rows=[row], session=kind, csrf_token="", here=here).strip()
             known[mid] = (row, text)
             by_id[mid] = text
         order = [row.entry.match_id for row in rows]
         self.known, self.rows = known, rows
-        if self.version and order == self.order:
+        if self.version and order == self.order and count == self.count:
             changed = [[mid, by_id[mid]] for mid in order if by_id[mid] != self.by_id.get(mid)]
             if not changed:
                 return
-            self.delta = sse("rows", json.dumps({"rows": changed, "count": len(rows)})).encode()
+            self.delta = sse("rows", json.dumps({"rows": changed, "count": count})).encode()
         else:
             self.delta = None
         self.version += 1
-        self.order, self.by_id, self.count, self.full = order, by_id, len(rows), None
+        self.order, self.by_id, self.count, self.full = order, by_id, count, None
 
-    def build_full(self, template: Template) -> None:
+    def build_full(self, template: Template, here: str) -> None:
         if self.full is not None:
             return
         if self.order:
             html = "\n".join(self.by_id[mid] for mid in self.order)
         else:
-            html = template.render(rows=[], session=_Kind(self.can_act))
+            html = template.render(rows=[], session=_Kind(self.can_act), here=here)
         self.full = sse("board", json.dumps({"html": html, "count": self.count})).encode()
+
+
+@dataclass(frozen=True)
+class LiveView:
+    """How one kind of live board is read and rendered.
+
+    ``read(filter, cache)`` (in a worker thread) answers the rows to show and how many rows the
+    filter has in all (a paged board shows one page); ``cache`` is the feed's own, made by
+    ``new_cache`` and kept between readings. ``here(filter)`` is the page the rows' forms go back to.
+    """
+
+    read: Callable[[Any, Any], tuple[list[BoardRow], int]]
+    template: Template
+    new_cache: Callable[[], Any]
+    here: Callable[[Any], str]
 
 
 @dataclass(eq=False)
 class BoardFeed:
     """The board of one filter: read, rendered and handed to its viewers once per interval."""
 
-    flt: BoardFilter
+    flt: Any  # a BoardFilter or a MatchesQuery: frozen, so equal filters share a feed
     hub: BoardHub
+    view: LiveView
     viewers: set[Viewer] = field(default_factory=set)
     frame: Frame | None = None
     _next: asyncio.Event = field(default_factory=asyncio.Event)
     _rendered: dict[bool, _Rendered] = field(default_factory=dict)
-    _cache: RowsCache = field(default_factory=RowsCache)
+    _cache: Any = None
     _seq: int = 0
+
+    def __post_init__(self) -> None:
+        self._cache = self.view.new_cache()
 
     async def run(self) -> None:
         """Read, publish, wait; until the last viewer left (then the hub forgets this feed)."""
@@ -180,22 +201,20 @@ class BoardFeed:
         tokens = sorted({v.token for v in viewers})
         try:
             sessions = _sessions(tokens, idle=SessionPolicy.from_settings(self.hub.settings).idle)
-            rows, _ = board_rows(
-                self.flt, settings=self.hub.settings, barriers=self.hub.barriers, cache=self._cache
-            )
+            rows, count = self.view.read(self.flt, self._cache)
         except KickoffError as exc:
             return Frame(self._seq, {}, {}, problem=str(exc))
-        template = self.hub.rows_template
+        template, here = self.view.template, self.view.here(self.flt)
         events: dict[bool, tuple[int, bytes | None, bytes | None]] = {}
         for can_act in {s.can_act for s in sessions.values() if s is not None}:
             rendered = self._rendered.setdefault(can_act, _Rendered(can_act))
-            if rows != rendered.rows:
-                rendered.update(rows, template)
+            if rows != rendered.rows or count != rendered.count:
+                rendered.update(rows, count, template, here)
             behind = any(
                 v.session.can_act == can_act and v.sent_version < rendered.version - 1 for v in viewers
             )
             if behind or rendered.delta is None:
-                rendered.build_full(template)
+                rendered.build_full(template, here)
             events[can_act] = (rendered.version, rendered.full, rendered.delta)
         return Frame(self._seq, sessions, events)
 
@@ -226,7 +245,6 @@ class BoardHub:
         *,
         settings: KickoffSettings,
         barriers: Callable[[], CoordinationStore],
-        rows_template: Template,
         reads: PromCounter,
         streams: Gauge,
     ) -> None:
@@ -234,11 +252,11 @@ class BoardHub:
         self.reads = reads
         streams.set_function(lambda: self.open_streams)
         self._barriers = barriers
-        self.rows_template = rows_template
+        self.views: dict[type, LiveView] = {}
         self.interval = settings.console_board_refresh_seconds
         self.per_session = settings.console_streams_per_session
         self.per_process = settings.console_streams_per_process
-        self.feeds: dict[BoardFilter, BoardFeed] = {}
+        self.feeds: dict[Any, BoardFeed] = {}
         self.by_session: Counter[str] = Counter()
         self.open_streams = 0
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -247,7 +265,11 @@ class BoardHub:
     def barriers(self) -> CoordinationStore:
         return self._barriers()
 
-    def join(self, flt: BoardFilter, token: str, session: Session) -> tuple[BoardFeed, Viewer]:
+    def add_view(self, kind: type, view: LiveView) -> None:
+        """Serve the filters of class ``kind`` with ``view``."""
+        self.views[kind] = view
+
+    def join(self, flt: Any, token: str, session: Session) -> tuple[BoardFeed, Viewer]:
         """Open a stream of ``flt`` for ``session`` (StreamLimitReached past a cap); ``leave`` closes it."""
         if self.open_streams >= self.per_process:
             raise StreamLimitReached(
@@ -262,7 +284,7 @@ class BoardHub:
         viewer = Viewer(token=token, session=session)
         feed = self.feeds.get(flt)
         if feed is None:
-            feed = self.feeds[flt] = BoardFeed(flt=flt, hub=self)
+            feed = self.feeds[flt] = BoardFeed(flt=flt, hub=self, view=self.views[type(flt)])
             feed.viewers.add(viewer)
             task = asyncio.get_running_loop().create_task(feed.run())
             self._tasks.add(task)

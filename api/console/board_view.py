@@ -1,16 +1,20 @@
-"""The listener board as the console shows it: listener_board's entries, filtered, with start times."""
+"""The boards' rows as the console shows them: the listener board filtered, the Matches board's page."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date
+from urllib.parse import urlencode
 
 from config.settings import KickoffSettings
 from lifecycle.board import BoardCache, BoardEntry, listener_board
+from lifecycle.matches_board import MatchesCache, MatchesPage, MatchesQuery, matches_page
 from models.badges import Badge
 from models.coordination import CoordinationStore
-from models.db import release_connection
-from models.match import scheduled_of_matches
 
 #: Badges during which Start is disabled: a listener is running (the spec: "admin disables Start
 #: while Running"); Late is an open row whose heartbeat is late but not stale, still running.
@@ -19,7 +23,7 @@ START_DISABLED = frozenset({Badge.RUNNING.value, Badge.LATE.value})
 
 @dataclass(frozen=True)
 class BoardFilter:
-    """What the operator asked to see: active only or all, one league, an sr_id substring."""
+    """What the operator asked to see: active only or all, one league, a title or sr_id substring."""
 
     active: bool = False
     league: str = ""
@@ -28,33 +32,25 @@ class BoardFilter:
     def keeps(self, entry: BoardEntry) -> bool:
         if self.league and entry.league != self.league:
             return False
-        return not self.q or self.q.lower() in entry.sr_id.lower()
+        if not self.q:
+            return True
+        q = self.q.lower()
+        return q in entry.sr_id.lower() or q in (entry.title or "").lower()
 
 
 @dataclass(frozen=True)
 class BoardRow:
-    """One row: the board entry and the match's scheduled start."""
+    """One row of either board: the board entry (title, league, scheduled start, badge, newest run)."""
 
     entry: BoardEntry
-    scheduled: datetime | None
+
+    @property
+    def scheduled(self) -> str | None:
+        return self.entry.scheduled
 
     @property
     def start_disabled(self) -> bool:
         return self.entry.badge in START_DISABLED
-
-
-@dataclass(eq=False)
-class RowsCache:
-    """A live board's last reading (see lifecycle.board.BoardCache) and its rows by match id.
-
-    A row is kept while its entry is the very same object as last time, so an unchanged match is
-    not compared field by field; within one SQL reading (``reading``: the board cache's
-    ``full_reads`` then) no start time is looked up again.
-    """
-
-    board: BoardCache = field(default_factory=BoardCache)
-    rows: dict[str, BoardRow] = field(default_factory=dict)
-    reading: int = -1
 
 
 def board_rows(
@@ -62,32 +58,53 @@ def board_rows(
     *,
     settings: KickoffSettings,
     barriers: CoordinationStore,
-    cache: RowsCache | None = None,
+    cache: BoardCache | None = None,
 ) -> tuple[list[BoardRow], list[str]]:
     """The filtered rows and every league on the unfiltered board (for the league filter).
 
     ``cache`` (a live board's, kept between refreshes) reads only what changed since.
     """
-    entries = listener_board(
-        settings=settings,
-        barriers=barriers,
-        active_only=flt.active,
-        cache=None if cache is None else cache.board,
-    )
+    entries = listener_board(settings=settings, barriers=barriers, active_only=flt.active, cache=cache)
     leagues = sorted({e.league for e in entries})
-    kept = [e for e in entries if flt.keeps(e)]
-    # within one SQL reading of the cache a match's start time is as it was: only new matches ask
-    known = cache.rows if cache is not None and cache.reading == cache.board.full_reads else {}
-    kept_rows: list[BoardRow | None] = []
-    for e in kept:
-        last = known.get(e.match_id)
-        kept_rows.append(None if last is None else last if last.entry is e else BoardRow(e, last.scheduled))
-    new_ids = [e.match_id for e, row in zip(kept, kept_rows, strict=True) if row is None]
-    try:
-        when = scheduled_of_matches(new_ids)
-    finally:
-        release_connection()
-    rows = [row or BoardRow(e, when.get(e.match_id)) for e, row in zip(kept, kept_rows, strict=True)]
-    if cache is not None:
-        cache.rows, cache.reading = {row.entry.match_id: row for row in rows}, cache.board.full_reads
-    return rows, leagues
+    return [BoardRow(e) for e in entries if flt.keeps(e)], leagues
+
+
+def matches_rows(
+    query: MatchesQuery,
+    *,
+    settings: KickoffSettings,
+    barriers: CoordinationStore,
+    cache: MatchesCache | None = None,
+    leagues: list[str] | None = None,
+) -> tuple[list[BoardRow], MatchesPage]:
+    """The Matches board's page of ``query`` as rows, and the page (totals, choices)."""
+    page = matches_page(query, settings=settings, barriers=barriers, cache=cache, leagues=leagues)
+    return [BoardRow(e) for e in page.entries], page
+
+
+def matches_url(query: MatchesQuery, **changes: object) -> str:
+    """The Matches board's address for ``query`` (``changes``: fields replaced, e.g. ``page=2``)."""
+    return "/matches?" + urlencode(query.params(**changes))
+
+
+class WindowCaches:
+    """The Matches board pages' readings: a MatchesCache for each of the ``limit`` windows asked for
+    last, used by one request at a time, so a page load reads the window again only when it changed
+    (see lifecycle.matches_board)."""
+
+    def __init__(self, limit: int = 4) -> None:
+        self.limit = limit
+        self._mu = threading.Lock()
+        self._caches: OrderedDict[tuple[date, date], tuple[threading.Lock, MatchesCache]] = OrderedDict()
+
+    @contextmanager
+    def of(self, query: MatchesQuery) -> Iterator[MatchesCache]:
+        """The cache of ``query``'s window, held by this request until the block ends."""
+        key = (query.day_from, query.day_to)
+        with self._mu:
+            entry = self._caches.pop(key, None) or (threading.Lock(), MatchesCache())
+            self._caches[key] = entry
+            while len(self._caches) > self.limit:
+                self._caches.popitem(last=False)
+        with entry[0]:
+            yield entry[1]

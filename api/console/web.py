@@ -66,12 +66,17 @@ def _age(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _when(value: datetime | str | None) -> str:
+def _utc(value: datetime | str | None, fmt: str) -> str:
+    """``value`` (a time or its ISO 8601 text) in UTC as ``fmt``; ``-`` for None."""
     if value is None:
         return "-"
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
-    return ensure_utc(value, what="time").strftime("%Y-%m-%d %H:%M:%S UTC")
+    return ensure_utc(value, what="time").strftime(fmt)
+
+
+def _when(value: datetime | str | None) -> str:
+    return _utc(value, "%Y-%m-%d %H:%M:%S UTC")
 
 
 def _duration(start: datetime | str | None, end: datetime | str | None) -> str:
@@ -93,7 +98,14 @@ def _trace_link(trace_id: str | None, url_template: str | None = None) -> Markup
 
 
 templates.env.globals["trace_link"] = _trace_link
+
+def _minute(value: datetime | str | None) -> str:
+    """A time to the minute, UTC (the boards' compact cells; the header says UTC)."""
+    return _utc(value, "%Y-%m-%d %H:%M")
+
+
 templates.env.filters["age"] = _age
+templates.env.filters["minute"] = _minute
 templates.env.filters["when"] = _when
 templates.env.globals["duration"] = _duration
 

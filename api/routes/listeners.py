@@ -63,6 +63,7 @@ def show_match(match_id: PathId, request: Request) -> dict[str, Any]:
     return {
         "id": str(match.id),
         "sr_id": match.sr_id,
+        "title": match.title,
         "league": match.league.name,
         "scheduled": match.scheduled.isoformat(),
         "status": match.status,

@@ -15,11 +15,12 @@ from models.boundary import translate_database_errors
 from models.db import database
 
 #: One board row: match id, league, sr_id, status, auto-dispatch; the newest run's id, heartbeat,
-#: end, exit code, reason, host, pid, worker lease; now(); its gap counts; the match's verification.
+#: end, exit code, reason, host, pid, worker lease; now(); its gap counts; the match's verification; the
+#: match's title and scheduled start; the newest run's start.
 ROW_COLUMNS = (
     "match_id, league, sr_id, status, auto_dispatch, record_id, heartbeat_at, ended_at, exit_code, "
     "exit_reason, host, pid, worker_lease, now, gaps, gap_seconds, events_backfilled, gaps_unrecovered, "
-    "events_unrecovered, archive_verification, archive_verified_at"
+    "events_unrecovered, archive_verification, archive_verified_at, title, scheduled, run_started_at"
 )
 
 _SELECT = """
@@ -29,7 +30,8 @@ WITH ids AS (
 SELECT m.id::text, l.name, m.sr_id, m.status, m.auto_dispatch_listener,
        r.id::text, r.heartbeat_at, r.ended_at, r.exit_code, r.exit_reason, r.host, r.pid,
        r.worker_lease, now(), r.gaps, r.gap_seconds, r.events_backfilled, r.gaps_unrecovered,
-       r.events_unrecovered, m.archive_verification, m.archive_verified_at
+       r.events_unrecovered, m.archive_verification, m.archive_verified_at, m.title, m.scheduled,
+       r.created_at
   FROM ids
   JOIN matches m ON m.id = ids.id
   JOIN leagues l ON l.id = m.league_id
@@ -95,6 +97,57 @@ def board_rows(
     ones scheduled between ``window_from`` and ``window_to``)."""
     params = (redis_ids, always, in_window, window_from, window_to)
     return database.execute_sql(_SELECT.format(ids=_ALL_IDS), params).fetchall()
+
+
+#: The Matches board's ids: every match scheduled inside the window (matches_scheduled_idx).
+_WINDOW_IDS = """
+  SELECT id FROM matches WHERE scheduled >= %s AND scheduled < %s
+"""
+
+
+#: The Matches board's change token: every table its rows and search read, count and xmin sum.
+_WINDOW_TOKEN = """
+SELECT now(),
+  (SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) FROM match_listener_records),
+  (SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) FROM matches),
+  (SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) FROM leagues),
+  (SELECT count(*) || ':' || coalesce(sum(xmin::text::bigint), 0) FROM teams)
+"""
+
+
+@translate_database_errors
+def window_change_token() -> tuple[datetime, tuple[Any, ...]]:
+    """(PostgreSQL's now, the Matches board's change token): see lifecycle.matches_board."""
+    now, *token = database.execute_sql(_WINDOW_TOKEN).fetchone()
+    return now, tuple(token)
+
+
+@translate_database_errors
+def window_rows(*, window_from: datetime, window_to: datetime) -> list[tuple[Any, ...]]:
+    """The board rows of every match scheduled in [``window_from``, ``window_to``) (the Matches board)."""
+    return database.execute_sql(_SELECT.format(ids=_WINDOW_IDS), (window_from, window_to)).fetchall()
+
+
+@translate_database_errors
+def team_names_by_alias() -> dict[tuple[str, str], str]:
+    """(league name, team alias) -> the team's market and name ("Kansas City Royals"), for every team
+    with an alias: what the Matches board's search finds a match's title by."""
+    rows = database.execute_sql(
+        "SELECT l.name, t.alias, concat_ws(' ', t.market, t.name) FROM teams t "
+        "JOIN leagues l ON l.id = t.league_id WHERE t.alias IS NOT NULL AND t.alias <> ''"
+    ).fetchall()
+    return {(league, alias): name for league, alias, name in rows}
+
+
+@translate_database_errors
+def open_runs() -> tuple[datetime, list[tuple[datetime, str | None]]]:
+    """(PostgreSQL's now, (heartbeat_at, worker lease) of every open lifecycle row)."""
+    rows = database.execute_sql(
+        "SELECT now(), heartbeat_at, worker_lease FROM match_listener_records WHERE ended_at IS NULL"
+    ).fetchall()
+    if not rows:
+        return database.execute_sql("SELECT now()").fetchone()[0], []
+    return rows[0][0], [(heartbeat_at, lease) for _, heartbeat_at, lease in rows]
 
 
 @translate_database_errors

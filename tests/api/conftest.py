@@ -30,6 +30,7 @@ SERVER_ENV = {
     "AMQP_CONFIRM_TIMEOUT_SECONDS": "5",
     "LOG_LEVEL": "INFO",
     "METRICS_CACHE_SECONDS": "0",  # a test reads /metrics right after it changed the state
+    "HISTORY_FLUSH_SECONDS": "0.5",  # a test reads the history of what it just did
 }
 
 

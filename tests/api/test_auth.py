@@ -80,6 +80,8 @@ EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
     ("POST", "/v1/listeners/bulk"): (API, OPERATOR),
     # the audit log
     ("GET", "/v1/audit"): (API, READ),
+    # history
+    ("GET", "/v1/history/{series}"): (API, READ),
     # API keys
     ("GET", "/v1/apikeys"): (API, ADMIN),
     ("POST", "/v1/apikeys"): (API, ADMIN),
@@ -92,6 +94,10 @@ EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
     ("POST", "/sign-out"): (CONSOLE, READ),
     ("GET", "/"): (CONSOLE, READ),
     ("GET", "/events/board"): (CONSOLE, READ),
+    ("GET", "/matches"): (CONSOLE, READ),
+    ("GET", "/events/matches"): (CONSOLE, READ),
+    ("GET", "/history"): (CONSOLE, READ),
+    ("GET", "/history/data/{series}"): (CONSOLE, READ),
     ("POST", "/board/dispatch"): (CONSOLE, OPERATOR),
     ("POST", "/board/sweep"): (CONSOLE, OPERATOR),
     ("POST", "/board/bulk"): (CONSOLE, OPERATOR),
@@ -134,6 +140,7 @@ PATH_VALUES = {
     "row_id": "1",
     "key_id": "00000000-0000-4000-8000-000000000004",
     "name": "console.css",
+    "series": "events",
 }
 
 
@@ -175,7 +182,7 @@ def _console_call(server: Server, method: str, path: str, key: str | None, kind:
     signed = sign_in(server, key)
     headers = {"x-csrf-token": signed.csrf} if method == "POST" else {}
     try:
-        if path == "/events/board":  # a stream that does not end: its status and headers are the answer
+        if path in ("/events/board", "/events/matches"):  # a stream that does not end: status and headers
             with signed.client.stream(method, url, headers=headers, follow_redirects=False) as answer:
                 return httpx.Response(answer.status_code, headers=answer.headers)
         return signed.client.request(method, url, headers=headers, follow_redirects=False)

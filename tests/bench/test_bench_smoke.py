@@ -178,10 +178,25 @@ def test_a_bench_whose_goals_are_met_exits_0() -> None:
 @pytest.mark.browser
 @pytest.mark.timeout(400)
 def test_console_screenshots_exits_1_unless_every_screenshot_was_written(tmp_path: Path) -> None:
-    done = _run("console_screenshots", "--out", str(tmp_path), "--goal-written", "3", "--json", timeout=360)
+    done = _run(
+        "console_screenshots",
+        "--out",
+        str(tmp_path),
+        "--play",
+        "20",
+        "--goal-written",
+        "5",
+        "--json",
+        timeout=360,
+    )
     assert done.returncode == 1, done.stderr[-3000:]
     result = json.loads(done.stdout)  # one JSON object even when the screenshots failed
-    assert result["verdict"] == "missed" and result["goals"][0]["limit"] == 3
+    assert result["verdict"] == "missed" and result["goals"][0]["limit"] == 5
     written = {p.name for p in tmp_path.glob("*.png")}
     assert result["figures"]["written"] == len(written)
-    assert result["figures"]["error"] is not None or written == {"console-board.png", "console-match.png"}
+    assert result["figures"]["error"] is not None or written == {
+        "console-board.png",
+        "console-matches.png",
+        "console-history.png",
+        "console-match.png",
+    }

@@ -11,10 +11,19 @@ import httpx
 import pytest
 
 from tests.api.conftest import SERVER_ENV, Server, feed_documents, key_per_scope, server_env, serving
+from tests.console.browsers import browser, listener_worker, open_console
 from tests.lifecycle.conftest import SHORT
 from tests.publisher.conftest import pub_settings, publisher
 
-__all__ = ["feed_documents", "pub_settings", "publisher", "server_env"]
+__all__ = [
+    "browser",
+    "feed_documents",
+    "listener_worker",
+    "open_console",
+    "pub_settings",
+    "publisher",
+    "server_env",
+]
 
 #: The server reads the board with the listener workers' intervals (badges judged the same way)
 #: and pushes board changes every 0.3 s.

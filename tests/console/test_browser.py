@@ -1,6 +1,7 @@
 """The console in a real browser (Playwright driving Debian's Chromium) against a real listener worker.
 
-One browser for the session and one `kickoff serve`; each test has its own browser context
+One browser for the session and one `kickoff serve` (tests/console/browsers.py, the fixtures); each test
+has its own browser context
 (its own cookies). The listener worker runs the scripted body with the lifecycle tests' short
 intervals, so heartbeats, stale badges and stops happen in seconds.
 """
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,79 +18,15 @@ from api.keys import Scope, create_key
 from config.clock import utcnow
 from models.db import database
 from models.listener_record import MatchListenerRecord
-from tests.api.conftest import _delete_broker_namespace
 from tests.background import FirstSeen
+from tests.console.browsers import SLOW  # the browser fixtures: tests/console/browsers.py, via conftest.py
 from tests.console.conftest import write_archive
-from tests.lifecycle.conftest import WorkerProcess
-from tests.lifecycle.test_worker_e2e import WORKER_ENV
 from tests.waiting import wait_for
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.services, pytest.mark.timeout(300)]
-
-CHROMIUM = "/usr/bin/chromium"
-#: Generous deadline for what depends on a worker process on a busy machine (ms).
-SLOW = 60_000
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[object]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does it)")
-    with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def open_console(browser, console_server) -> Iterator[Callable[[str], object]]:
-    """``open_console(key)``: a new browser context signed in through the form, on the board."""
-    contexts = []
-
-    def open_(key: str) -> object:
-        context = browser.new_context(base_url=console_server.url)
-        contexts.append(context)
-        page = context.new_page()
-        page.goto("/")
-        expect(page).to_have_url(re.compile(r"/sign-in\?next="))
-        page.get_by_label("API key").fill(key)
-        page.get_by_role("button", name="Sign in").click()
-        expect(page.get_by_role("heading", name="Match listeners")).to_be_visible()
-        return page
-
-    yield open_
-    for context in contexts:
-        context.close()
-
-
-@pytest.fixture
-def listener_worker(console_env, tmp_path, redis_client) -> Iterator[Callable[[], WorkerProcess]]:
-    """Start real `dramatiq actors` listener workers.
-
-    At teardown the workers are killed, then their start messages (retries included) are removed
-    from this run's Dramatiq namespace and ``redis_client`` removes the barriers and worker leases,
-    so nothing of these tests reaches a later test's workers.
-    """
-    workers: list[WorkerProcess] = []
-
-    def start() -> WorkerProcess:
-        worker = WorkerProcess(
-            {**console_env, **WORKER_ENV},
-            tmp_path / f"worker{len(workers)}.log",
-            queues=("match_listeners",),
-            threads=4,
-        )
-        workers.append(worker)
-        worker.wait_ready(timeout=SLOW / 1000)
-        return worker
-
-    yield start
-    for worker in workers:
-        worker.close()
-    _delete_broker_namespace(console_env)
 
 
 def _row(page, match_id: object):
@@ -354,6 +290,8 @@ def _every_page(match_id: object) -> tuple[str, ...]:
     """Every console page an operator opens (the accessibility and CSP checks visit each)."""
     return (
         "/",
+        "/matches",
+        "/history",
         f"/matches/{match_id}",
         "/outbox",
         "/runs",

@@ -28,6 +28,7 @@ DUMMY = {
     "row_id": "1",
     "key_id": "00000000-0000-4000-8000-000000000004",
     "name": "console.css",
+    "series": "events",
 }
 CONSOLE_ROUTES = sorted(
     (method, route.path)
@@ -45,8 +46,8 @@ def _url(path: str) -> str:
 @pytest.mark.parametrize(("method", "path"), CONSOLE_ROUTES, ids=[f"{m} {p}" for m, p in CONSOLE_ROUTES])
 def test_nothing_of_the_console_answers_without_a_session(console_server, db, method, path):
     answer = httpx.request(method, console_server.url + _url(path), timeout=60, follow_redirects=False)
-    if path == "/events/board":
-        assert answer.status_code == 401  # a stream is not redirected to a page
+    if path in ("/events/board", "/events/matches", "/history/data/{series}"):
+        assert answer.status_code == 401  # a stream or a script's data is not redirected to a page
     elif method == "GET":
         assert answer.status_code == 303
         assert answer.headers["location"].startswith("/sign-in?next=")

@@ -28,6 +28,7 @@ def test_an_entry_prints_its_target_and_utc_time():
         "who": "me@host",
         "action": "listener.stop",
         "target": "match:m1",
+        "title": None,
         "reason": "why",
         "before": {"a": 1},
         "after": None,

@@ -54,6 +54,9 @@ BOARD_ENTRY_KEYS = {
     "archive_extra",
     "archive_differing",
     "archive_verified_at",
+    "title",
+    "scheduled",
+    "run_started_at",
 }
 
 

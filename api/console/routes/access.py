@@ -33,7 +33,14 @@ router = APIRouter(include_in_schema=False)
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 #: The files under api/console/static the pages link to (nothing else is served).
-STATIC = {"console.css": "text/css", "console.js": "text/javascript"}
+STATIC = {
+    "console.css": "text/css",
+    "console.js": "text/javascript",
+    # uPlot (the charts; MIT, its licence beside it), vendored from the npm registry: no CDN
+    "uPlot.iife.min.js": "text/javascript",
+    "uPlot.min.css": "text/css",
+    "uPlot.LICENSE.txt": "text/plain",
+}
 
 
 @router.get("/sign-in", dependencies=[requires(Need.PUBLIC)])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import Response, StreamingResponse
@@ -13,6 +13,7 @@ from api.auth import Need, requires
 from api.console.board_feed import BoardHub, sse
 from api.console.board_view import BoardFilter, board_rows
 from api.console.routes.bulk import bulk_choices
+from api.console.sessions import Session
 from api.console.web import (
     OperatorSession,
     PageSession,
@@ -63,6 +64,11 @@ async def board_events(request: Request, session: StreamSession, flt: Filter) ->
     the idle timeout ends the stream; without a live session, 401. Past
     CONSOLE_STREAMS_PER_SESSION or CONSOLE_STREAMS_PER_PROCESS the answer is 429.
     """
+    return live_stream(request, session, flt)
+
+
+def live_stream(request: Request, session: Session, flt: Any) -> StreamingResponse:
+    """The live stream of ``flt`` (a BoardFilter or a MatchesQuery) for ``session``: see board_events."""
     hub: BoardHub = request.app.state.board_hub
     token = session_token(request) or ""
     feed, viewer = hub.join(flt, token, session)
@@ -160,19 +166,20 @@ async def stop(match_id: str, request: Request, session: OperatorSession, reason
 
 @router.post("/matches/{match_id}/auto-dispatch")
 async def auto_dispatch(
-    match_id: str, request: Request, session: OperatorSession, on: str = Form(...)
+    match_id: str, request: Request, session: OperatorSession, on: str = Form(...), reason: str = Form("")
 ) -> Response:
-    """Dispatch on / Dispatch off, as `kickoff matches set-dispatch MATCH_ID on|off`."""
+    """Dispatch on / Dispatch off (an optional reason), as `kickoff matches set-dispatch MATCH_ID on|off`."""
     ctx = ctx_of(request)
     wanted = on == "1"
 
     def call() -> str:
+        why = form_reason(reason, required=False, what="dispatch on/off")
         mid = resolve_match_id(match_id)
         set_auto_dispatch(
             mid,
             wanted,
             barriers=ctx.barriers,
-            audit=session_audit(request, session),
+            audit=session_audit(request, session, why),
         )
         return f"auto-dispatch {'on' if wanted else 'off'}"
 

@@ -18,6 +18,7 @@ from lifecycle.bulk import (
     ACTIONS,
     BADGES,
     CONFIRM_SECONDS,
+    MAX_BULK_MATCHES,
     STATUSES,
     BulkFilter,
     bulk_filter,
@@ -45,7 +46,9 @@ def bulk_choices() -> dict[str, object]:
 async def _fields(request: Request) -> tuple[str, BulkFilter, str, str]:
     form = await request.form()
     text = {name: str(form.get(name, "") or "") for name in ("action", "league", "status", "badge", "reason")}
-    flt = bulk_filter(league=text["league"], status=text["status"], badge=text["badge"])
+    # rows ticked on the Matches board (at most a bulk action's worth; the library checks each id)
+    ids = [str(v) for v in form.getlist("match_ids")][: MAX_BULK_MATCHES + 1]
+    flt = bulk_filter(league=text["league"], status=text["status"], badge=text["badge"], match_ids=ids)
     return text["action"], flt, text["reason"].strip()[:2000], str(form.get("confirm", "") or "")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Form, Request
@@ -10,15 +11,19 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Red
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import Need, requires
+from api.console.routes.history import summary
 from api.console.web import OperatorSession, PageSession, act, render, session_audit, wants_json, with_notice
 from api.errors import status_of
 from api.headers import ctx_of
 from config.assignments import split_assignment
+from config.clock import utcnow
 from config.errors import KickoffError, ListenerStartSettingsError, NotFound
 from lifecycle.dispatch import request_start
 from lifecycle.match_admin import edit_match, match_archive, match_detail, run_log_tail, under_data_dir
 from lifecycle.match_ref import resolve_match, resolve_match_id
 from lifecycle.start import load_match
+from models.history import history
+from models.history_series import ALL
 from models.listener_record import recorded_match_rows
 
 #: Every page and action here checks the console session itself (api.console.web).
@@ -48,6 +53,15 @@ def settings_text(settings: dict[str, Any]) -> str:
     return "\n".join(f"{k}={json.dumps(v)}" for k, v in sorted(settings.items()))
 
 
+def _game_range(detail: dict[str, Any]) -> str:
+    """The shortest history range (1h, 24h, 7d) that holds the match's first run, or its start."""
+    starts = [r["started_at"] for r in detail["runs"] if r.get("started_at")]
+    first = min(starts) if starts else detail["scheduled"]
+    first = datetime.fromisoformat(first) if isinstance(first, str) else first
+    age = utcnow() - first
+    return "1h" if age <= timedelta(hours=1) else "24h" if age <= timedelta(days=1) else "7d"
+
+
 @router.get("/matches/{match_id}")
 def match_card(match_id: str, request: Request, session: PageSession) -> Response:
     """The admin card of one match: its internal id, runs with exits and durations, archive, log, settings."""
@@ -59,6 +73,9 @@ def match_card(match_id: str, request: Request, session: PageSession) -> Respons
         log_path, log_lines = run_log_tail(
             detail["id"], newest["record_id"], settings=ctx.settings, lines=LOG_TAIL_LINES
         )
+    # This game's events per minute (models.history; the chart's numbers too), over the range that
+    # holds its first run (or its start): 1 h, 24 h, else 7 d.
+    events = history("events", range_name=_game_range(detail), key=detail["id"])
     # Paths as DATA_DIR-relative names: the card does not tell the server's layout.
     detail["archive"]["path"] = under_data_dir(detail["archive"]["path"], data_dir=ctx.settings.data_dir)
     return render(
@@ -70,6 +87,8 @@ def match_card(match_id: str, request: Request, session: PageSession) -> Respons
         log_lines=log_lines,
         settings_value=settings_text(detail["settings"]),
         here=f"/matches/{detail['id']}",
+        events_chart=(events, summary(events)),
+        all_key=ALL,
     )
 
 
