@@ -12,9 +12,9 @@ read (one query of every match in the window, their Redis counters), filtering, 
 and rendering a page of rows with their actions.
 
 Run: .venv/bin/python bench/matches_board.py [--matches 5000] [--requests 30]
-Goal (issue 40): every page renders in under 1 s server-side: the verdict is on each page's median
-(p99 and the load average are printed beside it: on a shared two-core box a p99 is the neighbours'
-load as much as ours); exit 1 when a page misses it.
+Goal (issue 40): every page renders in under 1 s server-side: the verdict is on the slowest page's
+median (``slowest_p50_ms``; each page's p99 and the load average are in the figures: on a shared
+two-core box a p99 is the neighbours' load as much as ours); exit 1 when it misses.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import httpx
 
 from api.keys import Scope, create_key
 from bench._setup import bench_environment, percentile, serve_api
+from bench._verdict import Bench, Goal
 from config.clock import utcnow
 from models.db import database
 
@@ -44,6 +45,11 @@ LEAGUES = {
     "nba": (("LAL", "Los Angeles", "Lakers"), ("BOS", "Boston", "Celtics"), ("MIA", "Miami", "Heat")),
 }
 RUNNING = 20
+BENCH = Bench(
+    "matches_board",
+    __doc__,
+    [Goal("slowest_p50_ms", 1000, at_most=True, unit="ms", source="issue 40: 5,000 matches under 1 s")],
+)
 #: Pages an operator opens: (name, query). "changed" pages are asked for after a heartbeat was written,
 #: so the server reads the whole window again (a live system's heartbeats move the change token).
 PAGES = (
@@ -53,7 +59,7 @@ PAGES = (
     ("sorted by title, desc", {"sort": "title", "dir": "desc"}),
     ("search a team name", {"q": "Royals"}),
     ("one league, no run", {"league": "nhl", "badge": "-"}),
-    ("last page", {"page": "50"}),
+    ("last page", {"page": "last"}),  # the window's last page of 100 rows (from --matches)
 )
 
 
@@ -106,11 +112,20 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main() -> int:
+    parser = BENCH.parser()
     parser.add_argument("--matches", type=int, default=5000, help="Matches in the window.")
     parser.add_argument("--requests", type=int, default=30, help="Requests per page.")
     args = parser.parse_args()
+    if args.matches < RUNNING or args.requests < 1:
+        parser.error(f"--matches must be at least {RUNNING} and --requests at least 1")
+    with BENCH.output(args):
+        return BENCH.finish(args, measure(args))
+
+
+def measure(args: argparse.Namespace) -> dict[str, object]:
+    """Seed the window, then time each page of PAGES: its p50, p99 and size."""
+    pages: dict[str, dict[str, float]] = {}
     with bench_environment() as settings:
         seed(args.matches)
         _, key = create_key(name="bench-operator", scope=Scope.OPERATOR)
@@ -120,14 +135,16 @@ def main() -> None:
             "LOG_LEVEL": "WARNING",
         }
         proc, url = serve_api(env)
-        missed = []
         try:
             with httpx.Client(base_url=url, timeout=60, headers={"Origin": url}) as client:
                 signed = client.post("/sign-in", data={"api_key": key, "next": "/matches"})
-                assert signed.status_code == 303, signed.text
+                if signed.status_code != 303:
+                    raise SystemExit(f"could not sign in: {signed.status_code} {signed.text[:200]}")
                 print(f"kickoff serve at {url}; {args.matches} matches in the window, {RUNNING} running")
                 print(f"load average {_load()}")
                 for name, query in PAGES:
+                    if query.get("page") == "last":
+                        query = {"page": str(-(-args.matches // 100))}
                     path = "/matches?" + urlencode(query)
                     times, size, rows = [], 0, 0
                     for _ in range(args.requests + 2):
@@ -140,26 +157,26 @@ def main() -> None:
                         begin = time.perf_counter()
                         answer = client.get(path)
                         times.append((time.perf_counter() - begin) * 1000)
-                        assert answer.status_code == 200, (path, answer.status_code, answer.text[:300])
+                        if answer.status_code != 200:
+                            raise SystemExit(f"{path} answered {answer.status_code}: {answer.text[:300]}")
                         size, rows = len(answer.content), answer.text.count("<tr data-match-id=")
                     times = times[2:]  # warm-up
                     p50, p99 = percentile(times, 50), percentile(times, 99)
-                    verdict = "ok" if p50 < 1000 else "MISSED"
-                    if p50 >= 1000:
-                        missed.append(name)
+                    pages[name] = {"rows": rows, "kib": size / 1024, "p50_ms": p50, "p99_ms": p99}
                     print(
-                        f"  {name:24s} {rows:4d} rows {size / 1024:6.0f} KiB  p50 {p50:6.1f} ms"
-                        f"  p99 {p99:6.1f} ms  ({verdict}; goal p50 < 1000 ms)"
+                        f"  {name:24s} {rows:4d} rows {size / 1024:6.0f} KiB"
+                        f"  p50 {p50:6.1f} ms  p99 {p99:6.1f} ms"
                     )
             print(f"load average {_load()}")
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-    if missed:
-        print(f"goal missed: {', '.join(missed)}")
-        sys.exit(1)
-    print("goal met: every page under 1 s (median)")
+    return {
+        "matches": args.matches,
+        "pages": pages,
+        "slowest_p50_ms": max(page["p50_ms"] for page in pages.values()),
+    }
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

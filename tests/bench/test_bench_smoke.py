@@ -109,6 +109,13 @@ CASES = [
         "handoff_gap_max_s",
         timeout=600,
     ),
+    Case(
+        "matches_board",
+        ("--matches", "40", "--requests", "1"),
+        ("--goal-slowest-p50-ms", "0"),
+        "slowest_p50_ms",
+        "pages.default, changed.p50_ms",
+    ),
 ]
 
 
