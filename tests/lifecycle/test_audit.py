@@ -74,7 +74,17 @@ def test_the_list_filters_and_its_json_shape(kick, make_match):
 
     everything = listed()
     assert [e["action"] for e in everything] == ["listeners.sweep", "match.edit", "match.edit"]
-    assert set(everything[0]) == {"at", "who", "action", "target", "reason", "before", "after", "request_id"}
+    assert set(everything[0]) == {
+        "at",
+        "who",
+        "action",
+        "target",
+        "title",
+        "reason",
+        "before",
+        "after",
+        "request_id",
+    }
     assert [e["target"] for e in listed("--who", "ci-bot")] == ["listeners", f"match:{one.id}"]
     assert [e["who"] for e in listed("--action", "match.edit", "--match", str(two.id))] == [ME]
     assert len(listed("--limit", "1")) == 1
