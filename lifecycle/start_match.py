@@ -251,6 +251,9 @@ def _check_guards(
     if force:
         return None
     if barriers.stop_flags_among([mid]):
+        # A stop raced the dispatch that sent this start: free the key it claimed, or a plain
+        # Start would answer "already queued or running" until a sweep reclaims it.
+        barriers.clear_pending(mid)
         return Skip.STOPPED
     if barriers.is_exhausted(mid):
         barriers.clear_pending(mid)
