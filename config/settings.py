@@ -56,6 +56,13 @@ class AppEnv(StrEnum):
     STAGING = "staging"  # pre-production: live and test matches, every periodic job
     PRODUCTION = "production"  # live service: live and test matches, every periodic job
 
+    @property
+    def automatic_is_test(self) -> bool | None:
+        """The is_test filter of every start kickoff sends by itself (the periodic dispatch, the
+        reaper's and the sweep's restarts, a shutdown's hand-off, a reconnect restart): develop
+        starts test clones only (True), elsewhere live and test matches alike (None)."""
+        return True if self is AppEnv.DEVELOP else None
+
 
 class LogFormat(StrEnum):
     """How log lines are written (config.log)."""

@@ -2,7 +2,8 @@
 
 Each game's ``id`` is the Sportradar match id (Match.sr_id). New games become Match rows; known
 ones get their start time and title updated and their status through ``Match.apply_refresh``
-(freeze and heal, see models.status.refreshed_status). Refresh never starts listeners.
+(freeze and heal, see models.status.refreshed_status); is_test matches are left alone (srsim
+owns their status and schedule). Refresh never starts listeners.
 
 Each game is handled on its own: a malformed one (not an object, no id, an unreadable start
 time, a field of the wrong type or text PostgreSQL cannot store: config.feed_text) is set
@@ -169,6 +170,8 @@ def upsert_games(league_name: str, games: list[Any], *, url: str = "") -> tuple[
                 )
                 created += 1
                 continue
+            if match.is_test:
+                continue  # srsim owns a test clone's status and schedule (spec: two writers)
             if entry.scheduled is not None and (
                 match.scheduled != entry.scheduled or match.title != entry.title
             ):
