@@ -21,6 +21,7 @@ ELSEWHERE = {
     "sim clone": "tests/srsim/test_clone.py",
     "players sync": "tests/publisher/test_players.py",
     "actions result": "tests/publisher/test_results.py",
+    "trades retry": "tests/publisher/test_trade_reconcile.py",
 }
 LINEUP = ["--league", "L1", "--team", "7", "--swap", "3139477:BE", "--season", "2024", "--week", "3"]
 
