@@ -94,12 +94,15 @@ def export_cmd(obj: CliContext, since: str) -> None:
 @json_option('Print {"deleted", "days"}.')
 @click.pass_obj
 def prune_cmd(obj: CliContext, days: int | None, as_json: bool) -> None:
-    """Delete the entries older than the retention (as the scheduler's daily job)."""
+    """Delete the entries older than the retention (as the scheduler's daily job); the prune is an entry.
+
+    Fewer days than the floor (AUDIT_RETENTION_DAYS at the last `kickoff db migrate`) are refused.
+    """
     from models.audit import prune_audit
 
     days = days or obj.settings.audit_retention_days
     obj.database()
-    deleted = prune_audit(days=days)
+    deleted = prune_audit(days=days, actor=obj.actor)
     if as_json:
         echo_json({"deleted": deleted, "days": days})
     else:

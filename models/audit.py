@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import peewee
+
 from config.clock import ensure_utc
+from config.errors import Forbidden
 from models.boundary import translate_database_errors
 from models.db import database
 from models.match import match_label
@@ -199,9 +202,20 @@ def audit_entries(
 
 
 @translate_database_errors
-def prune_audit(*, days: int) -> int:
-    """Delete the entries older than ``days`` days (the retention job); returns how many went."""
-    with database.atomic():
-        (n,) = database.execute_sql("SELECT prune_audit_log(%s)", (days,)).fetchone()
+def prune_audit(*, days: int, actor: Actor | None = None) -> int:
+    """Delete the entries older than ``days`` days (the retention job) and record the prune as an
+    entry of ``actor`` (None: ``retention``); returns how many went.
+
+    PostgreSQL's prune_audit_log (SECURITY DEFINER, the owner's) refuses fewer days than the floor
+    (audit_policy, AUDIT_RETENTION_DAYS at the last ``kickoff db migrate``): Forbidden.
+    """
+    who = None if actor is None else actor.name
+    try:
+        with database.atomic():
+            (n,) = database.execute_sql("SELECT prune_audit_log(%s, %s)", (days, who)).fetchone()
+    except peewee.DatabaseError as exc:
+        if "below the floor" in str(exc):
+            raise Forbidden(str(exc).strip().splitlines()[0]) from exc
+        raise
     logger.info("audit: pruned %d entries older than %d days", n, days)
     return int(n)

@@ -117,8 +117,18 @@ def test_the_table_refuses_update_and_delete_but_the_retention_prunes(kick, db):
         database.execute_sql("UPDATE audit_log SET at = now() - interval '500 days' WHERE target_id = 'old'")
         database.execute_sql("ALTER TABLE audit_log ENABLE TRIGGER audit_log_append_only")
     assert prune_audit(days=400) == 1
-    assert [e.target_id for e in audit_entries()] == ["new"]
+    assert [(e.action, e.target_id) for e in audit_entries()] == [
+        ("audit.prune", None),
+        ("run.cancel", "new"),
+    ]
     assert json.loads(kick("audit", "prune", "--json").output) == {"deleted": 0, "days": 400}
+    [by_cli, *_] = audit_entries()
+    assert (by_cli.action, by_cli.who, by_cli.after) == (
+        "audit.prune",
+        Actor.cli().name,
+        {"days": 400, "deleted": 0},
+    )
+    kick("audit", "prune", "--days", "1", code=1)  # below the floor (AUDIT_RETENTION_DAYS): refused
     with pytest.raises(peewee.DatabaseError, match="append-only"), database.atomic():
         database.execute_sql("DELETE FROM audit_log")
 
