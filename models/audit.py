@@ -20,6 +20,8 @@ import peewee
 
 from config.clock import ensure_utc
 from config.errors import Forbidden
+from config.text_rule import checked_text
+from models.audit_acts import check_action
 from models.boundary import translate_database_errors
 from models.db import database
 from models.match import match_label
@@ -106,7 +108,11 @@ def record_audit(
     after: Any = None,
     request_id: str | None = None,
 ) -> None:
-    """Append one entry (in the caller's transaction where there is one)."""
+    """Append one entry (in the caller's transaction where there is one); ``action`` must be declared in
+    models.audit_acts.ACTIONS (ValueError otherwise) and ``reason`` keep the text rule (InvalidText)."""
+    check_action(action)
+    if reason:
+        checked_text(reason, field="reason")
     with database.atomic():
         database.execute_sql(
             "INSERT INTO audit_log (who_key_id, who, action, target_kind, target_id, reason, before, after,"

@@ -26,7 +26,7 @@ def test_a_cli_stop_is_audited_with_the_os_user_and_its_reason(kick, make_match)
     [entry] = audit_entries(action="listener.stop")
     assert entry.who == ME and entry.who_key_id is None and entry.reason == "feed is garbage"
     assert entry.target == f"match:{match.id}"
-    assert entry.before == {"auto_dispatch": True} and entry.after["rows_closed"] == 1
+    assert entry.before == {"auto_dispatch": True} and entry.after["auto_dispatch"] is False
 
 
 @pytest.mark.parametrize(
@@ -138,7 +138,8 @@ def test_league_switches_and_api_keys_are_audited_without_the_key(kick, db):
     kick("leagues", "disable", "nfl", "--reason", "off season")
     created = json.loads(kick("apikeys", "create", "--name", "ci", "--scope", "read", "--json").output)
     kick("apikeys", "revoke", created["id"], "--reason", "leaked")
-    revoke, create, disable = audit_entries()
+    revoke, create, disable, add = audit_entries()
+    assert (add.action, add.target, add.after, add.who) == ("league.add", "league:nfl", {"enabled": True}, ME)
     assert (disable.action, disable.target, disable.reason) == ("league.disable", "league:nfl", "off season")
     assert disable.before == {"enabled": True} and disable.after == {"enabled": False}
     assert (create.action, create.target_id, create.after) == (
@@ -168,8 +169,13 @@ def test_the_match_card_shows_one_timeline_of_its_runs_gaps_and_operator_acts(ki
     kick("listeners", "stop", str(match.id), "--reason", "bad feed")
     timeline = json.loads(kick("matches", "show", str(match.id), "--json").output)["timeline"]
     kinds = [t["kind"] for t in timeline]
-    assert kinds[0] == "act" and kinds.count("run_started") == 2 and kinds.count("run_ended") == 2
-    stop = timeline[0]
+    # the stop's entry is written before the stop closes the run (newest first: the run's end, then the act)
+    assert (
+        kinds[:2] == ["run_ended", "act"]
+        and kinds.count("run_started") == 2
+        and kinds.count("run_ended") == 2
+    )
+    stop = timeline[1]
     assert (stop["what"], stop["who"], stop["reason"]) == ("listener.stop", ME, "bad feed")
     ended = [t["what"] for t in timeline if t["kind"] == "run_ended"]
     assert any(
