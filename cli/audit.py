@@ -42,8 +42,8 @@ def audit() -> None:
 )
 @LIMIT_OPTION
 @json_option(
-    'Print {"entries": [{"at", "who", "action", "target", "title", "reason", "before", "after",'
-    ' "request_id"}]}.'
+    'Print {"entries": [{"at", "who", "who_key_id", "action", "target", "title", "reason", "before",'
+    ' "after", "request_id"}]}.'
 )
 @click.pass_obj
 def list_cmd(
@@ -65,8 +65,19 @@ def list_cmd(
         echo_json({"entries": [e.as_dict() for e in entries]})
         return
     echo_table(
-        ["at", "who", "action", "target", "match", "reason"],
-        [(e.as_dict()["at"][:19], e.who, e.action, e.target, e.title or "", e.reason or "") for e in entries],
+        ["at", "who", "key id", "action", "target", "match", "reason"],
+        [
+            (
+                e.as_dict()["at"][:19],
+                e.who,
+                e.who_key_id or "-",
+                e.action,
+                e.target,
+                e.title or "",
+                e.reason or "",
+            )
+            for e in entries
+        ],
         empty="no audit entries",
     )
 

@@ -408,6 +408,10 @@ class ReasonRequired(ConsoleError, ValueError):
     field = "reason"
 
 
+class KeyNameTaken(KickoffError):
+    """Raised when an API key would get a name another key has (case-insensitively): 409."""
+
+
 class RateLimited(KickoffError):
     """Raised when an act that calls the provider is asked again too soon (archive verification): 429."""
 

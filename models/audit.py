@@ -8,9 +8,10 @@ retention job (the only delete the table's trigger lets through).
 
 from __future__ import annotations
 
-import getpass
 import json
 import logging
+import os
+import pwd
 import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -42,11 +43,13 @@ class Actor:
 
     @classmethod
     def cli(cls) -> Actor:
-        """The operator running the CLI: ``os_user@host``."""
+        """The operator running the CLI: ``os_user@host``, the user of the process's real uid (never
+        LOGNAME or USER, which the caller sets); ``uid<N>`` when the uid has no passwd entry."""
+        uid = os.getuid()
         try:
-            user = getpass.getuser()
-        except Exception:  # no login name (a container without a passwd entry)
-            user = "unknown"
+            user = pwd.getpwuid(uid).pw_name
+        except KeyError:  # no passwd entry (a container's arbitrary uid)
+            user = f"uid{uid}"
         return cls(key_id=None, name=f"{user}@{socket.gethostname()}")
 
     @classmethod
@@ -82,6 +85,7 @@ class AuditEntry:
         return {
             "at": self.at.astimezone(UTC).isoformat(),
             "who": self.who,
+            "who_key_id": self.who_key_id,
             "action": self.action,
             "target": self.target,
             "title": self.title,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import getpass
 import json
+import os
+import pwd
 import socket
 import uuid
 from datetime import timedelta
@@ -16,7 +17,7 @@ from models.audit import Actor, audit_entries, prune_audit, record_audit
 from models.db import database
 from models.listener_record import MatchListenerRecord
 
-ME = f"{getpass.getuser()}@{socket.gethostname()}"
+ME = f"{pwd.getpwuid(os.getuid()).pw_name}@{socket.gethostname()}"
 
 
 def test_a_cli_stop_is_audited_with_the_os_user_and_its_reason(kick, make_match):
@@ -84,6 +85,7 @@ def test_the_list_filters_and_its_json_shape(kick, make_match):
         "before",
         "after",
         "request_id",
+        "who_key_id",
     }
     assert [e["target"] for e in listed("--who", "ci-bot")] == ["listeners", f"match:{one.id}"]
     assert [e["who"] for e in listed("--action", "match.edit", "--match", str(two.id))] == [ME]
