@@ -79,6 +79,24 @@ def _migrations(obj: CliContext) -> Check:
     return Check("migrations", OK, f"all {len(status.applied)} applied")
 
 
+def _audit_role() -> Check:
+    """FAIL while DATABASE_URL's role could rewrite the audit log (owner, superuser, UPDATE...)."""
+    from models.roles import audit_rewrite_privileges
+
+    try:
+        found = audit_rewrite_privileges()
+    except KickoffError as exc:
+        return Check("audit log", FAIL, f"not checked: {exc}")
+    if found:
+        return Check(
+            "audit log",
+            FAIL,
+            f"DATABASE_URL's role can rewrite it ({', '.join(found)}): set DATABASE_OWNER_URL to the owner"
+            " and DATABASE_URL to an app role, then run kickoff db migrate (docs/lifecycle.md)",
+        )
+    return Check("audit log", OK, "append-only for DATABASE_URL's role (INSERT and SELECT only)")
+
+
 def _stored_settings(obj: CliContext) -> Check:
     from lifecycle.match_admin import matches_with_refused_settings
 
@@ -195,6 +213,7 @@ def full_checks(obj: CliContext) -> list[Check]:
         if checks[-1].status == OK:
             checks.append(_stored_settings(obj))
             checks.append(_leagues())
+            checks.append(_audit_role())
     checks.extend(_queues(obj))
     if by_name["Redis"].status == OK:
         checks.append(_scheduler(obj))
@@ -219,6 +238,7 @@ def check(obj: CliContext, services_only: bool, as_json: bool) -> None:
     PostgreSQL, Redis, the Dramatiq broker, RabbitMQ (and its outbox queues) answer;
     migrations applied; no match stores a setting a run may not set (docs/lifecycle.md);
     every league in the database is declared (warn: an undeclared one is recorded only);
+    DATABASE_URL's role cannot rewrite the audit log (FAIL as owner or superuser);
     a worker alive on each queue (default, match_listeners);
     each queue's waiting, delayed and dead-lettered messages (dead letters: warn);
     the scheduler sent a tick recently (SCHEDULER_ALIVE_SECONDS); the feed answers;

@@ -118,6 +118,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: The URL schemes each service setting accepts.
 URL_SCHEMES: dict[str, tuple[str, ...]] = {
     "database_url": ("postgresql", "postgres"),
+    "database_owner_url": ("postgresql", "postgres"),
     "redis_url": ("redis", "rediss", "unix"),
     "broker_url": ("redis", "rediss", "unix", "amqp", "amqps"),
     "amqp_url": ("amqp", "amqps"),
@@ -153,7 +154,11 @@ class KickoffSettings(BaseSettings):
     )
 
     database_url: str = "postgresql://postgres@127.0.0.1:5432/kickoff"
-    """PostgreSQL database of matches, listener rows, outbox and run_log."""
+    """PostgreSQL database of matches, listeners, outbox and run_log, as the app role (docs/lifecycle.md)."""
+    database_owner_url: str | None = None
+    """The same database as its owner's role: `kickoff db migrate` runs the migrations with it and creates or
+    updates DATABASE_URL's role, which may only INSERT and SELECT the audit log (unset: DATABASE_URL migrates,
+    one role)."""
     redis_url: str = "redis://127.0.0.1:6379/0"
     """Redis for locks, pending keys, stop flags and attempt counters."""
     redis_key_prefix: str = "kickoff:"
@@ -420,9 +425,11 @@ class KickoffSettings(BaseSettings):
             raise ValueError(f"unknown log level {value!r} (one of {', '.join(LOG_LEVELS)})")
         return level
 
-    @field_validator("database_url", "redis_url", "broker_url", "amqp_url")
+    @field_validator("database_url", "database_owner_url", "redis_url", "broker_url", "amqp_url")
     @classmethod
-    def _known_url_scheme(cls, value: str, info: ValidationInfo) -> str:
+    def _known_url_scheme(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
         check_url_scheme(value, URL_SCHEMES[info.field_name or ""])
         return value
 
