@@ -248,11 +248,11 @@ def _missing(game: DemoGame, settings: KickoffSettings) -> int | None:
     import requests
 
     from config.errors import PlayByPlayError
-    from listener.archive import archive_path, read_events
     from listener.play_by_play import fetch_play_by_play, play_by_play_url
     from listener.verify import compare
+    from models.boundary import connection
+    from models.event_log import messages_of
 
-    path = archive_path(settings.data_dir, "mlb", game.sr_id)
     url = play_by_play_url(settings, league="mlb", sr_id=game.sr_id)
     try:
         with requests.Session() as session:
@@ -261,14 +261,18 @@ def _missing(game: DemoGame, settings: KickoffSettings) -> int | None:
             )
     except PlayByPlayError:
         return None
-    verdict = compare(read_events(path) if path.exists() else [], pbp)
+    if game.match_id is None:
+        return None
+    with connection():
+        verdict = compare(messages_of(game.match_id), pbp)
     return len(verdict.missing) + len(verdict.differing)
 
 
 def _row(game: DemoGame, settings: KickoffSettings) -> dict[str, Any]:
-    from listener.archive import archive_path, read_events
+    from lifecycle.event_export import document_name
     from listener.events import backfilled_from
     from models.boundary import connection
+    from models.event_log import messages_of
     from models.listener_record import runs_of_match
     from models.match import match_by_id
 
@@ -288,15 +292,16 @@ def _row(game: DemoGame, settings: KickoffSettings) -> dict[str, Any]:
         "open": False,
         "archive": None,
     }
-    path = archive_path(settings.data_dir, "mlb", game.sr_id)
-    row["archive"] = str(path)
-    if path.exists():
-        events = read_events(path)
+    if game.match_id is None:
+        return row
+    with connection():
+        events = messages_of(game.match_id)
+        name = document_name(match_by_id(game.match_id))
+        row["archive"] = f"event log ({name}: kickoff matches export {game.match_id})"
+    if events:
         row["events"] = sum(1 for e in events if isinstance(e, dict) and "payload" in e)
         row["backfilled"] = sum(1 for e in events if backfilled_from(e) is not None)
         row["delay_markers"] = sum(1 for e in events if isinstance(e, dict) and "kickoff" in e)
-    if game.match_id is None:
-        return row
     with connection():
         row["status"] = match_by_id(game.match_id).status
         records = runs_of_match(game.match_id)

@@ -11,12 +11,11 @@ import pytest
 import requests
 
 from config.settings import mask_url
-from listener.archive import read_events
 from listener.body import ListenerContext
 from listener.exit_codes import ExitCode
 from listener.stream import OVERSIZE, FeedConnection, StreamConfig, capped_lines
 from models import League, Match
-from tests.listener.conftest import FIXTURES, run_listener
+from tests.listener.conftest import FIXTURES, recorded, run_listener
 
 OURS = "5f0c3a6e-1d2b-4c8e-9a7f-2b1e6d4c8a10"
 HEARTBEAT = b'{"heartbeat":{"interval":5000}}\n'
@@ -53,7 +52,7 @@ def test_the_providers_ndjson_shape_behind_a_redirect_is_parsed(raw_feed, listen
     assert out.code == ExitCode.MAX_HEARTBEATS
     sent = [json.loads(line) for line in body.splitlines()]
     ours = [m for m in sent if m.get("metadata", {}).get("match") == f"sd:match:{OURS}"]
-    assert read_events(out.listener.archive.path) == ours  # other matches' events and heartbeats left out
+    assert recorded(out.listener) == ours  # other matches' events and heartbeats left out
     assert out.listener.stats.events == len(ours) == 8
     assert Match.get_by_id(match.id).status == "inprogress"
     first_path, headers = feed.requests[0]
