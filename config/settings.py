@@ -297,6 +297,9 @@ class KickoffSettings(BaseSettings):
     audit_retention_days: PositiveInt = 400
     """Audit log entries older than this many days are deleted by the daily retention job (and `kickoff audit
     prune`)."""
+    event_log_retention_days: PositiveInt | None = None
+    """Messages of the match event log older than this many days are deleted by the daily retention job
+    (as `kickoff events prune`; skipped while a match of that range is live). Empty: kept for ever."""
     history_retention_days: PositiveInt = 8
     """History points (the console's charts, `GET /v1/history/{series}`) older than this many days are deleted
     by the every-minute rollup job."""

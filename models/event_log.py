@@ -220,3 +220,70 @@ def event_counts(match_ids: Sequence[uuid.UUID | str]) -> dict[str, tuple[int, i
     with connection_scope():
         rows = database.execute_sql(_COUNTS, ([str(m) for m in match_ids],)).fetchall()
     return {mid: (int(n), int(rec)) for mid, n, rec in rows}
+
+
+_LIVE_IN_RANGE = """
+SELECT DISTINCT k.match_id::text FROM match_event_keys k JOIN matches m ON m.id = k.match_id
+ WHERE k.arrived_at < %s
+   AND (m.status = ANY(%s) OR EXISTS (SELECT 1 FROM match_listener_records r
+                                       WHERE r.match_id = k.match_id AND r.ended_at IS NULL))
+"""
+_PARTITIONS = """
+SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+ WHERE i.inhparent = 'match_events'::regclass AND c.relname ~ '^match_events_[0-9]{4}_[0-9]{2}$'
+"""
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What ``prune_before`` removed: messages, their keys, and the monthly partitions dropped whole."""
+
+    events: int
+    keys: int
+    partitions: tuple[str, ...]
+
+
+@translate_database_errors
+def live_matches_before(cutoff: datetime) -> list[str]:
+    """Matches with messages logged before ``cutoff`` that are live (a live or delayed status, or an
+    open lifecycle row): a prune of that range must wait for them."""
+    from models.status import DELAYED, LIVE
+
+    with connection_scope():
+        rows = database.execute_sql(_LIVE_IN_RANGE, (cutoff, sorted(LIVE | DELAYED))).fetchall()
+    return [r[0] for r in rows]
+
+
+def _month_end(name: str) -> datetime:
+    from datetime import UTC
+
+    year, month = int(name[-7:-3]), int(name[-2:])
+    return datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+
+
+@translate_database_errors
+def prune_before(cutoff: datetime) -> Pruned:
+    """Delete every message (and key) that arrived before ``cutoff``: a month wholly before it by
+    dropping its partition, the rest row by row. One transaction."""
+    with connection_scope(), database.atomic():
+        names = sorted(r[0] for r in database.execute_sql(_PARTITIONS).fetchall())
+        whole = [n for n in names if _month_end(n) <= cutoff]
+        events = 0
+        for name in whole:
+            (n,) = database.execute_sql(f'SELECT count(*) FROM "{name}"').fetchone()
+            events += int(n)
+            database.execute_sql(f'DROP TABLE "{name}"')
+        cursor = database.execute_sql("DELETE FROM match_events WHERE arrived_at < %s", (cutoff,))
+        events += cursor.rowcount
+        keys = database.execute_sql("DELETE FROM match_event_keys WHERE arrived_at < %s", (cutoff,)).rowcount
+    return Pruned(events=events, keys=keys, partitions=tuple(whole))
+
+
+@translate_database_errors
+def match_names() -> list[tuple[str, str, str]]:
+    """Every match as (id, sr_id, league name): what an import names its archive files after."""
+    with connection_scope():
+        rows = database.execute_sql(
+            "SELECT m.id::text, m.sr_id, l.name FROM matches m JOIN leagues l ON l.id = m.league_id"
+        ).fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
