@@ -287,3 +287,11 @@ def match_names() -> list[tuple[str, str, str]]:
             "SELECT m.id::text, m.sr_id, l.name FROM matches m JOIN leagues l ON l.id = m.league_id"
         ).fetchall()
     return [(r[0], r[1], r[2]) for r in rows]
+
+
+@translate_database_errors
+def total_events() -> int:
+    """Messages in the whole log (a benchmark's counter; a sequential count, not for hot paths)."""
+    with connection_scope():
+        (n,) = database.execute_sql("SELECT count(*) FROM match_events").fetchone()
+    return int(n)

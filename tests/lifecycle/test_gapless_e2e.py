@@ -25,14 +25,20 @@ from listener.events import message_key
 from listener.play_by_play import PlayByPlay
 from listener.verify import compare
 from models import Match, Question
-from models.db import database
 from models.event_log import messages_of
 from srsim.pbp import final_events
 from srsim.script import GameScript
 from srsim.server import SimServer
 from tests.background import BackgroundLoop
 from tests.lifecycle.conftest import REAL_WORKER_CTX, REAL_WORKER_DEFAULTS
-from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, mlb_games, open_rows, rows_of
+from tests.lifecycle.helpers import (
+    OpenRowMonitor,
+    dispatch_now,
+    mlb_games,
+    open_rows,
+    rows_of,
+    written_after_successor,
+)
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, REAL_WORKER_CTX]
@@ -151,16 +157,6 @@ def _on_operators_box(subprocess_env, box: dict[str, str], matches, games, serve
     assert not os.path.exists(os.path.join(box["DATA_DIR"], "listener"))  # no listener's file on the box
 
 
-def _written_after_successor(match, run, successor) -> int:
-    """Rows ``run`` logged after ``successor``'s first row (the fence: always 0)."""
-    (n,) = database.execute_sql(
-        "SELECT count(*) FROM match_events WHERE match_id = %s AND record_id = %s AND arrived_at > "
-        "(SELECT min(arrived_at) FROM match_events WHERE match_id = %s AND record_id = %s)",
-        (str(match.id), str(run.id), str(match.id), str(successor.id)),
-    ).fetchone()
-    return int(n)
-
-
 def _open_ids(matches) -> set[str]:
     return {str(r.id) for m in matches for r in open_rows(m)}
 
@@ -220,7 +216,7 @@ def test_a_killed_then_a_paused_worker_lose_no_event_of_their_games(
         assert len({r.worker_lease for r in runs}) == 3
         assert runs[1].gaps >= 1 and runs[2].gaps >= 1 and runs[2].events_backfilled >= 1
         assert all(r.gaps_unrecovered == 0 for r in runs[1:])
-        assert _written_after_successor(m, runs[1], runs[2]) == 0  # the paused run, resumed: fenced
+        assert written_after_successor(m, runs[1], runs[2]) == 0  # the paused run, resumed: fenced
     assert rows_of(matches[0])[2].gaps >= 2  # the takeover, then the refused resume
     _on_operators_box(subprocess_env, box, matches, games, server)
 
