@@ -102,7 +102,8 @@ def demo(obj: CliContext, as_json: bool, timeout: float) -> None:
     Starts `kickoff sim serve`, `kickoff scheduler`, a default `dramatiq` worker and a listener
     worker; kills the listener worker mid-game and restarts it; prints a board every 2 s and a
     summary. Exit status 0 when every game ended closed with exit 13 and the drills behaved.
-    `--json` prints {"ok", "matches": [{"sr_id", "status", "exit_code", "events", "archive"}]}.
+    `--json` prints {"ok", "matches": [{"sr_id", "status", "exit_code", "events", "archive"}]};
+    "archive" is the game's event log exported to DATA_DIR/exports/{shortcode}.json at the end.
     """
     obj.log_progress()
     os.environ.update({k: os.environ.get(f"KICKOFF_DEMO_{k}", v) for k, v in DEMO_ENV.items()})
@@ -211,6 +212,7 @@ def _play(
     _print_board(rows, out, time.monotonic() - started)
     for game, row in zip(games, rows, strict=True):
         row["missing"] = _missing(game, settings)
+        row["archive"] = _export(game, settings)
     checks = {
         "every game closed with exit 13": all(r["status"] == "closed" and r["exit_code"] == 13 for r in rows),
         "killed listener was Abandoned (14) then recovered": 14 in rows[0]["history"]
@@ -240,6 +242,22 @@ def _play(
             for r in rows
         ],
     }
+
+
+def _export(game: DemoGame, settings: KickoffSettings) -> str | None:
+    """The game's event log written as the spec's document under DATA_DIR/exports (its path)."""
+    from lifecycle.event_export import document_name, export_match
+    from models.boundary import connection
+    from models.match import match_by_id
+
+    if game.match_id is None:
+        return None
+    out_dir = Path(settings.data_dir) / "exports"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with connection():
+        name = document_name(match_by_id(game.match_id))
+        _match, path, _count = export_match(game.match_id, out=out_dir / name)
+    return str(path)
 
 
 def _missing(game: DemoGame, settings: KickoffSettings) -> int | None:

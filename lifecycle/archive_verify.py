@@ -34,9 +34,9 @@ from config.errors import (
 )
 from config.settings import KickoffSettings, mask_url
 from lifecycle.match_ref import resolve_match
+from listener import log_writer
 from listener.backfill import merge
 from listener.event_log import EventLog
-from listener.log_writer import LogWriter
 from listener.play_by_play import PlayByPlay, fetch_play_by_play, play_by_play_url
 from listener.verify import Verification, compare
 from listener.verify_store import record_verification
@@ -154,7 +154,7 @@ def backfill_match_archive(
         if _has_open_row(mid):
             raise ArchiveBusy(f"match {mid} has an open lifecycle row: a listener owns the archive")
         pbp = fetch_match_play_by_play(match, settings=settings)
-        writer = LogWriter(buffer_limit=len(pbp.events) + 1000, retry_seconds=1.0)
+        writer = log_writer.writer(buffer_limit=50_000, retry_seconds=1.0)  # the process's one writer
         log = EventLog(match_id=mid, writer=writer, wait_seconds=30.0)
         log.open()
         merged = merge(pbp, log, sr_id=match.sr_id, league=match.league.name, held_before=log.count)

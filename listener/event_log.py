@@ -77,7 +77,6 @@ class EventLog:
         self.count = 0
         self.index = EventIndex()
         self.last_written_at: float | None = None  # epoch seconds of the last message logged before
-        self.repaired = False
         self.pending: list[Ticket] = []  # tickets not known written when their wait ran out
         self.unreadable = 0
 
@@ -173,10 +172,7 @@ class EventLog:
             "is no longer the newest"
         )
 
-    # -- the file archive's interface ------------------------------------------------------
-
-    def append_raw(self, line: bytes) -> None:  # pragma: no cover - the file archive's, unused here
-        self.record(json.loads(line), line)
+    # -- flushing: learning the outcome of held writes -----------------------------------------
 
     def maybe_flush(self) -> None:
         """Learn the outcome of writes held while PostgreSQL was away (FencedWrite when refused)."""

@@ -12,14 +12,13 @@ from cli.matches import verification_lines
 from lifecycle.archive_verify import backfill_match_archive, verify_match_archive
 from lifecycle.cleanup import sweep_stale_match_listeners
 from listener.archive import archive_path
-from listener.event_log import EventLog
 from listener.events import current_events
-from listener.log_writer import LogWriter
 from listener.play_by_play import play_by_play_url
 from models.event_log import messages_of
 from models.listener_record import MatchListenerRecord
 from models.match import Match
 from tests.lifecycle.helpers import dead_run
+from tests.logged import event_log_of
 from tests.ports import free_port
 
 
@@ -32,10 +31,7 @@ def _message(sr_id: str, event: dict, operation: str = "create") -> dict:
 
 def _archive(settings, match, events: list[dict]):
     """Log ``events`` as a listener run would (unfenced), into the match's event log."""
-    log = EventLog(match_id=str(match.id), writer=LogWriter(buffer_limit=1000, retry_seconds=0.1)).open()
-    for event in events:
-        log.record(_message(match.sr_id, event))
-    log.close()
+    event_log_of(match.id, [_message(match.sr_id, event) for event in events]).close()
     return match.id
 
 
