@@ -22,8 +22,9 @@ by iptables in its namespace: a black hole or refused connects), ``redis-restart
 Redis killed and started empty), ``clock-skew`` (the worker restarted gracefully with its clock,
 ``config.clock.utcnow``, off by minutes - bench/_skew/sitecustomize.py - and back after the
 fault), ``deploy`` (a graceful restart, SIGTERM, of both workers of a host: the hand-off of
-actors/draining.py). Faults overlap. A recorder polls every lifecycle row and archive fence each
-half second; srsim logs every stream connection with the worker that made it (``/_via/{tag}``).
+actors/draining.py). Each host has its own DATA_DIR. Faults overlap. A recorder polls every
+lifecycle row and each match's event log (its newest row's fencing token) each half second;
+srsim logs every stream connection with the worker that made it (``/_via/{tag}``).
 At the end bench/_chaos_history.check judges the history (see there); ``--json`` prints one
 object ``{"ok", "seed", "faults", "violations", "events_missing", "max_takeover_seconds",
 "max_unstreamed_seconds", ...}``. Exit 1 on any violation.
@@ -129,6 +130,7 @@ class Fleet:
         self.gens[(host, slot)] += 1
         via = f"h{host}w{slot}g{gen}"
         env = {**self.env, "SPORTRADAR_BASE_URL": f"{self.env['SPORTRADAR_BASE_URL']}/_via/{via}"}
+        env["DATA_DIR"] = str(self.logdir / f"data-h{host}")  # each host its own disk: no shared file
         env = self.hosts[host].env(env)
         if skew:
             env["PYTHONPATH"] = os.pathsep.join(
@@ -293,14 +295,10 @@ class Nemesis:
 
 
 class Recorder:
-    """Polls every lifecycle row of the run's matches and every archive's fence and size."""
+    """Polls every lifecycle row of the run's matches and each one's event log (newest token, rows)."""
 
     def __init__(self, matches: dict[str, str], data_dir: Path) -> None:
-        from listener.archive import archive_path, fence_path, shortcode_for
-
         self.matches = matches  # match id -> sr_id
-        self.paths = {sr: archive_path(data_dir, "mlb", shortcode_for(sr)) for sr in matches.values()}
-        self.fences = {sr: fence_path(p) for sr, p in self.paths.items()}
         self.rows: list[RowState] = []
         self.samples: list[ArchiveSample] = []
         self._last_row: dict[str, tuple] = {}
@@ -351,13 +349,19 @@ class Recorder:
                 self.rows.append(
                     RowState(row_id, sr_id, float(created), _epoch(beat), _epoch(ended), token, code, now)
                 )
-        for sr_id, path in self.paths.items():
-            try:
-                size = path.stat().st_size
-                text = self.fences[sr_id].read_text().strip()
-            except OSError:
-                continue
-            token = int(text) if text.isdigit() else None
+        # Each match's event log: its newest row's fencing token (a stale run's row after a newer
+        # run's is a token going down) and its row count.
+        try:
+            logged = database.execute_sql(
+                "SELECT DISTINCT ON (e.match_id) m.sr_id, e.fence_token, "
+                "(SELECT count(*) FROM match_events c WHERE c.match_id = e.match_id) "
+                "FROM match_events e JOIN matches m ON m.id = e.match_id "
+                "WHERE e.match_id = ANY(%s::uuid[]) ORDER BY e.match_id, e.seq DESC",
+                (list(self.matches),),
+            ).fetchall()
+        finally:
+            database.close()
+        for sr_id, token, size in logged:
             if self._last_sample.get(sr_id) != (token, size):
                 self._last_sample[sr_id] = (token, size)
                 self.samples.append(ArchiveSample(sr_id, now, token, size))
@@ -414,15 +418,15 @@ def create_matches(sr_ids: list[str]) -> dict[str, str]:
 
 
 def archive_results(recorder: Recorder, url: str) -> list[ArchiveResult]:
-    from listener.archive import read_events
     from listener.events import message_key
     from listener.play_by_play import PlayByPlay
     from listener.verify import compare
+    from models.event_log import messages_of
 
     out = []
-    for sr_id, path in recorder.paths.items():
+    for match_id, sr_id in recorder.matches.items():
         pbp = _get(f"{url}/mlb/trial/games/{sr_id}/pbp.json")
-        messages = read_events(path) if path.exists() else []
+        messages = messages_of(match_id)
         verdict = compare(messages, PlayByPlay(game=pbp["game"], events=pbp["events"]))
         keys = Counter(k for m in messages if (k := message_key(m)) is not None)
         out.append(

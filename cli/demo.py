@@ -104,7 +104,8 @@ def demo(obj: CliContext, as_json: bool, timeout: float) -> None:
     Starts `kickoff sim serve`, `kickoff scheduler`, a default `dramatiq` worker and a listener
     worker; kills the listener worker mid-game and restarts it; prints a board every 2 s and a
     summary. Exit status 0 when every game ended closed with exit 13 and the drills behaved.
-    `--json` prints {"ok", "matches": [{"sr_id", "status", "exit_code", "events", "archive"}]}.
+    `--json` prints {"ok", "matches": [{"sr_id", "status", "exit_code", "events", "archive"}]};
+    "archive" is the game's event log exported to DATA_DIR/exports/{shortcode}.json at the end.
     """
     obj.log_progress()
     os.environ.update({k: os.environ.get(f"KICKOFF_DEMO_{k}", v) for k, v in DEMO_ENV.items()})
@@ -213,6 +214,7 @@ def _play(
     _print_board(rows, out, time.monotonic() - started)
     for game, row in zip(games, rows, strict=True):
         row["missing"] = _missing(game, settings)
+        row["archive"] = _export(game, settings)
     checks = {
         "every game closed with exit 13": all(r["status"] == "closed" and r["exit_code"] == 13 for r in rows),
         "killed listener was Abandoned (14) then recovered": 14 in rows[0]["history"]
@@ -244,17 +246,33 @@ def _play(
     }
 
 
+def _export(game: DemoGame, settings: KickoffSettings) -> str | None:
+    """The game's event log written as the spec's document under DATA_DIR/exports (its path)."""
+    from lifecycle.event_export import document_name, export_match
+    from models.boundary import connection
+    from models.match import match_by_id
+
+    if game.match_id is None:
+        return None
+    out_dir = Path(settings.data_dir) / "exports"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with connection():
+        name = document_name(match_by_id(game.match_id))
+        _match, path, _count = export_match(game.match_id, out=out_dir / name)
+    return str(path)
+
+
 def _missing(game: DemoGame, settings: KickoffSettings) -> int | None:
     """How many of the game's events (srsim's play-by-play) its archive lacks or holds in another
     version, or None when the play-by-play cannot be read."""
     import requests
 
     from config.errors import PlayByPlayError
-    from listener.archive import archive_path, read_events
     from listener.play_by_play import fetch_play_by_play, play_by_play_url
     from listener.verify import compare
+    from models.boundary import connection
+    from models.event_log import messages_of
 
-    path = archive_path(settings.data_dir, DEFAULT.name, game.sr_id)
     url = play_by_play_url(settings, league=DEFAULT.name, sr_id=game.sr_id)
     try:
         with requests.Session() as session:
@@ -263,14 +281,18 @@ def _missing(game: DemoGame, settings: KickoffSettings) -> int | None:
             )
     except PlayByPlayError:
         return None
-    verdict = compare(read_events(path) if path.exists() else [], pbp)
+    if game.match_id is None:
+        return None
+    with connection():
+        verdict = compare(messages_of(game.match_id), pbp)
     return len(verdict.missing) + len(verdict.differing)
 
 
 def _row(game: DemoGame, settings: KickoffSettings) -> dict[str, Any]:
-    from listener.archive import archive_path, read_events
+    from lifecycle.event_export import document_name
     from listener.events import backfilled_from
     from models.boundary import connection
+    from models.event_log import messages_of
     from models.listener_record import runs_of_match
     from models.match import match_by_id
 
@@ -290,15 +312,16 @@ def _row(game: DemoGame, settings: KickoffSettings) -> dict[str, Any]:
         "open": False,
         "archive": None,
     }
-    path = archive_path(settings.data_dir, DEFAULT.name, game.sr_id)
-    row["archive"] = str(path)
-    if path.exists():
-        events = read_events(path)
+    if game.match_id is None:
+        return row
+    with connection():
+        events = messages_of(game.match_id)
+        name = document_name(match_by_id(game.match_id))
+        row["archive"] = f"event log ({name}: kickoff matches export {game.match_id})"
+    if events:
         row["events"] = sum(1 for e in events if isinstance(e, dict) and "payload" in e)
         row["backfilled"] = sum(1 for e in events if backfilled_from(e) is not None)
         row["delay_markers"] = sum(1 for e in events if isinstance(e, dict) and "kickoff" in e)
-    if game.match_id is None:
-        return row
     with connection():
         row["status"] = match_by_id(game.match_id).status
         records = runs_of_match(game.match_id)

@@ -24,6 +24,7 @@ from cli.db import db
 from cli.dead_letters import dead_letters
 from cli.demo import demo
 from cli.enqueue import enqueue
+from cli.events import events
 from cli.launcher import launcher
 from cli.leagues import leagues
 from cli.listen import listen_command
@@ -123,6 +124,7 @@ cli.add_command(runs)
 cli.add_command(launcher)
 cli.add_command(leagues)
 cli.add_command(matches)
+cli.add_command(events)
 cli.add_command(listeners)
 cli.add_command(enqueue)
 cli.add_command(dead_letters)

@@ -330,8 +330,9 @@ def _archive_answer(run: Any) -> Any:
 def verify_archive(obj: CliContext, match_id: str, as_json: bool) -> None:
     """Compare MATCH_ID's listener archive with the provider's play-by-play.
 
-    The archive's side is each event's current state (updates applied, deletes removed), a missing
-    archive file is an empty one; the play-by-play comes from SPORTRADAR_BASE_URL (the settings
+    The archive's side is the match's event log in PostgreSQL (what every run on every listener host
+    recorded; any host can verify it), each event in its current state (updates applied, deletes
+    removed); the play-by-play comes from SPORTRADAR_BASE_URL (the settings
     of a listener's backfill). Prints the counts, then the ids of the events missing from the
     archive, extra in it, and differing (another version). The outcome is stored on the match
     (archive_verification, shown by the board and the console).
@@ -360,7 +361,7 @@ def verify_archive(obj: CliContext, match_id: str, as_json: bool) -> None:
 @json_option('Print {"ok", "missing", "extra", "differing", "events", "backfilled"} (full id lists).')
 @click.pass_obj
 def backfill(obj: CliContext, match_id: str, reason: str | None, as_json: bool) -> None:
-    """Fill MATCH_ID's archive from the play-by-play, then verify it (as verify-archive).
+    """Fill MATCH_ID's event log from the play-by-play, then verify it (as verify-archive).
 
     For a game that closed while no listener ran (its last run was abandoned): every event the
     archive lacks, or holds in an older version, is appended (marked backfilled), events it holds
@@ -393,3 +394,36 @@ def backfill(obj: CliContext, match_id: str, reason: str | None, as_json: bool) 
             click.echo(line)
     if not result.ok:
         click.get_current_context().exit(1)
+
+
+@matches.command("export", epilog="Exit codes: 0 written; 2 unknown match.")
+@click.argument("match_id", type=MATCH_ID)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, writable=True, path_type=str),
+    default=None,
+    help="File to write (default: ./{shortcode}.json); - writes to stdout.",
+)
+@click.pass_obj
+def export(obj: CliContext, match_id: str, out: str | None) -> None:
+    """Write MATCH_ID's event log as the spec's {shortcode}.json document, from any host.
+
+    A JSON array, one message per line, every distinct message of the match once, in arrival order
+    (kickoff's markers and its note on recovered messages included), read from PostgreSQL a page at
+    a time.
+    """
+    import sys
+    from pathlib import Path
+
+    from lifecycle.event_export import export_lines, export_match
+    from lifecycle.match_ref import resolve_match
+
+    obj.database()
+    if out == "-":
+        match = resolve_match(match_id)
+        for chunk in export_lines(str(match.id)):
+            sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+        return
+    match, path, count = export_match(match_id, out=Path(out) if out else None)
+    click.echo(f"match {match.id}: {count} messages -> {path}")

@@ -309,6 +309,9 @@ class KickoffSettings(BaseSettings):
     audit_retention_days: PositiveInt = 400
     """Audit log entries older than this many days are deleted by the daily retention job (and `kickoff audit
     prune`)."""
+    event_log_retention_days: PositiveInt | None = None
+    """Messages of the match event log older than this many days are deleted by the daily retention job
+    (as `kickoff events prune`; skipped while a match of that range is live). Empty: kept for ever."""
     history_retention_days: PositiveInt = 8
     """History points (the console's charts, `GET /v1/history/{series}`) older than this many days are deleted
     by the every-minute rollup job."""
@@ -565,6 +568,14 @@ class MatchListenerEnvironment(KickoffSettings):
     kill -9 loses at most a partial last event; raise it for bulk replays)."""
     listener_archive_flush_seconds: NonNegativeFloat = 0.5
     """Flush the event archive when its oldest buffered event is this old."""
+    listener_event_buffer_messages: PositiveInt = 50_000
+    """Messages a listener worker process holds for the event log while PostgreSQL is away; a message past it
+    is not kept (a gap, which the play-by-play backfill recovers)."""
+    listener_event_log_wait_seconds: PositiveFloat = 2.0
+    """How long a listener waits for a message to be in the event log before it goes on without (PostgreSQL
+    away: the process's writer keeps it and writes it when PostgreSQL is back)."""
+    listener_event_log_retry_seconds: PositiveFloat = 0.5
+    """While PostgreSQL is away, how often the event log writer tries again."""
     # LISTENER_DB_SLOTS_PER_PROCESS is the older name of the starts' half of this limit.
     listener_db_concurrency: PositiveInt = Field(
         8, validation_alias=AliasChoices("listener_db_concurrency", "listener_db_slots_per_process")

@@ -68,6 +68,8 @@ PERIODIC: list[PeriodicEntry] = [
     PeriodicEntry("rollup_history", actor="rollup_history", cron=EVERY_MINUTE, envs=ALL_ENVS),
     # Deletes audit log entries older than AUDIT_RETENTION_DAYS, in every app_env.
     PeriodicEntry("prune_audit_log", actor="prune_audit_log", cron="30 3 * * *", envs=ALL_ENVS),
+    # Deletes event log messages older than EVENT_LOG_RETENTION_DAYS (a no-op while it is not set).
+    PeriodicEntry("prune_event_log", actor="prune_event_log", cron="45 3 * * *", envs=ALL_ENVS),
     # League metadata, teams and seasons, daily before the season schedule (which reads the seasons).
     *(
         PeriodicEntry(

@@ -207,3 +207,26 @@ def test_archive_verify_answers_the_comparison_and_names_the_setting_when_the_fe
     assert answer.status_code == 200, answer.text
     assert answer.json() == {"ok": False, "missing": ["e1", "e2"], "extra": [], "differing": [], "events": 2}
     assert Match.get_by_id(match.id).archive_verification["missing_count"] == 2
+
+
+def test_the_archive_is_the_event_log_as_the_specs_document_streamed(api, make_match):
+    import json
+
+    from models.event_log import NewRow, insert_events
+
+    match = make_match(status="closed")
+    assert api.get(f"/v1/matches/{uuid.uuid4()}/archive").status_code == 404
+    message = {"payload": {"event": {"id": "e1"}}, "metadata": {"operation": "create"}}
+    insert_events(
+        [
+            NewRow(match_id=str(match.id), message_key=f'["k{i}"]', kind=kind, message=json.dumps(message))
+            for i, kind in enumerate(("live", "backfilled"))
+        ]
+    )
+    answer = api.get(f"/v1/matches/{match.id}/archive")
+    assert answer.status_code == 200, answer.text
+    assert match.sr_id.replace(":", "_") in answer.headers["content-disposition"]
+    lines = answer.text.splitlines()
+    assert lines[0] == "[" and lines[-1] == "]" and lines[2].startswith(",")
+    document = json.loads(answer.text)
+    assert document[0] == message and document[1]["kickoff"]["backfilled"] == "play_by_play"
