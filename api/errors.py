@@ -124,6 +124,7 @@ ERROR_STATUSES: dict[int, str] = {
     413: "The body is larger than API_MAX_BODY_BYTES.",
     415: "The body is not JSON (Content-Type: application/json).",
     422: "A field is refused (named in `field`); nothing was saved or sent.",
+    429: "Asked again too soon (an act that calls the provider is limited per match): retry later.",
     502: "An upstream refused or garbled the request: the broker refused the message (it is recorded; see"
     " the answer), or the feed answered a play-by-play kickoff cannot use (`setting` names it).",
     503: "A service (PostgreSQL, Redis, the broker) is unavailable: retry.",

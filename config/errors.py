@@ -521,6 +521,28 @@ class ReasonRequired(ConsoleError, ValueError):
     field = "reason"
 
 
+class KeyNameTaken(KickoffError):
+    """Raised when an API key would get a name another key has (case-insensitively): 409."""
+
+    kind = ErrorKind.CONFLICT
+
+
+class RateLimited(KickoffError):
+    """Raised when an act that calls the provider is asked again too soon (archive verification): 429."""
+
+    kind = ErrorKind.LIMITED
+
+
+class InvalidText(KickoffError, ValueError):
+    """Raised when operator text (a reason, a name) breaks the one text rule (config.text_rule): 422."""
+
+    kind = ErrorKind.INVALID
+
+    def __init__(self, message: str, *, field: str = "reason") -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class InvalidQuery(KickoffError, ValueError):
     """Raised when a board or history query has a value kickoff cannot use (an unknown filter value, a
     malformed date, a page past the end, an unknown range); ``field`` names the parameter (422)."""

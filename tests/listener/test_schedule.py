@@ -102,9 +102,9 @@ def test_league_and_schedule_refresh_are_scheduled_whenever_app_env_is_not_devel
 def test_the_nfl_week_heuristic(day, expected):
     from datetime import date
 
-    from models.season_calendar import nfl_week
+    from models.season_calendar import week_of
 
-    assert nfl_week(date.fromisoformat(day)) == expected
+    assert week_of("nfl", date.fromisoformat(day)) == expected
 
 
 @pytest.mark.parametrize(
