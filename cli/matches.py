@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from cli.answers import EXIT_OF
 from cli.common import (
     LIMIT_OPTION,
     MATCH_ID,
@@ -18,7 +19,7 @@ from cli.common import (
 )
 from cli.context import CliContext
 from cli.table import echo_table, render_table
-from config.errors import ConstraintViolation, KickoffError
+from config.errors import ConstraintViolation, ErrorKind, KickoffError
 
 
 @click.group("matches")
@@ -274,9 +275,9 @@ def set_dispatch(obj: CliContext, match_id: str, state: str, reason: str | None,
     echo_answer(as_json, data, f"match {match_id}: auto-dispatch {state} (was {'on' if before else 'off'})")
 
 
-#: Exit codes of verify-archive and backfill beside 0 (they agree) and 1 (they do not).
-EXIT_BUSY = 4
-EXIT_UNAVAILABLE = 5
+#: Exit codes of verify-archive and backfill beside 0 (they agree) and 1 (they do not): by kind.
+EXIT_BUSY = EXIT_OF[ErrorKind.CONFLICT]
+EXIT_UNAVAILABLE = EXIT_OF[ErrorKind.UNAVAILABLE]
 
 _ARCHIVE_EXIT_HELP = (
     "Exit codes: 0 the archive and the play-by-play agree; 1 they do not; 2 unknown match; "

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from config import spans, tracing
-from config.errors import KickoffError, LockNotOwned, ServiceUnavailable
+from config.errors import ErrorKind, KickoffError, LockNotOwned, ServiceUnavailable
 from config.set_aside import SetAside, setting_aside
 from config.settings import KickoffSettings
 from lifecycle.sql import rows
@@ -305,6 +305,8 @@ class SweepResult:
 
 class BackfillNotSent(KickoffError):
     """The sweep could not enqueue a backfill (its broker did not take it): set aside, never raised."""
+
+    kind = ErrorKind.UNAVAILABLE
 
 
 def matches_needing_backfill(match_ids: Iterable[str]) -> list[str]:

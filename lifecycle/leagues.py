@@ -6,6 +6,7 @@ from config.errors import (
     ArchivePathError,
     ConfigurationError,
     ConstraintViolation,
+    ErrorKind,
     KickoffError,
     LeagueNotFound,
 )
@@ -17,6 +18,8 @@ from models.league import League, all_league_names, create_league, league_named,
 
 class InvalidLeagueName(ConfigurationError, ValueError):
     """Raised when a league name cannot be an archive directory ({DATA_DIR}/listener/{league})."""
+
+    kind = ErrorKind.INVALID  # an operator's or a feed's name, not a setting
 
 
 def check_league_name(name: str) -> str:

@@ -156,7 +156,7 @@ class Launcher:
             command = RunCommand.from_bytes(delivery.body)
             command.check_job(self.catalog)
         except InvalidRunCommand as exc:
-            self._set_aside(delivery, str(exc), kind=exc.kind)
+            self._set_aside(delivery, str(exc), kind=exc.refusal)
             return
         if time.monotonic() < self._db_down_until:
             delivery.nack()

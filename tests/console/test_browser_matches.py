@@ -185,6 +185,7 @@ def test_each_history_chart_draws_what_a_run_of_real_workers_wrote(
         "SPORTRADAR_BASE_URL": server.base_url,
         "LISTENER_MAX_CONSECUTIVE_HEARTBEATS": "120",
         "HISTORY_FLUSH_SECONDS": "0.5",
+        "APP_ENV": "staging",  # the takeover restarts a live match (develop restarts test clones only)
     }
     first = processes("listeners", env)
     processes("default", env)

@@ -19,9 +19,9 @@ ELSEWHERE = {
     "demo": "tests/e2e/test_demo.py",
     "listen": "tests/listener/test_listen_cli.py",
     "sim clone": "tests/srsim/test_clone.py",
+    "trades retry": "tests/publisher/test_trade_reconcile.py",
     "players sync": "tests/publisher/test_players.py",
     "actions result": "tests/publisher/test_results.py",
-    "trades retry": "tests/publisher/test_trade_reconcile.py",
 }
 LINEUP = ["--league", "L1", "--team", "7", "--swap", "3139477:BE", "--season", "2024", "--week", "3"]
 

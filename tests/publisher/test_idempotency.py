@@ -66,12 +66,15 @@ def test_rule_season_and_week_suffix_keeps_last_weeks_key_from_swallowing_this_w
 
 
 def test_rule_reuse_window_releases_a_finished_key_after_the_ttl(publisher, pub_settings, frozen_clock):
+    """The TTL counts from the action's creation (docs/publisher.md), not from its finish: an action
+    that finished 20 minutes in releases its lineup key 30 minutes after it was created."""
     first = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings)
-    record_result(first.tracking_id, ActionStatus.SUCCEEDED)
-    frozen_clock.advance(minutes=29)
+    frozen_clock.advance(minutes=20)
+    record_result(first.tracking_id, ActionStatus.SUCCEEDED)  # finished late
+    frozen_clock.advance(minutes=9)
     duplicate = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings)
     assert duplicate.status is TriggerStatus.DUPLICATE
-    frozen_clock.advance(minutes=1)
+    frozen_clock.advance(minutes=1)  # 30 min after creation, only 10 after the finish
     again = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings)
     assert again.status is TriggerStatus.QUEUED and again.tracking_id != first.tracking_id
 

@@ -160,7 +160,7 @@ def test_a_claim_no_longer_waiting_is_refused_and_left_as_it_is(run, amqp_vhost,
     uncertain_offer(amqp_vhost, offer_key="offer-1")
     assert run("trades", "reconcile", "trade_submissions", "offer-1", "--as", "published")[0] == 0
     code, out = run("trades", "reconcile", "trade_submissions", "offer-1", "--as", "republish")
-    assert code == 1 and "is resolved, not waiting for an operator" in out
+    assert code == 4 and "is resolved, not waiting for an operator" in out  # a conflict
     assert status_of("offer-1") == "resolved" and read_queue("trade_submissions") == []
     code, out = run("trades", "reconcile", "trade_submissions", "offer-404", "--as", "cancel")
     assert code == 2 and "no execution_log claim for 'offer-404'" in out
