@@ -112,8 +112,9 @@ def start_listener_services(worker: dramatiq.Worker) -> None:
     if runs_listeners(worker):
         resume_taking_starts()
         svc = services()
-        # A start needs the lease (and Redis): without it, leave the starts to workers that have it.
-        gate_starts_on(lambda: svc.lease.current() is not None)
+        # A start needs the lease and its liveness signal (and Redis): without them, leave the starts
+        # to workers that have them.
+        gate_starts_on(svc.ready_for_starts)
 
 
 def _attempts(rt: ActorRuntime, match_id: str) -> int | None:
