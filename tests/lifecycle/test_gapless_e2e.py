@@ -25,6 +25,7 @@ from listener.events import message_key
 from listener.play_by_play import PlayByPlay
 from listener.verify import compare
 from models import Question
+from models.coordination import CoordinationStore
 from srsim.pbp import final_events
 from srsim.script import GameScript
 from srsim.server import SimServer
@@ -120,8 +121,19 @@ def _moved(match, old: set[str]) -> bool:
     return any(str(r.id) not in old for r in open_rows(match))
 
 
+def _liveness_held(client, lease: str) -> bool:
+    name = CoordinationStore.liveness_client_name(lease)
+    return any(c["name"] == name for c in client.client_list())
+
+
+def _kill_liveness_connection(client, lease: str) -> int:
+    """CLIENT KILL the connection holding ``lease``'s liveness signal (only that worker's); how many."""
+    name = CoordinationStore.liveness_client_name(lease)
+    return sum(client.client_kill_filter(_id=c["id"]) for c in client.client_list() if c["name"] == name)
+
+
 def test_a_killed_then_a_paused_worker_lose_no_event_of_their_games(
-    make_match, ctx, send_start, start_worker, feed, lifecycle_env
+    make_match, ctx, send_start, start_worker, feed, lifecycle_env, redis_client
 ):
     games = _games(2)
     server = feed(games)
@@ -137,6 +149,16 @@ def test_a_killed_then_a_paused_worker_lose_no_event_of_their_games(
             wait_for(lambda g=g: _events_archived(lifecycle_env, g) >= 15, timeout=60, what="15 events")
         standby = start_worker(env=env)
         before = _open_ids(matches)
+        # Redis drops the doomed worker's liveness connection (CLIENT KILL) while it lives on: it
+        # subscribes again at once, so no reaper takes its matches, and its streams go on untouched.
+        lease = rows_of(matches[0])[0].worker_lease
+        dropped_at = time.monotonic()
+        assert _kill_liveness_connection(redis_client, lease) == 1
+        wait_for(lambda: _liveness_held(redis_client, lease), timeout=10, what="the signal re-established")
+        settled = dropped_at + 2 * float(env.get("LISTENER_LIVENESS_GRACE_SECONDS", 0.5)) + 2.0
+        wait_for(lambda: time.monotonic() > settled, timeout=30, what="the grace and reaper polls passing")
+        assert _open_ids(matches) == before  # not reaped
+        assert "liveness signal dropped" in doomed.output()
         killed_at = time.monotonic()
         doomed.kill()
         for m, g in zip(matches, games, strict=True):
@@ -177,6 +199,7 @@ def test_a_killed_then_a_paused_worker_lose_no_event_of_their_games(
         _assert_complete(lifecycle_env, server, g, m)
         runs = rows_of(m)
         assert [r.exit_code for r in runs] == [14, 14, 13]
+        assert runs[0].gaps == 0  # its dropped liveness connection cost its stream nothing
         # The kill was seen from the liveness signal; the pause (its connection kept open) by the lease.
         assert [r.exit_reason for r in runs[:2]] == [WORKER_DIED, LEASE_EXPIRED]
         assert [r.takeover_path for r in runs[1:]] == ["death_seen", "lease_lapsed"]
