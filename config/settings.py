@@ -360,7 +360,7 @@ class KickoffSettings(BaseSettings):
     renew for the lease less LISTENER_LOCK_LOSS_GRACE_SECONDS + LISTENER_STOP_POLL_SECONDS (5 s by default)
     stops its listeners, and a paused, frozen or cut-off worker's matches start again once it lapses; a
     killed one's at once, from its liveness signal (LISTENER_LIVENESS_GRACE_SECONDS)."""
-    listener_liveness_grace_seconds: PositiveFloat = 0.5
+    listener_liveness_grace_seconds: PositiveFloat = 0.3
     """A listener worker's liveness signal (a Redis connection it holds, closed by the kernel when the
     process ends) that stays gone this long while its lease is fresh is a dead worker: its matches start
     again at once. A worker alive but unable to re-establish its signal within this stops its listeners

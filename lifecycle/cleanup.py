@@ -57,8 +57,12 @@ def reap_dead_workers(
     settings: KickoffSettings,
     barriers: CoordinationStore,
     aside: list[SetAside] | None = None,
+    signal_lost: list[str] | None = None,
 ) -> list[rows.ClosedRow]:
     """Abandon (14) the open rows of dead workers; free their locks and barriers.
+
+    ``signal_lost``: gets the leases whose signal is gone but whose grace has not passed yet (the
+    caller judges again once it has).
 
     A worker is dead when its liveness signal stayed gone for LISTENER_LIVENESS_GRACE_SECONDS while
     its lease was fresh (its process ended: the kernel closed its connection; lifecycle.liveness;
@@ -82,6 +86,8 @@ def reap_dead_workers(
         leases, grace_seconds=settings.listener_liveness_grace_seconds, ttl_seconds=lease_ttl
     )
     dead = judged.among(LeaseState.DEAD)
+    if signal_lost is not None:
+        signal_lost.extend(sorted(judged.among(LeaseState.SIGNAL_LOST)))
     young = judged.epoch_age is None or judged.epoch_age < lease_ttl * 1.25 + 1
     gone = set() if young else judged.among(LeaseState.LAPSED)
     abandon = rows.abandon_rows_of_dead_workers

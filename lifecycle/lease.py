@@ -174,10 +174,23 @@ class PeriodicStep(RegistryPoller[object]):
 
 
 class Reaper(PeriodicStep):
-    """The thread that runs ``step`` (the reaper of other processes' dead runs) every ``period`` s."""
+    """The thread that runs ``step`` (the reaper of other processes' dead runs) every ``period`` s, or
+    sooner once after ``soon`` (a liveness signal seen gone: judged again the moment its grace ends)."""
 
     THREAD_NAME = "kickoff-worker-reaper"
     STEP_NAME = "dead worker reaper"
+
+    def __init__(self, *, period_seconds: float, step: Callable[[], None]) -> None:
+        super().__init__(period_seconds=period_seconds, step=step)
+        self._soon: float | None = None
+
+    def soon(self, seconds: float) -> None:
+        """Run the next step ``seconds`` after this one (when shorter than the period)."""
+        self._soon = seconds if self._soon is None else min(self._soon, seconds)
+
+    def period_seconds(self) -> float:
+        soon, self._soon = self._soon, None
+        return self._period if soon is None else min(self._period, soon)
 
 
 class DeadlineWatch(PeriodicStep):
