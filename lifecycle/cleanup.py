@@ -68,9 +68,10 @@ def reap_dead_workers(
     its lease was fresh (its process ended: the kernel closed its connection; lifecycle.liveness;
     reason ``WORKER_DIED``), or when its lease key is gone (reason ``worker lease expired``). A lease
     key is gone only once its process has fenced itself (lifecycle.lease), and a process whose
-    signal is gone either ended or fences itself within the same grace (``LivenessSignal.must_fence``),
-    so the lock of such a row is deleted at once (token-compared) and its match can start again; the
-    successor's fencing token refuses any write the predecessor still tries. No lease is judged lapsed
+    signal is gone either ended or fences itself within the grace plus one deadline poll
+    (``LivenessSignal.must_fence``), so the lock of such a row is deleted at once (token-compared)
+    and its match can start again; the successor's fencing token refuses any write the predecessor
+    still tries. No lease is judged lapsed
     until Redis's data epoch is older than one lease plus one renewal: after Redis lost its data, every
     live worker re-creates its lease within that time. A dead signal needs no such wait: it is judged
     only for a lease key that exists, and a live worker re-subscribes within milliseconds of a Redis

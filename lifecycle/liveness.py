@@ -56,6 +56,7 @@ class LivenessSignal:
         self._held: str | None = None  # the lease id whose signal is held now
         self._lost_since: float | None = time.monotonic()  # not held since (monotonic); None: held
         self._dropped: str | None = None  # the lease id whose held signal dropped (None: none did)
+        self._reachable_seen: float | None = None  # when must_fence first saw Redis answer after the drop
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -77,19 +78,23 @@ class LivenessSignal:
             return self._held is not None and self._held == self.lease.held_id()
 
     def must_fence(self, now: float) -> bool:
-        """Whether the signal has been gone for the grace while Redis still renewed the lease.
-
-        Peers then judge this process dead; it must stop its runs (no I/O here: the deadline thread
-        asks).
+        """Whether the signal has stayed gone for the grace since Redis was seen answering the lease's
+        renewals again (peers then judge this process dead): it must stop its runs (no I/O here: the
+        deadline thread asks, every LISTENER_STOP_POLL_SECONDS). A Redis that answers nobody (a
+        restart) fences nothing here: the lease's own fence covers it.
         """
         with self._mu:
             since, dropped = self._lost_since, self._dropped
-        if since is None or dropped is None or dropped != self.lease.held_id():
-            return False  # held, or never held under this lease (its starts wait for it: no run to fence)
-        if now - since < self.grace_seconds:
-            return False
-        renewed = self.lease.renewed_at
-        return renewed is not None and renewed > since
+            if since is None or dropped is None or dropped != self.lease.held_id():
+                return False  # held, or never held under this lease (its starts wait for it: no run to fence)
+            renewed = self.lease.renewed_at
+            if renewed is None or renewed <= since:
+                return False  # Redis has not answered since: peers cannot judge either (a Redis restart)
+            # Redis answers: from the first time that was seen here, the thread has the grace to
+            # subscribe again (it retries every RETRY_SECONDS) before this process fences itself.
+            if self._reachable_seen is None:
+                self._reachable_seen = now
+            return now - max(since, self._reachable_seen) >= self.grace_seconds
 
     def _lost(self, why: str, exc: BaseException | None = None) -> None:
         with self._mu:
@@ -120,7 +125,7 @@ class LivenessSignal:
                 _close(pubsub)
                 pubsub, subscribed_to = fresh, want
                 with self._mu:
-                    self._held, self._lost_since, self._dropped = want, None, None
+                    self._held, self._lost_since, self._dropped, self._reachable_seen = want, None, None, None
                 continue
             try:
                 self.barriers.hold_liveness(pubsub, timeout=HOLD_SECONDS)

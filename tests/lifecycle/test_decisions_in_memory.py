@@ -22,6 +22,7 @@ from lifecycle import cleanup, dispatch, takeover
 from lifecycle.dispatch import StartMessage, _send_all, cycle_collection_paused
 from lifecycle.heartbeat import LOCK_UNREACHABLE, HeartbeatRegistration, HeartbeatService
 from lifecycle.lease import LEASE_EXPIRED, WorkerLease
+from lifecycle.liveness import LivenessSignal
 from lifecycle.runtime import ListenerServices, worker_shutdown
 from lifecycle.sql.rows import ClosedRow
 from lifecycle.stop_watch import StopRegistration, StopWatcher
@@ -626,6 +627,33 @@ def test_the_reaper_takes_over_a_worker_whose_liveness_signal_stayed_gone_for_th
     clock.advance(settings.listener_liveness_grace_seconds)
     cleanup.reap_dead_workers(settings=settings, barriers=store)
     assert abandoned == [({"dead"}, takeover.WORKER_DIED)]
+
+
+def test_a_worker_whose_signal_cannot_be_re_established_while_redis_answers_fences_itself(
+    store: MemoryCoordinationStore, monkeypatch
+) -> None:
+    lease = WorkerLease(barriers=store, ttl_seconds=8, fence_margin_seconds=3)
+    lease.renew()
+    signal = LivenessSignal(barriers=store, lease=lease, grace_seconds=0.05)
+    signal.start()
+    try:
+        wait_for(signal.held, timeout=5, what="the signal held")
+
+        def refused(lease_id: str) -> None:
+            raise RedisUnavailable(
+                service="Redis", setting="REDIS_URL", address="memory://", reason="refused"
+            )
+
+        monkeypatch.setattr(store, "liveness_subscription", refused)
+        store.signals[0].kill()  # Redis dropped it; subscribing again fails from now on
+        wait_for(lambda: not signal.held(), timeout=5, what="the drop noticed")
+        assert not signal.must_fence(time.monotonic() + 10)  # Redis answered nobody since: no fence here
+        lease.renew()  # Redis answers again: peers can see the signal gone
+        seen = time.monotonic()
+        assert not signal.must_fence(seen)  # the grace to subscribe again starts now
+        assert signal.must_fence(seen + 0.05)
+    finally:
+        signal.stop()
 
 
 # -- the process's listener services: checks, reaping, lost leases, graceful hand-offs --------
