@@ -62,17 +62,23 @@ def add(
     validate_listener_settings(settings_, source="--setting")
     obj.database()
     lg = get_league(league)
+    from models.boundary import transaction
+
     try:
-        match = create_match(
-            league=lg,
-            sr_id=sr_id,
-            scheduled=when,
-            status=normalise(status),
-            title=title,
-            is_test=is_test,
-            auto_dispatch_listener=not no_auto_dispatch,
-            listener_start_settings=settings_,
-        )
+        with transaction():  # the match and its audit entry in one transaction
+            match = create_match(
+                league=lg,
+                sr_id=sr_id,
+                scheduled=when,
+                status=normalise(status),
+                title=title,
+                is_test=is_test,
+                auto_dispatch_listener=not no_auto_dispatch,
+                listener_start_settings=settings_,
+            )
+            obj.audit().record(
+                "match.add", "match", str(match.id), after={"sr_id": sr_id, "league": lg.name, "title": title}
+            )
     except ConstraintViolation as exc:
         raise KickoffError(f"a match with sr_id {sr_id!r} already exists") from exc
     echo_answer(as_json, {"id": str(match.id)}, str(match.id))
@@ -333,6 +339,7 @@ def verify_archive(obj: CliContext, match_id: str, as_json: bool) -> None:
     from lifecycle.archive_verify import verify_match_archive
 
     obj.database()
+    obj.audit().record("archive.verify", "match", match_id)  # before the provider is called
     result = _archive_answer(lambda: verify_match_archive(match_id, settings=obj.settings))
     data = result.as_dict()
     if as_json:

@@ -408,6 +408,22 @@ class ReasonRequired(ConsoleError, ValueError):
     field = "reason"
 
 
+class KeyNameTaken(KickoffError):
+    """Raised when an API key would get a name another key has (case-insensitively): 409."""
+
+
+class RateLimited(KickoffError):
+    """Raised when an act that calls the provider is asked again too soon (archive verification): 429."""
+
+
+class InvalidText(KickoffError, ValueError):
+    """Raised when operator text (a reason, a name) breaks the one text rule (config.text_rule): 422."""
+
+    def __init__(self, message: str, *, field: str = "reason") -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class InvalidQuery(KickoffError, ValueError):
     """Raised when a board or history query has a value kickoff cannot use (an unknown filter value, a
     malformed date, a page past the end, an unknown range); ``field`` names the parameter (422)."""

@@ -51,7 +51,12 @@ def test_dry_run_json_changes_nothing_and_json_with_yes_prints_the_results(db, r
     assert reload(match).auto_dispatch_listener
     done = json.loads(_bulk("stop", "--match", match.sr_id, "--reason", "r", "--yes", "--json").output)
     assert done["results"] == [
-        {"match_id": str(match.id), "ok": True, "detail": done["results"][0]["detail"]}
+        {
+            "match_id": str(match.id),
+            "title": f"{match.sr_id} (clij)",
+            "ok": True,
+            "detail": done["results"][0]["detail"],
+        }
     ]
     assert not reload(match).auto_dispatch_listener
 
