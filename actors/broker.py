@@ -36,7 +36,7 @@ import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import CurrentMessage
 
-from actors.draining import DrainableConsumer
+from actors.draining import LISTENER_CONSUMER_IDLE_MS, DrainableConsumer
 from actors.middleware import (
     DatabaseConnectionMiddleware,
     LogContextMiddleware,
@@ -67,6 +67,8 @@ class KickoffRedisBroker(RedisBroker):
         if queue_name != QUEUE_MATCH_LISTENERS:
             return super().consume(queue_name, prefetch, timeout)
         prefetch = max(1, prefetch // 2)  # Dramatiq asks for 2 x --threads
+        # An idle consumer waits at most this between fetches: a takeover's start is taken at once.
+        timeout = min(timeout, LISTENER_CONSUMER_IDLE_MS)
         return DrainableConsumer(super().consume(queue_name, prefetch, timeout))
 
 

@@ -51,6 +51,14 @@ def taking_starts() -> bool:
     return not _draining.is_set() and (ready is None or ready())
 
 
+#: Longest idle wait (ms) of a ``match_listeners`` consumer between two fetches from the Redis
+#: broker (actors.broker passes it as the consumer's timeout). Dramatiq's idle consumer backs off up
+#: to the worker timeout (1 s by default); a start a reaper sends for a dead worker's match waited
+#: that long on an idle worker: half a second on average of a takeover. At 100 ms an idle listener
+#: worker fetches ten times a second (one Lua call each; docs/scaling.md).
+LISTENER_CONSUMER_IDLE_MS = 100
+
+
 class DrainableConsumer(dramatiq.Consumer):
     """A Redis broker consumer that fetches nothing while the process drains (``stop_taking_starts``)."""
 

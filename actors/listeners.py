@@ -30,6 +30,10 @@ from models.start_messages import new_message_id, save_message_ids
 
 logger = logging.getLogger(__name__)
 
+#: After the liveness grace, how much later the reaper judges again (the grace is measured in Redis's
+#: clock from the first reaper that saw the signal gone: a step exactly at the grace may be early).
+REJUDGE_MARGIN_SECONDS = 0.02
+
 
 def services() -> ListenerServices:
     """The process's listener services; their shutdown hook is registered with the broker.
@@ -48,7 +52,10 @@ def services() -> ListenerServices:
         # Orphans first: a match the two steps after it free is not taken for one (its restart
         # mark stays unused, for the case that restart fails on a worker cut from PostgreSQL).
         orphans = cleanup.orphans_of_fenced_runs(settings=rt.settings, barriers=rt.barriers)
-        closed = cleanup.reap_dead_workers(settings=rt.settings, barriers=rt.barriers)
+        lost: list[str] = []
+        closed = cleanup.reap_dead_workers(settings=rt.settings, barriers=rt.barriers, signal_lost=lost)
+        if lost:  # a worker's liveness signal is gone: judge it again the moment its grace ends
+            svc.reaper.soon(rt.settings.listener_liveness_grace_seconds + REJUDGE_MARGIN_SECONDS)
         freed = cleanup.release_locks_of_fenced_runs(settings=rt.settings, barriers=rt.barriers)
         return sorted({row.match_id for row in closed} | set(freed) | set(orphans))
 
@@ -112,8 +119,9 @@ def start_listener_services(worker: dramatiq.Worker) -> None:
     if runs_listeners(worker):
         resume_taking_starts()
         svc = services()
-        # A start needs the lease (and Redis): without it, leave the starts to workers that have it.
-        gate_starts_on(lambda: svc.lease.current() is not None)
+        # A start needs the lease and its liveness signal (and Redis): without them, leave the starts
+        # to workers that have them.
+        gate_starts_on(svc.ready_for_starts)
 
 
 def _attempts(rt: ActorRuntime, match_id: str) -> int | None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client import Counter as PromCounter
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from config.errors import KickoffError
@@ -211,11 +211,34 @@ class SharedStateCollector(Collector):
             "Events still missing from the archive at a run's close (sum over lifecycle rows).",
             value=unrecovered,
         )
+        yield self._takeovers()
         yield GaugeMetricFamily(
             "kickoff_archive_verifications_failed",
             "Matches whose last archive verification found missing, extra or differing events.",
             value=failed,
         )
+
+    def _takeovers(self) -> Metric:
+        """``kickoff_listener_takeover_seconds`` by path, from the takeover rows (lifecycle.takeover)."""
+        from lifecycle.takeover import BUCKETS, TakeoverPath
+        from models.listener_record import takeover_histogram
+
+        family = HistogramMetricFamily(
+            "kickoff_listener_takeover_seconds",
+            "Seconds from a listener run's close to its successor's first live byte, by how the successor"
+            " took the match over: death_seen (its worker's liveness signal ended), lease_lapsed (its worker"
+            " lease ran out: a pause, a frozen host, a partition), handoff (a graceful shutdown).",
+            labels=["path"],
+        )
+        read = takeover_histogram(BUCKETS)
+        for path in TakeoverPath:
+            counts, n, total = read.get(str(path), ([0] * len(BUCKETS), 0, 0.0))
+            family.add_metric(
+                [str(path)],
+                [*((str(b), c) for b, c in zip(BUCKETS, counts, strict=True)), ("+Inf", n)],
+                total,
+            )
+        return family
 
     def _outbox(self) -> Iterator[Metric]:
         from publisher.outbox import outbox_report

@@ -1,8 +1,10 @@
 """Benchmark: listener takeover, measured from srsim's side: a worker SIGKILLed mid-game, a graceful
 (SIGTERM) hand-off, and the events the listeners recorded across them.
 
-Run: ``.venv/bin/python bench/recovery.py [--kills 20] [--handoffs 5] [--matches 3] [--stale-kills 0]
-[--compare-backfill] [--json] [--save]`` (about ten minutes with the defaults). srsim serves one mlb
+Run: ``.venv/bin/python bench/recovery.py [--feed] [--kills 20] [--pauses 0] [--handoffs 5] [--matches 3]
+[--stale-kills 0] [--compare-backfill] [--json] [--save]`` (about ten minutes with the defaults).
+``--feed``: issue 37's run (20 kills, 5 pauses, 5 hand-offs of 3 matches), its figures printed beside
+the lease path's before the liveness signal (kill to live data p50 7.5 s, p99 8.9 s). srsim serves one mlb
 game per match at 2 events/s (a stream heartbeat every 5 s), and the real MatchListener body
 streams each game inside real ``dramatiq`` listener workers at default settings (heartbeat 30 s,
 stale threshold 180 s, worker lease 8 s, reaper poll 0.5 s, hand-off bound 5 s) on a throw-away
@@ -15,12 +17,19 @@ Every figure comes from srsim's record of each stream connection (``/_srsim/conn
 opened, closed, and when live data, a live event or a heartbeat, was first and last sent on it):
 
 * Kills: each kill SIGKILLs the worker running a match; its seconds are from the kill to the next
-  live byte on a new connection of every match the worker ran; then a replacement starts.
-  Goal (README): p99 <= 10 s.
+  live byte on a new connection of every match the worker ran; then a replacement starts. The
+  worker's liveness signal ends with it (lifecycle.liveness). Goals (issue 37): p50 <= 0.5 s,
+  p99 <= 1.5 s.
+* ``--pauses``: each SIGSTOPs the worker running a match until every match it ran streams on a new
+  connection (its lease lapses: its connections stay open), then SIGCONTs it (it fences itself and
+  lives on, without a replacement). Its seconds: from the SIGSTOP to that live byte. Goal (issue
+  37): p99 <= 12 s. srsim keeps sending on a paused worker's connections (into its socket buffers),
+  so a pause's "gap" is no overlap of recording streams: the fencing token decides (not counted).
 * Hand-offs: each SIGTERMs the worker running a match while the other one is up; per match, the
   seconds without live data are the new connection's first live byte minus the old connection's
-  last one. Goal (docs/lifecycle.md): at most 1 s. A negative gap is an overlap (two connections
-  of one match sent live data at once) and fails the run, as does one after a kill.
+  last one. Goals: at most 1 s (docs/lifecycle.md), p99 <= 0 s (issue 37: a deploy leaves no
+  second without live data). A negative gap is an overlap (two connections of one match sent live
+  data at once) and fails the run, as does one after a kill.
 * Events lost: the event ids srsim sent from the moment every match first streamed to the moment
   every match streamed again after the last stop, minus those in the match's archive
   ``{DATA_DIR}/listener/mlb/{shortcode}.json`` (waited for up to a minute, so a backfill can fill
@@ -55,7 +64,10 @@ BENCH = Bench(
     "recovery",
     __doc__,
     [
-        Goal("kill_p99_s", 10, at_most=True, unit="s", source="README: kill to live data again, p99"),
+        Goal("kill_p50_s", 0.5, at_most=True, unit="s", source="issue 37: kill to live data again, p50"),
+        Goal("kill_p99_s", 1.5, at_most=True, unit="s", source="issue 37: kill to live data again, p99"),
+        Goal("pause_p99_s", 12, at_most=True, unit="s", source="issue 37: SIGSTOP past the lease, p99"),
+        Goal("handoff_gap_p99_s", 0, at_most=True, unit="s", source="issue 37: a deploy without live data"),
         Goal(
             "handoff_gap_max_s",
             1,
@@ -76,6 +88,8 @@ ENV = {
     "LISTENER_BODY": "listener.match_listener:MatchListener",
     "APP_ENV": "staging",  # the scheduler dispatches live matches and sweeps every minute
 }
+#: Kill to live data again on the lease path, before the liveness signal (bench/results, issue 37).
+BEFORE = {"kill_p50_s": 7.5, "kill_p99_s": 8.9}
 #: Seconds between two events of a game (2 events/s) and between two stream heartbeats.
 EVENT_INTERVAL = 0.5
 STREAM_HEARTBEAT = 5.0
@@ -171,29 +185,40 @@ def stop_loop(
     logdir: Path,
     *,
     timeout: float,
-    graceful: bool,
+    graceful: bool = False,
     workers: list,
+    pause: bool = False,
 ) -> list[Takeover]:
-    """Stop the host of a match ``stops`` times (SIGKILL, or SIGTERM with ``graceful``), each time
-    timing the takeover from srsim's side, then starting a replacement worker."""
+    """Stop the host of a match ``stops`` times (SIGKILL, SIGTERM with ``graceful``, SIGSTOP then
+    SIGCONT with ``pause``), each time timing the takeover from srsim's side, then starting a
+    replacement worker (a paused one lives on)."""
     out: list[Takeover] = []
-    kind = "sigterm" if graceful else "kill"
+    kind = "pause" if pause else "sigterm" if graceful else "kill"
     for k in range(stops):
         rows = wait_rows(games.ids, timeout=timeout)
         victim = host_of(rows[games.ids[k % len(games.ids)]][1], workers)
         victims = [games.sr_of[m] for m in games.ids if host_of(rows[m][1], workers) is victim]
         stopped_at = time.monotonic()
-        if graceful:
+        if pause:
+            os.killpg(victim.proc.pid, signal.SIGSTOP)
+        elif graceful:
             os.kill(victim.proc.pid, signal.SIGTERM)  # the master forwards it
         else:
             victim.kill(timeout=30)
-        first = live_since(games.sim_url, victims, stopped_at, timeout=timeout)
+        try:
+            first = live_since(games.sim_url, victims, stopped_at, timeout=timeout)
+        finally:
+            if pause:
+                os.killpg(victim.proc.pid, signal.SIGCONT)
         last = last_live_of_old(games.sim_url, victims, stopped_at, timeout=60)
-        if graceful:
+        if pause:
+            pass  # it lives on: it fenced its runs and takes new starts
+        elif graceful:
             stop_gracefully(victim)  # already exiting: reaps it
         else:
             victim.close()
-        workers.remove(victim)
+        if not pause:
+            workers.remove(victim)
         took = Takeover(
             kind,
             len(victims),
@@ -206,7 +231,8 @@ def stop_loop(
             f"(without live data: {', '.join(f'{g:.2f}' for g in took.gaps)} s)",
             flush=True,
         )
-        workers.append(listener_worker(env, logdir / f"w{TAG}-{time.monotonic_ns()}.log"))
+        if not pause:
+            workers.append(listener_worker(env, logdir / f"w{TAG}-{time.monotonic_ns()}.log"))
     return out
 
 
@@ -250,13 +276,14 @@ def scenario(
     stale_kills: int,
     matches: int,
     env: dict[str, str],
+    pauses: int = 0,
     logdir: Path,
     name: str,
 ) -> dict[str, object]:
     """Matches on srsim with the real body, two listener workers, the stops; figures (takeovers,
     events lost)."""
     games_by_id = create_matches(matches, "mlb")
-    seconds = 120.0 + (kills + handoffs) * 40.0 + stale_kills * 300.0
+    seconds = 120.0 + (kills + handoffs + pauses) * 40.0 + stale_kills * 300.0
     script = write_games(
         logdir / f"games-{name}.json",
         list(games_by_id.values()),
@@ -284,6 +311,7 @@ def scenario(
         first = {sr: s["position"] for sr, s in sim_sessions(sim_url).items()}
         wait_epoch_judged()
         takeovers = stop_loop(kills, games, senv, logdir, timeout=300, graceful=False, workers=workers)
+        takeovers += stop_loop(pauses, games, senv, logdir, timeout=120, pause=True, workers=workers)
         takeovers += stop_loop(handoffs, games, senv, logdir, timeout=120, graceful=True, workers=workers)
         stale: list[Takeover] = []
         if stale_kills:
@@ -322,17 +350,24 @@ def _summary(values: list[float]) -> dict[str, float] | None:
 def figures_of(result: dict[str, object], without: dict[str, object] | None) -> dict[str, object]:
     takeovers: list[Takeover] = result["takeovers"]  # type: ignore[assignment]
     kills = [t.seconds for t in takeovers if t.kind == "kill"]
+    pauses = [t.seconds for t in takeovers if t.kind == "pause"]
     handoffs = [t for t in takeovers if t.kind == "sigterm"]
     gaps = [g for t in handoffs for g in t.gaps]
     stale = [t.seconds for t in result["stale"]]  # type: ignore[union-attr]
     figures: dict[str, object] = {
         "kill_to_live_s": _summary(kills),
+        "kill_p50_s": percentile(kills, 50) if kills else None,
         "kill_p99_s": percentile(kills, 99) if kills else None,
+        "pause_to_live_s": _summary(pauses),
+        "pause_p99_s": percentile(pauses, 99) if pauses else None,
+        "handoff_gap_p99_s": percentile(gaps, 99) if gaps else None,
+        "before": BEFORE,
         "kill_gaps_s": _summary([g for t in takeovers if t.kind == "kill" for g in t.gaps]),
         "sigterm_to_live_s": _summary([t.seconds for t in handoffs]),
         "handoff_gaps_s": _summary(gaps),
         "handoff_gap_max_s": max(gaps) if gaps else None,
-        "overlaps": sum(t.overlaps for t in [*takeovers, *result["stale"]]),  # type: ignore[misc]
+        # A paused worker's connections are sent to while it sleeps: no overlap of recording streams.
+        "overlaps": sum(t.overlaps for t in [*takeovers, *result["stale"]] if t.kind != "pause"),  # type: ignore[misc]
         "events_lost": result["events_lost"],
         "events_sent": result["events_sent"],
         "events_lost_per_kill": result["events_lost"] / max(1, len(kills)),  # type: ignore[operator]
@@ -356,6 +391,12 @@ def print_figures(f: dict[str, object]) -> None:
             print(f"{name}: p50 {s['p50']:.2f} s, p99 {s['p99']:.2f} s, max {s['max']:.2f} s over {s['n']}")
 
     line("kill to the next live byte on a new connection", f["kill_to_live_s"])  # type: ignore[arg-type]
+    before = f["before"]
+    print(
+        f"  before the liveness signal (the lease path): p50 {before['kill_p50_s']:.1f} s, "
+        f"p99 {before['kill_p99_s']:.1f} s"
+    )  # type: ignore[index]
+    line("SIGSTOP past the lease to the next live byte on a new connection", f["pause_to_live_s"])  # type: ignore[arg-type]
     line("SIGTERM to the next live byte on a new connection", f["sigterm_to_live_s"])  # type: ignore[arg-type]
     line("hand-off, seconds without live data per match", f["handoff_gaps_s"])  # type: ignore[arg-type]
     line("stale path, kill to live data again", f["stale_kill_to_live_s"])  # type: ignore[arg-type]
@@ -374,7 +415,16 @@ def print_figures(f: dict[str, object]) -> None:
 
 def main() -> int:
     parser = BENCH.parser()
-    parser.add_argument("--kills", type=int, default=20, help="SIGKILLs timed on the lease path")
+    parser.add_argument(
+        "--feed",
+        action="store_true",
+        help="issue 37's run: 20 kills, 5 pauses, 5 hand-offs of 3 matches (unless given), beside the"
+        " figures before the liveness signal",
+    )
+    parser.add_argument("--kills", type=int, default=None, help="SIGKILLs timed (default 20)")
+    parser.add_argument(
+        "--pauses", type=int, default=None, help="SIGSTOPs past the lease timed (default 0; --feed 5)"
+    )
     parser.add_argument("--handoffs", type=int, default=5, help="graceful SIGTERM hand-offs timed (0: skip)")
     parser.add_argument("--matches", type=int, default=3, help="live matches (games on srsim)")
     parser.add_argument("--stale-kills", type=int, default=0, help="kills timed on the stale path (0: skip)")
@@ -384,13 +434,23 @@ def main() -> int:
         help="the kills once more with LISTENER_BACKFILL=false: events lost without the backfill",
     )
     args = parser.parse_args()
+    args.kills = 20 if args.kills is None else args.kills
+    args.pauses = (5 if args.feed else 0) if args.pauses is None else args.pauses
+    if args.matches < 1 or args.pauses < 0:
+        parser.error("--matches must be at least 1; --pauses at least 0")
     if args.matches < 1 or args.kills < 0 or args.handoffs < 0 or args.stale_kills < 0:
         parser.error("--matches must be at least 1; --kills, --handoffs, --stale-kills at least 0")
     with BENCH.output(args):
         figures = run(args)
         skipped = [
             name
-            for name, off in (("kill_p99_s", not args.kills), ("handoff_gap_max_s", not args.handoffs))
+            for name, off in (
+                ("kill_p50_s", not args.kills),
+                ("kill_p99_s", not args.kills),
+                ("pause_p99_s", not args.pauses),
+                ("handoff_gap_max_s", not args.handoffs),
+                ("handoff_gap_p99_s", not args.handoffs),
+            )
             if off
         ]
         return BENCH.finish(args, figures, skipped=skipped)
@@ -413,9 +473,11 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     scheduler = default_worker = None
     s = settings
     print(
-        f"ran: --kills {args.kills} --handoffs {args.handoffs} --matches {args.matches} "
+        f"ran: --kills {args.kills} --pauses {args.pauses} --handoffs {args.handoffs} "
+        f"--matches {args.matches} "
         f"--stale-kills {args.stale_kills}; lease {s.listener_worker_lease_seconds:g} s (renewed every "
         f"{s.listener_worker_lease_seconds / 4:g} s), reaper poll {s.listener_reaper_poll_seconds:g} s, "
+        f"liveness grace {s.listener_liveness_grace_seconds:g} s, "
         f"hand-off bound {s.listener_handoff_seconds:g} s, "
         f"heartbeat {s.listener_heartbeat_interval_seconds:g} s, "
         f"stale {s.listener_heartbeat_stale_seconds:g} s; logs in {logdir}",
@@ -435,6 +497,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             env=env,
             logdir=logdir,
             name="default",
+            pauses=args.pauses,
         )
         without = None
         if args.compare_backfill:

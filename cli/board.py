@@ -48,7 +48,7 @@ def _cells(e: BoardEntry) -> list[str]:
         "on" if e.auto_dispatch else "off",
         e.gaps_text,
         e.archive_text,
-        e.reason or "",
+        e.reason or (f"took over: {e.takeover}" if e.takeover else ""),
     ]
 
 

@@ -373,7 +373,13 @@ class KickoffSettings(BaseSettings):
     listener_worker_lease_seconds: PositiveFloat = 8.0
     """Lease of a listener worker process in Redis, renewed every quarter of it: a worker that cannot
     renew for the lease less LISTENER_LOCK_LOSS_GRACE_SECONDS + LISTENER_STOP_POLL_SECONDS (5 s by default)
-    stops its listeners, and a dead worker's matches start again once it lapses (within 10 s of a kill)."""
+    stops its listeners, and a paused, frozen or cut-off worker's matches start again once it lapses; a
+    killed one's at once, from its liveness signal (LISTENER_LIVENESS_GRACE_SECONDS)."""
+    listener_liveness_grace_seconds: PositiveFloat = 0.3
+    """A listener worker's liveness signal (a Redis connection it holds, closed by the kernel when the
+    process ends) that stays gone this long while its lease is fresh is a dead worker: its matches start
+    again at once. A worker alive but unable to re-establish its signal within this stops its listeners
+    (lifecycle.liveness)."""
     listener_stop_flag_ttl_seconds: PositiveFloat = 300.0
     """Lifetime of an operator stop flag; starts in flight are skipped meanwhile."""
     listener_start_attempt_cap: PositiveInt = 15

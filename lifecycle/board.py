@@ -75,6 +75,9 @@ class BoardEntry:
     title: str | None = None
     scheduled: str | None = None
     run_started_at: str | None = None
+    # How the newest run took its match over (lifecycle.takeover: death_seen, lease_lapsed, handoff);
+    # None: it did not (a first start, a plain restart).
+    takeover: str | None = None
 
     @property
     def label(self) -> str:
@@ -244,6 +247,7 @@ def board_entry(
     mid, league, sr_id, status, auto, rid, heartbeat_at, ended_at, code, why, host, pid, lease = row[:13]
     gaps, gap_seconds, backfilled, gaps_lost, events_lost, verification, verified_at = row[14:21]
     title, scheduled, run_started_at = row[21:24]
+    takeover = row[24] if len(row) > 24 else None
     archive_ok, missing, extra, differing = verification_counts(verification)
     if rid is None:
         badge, age = NO_RUN, None
@@ -287,6 +291,7 @@ def board_entry(
         title=title,
         scheduled=scheduled.isoformat() if scheduled else None,
         run_started_at=run_started_at.isoformat() if run_started_at else None,
+        takeover=takeover,
     )
 
 

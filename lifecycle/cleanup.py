@@ -30,11 +30,12 @@ from config import spans, tracing
 from config.errors import ErrorKind, KickoffError, LockNotOwned, ServiceUnavailable
 from config.set_aside import SetAside, setting_aside
 from config.settings import KickoffSettings
+from lifecycle import takeover
 from lifecycle.sql import rows
 from lifecycle.start import load_match
 from models.audit import AuditContext
 from models.boundary import transaction
-from models.coordination import CoordinationStore
+from models.coordination import CoordinationStore, LeaseState
 from models.listener_record import ended_matches_without_open_run
 from models.match import update_match_fields
 from models.start_messages import stop_dispatch, stored_message_ids
@@ -56,30 +57,53 @@ def reap_dead_workers(
     settings: KickoffSettings,
     barriers: CoordinationStore,
     aside: list[SetAside] | None = None,
+    signal_lost: list[str] | None = None,
 ) -> list[rows.ClosedRow]:
-    """Abandon (14) the open rows whose worker lease is gone; free their locks and barriers.
+    """Abandon (14) the open rows of dead workers; free their locks and barriers.
 
-    A lease key is gone only once its process has fenced itself (lifecycle.lease), so the lock of
-    such a row is deleted at once (token-compared) and its match can start again. Nothing is
-    judged until Redis's data epoch is older than one lease plus one renewal: after Redis lost
-    its data, every live worker re-creates its lease within that time. A row whose clean-up
-    fails is set aside (appended to ``aside``) and the others go on.
+    ``signal_lost``: gets the leases whose signal is gone but whose grace has not passed yet (the
+    caller judges again once it has).
+
+    A worker is dead when its liveness signal stayed gone for LISTENER_LIVENESS_GRACE_SECONDS while
+    its lease was fresh (its process ended: the kernel closed its connection; lifecycle.liveness;
+    reason ``WORKER_DIED``), or when its lease key is gone (reason ``worker lease expired``). A lease
+    key is gone only once its process has fenced itself (lifecycle.lease), and a process whose
+    signal is gone either ended or fences itself within the grace plus one deadline poll
+    (``LivenessSignal.must_fence``), so the lock of such a row is deleted at once (token-compared)
+    and its match can start again; the successor's fencing token refuses any write the predecessor
+    still tries. No lease is judged lapsed
+    until Redis's data epoch is older than one lease plus one renewal: after Redis lost its data, every
+    live worker re-creates its lease within that time. A dead signal needs no such wait: it is judged
+    only for a lease key that exists, and a live worker re-subscribes within milliseconds of a Redis
+    restart, well inside the grace. A row whose clean-up fails is set aside (appended to ``aside``) and
+    the others go on.
     """
     match_ids = None if match_ids is None else list(match_ids)
     leases = rows.open_worker_leases(match_ids)
     if not leases:
         return []
     lease_ttl = settings.listener_worker_lease_seconds
-    alive, epoch_age = barriers.live_worker_leases(leases)
-    if epoch_age is None or epoch_age < lease_ttl * 1.25 + 1:
-        return []
-    closed = _in_order(rows.abandon_rows_of_dead_workers(leases - alive, match_ids=match_ids))
-    for row in closed:
+    judged = barriers.judge_worker_leases(
+        leases, grace_seconds=settings.listener_liveness_grace_seconds, ttl_seconds=lease_ttl
+    )
+    dead = judged.among(LeaseState.DEAD)
+    if signal_lost is not None:
+        signal_lost.extend(sorted(judged.among(LeaseState.SIGNAL_LOST)))
+    young = judged.epoch_age is None or judged.epoch_age < lease_ttl * 1.25 + 1
+    gone = set() if young else judged.among(LeaseState.LAPSED)
+    abandon = rows.abandon_rows_of_dead_workers
+    died = abandon(dead, match_ids=match_ids, reason=takeover.WORKER_DIED) if dead else []
+    lapsed = abandon(gone, match_ids=match_ids) if gone else []
+    for row in _in_order(died + lapsed):
         logger.warning(
-            "match %s: row %s abandoned (exit 14): its worker lease expired", row.match_id, row.record_id
+            "match %s: row %s abandoned (exit 14): its worker %s",
+            row.match_id,
+            row.record_id,
+            "died (its liveness signal ended)" if row in died else "lease expired",
         )
         with _releasing_lock_of(row, aside):
             barriers.delete_start_lock_if_token(row.match_id, row.record_id)
+    closed = _in_order(died + lapsed)
     _clear_barriers_of_dead(closed, barriers=barriers, aside=aside)
     return closed
 

@@ -60,6 +60,7 @@ class WorkerLease:
         self._lease_id: str | None = None
         self._epoch = ""
         self._fence_at = 0.0
+        self.renewed_at: float | None = None  # monotonic time the last successful renewal was sent
 
     @property
     def renew_seconds(self) -> float:
@@ -75,6 +76,17 @@ class WorkerLease:
     def holds(self, lease_id: str | None, now: float | None = None) -> bool:
         """Whether a run under ``lease_id`` may still write (a run without a lease always may)."""
         return lease_id is None or self.current(now) == lease_id
+
+    def held_id(self) -> str | None:
+        """The lease id this process holds (fenced or not), None between a fence and the next renewal."""
+        with self._mu:
+            return self._lease_id
+
+    def fence_now(self) -> str | None:
+        """Drop the lease at once (its runs must stop); the lease id dropped, None when none was held."""
+        with self._mu:
+            lost, self._lease_id = self._lease_id, None
+        return lost
 
     def fenced_lease(self, now: float | None = None) -> str | None:
         """The lease id whose fence time has passed without a renewal, if any (it is dropped)."""
@@ -112,6 +124,7 @@ class WorkerLease:
             self._lease_id = lease_id
             self._epoch = epoch
             self._fence_at = sent_at + self.ttl_seconds - self.fence_margin_seconds
+            self.renewed_at = sent_at
         reset = state == 2 and known_epoch != ""
         if reset:
             logger.warning("worker lease %s re-created: Redis lost its data", lease_id)
@@ -161,10 +174,23 @@ class PeriodicStep(RegistryPoller[object]):
 
 
 class Reaper(PeriodicStep):
-    """The thread that runs ``step`` (the reaper of other processes' dead runs) every ``period`` s."""
+    """The thread that runs ``step`` (the reaper of other processes' dead runs) every ``period`` s, or
+    sooner once after ``soon`` (a liveness signal seen gone: judged again the moment its grace ends)."""
 
     THREAD_NAME = "kickoff-worker-reaper"
     STEP_NAME = "dead worker reaper"
+
+    def __init__(self, *, period_seconds: float, step: Callable[[], None]) -> None:
+        super().__init__(period_seconds=period_seconds, step=step)
+        self._soon: float | None = None
+
+    def soon(self, seconds: float) -> None:
+        """Run the next step ``seconds`` after this one (when shorter than the period)."""
+        self._soon = seconds if self._soon is None else min(self._soon, seconds)
+
+    def period_seconds(self) -> float:
+        soon, self._soon = self._soon, None
+        return self._period if soon is None else min(self._period, soon)
 
 
 class DeadlineWatch(PeriodicStep):

@@ -25,8 +25,10 @@ from config.errors import ConfigurationError, KickoffError
 from config.settings import MatchListenerEnvironment
 from lifecycle.heartbeat import HeartbeatService
 from lifecycle.lease import LEASE_EXPIRED, DeadlineWatch, LeaseKeeper, Reaper, WorkerLease
+from lifecycle.liveness import LivenessSignal
 from lifecycle.poller import LockedSet
 from lifecycle.stop_watch import StopWatcher
+from lifecycle.takeover import SIGNAL_LOST, WORKER_SHUTDOWN
 from listener.body import ListenerBody, ListenerContext
 from listener.db_gate import db_gate
 from listener.exit_codes import ExitCode
@@ -73,7 +75,7 @@ def worker_shutdown(*, successor_waiting: bool = False) -> StopCause:
     ``successor_waiting``: a start of the match on another worker already waits for the start
     lock, so no hand-off is sent after the run (it would only be skipped).
     """
-    return StopCause(int(ExitCode.ABANDONED), "worker shutdown", hand_off=not successor_waiting)
+    return StopCause(int(ExitCode.ABANDONED), WORKER_SHUTDOWN, hand_off=not successor_waiting)
 
 
 @dataclass(eq=False)
@@ -186,6 +188,9 @@ class ListenerServices:
             lease=self.lease,
         )
         self.lease_keeper = LeaseKeeper(lease=self.lease, step=self.keep_lease)
+        self.liveness = LivenessSignal(
+            barriers=barriers, lease=self.lease, grace_seconds=settings.listener_liveness_grace_seconds
+        )
         self.reaper = Reaper(period_seconds=settings.listener_reaper_poll_seconds, step=self.reap_dead)
         self.reap = reap
         self.redispatch = redispatch
@@ -222,6 +227,7 @@ class ListenerServices:
         """Take the lease now and start its thread (a run would take it on first use anyway)."""
         self.lease.renew()
         self.lease_keeper.start()
+        self.liveness.start()
         self.deadlines.start()
         self.stop_watch.start()
         if self.reap is not None:
@@ -232,6 +238,7 @@ class ListenerServices:
     def lease_for_run(self) -> str:
         """The lease a new run starts under (taken, and its thread started, on first use)."""
         self.lease_keeper.start()
+        self.liveness.start()
         self.deadlines.start()
         return self.lease.require()
 
@@ -257,11 +264,15 @@ class ListenerServices:
         finally:
             release_connection()  # back to the process's pool until the next step
 
-    def _stop_lease_runs(self, lease_id: str) -> None:
+    def ready_for_starts(self) -> bool:
+        """Whether a start may run here now: the lease is held and so is its liveness signal."""
+        return self.lease.current() is not None and self.liveness.held()
+
+    def _stop_lease_runs(self, lease_id: str, reason: str = LEASE_EXPIRED) -> None:
         for reg in self.heartbeat.snapshot():
             if reg.lease_id == lease_id:
                 reg.fenced = True
-                reg.on_lost(LEASE_EXPIRED)
+                reg.on_lost(reason)
 
     def hand_off(self, match_id: str) -> None:
         """Start a match again at once (its run here ended by a shutdown, or lost the feed: 12)."""
@@ -291,6 +302,11 @@ class ListenerServices:
         lost = self.lease.fenced_lease(now)
         if lost is not None:
             self._stop_lease_runs(lost)
+        if self.liveness.must_fence(now):
+            lost = self.lease.fence_now()
+            if lost is not None:
+                logger.warning("worker lease %s: liveness signal not re-established: fencing its runs", lost)
+                self._stop_lease_runs(lost, SIGNAL_LOST)
         self.heartbeat.enforce_deadlines(now)
         for handle in self.running():
             handle.enforce_deadline(now)
@@ -371,4 +387,5 @@ class ListenerServices:
         self.stop_watch.stop()
         self.deadlines.stop()
         self.lease_keeper.stop()
+        self.liveness.stop()
         self.reaper.stop()

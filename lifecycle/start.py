@@ -25,6 +25,7 @@ from config.clock import utcnow
 from config.errors import DatabaseUnavailable, ListenerStartSettingsError, MatchNotFound
 from config.feed_text import unstorable_text
 from config.settings import MatchListenerEnvironment
+from lifecycle import takeover
 from lifecycle.heartbeat import ROW_CLOSED_ELSEWHERE, HeartbeatRegistration
 from lifecycle.runtime import (
     ListenerInterrupted,
@@ -338,6 +339,12 @@ def run_match_listener(match_id: str, overrides: dict[str, Any] | None, **run: A
         return outcome
 
 
+def _record_takeover(services: ListenerServices, record_id: str, match_id: str) -> None:
+    """The run's first live byte: record how it took its match over, if it did (lifecycle.takeover)."""
+    with services.db_slot():
+        takeover.record_at_first_live_byte(record_id, match_id)
+
+
 def _run_listener(
     match_id: str,
     overrides: dict[str, Any] | None,
@@ -395,6 +402,7 @@ def _run_listener(
         settings=env,
         may_write=lambda: services.lease.holds(lease_id),
         fence_token=fence_token,
+        on_live=(lambda: _record_takeover(services, record_id, match_id)) if record_id else (lambda: None),
     )
     body = body_cls()
     handle = RunHandle(ctx=ctx, body=body)

@@ -38,6 +38,9 @@ class ListenerContext:
     #: The run's fencing token (models.fence), carried by every write it makes: the store refuses
     #: it (FencedWrite) once a newer run of the match took a newer one. None: never fenced.
     fence_token: int | None = None
+    #: Called once, from the body's thread, at the run's first live byte (its first feed message after
+    #: connecting): a run that took its match over records how long the takeover took (lifecycle.takeover).
+    on_live: Callable[[], None] = lambda: None
 
 
 class ListenerBody(Protocol):

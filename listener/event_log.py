@@ -77,6 +77,7 @@ class EventLog:
         self.count = 0
         self.index = EventIndex()
         self.last_written_at: float | None = None  # epoch seconds of the last message logged before
+        self.last_resume_id: str | None = None  # the newest logged message's resume id (a successor's)
         self.pending: list[Ticket] = []  # tickets not known written when their wait ran out
         self.unreadable = 0
 
@@ -89,6 +90,9 @@ class EventLog:
                 self.index.add(row.message)
                 if row.kind != "marker":
                     self.count += 1
+                resume_id = row.message.get("resume_id") if isinstance(row.message, dict) else None
+                if isinstance(resume_id, str) and resume_id:
+                    self.last_resume_id = resume_id
                 self.last_written_at = row.arrived_at.timestamp()
         return self
 

@@ -87,6 +87,7 @@ class MatchListener:
         self.archive: EventArchive | EventLog | None = None
         self.exit_reason = ""
         self._log = TextLog(None)
+        self._live = False  # a feed message arrived (ctx.on_live was called)
 
     # -- lifecycle interface -----------------------------------------------------------
 
@@ -290,6 +291,9 @@ class MatchListener:
                 recovery.connected(resumed=resuming)
                 self._write_gaps()
                 for raw in conn.messages():
+                    if not self._live:  # the run's first live byte (lifecycle.takeover)
+                        self._live = True
+                        ctx.on_live()
                     self._handle(raw)
                     if self._stopped():
                         return ExitCode.STOPPED

@@ -4,7 +4,9 @@ The stream loop tells its Recovery what happens (connected, dropped, a message, 
 calls ``merge`` between messages; Recovery decides: reconnect with the last resume id when the
 feed sends them and ``listener_resume`` is on (the feed replays what was missed), else, and when
 the feed refuses the resume, ask the Backfiller for the play-by-play. A run that starts where an
-earlier run's archive ends, or late into a live game, backfills once it is connected. A run that
+earlier run's archive ends (a takeover) connects with that archive's last resume id
+(``last_resume_id``), and backfills only when the feed refuses it; one that starts late into a live
+game with nothing recorded backfills once it is connected. A run that
 ends because the game is over fetches the play-by-play once more, so a gap whose backfill had
 failed is recovered before the archive is closed, and compares the archive with it (stored on the
 match: its archive verification; backfill off, the comparison alone).
@@ -32,6 +34,21 @@ from listener.play_by_play import PlayByPlay, fetch_play_by_play, play_by_play_u
 from listener.verify import Verification, compare
 
 logger = logging.getLogger(__name__)
+
+
+def last_resume_id(archive: EventArchive | EventLog) -> str | None:
+    """The resume id of the newest recorded message that carries one (None: none does).
+
+    The one place a run reads its predecessor's last resume id: the event log noted it while it
+    read the match's rows at open (every run's, every host's); a local record run reads its file.
+    """
+    if isinstance(archive, EventLog):
+        return archive.last_resume_id
+    for message in reversed(archive.messages()):
+        resume_id = message.get("resume_id") if isinstance(message, dict) else None
+        if isinstance(resume_id, str) and resume_id:
+            return resume_id
+    return None
 
 
 class Recovery:
@@ -71,6 +88,9 @@ class Recovery:
             # An earlier run recorded this archive: the takeover's gap began with its last write.
             since = time.monotonic() - max(time.time() - archive.last_written_at, 0.0)
             self.gaps.begin("takeover", since=since, held=archive.count)
+            # Reconnect where it stopped: the feed replays what it missed (no play-by-play round trip
+            # before the first live byte); a refused resume falls back to the play-by-play.
+            self.resume_id = last_resume_id(archive)
 
     @property
     def counts(self) -> GapCounts:

@@ -17,7 +17,10 @@ sweep_stale_match_listeners                60 s             token lock: one swee
 stop_match_listener_{id}                   stop flag TTL    operator stop: running listener exits 15
 revoked_message_{message id}               active age       a queued start that must not run
 listener_worker_{lease id}                 worker lease     a listener worker process is alive;
-                                                            renewed every lease / 4
+                                                            renewed every lease / 4 ("s": it holds
+                                                            a liveness signal, see below)
+liveness_lost_{lease id}                   worker lease     when a reaper first saw that lease's
+                                                            liveness signal gone (Redis ms)
 handover_ready_{id}                        2 x hand-off + 1 a graceful shutdown's successor start
                                                             waits for the match's start lock
 orphan_restart_{id}                        restart spacing  a reaper restarted a fenced run's
@@ -33,6 +36,12 @@ bulk_preview_{sha256 of the confirm}       confirm (300 s)  a bulk action's prev
 Pub/sub channel ``listener_stops`` (after the prefix): an operator stop publishes the match id,
 so a running listener stops at once; the stop-flag poll is the fallback.
 
+Pub/sub channel ``listener_worker_alive_{lease id}`` (after the prefix): a listener worker's
+liveness signal. The worker holds one connection subscribed to it (``liveness_subscription``) and
+nothing is ever published on it: ``PUBSUB NUMSUB`` answers 1 while that connection is open and 0
+from the moment Redis sees it close, which the kernel does at once when the process ends
+(SIGKILL, OOM, crash). ``judge_worker_leases`` reads it for every lease in one script.
+
 Locks are token-safe (redis-py's Lock: ``SET NX PX`` with a random token; release and extend
 compare the token in a Lua script), so a holder can never release or extend a lock it lost, and
 no path deletes a lock another holder owns. Lua scripts are registered once per client
@@ -44,8 +53,10 @@ naming BROKER_URL).
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -81,10 +92,41 @@ if not epoch then
 end
 if redis.call('pexpire', KEYS[1], ARGV[1]) == 1 then return {1, epoch} end
 if ARGV[2] == '' or ARGV[2] ~= epoch then
-  redis.call('set', KEYS[1], '1', 'PX', ARGV[1])
+  redis.call('set', KEYS[1], 's', 'PX', ARGV[1])
   return {2, epoch}
 end
 return {0, epoch}
+"""
+
+# KEYS[1]: the epoch key, then per lease its lease key and its liveness_lost key. ARGV[1]: the grace
+# in ms, ARGV[2]: the liveness_lost keys' ttl in ms, ARGV[2 + i]: lease i's liveness channel. Returns
+# {epoch or false, now ms, state per lease...}: 0 the lease key is gone (lapsed), 1 alive (signal
+# held, or a lease that holds none: value other than 's'), 2 signal gone within the grace, 3 signal
+# gone for the grace or longer (the process is dead). The first reaper to see a signal gone writes
+# when (SET NX), so every reaper measures the grace from the same instant, in Redis's clock.
+_JUDGE_LEASES = """
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local out = {redis.call('get', KEYS[1]), now}
+local grace = tonumber(ARGV[1])
+for i = 1, (#KEYS - 1) / 2 do
+  local lease, lost = KEYS[2 * i], KEYS[2 * i + 1]
+  local v = redis.call('get', lease)
+  local state = 1
+  if not v then
+    state = 0
+  elseif v == 's' then
+    if redis.call('pubsub', 'numsub', ARGV[2 + i])[2] > 0 then
+      redis.call('del', lost)
+    else
+      redis.call('set', lost, now, 'NX', 'PX', ARGV[2])
+      local since = tonumber(redis.call('get', lost))
+      if now - since >= grace then state = 3 else state = 2 end
+    end
+  end
+  out[i + 2] = state
+end
+return out
 """
 
 # KEYS: lock keys; ARGV[1]: ttl in ms, ARGV[1 + i]: token expected in KEYS[i]. Per key: 1 extended,
@@ -312,6 +354,31 @@ def _key_of(name: str) -> Callable[[CoordinationKeys, object], str]:
     return key
 
 
+class LeaseState(enum.IntEnum):
+    """What ``judge_worker_leases`` found for one worker lease."""
+
+    LAPSED = 0  # the lease key is gone: the process fenced itself (paused, cut off) or died long ago
+    ALIVE = 1  # the lease is fresh and its liveness signal is held (or the lease holds none)
+    SIGNAL_LOST = 2  # the signal is gone but the grace has not passed: maybe a dropped connection
+    DEAD = 3  # the signal stayed gone for the grace: the process ended (its connection closed)
+
+
+@dataclass(frozen=True)
+class LeaseJudgement:
+    """Every judged lease's state, and the age in seconds of Redis's data epoch (None: unknown)."""
+
+    states: dict[str, LeaseState]
+    epoch_age: float | None
+
+    @classmethod
+    def of(cls, states: dict[str, int], *, epoch_age: float | None) -> LeaseJudgement:
+        return cls({k: LeaseState(v) for k, v in states.items()}, epoch_age)
+
+    def among(self, *wanted: LeaseState) -> set[str]:
+        """The leases in one of the ``wanted`` states."""
+        return {lease for lease, state in self.states.items() if state in wanted}
+
+
 class CoordinationKeys:
     """The names of every kickoff key in Redis, read from ``prefix`` alone (the module table).
 
@@ -328,6 +395,8 @@ class CoordinationKeys:
     stop_flag_key = _key_of("stop_match_listener_")
     revoked_key = _key_of("revoked_message_")  # of a message id
     worker_lease_key = _key_of("listener_worker_")  # of a lease id
+    liveness_lost_key = _key_of("liveness_lost_")  # of a lease id
+    liveness_channel = _key_of("listener_worker_alive_")  # a pub/sub channel, of a lease id
     handover_key = _key_of("handover_ready_")
     orphan_restart_key = _key_of("orphan_restart_")
     bulk_preview_key = _key_of("bulk_preview_")  # of a confirm token's SHA-256
@@ -725,6 +794,64 @@ class CoordinationStore(CoordinationKeys, CoordinationThresholds):
             return alive, None
         started = float(str(_text(epoch)).rsplit(":", 1)[1])
         return alive, float(now[0]) - started
+
+    @_redis_errors
+    def judge_worker_leases(
+        self, lease_ids: Iterable[str], *, grace_seconds: float, ttl_seconds: float
+    ) -> LeaseJudgement:
+        """Each lease's state (lapsed, alive, signal gone within or past ``grace_seconds``), one script.
+
+        See ``_JUDGE_LEASES``; ``ttl_seconds``: the worker lease's TTL (the lost-signal marks live as
+        long). The epoch's age is None when no epoch is recorded yet (nothing can be judged then).
+        """
+        ids = sorted(set(lease_ids))
+        keys = [self.epoch_key]
+        for lease_id in ids:
+            keys += [self.worker_lease_key(lease_id), self.liveness_lost_key(lease_id)]
+        args = [int(grace_seconds * 1000), max(1, int(ttl_seconds * 1000))]
+        args += [self.liveness_channel(lease_id) for lease_id in ids]
+        epoch, now_ms, *states = self._script(_JUDGE_LEASES)(keys=keys, args=args)
+        age = None if not epoch else int(now_ms) / 1000 - float(str(_text(epoch)).rsplit(":", 1)[1])
+        return LeaseJudgement.of(dict(zip(ids, (int(s) for s in states), strict=True)), epoch_age=age)
+
+    def liveness_subscription(self, lease_id: str) -> Any:
+        """A redis-py PubSub (a connection of its own) subscribed to ``lease_id``'s liveness channel.
+
+        While it stays open, peers judge the worker alive; it closes when the process ends.
+        """
+        pubsub = self.client.pubsub()
+        try:
+            self._subscribe_liveness(pubsub, lease_id)
+        except Exception:
+            with contextlib.suppress(Exception):
+                pubsub.close()
+            raise
+        return pubsub
+
+    @staticmethod
+    def liveness_client_name(lease_id: str) -> str:
+        """The name (CLIENT SETNAME) of the connection holding ``lease_id``'s liveness signal, as
+        CLIENT LIST shows it."""
+        return f"kickoff-liveness-{lease_id}"
+
+    @_redis_errors
+    def _subscribe_liveness(self, pubsub: Any, lease_id: str) -> None:
+        pubsub.execute_command("CLIENT", "SETNAME", self.liveness_client_name(lease_id))
+        pubsub.parse_response(block=False, timeout=5.0)
+        pubsub.subscribe(self.liveness_channel(lease_id))
+        # Read the confirmation: from here on, PUBSUB NUMSUB counts this connection.
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            message = pubsub.get_message(timeout=0.5)
+            if message is not None and message.get("type") == "subscribe":
+                return
+        raise redis.TimeoutError("no confirmation of the liveness subscription within 5 s")
+
+    @_redis_errors
+    def hold_liveness(self, pubsub: Any, *, timeout: float) -> None:
+        """Wait up to ``timeout`` s on a liveness connection; RedisUnavailable once it dropped (a
+        server ``CLIENT KILL``, a Redis restart): the caller subscribes anew at once."""
+        pubsub.get_message(timeout=timeout)  # a closed connection reads EOF at once
 
     # -- scheduler ticks -----------------------------------------------------------------
 

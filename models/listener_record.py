@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -42,6 +43,10 @@ class MatchListenerRecord(BaseModel):
     events_unrecovered = peewee.IntegerField(default=0)  # still missing at the verification at close
     fence_token = peewee.BigIntegerField(null=True)  # the run's fencing token (models.fence); NULL: none
     traceparent = peewee.TextField(null=True)  # the run's span (config.spans; migration 0045); NULL: untraced
+    # How this run took its match over (lifecycle.takeover.TakeoverPath; migration 0070) and the seconds from
+    # its predecessor's close to its first live byte; NULL: not a takeover.
+    takeover_path = peewee.TextField(null=True)
+    takeover_seconds = peewee.FloatField(null=True)
 
     class Meta:
         table_name = "match_listener_records"
@@ -86,6 +91,19 @@ def gap_totals() -> tuple[int, int, int]:
         "SELECT coalesce(sum(gaps), 0), coalesce(sum(events_backfilled), 0), "
         "coalesce(sum(events_unrecovered), 0) FROM match_listener_records"
     ).fetchone()
+
+
+@translate_database_errors
+def takeover_histogram(buckets: Sequence[float]) -> dict[str, tuple[list[int], int, float]]:
+    """Per takeover path: (cumulative count per bucket upper bound, count, sum of seconds), one query
+    over the takeover rows (their partial index, migration 0070)."""
+    bounds = [float(b) for b in buckets]
+    filters = "".join(f", count(*) FILTER (WHERE takeover_seconds <= {b!r})" for b in bounds)
+    cursor = database.execute_sql(
+        "SELECT takeover_path, count(*), coalesce(sum(takeover_seconds), 0)"
+        f"{filters} FROM match_listener_records WHERE takeover_path IS NOT NULL GROUP BY takeover_path"
+    )
+    return {path: ([int(c) for c in counts], int(n), float(total)) for path, n, total, *counts in cursor}
 
 
 @translate_database_errors

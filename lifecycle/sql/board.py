@@ -16,11 +16,12 @@ from models.db import database
 
 #: One board row: match id, league, sr_id, status, auto-dispatch; the newest run's id, heartbeat,
 #: end, exit code, reason, host, pid, worker lease; now(); its gap counts; the match's verification; the
-#: match's title and scheduled start; the newest run's start.
+#: match's title and scheduled start; the newest run's start and how it took the match over.
 ROW_COLUMNS = (
     "match_id, league, sr_id, status, auto_dispatch, record_id, heartbeat_at, ended_at, exit_code, "
     "exit_reason, host, pid, worker_lease, now, gaps, gap_seconds, events_backfilled, gaps_unrecovered, "
-    "events_unrecovered, archive_verification, archive_verified_at, title, scheduled, run_started_at"
+    "events_unrecovered, archive_verification, archive_verified_at, title, scheduled, run_started_at, "
+    "takeover_path"
 )
 
 _SELECT = """
@@ -31,7 +32,7 @@ SELECT m.id::text, l.name, m.sr_id, m.status, m.auto_dispatch_listener,
        r.id::text, r.heartbeat_at, r.ended_at, r.exit_code, r.exit_reason, r.host, r.pid,
        r.worker_lease, now(), r.gaps, r.gap_seconds, r.events_backfilled, r.gaps_unrecovered,
        r.events_unrecovered, m.archive_verification, m.archive_verified_at, m.title, m.scheduled,
-       r.created_at
+       r.created_at, r.takeover_path
   FROM ids
   JOIN matches m ON m.id = ids.id
   JOIN leagues l ON l.id = m.league_id

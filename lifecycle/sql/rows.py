@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -222,16 +222,49 @@ def recently_fenced_matches_without_run(*, within_seconds: float) -> list[str]:
 
 @translate_database_errors
 def abandon_rows_of_dead_workers(
-    lease_ids: Iterable[str], *, match_ids: Iterable[str] | None = None
+    lease_ids: Iterable[str], *, match_ids: Iterable[str] | None = None, reason: str = "worker lease expired"
 ) -> list[ClosedRow]:
-    """Close the open rows run under ``lease_ids`` as Abandoned (14): those leases expired."""
+    """Close the open rows run under ``lease_ids`` as Abandoned (14) with ``reason``: those workers are gone
+    (their leases expired, or their liveness signals ended: lifecycle.takeover's reasons)."""
     leases = sorted(set(lease_ids))
     if not leases:
         return []
     cond = R.ended_at.is_null() & R.worker_lease.in_(leases)
     if match_ids is not None:
         cond &= R.match.in_([uuid.UUID(str(m)) for m in match_ids])
-    return _abandon(cond, reason="worker lease expired")
+    return _abandon(cond, reason=reason)
+
+
+@translate_database_errors
+def record_takeover(
+    record_id: str, match_id: str, *, paths: Mapping[str, str], within_seconds: float
+) -> tuple[str, float] | None:
+    """Record on run ``record_id`` how it took its match over, at its first live byte; what it recorded.
+
+    The predecessor is the match's row closed last (within ``within_seconds``, by PostgreSQL's clock);
+    its closing reason names the path (``paths``: reason -> path), the seconds are from its close to
+    now (0 when it closed after: an overlapping hand-off). None, and nothing written: not a takeover.
+    """
+    rid = uuid.UUID(record_id)
+    since_close = peewee.SQL("EXTRACT(EPOCH FROM (now() - ended_at))")
+    prev = (
+        R.select(R.exit_reason, since_close)
+        .where(
+            (R.match == uuid.UUID(match_id))
+            & (R.id != rid)
+            & R.ended_at.is_null(False)
+            & (R.ended_at >= db_ago(within_seconds))
+        )
+        .order_by(R.ended_at.desc())
+        .limit(1)
+        .tuples()
+        .first()
+    )
+    if prev is None or paths.get(prev[0] or "") is None:
+        return None
+    path, seconds = paths[prev[0]], max(0.0, float(prev[1]))
+    R.update(takeover_path=path, takeover_seconds=seconds).where(R.id == rid).execute()
+    return path, seconds
 
 
 @translate_database_errors

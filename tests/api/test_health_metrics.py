@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from lifecycle.takeover import WORKER_DIED
 from models.listener_record import MatchListenerRecord
 from models.match import Match
 from tests.api.conftest import bearer
@@ -45,6 +46,9 @@ def test_metrics_text_parses_and_reports_shared_state(api, api_server, make_matc
         match=match, exit_code=11, ended_at=match.scheduled, gaps=2, events_backfilled=7
     )
     MatchListenerRecord.create(match=match, gaps=1, events_unrecovered=1)  # open: Running
+    taken = make_match(status="inprogress")  # a run took it over after its worker died
+    MatchListenerRecord.create(match=taken, exit_code=14, ended_at=taken.scheduled, exit_reason=WORKER_DIED)
+    MatchListenerRecord.create(match=taken, takeover_path="death_seen", takeover_seconds=0.8)
     Match.update(archive_verification={"ok": False}).where(Match.id == match.id).execute()
     make_match(status="closed", archive_verification={"ok": True})
     assert api.post("/v1/trigger/lineup", json=LINEUP).status_code == 202
@@ -53,9 +57,16 @@ def test_metrics_text_parses_and_reports_shared_state(api, api_server, make_matc
     r = httpx.get(api_server.url + "/metrics", timeout=60)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
     samples = _samples(r.text)
-    assert samples[("kickoff_listeners", (("badge", "Running"),))] == 1
-    assert samples[("kickoff_listener_starts_total", ())] == 2
-    assert samples[("kickoff_listener_failures_total", ())] == 1
+    assert samples[("kickoff_listeners", (("badge", "Running"),))] == 2
+    assert samples[("kickoff_listener_starts_total", ())] == 4
+    assert samples[("kickoff_listener_failures_total", ())] == 2  # the 11 and the 14 of a dead worker
+    death = (("path", "death_seen"),)
+    assert samples[("kickoff_listener_takeover_seconds_count", death)] == 1
+    assert samples[("kickoff_listener_takeover_seconds_sum", death)] == 0.8
+    assert samples[("kickoff_listener_takeover_seconds_bucket", (("le", "0.5"), ("path", "death_seen")))] == 0
+    assert samples[("kickoff_listener_takeover_seconds_bucket", (("le", "1.0"), ("path", "death_seen")))] == 1
+    for path in ("lease_lapsed", "handoff"):
+        assert samples[("kickoff_listener_takeover_seconds_count", (("path", path),))] == 0
     assert ("kickoff_listener_oldest_heartbeat_age_seconds", ()) in samples
     assert samples[("kickoff_listener_exhausted_matches", ())] == 0
     assert samples[("kickoff_listener_gaps_total", ())] == 3

@@ -110,6 +110,13 @@ CASES = [
         timeout=600,
     ),
     Case(
+        "liveness",
+        ("--kills", "2", "--leases", "10"),
+        ("--goal-redis-death-seen-p99-ms", "0"),
+        "redis_death_seen_p99_ms",
+        "judge.10.ms_per_call",
+    ),
+    Case(
         "matches_board",
         ("--matches", "40", "--requests", "1"),
         ("--goal-slowest-p50-ms", "0"),

@@ -33,6 +33,7 @@ from models.coordination import (
     CoordinationKeys,
     CoordinationStore,
     CoordinationThresholds,
+    LeaseJudgement,
     TokenLockContext,
     connect_redis,
     tick_slot,
@@ -137,6 +138,25 @@ class MemorySubscription:
                 self.store.subscriptions.remove(self)
 
 
+class MemoryLiveness:
+    """A held liveness signal of the fake store (``liveness_subscription``); ``kill()`` drops it as a
+    server's CLIENT KILL would (the next ``hold_liveness`` raises RedisUnavailable)."""
+
+    def __init__(self, store: MemoryCoordinationStore, lease_id: str) -> None:
+        self.store = store
+        self.lease_id = lease_id
+        self.closed = False
+
+    def kill(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self.store.mu:
+            if not self.closed:
+                self.closed = True
+                self.store.signals.remove(self)
+
+
 @dataclass(eq=False)
 class MemoryCoordinationStore(CoordinationKeys, CoordinationThresholds):
     """The coordination store in memory; see the module docstring. The thresholds
@@ -148,6 +168,7 @@ class MemoryCoordinationStore(CoordinationKeys, CoordinationThresholds):
     down: bool = False  # every call raises RedisUnavailable (a Redis that does not answer)
     mu: threading.RLock = field(default_factory=threading.RLock, repr=False)
     subscriptions: list[MemorySubscription] = field(default_factory=list, repr=False)
+    signals: list[MemoryLiveness] = field(default_factory=list, repr=False)
     _data: dict[str, tuple[str, float | None]] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -448,9 +469,51 @@ class MemoryCoordinationStore(CoordinationKeys, CoordinationThresholds):
         if self._expire(key, ttl):
             return 1, epoch
         if known_epoch in ("", None) or known_epoch != epoch:
-            self._set(key, "1", ttl=ttl)
+            self._set(key, "s", ttl=ttl)
             return 2, epoch
         return 0, epoch
+
+    @_served
+    def judge_worker_leases(
+        self, lease_ids: Iterable[str], *, grace_seconds: float, ttl_seconds: float
+    ) -> LeaseJudgement:
+        now_ms = int(self.clock() * 1000)
+        states: dict[str, int] = {}
+        with self.mu:
+            held = {signal.lease_id for signal in self.signals}
+            for lease_id in sorted(set(lease_ids)):
+                value, lost = self._value(self.worker_lease_key(lease_id)), self.liveness_lost_key(lease_id)
+                if value is None:
+                    states[lease_id] = 0
+                elif value != "s" or lease_id in held:
+                    self._delete(lost)
+                    states[lease_id] = 1
+                else:
+                    self._set(lost, str(now_ms), ttl=max(1, int(ttl_seconds * 1000)) / 1000, nx=True)
+                    since = int(self._value(lost) or now_ms)
+                    states[lease_id] = 3 if now_ms - since >= int(grace_seconds * 1000) else 2
+            epoch = self._value(self.epoch_key)
+        age = None if epoch is None else now_ms / 1000 - float(epoch.rsplit(":", 1)[1])
+        return LeaseJudgement.of(states, epoch_age=age)
+
+    @_served
+    def liveness_subscription(self, lease_id: str) -> MemoryLiveness:
+        signal = MemoryLiveness(self, lease_id)
+        with self.mu:
+            self.signals.append(signal)
+        return signal
+
+    @staticmethod
+    def liveness_client_name(lease_id: str) -> str:
+        return CoordinationStore.liveness_client_name(lease_id)
+
+    def hold_liveness(self, pubsub: MemoryLiveness, *, timeout: float) -> None:
+        self.answer()
+        if pubsub.closed:
+            raise RedisUnavailable(
+                service="Redis", setting="REDIS_URL", address=self.url, reason="liveness connection dropped"
+            )
+        time.sleep(min(timeout, 0.01))
 
     @_served
     def live_worker_leases(self, lease_ids: Iterable[str]) -> tuple[set[str], float | None]:

@@ -8,6 +8,7 @@ waiting (short TTLs, ``wait_for``) and on the fake by moving its clock.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from config.errors import LockNotOwned
-from models.coordination import CoordinationStore, connect_redis
+from config.errors import LockNotOwned, RedisUnavailable
+from models.coordination import CoordinationStore, LeaseState, connect_redis
 from tests.fakes.coordination import ManualClock, MemoryCoordinationStore
 from tests.waiting import wait_for
 
@@ -546,6 +547,67 @@ def test_live_worker_leases_and_the_age_of_the_epoch(store: Store) -> None:
     alive, age = b.live_worker_leases(["w1", "w2", "w1"])
     assert alive == {"w1"}
     assert age is not None and 0 <= age < 5
+
+
+def test_a_lease_whose_liveness_signal_is_held_is_alive_and_one_whose_signal_ended_dies_after_the_grace(
+    store: Store,
+) -> None:
+    b = store.barriers
+    judge = functools.partial(b.judge_worker_leases, grace_seconds=0.3, ttl_seconds=8)
+    assert judge(["w1"]).epoch_age is None
+    b.renew_worker_lease("w1", known_epoch="", new_epoch_id="e1", ttl_seconds=8)
+    b.renew_worker_lease("w2", known_epoch="", new_epoch_id="e1", ttl_seconds=8)
+    signal = b.liveness_subscription("w1")
+    try:
+        judged = judge(["w1", "w2", "gone"])
+        assert judged.states == {
+            "w1": LeaseState.ALIVE,
+            "w2": LeaseState.SIGNAL_LOST,
+            "gone": LeaseState.LAPSED,
+        }
+        assert judged.epoch_age is not None and 0 <= judged.epoch_age < 5
+        # w2 never held a signal: the first look started its grace, a look past it judges it dead
+        store.elapse(0.3, lambda: judge(["w2"]).states["w2"] == LeaseState.DEAD)
+        assert judge(["w1"]).states["w1"] == LeaseState.ALIVE
+    finally:
+        signal.close()
+    assert judge(["w1"]).states["w1"] == LeaseState.SIGNAL_LOST  # its connection closed
+    again = b.liveness_subscription("w1")  # re-established within the grace: alive, the grace forgotten
+    try:
+        assert judge(["w1"]).states["w1"] == LeaseState.ALIVE
+        assert store.ttl(b.liveness_lost_key("w1")) is None
+    finally:
+        again.close()
+
+
+def test_a_lease_without_a_liveness_signal_of_an_older_worker_is_judged_by_its_lease_alone(
+    store: Store,
+) -> None:
+    b = store.barriers
+    b.renew_worker_lease("w1", known_epoch="", new_epoch_id="e1", ttl_seconds=8)
+    if isinstance(b, MemoryCoordinationStore):
+        b._set(b.worker_lease_key("w1"), "1", ttl=8)
+    else:
+        b.client.set(b.worker_lease_key("w1"), "1", px=8000)
+    judged = b.judge_worker_leases(["w1"], grace_seconds=0.0, ttl_seconds=8)
+    assert judged.states == {"w1": LeaseState.ALIVE}
+
+
+def test_holding_a_liveness_signal_raises_once_its_connection_is_dropped(store: Store) -> None:
+    b = store.barriers
+    signal = b.liveness_subscription("w1")
+    try:
+        b.hold_liveness(signal, timeout=0.01)
+        if isinstance(b, MemoryCoordinationStore):
+            signal.kill()
+        else:
+            name = b.liveness_client_name("w1")
+            (held,) = [c["id"] for c in b.client.client_list() if c["name"] == name]
+            b.client.client_kill_filter(_id=held)
+        with pytest.raises(RedisUnavailable):
+            b.hold_liveness(signal, timeout=2.0)
+    finally:
+        signal.close()
 
 
 # -- scheduler ticks and bulk previews -------------------------------------------------------

@@ -57,6 +57,7 @@ BOARD_ENTRY_KEYS = {
     "title",
     "scheduled",
     "run_started_at",
+    "takeover",
 }
 
 

@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
-from lifecycle.board import archive_cell, gaps_cell, verification_counts
+from cli.board import render_board
+from lifecycle import takeover
+from lifecycle.board import BoardEntry, archive_cell, gaps_cell, verification_counts
 
 
 @pytest.mark.parametrize(
@@ -52,3 +54,29 @@ def test_the_archive_cell(args: tuple[Any, ...], cell: str) -> None:
 )
 def test_verification_counts_read_a_stored_verification(stored: Any, counts: tuple[Any, ...]) -> None:
     assert verification_counts(stored) == counts
+
+
+@pytest.mark.parametrize(
+    ("reason", "path"),
+    [
+        ("worker died (its liveness signal ended)", "death_seen"),
+        ("worker lease expired", "lease_lapsed"),
+        ("worker liveness signal lost", "lease_lapsed"),
+        ("worker shutdown", "handoff"),
+        ("heartbeat stale", None),
+        (None, None),
+    ],
+)
+def test_a_predecessors_closing_reason_names_the_takeover_path(reason: str | None, path: str | None) -> None:
+    assert takeover.path_of(reason) == path
+
+
+def test_the_cli_board_says_which_path_a_running_takeover_took() -> None:
+    fields = {name: None for name in BoardEntry.__dataclass_fields__}
+    common = {**fields, "match_id": "m", "league": "mlb", "sr_id": "sr:1", "match_status": "inprogress"}
+    common |= {"attempts": 0, "exhausted": False, "pending": False, "auto_dispatch": True, "badge": "Running"}
+    taken = BoardEntry(**{**common, "record_id": "r", "heartbeat_age_s": 1.0, "takeover": "death_seen"})
+    plain = BoardEntry(**{**common, "record_id": "r2", "heartbeat_age_s": 1.0})
+    lines = render_board([taken, plain])
+    assert lines[1].rstrip().endswith("took over: death_seen")
+    assert "took over" not in lines[2]

@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 
 from config.errors import BrokerUnavailable, ConfigurationError, RedisUnavailable, WorkerLeaseUnavailable
-from lifecycle import cleanup, dispatch
+from lifecycle import cleanup, dispatch, takeover
 from lifecycle.dispatch import StartMessage, _send_all, cycle_collection_paused
 from lifecycle.heartbeat import LOCK_UNREACHABLE, HeartbeatRegistration, HeartbeatService
 from lifecycle.lease import LEASE_EXPIRED, WorkerLease
+from lifecycle.liveness import LivenessSignal
 from lifecycle.runtime import ListenerServices, worker_shutdown
 from lifecycle.sql.rows import ClosedRow
 from lifecycle.stop_watch import StopRegistration, StopWatcher
@@ -599,6 +600,60 @@ def test_the_reaper_judges_nothing_until_the_epoch_is_older_than_a_lease(
     clock.advance(settings.listener_worker_lease_seconds * 1.25 + 2)
     cleanup.reap_dead_workers(settings=settings, barriers=store)
     assert abandoned == [{"dead-lease"}]
+
+
+def test_the_reaper_takes_over_a_worker_whose_liveness_signal_stayed_gone_for_the_grace(
+    store: MemoryCoordinationStore, settings, clock: ManualClock, monkeypatch
+) -> None:
+    leases = {"dead", "dropped", "alive"}
+    monkeypatch.setattr(cleanup.rows, "open_worker_leases", lambda match_ids=None: set(leases))
+    abandoned: list[tuple[set[str], str]] = []
+
+    def abandon(leases: set[str], *, reason: str = "worker lease expired", **_: Any) -> list[ClosedRow]:
+        abandoned.append((set(leases), reason))
+        return []
+
+    monkeypatch.setattr(cleanup.rows, "abandon_rows_of_dead_workers", abandon)
+    for lease in leases:
+        store.renew_worker_lease(lease, known_epoch="", new_epoch_id="e", ttl_seconds=3600)
+    clock.advance(settings.listener_worker_lease_seconds * 1.25 + 2)
+    held = {lease: store.liveness_subscription(lease) for lease in leases}
+    assert cleanup.reap_dead_workers(settings=settings, barriers=store) == [] and abandoned == []
+    held["dead"].close()  # its process ended
+    held["dropped"].kill()  # its connection was dropped: the worker subscribes again within the grace
+    cleanup.reap_dead_workers(settings=settings, barriers=store)
+    assert abandoned == []  # the grace has not passed: a dropped connection is not a death
+    held["dropped"] = store.liveness_subscription("dropped")
+    clock.advance(settings.listener_liveness_grace_seconds)
+    cleanup.reap_dead_workers(settings=settings, barriers=store)
+    assert abandoned == [({"dead"}, takeover.WORKER_DIED)]
+
+
+def test_a_worker_whose_signal_cannot_be_re_established_while_redis_answers_fences_itself(
+    store: MemoryCoordinationStore, monkeypatch
+) -> None:
+    lease = WorkerLease(barriers=store, ttl_seconds=8, fence_margin_seconds=3)
+    lease.renew()
+    signal = LivenessSignal(barriers=store, lease=lease, grace_seconds=0.05)
+    signal.start()
+    try:
+        wait_for(signal.held, timeout=5, what="the signal held")
+
+        def refused(lease_id: str) -> None:
+            raise RedisUnavailable(
+                service="Redis", setting="REDIS_URL", address="memory://", reason="refused"
+            )
+
+        monkeypatch.setattr(store, "liveness_subscription", refused)
+        store.signals[0].kill()  # Redis dropped it; subscribing again fails from now on
+        wait_for(lambda: not signal.held(), timeout=5, what="the drop noticed")
+        assert not signal.must_fence(time.monotonic() + 10)  # Redis answered nobody since: no fence here
+        lease.renew()  # Redis answers again: peers can see the signal gone
+        seen = time.monotonic()
+        assert not signal.must_fence(seen)  # the grace to subscribe again starts now
+        assert signal.must_fence(seen + 0.05)
+    finally:
+        signal.stop()
 
 
 # -- the process's listener services: checks, reaping, lost leases, graceful hand-offs --------

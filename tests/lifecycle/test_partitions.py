@@ -269,6 +269,8 @@ def test_a_host_cut_from_redis_stops_streaming_and_the_other_host_takes_over_at_
         assert took_over - stopped <= TAKEOVER_BOUND
         first = rows_of(m)[0]
         assert first.exit_code in (14, 16) and first.exit_reason == "worker lease expired", first.exit_reason
+        # A black hole keeps h1's liveness connection open in Redis's eyes: the lease decides.
+        assert rows_of(m)[1].takeover_path == "lease_lapsed"
         assert all(r.gaps_unrecovered == 0 for r in rows_of(m)[1:])
     assert "worker lease expired" in fleet.output(fleet.h1)
 

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from lifecycle.takeover import WORKER_DIED
 from models.listener_record import MatchListenerRecord
 from tests.lifecycle.conftest import BOTH_BROKERS, ON_AMQP, REAL_WORKER_CTX, REAL_WORKER_DEFAULTS
 from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, open_rows, rows_of
@@ -65,7 +66,7 @@ def test_a_hard_killed_listener_workers_matches_stream_again_on_another_worker_w
         recovered_in = time.monotonic() - killed_at
     print(f"kill to streaming again: {recovered_in:.1f} s")
     for m in matches:
-        _old_and_new_rows(m, reason="worker lease expired")
+        _old_and_new_rows(m, reason=WORKER_DIED)  # its liveness signal ended with it: no lease wait
     assert "matches of dead listener workers" in survivor.output()  # the survivor's reaper restarted them
     assert monitor.max_open == 1  # never two open rows for one match
 

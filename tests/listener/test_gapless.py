@@ -190,6 +190,35 @@ def test_a_stop_then_a_start_backfills_what_was_sent_meanwhile_and_handles_each_
     _assert_questions_once(match, game)
 
 
+def test_a_run_taking_over_resumes_where_the_archive_ends_without_asking_the_play_by_play(
+    sim, listener_settings, make_match
+):
+    game = _game()
+    match = make_match("mlb", sr_id=game.sr_id)
+    server = sim([game])
+    settings = _settings(listener_settings, server)
+    first_ctx, _ = _run(match, settings)
+    first = start_listener(first_ctx)
+    wait_for(lambda: first.listener.stats.events >= 20, timeout=20, what="20 events recorded")
+    first.listener.request_stop()
+    first.thread.join(10)
+    held = first.listener.stats.events
+    session = server.sessions[game.sr_id]
+    wait_for(lambda: session.position() > held + 15, timeout=20, what="15 more messages sent meanwhile")
+    asked = server.pbp_requests[game.sr_id]
+    ctx, record = _run(match, settings)
+    second = start_listener(ctx)
+    # Its takeover gap is closed by the feed's replay, not by a play-by-play round trip.
+    wait_for(lambda: second.listener.stats.events >= 15, timeout=20, what="the replay recorded")
+    assert server.pbp_requests[game.sr_id] == asked
+    second.thread.join(40)
+    assert second.code == ExitCode.NOT_IN_PROGRESS, second.listener.exit_reason
+    _assert_complete(server, game, second.listener)
+    row = MatchListenerRecord.get_by_id(record.id)
+    assert row.gaps == 1 and row.events_backfilled >= 10 and row.gaps_unrecovered == 0
+    _assert_questions_once(match, game)
+
+
 def test_with_backfill_off_a_gap_is_recorded_and_left_as_it_is(sim, listener_settings, make_match):
     game = _game()
     match = make_match("mlb", sr_id=game.sr_id)
