@@ -4,7 +4,11 @@ Runs ``kickoff sim serve`` as a subprocess with one game of N events sent as fas
 and one listener in this process (record-only, archive on, no database). Prints events/s for
 both framings (SSE and the provider's NDJSON). Goal: >= 10,000 events/s.
 
-    .venv/bin/python bench/stream_ingest.py [--events 100000]
+With ``--log`` the listener records into the match event log in PostgreSQL instead (DATABASE_URL,
+migrated; a match row and a lifecycle row id, so de-duplication and fencing are on), as a worker's
+run does (issue 34).
+
+    .venv/bin/python bench/stream_ingest.py [--events 100000] [--log]
 """
 
 from __future__ import annotations
@@ -41,8 +45,26 @@ class TimedListener(MatchListener):
             self.last = now
 
 
-def run(events: int, fmt: str, tmp: Path) -> tuple[float, int]:
+def _log_match(sr_id: str) -> str:
+    """A match row for ``sr_id`` in DATABASE_URL's database (migrated first): its id."""
+    import os
+
+    from config.clock import utcnow
+    from models.db import init_database
+    from models.league import League
+    from models.match import Match
+    from models.migrate import migrate
+
+    url = os.environ["DATABASE_URL"]
+    migrate(url)
+    init_database(url)
+    league, _ = League.get_or_create(name="mlb")
+    return str(Match.create(league=league, sr_id=sr_id, status="inprogress", scheduled=utcnow()).id)
+
+
+def run(events: int, fmt: str, tmp: Path, *, log: bool = False) -> tuple[float, int]:
     sr_id = str(uuid.uuid4())
+    match_id = _log_match(sr_id) if log else ""
     # The whole game is due 2 s after start: srsim sends it as fast as the listener reads.
     script = write_games(
         tmp / f"{fmt}.json", [sr_id], start_after=2.0, event_interval=1e-6, event_count=events
@@ -61,11 +83,12 @@ def run(events: int, fmt: str, tmp: Path) -> tuple[float, int]:
             listener_max_consecutive_heartbeats=20,
         )
         body = TimedListener()
-        context = ListenerContext(match_id="", record_id=None, is_test=False, settings=settings)
+        record_id = str(uuid.uuid4()) if log else None
+        context = ListenerContext(match_id=match_id, record_id=record_id, is_test=False, settings=settings)
         with spans.span("listener run"), spans.quiet():  # as lifecycle.start runs a body (tracing on)
             code = body.run(context)
         span = body.last - body.first
-        assert code == 13, (code, body.exit_reason, body.stats)
+        assert code in (10, 13), (code, body.exit_reason, body.stats)
         return body.stats.events / span if span else 0.0, body.stats.events
     finally:
         proc.kill()
@@ -81,13 +104,15 @@ def main() -> None:
         help="Issue 41: each framing with tracing off, then on (an unreachable OTLP collector), in turns; "
         "prints the ratio (goal >= 0.95)",
     )
+    parser.add_argument("--log", action="store_true", help="Record into the event log (DATABASE_URL).")
     args = parser.parse_args()
     if args.tracing:
         raise SystemExit(_tracing_ratio(args.events))
     with tempfile.TemporaryDirectory() as d:
-        print(f"stream ingest: one listener, {args.events} events, archive on, record-only")
+        where = "the event log (PostgreSQL)" if args.log else "archive on"
+        print(f"stream ingest: one listener, {args.events} events, {where}, record-only")
         for fmt in ("sse", "ndjson"):
-            rate, n = run(args.events, fmt, Path(d))
+            rate, n = run(args.events, fmt, Path(d), log=args.log)
             print(
                 f"  {fmt:7s} {n:8d} events  {rate:10,.0f} events/s  ({rate / GOAL:.1f}x the {GOAL:,}/s goal)"
             )

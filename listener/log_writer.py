@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from config.clock import utcnow
 from config.errors import ServiceUnavailable
+from models.boundary import connection
 from models.event_log import NewRow, ensure_partitions, insert_events
 
 logger = logging.getLogger(__name__)
@@ -101,6 +102,17 @@ class LogWriter:
             self._queue.extendleft(reversed(batch))
 
     def _run(self) -> None:
+        """Serve batches over one connection held open (reopened after an outage)."""
+        while True:
+            try:
+                with connection():
+                    self._serve()
+            except ServiceUnavailable as exc:
+                self.degraded = True
+                logger.warning("event log writer cannot connect (%s); holding %d messages", exc, self.waiting)
+                time.sleep(self.retry_seconds)
+
+    def _serve(self) -> None:
         while True:
             batch = self._take()
             try:

@@ -11,6 +11,7 @@ once, never two open lifecycle rows for one match; and, on an operator's box wit
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -183,7 +184,7 @@ def _kill_liveness_connection(client, lease: str) -> int:
     return sum(client.client_kill_filter(_id=c["id"]) for c in client.client_list() if c["name"] == name)
 
 
-def test_a_killed_then_a_paused_worker_lose_no_event_of_their_games(
+def test_killed_twice_and_paused_workers_on_two_hosts_lose_no_event_of_their_games(
     make_match, ctx, send_start, start_worker, feed, lifecycle_env, tmp_path, subprocess_env, redis_client
 ):
     games = _games(2)
@@ -227,7 +228,7 @@ def test_a_killed_then_a_paused_worker_lose_no_event_of_their_games(
     assert took < KILL_TAKEOVER_BOUND
     assert killed_monitor.max_open == 1  # a killed worker's sockets close with it: never two streams
     with OpenRowMonitor(m.id for m in matches) as pause_monitor:
-        start_worker(env={**env, **host_a})
+        third = start_worker(env={**env, **host_a})
         before = _open_ids(matches)
         os.killpg(standby.proc.pid, signal.SIGSTOP)  # past every lease: "dead" to the others
         try:
@@ -240,6 +241,17 @@ def test_a_killed_then_a_paused_worker_lose_no_event_of_their_games(
         # run reconnects plainly and backfills from the play-by-play.
         for g in games:  # the resumed process lets go of its streams (it may no longer write)
             wait_for(lambda g=g: server.connections(g.sr_id) == 1, timeout=60, what="one stream per match")
+        # The second SIGKILL of the streaming host's worker: back to host B.
+        start_worker(env={**env, **host_b})
+        before = _open_ids(matches)
+        third.kill()
+        for m, g in zip(matches, games, strict=True):
+            wait_for(
+                lambda m=m, g=g: _moved(m, before) and server.connections(g.sr_id) == 1,
+                timeout=120,
+                interval=0.2,
+                what="host B streaming again",
+            )
         server.resume_window_seconds = 0.0
         wait_for(lambda: _events_archived(lifecycle_env, games[0]) >= 60, timeout=60, what="60 events")
         assert server.drop_streams(games[0].sr_id) == 1
@@ -250,11 +262,11 @@ def test_a_killed_then_a_paused_worker_lose_no_event_of_their_games(
     for g, m in zip(games, matches, strict=True):
         _assert_complete(lifecycle_env, server, g, m)
         runs = rows_of(m)
-        assert [r.exit_code for r in runs] == [14, 14, 13]
+        assert [r.exit_code for r in runs] == [14, 14, 14, 13]  # killed, paused, killed, over
         assert runs[0].gaps == 0  # its dropped liveness connection cost its stream nothing
-        # The kill was seen from the liveness signal; the pause (its connection kept open) by the lease.
-        assert [r.exit_reason for r in runs[:2]] == [WORKER_DIED, LEASE_EXPIRED]
-        assert [r.takeover_path for r in runs[1:]] == ["death_seen", "lease_lapsed"]
+        # Each kill was seen from the liveness signal; the pause (its connection kept open) by the lease.
+        assert [r.exit_reason for r in runs[:3]] == [WORKER_DIED, LEASE_EXPIRED, WORKER_DIED]
+        assert [r.takeover_path for r in runs[1:]] == ["death_seen", "lease_lapsed", "death_seen"]
         # The paused run wrote nothing after it was taken over (its row is as the reaper closed it).
         was = paused[str(runs[1].id)]
         assert (runs[1].ended_at, runs[1].exit_code, runs[1].heartbeat_at) == (
@@ -262,11 +274,12 @@ def test_a_killed_then_a_paused_worker_lose_no_event_of_their_games(
             was.exit_code,
             was.heartbeat_at,
         )
-        assert len({r.worker_lease for r in runs}) == 3
-        assert runs[1].gaps >= 1 and runs[2].gaps >= 1 and runs[2].events_backfilled >= 1
+        assert len({r.worker_lease for r in runs}) == 4
+        assert all(r.gaps >= 1 for r in runs[1:]) and runs[3].events_backfilled >= 1
         assert all(r.gaps_unrecovered == 0 for r in runs[1:])
-        assert written_after_successor(m, runs[1], runs[2]) == 0  # the paused run, resumed: fenced
-    assert rows_of(matches[0])[2].gaps >= 2  # the takeover, then the refused resume
+        for run, successor in itertools.pairwise(runs):  # the paused run, resumed, above all: fenced
+            assert written_after_successor(m, run, successor) == 0
+    assert rows_of(matches[0])[3].gaps >= 2  # the takeover, then the refused resume
     _on_operators_box(subprocess_env, box, matches, games, server)
 
 
