@@ -242,7 +242,11 @@ class StartListenerBody(Body):
 
     model_config = ConfigDict(
         json_schema_extra={
-            "anyOf": [{"properties": {"force": {"const": False}}}, {"required": ["reason"]}],
+            # force absent or false, or a reason that is a string (``"reason": null`` is no reason)
+            "anyOf": [
+                {"properties": {"force": {"const": False}}},
+                {"required": ["reason"], "properties": {"reason": {"type": "string"}}},
+            ],
         }
     )
 
