@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from api.auth import LeagueFrom, Need, reads_league, requires
 from api.errors import error_responses
-from api.headers import audit_of, ctx_of, traceparent
+from api.headers import audit_of, ctx_of, key_id_of, traceparent
 from api.openapi import also_200
 from api.schemas import (
     CounterBody,
@@ -73,6 +73,7 @@ def approve_offer(offer_key: PathId, body: OfferApproveBody, request: Request) -
         receive_player_ids=body.receive_player_ids,
         publisher=ctx_of(request).publisher(),
         traceparent=traceparent(request, body.traceparent),
+        created_by_key_id=key_id_of(request),
     )
     return answer(result)
 
@@ -91,6 +92,7 @@ def decide(trade_id: PathId, body: DecisionBody, request: Request) -> JSONRespon
         decision=body.decision,
         publisher=ctx_of(request).publisher(),
         traceparent=traceparent(request, body.traceparent),
+        created_by_key_id=key_id_of(request),
     )
     return answer(result)
 
@@ -121,6 +123,7 @@ def counter(trade_id: PathId, body: CounterBody, request: Request) -> JSONRespon
         receive_player_ids=body.receive_player_ids,
         publisher=ctx_of(request).publisher(),
         traceparent=traceparent(request, body.traceparent),
+        created_by_key_id=key_id_of(request),
     )
     return answer(result)
 

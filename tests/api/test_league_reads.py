@@ -8,6 +8,7 @@ import pytest
 
 from api.keys import Scope, create_key
 from tests.api.conftest import bearer
+from tests.api.test_trades_actions_runs import trade_queues  # noqa: F401 (a fixture)
 from tests.api.test_triggers import LINEUP
 
 
@@ -49,3 +50,22 @@ def test_matches_board_actions_runs_audit_and_keys_of_other_leagues_are_404_or_l
 
     listed = {k["name"] for k in admin.get("/v1/apikeys").json()["keys"]}
     assert listed == {"op-l1", "admin-l1"}  # not the unlimited test keys
+
+
+def test_a_trade_claim_records_its_key_and_another_leagues_claim_is_never_a_duplicate(
+    api,
+    limited,
+    trade_queues,  # noqa: F811
+):
+    from models.db import database
+    from tests.api.test_trades_actions_runs import OFFER
+
+    op, _ = limited
+    mine = op.post("/v1/trade/offers/t-35/approve", json=OFFER)  # L1, this key's league
+    assert mine.status_code == 202, mine.text
+    (claimed_by,) = database.execute_sql(
+        "SELECT created_by_key_id FROM execution_log WHERE claim_key = 't-35'"
+    ).fetchone()
+    assert claimed_by is not None
+    other = api.post("/v1/trade/offers/t-35/approve", json={**OFFER, "league_id": "L2"})
+    assert other.status_code == 409 and "another league" in other.json()["error"], other.text
