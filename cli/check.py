@@ -116,6 +116,25 @@ def _stored_settings(obj: CliContext) -> Check:
     )
 
 
+def _leagues() -> Check:
+    from lifecycle.leagues import undeclared_leagues
+    from models.leagues import declared
+
+    try:
+        found = undeclared_leagues()
+    except KickoffError as exc:
+        return Check("leagues", FAIL, f"not checked: {exc}")
+    names = ", ".join(d.name for d in declared())
+    if not found:
+        return Check("leagues", OK, f"every league in the database is declared ({names})")
+    return Check(
+        "leagues",
+        WARN,
+        f"{', '.join(found)}: no declaration (models.leagues), their matches are recorded only, "
+        "no question is issued (docs/adding-a-league.md)",
+    )
+
+
 def _queues(obj: CliContext) -> Iterator[Check]:
     from actors.broker import queue_reports
 
@@ -193,6 +212,7 @@ def full_checks(obj: CliContext) -> list[Check]:
         checks.append(_migrations(obj))
         if checks[-1].status == OK:
             checks.append(_stored_settings(obj))
+            checks.append(_leagues())
             checks.append(_audit_role())
     checks.extend(_queues(obj))
     if by_name["Redis"].status == OK:
@@ -217,6 +237,7 @@ def check(obj: CliContext, services_only: bool, as_json: bool) -> None:
     \b
     PostgreSQL, Redis, the Dramatiq broker, RabbitMQ (and its outbox queues) answer;
     migrations applied; no match stores a setting a run may not set (docs/lifecycle.md);
+    every league in the database is declared (warn: an undeclared one is recorded only);
     DATABASE_URL's role cannot rewrite the audit log (FAIL as owner or superuser);
     a worker alive on each queue (default, match_listeners);
     each queue's waiting, delayed and dead-lettered messages (dead letters: warn);

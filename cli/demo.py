@@ -32,6 +32,7 @@ from cli.context import CliContext
 from cli.processes import ProcessGroup, dramatiq_worker_argv
 from cli.table import render_table
 from config.settings import KickoffSettings
+from models.leagues import DEFAULT
 
 #: Settings of every demo process (short intervals so the demo takes about two minutes).
 DEMO_ENV = {
@@ -67,7 +68,8 @@ def _free_port() -> int:
 def _games() -> list[DemoGame]:
     def game(role: str, title: str, **kw: Any) -> DemoGame:
         sr_id = str(uuid.uuid4())
-        script = {"sr_id": sr_id, "league": "mlb", "title": title, "is_test": True, "event_interval": 1.0}
+        script = {"sr_id": sr_id, "league": DEFAULT.name, "title": title, "is_test": True}
+        script["event_interval"] = 1.0
         script.update(kw)
         return DemoGame(role=role, sr_id=sr_id, title=title, script=script)
 
@@ -154,7 +156,7 @@ def _create_match(game: DemoGame, *, speed_started: float) -> None:
 
     kickoff_in = game.script["start_after"] - (time.monotonic() - speed_started)
     with connection():
-        league = ensure_league("mlb")
+        league = ensure_league(DEFAULT.name)
         match = create_match(
             sr_id=game.sr_id,
             league=league,
@@ -252,8 +254,8 @@ def _missing(game: DemoGame, settings: KickoffSettings) -> int | None:
     from listener.play_by_play import fetch_play_by_play, play_by_play_url
     from listener.verify import compare
 
-    path = archive_path(settings.data_dir, "mlb", game.sr_id)
-    url = play_by_play_url(settings, league="mlb", sr_id=game.sr_id)
+    path = archive_path(settings.data_dir, DEFAULT.name, game.sr_id)
+    url = play_by_play_url(settings, league=DEFAULT.name, sr_id=game.sr_id)
     try:
         with requests.Session() as session:
             pbp = fetch_play_by_play(
@@ -288,7 +290,7 @@ def _row(game: DemoGame, settings: KickoffSettings) -> dict[str, Any]:
         "open": False,
         "archive": None,
     }
-    path = archive_path(settings.data_dir, "mlb", game.sr_id)
+    path = archive_path(settings.data_dir, DEFAULT.name, game.sr_id)
     row["archive"] = str(path)
     if path.exists():
         events = read_events(path)

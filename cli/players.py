@@ -7,6 +7,7 @@ import click
 from cli.common import echo_json, json_option
 from cli.context import CliContext
 from cli.table import echo_table
+from models.leagues import PLAYERS
 
 
 @click.group()
@@ -42,7 +43,9 @@ def sync_cmd(obj: CliContext, source: str | None, as_json: bool) -> None:
     from publisher.amqp import publisher_from_settings
 
     obj.database()
-    src = source or obj.settings.players_source.format(base_url=obj.settings.sportradar_base_url)
+    src = source or obj.settings.players_source.format(
+        base_url=obj.settings.sportradar_base_url, league=PLAYERS.name
+    )
     obj.audit().record("players.sync", "players", None, after={"source": mask_url(src)})  # before the sync
     with publisher_from_settings(obj.settings) as publisher:
         report = sync_players(src, publisher=publisher)

@@ -61,7 +61,8 @@ def sim_group() -> None:
     "--players",
     "players_file",
     type=A_FILE,
-    help="Serve this players map (Sleeper's format) at /players/nfl; read anew on every request.",
+    help="Serve this players map (Sleeper's format) at /players/LEAGUE (the players' league, "
+    "models.leagues.PLAYERS); read anew on every request.",
 )
 @click.option(
     "--leagues",

@@ -42,6 +42,16 @@ def league_names() -> list[str]:
     return all_league_names()
 
 
+def undeclared_leagues() -> list[str]:
+    """The leagues of the database with no declaration (models.leagues): dispatched for recording only."""
+    from models.boundary import connection
+    from models.leagues import declaration
+
+    with connection():
+        names = all_league_names()
+    return [name for name in names if declaration(name) is None]
+
+
 def get_league(name: str) -> League:
     """The league named ``name`` (case-insensitive), or LeagueNotFound naming the command to add it."""
     league = find_league(name)

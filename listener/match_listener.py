@@ -38,11 +38,12 @@ from listener.db_gate import db_gate
 from listener.events import FROM_RESUME
 from listener.exit_codes import ExitCode, exit_code_of, system_exit_reason
 from listener.match_info import MatchInfo, load_match, stream_status_of
-from listener.pipeline import Pipeline, RecordOnlyPipeline, load_pipeline
+from listener.pipeline import Pipeline, RecordOnlyPipeline, load_pipeline, pipeline_for
 from listener.recovery import Recovery
 from listener.stream import OVERSIZE, FeedConnection, StreamConfig, subscribe_url
 from listener.verify import Verification
 from models import history_recorder as history
+from models.leagues import push_path
 from models.status import DELAYED, TERMINAL, Phase, apply_stream_status, normalise, phase_of
 
 logger = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ class MatchListener:
             )
             if not s.listener_skip_processing and info.has_row:
                 pipeline = load_pipeline(
-                    s.listener_pipeline,
+                    pipeline_for(s.listener_pipeline, info.league, match_id=ctx.match_id),
                     match_id=ctx.match_id,
                     settings=s,
                     db_gate=self._gate(),
@@ -199,7 +200,7 @@ class MatchListener:
         assert self.archive is not None
         url = subscribe_url(
             base_url=s.sportradar_base_url,
-            path=s.listener_stream_path,
+            path=push_path(s.listener_stream_path, info.league),
             league=info.league,
             access=s.listener_sr_env,
             sr_id=info.sr_id,

@@ -35,6 +35,7 @@ ACTIONS: dict[str, str] = {
     "trade.decision_retry": "a decision published again",
     "trade.counter": "a counter-offer staged",
     "trade.reconcile": "a trade claim resolved by an operator",
+    "trade.retry": "a refused or pending trade claim sent again (written before the send)",
     "action.result": "a consumer's result reported for an action",
     "outbox.retry_dead": "dead outbox rows queued again",
     "outbox.drain": "an outbox drain run by an operator",
@@ -130,6 +131,7 @@ CLI: dict[str, str] = {
     "runs retry": "run.retry",
     "sim clone": "match.clone",
     "trades reconcile": "trade.reconcile",
+    "trades retry": "trade.retry",
 }
 
 #: CLI commands that are no operator act, and why: reads, long-running processes, deployment steps

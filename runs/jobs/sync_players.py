@@ -8,6 +8,7 @@ import sys
 from config.errors import KickoffError
 from config.settings import load_settings, mask_url, mask_urls_in
 from models.db import init_database
+from models.leagues import PLAYERS
 from players.sync import sync_players
 from publisher.amqp import publisher_from_settings
 
@@ -19,7 +20,7 @@ def main() -> int:
         connect_timeout_seconds=settings.database_connect_timeout_seconds,
         statement_timeout_seconds=settings.database_statement_timeout_seconds,
     )
-    source = settings.players_source.format(base_url=settings.sportradar_base_url)
+    source = settings.players_source.format(base_url=settings.sportradar_base_url, league=PLAYERS.name)
     try:
         with publisher_from_settings(settings) as publisher:
             report = sync_players(source, publisher=publisher)

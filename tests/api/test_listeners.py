@@ -201,7 +201,7 @@ def test_archive_verify_answers_the_comparison_and_names_the_setting_when_the_fe
         (match.id,),
     )
 
-    path = f"/nfl/trial/games/{match.sr_id}/pbp.json"
+    path = f"/nfl/trial/v7/en/games/{match.sr_id}/pbp.json"
     feed_documents[path] = {"game": {"id": match.sr_id}, "events": [{"id": "e1"}, {"id": "e2"}]}
     answer = api.post(url)
     assert answer.status_code == 200, answer.text

@@ -193,8 +193,10 @@ def test_operator_stop_closes_with_15_clears_barriers_and_turns_auto_dispatch_of
     wait_for(lambda: open_rows(match))
     ctx["barriers"].record_failed_attempt(match.id)
     res = stop_match_listener(str(match.id), settings=ctx["settings"], barriers=ctx["barriers"])
-    assert res.rows_closed == 1 and res.revoked_message_id == outbox.messages[0].message_id
-    assert future.result(timeout=2).exit_code == 15
+    # The run sees the stop flag at once and may close its own row (15, by the operator) before the
+    # stop does: either way one row, closed as the stop says (below).
+    assert res.rows_closed <= 1 and res.revoked_message_id == outbox.messages[0].message_id
+    assert future.result(timeout=30).exit_code == 15
     [row] = rows_of(match)
     assert row.exit_code == 15 and row.stopped_by == "operator"
     b = ctx["barriers"]

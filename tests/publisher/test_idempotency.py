@@ -26,6 +26,15 @@ def test_the_lineup_key_is_a_sha256_of_job_team_season_week_and_sorted_swaps():
     assert key != lineup_key(job_name="lineup-124", team="7", season=2024, week=3, swaps=a)
 
 
+def test_the_lineup_key_without_season_or_week_hashes_job_team_and_swaps_only():
+    a = [{"player_id": 1, "to_slot": "BE"}]
+    key = lineup_key(job_name="lineup-123", team="7", season=None, week=None, swaps=a)
+    assert key.startswith("lineup-7-") and len(key.split("-")[-1]) == 64
+    assert key == lineup_key(job_name="lineup-123", team="7", season=2024, week=None, swaps=a)
+    assert key != lineup_key(job_name="lineup-124", team="7", season=None, week=None, swaps=a)
+    assert key != lineup_key(job_name="lineup-123", team="7", season=2024, week=3, swaps=a)
+
+
 def test_the_waiver_key_covers_the_chained_ir_player_and_is_none_without_season_or_week():
     plain = waiver_key(team="7", season=2024, week=3, add_player_id=1, drop_player_id=None)
     chained = waiver_key(team="7", season=2024, week=3, add_player_id=1, drop_player_id=None, ir_player_id=9)
