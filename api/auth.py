@@ -257,6 +257,21 @@ def _league_of_decision(decision_key: str) -> str | None:
         return None
 
 
+def reads_league(request: Request, league: str | None) -> bool:
+    """Whether the request's key may read what belongs to ``league`` (a fantasy league id or a match's
+    league name, compared in any case): every key not limited to leagues, else only its leagues."""
+    key = getattr(request.state, "api_key", None)
+    if key is None or key.leagues is None:
+        return True
+    return league is not None and league.casefold() in {x.casefold() for x in key.leagues}
+
+
+def limited_key(request: Request) -> ApiKey | None:
+    """The request's key when it is limited to leagues, else None."""
+    key = getattr(request.state, "api_key", None)
+    return key if key is not None and key.leagues is not None else None
+
+
 def may_act_for(key: ApiKey, creator_key_id: str | None) -> bool:
     """Whether ``key`` may act on what ``creator_key_id`` created (its own, nobody's recorded, or an
     operator or admin key)."""

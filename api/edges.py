@@ -9,8 +9,10 @@ API_ALLOWED_HOSTS is answered 400 (DNS rebinding). Every answer carries
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
+import re
 from collections.abc import Iterable
 
 from api.middleware import ASGIApp, Message, Receive, Scope, Send
@@ -34,12 +36,21 @@ def allowed_hosts(setting: str, bind_host: str) -> tuple[str, ...]:
     return given or (*LOCAL_HOSTS, bind_host.strip().lower().strip("[]"))
 
 
+#: A whole Host header value: a name or IPv4 address, or a bracketed IPv6 address, then an optional port.
+HOST_VALUE = re.compile(r"^(?:\[(?P<v6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9_.-]+))(?::[0-9]{1,5})?$")
+
+
 def host_of(value: str) -> str:
-    """The host of a ``Host`` header value, lower-case, without port or IPv6 brackets."""
+    """The host of a ``Host`` header value, lower-case, without port or IPv6 brackets; "" when the value
+    is no ``host[:port]`` at all (``127.0.0.1:1@evil``, userinfo, a path), so no allowlist matches it."""
     value = value.strip().lower()
-    if value.startswith("["):
-        return value[1:].split("]", 1)[0]
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+    found = HOST_VALUE.match(value)
+    if found is None:
+        try:
+            return str(ipaddress.IPv6Address(value))  # a bare IPv6 address
+        except ValueError:
+            return ""
+    return found.group("v6") or found.group("name") or ""
 
 
 def host_allowed(host: str, patterns: Iterable[str]) -> bool:

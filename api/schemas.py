@@ -25,7 +25,7 @@ from config.settings import KickoffSettings, MatchListenerEnvironment
 from lifecycle.bulk import ACTIONS as BULK_ACTIONS
 from lifecycle.bulk import BADGES as BULK_BADGES
 from lifecycle.bulk import STATUSES as BULK_STATUSES
-from lifecycle.start import RUN_SETTINGS
+from lifecycle.start import RUN_NUMBER_BOUNDS, RUN_SETTINGS
 from publisher.queues import TRADE_QUEUES
 from publisher.trade_reconcile import Resolution
 from publisher.trigger_requests import (  # noqa: F401 (the shared types, also for the other bodies)
@@ -198,8 +198,9 @@ class RunBody(Body):
     )
 
 
-#: Bounds of a per-run setting's number (the lower one where its setting has none of its own).
-_RUN_BOUNDS: dict[type, float] = {int: 2**31 - 1, float: 1e9}
+#: Bounds of a per-run setting's number (the lower one where its setting has none of its own): the
+#: library's, which the CLI and the console check too.
+_RUN_BOUNDS: dict[type, float] = RUN_NUMBER_BOUNDS
 
 
 def _run_setting(name: str) -> tuple[Any, Any]:
@@ -241,7 +242,11 @@ class StartListenerBody(Body):
 
     model_config = ConfigDict(
         json_schema_extra={
-            "anyOf": [{"properties": {"force": {"const": False}}}, {"required": ["reason"]}],
+            # force absent or false, or a reason that is a string (``"reason": null`` is no reason)
+            "anyOf": [
+                {"properties": {"force": {"const": False}}},
+                {"required": ["reason"], "properties": {"reason": {"type": "string"}}},
+            ],
         }
     )
 

@@ -100,20 +100,28 @@ def enqueue(
         from actors.broker import broker_errors
         from models.audit import record_audit
 
+        if (
+            actor_name == "stop_match_listener"
+        ):  # as `kickoff listeners stop`: a reason, and who is the CLI's user
+            if not reason:
+                raise click.UsageError("stop_match_listener needs --reason TEXT (it goes into the audit log)")
+            if "stopped_by" in kwargs:
+                raise click.BadParameter("stopped_by is the CLI's user, not a --kw", param_hint="--kw")
+            kwargs["stopped_by"] = obj.actor.name
         obj.database()
-        with broker_errors(actor.broker):
-            sent = actor.send_with_options(kwargs=kwargs)
-        message_id, note = (
-            sent.message_id,
-            f"enqueued {actor_name} as {sent.message_id} on {actor.queue_name}",
-        )
-        record_audit(
+        record_audit(  # before the send: an entry that cannot be written refuses it
             actor=obj.actor,
             action="actor.enqueue",
             target_kind="actor",
             target_id=actor_name,
             reason=reason,
-            after={"kwargs": kwargs, "message_id": message_id, "queue": actor.queue_name},
+            after={"kwargs": kwargs, "queue": actor.queue_name},
+        )
+        with broker_errors(actor.broker):
+            sent = actor.send_with_options(kwargs=kwargs)
+        message_id, note = (
+            sent.message_id,
+            f"enqueued {actor_name} as {sent.message_id} on {actor.queue_name}",
         )
     if as_json:
         echo_json(

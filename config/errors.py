@@ -470,6 +470,10 @@ class UnusableTradeClaim(TradeError):
     a body that is not an object or names another key); the trade drain sets such a claim aside."""
 
 
+class TradeClaimedElsewhere(TradeError):
+    """Raised when a trade key is claimed already for another league (409): never answered duplicate."""
+
+
 class TradeNotFound(NotFound):
     """Raised when no execution_log entry has the given key."""
 

@@ -247,8 +247,13 @@ def preview_bulk(
 def _previewed_ids(
     confirm: str, action: str, flt: BulkFilter, actor: Actor, barriers: CoordinationStore
 ) -> list[str]:
-    """The match ids kept for ``confirm`` (taken: used once); BulkConflict when it does not bind this call."""
-    raw = barriers.take_bulk_preview(_digest(confirm))
+    """The match ids kept for ``confirm`` (taken: used once); BulkConflict when it does not bind this call.
+
+    The preview is read first and taken only when it binds this call (action, filter, caller), so a
+    confirm sent with another action, filter or key leaves it usable by its own caller.
+    """
+    digest = _digest(confirm)
+    raw = barriers.peek_bulk_preview(digest)
     if raw is None:
         raise BulkConflict("the confirm is unknown, expired or already used: preview again", field="confirm")
     kept = json.loads(raw)
@@ -258,6 +263,8 @@ def _previewed_ids(
         )
     if (kept["who_key_id"], kept["who"]) != (actor.key_id, actor.name):
         raise BulkConflict("the confirm was issued to another caller: preview again", field="confirm")
+    if barriers.take_bulk_preview(digest) is None:  # taken meanwhile by a concurrent confirm
+        raise BulkConflict("the confirm is unknown, expired or already used: preview again", field="confirm")
     return list(kept["match_ids"])
 
 

@@ -12,6 +12,7 @@ import functools
 import importlib
 import json
 import logging
+import math
 import time
 import uuid
 from dataclasses import dataclass
@@ -182,10 +183,16 @@ def validate_override_keys(overrides: dict[str, Any] | None, *, source: str = "o
     )
 
 
+#: Bounds of a per-run setting's number on every surface (the API's request model uses the same):
+#: an int at most 2**31 - 1, a float at most 1e9 either side (``1e308`` seconds is no setting).
+RUN_NUMBER_BOUNDS: dict[type, float] = {int: 2**31 - 1, float: 1e9}
+
+
 def validate_listener_settings(settings: dict[str, Any] | None, *, source: str) -> None:
     """Refuse keys outside RUN_SETTINGS and invalid values (ListenerStartSettingsError naming the first).
 
-    What a run would refuse at start, checked when the settings are stored (``--setting``).
+    What a run would refuse at start, checked when the settings are stored (``--setting``, the
+    console's settings form), numbers held to RUN_NUMBER_BOUNDS as the API holds them.
     """
     validate_override_keys(settings, source=source)
     if not settings:
@@ -194,7 +201,16 @@ def validate_listener_settings(settings: dict[str, Any] | None, *, source: str) 
         unstorable = unstorable_text(value)
         if unstorable:
             raise ListenerStartSettingsError(f"invalid listener setting in {source}: {key}: {unstorable}")
-    _build_settings({"_env_file": None, **settings}, what=f"in {source}")
+    built = _build_settings({"_env_file": None, **settings}, what=f"in {source}")
+    for key in settings:
+        value = getattr(built, key, None)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        bound = RUN_NUMBER_BOUNDS[int if isinstance(value, int) else float]
+        if not math.isfinite(value) or abs(value) > bound:
+            raise ListenerStartSettingsError(
+                f"invalid listener setting in {source}: {key}: must be between {-bound:g} and {bound:g}"
+            )
 
 
 def _build_settings(kwargs: dict[str, Any], *, what: str) -> MatchListenerEnvironment:

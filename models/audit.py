@@ -74,6 +74,7 @@ class AuditEntry:
     after: Any
     request_id: str | None
     title: str | None = None  # a match target's label, "HOU @ KC (mlb)" (None: no match, or gone)
+    league: str | None = None  # a match target's league name (None: no match, or gone)
 
     @property
     def target(self) -> str:
@@ -206,7 +207,11 @@ def audit_entries(
     )
     rows = database.execute_sql(sql, params).fetchall()
     return [
-        AuditEntry(*row[:-3], title=match_label(row[-3], row[-2], row[-1]) if row[-1] is not None else None)
+        AuditEntry(
+            *row[:-3],
+            title=match_label(row[-3], row[-2], row[-1]) if row[-1] is not None else None,
+            league=row[-2],
+        )
         for row in rows
     ]
 

@@ -51,6 +51,7 @@ ACTIONS: dict[str, str] = {
     "console.sign_in": "a console session opened",
     "console.sign_out": "a console session ended",
     "console.sign_in_failed": "a refused console sign-in",
+    "events.prune": "event log rows older than a cutoff deleted (refused while a match of the range is live)",
     "audit.prune": "entries older than the retention deleted (written by prune_audit_log itself)",
 }
 
@@ -132,6 +133,7 @@ CLI: dict[str, str] = {
     "sim clone": "match.clone",
     "trades reconcile": "trade.reconcile",
     "trades retry": "trade.retry",
+    "events prune": "events.prune",
 }
 
 #: CLI commands that are no operator act, and why: reads, long-running processes, deployment steps
@@ -151,6 +153,7 @@ CLI_NOT_ACTS: dict[str, str] = {
             "dead-letters list",
             "leagues list",
             "listeners status",
+            "matches export",
             "matches list",
             "matches show",
             "outbox status",
@@ -169,6 +172,7 @@ CLI_NOT_ACTS: dict[str, str] = {
     },
     "db migrate": "deployment: runs as the owner's role (yoyo's log records each migration)",
     "amqp setup": "deployment: declares queues (idempotent)",
+    "events import": "deployment: loads an existing DATA_DIR's archive files into the log (idempotent)",
     "actions verify": "the verification loop's own pass (what the worker does every minute)",
     "trigger result": "an HTTP client: POST /v1/actions/{id}/result writes the entry",
     "trigger rumor-action": "an HTTP client: POST /v1/trigger/rumor-action writes the entry",

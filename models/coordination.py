@@ -885,6 +885,11 @@ class CoordinationStore(CoordinationKeys, CoordinationThresholds):
         self.client.set(self.bulk_preview_key(digest), payload, px=max(1, int(ttl_seconds * 1000)))
 
     @_redis_errors
+    def peek_bulk_preview(self, digest: str) -> str | None:
+        """The preview kept under ``digest``, left in place (checked before it is taken); None if gone."""
+        return _text(self.client.get(self.bulk_preview_key(digest)))
+
+    @_redis_errors
     def take_bulk_preview(self, digest: str) -> str | None:
         """The preview kept under ``digest``, deleted as it is read (GETDEL: one use); None if gone."""
         return _text(self.client.getdel(self.bulk_preview_key(digest)))

@@ -29,6 +29,7 @@ from config.errors import (
     MissingQueueError,
     PublishError,
     PublishUncertainError,
+    TradeClaimedElsewhere,
     TradeError,
     TradeNotFound,
     TriggerValidationError,
@@ -186,6 +187,7 @@ def _claim_and_publish(
     traceparent: str | None,
     publisher: AmqpPublisher,
     key_in_result: bool = False,
+    created_by_key_id: str | None = None,
 ) -> TradeResult:
     """Build the body (key, league, team, ``fields``, trace), claim ``key`` on ``queue``, publish it.
 
@@ -218,9 +220,14 @@ def _claim_and_publish(
             result=result,
             now=utcnow(),
             traceparent=context,
+            created_by_key_id=created_by_key_id,
         )
     except ConstraintViolation:
         existing = get_entry(queue, key)
+        if existing.league_id != league_id:  # another league's claim of this key: never a duplicate
+            raise TradeClaimedElsewhere(
+                f"{key!r} on {queue} is claimed for another league: it is no duplicate of this request"
+            ) from None
         logger.info("trade already claimed: queue=%s key=%s status=%s", queue, key, existing.status)
         return TradeResult(TradeStatus.DUPLICATE, queue, key, existing.message_id)
     message = OutgoingMessage(queue=queue, body=body, message_id=message_id, headers=trace_headers(context))
@@ -251,6 +258,7 @@ def submit_offer(
     receive_player_ids: list[int],
     publisher: AmqpPublisher,
     traceparent: str | None = None,
+    created_by_key_id: str | None = None,
 ) -> TradeResult:
     """Approve an offer: claim ``offer_key``, publish to trade_submissions (ESPN player ids)."""
     fields = {"counterparty_team_id": v.text(counterparty_team, "counterparty_team")}
@@ -263,6 +271,7 @@ def submit_offer(
         fields=fields,
         traceparent=traceparent,
         publisher=publisher,
+        created_by_key_id=created_by_key_id,
     )
 
 
@@ -275,6 +284,7 @@ def respond_to_trade(
     decision: str,
     publisher: AmqpPublisher,
     traceparent: str | None = None,
+    created_by_key_id: str | None = None,
 ) -> TradeResult:
     """Decide an incoming trade: claim ``decision_key``, publish accept/reject to trade_responses."""
     if decision not in DECISIONS:
@@ -287,6 +297,7 @@ def respond_to_trade(
         fields={"trade_id": v.text(trade_id, "trade_id"), "decision": decision},
         traceparent=traceparent,
         publisher=publisher,
+        created_by_key_id=created_by_key_id,
     )
 
 
@@ -300,6 +311,7 @@ def stage_counter(
     receive_player_ids: list[str],
     publisher: AmqpPublisher,
     traceparent: str | None = None,
+    created_by_key_id: str | None = None,
 ) -> TradeResult:
     """Stage a counter-offer on trade_negotiations: Sleeper player ids (the worker maps them)."""
     fields = {"trade_id": v.text(trade_id, "trade_id")}
@@ -313,6 +325,7 @@ def stage_counter(
         traceparent=traceparent,
         publisher=publisher,
         key_in_result=True,
+        created_by_key_id=created_by_key_id,
     )
 
 

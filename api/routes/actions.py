@@ -8,11 +8,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from api.auth import LeagueFrom, Need, may_act_for, requires
+from api.auth import LeagueFrom, Need, may_act_for, reads_league, requires
 from api.errors import error_responses
 from api.headers import audit_of
 from api.schemas import ActionResultBody, PathId
-from config.errors import Forbidden
+from config.errors import Forbidden, NotFound
 from publisher.actions import action_row
 from publisher.results import action_state, report_result
 from publisher.sql import actions as action_sql
@@ -27,10 +27,14 @@ def _jsonable(value: Any) -> Any:
 
 
 @router.get("/{tracking_id}", dependencies=[requires(Need.READ)])
-def show_action(tracking_id: PathId) -> dict[str, Any]:
+def show_action(tracking_id: PathId, request: Request) -> dict[str, Any]:
     """The action with its delivery (outbox message) and verification state (`kickoff actions show`);
-    ``created_by`` names the API key that created it (``{"key_id", "name"}``; null: made on the box)."""
-    return _jsonable(action_state(tracking_id))
+    ``created_by`` names the API key that created it (``{"key_id", "name"}``; null: made on the box);
+    404 for an action of a league the key is not limited to."""
+    state = action_state(tracking_id)
+    if not reads_league(request, state.get("league_id")):
+        raise NotFound(f"no action {tracking_id}")
+    return _jsonable(state)
 
 
 @router.post(

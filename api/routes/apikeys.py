@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from api.auth import Need, requires
+from api.auth import Need, limited_key, requires
 from api.errors import error_responses
 from api.headers import audit_of
 from api.keys import ApiKey, Scope, create_key, list_keys, revoke_key
@@ -30,10 +30,16 @@ def key_json(key: ApiKey) -> dict[str, Any]:
 
 
 @router.get("", dependencies=[requires(Need.ADMIN)])
-def list_apikeys() -> dict[str, Any]:
+def list_apikeys(request: Request) -> dict[str, Any]:
     """Every key, oldest first, revoked ones included: ``{"count", "keys": [{"id", "name", "scope",
-    "leagues", "created_at", "revoked", "revoked_at"}]}`` (as `kickoff apikeys list --json`)."""
-    keys = [key_json(k) for k in list_keys()]
+    "leagues", "created_at", "revoked", "revoked_at"}]}`` (as `kickoff apikeys list --json`); an admin
+    key limited to leagues sees only the keys limited to some of its leagues."""
+    found = list_keys()
+    limited = limited_key(request)
+    if limited is not None:
+        mine = {x.casefold() for x in limited.leagues or ()}
+        found = [k for k in found if k.leagues is not None and {x.casefold() for x in k.leagues} <= mine]
+    keys = [key_json(k) for k in found]
     return {"count": len(keys), "keys": keys}
 
 

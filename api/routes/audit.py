@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
 
-from api.auth import Need, requires
+from api.auth import Need, limited_key, reads_league, requires
 from api.errors import error_responses
 from api.schemas import MAX_ID_LENGTH, NON_BLANK, QueryId, aware_time
 from lifecycle.match_ref import resolve_match_id
@@ -24,6 +24,7 @@ QueryText = Annotated[str | None, Query(min_length=1, max_length=MAX_ID_LENGTH, 
 
 @router.get("/v1/audit", dependencies=[requires(Need.READ)], responses=error_responses(404))
 def audit_list(
+    request: Request,
     who: QueryText = None,
     action: QueryText = None,
     match_id: QueryId = None,
@@ -47,4 +48,11 @@ def audit_list(
         since=when,
         limit=limit,
     )
+    limited = limited_key(request)
+    if limited is not None:  # its own acts, and acts on matches of its leagues
+        entries = [
+            e
+            for e in entries
+            if e.who_key_id == limited.id or (e.league is not None and reads_league(request, e.league))
+        ]
     return {"entries": [e.as_dict() for e in entries]}

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from api.auth import LeagueFrom, Need, requires
+from api.auth import LeagueFrom, Need, limited_key, reads_league, requires
 from api.errors import error_responses, public_message
 from api.headers import actor_of, audit_of, ctx_of, request_id_of
 from api.openapi import also_200
@@ -26,7 +26,7 @@ from api.schemas import (
     SweepBody,
 )
 from config.clock import utcnow
-from config.errors import RateLimited
+from config.errors import NotFound, RateLimited
 from lifecycle.archive_verify import verify_match_archive
 from lifecycle.board import listener_board
 from lifecycle.bulk import bulk_filter, preview_bulk, run_bulk
@@ -50,6 +50,9 @@ def board(request: Request, match_id: QueryId = None, active: bool = False) -> d
         match_id=None if match_id is None else resolve_match_id(match_id),
         active_only=active,
     )
+    entries = [e for e in entries if reads_league(request, e.league)]  # a limited key: its leagues only
+    if match_id is not None and not entries and limited_key(request) is not None:
+        raise NotFound(f"no match {match_id}")
     return {
         "at": utcnow().isoformat(timespec="seconds"),
         "count": len(entries),
@@ -59,9 +62,11 @@ def board(request: Request, match_id: QueryId = None, active: bool = False) -> d
 
 @router.get("/v1/matches/{match_id}", dependencies=[requires(Need.READ)])
 def show_match(match_id: PathId, request: Request) -> dict[str, Any]:
-    """One match with its listener board entry (404 if unknown)."""
+    """One match with its listener board entry (404 if unknown, or of a league the key is not limited to)."""
     ctx = ctx_of(request)
     match = resolve_match(match_id)
+    if not reads_league(request, match.league.name):
+        raise NotFound(f"no match {match_id}")
     entries = listener_board(settings=ctx.settings, barriers=ctx.barriers, match_id=str(match.id))
     return {
         "id": str(match.id),

@@ -7,12 +7,12 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from api.auth import COVERS, Need, requires
+from api.auth import COVERS, Need, limited_key, requires
 from api.errors import error_responses
 from api.headers import audit_of, ctx_of
 from api.openapi import also_200
 from api.schemas import PathId, QueryId, RunBody
-from config.errors import Forbidden
+from config.errors import Forbidden, NotFound
 from models.run_log import RunStatus, Trigger
 from runs.publish import get_run, publish_run, recent_runs, run_dict
 
@@ -56,17 +56,26 @@ def publish(body: RunBody, request: Request) -> JSONResponse:
 
 @router.get("", dependencies=[requires(Need.READ)])
 def list_runs(
+    request: Request,
     job: QueryId = None,
     status: RunStatus | None = None,
     limit: int = Query(50, ge=1, le=10_000),
 ) -> dict[str, Any]:
-    """Recent runs, newest first (as `kickoff runs list --json`)."""
+    """Recent runs, newest first (as `kickoff runs list --json`); a key limited to leagues sees only the
+    runs it published (runs belong to no league)."""
     found = recent_runs(job=job, status=None if status is None else status.value, limit=limit)
     runs = [_jsonable(run_dict(r)) for r in found]
+    limited = limited_key(request)
+    if limited is not None:
+        runs = [r for r in runs if r.get("created_by_key_id") == limited.id]
     return {"count": len(runs), "runs": runs}
 
 
 @router.get("/{run_id}", dependencies=[requires(Need.READ)])
-def show_run(run_id: PathId) -> dict[str, Any]:
-    """One run (404 if unknown)."""
-    return _jsonable(run_dict(get_run(run_id)))
+def show_run(run_id: PathId, request: Request) -> dict[str, Any]:
+    """One run (404 if unknown, or, for a key limited to leagues, published by another key)."""
+    run = _jsonable(run_dict(get_run(run_id)))
+    limited = limited_key(request)
+    if limited is not None and run.get("created_by_key_id") != limited.id:
+        raise NotFound(f"no run {run_id}")
+    return run

@@ -8,9 +8,9 @@ from typing import Any, TypeVar
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from api.auth import LeagueFrom, Need, requires
+from api.auth import LeagueFrom, Need, reads_league, requires
 from api.errors import error_responses
-from api.headers import audit_of, ctx_of, traceparent
+from api.headers import audit_of, ctx_of, key_id_of, traceparent
 from api.openapi import also_200
 from api.schemas import (
     CounterBody,
@@ -73,6 +73,7 @@ def approve_offer(offer_key: PathId, body: OfferApproveBody, request: Request) -
         receive_player_ids=body.receive_player_ids,
         publisher=ctx_of(request).publisher(),
         traceparent=traceparent(request, body.traceparent),
+        created_by_key_id=key_id_of(request),
     )
     return answer(result)
 
@@ -91,6 +92,7 @@ def decide(trade_id: PathId, body: DecisionBody, request: Request) -> JSONRespon
         decision=body.decision,
         publisher=ctx_of(request).publisher(),
         traceparent=traceparent(request, body.traceparent),
+        created_by_key_id=key_id_of(request),
     )
     return answer(result)
 
@@ -121,16 +123,18 @@ def counter(trade_id: PathId, body: CounterBody, request: Request) -> JSONRespon
         receive_player_ids=body.receive_player_ids,
         publisher=ctx_of(request).publisher(),
         traceparent=traceparent(request, body.traceparent),
+        created_by_key_id=key_id_of(request),
     )
     return answer(result)
 
 
 @router.get("/reconcile", dependencies=[requires(Need.READ)])
-def claims_waiting(limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
+def claims_waiting(request: Request, limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
     """Claims waiting for an operator, oldest first: uncertain, set aside, stuck in claimed
-    (as `kickoff trades reconcile --json`)."""
-    claims = claims_to_reconcile(limit=limit)
-    return {"count": len(claims), "claims": [c.as_json() for c in claims]}
+    (as `kickoff trades reconcile --json`); a key limited to leagues sees its leagues' only."""
+    claims = [c.as_json() for c in claims_to_reconcile(limit=limit)]
+    claims = [c for c in claims if reads_league(request, c.get("league_id"))]
+    return {"count": len(claims), "claims": claims}
 
 
 @router.post("/reconcile", dependencies=[requires(Need.OPERATOR)], responses=error_responses(404, 409, 502))

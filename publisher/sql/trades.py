@@ -22,7 +22,8 @@ ENTRY_COLUMNS = (
 
 INSERT = (
     "INSERT INTO execution_log (claim_key, queue, league_id, team, message_id, body, status, result, "
-    "created_at, updated_at, traceparent) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "created_at, updated_at, traceparent, created_by_key_id)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 
 SET_STATUS = (
@@ -72,12 +73,27 @@ def insert_claim(
     result: str | None,
     now: datetime,
     traceparent: str | None = None,
+    created_by_key_id: str | None = None,
 ) -> None:
     """Claim ``key`` on ``queue`` (in a transaction of its own, a savepoint inside a caller's), with the
-    trace context it was made in; ConstraintViolation when it is claimed already."""
+    trace context it was made in and the API key that made it; ConstraintViolation when it is claimed."""
     with database.atomic():
         database.execute_sql(
-            INSERT, (key, queue, league_id, team, message_id, body, status, result, now, now, traceparent)
+            INSERT,
+            (
+                key,
+                queue,
+                league_id,
+                team,
+                message_id,
+                body,
+                status,
+                result,
+                now,
+                now,
+                traceparent,
+                created_by_key_id,
+            ),
         )
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from models.audit import audit_entries
-from tests.api.test_trades_actions_runs import OFFER
+from tests.api.test_trades_actions_runs import OFFER, trade_queues  # noqa: F401 (a fixture)
 from tests.api.test_triggers import LINEUP
 
 
-def test_a_trigger_a_trade_approval_and_an_action_result_each_write_an_entry(api):
+def test_a_trigger_a_trade_approval_and_an_action_result_each_write_an_entry(api, trade_queues):  # noqa: F811
     sent = api.post("/v1/trigger/lineup", json=LINEUP)
     assert sent.status_code == 202, sent.text
     approved = api.post("/v1/trade/offers/offer-audit/approve", json=OFFER)

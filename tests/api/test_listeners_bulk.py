@@ -88,8 +88,11 @@ def test_a_tampered_expired_or_foreign_confirm_is_refused_and_changes_nothing(ap
     refused = api.post(URL, json=_body("dispatch-off", "bulkt", confirm=tampered))
     assert refused.status_code == 409 and refused.json()["field"] == "confirm", refused.text
 
-    other_action = api.post(URL, json=_body("stop", "bulkt", confirm=fresh()))
+    kept = fresh()
+    other_action = api.post(URL, json=_body("stop", "bulkt", confirm=kept))
     assert other_action.status_code == 409 and "another action or filter" in other_action.json()["error"]
+    key = barriers.bulk_preview_key(hashlib.sha256(kept.encode()).hexdigest())
+    assert barriers.client.exists(key)  # a wrong confirm does not use up the preview
     other_filter = {**_body("dispatch-off", "bulkt"), "filter": {"league": "bulkt", "status": "closed"}}
     assert api.post(URL, json={**other_filter, "confirm": fresh()}).status_code == 409
 

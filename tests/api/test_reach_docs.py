@@ -33,3 +33,14 @@ def test_a_trigger_key_reaches_no_read_route_and_only_admins_manage_keys(app):
             assert (read, trigger, operator, admin) == ("-", "-", "-", "yes")
         if row.startswith("| `GET /v1/"):
             assert trigger == "-"
+
+
+def test_the_contract_says_a_forced_start_needs_a_string_reason(app):
+    import jsonschema
+
+    schema = app.openapi()["components"]["schemas"]["StartListenerBody"]
+    check = jsonschema.Draft202012Validator({"anyOf": schema["anyOf"]})
+    assert not check.is_valid({"force": True, "reason": None})  # the server answers it 422
+    assert not check.is_valid({"force": True})
+    assert check.is_valid({"force": True, "reason": "drill"}) and check.is_valid({"force": False})
+    assert check.is_valid({})

@@ -545,6 +545,10 @@ class MemoryCoordinationStore(CoordinationKeys, CoordinationThresholds):
         self._set(self.bulk_preview_key(digest), payload, ttl=max(1, int(ttl_seconds * 1000)) / 1000)
 
     @_served
+    def peek_bulk_preview(self, digest: str) -> str | None:
+        return self._value(self.bulk_preview_key(digest))
+
+    @_served
     def take_bulk_preview(self, digest: str) -> str | None:
         value = self._value(self.bulk_preview_key(digest))
         self._delete(self.bulk_preview_key(digest))

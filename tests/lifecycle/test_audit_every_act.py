@@ -53,3 +53,22 @@ def test_matches_add_leagues_add_and_roster_add_write_their_entries(kick, db):
     assert entries["league.add"].target == "league:mlb"
     assert entries["match.add"].target_id in added and entries["match.add"].after["sr_id"] == "sr:match:35"
     assert entries["roster.add"].after == {"sleeper_ids": ["4046", "6794"]}
+
+
+def test_enqueue_stop_match_listener_needs_a_reason_and_never_takes_stopped_by(kick, make_match):
+    match = make_match(status="inprogress")
+    record = MatchListenerRecord.create(id=str(uuid.uuid4()), match=match.id)
+    kick("enqueue", "stop_match_listener", "--kw", f"match_id={match.id}", code=2)
+    kick(
+        "enqueue",
+        "stop_match_listener",
+        "--kw",
+        f"match_id={match.id}",
+        "--kw",
+        "stopped_by=someone-else",
+        "--reason",
+        "drill",
+        code=2,
+    )
+    assert MatchListenerRecord.get_by_id(record.id).ended_at is None
+    assert audit_entries() == []

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from models.run_log import RunLog
 from runs.catalog import parse_catalog
 from runs.launcher import time_limit_reason
 from runs.publish import publish_run
 from tests.runs.conftest import step_until
+from tests.waiting import wait_for
 
 SLEEPER = {
     "command": ["{python}", "-m", "runs.jobs.noop"],
@@ -29,9 +31,19 @@ def test_a_run_past_its_time_limit_is_ended_and_recorded_failed_with_the_reason(
     run = RunLog.get_by_id(result.run_id)
     assert run.reason == time_limit_reason(1) and "time limit 1 s passed" in run.error
     assert launcher.running == {}
-    try:
-        os.killpg(run.pid, 0)
-    except ProcessLookupError:
-        pass  # the whole process group is gone
-    else:
-        raise AssertionError(f"run {run.id}: its process group {run.pid} still lives")
+    wait_for(lambda: not _live_members(run.pid), timeout=30, what=f"run {run.id}'s process group to end")
+
+
+def _live_members(pgid: int) -> list[int]:
+    """The processes of group ``pgid`` that still run (a zombie waiting for its reaper does not)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry))
+    return found

@@ -1,0 +1,71 @@
+"""Issue 35 item 5 against a real `kickoff serve`: a key limited to leagues reads only its leagues (404
+for the rest, as if absent), and the archive verification is an operator act of the match's league."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from api.keys import Scope, create_key
+from tests.api.conftest import bearer
+from tests.api.test_trades_actions_runs import trade_queues  # noqa: F401 (a fixture)
+from tests.api.test_triggers import LINEUP
+
+
+@pytest.fixture
+def limited(api_server, db, fresh_queues):
+    """An operator key and an admin key limited to leagues L1 and nfl (a fantasy league, a match league)."""
+    _, operator = create_key(name="op-l1", scope=Scope.OPERATOR, leagues=["L1", "nfl"])
+    _, admin = create_key(name="admin-l1", scope=Scope.ADMIN, leagues=["L1", "nfl"])
+    with (
+        httpx.Client(base_url=api_server.url, headers=bearer(operator), timeout=30) as op,
+        httpx.Client(base_url=api_server.url, headers=bearer(admin), timeout=30) as ad,
+    ):
+        yield op, ad
+
+
+def test_matches_board_actions_runs_audit_and_keys_of_other_leagues_are_404_or_left_out(
+    api, limited, make_match
+):
+    op, admin = limited
+    mine, theirs = make_match(league="nfl"), make_match(league="mlb")
+    assert op.get(f"/v1/matches/{mine.id}").status_code == 200
+    assert op.get(f"/v1/matches/{theirs.id}").status_code == 404
+    assert op.get("/v1/listeners", params={"match_id": str(theirs.id)}).status_code == 404
+    board = op.get("/v1/listeners").json()["matches"]
+    assert {m["league"] for m in board} <= {"nfl"}
+
+    other = api.post("/v1/trigger/lineup", json={**LINEUP, "league_id": "L2"}).json()["tracking_id"]
+    own = api.post("/v1/trigger/lineup", json=LINEUP).json()["tracking_id"]
+    assert op.get(f"/v1/actions/{other}").status_code == 404
+    assert op.get(f"/v1/actions/{own}").status_code == 200
+
+    run = api.post("/v1/runs", json={"job": "noop"}).json()["run_id"]
+    assert op.get(f"/v1/runs/{run}").status_code == 404
+    assert run not in {r["run_id"] for r in op.get("/v1/runs").json()["runs"]}
+
+    assert op.post(f"/v1/matches/{theirs.id}/archive/verify").status_code == 403  # acts: another league
+    entries = op.get("/v1/audit").json()["entries"]
+    assert entries == []  # the unlimited key's triggers and run are not this key's to read
+
+    listed = {k["name"] for k in admin.get("/v1/apikeys").json()["keys"]}
+    assert listed == {"op-l1", "admin-l1"}  # not the unlimited test keys
+
+
+def test_a_trade_claim_records_its_key_and_another_leagues_claim_is_never_a_duplicate(
+    api,
+    limited,
+    trade_queues,  # noqa: F811
+):
+    from models.db import database
+    from tests.api.test_trades_actions_runs import OFFER
+
+    op, _ = limited
+    mine = op.post("/v1/trade/offers/t-35/approve", json=OFFER)  # L1, this key's league
+    assert mine.status_code == 202, mine.text
+    (claimed_by,) = database.execute_sql(
+        "SELECT created_by_key_id FROM execution_log WHERE claim_key = 't-35'"
+    ).fetchone()
+    assert claimed_by is not None
+    other = api.post("/v1/trade/offers/t-35/approve", json={**OFFER, "league_id": "L2"})
+    assert other.status_code == 409 and "another league" in other.json()["error"], other.text
