@@ -50,7 +50,8 @@ def _run_hiding(
     binds = "".join(f"mount --bind {shlex.quote(str(blank))} {shlex.quote(p)} && " for p in hidden)
     user = f"setpriv --reuid={as_user} --regid={as_user} --clear-groups " if as_user is not None else ""
     command = f"{binds}exec {user}{shlex.quote(str(SCRIPT))} {shlex.join(args)}"
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    # One worker: these runs test the installs, not the parallel run (tests/test_test_command.py).
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", KICKOFF_TEST_WORKERS="0")
     return subprocess.run(
         ["unshare", "-m", "--propagation", "private", "sh", "-c", command],
         cwd=ROOT,
