@@ -290,10 +290,7 @@ def window_entries(
     counters = row_counters(barriers, found, redis_ids)
     entries = [
         reuse[i]  # type: ignore[misc]
-        if reuse is not None
-        and reuse[i] is not None
-        and not is_open_row(row)
-        and cache.counters[i] == counts  # type: ignore[index]
+        if reuse is not None and reuse[i] is not None and not is_open_row(row) and cache.counters[i] == counts  # type: ignore[index]
         else board_entry(row, counts, now=now, alive=alive, settings=settings)
         for i, (row, counts) in enumerate(zip(found, counters, strict=True))
     ]

@@ -230,12 +230,12 @@ def make_match(db: str) -> Callable[..., object]:
 
 @pytest.fixture
 def host_network() -> Iterator[Any]:
-    """A ``tests.hosts.HostNetwork`` (test hosts on network namespaces), removed after the test.
+    """A ``harness.hosts.HostNetwork`` (test hosts on network namespaces), removed after the test.
 
     Skipped only when not root (namespaces and iptables need it); a missing ``ip`` or
     ``iptables`` as root fails the test (scripts/test installs them).
     """
-    from tests.hosts import HostNetwork
+    from harness.hosts import HostNetwork
 
     if os.geteuid() != 0:
         pytest.skip("test hosts need root (network namespaces, veth pairs, iptables)")

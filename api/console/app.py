@@ -30,8 +30,7 @@ from lifecycle.matches_board import MatchesCache, MatchesQuery
 
 #: The console's routers, each route declaring its need (api.auth.requires).
 ROUTERS = tuple(
-    m.router
-    for m in (access, board, matches, bulk, match, history, publishing, queues, trades, audit, keys)
+    m.router for m in (access, board, matches, bulk, match, history, publishing, queues, trades, audit, keys)
 )
 
 

@@ -99,6 +99,7 @@ def _trace_link(trace_id: str | None, url_template: str | None = None) -> Markup
 
 templates.env.globals["trace_link"] = _trace_link
 
+
 def _minute(value: datetime | str | None) -> str:
     """A time to the minute, UTC (the boards' compact cells; the header says UTC)."""
     return _utc(value, "%Y-%m-%d %H:%M")

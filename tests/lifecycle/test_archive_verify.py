@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from cli.matches import verification_lines
+from harness.ports import free_port
 from lifecycle.archive_verify import backfill_match_archive, verify_match_archive
 from lifecycle.cleanup import sweep_stale_match_listeners
 from listener.archive import EventArchive, archive_path, read_events
@@ -17,7 +18,6 @@ from listener.play_by_play import play_by_play_url
 from models.listener_record import MatchListenerRecord
 from models.match import Match
 from tests.lifecycle.helpers import dead_run
-from tests.ports import free_port
 
 
 def _message(sr_id: str, event: dict, operation: str = "create") -> dict:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from harness.background import BackgroundLoop
 from listener.archive import archive_path, read_events
 from listener.events import message_key
 from listener.play_by_play import PlayByPlay
@@ -25,7 +26,6 @@ from models import Question
 from srsim.pbp import final_events
 from srsim.script import GameScript
 from srsim.server import SimServer
-from tests.background import BackgroundLoop
 from tests.lifecycle.conftest import REAL_WORKER_CTX, REAL_WORKER_DEFAULTS
 from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, mlb_games, open_rows, rows_of
 from tests.waiting import wait_for

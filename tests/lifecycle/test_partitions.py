@@ -1,6 +1,6 @@
 """Partitions real networks make: one test host cut from Redis, PostgreSQL, the feed or everything.
 
-Two test hosts (tests/hosts.py: a network namespace each) run one real ``dramatiq`` listener
+Two test hosts (harness/hosts.py: a network namespace each) run one real ``dramatiq`` listener
 worker each, with the real MatchListener on srsim and default lease and heartbeat settings; the
 dispatcher (the scheduler's role) runs on the host side. Games start on host h1, then h2's worker
 comes up and h1 is cut from one service by packet drops inside its namespace (a black hole:
@@ -26,6 +26,8 @@ import pytest
 
 from config.errors import KickoffError
 from config.settings import MatchListenerEnvironment
+from harness.background import BackgroundLoop
+from harness.hosts import HostNetwork, TestHost, most_concurrent
 from listener.archive import archive_path, read_events
 from listener.events import message_key
 from listener.play_by_play import PlayByPlay
@@ -34,8 +36,6 @@ from models.coordination import CoordinationStore
 from srsim.pbp import final_events
 from srsim.script import GameScript
 from srsim.server import SimServer
-from tests.background import BackgroundLoop
-from tests.hosts import HostNetwork, TestHost, most_concurrent
 from tests.lifecycle.conftest import REAL_WORKER_DEFAULTS
 from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, mlb_games, open_rows, rows_of
 from tests.waiting import wait_for

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
+from harness.private_redis import PrivateRedis
 from models.listener_record import MatchListenerRecord
 from tests.lifecycle.conftest import BOTH_BROKERS, ON_AMQP, REAL_WORKER_CTX, REAL_WORKER_DEFAULTS
 from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, open_rows, rows_of
-from tests.private_redis import PrivateRedis
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, REAL_WORKER_CTX]

@@ -14,9 +14,9 @@ from config.errors import (
     PublishUncertainError,
     UnroutableMessageError,
 )
+from harness.faultproxy import FaultProxy
 from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.queues import LINEUP_UPDATES, TRADE_RESPONSES, WAIVER_ACTIONS
-from tests.faultproxy import FaultProxy
 from tests.publisher.helpers import never_confirming, reject_all
 from tests.rabbitmq import vhost_queues
 from tests.racing import on_own_thread
