@@ -6,7 +6,7 @@ worker is killed with SIGKILL mid-game and restarted (its run goes Stale, is swe
 (14) and dispatched again), the second game has a rain delay longer than the idle-heartbeat limit,
 the third is a plain game. The killed game's successor backfills what the kill missed from
 srsim's play-by-play, so every archive ends complete: the summary prints each game's events
-live / backfilled / missing (missing: what verify-archive would report). It nudges sweep and
+live / backfilled / missing (missing and extra: what verify-archive would report). It nudges sweep and
 dispatch every few seconds (a faster scheduler) and prints a live board; at the end, each match's
 status, each listener's exit code and the events archived. Short intervals come from environment
 settings given to every process.
@@ -210,7 +210,7 @@ def _play(
     rows = [_row(g, settings) for g in games]
     _print_board(rows, out, time.monotonic() - started)
     for game, row in zip(games, rows, strict=True):
-        row["missing"] = _missing(game, settings)
+        row["missing"], row["extra"] = _verify(game, settings)
     checks = {
         "every game closed with exit 13": all(r["status"] == "closed" and r["exit_code"] == 13 for r in rows),
         "killed listener was Abandoned (14) then recovered": 14 in rows[0]["history"]
@@ -218,7 +218,9 @@ def _play(
         "rain delay kept the listener up (delay markers)": rows[1]["delay_markers"] > 0
         and rows[1]["runs"] == 1,
         "events archived": all(r["events"] > 0 for r in rows),
-        "every archive complete (verify-archive ok)": all(r["missing"] == 0 for r in rows),
+        "every archive complete (verify-archive ok)": all(
+            r["missing"] == 0 and r["extra"] == 0 for r in rows
+        ),
     }
     return {
         "ok": all(checks.values()) and killed,
@@ -234,6 +236,7 @@ def _play(
                 "live": r["events"] - r["backfilled"],
                 "backfilled": r["backfilled"],
                 "missing": r["missing"],
+                "extra": r["extra"],
                 "archive": r["archive"],
                 "runs": r["history"],
             }
@@ -242,9 +245,10 @@ def _play(
     }
 
 
-def _missing(game: DemoGame, settings: KickoffSettings) -> int | None:
+def _verify(game: DemoGame, settings: KickoffSettings) -> tuple[int | None, int | None]:
     """How many of the game's events (srsim's play-by-play) its archive lacks or holds in another
-    version, or None when the play-by-play cannot be read."""
+    version, and how many events it holds that the game has not (both None when the play-by-play
+    cannot be read): verify-archive's verdict."""
     import requests
 
     from config.errors import PlayByPlayError
@@ -260,9 +264,9 @@ def _missing(game: DemoGame, settings: KickoffSettings) -> int | None:
                 session, url, api_key=settings.sportradar_api_key.get_secret_value(), timeout=(5.0, 10.0)
             )
     except PlayByPlayError:
-        return None
+        return None, None
     verdict = compare(read_events(path) if path.exists() else [], pbp)
-    return len(verdict.missing) + len(verdict.differing)
+    return len(verdict.missing) + len(verdict.differing), len(verdict.extra)
 
 
 def _row(game: DemoGame, settings: KickoffSettings) -> dict[str, Any]:
@@ -282,6 +286,7 @@ def _row(game: DemoGame, settings: KickoffSettings) -> dict[str, Any]:
         "events": 0,
         "backfilled": 0,
         "missing": None,
+        "extra": None,
         "delay_markers": 0,
         "history": [],
         "runs": 0,
@@ -338,6 +343,7 @@ def _print_summary(result: dict[str, Any], out: Any) -> None:
         print(
             f"  {m['title']}: status {m['status']}, exit {m['exit_code']}, runs {m['runs']}, "
             f"events live {m['live']} / backfilled {m['backfilled']} / missing "
-            f"{'?' if m['missing'] is None else m['missing']} -> {m['archive']}",
+            f"{'?' if m['missing'] is None else m['missing']} / extra "
+            f"{'?' if m['extra'] is None else m['extra']} -> {m['archive']}",
             file=out,
         )

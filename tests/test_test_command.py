@@ -120,3 +120,16 @@ def test_a_developer_who_is_not_root_is_told_what_is_missing_and_no_install_is_t
     assert (tmp_path / "apt-get.log").read_text() == ""
     [line] = [x for x in done.stderr.splitlines() if x.startswith("scripts/test:")]
     assert line == "scripts/test: chromium is missing; install it with: sudo apt-get install -y chromium"
+
+
+@pytest.mark.e2e
+def test_quick_leaves_the_long_tests_out_and_keeps_the_rest(tmp_path):
+    done = _run_hiding(
+        tmp_path, [], "--quick", "--collect-only", "-q", "tests/chaos", "tests/test_import_graph.py"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    collected = [line for line in done.stdout.splitlines() if "::" in line]
+    assert not [t for t in collected if "test_chaos_run.py" in t], collected
+    assert [t for t in collected if "test_chaos_checker.py" in t] and [
+        t for t in collected if "import_graph" in t
+    ]
