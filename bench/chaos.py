@@ -189,7 +189,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:8]
     logdir = Path(f"/tmp/kickoff-bench-chaos-{tag}")
     logdir.mkdir(parents=True)
-    faults = plan(args.seed, minutes=args.minutes, hosts=args.hosts, workers_per_host=WORKERS_PER_HOST)
+    faults = plan(
+        args.seed,
+        minutes=args.minutes,
+        hosts=args.hosts,
+        workers_per_host=WORKERS_PER_HOST,
+        kinds=tuple(k for k in FAULT_KINDS if k not in args.without),
+    )
     log(
         f"seed {args.seed}, {args.minutes:g} min, {args.hosts} hosts x {WORKERS_PER_HOST} workers, "
         f"{MATCHES} matches, bound {args.bound:g} s; logs in {logdir}; schedule:"
@@ -337,6 +343,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=26, help="the schedule's seed (same seed, same faults)")
     parser.add_argument("--hosts", type=int, default=3, help="test hosts, 2 listener workers each")
     parser.add_argument("--bound", type=float, default=DEFAULT_BOUND_SECONDS, help="takeover bound (s)")
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        choices=FAULT_KINDS,
+        help="leave this kind of fault out of the schedule (repeatable)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object (the rest goes to stderr)")
     parser.add_argument("--keep-logs", action="store_true", help="keep the archives beside the logs")
     args = parser.parse_args()
