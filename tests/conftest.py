@@ -145,6 +145,17 @@ def fresh_queues(amqp_vhost: str) -> Iterator[None]:
     yield
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Delete the queues the test made refuse every publish (``tests.publisher.helpers.reject_all``)."""
+    from tests.publisher.helpers import REJECTING
+
+    while REJECTING:
+        url, queue = REJECTING.pop()
+        with AmqpPublisher(url=url) as admin:
+            admin.delete_queue(queue)
+
+
 @pytest.fixture
 def read_queue(amqp_vhost: str) -> Callable[[str], list[tuple[dict[str, Any], Any]]]:
     """Read (and remove) every message in a queue: (body, properties) pairs."""
