@@ -1,4 +1,4 @@
-"""Archive actors: backfill a match's archive from the play-by-play when no listener runs it.
+"""Archive actors: backfill a match's event log from the play-by-play when no listener runs it; its retention.
 
 ``backfill_match_archive`` runs on ``default`` (no retries: the sweep or an operator sends it
 again; a match a listener owns meanwhile is left to it, logged). The sweep sends it through
@@ -36,3 +36,26 @@ def send_backfill(match_id: str) -> None:
     broker = current().broker
     with broker_errors(broker):
         backfill_match_archive.send(str(match_id))
+
+
+@dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
+def prune_event_log() -> dict:
+    """The event log's retention (EVENT_LOG_RETENTION_DAYS; off when empty): as ``kickoff events prune``,
+    audited; a range with a live match is skipped until a later day. Returns what it did."""
+    from config.errors import ArchiveBusy
+    from lifecycle.event_log_admin import prune_event_log as prune
+    from models.audit import Actor, AuditContext
+
+    days = current().settings.event_log_retention_days
+    if days is None:
+        return {"skipped": "EVENT_LOG_RETENTION_DAYS is not set"}
+    try:
+        pruned = prune(
+            days,
+            audit=AuditContext(
+                Actor(key_id=None, name="scheduler: prune_event_log"), "EVENT_LOG_RETENTION_DAYS"
+            ),
+        )
+    except ArchiveBusy as exc:
+        return {"skipped": str(exc), "days": days}
+    return {"events": pruned.events, "partitions": list(pruned.partitions), "days": days}

@@ -78,13 +78,20 @@ def retry_dead(
 
     A start_match_listener goes through the start path (pending key, stored message id), so a
     match already queued or running is not started twice. With ``audit``, the retry is audited
-    (dead_letter.retry).
+    (dead_letter.retry) before it is sent.
     """
     _require_redis(broker)
     with broker_errors(broker):
         queue, body = _find(broker, message_id)
         message = dramatiq.Message.decode(body)
         kwargs = dict(message.kwargs or {})
+        if audit is not None:  # before the act: an entry that cannot be written refuses the retry
+            audit.record(
+                "dead_letter.retry",
+                "dead_letter",
+                message_id,
+                after={"actor": message.actor_name, "queue": queue},
+            )
         if message.actor_name == "start_match_listener":
             from actors.listeners import send_start
             from lifecycle.dispatch import request_start
@@ -105,13 +112,6 @@ def retry_dead(
                 f"sent {message.actor_name} again as {again.message_id} on {queue}",
             )
         presence.drop_dead(broker.client, _namespace(broker), queue, [message_id])
-    if audit is not None:
-        audit.record(
-            "dead_letter.retry",
-            "dead_letter",
-            message_id,
-            after={"actor": message.actor_name, "queue": queue, "new_message_id": new_id},
-        )
     return RetryResult(message_id=message_id, actor=message.actor_name, new_message_id=new_id, detail=detail)
 
 
@@ -124,10 +124,17 @@ def purge_dead(
 ) -> int:
     """Delete the given dead letters (every one of ``queue``, or of every queue, when None); how many.
 
-    With ``audit``, the purge is audited (dead_letter.purge).
+    With ``audit``, the purge is audited (dead_letter.purge) before anything is deleted.
     """
     _require_redis(broker)
     removed = 0
+    if audit is not None:  # before the act: an entry that cannot be written refuses the purge
+        audit.record(
+            "dead_letter.purge",
+            "dead_letter",
+            None if message_ids is None else ",".join(message_ids),
+            after={"queue": queue, "all": message_ids is None},
+        )
     with broker_errors(broker):
         for q in [queue] if queue else list(QUEUES):
             ids = (
@@ -136,11 +143,4 @@ def purge_dead(
                 else presence.all_dead_ids(broker.client, _namespace(broker), q)
             )
             removed += presence.drop_dead(broker.client, _namespace(broker), q, list(ids))
-    if audit is not None:
-        audit.record(
-            "dead_letter.purge",
-            "dead_letter",
-            None if message_ids is None else ",".join(message_ids),
-            after={"purged": removed, "queue": queue, "all": message_ids is None},
-        )
     return removed

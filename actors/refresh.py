@@ -30,15 +30,17 @@ def refresh_league_schedule(league: str, year: int | None = None, season: str = 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
 def refresh_daily_schedules(days_ahead: int = 1) -> dict:
-    """Refresh today's (and the next ``days_ahead`` days') schedule of every daily league (MLB, NHL)."""
+    """Refresh today's (and the next ``days_ahead`` days') schedule of every daily league (models.leagues)."""
     return {"seen": schedule.refresh_daily(_settings(), today=utcnow().date(), days_ahead=days_ahead)}
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
 def refresh_weekly_schedules(week: int | None = None, season: str = "REG") -> dict:
-    """Refresh the current NFL week (models.season_calendar.nfl_week) of every weekly league."""
-    seen, year, week = schedule.refresh_weekly(_settings(), today=utcnow().date(), week=week, season=season)
-    return {"seen": seen, "year": year, "week": week}
+    """Refresh the current week of every weekly league (each by its declared week rule, models.leagues).
+
+    Returns the games seen per league and the ``[season year, week]`` read per league."""
+    seen, weeks = schedule.refresh_weekly(_settings(), today=utcnow().date(), week=week, season=season)
+    return {"seen": seen, "weeks": {league: list(yw) for league, yw in weeks.items()}}
 
 
 def _league_result(r: league_refresh.LeagueRefreshResult) -> dict:

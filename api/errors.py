@@ -9,63 +9,42 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from config.errors import (
-    ArchiveBusy,
-    ArchivePathError,
-    BulkConflict,
-    BulkInvalid,
-    CatalogError,
-    ConfigurationError,
-    Forbidden,
-    InvalidQuery,
+    ErrorKind,
     InvalidRunParams,
-    InvalidTrigger,
     KickoffError,
-    ListenerStartSettingsError,
-    NotFound,
     PlayByPlayUnusable,
-    PublishError,
-    ReasonRequired,
     ServiceUnavailable,
-    StartAttemptsExhausted,
-    StreamLimitReached,
-    TradeError,
-    TriggerConflictError,
-    TriggerReferenceNotFound,
-    TriggerUnavailableError,
-    TriggerValidationError,
     UnknownJob,
+    kind_of,
 )
 from config.settings import URL_IN_TEXT
 
 logger = logging.getLogger(__name__)
 
-# Most specific first: the first class in an error's MRO found here decides its status.
-STATUS_OF: dict[type[KickoffError], int] = {
-    TriggerReferenceNotFound: 404,
-    Forbidden: 403,
-    TriggerValidationError: 422,
-    InvalidRunParams: 422,
-    InvalidQuery: 422,
-    InvalidTrigger: 422,
-    UnknownJob: 422,
-    ListenerStartSettingsError: 422,
-    ReasonRequired: 422,
-    BulkInvalid: 422,
-    BulkConflict: 409,
-    TriggerConflictError: 409,
-    StreamLimitReached: 429,
-    StartAttemptsExhausted: 409,
-    ArchiveBusy: 409,
-    PlayByPlayUnusable: 502,  # the feed answered, but not a play-by-play kickoff can use
-    TradeError: 409,
-    TriggerUnavailableError: 503,
-    NotFound: 404,
-    ArchivePathError: 404,  # a path kickoff refuses to open (traversal): no such file
-    ServiceUnavailable: 503,
-    PublishError: 503,
-    CatalogError: 500,
-    ConfigurationError: 500,
-    KickoffError: 500,
+#: The HTTP status of each kind of error (the one table; a class declares its kind).
+STATUS_OF: dict[ErrorKind, int] = {
+    ErrorKind.INVALID: 422,
+    ErrorKind.NOT_FOUND: 404,
+    ErrorKind.CONFLICT: 409,
+    ErrorKind.UNAVAILABLE: 503,
+    ErrorKind.UPSTREAM: 502,  # the feed answered, but not a play-by-play kickoff can use
+    ErrorKind.REFUSED: 403,
+    ErrorKind.LIMITED: 429,
+    ErrorKind.MISCONFIGURED: 500,
+    ErrorKind.FAILED: 500,
+}
+
+#: What the console adds to an error's message, by kind (the one table of its notices).
+NOTICE_OF: dict[ErrorKind, str] = {
+    ErrorKind.INVALID: "nothing was changed",
+    ErrorKind.NOT_FOUND: "not found",
+    ErrorKind.CONFLICT: "nothing was changed",
+    ErrorKind.UNAVAILABLE: "try again in a moment",
+    ErrorKind.UPSTREAM: "try again later",
+    ErrorKind.REFUSED: "not allowed",
+    ErrorKind.LIMITED: "try again later",
+    ErrorKind.MISCONFIGURED: "check the settings",
+    ErrorKind.FAILED: "see the server log",
 }
 
 # Errors whose field is known without a ``field`` attribute.
@@ -73,11 +52,13 @@ FIELD_OF: dict[type[KickoffError], str] = {UnknownJob: "job", InvalidRunParams: 
 
 
 def status_of(exc: KickoffError) -> int:
-    """The HTTP status of ``exc``: its most specific class in STATUS_OF."""
-    for cls in type(exc).__mro__:
-        if cls in STATUS_OF:
-            return STATUS_OF[cls]
-    return 500
+    """The HTTP status of ``exc``: its kind's (STATUS_OF)."""
+    return STATUS_OF[kind_of(exc)]
+
+
+def console_message(exc: KickoffError) -> str:
+    """The console's notice of ``exc``: its public message and what its kind means (NOTICE_OF)."""
+    return f"{public_message(exc)} ({NOTICE_OF[kind_of(exc)]})"
 
 
 #: A URL in a message, with the setting it belongs to when named (``AMQP_URL=amqp://...``).
@@ -143,6 +124,7 @@ ERROR_STATUSES: dict[int, str] = {
     413: "The body is larger than API_MAX_BODY_BYTES.",
     415: "The body is not JSON (Content-Type: application/json).",
     422: "A field is refused (named in `field`); nothing was saved or sent.",
+    429: "Asked again too soon (an act that calls the provider is limited per match): retry later.",
     502: "An upstream refused or garbled the request: the broker refused the message (it is recorded; see"
     " the answer), or the feed answered a play-by-play kickoff cannot use (`setting` names it).",
     503: "A service (PostgreSQL, Redis, the broker) is unavailable: retry.",

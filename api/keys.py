@@ -19,8 +19,9 @@ from enum import StrEnum
 from typing import Any
 
 from config.clock import utcnow
-from config.errors import ApiKeyNotFound, TriggerValidationError
+from config.errors import ApiKeyNotFound, ConstraintViolation, KeyNameTaken, TriggerValidationError
 from config.records import json_fields
+from config.text_rule import text_problem
 from models import api_keys as store
 from models.audit import AuditContext
 from models.boundary import transaction
@@ -75,6 +76,24 @@ def _leagues(leagues: Iterable[str] | None) -> tuple[str, ...] | None:
     return tuple(out) or None
 
 
+#: The longest key name.
+MAX_KEY_NAME_LENGTH = 200
+
+
+def checked_key_name(name: str) -> str:
+    """A key's name, stripped: non-blank text (config.text_rule), at most 200 characters and without
+    ``@`` (the CLI's ``user@host`` form names the CLI's user in the audit log, never a key)."""
+    name = (name or "").strip()
+    if not name:
+        raise TriggerValidationError("name", "must not be blank")
+    problem = text_problem(name, max_length=MAX_KEY_NAME_LENGTH)
+    if problem:
+        raise TriggerValidationError("name", problem)
+    if "@" in name:
+        raise TriggerValidationError("name", "must not contain '@' (user@host names the CLI's user)")
+    return name
+
+
 def create_key(
     *,
     name: str,
@@ -85,27 +104,32 @@ def create_key(
     """Store a new key (limited to ``leagues`` when given); returns it and the key text (shown once).
 
     With ``audit``, the creation is audited (apikey.create; never the key) in the insert's transaction.
+    The name is checked (``checked_key_name``) and unique case-insensitively (KeyNameTaken).
     """
+    name = checked_key_name(name)
     limited = _leagues(leagues)
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     key_id = str(uuid.uuid4())
     now = utcnow()
-    with transaction():
-        store.insert_key(
-            key_id=key_id,
-            name=name,
-            scope=scope.value,
-            key_hash=hash_key(key),
-            created_at=now,
-            leagues=_listed(limited),
-        )
-        if audit is not None:
-            audit.record(
-                "apikey.create",
-                "apikey",
-                key_id,
-                after={"name": name, "scope": scope.value, "leagues": _listed(limited)},
+    try:
+        with transaction():
+            store.insert_key(
+                key_id=key_id,
+                name=name,
+                scope=scope.value,
+                key_hash=hash_key(key),
+                created_at=now,
+                leagues=_listed(limited),
             )
+            if audit is not None:
+                audit.record(
+                    "apikey.create",
+                    "apikey",
+                    key_id,
+                    after={"name": name, "scope": scope.value, "leagues": _listed(limited)},
+                )
+    except ConstraintViolation as exc:
+        raise KeyNameTaken(f"an API key named {name!r} exists already (names are unique, any case)") from exc
     logger.info("api key created: id=%s name=%s scope=%s leagues=%s", key_id, name, scope.value, limited)
     return ApiKey(key_id, name, scope, now, None, limited), key
 

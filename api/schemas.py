@@ -147,7 +147,13 @@ class ReconcileBody(Body):
 class ApiKeyBody(Body):
     """A new API key: who uses it, what it may call, and optionally the leagues it is limited to."""
 
-    name: Id = Field(description="Who or what uses the key (shown by the list).")
+    name: Annotated[
+        str,
+        StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=r"^[^@\x00]*[^\s@\x00][^@\x00]*$"),
+    ] = Field(
+        description="Who or what uses the key (shown by the list): unique in any case, no `@` (the CLI's"
+        " `user@host` form)."
+    )
     scope: Literal["read", "trigger", "operator", "admin"] = Field(
         description="read < trigger, read < operator < admin (only admin manages keys)."
     )

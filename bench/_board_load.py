@@ -118,8 +118,9 @@ class Viewer:
                     self.died = "the stream ended"
                     break
                 self.bytes += len(chunk)
-            with contextlib.suppress(OSError):
-                conn.sock.shutdown(socket.SHUT_RDWR)
+            if conn.sock is not None:  # None once the server closed the stream
+                with contextlib.suppress(OSError):
+                    conn.sock.shutdown(socket.SHUT_RDWR)
         except (OSError, http.client.HTTPException) as exc:
             if not self.stop.is_set():
                 self.died = f"{type(exc).__name__}: {exc}"

@@ -82,22 +82,22 @@ def last_live_of_old(sim_url: str, sr_ids: list[str], before: float, *, timeout:
 
 def events_lost(script: Path, data_dir: Path, first: dict[str, int], end: dict[str, int]) -> tuple[int, int]:
     """(lost, sent): event ids srsim sent between ``first`` and ``end`` (positions per sr_id) that
-    the match's archive does not hold once it holds them all or ARCHIVE_WAIT_SECONDS passed."""
-    from listener.archive import archive_path, read_events, shortcode_for
+    the match's event log does not hold once it holds them all or ARCHIVE_WAIT_SECONDS passed."""
+    from models.event_log import messages_of
+    from models.match import match_by_sr_id
     from srsim.script import load_script
 
     scheduled = datetime.now(UTC)  # event ids do not depend on it
-    expected: dict[Path, set[str]] = {}
+    expected: dict[str, set[str]] = {}
     for game in load_script(script):
         sent = game.envelopes(scheduled)[first.get(game.sr_id, 0) : end.get(game.sr_id, 0)]
-        expected[archive_path(data_dir, "mlb", shortcode_for(game.sr_id))] = {_event_id(e) for e in sent} - {
-            None
-        }
+        expected[game.sr_id] = {_event_id(e) for e in sent} - {None}  # type: ignore[misc]
     deadline = time.monotonic() + ARCHIVE_WAIT_SECONDS
     while True:
         missing = 0
-        for path, ids in expected.items():
-            kept = {_event_id(e) for e in read_events(path)} if path.exists() else set()
+        for sr_id, ids in expected.items():
+            match = match_by_sr_id(sr_id)
+            kept = {_event_id(e) for e in messages_of(match.id)} if match is not None else set()
             missing += len(ids - kept)
         if not missing or time.monotonic() > deadline:
             return missing, sum(len(ids) for ids in expected.values())

@@ -304,8 +304,8 @@ def _tracing_overhead(args: argparse.Namespace) -> dict[str, object]:
     print(f"tracing on / off: HTTP p50 {p50['on']:.2f} / {p50['off']:.2f} ms")
     print(f"tracing on / off: {rate['on']:.0f} / {rate['off']:.0f} published triggers/s")
     return {
-        "http_p50_ms": p50,
-        "triggers_per_s": rate,
+        "http_p50_ms_by_tracing": p50,
+        "triggers_per_s_by_tracing": rate,
         "tracing_p50_ratio": p50["on"] / p50["off"],
         "tracing_rate_ratio": rate["on"] / rate["off"],
     }

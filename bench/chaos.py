@@ -22,8 +22,9 @@ by iptables in its namespace: a black hole or refused connects), ``redis-restart
 Redis killed and started empty), ``clock-skew`` (the worker restarted gracefully with its clock,
 ``config.clock.utcnow``, off by minutes - bench/_skew/sitecustomize.py - and back after the
 fault), ``deploy`` (a graceful restart, SIGTERM, of both workers of a host: the hand-off of
-actors/draining.py). Faults overlap. A recorder polls every lifecycle row and archive fence each
-half second; srsim logs every stream connection with the worker that made it (``/_via/{tag}``).
+actors/draining.py). Each host has its own DATA_DIR. Faults overlap. A recorder polls every
+lifecycle row and each match's event log (its newest row's fencing token) each half second;
+srsim logs every stream connection with the worker that made it (``/_via/{tag}``).
 At the end harness/chaos/checker.check judges the history (see there); ``--json`` prints one
 object ``{"ok", "seed", "faults", "violations", "events_missing", "max_takeover_seconds",
 "max_unstreamed_seconds", ...}``. Exit 1 on any violation.
@@ -129,15 +130,15 @@ def create_matches(sr_ids: list[str]) -> dict[str, str]:
 
 
 def archive_results(recorder: Recorder, url: str) -> list[ArchiveResult]:
-    from listener.archive import read_events
     from listener.events import message_key
     from listener.play_by_play import PlayByPlay
     from listener.verify import compare
+    from models.event_log import messages_of
 
     out = []
-    for sr_id, path in recorder.paths.items():
+    for match_id, sr_id in recorder.matches.items():
         pbp = _get(f"{url}/mlb/trial/games/{sr_id}/pbp.json")
-        messages = read_events(path) if path.exists() else []
+        messages = messages_of(match_id)
         verdict = compare(messages, PlayByPlay(game=pbp["game"], events=pbp["events"]))
         keys = Counter(k for m in messages if (k := message_key(m)) is not None)
         out.append(

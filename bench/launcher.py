@@ -83,7 +83,7 @@ def baseline_single(argv: list[str], trace_dir: Path, n: int) -> list[float]:
             **os.environ,
             "RUN_ID": run_id,
             "RUN_ATTEMPT": "1",
-            "RUN_PARAMS": json.dumps({"trace_dir": str(trace_dir)}),
+            "RUN_TRACE_DIR": str(trace_dir),
         }
         t0 = time.time()
         subprocess.Popen(argv, env=env).wait()
@@ -103,7 +103,7 @@ def baseline_burst(argv: list[str], trace_dir: Path, n: int, cap: int) -> float:
             **os.environ,
             "RUN_ID": str(uuid.uuid4()),
             "RUN_ATTEMPT": "1",
-            "RUN_PARAMS": json.dumps({"trace_dir": str(trace_dir)}),
+            "RUN_TRACE_DIR": str(trace_dir),
         }
         running.append(subprocess.Popen(argv, env=env))
     for p in running:
@@ -138,6 +138,8 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
     catalog = load_catalog(settings.job_catalog_path)
     argv = catalog.job("noop").argv()
     tmp = Path(tempfile.mkdtemp(prefix="kickoff-bench-"))
+    run_dir = tmp / "runs-traces"  # RUN_TRACE_DIR of the launcher's job processes
+    run_dir.mkdir()
     try:
         with AmqpPublisher(url=amqp_url) as admin:
             admin.declare_durable([JOB_RUNS])
@@ -149,20 +151,18 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
             config=LauncherConfig.from_settings(
                 settings, cap=args.cap, prefetch=200, poll_seconds=0.002, drain_interval_seconds=5.0
             ),
+            job_env={**os.environ, "RUN_TRACE_DIR": str(run_dir)},
         )
         thread = threading.Thread(target=launcher.run, kwargs={"install_signals": False}, daemon=True)
         thread.start()
         publisher = AmqpPublisher(url=amqp_url)
 
         # 1. one run at a time: publish -> job process start
-        single_dir = tmp / "single"
-        single_dir.mkdir()
+        single_dir = run_dir
         lat_launcher = []
         for i in range(args.single):
             t0 = time.time()
-            r = publish_run(
-                "noop", {"trace_dir": str(single_dir)}, trigger="cli", catalog=catalog, publisher=publisher
-            )
+            r = publish_run("noop", {}, trigger="cli", catalog=catalog, publisher=publisher)
             wait_for(single_dir, i + 1)
             lat_launcher.append(traces(single_dir)[r.run_id]["start"] - t0)
         base_dir = tmp / "base"
@@ -170,18 +170,15 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
         lat_base = baseline_single(argv, base_dir, args.single)
 
         # 2. the burst: N runs published back to back, cap C
-        burst_dir = tmp / "burst"
-        burst_dir.mkdir()
+        burst_dir = run_dir
         t0 = time.time()
         publish_times = {}
         for _ in range(args.runs):
-            r = publish_run(
-                "noop", {"trace_dir": str(burst_dir)}, trigger="cli", catalog=catalog, publisher=publisher
-            )
+            r = publish_run("noop", {}, trigger="cli", catalog=catalog, publisher=publisher)
             publish_times[r.run_id] = time.time()
         t_published = time.time()
-        wait_for(burst_dir, args.runs)
-        burst = traces(burst_dir)
+        wait_for(burst_dir, args.single + args.runs)
+        burst = {k: t for k, t in traces(burst_dir).items() if k in publish_times}
         last_start = max(t["start"] for t in burst.values())
         rate = args.runs / (last_start - t0)
         waits = [burst[k]["start"] - publish_times[k] for k in burst]

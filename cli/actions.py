@@ -80,6 +80,9 @@ def result_cmd(
     from publisher.results import report_result
 
     obj.database()
+    obj.audit().record(  # before the report
+        "action.result", "action", tracking_id, after={"outcome": outcome, "reported_by": reported_by}
+    )
     out = report_result(
         tracking_id,
         outcome=outcome,

@@ -1,19 +1,19 @@
-"""Exit codes of the publisher's answers (triggers, runs publish), like the HTTP API's status codes.
+"""Exit codes of kickoff's commands, derived from each error's kind like the HTTP API's status codes.
 
-| exit | answer | HTTP |
+| exit | kind | HTTP |
 |---|---|---|
-| 0 | queued, pending, duplicate | 202 / 200 |
-| 1 | any other kickoff error (one line) | 500 |
-| 2 | click usage error, unknown id | 400 / 404 |
+| 0 | queued, pending, duplicate (no error) | 202 / 200 |
+| 1 | refused, misconfigured, failed: any other kickoff error (one line) | 403 / 500 |
+| 2 | not_found (and click usage errors) | 404 (400) |
 | 3 | invalid: the request was refused before anything was saved | 422 |
-| 4 | conflict with the current state (a filled or expired pick, a dead draft target, no starts left) | 409 |
-| 5 | unavailable: retry with the same key (a draft target not delivered, a service down) | 503 |
+| 4 | conflict with the current state (a filled or expired pick, no starts left, a claim not waiting) | 409 |
+| 5 | unavailable, upstream, limited: retry (a draft target not delivered, a service down) | 503 / 502 / 429 |
 
-A bulk listener action too large or whose preview expired is a conflict as well (exit 4).
-
-``publisher_answers`` wraps a command: it turns these errors into their exit code and one line
-(on stderr), or with ``--json`` into one JSON object on stdout with ``status`` (``invalid``,
-``conflict`` or ``unavailable``), ``error`` and, where known, ``field`` and ``tracking_id``.
+``EXIT_OF`` is the one table; the root group's handler (cli.main) uses it for every command.
+``publisher_answers`` wraps a command: it turns the invalid, conflict and unavailable kinds into
+their exit code and one line (on stderr), or with ``--json`` into one JSON object on stdout with
+``status`` (``invalid``, ``conflict`` or ``unavailable``), ``error`` and, where known, ``field``
+and ``tracking_id``.
 """
 
 from __future__ import annotations
@@ -26,42 +26,47 @@ from typing import Any, NoReturn
 import click
 
 from cli.common import echo_json
-from config.errors import (
-    BulkConflict,
-    InvalidRunParams,
-    InvalidTimeError,
-    InvalidTrigger,
-    ServiceUnavailable,
-    StartAttemptsExhausted,
-    TriggerConflictError,
-    TriggerUnavailableError,
-    TriggerValidationError,
-)
+from config.errors import ErrorKind, kind_of
 
-EXIT_INVALID = 3
-EXIT_CONFLICT = 4
-EXIT_UNAVAILABLE = 5
+#: The exit code of each kind of error (the one table).
+EXIT_OF: dict[ErrorKind, int] = {
+    ErrorKind.INVALID: 3,
+    ErrorKind.NOT_FOUND: 2,
+    ErrorKind.CONFLICT: 4,
+    ErrorKind.UNAVAILABLE: 5,
+    ErrorKind.UPSTREAM: 5,
+    ErrorKind.LIMITED: 5,
+    ErrorKind.REFUSED: 1,
+    ErrorKind.MISCONFIGURED: 1,
+    ErrorKind.FAILED: 1,
+}
+
+EXIT_INVALID = EXIT_OF[ErrorKind.INVALID]
+EXIT_CONFLICT = EXIT_OF[ErrorKind.CONFLICT]
+EXIT_UNAVAILABLE = EXIT_OF[ErrorKind.UNAVAILABLE]
 
 #: What the --help texts of the publishing commands say about exit codes.
 EXIT_CODES_HELP = (
-    "Exit codes: 0 queued, pending or duplicate; 2 usage error or unknown job; 3 invalid request (nothing "
-    "saved); 4 conflict (filled or expired pick, dead draft target); 5 unavailable (retry with the same "
-    "key); 1 any other error."
+    "Exit codes: 0 queued, pending or duplicate; 2 usage error or unknown id; 3 invalid request or unknown "
+    "job (nothing saved); 4 conflict (filled or expired pick, dead draft target); 5 unavailable (retry with "
+    "the same key); 1 any other error."
 )
 
-_ANSWERS: tuple[tuple[tuple[type[BaseException], ...], str, int], ...] = (
-    ((TriggerValidationError, InvalidRunParams, InvalidTrigger, InvalidTimeError), "invalid", EXIT_INVALID),
-    ((TriggerConflictError, StartAttemptsExhausted, BulkConflict), "conflict", EXIT_CONFLICT),
-    ((TriggerUnavailableError, ServiceUnavailable), "unavailable", EXIT_UNAVAILABLE),
-)
+#: The kinds a publishing command answers itself (the status word is the kind's name).
+ANSWERED = frozenset({ErrorKind.INVALID, ErrorKind.CONFLICT, ErrorKind.UNAVAILABLE})
+
+
+def exit_code_of(exc: BaseException) -> int:
+    """The exit code of ``exc``: its kind's (EXIT_OF); 1 for an error that is not kickoff's."""
+    return EXIT_OF[kind_of(exc)]
 
 
 def answer_for(exc: BaseException) -> tuple[str, int] | None:
-    """The (status, exit code) of a publisher error, or None for errors this module does not map."""
-    for classes, status, code in _ANSWERS:
-        if isinstance(exc, classes):
-            return status, code
-    return None
+    """The (status, exit code) of a publisher error, or None for errors this module does not answer."""
+    kind = kind_of(exc)
+    if kind not in ANSWERED:
+        return None
+    return str(kind), EXIT_OF[kind]
 
 
 def publisher_answers(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -42,8 +42,8 @@ def audit() -> None:
 )
 @LIMIT_OPTION
 @json_option(
-    'Print {"entries": [{"at", "who", "action", "target", "title", "reason", "before", "after",'
-    ' "request_id"}]}.'
+    'Print {"entries": [{"at", "who", "who_key_id", "action", "target", "title", "reason", "before",'
+    ' "after", "request_id"}]}.'
 )
 @click.pass_obj
 def list_cmd(
@@ -65,8 +65,19 @@ def list_cmd(
         echo_json({"entries": [e.as_dict() for e in entries]})
         return
     echo_table(
-        ["at", "who", "action", "target", "match", "reason"],
-        [(e.as_dict()["at"][:19], e.who, e.action, e.target, e.title or "", e.reason or "") for e in entries],
+        ["at", "who", "key id", "action", "target", "match", "reason"],
+        [
+            (
+                e.as_dict()["at"][:19],
+                e.who,
+                e.who_key_id or "-",
+                e.action,
+                e.target,
+                e.title or "",
+                e.reason or "",
+            )
+            for e in entries
+        ],
         empty="no audit entries",
     )
 
@@ -94,12 +105,15 @@ def export_cmd(obj: CliContext, since: str) -> None:
 @json_option('Print {"deleted", "days"}.')
 @click.pass_obj
 def prune_cmd(obj: CliContext, days: int | None, as_json: bool) -> None:
-    """Delete the entries older than the retention (as the scheduler's daily job)."""
+    """Delete the entries older than the retention (as the scheduler's daily job); the prune is an entry.
+
+    Fewer days than the floor (AUDIT_RETENTION_DAYS at the last `kickoff db migrate`) are refused.
+    """
     from models.audit import prune_audit
 
     days = days or obj.settings.audit_retention_days
     obj.database()
-    deleted = prune_audit(days=days)
+    deleted = prune_audit(days=days, actor=obj.actor)
     if as_json:
         echo_json({"deleted": deleted, "days": days})
     else:

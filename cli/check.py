@@ -79,6 +79,24 @@ def _migrations(obj: CliContext) -> Check:
     return Check("migrations", OK, f"all {len(status.applied)} applied")
 
 
+def _audit_role() -> Check:
+    """FAIL while DATABASE_URL's role could rewrite the audit log (owner, superuser, UPDATE...)."""
+    from models.roles import audit_rewrite_privileges
+
+    try:
+        found = audit_rewrite_privileges()
+    except KickoffError as exc:
+        return Check("audit log", FAIL, f"not checked: {exc}")
+    if found:
+        return Check(
+            "audit log",
+            FAIL,
+            f"DATABASE_URL's role can rewrite it ({', '.join(found)}): set DATABASE_OWNER_URL to the owner"
+            " and DATABASE_URL to an app role, then run kickoff db migrate (docs/lifecycle.md)",
+        )
+    return Check("audit log", OK, "append-only for DATABASE_URL's role (INSERT and SELECT only)")
+
+
 def _stored_settings(obj: CliContext) -> Check:
     from lifecycle.match_admin import matches_with_refused_settings
 
@@ -95,6 +113,25 @@ def _stored_settings(obj: CliContext) -> Check:
         FAIL,
         f"{len(found)} match(es) hold settings only the process environment sets, their starts fail: "
         f"{shown}{more} (kickoff matches edit MATCH --unset KEY)",
+    )
+
+
+def _leagues() -> Check:
+    from lifecycle.leagues import undeclared_leagues
+    from models.leagues import declared
+
+    try:
+        found = undeclared_leagues()
+    except KickoffError as exc:
+        return Check("leagues", FAIL, f"not checked: {exc}")
+    names = ", ".join(d.name for d in declared())
+    if not found:
+        return Check("leagues", OK, f"every league in the database is declared ({names})")
+    return Check(
+        "leagues",
+        WARN,
+        f"{', '.join(found)}: no declaration (models.leagues), their matches are recorded only, "
+        "no question is issued (docs/adding-a-league.md)",
     )
 
 
@@ -175,6 +212,8 @@ def full_checks(obj: CliContext) -> list[Check]:
         checks.append(_migrations(obj))
         if checks[-1].status == OK:
             checks.append(_stored_settings(obj))
+            checks.append(_leagues())
+            checks.append(_audit_role())
     checks.extend(_queues(obj))
     if by_name["Redis"].status == OK:
         checks.append(_scheduler(obj))
@@ -198,6 +237,8 @@ def check(obj: CliContext, services_only: bool, as_json: bool) -> None:
     \b
     PostgreSQL, Redis, the Dramatiq broker, RabbitMQ (and its outbox queues) answer;
     migrations applied; no match stores a setting a run may not set (docs/lifecycle.md);
+    every league in the database is declared (warn: an undeclared one is recorded only);
+    DATABASE_URL's role cannot rewrite the audit log (FAIL as owner or superuser);
     a worker alive on each queue (default, match_listeners);
     each queue's waiting, delayed and dead-lettered messages (dead letters: warn);
     the scheduler sent a tick recently (SCHEDULER_ALIVE_SECONDS); the feed answers;

@@ -66,14 +66,21 @@ def json_option(help: str) -> Callable[[F], F]:
 
 def reason_option(*, required: bool, help: str | None = None) -> Callable[[F], F]:
     """``--reason TEXT``: why the operator acts, kept in the audit log (``reason``); a required one
-    missing or blank is a usage error (exit 2)."""
+    missing or blank, or one breaking the text rule (a NUL, bytes that are not UTF-8, over 2000
+    characters), is a usage error (exit 2) before anything is done."""
 
     def check(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+        from config.errors import InvalidText
+        from config.text_rule import text_problem
+
         text = (value or "").strip()
         if required and not text:
             raise click.BadParameter(
                 "a reason is required (it goes into the audit log)", param_hint="--reason"
             )
+        problem = text_problem(text)  # the one text rule (config.text_rule): refused before any act
+        if problem:
+            raise click.BadParameter(str(InvalidText(f"the reason {problem}")), param_hint="--reason")
         return text or None
 
     return click.option(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from config.settings import KickoffSettings, load_settings
 
 if TYPE_CHECKING:
-    from models.audit import Actor
+    from models.audit import Actor, AuditContext
     from models.coordination import CoordinationStore
 
 logger = logging.getLogger(__name__)
@@ -57,6 +57,12 @@ class CliContext:
         from models.audit import Actor
 
         return Actor.cli()
+
+    def audit(self, reason: str | None = None) -> AuditContext:
+        """What this command's act is audited with: the CLI's user and ``reason``."""
+        from models.audit import AuditContext
+
+        return AuditContext(self.actor, reason)
 
     @cached_property
     def barriers(self) -> CoordinationStore:

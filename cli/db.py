@@ -17,23 +17,37 @@ def db() -> None:
 
 
 @db.command()
-@json_option('Print {"database", "created_database", "applied": [...]}.')
+@json_option('Print {"database", "created_database", "applied": [...], "app_role": name or null}.')
 @click.pass_obj
 def migrate(obj: CliContext, as_json: bool) -> None:
-    """Create the database if missing and apply pending migrations.
+    """Create the database if missing, apply pending migrations and set up the app's role.
 
-    Idempotent: a second run applies nothing and says so.
+    Runs as DATABASE_OWNER_URL's role (else DATABASE_URL's). When DATABASE_URL names another
+    user, that role is created or updated (its password from DATABASE_URL) and granted what the
+    processes need: the audit log only INSERT and SELECT. Writes AUDIT_RETENTION_DAYS as the
+    floor of the audit log's retention. Idempotent: a second run applies nothing and says so.
     """
-    report = apply_migrations(obj.settings.database_url)
+    from models.roles import ensure_app_role
+
+    owner_url = obj.settings.database_owner_url or obj.settings.database_url
+    report = apply_migrations(owner_url)
+    role = ensure_app_role(
+        owner_url=owner_url,
+        app_url=obj.settings.database_url,
+        retention_floor_days=obj.settings.audit_retention_days,
+    )
     if as_json:
         echo_json(
             {
                 "database": report.database,
                 "created_database": report.created_database,
                 "applied": list(report.applied),
+                "app_role": None if role is None else role.role,
             }
         )
         return
+    if role is not None:
+        click.echo(f"app role {role.role} {'created' if role.created else 'updated'}")
     if report.created_database:
         click.echo(f"created database {report.database}")
     if report.applied:

@@ -6,7 +6,7 @@ worker is killed with SIGKILL mid-game and restarted (its run goes Stale, is swe
 (14) and dispatched again), the second game has a rain delay longer than the idle-heartbeat limit,
 the third is a plain game. The killed game's successor backfills what the kill missed from
 srsim's play-by-play, so every archive ends complete: the summary prints each game's events
-live / backfilled / missing (missing and extra: what verify-archive would report). It nudges sweep and
+live / backfilled / missing (missing: what verify-archive would report). It nudges sweep and
 dispatch every few seconds (a faster scheduler) and prints a live board; at the end, each match's
 status, each listener's exit code and the events archived. Short intervals come from environment
 settings given to every process.
@@ -32,6 +32,7 @@ from cli.context import CliContext
 from cli.processes import ProcessGroup, dramatiq_worker_argv
 from cli.table import render_table
 from config.settings import KickoffSettings
+from models.leagues import DEFAULT
 
 #: Settings of every demo process (short intervals so the demo takes about two minutes).
 DEMO_ENV = {
@@ -67,7 +68,8 @@ def _free_port() -> int:
 def _games() -> list[DemoGame]:
     def game(role: str, title: str, **kw: Any) -> DemoGame:
         sr_id = str(uuid.uuid4())
-        script = {"sr_id": sr_id, "league": "mlb", "title": title, "is_test": True, "event_interval": 1.0}
+        script = {"sr_id": sr_id, "league": DEFAULT.name, "title": title, "is_test": True}
+        script["event_interval"] = 1.0
         script.update(kw)
         return DemoGame(role=role, sr_id=sr_id, title=title, script=script)
 
@@ -102,7 +104,8 @@ def demo(obj: CliContext, as_json: bool, timeout: float) -> None:
     Starts `kickoff sim serve`, `kickoff scheduler`, a default `dramatiq` worker and a listener
     worker; kills the listener worker mid-game and restarts it; prints a board every 2 s and a
     summary. Exit status 0 when every game ended closed with exit 13 and the drills behaved.
-    `--json` prints {"ok", "matches": [{"sr_id", "status", "exit_code", "events", "archive"}]}.
+    `--json` prints {"ok", "matches": [{"sr_id", "status", "exit_code", "events", "archive"}]};
+    "archive" is the game's event log exported to DATA_DIR/exports/{shortcode}.json at the end.
     """
     obj.log_progress()
     os.environ.update({k: os.environ.get(f"KICKOFF_DEMO_{k}", v) for k, v in DEMO_ENV.items()})
@@ -154,7 +157,7 @@ def _create_match(game: DemoGame, *, speed_started: float) -> None:
 
     kickoff_in = game.script["start_after"] - (time.monotonic() - speed_started)
     with connection():
-        league = ensure_league("mlb")
+        league = ensure_league(DEFAULT.name)
         match = create_match(
             sr_id=game.sr_id,
             league=league,
@@ -211,6 +214,7 @@ def _play(
     _print_board(rows, out, time.monotonic() - started)
     for game, row in zip(games, rows, strict=True):
         row["missing"], row["extra"] = _verify(game, settings)
+        row["archive"] = _export(game, settings)
     checks = {
         "every game closed with exit 13": all(r["status"] == "closed" and r["exit_code"] == 13 for r in rows),
         "killed listener was Abandoned (14) then recovered": 14 in rows[0]["history"]
@@ -218,9 +222,7 @@ def _play(
         "rain delay kept the listener up (delay markers)": rows[1]["delay_markers"] > 0
         and rows[1]["runs"] == 1,
         "events archived": all(r["events"] > 0 for r in rows),
-        "every archive complete (verify-archive ok)": all(
-            r["missing"] == 0 and r["extra"] == 0 for r in rows
-        ),
+        "every archive complete (verify-archive ok)": all(r["missing"] == 0 == r["extra"] for r in rows),
     }
     return {
         "ok": all(checks.values()) and killed,
@@ -245,19 +247,34 @@ def _play(
     }
 
 
+def _export(game: DemoGame, settings: KickoffSettings) -> str | None:
+    """The game's event log written as the spec's document under DATA_DIR/exports (its path)."""
+    from lifecycle.event_export import document_name, export_match
+    from models.boundary import connection
+    from models.match import match_by_id
+
+    if game.match_id is None:
+        return None
+    out_dir = Path(settings.data_dir) / "exports"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with connection():
+        name = document_name(match_by_id(game.match_id))
+        _match, path, _count = export_match(game.match_id, out=out_dir / name)
+    return str(path)
+
+
 def _verify(game: DemoGame, settings: KickoffSettings) -> tuple[int | None, int | None]:
     """How many of the game's events (srsim's play-by-play) its archive lacks or holds in another
-    version, and how many events it holds that the game has not (both None when the play-by-play
-    cannot be read): verify-archive's verdict."""
+    version, or None when the play-by-play cannot be read."""
     import requests
 
     from config.errors import PlayByPlayError
-    from listener.archive import archive_path, read_events
     from listener.play_by_play import fetch_play_by_play, play_by_play_url
     from listener.verify import compare
+    from models.boundary import connection
+    from models.event_log import messages_of
 
-    path = archive_path(settings.data_dir, "mlb", game.sr_id)
-    url = play_by_play_url(settings, league="mlb", sr_id=game.sr_id)
+    url = play_by_play_url(settings, league=DEFAULT.name, sr_id=game.sr_id)
     try:
         with requests.Session() as session:
             pbp = fetch_play_by_play(
@@ -265,14 +282,18 @@ def _verify(game: DemoGame, settings: KickoffSettings) -> tuple[int | None, int 
             )
     except PlayByPlayError:
         return None, None
-    verdict = compare(read_events(path) if path.exists() else [], pbp)
+    if game.match_id is None:
+        return None, None
+    with connection():
+        verdict = compare(messages_of(game.match_id), pbp)
     return len(verdict.missing) + len(verdict.differing), len(verdict.extra)
 
 
 def _row(game: DemoGame, settings: KickoffSettings) -> dict[str, Any]:
-    from listener.archive import archive_path, read_events
+    from lifecycle.event_export import document_name
     from listener.events import backfilled_from
     from models.boundary import connection
+    from models.event_log import messages_of
     from models.listener_record import runs_of_match
     from models.match import match_by_id
 
@@ -293,15 +314,16 @@ def _row(game: DemoGame, settings: KickoffSettings) -> dict[str, Any]:
         "open": False,
         "archive": None,
     }
-    path = archive_path(settings.data_dir, "mlb", game.sr_id)
-    row["archive"] = str(path)
-    if path.exists():
-        events = read_events(path)
+    if game.match_id is None:
+        return row
+    with connection():
+        events = messages_of(game.match_id)
+        name = document_name(match_by_id(game.match_id))
+        row["archive"] = f"event log ({name}: kickoff matches export {game.match_id})"
+    if events:
         row["events"] = sum(1 for e in events if isinstance(e, dict) and "payload" in e)
         row["backfilled"] = sum(1 for e in events if backfilled_from(e) is not None)
         row["delay_markers"] = sum(1 for e in events if isinstance(e, dict) and "kickoff" in e)
-    if game.match_id is None:
-        return row
     with connection():
         row["status"] = match_by_id(game.match_id).status
         records = runs_of_match(game.match_id)

@@ -35,8 +35,12 @@ def add(obj: CliContext, name: str, disabled: bool, as_json: bool) -> None:
         check_league_name(name)
     except InvalidLeagueName as exc:
         raise click.BadParameter(str(exc), param_hint="NAME") from exc
+    from models.boundary import transaction
+
     obj.database()
-    league = add_league(name, enabled=not disabled)
+    with transaction():  # the league and its audit entry in one transaction
+        league = add_league(name, enabled=not disabled)
+        obj.audit().record("league.add", "league", league.name, after={"enabled": not disabled})
     state = "enabled" if league.enabled else "disabled"
     echo_answer(as_json, _league_dict(league), f"league {league.name} added ({state})")
 

@@ -51,8 +51,9 @@ def listen_command(
     1 without opening a stream. The match is the one whose sr_id is SR_ID, or with --match-id
     the one named (its row, lock and heartbeats; the stream followed is still SR_ID's).
     Settings, weakest first: the environment and .env, the match's listener_start_settings,
-    --league / --sr-env / --process. A match kickoff does not know is recorded to the archive
-    only, with no row and no lock. Events are appended to
+    --league / --sr-env / --process. A known match's events go to its event log in PostgreSQL
+    (as a worker's run; `kickoff matches export` writes its file). A match kickoff does not know is
+    recorded to the spec's file only, with no row and no lock: its events are appended to
     DATA_DIR/listener/{league}/{shortcode}.json. Ctrl-C or SIGTERM stops the run (exit 15). The
     exit status is the listener's exit code: 13 when the match is over, 10 after too many idle
     heartbeats, 11 data error, 12 connection error.

@@ -235,8 +235,8 @@ def bulk_cmd(
     ask); it then acts on exactly the previewed matches, each on its own, each act audited with
     --reason, plus one `listeners.bulk` entry. Exit codes: 0 every match done (or none matched,
     or --dry-run); 1 some match refused (its line says why) or the question answered no; 2 usage
-    error, unknown league or match; 4 more than 500 matches, or the preview expired (300 s) before
-    the answer.
+    error, unknown league or match; 3 a filter or action refused (no reason, nothing to select);
+    4 more than 500 matches, or the preview expired (300 s) before the answer.
     """
     from cli.answers import answer_and_exit
     from config.errors import BulkConflict, BulkInvalid
@@ -256,10 +256,8 @@ def bulk_cmd(
             reason=reason,
             keep=not dry_run,
         )
-    except BulkInvalid as exc:
-        raise click.UsageError(str(exc)) from exc
-    except BulkConflict as exc:
-        answer_and_exit(exc, as_json=as_json)
+    except (BulkInvalid, BulkConflict) as exc:
+        answer_and_exit(exc, as_json=as_json)  # invalid (3) or conflict (4), by kind
     if as_json and (dry_run or preview.confirm is None):
         data = preview.as_dict()
         echo_json({k: data[k] for k in ("action", "filter", "count", "match_ids", "matches")})

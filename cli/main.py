@@ -1,7 +1,7 @@
 """The ``kickoff`` entry point: builds the context object; the one top-level error handler.
 
-Every error ends as one line on stderr and exit 1 (2 for an unknown name, as click's usage
-errors; 3 for refused listener settings, as the API's 422); the traceback is printed only with ``-v``.
+Every error ends as one line on stderr and the exit code of its kind (``cli.answers.EXIT_OF``: 2
+not found, 3 invalid, 4 conflict, 5 unavailable, else 1); the traceback is printed only with ``-v``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import click
 
 from cli.actions import actions
 from cli.amqp import amqp
-from cli.answers import EXIT_INVALID
+from cli.answers import exit_code_of
 from cli.apikeys import apikeys
 from cli.audit import audit
 from cli.check import check
@@ -24,6 +24,7 @@ from cli.db import db
 from cli.dead_letters import dead_letters
 from cli.demo import demo
 from cli.enqueue import enqueue
+from cli.events import events
 from cli.launcher import launcher
 from cli.leagues import leagues
 from cli.listen import listen_command
@@ -38,7 +39,7 @@ from cli.sim import sim_group
 from cli.trades import trades
 from cli.trigger import trigger
 from cli.up import up
-from config.errors import KickoffError, ListenerStartSettingsError, NotFound
+from config.errors import KickoffError
 from config.log import configure_logging
 from config.settings import load_settings
 from config.tracing import configure_tracing
@@ -75,12 +76,8 @@ class KickoffGroup(click.Group):
             raise
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
-        except NotFound as exc:
-            _fail(ctx, str(exc), 2)
-        except ListenerStartSettingsError as exc:
-            _fail(ctx, str(exc), EXIT_INVALID)
         except KickoffError as exc:
-            _fail(ctx, str(exc), 1)
+            _fail(ctx, str(exc), exit_code_of(exc))  # by its kind (cli.answers.EXIT_OF)
         except Exception as exc:  # a bug or an untranslated driver error: still one line
             first = (str(exc).strip().splitlines() or [""])[0]
             _fail(ctx, f"unexpected {type(exc).__name__}: {first} (run kickoff -v ... for the traceback)", 1)
@@ -123,6 +120,7 @@ cli.add_command(runs)
 cli.add_command(launcher)
 cli.add_command(leagues)
 cli.add_command(matches)
+cli.add_command(events)
 cli.add_command(listeners)
 cli.add_command(enqueue)
 cli.add_command(dead_letters)

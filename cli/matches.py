@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from cli.answers import EXIT_OF
 from cli.common import (
     LIMIT_OPTION,
     MATCH_ID,
@@ -18,7 +19,7 @@ from cli.common import (
 )
 from cli.context import CliContext
 from cli.table import echo_table, render_table
-from config.errors import ConstraintViolation, KickoffError
+from config.errors import ConstraintViolation, ErrorKind, KickoffError
 
 
 @click.group("matches")
@@ -62,17 +63,23 @@ def add(
     validate_listener_settings(settings_, source="--setting")
     obj.database()
     lg = get_league(league)
+    from models.boundary import transaction
+
     try:
-        match = create_match(
-            league=lg,
-            sr_id=sr_id,
-            scheduled=when,
-            status=normalise(status),
-            title=title,
-            is_test=is_test,
-            auto_dispatch_listener=not no_auto_dispatch,
-            listener_start_settings=settings_,
-        )
+        with transaction():  # the match and its audit entry in one transaction
+            match = create_match(
+                league=lg,
+                sr_id=sr_id,
+                scheduled=when,
+                status=normalise(status),
+                title=title,
+                is_test=is_test,
+                auto_dispatch_listener=not no_auto_dispatch,
+                listener_start_settings=settings_,
+            )
+            obj.audit().record(
+                "match.add", "match", str(match.id), after={"sr_id": sr_id, "league": lg.name, "title": title}
+            )
     except ConstraintViolation as exc:
         raise KickoffError(f"a match with sr_id {sr_id!r} already exists") from exc
     echo_answer(as_json, {"id": str(match.id)}, str(match.id))
@@ -268,9 +275,9 @@ def set_dispatch(obj: CliContext, match_id: str, state: str, reason: str | None,
     echo_answer(as_json, data, f"match {match_id}: auto-dispatch {state} (was {'on' if before else 'off'})")
 
 
-#: Exit codes of verify-archive and backfill beside 0 (they agree) and 1 (they do not).
-EXIT_BUSY = 4
-EXIT_UNAVAILABLE = 5
+#: Exit codes of verify-archive and backfill beside 0 (they agree) and 1 (they do not): by kind.
+EXIT_BUSY = EXIT_OF[ErrorKind.CONFLICT]
+EXIT_UNAVAILABLE = EXIT_OF[ErrorKind.UNAVAILABLE]
 
 _ARCHIVE_EXIT_HELP = (
     "Exit codes: 0 the archive and the play-by-play agree; 1 they do not; 2 unknown match; "
@@ -324,8 +331,9 @@ def _archive_answer(run: Any) -> Any:
 def verify_archive(obj: CliContext, match_id: str, as_json: bool) -> None:
     """Compare MATCH_ID's listener archive with the provider's play-by-play.
 
-    The archive's side is each event's current state (updates applied, deletes removed), a missing
-    archive file is an empty one; the play-by-play comes from SPORTRADAR_BASE_URL (the settings
+    The archive's side is the match's event log in PostgreSQL (what every run on every listener host
+    recorded; any host can verify it), each event in its current state (updates applied, deletes
+    removed); the play-by-play comes from SPORTRADAR_BASE_URL (the settings
     of a listener's backfill). Prints the counts, then the ids of the events missing from the
     archive, extra in it, and differing (another version). The outcome is stored on the match
     (archive_verification, shown by the board and the console).
@@ -333,6 +341,7 @@ def verify_archive(obj: CliContext, match_id: str, as_json: bool) -> None:
     from lifecycle.archive_verify import verify_match_archive
 
     obj.database()
+    obj.audit().record("archive.verify", "match", match_id)  # before the provider is called
     result = _archive_answer(lambda: verify_match_archive(match_id, settings=obj.settings))
     data = result.as_dict()
     if as_json:
@@ -353,7 +362,7 @@ def verify_archive(obj: CliContext, match_id: str, as_json: bool) -> None:
 @json_option('Print {"ok", "missing", "extra", "differing", "events", "backfilled"} (full id lists).')
 @click.pass_obj
 def backfill(obj: CliContext, match_id: str, reason: str | None, as_json: bool) -> None:
-    """Fill MATCH_ID's archive from the play-by-play, then verify it (as verify-archive).
+    """Fill MATCH_ID's event log from the play-by-play, then verify it (as verify-archive).
 
     For a game that closed while no listener ran (its last run was abandoned): every event the
     archive lacks, or holds in an older version, is appended (marked backfilled), events it holds
@@ -386,3 +395,36 @@ def backfill(obj: CliContext, match_id: str, reason: str | None, as_json: bool) 
             click.echo(line)
     if not result.ok:
         click.get_current_context().exit(1)
+
+
+@matches.command("export", epilog="Exit codes: 0 written; 2 unknown match.")
+@click.argument("match_id", type=MATCH_ID)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, writable=True, path_type=str),
+    default=None,
+    help="File to write (default: ./{shortcode}.json); - writes to stdout.",
+)
+@click.pass_obj
+def export(obj: CliContext, match_id: str, out: str | None) -> None:
+    """Write MATCH_ID's event log as the spec's {shortcode}.json document, from any host.
+
+    A JSON array, one message per line, every distinct message of the match once, in arrival order
+    (kickoff's markers and its note on recovered messages included), read from PostgreSQL a page at
+    a time.
+    """
+    import sys
+    from pathlib import Path
+
+    from lifecycle.event_export import export_lines, export_match
+    from lifecycle.match_ref import resolve_match
+
+    obj.database()
+    if out == "-":
+        match = resolve_match(match_id)
+        for chunk in export_lines(str(match.id)):
+            sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+        return
+    match, path, count = export_match(match_id, out=Path(out) if out else None)
+    click.echo(f"match {match.id}: {count} messages -> {path}")

@@ -52,6 +52,7 @@ def drain_cmd(
     obj.database()
     with publisher_from_settings(obj.settings) as probe:
         probe.declare_durable([])  # BrokerConnectionError: one line naming AMQP_URL, exit 1
+    obj.audit().record("outbox.drain", "outbox", None, after={"now": now, "workers": workers})  # before it
     if now:
         make_all_due()
     report = drain_outbox_concurrently(settings=obj.settings, workers=workers, max_seconds=max_seconds)

@@ -182,6 +182,7 @@ def drain(obj: CliContext, batch: int | None, as_json: bool) -> None:
     from runs.publish import drain_job_runs
 
     obj.database()
+    obj.audit().record("runs.drain", "run_outbox", None, after={"batch": batch})  # before the drain
     with publisher_from_settings(obj.settings) as publisher:
         report = drain_job_runs(publisher=publisher, batch=batch or obj.settings.job_run_drain_batch)
     if as_json:

@@ -61,7 +61,8 @@ def sim_group() -> None:
     "--players",
     "players_file",
     type=A_FILE,
-    help="Serve this players map (Sleeper's format) at /players/nfl; read anew on every request.",
+    help="Serve this players map (Sleeper's format) at /players/LEAGUE (the players' league, "
+    "models.leagues.PLAYERS); read anew on every request.",
 )
 @click.option(
     "--leagues",
@@ -204,7 +205,7 @@ def clone(
     DATA_DIR/srsim/{new sr_id}.json). A running `kickoff sim serve` watching DATA_DIR/srsim serves
     it within SRSIM_WATCH_SECONDS, no restart needed; with --out elsewhere, serve it with
     `kickoff sim serve --script FILE`. The clone is not dispatched until an srsim serves it.
-    The script replays the game as it finally was: each archived event once, in its current
+    The script replays the game as it finally was: each event of its event log once, in its current
     state (corrections folded in, deleted events left out).
     """
     from lifecycle.clone import clone_match

@@ -1,4 +1,4 @@
-"""``kickoff trades reconcile``: list the trade claims that wait for an operator, and resolve one."""
+"""``kickoff trades reconcile`` and ``retry``: trade claims waiting for an operator, resolved or resent."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from models.audit import AuditContext
 from publisher.amqp import publisher_from_settings
 from publisher.queues import TRADE_QUEUES
 from publisher.trade_reconcile import STALE_CLAIM_SECONDS, Resolution, claims_to_reconcile, reconcile_claim
-from publisher.trades import ExecutionEntry
+from publisher.trades import ExecutionEntry, retry_claim
 
 
 @click.group()
@@ -24,9 +24,32 @@ def trades() -> None:
     A trade is claimed in execution_log, then published. A claim the unreachable broker never
     got is `pending` and every outbox drain republishes it with its message id. A claim whose
     confirm never came is `uncertain`: the broker may hold it, so nothing sends it again by
-    itself. Uncertain claims, claims the drain set aside (`set_aside`, with the reason) and claims
-    stuck in `claimed` (a crash mid-publish) wait for an operator: `kickoff trades reconcile`.
+    itself. Uncertain claims, claims the broker refused (`failed`: an offer, a decision or a
+    counter), claims the drain set aside (`set_aside`, with the reason) and claims stuck in
+    `claimed` (a crash mid-publish) wait for an operator: `kickoff trades reconcile`. A failed
+    or pending claim can also be sent again at once: `kickoff trades retry`.
     """
+
+
+@trades.command("retry")
+@click.argument("queue", type=click.Choice(TRADE_QUEUES))
+@click.argument("claim_key")
+@reason_option(required=False)
+@json_option("Print the answer: {status, queue, claim_key, message_id, error}.")
+@click.pass_obj
+def retry_cmd(obj: CliContext, queue: str, claim_key: str, reason: str | None, as_json: bool) -> None:
+    """Publish a failed or pending claim (offer, decision or counter) again with its message id.
+
+    Audited (trade.retry). A claim in any other status is refused (a conflict): reconcile it instead.
+    """
+    obj.database()
+    with publisher_from_settings(obj.settings) as publisher:
+        result = retry_claim(
+            queue=queue, claim_key=claim_key, publisher=publisher, audit=AuditContext(obj.actor, reason)
+        )
+    echo_answer(
+        as_json, result.as_json(), f"{queue} {claim_key}: {result.status} (message id {result.message_id})"
+    )
 
 
 @trades.command("reconcile")

@@ -29,6 +29,7 @@ from cli.context import CliContext
 from cli.processes import ProcessGroup
 from cli.procfile import ProcfileEntry, read_procfile, select_entries
 from config.settings import KickoffSettings
+from models.leagues import declared
 
 SIM = "srsim"
 API = "api"
@@ -39,12 +40,14 @@ BOARD_SECONDS = 5.0
 
 
 def up_games(count: int, *, first_after: float = 20.0, spacing: float = 15.0) -> list[dict[str, Any]]:
-    """``count`` is_test MLB games for srsim: the first starts after ``first_after`` script seconds,
-    the next ones ``spacing`` apart; each plays an event every 2 s for half an hour."""
+    """``count`` is_test games for srsim, of each declared league in turn (models.leagues: the default 4
+    plays one game of each): the first starts after ``first_after`` script seconds, the next ones
+    ``spacing`` apart; each plays an event every 2 s for half an hour."""
+    leagues = [d.name for d in declared()]
     return [
         {
             "sr_id": str(uuid.uuid4()),
-            "league": "mlb",
+            "league": leagues[i % len(leagues)],
             "title": GAME_TITLES[i % len(GAME_TITLES)],
             "is_test": True,
             "start_after": first_after + i * spacing,
@@ -86,7 +89,11 @@ class Printer:
     help="Comma-separated processes to run (deploy/Procfile names or a unique prefix: api,listener).",
 )
 @click.option(
-    "--games", type=click.IntRange(0, 50), default=3, show_default=True, help="is_test games srsim plays."
+    "--games",
+    type=click.IntRange(0, 50),
+    default=4,
+    show_default=True,
+    help="is_test games srsim plays, of each league in turn (4: one of each).",
 )
 @click.option(
     "--traces",

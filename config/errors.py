@@ -6,9 +6,42 @@ to the driver, so code above that boundary never imports a driver's exceptions.
 
 from __future__ import annotations
 
+from enum import StrEnum
+from typing import ClassVar
+
+
+class ErrorKind(StrEnum):
+    """What kind of refusal or failure an error is: the one vocabulary of kickoff's answers.
+
+    Every KickoffError class declares one (``kind``); the HTTP status (``api.errors.STATUS_OF``),
+    the CLI exit code (``cli.answers.EXIT_OF``) and the console's notice (``api.errors.NOTICE_OF``)
+    are derived from it, one table each.
+    """
+
+    INVALID = "invalid"  # the request or input is refused before anything changed (422, exit 3)
+    NOT_FOUND = "not_found"  # a named thing does not exist (404, exit 2)
+    CONFLICT = "conflict"  # the current state does not allow it; nothing was changed (409, exit 4)
+    UNAVAILABLE = "unavailable"  # a service cannot be reached or does not answer: retry (503, exit 5)
+    UPSTREAM = "upstream"  # an upstream answered something kickoff cannot use (502, exit 5)
+    REFUSED = "refused"  # the acting key or session may not do this (403, exit 1)
+    LIMITED = "limited"  # a limit on concurrent use is reached: retry later (429, exit 5)
+    MISCONFIGURED = "misconfigured"  # a setting, the schema or a declaration is wrong (500, exit 1)
+    FAILED = "failed"  # kickoff could not do it for another reason (500, exit 1)
+
 
 class KickoffError(Exception):
-    """Base class of every error kickoff raises on purpose."""
+    """Base class of every error kickoff raises on purpose.
+
+    It declares no kind: each branch does (tests/test_boundaries.py forbids a class without one).
+    """
+
+    kind: ClassVar[ErrorKind]
+
+
+def kind_of(exc: BaseException | type[BaseException]) -> ErrorKind:
+    """The kind of a KickoffError (or its class); FAILED for anything else (a bug, a driver's error)."""
+    kind = getattr(exc, "kind", None)
+    return kind if isinstance(kind, ErrorKind) else ErrorKind.FAILED
 
 
 # -- configuration -----------------------------------------------------------------
@@ -17,13 +50,19 @@ class KickoffError(Exception):
 class ConfigurationError(KickoffError):
     """Raised when a setting is missing or has a value kickoff cannot use."""
 
+    kind = ErrorKind.MISCONFIGURED
+
 
 class InvalidTimeError(KickoffError, ValueError):
     """Raised when a time given to kickoff cannot be read as an ISO 8601 instant."""
 
+    kind = ErrorKind.INVALID
+
 
 class NaiveDatetimeError(InvalidTimeError):
     """Raised when a datetime without a timezone enters kickoff (every time is aware UTC)."""
+
+    kind = ErrorKind.FAILED  # a bug in kickoff, not a caller's input
 
 
 # -- services ----------------------------------------------------------------------
@@ -35,6 +74,8 @@ class ServiceUnavailable(KickoffError):
     The message names the setting and the address, with any password masked, so a CLI can
     print it as one line.
     """
+
+    kind = ErrorKind.UNAVAILABLE
 
     def __init__(self, *, service: str, setting: str, address: str, reason: str) -> None:
         self.service = service
@@ -59,14 +100,20 @@ class BrokerUnavailable(ServiceUnavailable):
 class DatabaseNotMigrated(KickoffError):
     """Raised when PostgreSQL answers but kickoff's tables are missing: run ``kickoff db migrate``."""
 
+    kind = ErrorKind.MISCONFIGURED
+
 
 class MigrationError(KickoffError):
     """Raised when the schema migrations cannot be applied."""
+
+    kind = ErrorKind.FAILED
 
 
 class DatabaseRefused(KickoffError):
     """Raised when PostgreSQL answers one statement with a refusal (a constraint, a lock or statement
     timeout): the statement changed nothing, the connection is still usable."""
+
+    kind = ErrorKind.FAILED
 
 
 class ConstraintViolation(DatabaseRefused):
@@ -79,6 +126,8 @@ class ConstraintViolation(DatabaseRefused):
 class NotFound(KickoffError):
     """Raised when a named row (match, league, run, ...) does not exist."""
 
+    kind = ErrorKind.NOT_FOUND
+
 
 class MatchNotFound(NotFound):
     """Raised when no Match has the given internal id (or Sportradar id where one is asked)."""
@@ -90,6 +139,8 @@ class LeagueNotFound(NotFound):
 
 class BarrierError(KickoffError):
     """Raised when a Redis lock operation is refused, e.g. releasing a lock we do not own."""
+
+    kind = ErrorKind.FAILED
 
 
 class LockNotOwned(BarrierError):
@@ -104,12 +155,16 @@ class RedisCommandRefused(BarrierError):
 class ListenerError(KickoffError):
     """Base class of the errors raised while starting or running a match listener."""
 
+    kind = ErrorKind.FAILED
+
 
 class ListenerStartSettingsError(ListenerError):
     """Raised when start-time settings (overrides, Match.listener_start_settings) are invalid.
 
     A failed start: counted by the attempt counter like any other failure.
     """
+
+    kind = ErrorKind.INVALID
 
 
 class ListenerHeld(ListenerError):
@@ -118,6 +173,8 @@ class ListenerHeld(ListenerError):
     ``holder`` describes it: ``record_id``, ``host`` and ``pid`` of its open row, or the start
     lock's ``token``, or ``pending`` when only a queued start is known.
     """
+
+    kind = ErrorKind.CONFLICT
 
     def __init__(self, message: str, *, holder: dict[str, object]) -> None:
         super().__init__(message)
@@ -129,6 +186,8 @@ class StartAttemptsExhausted(ListenerError):
     attempt cap: a worker would skip it, so nothing is enqueued (HTTP 409, CLI exit 4). The
     message names ``--force``, which clears the attempts.
     """
+
+    kind = ErrorKind.CONFLICT
 
 
 class ListenerRunFailed(ListenerError):
@@ -145,6 +204,8 @@ class WorkerLeaseUnavailable(ListenerError):
     The lease (lifecycle.lease) could not be taken or renewed: Redis does not answer. A failed
     start, counted like any other.
     """
+
+    kind = ErrorKind.UNAVAILABLE
 
 
 class StreamError(ListenerError):
@@ -173,6 +234,8 @@ class PlayByPlayUnavailable(ServiceUnavailable):
     """Raised when a verification or backfill outside a listener cannot get the game's play-by-play:
     the feed (SPORTRADAR_BASE_URL) does not answer (HTTP 503, CLI exit 5); nothing was stored."""
 
+    kind = ErrorKind.UNAVAILABLE
+
     def __init__(self, reason: str, *, address: str = "") -> None:
         super().__init__(
             service="the feed's play-by-play", setting="SPORTRADAR_BASE_URL", address=address, reason=reason
@@ -182,6 +245,8 @@ class PlayByPlayUnavailable(ServiceUnavailable):
 class PlayByPlayUnusable(PlayByPlayUnavailable):
     """Raised when the feed (SPORTRADAR_BASE_URL) answers a play-by-play kickoff cannot use (an HTTP
     error, not JSON, events without ids): HTTP 502, CLI exit 5; nothing was stored."""
+
+    kind = ErrorKind.UPSTREAM
 
 
 class BulkError(ListenerError):
@@ -194,6 +259,8 @@ class BulkInvalid(BulkError, ValueError):
     """Raised when a bulk action is asked without what it needs: a reason, a known action, a filter
     naming a league or match ids (HTTP 422, CLI usage error); ``field`` names the field."""
 
+    kind = ErrorKind.INVALID
+
     def __init__(self, message: str, *, field: str) -> None:
         super().__init__(message)
         self.field = field
@@ -204,6 +271,8 @@ class BulkConflict(BulkError):
     matches more matches than one bulk act may touch, or the confirm is unknown, expired, already
     used or was issued for another action, filter or caller (preview again)."""
 
+    kind = ErrorKind.CONFLICT
+
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
         self.field = field
@@ -213,19 +282,27 @@ class ArchiveBusy(ListenerError):
     """Raised when a backfill outside a listener is asked for a match a listener may still own: it has
     an open lifecycle row or its start lock is held (HTTP 409, CLI exit 4); nothing was written."""
 
+    kind = ErrorKind.CONFLICT
+
 
 class FencedWrite(ListenerError):
     """Raised when a listener run's write carries a fencing token older than its match's current one:
     a successor run started (this one was paused past its lease); nothing was written (exit 16)."""
 
+    kind = ErrorKind.FAILED
+
 
 class ArchivePathError(ListenerError):
     """Raised when a league or shortcode would place a listener archive outside DATA_DIR (exit 11)."""
+
+    kind = ErrorKind.NOT_FOUND
 
 
 class ScheduleFetchError(KickoffError):
     """Raised when the feed's schedule API or a league document (hierarchy, teams, seasons) cannot be
     reached, answers an HTTP error, or answers something unreadable (not a JSON object, no league id)."""
+
+    kind = ErrorKind.FAILED
 
 
 class MalformedFeedEntry(KickoffError, ValueError):
@@ -233,13 +310,19 @@ class MalformedFeedEntry(KickoffError, ValueError):
     its row needs (an id, a readable time, text fields); the refresh sets that entry aside with this
     reason and goes on with the others."""
 
+    kind = ErrorKind.FAILED
+
 
 class SimulatorScriptError(KickoffError):
     """Raised when an srsim script file is missing, not JSON, or lacks a required field."""
 
+    kind = ErrorKind.FAILED
+
 
 class PublishError(KickoffError):
     """Base class of the errors raised while publishing to RabbitMQ."""
+
+    kind = ErrorKind.UNAVAILABLE
 
 
 # -- publisher (queues, outbox, triggers, trades) -----------------------------------
@@ -251,12 +334,16 @@ class BrokerConnectionError(PublishError, BrokerUnavailable):
     Retryable: an outbox row stays pending and the drain publishes it later.
     """
 
+    kind = ErrorKind.UNAVAILABLE
+
 
 class MissingQueueError(PublishError, ConfigurationError):
     """Raised when a passive declare finds no such queue on the broker (``kickoff amqp setup``).
 
     A configuration error naming the queue; the outbox row stays pending and the channel is reopened.
     """
+
+    kind = ErrorKind.UNAVAILABLE
 
     def __init__(self, queue: str, detail: str = "") -> None:
         self.queue = queue
@@ -299,15 +386,21 @@ class PublishUncertainError(PublishError):
 class PlayerSyncError(KickoffError):
     """Raised when the players map cannot be read: source unreachable, not JSON, or not a map of players."""
 
+    kind = ErrorKind.FAILED
+
 
 class TriggerError(KickoffError):
     """Base class of errors a trigger (lineup, waiver, draft-pick, rumor-action) reports to its caller."""
+
+    kind = ErrorKind.FAILED
 
     retryable = False
 
 
 class TriggerValidationError(TriggerError, ValueError):
     """Raised before anything is saved when a trigger request is invalid (HTTP 422); names the field."""
+
+    kind = ErrorKind.INVALID
 
     def __init__(self, field: str, reason: str) -> None:
         self.field = field
@@ -318,9 +411,13 @@ class TriggerValidationError(TriggerError, ValueError):
 class TriggerReferenceNotFound(TriggerValidationError, NotFound):
     """Raised when a trigger names an action that does not exist (``after_tracking_id``; HTTP 404)."""
 
+    kind = ErrorKind.NOT_FOUND
+
 
 class TriggerConflictError(TriggerError):
     """Raised when a request conflicts with the current state, e.g. a filled or expired pick (HTTP 409)."""
+
+    kind = ErrorKind.CONFLICT
 
 
 class DeadDeliveryError(TriggerConflictError):
@@ -343,6 +440,8 @@ class TriggerUnavailableError(TriggerError):
     delivery failed (``tracking_id`` is then set).
     """
 
+    kind = ErrorKind.UNAVAILABLE
+
     retryable = True
 
     def __init__(self, message: str, *, tracking_id: str | None = None) -> None:
@@ -353,6 +452,8 @@ class TriggerUnavailableError(TriggerError):
 class ContractMismatch(KickoffError):
     """Raised when a trigger queue's declaration and its AsyncAPI channel disagree (names what)."""
 
+    kind = ErrorKind.MISCONFIGURED
+
 
 class ActionNotFound(NotFound):
     """Raised when no activity action has the given tracking id."""
@@ -360,6 +461,8 @@ class ActionNotFound(NotFound):
 
 class TradeError(KickoffError):
     """Base class of errors of the direct trade publishers and their reconciliation."""
+
+    kind = ErrorKind.CONFLICT
 
 
 class UnusableTradeClaim(TradeError):
@@ -381,9 +484,13 @@ class ApiKeyNotFound(NotFound):
 class Forbidden(KickoffError):
     """Raised when the acting key may not do this (another league, another key's action): HTTP 403."""
 
+    kind = ErrorKind.REFUSED
+
 
 class ApiRequestError(KickoffError):
     """Raised by the HTTP trigger client for a 4xx answer other than 422/409 (401, 403, 404, 413, 415)."""
+
+    kind = ErrorKind.FAILED
 
     def __init__(self, status: int, message: str) -> None:
         self.status = status
@@ -393,6 +500,8 @@ class ApiRequestError(KickoffError):
 class ConsoleError(KickoffError):
     """Base class of the operator console's refusals (console/)."""
 
+    kind = ErrorKind.REFUSED
+
 
 class SignInRefused(ConsoleError):
     """Raised when a presented API key cannot open a console session (unknown, revoked, trigger scope)."""
@@ -401,16 +510,44 @@ class SignInRefused(ConsoleError):
 class StreamLimitReached(ConsoleError):
     """Raised when a live board stream would pass CONSOLE_STREAMS_PER_SESSION or _PER_PROCESS (429)."""
 
+    kind = ErrorKind.LIMITED
+
 
 class ReasonRequired(ConsoleError, ValueError):
     """Raised when a console stop or force start comes without a reason (the audit log keeps it; 422)."""
 
+    kind = ErrorKind.INVALID
+
     field = "reason"
+
+
+class KeyNameTaken(KickoffError):
+    """Raised when an API key would get a name another key has (case-insensitively): 409."""
+
+    kind = ErrorKind.CONFLICT
+
+
+class RateLimited(KickoffError):
+    """Raised when an act that calls the provider is asked again too soon (archive verification): 429."""
+
+    kind = ErrorKind.LIMITED
+
+
+class InvalidText(KickoffError, ValueError):
+    """Raised when operator text (a reason, a name) breaks the one text rule (config.text_rule): 422."""
+
+    kind = ErrorKind.INVALID
+
+    def __init__(self, message: str, *, field: str = "reason") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class InvalidQuery(KickoffError, ValueError):
     """Raised when a board or history query has a value kickoff cannot use (an unknown filter value, a
     malformed date, a page past the end, an unknown range); ``field`` names the parameter (422)."""
+
+    kind = ErrorKind.INVALID
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         self.field = field
@@ -431,6 +568,8 @@ class SignInRequired(ConsoleError):
 class RunError(KickoffError):
     """Base class of the errors raised by the job catalog, publish_run, the launcher and run_scope."""
 
+    kind = ErrorKind.FAILED
+
 
 class CatalogError(RunError, ConfigurationError):
     """Raised when the job catalog (JOB_CATALOG_PATH) cannot be read or does not validate.
@@ -438,18 +577,26 @@ class CatalogError(RunError, ConfigurationError):
     The message names the file and the first problem found, so it prints as one line.
     """
 
+    kind = ErrorKind.MISCONFIGURED
+
 
 class UnknownJob(RunError, NotFound):
     """Raised when publish_run is asked for a job the catalog does not declare."""
+
+    kind = ErrorKind.INVALID
 
 
 class InvalidRunParams(RunError, ValueError):
     """Raised when a run's params do not match the job's parameter schema in the catalog."""
 
+    kind = ErrorKind.INVALID
+
 
 class InvalidTrigger(RunError, ValueError):
     """Raised when publish_run gets a trigger without what its dedupe key needs (slot, chain root, key),
     or an event key / debounce that is out of bounds; ``field`` names the request field when known."""
+
+    kind = ErrorKind.INVALID
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         self.field = field
@@ -459,14 +606,18 @@ class InvalidTrigger(RunError, ValueError):
 class RunNotFound(RunError, NotFound):
     """Raised when no run_log row has the given run id (CLI, run_scope adopting RUN_ID)."""
 
+    kind = ErrorKind.NOT_FOUND
+
 
 class InvalidRunCommand(RunError, ValueError):
     """Raised when a job_runs delivery or run outbox payload is not a RunCommand the launcher can
     start (the launcher sets the delivery aside on job_runs.XQ; the drain marks the row dead).
 
-    ``kind`` names the refusal for metrics: not_json, invalid or unknown_job (runs.command).
+    ``refusal`` names it for metrics: not_json, invalid or unknown_job (runs.command).
     """
 
-    def __init__(self, message: str, *, kind: str = "invalid") -> None:
-        self.kind = kind
+    kind = ErrorKind.FAILED
+
+    def __init__(self, message: str, *, refusal: str = "invalid") -> None:
+        self.refusal = refusal
         super().__init__(message)

@@ -56,6 +56,13 @@ class AppEnv(StrEnum):
     STAGING = "staging"  # pre-production: live and test matches, every periodic job
     PRODUCTION = "production"  # live service: live and test matches, every periodic job
 
+    @property
+    def automatic_is_test(self) -> bool | None:
+        """The is_test filter of every start kickoff sends by itself (the periodic dispatch, the
+        reaper's and the sweep's restarts, a shutdown's hand-off, a reconnect restart): develop
+        starts test clones only (True), elsewhere live and test matches alike (None)."""
+        return True if self is AppEnv.DEVELOP else None
+
 
 class LogFormat(StrEnum):
     """How log lines are written (config.log)."""
@@ -111,6 +118,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: The URL schemes each service setting accepts.
 URL_SCHEMES: dict[str, tuple[str, ...]] = {
     "database_url": ("postgresql", "postgres"),
+    "database_owner_url": ("postgresql", "postgres"),
     "redis_url": ("redis", "rediss", "unix"),
     "broker_url": ("redis", "rediss", "unix", "amqp", "amqps"),
     "amqp_url": ("amqp", "amqps"),
@@ -146,7 +154,11 @@ class KickoffSettings(BaseSettings):
     )
 
     database_url: str = "postgresql://postgres@127.0.0.1:5432/kickoff"
-    """PostgreSQL database of matches, listener rows, outbox and run_log."""
+    """PostgreSQL database of matches, listeners, outbox and run_log, as the app role (docs/lifecycle.md)."""
+    database_owner_url: str | None = None
+    """The same database as its owner's role: `kickoff db migrate` runs the migrations with it and creates or
+    updates DATABASE_URL's role, which may only INSERT and SELECT the audit log (unset: DATABASE_URL migrates,
+    one role)."""
     redis_url: str = "redis://127.0.0.1:6379/0"
     """Redis for locks, pending keys, stop flags and attempt counters."""
     redis_key_prefix: str = "kickoff:"
@@ -218,9 +230,9 @@ class KickoffSettings(BaseSettings):
     it later)."""
     action_result_timeout_seconds: PositiveFloat = 86400.0
     """A delivered action with no result reported this long after delivery fails (unreported)."""
-    players_source: str = "{base_url}/players/nfl"
+    players_source: str = "{base_url}/players/{league}"
     """Players map for player sync: an http(s) URL or a file; {base_url} is SPORTRADAR_BASE_URL (the simulator
-    serves one)."""
+    serves one), {league} the players' league (models.leagues.PLAYERS)."""
     outbox_immediate_grace_seconds: NonNegativeFloat = 30.0
     """The drain leaves a fresh row this long to the trigger's own publish."""
     outbox_batch_size: PositiveInt = 2000
@@ -297,6 +309,9 @@ class KickoffSettings(BaseSettings):
     audit_retention_days: PositiveInt = 400
     """Audit log entries older than this many days are deleted by the daily retention job (and `kickoff audit
     prune`)."""
+    event_log_retention_days: PositiveInt | None = None
+    """Messages of the match event log older than this many days are deleted by the daily retention job
+    (as `kickoff events prune`; skipped while a match of that range is live). Empty: kept for ever."""
     history_retention_days: PositiveInt = 8
     """History points (the console's charts, `GET /v1/history/{series}`) older than this many days are deleted
     by the every-minute rollup job."""
@@ -371,11 +386,12 @@ class KickoffSettings(BaseSettings):
     listener_sr_env: str = "trial"
     """Access level segment of the feed URL (the push stream's and the play-by-play's)."""
     listener_play_by_play_path: str = "/{league}/{access}/games/{sr_id}/pbp.json"
-    """Path of a game's play-by-play under SPORTRADAR_BASE_URL ({league}, {access}, {sr_id} filled in): what
-    a backfill fetches after a gap. LISTENER_PLAY_BY_PLAY_PATHS overrides it per league."""
+    """Path of an undeclared league's play-by-play under SPORTRADAR_BASE_URL ({league}, {access}, {sr_id}
+    filled in): what a backfill fetches after a gap. A declared league's is its declaration's (models.leagues)
+    unless LISTENER_PLAY_BY_PLAY_PATHS overrides it."""
     listener_play_by_play_paths: dict[str, str] = {}
-    """Play-by-play path per league, a JSON object such as
-    {"nfl": "/nfl/{access}/v7/en/games/{sr_id}/pbp.json"}; another league uses LISTENER_PLAY_BY_PLAY_PATH."""
+    """Play-by-play path per league overriding its declaration's, a JSON object such as
+    {"<league>": "/<league>/{access}/v7/en/games/{sr_id}/pbp.json"}."""
     listener_connect_timeout_seconds: PositiveFloat = 10.0
     """Connect timeout of the push stream and of play-by-play fetches."""
     listener_read_timeout_seconds: PositiveFloat = 30.0
@@ -384,10 +400,6 @@ class KickoffSettings(BaseSettings):
     # -- schedule API (league and schedule refresh) ------------------------------
     schedule_access: str = "trial"
     """Access level segment of the schedule API paths."""
-    schedule_daily_leagues: str = "mlb,nhl"
-    """Leagues whose schedule is refreshed daily (comma-separated)."""
-    schedule_weekly_leagues: str = "nfl"
-    """Leagues whose schedule is refreshed weekly (comma-separated)."""
     schedule_timeout_seconds: PositiveFloat = 10.0
     """HTTP timeout of schedule API calls."""
 
@@ -416,9 +428,11 @@ class KickoffSettings(BaseSettings):
             raise ValueError(f"unknown log level {value!r} (one of {', '.join(LOG_LEVELS)})")
         return level
 
-    @field_validator("database_url", "redis_url", "broker_url", "amqp_url")
+    @field_validator("database_url", "database_owner_url", "redis_url", "broker_url", "amqp_url")
     @classmethod
-    def _known_url_scheme(cls, value: str, info: ValidationInfo) -> str:
+    def _known_url_scheme(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
         check_url_scheme(value, URL_SCHEMES[info.field_name or ""])
         return value
 
@@ -477,16 +491,18 @@ class MatchListenerEnvironment(KickoffSettings):
     """Write no lifecycle rows (is_test matches still write them)."""
     listener_force_exit_code: int | None = None
     """Exit with this code before any stream work (ops testing)."""
-    listener_sr_url_league: str = "nfl"
-    """League segment of the push URL; injected from Match.league."""
+    listener_sr_url_league: str = ""
+    """League segment of the push URL; injected from Match.league (empty, a run without a match row: the
+    default league of models.leagues)."""
     listener_sr_request_match_uuid: str | None = None
     """Sportradar match id to follow; injected from Match.sr_id."""
     listener_skip_processing: bool = False
     """Record events only; do not run the processing pipeline."""
     listener_body: str = "listener.match_listener:MatchListener"
     """Dotted path (module:attr) of the listener body class (listener.body)."""
-    listener_pipeline: str = "listener.pipeline:QuestionPipeline"
-    """Dotted path (module:attr) of the event processing pipeline."""
+    listener_pipeline: str = ""
+    """Dotted path (module:attr) of the event processing pipeline for every match; empty: the match's league's
+    declared question pipeline (models.leagues; an undeclared league is recorded only)."""
     listener_stop_poll_seconds: PositiveFloat = 1.0
     """How often a worker polls Redis for operator stop flags."""
     listener_max_consecutive_heartbeats: PositiveInt = 360
@@ -517,8 +533,9 @@ class MatchListenerEnvironment(KickoffSettings):
     # -- stream, archive ----------------------------------------------------------
     listener_stream_format: str = "sse"
     """Framing to ask the feed for: sse | ndjson (the response content type decides)."""
-    listener_stream_path: str = "/{league}/{access}/stream/en/events/subscribe"
-    """Path of the push stream under SPORTRADAR_BASE_URL ({league}, {access} filled in)."""
+    listener_stream_path: str = ""
+    """Path of the push stream under SPORTRADAR_BASE_URL ({league}, {access} filled in) for every league;
+    empty: each league's declared push path (models.leagues)."""
     listener_backfill: bool = True
     """Recover the events a gap missed (a reconnect, a takeover, a long silence) from a resume replay when the
     feed offers one, else from the play-by-play. Off: gaps are recorded but not recovered."""
@@ -551,6 +568,14 @@ class MatchListenerEnvironment(KickoffSettings):
     kill -9 loses at most a partial last event; raise it for bulk replays)."""
     listener_archive_flush_seconds: NonNegativeFloat = 0.5
     """Flush the event archive when its oldest buffered event is this old."""
+    listener_event_buffer_messages: PositiveInt = 50_000
+    """Messages a listener worker process holds for the event log while PostgreSQL is away; a message past it
+    is not kept (a gap, which the play-by-play backfill recovers)."""
+    listener_event_log_wait_seconds: PositiveFloat = 2.0
+    """How long a listener waits for a message to be in the event log before it goes on without (PostgreSQL
+    away: the process's writer keeps it and writes it when PostgreSQL is back)."""
+    listener_event_log_retry_seconds: PositiveFloat = 0.5
+    """While PostgreSQL is away, how often the event log writer tries again."""
     # LISTENER_DB_SLOTS_PER_PROCESS is the older name of the starts' half of this limit.
     listener_db_concurrency: PositiveInt = Field(
         8, validation_alias=AliasChoices("listener_db_concurrency", "listener_db_slots_per_process")

@@ -1,12 +1,13 @@
 """A match's archive against the provider's play-by-play: verify it, and backfill it when no listener runs.
 
-``verify_match_archive`` reads the archive (a missing file is an empty archive), fetches the
+``verify_match_archive`` reads the match's event log (models.event_log: what every run on every
+host recorded; none yet is an empty one), fetches the
 game's play-by-play with the process settings (SPORTRADAR_BASE_URL, SPORTRADAR_API_KEY,
 LISTENER_SR_ENV, LISTENER_PLAY_BY_PLAY_PATH(S)), compares the two (listener.verify) and stores
 the outcome on the Match row (listener.verify_store). ``backfill_match_archive`` first merges
 what the archive lacks (listener.backfill.merge), then verifies: it is for a match whose last
-run was abandoned after the game closed, and refuses (ArchiveBusy) while a listener may own the
-archive file (an open lifecycle row, a held start lock); it holds the start lock itself
+run was abandoned after the game closed, and refuses (ArchiveBusy) while a listener may record
+the match (an open lifecycle row, a held start lock); it holds the start lock itself
 meanwhile, so no listener starts during it. A play-by-play that cannot be had is
 PlayByPlayUnavailable (the feed does not answer) or PlayByPlayUnusable (it answers something
 else); nothing is stored then.
@@ -19,7 +20,6 @@ import functools
 import logging
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import requests
@@ -34,12 +34,14 @@ from config.errors import (
 )
 from config.settings import KickoffSettings, mask_url
 from lifecycle.match_ref import resolve_match
-from listener.archive import EventArchive, archive_path, read_events, shortcode_for
+from listener import log_writer
 from listener.backfill import merge
+from listener.event_log import EventLog
 from listener.play_by_play import PlayByPlay, fetch_play_by_play, play_by_play_url
 from listener.verify import Verification, compare
 from listener.verify_store import record_verification
 from models.coordination import CoordinationStore
+from models.event_log import messages_of
 from models.listener_record import has_open_run
 from models.match import Match
 
@@ -70,7 +72,7 @@ class ArchiveVerification:
 
     match_id: str
     sr_id: str
-    archive: Path
+    archive: str  # where the record is: the event log of the match
     verification: Verification
     backfilled: int = 0
 
@@ -83,16 +85,8 @@ class ArchiveVerification:
         return self.verification.as_dict()
 
 
-def _archive_of(match: Match, settings: KickoffSettings) -> Path:
-    return archive_path(settings.data_dir, match.league.name, shortcode_for(match.sr_id))
-
-
-def _messages(path: Path) -> list[Any]:
-    """The archive's messages; a match without an archive file has none."""
-    try:
-        return read_events(path)
-    except FileNotFoundError:
-        return []
+def _archive_of(match: Match) -> str:
+    return f"event log of match {match.id}"
 
 
 def fetch_match_play_by_play(match: Match, *, settings: KickoffSettings) -> PlayByPlay:
@@ -117,15 +111,15 @@ def fetch_match_play_by_play(match: Match, *, settings: KickoffSettings) -> Play
             raise cls(str(exc), address=mask_url(settings.sportradar_base_url)) from exc
 
 
-def _verify(match: Match, path: Path, pbp: PlayByPlay, *, backfilled: int = 0) -> ArchiveVerification:
-    verification = compare(_messages(path), pbp)
+def _verify(match: Match, pbp: PlayByPlay, *, backfilled: int = 0) -> ArchiveVerification:
+    verification = compare(messages_of(match.id), pbp)
     record_verification(str(match.id), verification)
     if not verification.ok:
         verification_failures().inc()
     return ArchiveVerification(
         match_id=str(match.id),
         sr_id=match.sr_id,
-        archive=path,
+        archive=_archive_of(match),
         verification=verification,
         backfilled=backfilled,
     )
@@ -135,7 +129,7 @@ def verify_match_archive(match_ref: str, *, settings: KickoffSettings) -> Archiv
     """Compare the archive of the match ``match_ref`` names with its play-by-play; store the outcome."""
     match = resolve_match(match_ref)
     pbp = fetch_match_play_by_play(match, settings=settings)
-    return _verify(match, _archive_of(match, settings), pbp)
+    return _verify(match, pbp)
 
 
 def _has_open_row(match_id: str) -> bool:
@@ -160,16 +154,13 @@ def backfill_match_archive(
         if _has_open_row(mid):
             raise ArchiveBusy(f"match {mid} has an open lifecycle row: a listener owns the archive")
         pbp = fetch_match_play_by_play(match, settings=settings)
-        path = _archive_of(match, settings)
-        archive = EventArchive(path, match_id=mid).open()
-        try:
-            merged = merge(
-                pbp, archive, sr_id=match.sr_id, league=match.league.name, held_before=archive.count
-            )
-        finally:
-            archive.close()
-        logger.info("match %s archive backfilled from the play-by-play: %d messages", mid, merged)
-        return _verify(match, path, pbp, backfilled=merged)
+        writer = log_writer.writer(buffer_limit=50_000, retry_seconds=1.0)  # the process's one writer
+        log = EventLog(match_id=mid, writer=writer, wait_seconds=30.0)
+        log.open()
+        merged = merge(pbp, log, sr_id=match.sr_id, league=match.league.name, held_before=log.count)
+        log.close()
+        logger.info("match %s event log backfilled from the play-by-play: %d messages", mid, merged)
+        return _verify(match, pbp, backfilled=merged)
     finally:
         with contextlib.suppress(LockNotOwned):
             lock.release()

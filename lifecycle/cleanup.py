@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from config import spans, tracing
-from config.errors import KickoffError, LockNotOwned, ServiceUnavailable
+from config.errors import ErrorKind, KickoffError, LockNotOwned, ServiceUnavailable
 from config.set_aside import SetAside, setting_aside
 from config.settings import KickoffSettings
 from lifecycle.sql import rows
@@ -306,6 +306,8 @@ class SweepResult:
 class BackfillNotSent(KickoffError):
     """The sweep could not enqueue a backfill (its broker did not take it): set aside, never raised."""
 
+    kind = ErrorKind.UNAVAILABLE
+
 
 def matches_needing_backfill(match_ids: Iterable[str]) -> list[str]:
     """Which of ``match_ids`` have a terminal status and no open lifecycle row (one query)."""
@@ -437,14 +439,23 @@ def stop_match_listener(
     Order: stop flag (a running listener sees it within the poll interval), revoke the stored
     start message id, close open rows with 15, clear pending/attempts/exhausted, turn
     auto-dispatch off and forget the stored message id. With ``audit``, the stop is audited
-    (listener.stop, with its reason and request id).
+    (listener.stop, with its reason and request id) before any of it: an entry that cannot be
+    written refuses the stop.
     """
     match = load_match(match_id)
     mid = str(match.id)
+    message_id = match.start_message_id
+    if audit is not None:  # before the act: an entry that cannot be written refuses the stop
+        audit.record(
+            "listener.stop",
+            "match",
+            mid,
+            before={"auto_dispatch": bool(match.auto_dispatch_listener)},
+            after={"auto_dispatch": False, "revoked_message_id": message_id},
+        )
     if tracing.enabled():  # read first: a run that sees the flag may close its own row before we do
         spans.link_runs(rows.open_run_traceparents(mid), **{"kickoff.closed_by": "stop"})
     barriers.set_stop_flag(mid, ttl_seconds=settings.listener_stop_flag_ttl_seconds)
-    message_id = match.start_message_id
     if message_id:
         barriers.revoke_message(message_id)
     closed = rows.close_open_rows_for_stop(mid, stopped_by=stopped_by)
@@ -465,14 +476,6 @@ def stop_match_listener(
         locks_released=released,
         auto_dispatch_was=bool(match.auto_dispatch_listener),
     )
-    if audit is not None:
-        audit.record(
-            "listener.stop",
-            "match",
-            mid,
-            before={"auto_dispatch": result.auto_dispatch_was},
-            after={"auto_dispatch": False, "rows_closed": len(closed), "revoked_message_id": message_id},
-        )
     return result
 
 

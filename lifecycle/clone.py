@@ -1,4 +1,4 @@
-"""Turn a recorded match (its listener archive) into an is_test clone that srsim replays."""
+"""Turn a recorded match (its event log) into an is_test clone that srsim replays."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 from config.clock import utcnow
 from config.errors import SimulatorScriptError
 from lifecycle.match_ref import resolve_match
-from listener.archive import archive_path, read_events, shortcode_for
 from listener.events import current_events, event_of, operation_of
 from models.audit import AuditContext
+from models.event_log import messages_of
 from srsim.script import GameScript, save_script
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ def clone_match(
     audit: AuditContext | None = None,
 ) -> tuple[Any, Path, int]:
     """Create an is_test Match copying the match ``source_ref`` names (internal id or sr_id, see
-    lifecycle.match_ref) and a script replaying its archived events as the game finally was.
+    lifecycle.match_ref) and a script replaying its logged events as the game finally was.
 
     Returns (the new Match, the script path, the number of events). Each event is replayed once,
     in its current state (``replay_messages``); synthetic kickoff markers are not replayed.
@@ -80,12 +80,9 @@ def clone_match(
     with connection_scope(), transaction():
         source = resolve_match(source_ref)
         league = source.league
-        path = archive_path(data_dir, league.name, shortcode_for(source.sr_id))
-        if not path.exists():
-            raise SimulatorScriptError(f"match {source.id} has no archive at {path}")
-        events = replay_messages(read_events(path))
+        events = replay_messages(messages_of(source.id))
         if not events:
-            raise SimulatorScriptError(f"archive {path} holds no events to replay")
+            raise SimulatorScriptError(f"match {source.id}: its event log holds no events to replay")
         new_sr_id = str(uuid.uuid4())
         clone = create_match(
             sr_id=new_sr_id,

@@ -176,11 +176,13 @@ def dispatch_matches(
     barriers: CoordinationStore,
     send_batch: BatchSender,
 ) -> DispatchResult:
-    """Dispatch only ``match_ids`` (live or test alike), without the dispatch lock.
+    """Dispatch only ``match_ids``, without the dispatch lock.
 
     Used to restart at once the matches whose runs just ended through no fault of theirs (a
-    dead worker's runs, a worker's graceful shutdown); the pending keys still keep a match from
-    being sent twice, and the usual selection rules (auto-dispatch, league, status, window) apply.
+    dead worker's runs, a worker's graceful shutdown, a feed lost after streaming); the pending
+    keys still keep a match from being sent twice, and the usual selection rules (auto-dispatch,
+    league, status, window) apply. Like the periodic dispatch, develop restarts test clones only
+    (``AppEnv.automatic_is_test``); elsewhere live and test matches alike.
     """
     if not match_ids:
         return DispatchResult()
@@ -188,7 +190,7 @@ def dispatch_matches(
         with cycle_collection_paused():
             return _dispatch(
                 within=settings.listener_dispatch_within_minutes,
-                is_test=None,
+                is_test=settings.app_env.automatic_is_test,
                 settings=settings,
                 barriers=barriers,
                 send=lambda message: send_batch([message]),

@@ -6,6 +6,7 @@ from config.errors import (
     ArchivePathError,
     ConfigurationError,
     ConstraintViolation,
+    ErrorKind,
     KickoffError,
     LeagueNotFound,
 )
@@ -17,6 +18,8 @@ from models.league import League, all_league_names, create_league, league_named,
 
 class InvalidLeagueName(ConfigurationError, ValueError):
     """Raised when a league name cannot be an archive directory ({DATA_DIR}/listener/{league})."""
+
+    kind = ErrorKind.INVALID  # an operator's or a feed's name, not a setting
 
 
 def check_league_name(name: str) -> str:
@@ -40,6 +43,16 @@ def find_league(name: str) -> League | None:
 def league_names() -> list[str]:
     """Every league's name, sorted (the console's league choices)."""
     return all_league_names()
+
+
+def undeclared_leagues() -> list[str]:
+    """The leagues of the database with no declaration (models.leagues): dispatched for recording only."""
+    from models.boundary import connection
+    from models.leagues import declaration
+
+    with connection():
+        names = all_league_names()
+    return [name for name in names if declaration(name) is None]
 
 
 def get_league(name: str) -> League:

@@ -12,8 +12,9 @@ record-only unless asked to process, ``--league`` and ``--sr-env``).
 
 The match is the one ``--match-id`` names (lifecycle.match_ref: internal id, then sr_id), else
 the one whose sr_id is SR_ID; with ``--match-id`` the stream followed is still SR_ID's, and the
-lifecycle row, lock and heartbeats are the named match's. Without a Match row the run records
-the archive only (no row, no lock), from the environment's settings. Ctrl-C or SIGTERM ends the
+lifecycle row, lock and heartbeats are the named match's; the run records into the match's event
+log (PostgreSQL), as a worker's run. Without a Match row the run records the spec's
+``{shortcode}.json`` file only (no row, no lock), from the environment's settings. Ctrl-C or SIGTERM ends the
 run as an operator stop (exit 15).
 """
 
@@ -207,9 +208,18 @@ def _start(
         reason=result.reason or "",
         match_id=match_id,
         record_id=result.record_id,
-        archive=str(archive.path) if archive is not None else None,
+        archive=_where(archive, match_id),
         events=stats.events if stats is not None else 0,
     )
+
+
+def _where(archive: Any, match_id: str) -> str | None:
+    """Where the run recorded: its file, or the event log (``kickoff matches export`` writes the file)."""
+    if archive is None:
+        return None
+    if archive.path is None:
+        return f"event log of match {match_id}"
+    return str(archive.path)
 
 
 def _archive_only(

@@ -11,11 +11,13 @@ from config import spans
 from config.errors import KickoffError
 from config.settings import KickoffSettings
 from lifecycle.board import listener_board
+from lifecycle.event_export import document_name
 from lifecycle.start import RUN_SETTINGS, load_match, validate_listener_settings
-from listener.archive import TextLog, archive_path, read_events, shortcode_for
+from listener.archive import TextLog, archive_path, shortcode_for
 from models.audit import AuditContext, audit_entries
 from models.boundary import transaction
 from models.coordination import CoordinationStore
+from models.event_log import log_summary
 from models.listener_record import MatchListenerRecord, newest_runs_of_match
 from models.match import METADATA_KEYS, Match, matches_with_keys_outside, update_match_fields
 from models.status import normalise
@@ -31,16 +33,13 @@ def _audited(value: Any) -> Any:
 
 
 def match_archive(match: Match, *, data_dir: Path) -> Path:
-    """Where the match's listener archive is (it may not exist yet)."""
+    """Where a listener host keeps the match's local files (its runs' text logs) under its DATA_DIR."""
     return archive_path(data_dir, match.league.name, shortcode_for(match.sr_id))
 
 
-def _archived_events(path: Path) -> int | None:
-    """How many events the archive holds (None: no archive yet)."""
-    try:
-        return len(read_events(path))
-    except FileNotFoundError:
-        return None
+def _logged_events(match: Match) -> int | None:
+    """How many messages the match's event log holds (None: none yet)."""
+    return log_summary(match.id).events or None
 
 
 def under_data_dir(path: Path | str, *, data_dir: Path) -> str:
@@ -72,7 +71,6 @@ def match_detail(
     match = load_match(match_id)
     records = newest_runs_of_match(match.id, runs_limit)
     [entry] = listener_board(settings=settings, barriers=barriers, match_id=str(match.id))
-    archive = match_archive(match, data_dir=settings.data_dir)
     return {
         "id": str(match.id),
         "sr_id": match.sr_id,
@@ -114,8 +112,8 @@ def match_detail(
             "lock_holder": barriers.start_lock_holder(match.id),
         },
         "archive": {
-            "path": str(archive),
-            "events": _archived_events(archive),
+            "path": document_name(match),
+            "events": _logged_events(match),
             "verified_at": _iso(match.archive_verified_at),
             "verification": match.archive_verification,
         },

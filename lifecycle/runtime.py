@@ -324,9 +324,19 @@ class ListenerServices:
     def _hand_over_all(self, hand_over: HandOver, runs: list[RunHandle], bound: float) -> None:
         """Queue the successors, stop each run whose successor waits, the rest once ``bound`` passed.
 
-        A run already told to stop (an operator stop, a lost lock) gets no successor.
+        A run already told to stop (an operator stop, a lost lock) gets no successor, nor does a
+        live match's run in develop (test clones only, ``AppEnv.automatic_is_test``): that one is
+        stopped at once, and its hand-off's dispatch skips it too.
         """
-        waiting = {handle.ctx.match_id: handle for handle in runs if handle.cause is None}
+        clones_only = self.settings.app_env.automatic_is_test is True
+        waiting: dict[str, RunHandle] = {}
+        for handle in runs:
+            if handle.cause is not None:
+                continue
+            if clones_only and not handle.ctx.is_test:
+                self.stop(handle, worker_shutdown())
+                continue
+            waiting[handle.ctx.match_id] = handle
         deadline = time.monotonic() + bound
         try:
             if waiting:

@@ -2,7 +2,8 @@
 
 Each game's ``id`` is the Sportradar match id (Match.sr_id). New games become Match rows; known
 ones get their start time and title updated and their status through ``Match.apply_refresh``
-(freeze and heal, see models.status.refreshed_status). Refresh never starts listeners.
+(freeze and heal, see models.status.refreshed_status); is_test matches are left alone (srsim
+owns their status and schedule). Refresh never starts listeners.
 
 Each game is handled on its own: a malformed one (not an object, no id, an unreadable start
 time, a field of the wrong type or text PostgreSQL cannot store: config.feed_text) is set
@@ -24,7 +25,8 @@ from config.errors import InvalidTimeError, MalformedFeedEntry, ScheduleFetchErr
 from config.feed_text import feed_id, feed_text
 from config.set_aside import set_aside
 from config.settings import KickoffSettings, mask_url
-from models.season_calendar import nfl_week, season_year
+from models.leagues import Cadence, with_cadence
+from models.season_calendar import season_year, week_of
 from models.status import normalise
 
 logger = logging.getLogger(__name__)
@@ -56,7 +58,6 @@ class ScheduleEntry:
     status: str  # as the provider says it (models.status decides what is stored)
 
 
-#: Weeks of the NFL regular season (REG).
 def daily_path(league: str, access: str, day: date) -> str:
     return f"/{league}/{access}/games/{day:%Y/%m/%d}/schedule.json"
 
@@ -169,6 +170,8 @@ def upsert_games(league_name: str, games: list[Any], *, url: str = "") -> tuple[
                 )
                 created += 1
                 continue
+            if match.is_test:
+                continue  # srsim owns a test clone's status and schedule (spec: two writers)
             if entry.scheduled is not None and (
                 match.scheduled != entry.scheduled or match.title != entry.title
             ):
@@ -208,11 +211,6 @@ def _title(g: dict[str, Any]) -> str | None:
     return f"{away_alias} @ {home_alias}" if away_alias and home_alias else None
 
 
-def leagues_of(value: str) -> list[str]:
-    """League names of a comma-separated setting (SCHEDULE_DAILY_LEAGUES, SCHEDULE_WEEKLY_LEAGUES)."""
-    return [x.strip().lower() for x in value.split(",") if x.strip()]
-
-
 def refresh_season(
     settings: KickoffSettings,
     *,
@@ -232,9 +230,10 @@ def refresh_season(
 
 
 def refresh_daily(settings: KickoffSettings, *, today: date, days_ahead: int = 1) -> dict[str, int]:
-    """Refresh today's and the next ``days_ahead`` days' schedule of every daily league; games seen."""
+    """Refresh today's and the next ``days_ahead`` days' schedule of every daily league (models.leagues);
+    games seen per league."""
     seen: dict[str, int] = {}
-    for league in leagues_of(settings.schedule_daily_leagues):
+    for league in (d.name for d in with_cadence(Cadence.DAILY)):
         for n in range(days_ahead + 1):
             path = daily_path(league, settings.schedule_access, today + timedelta(days=n))
             seen[league] = seen.get(league, 0) + refresh(settings, league=league, path=path).seen
@@ -243,18 +242,20 @@ def refresh_daily(settings: KickoffSettings, *, today: date, days_ahead: int = 1
 
 def refresh_weekly(
     settings: KickoffSettings, *, today: date, week: int | None = None, season: str = "REG"
-) -> tuple[dict[str, int], int, int]:
-    """Refresh the current week (``nfl_week``; or ``week``) of every weekly league.
+) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+    """Refresh the current week of every weekly league, each by its own week rule (models.leagues;
+    ``week``: that week of the current season instead).
 
-    Returns (games seen per league, season year, week).
+    Returns (games seen per league, (season year, week) per league).
     """
-    year, current = nfl_week(today)
-    week = week or current
     seen: dict[str, int] = {}
-    for league in leagues_of(settings.schedule_weekly_leagues):
-        path = weekly_path(league, settings.schedule_access, year, season, week)
+    weeks: dict[str, tuple[int, int]] = {}
+    for league in (d.name for d in with_cadence(Cadence.WEEKLY)):
+        year, current = week_of(league, today)
+        weeks[league] = (year, week or current)
+        path = weekly_path(league, settings.schedule_access, year, season, week or current)
         seen[league] = refresh(settings, league=league, path=path).seen
-    return seen, year, week
+    return seen, weeks
 
 
 def active_season_year(league: str, today: date) -> int | None:

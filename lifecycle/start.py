@@ -303,6 +303,12 @@ class RunOutcome:
     reason: str  # exit_reason
     stop_cause: StopCause | None  # set when the lifecycle ended the run (stop, lost lock, shutdown)
     sr_id: str | None = None  # the provider's match id (for failure reports)
+    closed_elsewhere: bool = False  # a stop or a sweep closed the row first; exit_code is theirs
+
+    @property
+    def recorded_by_lifecycle(self) -> bool:
+        """Whether the exit was written by the lifecycle (a stop, cleanup, shutdown), not the run itself."""
+        return self.stop_cause is not None or self.closed_elsewhere
 
 
 def load_match(match_id: str) -> Match:
@@ -440,6 +446,7 @@ def _run_listener(
         services.remove(handle)
 
     cause = handle.cause
+    closed_elsewhere = False
     if cause is not None:
         code, reason, stopped_by = cause.code, cause.reason, cause.stopped_by
     else:
@@ -457,6 +464,14 @@ def _run_listener(
                 recorded, recorded_reason = rows.recorded_exit(record_id)
                 if recorded is not None:
                     code, reason = recorded, recorded_reason or reason
+                    closed_elsewhere = True
                 logger.info("match %s: row %s was already closed with %s", match_id, record_id, code)
     logger.info("match %s: listener ended with exit %s (%s)", match_id, code, reason)
-    return RunOutcome(record_id=record_id, exit_code=code, reason=reason, stop_cause=cause, sr_id=sr_id)
+    return RunOutcome(
+        record_id=record_id,
+        exit_code=code,
+        reason=reason,
+        stop_cause=cause,
+        sr_id=sr_id,
+        closed_elsewhere=closed_elsewhere,
+    )

@@ -31,7 +31,9 @@ from models.start_messages import forget_message_id, stored_message_id
 
 logger = logging.getLogger(__name__)
 
-#: Exits recorded by cleanup or stop, not by the listener's own failure: never counted.
+#: Exits the lifecycle records (cleanup, stop, shutdown), not the listener's own failure: never
+#: counted when the lifecycle wrote them. A run that reports one of them by itself (a body's
+#: return or SystemExit, listener_force_exit_code) failed like any other non-success exit.
 NOT_COUNTED = frozenset({int(ExitCode.ABANDONED), int(ExitCode.STOPPED)})
 
 
@@ -69,9 +71,15 @@ class StartResult:
         return out
 
 
-def is_counted_failure(code: int | None) -> bool:
-    """Whether an exit counts as a failed start (attempt counter)."""
-    return not is_success(code) and code not in NOT_COUNTED
+def is_counted_failure(code: int | None, *, by_lifecycle: bool = False) -> bool:
+    """Whether an exit counts as a failed start (attempt counter).
+
+    ``by_lifecycle``: the exit was written by a stop, cleanup or shutdown, not by the run; only
+    then are 14 and 15 uncounted.
+    """
+    if is_success(code):
+        return False
+    return not (by_lifecycle and code in NOT_COUNTED)
 
 
 def _count_failure(match_id: str, barriers: CoordinationStore) -> int:
@@ -156,7 +164,7 @@ def start_match_listener(
     outcome = _run(
         mid, overrides, taken, message_id=message_id, barriers=barriers, services=services, local=local
     )
-    failed = is_counted_failure(outcome.exit_code)
+    failed = is_counted_failure(outcome.exit_code, by_lifecycle=outcome.recorded_by_lifecycle)
     attempts = _count_failure(mid, barriers) if failed else None
     if _lost_the_feed_after_streaming(outcome, lock=taken, settings=settings):
         logger.warning("match %s: the feed's reconnects ran out: starting it again at once", mid)
@@ -243,6 +251,9 @@ def _check_guards(
     if force:
         return None
     if barriers.stop_flags_among([mid]):
+        # A stop raced the dispatch that sent this start: free the key it claimed, or a plain
+        # Start would answer "already queued or running" until a sweep reclaims it.
+        barriers.clear_pending(mid)
         return Skip.STOPPED
     if barriers.is_exhausted(mid):
         barriers.clear_pending(mid)

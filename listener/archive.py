@@ -292,6 +292,17 @@ class EventArchive:
             self.append_raw(raw)
         return True
 
+    def messages(self) -> list[Any]:
+        """Every event of the file, flushed first."""
+        self.flush()
+        return read_events(self.path)
+
+    def record_unreadable(self, raw: bytes, why: str) -> None:
+        """A file archive keeps only JSON messages: an unreadable line is logged, not written."""
+        logger.warning(
+            "match %s: unreadable stream line (%s, %d bytes) not archived", self.match_id, why, len(raw)
+        )
+
     def append_raw(self, line: bytes) -> None:
         """Buffer one event given as a one-line JSON text (already validated and indexed by the caller)."""
         if not self._buffer:
@@ -357,6 +368,7 @@ class TextLog:
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
+        self._made = False
 
     @classmethod
     def for_run(cls, archive: Path, record_id: str | None) -> TextLog:
@@ -369,5 +381,8 @@ class TextLog:
         if self.path is None:
             return
         text = message % args if args else message
+        if not self._made:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._made = True
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(f"{utcnow().isoformat()} {text}\n")

@@ -22,6 +22,7 @@ from config.backoff import backoff_seconds
 from config.errors import PlayByPlayError
 from config.settings import MatchListenerEnvironment
 from listener.archive import EventArchive
+from listener.event_log import EventLog
 from listener.play_by_play import PlayByPlay, backfill_messages, fetch_play_by_play, play_by_play_url
 
 logger = logging.getLogger(__name__)
@@ -174,7 +175,7 @@ class Backfiller:
 
 def merge(
     pbp: PlayByPlay,
-    archive: EventArchive,
+    archive: EventArchive | EventLog,
     *,
     sr_id: str,
     league: str,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from config.errors import ConfigurationError
 from listener.body import ListenerContext
+from models.leagues import DEFAULT
 
 
 def _status_at(obj: object) -> str | None:
@@ -64,7 +65,7 @@ def load_match(ctx: ListenerContext) -> MatchInfo:
         raise ConfigurationError(f"match {ctx.match_id!r} not found and listener_sr_request_match_uuid unset")
     return MatchInfo(
         sr_id=s.listener_sr_request_match_uuid,
-        league=s.listener_sr_url_league,
+        league=s.listener_sr_url_league or DEFAULT.name,
         status=None,
         has_row=False,
     )

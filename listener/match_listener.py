@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import requests
 
@@ -32,17 +33,21 @@ from config.errors import (
     StreamDataError,
     StreamResumeRefused,
 )
+from config.set_aside import set_aside
+from listener import log_writer
 from listener.archive import EventArchive, TextLog, archive_path, shortcode_for
 from listener.body import ListenerContext
 from listener.db_gate import db_gate
+from listener.event_log import EventLog
 from listener.events import FROM_RESUME
 from listener.exit_codes import ExitCode, exit_code_of, system_exit_reason
 from listener.match_info import MatchInfo, load_match, stream_status_of
-from listener.pipeline import Pipeline, RecordOnlyPipeline, load_pipeline
+from listener.pipeline import Pipeline, RecordOnlyPipeline, load_pipeline, pipeline_for
 from listener.recovery import Recovery
 from listener.stream import OVERSIZE, FeedConnection, StreamConfig, subscribe_url
 from listener.verify import Verification
 from models import history_recorder as history
+from models.leagues import push_path
 from models.status import DELAYED, TERMINAL, Phase, apply_stream_status, normalise, phase_of
 
 logger = logging.getLogger(__name__)
@@ -79,7 +84,7 @@ class MatchListener:
         self._stop = threading.Event()
         self._conn_lock = threading.Lock()
         self.stats = ListenerStats()
-        self.archive: EventArchive | None = None
+        self.archive: EventArchive | EventLog | None = None
         self.exit_reason = ""
         self._log = TextLog(None)
 
@@ -109,13 +114,7 @@ class MatchListener:
             with self._gate():
                 info = load_match(ctx)
             path = archive_path(s.data_dir, info.league, shortcode_for(info.sr_id))
-            self.archive = EventArchive(
-                path,
-                flush_events=s.listener_archive_flush_events,
-                flush_seconds=s.listener_archive_flush_seconds,
-                match_id=ctx.match_id,
-                fence_token=ctx.fence_token,
-            ).open()
+            self.archive = self._open_record(ctx, info, path)
             log = TextLog.for_run(path, ctx.record_id)
             self._log = log
             log.write(
@@ -127,7 +126,7 @@ class MatchListener:
             )
             if not s.listener_skip_processing and info.has_row:
                 pipeline = load_pipeline(
-                    s.listener_pipeline,
+                    pipeline_for(s.listener_pipeline, info.league, match_id=ctx.match_id),
                     match_id=ctx.match_id,
                     settings=s,
                     db_gate=self._gate(),
@@ -174,6 +173,37 @@ class MatchListener:
 
     # -- set-up --------------------------------------------------------------------------
 
+    def _open_record(self, ctx: ListenerContext, info: MatchInfo, path: Path) -> EventArchive | EventLog:
+        """A run with a lifecycle row records into the event log (PostgreSQL), fenced by its token; a
+        local record run without one (``kickoff listen``) into the spec's ``{shortcode}.json`` file."""
+        s = ctx.settings
+        if not (info.has_row and ctx.record_id):
+            return EventArchive(
+                path,
+                flush_events=s.listener_archive_flush_events,
+                flush_seconds=s.listener_archive_flush_seconds,
+                match_id=ctx.match_id,
+                fence_token=ctx.fence_token,
+            ).open()
+        log = EventLog(
+            match_id=ctx.match_id,
+            writer=log_writer.writer(
+                buffer_limit=s.listener_event_buffer_messages,
+                retry_seconds=s.listener_event_log_retry_seconds,
+            ),
+            record_id=ctx.record_id,
+            fence_token=ctx.fence_token,
+            wait_seconds=s.listener_event_log_wait_seconds,
+            on_dropped=self._dropped,
+        )
+        with self._gate():
+            return log.open()
+
+    def _dropped(self, messages: int) -> None:
+        recovery = getattr(self, "_recovery", None)
+        if recovery is not None:
+            recovery.overflowed(messages)
+
     def _gate(self) -> threading.BoundedSemaphore:
         return db_gate(self._ctx.settings.listener_db_concurrency)
 
@@ -199,7 +229,7 @@ class MatchListener:
         assert self.archive is not None
         url = subscribe_url(
             base_url=s.sportradar_base_url,
-            path=s.listener_stream_path,
+            path=push_path(s.listener_stream_path, info.league),
             league=info.league,
             access=s.listener_sr_env,
             sr_id=info.sr_id,
@@ -384,8 +414,10 @@ class MatchListener:
         assert isinstance(raw, bytes)
         try:
             message = json.loads(raw)
-        except ValueError:
-            self._skip("invalid JSON")
+        except ValueError as exc:
+            why = "invalid UTF-8" if isinstance(exc, UnicodeDecodeError) else "invalid JSON"
+            archive.record_unreadable(raw, why)  # kept byte for byte in the event log
+            self._skip(why)
             return
         if not isinstance(message, dict):
             self._skip("not a JSON object")
@@ -431,7 +463,13 @@ class MatchListener:
         if not bad:
             logger.info("match %s skipped a stream message: %s", self._ctx.match_id, why)
             return
-        logger.warning("match %s skipped a stream line: %s", self._ctx.match_id, why)
+        set_aside(
+            "listener stream",
+            f"a line of match {self._ctx.match_id}",
+            why,
+            kind=why,
+            match_id=self._ctx.match_id,
+        )
         self._bad += 1
         if self._bad >= self._ctx.settings.listener_max_bad_lines:
             raise _Exit(ExitCode.DATA_ERROR, f"{self._bad} consecutive unreadable stream lines (last: {why})")

@@ -1,7 +1,8 @@
 """A game's play-by-play from the provider's pull API, and the push-shaped messages a backfill records.
 
-The URL is ``SPORTRADAR_BASE_URL`` + ``listener_play_by_play_paths[league]`` (else
-``listener_play_by_play_path``) with ``{league}``, ``{access}`` and ``{sr_id}`` filled in; it is
+The URL is ``SPORTRADAR_BASE_URL`` + ``listener_play_by_play_paths[league]`` (else the league's
+declared path, models.leagues; an undeclared league's ``listener_play_by_play_path``) with
+``{league}``, ``{access}`` and ``{sr_id}`` filled in; it is
 fetched with the API key in the ``x-api-key`` header and the stream's redirect and origin rules
 (``listener.stream.feed_get``). The document may be flat (``{"game": {...}, "events": [...]}``,
 what srsim serves) or nested the provider's way (``periods`` / ``innings`` / ``halfs`` each with
@@ -32,6 +33,7 @@ from config.errors import PlayByPlayError, StreamConnectionError, StreamDataErro
 from config.settings import KickoffSettings, mask_url
 from listener.events import FROM_PLAY_BY_PLAY, EventIndex
 from listener.stream import feed_get
+from models.leagues import declaration
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +51,12 @@ class PlayByPlay:
 
 def play_by_play_url(settings: KickoffSettings, *, league: str, sr_id: str) -> str:
     """The play-by-play URL of one game (no key in it)."""
-    template = settings.listener_play_by_play_paths.get(league.lower()) or settings.listener_play_by_play_path
+    decl = declaration(league)
+    template = (
+        settings.listener_play_by_play_paths.get(league.lower())
+        or (decl.play_by_play_path if decl is not None else None)
+        or settings.listener_play_by_play_path
+    )
     path = template.format(league=league.lower(), access=settings.listener_sr_env, sr_id=sr_id)
     return f"{settings.sportradar_base_url.rstrip('/')}{path}"
 

@@ -24,8 +24,9 @@ import requests
 from config import spans
 from config.errors import PlayByPlayError
 from config.settings import MatchListenerEnvironment
-from listener.archive import EventArchive, read_events
+from listener.archive import EventArchive
 from listener.backfill import Backfiller, merge
+from listener.event_log import EventLog
 from listener.gaps import GapCounts, GapTracker
 from listener.play_by_play import PlayByPlay, fetch_play_by_play, play_by_play_url
 from listener.verify import Verification, compare
@@ -40,7 +41,7 @@ class Recovery:
         self,
         settings: MatchListenerEnvironment,
         *,
-        archive: EventArchive,
+        archive: EventArchive | EventLog,
         league: str,
         sr_id: str,
         match_id: str,
@@ -125,6 +126,14 @@ class Recovery:
         resume_id = message.get("resume_id")
         if isinstance(resume_id, str) and resume_id:
             self.resume_id = resume_id
+
+    def overflowed(self, messages: int) -> None:
+        """The event log's buffer was full (PostgreSQL away too long): ``messages`` were not kept, a gap
+        the play-by-play recovers."""
+        now = time.monotonic()
+        self.gaps.begin("event log buffer full", since=now, held=self.archive.count)
+        self.gaps.end(now=now, how=f"{messages} messages not kept while PostgreSQL was away")
+        self._backfill()
 
     def replayed(self) -> None:
         """A resume replay brought one message the archive lacked."""
@@ -244,6 +253,6 @@ class Recovery:
         return outcome[0] if outcome and not self._stop.is_set() else None
 
     def _compared(self, pbp: PlayByPlay) -> Verification:
-        verification = compare(read_events(self.archive.path), pbp)
+        verification = compare(self.archive.messages(), pbp)
         self.gaps.counts.events_unrecovered = len(verification.missing)
         return verification

@@ -8,15 +8,21 @@ retention job (the only delete the table's trigger lets through).
 
 from __future__ import annotations
 
-import getpass
 import json
 import logging
+import os
+import pwd
 import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import peewee
+
 from config.clock import ensure_utc
+from config.errors import Forbidden
+from config.text_rule import checked_text
+from models.audit_acts import check_action
 from models.boundary import translate_database_errors
 from models.db import database
 from models.match import match_label
@@ -37,11 +43,13 @@ class Actor:
 
     @classmethod
     def cli(cls) -> Actor:
-        """The operator running the CLI: ``os_user@host``."""
+        """The operator running the CLI: ``os_user@host``, the user of the process's real uid (never
+        LOGNAME or USER, which the caller sets); ``uid<N>`` when the uid has no passwd entry."""
+        uid = os.getuid()
         try:
-            user = getpass.getuser()
-        except Exception:  # no login name (a container without a passwd entry)
-            user = "unknown"
+            user = pwd.getpwuid(uid).pw_name
+        except KeyError:  # no passwd entry (a container's arbitrary uid)
+            user = f"uid{uid}"
         return cls(key_id=None, name=f"{user}@{socket.gethostname()}")
 
     @classmethod
@@ -77,6 +85,7 @@ class AuditEntry:
         return {
             "at": self.at.astimezone(UTC).isoformat(),
             "who": self.who,
+            "who_key_id": self.who_key_id,
             "action": self.action,
             "target": self.target,
             "title": self.title,
@@ -103,7 +112,11 @@ def record_audit(
     after: Any = None,
     request_id: str | None = None,
 ) -> None:
-    """Append one entry (in the caller's transaction where there is one)."""
+    """Append one entry (in the caller's transaction where there is one); ``action`` must be declared in
+    models.audit_acts.ACTIONS (ValueError otherwise) and ``reason`` keep the text rule (InvalidText)."""
+    check_action(action)
+    if reason:
+        checked_text(reason, field="reason")
     with database.atomic():
         database.execute_sql(
             "INSERT INTO audit_log (who_key_id, who, action, target_kind, target_id, reason, before, after,"
@@ -199,9 +212,20 @@ def audit_entries(
 
 
 @translate_database_errors
-def prune_audit(*, days: int) -> int:
-    """Delete the entries older than ``days`` days (the retention job); returns how many went."""
-    with database.atomic():
-        (n,) = database.execute_sql("SELECT prune_audit_log(%s)", (days,)).fetchone()
+def prune_audit(*, days: int, actor: Actor | None = None) -> int:
+    """Delete the entries older than ``days`` days (the retention job) and record the prune as an
+    entry of ``actor`` (None: ``retention``); returns how many went.
+
+    PostgreSQL's prune_audit_log (SECURITY DEFINER, the owner's) refuses fewer days than the floor
+    (audit_policy, AUDIT_RETENTION_DAYS at the last ``kickoff db migrate``): Forbidden.
+    """
+    who = None if actor is None else actor.name
+    try:
+        with database.atomic():
+            (n,) = database.execute_sql("SELECT prune_audit_log(%s, %s)", (days, who)).fetchone()
+    except peewee.DatabaseError as exc:
+        if "below the floor" in str(exc):
+            raise Forbidden(str(exc).strip().splitlines()[0]) from exc
+        raise
     logger.info("audit: pruned %d entries older than %d days", n, days)
     return int(n)

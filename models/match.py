@@ -23,9 +23,11 @@ logger = logging.getLogger(__name__)
 
 #: Set on an is_test clone until srsim serves its script (srsim.status.StatusWriter.mark_served).
 SRSIM_UNSERVED = "srsim_unserved"
-#: Keys of ``listener_start_settings`` that are bookkeeping, not listener settings (``message_id``:
-#: where the queued start's id was kept before it got its own column; stripped if still given).
-METADATA_KEYS = frozenset({"message_id", SRSIM_UNSERVED})
+#: Keys of ``listener_start_settings`` that are bookkeeping, not listener settings, stripped before
+#: validation (``message_id``: where the queued start's id was kept before it got its own column;
+#: ``celery_task_id``: the spec's reserved key for the same, as rows written by its Celery
+#: deployment carry it).
+METADATA_KEYS = frozenset({"message_id", "celery_task_id", SRSIM_UNSERVED})
 #: How often a status write re-reads and re-applies its rule after losing a race before it gives up.
 _STATUS_WRITE_TRIES = 10
 

@@ -1,4 +1,9 @@
-"""Question: an in-game prop issued for a match by the listener pipeline, later settled."""
+"""Question: an in-game prop issued for a match by the listener pipeline, later settled.
+
+A settled question's ``details`` keep ``settled_by`` (the event id whose message settled it) and
+``settlements``, the record of every settle, re-settle (a correction of that event) and reopen (its
+delete): ``{"op", "answer", "event_id", "at"}`` each, oldest first.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,13 @@ from datetime import datetime
 from typing import Any
 
 import peewee
-from peewee import EXCLUDED
+from peewee import EXCLUDED, SQL
 from playhouse.postgres_ext import BinaryJSONField
 
 from config.clock import utcnow
 from models.base import BaseModel, UTCDateTimeField
 from models.boundary import translate_database_errors
+from models.db import database
 from models.match import Match
 
 
@@ -24,7 +30,7 @@ class Question(BaseModel):
 
     id = peewee.UUIDField(primary_key=True, default=uuid.uuid4)
     match = peewee.ForeignKeyField(Match, backref="questions", on_delete="CASCADE")
-    key = peewee.TextField()  # idempotency key within the match, e.g. "atbat:<event id>"
+    key = peewee.TextField()  # idempotency key within the match, "<unit>:<the feed's unit id>"
     prompt = peewee.TextField()
     in_game = peewee.BooleanField(default=True)
     status = peewee.TextField(default="open")
@@ -47,6 +53,14 @@ def issue_question(match_id: str, *, key: str, prompt: str, details: dict[str, A
     ).execute()
 
 
+#: What ``settle_question`` and ``reopen_question`` did.
+SETTLED, RESETTLED, REOPENED = "settled", "resettled", "reopened"
+
+
+def _record(op: str, answer: str | None, event_id: str | None, at: datetime) -> dict[str, Any]:
+    return {"op": op, "answer": answer, "event_id": event_id, "at": at.isoformat()}
+
+
 @translate_database_errors
 def settle_question(
     match_id: str,
@@ -54,28 +68,109 @@ def settle_question(
     key: str,
     answer: str,
     at: datetime,
-    may_precede: bool,
     prompt: str,
     details: dict[str, Any],
-) -> None:
-    """Settle match ``match_id``'s open question ``key`` with ``answer`` at ``at``; ``may_precede``: it
-    may not exist yet (then it is created settled, with ``prompt`` and ``details``)."""
-    if may_precede:
-        Question.insert(
-            match=match_id,
-            key=key,
-            prompt=prompt,
-            in_game=True,
-            status="settled",
-            answer=answer,
-            settled_at=at,
-            details=details,
-        ).on_conflict(
-            conflict_target=[Question.match, Question.key],
-            update={Question.status: "settled", Question.answer: answer, Question.settled_at: at},
-            where=(Question.status == "open"),
-        ).execute()
+    event_id: str | None = None,
+) -> str | None:
+    """Settle match ``match_id``'s question ``key`` with ``answer``, settled by event ``event_id``.
+
+    An open question is settled; one not issued yet (its start arrives later, a backfill's order) is
+    created settled with ``prompt`` and ``details``; a question settled by this same event with
+    another answer (a correction of the event) is settled again. Each is recorded in its
+    ``settlements``. Returns SETTLED, RESETTLED, or None when nothing changed (settled already by
+    another event, or with this answer: a settle touches only an open question).
+    """
+    with database.atomic():
+        return _settle(
+            match_id, key=key, answer=answer, at=at, prompt=prompt, details=details, event_id=event_id
+        )
+
+
+def _settle(
+    match_id: str,
+    *,
+    key: str,
+    answer: str,
+    at: datetime,
+    prompt: str,
+    details: dict[str, Any],
+    event_id: str | None,
+) -> str | None:
+    row = (
+        Question.select(Question.id, Question.status, Question.answer, Question.details)
+        .where((Question.match == match_id) & (Question.key == key))
+        .for_update()
+        .first()
+    )
+    if row is None:
+        record = _record(SETTLED, answer, event_id, at)
+        inserted = (
+            Question.insert(
+                match=match_id,
+                key=key,
+                prompt=prompt,
+                in_game=True,
+                status="settled",
+                answer=answer,
+                settled_at=at,
+                details={**details, "settled_by": event_id, "settlements": [record]},
+            )
+            .on_conflict_ignore()
+            .returning(Question.id)
+            .execute()
+        )
+        if list(inserted):
+            return SETTLED
+        return _settle(
+            match_id, key=key, answer=answer, at=at, prompt=prompt, details=details, event_id=event_id
+        )
+    held = dict(row.details or {})
+    if row.status == "open":
+        op = SETTLED
+    elif row.status == "settled" and event_id and held.get("settled_by") == event_id and row.answer != answer:
+        op = RESETTLED
     else:
-        Question.update(status="settled", answer=answer, settled_at=at).where(
-            (Question.match == match_id) & (Question.key == key) & (Question.status == "open")
-        ).execute()
+        return None
+    held["settled_by"] = event_id
+    held["settlements"] = [*held.get("settlements", []), _record(op, answer, event_id, at)]
+    Question.update(status="settled", answer=answer, settled_at=at, details=held).where(
+        Question.id == row.id
+    ).execute()
+    return op
+
+
+@translate_database_errors
+def reopen_question(match_id: str, *, event_id: str, at: datetime) -> str | None:
+    """Open again match ``match_id``'s question settled by event ``event_id`` (the event was deleted),
+    recorded in its ``settlements``; its key, or None when no question was settled by it."""
+    with database.atomic():
+        return _reopen(match_id, event_id=event_id, at=at)
+
+
+def _reopen(match_id: str, *, event_id: str, at: datetime) -> str | None:
+    row = (
+        Question.select(Question.id, Question.key, Question.details)
+        .where(
+            (Question.match == match_id)
+            & (Question.status == "settled")
+            & (SQL("details->>'settled_by'") == event_id)
+        )
+        .for_update()
+        .first()
+    )
+    if row is None:
+        return None
+    held = dict(row.details or {})
+    held.pop("settled_by", None)
+    held["settlements"] = [*held.get("settlements", []), _record(REOPENED, None, event_id, at)]
+    Question.update(status="open", answer=None, settled_at=None, details=held).where(
+        Question.id == row.id
+    ).execute()
+    return str(row.key)
+
+
+@translate_database_errors
+def questions_of(match_id: str) -> list[Question]:
+    """Every question of match ``match_id``, oldest first."""
+    query = Question.select().where(Question.match == match_id)
+    return list(query.order_by(Question.issued_at, Question.key))

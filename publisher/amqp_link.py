@@ -40,6 +40,7 @@ from pika.adapters.utils.connection_workflow import AMQPConnectorException
 
 from config.errors import (
     BrokerConnectionError,
+    ErrorKind,
     KickoffError,
     MissingQueueError,
     PublishError,
@@ -75,6 +76,8 @@ def reason_of(exc: BaseException) -> str:
 class _LinkLost(KickoffError):
     """Internal: the connection failed or closed during an operation (becomes BrokerConnectionError)."""
 
+    kind = ErrorKind.UNAVAILABLE
+
     def __init__(self, cause: BaseException) -> None:
         self.cause = cause
         super().__init__(reason_of(cause))
@@ -82,6 +85,8 @@ class _LinkLost(KickoffError):
 
 class _ChannelClosed(KickoffError):
     """Internal: the broker closed the channel (a refused declare); reply code and text."""
+
+    kind = ErrorKind.UNAVAILABLE
 
     def __init__(self, reply_code: int, reply_text: str) -> None:
         self.reply_code = reply_code

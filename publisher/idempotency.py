@@ -23,16 +23,20 @@ def _swap_sort_key(swap: Mapping[str, Any]) -> str:
 
 
 def lineup_key(
-    *, job_name: str, team: str, season: int, week: int, swaps: Iterable[Mapping[str, Any]]
+    *, job_name: str, team: str, season: int | None, week: int | None, swaps: Iterable[Mapping[str, Any]]
 ) -> str:
     """``lineup-<team>-<hash>``: SHA-256 of the Job name, team, season, week and the sorted swaps.
 
     The Job name (from the CronJob's downward API) makes each new Job publish, while pod
-    retries inside one Job share the key.
+    retries inside one Job share the key. Always a key: without season and week (either one
+    missing) the hash covers the Job name, team and sorted swaps only, so pod retries of one Job
+    still publish once (and no ``:s<season>w<week>`` suffix is stored).
     """
     ordered = sorted((dict(s) for s in swaps), key=_swap_sort_key)
-    digest = _sha256({"job": job_name, "team": str(team), "season": season, "week": week, "swaps": ordered})
-    return f"lineup-{team}-{digest}"
+    parts: dict[str, Any] = {"job": job_name, "team": str(team), "swaps": ordered}
+    if season is not None and week is not None:
+        parts |= {"season": season, "week": week}
+    return f"lineup-{team}-{_sha256(parts)}"
 
 
 def waiver_key(

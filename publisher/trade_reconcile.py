@@ -1,8 +1,9 @@
 """Reconciling trade claims by hand: the claims no drain sends again by itself, and three choices.
 
 A claim waits for an operator when it is ``uncertain`` (sent, the confirm never came: the broker
-may hold it), ``set_aside`` (the drain could not handle it; the reason is its error) or stuck in
-``claimed`` longer than ``stale_claim_seconds`` (a crash between claim and publish). The operator
+may hold it), ``failed`` (the broker refused it: an offer, a decision or a counter alike),
+``set_aside`` (the drain could not handle it; the reason is its error) or stuck in ``claimed``
+longer than ``stale_claim_seconds`` (a crash between claim and publish). The operator
 checks the worker's logs or ESPN and resolves it: ``published`` (the worker got it; nothing is
 sent), ``republish`` (sent again now with the same message id, so a consumer drops a duplicate)
 or ``cancel`` (never sent; its key stays claimed, so a repeat of the request is a duplicate).
@@ -32,7 +33,9 @@ logger = logging.getLogger(__name__)
 STALE_CLAIM_SECONDS = 60.0
 
 #: Statuses that wait for an operator whatever their age (``claimed`` waits once it is stale).
-WAITING = (ExecutionStatus.UNCERTAIN, ExecutionStatus.SET_ASIDE)
+#: A refused (``failed``) claim of every kind waits too: a repeat of its request is a duplicate,
+#: so reconcile (or ``publisher.trades.retry_claim``) is its way out.
+WAITING = (ExecutionStatus.UNCERTAIN, ExecutionStatus.FAILED, ExecutionStatus.SET_ASIDE)
 
 
 class Resolution(StrEnum):
@@ -50,7 +53,7 @@ SETTLED = {Resolution.PUBLISHED: ExecutionStatus.RESOLVED, Resolution.CANCEL: Ex
 def claims_to_reconcile(
     *, stale_claim_seconds: float = STALE_CLAIM_SECONDS, limit: int = 1000
 ) -> list[ExecutionEntry]:
-    """Claims waiting for an operator, oldest first: uncertain, set aside, stuck in ``claimed``."""
+    """Claims waiting for an operator, oldest first: uncertain, failed, set aside, stuck in ``claimed``."""
     cutoff = utcnow() - timedelta(seconds=stale_claim_seconds)
     rows = trade_sql.claims_to_reconcile_rows(
         list(TRADE_QUEUES),
@@ -75,7 +78,7 @@ def _check_waiting(entry: ExecutionEntry, stale_claim_seconds: float) -> None:
         )
     raise TradeError(
         f"claim {entry.claim_key!r} on {entry.queue} is {entry.status}, not waiting for an operator "
-        "(only uncertain, set-aside and stuck claims are reconciled)"
+        "(only uncertain, failed, set-aside and stuck claims are reconciled)"
     )
 
 

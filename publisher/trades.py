@@ -7,7 +7,8 @@ got marks the claim ``pending``, and ``redeliver_trades`` (run by every outbox d
 it with the same message id for as long as the outage lasts. One whose confirm never came is
 ``uncertain``: the broker may hold it, so nothing sends it again by itself; it waits for an
 operator (``publisher.trade_reconcile``, ``kickoff trades reconcile``). Only the broker's refusal
-marks a claim ``failed`` (a decision may be retried).
+marks a claim ``failed``; a failed claim of every kind (offer, decision, counter) can be retried
+(``retry_claim``, ``kickoff trades retry``) and waits for an operator's reconcile.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from config.errors import (
     UnusableTradeClaim,
 )
 from config.records import json_fields
+from models.audit import AuditContext
 from models.boundary import transaction
 from models.execution_log import ExecutionStatus
 from publisher import validation as v
@@ -60,7 +62,7 @@ class TradeStatus(StrEnum):
     PUBLISHED = "published"  # claimed and confirmed by the broker
     PENDING = "pending"  # claimed and saved, not sent (broker unreachable): the drain republishes it
     DUPLICATE = "duplicate"  # the key was claimed before; nothing was published
-    FAILED = "failed"  # claimed, but the broker refused the publish (a decision may be retried)
+    FAILED = "failed"  # claimed, but the broker refused the publish (retry_claim, or reconcile)
     UNCERTAIN = "uncertain"  # sent, not confirmed: waits for an operator (kickoff trades reconcile)
 
 
@@ -356,14 +358,51 @@ def republish(entry: ExecutionEntry, *, publisher: AmqpPublisher) -> TradeResult
     return _publish_claimed(queue=entry.queue, key=entry.claim_key, message=message, publisher=publisher)
 
 
+#: The claim statuses a retry publishes again: refused by the broker, or never sent.
+RETRYABLE = (ExecutionStatus.FAILED, ExecutionStatus.PENDING)
+
+#: What each trade queue's claim is called in messages.
+CLAIM_KINDS: dict[str, str] = {
+    TRADE_SUBMISSIONS: "offer",
+    TRADE_RESPONSES: "decision",
+    TRADE_NEGOTIATIONS: "counter",
+}
+
+
+def retry_claim(
+    *, queue: str, claim_key: str, publisher: AmqpPublisher, audit: AuditContext | None = None
+) -> TradeResult:
+    """Publish a failed or pending claim (an offer, a decision or a counter) again with its message id.
+
+    The claim is locked while it is checked and sent, so two retries cannot both send it; a claim
+    in any other status is a TradeError (409), an unknown one TradeNotFound. With ``audit`` the
+    retry is audited (trade.retry) in its transaction.
+    """
+    kind = CLAIM_KINDS.get(queue)
+    if kind is None:
+        raise TriggerValidationError("queue", f"must be one of {sorted(CLAIM_KINDS)}")
+    get_entry(queue, claim_key)  # TradeNotFound first, outside the transaction
+    with transaction():
+        entry = entry_from_row(trade_sql.lock_claim(queue, claim_key))
+        if entry.status not in RETRYABLE:
+            raise TradeError(
+                f"{kind} {claim_key!r} is {entry.status}; only a failed or pending {kind} can be retried"
+            )
+        result = republish(entry, publisher=publisher)
+        if audit is not None:
+            audit.record(
+                "trade.retry",
+                "trade",
+                f"{queue}/{claim_key}",
+                before={"status": str(entry.status)},
+                after={"status": str(result.status)},
+            )
+    return result
+
+
 def retry_decision(*, decision_key: str, publisher: AmqpPublisher) -> TradeResult:
     """``.../decision/retry``: publish a failed or pending decision again with the same message id."""
-    entry = get_entry(TRADE_RESPONSES, decision_key)
-    if entry.status not in (ExecutionStatus.FAILED, ExecutionStatus.PENDING):
-        raise TradeError(
-            f"decision {decision_key!r} is {entry.status}; only a failed or pending decision can be retried"
-        )
-    return republish(entry, publisher=publisher)
+    return retry_claim(queue=TRADE_RESPONSES, claim_key=decision_key, publisher=publisher)
 
 
 @dataclass(frozen=True)

@@ -139,8 +139,6 @@ def _season_week(inputs: Mapping[str, Any]) -> tuple[Any, Any]:
 
 def _lineup_key(request: TriggerRequest, inputs: Mapping[str, Any]) -> str | None:
     season, week = _season_week(inputs)
-    if season is None or week is None:
-        return None
     return lineup_key(
         job_name=inputs["job_name"],
         team=request.team_id,
@@ -198,7 +196,14 @@ LINEUP = TriggerQueue(
     help="A swap ending in `:ir` is an IR move a waiver claim can chain behind.",
     key=_lineup_key,
     key_inputs=(
-        *SEASON_WEEK,
+        KeyInput(
+            "season",
+            "--season",
+            "Season (part of the key and its suffix; without season and week the key hashes the"
+            " Job name, team and swaps only).",
+            decision_input=True,
+        ),
+        SEASON_WEEK[1],
         KeyInput("job_name", "--job-name", "Job name in the key.", type=str, default=_job_name),
     ),
     ttl="idempotency_ttl_lineup_seconds",

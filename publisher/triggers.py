@@ -31,13 +31,13 @@ from models.activity import ActionStatus
 from publisher import validation as v
 from publisher.amqp import AmqpPublisher
 from publisher.chain import check_parent
-from publisher.idempotency import effective_key
+from publisher.idempotency import effective_key, key_is_released
 from publisher.run_context import get_run_id
 from publisher.sql import actions as action_sql
 from publisher.sql import fetch_one
 from publisher.sql import outbox as outbox_sql
 from publisher.trace import check_traceparent
-from publisher.trigger_queues import DRAFT_PICK, LINEUP, WAIVER, TriggerQueue
+from publisher.trigger_queues import DRAFT_PICK, LINEUP, WAIVER, TriggerQueue, release_ttl
 from publisher.trigger_requests import DraftPickRequest, LineupRequest, TriggerRequest, WaiverRequest
 from publisher.trigger_saves import (
     Committer,
@@ -190,13 +190,29 @@ def _pick_filled(queue: TriggerQueue, league_id: str, pick_number: int) -> bool:
     return row is not None
 
 
+def _key_held(queue: TriggerQueue, common: _Common, settings: KickoffSettings, now: datetime) -> bool:
+    """Whether the request's key belongs to an earlier action that still holds it (pending or in its TTL)."""
+    if common.key is None:
+        return False
+    row = fetch_one(action_sql.SELECT_BY_KEY, (common.league_id, queue.name, common.key))
+    if row is None:
+        return False
+    status, created_at = row
+    return not key_is_released(
+        status=status, created_at=created_at, ttl=release_ttl(queue.name, settings), now=now
+    )
+
+
 def draft_pick_save(
     queue: TriggerQueue, request: DraftPickRequest, common: _Common, settings: KickoffSettings
 ) -> TriggerSave:
     """A draft target (draft_targets) that expires with its pick.
 
     A target always expires: without ``expires_at`` it gets now + DRAFT_TARGET_DEFAULT_EXPIRY_SECONDS.
-    A filled or expired pick is a TriggerConflictError (409). The answer is ``queued`` only
+    A filled or expired pick is a TriggerConflictError (409), except for a repeat of a key an
+    earlier target still holds: the key lookup comes first, so a same-key repeat after its own
+    target filled the pick (or after ``expires_at``) answers ``duplicate`` with the original
+    tracking id. The answer is ``queued`` only
     when the broker confirmed the target; otherwise it is a retryable TriggerUnavailableError
     (503) carrying the tracking id (the target stays saved and the drain delivers it unless the
     pick expires first). A retry with the same key publishes the saved target again at once and
@@ -214,12 +230,13 @@ def draft_pick_save(
             expires_at = ensure_utc(request.expires_at, what="expires_at")
         except ValueError as exc:
             raise v.TriggerValidationError("expires_at", str(exc)) from exc
+    if not _key_held(queue, common, settings, now):  # a repeat is answered by its key (the save)
         if expires_at <= now:
             raise TriggerConflictError(
                 f"pick {pick} in league {common.league_id} expired at {expires_at.isoformat()}"
             )
-    if _pick_filled(queue, common.league_id, pick):
-        raise TriggerConflictError(f"pick {pick} in league {common.league_id} is already filled")
+        if _pick_filled(queue, common.league_id, pick):
+            raise TriggerConflictError(f"pick {pick} in league {common.league_id} is already filled")
     return common.save(
         queue=queue.name,
         published={"pick_number": pick, "espn_id": espn, "expires_at": expires_at.isoformat()},

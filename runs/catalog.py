@@ -18,6 +18,7 @@ from croniter import croniter
 
 from config.errors import CatalogError, InvalidRunParams, UnknownJob
 from config.feed_text import unstorable_text
+from runs.param_rules import nonfinite_number, schema_problem
 
 logger = logging.getLogger(__name__)
 
@@ -34,12 +35,30 @@ class Overlap(StrEnum):
     FORBID = "forbid"  # end it skipped (overlap)
 
 
+class JobScope(StrEnum):
+    """Who may publish a job through the API (api.auth.COVERS ranks the keys' scopes)."""
+
+    TRIGGER = "trigger"  # trigger, operator or admin keys
+    OPERATOR = "operator"  # operator or admin keys: a job that changes consumers' data
+
+
+#: A run's time limit when its job declares none (the catalog's ``default_time_limit_seconds``).
+DEFAULT_TIME_LIMIT_SECONDS = 3600.0
+#: The longest time limit a job may declare (one day).
+MAX_TIME_LIMIT_SECONDS = 86_400.0
+
+
 # The shape of the catalog file itself; each job's ``params`` is then checked as a JSON Schema.
 CATALOG_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["jobs"],
     "additionalProperties": False,
     "properties": {
+        "default_time_limit_seconds": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": MAX_TIME_LIMIT_SECONDS,
+        },
         "jobs": {
             "type": "object",
             "minProperties": 1,
@@ -53,13 +72,19 @@ CATALOG_SCHEMA: dict[str, Any] = {
                     "params": {"type": "object"},
                     "overlap": {"enum": [o.value for o in Overlap]},
                     "expires_after_seconds": {"type": "number", "exclusiveMinimum": 0},
-                    "retries": {"type": "integer", "minimum": 0},
+                    "retries": {"type": "integer", "minimum": 0, "maximum": 10},
+                    "time_limit_seconds": {
+                        "type": "number",
+                        "exclusiveMinimum": 0,
+                        "maximum": MAX_TIME_LIMIT_SECONDS,
+                    },
+                    "scope": {"enum": [s.value for s in JobScope]},
                     "schedule": {"type": "string"},
                     "debounce_seconds": {"type": "number", "exclusiveMinimum": 0},
                     "successors": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
                 },
             },
-        }
+        },
     },
 }
 
@@ -80,6 +105,8 @@ class Job:
     debounce_seconds: float | None = None
     successors: tuple[str, ...] = ()
     description: str = ""
+    time_limit_seconds: float = DEFAULT_TIME_LIMIT_SECONDS  # the launcher ends an attempt running longer
+    scope: JobScope = JobScope.TRIGGER  # who may publish it through the API
 
     def argv(self) -> list[str]:
         """The command to execute, with ``{python}`` replaced by this interpreter."""
@@ -87,15 +114,17 @@ class Job:
 
     def validate_params(self, params: Mapping[str, Any]) -> None:
         """Raise InvalidRunParams when ``params`` do not match this job's parameter schema."""
+        if nonfinite_number(dict(params)):
+            raise InvalidRunParams(f"job {self.name}: invalid params (params): numbers must be finite")
+        unstorable = unstorable_text(dict(params))
+        if unstorable:
+            raise InvalidRunParams(f"job {self.name}: invalid params (params): {unstorable}")
         validator = jsonschema.Draft202012Validator(dict(self.params_schema))
         errors = sorted(validator.iter_errors(dict(params)), key=lambda e: list(e.absolute_path))
         if errors:
             first = errors[0]
             where = "/".join(str(p) for p in first.absolute_path) or "params"
             raise InvalidRunParams(f"job {self.name}: invalid params ({where}): {first.message}")
-        unstorable = unstorable_text(dict(params))
-        if unstorable:
-            raise InvalidRunParams(f"job {self.name}: invalid params (params): {unstorable}")
 
 
 @dataclass(frozen=True)
@@ -132,6 +161,7 @@ def parse_catalog(data: Any, *, source: str = "<memory>") -> Catalog:
         where = "/".join(str(p) for p in first.absolute_path) or "top level"
         raise _fail(source, f"{where}: {first.message}")
     jobs: dict[str, Job] = {}
+    default_limit = float(data.get("default_time_limit_seconds", DEFAULT_TIME_LIMIT_SECONDS))
     for name, spec in data["jobs"].items():
         if not JOB_NAME_RE.match(name):
             raise _fail(source, f"job name {name!r} must match {JOB_NAME_RE.pattern} (no '@')")
@@ -140,6 +170,9 @@ def parse_catalog(data: Any, *, source: str = "<memory>") -> Catalog:
             jsonschema.Draft202012Validator.check_schema(params)
         except jsonschema.SchemaError as exc:
             raise _fail(source, f"jobs/{name}/params is not a JSON Schema: {exc.message}") from exc
+        problem = schema_problem(params)
+        if problem:
+            raise _fail(source, f"jobs/{name}/{problem}")
         schedule = spec.get("schedule")
         if schedule is not None and not croniter.is_valid(schedule):
             raise _fail(source, f"jobs/{name}/schedule {schedule!r} is not a cron expression")
@@ -154,6 +187,8 @@ def parse_catalog(data: Any, *, source: str = "<memory>") -> Catalog:
             debounce_seconds=spec.get("debounce_seconds"),
             successors=tuple(spec.get("successors", ())),
             description=spec.get("description", ""),
+            time_limit_seconds=float(spec.get("time_limit_seconds", default_limit)),
+            scope=JobScope(spec.get("scope", JobScope.TRIGGER.value)),
         )
     for job in jobs.values():
         for successor in job.successors:

@@ -30,7 +30,7 @@ COMMAND_TRIGGERS: tuple[str, ...] = tuple(t.value for t in Trigger if t is not T
 
 
 def _invalid(message: str) -> InvalidRunCommand:
-    return InvalidRunCommand(f"not a RunCommand: {message}", kind=INVALID)
+    return InvalidRunCommand(f"not a RunCommand: {message}", refusal=INVALID)
 
 
 def _text(data: dict[str, Any], name: str) -> str:
@@ -96,7 +96,7 @@ class RunCommand:
         try:
             data = json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InvalidRunCommand(f"job_runs body is not JSON: {exc}", kind=NOT_JSON) from exc
+            raise InvalidRunCommand(f"job_runs body is not JSON: {exc}", refusal=NOT_JSON) from exc
         return cls.from_dict(data)
 
     def check_job(self, catalog: Catalog) -> None:
@@ -104,4 +104,4 @@ class RunCommand:
         try:
             catalog.job(self.job)
         except UnknownJob as exc:
-            raise InvalidRunCommand(str(exc), kind=UNKNOWN_JOB) from exc
+            raise InvalidRunCommand(str(exc), refusal=UNKNOWN_JOB) from exc

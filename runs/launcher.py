@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -44,6 +46,12 @@ logger = logging.getLogger(__name__)
 LOOP = "launcher"
 
 DB_RETRY_SECONDS = 2.0  # pause after PostgreSQL failed before touching it (and the broker) again
+TERM_GRACE_SECONDS = 5.0  # after its time limit an attempt gets SIGTERM, then SIGKILL this much later
+
+
+def time_limit_reason(seconds: float) -> str:
+    """run_log.reason of an attempt the launcher ended at its job's time limit."""
+    return f"time limit {seconds:g} s passed"
 
 
 @dataclass
@@ -56,6 +64,9 @@ class Running:
     exit_file: Path
     proc: subprocess.Popen[bytes] | None = None
     span: Any = None  # the launcher's span of this attempt (config.spans; None: untraced or adopted)
+    deadline: float = float("inf")  # epoch second of its job's time limit
+    limit_seconds: float = 0.0
+    timed_out: bool = False  # SIGTERM sent at the deadline (SIGKILL after TERM_GRACE_SECONDS)
 
 
 @dataclass
@@ -145,7 +156,7 @@ class Launcher:
             command = RunCommand.from_bytes(delivery.body)
             command.check_job(self.catalog)
         except InvalidRunCommand as exc:
-            self._set_aside(delivery, str(exc), kind=exc.kind)
+            self._set_aside(delivery, str(exc), kind=exc.refusal)
             return
         if time.monotonic() < self._db_down_until:
             delivery.nack()
@@ -254,7 +265,16 @@ class Launcher:
             spans.end_span(span, error=exc)
             self._finished(str(run.id), run.attempt, exit_code=None, reason=f"cannot start: {exc}")
             return
-        self.running[str(run.id)] = Running(str(run.id), run.attempt, proc.pid, files.exit, proc, span)
+        self.running[str(run.id)] = Running(
+            str(run.id),
+            run.attempt,
+            proc.pid,
+            files.exit,
+            proc,
+            span,
+            deadline=time.time() + job.time_limit_seconds,
+            limit_seconds=job.time_limit_seconds,
+        )
         mark_started(run, pid=proc.pid, log_path=str(files.log))
         self.stats.started += 1
         self.stats.max_running = max(self.stats.max_running, len(self.running))
@@ -262,9 +282,29 @@ class Launcher:
 
     # -- finishing --------------------------------------------------------------------
 
+    def _enforce_time_limit(self, entry: Running, now: float) -> None:
+        """Past its job's time limit: SIGTERM to the attempt's process group, SIGKILL after the grace."""
+        if now < entry.deadline or entry.pid <= 0:
+            return
+        if entry.timed_out and now < entry.deadline + TERM_GRACE_SECONDS:
+            return
+        sig = signal.SIGKILL if entry.timed_out else signal.SIGTERM
+        if not entry.timed_out:
+            logger.warning(
+                "run %s attempt %s: past its time limit (%g s), ending it",
+                entry.run_id,
+                entry.attempt,
+                entry.limit_seconds,
+            )
+        entry.timed_out = True
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(entry.pid, sig)
+
     def reap(self) -> None:
-        """Finish every watched attempt whose process has ended."""
+        """End every watched attempt past its time limit; finish every one whose process has ended."""
+        now = time.time()
         for entry in list(self.running.values()):
+            self._enforce_time_limit(entry, now)
             if entry.proc is not None:
                 code = entry.proc.poll()
                 if code is None:
@@ -276,6 +316,8 @@ class Launcher:
                     continue
                 exit_code = read_exit_code(entry.exit_file)
                 reason = LOST if exit_code is None else None
+            if entry.timed_out:
+                reason = time_limit_reason(entry.limit_seconds)
             # Forget the entry only once the outcome is recorded (a database error retries).
             self._finished(entry.run_id, entry.attempt, exit_code=exit_code, reason=reason)
             del self.running[entry.run_id]
@@ -325,7 +367,13 @@ class Launcher:
                     continue
                 # Started but its pid never reached run_log: watch it (or finish it) by its files.
                 run.pid = pid or 0
-            self.running[run_id] = Running(run_id, run.attempt, run.pid, files.exit)
+            job = self.catalog.jobs.get(run.job)
+            limit = job.time_limit_seconds if job is not None else float("inf")
+            began = run.started_at or run.claimed_at
+            started = began.timestamp() if began is not None else now
+            self.running[run_id] = Running(
+                run_id, run.attempt, run.pid, files.exit, deadline=started + limit, limit_seconds=limit
+            )
             self.stats.adopted += 1
             logger.info("run %s: adopted pid %s from an earlier launcher", run_id, run.pid)
 

@@ -3,11 +3,11 @@
 To add a periodic job append one ``PeriodicEntry`` to ``PERIODIC`` (the actor must be imported
 by ``actors/__init__.py``)::
 
-    PeriodicEntry("refresh_league_schedule_mlb", actor="refresh_league_schedule", cron="15 4 * * *",
-                  envs=NOT_DEVELOP, kwargs={"league": "mlb"})
+    PeriodicEntry("prune_audit_log", actor="prune_audit_log", cron="30 3 * * *", envs=ALL_ENVS)
 
 ``cron`` is a Periodiq cron spec (``m h dom mon dow``, UTC; ``@hourly`` etc. work). ``name``
-must be unique: the scheduler's per-slot dedupe key is built from it.
+must be unique: the scheduler's per-slot dedupe key is built from it. The league refreshes come
+from the league declarations (models.leagues): one entry per declared league and job.
 """
 
 from __future__ import annotations
@@ -16,13 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.settings import AppEnv
+from models.leagues import declared
 
 EVERY_MINUTE = "* * * * *"
 ALL_ENVS = frozenset(AppEnv)
 DEVELOP_ONLY = frozenset({AppEnv.DEVELOP})
 NOT_DEVELOP = frozenset({AppEnv.STAGING, AppEnv.PRODUCTION})
-#: Leagues whose metadata, teams, seasons and season schedule the scheduler refreshes.
-REFRESHED_LEAGUES = ("mlb", "nhl", "nfl")
+#: Leagues whose metadata, teams, seasons and season schedule the scheduler refreshes: every declared
+#: one (models.leagues), read when the table is built.
+REFRESHED_LEAGUES = tuple(d.name for d in declared())
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ PERIODIC: list[PeriodicEntry] = [
     PeriodicEntry("rollup_history", actor="rollup_history", cron=EVERY_MINUTE, envs=ALL_ENVS),
     # Deletes audit log entries older than AUDIT_RETENTION_DAYS, in every app_env.
     PeriodicEntry("prune_audit_log", actor="prune_audit_log", cron="30 3 * * *", envs=ALL_ENVS),
+    # Deletes event log messages older than EVENT_LOG_RETENTION_DAYS (a no-op while it is not set).
+    PeriodicEntry("prune_event_log", actor="prune_event_log", cron="45 3 * * *", envs=ALL_ENVS),
     # League metadata, teams and seasons, daily before the season schedule (which reads the seasons).
     *(
         PeriodicEntry(

@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from config.errors import SimulatorScriptError
+from models.leagues import PLAYERS
 from srsim import leagues
 from srsim.pbp import final_events
 from srsim.push import PushStream
@@ -287,7 +288,7 @@ def _routes(e: _Endpoints) -> list[BaseRoute]:
     return [
         Route("/_srsim/sessions", e.sessions),
         Route("/_srsim/connections", e.connections),
-        Route("/players/nfl", e.players),
+        Route(f"/players/{PLAYERS.name}", e.players),
         Route(f"/_push/{{sr_id:{_SR_ID}}}", e.push),
         *[Route(base + tail, handler) for tail, handler in tails],
     ]

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from config.errors import SimulatorScriptError
+from srsim.models import model_of
 from srsim.script import GameScript
 
 
@@ -94,12 +95,13 @@ def default_league(league: str, games: Iterable[GameScript], *, today: date) -> 
 
 def _team(league: str, raw: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in raw.items() if k != "alias"}
-    out["abbr" if league == "mlb" else "alias"] = raw.get("alias")
+    out[model_of(league).alias_key] = raw.get("alias")
     return out
 
 
 def hierarchy_document(league: str, data: dict[str, Any]) -> dict[str, Any]:
-    """``league/hierarchy.json``: the league, its conferences (MLB: leagues), divisions and teams."""
+    """``league/hierarchy.json``: the league, its conferences (its event model's ``groups_key``: baseball's
+    leagues), divisions and teams."""
     groups = [
         {
             **{k: v for k, v in group.items() if k != "divisions"},
@@ -113,7 +115,7 @@ def hierarchy_document(league: str, data: dict[str, Any]) -> dict[str, Any]:
         }
         for group in data.get("conferences") or []
     ]
-    return {"league": data.get("league") or {}, ("leagues" if league == "mlb" else "conferences"): groups}
+    return {"league": data.get("league") or {}, model_of(league).groups_key: groups}
 
 
 def teams_document(league: str, data: dict[str, Any]) -> dict[str, Any]:

@@ -11,11 +11,13 @@ A script file is JSON: ``{"games": [game, ...]}`` (or one game object). A game::
      "corrections": 2,          # optional: re-sent pitch events with a corrected category
      "deletes": 1}              # optional: pitch events deleted by a later message
 
-Script seconds are divided by srsim's speed factor. Generated events follow the real MLB push
-shape (``payload.game``, ``payload.event``, ``metadata.match``, ``metadata.operation``); the delay
+Script seconds are divided by srsim's speed factor. Generated events follow the game's league's
+event model (srsim.models: at-bats, drives, periods or quarters of four messages each, in the
+provider's push shape: ``payload.game``, ``payload.event``, ``metadata.match``,
+``metadata.operation``); the delay
 is one event whose ``payload.game.status`` is ``delayed``; the last event carries ``complete``
 and nothing marks the end of the stream afterwards, as in the real feed. Every generated event
-has ``created_at`` and ``updated_at``, and a pitch the ``atbat_id`` of its at-bat's event.
+has ``created_at`` and ``updated_at``.
 
 ``corrections`` and ``deletes`` (generated games only; 0 by default) add messages between two
 plays, a few plays after their target (a pitch that does not end its at-bat): a correction re-sends
@@ -23,6 +25,8 @@ the pitch with a later ``updated_at``, a corrected ``metadata.event_category`` a
 ``description`` (operation ``update``); a delete cuts it to ``{id, type, deleted}`` (operation
 ``delete``, the NBA feed's shape). They are messages of the session (``total_events``) but not
 plays (``event_count``), and take no slot of the timeline, so the game's clock is unchanged.
+``resettles`` (0 by default) re-sends the play that ended each of the first units, two plays later,
+with the other outcome (operation ``update``: a review), so a question settles again.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from config.errors import SimulatorScriptError
+from models.leagues import DEFAULT
+from srsim.models import PER_UNIT
 
 _TEAMS = [
     ("Royals", "Kansas City", "KC"),
@@ -45,7 +51,6 @@ _TEAMS = [
     ("Cubs", "Chicago", "CHC"),
     ("Dodgers", "Los Angeles", "LAD"),
 ]
-_HITTERS = ["Adalberto Mondesi", "Whit Merrifield", "Jose Altuve", "Alex Bregman", "Salvador Perez"]
 
 
 @dataclass
@@ -53,7 +58,7 @@ class GameScript:
     """One simulated game and its timeline (seconds are script seconds)."""
 
     sr_id: str
-    league: str = "mlb"
+    league: str = DEFAULT.name
     title: str = ""
     is_test: bool = True
     start_after: float = 5.0
@@ -65,6 +70,7 @@ class GameScript:
     week: int = 1
     corrections: int = 0  # extra messages correcting an earlier pitch (generated games only)
     deletes: int = 0  # extra messages deleting an earlier pitch (generated games only)
+    resettles: int = 0  # extra messages correcting how an earlier unit ended (generated games only)
     home: tuple[str, str, str] = _TEAMS[0]
     away: tuple[str, str, str] = _TEAMS[1]
 
@@ -76,7 +82,7 @@ class GameScript:
         kwargs = {k: v for k, v in raw.items() if k in known}
         if kwargs.get("game_delay_at_event") is not None:
             kwargs["game_delay_at_event"] = int(kwargs["game_delay_at_event"])
-        for key in ("corrections", "deletes"):
+        for key in ("corrections", "deletes", "resettles"):
             if key in kwargs:
                 try:
                     kwargs[key] = max(0, int(kwargs[key] or 0))
@@ -132,13 +138,15 @@ class GameScript:
     def _extras(self) -> list[tuple[int, str, int]]:
         """The corrections and deletes in message order: (index of the base message, a play or the
         delay event, they follow; kind; target play index)."""
-        if self.events or not (self.corrections or self.deletes) or self.event_count < 3:
+        if self.events or not (self.corrections or self.deletes or self.resettles) or self.event_count < 3:
             return []
         last = self.event_count - 2  # another play comes after it (the last one is ``complete``)
-        candidates = [i for i in range(last + 1) if i % 4 in (1, 2)]  # pitches not ending an at-bat
+        ends = [i for i in range(last + 1) if i % PER_UNIT == PER_UNIT - 1]  # plays ending a unit
+        resettles = [(self._base_index(min(e + 2, last)), "resettle", e) for e in ends[: self.resettles]]
+        candidates = [i for i in range(last + 1) if i % PER_UNIT in (1, 2)]  # plays not ending a unit
         wanted = min(self.corrections + self.deletes, len(candidates))
         if not wanted:
-            return []
+            return sorted(resettles, key=lambda x: x[0])
         targets = [candidates[(k * len(candidates)) // wanted] for k in range(wanted)]
         corrections, deletes = min(self.corrections, wanted), wanted - min(self.corrections, wanted)
         plan = []
@@ -148,7 +156,7 @@ class GameScript:
             else:
                 kind, deletes = "delete", deletes - 1
             plan.append((self._base_index(min(target + 3, last)), kind, target))
-        return sorted(plan, key=lambda x: x[0])
+        return sorted(plan + resettles, key=lambda x: x[0])
 
     def _base_index(self, play: int) -> int:
         """Index of play ``play`` among the plays and the delay event."""
@@ -195,11 +203,12 @@ class GameScript:
                     if after == m:
                         original = base[self._base_index(target)]
                         seconds = (after - self._base_index(target) + 0.5) * self.event_interval
-                        out.append(
-                            self._correction(original, seconds)
-                            if kind == "correction"
-                            else self._deletion(original, seconds)
-                        )
+                        if kind == "resettle":
+                            out.append(self._resettle(original, seconds))
+                        elif kind == "correction":
+                            out.append(self._correction(original, seconds))
+                        else:
+                            out.append(self._deletion(original, seconds))
             base = out
         return base
 
@@ -211,6 +220,16 @@ class GameScript:
         meta["event_category"] = "pitch,ball"
         event["description"] = "Ball (corrected call)"
         meta["operation"] = "update"
+        return env
+
+    def _resettle(self, original: dict[str, Any], seconds: float) -> dict[str, Any]:
+        """The play that ended a unit again, later, with the other outcome (an update: a review)."""
+        from srsim.models import model_of
+
+        env = json.loads(json.dumps(original))
+        env["payload"]["event"]["updated_at"] = _later(env["payload"]["event"]["created_at"], seconds)
+        env["metadata"]["operation"] = "update"
+        model_of(self.league).corrected(env)
         return env
 
     def _deletion(self, original: dict[str, Any], seconds: float) -> dict[str, Any]:
@@ -251,38 +270,9 @@ class GameScript:
         }
 
     def _generated(self, i: int, scheduled: datetime) -> dict[str, Any]:
-        atbat, step = divmod(i, 4)
-        inning = atbat // 6 + 1
-        half = "T" if (atbat // 3) % 2 == 0 else "B"
-        event_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self.sr_id}/{atbat}/{step}"))
-        created = scheduled + timedelta(seconds=i * self.event_interval)
-        if step == 0:
-            etype, category, op = "atbat", "atbat", "create"
-            hitter = _HITTERS[atbat % len(_HITTERS)]
-            event: dict[str, Any] = {"hitter": {"full_name": hitter}}
-        else:
-            etype, op = "pitch", "update"
-            category = "pitch"
-            if step == 3:
-                category = "pitch,hit,single,atbatover" if atbat % 3 == 0 else "pitch,strikeout,out,atbatover"
-            event = {"atbat_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self.sr_id}/{atbat}/0"))}
-        event.update(
-            {
-                "id": event_id,
-                "type": etype,
-                "inning": inning,
-                "inning_half": half,
-                "sequence_number": i,
-                "status": "official",
-                "created_at": created.isoformat(),
-                "updated_at": created.isoformat(),
-            }
-        )
-        return {
-            "payload": {"game": self._game("inprogress", scheduled), "event": event},
-            "locale": "en",
-            "metadata": self._metadata(etype, category, op, inning, half),
-        }
+        from srsim.models import model_of
+
+        return model_of(self.league).play(self, i, scheduled)
 
     def _delay_event(self, i: int, scheduled: datetime) -> dict[str, Any]:
         created = (scheduled + timedelta(seconds=i * self.event_interval)).isoformat()

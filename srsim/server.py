@@ -29,8 +29,9 @@ listens, so a late or reconnecting listener gets the live position unless it res
 * ``GET /{league}/{access}/league/{hierarchy|teams|seasons}.json`` - the league's metadata, teams
   and seasons (``srsim.leagues``: from ``league_file``, read anew on every request, else built
   from the served games).
-* ``GET /players/nfl`` - the players map (Sleeper's format) from ``players_file``, read anew on
-  every request so a test or the demo changes injury statuses by rewriting the file.
+* ``GET /players/{league}`` - the players map (Sleeper's format; of models.leagues.PLAYERS) from
+  ``players_file``, read anew on every request so a test or the demo changes injury statuses by
+  rewriting the file.
 * ``GET /_srsim/sessions`` - every session's position and status (for boards and tests).
 * ``GET /_srsim/connections`` - every stream connection served so far (``stream_history``):
   ``sr_id``, ``via``, ``opened`` and ``closed`` (the machine's ``time.monotonic()``, the same clock

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import peewee
 import pytest
@@ -78,6 +79,37 @@ def migrated_database(settings: MatchListenerEnvironment) -> Iterator[str]:
     drop_database(settings.database_url)
 
 
+@pytest.fixture(scope="session")
+def app_role_url(migrated_database: str, settings: MatchListenerEnvironment) -> Iterator[str]:
+    """DATABASE_URL of this run's app role (``kickoff_test_<run>_app``: roles are cluster-wide, so one
+    per run and xdist worker), set up as `kickoff db migrate` does; dropped at the end."""
+    import psycopg2
+    from psycopg2 import sql
+
+    from models.db import connect_kwargs_from_url
+    from models.roles import ensure_app_role
+
+    role = f"kickoff_test_{RUN_ID}_app"
+    parts = urlsplit(migrated_database)
+    url = urlunsplit(
+        parts._replace(netloc=f"{role}:{uuid.uuid4().hex}@{parts.hostname}:{parts.port or 5432}")
+    )
+    ensure_app_role(
+        owner_url=migrated_database, app_url=url, retention_floor_days=settings.audit_retention_days
+    )
+    yield url
+    name, kwargs = connect_kwargs_from_url(migrated_database)
+    for dbname in (name, "postgres"):
+        conn = psycopg2.connect(dbname=dbname, connect_timeout=5, **kwargs)
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            if dbname == name:
+                cur.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            else:
+                cur.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+        conn.close()
+
+
 def _truncate_all() -> None:
     """Empty every table a test wrote to and restart every sequence it used (``RESTART IDENTITY``).
 
@@ -88,6 +120,7 @@ def _truncate_all() -> None:
     rows = database.execute_sql(
         "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
         "AND tablename NOT LIKE '\\_yoyo%%' AND tablename NOT LIKE 'yoyo%%'"
+        " AND tablename <> 'audit_policy'"  # the migration's row (the retention floor) stays
     ).fetchall()
     if not rows:
         return

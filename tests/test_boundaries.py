@@ -242,3 +242,69 @@ def test_pika_is_caught_only_in_its_transport() -> None:
     source = "import pika\ntry:\n    pass\nexcept pika.exceptions.AMQPError:\n    pass\n"
     assert breaches(source, "publisher/amqp_link.py", frozenset()) == []
     assert [r for _, r, _ in breaches(source, "runs/probe.py", frozenset())] == ["b"]
+
+
+# -- one error vocabulary: every KickoffError class declares one kind ---------------------------
+
+
+def _error_classes() -> list[type]:
+    """Every KickoffError class of the product: the tree's module, and any other the CLI and the API load."""
+    from config.errors import KickoffError
+
+    for module in ("config.errors", "cli.main", "api.app", "actors"):
+        importlib.import_module(module)
+    found: list[type] = []
+    todo = list(KickoffError.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        if cls not in found and cls.__module__.split(".")[0] != "tests":
+            found.append(cls)
+            todo.extend(cls.__subclasses__())
+    return sorted(found, key=lambda c: (c.__module__, c.__name__))
+
+
+def test_every_error_class_declares_one_kind_and_its_status_exit_and_notice_derive_from_it() -> None:
+    from api.errors import NOTICE_OF, STATUS_OF, status_of
+    from cli.answers import EXIT_OF, exit_code_of
+    from config.errors import ErrorKind, KickoffError
+
+    assert "kind" not in vars(KickoffError), "the base declares no kind: each branch does"
+    assert set(STATUS_OF) == set(EXIT_OF) == set(NOTICE_OF) == set(ErrorKind)  # one table each
+    classes = _error_classes()
+    assert len(classes) > 60
+    for cls in classes:
+        kind = getattr(cls, "kind", None)
+        assert isinstance(kind, ErrorKind), f"{cls.__module__}.{cls.__name__} declares no kind"
+        exc = cls.__new__(cls)  # no __init__: the class alone decides
+        assert status_of(exc) == STATUS_OF[kind] and exit_code_of(exc) == EXIT_OF[kind], cls.__name__
+
+
+def test_an_error_class_without_a_kind_is_caught() -> None:
+    from config.errors import KickoffError, kind_of
+
+    class Kindless(KickoffError):
+        """A class that forgot its kind."""
+
+    assert getattr(Kindless, "kind", None) is None
+    assert kind_of(Kindless()) == "failed"  # answered as a failure, but the walk above refuses it
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "exit_code"),
+    [
+        ("TradeError", 409, 4),  # was 409 over HTTP and exit 1: a conflict in both now
+        ("BulkInvalid", 422, 3),  # was 422 and a usage error (exit 2): invalid in both now
+        ("UnknownJob", 422, 3),  # was 422 and exit 2 (a NotFound): invalid in both now
+        ("MatchNotFound", 404, 2),
+        ("DatabaseUnavailable", 503, 5),
+        ("StartAttemptsExhausted", 409, 4),
+        ("Forbidden", 403, 1),
+    ],
+)
+def test_the_mappings_that_disagreed_now_agree(name: str, status: int, exit_code: int) -> None:
+    import config.errors as errors
+    from api.errors import status_of
+    from cli.answers import exit_code_of
+
+    exc = getattr(errors, name).__new__(getattr(errors, name))
+    assert (status_of(exc), exit_code_of(exc)) == (status, exit_code)

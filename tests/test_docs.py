@@ -320,3 +320,14 @@ def test_the_readme_and_the_docs_have_runnable_examples():
     assert files[0] == "README.md"
     assert len(runnable_blocks(REPO / "README.md")) >= 3
     assert any(f.startswith("docs/") for f in files)
+
+
+def test_the_publisher_doc_names_the_http_api_of_every_trigger_queue():
+    """kickoff serves the triggers over HTTP: docs/publisher.md says so and names each route."""
+    from publisher.trigger_queues import ROUTE_PREFIX, trigger_queues
+
+    text = (REPO / "docs" / "publisher.md").read_text()
+    assert "no HTTP API" not in text
+    assert "HttpTriggerClient" in text and "`kickoff serve`" in text
+    for queue in trigger_queues():
+        assert f"{ROUTE_PREFIX}/{queue.command}" in text, queue.command

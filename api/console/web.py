@@ -24,7 +24,7 @@ from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 
 from api.console.sessions import Session, SessionPolicy, session_for
-from api.errors import public_message, status_of
+from api.errors import console_message, status_of
 from api.headers import ctx_of, request_id_of
 from config.clock import ensure_utc
 from config.errors import KickoffError, SignInRequired
@@ -287,7 +287,8 @@ def with_notice(path: str, message: str, *, ok: bool) -> str:
 async def act(request: Request, call: Callable[[], str], *, back: str = "/", **extra: Any) -> Response:
     """Run an action (a library call returning the sentence to show) and answer page or script.
 
-    A KickoffError is shown as the notice, with the status the API gives it.
+    A KickoffError is shown as the notice (its message and what its kind means, api.errors.NOTICE_OF),
+    with the status the API gives it.
     """
     form = await request.form()
     value = form.get("next")
@@ -296,7 +297,7 @@ async def act(request: Request, call: Callable[[], str], *, back: str = "/", **e
         message = await run_in_threadpool(call)
         ok, status = True, 200
     except KickoffError as exc:
-        message, ok, status = public_message(exc), False, status_of(exc)
+        message, ok, status = console_message(exc), False, status_of(exc)
         logger.info("console action %s refused (%s): %s", request.url.path, status, exc)
     if wants_json(request):
         return JSONResponse({"ok": ok, "message": message, **extra}, status_code=status)

@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.auth import LeagueFrom, Need, may_act_for, requires
 from api.errors import error_responses
+from api.headers import audit_of
 from api.schemas import ActionResultBody, PathId
 from config.errors import Forbidden
 from publisher.actions import action_row
@@ -52,6 +53,14 @@ async def report(tracking_id: PathId, body: ActionResultBody, request: Request) 
             f"action {tracking_id} was created by another API key: only that key, or an operator or admin"
             " key, may report its result"
         )
+    await run_in_threadpool(
+        lambda: audit_of(request).record(
+            "action.result",
+            "action",
+            tracking_id,
+            after={"outcome": body.outcome, "reported_by": body.reported_by},
+        )
+    )
     out = await run_in_threadpool(
         lambda: report_result(
             tracking_id, outcome=body.outcome, details=body.details, reported_by=body.reported_by

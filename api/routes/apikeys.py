@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from api.auth import Need, requires
+from api.errors import error_responses
 from api.headers import audit_of
 from api.keys import ApiKey, Scope, create_key, list_keys, revoke_key
 from api.schemas import MAX_TEXT_LENGTH, NON_BLANK, ApiKeyBody, PathId
@@ -36,10 +37,11 @@ def list_apikeys() -> dict[str, Any]:
     return {"count": len(keys), "keys": keys}
 
 
-@router.post("", dependencies=[requires(Need.ADMIN)], status_code=201)
+@router.post("", dependencies=[requires(Need.ADMIN)], status_code=201, responses=error_responses(409))
 def create_apikey(body: ApiKeyBody, request: Request) -> JSONResponse:
     """Create a key (audited as apikey.create): 201 with the key's fields and ``key``, its secret,
-    shown this once (only its SHA-256 is stored)."""
+    shown this once (only its SHA-256 is stored); 409 when another key has the name (any case); 422
+    a name with ``@`` (the CLI's ``user@host`` form)."""
     key, secret = create_key(
         name=body.name.strip(),
         scope=Scope(body.scope),

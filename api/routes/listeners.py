@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from api.auth import LeagueFrom, Need, requires
 from api.errors import error_responses, public_message
@@ -26,13 +26,16 @@ from api.schemas import (
     SweepBody,
 )
 from config.clock import utcnow
+from config.errors import RateLimited
 from lifecycle.archive_verify import verify_match_archive
 from lifecycle.board import listener_board
 from lifecycle.bulk import bulk_filter, preview_bulk, run_bulk
 from lifecycle.cleanup import audit_sweep, set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
 from lifecycle.dispatch import audit_dispatch, dispatch_upcoming_match_listeners, request_start
+from lifecycle.event_export import document_name, export_lines
 from lifecycle.match_ref import resolve_match, resolve_match_id
 from lifecycle.start import validate_listener_settings
+from models.verification import ARCHIVE_VERIFY_INTERVAL_SECONDS, claim_archive_verification
 
 router = APIRouter(tags=["listeners"])
 
@@ -73,17 +76,41 @@ def show_match(match_id: PathId, request: Request) -> dict[str, Any]:
     }
 
 
-@router.get(
+@router.post(
     "/v1/matches/{match_id}/archive/verify",
-    dependencies=[requires(Need.READ)],
-    responses=error_responses(502),
+    dependencies=[requires(Need.OPERATOR, league=LeagueFrom.MATCH)],
+    responses=error_responses(429, 502),
 )
 def verify_archive(match_id: PathId, request: Request) -> ArchiveVerificationAnswer:
     """Compare the match's listener archive with the provider's play-by-play and store the outcome (as
-    `kickoff matches verify-archive --json`); 502/503 name SPORTRADAR_BASE_URL when the play-by-play
-    cannot be had."""
-    result = verify_match_archive(match_id, settings=ctx_of(request).settings)
+    `kickoff matches verify-archive --json`): an operator act, audited, once a minute per match
+    (429 sooner); 502/503 name SPORTRADAR_BASE_URL when the play-by-play cannot be had."""
+    match = resolve_match(match_id)
+    if not claim_archive_verification(match.id, interval_seconds=ARCHIVE_VERIFY_INTERVAL_SECONDS):
+        raise RateLimited(
+            f"match {match.id}: its archive was verified less than {ARCHIVE_VERIFY_INTERVAL_SECONDS} s ago"
+        )
+    audit_of(request).record("archive.verify", "match", str(match.id))  # before the provider is called
+    result = verify_match_archive(str(match.id), settings=ctx_of(request).settings)
     return ArchiveVerificationAnswer(**result.as_dict())
+
+
+@router.get(
+    "/v1/matches/{match_id}/archive",
+    dependencies=[requires(Need.READ, league=LeagueFrom.MATCH)],
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/json": {}}, "description": "The {shortcode}.json document."}},
+)
+def archive(match_id: PathId) -> StreamingResponse:
+    """The match's event log as the spec's ``{shortcode}.json`` document (as `kickoff matches export`):
+    a JSON array, one message per line, every distinct message once, in arrival order; streamed a page
+    of the log at a time."""
+    match = resolve_match(match_id)
+    return StreamingResponse(
+        export_lines(str(match.id)),
+        media_type="application/json",
+        headers={"Content-Disposition": f'attachment; filename="{document_name(match)}"'},
+    )
 
 
 @router.post(

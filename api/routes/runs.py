@@ -7,11 +7,12 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from api.auth import Need, requires
+from api.auth import COVERS, Need, requires
 from api.errors import error_responses
 from api.headers import audit_of, ctx_of
 from api.openapi import also_200
 from api.schemas import PathId, QueryId, RunBody
+from config.errors import Forbidden
 from models.run_log import RunStatus, Trigger
 from runs.publish import get_run, publish_run, recent_runs, run_dict
 
@@ -26,13 +27,20 @@ def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
     "",
     dependencies=[requires(Need.TRIGGER)],
     status_code=202,
-    responses={**also_200("A duplicate: the run of that key, nothing published."), **error_responses(409)},
+    responses={
+        **also_200("A duplicate: the run of that key, nothing published."),
+        **error_responses(403, 409),
+    },
 )
 def publish(body: RunBody, request: Request) -> JSONResponse:
     """Publish a run of catalog job ``job`` (trigger ``manual``, or ``event`` with ``event_key``);
     200 with ``duplicate`` and the existing run's id for a used key (an event of that key in
-    that window)."""
+    that window). A job of operator scope (the catalog's ``scope``) needs an operator or admin key."""
     ctx = ctx_of(request)
+    job = ctx.catalog.job(body.job)
+    key = getattr(request.state, "api_key", None)
+    if key is not None and Need(job.scope.value) not in COVERS[key.scope]:
+        raise Forbidden(f"a {key.scope.value} key may not publish job {job.name} (needs {job.scope.value})")
     result = publish_run(
         body.job,
         body.params,

@@ -63,6 +63,7 @@ def answer(result: TradeResult) -> JSONResponse:
 @_claim_route("/offers/{offer_key}/approve")
 def approve_offer(offer_key: PathId, body: OfferApproveBody, request: Request) -> JSONResponse:
     """Approve an offer: claim ``offer_key``, publish to trade_submissions (ESPN ids)."""
+    audit_of(request).record("trade.approve", "trade", offer_key, after={"league_id": body.league_id})
     result = trades.submit_offer(
         offer_key=offer_key,
         league_id=body.league_id,
@@ -79,6 +80,9 @@ def approve_offer(offer_key: PathId, body: OfferApproveBody, request: Request) -
 @_claim_route("/incoming/{trade_id}/decision")
 def decide(trade_id: PathId, body: DecisionBody, request: Request) -> JSONResponse:
     """Accept or reject an incoming trade: claim the decision key (default: the trade id)."""
+    audit_of(request).record(
+        "trade.decide", "trade", trade_id, after={"league_id": body.league_id, "decision": body.decision}
+    )
     result = trades.respond_to_trade(
         decision_key=body.decision_key or trade_id,
         league_id=body.league_id,
@@ -95,12 +99,19 @@ def decide(trade_id: PathId, body: DecisionBody, request: Request) -> JSONRespon
 def retry_decision(trade_id: PathId, request: Request, body: DecisionRetryBody | None = None) -> JSONResponse:
     """Publish a failed or pending decision again with its message id (409 otherwise)."""
     key = (body.decision_key if body else None) or trade_id
+    audit_of(request).record("trade.decision_retry", "trade", trade_id, after={"decision_key": key})
     return answer(trades.retry_decision(decision_key=key, publisher=ctx_of(request).publisher()))
 
 
 @_claim_route("/incoming/{trade_id}/counter")
 def counter(trade_id: PathId, body: CounterBody, request: Request) -> JSONResponse:
     """Stage a counter-offer on trade_negotiations (Sleeper ids), claimed by ``publication_key``."""
+    audit_of(request).record(
+        "trade.counter",
+        "trade",
+        trade_id,
+        after={"league_id": body.league_id, "publication_key": body.publication_key},
+    )
     result = trades.stage_counter(
         publication_key=body.publication_key,
         league_id=body.league_id,

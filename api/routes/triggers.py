@@ -16,9 +16,10 @@ from fastapi.responses import JSONResponse
 
 from api.auth import LeagueFrom, Need, requires
 from api.errors import error_responses
-from api.headers import ctx_of, key_id_of, run_id, traceparent
+from api.headers import audit_of, ctx_of, key_id_of, run_id, traceparent
 from api.openapi import also_200
 from api.schemas import RumorBody
+from models.audit_acts import TRIGGER_ROUTE_ACTION
 from players.rumors import RumorRequest, evaluate_rumors, signals_from_json
 from publisher.trigger_queues import ROUTE_PREFIX, TriggerQueue, trigger_queues
 from publisher.trigger_requests import TriggerRequest
@@ -43,6 +44,15 @@ def _endpoint(queue: TriggerQueue) -> Callable[..., JSONResponse]:
     def endpoint(body: TriggerRequest, request: Request) -> JSONResponse:
         ctx = ctx_of(request)
         trigger_request = body.model_copy(update={"traceparent": traceparent(request, body.traceparent)})
+        audit_of(request).record(  # before the send: an entry that cannot be written refuses it
+            TRIGGER_ROUTE_ACTION,
+            "queue",
+            queue.name,
+            after={
+                "league_id": getattr(body, "league_id", None),
+                "idempotency_key": getattr(body, "idempotency_key", None),
+            },
+        )
         return answer(
             send(
                 queue,
@@ -102,6 +112,12 @@ def _roster_id(value: str) -> Any:
 def rumor_action(body: RumorBody, request: Request) -> JSONResponse:
     """Weigh rumor signals; one outcome per signal (the lineup and waiver triggers it sent)."""
     ctx = ctx_of(request)
+    audit_of(request).record(
+        "trigger.rumor_action",
+        "league",
+        body.league_id,
+        after={"team_id": body.team_id, "signals": len(body.signals)},
+    )
     rumor = RumorRequest(
         league_id=body.league_id,
         team=body.team_id,

@@ -88,6 +88,7 @@ class Fleet:
         self.gens[(host, slot)] += 1
         via = f"h{host}w{slot}g{gen}"
         env = {**self.env, "SPORTRADAR_BASE_URL": f"{self.env['SPORTRADAR_BASE_URL']}/_via/{via}"}
+        env["DATA_DIR"] = str(self.logdir / f"data-h{host}")  # each host its own disk: no shared file
         env = self.hosts[host].env(env)
         if skew:
             env["PYTHONPATH"] = os.pathsep.join(

@@ -1,6 +1,7 @@
-"""The chaos harness's eyes on PostgreSQL and the archives: a ``Recorder`` thread polls every
-lifecycle row of the run's matches and every archive's fence and size, and keeps when each poll
-ran and how many failed (``harness.chaos.checker`` judges a history with lost polls)."""
+"""The chaos harness's eyes on PostgreSQL: a ``Recorder`` thread polls every lifecycle row of the
+run's matches and each match's event log (its newest row's fencing token and its row count), and
+keeps when each poll ran and how many failed (``harness.chaos.checker`` judges a history with
+lost polls)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from harness.chaos.checker import ArchiveSample, RowState
-from listener.archive import archive_path, fence_path, shortcode_for
 from models.db import database
 
 POLL_SECONDS = 0.5
@@ -22,12 +22,10 @@ def _epoch(value: Any) -> float | None:
 
 
 class Recorder:
-    """Polls every lifecycle row of the run's matches and every archive's fence and size."""
+    """Polls every lifecycle row of the run's matches and each one's event log (newest token, rows)."""
 
-    def __init__(self, matches: dict[str, str], data_dir: Path, *, league: str = "mlb") -> None:
+    def __init__(self, matches: dict[str, str], data_dir: Path | None = None) -> None:
         self.matches = matches  # match id -> sr_id
-        self.paths = {sr: archive_path(data_dir, league, shortcode_for(sr)) for sr in matches.values()}
-        self.fences = {sr: fence_path(p) for sr, p in self.paths.items()}
         self.rows: list[RowState] = []
         self.samples: list[ArchiveSample] = []
         self.polls: list[float] = []  # when each poll that succeeded ran
@@ -79,14 +77,20 @@ class Recorder:
                 self.rows.append(
                     RowState(row_id, sr_id, float(created), _epoch(beat), _epoch(ended), token, code, now)
                 )
+        # Each match's event log: its newest row's fencing token (a stale run's row after a newer
+        # run's is a token going down) and its row count.
+        try:
+            logged = database.execute_sql(
+                "SELECT DISTINCT ON (e.match_id) m.sr_id, e.fence_token, "
+                "(SELECT count(*) FROM match_events c WHERE c.match_id = e.match_id) "
+                "FROM match_events e JOIN matches m ON m.id = e.match_id "
+                "WHERE e.match_id = ANY(%s::uuid[]) ORDER BY e.match_id, e.seq DESC",
+                (list(self.matches),),
+            ).fetchall()
+        finally:
+            database.close()
         self.polls.append(now)
-        for sr_id, path in self.paths.items():
-            try:
-                size = path.stat().st_size
-                text = self.fences[sr_id].read_text().strip()
-            except OSError:
-                continue
-            token = int(text) if text.isdigit() else None
+        for sr_id, token, size in logged:
             if self._last_sample.get(sr_id) != (token, size):
                 self._last_sample[sr_id] = (token, size)
                 self.samples.append(ArchiveSample(sr_id, now, token, size))

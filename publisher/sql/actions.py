@@ -90,6 +90,11 @@ PICK_TAKEN = (
     "(request->>'pick_number')::int = %s LIMIT 1"
 )
 
+SELECT_BY_KEY = (
+    "SELECT status, created_at FROM activity_actions WHERE league_id = %s AND kind = %s AND "
+    "idempotency_key = %s"
+)
+
 SELECT_BY_KEY_FOR_UPDATE = (
     "SELECT tracking_id, status, created_at FROM activity_actions WHERE league_id = %s AND kind = %s AND "
     "idempotency_key = %s FOR UPDATE"

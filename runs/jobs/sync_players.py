@@ -1,4 +1,4 @@
-"""The sync_players catalog job: one player sync (players.sync) with the process's settings."""
+"""The sync_players catalog job: one player sync (players.sync) of PLAYERS_SOURCE (settings only)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import json
 import sys
 
 from config.errors import KickoffError
-from config.settings import load_settings
+from config.settings import load_settings, mask_url, mask_urls_in
 from models.db import init_database
+from models.leagues import PLAYERS
 from players.sync import sync_players
 from publisher.amqp import publisher_from_settings
-from runs.jobs.trace import params
 
 
 def main() -> int:
@@ -20,14 +20,14 @@ def main() -> int:
         connect_timeout_seconds=settings.database_connect_timeout_seconds,
         statement_timeout_seconds=settings.database_statement_timeout_seconds,
     )
-    source = params().get("source") or settings.players_source.format(base_url=settings.sportradar_base_url)
+    source = settings.players_source.format(base_url=settings.sportradar_base_url, league=PLAYERS.name)
     try:
         with publisher_from_settings(settings) as publisher:
             report = sync_players(source, publisher=publisher)
     except KickoffError as exc:
-        print(f"player sync failed: {exc}", file=sys.stderr)
+        print(f"player sync failed: {mask_urls_in(str(exc))}", file=sys.stderr)
         return 1
-    print(json.dumps({"source": source, **report.as_json()}))
+    print(json.dumps({"source": mask_url(source), **report.as_json()}))
     return 0
 
 

@@ -1,4 +1,8 @@
-"""What every example job shares: its params from RUN_PARAMS and an optional start/end trace file."""
+"""What every example job shares: its params from RUN_PARAMS and an optional start/end trace file.
+
+The trace file goes to RUN_TRACE_DIR, a directory of the launcher's environment (set by whoever
+runs the launcher): a run's params never choose where a job writes.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,9 @@ from typing import Any
 
 STARTED = time.time()
 
+#: The environment variable naming the directory of trace files (unset: no trace).
+TRACE_DIR_ENV = "RUN_TRACE_DIR"
+
 
 def params() -> dict[str, Any]:
     """The run's params (RUN_PARAMS, a JSON object set by the launcher); empty when unset."""
@@ -16,8 +23,9 @@ def params() -> dict[str, Any]:
 
 
 def write_trace(run_params: dict[str, Any], **extra: Any) -> None:
-    """Write ``<trace_dir>/<RUN_ID>.<RUN_ATTEMPT>.json`` with this process's start and end times."""
-    trace_dir = run_params.get("trace_dir")
+    """Write ``$RUN_TRACE_DIR/<RUN_ID>.<RUN_ATTEMPT>.json`` with this process's start and end times and
+    ``run_params`` (nothing when RUN_TRACE_DIR is unset)."""
+    trace_dir = os.environ.get(TRACE_DIR_ENV)
     if not trace_dir:
         return
     record = {
@@ -30,6 +38,7 @@ def write_trace(run_params: dict[str, Any], **extra: Any) -> None:
         "pid": os.getpid(),
         "start": STARTED,
         "end": time.time(),
+        "params": run_params,
         **extra,
     }
     name = f"{record['run_id']}.{record['attempt']}.json"

@@ -71,7 +71,8 @@ EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
     # listeners and matches
     ("GET", "/v1/listeners"): (API, READ),
     ("GET", "/v1/matches/{match_id}"): (API, READ),
-    ("GET", "/v1/matches/{match_id}/archive/verify"): (API, READ),
+    ("POST", "/v1/matches/{match_id}/archive/verify"): (API, OPERATOR),
+    ("GET", "/v1/matches/{match_id}/archive"): (API, READ),
     ("POST", "/v1/matches/{match_id}/start-listener"): (API, OPERATOR),
     ("POST", "/v1/matches/{match_id}/stop-listener"): (API, OPERATOR),
     ("POST", "/v1/matches/{match_id}/auto-dispatch"): (API, OPERATOR),

@@ -24,7 +24,7 @@ LONE = "a\ud800b"
         ("/v1/trigger/waiver", {**TEAM, "add_player_id": 42, "idempotency_key": LONE}, "idempotency_key"),
         ("/v1/trigger/draft-pick", draft(league_id=LONE), "league_id"),
         ("/v1/trade/offers/offer-s/approve", {**OFFER, "league_id": LONE}, "league_id"),
-        ("/v1/runs", {"job": "noop", "params": {"trace_dir": LONE}}, "params"),
+        ("/v1/runs", {"job": "scoped", "params": {"steps": [LONE]}}, "params"),
     ],
 )
 def test_a_lone_surrogate_is_422_naming_the_field(api, path, body, field):
@@ -38,7 +38,7 @@ def test_a_lone_surrogate_is_422_naming_the_field(api, path, body, field):
 def test_nul_is_still_refused_the_same_way(api):
     answer = api.post("/v1/trigger/lineup", json={**LINEUP, "league_id": "a\x00b"})
     assert answer.status_code == 422 and answer.json()["field"] == "league_id"
-    answer = api.post("/v1/runs", json={"job": "noop", "params": {"trace_dir": "a\x00b"}})
+    answer = api.post("/v1/runs", json={"job": "scoped", "params": {"steps": ["a\x00b"]}})
     assert answer.status_code == 422 and answer.json()["field"] == "params"
     assert "NUL" in answer.json()["error"]
 

@@ -10,6 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from models import Match
+from models.db import database
 
 
 def test_board_and_match(api, make_match, barriers):
@@ -188,15 +189,44 @@ def test_archive_verify_answers_the_comparison_and_names_the_setting_when_the_fe
 ):
     match = make_match(status="closed")
     url = f"/v1/matches/{match.id}/archive/verify"
-    assert api.get(f"/v1/matches/{uuid.uuid4()}/archive/verify").status_code == 404
+    assert api.post(f"/v1/matches/{uuid.uuid4()}/archive/verify").status_code == 404
 
-    broken = api.get(url)  # the feed answers 404 for this game: not a play-by-play
+    broken = api.post(url)  # the feed answers 404 for this game: not a play-by-play
     assert broken.status_code == 502, broken.text
     assert broken.json()["setting"] == "SPORTRADAR_BASE_URL" and "http" not in broken.json()["error"]
+    again = api.post(url)  # once a minute per match: the provider is not called again
+    assert again.status_code == 429, again.text
+    database.execute_sql(  # the minute passed
+        "UPDATE matches SET archive_verify_claimed_at = now() - interval '61 seconds' WHERE id = %s",
+        (match.id,),
+    )
 
-    path = f"/nfl/trial/games/{match.sr_id}/pbp.json"
+    path = f"/nfl/trial/v7/en/games/{match.sr_id}/pbp.json"
     feed_documents[path] = {"game": {"id": match.sr_id}, "events": [{"id": "e1"}, {"id": "e2"}]}
-    answer = api.get(url)
+    answer = api.post(url)
     assert answer.status_code == 200, answer.text
     assert answer.json() == {"ok": False, "missing": ["e1", "e2"], "extra": [], "differing": [], "events": 2}
     assert Match.get_by_id(match.id).archive_verification["missing_count"] == 2
+
+
+def test_the_archive_is_the_event_log_as_the_specs_document_streamed(api, make_match):
+    import json
+
+    from models.event_log import NewRow, insert_events
+
+    match = make_match(status="closed")
+    assert api.get(f"/v1/matches/{uuid.uuid4()}/archive").status_code == 404
+    message = {"payload": {"event": {"id": "e1"}}, "metadata": {"operation": "create"}}
+    insert_events(
+        [
+            NewRow(match_id=str(match.id), message_key=f'["k{i}"]', kind=kind, message=json.dumps(message))
+            for i, kind in enumerate(("live", "backfilled"))
+        ]
+    )
+    answer = api.get(f"/v1/matches/{match.id}/archive")
+    assert answer.status_code == 200, answer.text
+    assert match.sr_id.replace(":", "_") in answer.headers["content-disposition"]
+    lines = answer.text.splitlines()
+    assert lines[0] == "[" and lines[-1] == "]" and lines[2].startswith(",")
+    document = json.loads(answer.text)
+    assert document[0] == message and document[1]["kickoff"]["backfilled"] == "play_by_play"

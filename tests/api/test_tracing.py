@@ -215,6 +215,7 @@ def test_a_run_request_is_one_trace_through_the_launcher_into_the_job_process(
         "LAUNCHER_DRAIN_INTERVAL_SECONDS": "0.2",
         "LAUNCHER_RESCAN_INTERVAL_SECONDS": "600",
         "DATA_DIR": str(tmp_path / "data"),
+        "RUN_TRACE_DIR": str(tmp_path),
     }
     log_path = tmp_path / "launcher.log"
     log = log_path.open("wb")
@@ -229,7 +230,7 @@ def test_a_run_request_is_one_trace_through_the_launcher_into_the_job_process(
         wait_for(lambda: "launcher on" in log_path.read_text(), timeout=60, what="the launcher to start")
         answer = httpx.post(  # the server's RabbitMQ is away: the launcher's own drain publishes the command
             f"{traced_server.url}/v1/runs",
-            json={"job": "scoped", "params": {"trace_dir": str(tmp_path), "steps": ["extract"]}},
+            json={"job": "scoped", "params": {"steps": ["extract"]}},
             headers={"Authorization": f"Bearer {key}", "traceparent": f"00-{trace_id}-{CALLER_SPAN}-01"},
         )
         assert answer.status_code == 202 and answer.json()["status"] == "pending", answer.text

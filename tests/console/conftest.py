@@ -88,13 +88,17 @@ def signed_in(console_server: Server) -> Iterator[callable]:
 
 
 def write_archive(data_dir: str | Path, league: str, sr_id: str, events: int = 3) -> Path:
-    """A listener archive of ``events`` push events for match ``sr_id`` (what a recorded match leaves)."""
-    from listener.archive import EventArchive, archive_path, shortcode_for
+    """``events`` push events of match ``sr_id`` in its event log (what a recorded match leaves); returns
+    where a listener host keeps its local files (the runs' text logs)."""
+    from listener.archive import archive_path, shortcode_for
+    from models.match import Match
+    from tests.logged import event_log_of
 
+    match = Match.get(Match.sr_id == sr_id)
+    messages = [
+        {"payload": {"game": {"id": sr_id}, "event": {"sequence": n}}, "metadata": {}} for n in range(events)
+    ]
+    event_log_of(match.id, messages).close()
     path = archive_path(data_dir, league, shortcode_for(sr_id))
     path.parent.mkdir(parents=True, exist_ok=True)
-    archive = EventArchive(path).open()
-    for n in range(events):
-        archive.append({"payload": {"game": {"id": sr_id}, "event": {"sequence": n}}, "metadata": {}})
-    archive.close()
     return path

@@ -65,3 +65,27 @@ def test_the_audit_page_filters_and_escapes(console_keys, signed_in, make_match)
     bad = rd.client.get("/audit", params={"since": "yesterday"})
     assert bad.status_code == 200 and "not an ISO 8601 time" in bad.text and "data-action=" not in bad.text
     assert "data-action=" not in rd.client.get("/audit", params={"since": "2999-01-01T00:00:00Z"}).text
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [pytest.param("stop\x00now", id="nul"), pytest.param("x" * 2001, id="too-long")],
+)
+def test_a_stop_whose_reason_breaks_the_text_rule_is_refused_before_it_stops(
+    console_keys, signed_in, make_match, reason
+):
+    match = make_match(status="inprogress")
+    record = MatchListenerRecord.create(id=str(uuid.uuid4()), match=match.id)
+    op = signed_in(console_keys["operator"])
+    as_json = {"X-CSRF-Token": op.csrf, "Accept": "application/json"}
+    refused = op.client.post(f"/matches/{match.id}/stop", data={"reason": reason}, headers=as_json)
+    assert refused.status_code == 422, refused.text
+    assert MatchListenerRecord.get_by_id(record.id).ended_at is None  # not stopped
+    assert audit_entries(action="listener.stop") == []
+    bulk = op.client.post(
+        "/board/bulk/confirm",
+        data={"action": "stop", "match_ids": [str(match.id)], "reason": reason, "confirm": "x"},
+        headers={"X-CSRF-Token": op.csrf},
+    )
+    assert bulk.status_code == 422, bulk.text
+    assert MatchListenerRecord.get_by_id(record.id).ended_at is None

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from config.clock import utcnow
-from listener.archive import archive_path, read_events
 from models import League
+from models.event_log import log_summary
 from models.history import history
 from models.history_series import SERIES
 from models.listener_record import MatchListenerRecord
@@ -185,6 +185,7 @@ def test_each_history_chart_draws_what_a_run_of_real_workers_wrote(
         "SPORTRADAR_BASE_URL": server.base_url,
         "LISTENER_MAX_CONSECUTIVE_HEARTBEATS": "120",
         "HISTORY_FLUSH_SECONDS": "0.5",
+        "APP_ENV": "staging",  # the takeover restarts a live match (develop restarts test clones only)
     }
     first = processes("listeners", env)
     processes("default", env)
@@ -193,8 +194,7 @@ def test_each_history_chart_draws_what_a_run_of_real_workers_wrote(
         f"/v1/matches/{match.id}/start-listener", json={}, headers=bearer(console_keys["operator"])
     )
     assert started.status_code == 202, started.text
-    archive = archive_path(env["DATA_DIR"], "mlb", game.sr_id)
-    wait_for(lambda: archive.exists() and len(read_events(archive)) >= 20, timeout=90, what="20 events")
+    wait_for(lambda: log_summary(match.id).events >= 20, timeout=90, what="20 events in the event log")
 
     # a takeover: the first worker is killed, a second one takes the match over (a gap, 14, a new run)
     processes("listeners", env)

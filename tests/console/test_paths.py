@@ -8,7 +8,7 @@ from models.listener_record import MatchListenerRecord
 from tests.console.conftest import write_archive
 
 
-def test_the_match_card_shows_archive_and_log_paths_relative_to_data_dir(
+def test_the_match_card_shows_the_archive_name_and_log_paths_relative_to_data_dir(
     console_server, console_keys, signed_in, make_match, test_env
 ):
     match = make_match("nfl", sr_id="sr:match:rel", status="closed")
@@ -17,7 +17,7 @@ def test_the_match_card_shows_archive_and_log_paths_relative_to_data_dir(
     (archive.parent / f"{archive.stem}.{str(record.id)[:8]}.log").write_text("a line\n")
     card = signed_in(console_keys["read"]).client.get(f"/matches/{match.id}")
     assert card.status_code == 200
-    assert "<code>listener/nfl/sr_match_rel.json</code>" in card.text
+    assert "<code>sr_match_rel.json</code>" in card.text and "2 events in the event log" in card.text
     assert f"<code>listener/nfl/sr_match_rel.{str(record.id)[:8]}.log</code>" in card.text
     assert str(archive.parent) not in card.text
 

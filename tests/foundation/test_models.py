@@ -32,7 +32,9 @@ def test_a_match_defaults_to_auto_dispatch_and_empty_start_settings(make_match):
 
 
 def test_start_settings_metadata_keys_are_stripped(make_match):
-    match = make_match(listener_start_settings={"message_id": "m", "listener_dry_run": True})
+    match = make_match(
+        listener_start_settings={"message_id": "m", "celery_task_id": "t", "listener_dry_run": True}
+    )
     assert match.start_settings_without_metadata() == {"listener_dry_run": True}
 
 

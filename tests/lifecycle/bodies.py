@@ -46,3 +46,16 @@ class ExitsWithMessage(ExitsNone):
     """A body that calls ``sys.exit("feed gone")`` (exit 1, as a process would)."""
 
     exit_arg = "feed gone"
+
+
+class ReturnsFourteen(_Quiet):
+    """A body that returns 14 by itself (only cleanup may record Abandoned: a failed start)."""
+
+    def run(self, ctx: ListenerContext) -> int:
+        return 14
+
+
+class ExitsFifteen(ExitsNone):
+    """A body that calls ``sys.exit(15)`` by itself (only a stop may record Stopped: a failed start)."""
+
+    exit_arg = 15

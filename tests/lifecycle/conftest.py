@@ -28,8 +28,12 @@ SHORT = {"LISTENER_BODY": "listener.testing:ScriptedListener", **intervals.env("
 
 @pytest.fixture(autouse=True)
 def lifecycle_env(monkeypatch: pytest.MonkeyPatch, test_env: dict[str, str]) -> dict[str, str]:
-    """This run's settings plus short intervals in os.environ (Layer A of every resolved run)."""
-    env = {**test_env, **SHORT}
+    """This run's settings plus short intervals in os.environ (Layer A of every resolved run).
+
+    APP_ENV is staging here: these tests start and restart live matches, which develop (test
+    clones only, ``AppEnv.automatic_is_test``) would not; develop's rule has tests of its own.
+    """
+    env = {**test_env, **SHORT, "APP_ENV": "staging"}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return env

@@ -217,3 +217,15 @@ def mlb_games(n: int, *, events: int, interval: float) -> list[GameScript]:
         )
         for _ in range(n)
     ]
+
+
+def written_after_successor(match: Any, run: Any, successor: Any) -> int:
+    """Messages ``run`` logged into the match's event log after ``successor``'s first one (fenced: 0)."""
+    from models.db import database
+
+    (n,) = database.execute_sql(
+        "SELECT count(*) FROM match_events WHERE match_id = %s AND record_id = %s AND arrived_at > "
+        "(SELECT min(arrived_at) FROM match_events WHERE match_id = %s AND record_id = %s)",
+        (str(match.id), str(run.id), str(match.id), str(successor.id)),
+    ).fetchone()
+    return int(n)

@@ -12,12 +12,14 @@ from cli.matches import verification_lines
 from harness.ports import free_port
 from lifecycle.archive_verify import backfill_match_archive, verify_match_archive
 from lifecycle.cleanup import sweep_stale_match_listeners
-from listener.archive import EventArchive, archive_path, read_events
+from listener.archive import archive_path
 from listener.events import current_events
 from listener.play_by_play import play_by_play_url
+from models.event_log import messages_of
 from models.listener_record import MatchListenerRecord
 from models.match import Match
 from tests.lifecycle.helpers import dead_run
+from tests.logged import event_log_of
 
 
 def _message(sr_id: str, event: dict, operation: str = "create") -> dict:
@@ -28,11 +30,9 @@ def _message(sr_id: str, event: dict, operation: str = "create") -> dict:
 
 
 def _archive(settings, match, events: list[dict]):
-    archive = EventArchive(archive_path(settings.data_dir, match.league.name, match.sr_id)).open()
-    for event in events:
-        archive.record(_message(match.sr_id, event))
-    archive.close()
-    return archive.path
+    """Log ``events`` as a listener run would (unfenced), into the match's event log."""
+    event_log_of(match.id, [_message(match.sr_id, event) for event in events]).close()
+    return match.id
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ def test_verify_lists_missing_extra_and_differing_and_stores_the_outcome(make_ma
     assert doc == {"ok": False, "missing": ["c"], "extra": ["b"], "differing": ["a"], "events": 2}
 
 
-def test_an_agreeing_archive_exits_0_and_a_missing_archive_file_is_an_empty_archive(
+def test_an_agreeing_archive_exits_0_and_a_match_without_logged_events_is_an_empty_archive(
     make_match, lsettings, pbp, kick
 ):
     agreeing, absent = make_match(status="closed"), make_match(status="closed")
@@ -125,7 +125,7 @@ def test_backfill_merges_what_the_archive_lacks_then_verifies(make_match, lsetti
     result = backfill_match_archive(str(match.id), settings=settings, barriers=lbarriers)
 
     assert result.ok and result.backfilled == 3
-    held = current_events(read_events(path))
+    held = current_events(messages_of(path))
     assert list(held) == ["a", "b", "c"] and held["a"]["payload"]["event"] == A2
     assert Match.get_by_id(match.id).archive_verification["ok"] is True
     assert lbarriers.start_lock_holder(match.id) is None  # the backfill's own lock is released
@@ -217,3 +217,20 @@ def test_kickoff_listeners_sweep_sends_the_backfill_and_says_so(make_match, lbar
     line = kick("listeners", "sweep").output
     assert f"archive backfill enqueued for {match.id}" in line
     assert broker_queues("default") == 1
+
+
+def test_export_writes_the_specs_document_from_the_log_on_any_host_and_an_unknown_match_exits_2(
+    make_match, lsettings, kick, tmp_path
+):
+    match = make_match(status="closed")
+    _archive(lsettings, match, [A1, B, A2])
+    out = tmp_path / "elsewhere" / "game.json"
+    out.parent.mkdir()
+    assert "3 messages" in kick("matches", "export", match.sr_id, "--out", str(out)).output
+    lines = out.read_bytes().split(b"\n")
+    assert lines[0] == b"[" and lines[-2] == b"]" and lines[2].startswith(b",")  # one message a line
+    assert [m["payload"]["event"] for m in json.loads(out.read_bytes())] == [A1, B, A2]
+    assert json.loads(kick("matches", "export", str(match.id), "--out", "-").stdout) == json.loads(
+        out.read_text()
+    )
+    assert "no match" in kick("matches", "export", str(uuid.uuid4()), code=2).stderr.lower()

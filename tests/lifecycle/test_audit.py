@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import getpass
 import json
+import os
+import pwd
 import socket
 import uuid
 from datetime import timedelta
@@ -16,7 +17,7 @@ from models.audit import Actor, audit_entries, prune_audit, record_audit
 from models.db import database
 from models.listener_record import MatchListenerRecord
 
-ME = f"{getpass.getuser()}@{socket.gethostname()}"
+ME = f"{pwd.getpwuid(os.getuid()).pw_name}@{socket.gethostname()}"
 
 
 def test_a_cli_stop_is_audited_with_the_os_user_and_its_reason(kick, make_match):
@@ -26,7 +27,7 @@ def test_a_cli_stop_is_audited_with_the_os_user_and_its_reason(kick, make_match)
     [entry] = audit_entries(action="listener.stop")
     assert entry.who == ME and entry.who_key_id is None and entry.reason == "feed is garbage"
     assert entry.target == f"match:{match.id}"
-    assert entry.before == {"auto_dispatch": True} and entry.after["rows_closed"] == 1
+    assert entry.before == {"auto_dispatch": True} and entry.after["auto_dispatch"] is False
 
 
 @pytest.mark.parametrize(
@@ -74,7 +75,18 @@ def test_the_list_filters_and_its_json_shape(kick, make_match):
 
     everything = listed()
     assert [e["action"] for e in everything] == ["listeners.sweep", "match.edit", "match.edit"]
-    assert set(everything[0]) == {"at", "who", "action", "target", "reason", "before", "after", "request_id"}
+    assert set(everything[0]) == {
+        "at",
+        "who",
+        "action",
+        "target",
+        "title",
+        "reason",
+        "before",
+        "after",
+        "request_id",
+        "who_key_id",
+    }
     assert [e["target"] for e in listed("--who", "ci-bot")] == ["listeners", f"match:{one.id}"]
     assert [e["who"] for e in listed("--action", "match.edit", "--match", str(two.id))] == [ME]
     assert len(listed("--limit", "1")) == 1
@@ -107,8 +119,18 @@ def test_the_table_refuses_update_and_delete_but_the_retention_prunes(kick, db):
         database.execute_sql("UPDATE audit_log SET at = now() - interval '500 days' WHERE target_id = 'old'")
         database.execute_sql("ALTER TABLE audit_log ENABLE TRIGGER audit_log_append_only")
     assert prune_audit(days=400) == 1
-    assert [e.target_id for e in audit_entries()] == ["new"]
+    assert [(e.action, e.target_id) for e in audit_entries()] == [
+        ("audit.prune", None),
+        ("run.cancel", "new"),
+    ]
     assert json.loads(kick("audit", "prune", "--json").output) == {"deleted": 0, "days": 400}
+    [by_cli, *_] = audit_entries()
+    assert (by_cli.action, by_cli.who, by_cli.after) == (
+        "audit.prune",
+        Actor.cli().name,
+        {"days": 400, "deleted": 0},
+    )
+    kick("audit", "prune", "--days", "1", code=1)  # below the floor (AUDIT_RETENTION_DAYS): refused
     with pytest.raises(peewee.DatabaseError, match="append-only"), database.atomic():
         database.execute_sql("DELETE FROM audit_log")
 
@@ -118,7 +140,8 @@ def test_league_switches_and_api_keys_are_audited_without_the_key(kick, db):
     kick("leagues", "disable", "nfl", "--reason", "off season")
     created = json.loads(kick("apikeys", "create", "--name", "ci", "--scope", "read", "--json").output)
     kick("apikeys", "revoke", created["id"], "--reason", "leaked")
-    revoke, create, disable = audit_entries()
+    revoke, create, disable, add = audit_entries()
+    assert (add.action, add.target, add.after, add.who) == ("league.add", "league:nfl", {"enabled": True}, ME)
     assert (disable.action, disable.target, disable.reason) == ("league.disable", "league:nfl", "off season")
     assert disable.before == {"enabled": True} and disable.after == {"enabled": False}
     assert (create.action, create.target_id, create.after) == (
@@ -148,8 +171,13 @@ def test_the_match_card_shows_one_timeline_of_its_runs_gaps_and_operator_acts(ki
     kick("listeners", "stop", str(match.id), "--reason", "bad feed")
     timeline = json.loads(kick("matches", "show", str(match.id), "--json").output)["timeline"]
     kinds = [t["kind"] for t in timeline]
-    assert kinds[0] == "act" and kinds.count("run_started") == 2 and kinds.count("run_ended") == 2
-    stop = timeline[0]
+    # the stop's entry is written before the stop closes the run (newest first: the run's end, then the act)
+    assert (
+        kinds[:2] == ["run_ended", "act"]
+        and kinds.count("run_started") == 2
+        and kinds.count("run_ended") == 2
+    )
+    stop = timeline[1]
     assert (stop["what"], stop["who"], stop["reason"]) == ("listener.stop", ME, "bad feed")
     ended = [t["what"] for t in timeline if t["kind"] == "run_ended"]
     assert any(

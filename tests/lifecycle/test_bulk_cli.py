@@ -51,18 +51,23 @@ def test_dry_run_json_changes_nothing_and_json_with_yes_prints_the_results(db, r
     assert reload(match).auto_dispatch_listener
     done = json.loads(_bulk("stop", "--match", match.sr_id, "--reason", "r", "--yes", "--json").output)
     assert done["results"] == [
-        {"match_id": str(match.id), "ok": True, "detail": done["results"][0]["detail"]}
+        {
+            "match_id": str(match.id),
+            "title": f"{match.sr_id} (clij)",
+            "ok": True,
+            "detail": done["results"][0]["detail"],
+        }
     ]
     assert not reload(match).auto_dispatch_listener
 
 
 def test_usage_errors(db, redis_client, make_match):
     assert "a reason is required" in _bulk("stop", "--league", "x", "--reason", " ", code=2).output
-    assert "league or match ids" in _bulk("stop", "--reason", "r", code=2).output
+    assert "league or match ids" in _bulk("stop", "--reason", "r", code=3).output  # invalid (BulkInvalid)
     assert "--yes or --dry-run" in _bulk("stop", "--league", "x", "--reason", "r", "--json", code=2).output
     assert "no league named" in _bulk("stop", "--league", "nope", "--reason", "r", code=2).output
     assert (
-        "unknown badge" in _bulk("stop", "--league", "x", "--badge", "Fine", "--reason", "r", code=2).output
+        "unknown badge" in _bulk("stop", "--league", "x", "--badge", "Fine", "--reason", "r", code=3).output
     )
 
 

@@ -61,13 +61,16 @@ def test_manual_force_start_clears_barriers_reacquires_them_and_keeps_auto_dispa
         b.record_failed_attempt(match.id)
     b.claim_pending(match.id)
     assert b.is_exhausted(match.id)
+    b.set_stop_flag(match.id)
     future = runner(start, match, force=True, **ctx)
     wait_for(lambda: open_rows(match))
     assert not b.is_exhausted(match.id) and b.attempts(match.id) == 0
-    assert b.start_lock(match.id).locked()
+    assert not b.stop_flags_among([match.id])  # cleared ...
+    assert b.start_lock(match.id).locked() and b.is_pending(match.id)  # ... then re-acquired
     assert reload(match).auto_dispatch_listener is False
     stop_match_listener(str(match.id), settings=ctx["settings"], barriers=b)
     future.result(timeout=5)
+    assert not b.is_pending(match.id) and not b.start_lock(match.id).locked()
 
 
 def test_manual_force_start_does_not_stop_or_double_a_live_listener(make_match, ctx, runner):
@@ -128,12 +131,21 @@ def test_a_failed_run_clears_pending_counts_an_attempt_and_dispatch_retries(
 
 
 def test_unexpected_cancel_16_is_treated_like_other_failures(make_match, ctx, outbox, runner):
-    match = make_match(listener_start_settings={"listener_force_exit_code": 16})
+    """A real cancel that no operator asked for: the run loses its start lock (another holder's
+    token), its heartbeat notices and cancels it; recorded 16, counted, barriers cleared."""
+    match = make_match()
+    b = ctx["barriers"]
     _dispatch(ctx, outbox)
-    result = run_message(ctx, runner, outbox.messages[0]).result(timeout=5)
+    future = run_message(ctx, runner, outbox.messages[0])
+    wait_for(lambda: open_rows(match))
+    b.client.set(b.start_lock_key(match.id), "another-holder")  # the lock is no longer the run's
+    result = future.result(timeout=30)
     assert result.exit_code == 16 and not result.success
-    assert rows_of(match)[0].badge(stale_after_seconds=60) is Badge.ENDED
-    assert not ctx["barriers"].is_pending(match.id) and ctx["barriers"].attempts(match.id) == 1
+    [row] = rows_of(match)
+    assert row.exit_code == 16 and row.stopped_by is None
+    assert row.badge(stale_after_seconds=60) is Badge.ENDED
+    assert b.attempts(match.id) == 1
+    assert b.start_lock_holder(match.id) == "another-holder"  # never deletes a lock it does not own
 
 
 @pytest.mark.parametrize("guard", ["fresh-open-row", "start-lock-held"])
@@ -143,10 +155,16 @@ def test_start_is_skipped_when_a_listener_is_already_active(make_match, ctx, gua
         live_row(match)
     else:
         ctx["barriers"].start_lock(match.id).acquire("someone-else")
+    b = ctx["barriers"]
+    holder = b.start_lock_holder(match.id)
     before = len(rows_of(match))
     result = start(match, **ctx)
-    assert result.skipped is not None and result.success
+    assert result.skipped == ("skipped_active" if guard == "fresh-open-row" else "skipped_locked")
+    assert result.success
     assert len(rows_of(match)) == before
+    # The barriers: the active run's start lock is its own still, nothing counted or exhausted.
+    assert b.start_lock_holder(match.id) == holder
+    assert b.attempts(match.id) == 0 and not b.is_exhausted(match.id)
 
 
 def test_start_exhausted_after_15_failures_dispatch_skips_until_force(make_match, ctx, outbox, runner):
@@ -184,22 +202,26 @@ def test_dispatch_itself_abandons_a_stale_row_and_re_enqueues(make_match, ctx, o
     assert rows_of(match)[0].exit_code == 14
 
 
+@pytest.mark.parametrize("status", ["scheduled", "inprogress"])
 def test_operator_stop_closes_with_15_clears_barriers_and_turns_auto_dispatch_off(
-    make_match, ctx, outbox, runner
+    make_match, ctx, outbox, runner, status
 ):
-    match = make_match()
+    match = make_match(status=status)
     _dispatch(ctx, outbox)
     future = run_message(ctx, runner, outbox.messages[0])
     wait_for(lambda: open_rows(match))
     ctx["barriers"].record_failed_attempt(match.id)
     res = stop_match_listener(str(match.id), settings=ctx["settings"], barriers=ctx["barriers"])
-    assert res.rows_closed == 1 and res.revoked_message_id == outbox.messages[0].message_id
-    assert future.result(timeout=2).exit_code == 15
+    # The run sees the stop flag at once and may close its own row (15, by the operator) before the
+    # stop does: either way one row, closed as the stop says (below).
+    assert res.rows_closed <= 1 and res.revoked_message_id == outbox.messages[0].message_id
+    assert future.result(timeout=30).exit_code == 15
     [row] = rows_of(match)
     assert row.exit_code == 15 and row.stopped_by == "operator"
     b = ctx["barriers"]
     assert not b.is_pending(match.id) and b.attempts(match.id) == 0 and not b.start_lock(match.id).locked()
     assert reload(match).auto_dispatch_listener is False
+    assert reload(match).status == status  # a stop ends the listener only, never the match
     assert _dispatch(ctx, outbox).eligible == 0
 
 

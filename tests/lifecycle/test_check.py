@@ -53,10 +53,22 @@ def test_check_names_every_missing_part_and_exits_1(kick, amqp_vhost, monkeypatc
 
 
 def test_check_is_ok_with_a_worker_on_each_queue_a_recent_tick_and_the_feed(
-    kick, amqp_vhost, feed, start_worker, lifecycle_env, lbarriers, broker_queues
+    kick,
+    amqp_vhost,
+    feed,
+    start_worker,
+    lifecycle_env,
+    lbarriers,
+    broker_queues,
+    app_role_url,
+    rebind,
+    monkeypatch,
 ):
     from models.coordination import connect_redis
+    from models.db import database
 
+    database.close()
+    monkeypatch.setenv("DATABASE_URL", app_role_url)  # the app's role: the audit log is append-only for it
     kick("amqp", "setup")
     ns = lifecycle_env["BROKER_NAMESPACE"]
     broker = connect_redis(lifecycle_env["BROKER_URL"])

@@ -179,8 +179,8 @@ def test_matches_list_is_a_table_with_headers_and_says_when_empty(kick, make_mat
     make_match(sr_id="sr:match:" + "x" * 60)
     make_match(sr_id="sr:match:2")
     lines = kick("matches", "list").output.strip().splitlines()
-    assert lines[0].split() == ["id", "sr_id", "league", "scheduled", "status", "badge", "flags"]
-    assert lines[1].index("nfl") == lines[2].index("nfl") == lines[0].index("league")
+    assert lines[0].split() == ["id", "sr_id", "title", "league", "scheduled", "status", "badge", "flags"]
+    assert lines[1].index(" nfl ") == lines[2].index(" nfl ") == lines[0].index(" league ")
     assert len(json.loads(kick("matches", "list", "--limit", "1", "--json").output)["matches"]) == 1
 
 

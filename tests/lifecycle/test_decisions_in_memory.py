@@ -750,3 +750,27 @@ def test_a_hand_over_that_fails_stops_every_run_at_once(store: MemoryCoordinatio
     svc.add(run)
     svc.shutdown_all()
     wait_for(lambda: run.stops == [worker_shutdown()], timeout=10, what="the stop without a successor")
+
+
+def test_in_develop_a_shutdown_hands_over_test_clones_only(store: MemoryCoordinationStore, lsettings) -> None:
+    """Develop is test clones only: a live match's run gets no successor; it is stopped at once."""
+    from config.settings import AppEnv
+
+    handed: list[list[str]] = []
+
+    def hand_over(ids: list[str]) -> None:
+        handed.append(ids)
+        for match_id in ids:
+            store.announce_handover(match_id, ttl_seconds=60)
+
+    develop = handoff_settings(lsettings, bound=60.0).model_copy(update={"app_env": AppEnv.DEVELOP})
+    svc = services_on(store, develop, hand_over=hand_over)
+    live, clone = Run("live"), Run("clone")
+    live.ctx.is_test, clone.ctx.is_test = False, True
+    svc.add(live)
+    svc.add(clone)
+    svc.shutdown_all()
+    wait_for(lambda: live.stops and clone.stops, timeout=30, what="both runs stopped")
+    assert handed == [["clone"]]
+    assert live.stops == [worker_shutdown()]  # its hand-off's dispatch skips it too (develop)
+    assert clone.stops == [worker_shutdown(successor_waiting=True)]

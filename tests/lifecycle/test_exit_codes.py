@@ -86,6 +86,44 @@ def test_exit_14_is_recorded_by_cleanup_not_by_a_live_run_and_is_not_counted(mak
     [row] = rows_of(match)
     assert row.exit_code == 14 and row.badge(stale_after_seconds=60) is Badge.ABANDONED
     assert ctx["barriers"].attempts(match.id) == 0
+    # Not by a live run: a run that reports 14 itself is a failed start, counted.
+    live = make_match(listener_start_settings={"listener_force_exit_code": 14})
+    assert not start(live, **ctx).success
+    assert ctx["barriers"].attempts(live.id) == 1
+
+
+@pytest.mark.parametrize(
+    ("how", "code"),
+    [
+        ("force", 14),
+        ("force", 15),
+        ("tests.lifecycle.bodies:ReturnsFourteen", 14),
+        ("tests.lifecycle.bodies:ExitsFifteen", 15),
+    ],
+    ids=["forced-14", "forced-15", "body-returns-14", "body-exits-15"],
+)
+def test_a_run_that_exits_14_or_15_by_itself_is_a_counted_failed_start(
+    make_match, ctx, how, code, monkeypatch
+):
+    """Only the cleanup's and the stop's own writes of 14 / 15 are uncounted; a run's own is a failure."""
+    if how == "force":
+        match = make_match(listener_start_settings={"listener_force_exit_code": code})
+    else:
+        monkeypatch.setenv("LISTENER_BODY", how)
+        match = make_match()
+    result = start(match, **ctx)
+    assert result.exit_code == code and not result.success and result.attempts == 1
+    assert ctx["barriers"].attempts(match.id) == 1
+    assert not ctx["barriers"].is_pending(match.id)
+
+
+def test_a_run_exiting_14_by_itself_stops_being_dispatched_at_the_attempt_cap(make_match, ctx):
+    match = make_match(listener_start_settings={"listener_force_exit_code": 14})
+    b = ctx["barriers"]
+    for _ in range(b.attempt_cap):
+        start(match, **ctx)
+    assert b.is_exhausted(match.id)
+    assert start(match, **ctx).skipped == "skipped_exhausted"
 
 
 def test_exit_15_is_recorded_by_the_stop_and_is_not_counted(make_match, ctx, runner):

@@ -1,10 +1,12 @@
-"""Real listener workers against srsim: every event of each game in its archive once, across faults.
+"""Real listener workers against srsim: every event of each game in its event log once, across faults.
 
 Each test plays whole games (about a minute of stream) on real ``dramatiq`` listener workers
-running the real MatchListener, with default lease and heartbeat settings, and ends by comparing
-each archive with srsim's whole game: every distinct message once, each event's current state
-equal to srsim's final version, each at-bat's question issued and settled once, never two open
-lifecycle rows for one match.
+running the real MatchListener, with default lease and heartbeat settings, on two listener hosts
+that each have their own ``DATA_DIR`` (a takeover moves a game from one to the other), and ends by
+comparing each match's event log with srsim's whole game: every distinct message once, each
+event's current state equal to srsim's final version, each at-bat's question issued and settled
+once, never two open lifecycle rows for one match; and, on an operator's box with a third
+``DATA_DIR``, ``kickoff matches verify-archive`` ok and ``kickoff matches export`` holding the game.
 """
 
 from __future__ import annotations
@@ -12,22 +14,31 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 
 from harness.background import BackgroundLoop
-from listener.archive import archive_path, read_events
 from listener.events import message_key
 from listener.play_by_play import PlayByPlay
 from listener.verify import compare
-from models import Question
+from models import Match, Question
+from models.event_log import messages_of
 from srsim.pbp import final_events
 from srsim.script import GameScript
 from srsim.server import SimServer
 from tests.lifecycle.conftest import REAL_WORKER_CTX, REAL_WORKER_DEFAULTS
-from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, mlb_games, open_rows, rows_of
+from tests.lifecycle.helpers import (
+    OpenRowMonitor,
+    dispatch_now,
+    mlb_games,
+    open_rows,
+    rows_of,
+    written_after_successor,
+)
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, REAL_WORKER_CTX]
@@ -80,8 +91,8 @@ def _env(server: SimServer, **extra: str) -> dict[str, str]:
 
 
 def _archived(lifecycle_env, game: GameScript) -> list:
-    path = archive_path(lifecycle_env["DATA_DIR"], "mlb", game.sr_id)
-    return read_events(path) if path.exists() else []
+    """The game's messages in its match's event log (PostgreSQL: every host's runs)."""
+    return messages_of(Match.get(Match.sr_id == game.sr_id).id)
 
 
 def _events_archived(lifecycle_env, game: GameScript) -> int:
@@ -106,6 +117,46 @@ def _assert_complete(lifecycle_env, server: SimServer, game: GameScript, match) 
     assert all(q.status == "settled" for q in questions)
 
 
+def _hosts(tmp_path) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """DATA_DIR of listener host A, of listener host B and of the operator's box: three disks."""
+    dirs = [tmp_path / name for name in ("host-a", "host-b", "operator")]
+    for d in dirs:
+        d.mkdir()
+    return tuple({"DATA_DIR": str(d)} for d in dirs)  # type: ignore[return-value]
+
+
+def _on_operators_box(subprocess_env, box: dict[str, str], matches, games, server) -> None:
+    """``kickoff matches verify-archive`` ok and ``export`` holding srsim's whole game once, run on a
+    box whose DATA_DIR no listener ever wrote."""
+    kickoff = str(os.path.join(os.path.dirname(sys.executable), "kickoff"))
+    env = {**subprocess_env, **box, "SPORTRADAR_BASE_URL": server.base_url}
+    for g, m in zip(games, matches, strict=True):
+        done = subprocess.run(
+            [kickoff, "matches", "verify-archive", str(m.id)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0 and "archive ok" in done.stdout, done.stdout + done.stderr
+        out = os.path.join(box["DATA_DIR"], f"{g.sr_id}.json")
+        done = subprocess.run(
+            [kickoff, "matches", "export", str(m.id), "--out", out],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        with open(out, encoding="utf-8") as fh:
+            messages = json.load(fh)
+        sent = [json.loads(line) for line in server.sessions[g.sr_id].lines]
+        assert compare(messages, PlayByPlay(game={}, events=final_events(sent))).ok
+        keys = Counter(message_key(x) for x in messages if message_key(x) is not None)
+        assert max(keys.values()) == 1
+    assert not os.path.exists(os.path.join(box["DATA_DIR"], "listener"))  # no listener's file on the box
+
+
 def _open_ids(matches) -> set[str]:
     return {str(r.id) for m in matches for r in open_rows(m)}
 
@@ -116,28 +167,29 @@ def _moved(match, old: set[str]) -> bool:
 
 
 def test_a_killed_then_a_paused_worker_lose_no_event_of_their_games(
-    make_match, ctx, send_start, start_worker, feed, lifecycle_env
+    make_match, ctx, send_start, start_worker, feed, lifecycle_env, tmp_path, subprocess_env
 ):
     games = _games(2)
     server = feed(games)
     matches = [make_match("mlb", sr_id=g.sr_id, status="inprogress") for g in games]
     env = _env(server)
+    host_a, host_b, box = _hosts(tmp_path)
     with (
         OpenRowMonitor(m.id for m in matches) as rows_monitor,
         FeedConnectionMonitor(server, [g.sr_id for g in games]) as killed_monitor,
     ):
-        doomed = start_worker(env=env)
+        doomed = start_worker(env={**env, **host_a})
         assert dispatch_now(ctx, send_start).enqueued == 2
         for g in games:
             wait_for(lambda g=g: _events_archived(lifecycle_env, g) >= 15, timeout=60, what="15 events")
-        standby = start_worker(env=env)
+        standby = start_worker(env={**env, **host_b})  # another host: none of A's files
         before = _open_ids(matches)
         doomed.kill()
         for m in matches:
             wait_for(lambda m=m: _moved(m, before), timeout=120, interval=0.2, what="the standby streaming")
     assert killed_monitor.max_open == 1  # a killed worker's sockets close with it: never two streams
     with OpenRowMonitor(m.id for m in matches) as pause_monitor:
-        start_worker(env=env)
+        start_worker(env={**env, **host_a})
         before = _open_ids(matches)
         os.killpg(standby.proc.pid, signal.SIGSTOP)  # past every lease: "dead" to the others
         try:
@@ -164,19 +216,22 @@ def test_a_killed_then_a_paused_worker_lose_no_event_of_their_games(
         assert len({r.worker_lease for r in runs}) == 3
         assert runs[1].gaps >= 1 and runs[2].gaps >= 1 and runs[2].events_backfilled >= 1
         assert all(r.gaps_unrecovered == 0 for r in runs[1:])
+        assert written_after_successor(m, runs[1], runs[2]) == 0  # the paused run, resumed: fenced
     assert rows_of(matches[0])[2].gaps >= 2  # the takeover, then the refused resume
+    _on_operators_box(subprocess_env, box, matches, games, server)
 
 
 def test_drops_a_failing_play_by_play_an_operator_stop_and_a_deploy_lose_no_event(
-    make_match, ctx, send_start, start_worker, feed, lifecycle_env, deploy, kick
+    make_match, ctx, send_start, start_worker, feed, lifecycle_env, deploy, kick, tmp_path
 ):
     dropped, stopped, failing = games = _games(3)
     server = feed(games)
     matches = [make_match("mlb", sr_id=g.sr_id, status="inprogress") for g in games]
     by_game = dict(zip((g.sr_id for g in games), matches, strict=True))
     env = _env(server, LISTENER_BACKFILL_ATTEMPTS="3")
+    host_a, host_b, _box = _hosts(tmp_path)
     with OpenRowMonitor(m.id for m in matches) as monitor:
-        old_worker = start_worker(env=env)
+        old_worker = start_worker(env={**env, **host_a})
         assert dispatch_now(ctx, send_start).enqueued == 3
         for g in games:
             wait_for(lambda g=g: _events_archived(lifecycle_env, g) >= 10, timeout=60, what="10 events")
@@ -193,8 +248,8 @@ def test_drops_a_failing_play_by_play_an_operator_stop_and_a_deploy_lose_no_even
         wait_for(lambda: server.sessions[stopped.sr_id].position() > held + 12, timeout=30)
         kick("listeners", "start", str(stop_match.id), "--force", "--reason", "drill")
         wait_for(lambda: open_rows(stop_match), timeout=30, what="the stopped match started again")
-        # A deploy: a new listener worker up, the old one stopped gracefully, nothing missed.
-        start_worker(env=env)
+        # A deploy onto another host: a new listener worker up, the old one stopped gracefully.
+        start_worker(env={**env, **host_b})
         before = _open_ids(matches)
         pid = old_worker.proc.pid
         deploy(f"kill -TERM {pid}; while ps -o stat= -p {pid} | grep -qv Z; do sleep 0.2; done")

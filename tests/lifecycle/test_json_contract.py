@@ -19,6 +19,7 @@ ELSEWHERE = {
     "demo": "tests/e2e/test_demo.py",
     "listen": "tests/listener/test_listen_cli.py",
     "sim clone": "tests/srsim/test_clone.py",
+    "trades retry": "tests/publisher/test_trade_reconcile.py",
     "players sync": "tests/publisher/test_players.py",
     "actions result": "tests/publisher/test_results.py",
 }
@@ -88,7 +89,9 @@ def test_every_json_command_prints_one_object(json_of, lifecycle_env, tmp_path, 
     assert run("matches", "list")["matches"]
     run("matches", "show", match_id)
     pbp = {"game": {"id": "sr:match:j"}, "events": [{"id": "e1"}]}
-    monkeypatch.setenv("SPORTRADAR_BASE_URL", static_feed({"/nfl/trial/games/sr:match:j/pbp.json": pbp}))
+    monkeypatch.setenv(
+        "SPORTRADAR_BASE_URL", static_feed({"/nfl/trial/v7/en/games/sr:match:j/pbp.json": pbp})
+    )
     assert run("matches", "verify-archive", match_id, codes=(1,))["missing"] == ["e1"]
     assert run("matches", "backfill", match_id)["backfilled"] == 1
     run("listeners", "start", match_id)

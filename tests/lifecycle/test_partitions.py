@@ -1,6 +1,6 @@
 """Partitions real networks make: one test host cut from Redis, PostgreSQL, the feed or everything.
 
-Two test hosts (harness/hosts.py: a network namespace each) run one real ``dramatiq`` listener
+Two test hosts (tests/hosts.py: a network namespace each) run one real ``dramatiq`` listener
 worker each, with the real MatchListener on srsim and default lease and heartbeat settings; the
 dispatcher (the scheduler's role) runs on the host side. Games start on host h1, then h2's worker
 comes up and h1 is cut from one service by packet drops inside its namespace (a black hole:
@@ -14,6 +14,7 @@ the cut host stopped, every archive equal to srsim's game once the fault healed.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import time
 from collections import Counter
@@ -28,16 +29,23 @@ from config.errors import KickoffError
 from config.settings import MatchListenerEnvironment
 from harness.background import BackgroundLoop
 from harness.hosts import HostNetwork, TestHost, most_concurrent
-from listener.archive import archive_path, read_events
 from listener.events import message_key
 from listener.play_by_play import PlayByPlay
 from listener.verify import compare
 from models.coordination import CoordinationStore
+from models.event_log import messages_of
 from srsim.pbp import final_events
 from srsim.script import GameScript
 from srsim.server import SimServer
 from tests.lifecycle.conftest import REAL_WORKER_DEFAULTS
-from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, mlb_games, open_rows, rows_of
+from tests.lifecycle.helpers import (
+    OpenRowMonitor,
+    dispatch_now,
+    mlb_games,
+    open_rows,
+    rows_of,
+    written_after_successor,
+)
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.partition, pytest.mark.e2e]
@@ -91,7 +99,11 @@ class Fleet:
         return self.network["h2"]
 
     def start_worker(self, host: TestHost) -> None:
-        self.workers[host.name] = host.start_worker(self.env, self.logs / f"{host.name}.log")
+        """A listener worker on ``host``, with a DATA_DIR of the host's own (no disk is shared)."""
+        data_dir = self.logs / f"{host.name}-data"
+        data_dir.mkdir(exist_ok=True)
+        env = {**self.env, "DATA_DIR": str(data_dir)}
+        self.workers[host.name] = host.start_worker(env, self.logs / f"{host.name}.log")
 
     def output(self, host: TestHost) -> str:
         return self.workers[host.name].output()
@@ -124,8 +136,16 @@ class Fleet:
     # -- archives and rows ----------------------------------------------------------
 
     def archived(self, game: GameScript) -> list[dict[str, Any]]:
-        path = archive_path(self.data_dir, "mlb", game.sr_id)
-        return read_events(path) if path.exists() else []
+        """The game's messages in its match's event log (every host's runs)."""
+        [match] = [m for m in self.matches if m.sr_id == game.sr_id]
+        return messages_of(match.id)
+
+    def assert_fenced(self) -> None:
+        """No run logged a message after its successor's first one (fenced at the data)."""
+        for m in self.matches:
+            runs = rows_of(m)
+            for run, successor in itertools.pairwise(runs):
+                assert written_after_successor(m, run, successor) == 0, (m.id, run.id)
 
     def events_archived(self, game: GameScript) -> int:
         return sum(1 for m in self.archived(game) if "payload" in m)
@@ -277,6 +297,7 @@ def test_a_host_cut_from_postgresql_streams_until_its_row_deadline_then_stops(fl
         fleet.wait_finished()
     assert rows_monitor.max_open == 1
     fleet.assert_complete()
+    fleet.assert_fenced()  # the host cut from PostgreSQL: nothing of it after its successor's first row
     for g in fleet.games:
         h1_end = max(p.end for p in fleet._periods(g.sr_id) if p.host == "h1" and p.start < cut_at)
         again = min(p.start for p in fleet._periods(g.sr_id) if p.start > h1_end)
@@ -329,6 +350,7 @@ def test_a_host_cut_from_everything_is_taken_over_and_writes_nothing_after_the_h
         fleet.wait_finished()
     assert rows_monitor.max_open == 1
     fleet.assert_complete()
+    fleet.assert_fenced()
     print(f"all blackhole: every match streaming on h2 {took_over_at - cut_at:.1f} s after the cut")
     lease = float(REAL_WORKER_DEFAULTS["LISTENER_WORKER_LEASE_SECONDS"])
     assert took_over_at - cut_at <= lease + TAKEOVER_BOUND

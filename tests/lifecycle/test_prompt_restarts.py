@@ -217,3 +217,44 @@ def test_a_restart_a_worker_cut_from_postgresql_gave_up_is_sent_again_by_a_healt
     dispatch.dispatch_matches(again, settings=lsettings, barriers=lbarriers, send_batch=sent.extend)
     assert sent.match_ids == [str(match.id)] * 2
     assert Match.get_by_id(match.id).start_message_id == sent.messages[1].message_id
+
+
+# -- develop restarts test clones only (issue 38, row 3) ---------------------------------------
+
+
+def test_in_develop_a_restart_dispatches_the_test_clone_and_leaves_the_live_match(
+    make_match, lsettings, lbarriers, sent
+):
+    """The reaper's, the sweep's, a shutdown's hand-off and a reconnect restart all send through
+    dispatch_matches: in develop only is_test matches, as develop's periodic dispatch."""
+    from config.settings import AppEnv
+
+    live = make_match(status="inprogress")
+    clone = make_match(status="inprogress", is_test=True)
+    develop = lsettings.model_copy(update={"app_env": AppEnv.DEVELOP})
+    ids = [str(live.id), str(clone.id)]
+    dispatch.dispatch_matches(ids, settings=develop, barriers=lbarriers, send_batch=sent.extend)
+    assert sent.match_ids == [str(clone.id)]
+    assert not lbarriers.is_pending(live.id)
+    staging = lsettings.model_copy(update={"app_env": AppEnv.STAGING})
+    dispatch.dispatch_matches(ids, settings=staging, barriers=lbarriers, send_batch=sent.extend)
+    assert sent.match_ids == [str(clone.id), str(live.id)]  # elsewhere live matches too
+
+
+def test_in_develop_a_live_run_that_lost_the_feed_after_streaming_is_not_restarted(
+    make_match, restarting, sent
+):
+    from config.settings import AppEnv
+
+    develop = restarting["settings"].model_copy(update={"app_env": AppEnv.DEVELOP})
+
+    def redispatch(match_ids: list[str]) -> None:
+        dispatch.dispatch_matches(
+            match_ids, settings=develop, barriers=restarting["barriers"], send_batch=sent.extend
+        )
+
+    restarting["services"].redispatch = redispatch
+    match = make_match(status="inprogress")
+    result = start(match, overrides=_feed_lost_after(1.5), **restarting)
+    assert result.exit_code == int(ExitCode.CONNECTION_ERROR)
+    assert sent.messages == []

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from models import Match
-from models.season_calendar import nfl_week, season_year
+from models.leagues import Cadence, with_cadence
+from models.season_calendar import season_year, week_of
 from srsim.script import GameScript
 from tests.waiting import wait_for
 
@@ -17,7 +18,7 @@ def _game(league: str, **kw) -> GameScript:
     return GameScript(sr_id=str(uuid.uuid4()), league=league, start_after=600, **kw)
 
 
-def test_refresh_daily_schedules_reads_today_and_tomorrow_of_mlb_and_nhl(srsim, pointed_at, make_match):
+def test_refresh_daily_schedules_reads_today_and_tomorrow_of_each_daily_league(srsim, pointed_at, make_match):
     from actors.refresh import refresh_daily_schedules
 
     mlb, nhl, nfl = _game("mlb"), _game("nhl"), _game("nfl")
@@ -25,22 +26,24 @@ def test_refresh_daily_schedules_reads_today_and_tomorrow_of_mlb_and_nhl(srsim, 
     live = make_match("mlb", sr_id=mlb.sr_id, status="inprogress")
     pointed_at(server)
     out = refresh_daily_schedules.fn()
-    assert out == {"seen": {"mlb": 1, "nhl": 1}}
+    daily = [d.name for d in with_cadence(Cadence.DAILY)]
+    assert out == {"seen": {name: 1 if name in ("mlb", "nhl") else 0 for name in daily}}
     assert Match.get(Match.sr_id == nhl.sr_id).status == "scheduled"
     assert Match.get_by_id(live.id).status == "inprogress"  # freeze
     assert not Match.select().where(Match.sr_id == nfl.sr_id).exists()
-    assert len(server.schedule_requests) == 4 and all("/games/" in p for p in server.schedule_requests)
+    assert len(server.schedule_requests) == 2 * len(daily)
+    assert all("/games/" in p for p in server.schedule_requests)
 
 
 def test_refresh_weekly_schedules_asks_for_the_current_nfl_week_and_season(srsim, pointed_at, db):
     from actors.refresh import refresh_weekly_schedules
 
-    year, week = nfl_week(datetime.now(UTC).date())
+    year, week = week_of("nfl", datetime.now(UTC).date())
     this_week, other_week = _game("nfl", week=week), _game("nfl", week=week % 18 + 1)
     server = srsim([this_week, other_week])
     pointed_at(server)
     out = refresh_weekly_schedules.fn()
-    assert out == {"seen": {"nfl": 1}, "year": year, "week": week}
+    assert out == {"seen": {"nfl": 1}, "weeks": {"nfl": [year, week]}}
     assert server.schedule_requests == [f"/nfl/trial/games/{year}/REG/{week}/schedule.json"]
     assert Match.get(Match.sr_id == this_week.sr_id).league.name == "nfl"
     assert not Match.select().where(Match.sr_id == other_week.sr_id).exists()
@@ -63,7 +66,7 @@ def test_refresh_league_schedule_reads_the_active_season(srsim, pointed_at, db):
 def test_the_refresh_actors_run_on_a_real_worker_against_srsim(srsim, start_worker, broker_queues):
     from actors.refresh import refresh_daily_schedules, refresh_league_schedule, refresh_weekly_schedules
 
-    _, week = nfl_week(datetime.now(UTC).date())
+    _, week = week_of("nfl", datetime.now(UTC).date())
     daily, weekly, season = _game("mlb"), _game("nfl", week=week), _game("nhl")
     server = srsim([daily, weekly, season])
     start_worker(queues=("default",), threads=2, env={"SPORTRADAR_BASE_URL": server.base_url})

@@ -82,14 +82,30 @@ def test_every_allowed_run_setting_is_a_listener_setting_and_docs_list_exactly_t
     assert set(re.findall(r"`(listener_[a-z_]+)`", table)) == RUN_SETTINGS
 
 
-def test_metadata_keys_are_stripped_before_validation(make_match):
-    # message_id is no listener setting: left in, validation would refuse it as unknown.
-    with pytest.raises(ListenerStartSettingsError, match="message_id"):
-        validate_override_keys({"message_id": "x"})
-    match = _match(make_match, message_id="start-match-listener.x.y", listener_test_exit_code=3)
-    env = resolve_listener_environment(match, {"message_id": "ignored"})
+@pytest.mark.parametrize("key", ["message_id", "celery_task_id"])
+def test_metadata_keys_are_stripped_before_validation(make_match, key):
+    # No listener setting: left in, validation would refuse it as unknown.
+    with pytest.raises(ListenerStartSettingsError, match=key):
+        validate_override_keys({key: "x"})
+    match = _match(make_match, **{key: "start-match-listener.x.y"}, listener_test_exit_code=3)
+    env = resolve_listener_environment(match, {key: "ignored"})
     assert env.listener_test_exit_code == 3  # the stored settings around it still apply
-    assert "message_id" not in env.model_dump()
+    assert key not in env.model_dump()
+
+
+def test_a_match_carrying_the_reserved_celery_task_id_is_dispatched_and_starts_uncounted(
+    make_match, ctx, outbox
+):
+    """The spec's reserved metadata key is stripped, not refused: no set-aside, no failed attempt."""
+    from tests.lifecycle.helpers import dispatch, start
+
+    match = make_match(listener_start_settings={"celery_task_id": "start-match-listener.x.y"})
+    report = dispatch(settings=ctx["settings"], barriers=ctx["barriers"], send=outbox)
+    assert report.enqueued == 1 and [m.match_id for m in outbox.messages] == [str(match.id)]
+    ctx["barriers"].clear_pending(match.id)
+    result = start(match, overrides={"listener_force_exit_code": 0}, **ctx)
+    assert result.success and result.exit_code == 0
+    assert ctx["barriers"].attempts(match.id) == 0
 
 
 @pytest.mark.parametrize("where", ["call-overrides", "match-settings"])

@@ -101,6 +101,22 @@ def test_a_start_with_no_message_id_is_skipped_while_the_stop_flag_is_set(make_m
     assert result.as_dict()["skipped_stopped"] is True and rows_of(match) == []
 
 
+def test_a_start_skipped_by_a_stop_that_raced_its_dispatch_clears_the_pending_key(make_match, ctx, outbox):
+    """A stop between the dispatch's pending key and its start: the skip frees the key, so a
+    plain Start is enqueued again at once (develop has no scheduled sweep)."""
+    from lifecycle.dispatch import request_start
+
+    match = make_match()
+    b = ctx["barriers"]
+    b.set_stop_flag(match.id)  # the stop's flag is set ...
+    assert b.claim_pending(match.id)  # ... and the racing dispatch's key taken after its clear
+    result = start(match, **ctx)
+    assert result.as_dict()["skipped_stopped"] is True and rows_of(match) == []
+    assert not b.is_pending(match.id)
+    message, _ = request_start(str(match.id), overrides=None, force=False, barriers=b, send=outbox)
+    assert message is not None and outbox.messages == [message]
+
+
 def test_a_stopped_match_is_not_re_dispatched_until_dispatch_is_turned_back_on(make_match, ctx, outbox):
     from lifecycle.cleanup import set_auto_dispatch
 

@@ -181,3 +181,20 @@ def raw_feed() -> Iterator[Callable[..., Any]]:
     for srv in servers:
         srv.shutdown()
         srv.server_close()
+
+
+def recorded(where: Any) -> list[Any]:
+    """What a run recorded: a listener's (its event log, or its file in a run without a row), an
+    archive's or a file's messages."""
+    from listener.archive import EventArchive, read_events
+    from listener.event_log import EventLog
+    from listener.match_listener import MatchListener
+    from models.event_log import messages_of
+
+    if isinstance(where, MatchListener):
+        where = where.archive
+    if isinstance(where, EventLog):
+        return messages_of(where.match_id)
+    if isinstance(where, EventArchive):
+        return read_events(where.path)
+    return read_events(where)

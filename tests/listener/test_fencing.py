@@ -14,13 +14,14 @@ import pytest
 
 from config.errors import FencedWrite
 from lifecycle.sql import rows
-from listener.archive import EventArchive, archive_path, read_events, shortcode_for
+from listener.archive import EventArchive, read_events
 from listener.body import ListenerContext
 from listener.exit_codes import ExitCode
 from listener.pipeline import QuestionPipeline
 from listener.verify import Verification
 from listener.verify_store import record_verification
 from models import Match, MatchListenerRecord, Question
+from models.event_log import log_summary
 from srsim.script import GameScript
 from tests.listener.conftest import start_listener
 from tests.waiting import wait_for
@@ -106,18 +107,15 @@ def test_a_listener_whose_may_write_still_says_true_stops_fenced_when_a_successo
         fence_token=old,
     )
     out = start_listener(ctx)
-    path = archive_path(settings.data_dir, "mlb", shortcode_for(game.sr_id))
-    wait_for(lambda: path.exists() and len(read_events(path)) >= 3, timeout=20)
+    wait_for(lambda: log_summary(mid).events >= 3, timeout=20)
 
-    _, new = _new_run(match)  # the successor: a newer token, then its archive claim
-    successor = EventArchive(path, match_id=mid, fence_token=new).open()
-    held = successor.count
-    successor.close()
+    _new_run(match)  # the successor's token: from its commit on, PostgreSQL refuses the older run
+    held = log_summary(mid).events
 
     assert out.thread is not None
     out.thread.join(20)
     assert not out.thread.is_alive()
     assert out.code == ExitCode.CANCELLED
     assert out.listener.exit_reason.startswith("fenced"), out.listener.exit_reason
-    assert len(read_events(path)) == held  # nothing the older run wrote after the successor opened
-    assert len(read_events(path)) < game.total_events
+    assert log_summary(mid).events == held  # nothing the older run wrote after the successor's token
+    assert held < game.total_events

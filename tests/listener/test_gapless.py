@@ -15,7 +15,6 @@ from collections import Counter
 
 import pytest
 
-from listener.archive import read_events
 from listener.body import ListenerContext
 from listener.events import FROM_PLAY_BY_PLAY, FROM_RESUME, backfilled_from, message_key
 from listener.exit_codes import ExitCode
@@ -24,7 +23,7 @@ from listener.verify import compare
 from models import Match, MatchListenerRecord, Question
 from srsim.pbp import final_events
 from srsim.script import GameScript
-from tests.listener.conftest import start_listener
+from tests.listener.conftest import recorded, start_listener
 from tests.waiting import wait_for
 
 #: Long enough to drop a connection mid-game and see it come back (about 5 s of stream).
@@ -60,6 +59,8 @@ def _settings(listener_settings, server, **kw):
         "listener_backfill_backoff_max_seconds": 0.1,
         # srsim beats every 0.05 s here: a busy machine's pause is no silence worth a gap.
         "listener_gap_heartbeats": 40,
+        # ... nor a game over: 20 s of beats without an event (these games end with their status).
+        "listener_max_consecutive_heartbeats": 400,
     }
     values.update(kw)
     return listener_settings(**values)
@@ -67,7 +68,7 @@ def _settings(listener_settings, server, **kw):
 
 def _assert_complete(server, game: GameScript, path) -> list:
     """The archive agrees with srsim's whole game, each distinct message once; returns its messages."""
-    messages = read_events(path)
+    messages = recorded(path)
     sent = [json.loads(line) for line in server.sessions[game.sr_id].lines]
     verdict = compare(messages, PlayByPlay(game={}, events=final_events(sent)))
     assert verdict.ok, verdict
@@ -106,7 +107,7 @@ def test_a_dropped_connection_loses_nothing(sim, listener_settings, make_match, 
     _drop_after(server, out, game.sr_id, 20)
     out.thread.join(40)
     assert out.code == ExitCode.NOT_IN_PROGRESS, out.listener.exit_reason
-    messages = _assert_complete(server, game, out.listener.archive.path)
+    messages = _assert_complete(server, game, out.listener)
     sources = Counter(backfilled_from(m) for m in messages)
     assert sources[recovered_by] >= 1 and set(sources) <= {None, recovered_by}
     row = MatchListenerRecord.get_by_id(record.id)
@@ -158,7 +159,7 @@ def test_a_failing_play_by_play_leaves_the_gap_unrecovered_until_a_later_one_suc
     )
     out.thread.join(40)
     assert out.code == ExitCode.NOT_IN_PROGRESS, out.listener.exit_reason
-    _assert_complete(server, game, out.listener.archive.path)
+    _assert_complete(server, game, out.listener)
     _assert_questions_once(match, game)
 
 
@@ -182,7 +183,7 @@ def test_a_stop_then_a_start_backfills_what_was_sent_meanwhile_and_handles_each_
     second = start_listener(ctx)
     second.thread.join(40)
     assert second.code == ExitCode.NOT_IN_PROGRESS, second.listener.exit_reason
-    _assert_complete(server, game, second.listener.archive.path)
+    _assert_complete(server, game, second.listener)
     row = MatchListenerRecord.get_by_id(record.id)
     assert row.gaps == 1 and row.events_backfilled >= 10  # the takeover's gap, recovered
     assert server.pbp_requests[game.sr_id] >= 1
@@ -202,7 +203,7 @@ def test_with_backfill_off_a_gap_is_recorded_and_left_as_it_is(sim, listener_set
     assert (row.gaps, row.gaps_unrecovered, row.events_backfilled) == (1, 1, 0)
     assert server.pbp_requests[game.sr_id] == 1  # only the comparison once the game is over
     sent = [json.loads(line) for line in server.sessions[game.sr_id].lines]
-    verdict = compare(read_events(out.listener.archive.path), PlayByPlay(game={}, events=final_events(sent)))
+    verdict = compare(recorded(out.listener), PlayByPlay(game={}, events=final_events(sent)))
     assert verdict.missing  # what the gap missed is visible, not silently absent
     stored = Match.get_by_id(match.id).archive_verification
     assert stored["ok"] is False and stored["missing_count"] == len(verdict.missing) == row.events_unrecovered
@@ -230,4 +231,4 @@ def test_a_long_silence_is_a_gap_and_is_backfilled(sim, listener_settings, make_
     assert out.code == ExitCode.NOT_IN_PROGRESS, out.listener.exit_reason
     row = MatchListenerRecord.get_by_id(record.id)
     assert row.gaps >= 1 and row.gaps_unrecovered == 0
-    _assert_complete(server, game, out.listener.archive.path)
+    _assert_complete(server, game, out.listener)

@@ -12,6 +12,7 @@ import pytest
 
 from models import MatchListenerRecord
 from models.coordination import CoordinationStore
+from models.event_log import log_summary
 from srsim.script import GameScript
 from tests import intervals
 from tests.waiting import wait_for
@@ -214,7 +215,8 @@ def test_kickoff_listen_match_id_logs_the_run_against_the_named_match_while_foll
     assert done.returncode == 13, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["match_id"] == str(named.id) and out["events"] >= 1
-    assert Path(out["archive"]) == data_dir / "listener" / "mlb" / f"{game.sr_id}.json"
+    assert out["archive"] == f"event log of match {named.id}"  # recorded under the named match
+    assert log_summary(named.id).events == out["events"]
     [row] = MatchListenerRecord.select().where(MatchListenerRecord.match == named.id)
     assert str(row.id) == out["record_id"] and row.exit_code == 13
     unknown = str(uuid.uuid4())

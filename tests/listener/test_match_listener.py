@@ -8,13 +8,13 @@ import uuid
 
 import pytest
 
-from listener.archive import read_events
+from listener.archive import archive_path, shortcode_for
 from listener.body import ListenerContext
 from listener.exit_codes import ExitCode
 from models import Match, Question
 from srsim.script import GameScript
 from tests.intervals import SLACK_SECONDS
-from tests.listener.conftest import run_listener, start_listener
+from tests.listener.conftest import recorded, run_listener, start_listener
 
 
 def _game(**kw) -> GameScript:
@@ -48,7 +48,7 @@ def test_a_whole_live_game_is_archived_in_order_and_ends_with_exit_13(sim, liste
     _statuses_seen(str(match.id), until=time.monotonic() + 15, into=seen, thread=out.thread)
     out.thread.join(20)
     assert out.code == ExitCode.NOT_IN_PROGRESS, out.listener.exit_reason
-    events = [e for e in read_events(out.listener.archive.path) if "payload" in e]
+    events = [e for e in recorded(out.listener) if "payload" in e]
     assert len(events) == game.total_events == 25
     expected = [json.loads(line) for line in server.sessions[game.sr_id].lines]
     assert events == expected  # every event, in the order sent
@@ -61,8 +61,9 @@ def test_a_live_game_writes_a_text_log_named_after_the_record(sim, listener_sett
     match = make_match("mlb", sr_id=game.sr_id)
     settings = listener_settings(sportradar_base_url=sim([game]).base_url)
     record_id = str(uuid.uuid4())
-    out = run_listener(_ctx(match, settings, record_id=record_id))
-    log = out.listener.archive.path.with_name(f"{out.listener.archive.path.stem}.{record_id[:8]}.log")
+    run_listener(_ctx(match, settings, record_id=record_id))
+    path = archive_path(settings.data_dir, "mlb", shortcode_for(game.sr_id))
+    log = path.with_name(f"{path.stem}.{record_id[:8]}.log")
     text = log.read_text()
     assert "connected" in text and "exit 13" in text
     assert "test-api-key-never-printed" not in text
@@ -96,7 +97,7 @@ def test_a_rain_delay_longer_than_the_heartbeat_limit_keeps_the_listener_up(
     out = run_listener(_ctx(match, settings), timeout=20)
     assert out.code == ExitCode.NOT_IN_PROGRESS
     assert out.listener.stats.events == 7
-    archive = read_events(out.listener.archive.path)
+    archive = recorded(out.listener)
     markers = [e["kickoff"] for e in archive if "kickoff" in e]
     assert markers and all(m["marker"] == "delay" and m["status"] == "delayed" for m in markers)
     assert out.listener.stats.delay_markers == len(markers)

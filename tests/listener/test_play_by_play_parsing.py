@@ -69,7 +69,12 @@ def test_the_url_fills_league_access_and_game_in(settings) -> None:
     tuned = settings.model_copy(
         update={"sportradar_base_url": "http://feed.test/", "listener_sr_env": "trial"}
     )
-    assert play_by_play_url(tuned, league="MLB", sr_id="g1") == "http://feed.test/mlb/trial/games/g1/pbp.json"
+    assert (
+        play_by_play_url(tuned, league="MLB", sr_id="g1")
+        == "http://feed.test/mlb/trial/v7/en/games/g1/pbp.json"
+    )
+    undeclared = play_by_play_url(tuned, league="XFL", sr_id="g1")
+    assert undeclared == "http://feed.test/xfl/trial/games/g1/pbp.json"
 
 
 def test_a_leagues_own_path_wins(settings) -> None:
@@ -77,14 +82,15 @@ def test_a_leagues_own_path_wins(settings) -> None:
         update={
             "sportradar_base_url": "http://feed.test",
             "listener_sr_env": "production",
-            "listener_play_by_play_paths": {"nfl": "/nfl/{access}/v7/en/games/{sr_id}/pbp.json"},
+            "listener_play_by_play_paths": {"nfl": "/nfl/official/{access}/v7/en/games/{sr_id}/pbp.json"},
         }
     )
     assert (
         play_by_play_url(tuned, league="nfl", sr_id="g2")
-        == "http://feed.test/nfl/production/v7/en/games/g2/pbp.json"
+        == "http://feed.test/nfl/official/production/v7/en/games/g2/pbp.json"
     )
-    assert play_by_play_url(tuned, league="mlb", sr_id="g2").endswith("/mlb/production/games/g2/pbp.json")
+    mlb = play_by_play_url(tuned, league="mlb", sr_id="g2")
+    assert mlb.endswith("/mlb/production/v7/en/games/g2/pbp.json")
 
 
 def pitch(event_id: str) -> dict[str, Any]:

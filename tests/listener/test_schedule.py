@@ -26,6 +26,24 @@ def test_a_daily_refresh_creates_new_matches_and_freezes_a_live_one(sim, listene
     assert Match.get_by_id(local.id).sr_status == "scheduled"
 
 
+def test_a_schedule_refresh_leaves_the_status_and_schedule_of_an_is_test_match_alone(make_match):
+    """srsim owns a test clone's Match.status; the refresh writes only live matches."""
+    from datetime import timedelta
+
+    from lifecycle.schedule import upsert_games
+
+    then = datetime(2026, 1, 1, 18, tzinfo=UTC)
+    clone = make_match("mlb", status="scheduled", is_test=True, scheduled=then, title="clone")
+    live = make_match("mlb", status="scheduled", scheduled=then, title="live")
+    moved = (then + timedelta(hours=2)).isoformat()
+    games = [{"id": m.sr_id, "scheduled": moved, "status": "closed", "title": "moved"} for m in (clone, live)]
+    upsert_games("mlb", games)
+    kept, written = Match.get_by_id(clone.id), Match.get_by_id(live.id)
+    assert (kept.status, kept.scheduled, kept.title) == ("scheduled", then, "clone")
+    assert (written.status, written.title) == ("closed", "moved")
+    assert written.scheduled == then + timedelta(hours=2)
+
+
 def test_a_weekly_refresh_reads_the_nfl_week_shape(sim, listener_settings, db):
     game = GameScript(sr_id=str(uuid.uuid4()), league="nfl", week=3)
     server = sim([game], write_status=False)
@@ -84,9 +102,9 @@ def test_league_and_schedule_refresh_are_scheduled_whenever_app_env_is_not_devel
 def test_the_nfl_week_heuristic(day, expected):
     from datetime import date
 
-    from models.season_calendar import nfl_week
+    from models.season_calendar import week_of
 
-    assert nfl_week(date.fromisoformat(day)) == expected
+    assert week_of("nfl", date.fromisoformat(day)) == expected
 
 
 @pytest.mark.parametrize(

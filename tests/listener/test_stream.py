@@ -11,12 +11,11 @@ import pytest
 import requests
 
 from config.settings import mask_url
-from listener.archive import read_events
 from listener.body import ListenerContext
 from listener.exit_codes import ExitCode
 from listener.stream import OVERSIZE, FeedConnection, StreamConfig, capped_lines
 from models import League, Match
-from tests.listener.conftest import FIXTURES, run_listener
+from tests.listener.conftest import FIXTURES, recorded, run_listener
 
 OURS = "5f0c3a6e-1d2b-4c8e-9a7f-2b1e6d4c8a10"
 HEARTBEAT = b'{"heartbeat":{"interval":5000}}\n'
@@ -53,7 +52,7 @@ def test_the_providers_ndjson_shape_behind_a_redirect_is_parsed(raw_feed, listen
     assert out.code == ExitCode.MAX_HEARTBEATS
     sent = [json.loads(line) for line in body.splitlines()]
     ours = [m for m in sent if m.get("metadata", {}).get("match") == f"sd:match:{OURS}"]
-    assert read_events(out.listener.archive.path) == ours  # other matches' events and heartbeats left out
+    assert recorded(out.listener) == ours  # other matches' events and heartbeats left out
     assert out.listener.stats.events == len(ours) == 8
     assert Match.get_by_id(match.id).status == "inprogress"
     first_path, headers = feed.requests[0]
@@ -187,3 +186,42 @@ def test_malformed_sse_events_are_skipped_too(raw_feed, listener_settings, body,
     out = run_listener(_ctx(settings), timeout=20)
     assert out.code == ExitCode.MAX_HEARTBEATS
     assert (out.listener.stats.skipped, out.listener.stats.events) == (skipped, 1)
+
+
+def test_the_capture_replayed_on_every_reconnect_and_bad_lines_leave_each_message_once_in_the_log(
+    raw_feed, listener_settings, make_match
+):
+    """The provider's capture (fixture imitating ../shared/feeds) sent whole again on every reconnect,
+    with a NUL in a message, a line that is not UTF-8 and one over the size limit: the event log holds
+    each distinct message once, the NUL one byte for byte, the non-UTF-8 line as an unreadable row."""
+    from models.event_log import pages_of
+
+    body = (FIXTURES / "provider_push_stream.ndjson").read_bytes()
+    nul = _event(n=99).replace(b'"pitch"', b'"pi\\u0000tch"')
+    not_utf8 = b'{"payload": "\xff\xfe"}\n'
+    oversize = b'{"pad":"' + b"x" * 3000 + b'"}\n'
+    feed = raw_feed(body + nul + not_utf8 + oversize + HEARTBEAT, redirect=False)
+    match = make_match("mlb", sr_id=OURS, status="inprogress")
+    settings = listener_settings(
+        sportradar_base_url=feed.base_url,
+        listener_stream_format="ndjson",
+        listener_reconnect_attempts=3,
+        listener_reconnect_backoff_seconds=0.0,
+        listener_max_line_bytes=2000,
+        listener_backfill=False,
+    )
+    ctx = ListenerContext(
+        match_id=str(match.id), record_id=str(uuid.uuid4()), is_test=False, settings=settings
+    )
+    out = run_listener(ctx, timeout=20)
+    assert out.code == ExitCode.CONNECTION_ERROR and len(feed.requests) == 4  # the capture sent four times
+    ours = [
+        m
+        for m in map(json.loads, body.splitlines())
+        if m.get("metadata", {}).get("match") == f"sd:match:{OURS}"
+    ]
+    assert recorded(out.listener) == [*ours, json.loads(nul)]  # each once, the NUL kept
+    rows = [r for page in pages_of(match.id) for r in page]
+    [unreadable] = [r for r in rows if r.kind == "unreadable"]
+    assert unreadable.message["kickoff"]["unreadable"] == "invalid UTF-8"
+    assert out.listener.stats.events == len(ours) + 1 and out.listener.stats.skipped >= 8

@@ -10,10 +10,10 @@ import pytest
 
 from lifecycle import start_match
 from lifecycle.runtime import ListenerServices
-from listener.archive import read_events
 from listener.exit_codes import ExitCode
 from models import MatchListenerRecord
 from models.coordination import CoordinationStore
+from models.event_log import messages_of
 from srsim.script import GameScript
 from tests import intervals
 from tests.waiting import wait_for
@@ -73,7 +73,8 @@ def test_a_start_runs_the_default_body_to_exit_13_and_closes_the_row(
     [row] = MatchListenerRecord.select().where(MatchListenerRecord.match == match.id)
     assert row.exit_code == 13 and row.ended_at is not None
     archive = tmp_path / "data" / "listener" / "mlb" / f"{game.sr_id}.json"
-    assert len([e for e in read_events(archive) if "payload" in e]) == 12
+    assert len([e for e in messages_of(match.id) if "payload" in e]) == 12  # the event log, not a file
+    assert not archive.exists()
     assert archive.with_name(f"{game.sr_id}.{str(row.id)[:8]}.log").exists()
 
 

@@ -53,6 +53,20 @@ def test_amqp_setup_declares_the_outbox_queues_on_a_fresh_broker(subprocess_env,
     assert json.loads(lineup.stdout)["status"] == "queued"
 
 
+def test_a_lineup_trigger_without_season_or_week_still_sends_a_key_so_a_pod_retry_publishes_once(
+    run, monkeypatch
+):
+    """The spec's lineup key has no season/week exception: then it hashes Job name, team and swaps."""
+    args = ["trigger", "lineup", "--league", "L1", "--team", "7", "--swap", "3139477:BE", "--json"]
+    monkeypatch.setenv("JOB_NAME", "lineup-cron-29001")
+    first = json.loads(run(*args)[1])
+    retry = json.loads(run(*args)[1])  # the CronJob's pod retry inside the same Job
+    assert first["status"] == "queued"
+    assert retry["status"] == "duplicate" and retry["tracking_id"] == first["tracking_id"]
+    monkeypatch.setenv("JOB_NAME", "lineup-cron-29002")  # the next Job publishes again
+    assert json.loads(run(*args)[1])["status"] == "queued"
+
+
 def test_trigger_json_prints_queued_then_duplicate_with_the_same_tracking_id(run):
     args = [
         "trigger",

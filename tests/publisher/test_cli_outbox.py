@@ -29,13 +29,13 @@ def _row(*, next_attempt_in: float = 0.0) -> str:
     return message_id
 
 
-def test_drain_with_the_broker_unreachable_exits_1_with_one_line_naming_amqp_url(subprocess_env, publisher):
+def test_drain_with_the_broker_unreachable_exits_5_with_one_line_naming_amqp_url(subprocess_env, publisher):
     _row()
     env = {**subprocess_env, "AMQP_URL": DOWN_URL}
     out = subprocess.run(
         [".venv/bin/kickoff", "outbox", "drain"], env=env, capture_output=True, text=True, timeout=60
     )
-    assert out.returncode == 1
+    assert out.returncode == 5  # unavailable (cli/answers.EXIT_OF)
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "AMQP_URL" in lines[0] and "secret" not in lines[0]
     assert out.stdout == ""

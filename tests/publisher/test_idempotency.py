@@ -26,6 +26,15 @@ def test_the_lineup_key_is_a_sha256_of_job_team_season_week_and_sorted_swaps():
     assert key != lineup_key(job_name="lineup-124", team="7", season=2024, week=3, swaps=a)
 
 
+def test_the_lineup_key_without_season_or_week_hashes_job_team_and_swaps_only():
+    a = [{"player_id": 1, "to_slot": "BE"}]
+    key = lineup_key(job_name="lineup-123", team="7", season=None, week=None, swaps=a)
+    assert key.startswith("lineup-7-") and len(key.split("-")[-1]) == 64
+    assert key == lineup_key(job_name="lineup-123", team="7", season=2024, week=None, swaps=a)
+    assert key != lineup_key(job_name="lineup-124", team="7", season=None, week=None, swaps=a)
+    assert key != lineup_key(job_name="lineup-123", team="7", season=2024, week=3, swaps=a)
+
+
 def test_the_waiver_key_covers_the_chained_ir_player_and_is_none_without_season_or_week():
     plain = waiver_key(team="7", season=2024, week=3, add_player_id=1, drop_player_id=None)
     chained = waiver_key(team="7", season=2024, week=3, add_player_id=1, drop_player_id=None, ir_player_id=9)
@@ -57,12 +66,15 @@ def test_rule_season_and_week_suffix_keeps_last_weeks_key_from_swallowing_this_w
 
 
 def test_rule_reuse_window_releases_a_finished_key_after_the_ttl(publisher, pub_settings, frozen_clock):
+    """The TTL counts from the action's creation (docs/publisher.md), not from its finish: an action
+    that finished 20 minutes in releases its lineup key 30 minutes after it was created."""
     first = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings)
-    record_result(first.tracking_id, ActionStatus.SUCCEEDED)
-    frozen_clock.advance(minutes=29)
+    frozen_clock.advance(minutes=20)
+    record_result(first.tracking_id, ActionStatus.SUCCEEDED)  # finished late
+    frozen_clock.advance(minutes=9)
     duplicate = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings)
     assert duplicate.status is TriggerStatus.DUPLICATE
-    frozen_clock.advance(minutes=1)
+    frozen_clock.advance(minutes=1)  # 30 min after creation, only 10 after the finish
     again = trigger_lineup(lineup(), publisher=publisher, settings=pub_settings)
     assert again.status is TriggerStatus.QUEUED and again.tracking_id != first.tracking_id
 

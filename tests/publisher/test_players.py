@@ -130,7 +130,8 @@ def test_the_sync_players_catalog_job_runs_one_sync(
 ):
     url, _, _ = players_map
     add_to_roster("L1", ["4046"])
-    env = {**subprocess_env, "AMQP_URL": amqp_vhost, "RUN_PARAMS": json.dumps({"source": url})}
+    # the source comes from PLAYERS_SOURCE (settings) only: a run's params cannot name one
+    env = {**subprocess_env, "AMQP_URL": amqp_vhost, "PLAYERS_SOURCE": url}
 
     def sync_players() -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -145,7 +146,8 @@ def test_the_sync_players_catalog_job_runs_one_sync(
     done = sync_players()
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["rostered"] == 1
-    env["RUN_PARAMS"] = json.dumps({"source": os.devnull})
+    env["RUN_PARAMS"] = json.dumps({"source": url})  # ignored
+    env["PLAYERS_SOURCE"] = os.devnull
     failed = sync_players()
     assert failed.returncode == 1 and "player sync failed" in failed.stderr
 

@@ -160,7 +160,7 @@ def test_a_claim_no_longer_waiting_is_refused_and_left_as_it_is(run, amqp_vhost,
     uncertain_offer(amqp_vhost, offer_key="offer-1")
     assert run("trades", "reconcile", "trade_submissions", "offer-1", "--as", "published")[0] == 0
     code, out = run("trades", "reconcile", "trade_submissions", "offer-1", "--as", "republish")
-    assert code == 1 and "is resolved, not waiting for an operator" in out
+    assert code == 4 and "is resolved, not waiting for an operator" in out  # a conflict
     assert status_of("offer-1") == "resolved" and read_queue("trade_submissions") == []
     code, out = run("trades", "reconcile", "trade_submissions", "offer-404", "--as", "cancel")
     assert code == 2 and "no execution_log claim for 'offer-404'" in out
@@ -253,3 +253,17 @@ def test_a_claim_cancelled_while_its_first_publish_is_under_way_stays_cancelled(
     assert trades.redeliverable_trades() == 0 and claims_to_reconcile() == []  # the drain never sends it
     [line] = [r.getMessage() for r in caplog.records if "first publish was under way" in r.getMessage()]
     assert "stays cancelled" in line and "key=offer-1" in line and f"publish={publish}" in line
+
+
+def test_trades_retry_sends_a_pending_offer_again_with_its_message_id_and_audits_it(run, read_queue):
+    from models.audit import audit_entries
+
+    lost = pending_offer(offer_key="offer-r1")
+    code, out = run("trades", "retry", "trade_submissions", "offer-r1", "--reason", "broker back", "--json")
+    assert code == 0 and json.loads(out)["status"] == "published"
+    [(_, props)] = read_queue("trade_submissions")
+    assert props.message_id == lost.message_id
+    [entry] = audit_entries(action="trade.retry")
+    assert entry.target_id == "trade_submissions/offer-r1" and entry.reason == "broker back"
+    code, out = run("trades", "retry", "trade_submissions", "offer-r1")
+    assert code != 0 and "only a failed or pending offer can be retried" in out

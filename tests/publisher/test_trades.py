@@ -79,6 +79,76 @@ def test_a_refused_trade_publish_is_failed(publisher, amqp_vhost, read_queue):
     assert trades.redeliverable_trades() == 0
 
 
+def _refused(publisher, amqp_vhost, queue: str):
+    """A publisher that sends straight into ``queue`` made to nack every message (the broker refuses)."""
+    reject_all(amqp_vhost, queue)
+    publisher.declare_durable([])
+    publisher._checked.add(queue)
+    return publisher
+
+
+@pytest.mark.parametrize(
+    ("queue", "key", "send"),
+    [
+        ("trade_submissions", "offer-1", offer),
+        (
+            "trade_responses",
+            "d1",
+            lambda p: trades.respond_to_trade(
+                decision_key="d1", league_id="L1", team="7", trade_id="t9", decision="accept", publisher=p
+            ),
+        ),
+        ("trade_negotiations", "p1", counter),
+    ],
+    ids=["offer", "decision", "counter"],
+)
+def test_a_refused_claim_of_every_kind_waits_for_reconcile_and_a_retry_sends_it_audited(
+    db, fresh_queues, amqp_vhost, read_queue, queue, key, send
+):
+    """Refused: a repeat is a duplicate, so retry and reconcile are the way out, for every kind."""
+    from models.audit import Actor, AuditContext, audit_entries
+    from publisher.trade_reconcile import claims_to_reconcile
+
+    with AmqpPublisher(url=amqp_vhost) as refusing:
+        refused = send(_refused(refusing, amqp_vhost, queue))
+    assert refused.status is TradeStatus.FAILED
+    assert [(c.queue, c.claim_key) for c in claims_to_reconcile()] == [(queue, key)]
+    with AmqpPublisher(url=amqp_vhost) as admin:
+        admin.delete_queue(queue)  # the broker takes it again (declared durable on publish)
+    with AmqpPublisher(url=amqp_vhost) as up:
+        assert send(up).status is TradeStatus.DUPLICATE  # a repeat of the request sends nothing
+        audit = AuditContext(Actor.cli(), "broker fixed")
+        retried = trades.retry_claim(queue=queue, claim_key=key, publisher=up, audit=audit)
+        assert retried.status is TradeStatus.PUBLISHED and retried.message_id == refused.message_id
+        with pytest.raises(TradeError, match="only a failed or pending"):
+            trades.retry_claim(queue=queue, claim_key=key, publisher=up)
+    [(_, props)] = read_queue(queue)
+    assert props.message_id == refused.message_id
+    [entry] = audit_entries(action="trade.retry")
+    assert entry.target_id == f"{queue}/{key}" and entry.reason == "broker fixed"
+    assert claims_to_reconcile() == []
+
+
+def test_a_refused_counter_is_reconciled_by_a_republish(db, fresh_queues, amqp_vhost, read_queue):
+    from publisher.trade_reconcile import Resolution, reconcile_claim
+
+    with AmqpPublisher(url=amqp_vhost) as refusing:
+        refused = counter(_refused(refusing, amqp_vhost, "trade_negotiations"))
+    with AmqpPublisher(url=amqp_vhost) as admin:
+        admin.delete_queue("trade_negotiations")
+    with AmqpPublisher(url=amqp_vhost) as up:
+        entry = reconcile_claim(
+            queue="trade_negotiations",
+            claim_key="p1",
+            resolution=Resolution.REPUBLISH,
+            operator="ops",
+            publisher=up,
+        )
+    assert entry.status == "published" and entry.resolution == "republish"
+    [(_, props)] = read_queue("trade_negotiations")
+    assert props.message_id == refused.message_id
+
+
 def test_the_drain_redelivers_pending_claims_with_their_message_ids(
     publisher, pub_settings, amqp_vhost, read_queue
 ):

@@ -114,6 +114,29 @@ def test_a_filled_pick_is_a_conflict(publisher, pub_settings):
         trigger_draft_pick(draft(espn_id=3918298), publisher=publisher, settings=pub_settings)
 
 
+def test_a_same_key_repeat_after_its_own_target_filled_the_pick_is_a_duplicate_with_the_original_id(
+    publisher, pub_settings
+):
+    """The key lookup comes before the filled check: the repeat is answered by its key."""
+    first = trigger_draft_pick(draft(), publisher=publisher, settings=pub_settings)
+    record_result(first.tracking_id, ActionStatus.SUCCEEDED)
+    again = trigger_draft_pick(draft(), publisher=publisher, settings=pub_settings)
+    assert again.status is TriggerStatus.DUPLICATE and again.tracking_id == first.tracking_id
+    assert count("activity_actions") == 1
+
+
+def test_a_same_key_repeat_past_its_expires_at_is_a_duplicate_of_the_delivered_target(
+    publisher, pub_settings, frozen_clock
+):
+    """The key lookup comes before the expired check too."""
+    expires_at = utcnow() + timedelta(minutes=2)
+    first = trigger_draft_pick(draft(expires_at=expires_at), publisher=publisher, settings=pub_settings)
+    record_result(first.tracking_id, ActionStatus.SUCCEEDED)
+    frozen_clock.advance(minutes=3)
+    again = trigger_draft_pick(draft(expires_at=expires_at), publisher=publisher, settings=pub_settings)
+    assert again.status is TriggerStatus.DUPLICATE and again.tracking_id == first.tracking_id
+
+
 def test_an_expired_pick_is_a_conflict_and_queues_nothing(publisher, pub_settings):
     with pytest.raises(TriggerConflictError, match="expired"):
         trigger_draft_pick(

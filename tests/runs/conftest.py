@@ -81,8 +81,9 @@ def publisher(amqp_vhost: str, job_runs_queue: str) -> Iterator[AmqpPublisher]:
 
 @pytest.fixture
 def trace_dir(tmp_path: Path) -> Path:
+    """Where this test's job processes write their traces (RUN_TRACE_DIR of its launchers)."""
     path = tmp_path / "traces"
-    path.mkdir()
+    path.mkdir(exist_ok=True)
     return path
 
 
@@ -130,20 +131,21 @@ def make_launcher(
     """Build in-process launchers on this run's vhost and database; closed and cleaned after the test."""
     made: list[tuple[Launcher, AmqpPublisher]] = []
 
-    def make(cap: int = 4, **config: Any) -> Launcher:
+    def make(cap: int = 4, *, job_catalog: Catalog | None = None, **config: Any) -> Launcher:
         config.setdefault("poll_seconds", 0.02)
         config.setdefault("drain_interval_seconds", 0.5)
         config.setdefault("rescan_interval_seconds", 30.0)
         config.setdefault("claim_grace_seconds", 1.0)
         config.setdefault("shutdown_grace_seconds", 5.0)
         pub = AmqpPublisher(url=amqp_vhost)
+        (tmp_path / "traces").mkdir(exist_ok=True)
         launcher = Launcher(
-            catalog=catalog,
+            catalog=job_catalog or catalog,
             publisher=pub,
             data_dir=tmp_path / "data",
             amqp_url=amqp_vhost,
             config=LauncherConfig.from_settings(settings, cap=cap, **config),
-            job_env=subprocess_env,
+            job_env={**subprocess_env, "RUN_TRACE_DIR": str(tmp_path / "traces")},
         )
         made.append((launcher, pub))
         return launcher
@@ -191,9 +193,10 @@ def start_launcher(
 
     def start(*, cap: int, env: dict[str, str]) -> subprocess.Popen:
         log = open(tmp_path / f"launcher-{len(procs)}.log", "wb")  # noqa: SIM115 - closed with the process
+        (tmp_path / "traces").mkdir(exist_ok=True)
         proc = subprocess.Popen(
             [sys.executable, "-m", "cli", "launcher", "--cap", str(cap)],
-            env={**subprocess_env, **env},
+            env={**subprocess_env, "RUN_TRACE_DIR": str(tmp_path / "traces"), **env},
             stdout=log,
             stderr=subprocess.STDOUT,
         )

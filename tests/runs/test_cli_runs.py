@@ -45,9 +45,10 @@ def test_invalid_params_are_one_line_exit_3_and_save_nothing(db, subprocess_env)
     assert RunLog.select().count() == 0
 
 
-def test_an_unknown_job_exits_2_naming_the_catalog_jobs(db, subprocess_env):
+def test_an_unknown_job_exits_3_naming_the_catalog_jobs(db, subprocess_env):
+    """An invalid request (the API's 422), no longer exit 2: one kind, one code (cli/answers.EXIT_OF)."""
     out = kickoff(subprocess_env, "runs", "publish", "nope")
-    assert out.returncode == 2 and "noop" in out.stderr
+    assert out.returncode == 3 and "noop" in out.stderr
 
 
 def test_a_bad_catalog_is_one_line(db, subprocess_env, tmp_path):

@@ -47,7 +47,7 @@ def test_a_well_formed_command_round_trips():
 def test_a_field_of_the_wrong_shape_is_an_invalid_command(change, says):
     with pytest.raises(InvalidRunCommand, match=says) as caught:
         RunCommand.from_dict({**GOOD, **change})
-    assert caught.value.kind == INVALID
+    assert caught.value.refusal == INVALID
 
 
 @pytest.mark.parametrize("missing", ["run_id", "job", "attempt", "trigger", "dedupe_key"])
@@ -55,25 +55,25 @@ def test_a_missing_field_is_an_invalid_command(missing):
     body = {k: v for k, v in GOOD.items() if k != missing}
     with pytest.raises(InvalidRunCommand, match=missing) as caught:
         RunCommand.from_dict(body)
-    assert caught.value.kind == INVALID
+    assert caught.value.refusal == INVALID
 
 
 @pytest.mark.parametrize("body", [b"[1, 2]", b'"text"', b"null"])
 def test_a_json_body_that_is_not_an_object_is_an_invalid_command(body):
     with pytest.raises(InvalidRunCommand, match="not an object") as caught:
         RunCommand.from_bytes(body)
-    assert caught.value.kind == INVALID
+    assert caught.value.refusal == INVALID
 
 
 @pytest.mark.parametrize("body", [b"{not json", b"\xff\xfe"])
 def test_a_body_that_is_not_json_is_refused_as_not_json(body):
     with pytest.raises(InvalidRunCommand, match="not JSON") as caught:
         RunCommand.from_bytes(body)
-    assert caught.value.kind == NOT_JSON
+    assert caught.value.refusal == NOT_JSON
 
 
 def test_a_job_the_catalog_does_not_declare_is_refused_as_unknown_job():
     command = RunCommand.from_dict({**GOOD, "job": "gone"})
     with pytest.raises(InvalidRunCommand, match="no job 'gone'") as caught:
         command.check_job(CATALOG)
-    assert caught.value.kind == UNKNOWN_JOB
+    assert caught.value.refusal == UNKNOWN_JOB

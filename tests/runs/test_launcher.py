@@ -27,9 +27,7 @@ def test_a_published_run_is_started_with_its_environment_and_recorded(
     make_launcher, catalog, publisher, trace_dir: Path
 ):
     launcher = make_launcher()
-    result = publish_run(
-        "noop", {"trace_dir": str(trace_dir)}, trigger="cli", catalog=catalog, publisher=publisher
-    )
+    result = publish_run("noop", {}, trigger="cli", catalog=catalog, publisher=publisher)
     step_until(launcher, lambda: _final(result.run_id))
 
     run = RunLog.get_by_id(result.run_id)
@@ -98,9 +96,7 @@ def test_an_initial_attempt_past_expires_at_ends_skipped_expired_without_a_proce
     make_launcher, catalog, publisher, trace_dir
 ):
     launcher = make_launcher()
-    result = publish_run(
-        "noop", {"trace_dir": str(trace_dir)}, trigger="cli", catalog=catalog, publisher=None
-    )
+    result = publish_run("noop", {}, trigger="cli", catalog=catalog, publisher=None)
     RunLog.update(expires_at=utcnow() - timedelta(seconds=1)).where(RunLog.id == result.run_id).execute()
     drain_job_runs(publisher=publisher)
     step_until(launcher, lambda: _final(result.run_id))
@@ -113,7 +109,7 @@ def test_a_retry_of_an_attempt_that_already_started_keeps_its_budget_past_expire
     make_launcher, catalog, publisher, trace_dir
 ):
     launcher = make_launcher()
-    params = {"succeed_on_attempt": 2, "trace_dir": str(trace_dir)}
+    params = {"succeed_on_attempt": 2}
     result = publish_run("flaky", params, trigger="cli", catalog=catalog, publisher=publisher)
     step_until(launcher, lambda: RunLog.get_by_id(result.run_id).first_started_at is not None)
     # The run expires while its first attempt runs; the retry must still start.
@@ -126,7 +122,7 @@ def test_a_retry_of_an_attempt_that_already_started_keeps_its_budget_past_expire
 
 def test_overlap_forbid_ends_a_second_run_skipped_overlap(make_launcher, catalog, publisher, trace_dir):
     launcher = make_launcher(cap=4)
-    params = {"seconds": 2, "trace_dir": str(trace_dir)}
+    params = {"seconds": 2}
     first = publish_run("sleep_exclusive", params, trigger="cli", catalog=catalog, publisher=publisher)
     step_until(launcher, lambda: RunLog.get_by_id(first.run_id).status == "running")
     second = publish_run("sleep_exclusive", params, trigger="cli", catalog=catalog, publisher=publisher)
@@ -152,7 +148,7 @@ def test_overlap_allow_runs_two_at_once(make_launcher, catalog, publisher):
 
 def test_a_failing_run_is_retried_within_its_budget_then_fails(make_launcher, catalog, publisher, trace_dir):
     launcher = make_launcher()
-    params = {"succeed_on_attempt": 9, "exit_code": 4, "trace_dir": str(trace_dir)}
+    params = {"succeed_on_attempt": 9, "exit_code": 4}
     result = publish_run("flaky", params, trigger="cli", catalog=catalog, publisher=publisher)
     step_until(launcher, lambda: _final(result.run_id))
     run = RunLog.get_by_id(result.run_id)
@@ -162,7 +158,7 @@ def test_a_failing_run_is_retried_within_its_budget_then_fails(make_launcher, ca
 
 def test_a_run_that_succeeds_on_a_retry_ends_succeeded(make_launcher, catalog, publisher, trace_dir):
     launcher = make_launcher()
-    params = {"succeed_on_attempt": 3, "trace_dir": str(trace_dir)}
+    params = {"succeed_on_attempt": 3}
     result = publish_run("flaky", params, trigger="cli", catalog=catalog, publisher=publisher)
     step_until(launcher, lambda: _final(result.run_id))
     run = RunLog.get_by_id(result.run_id)
@@ -179,9 +175,7 @@ def test_a_job_without_retries_fails_on_its_first_exit(make_launcher, catalog, p
 
 def test_chain_successors_are_published_on_success(make_launcher, catalog, publisher, trace_dir):
     launcher = make_launcher()
-    head = publish_run(
-        "chain_extract", {"trace_dir": str(trace_dir)}, trigger="cli", catalog=catalog, publisher=publisher
-    )
+    head = publish_run("chain_extract", {}, trigger="cli", catalog=catalog, publisher=publisher)
 
     def chain_done() -> bool:
         load = RunLog.get_or_none(RunLog.job == "chain_load")

@@ -35,7 +35,7 @@ def test_a_burst_of_200_runs_never_exceeds_the_cap_and_no_delivery_waits_for_its
     launcher = make_launcher(cap=CAP, prefetch=50)
     thread = LauncherThread(launcher).start()
     try:
-        params = {"seconds": 0.1, "trace_dir": str(trace_dir)}
+        params = {"seconds": 0.1}
         runs = [
             publish_run("noop", params, trigger="cli", catalog=catalog, publisher=publisher)
             for _ in range(BURST)

@@ -59,9 +59,7 @@ def test_postgresql_going_away_under_the_launcher_loses_and_doubles_no_run(
     expected: dict[str, tuple[str, int]] = {}  # run id -> (status, exit code)
 
     def publish(job: str, outcome: tuple[str, int], **params: object) -> None:
-        result = publish_run(
-            job, {**params, "trace_dir": str(trace_dir)}, trigger="cli", catalog=catalog, publisher=publisher
-        )
+        result = publish_run(job, params, trigger="cli", catalog=catalog, publisher=publisher)
         assert result.status == "queued"
         expected[result.run_id] = outcome
 

@@ -39,7 +39,7 @@ def launcher_process(start_launcher):
 def test_a_sigkilled_launcher_restarts_without_losing_or_doubling_runs(
     db, catalog, publisher, trace_dir, launcher_process
 ):
-    params = {"seconds": 1.5, "trace_dir": str(trace_dir)}
+    params = {"seconds": 1.5}
     runs = [
         publish_run("sleep", params, trigger="cli", catalog=catalog, publisher=publisher) for _ in range(6)
     ]
@@ -136,7 +136,7 @@ def test_an_orphan_that_finished_is_recorded_from_its_exit_file(make_launcher, c
 def test_a_run_started_whose_pid_never_reached_run_log_is_found_and_not_started_twice(
     make_launcher, catalog, trace_dir
 ):
-    params = {"seconds": 1, "trace_dir": str(trace_dir)}
+    params = {"seconds": 1}
     result = publish_run("sleep", params, trigger="cli", catalog=catalog, publisher=None)
     dead = make_launcher()
     claimed = claim(result.run_id, 1, catalog=catalog, host=dead.host)

@@ -68,7 +68,7 @@ def test_a_launched_job_process_adopts_its_row_and_records_its_steps(
     make_launcher, catalog, publisher, trace_dir
 ):
     launcher = make_launcher()
-    params = {"steps": ["extract", "load"], "trace_dir": str(trace_dir)}
+    params = {"steps": ["extract", "load"]}
     result = publish_run("scoped", params, trigger="cli", catalog=catalog, publisher=publisher)
     step_until(launcher, lambda: RunLog.get_by_id(result.run_id).status not in ("queued", "running"))
     run = RunLog.get_by_id(result.run_id)

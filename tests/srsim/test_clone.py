@@ -9,15 +9,15 @@ import pytest
 
 from config.errors import MatchNotFound
 from lifecycle.clone import clone_match
-from listener.archive import EventArchive, archive_path
 from models import Match
 from srsim.script import load_script
+from tests.logged import event_log_of
 from tests.waiting import wait_for
 
 
 def test_a_recorded_match_is_cloned_into_an_is_test_match_and_a_replay_script(make_match, tmp_path):
     source = make_match("nhl", sr_id=str(uuid.uuid4()), status="closed", title="STL @ NSH")
-    archive = EventArchive(archive_path(tmp_path, "nhl", source.sr_id)).open()
+    archive = event_log_of(source.id)
     sent = [
         {
             "payload": {"game": {"id": source.sr_id, "status": "inprogress"}, "event": {"id": f"e{i}"}},
@@ -26,7 +26,7 @@ def test_a_recorded_match_is_cloned_into_an_is_test_match_and_a_replay_script(ma
         for i in range(5)
     ]
     for e in sent:
-        archive.append(e)
+        archive.record(e)
     archive.append_marker("delay", status="delayed")
     archive.close()
 
@@ -51,9 +51,9 @@ def test_cloning_an_unknown_match_is_not_found(db, tmp_path):
 
 def _recorded(make_match, data_dir, events: int = 4):
     source = make_match("mlb", sr_id=str(uuid.uuid4()), status="closed", title="HOU @ KC")
-    archive = EventArchive(archive_path(data_dir, "mlb", source.sr_id)).open()
+    archive = event_log_of(source.id)
     for i in range(events):
-        archive.append(
+        archive.record(
             {
                 "payload": {"game": {"id": source.sr_id, "status": "inprogress"}, "event": {"id": f"e{i}"}},
                 "metadata": {"match": f"sd:match:{source.sr_id}", "operation": "create"},

@@ -24,7 +24,7 @@ from api.console.web import (
     session_token,
 )
 from api.headers import ctx_of
-from config.errors import ReasonRequired
+from config.text_rule import checked_reason
 from lifecycle import dispatch
 from lifecycle.cleanup import audit_sweep, set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
 from lifecycle.dispatch import request_start
@@ -113,11 +113,9 @@ def live_stream(request: Request, session: Session, flt: Any) -> StreamingRespon
 
 
 def form_reason(reason: str, *, required: bool, what: str) -> str | None:
-    """The confirm step's reason (stripped); a required one missing is ReasonRequired (422)."""
-    text = reason.strip()
-    if required and not text:
-        raise ReasonRequired(f"{what} needs a reason (it goes into the audit log)")
-    return text[:2000] or None
+    """The confirm step's reason (stripped); a required one missing is ReasonRequired, one breaking
+    the text rule (config.text_rule) InvalidText (both 422, before anything is done)."""
+    return checked_reason(reason, required=required, what=what)
 
 
 @router.post("/matches/{match_id}/start")

@@ -14,6 +14,7 @@ from api.console.web import OperatorSession, render
 from api.errors import public_message, status_of
 from api.headers import ctx_of, request_id_of
 from config.errors import KickoffError
+from config.text_rule import checked_reason
 from lifecycle.bulk import (
     ACTIONS,
     BADGES,
@@ -49,7 +50,7 @@ async def _fields(request: Request) -> tuple[str, BulkFilter, str, str]:
     # rows ticked on the Matches board (at most a bulk action's worth; the library checks each id)
     ids = [str(v) for v in form.getlist("match_ids")][: MAX_BULK_MATCHES + 1]
     flt = bulk_filter(league=text["league"], status=text["status"], badge=text["badge"], match_ids=ids)
-    return text["action"], flt, text["reason"].strip()[:2000], str(form.get("confirm", "") or "")
+    return text["action"], flt, text["reason"].strip(), str(form.get("confirm", "") or "")
 
 
 def _refused(request: Request, exc: KickoffError, **context: object) -> Response:
@@ -68,6 +69,7 @@ async def _step(request: Request, step: Step, shown_as: str, **page: object) -> 
     action, flt, reason, confirm = await _fields(request)
     context = {"action": action, "flt": flt, "reason": reason}
     try:
+        checked_reason(reason, required=False)  # the one text rule, before any step acts
         result = await run_in_threadpool(step, action, flt, reason, confirm)
     except KickoffError as exc:
         return _refused(request, exc, **context)

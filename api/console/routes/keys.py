@@ -11,6 +11,7 @@ from api.console.web import AdminPageSession, AdminSession, act, render, session
 from api.errors import public_message, status_of
 from api.keys import Scope, create_key, list_keys, revoke_key
 from config.errors import KickoffError, TriggerValidationError
+from config.text_rule import checked_reason, checked_text
 
 #: Every page and action here checks the console session itself (api.console.web).
 router = APIRouter(include_in_schema=False, dependencies=[requires(Need.CONSOLE)])
@@ -42,6 +43,8 @@ async def keys_create(request: Request, session: AdminSession) -> Response:
     def call() -> tuple[str, str]:
         if not name:
             raise TriggerValidationError("name", "must not be empty")
+        checked_text(name, field="name", max_length=200)
+        why = checked_reason(reason, required=False)
         try:
             chosen = Scope(scope)
         except ValueError as exc:
@@ -50,7 +53,7 @@ async def keys_create(request: Request, session: AdminSession) -> Response:
             name=name,
             scope=chosen,
             leagues=[x.strip() for x in leagues.split(",") if x.strip()] or None,
-            audit=session_audit(request, session, reason or None),
+            audit=session_audit(request, session, why),
         )
         return key.id, secret
 
@@ -77,7 +80,9 @@ async def keys_revoke(key_id: str, request: Request, session: AdminSession) -> R
     reason = str(form.get("reason", "")).strip() or None
 
     def call() -> str:
-        key = revoke_key(key_id, audit=session_audit(request, session, reason))
+        key = revoke_key(
+            key_id, audit=session_audit(request, session, checked_reason(reason, required=False))
+        )
         request.app.state.key_cache.forget(key.id)
         return f"revoked {key.id} ({key.name})"
 

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Form, Request
-from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import Need, requires
@@ -17,11 +17,12 @@ from api.errors import status_of
 from api.headers import ctx_of
 from config.assignments import split_assignment
 from config.clock import utcnow
-from config.errors import KickoffError, ListenerStartSettingsError, NotFound
+from config.errors import KickoffError, ListenerStartSettingsError
 from lifecycle.dispatch import request_start
-from lifecycle.match_admin import edit_match, match_archive, match_detail, run_log_tail, under_data_dir
+from lifecycle.event_export import document_name, export_lines
+from lifecycle.match_admin import edit_match, match_detail, run_log_tail, under_data_dir
 from lifecycle.match_ref import resolve_match, resolve_match_id
-from lifecycle.start import load_match
+from models.event_log import event_counts
 from models.history import history
 from models.history_series import ALL
 from models.listener_record import recorded_match_rows
@@ -77,7 +78,6 @@ def match_card(match_id: str, request: Request, session: PageSession) -> Respons
     # holds its first run (or its start): 1 h, 24 h, else 7 d.
     events = history("events", range_name=_game_range(detail), key=detail["id"])
     # Paths as DATA_DIR-relative names: the card does not tell the server's layout.
-    detail["archive"]["path"] = under_data_dir(detail["archive"]["path"], data_dir=ctx.settings.data_dir)
     return render(
         request,
         "match.html",
@@ -94,12 +94,13 @@ def match_card(match_id: str, request: Request, session: PageSession) -> Respons
 
 @router.get("/matches/{match_id}/archive")
 def archive_download(match_id: str, request: Request, session: PageSession) -> Response:
-    """The match's archived events (the listener archive file) as a download."""
+    """The match's event log as the spec's ``{shortcode}.json`` document (streamed, as the API's archive)."""
     match = resolve_match(match_id)
-    path = match_archive(match, data_dir=ctx_of(request).settings.data_dir)
-    if not path.exists():
-        raise NotFound(f"match {match.id} has no archive yet")
-    return FileResponse(path, media_type="application/json", filename=path.name)
+    return StreamingResponse(
+        export_lines(str(match.id)),
+        media_type="application/json",
+        headers={"Content-Disposition": f'attachment; filename="{document_name(match)}"'},
+    )
 
 
 @router.get("/matches/{match_id}/runs/{record_id}/log")
@@ -144,9 +145,10 @@ async def save_settings(
 def _recorded_matches(data_dir: Any) -> list[dict[str, Any]]:
     """Matches with a listener run whose archive exists: what a clone can replay."""
     out = []
-    for mid, sr_id, league, title, scheduled in recorded_match_rows(200):
-        match = load_match(mid)
-        if match_archive(match, data_dir=data_dir).exists():
+    rows = recorded_match_rows(200)
+    logged = event_counts([row[0] for row in rows])
+    for mid, sr_id, league, title, scheduled in rows:
+        if logged.get(str(mid), (0, 0))[0]:
             out.append({"id": mid, "sr_id": sr_id, "league": league, "title": title, "scheduled": scheduled})
     return out
 

@@ -1,0 +1,198 @@
+"""One listener run's view of its match's event log (PostgreSQL): what is there, and recording more.
+
+``EventLog`` has the file archive's interface (``record``, ``count``, ``index``, ``flush``...)
+so the stream loop, the recovery and the backfill use either; it is what every run with a
+lifecycle row records into. ``open`` reads what the log holds (any host's, any run's) into the
+index; ``record`` skips a message the index knows, else hands it to the process's writer
+(listener.log_writer) and waits until PostgreSQL has it, so a message is durable before the
+pipeline sees it. The log's unique key decides, not the index: a message another run logged
+meanwhile comes back as not new. A refused write (a newer run's fencing token) raises FencedWrite.
+While PostgreSQL is away ``record`` waits at most ``listener_event_log_wait_seconds``: the message
+stays with the writer (written when PostgreSQL is back) and counts as recorded.
+
+What jsonb cannot hold is kept byte for byte in ``raw``: a message with a NUL (``\\u0000``) as its
+JSON text (``message`` then holds a note), a line that is not UTF-8 or not JSON as kind
+``unreadable`` with its bytes (and, in ``message``, their base64).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from config.clock import utcnow
+from config.errors import FencedWrite
+from listener.events import FROM_PLAY_BY_PLAY, FROM_RESUME, EventIndex, backfilled_from, message_key
+from listener.log_writer import LogWriter, Ticket
+from models import event_log
+from models.event_log import NewRow, key_text
+
+logger = logging.getLogger(__name__)
+
+#: Where a recovered message came from (its ``kickoff.backfilled`` note) -> the row's kind.
+_KIND_OF_SOURCE = {FROM_RESUME: "resumed", FROM_PLAY_BY_PLAY: "backfilled"}
+
+
+def kind_of(message: Any) -> str:
+    """The row kind of a message about to be recorded (live, resumed or backfilled)."""
+    return _KIND_OF_SOURCE.get(backfilled_from(message) or "", "live")
+
+
+def stored_form(message: dict[str, Any]) -> tuple[str, bytes | None]:
+    """(JSON text for ``message`` jsonb, bytes for ``raw`` or None): kickoff's notes left out, a NUL kept."""
+    provider = {k: v for k, v in message.items() if k != "kickoff"} if "kickoff" in message else message
+    text = json.dumps(provider, separators=(",", ":"), ensure_ascii=False)
+    if "\\u0000" in text:
+        note = {"kickoff": {"stored_as": "raw", "reason": "a NUL (\\u0000) jsonb cannot hold"}}
+        return json.dumps(note), text.encode("utf-8", "surrogatepass")
+    return text, None
+
+
+class EventLog:
+    """Records one match's messages into the event log, fenced by the run's token."""
+
+    path = None  # no file: readers ask the log
+
+    def __init__(
+        self,
+        *,
+        match_id: str,
+        writer: LogWriter,
+        record_id: str | None = None,
+        fence_token: int | None = None,
+        wait_seconds: float = 5.0,
+        on_dropped: Callable[[int], None] | None = None,
+    ) -> None:
+        self.match_id = match_id
+        self.record_id = record_id
+        self.fence_token = fence_token
+        self.writer = writer
+        self.wait_seconds = wait_seconds
+        self.on_dropped = on_dropped
+        self.fenced = False
+        self.count = 0
+        self.index = EventIndex()
+        self.last_written_at: float | None = None  # epoch seconds of the last message logged before
+        self.pending: list[Ticket] = []  # tickets not known written when their wait ran out
+        self.unreadable = 0
+
+    def open(self) -> EventLog:
+        """Read what the log holds for the match (every run's, every host's) into the index."""
+        for page in event_log.pages_of(self.match_id):
+            for row in page:
+                if row.kind == "unreadable":
+                    continue
+                self.index.add(row.message)
+                if row.kind != "marker":
+                    self.count += 1
+                self.last_written_at = row.arrived_at.timestamp()
+        return self
+
+    def messages(self) -> list[Any]:
+        """Every logged message of the match, in arrival order (as the file archive held them)."""
+        self.flush()
+        return event_log.messages_of(self.match_id)
+
+    # -- recording ---------------------------------------------------------------------
+
+    def _row(self, key: str, kind: str, text: str, raw: bytes | None) -> NewRow:
+        return NewRow(
+            match_id=self.match_id,
+            message_key=key,
+            kind=kind,
+            message=text,
+            raw=raw,
+            record_id=self.record_id,
+            fence_token=self.fence_token,
+        )
+
+    def record(self, message: Any, raw: bytes | None = None) -> bool:
+        """Log one feed message unless it is logged already; True when this call logged it (or the writer
+        holds it while PostgreSQL is away). FencedWrite once a newer run holds the match."""
+        if self.fenced:
+            raise self._refused()
+        key = message_key(message)
+        if key is not None and key in self.index.keys:
+            return False
+        text, kept = stored_form(message)
+        row_key = key_text(key) if key is not None else key_text(("message", _digest(text.encode())))
+        return self._log(self._row(row_key, kind_of(message), text, kept), message)
+
+    def _log(self, row: NewRow, message: Any) -> bool:
+        ticket = self.writer.submit([row])
+        if ticket.dropped:
+            logger.warning("match %s: event log buffer full, message not kept (a gap)", self.match_id)
+            if self.on_dropped is not None:
+                self.on_dropped(1)
+            return False
+        # PostgreSQL away (the writer's last try failed): the stream does not wait for each message.
+        if not ticket.wait(0.0 if self.writer.degraded else self.wait_seconds):
+            self.pending.append(ticket)
+            self.index.add(message)
+            self.count += 1
+            return True
+        self._check([ticket])
+        self.index.add(message)
+        if row.message_key in ticket.logged:
+            self.count += 1
+            return True
+        return False  # another run or host logged it first
+
+    def record_unreadable(self, raw: bytes, why: str) -> None:
+        """Keep a line that is no readable JSON message, byte for byte (kind ``unreadable``)."""
+        note = {"kickoff": {"unreadable": why, "bytes": len(raw), "base64": base64.b64encode(raw).decode()}}
+        key = key_text(("unreadable", _digest(raw)))
+        self.unreadable += 1
+        self._log(self._row(key, "unreadable", json.dumps(note), raw), None)
+
+    def append_marker(self, kind: str, **fields: Any) -> None:
+        """Log a synthetic kickoff marker (a rain delay seen by a status check...)."""
+        marker = {"kickoff": {"marker": kind, "at": utcnow().isoformat(), **fields}}
+        text = json.dumps(marker, separators=(",", ":"), default=str)
+        self._log(self._row(key_text(("marker", _digest(text.encode()))), "marker", text, None), marker)
+
+    def _check(self, tickets: list[Ticket]) -> None:
+        for ticket in tickets:
+            if ticket.refused:
+                self.fenced = True
+                raise self._refused()
+
+    def _refused(self) -> FencedWrite:
+        logger.warning(
+            "match %s event log write refused: fencing token %s is no longer the newest",
+            self.match_id,
+            self.fence_token,
+        )
+        return FencedWrite(
+            f"match {self.match_id}: event log write refused: fencing token {self.fence_token} "
+            "is no longer the newest"
+        )
+
+    # -- flushing: learning the outcome of held writes -----------------------------------------
+
+    def maybe_flush(self) -> None:
+        """Learn the outcome of writes held while PostgreSQL was away (FencedWrite when refused)."""
+        done = [t for t in self.pending if t.done.is_set()]
+        if done:
+            self.pending = [t for t in self.pending if not t.done.is_set()]
+            dropped = sum(1 for t in done if t.dropped)
+            if dropped and self.on_dropped is not None:
+                self.on_dropped(dropped)
+            self._check(done)
+
+    def flush(self) -> None:
+        self.maybe_flush()
+
+    def close(self, wait_seconds: float | None = None) -> None:
+        """Wait a little for held writes (they stay with the process's writer); FencedWrite if refused."""
+        for ticket in self.pending:
+            ticket.wait(self.wait_seconds if wait_seconds is None else wait_seconds)
+        self.maybe_flush()
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=12).hexdigest()
