@@ -115,9 +115,9 @@ def density_figures(*, n: int, baseline_rss: int, rss: int, first: Sample, last:
 
 
 def free_port() -> int:
-    """A free port on 127.0.0.1 chosen the way the tests choose theirs (tests/ports.py: below the
+    """A free port on 127.0.0.1 chosen the way the tests choose theirs (harness/ports.py: below the
     ephemeral range, so a bench run beside a test run does not take a port one of its servers binds)."""
-    from tests.ports import free_port as test_port
+    from harness.ports import free_port as test_port
 
     return test_port()
 

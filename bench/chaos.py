@@ -7,14 +7,14 @@ Run (root: network namespaces): ``.venv/bin/python bench/chaos.py --minutes M --
   a tail after it (``TAIL_SECONDS`` beyond the default takeover bound, so recovery after the last
   heal is seen; recovery is judged up to each game's end), with corrections and deletes;
 * on the host side: a private Redis (REDIS_URL: locks, leases; the one ``redis-restart``
-  restarts empty; tests/private_redis.py), the shared PostgreSQL (a throw-away database), the
+  restarts empty; harness/private_redis.py), the shared PostgreSQL (a throw-away database), the
   shared Redis as the broker (a throw-away namespace), the scheduler and a default worker;
-* ``--hosts`` test hosts (tests/hosts.py: a network namespace each, reaching every service
+* ``--hosts`` test hosts (harness/hosts.py: a network namespace each, reaching every service
   through its own fault proxies), each running 2 listener workers (``dramatiq``, the real
   MatchListener, default lease and hand-off settings, heartbeat 5 s). A worker that exits is
   started again a second later, as a supervisor would.
 
-Once every match streams, a nemesis thread injects the faults of ``bench/_chaos_schedule.plan``
+Once every match streams, a nemesis thread injects the faults of ``harness/chaos/schedule.plan``
 (printed, and in the JSON): ``kill`` (SIGKILL a worker's process group; restarted after the
 fault's delay), ``pause`` (SIGSTOP past every lease, then SIGCONT), ``partition-redis``,
 ``partition-postgres``, ``partition-feed``, ``partition-all`` (the host cut from the service(s)
@@ -25,7 +25,7 @@ fault), ``deploy`` (a graceful restart, SIGTERM, of both workers of a host: the 
 actors/draining.py). Each host has its own DATA_DIR. Faults overlap. A recorder polls every
 lifecycle row and each match's event log (its newest row's fencing token) each half second;
 srsim logs every stream connection with the worker that made it (``/_via/{tag}``).
-At the end bench/_chaos_history.check judges the history (see there); ``--json`` prints one
+At the end harness/chaos/checker.check judges the history (see there); ``--json`` prints one
 object ``{"ok", "seed", "faults", "violations", "events_missing", "max_takeover_seconds",
 "max_unstreamed_seconds", ...}``. Exit 1 on any violation.
 """
@@ -38,48 +38,39 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 import uuid
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench._chaos_history import (  # noqa: E402
-    ArchiveResult,
-    ArchiveSample,
-    Connection,
-    FaultRecord,
-    History,
-    RowState,
-    check,
-)
-from bench._chaos_schedule import PARTITION_SERVICES, Fault, counts, plan  # noqa: E402
 from cli.processes import ChildProcess, dramatiq_worker_argv  # noqa: E402
+from harness.chaos.checker import ArchiveResult, Connection, History, check, injected_counts  # noqa: E402
+from harness.chaos.nemesis import WORKERS_PER_HOST, Fleet, Nemesis, log  # noqa: E402
+from harness.chaos.recorder import Recorder  # noqa: E402
+from harness.chaos.schedule import FAULT_KINDS, counts, plan  # noqa: E402
+from harness.faultproxy import stable_port  # noqa: E402
+from harness.hosts import HostNetwork  # noqa: E402
+from harness.private_redis import PrivateRedis  # noqa: E402
 
 ADMIN_DB = "postgresql://postgres@127.0.0.1:5432"
 SHARED_REDIS = "redis://127.0.0.1:6379"
 MATCHES = 30
-WORKERS_PER_HOST = 2
 EVENT_INTERVAL = 0.5
 #: Seconds the games run before the schedule may begin (workers booted, every match streaming).
 WARMUP_SECONDS = 20.0
-#: Seconds the games run after the schedule's end beyond the takeover bound.
+#: Seconds the games run after the schedule's end beyond twice the takeover bound (a fault healing
+#: at the schedule's end, then a takeover as long as the bound, then the bound to see it by).
 TAIL_SECONDS = 10.0
 #: Takeover bound after a fault or a heal: a worker lease (8 s) and its reaper poll, the longest
 #: reconnect backoff step a cut of up to 30 s reaches (16 s), and a few seconds of start.
 DEFAULT_BOUND_SECONDS = 30.0
-POLL_SECONDS = 0.5
-#: The supervisor starts a worker that exited on its own again this long after it saw it gone.
-RESTART_DELAY_SECONDS = 2.0
 _VIA = re.compile(r"^h(?P<host>\d+)w(?P<slot>\d+)g(?P<gen>\d+)$")
 WORKER_ENV = {
     "APP_ENV": "staging",  # the scheduler dispatches live matches and sweeps every minute
@@ -89,285 +80,6 @@ WORKER_ENV = {
     "LISTENER_STATUS_RELOAD_HEARTBEATS": "3",
     "LISTENER_MAX_CONSECUTIVE_HEARTBEATS": "120",
 }
-
-
-def log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def _epoch(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-@dataclass
-class Worker:
-    host: int
-    slot: int
-    gen: int
-    proc: ChildProcess
-    skew: float
-
-    @property
-    def via(self) -> str:
-        return f"h{self.host}w{self.slot}g{self.gen}"
-
-
-class Fleet:
-    """The listener workers on the test hosts: started, killed, paused, restarted; a supervisor
-    thread starts again every worker that exited outside an operation."""
-
-    def __init__(self, hosts: list[Any], env: dict[str, str], logdir: Path) -> None:
-        self.hosts, self.env, self.logdir = hosts, env, logdir
-        self.workers: dict[tuple[int, int], Worker] = {}
-        self.locks = {(h, s): threading.Lock() for h in range(len(hosts)) for s in range(WORKERS_PER_HOST)}
-        self.gens = Counter[tuple[int, int]]()
-        self.restarts = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._supervise, name="supervisor", daemon=True)
-
-    def spawn(self, host: int, slot: int, *, skew: float = 0.0) -> Worker:
-        gen = self.gens[(host, slot)]
-        self.gens[(host, slot)] += 1
-        via = f"h{host}w{slot}g{gen}"
-        env = {**self.env, "SPORTRADAR_BASE_URL": f"{self.env['SPORTRADAR_BASE_URL']}/_via/{via}"}
-        env["DATA_DIR"] = str(self.logdir / f"data-h{host}")  # each host its own disk: no shared file
-        env = self.hosts[host].env(env)
-        if skew:
-            env["PYTHONPATH"] = os.pathsep.join(
-                filter(None, [str(REPO / "bench" / "_skew"), env.get("PYTHONPATH")])
-            )
-            env["KICKOFF_CLOCK_SKEW_SECONDS"] = f"{skew:g}"
-        argv = dramatiq_worker_argv("match_listeners", threads=16)
-        proc = self.hosts[host].run(argv, env=env, log=self.logdir / f"{via}.log", cwd=REPO)
-        worker = Worker(host, slot, gen, proc, skew)
-        self.workers[(host, slot)] = worker
-        return worker
-
-    def start_all(self) -> None:
-        for host, slot in self.locks:
-            self.spawn(host, slot)
-        for worker in self.workers.values():
-            if not worker.proc.wait_for_output("ready for action", timeout=120):
-                raise RuntimeError(f"worker {worker.via} did not start: {worker.proc.log}")
-        self._thread.start()
-
-    def _supervise(self) -> None:
-        exited: dict[tuple[int, int], float] = {}  # when the supervisor saw a worker gone
-        while not self._stop.wait(1.0):
-            for key, lock in self.locks.items():
-                if not lock.acquire(blocking=False):
-                    continue
-                try:
-                    worker = self.workers[key]
-                    if worker.proc.running():
-                        exited.pop(key, None)
-                    elif time.monotonic() - exited.setdefault(key, time.monotonic()) >= RESTART_DELAY_SECONDS:
-                        exited.pop(key)
-                        code = worker.proc.proc.returncode
-                        worker.proc.reap_group()
-                        log(f"  supervisor: {worker.via} exited ({code}); starting it again")
-                        self.restarts += 1
-                        self.spawn(*key, skew=worker.skew)
-                finally:
-                    lock.release()
-
-    def kill(self, host: int, slot: int, restart_after: float) -> str:
-        with self.locks[(host, slot)]:
-            worker = self.workers[(host, slot)]
-            worker.proc.kill(timeout=30)
-            time.sleep(restart_after)
-            self.spawn(host, slot, skew=worker.skew)
-            return worker.via
-
-    def restart(self, host: int, slot: int, *, skew: float | None = None) -> str:
-        """Graceful restart (SIGTERM: the hand-off), the new one with ``skew`` (None: as before)."""
-        with self.locks[(host, slot)]:
-            worker = self.workers[(host, slot)]
-            try:
-                worker.proc.terminate(timeout=90)
-            except subprocess.TimeoutExpired:
-                log(f"  {worker.via} still running 90 s after SIGTERM: killed")
-                worker.proc.kill(timeout=30)
-            worker.proc.reap_group()
-            self.spawn(host, slot, skew=worker.skew if skew is None else skew)
-            return worker.via
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(5)
-        for worker in self.workers.values():
-            with contextlib.suppress(Exception):
-                worker.proc.signal_group(signal.SIGCONT)
-                worker.proc.close()
-
-
-class Nemesis:
-    """Runs the schedule's faults, each in its own thread at its time; records what it did."""
-
-    def __init__(self, fleet: Fleet, hosts: list[Any], redis: Any) -> None:
-        self.fleet, self.hosts, self.redis = fleet, hosts, redis
-        self.records: list[FaultRecord] = []
-        self.errors: list[str] = []
-        self._cuts: Counter[tuple[int, str]] = Counter()
-        self._mu = threading.Lock()
-        self._redis_lock = threading.Lock()
-
-    def run(self, faults: list[Fault], t0: float) -> None:
-        threads = []
-        for fault in faults:
-            delay = t0 + fault.at - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            thread = threading.Thread(target=self._one, args=(fault,), name=fault.kind, daemon=True)
-            thread.start()
-            threads.append(thread)
-        for thread in threads:
-            thread.join(300)
-
-    def _one(self, fault: Fault) -> None:
-        started = time.monotonic()
-        frozen: tuple[str, ...] = ()
-        try:
-            log(f"  fault {fault.describe()}")
-            if fault.kind == "kill":
-                assert fault.host is not None and fault.worker is not None
-                self.fleet.kill(fault.host, fault.worker, fault.seconds)
-            elif fault.kind == "pause":
-                assert fault.host is not None and fault.worker is not None
-                worker = self.fleet.workers[(fault.host, fault.worker)]
-                frozen = (worker.via,)
-                worker.proc.signal_group(signal.SIGSTOP)
-                time.sleep(fault.seconds)
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(worker.proc.pid, signal.SIGCONT)
-            elif fault.kind in PARTITION_SERVICES:
-                assert fault.host is not None and fault.mode is not None
-                self._cut(fault.host, PARTITION_SERVICES[fault.kind], fault.mode)
-                time.sleep(fault.seconds)
-                self._heal(fault.host, PARTITION_SERVICES[fault.kind])
-            elif fault.kind == "redis-restart":
-                with self._redis_lock:
-                    self.redis.restart(down_seconds=fault.seconds)
-            elif fault.kind == "clock-skew":
-                assert fault.host is not None and fault.worker is not None
-                self.fleet.restart(fault.host, fault.worker, skew=fault.skew_seconds)
-                time.sleep(fault.seconds)
-                self.fleet.restart(fault.host, fault.worker, skew=0.0)
-            elif fault.kind == "deploy":
-                assert fault.host is not None
-                restarts = [
-                    threading.Thread(target=self.fleet.restart, args=(fault.host, slot))
-                    for slot in range(WORKERS_PER_HOST)
-                ]
-                for thread in restarts:
-                    thread.start()
-                for thread in restarts:
-                    thread.join(200)
-        except Exception as exc:  # a fault that could not be made is reported, not a crash
-            self.errors.append(f"{fault.describe().strip()}: {exc!r}")
-            log(f"  fault failed: {fault.describe().strip()}: {exc!r}")
-        # A kill is instantaneous: the supervisor's restart heals no stream (the takeover does).
-        healed = started if fault.kind == "kill" else time.monotonic()
-        blackholed = fault.mode == "blackhole" and "feed" in PARTITION_SERVICES.get(fault.kind, ())
-        with self._mu:
-            self.records.append(
-                FaultRecord(
-                    fault.kind, started, healed, fault.host, frozen=frozen, feed_blackholed=blackholed
-                )
-            )
-
-    def _cut(self, host: int, services: tuple[str, ...], mode: str) -> None:
-        with self._mu:
-            for service in services:
-                self._cuts[(host, service)] += 1
-            self.hosts[host].cut(list(services), kind=mode)
-
-    def _heal(self, host: int, services: tuple[str, ...]) -> None:
-        with self._mu:
-            healed = []
-            for service in services:
-                self._cuts[(host, service)] -= 1
-                if self._cuts[(host, service)] == 0:
-                    healed.append(service)
-            if healed:
-                self.hosts[host].heal(healed)
-
-
-class Recorder:
-    """Polls every lifecycle row of the run's matches and each one's event log (newest token, rows)."""
-
-    def __init__(self, matches: dict[str, str], data_dir: Path) -> None:
-        self.matches = matches  # match id -> sr_id
-        self.rows: list[RowState] = []
-        self.samples: list[ArchiveSample] = []
-        self._last_row: dict[str, tuple] = {}
-        self._last_sample: dict[str, tuple] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="recorder", daemon=True)
-
-    def start(self) -> Recorder:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop polling, then poll once more (the last states)."""
-        self.halt()
-        self.poll()
-
-    def halt(self) -> None:
-        """Stop polling."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(10)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(POLL_SECONDS):
-            try:
-                self.poll()
-            except Exception as exc:  # the history's own database poll: report and go on
-                log(f"  recorder: {exc!r}")
-
-    def poll(self) -> None:
-        from models.db import database
-
-        now = time.monotonic()
-        try:
-            rows = database.execute_sql(
-                "SELECT r.id::text, m.sr_id, extract(epoch FROM r.created_at), "
-                "extract(epoch FROM r.heartbeat_at), extract(epoch FROM r.ended_at), r.fence_token, "
-                "r.exit_code FROM match_listener_records r JOIN matches m ON m.id = r.match_id "
-                "WHERE r.match_id = ANY(%s::uuid[])",
-                (list(self.matches),),
-            ).fetchall()
-        finally:
-            database.close()
-        for row_id, sr_id, created, beat, ended, token, code in rows:
-            key = (created, beat, ended, token, code)
-            if self._last_row.get(row_id) != key:
-                self._last_row[row_id] = key
-                self.rows.append(
-                    RowState(row_id, sr_id, float(created), _epoch(beat), _epoch(ended), token, code, now)
-                )
-        # Each match's event log: its newest row's fencing token (a stale run's row after a newer
-        # run's is a token going down) and its row count.
-        try:
-            logged = database.execute_sql(
-                "SELECT DISTINCT ON (e.match_id) m.sr_id, e.fence_token, "
-                "(SELECT count(*) FROM match_events c WHERE c.match_id = e.match_id) "
-                "FROM match_events e JOIN matches m ON m.id = e.match_id "
-                "WHERE e.match_id = ANY(%s::uuid[]) ORDER BY e.match_id, e.seq DESC",
-                (list(self.matches),),
-            ).fetchall()
-        finally:
-            database.close()
-        for sr_id, token, size in logged:
-            if self._last_sample.get(sr_id) != (token, size):
-                self._last_sample[sr_id] = (token, size)
-                self.samples.append(ArchiveSample(sr_id, now, token, size))
-
-    def open_rows(self) -> set[str]:
-        return {r for r, (_, _, ended, _, _) in self._last_row.items() if ended is None}
 
 
 def _get(url: str) -> dict[str, Any]:
@@ -447,7 +159,18 @@ def connections(url: str) -> list[Connection]:
     for c in _get(f"{url}/_srsim/connections")["connections"]:
         found = _VIA.match(c["via"] or "")
         host = int(found["host"]) if found else None
-        out.append(Connection(c["sr_id"], c["via"], host, c["opened"], c["closed"]))
+        out.append(
+            Connection(
+                c["sr_id"],
+                c["via"],
+                host,
+                c["opened"],
+                c["closed"],
+                c["first_live"],
+                c["last_live"],
+                c.get("port"),
+            )
+        )
     return out
 
 
@@ -463,14 +186,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from models.coordination import connect_redis
     from models.db import init_database
     from models.migrate import drop_database, migrate
-    from tests.faultproxy import stable_port
-    from tests.hosts import HostNetwork
-    from tests.private_redis import PrivateRedis
 
     tag = uuid.uuid4().hex[:8]
     logdir = Path(f"/tmp/kickoff-bench-chaos-{tag}")
     logdir.mkdir(parents=True)
-    faults = plan(args.seed, minutes=args.minutes, hosts=args.hosts, workers_per_host=WORKERS_PER_HOST)
+    faults = plan(
+        args.seed,
+        minutes=args.minutes,
+        hosts=args.hosts,
+        workers_per_host=WORKERS_PER_HOST,
+        kinds=tuple(k for k in FAULT_KINDS if k not in args.without),
+    )
     log(
         f"seed {args.seed}, {args.minutes:g} min, {args.hosts} hosts x {WORKERS_PER_HOST} workers, "
         f"{MATCHES} matches, bound {args.bound:g} s; logs in {logdir}; schedule:"
@@ -513,7 +239,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         host_side.append(
             ChildProcess([str(bin_dir / "kickoff"), "scheduler"], env=env, log=logdir / "sched.log")
         )
-        game_seconds = WARMUP_SECONDS + args.minutes * 60 + DEFAULT_BOUND_SECONDS + TAIL_SECONDS
+        game_seconds = WARMUP_SECONDS + args.minutes * 60 + 2 * args.bound + TAIL_SECONDS
         write_script(logdir / "games.json", sr_ids, game_seconds)
         srsim = start_srsim(logdir / "games.json", srsim_port, logdir)
         recorder = Recorder(matches, logdir / "data").start()
@@ -561,8 +287,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             rows=recorder.rows,
             archive_samples=recorder.samples,
             archives=archive_results(recorder, url),
-            faults=nemesis.records,
-            hosts=args.hosts,
+            faults=nemesis.records + fleet.exits,
+            workers=fleet.slots,
+            polls=recorder.polls,
+            lost_polls=recorder.lost_polls,
         )
         verdict = check(history, bound_seconds=args.bound)
         violations = verdict.violations + [
@@ -572,7 +300,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return {
             "ok": not violations,
             "seed": args.seed,
-            "faults": counts(faults),
+            "faults": injected_counts(nemesis.records, FAULT_KINDS),
+            "faults_planned": counts(faults),
             "violations": violations,
             "events_missing": verdict.events_missing,
             "max_takeover_seconds": verdict.max_takeover_seconds,
@@ -615,6 +344,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=26, help="the schedule's seed (same seed, same faults)")
     parser.add_argument("--hosts", type=int, default=3, help="test hosts, 2 listener workers each")
     parser.add_argument("--bound", type=float, default=DEFAULT_BOUND_SECONDS, help="takeover bound (s)")
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        choices=FAULT_KINDS,
+        help="leave this kind of fault out of the schedule (repeatable)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object (the rest goes to stderr)")
     parser.add_argument("--keep-logs", action="store_true", help="keep the archives beside the logs")
     args = parser.parse_args()

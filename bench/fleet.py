@@ -44,9 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._setup import ADMIN_DB, AMQP_HOST, _ctl
 from bench._srsim import start_sim, write_games
 from bench.listener_worker_density import _bin
-from tests.background import BackgroundLoop
-from tests.private_pgbouncer import PrivatePgbouncer
-from tests.private_redis import PrivateRedis
+from harness.background import BackgroundLoop
+from harness.private_pgbouncer import PrivatePgbouncer
+from harness.private_redis import PrivateRedis
 
 QUEUE = "match_listeners"
 

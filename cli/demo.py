@@ -213,7 +213,7 @@ def _play(
     rows = [_row(g, settings) for g in games]
     _print_board(rows, out, time.monotonic() - started)
     for game, row in zip(games, rows, strict=True):
-        row["missing"] = _missing(game, settings)
+        row["missing"], row["extra"] = _verify(game, settings)
         row["archive"] = _export(game, settings)
     checks = {
         "every game closed with exit 13": all(r["status"] == "closed" and r["exit_code"] == 13 for r in rows),
@@ -222,7 +222,7 @@ def _play(
         "rain delay kept the listener up (delay markers)": rows[1]["delay_markers"] > 0
         and rows[1]["runs"] == 1,
         "events archived": all(r["events"] > 0 for r in rows),
-        "every archive complete (verify-archive ok)": all(r["missing"] == 0 for r in rows),
+        "every archive complete (verify-archive ok)": all(r["missing"] == 0 == r["extra"] for r in rows),
     }
     return {
         "ok": all(checks.values()) and killed,
@@ -238,6 +238,7 @@ def _play(
                 "live": r["events"] - r["backfilled"],
                 "backfilled": r["backfilled"],
                 "missing": r["missing"],
+                "extra": r["extra"],
                 "archive": r["archive"],
                 "runs": r["history"],
             }
@@ -262,7 +263,7 @@ def _export(game: DemoGame, settings: KickoffSettings) -> str | None:
     return str(path)
 
 
-def _missing(game: DemoGame, settings: KickoffSettings) -> int | None:
+def _verify(game: DemoGame, settings: KickoffSettings) -> tuple[int | None, int | None]:
     """How many of the game's events (srsim's play-by-play) its archive lacks or holds in another
     version, or None when the play-by-play cannot be read."""
     import requests
@@ -280,12 +281,12 @@ def _missing(game: DemoGame, settings: KickoffSettings) -> int | None:
                 session, url, api_key=settings.sportradar_api_key.get_secret_value(), timeout=(5.0, 10.0)
             )
     except PlayByPlayError:
-        return None
+        return None, None
     if game.match_id is None:
-        return None
+        return None, None
     with connection():
         verdict = compare(messages_of(game.match_id), pbp)
-    return len(verdict.missing) + len(verdict.differing)
+    return len(verdict.missing) + len(verdict.differing), len(verdict.extra)
 
 
 def _row(game: DemoGame, settings: KickoffSettings) -> dict[str, Any]:
@@ -306,6 +307,7 @@ def _row(game: DemoGame, settings: KickoffSettings) -> dict[str, Any]:
         "events": 0,
         "backfilled": 0,
         "missing": None,
+        "extra": None,
         "delay_markers": 0,
         "history": [],
         "runs": 0,
@@ -363,6 +365,7 @@ def _print_summary(result: dict[str, Any], out: Any) -> None:
         print(
             f"  {m['title']}: status {m['status']}, exit {m['exit_code']}, runs {m['runs']}, "
             f"events live {m['live']} / backfilled {m['backfilled']} / missing "
-            f"{'?' if m['missing'] is None else m['missing']} -> {m['archive']}",
+            f"{'?' if m['missing'] is None else m['missing']} / extra "
+            f"{'?' if m['extra'] is None else m['extra']} -> {m['archive']}",
             file=out,
         )

@@ -37,7 +37,7 @@ listens, so a late or reconnecting listener gets the live position unless it res
   ``sr_id``, ``via``, ``opened`` and ``closed`` (the machine's ``time.monotonic()``, the same clock
   in every process; ``closed`` null while open), ``first_live`` and ``last_live`` (when live data,
   a live event or a heartbeat, was first and last handed to the connection; null before any;
-  replayed events are not live data), oldest first.
+  replayed events are not live data) and ``port`` (the client's port as srsim saw it), oldest first.
   A path may start with ``/_via/{tag}`` (a client's base URL ``http://host:port/_via/{tag}``):
   the tag is recorded as the connection's ``via`` (who connected, through any proxy), and the
   rest of the path is served as usual.

@@ -106,6 +106,7 @@ class StreamRecord:
             "closed": self.closed,
             "first_live": self.first_live,
             "last_live": self.last_live,
+            "port": self.peer[1] if self.peer else None,
         }
 
 

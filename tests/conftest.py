@@ -2,11 +2,14 @@
 
 Every pytest session migrates its own database (``kickoff_test_<hex>``) and uses its own Redis
 prefix, so parallel runs on one machine do not see each other. Tables are truncated and the
-prefix's keys deleted after each test that used them.
+prefix's keys deleted after each test that used them. Under pytest-xdist (``scripts/test`` runs
+the suite on several workers) each worker is a session of its own: it imports this module, so
+it draws its own ``RUN_ID`` and has its own database, prefix, namespace and vhost.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import uuid
@@ -175,6 +178,17 @@ def fresh_queues(amqp_vhost: str) -> Iterator[None]:
     yield
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Delete the queues the test made refuse every publish (``tests.publisher.helpers.reject_all``)."""
+    from tests.publisher.helpers import REJECTING
+
+    while REJECTING:
+        url, queue = REJECTING.pop()
+        with AmqpPublisher(url=url) as admin:
+            admin.delete_queue(queue)
+
+
 @pytest.fixture
 def read_queue(amqp_vhost: str) -> Callable[[str], list[tuple[dict[str, Any], Any]]]:
     """Read (and remove) every message in a queue: (body, properties) pairs."""
@@ -260,12 +274,12 @@ def make_match(db: str) -> Callable[..., object]:
 
 @pytest.fixture
 def host_network() -> Iterator[Any]:
-    """A ``tests.hosts.HostNetwork`` (test hosts on network namespaces), removed after the test.
+    """A ``harness.hosts.HostNetwork`` (test hosts on network namespaces), removed after the test.
 
     Skipped only when not root (namespaces and iptables need it); a missing ``ip`` or
     ``iptables`` as root fails the test (scripts/test installs them).
     """
-    from tests.hosts import HostNetwork
+    from harness.hosts import HostNetwork
 
     if os.geteuid() != 0:
         pytest.skip("test hosts need root (network namespaces, veth pairs, iptables)")
@@ -285,10 +299,47 @@ SERVICE_FIXTURES = frozenset({"migrated_database", "amqp_vhost", "redis_client",
 SERVICE_MARKS = frozenset({"services", "e2e", "outage", "browser", "amqp", "tools", "partition", "chaos"})
 
 
+#: Marks of the long tests (minutes of real processes), longest kind first.
+LONG_MARKS = ("chaos", "partition", "outage", "e2e", "browser")
+
+
+def run_order(item: pytest.Item) -> int:
+    """The rank of ``item``: the index of its first ``LONG_MARKS`` mark, else after them all."""
+    ranks = (rank for rank, name in enumerate(LONG_MARKS) if item.get_closest_marker(name))
+    return next(ranks, len(LONG_MARKS))
+
+
+def deal(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """``items`` reordered so that xdist's ``--dist worksteal`` gives each worker its share of the
+    long tests first: it splits the collection into ``workers`` consecutive slices (the sizes
+    below), each worker runs its slice from the front, and an idle one steals the back half of
+    the longest queue. The long tests are dealt round robin, longest kind first, to the slices'
+    fronts; the rest fill the slices in their order (each module's tests stay together)."""
+    long = sorted((item for item in items if run_order(item) < len(LONG_MARKS)), key=run_order)
+    rest = [item for item in items if run_order(item) == len(LONG_MARKS)]
+    sizes, left = [], len(items)
+    for slices_left in range(workers, 0, -1):
+        sizes.append(left // slices_left)
+        left -= sizes[-1]
+    slices: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for index, item in enumerate(long):
+        slices[index % workers].append(item)
+    if any(len(slice_) > size for slice_, size in zip(slices, sizes, strict=True)):
+        return long + rest  # more long tests than a slice holds: longest first, the stealing evens out
+    others = iter(rest)
+    for slice_, size in zip(slices, sizes, strict=True):
+        slice_.extend(itertools.islice(others, size - len(slice_)))
+    return [item for slice_ in slices for item in slice_]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark ``unit`` every test that needs no service: ``pytest -m unit`` is the fast tier."""
+    """Mark ``unit`` every test that needs no service (``pytest -m unit`` is the fast tier); in a
+    worker of a parallel run (pytest-xdist), deal the long tests evenly (``deal``)."""
     for item in items:
         needs_service = SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
         marked_service = any(item.get_closest_marker(name) for name in SERVICE_MARKS)
         if not needs_service and not marked_service:
             item.add_marker(pytest.mark.unit)
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    if workers > 1:
+        items[:] = deal(items, workers)

@@ -8,7 +8,9 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The top-level packages of the product (a folder with an ``__init__.py``; not the tests nor the benchmarks).
 PACKAGES: tuple[str, ...] = tuple(
     sorted(
-        p.name for p in ROOT.iterdir() if (p / "__init__.py").exists() and p.name not in {"tests", "bench"}
+        p.name
+        for p in ROOT.iterdir()
+        if (p / "__init__.py").exists() and p.name not in {"tests", "bench", "harness"}
     )
 )
 

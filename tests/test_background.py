@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from tests.background import FirstSeen
+from harness.background import FirstSeen
 from tests.waiting import wait_for
 
 

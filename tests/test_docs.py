@@ -47,7 +47,7 @@ from pathlib import Path
 import pytest
 
 from cli.procfile import read_procfile
-from tests.ports import free_port
+from harness.ports import free_port
 from tests.process_groups import group_members
 
 REPO = Path(__file__).resolve().parent.parent

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.faultproxy import FaultProxy
+from harness.faultproxy import FaultProxy
 from tests.waiting import wait_for
 
 

@@ -1,4 +1,4 @@
-"""The test-host harness itself (tests/hosts.py): reach, black hole, refusal, heal and cleanup."""
+"""The test-host harness itself (harness/hosts.py): reach, black hole, refusal, heal and cleanup."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hosts import HostNetwork, TestHost, namespaces
+from harness.hosts import HostNetwork, TestHost, namespaces
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.partition

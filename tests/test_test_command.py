@@ -50,7 +50,8 @@ def _run_hiding(
     binds = "".join(f"mount --bind {shlex.quote(str(blank))} {shlex.quote(p)} && " for p in hidden)
     user = f"setpriv --reuid={as_user} --regid={as_user} --clear-groups " if as_user is not None else ""
     command = f"{binds}exec {user}{shlex.quote(str(SCRIPT))} {shlex.join(args)}"
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    # One worker: these runs test the installs, not the parallel run (tests/test_test_command.py).
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", KICKOFF_TEST_WORKERS="0")
     return subprocess.run(
         ["unshare", "-m", "--propagation", "private", "sh", "-c", command],
         cwd=ROOT,
@@ -119,3 +120,16 @@ def test_a_developer_who_is_not_root_is_told_what_is_missing_and_no_install_is_t
     assert (tmp_path / "apt-get.log").read_text() == ""
     [line] = [x for x in done.stderr.splitlines() if x.startswith("scripts/test:")]
     assert line == "scripts/test: chromium is missing; install it with: sudo apt-get install -y chromium"
+
+
+@pytest.mark.e2e
+def test_quick_leaves_the_long_tests_out_and_keeps_the_rest(tmp_path):
+    done = _run_hiding(
+        tmp_path, [], "--quick", "--collect-only", "-q", "tests/chaos", "tests/test_import_graph.py"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    collected = [line for line in done.stdout.splitlines() if "::" in line]
+    assert not [t for t in collected if "test_chaos_run.py" in t], collected
+    assert [t for t in collected if "test_chaos_checker.py" in t] and [
+        t for t in collected if "import_graph" in t
+    ]

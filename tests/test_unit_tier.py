@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ports import free_port
+from harness.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Binaries that start or administer a service: the unit tier must not need them.

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from actors.broker import QUEUE_DEFAULT, build_broker
 from cli.processes import ChildProcess, dramatiq_worker_argv
 from config.settings import KickoffSettings
-from tests.ports import free_port
+from harness.ports import free_port
 from tests.project import ROOT
 
 

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from api.keys import Scope, create_key
+from harness.ports import free_port
 from models.coordination import connect_redis
-from tests.ports import free_port
 from tests.static_feed import base_url_of, serve_documents
 from tests.waiting import wait_for
 

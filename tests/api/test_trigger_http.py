@@ -16,12 +16,12 @@ from config.errors import (
     TriggerUnavailableError,
     TriggerValidationError,
 )
+from harness.ports import free_port
 from publisher.actions import get_action
 from publisher.triggers import LineupRequest
 from runs.scope import run_scope
 from tests.api.conftest import REPO
 from tests.api.failing_server import Script, failing_server
-from tests.ports import free_port
 
 REQUEST = LineupRequest(league_id="L1", team_id="7", swaps=[{"player_id": 3918298, "to_slot": "BN"}])
 OK = (202, {"status": "queued", "tracking_id": "00000000-0000-4000-8000-000000000000"})

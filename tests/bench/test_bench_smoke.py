@@ -2,7 +2,7 @@
 when a goal is missed: each is given one goal it cannot meet and must name it as missed.
 
 Each bench makes its own throw-away database, RabbitMQ vhost, Redis key prefix and Dramatiq
-namespace (a random tag) and picks its ports like the tests (tests/ports.py), so these run beside
+namespace (a random tag) and picks its ports like the tests (harness/ports.py), so these run beside
 any other test. They prove the benches work and can fail; the figures of a tiny run mean nothing.
 """
 

@@ -1,4 +1,4 @@
-"""The nemesis's schedule (bench/_chaos_schedule.py): a pure function of the seed and the run's shape."""
+"""The nemesis's schedule (harness/chaos/schedule.py): a pure function of the seed and the run's shape."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from bench._chaos_schedule import FAULT_KINDS, PARTITION_SERVICES, WORKER_KINDS, counts, plan
+from harness.chaos.schedule import FAULT_KINDS, PARTITION_SERVICES, WORKER_KINDS, counts, plan
 
 
 def test_the_same_seed_gives_the_same_schedule_and_another_seed_another():

@@ -16,9 +16,9 @@ import pytest
 
 from api.keys import Scope, create_key
 from config.clock import utcnow
+from harness.background import FirstSeen
 from models.db import database
 from models.listener_record import MatchListenerRecord
-from tests.background import FirstSeen
 from tests.console.browsers import SLOW  # the browser fixtures: tests/console/browsers.py, via conftest.py
 from tests.console.conftest import write_archive
 from tests.waiting import wait_for

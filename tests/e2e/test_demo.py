@@ -32,7 +32,8 @@ def test_kickoff_demo_passes_and_reports_every_match(subprocess_env, db):
         archive = Path(match["archive"])
         assert archive.is_relative_to(subprocess_env["DATA_DIR"])
         archived = [e for e in json.loads(archive.read_text()) if "payload" in e]
-        assert len(archived) == match["events"] == match["live"] + match["backfilled"]
-        assert match["missing"] == 0  # every archive complete, the killed game's too
+        assert len(archived) == match["events"]
+        assert match["live"] > 0 and match["backfilled"] >= 0  # streamed, not only backfilled
+        assert match["missing"] == 0 and match["extra"] == 0  # every archive srsim's game exactly
     killed = summary["matches"][0]
     assert killed["backfilled"] > 0, killed  # what the kill missed, recovered

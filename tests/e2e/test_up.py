@@ -21,7 +21,7 @@ from cli.processes import ProcessGroup
 from cli.procfile import ProcfileEntry, read_procfile, select_entries
 from cli.up import Printer, child_argv, up_games
 from config.errors import ConfigurationError
-from tests.ports import free_port
+from harness.ports import free_port
 from tests.process_groups import group_members
 from tests.waiting import wait_for
 

@@ -26,16 +26,33 @@ COMMANDS = walk(cli)
 IDS = [" ".join(path) or "kickoff" for path, _ in COMMANDS]
 
 
+#: The default of a parameter given none, whatever click uses for it (None up to click 8.1, a
+#: sentinel from 8.2 on): a fresh parameter's own.
+NO_DEFAULT = click.Argument(["unset"]).default
+
+
 def required_parameter(command: click.Command) -> click.Parameter | None:
     """The first parameter a call must give (required, no default, no environment variable)."""
     for param in command.params:
-        if param.required and param.default is None and not getattr(param, "envvar", None):
+        unset = param.default is None or param.default is NO_DEFAULT
+        if param.required and unset and not getattr(param, "envvar", None):
             return param
     return None
 
 
 #: Commands with a required parameter: called without it they must stop at parsing.
 NEEDING = [(path, cmd, p) for path, cmd in COMMANDS if (p := required_parameter(cmd)) is not None]
+#: How many there were when this was last raised (30 on click 8.5, issue 36): fewer means the
+#: detection above lost some (it found 2 once, click's unset default having changed).
+FEWEST_NEEDING = 30
+
+
+def test_every_command_with_a_required_parameter_is_a_case_of_the_missing_parameter_test() -> None:
+    """Counted two ways: a required parameter (with no default nor environment variable today: one
+    that gets either becomes an exception to list here) and the cases' own detection."""
+    required = {path for path, cmd in COMMANDS if any(p.required for p in cmd.params)}
+    assert {path for path, _, _ in NEEDING} == required
+    assert len(NEEDING) >= FEWEST_NEEDING, [" ".join(path) for path, _, _ in NEEDING]
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from config.clock import utcnow
+from harness.background import BackgroundLoop
 from lifecycle import start_match
 from lifecycle.dispatch import dispatch_upcoming_match_listeners
 from lifecycle.sql.rows import db_now
@@ -17,7 +18,6 @@ from models.db import database
 from models.listener_record import MatchListenerRecord
 from models.match import Match
 from srsim.script import GameScript
-from tests.background import BackgroundLoop
 
 
 def add_match_args(

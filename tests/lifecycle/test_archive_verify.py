@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from cli.matches import verification_lines
+from harness.ports import free_port
 from lifecycle.archive_verify import backfill_match_archive, verify_match_archive
 from lifecycle.cleanup import sweep_stale_match_listeners
 from listener.archive import archive_path
@@ -19,7 +20,6 @@ from models.listener_record import MatchListenerRecord
 from models.match import Match
 from tests.lifecycle.helpers import dead_run
 from tests.logged import event_log_of
-from tests.ports import free_port
 
 
 def _message(sr_id: str, event: dict, operation: str = "create") -> dict:

@@ -10,9 +10,9 @@ from contextlib import contextmanager
 import pytest
 
 from config.errors import DatabaseUnavailable
+from harness.faultproxy import FaultProxy
 from models.boundary import connection, transaction
 from models.db import client_deadline_seconds, database, database_errors, init_database
-from tests.faultproxy import FaultProxy
 
 
 @contextmanager

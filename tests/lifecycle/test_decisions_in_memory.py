@@ -728,12 +728,20 @@ def test_a_lost_lease_fences_every_run_under_it_and_only_those(
 
 
 def test_a_hand_off_that_fails_is_left_to_the_next_dispatch(
-    store: MemoryCoordinationStore, lsettings
+    store: MemoryCoordinationStore, lsettings, caplog: pytest.LogCaptureFixture
 ) -> None:
+    tried: list[list[str]] = []
+
     def redispatch(ids: list[str]) -> None:
+        tried.append(ids)
         raise RuntimeError("broker bug")
 
     services_on(store, lsettings, redispatch=redispatch).hand_off("m1")  # does not raise
+    assert tried == [["m1"]]
+    # Nothing claims the match, so the next dispatch starts it; the failure is logged with the match.
+    assert not store.is_pending("m1") and store.pending_match_ids() == []
+    [record] = [r for r in caplog.records if "m1" in r.getMessage()]
+    assert record.levelname == "ERROR" and "next dispatch" in record.getMessage()
 
 
 def test_a_shutdown_without_hand_over_stops_every_run_at_once(

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from harness.background import BackgroundLoop
 from lifecycle.lease import LEASE_EXPIRED
 from lifecycle.takeover import WORKER_DIED
 from listener.events import message_key
@@ -34,7 +35,6 @@ from models.event_log import messages_of
 from srsim.pbp import final_events
 from srsim.script import GameScript
 from srsim.server import SimServer
-from tests.background import BackgroundLoop
 from tests.lifecycle.conftest import REAL_WORKER_CTX, REAL_WORKER_DEFAULTS
 from tests.lifecycle.helpers import (
     OpenRowMonitor,

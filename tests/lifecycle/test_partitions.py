@@ -27,6 +27,8 @@ import pytest
 
 from config.errors import KickoffError
 from config.settings import MatchListenerEnvironment
+from harness.background import BackgroundLoop
+from harness.hosts import HostNetwork, TestHost, most_concurrent
 from listener.events import message_key
 from listener.play_by_play import PlayByPlay
 from listener.verify import compare
@@ -35,8 +37,6 @@ from models.event_log import messages_of
 from srsim.pbp import final_events
 from srsim.script import GameScript
 from srsim.server import SimServer
-from tests.background import BackgroundLoop
-from tests.hosts import HostNetwork, TestHost, most_concurrent
 from tests.lifecycle.conftest import REAL_WORKER_DEFAULTS
 from tests.lifecycle.helpers import (
     OpenRowMonitor,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.private_pgbouncer import PrivatePgbouncer
 from models.listener_record import MatchListenerRecord
 from tests.lifecycle.helpers import open_rows, rows_of
-from tests.private_pgbouncer import PrivatePgbouncer
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

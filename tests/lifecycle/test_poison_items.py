@@ -141,7 +141,7 @@ def test_a_full_broker_redis_fails_the_batch_as_an_outage_and_sets_no_match_asid
 ):
     """Redis at maxmemory (noeviction) refuses every write: not one bad message per match."""
     from actors.listeners import send_start, send_starts
-    from tests.private_redis import PrivateRedis
+    from harness.private_redis import PrivateRedis
 
     matches = [make_match(status="inprogress") for _ in range(3)]
     with PrivateRedis(tmp_path / "redis") as private:

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from config.clock import utcnow
+from harness.background import BackgroundLoop, FirstSeen
 from lifecycle.cleanup import sweep_stale_match_listeners
 from models.listener_record import MatchListenerRecord
-from tests.background import BackgroundLoop, FirstSeen
 from tests.lifecycle.conftest import BOTH_BROKERS
 from tests.lifecycle.helpers import dispatch_now, open_rows, reload, rows_of
 from tests.waiting import wait_for

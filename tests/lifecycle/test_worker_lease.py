@@ -10,6 +10,7 @@ import pytest
 
 from config import clock
 from config.settings import MatchListenerEnvironment
+from harness.private_redis import PrivateRedis
 from lifecycle.cleanup import (
     reap_dead_workers,
     release_locks_of_fenced_runs,
@@ -23,7 +24,6 @@ from models.coordination import CoordinationStore, connect_redis
 from models.db import database
 from models.listener_record import MatchListenerRecord
 from tests.lifecycle.helpers import open_rows, rows_of, start
-from tests.private_redis import PrivateRedis
 from tests.waiting import wait_for
 
 

@@ -11,11 +11,12 @@ import time
 
 import pytest
 
+from harness.private_redis import PrivateRedis
 from lifecycle.takeover import WORKER_DIED
 from models.listener_record import MatchListenerRecord
+from tests.intervals import SLACK_SECONDS
 from tests.lifecycle.conftest import BOTH_BROKERS, ON_AMQP, REAL_WORKER_CTX, REAL_WORKER_DEFAULTS
 from tests.lifecycle.helpers import OpenRowMonitor, dispatch_now, open_rows, rows_of
-from tests.private_redis import PrivateRedis
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, REAL_WORKER_CTX]
@@ -24,6 +25,10 @@ DEFAULTS = REAL_WORKER_DEFAULTS
 ON_AMQP_ONLY = pytest.mark.parametrize("worker_broker", [ON_AMQP], indirect=True)
 #: Before the stale path could act (180 s), long after the lease path should have (10 s).
 RECOVERY_DEADLINE = 120.0
+#: The README's goal for a killed worker's matches (10 s, p99 at default settings; the lease path:
+#: an 8 s lease, the reaper's poll, a start), with the loaded box's slack twice (the kill's
+#: detection and the successor's start).
+RECOVERY_GOAL_SECONDS = 10.0 + 2 * SLACK_SECONDS
 
 
 def _restarted(match, old_id) -> bool:
@@ -64,7 +69,7 @@ def test_a_hard_killed_listener_workers_matches_stream_again_on_another_worker_w
         doomed.kill()
         _wait_restarted(matches, old, interval=0.2)
         recovered_in = time.monotonic() - killed_at
-    print(f"kill to streaming again: {recovered_in:.1f} s")
+    assert recovered_in < RECOVERY_GOAL_SECONDS, f"kill to streaming again: {recovered_in:.1f} s"
     for m in matches:
         _old_and_new_rows(m, reason=WORKER_DIED)  # its liveness signal ended with it: no lease wait
     assert "matches of dead listener workers" in survivor.output()  # the survivor's reaper restarted them
@@ -159,5 +164,6 @@ def test_a_graceful_restart_through_the_deploy_streams_every_match_again_once_th
     up_at = time.monotonic()
     for m in matches:
         wait_for(lambda m=m: open_rows(m), timeout=60, interval=0.1)
-    print(f"streaming again {time.monotonic() - up_at:.1f} s after the new worker was up")
+    took = time.monotonic() - up_at
+    assert took < RECOVERY_GOAL_SECONDS, f"streaming again {took:.1f} s after the new worker was up"
     assert all(len(rows_of(m)) == 2 and len(open_rows(m)) == 1 for m in matches)

@@ -1,7 +1,7 @@
 """Services restarting under live listeners: Redis restarted empty, PostgreSQL going away, the broker's Redis.
 
-Every fault is private to the test: a redis-server of its own (tests.private_redis) or a TCP
-fault proxy in front of the shared PostgreSQL (tests.faultproxy). The shared services are never
+Every fault is private to the test: a redis-server of its own (harness.private_redis) or a TCP
+fault proxy in front of the shared PostgreSQL (harness.faultproxy). The shared services are never
 stopped. Listeners run the real MatchListener against srsim.
 """
 
@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from harness.faultproxy import FaultProxy
+from harness.private_redis import PrivateRedis
 from lifecycle import start_match
 from lifecycle.cleanup import reap_dead_workers
 from lifecycle.dispatch import dispatch_upcoming_match_listeners
@@ -28,9 +30,7 @@ from models.listener_record import MatchListenerRecord
 from models.match import Match
 from srsim.script import GameScript
 from tests import intervals
-from tests.faultproxy import FaultProxy
 from tests.lifecycle.helpers import OpenRowMonitor
-from tests.private_redis import PrivateRedis
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

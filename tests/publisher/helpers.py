@@ -113,11 +113,19 @@ def outbox_row(tracking_id: str) -> dict[str, Any]:
     return dict(zip(names, row, strict=True)) if row else {}
 
 
+#: The queues ``reject_all`` declared during the running test: (AMQP URL, queue). tests/conftest.py
+#: deletes them when the test ends, so no later test of the same vhost (a parallel run orders the
+#: tests its own way) meets their arguments (406 PRECONDITION_FAILED on a plain declare).
+REJECTING: list[tuple[str, str]] = []
+
+
 def reject_all(amqp_url: str, queue: str) -> None:
-    """(Re)declare ``queue`` so that RabbitMQ nacks every publish to it (max length 0, reject-publish).
+    """(Re)declare ``queue`` so that RabbitMQ nacks every publish to it (max length 0, reject-publish)
+    until the test ends (then the queue is deleted).
 
     The broker is there and refuses the message: the one failure that counts towards dead.
     """
+    REJECTING.append((amqp_url, queue))
     conn = pika.BlockingConnection(pika.URLParameters(amqp_url))
     try:
         channel = conn.channel()

@@ -14,9 +14,10 @@ from config.errors import (
     PublishUncertainError,
     UnroutableMessageError,
 )
+from harness.faultproxy import FaultProxy
 from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.queues import LINEUP_UPDATES, TRADE_RESPONSES, WAIVER_ACTIONS
-from tests.faultproxy import FaultProxy
+from tests.intervals import SLACK_SECONDS
 from tests.publisher.helpers import never_confirming, reject_all
 from tests.rabbitmq import vhost_queues
 from tests.racing import on_own_thread
@@ -163,10 +164,12 @@ def test_waiting_for_a_confirm_the_broker_never_sends_gives_up_after_the_confirm
     pub = AmqpPublisher(url=amqp_vhost, confirm_timeout=1.0)
     pub.publish(_msg(LINEUP_UPDATES))  # connection and confirm-mode channel are open
     monkeypatch.setattr(pub.link, "_on_confirm", lambda frame: None)  # the confirm never arrives
-    outcomes, took = on_own_thread(lambda: pub.publish_many([_msg(LINEUP_UPDATES)]), limit=2.5)
+    outcomes, took = on_own_thread(
+        lambda: pub.publish_many([_msg(LINEUP_UPDATES)]), limit=1.0 + 2 * SLACK_SECONDS
+    )
     assert isinstance(outcomes[0].error, PublishUncertainError)
     assert "no confirm within 1s" in str(outcomes[0].error)
-    assert 1.0 <= took < 2.0
+    assert 1.0 <= took < 1.0 + SLACK_SECONDS
     pub.close()
 
 

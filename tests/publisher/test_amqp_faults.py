@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from config.errors import BrokerConnectionError, PublishUncertainError
+from harness.faultproxy import FaultProxy
 from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.queues import LINEUP_UPDATES, WAIVER_ACTIONS
-from tests.faultproxy import FaultProxy
 from tests.waiting import wait_for
 
 # A hung broker must not hold a publish until the heartbeat notices (2 x 30 s): the confirm

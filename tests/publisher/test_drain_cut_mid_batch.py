@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections import Counter
 
+from harness.faultproxy import FaultProxy
 from models.db import database
 from publisher.amqp import AmqpPublisher, read_messages
 from publisher.amqp_link import AmqpLink
 from publisher.drain import drain_batch, drain_outbox
 from publisher.outbox import outbox_report
 from publisher.queues import LINEUP_UPDATES
-from tests.faultproxy import FaultProxy
 from tests.publisher.helpers import due_rows
 from tests.waiting import wait_for
 

@@ -1,6 +1,6 @@
 """A 50-second RabbitMQ outage behind a fault proxy: triggers, job runs and trades lose and double nothing.
 
-The shared RabbitMQ keeps running; kickoff reaches it only through tests/faultproxy.py, which
+The shared RabbitMQ keeps running; kickoff reaches it only through harness/faultproxy.py, which
 first black-holes the link (connects hang, a confirm never comes) and then refuses it (the
 broker is down). The periodic drains run all along with test-sized backoff, so every saved
 row is tried many times more than OUTBOX_MAX_ATTEMPTS. After the link is back every message
@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from config.errors import TriggerUnavailableError
+from harness.background import BackgroundLoop
+from harness.faultproxy import FaultProxy
 from models.db import database
 from models.run_log import JobRunOutbox, RunLog, RunStatus
 from publisher import trades
@@ -28,8 +30,6 @@ from publisher.trades import TradeStatus
 from publisher.triggers import TriggerStatus, trigger_draft_pick, trigger_lineup, trigger_waiver
 from runs.catalog import load_catalog
 from runs.publish import drain_job_runs, pending_outbox_count, publish_run
-from tests.background import BackgroundLoop
-from tests.faultproxy import FaultProxy
 from tests.publisher.helpers import count, draft, lineup, offer, waiver
 from tests.waiting import wait_for
 

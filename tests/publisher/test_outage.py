@@ -8,12 +8,12 @@ from collections import Counter
 
 import pika.spec
 
+from harness.faultproxy import FaultProxy
 from models.db import database
 from publisher.amqp import AmqpPublisher, read_messages
 from publisher.drain import drain_outbox
 from publisher.outbox import outbox_report
 from publisher.triggers import trigger_lineup, trigger_waiver
-from tests.faultproxy import FaultProxy
 from tests.publisher.helpers import lineup, waiver
 from tests.waiting import wait_for
 

@@ -1,7 +1,7 @@
 """The outbox under partitions: an API host cut from RabbitMQ, then from PostgreSQL, mid-load.
 
 A real `kickoff serve` and the outbox drain (tests/publisher/drain_loop.py, the periodic actor's
-work as its own process) run on one test host (tests/hosts.py: a network namespace of its own)
+work as its own process) run on one test host (harness/hosts.py: a network namespace of its own)
 and reach PostgreSQL, RabbitMQ and Redis only through that host's proxies; a cut is iptables
 dropping (black hole) or rejecting (refusal) the host's packets to one of them. Four clients
 post triggers (lineup, waiver, draft pick; every one with its own idempotency key) the whole
@@ -47,9 +47,9 @@ import pytest
 
 from api.keys import Scope, create_key
 from cli.processes import ChildProcess
+from harness.hosts import CutKind, HostNetwork, TestHost
 from models.db import connection_scope, database
 from publisher.queues import DRAFT_TARGETS, LINEUP_UPDATES, WAIVER_ACTIONS
-from tests.hosts import CutKind, HostNetwork, TestHost
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.partition, pytest.mark.timeout(420)]
@@ -292,9 +292,9 @@ class Consumer:
 class Cut:
     """One partition of the host: the service, black hole or refusal, when it began and healed."""
 
-    service: str  # a tests.hosts service name: "amqp" (RabbitMQ) or "database" (PostgreSQL)
+    service: str  # a harness.hosts service name: "amqp" (RabbitMQ) or "database" (PostgreSQL)
     how: CutKind
-    cut_at: float = 0.0  # its rules in force (tests.hosts records it once iptables added them)
+    cut_at: float = 0.0  # its rules in force (harness.hosts records it once iptables added them)
     healing_at: float = 0.0  # just before the rules are removed: [cut_at, healing_at] is surely cut
     healed_at: float = 0.0  # the rules gone
 

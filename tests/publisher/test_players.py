@@ -13,11 +13,11 @@ from click.testing import CliRunner
 
 from cli.main import cli
 from config.errors import PlayerSyncError, TriggerValidationError
+from harness.ports import free_port
 from players.sync import add_to_roster, load_players_map, roster, sync_players
 from publisher.queues import WAIVER_ACTIONS
 from publisher.triggers import trigger_draft_pick, trigger_waiver
 from srsim.server import SimServer
-from tests.ports import free_port
 from tests.publisher.helpers import draft, waiver
 
 MAHOMES = {"player_id": "4046", "full_name": "Patrick Mahomes", "team": "KC", "espn_id": "3139477"}

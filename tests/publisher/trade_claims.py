@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from harness.faultproxy import FaultProxy
 from models.db import database
 from publisher import trades
 from publisher.amqp import AmqpPublisher
 from publisher.queues import TRADE_SUBMISSIONS
 from publisher.trades import TradeStatus
-from tests.faultproxy import FaultProxy
 from tests.publisher.helpers import offer
 
 RABBITMQ = ("127.0.0.1", 5672)

@@ -1,6 +1,6 @@
 """PostgreSQL goes away under a running `kickoff launcher` (a fault proxy in front of it).
 
-The launcher's DATABASE_URL points at tests/faultproxy.py; the test itself talks to PostgreSQL
+The launcher's DATABASE_URL points at harness/faultproxy.py; the test itself talks to PostgreSQL
 directly. While runs are running and job_runs deliveries keep arriving, the proxy cuts every
 connection and refuses new ones, then lets PostgreSQL back. Every run must end exactly once
 with its real outcome (exit code, succeeded or failed), and no delivery may be lost.
@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from harness.faultproxy import FaultProxy
 from models.run_log import RunLog, RunStatus
 from runs.publish import publish_run
-from tests.faultproxy import FaultProxy
 from tests.runs.conftest import queue_counts, read_traces
 from tests.waiting import wait_for
 

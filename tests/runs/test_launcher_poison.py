@@ -9,11 +9,11 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from config.set_aside import METRIC, set_aside_count
+from harness.ports import free_port
 from models.run_log import RunLog
 from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.queues import JOB_RUNS
 from runs.publish import publish_run
-from tests.ports import free_port
 from tests.runs.conftest import queue_counts, read_set_aside, step_until
 from tests.waiting import wait_for
 

@@ -63,7 +63,10 @@ def test_the_pbp_answers_final_versions_in_order_with_deletes_left_out(server):
     srv = server([game])
     session = srv.sessions[game.sr_id]
     assert session.describe()["events"] == len(session.lines) == game.total_events == game.event_count + 3
-    wait_for(lambda: session.position() == len(session.lines), what="every message sent")
+    wait_for(  # the game closes after its last message is sent (later still on a loaded box)
+        lambda: session.position() == len(session.lines) and session.status() == "closed",
+        what="every message sent and the game closed",
+    )
     body = _pbp(srv, game).json()
     messages = [json.loads(line) for line in session.lines]
     deleted = {m["payload"]["event"]["id"] for m in messages if m["metadata"]["operation"] == "delete"}

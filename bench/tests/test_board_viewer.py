@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench._board_load import Viewer, published
-from tests.ports import free_port
+from harness.ports import free_port
 
 
 class _Board(http.server.BaseHTTPRequestHandler):

@@ -3,7 +3,7 @@
 ``HostNetwork`` creates one network namespace per test host (``ko-<run id>-h<n>``), a veth pair
 per host on a private /30 of 10.213.0.0/16 (``10.213.<n>.1`` on the host side, ``10.213.<n>.2``
 inside the namespace; no route beyond it) and loopback up inside. For each service a host uses
-(``expose``, or ``env`` for every URL setting of an environment), a ``tests.faultproxy.FaultProxy``
+(``expose``, or ``env`` for every URL setting of an environment), a ``harness.faultproxy.FaultProxy``
 bound to the host's veth address forwards to the real service on loopback; the host's processes
 (``run``: ``ip netns exec``) see only those addresses. The shared services never see the faults.
 
@@ -53,7 +53,7 @@ from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from cli.processes import ChildProcess, dramatiq_worker_argv
-from tests.faultproxy import FaultProxy
+from harness.faultproxy import FaultProxy
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     Redis restarted) keeps its port: a port the kernel picked (``bind(0)``) is an ephemeral one,
     which an outgoing connection may take meanwhile. Ports below that range are only ever taken
     on purpose. Also the port of "nothing listens here". ``host``: the local address to bind
-    (a test host's veth address, tests/hosts.py).
+    (a test host's veth address, harness/hosts.py).
     """
     rng = random.Random()
     for _ in range(200):

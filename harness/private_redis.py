@@ -14,7 +14,7 @@ from pathlib import Path
 
 import redis
 
-from tests.ports import free_port
+from harness.ports import free_port
 
 
 class PrivateRedis:

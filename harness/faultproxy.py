@@ -1,6 +1,6 @@
 """A TCP fault proxy for tests: put it between kickoff and a shared service, then break the link.
 
-The proxy listens on 127.0.0.1 (or ``host``: a test host's veth address, tests/hosts.py) on
+The proxy listens on 127.0.0.1 (or ``host``: a test host's veth address, harness/hosts.py) on
 ``port`` and forwards every connection to ``target``. Point the
 code under test at the proxy's port (``url_via``), never stop the shared service itself, and
 switch modes while the test runs:
@@ -46,7 +46,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from urllib.parse import urlsplit, urlunsplit
 
-from tests.ports import free_port
+from harness.ports import free_port
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psycopg2
 
-from tests.ports import free_port
+from harness.ports import free_port
 
 CONFIG = """\
 [databases]

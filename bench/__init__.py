@@ -1,0 +1,1 @@
+"""The benchmarks (scripts: ``.venv/bin/python bench/NAME.py``) and their own tests (``bench/tests``)."""

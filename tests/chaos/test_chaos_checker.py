@@ -1,0 +1,313 @@
+"""The chaos run's checker (harness/chaos/checker.py) on synthetic histories: clean, each violation,
+each kind of fault's unable time, and each blind spot issue 36 found in the checker before."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from harness.chaos.checker import (
+    ArchiveResult,
+    ArchiveSample,
+    Connection,
+    FaultRecord,
+    History,
+    RowState,
+    check,
+    excused,
+    injected_counts,
+    live_spans,
+    unable_spans,
+)
+from harness.chaos.schedule import FAULT_KINDS
+
+BOUND = 20.0
+#: Three hosts with two worker slots each.
+SLOTS = {f"h{h}w{s}": h for h in range(3) for s in range(2)}
+
+
+def _conn(via: str, opened: float, closed: float | None, *, port: int | None = None) -> Connection:
+    """A connection of match m1 with live data from its open to its close."""
+    host = int(via[1])
+    last = closed if closed is not None else 100.0
+    return Connection("m1", via, host, opened, closed, first_live=opened, last_live=last, port=port)
+
+
+def _clean() -> History:
+    """One match, 0 to 100 s: a kill at 30 s (restarted worker ready at 33 s), a successor on
+    another host streaming at 38 s."""
+    return History(
+        started=0.0,
+        game_ends={"m1": 100.0},
+        connections=[_conn("h0w0g0", -1.0, 30.0), _conn("h1w0g0", 38.0, 100.5)],
+        rows=[
+            RowState("r1", "m1", -2.0, 29.0, None, 1, None, seen_at=29.5),
+            RowState("r1", "m1", -2.0, 29.0, 37.5, 1, 14, seen_at=37.6),
+            RowState("r2", "m1", 37.8, 90.0, None, 2, None, seen_at=90.5),
+            RowState("r2", "m1", 37.8, 100.6, 100.6, 2, 13, seen_at=101.0),
+        ],
+        archive_samples=[ArchiveSample("m1", 10.0, 1, 100), ArchiveSample("m1", 40.0, 2, 180)],
+        archives=[ArchiveResult("m1", events=200)],
+        faults=[FaultRecord("kill", 30.0, 33.0, 0, ("h0w0",), down=(("h0w0", 30.0, 33.0),))],
+        workers=dict(SLOTS),
+        polls=[float(t) / 2 for t in range(0, 203)],
+    )
+
+
+def _kinds(history: History) -> list[str]:
+    return [v["kind"] for v in check(history, bound_seconds=BOUND).violations]
+
+
+def test_a_clean_history_passes_with_its_takeover_measured_from_the_kill():
+    verdict = check(_clean(), bound_seconds=BOUND)
+    assert verdict.ok, verdict.violations
+    assert verdict.events_missing == 0
+    assert verdict.max_unstreamed_seconds == 8.0
+    assert verdict.max_takeover_seconds == 8.0  # from the kill at 30 s, not the restart at 33 s
+    assert verdict.max_takeover_by_fault == {"kill": 8.0}
+
+
+def test_two_connections_of_one_match_live_at_once_are_two_streams():
+    history = _clean()
+    history.connections[1] = dataclasses.replace(history.connections[1], opened=25.0, first_live=25.0)
+    [violation] = check(history, bound_seconds=BOUND).violations
+    assert violation["kind"] == "two-streams" and violation["seconds"] == 5.0
+    assert violation["vias"] == ["h0w0g0", "h1w0g0"]
+
+
+def test_a_frozen_workers_connection_does_not_count_as_a_stream_until_just_after_its_resume():
+    history = _clean()
+    history.connections[0] = dataclasses.replace(history.connections[0], closed=52.0, last_live=52.0)
+    history.faults = [FaultRecord("pause", 30.0, 50.0, 0, ("h0w0",), frozen=("h0w0g0",))]
+    assert _kinds(history) == []  # closed 2 s after SIGCONT: within the grace
+    history.connections[0] = dataclasses.replace(history.connections[0], closed=60.0, last_live=60.0)
+    assert _kinds(history) == ["two-streams"]
+
+
+def test_a_black_holed_feed_connection_does_not_count_as_a_stream():
+    history = _clean()
+    history.connections[0] = dataclasses.replace(history.connections[0], closed=45.0, last_live=45.0)
+    history.faults = [FaultRecord("partition-feed", 30.0, 44.0, 0, feed_blackholed=True)]
+    assert check(history, bound_seconds=BOUND).ok
+
+
+def test_a_connection_counts_only_while_srsim_sent_live_data_on_it():
+    history = _clean()
+    history.connections[1] = dataclasses.replace(history.connections[1], first_live=None, last_live=None)
+    assert _kinds(history) == ["not-recovered"]  # open from 38 s, but nothing live was ever sent
+    history = _clean()
+    history.connections[1] = dataclasses.replace(history.connections[1], first_live=70.0)
+    [violation] = check(history, bound_seconds=BOUND).violations  # a replay until 70 s
+    assert violation["kind"] == "slow-recovery" and violation["seconds"] == 40.0
+
+
+def test_a_row_still_open_when_its_successor_starts_is_a_violation():
+    history = _clean()
+    history.rows = [r for r in history.rows if not (r.row_id == "r1" and r.ended_at is not None)]
+    assert _kinds(history) == ["row-open-beside-successor"]
+
+
+def test_a_row_closed_after_its_successor_started_is_a_violation():
+    history = _clean()
+    history.rows[1] = dataclasses.replace(history.rows[1], ended_at=40.0, seen_at=40.5)
+    assert _kinds(history) == ["row-open-beside-successor"]
+
+
+def test_a_heartbeat_written_after_the_successor_started_is_a_violation():
+    history = _clean()
+    history.rows[1] = dataclasses.replace(history.rows[1], heartbeat_at=37.9)
+    assert _kinds(history) == ["row-written-after-successor"]
+
+
+def test_a_row_seen_closed_then_open_again_is_reopened():
+    history = _clean()
+    history.rows.append(RowState("r1", "m1", -2.0, 29.0, None, 1, None, seen_at=39.0))
+    history.rows.append(RowState("r1", "m1", -2.0, 29.0, 37.5, 1, 14, seen_at=40.0))
+    assert "row-reopened" in _kinds(history)
+
+
+def test_a_fence_token_that_goes_down_or_names_no_run_is_a_violation():
+    history = _clean()
+    history.archive_samples.append(ArchiveSample("m1", 50.0, 1, 200))
+    assert _kinds(history) == ["fence-token-decreased"]
+    history = _clean()
+    history.archive_samples.append(ArchiveSample("m1", 50.0, 7, 200))
+    assert _kinds(history) == ["fence-token-unknown"]
+
+
+def test_an_archive_missing_an_event_or_holding_one_twice_differs():
+    history = _clean()
+    history.archives = [ArchiveResult("m1", events=200, missing=["e7", "e8"])]
+    verdict = check(history, bound_seconds=BOUND)
+    assert [v["kind"] for v in verdict.violations] == ["archive-differs"]
+    assert verdict.events_missing == 2 and verdict.violations[0]["first_missing"] == ["e7", "e8"]
+    history.archives = [ArchiveResult("m1", events=200, duplicates=["k1"])]
+    assert _kinds(history) == ["archive-differs"]
+
+
+def _slow_successor(history: History, opened: float) -> None:
+    history.connections[1] = dataclasses.replace(history.connections[1], opened=opened, first_live=opened)
+    history.rows[2:] = [dataclasses.replace(r, created_at=opened - 1.0) for r in history.rows[2:]]
+
+
+def test_a_takeover_slower_than_the_bound_from_the_streams_loss_is_slow_recovery():
+    history = _clean()
+    _slow_successor(history, 55.0)
+    [violation] = check(history, bound_seconds=BOUND).violations
+    assert violation["kind"] == "slow-recovery" and violation["seconds"] == 25.0
+    assert violation["cause"] == "kill"
+
+
+def test_a_match_never_streaming_again_before_its_game_ends_is_not_recovered():
+    history = _clean()
+    history.connections = history.connections[:1]
+    history.rows = history.rows[:2]
+    history.archive_samples = history.archive_samples[:1]
+    assert _kinds(history) == ["not-recovered"]
+
+
+# -- the time excused: only when no worker slot at all could stream ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fault", "unable"),
+    [
+        (
+            FaultRecord("kill", 10.0, 14.0, 0, ("h0w1",), down=(("h0w1", 10.0, 14.0),)),
+            {"h0w1": [(10.0, 14.0)]},
+        ),
+        (FaultRecord("pause", 10.0, 25.0, 1, ("h1w0",), frozen=("h1w0g2",)), {"h1w0": [(10.0, 25.0)]}),
+        (FaultRecord("partition-redis", 10.0, 20.0, 2), {"h2w0": [(10.0, 20.0)], "h2w1": [(10.0, 20.0)]}),
+        (FaultRecord("partition-postgres", 10.0, 20.0, 2), {"h2w0": [(10.0, 20.0)], "h2w1": [(10.0, 20.0)]}),
+        (
+            FaultRecord("partition-feed", 10.0, 20.0, 0, feed_blackholed=True),
+            {"h0w0": [(10.0, 20.0)], "h0w1": [(10.0, 20.0)]},
+        ),
+        (FaultRecord("partition-all", 10.0, 20.0, 1), {"h1w0": [(10.0, 20.0)], "h1w1": [(10.0, 20.0)]}),
+        (FaultRecord("redis-restart", 10.0, 12.0), {slot: [(10.0, 12.0)] for slot in SLOTS}),
+        (
+            FaultRecord(
+                "clock-skew", 10.0, 60.0, 0, ("h0w0",), down=(("h0w0", 10.0, 13.0), ("h0w0", 55.0, 60.0))
+            ),
+            {"h0w0": [(10.0, 13.0), (55.0, 60.0)]},  # streaming with its skewed clock in between
+        ),
+        (
+            FaultRecord(
+                "deploy", 10.0, 19.0, 1, ("h1w0", "h1w1"), down=(("h1w0", 10.0, 16.0), ("h1w1", 10.5, 19.0))
+            ),
+            {"h1w0": [(10.0, 16.0)], "h1w1": [(10.5, 19.0)]},
+        ),
+        (
+            FaultRecord("exited", 10.0, 15.0, 2, ("h2w1",), down=(("h2w1", 10.0, 15.0),)),
+            {"h2w1": [(10.0, 15.0)]},
+        ),
+        (FaultRecord("pause", 10.0, 10.0, 1, ("h1w0",), injected=False), {}),
+        (FaultRecord("kill", 10.0, 10.0, 0, ("h0w1",), injected=False), {}),
+    ],
+    ids=lambda value: (
+        value.kind + ("" if value.injected else "-not-injected") if isinstance(value, FaultRecord) else ""
+    ),
+)
+def test_each_kind_of_fault_leaves_exactly_its_workers_unable_to_stream(fault, unable):
+    assert unable_spans(fault, SLOTS) == unable
+
+
+def test_the_table_covers_every_kind_of_fault_the_schedule_makes():
+    for kind in FAULT_KINDS:
+        fault = FaultRecord(kind, 1.0, 2.0, None if kind == "redis-restart" else 0, ("h0w0",))
+        unable_spans(fault, SLOTS)  # no kind unknown to the checker
+
+
+def test_only_the_time_when_every_worker_was_unable_is_excused():
+    history = _clean()
+    history.faults = [
+        FaultRecord("partition-all", 30.0, 50.0, 0),
+        FaultRecord("partition-all", 35.0, 45.0, 1),
+        FaultRecord("partition-redis", 40.0, 48.0, 2),
+        FaultRecord("redis-restart", 60.0, 62.0),
+    ]
+    assert excused(history) == [(40.0, 45.0), (60.0, 62.0)]
+    _slow_successor(history, 55.0)
+    verdict = check(history, bound_seconds=BOUND)
+    assert verdict.ok and verdict.max_takeover_seconds == 20.0  # 25 s without a stream, 5 s excused
+
+
+# -- the blind spots of issue 36, each fed to the checker -----------------------------------------
+
+
+def test_a_pause_after_which_no_worker_took_over_counts_from_the_pause_not_from_its_heal():
+    history = _clean()
+    # The streaming worker paused from 30 s to 55 s, then streamed on: nobody took over.
+    history.connections = [_conn("h0w0g0", -1.0, 100.5)]
+    history.rows = [*history.rows[:1], RowState("r1", "m1", -2.0, 100.6, 100.6, 1, 13, seen_at=101.0)]
+    history.archive_samples = history.archive_samples[:1]
+    history.faults = [FaultRecord("pause", 30.0, 55.0, 0, ("h0w0",), frozen=("h0w0g0",))]
+    [violation] = check(history, bound_seconds=BOUND).violations
+    assert violation["kind"] == "slow-recovery" and violation["cause"] == "pause"
+    assert violation["seconds"] == 27.0  # 30 s to 57 s (the resumed stream counts after its grace)
+
+
+def test_a_gap_is_not_excused_by_a_fault_of_another_worker_while_a_third_could_stream():
+    history = _clean()
+    _slow_successor(history, 55.0)
+    history.faults += [
+        FaultRecord("partition-redis", 31.0, 50.0, 1),  # host 1 cut; host 2 could take the match
+        FaultRecord("pause", 40.0, 55.0, 2, ("h2w0",), frozen=("h2w0g0",)),  # h2w1 still could
+    ]
+    [violation] = check(history, bound_seconds=BOUND).violations
+    assert violation["kind"] == "slow-recovery" and violation["seconds"] == 25.0
+
+
+def test_a_connection_given_up_inside_a_black_hole_never_streams_again_after_the_heal():
+    history = _clean()
+    # Host 0's feed black-holed 30-44 s; its worker closed the connection inside it. srsim still
+    # believes it open (and sends into it) to the end; no one took the match over.
+    history.connections = [_conn("h0w0g0", -1.0, None, port=40123)]
+    history.rows = history.rows[:1]
+    history.archive_samples = history.archive_samples[:1]
+    fault = FaultRecord("partition-feed", 30.0, 44.0, 0, feed_blackholed=True, gave_up=(40123,))
+    history.faults = [fault]
+    assert live_spans(history.connections[0], history) == [(-1.0, 30.0)]
+    assert _kinds(history) == ["not-recovered"]
+    history.faults = [dataclasses.replace(fault, gave_up=())]  # kept: it streams after the heal's grace
+    assert live_spans(history.connections[0], history) == [(-1.0, 30.0), (60.0, 100.0)]
+
+
+def test_a_row_seen_open_at_a_poll_where_its_successor_existed_is_a_violation_even_if_closed_later():
+    history = _clean()
+    # The poll at 38 s saw r2 (created 37.8 s) beside r1 still open; r1's close (dated 37.5 s) was
+    # seen only at 38.5 s: its last state alone looks fine.
+    history.rows[1] = dataclasses.replace(history.rows[1], seen_at=38.5)
+    history.rows.insert(1, RowState("r2", "m1", 37.8, None, None, 2, None, seen_at=38.0))
+    [violation] = check(history, bound_seconds=BOUND).violations
+    assert violation["kind"] == "row-open-beside-successor" and violation["seen_at"] == 38.0
+
+
+def test_a_recorder_that_recorded_no_row_or_lost_polls_fails_the_run():
+    history = _clean()
+    history.rows = []
+    history.archive_samples = []
+    assert "recorder-empty" in _kinds(history)
+    history = _clean()
+    history.lost_polls = 4
+    assert _kinds(history) == ["recorder-lost-polls"]
+    history = _clean()
+    history.polls = [p for p in history.polls if not 40.0 < p < 52.0]  # a 12 s hole
+    assert _kinds(history) == ["recorder-lost-polls"]
+
+
+def test_a_game_ending_before_the_last_heal_plus_the_bound_is_a_short_tail():
+    history = _clean()
+    history.faults.append(FaultRecord("partition-redis", 60.0, 85.0, 2))
+    assert _kinds(history) == ["short-tail"]
+
+
+def test_faults_count_what_was_injected_not_what_was_planned():
+    records = [
+        FaultRecord("kill", 1.0, 2.0, 0, ("h0w0",)),
+        FaultRecord("pause", 3.0, 3.0, 0, ("h0w0",), injected=False),
+        FaultRecord("exited", 4.0, 6.0, 1, ("h1w0",)),
+    ]
+    counts = injected_counts(records, FAULT_KINDS)
+    assert counts["kill"] == 1 and counts["pause"] == 0 and sum(counts.values()) == 1
