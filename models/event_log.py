@@ -295,3 +295,67 @@ def total_events() -> int:
     with connection_scope():
         (n,) = database.execute_sql("SELECT count(*) FROM match_events").fetchone()
     return int(n)
+
+
+#: A page of the match card's event list: newest first, each row with its event's type, id,
+#: operation and version, and the arrival number of the version it replaces (the same event id's
+#: row before it), so a correction or delete is shown against what it replaces.
+_CARD_PAGE = """
+SELECT seq, arrived_at, kind, message::text, raw, record_id::text, fence_token,
+       event_type, event_id, operation, version, replaces_seq
+  FROM (
+    SELECT e.*,
+           coalesce(e.message->'payload'->'event'->>'type',
+                    e.message->'metadata'->>'event_category') AS event_type,
+           e.message->'payload'->'event'->>'id' AS event_id,
+           coalesce(e.message->'metadata'->>'operation', 'create') AS operation,
+           coalesce(e.message->'payload'->'event'->>'updated_at',
+                    e.message->'payload'->'event'->>'deleted') AS version,
+           CASE WHEN e.message->'payload'->'event'->>'id' IS NOT NULL
+                THEN lag(e.seq) OVER (PARTITION BY e.message->'payload'->'event'->>'id' ORDER BY e.seq)
+           END AS replaces_seq
+      FROM match_events e
+     WHERE e.match_id = %(match)s
+  ) t
+ WHERE (%(before)s::int8 IS NULL OR seq < %(before)s::int8)
+   AND (%(type)s::text IS NULL OR event_type = %(type)s::text)
+ ORDER BY seq DESC
+ LIMIT %(limit)s
+"""
+_CARD_TYPES = """
+SELECT DISTINCT coalesce(message->'payload'->'event'->>'type', message->'metadata'->>'event_category')
+  FROM match_events WHERE match_id = %s
+"""
+
+
+@dataclass(frozen=True)
+class CardEvent:
+    """One row of the match card's event list."""
+
+    row: LoggedRow
+    event_type: str | None
+    event_id: str | None
+    operation: str
+    version: str | None
+    replaces_seq: int | None  # the row of this event id before it (a correction or delete replaces it)
+
+
+@translate_database_errors
+def card_page(
+    match_id: uuid.UUID | str, *, before: int | None = None, event_type: str | None = None, limit: int = 50
+) -> list[CardEvent]:
+    """The match's rows newest first, older than ``before`` (a seq), of ``event_type`` only if given."""
+    params = {"match": str(match_id), "before": before, "type": event_type, "limit": limit}
+    with connection_scope():
+        rows = database.execute_sql(_CARD_PAGE, params).fetchall()
+    return [
+        CardEvent(_row(*r[:7]), r[7], r[8], r[9], r[10], None if r[11] is None else int(r[11])) for r in rows
+    ]
+
+
+@translate_database_errors
+def card_types(match_id: uuid.UUID | str) -> list[str]:
+    """The event types the match's log holds (the card's filter)."""
+    with connection_scope():
+        rows = database.execute_sql(_CARD_TYPES, (str(match_id),)).fetchall()
+    return sorted(r[0] for r in rows if r[0])

@@ -6,7 +6,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -22,7 +22,7 @@ from lifecycle.dispatch import request_start
 from lifecycle.event_export import document_name, export_lines
 from lifecycle.match_admin import edit_match, match_detail, run_log_tail, under_data_dir
 from lifecycle.match_ref import resolve_match, resolve_match_id
-from models.event_log import event_counts
+from models.event_log import card_page, card_types, event_counts
 from models.history import history
 from models.history_series import ALL
 from models.listener_record import recorded_match_rows
@@ -32,6 +32,8 @@ router = APIRouter(include_in_schema=False, dependencies=[requires(Need.CONSOLE)
 
 #: Lines of a run's log the card shows.
 LOG_TAIL_LINES = 40
+#: Events of the log one page of the card's event list shows.
+EVENTS_PER_PAGE = 50
 
 
 def parse_settings(text: str, *, source: str) -> dict[str, Any]:
@@ -63,9 +65,44 @@ def _game_range(detail: dict[str, Any]) -> str:
     return "1h" if age <= timedelta(hours=1) else "24h" if age <= timedelta(days=1) else "7d"
 
 
+def _event_list(match_id: str, before: str, event_type: str) -> dict[str, Any]:
+    """The card's page of the game's record: newest first, older than ``before`` (a row number),
+    of one event type; a malformed ``before`` or an unknown type is said on the page, not a 500."""
+    types = card_types(match_id)
+    problem = None
+    older_than = None
+    if before.strip():
+        if before.strip().isdigit() and len(before.strip()) < 19:
+            older_than = int(before.strip())
+        else:
+            problem = f"'{before[:40]}' is not a row number: showing the newest events"
+    wanted = event_type.strip() or None
+    if wanted is not None and wanted not in types:
+        problem = f"no event of type '{wanted[:40]}' in this game's record: showing every type"
+        wanted = None
+    rows = card_page(match_id, before=older_than, event_type=wanted, limit=EVENTS_PER_PAGE + 1)
+    more = len(rows) > EVENTS_PER_PAGE
+    rows = rows[:EVENTS_PER_PAGE]
+    return {
+        "rows": rows,
+        "types": types,
+        "type": wanted or "",
+        "problem": problem,
+        "older": rows[-1].row.seq if more and rows else None,
+        "paged": older_than is not None,
+    }
+
+
 @router.get("/matches/{match_id}")
-def match_card(match_id: str, request: Request, session: PageSession) -> Response:
-    """The admin card of one match: its internal id, runs with exits and durations, archive, log, settings."""
+def match_card(
+    match_id: str,
+    request: Request,
+    session: PageSession,
+    before: str = "",
+    event_type: str = Query("", alias="type"),
+) -> Response:
+    """The admin card of one match: its internal id, runs with exits and durations, the game's record
+    (its events from the event log, newest first, paged and filtered by type), log, settings."""
     ctx = ctx_of(request)
     detail = match_detail(resolve_match_id(match_id), settings=ctx.settings, barriers=ctx.barriers)
     newest = detail["runs"][0] if detail["runs"] else None
@@ -88,6 +125,7 @@ def match_card(match_id: str, request: Request, session: PageSession) -> Respons
         settings_value=settings_text(detail["settings"]),
         here=f"/matches/{detail['id']}",
         events_chart=(events, summary(events)),
+        record=_event_list(detail["id"], before, event_type),
         all_key=ALL,
     )
 
