@@ -48,9 +48,13 @@ BEGIN
     RETURN name;
 END $$;
 
-SELECT kickoff_match_events_partition(now() - INTERVAL '1 month');
-SELECT kickoff_match_events_partition(now());
-SELECT kickoff_match_events_partition(now() + INTERVAL '1 month');
-SELECT kickoff_match_events_partition(now() + INTERVAL '2 month');
+-- (PERFORM in a DO block: a bare SELECT's result would be printed by `kickoff db migrate`.)
+DO $$
+BEGIN
+    PERFORM kickoff_match_events_partition(now() - INTERVAL '1 month');
+    PERFORM kickoff_match_events_partition(now());
+    PERFORM kickoff_match_events_partition(now() + INTERVAL '1 month');
+    PERFORM kickoff_match_events_partition(now() + INTERVAL '2 month');
+END $$;
 -- Nothing is lost when the writer did not create a month in time.
 CREATE TABLE match_events_default PARTITION OF match_events DEFAULT;

@@ -152,11 +152,13 @@ def test_stop_closes_the_row_with_15_and_shows_stopped_without_a_reload_start_di
     # timed when the lock went, not after the browser steps.
     ended = (released_at - record.ended_at).total_seconds()
     assert ended <= 2.0, f"listener ended {ended:.2f} s after its row was closed by the stop"
-    # The match card's timeline: the stop, who gave it and why, above the run it ended.
+    # The match card's timeline: the run's end, and the stop that caused it (who gave it and why;
+    # its entry is written before the stop acts, so it is listed just below the end).
     page.goto(f"/matches/{match.id}")
     timeline = page.locator("ol.timeline li")
-    expect(timeline.first).to_contain_text("listener.stop")
-    expect(timeline.first).to_contain_text("drill: stop from the board")
+    expect(timeline.first).to_have_attribute("data-kind", "run_ended")
+    expect(timeline.nth(1)).to_contain_text("listener.stop")
+    expect(timeline.nth(1)).to_contain_text("drill: stop from the board")
     expect(page.locator('ol.timeline li[data-kind="run_ended"]').first).to_contain_text("exit 15")
 
 

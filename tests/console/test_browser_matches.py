@@ -15,7 +15,7 @@ import pytest
 
 from config.clock import utcnow
 from models import League
-from models.event_log import log_summary
+from models.event_log import log_summary, pages_of
 from models.history import history
 from models.history_series import SERIES
 from models.listener_record import MatchListenerRecord
@@ -276,6 +276,22 @@ def test_each_history_chart_draws_what_a_run_of_real_workers_wrote(
         page.goto(f"/matches/{match.id}")
         card = page.locator('figure[data-series="events"] [data-chart]')
         expect(card).to_have_attribute("data-drawn", re.compile(r"^[1-9]\d*$"), timeout=SLOW)
+        # The game's record on the card is the event log's, newest first; a message the successor
+        # recovered (the feed's replay or the play-by-play) is shown as such.
+        rows = page.locator("table.record tbody tr")
+        expect(rows).to_have_count(50)
+        shown = [(int(r.get_attribute("data-seq")), r.get_attribute("data-kind")) for r in rows.all()]
+        logged = {row.seq: row.kind for batch in pages_of(match.id) for row in batch}
+        assert shown == sorted(shown, reverse=True) and all(logged[seq] == kind for seq, kind in shown)
+        recovered = min(seq for seq, kind in logged.items() if kind in ("resumed", "backfilled"))
+        page.goto(f"/matches/{match.id}?before={recovered + 1}#record")
+        first = page.locator("table.record tbody tr").first
+        expect(first).to_have_attribute("data-seq", str(recovered))
+        expect(first.locator("td").nth(4)).to_have_text(logged[recovered])
+        first.get_by_text("raw").click()  # the raw message, one click away
+        expect(first.locator("pre")).to_be_visible()
+        found = Axe().run(page)
+        assert found.violations_count == 0, found.generate_report()
     finally:
         context.close()
         api.close()

@@ -15,10 +15,10 @@ import uuid
 
 import pytest
 
-from listener.archive import archive_path, read_events
 from listener.play_by_play import PlayByPlay
 from listener.verify import compare
-from models import Question
+from models import Match, Question
+from models.event_log import messages_of
 from models.leagues import declared
 from srsim.models import PER_UNIT
 from srsim.pbp import final_events
@@ -50,8 +50,9 @@ def _game(league: str) -> GameScript:
 
 
 def _archived(lifecycle_env, game: GameScript) -> list:
-    path = archive_path(lifecycle_env["DATA_DIR"], game.league, game.sr_id)
-    return read_events(path) if path.exists() else []
+    """The game's messages in the match event log (every run's, in arrival order)."""
+    match = Match.get_or_none(Match.sr_id == game.sr_id)
+    return [] if match is None else messages_of(match.id)
 
 
 def _finished(match) -> bool:

@@ -30,7 +30,7 @@ def test_a_dispatch_tick_its_start_and_the_listener_run_are_one_trace_and_the_st
     match = make_match()
     kick("enqueue", "dispatch_upcoming_match_listeners", "--kw", "within_minutes=30")
     wait_for(lambda: rows_of(match), timeout=60, what="the listener's row")
-    kick("enqueue", "stop_match_listener", "--kw", f"match_id={match.id}")
+    kick("enqueue", "stop_match_listener", "--kw", f"match_id={match.id}", "--reason", "drill")
     run = receiver.wait_for_span(
         lambda s: s.name == "listener run" and s.attributes.get("kickoff.match_id") == str(match.id),
         what="the listener run's span",
