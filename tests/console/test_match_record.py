@@ -64,6 +64,7 @@ def test_a_bad_page_or_type_is_said_on_the_card_not_a_500(
     for query, said in (
         ("before=abc", "is not a row number"),
         ("before=99999999999999999999999", "is not a row number"),
+        ("before=%C2%B2", "is not a row number"),  # a digit to str.isdigit, not to int()
         ("type=%3Cscript%3E", "no event of type"),
     ):
         answer = rd.client.get(f"/matches/{match.id}?{query}")

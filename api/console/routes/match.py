@@ -72,7 +72,7 @@ def _event_list(match_id: str, before: str, event_type: str) -> dict[str, Any]:
     problem = None
     older_than = None
     if before.strip():
-        if before.strip().isdigit() and len(before.strip()) < 19:
+        if before.strip().isascii() and before.strip().isdigit() and len(before.strip()) < 19:
             older_than = int(before.strip())
         else:
             problem = f"'{before[:40]}' is not a row number: showing the newest events"
