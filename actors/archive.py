@@ -11,10 +11,12 @@ import logging
 
 import dramatiq
 
+from actors.actor_runtime import current
 from actors.broker import QUEUE_DEFAULT, broker_errors
-from actors.runtime import current
-from config.errors import ArchiveBusy
 from lifecycle import archive_verify
+from lifecycle.event_log_admin import prune_event_log as prune
+from listener.errors import ArchiveBusy
+from models.audit import Actor, AuditContext
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +26,9 @@ def backfill_match_archive(match_id: str) -> dict:
     """Merge what the archive lacks from the play-by-play, verify, store the outcome (lifecycle)."""
     rt = current()
     try:
-        result = archive_verify.backfill_match_archive(match_id, settings=rt.settings, barriers=rt.barriers)
+        result = archive_verify.backfill_match_archive(
+            match_id, settings=rt.settings, coordination=rt.coordination
+        )
     except ArchiveBusy as exc:  # a listener took the match meanwhile: it backfills its own gaps
         logger.warning("match %s archive backfill not run: %s", match_id, exc)
         return {"match_id": match_id, "refused": str(exc)}
@@ -42,10 +46,6 @@ def send_backfill(match_id: str) -> None:
 def prune_event_log() -> dict:
     """The event log's retention (EVENT_LOG_RETENTION_DAYS; off when empty): as ``kickoff events prune``,
     audited; a range with a live match is skipped until a later day. Returns what it did."""
-    from config.errors import ArchiveBusy
-    from lifecycle.event_log_admin import prune_event_log as prune
-    from models.audit import Actor, AuditContext
-
     days = current().settings.event_log_retention_days
     if days is None:
         return {"skipped": "EVENT_LOG_RETENTION_DAYS is not set"}

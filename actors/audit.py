@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dramatiq
 
+from actors.actor_runtime import current
 from actors.broker import QUEUE_DEFAULT
-from actors.runtime import current
 from models.audit import prune_audit
 
 

@@ -28,6 +28,7 @@ from dramatiq.middleware import Middleware
 
 from actors import dramatiq_compat
 from actors.middleware import TracingMiddleware
+from actors.rabbitmq import KickoffRabbitmqBroker, publish_batch
 from config import spans
 
 #: Messages per HSET/RPUSH command (keeps one command's size bounded).
@@ -48,7 +49,6 @@ def enqueue_many(broker: dramatiq.Broker, messages: list[dramatiq.Message]) -> l
     """Enqueue ``messages`` (no delay) and return them as enqueued."""
     if not messages:
         return []
-    from actors.rabbitmq import KickoffRabbitmqBroker, publish_batch
 
     if isinstance(broker, KickoffRabbitmqBroker):
         publish_batch(broker, messages)

@@ -5,18 +5,19 @@ How to declare an actor (every module under ``actors/``)::
     import dramatiq
 
     from actors.broker import QUEUE_DEFAULT
-    from actors.runtime import current
+    from actors.actor_runtime import current
 
     @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
     def drain_outbox(max_seconds: float | None = None) -> dict:
-        rt = current()  # settings, barriers and broker of this process
+        rt = current()  # settings, coordination store and broker of this process
         ...  # thin: call a library function with rt.settings, return a small JSON-able dict
 
 Rules:
 
 * Use the bare ``@dramatiq.actor`` decorator: it binds to the broker that ``actors/__init__.py``
-  configured (``actors.runtime.configure``) before importing the actor modules. Never build a
-  broker yourself; read settings and barriers from ``actors.runtime.current()``, never keep a copy.
+  configured (``actors.actor_runtime.configure``) before importing the actor modules. Never build a
+  broker yourself; read settings and the coordination store from ``actors.actor_runtime.current()``,
+  never keep a copy.
 * ``queue_name=QUEUE_DEFAULT`` for everything (dispatch, sweep, stop, refresh, drain, job
   runs); ``QUEUE_MATCH_LISTENERS`` is reserved for ``start_match_listener``, whose messages
   occupy a worker thread for a whole game.
@@ -30,13 +31,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
+from dramatiq.errors import BrokerConnectionError as DramatiqConnectionError
 from dramatiq.middleware import CurrentMessage
 
-from actors.draining import LISTENER_CONSUMER_IDLE_MS, DrainableConsumer
+from actors.draining import INNER_CONSUMER_IDLE_MS, LISTENER_CONSUMER_IDLE_MS, DrainableConsumer
 from actors.middleware import (
     DatabaseConnectionMiddleware,
     LogContextMiddleware,
@@ -45,9 +48,14 @@ from actors.middleware import (
     WorkerHooks,
     WorkerPresence,
 )
+from actors.prometheus import LoopbackPrometheus
+from actors.rabbitmq import RABBITMQ_SERVICE, KickoffRabbitmqBroker, queue_depths, unavailable
 from config import tracing
 from config.settings import KickoffSettings
 from models import presence
+from models.audit import AuditContext
+from models.coordination import connect_redis, redis_errors
+from publisher.amqp_link import amqp_errors
 
 QUEUE_DEFAULT = "default"  # dispatch, sweep, stop, refresh, drain, job runs
 QUEUE_MATCH_LISTENERS = "match_listeners"  # start_match_listener only: one thread per live game
@@ -67,9 +75,10 @@ class KickoffRedisBroker(RedisBroker):
         if queue_name != QUEUE_MATCH_LISTENERS:
             return super().consume(queue_name, prefetch, timeout)
         prefetch = max(1, prefetch // 2)  # Dramatiq asks for 2 x --threads
-        # An idle consumer waits at most this between fetches: a takeover's start is taken at once.
-        timeout = min(timeout, LISTENER_CONSUMER_IDLE_MS)
-        return DrainableConsumer(super().consume(queue_name, prefetch, timeout))
+        # An idle consumer waits at most LISTENER_CONSUMER_IDLE_MS between fetches, and not at all once
+        # this process sent a start (a reaper's takeover): Dramatiq's own back-off is cut to nothing.
+        inner = super().consume(queue_name, prefetch, min(timeout, INNER_CONSUMER_IDLE_MS))
+        return DrainableConsumer(inner, idle_seconds=min(timeout, LISTENER_CONSUMER_IDLE_MS) / 1000)
 
 
 def is_rabbitmq(broker_url: str) -> bool:
@@ -84,12 +93,8 @@ def build_broker(settings: KickoffSettings) -> dramatiq.Broker:
     whose queues are durable, ``match_listeners`` a quorum queue with BROKER_QUORUM_QUEUES.
     Nothing connects here: both open their connections on first use.
     """
-    from models.coordination import connect_redis
-
     broker: dramatiq.Broker
     if is_rabbitmq(settings.broker_url):
-        from actors.rabbitmq import KickoffRabbitmqBroker
-
         quorum = frozenset({QUEUE_MATCH_LISTENERS}) if settings.broker_quorum_queues else frozenset()
         broker = KickoffRabbitmqBroker(
             url=settings.broker_url,
@@ -125,7 +130,6 @@ def build_broker(settings: KickoffSettings) -> dramatiq.Broker:
         # Dramatiq's own metrics (messages, errors, durations per actor); the master process
         # forks an exposition server on dramatiq_prom_host:dramatiq_prom_port (default 9191).
         # actors/prometheus.py: on 127.0.0.1 unless dramatiq_prom_host names another address.
-        from actors.prometheus import LoopbackPrometheus
 
         broker.add_middleware(LoopbackPrometheus())
     for queue in QUEUES:
@@ -136,15 +140,8 @@ def build_broker(settings: KickoffSettings) -> dramatiq.Broker:
 @contextlib.contextmanager
 def broker_errors(broker: dramatiq.Broker) -> Iterator[None]:
     """Errors of ``broker`` (sends, queue reads) as RedisUnavailable / BrokerUnavailable naming BROKER_URL."""
-    from models.coordination import redis_errors
-
     url = getattr(broker, "kickoff_url", None) or "<unset>"
     if not isinstance(broker, RedisBroker) and is_rabbitmq(url):
-        from dramatiq.errors import BrokerConnectionError as DramatiqConnectionError
-
-        from actors.rabbitmq import RABBITMQ_SERVICE, unavailable
-        from publisher.amqp_link import amqp_errors
-
         try:
             # Dramatiq's RabbitmqBroker lets some of pika's errors through: the transport names them
             with amqp_errors(url=url, setting="BROKER_URL", service=RABBITMQ_SERVICE):
@@ -154,6 +151,22 @@ def broker_errors(broker: dramatiq.Broker) -> Iterator[None]:
         return
     with redis_errors(url=url, setting="BROKER_URL", service="the Dramatiq broker (Redis)"):
         yield
+
+
+def send_to_actor(
+    actor: dramatiq.Actor, kwargs: dict[str, Any], *, audit: AuditContext | None = None
+) -> dramatiq.Message:
+    """Send one message to ``actor`` on its queue (``kickoff enqueue``); the broker's errors name BROKER_URL.
+
+    With ``audit``, the send is audited (actor.enqueue: its keyword arguments and queue) before it: an
+    entry that cannot be written refuses it.
+    """
+    if audit is not None:
+        audit.record(
+            "actor.enqueue", "actor", actor.actor_name, after={"kwargs": kwargs, "queue": actor.queue_name}
+        )
+    with broker_errors(actor.broker):
+        return actor.send_with_options(kwargs=kwargs)
 
 
 def worker_hooks(broker: dramatiq.Broker) -> WorkerHooks | None:
@@ -166,8 +179,6 @@ def worker_hooks(broker: dramatiq.Broker) -> WorkerHooks | None:
 
 def ping_broker(settings: KickoffSettings) -> None:
     """Raise RedisUnavailable / BrokerUnavailable (naming BROKER_URL) unless the broker answers."""
-    from models.coordination import connect_redis, redis_errors
-
     if is_rabbitmq(settings.broker_url):
         queue_reports(settings, queues=(QUEUE_DEFAULT,))
         return
@@ -183,8 +194,6 @@ def queue_reports(
     Worker marks live in the broker's Redis, or in REDIS_URL's with the RabbitMQ broker; RabbitMQ
     counts ready messages (a delivery a worker holds is not waiting).
     """
-    from models.coordination import connect_redis, redis_errors
-
     ttl = settings.worker_presence_ttl_seconds
     if not is_rabbitmq(settings.broker_url):
         with redis_errors(
@@ -194,7 +203,6 @@ def queue_reports(
             return [
                 presence.queue_report(client, settings.broker_namespace, q, ttl_seconds=ttl) for q in queues
             ]
-    from actors.rabbitmq import queue_depths
 
     depths = {q: queue_depths(settings.broker_url, q) for q in queues}  # BrokerUnavailable naming BROKER_URL
     with redis_errors(url=settings.redis_url):

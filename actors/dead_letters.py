@@ -13,7 +13,9 @@ import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 
 from actors.broker import QUEUES, broker_errors
+from actors.listeners import send_start
 from config.errors import ConfigurationError, NotFound
+from lifecycle.dispatch import request_start
 from models import presence
 from models.audit import AuditContext
 
@@ -71,7 +73,7 @@ def retry_dead(
     broker: Any,
     message_id: str,
     *,
-    barriers: Any,
+    coordination: Any,
     audit: AuditContext | None = None,
 ) -> RetryResult:
     """Send a dead letter again as a new message on its queue, then drop the dead letter.
@@ -93,14 +95,11 @@ def retry_dead(
                 after={"actor": message.actor_name, "queue": queue},
             )
         if message.actor_name == "start_match_listener":
-            from actors.listeners import send_start
-            from lifecycle.dispatch import request_start
-
             sent, detail = request_start(
                 str(kwargs.get("match_id")),
                 overrides=kwargs.get("overrides"),
                 force=False,
-                barriers=barriers,
+                coordination=coordination,
                 send=send_start,
             )
             new_id = sent.message_id if sent else None

@@ -13,6 +13,7 @@ the sweep reclaims it minutes later (found by bench/chaos.py, seed 38).
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -52,18 +53,37 @@ def taking_starts() -> bool:
 
 
 #: Longest idle wait (ms) of a ``match_listeners`` consumer between two fetches from the Redis
-#: broker (actors.broker passes it as the consumer's timeout). Dramatiq's idle consumer backs off up
-#: to the worker timeout (1 s by default); a start a reaper sends for a dead worker's match waited
-#: that long on an idle worker: half a second on average of a takeover. At 100 ms an idle listener
-#: worker fetches ten times a second (one Lua call each; docs/scaling.md).
+#: broker (``DrainableConsumer``). Dramatiq's idle consumer backs off up to the worker timeout (1 s
+#: by default); a start a reaper sends for a dead worker's match waited that long on an idle worker:
+#: half a second on average of a takeover. At 100 ms (jittered down to half) an idle listener worker
+#: fetches ten to twenty times a second (one Lua call each; docs/scaling.md); the starts its own
+#: process sends are fetched at once (``starts_sent``).
 LISTENER_CONSUMER_IDLE_MS = 100
+#: The timeout (ms) actors.broker gives Dramatiq's own Redis consumer: its back-off sleep after a
+#: fetch that found nothing is at most this; the idle wait is ``DrainableConsumer``'s, which a start
+#: sent from this process ends at once.
+INNER_CONSUMER_IDLE_MS = 1
+
+#: Set when this process sent starts (``starts_sent``): its idle consumer fetches at once.
+_starts_sent = threading.Event()
+
+
+def starts_sent() -> None:
+    """This process just sent starts (a reaper's restart of a dead worker's matches, a hand-off): its
+    idle ``match_listeners`` consumer fetches now, not at its next poll, so a takeover's start does not
+    wait out the idle poll on the process that saw the death (usually the one that runs it)."""
+    _starts_sent.set()
 
 
 class DrainableConsumer(dramatiq.Consumer):
-    """A Redis broker consumer that fetches nothing while the process drains (``stop_taking_starts``)."""
+    """A Redis broker consumer that fetches nothing while the process drains (``stop_taking_starts``),
+    and whose idle wait between two fetches ends at once when this process sends starts."""
 
-    def __init__(self, consumer: dramatiq.Consumer) -> None:
+    def __init__(
+        self, consumer: dramatiq.Consumer, *, idle_seconds: float = LISTENER_CONSUMER_IDLE_MS / 1000
+    ) -> None:
         self.consumer = consumer
+        self.idle_seconds = idle_seconds
 
     def __iter__(self) -> DrainableConsumer:
         return self
@@ -72,7 +92,11 @@ class DrainableConsumer(dramatiq.Consumer):
         if not taking_starts():
             time.sleep(DRAINING_IDLE_SECONDS)
             return None
-        return next(self.consumer)
+        _starts_sent.clear()  # before the fetch: a start sent from here on ends the wait below
+        message = next(self.consumer)
+        if message is None:
+            _starts_sent.wait(self.idle_seconds * random.uniform(0.5, 1.0))
+        return message
 
     def ack(self, message: Any) -> None:
         self.consumer.ack(message)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dramatiq
 
+from actors.actor_runtime import current
 from actors.broker import QUEUE_DEFAULT, worker_hooks
-from actors.runtime import current
 from config.clock import utcnow
 from lifecycle.history import rollup_history as rollup
 from models.history_recorder import recorder
@@ -16,7 +16,9 @@ from publisher.queues import TRIGGER_QUEUES
 def rollup_history() -> dict:
     """Write this minute's history snapshots, derive the recent minutes again, prune past the retention."""
     rt = current()
-    return rollup(settings=rt.settings, barriers=rt.barriers, queues=TRIGGER_QUEUES, now=utcnow()).as_dict()
+    return rollup(
+        settings=rt.settings, coordination=rt.coordination, queues=TRIGGER_QUEUES, now=utcnow()
+    ).as_dict()
 
 
 def start_recorder(_worker: dramatiq.Worker) -> None:

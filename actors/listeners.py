@@ -1,7 +1,9 @@
 """Listener actors: dispatch, start, stop and sweep; thin wrappers over the lifecycle library.
 
 start_match_listener runs on the ``match_listeners`` queue with no time limit and no retries
-(failed starts are counted by the attempt counter, not retried); the others run on ``default``.
+(failed starts are counted by the attempt counter, not retried), except a start given back
+(StartGivenBack: PostgreSQL or Redis did not answer before it took its lock), which goes back to
+the queue within seconds; the others run on ``default``.
 A failed start raises, so its message fails (and, with SENTRY_DSN, is one report: actors.reporting).
 """
 
@@ -14,15 +16,16 @@ import dramatiq
 from dramatiq.middleware import CurrentMessage
 
 from actors import reporting
+from actors.actor_runtime import ActorRuntime, current, listener_settings
 from actors.archive import send_backfill
 from actors.batch import enqueue_many
 from actors.broker import QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS, broker_errors, worker_hooks
-from actors.draining import gate_starts_on, resume_taking_starts, stop_taking_starts
+from actors.draining import gate_starts_on, resume_taking_starts, starts_sent, stop_taking_starts
 from actors.rabbitmq import settle_early
-from actors.runtime import ActorRuntime, current, listener_settings
-from config.errors import KickoffError, ListenerRunFailed
-from lifecycle import cleanup, dispatch, start_match
+from config.errors import KickoffError
+from lifecycle import cleanup, dispatch, guarded_start, liveness
 from lifecycle.dispatch import StartMessage
+from lifecycle.errors import ListenerRunFailed, StartGivenBack
 from lifecycle.runtime import ListenerServices
 from models.boundary import connection
 from models.match import match_labels
@@ -30,9 +33,9 @@ from models.start_messages import new_message_id, save_message_ids
 
 logger = logging.getLogger(__name__)
 
-#: After the liveness grace, how much later the reaper judges again (the grace is measured in Redis's
-#: clock from the first reaper that saw the signal gone: a step exactly at the grace may be early).
-REJUDGE_MARGIN_SECONDS = 0.02
+#: While a worker's liveness signal is gone within its grace, how often the reaper that saw it judges
+#: it again (in Redis alone): the death is seen this soon after the grace ends, not a watch later.
+REJUDGE_SECONDS = 0.01
 
 
 def services() -> ListenerServices:
@@ -47,21 +50,55 @@ def services() -> ListenerServices:
     """
     settings = listener_settings()
     rt = current()
+    watched: list[str] = []  # the worker leases of open rows, as the last full step read them
 
     def reap() -> list[str]:
+        # Between full steps (every LISTENER_REAPER_POLL_SECONDS) the reaper thread only watches the
+        # leases the last one read, in Redis (every LISTENER_LIVENESS_WATCH_SECONDS): a dead one's rows
+        # are abandoned at once (the watch's fast path), a lapsed one makes the full step run at once.
+        grace = rt.settings.listener_liveness_grace_seconds
+        if svc.liveness.steady_for() < liveness.UNSTEADY_GRACE_SECONDS:
+            # This worker's own signal dropped just now: Redis may have dropped every connection at
+            # once (a restart), and every worker is subscribing again: judge with the longer grace.
+            grace = max(grace, liveness.UNSTEADY_GRACE_SECONDS)
+        if not svc.reaper.full_step_due():
+            if not watched:  # no worker ran a match at the last full step: nothing to watch until the next
+                return []
+            seen = cleanup.watch_worker_leases(
+                watched, settings=rt.settings, coordination=rt.coordination, grace_seconds=grace
+            )
+            if seen.lost:
+                svc.reaper.soon(REJUDGE_SECONDS)
+            if seen.dead:
+                # A death: its matches first (one write, then their dispatch); these leases are not
+                # watched again before the next full step, and the others are watched again at once
+                # (a lapsed one among them runs the full step then).
+                closed = cleanup.reap_workers_seen_dead(seen.dead, coordination=rt.coordination)
+                watched[:] = [lease for lease in watched if lease not in seen.dead]
+                svc.reaper.soon(REJUDGE_SECONDS)
+                return sorted({row.match_id for row in closed})
+            if not seen.due:
+                return []
         # Orphans first: a match the two steps after it free is not taken for one (its restart
         # mark stays unused, for the case that restart fails on a worker cut from PostgreSQL).
-        orphans = cleanup.orphans_of_fenced_runs(settings=rt.settings, barriers=rt.barriers)
+        orphans = cleanup.orphans_of_fenced_runs(settings=rt.settings, coordination=rt.coordination)
         lost: list[str] = []
-        closed = cleanup.reap_dead_workers(settings=rt.settings, barriers=rt.barriers, signal_lost=lost)
-        if lost:  # a worker's liveness signal is gone: judge it again the moment its grace ends
-            svc.reaper.soon(rt.settings.listener_liveness_grace_seconds + REJUDGE_MARGIN_SECONDS)
-        freed = cleanup.release_locks_of_fenced_runs(settings=rt.settings, barriers=rt.barriers)
+        closed = cleanup.reap_dead_workers(
+            settings=rt.settings,
+            coordination=rt.coordination,
+            signal_lost=lost,
+            leases_seen=watched,
+            grace_seconds=grace,
+        )
+        svc.reaper.watching(len(watched))
+        if lost:  # a worker's liveness signal is gone: judge it again until its grace ends
+            svc.reaper.soon(REJUDGE_SECONDS)
+        freed = cleanup.release_locks_of_fenced_runs(settings=rt.settings, coordination=rt.coordination)
         return sorted({row.match_id for row in closed} | set(freed) | set(orphans))
 
     def redispatch(match_ids: list[str]) -> None:
         dispatch.dispatch_matches(
-            match_ids, settings=rt.settings, barriers=rt.barriers, send_batch=send_starts
+            match_ids, settings=rt.settings, coordination=rt.coordination, send_batch=send_starts
         )
 
     def hand_over(match_ids: list[str]) -> None:
@@ -71,7 +108,11 @@ def services() -> ListenerServices:
 
     svc = ListenerServices.for_process(
         lambda: ListenerServices(
-            settings=settings, barriers=rt.barriers, reap=reap, redispatch=redispatch, hand_over=hand_over
+            settings=settings,
+            coordination=rt.coordination,
+            reap=reap,
+            redispatch=redispatch,
+            hand_over=hand_over,
         )
     )
     hooks = worker_hooks(rt.broker)
@@ -102,7 +143,7 @@ def runs_listeners(worker: dramatiq.Worker) -> bool:
 def read_listener_settings(worker: dramatiq.Worker) -> None:
     """Before a worker's threads start: one that runs listeners reads its MatchListenerEnvironment.
 
-    ``actors.runtime.listener_settings``: an invalid ``LISTENER_*`` value stops that worker at start
+    ``actors.actor_runtime.listener_settings``: an invalid ``LISTENER_*`` value stops that worker at start
     (BootCheckFailed, from the ConfigurationError naming the setting), before it takes a message. A
     worker of the ``default`` queue only, like every process that only sends messages, never reads them.
     """
@@ -122,12 +163,13 @@ def start_listener_services(worker: dramatiq.Worker) -> None:
         # A start needs the lease and its liveness signal (and Redis): without them, leave the starts
         # to workers that have them.
         gate_starts_on(svc.ready_for_starts)
+        svc.import_listener_body()
 
 
 def _attempts(rt: ActorRuntime, match_id: str) -> int | None:
     """The failed-start counter of a match (None when Redis cannot tell)."""
     try:
-        return rt.barriers.attempts(match_id)
+        return rt.coordination.barriers.attempts(match_id)
     except KickoffError:
         return None
 
@@ -154,6 +196,7 @@ def send_start(message: StartMessage) -> None:
     broker = current().broker
     with broker_errors(broker):
         broker.enqueue(start_message(message))
+    starts_sent()
 
 
 def send_starts(messages: list[StartMessage]) -> None:
@@ -162,6 +205,7 @@ def send_starts(messages: list[StartMessage]) -> None:
     broker = current().broker
     with broker_errors(broker):
         enqueue_many(broker, [start_message(m) for m in messages])
+    starts_sent()  # this process's idle consumer fetches them now (a reaper's takeover)
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
@@ -172,7 +216,7 @@ def dispatch_upcoming_match_listeners(within_minutes: int | None = None, is_test
         within_minutes=within_minutes,
         is_test=is_test,
         settings=rt.settings,
-        barriers=rt.barriers,
+        coordination=rt.coordination,
         send=send_start,
         send_batch=send_starts,
     )
@@ -185,11 +229,35 @@ def dispatch_upcoming_test_match_listeners() -> dict:
     return dispatch_upcoming_match_listeners.fn(is_test=True)
 
 
-@dramatiq.actor(queue_name=QUEUE_MATCH_LISTENERS, max_retries=0, time_limit=float("inf"))
+#: How many times a start given back (StartGivenBack) goes back to the queue, and the bounds (ms) of
+#: the wait before each (doubling, with jitter): about ten minutes of a worker cut from a service.
+GIVE_BACK_RETRIES = 150
+GIVE_BACK_MIN_BACKOFF_MS = 500
+GIVE_BACK_MAX_BACKOFF_MS = 4000
+
+
+def given_back(retries: int, exception: BaseException) -> bool:
+    """Dramatiq's ``retry_when`` of a start: only a start given back is sent again, a bounded number of
+    times (every other failure is counted by the attempt counter, not retried).
+
+    The copy goes back through the broker's delay queue with the same message id (its stored id):
+    a worker that reaches PostgreSQL and Redis runs it (the others take no start: actors.draining).
+    """
+    return isinstance(exception, StartGivenBack) and retries < GIVE_BACK_RETRIES
+
+
+@dramatiq.actor(
+    queue_name=QUEUE_MATCH_LISTENERS,
+    max_retries=0,
+    retry_when=given_back,
+    min_backoff=GIVE_BACK_MIN_BACKOFF_MS,
+    max_backoff=GIVE_BACK_MAX_BACKOFF_MS,
+    time_limit=float("inf"),
+)
 def start_match_listener(
     match_id: str, overrides: dict[str, Any] | None = None, force: bool = False, handoff: bool = False
 ) -> dict:
-    """Run the listener of one match for the whole game (see lifecycle.start_match).
+    """Run the listener of one match for the whole game (see lifecycle.guarded_start).
 
     ``handoff``: sent by a worker's graceful shutdown while the match still streams there.
     """
@@ -198,17 +266,19 @@ def start_match_listener(
     message = CurrentMessage.get_current_message()
     reporting.tag_listener_start(str(match_id))
     try:
-        result = start_match.start_match_listener(
+        result = guarded_start.start_match_listener(
             match_id,
             overrides,
             force,
             message_id=message.message_id if message is not None else None,
             settings=settings,
-            barriers=rt.barriers,
+            coordination=rt.coordination,
             services=services(),
             on_consumed=(lambda: settle_early(message)) if message is not None else None,
             handoff=handoff,
         )
+    except StartGivenBack:  # nothing was done: the message goes back to the queue (given_back)
+        raise
     except KickoffError:  # a settings error or an unknown match: a failed start, counted
         reporting.tag_failed_attempt(sr_id=None, exit_code=None, attempt=_attempts(rt, match_id))
         raise
@@ -239,7 +309,7 @@ def stop_match_listener(match_id: str, stopped_by: str = "operator") -> dict:
     """Operator stop: exit 15 within the poll interval, queued start revoked, auto-dispatch off."""
     rt = current()
     return cleanup.stop_match_listener(
-        match_id, settings=rt.settings, barriers=rt.barriers, stopped_by=stopped_by
+        match_id, settings=rt.settings, coordination=rt.coordination, stopped_by=stopped_by
     ).as_dict()
 
 
@@ -255,12 +325,14 @@ def sweep_stale_match_listeners(heartbeat_stale_seconds: float | None = None) ->
     result = cleanup.sweep_stale_match_listeners(
         heartbeat_stale_seconds=heartbeat_stale_seconds,
         settings=rt.settings,
-        barriers=rt.barriers,
+        coordination=rt.coordination,
         send_backfill=send_backfill,
     )
     again = sorted(set(result.matches) | set(result.locks_released))
     if again:
-        dispatch.dispatch_matches(again, settings=rt.settings, barriers=rt.barriers, send_batch=send_starts)
+        dispatch.dispatch_matches(
+            again, settings=rt.settings, coordination=rt.coordination, send_batch=send_starts
+        )
     return result.as_dict()
 
 

@@ -15,7 +15,10 @@ from dramatiq.middleware import Middleware, MiddlewareError, SkipMessage
 from periodiq import PeriodiqMiddleware
 
 from config import spans
-from config.log import set_log_context
+from config.log import install_formatter, set_log_context
+from config.periodic import PeriodicThread
+from models.db import release_connection
+from models.presence import forget, mark_alive
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +32,6 @@ class DatabaseConnectionMiddleware(Middleware):
     """
 
     def _close(self) -> None:
-        from models.db import release_connection
 
         try:
             release_connection()
@@ -55,7 +57,6 @@ class LogContextMiddleware(Middleware):
         self.log_format = log_format
 
     def after_process_boot(self, broker: Any) -> None:
-        from config.log import install_formatter
 
         install_formatter(self.log_format)
 
@@ -136,30 +137,25 @@ class WorkerPresence(Middleware):
         self.interval_seconds = max(0.5, ttl_seconds / 6)
         self.member = f"{socket.gethostname()}:{os.getpid()}"
         self.queues: list[str] = []
-        self._stop = threading.Event()
+        self._renewer = PeriodicThread(
+            self._renew, interval=self.interval_seconds, name="kickoff-worker-presence", wait_first=False
+        )
 
     def after_worker_boot(self, broker: Any, worker: Any) -> None:
-        from models.presence import mark_alive
-
         self.member = f"{socket.gethostname()}:{os.getpid()}"
         self.queues = sorted(q for q in getattr(worker, "consumers", {}) if not q.endswith((".DQ", ".XQ")))
+        self._renewer.start()
 
-        def renew() -> None:
-            while not self._stop.is_set():
-                try:
-                    mark_alive(
-                        self.client, self.namespace, self.queues, self.member, ttl_seconds=self.ttl_seconds
-                    )
-                except Exception as exc:  # Redis down: the broker itself reports it; try again
-                    logger.warning("worker presence not renewed: %s", exc)
-                self._stop.wait(self.interval_seconds)
+    def _renew(self) -> None:
 
-        threading.Thread(target=renew, name="kickoff-worker-presence", daemon=True).start()
+        try:
+            mark_alive(self.client, self.namespace, self.queues, self.member, ttl_seconds=self.ttl_seconds)
+        except Exception as exc:  # Redis down: the broker itself reports it; try again
+            logger.warning("worker presence not renewed: %s", exc)
 
     def before_worker_shutdown(self, broker: Any, worker: Any) -> None:
-        from models.presence import forget
 
-        self._stop.set()
+        self._renewer.stop()
         try:
             forget(self.client, self.namespace, self.queues, self.member)
         except Exception as exc:

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import dramatiq
 
+from actors.actor_runtime import current
 from actors.broker import QUEUE_DEFAULT
-from actors.runtime import current
-from publisher.drain import drain_outbox_concurrently
+from publisher.drain import REPORT_FIELDS, drain_outbox_concurrently
 from publisher.results import verify_results
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)
 def drain_outbox(max_seconds: float | None = None) -> dict:
     """Drain the activity outbox for at most OUTBOX_DRAIN_MAX_SECONDS with OUTBOX_DRAIN_WORKERS drains."""
-    return drain_outbox_concurrently(settings=current().settings, max_seconds=max_seconds).as_json()
+    report = drain_outbox_concurrently(settings=current().settings, max_seconds=max_seconds)
+    return report.as_json(REPORT_FIELDS)
 
 
 @dramatiq.actor(queue_name=QUEUE_DEFAULT, max_retries=0)

@@ -29,7 +29,8 @@ def exposition_address() -> tuple[str, int]:
 def serve_metrics() -> None:
     """The fork the master runs: every worker process's Dramatiq metrics, until it is stopped."""
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = dramatiq_prometheus.DB_PATH
-    from prometheus_client import CollectorRegistry, MetricsHandler, multiprocess
+    # prometheus_client picks its multiprocess value class when first imported: after the line above
+    from prometheus_client import CollectorRegistry, MetricsHandler, multiprocess  # noqa: PLC0415
 
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)

@@ -28,8 +28,11 @@ from dramatiq.common import dq_name, q_name, xq_name
 
 from actors.draining import taking_starts
 from actors.dramatiq_compat import QueueArgumentsHook, RabbitmqConsumer, delivery_tag, encode
-from config.errors import BrokerUnavailable, MissingQueueError
+from config.errors import BrokerUnavailable
 from config.settings import mask_url
+from publisher.amqp import AmqpPublisher, OutgoingMessage
+from publisher.amqp_link import AmqpLink
+from publisher.errors import MissingQueueError
 
 logger = logging.getLogger(__name__)
 
@@ -177,8 +180,6 @@ def publish_batch(broker: KickoffRabbitmqBroker, messages: list[dramatiq.Message
     The broker declares each queue first (as its ``enqueue`` does); the before/after ``enqueue``
     middleware events are emitted around the batch.
     """
-    from publisher.amqp import AmqpPublisher, OutgoingMessage
-
     for queue in dict.fromkeys(m.queue_name for m in messages):
         broker.declare_queue(queue, ensure=True)
     for message in messages:
@@ -201,8 +202,6 @@ def queue_depths(url: str, queue: str) -> tuple[int, int, int]:
 
     BrokerConnectionError (a BrokerUnavailable naming BROKER_URL) when RabbitMQ cannot be reached.
     """
-    from publisher.amqp_link import AmqpLink
-
     link = AmqpLink(url=url, setting="BROKER_URL", service=RABBITMQ_SERVICE, confirms=False)
     try:
         counts = []

@@ -3,15 +3,15 @@
 They keep league, team, season and match rows current so dispatch has something to find; they
 never start listeners. The scheduler sends them whenever APP_ENV is not develop (scheduler
 table). Thin wrappers over lifecycle.league_refresh and lifecycle.schedule; the settings are the
-actor runtime's (``actors.runtime.current()``), read at each call.
+actor runtime's (``actors.actor_runtime.current()``), read at each call.
 """
 
 from __future__ import annotations
 
 import dramatiq
 
+from actors.actor_runtime import current
 from actors.broker import QUEUE_DEFAULT
-from actors.runtime import current
 from config.clock import utcnow
 from config.settings import KickoffSettings
 from lifecycle import league_refresh, schedule

@@ -24,15 +24,13 @@ from enum import StrEnum
 from typing import Any
 
 from fastapi import HTTPException, Request, Security, params
+from fastapi.routing import iter_route_contexts
 from starlette.concurrency import run_in_threadpool
 
 from api.keys import ApiKey, Scope, authenticate, hash_key
 from config.errors import Forbidden, NotFound
 from lifecycle.match_ref import resolve_match
-from publisher.actions import action_row
-from publisher.queues import TRADE_RESPONSES
-from publisher.sql import actions as action_sql
-from publisher.trades import get_entry
+from publisher.sql.actions import league_of_action
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +70,7 @@ class LeagueFrom(StrEnum):
     BODY = "body"  # the JSON body's league_id (a fantasy league)
     MATCH = "match"  # the league (its name) of the path's match_id
     ACTION = "action"  # the league of the path's tracking_id's action
-    DECISION = "decision"  # the league of the trade decision (the body's decision_key, else the trade_id)
+    DECISION = "decision"  # the body's league_id, else the decision is looked up in the key's leagues only
 
 
 class DeclaredNeed:
@@ -113,7 +111,6 @@ def _rule(method: str, route: Any) -> tuple[Need | None, LeagueFrom | None]:
 
 def route_rules(app: Any) -> dict[tuple[str, str], Need]:
     """Every (method, path template) the application serves with what it needs (None: no rule)."""
-    from fastapi.routing import iter_route_contexts
 
     out: dict[tuple[str, str], Need] = {}
     for context in iter_route_contexts(app.routes):
@@ -218,16 +215,13 @@ async def _check_league(request: Request, key: ApiKey, source: LeagueFrom | None
             body = json.loads(await request.body() or b"null")
         except ValueError:
             return
-        field = "league_id" if source is LeagueFrom.BODY else "decision_key"
-        value = body.get(field) if isinstance(body, dict) else None
+        value = body.get("league_id") if isinstance(body, dict) else None
         league = value if isinstance(value, str) else None
-        if source is LeagueFrom.DECISION:
-            decision_key = league or str(request.path_params.get("trade_id", ""))
-            league = await run_in_threadpool(_league_of_decision, decision_key)
+        # a decision without a named league is looked up among the key's leagues only (the route)
     elif source is LeagueFrom.MATCH:
         league = await run_in_threadpool(_league_of_match, request.path_params.get("match_id", ""))
     else:
-        league = await run_in_threadpool(_league_of_action, request.path_params.get("tracking_id", ""))
+        league = await run_in_threadpool(league_of_action, request.path_params.get("tracking_id", ""))
     if league is None:
         return
     if not key.covers_league(league) and not (
@@ -239,20 +233,6 @@ async def _check_league(request: Request, key: ApiKey, source: LeagueFrom | None
 def _league_of_match(ref: str) -> str | None:
     try:
         return str(resolve_match(ref).league.name)
-    except NotFound:
-        return None
-
-
-def _league_of_action(tracking_id: str) -> str | None:
-    try:
-        return str(action_row(action_sql.SELECT_QUEUE_OF, tracking_id)[0])
-    except NotFound:
-        return None
-
-
-def _league_of_decision(decision_key: str) -> str | None:
-    try:
-        return str(get_entry(TRADE_RESPONSES, decision_key).league_id)
     except NotFound:
         return None
 
@@ -280,7 +260,6 @@ def may_act_for(key: ApiKey, creator_key_id: str | None) -> bool:
 
 def route_table(app: Any) -> list[tuple[str, str]]:
     """Every (method, path template) the application serves, included routers flattened."""
-    from fastapi.routing import iter_route_contexts
 
     out = []
     for context in iter_route_contexts(app.routes):

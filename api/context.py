@@ -1,4 +1,4 @@
-"""What every request handler shares: settings, Redis barriers, the catalog, the trigger committer and a
+"""What every request handler shares: settings, Redis coordination, the catalog, the trigger committer and a
 publisher per thread."""
 
 from __future__ import annotations
@@ -7,14 +7,18 @@ import threading
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
+
+from api.readiness import Readiness
 from config.settings import KickoffSettings
+from models.coordination import CoordinationStore
+from models.db import init_database
 from models.history_recorder import recorder
 from publisher.amqp import AmqpPublisher, publisher_from_settings
 from publisher.trigger_saves import TriggerCommitter
+from runs.catalog import load_catalog
 
 if TYPE_CHECKING:
-    from api.readiness import Readiness
-    from models.coordination import CoordinationStore
     from runs.catalog import Catalog
 
 
@@ -45,7 +49,7 @@ class ApiContext:
         doing it here, not on the first start or dispatch request, means the proxy is never
         rebound while other requests use it. The proxy is then bound to these settings.
         """
-        import actors  # noqa: F401  the broker of start messages
+        import actors  # noqa: F401, PLC0415  the broker of start messages: importing it configures the runtime
 
         self.database()
         self.limit_request_threads(self.pool_size or REQUEST_THREADS)
@@ -65,7 +69,6 @@ class ApiContext:
     def database(self) -> None:
         """Bind the model layer to DATABASE_URL through the process's pool (a request thread takes one
         connection on first use and keeps it; a retired thread's connection is reclaimed)."""
-        from models.db import init_database
 
         init_database(
             self.settings.database_url,
@@ -79,7 +82,6 @@ class ApiContext:
     def limit_request_threads(threads: int) -> None:
         """At most ``threads`` request threads at once (anyio's default limiter: sync routes and every
         ``run_in_threadpool``), so the threads never hold more connections than the pool has."""
-        import anyio.to_thread
 
         anyio.to_thread.current_default_thread_limiter().total_tokens = threads
 
@@ -96,33 +98,30 @@ class ApiContext:
     @cached_property
     def readiness(self) -> Readiness[tuple[dict[str, object], int]]:
         """The kept /readyz answer and the AMQP connection its probes reuse."""
-        from api.readiness import Readiness
 
         return Readiness(settings=self.settings)
 
     @cached_property
-    def barriers(self) -> CoordinationStore:
-        """Redis barriers on REDIS_URL (the client's pool is shared by every thread)."""
-        from models.coordination import CoordinationStore
+    def coordination(self) -> CoordinationStore:
+        """The Redis coordination store on REDIS_URL (the client's pool is shared by every thread)."""
 
         return CoordinationStore.from_settings(self.settings)
 
     @cached_property
     def catalog(self) -> Catalog:
         """The job catalog (JOB_CATALOG_PATH), read once."""
-        from runs.catalog import load_catalog
 
         return load_catalog(self.settings.job_catalog_path)
 
     def send_start(self) -> Any:
         """The Dramatiq sender of listener start messages (actors is imported by ``boot``)."""
-        from actors.listeners import send_start
+        from actors.listeners import send_start  # noqa: PLC0415  actors is imported (and configured) by boot
 
         return send_start
 
     def send_backfill(self) -> Any:
         """The Dramatiq sender of archive backfills (the sweep's; actors is imported by ``boot``)."""
-        from actors.archive import send_backfill
+        from actors.archive import send_backfill  # noqa: PLC0415  actors is imported (and configured) by boot
 
         return send_backfill
 

@@ -1,25 +1,60 @@
-"""One mapping from the KickoffError tree to HTTP answers: status code and a JSON body naming the problem."""
+"""The API's and the console's own errors, and the one mapping from the KickoffError tree to HTTP answers:
+status code and a JSON body naming the problem."""
 
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from config.errors import (
-    ErrorKind,
-    InvalidRunParams,
-    KickoffError,
-    PlayByPlayUnusable,
-    ServiceUnavailable,
-    UnknownJob,
-    kind_of,
-)
-from config.settings import URL_IN_TEXT
+from config.errors import ConsoleError, ErrorKind, KickoffError, NotFound, ServiceUnavailable, kind_of
+from config.public_text import public_text
+from lifecycle.errors import PlayByPlayUnusable
+from runs.errors import InvalidRunParams, UnknownJob
 
 logger = logging.getLogger(__name__)
+
+
+# -- the API's and the console's errors ---------------------------------------------------------
+
+
+class ApiKeyNotFound(NotFound):
+    """Raised when no API key has the given id (``kickoff apikeys revoke``)."""
+
+
+class SignInRefused(ConsoleError):
+    """Raised when a presented API key cannot open a console session (unknown, revoked, trigger scope)."""
+
+
+class StreamLimitReached(ConsoleError):
+    """Raised when a live board stream would pass CONSOLE_STREAMS_PER_SESSION or _PER_PROCESS (429)."""
+
+    kind = ErrorKind.LIMITED
+
+
+class KeyNameTaken(KickoffError):
+    """Raised when an API key would get a name another key has (case-insensitively): 409."""
+
+    kind = ErrorKind.CONFLICT
+
+
+class RateLimited(KickoffError):
+    """Raised when an act that calls the provider is asked again too soon (archive verification): 429."""
+
+    kind = ErrorKind.LIMITED
+
+
+class SignInRequired(ConsoleError):
+    """Raised when a console page is asked for without a live session (answered with the sign-in form)."""
+
+    def __init__(self, next_path: str) -> None:
+        super().__init__(f"sign in to see {next_path}")
+        self.next_path = next_path
+
+
+# -- the mapping to HTTP answers ----------------------------------------------------------------
+
 
 #: The HTTP status of each kind of error (the one table; a class declares its kind).
 STATUS_OF: dict[ErrorKind, int] = {
@@ -61,12 +96,9 @@ def console_message(exc: KickoffError) -> str:
     return f"{public_message(exc)} ({NOTICE_OF[kind_of(exc)]})"
 
 
-#: A URL in a message, with the setting it belongs to when named (``AMQP_URL=amqp://...``).
-_URL = re.compile(r"(?:\b([A-Z][A-Z0-9_]*)=)?" + URL_IN_TEXT.pattern)
-
-
 def public_message(exc: KickoffError) -> str:
-    """The message of ``exc`` for a caller: an unreachable service names its setting, no message a URL.
+    """The message of ``exc`` for a caller: an unreachable service names its setting, no message a URL,
+    an address, a virtual host or a path (config.public_text).
 
     The full message (the address masked) is for the server's log.
     """
@@ -74,7 +106,7 @@ def public_message(exc: KickoffError) -> str:
         return f"the feed ({exc.setting}) answered a play-by-play kickoff cannot use"
     if isinstance(exc, ServiceUnavailable):
         return f"cannot reach {exc.service} ({exc.setting})"
-    return _URL.sub(lambda found: found.group(1) or "<address>", str(exc))
+    return public_text(str(exc)) or type(exc).__name__
 
 
 def error_body(exc: KickoffError) -> dict[str, Any]:

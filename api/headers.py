@@ -7,8 +7,8 @@ import uuid
 from fastapi import Request
 
 from api.context import ApiContext
-from config.errors import TriggerValidationError
 from models.audit import Actor, AuditContext
+from publisher.errors import TriggerValidationError
 from publisher.run_context import RUN_ID_HEADER
 from publisher.trace import TRACEPARENT_HEADER, is_valid_traceparent
 

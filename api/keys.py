@@ -16,15 +16,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
+from api.errors import ApiKeyNotFound, KeyNameTaken
 from config.clock import utcnow
-from config.errors import ApiKeyNotFound, ConstraintViolation, KeyNameTaken, TriggerValidationError
+from config.errors import ConstraintViolation
 from config.records import json_fields
 from config.text_rule import text_problem
 from models import api_keys as store
 from models.audit import AuditContext
 from models.boundary import transaction
+from publisher.errors import TriggerValidationError
 
 logger = logging.getLogger(__name__)
 
@@ -138,9 +139,9 @@ def _listed(leagues: tuple[str, ...] | None) -> list[str] | None:
     return None if leagues is None else list(leagues)
 
 
-def _row(row: Any) -> ApiKey:
-    leagues = None if row[5] is None else tuple(row[5])
-    return ApiKey(str(row[0]), row[1], Scope(row[2]), row[3], row[4], leagues)
+def _row(row: store.KeyRow) -> ApiKey:
+    leagues = None if row.leagues is None else tuple(row.leagues)
+    return ApiKey(str(row.id), row.name, Scope(row.scope), row.created_at, row.revoked_at, leagues)
 
 
 def list_keys() -> list[ApiKey]:
@@ -164,7 +165,7 @@ def revoke_key(key_id: str, *, audit: AuditContext | None = None) -> ApiKey:
     with transaction():
         row = store.revoke_key_row(str(key_id), at=utcnow())
         if row is not None and audit is not None:
-            audit.record("apikey.revoke", "apikey", str(row[0]), after={"name": row[1], "scope": row[2]})
+            audit.record("apikey.revoke", "apikey", str(row.id), after={"name": row.name, "scope": row.scope})
     if row is None:
         raise ApiKeyNotFound(f"no API key has id {key_id}")
     logger.info("api key revoked: id=%s", key_id)
@@ -175,6 +176,6 @@ def authenticate(key: str) -> ApiKey | None:
     """The live key ``key`` stands for, or None (unknown or revoked)."""
     digest = hash_key(key)
     found = store.live_key_row_by_hash(digest)
-    if found is None or not hmac.compare_digest(found[1], digest):
+    if found is None or not hmac.compare_digest(found.key_hash, digest):
         return None
-    return _row(found[0])
+    return _row(found.row)

@@ -24,11 +24,23 @@ from prometheus_client import Counter as PromCounter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from config.clock import utcnow
 from config.errors import KickoffError
 from config.set_aside import set_aside_counter
 from lifecycle.archive_verify import verification_failures
+from lifecycle.board import BoardCache, listener_board
+from lifecycle.takeover import BUCKETS, TakeoverPath
 from listener.exit_codes import SUCCESS_CODES
 from models.badges import Badge
+from models.db import release_connection
+from models.execution_log import ExecutionStatus
+from models.listener_record import gap_totals, start_and_failure_counts, takeover_histogram
+from models.match import failed_verification_count
+from models.run_log import RunStatus, run_counts_by_status
+from publisher.outbox import outbox_report
+from publisher.results import set_aside_results
+from publisher.trades import trade_claim_counts
+from runs.publish import dead_outbox_count
 
 if TYPE_CHECKING:
     from api.context import ApiContext
@@ -119,7 +131,6 @@ class SharedStateCollector(Collector):
         self._lock = threading.Lock()
         self._read_at = -math.inf
         self._metrics: list[Metric] = []
-        from lifecycle.board import BoardCache
 
         self._board = BoardCache()
 
@@ -127,7 +138,6 @@ class SharedStateCollector(Collector):
         return []  # collected on demand; nothing to describe at registration
 
     def collect(self) -> Iterator[Metric]:
-        from models.db import release_connection
 
         with self._lock:
             if time.monotonic() - self._read_at >= self.cache_seconds:
@@ -162,11 +172,10 @@ class SharedStateCollector(Collector):
         yield up
 
     def _listeners(self) -> Iterator[Metric]:
-        from lifecycle.board import listener_board
-        from models.listener_record import gap_totals, start_and_failure_counts
-        from models.match import failed_verification_count
 
-        entries = listener_board(settings=self.ctx.settings, barriers=self.ctx.barriers, cache=self._board)
+        entries = listener_board(
+            settings=self.ctx.settings, coordination=self.ctx.coordination, cache=self._board
+        )
         badges = Counter(e.badge for e in entries)
         by_badge = GaugeMetricFamily(
             "kickoff_listeners",
@@ -220,8 +229,6 @@ class SharedStateCollector(Collector):
 
     def _takeovers(self) -> Metric:
         """``kickoff_listener_takeover_seconds`` by path, from the takeover rows (lifecycle.takeover)."""
-        from lifecycle.takeover import BUCKETS, TakeoverPath
-        from models.listener_record import takeover_histogram
 
         family = HistogramMetricFamily(
             "kickoff_listener_takeover_seconds",
@@ -241,7 +248,6 @@ class SharedStateCollector(Collector):
         return family
 
     def _outbox(self) -> Iterator[Metric]:
-        from publisher.outbox import outbox_report
 
         report = outbox_report(dead_limit=0)
         backlog = GaugeMetricFamily(
@@ -259,7 +265,6 @@ class SharedStateCollector(Collector):
             value=report.oldest_pending_age_seconds or 0.0,
         )
         yield GaugeMetricFamily("kickoff_outbox_dead", "Outbox rows marked dead.", value=report.dead)
-        from publisher.results import set_aside_results
 
         results = GaugeMetricFamily(
             "kickoff_action_results",
@@ -271,8 +276,6 @@ class SharedStateCollector(Collector):
         yield results
 
     def _runs(self) -> Iterator[Metric]:
-        from models.run_log import RunStatus, run_counts_by_status
-        from runs.publish import dead_outbox_count
 
         counts = run_counts_by_status()
         runs = GaugeMetricFamily("kickoff_runs", "Job runs in run_log by status.", labels=["status"])
@@ -296,8 +299,6 @@ class SharedStateCollector(Collector):
         )
 
     def _trades(self) -> Iterator[Metric]:
-        from models.execution_log import ExecutionStatus
-        from publisher.trades import trade_claim_counts
 
         counts = trade_claim_counts()
         claims = GaugeMetricFamily(
@@ -310,9 +311,8 @@ class SharedStateCollector(Collector):
         yield claims
 
     def _scheduler(self) -> Iterator[Metric]:
-        from config.clock import utcnow
 
-        newest = self.ctx.barriers.newest_tick_at()
+        newest = self.ctx.coordination.ticks.newest_tick_at()
         yield GaugeMetricFamily(
             "kickoff_scheduler_last_tick_age_seconds",
             "Seconds since the minute slot of the newest tick a scheduler sent (`kickoff check`'s"

@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import jsonschema
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import iter_route_contexts
 from starlette.routing import Match
 
 from api.auth import Need, route_rules
@@ -87,7 +89,6 @@ def _close_pattern_objects(node: Any) -> None:
 
 def allowed_methods(app: Any, scope: dict[str, Any]) -> list[str]:
     """Every method some route serves at the request's path (the Allow header of a 405)."""
-    from fastapi.routing import iter_route_contexts
 
     methods: set[str] = set()
     for context in iter_route_contexts(app.routes):
@@ -99,7 +100,6 @@ def allowed_methods(app: Any, scope: dict[str, Any]) -> list[str]:
 
 def _accepts_no_params(job: Any) -> bool:
     """True when the job's params schema accepts ``{}`` (the body may then leave params out)."""
-    import jsonschema
 
     return jsonschema.Draft202012Validator(dict(job.params_schema)).is_valid({})
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fastapi.routing import iter_route_contexts
+
 from api.auth import COVERS, Need, route_rules
 from api.console import web
 from api.keys import Scope
@@ -68,7 +70,6 @@ def _console_scopes(route: Any) -> frozenset[Scope] | None:
 
 def console_reach_table(app: Any) -> str:
     """| page or form | read | operator | admin | of every console route (trigger keys open no session)."""
-    from fastapi.routing import iter_route_contexts
 
     lines = ["| page or form | read | operator | admin |", "|---|---|---|---|"]
     rows: set[tuple[str, str, str]] = set()

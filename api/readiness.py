@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from publisher.amqp import publisher_from_settings
+
 if TYPE_CHECKING:
     from config.settings import KickoffSettings
     from publisher.amqp import AmqpPublisher
@@ -48,8 +50,6 @@ class Readiness(Generic[T]):
     def publisher(self) -> AmqpPublisher:
         """The probes' publisher on AMQP_URL (only used under the probe lock, so by one thread at a time)."""
         if self._publisher is None:
-            from publisher.amqp import publisher_from_settings
-
             self._publisher = publisher_from_settings(self.settings)
         return self._publisher
 

@@ -22,10 +22,11 @@ from pydantic import (
 )
 
 from config.settings import KickoffSettings, MatchListenerEnvironment
+from lifecycle.board import BoardEntry
 from lifecycle.bulk import ACTIONS as BULK_ACTIONS
 from lifecycle.bulk import BADGES as BULK_BADGES
 from lifecycle.bulk import STATUSES as BULK_STATUSES
-from lifecycle.start import RUN_NUMBER_BOUNDS, RUN_SETTINGS
+from lifecycle.listener_run import RUN_NUMBER_BOUNDS, RUN_SETTINGS
 from publisher.queues import TRADE_QUEUES
 from publisher.trade_reconcile import Resolution
 from publisher.trigger_requests import (  # noqa: F401 (the shared types, also for the other bodies)
@@ -121,6 +122,11 @@ class DecisionBody(Body):
 
 class DecisionRetryBody(Body):
     decision_key: Id | None = Field(None, description="Claim key (default: the trade id).")
+    league_id: Id | None = Field(
+        None,
+        description="The league whose decision it is (a key is claimed once per league); needed only when"
+        " more than one league the key may act on claimed it.",
+    )
 
 
 class CounterBody(Body):
@@ -142,6 +148,11 @@ class ReconcileBody(Body):
         "same message id; cancel: never send it (its key stays claimed)."
     )
     reason: Reason | None = Field(None, description="Why (optional; kept in the audit log).")
+    league_id: Id | None = Field(
+        None,
+        description="The claim's league (a key is claimed once per league); needed only when more than one"
+        " league claimed the key.",
+    )
 
 
 class ApiKeyBody(Body):
@@ -296,6 +307,16 @@ class ArchiveVerificationAnswer(BaseModel):
     )
     differing: list[str] = Field(description="Event ids held in another version than the play-by-play's.")
     events: int = Field(description="Events the play-by-play lists.")
+
+
+class ListenerBoardAnswer(BaseModel):
+    """The listener board (as `kickoff listeners status --json`): one entry per match, its newest run's
+    badge, gaps and archive verification, and ``degraded`` while the open run's event log writing is
+    behind (lifecycle.board ``BoardEntry``, the one declaration of an entry's fields)."""
+
+    at: str = Field(description="When the board was read (UTC, ISO 8601 to the second).")
+    count: int = Field(description="Entries in matches.")
+    matches: list[BoardEntry] = Field(description="The entries, by league and sr_id.")
 
 
 #: A bulk action's confirm token (lifecycle.bulk: ``secrets.token_urlsafe(32)``).

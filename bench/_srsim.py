@@ -18,13 +18,15 @@ def write_games(
     event_count: int,
     is_test: bool = False,
     spread: float = 1.0,
+    league: str = "mlb",
 ) -> Path:
-    """Write an srsim script: one mlb game per id, kick-offs spread over ``spread`` s from ``start_after``."""
+    """Write an srsim script: one ``league`` game per id, kick-offs spread over ``spread`` s from
+    ``start_after``."""
     n = len(sr_ids)
     games = [
         {
             "sr_id": sr_id,
-            "league": "mlb",
+            "league": league,
             "is_test": is_test,
             "start_after": start_after + spread * k / n,
             "event_interval": event_interval,

@@ -283,3 +283,10 @@ def verdict_lines(result: Mapping[str, Any]) -> str:
 
 def _plain(value: object) -> bool:
     return value is None or isinstance(value, str | int | float | bool | list)
+
+
+#: The goals both density benches share (issue 4): a listener's memory and its worker's CPU.
+DENSITY_GOALS = (
+    Goal("per_listener_kb", 1024, at_most=True, unit="KB", source="issue 4: <= 1 MB each (worst size)"),
+    Goal("cpu_pct", 50, at_most=True, unit="%", source="issue 4: <= 50 % of one core (worst size)"),
+)

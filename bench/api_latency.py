@@ -20,11 +20,17 @@ Matches board (issue 40; --matches-viewers M: M of them):
      viewer's) with the load average. A viewer whose stream dies, or that receives nothing while
      the loaded triggers run, fails the run (it no longer costs what a viewer costs).
 
+With --tracing (issue 41) it starts two servers, tracing off and on (spans dropped), and measures
+them in turns over --rounds rounds: the one-client p50, triggers/s with 32 clients and each server's
+CPU per trigger, judged on the medians of the rounds' on / off ratios.
+
 Run: .venv/bin/python bench/api_latency.py [--requests N] [--clients C] [--total T] [--workers W]
      .venv/bin/python bench/api_latency.py --viewers 50 --scrapers 4 --board 5000 [--seconds S]
+     .venv/bin/python bench/api_latency.py --tracing [--rounds R] [--requests N] [--total T]
 Goals (issue 14): HTTP p50 within 1.5 ms of the library call; >= 800 triggers/s with 32 clients.
 Goals (issue 24): with V viewers and the scrapers, trigger p99 <= 2 x idle p99; the streams'
 transactions with V viewers <= 2 x one viewer's.
+Goals (issue 41): tracing on / off, medians of the rounds: HTTP p50 <= 1.05 x, triggers/s >= 0.95 x.
 """
 
 from __future__ import annotations
@@ -33,10 +39,13 @@ import argparse
 import http.client
 import json
 import logging
+import os
+import statistics
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -172,6 +181,7 @@ def _many_clients(url: str, key: str, clients: int, total: int) -> dict[str, flo
         "clients": clients,
         "total": total,
         "triggers_per_s": done / elapsed,
+        "seconds": elapsed,
         "load_unpublished": len(failures),
     }
 
@@ -190,8 +200,12 @@ def main() -> int:
         "--tracing",
         action="store_true",
         help="Issue 41: the trigger with tracing off and on (an OTLP exporter whose collector is "
-        "unreachable: spans dropped), in turns; judged on the on/off ratios of HTTP p50 and triggers/s.",
+        "unreachable: spans dropped), two servers taking turns in --rounds rounds; judged on the "
+        "medians of the rounds' on/off ratios of HTTP p50 and triggers/s (the servers' CPU per trigger "
+        "printed beside them). --requests: one-client triggers per server per round; --total: load "
+        "triggers per server over all rounds.",
     )
+    parser.add_argument("--rounds", type=int, default=6, help="Rounds of --tracing (each gives its ratios).")
     parser.add_argument(
         "--matches-viewers",
         type=int,
@@ -199,7 +213,7 @@ def main() -> int:
         help="Of the viewers, how many watch the Matches board (default: half of them).",
     )
     args = parser.parse_args()
-    for name in ("requests", "clients", "total", "workers", "board"):
+    for name in ("requests", "clients", "total", "workers", "board", "rounds"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
     if args.viewers < 0 or args.scrapers < 0 or args.seconds <= 0 or args.board < 20:
@@ -210,7 +224,7 @@ def main() -> int:
     with BENCH.output(args):
         if args.tracing:
             figures = _tracing_overhead(args)
-            skipped = ("unpublished", *TRIGGER_GOALS, *VIEWER_GOALS)
+            skipped = (*TRIGGER_GOALS, *VIEWER_GOALS)
             return BENCH.finish(args, figures, variant="tracing", skipped=skipped)
         figures = measure(args)
         skipped = (*(TRIGGER_GOALS if args.viewers else VIEWER_GOALS), *TRACING_GOALS)
@@ -255,60 +269,196 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
             proc.wait(timeout=30)
 
 
-def _tracing_overhead(args: argparse.Namespace) -> dict[str, object]:
-    """Issue 41's figures: the trigger's HTTP p50 and triggers/s with tracing off and on.
+#: PostgreSQL connections of each of --tracing's two servers (the same for both): two servers with
+#: the default 40 each beside other work on a shared PostgreSQL ran it out of connections ("too many
+#: clients"), failing the triggers of whichever server asked second.
+TRACING_POOL = 16
+#: One-client requests per server discarded before the first round (connections, caches, JIT-free warm-up).
+WARMUP = 20
 
-    Both servers run at once and take turns (one client alternates its requests between them; the
-    load runs alternate rounds), so a busy machine weighs on both alike.
+
+def _tracing_overhead(args: argparse.Namespace) -> dict[str, object]:
+    """Issue 41's figures: the trigger's HTTP p50 and triggers/s with tracing on over tracing off.
+
+    Both servers run at once and take turns, in ``--rounds`` rounds. A round: one client alternates
+    ``--requests`` triggers between them (each server going first every other request), then
+    ``--clients`` clients send each server ``--total / --rounds`` triggers in two halves, the servers
+    in turn off, on, on, off (every other round on, off, off, on). Each round gives an on / off ratio
+    of the p50, of the triggers/s and of the server's CPU per trigger (every thread, user + system,
+    from /proc: the machine's other load weighs on it far less than on the times); the figures are
+    the medians of the rounds' ratios, so a round that a burst of other work fell on moves them little.
     """
-    global _TAG
     from bench._setup import tracing_env
 
     with bench_environment() as settings:
         _, key = create_key(name="bench", scope=Scope.TRIGGER)
-        base = {"DATABASE_URL": settings.database_url, "AMQP_URL": settings.amqp_url, "LOG_LEVEL": "WARNING"}
-        servers = {mode: serve_api({**base, **tracing_env(mode == "on")}) for mode in ("off", "on")}
+        base = {
+            "DATABASE_URL": settings.database_url,
+            "AMQP_URL": settings.amqp_url,
+            "LOG_LEVEL": "WARNING",
+            "DATABASE_POOL_MAX_CONNECTIONS": str(TRACING_POOL),
+        }
+        servers = {mode: serve_api({**base, **tracing_env(mode == "on")}) for mode in MODES}
         try:
-            headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-            conns = {
-                m: http.client.HTTPConnection(urlsplit(u).hostname, urlsplit(u).port)
-                for m, (_, u) in servers.items()
-            }
-            times: dict[str, list[float]] = {"off": [], "on": []}
-            for i in range(args.requests + 20):
-                for mode, conn in conns.items():
-                    start = time.perf_counter()
-                    conn.request(
-                        "POST", "/v1/trigger/lineup", body=json.dumps(_body(i, f"1{mode}")), headers=headers
-                    )
-                    answer = conn.getresponse()
-                    text = answer.read()
-                    if answer.status != 202:
-                        raise SystemExit(
-                            f"tracing {mode}: a trigger answered {answer.status}: {text[:200]!r}"
-                        )
-                    if i >= 20:
-                        times[mode].append((time.perf_counter() - start) * 1000)
-            rates: dict[str, list[float]] = {"off": [], "on": []}
-            for round_ in range(4):
-                for mode, (_, url) in servers.items():
-                    _TAG = f"r{round_}{mode}"
-                    load = _many_clients(url, key, args.clients, args.total // 4)
-                    rates[mode].append(load["triggers_per_s"])
+            clients = {mode: _Client(url, key) for mode, (_, url) in servers.items()}
+            _alternate(clients, range(-WARMUP, 0))  # warm-up (its unpublished ones do not count)
+            rounds = [_tracing_round(n, servers, clients, key, args) for n in range(args.rounds)]
+            for client in clients.values():
+                client.close()
         finally:
             for proc, _ in servers.values():
                 proc.terminate()
                 proc.wait(timeout=30)
-    p50 = {m: percentile(t, 50) for m, t in times.items()}
-    rate = {m: sum(r) / len(r) for m, r in rates.items()}
-    print(f"tracing on / off: HTTP p50 {p50['on']:.2f} / {p50['off']:.2f} ms")
-    print(f"tracing on / off: {rate['on']:.0f} / {rate['off']:.0f} published triggers/s")
-    return {
-        "http_p50_ms_by_tracing": p50,
-        "triggers_per_s_by_tracing": rate,
-        "tracing_p50_ratio": p50["on"] / p50["off"],
-        "tracing_rate_ratio": rate["on"] / rate["off"],
+    return _tracing_figures(rounds)
+
+
+#: The two servers of --tracing, by the mode of their tracing.
+MODES = ("off", "on")
+
+
+class _Client:
+    """One keep-alive connection to a server, sending triggers and timing them."""
+
+    def __init__(self, url: str, key: str) -> None:
+        self.url = url
+        self.headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        self.conn = self.connect()
+
+    def connect(self) -> http.client.HTTPConnection:
+        """A new connection, open (a round's first trigger does not time a TCP handshake)."""
+        parts = urlsplit(self.url)
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        conn.connect()
+        return conn
+
+    def reconnect(self) -> None:
+        """Anew: the server closes a connection idle for its keep-alive timeout (the load ran meanwhile)."""
+        self.conn.close()
+        self.conn = self.connect()
+
+    def trigger(self, body: dict[str, object]) -> float | None:
+        """Send one trigger; its milliseconds, None when it was not published (printed)."""
+        start = time.perf_counter()
+        self.conn.request("POST", "/v1/trigger/lineup", body=json.dumps(body), headers=self.headers)
+        answer = self.conn.getresponse()
+        text = answer.read()
+        elapsed = (time.perf_counter() - start) * 1000
+        if not published(answer.status, text):
+            print(f"  not published by {self.url}: {answer.status} {text[:160]!r}")
+            return None
+        return elapsed
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _alternate(clients: dict[str, _Client], numbers: range) -> tuple[dict[str, list[float]], int]:
+    """One trigger to each server per number, the one going first alternating: the published ones'
+    times by mode, and how many were not published."""
+    times: dict[str, list[float]] = {mode: [] for mode in clients}
+    unpublished = 0
+    for i in numbers:
+        for mode in MODES if i % 2 == 0 else MODES[::-1]:
+            took = clients[mode].trigger(_body(i, f"1{mode}"))
+            if took is None:
+                unpublished += 1
+            else:
+                times[mode].append(took)
+    return times, unpublished
+
+
+def _tracing_round(
+    n: int,
+    servers: dict[str, tuple[object, str]],
+    clients: dict[str, _Client],
+    key: str,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Round ``n``: the one-client p50 and CPU per trigger, then triggers/s and CPU per trigger under load."""
+    global _TAG
+    procs = {mode: proc for mode, (proc, _) in servers.items()}
+    for client in clients.values():
+        client.reconnect()
+    cpu_before = {mode: _cpu_seconds(proc) for mode, proc in procs.items()}
+    times, unpublished = _alternate(clients, range(n * args.requests, (n + 1) * args.requests))
+    one_cpu = {mode: (_cpu_seconds(p) - cpu_before[mode]) / args.requests for mode, p in procs.items()}
+    half = max(args.total // args.rounds // 2, 1)
+    seconds = dict.fromkeys(MODES, 0.0)
+    done = dict.fromkeys(MODES, 0)
+    load_cpu = dict.fromkeys(MODES, 0.0)
+    # off, on, on, off (every other round on, off, off, on): a machine growing busier or quieter during
+    # the round weighs on both alike, and neither always finds PostgreSQL busy with the other's commits
+    for part, mode in enumerate(MODES + MODES[::-1] if n % 2 == 0 else MODES[::-1] + MODES):
+        _TAG = f"r{n}{mode}{part}"
+        before = _cpu_seconds(procs[mode])
+        load = _many_clients(servers[mode][1], key, args.clients, half)
+        unpublished += load["load_unpublished"]
+        done[mode] += half - load["load_unpublished"]
+        seconds[mode] += load["seconds"]
+        load_cpu[mode] += (_cpu_seconds(procs[mode]) - before) / (2 * half)
+    rate = {mode: done[mode] / seconds[mode] for mode in MODES}
+    figures = {
+        "http_p50_ms": {mode: percentile(t, 50) for mode, t in times.items()},
+        "triggers_per_s": rate,
+        "cpu_ms_per_trigger": {mode: c * 1000 for mode, c in one_cpu.items()},
+        "load_cpu_ms_per_trigger": {mode: c * 1000 for mode, c in load_cpu.items()},
     }
+    ratios = {name: by_mode["on"] / by_mode["off"] for name, by_mode in figures.items()}
+    print(
+        f"round {n + 1}/{args.rounds}: on / off  p50 {ratios['http_p50_ms']:.3f}  "
+        f"triggers/s {ratios['triggers_per_s']:.3f}  CPU per trigger {ratios['cpu_ms_per_trigger']:.3f} "
+        f"(one client), {ratios['load_cpu_ms_per_trigger']:.3f} (loaded)   load average "
+        f"{os.getloadavg()[0]:.1f}"
+    )
+    return {**figures, "ratio": ratios, "unpublished": unpublished}
+
+
+def _tracing_figures(rounds: list[dict[str, Any]]) -> dict[str, object]:
+    """The medians of the rounds' figures and of their on / off ratios."""
+
+    def median_of(name: str, mode: str) -> float:
+        return statistics.median(r[name][mode] for r in rounds)
+
+    names = ("http_p50_ms", "triggers_per_s", "cpu_ms_per_trigger", "load_cpu_ms_per_trigger")
+    medians = {name: {mode: median_of(name, mode) for mode in MODES} for name in names}
+    ratios = {name: median_of("ratio", name) for name in names}
+    spread = {name: [round(r["ratio"][name], 3) for r in rounds] for name in names}
+    print(f"medians of {len(rounds)} rounds (on / off):")
+    print(
+        f"  HTTP p50 {medians['http_p50_ms']['on']:.2f} / {medians['http_p50_ms']['off']:.2f} ms: "
+        f"ratio {ratios['http_p50_ms']:.3f} (rounds {spread['http_p50_ms']})"
+    )
+    print(
+        f"  {medians['triggers_per_s']['on']:.0f} / {medians['triggers_per_s']['off']:.0f} published "
+        f"triggers/s: ratio {ratios['triggers_per_s']:.3f} (rounds {spread['triggers_per_s']})"
+    )
+    for name, what in (("cpu_ms_per_trigger", "one client"), ("load_cpu_ms_per_trigger", "loaded")):
+        print(
+            f"  server CPU per trigger, {what}: {medians[name]['on']:.2f} / {medians[name]['off']:.2f} ms: "
+            f"ratio {ratios[name]:.3f} (rounds {spread[name]})"
+        )
+    unpublished = sum(int(r["unpublished"]) for r in rounds)
+    print(f"  not published: {unpublished} triggers (goal 0; issue 36)")
+    return {
+        "unpublished": unpublished,
+        "rounds": len(rounds),
+        "http_p50_ms_by_tracing": medians["http_p50_ms"],
+        "triggers_per_s_by_tracing": medians["triggers_per_s"],
+        "cpu_ms_per_trigger_by_tracing": medians["cpu_ms_per_trigger"],
+        "load_cpu_ms_per_trigger_by_tracing": medians["load_cpu_ms_per_trigger"],
+        "tracing_p50_ratio": ratios["http_p50_ms"],
+        "tracing_rate_ratio": ratios["triggers_per_s"],
+        "tracing_cpu_ratio": ratios["cpu_ms_per_trigger"],
+        "tracing_load_cpu_ratio": ratios["load_cpu_ms_per_trigger"],
+        "round_ratios": spread,
+    }
+
+
+def _cpu_seconds(proc: object) -> float:
+    """User and system CPU seconds of process ``proc`` (a Popen) so far, every thread."""
+    import psutil
+
+    return sum(psutil.Process(proc.pid).cpu_times()[:2])  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":

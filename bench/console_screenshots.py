@@ -253,12 +253,12 @@ def shoot(args: argparse.Namespace) -> None:
                 stdout=log,
                 stderr=log,
             )
-        barriers = CoordinationStore.from_settings(
+        coordination = CoordinationStore.from_settings(
             settings.model_copy(update={"redis_key_prefix": env["REDIS_KEY_PREFIX"]})
         )
 
         def rollup() -> None:
-            rollup_history(settings=settings, barriers=barriers, queues=TRIGGER_QUEUES, now=utcnow())
+            rollup_history(settings=settings, coordination=coordination, queues=TRIGGER_QUEUES, now=utcnow())
             database.close()
 
         try:

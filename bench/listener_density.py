@@ -31,15 +31,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._setup import density_figures, sample
 from bench._srsim import start_sim, write_games
-from bench._verdict import Bench, Goal
+from bench._verdict import DENSITY_GOALS, Bench, Goal
 
 HEARTBEAT_S = 5.0
 BENCH = Bench(
     "listener_density",
     __doc__,
     [
-        Goal("per_listener_kb", 1024, at_most=True, unit="KB", source="issue 4: <= 1 MB each (worst size)"),
-        Goal("cpu_pct", 50, at_most=True, unit="%", source="issue 4: <= 50 % of one core (worst size)"),
+        *DENSITY_GOALS,
         Goal("not_alive", 0, at_most=True, unit="listeners", source="issue 4: every listener runs"),
         Goal("hb_lag_p99_ms", 1000, at_most=True, unit="ms", source="issue 4: heartbeats on time"),
     ],

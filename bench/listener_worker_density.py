@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._setup import density_figures, free_port, sample
 from bench._srsim import write_games
-from bench._verdict import Bench, Goal
+from bench._verdict import DENSITY_GOALS, Bench, Goal
 from cli.processes import ChildProcess, dramatiq_worker_argv
 
 HEARTBEAT_INTERVAL = 5.0
@@ -42,8 +42,7 @@ BENCH = Bench(
     "listener_worker_density",
     __doc__,
     [
-        Goal("per_listener_kb", 1024, at_most=True, unit="KB", source="issue 4: <= 1 MB each (worst size)"),
-        Goal("cpu_pct", 50, at_most=True, unit="%", source="issue 4: <= 50 % of one core (worst size)"),
+        *DENSITY_GOALS,
         Goal("not_running", 0, at_most=True, unit="matches", source="issue 4: every match runs"),
         Goal("hb_lag_max_s", HEARTBEAT_INTERVAL, at_most=True, unit="s", source="issue 4: on time"),
     ],
@@ -144,7 +143,7 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
         from actors.listeners import send_start, send_starts
         from lifecycle.dispatch import dispatch_upcoming_match_listeners
 
-        barriers = CoordinationStore.from_settings(settings)
+        coordination = CoordinationStore.from_settings(settings)
         t_dispatch = time.monotonic()
         # Matches enter the dispatch window in waves of WAVE per second, as kick-offs are spread out;
         # one wave of N at once would open N PostgreSQL connections in the start path (max_connections).
@@ -167,7 +166,7 @@ def run(n: int, warmup: float, window: float, tmp: Path) -> dict:
                 within_minutes=60,
                 is_test=True,
                 settings=settings,
-                barriers=barriers,
+                coordination=coordination,
                 send=send_start,
                 send_batch=send_starts,
             )

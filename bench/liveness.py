@@ -28,6 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from psycopg2.extensions import make_dsn
+
 from bench._setup import percentile
 from bench._verdict import Bench, Goal
 
@@ -42,7 +44,7 @@ import sys, time
 from models.coordination import CoordinationStore, connect_redis
 url, prefix, lease = sys.argv[1:4]
 store = CoordinationStore(connect_redis(url), prefix=prefix, url=url)
-signal = store.liveness_subscription(lease)
+signal = store.locks.liveness_subscription(lease)
 print("held", flush=True)
 time.sleep(3600)
 """
@@ -121,11 +123,11 @@ def judge_cost(url: str, prefix: str, n: int, *, calls: int = 50) -> dict[str, f
         held[0].subscribe(*channels[i : i + 500])
     while held[0].get_message(timeout=0.5) is not None:
         pass
-    store.judge_worker_leases(leases, grace_seconds=0.3, ttl_seconds=8)
+    store.locks.judge_worker_leases(leases, grace_seconds=0.3, ttl_seconds=8)
     cpu0 = _redis_cpu(store)
     began = time.perf_counter()
     for _ in range(calls):
-        store.judge_worker_leases(leases, grace_seconds=0.3, ttl_seconds=8)
+        store.locks.judge_worker_leases(leases, grace_seconds=0.3, ttl_seconds=8)
     took = (time.perf_counter() - began) / calls * 1000
     cpu = (_redis_cpu(store) - cpu0) / calls * 1000
     for pubsub in held:
@@ -151,7 +153,9 @@ def main() -> int:
 
         settings = load_listener_settings(_env_file=None)
         prefix = f"kickoffbench:liveness:{uuid.uuid4().hex[:8]}:"
-        dsn = settings.database_url
+        # An advisory lock needs a server, not kickoff's tables: the server's maintenance database
+        # (DATABASE_URL's own may not be created yet on a fresh machine).
+        dsn = make_dsn(settings.database_url, dbname="postgres")
         redis_ms = [redis_death(settings.redis_url, prefix) * 1000 for _ in range(args.kills)]
         pg_ms = [pg_death(dsn) * 1000 for _ in range(args.kills)]
         cost = {n: judge_cost(settings.redis_url, prefix, int(n)) for n in args.leases.split(",")}

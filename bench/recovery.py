@@ -16,10 +16,18 @@ kill waits until it is older, as a production Redis's is.
 Every figure comes from srsim's record of each stream connection (``/_srsim/connections``:
 opened, closed, and when live data, a live event or a heartbeat, was first and last sent on it):
 
-* Kills: each kill SIGKILLs the worker running a match; its seconds are from the kill to the next
-  live byte on a new connection of every match the worker ran; then a replacement starts. The
-  worker's liveness signal ends with it (lifecycle.liveness). Goals (issue 37): p50 <= 0.5 s,
-  p99 <= 1.5 s.
+* Kills: each kill SIGKILLs the worker running a match; per match the worker ran, its seconds are
+  from the kill to the match's next live byte on a new connection (the goals' figures, over every
+  kill and match: ``kill_to_live_per_match_s``; the last match of each kill, ``kill_to_live_s``, is
+  printed too); then a replacement starts, and the next kill comes once it has been up
+  ``--standby-up`` seconds (5: a fleet's standby was up long before a worker dies; 0: a kill right
+  after the replacement booted, a deploy racing a crash). The worker's liveness signal ends with it
+  (lifecycle.liveness). Goals (issue 37): p50 <= 0.5 s, p99 <= 1.5 s. Each match's takeover is cut
+  into segments (bench._takeover ``takeover_segments``: the death seen and its rows closed, the
+  successor's row written, its connection opened, the feed's next live event), and
+  ``kill_to_connected_s`` is the kill to the new connection (a resumed one gets the missed events at
+  once, as replays: srsim counts them as no live data, so the figures wait for the feed's next event
+  too, 0.25 s on average at 2 events/s).
 * ``--pauses``: each SIGSTOPs the worker running a match until every match it ran streams on a new
   connection (its lease lapses: its connections stay open), then SIGCONTs it (it fences itself and
   lives on, without a replacement). Its seconds: from the SIGSTOP to that live byte. Goal (issue
@@ -27,9 +35,12 @@ opened, closed, and when live data, a live event or a heartbeat, was first and l
   so a pause's "gap" is no overlap of recording streams: the fencing token decides (not counted).
 * Hand-offs: each SIGTERMs the worker running a match while the other one is up; per match, the
   seconds without live data are the new connection's first live byte minus the old connection's
-  last one. Goals: at most 1 s (docs/lifecycle.md), p99 <= 0 s (issue 37: a deploy leaves no
-  second without live data). A negative gap is an overlap (two connections of one match sent live
-  data at once) and fails the run, as does one after a kill.
+  last one, none when the old connection was still open at the new one's first live byte (the old
+  run keeps its stream until then, lifecycle.runtime): then the gap is negative, the overlap of the
+  two. Goals: at most 1 s (docs/lifecycle.md), p99 <= 0 s (issue 37: a deploy leaves no second
+  without live data). Two connections live at once after a kill fail the run (``overlaps``).
+* Recording overlaps: events of the matches' event logs logged under an older fencing token after
+  one under a newer token (two runs recording at once; the fence refuses that). Goal: 0.
 * Events lost: the event ids srsim sent from the moment every match first streamed to the moment
   every match streamed again after the last stop, minus those in the match's archive
   ``{DATA_DIR}/listener/mlb/{shortcode}.json`` (waited for up to a minute, so a backfill can fill
@@ -56,7 +67,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._setup import ADMIN_DB, percentile
 from bench._srsim import start_sim, write_games
-from bench._takeover import Takeover, events_lost, last_live_of_old, live_since, sim_sessions
+from bench._takeover import (
+    SEGMENTS,
+    Takeover,
+    events_lost,
+    handoff_gap,
+    live_since,
+    new_connections,
+    old_streams_end,
+    recording_overlaps,
+    sim_sessions,
+    takeover_segments,
+)
 from bench._verdict import Bench, Goal
 from cli.processes import ChildProcess, dramatiq_worker_argv
 
@@ -75,7 +97,20 @@ BENCH = Bench(
             unit="s",
             source="docs/lifecycle.md: hand-off without live data",
         ),
-        Goal("overlaps", 0, at_most=True, unit="takeovers", source="issue 36: overlap is a failure"),
+        Goal(
+            "overlaps",
+            0,
+            at_most=True,
+            unit="takeovers",
+            source="issue 36: overlap after a kill is a failure",
+        ),
+        Goal(
+            "recording_overlaps",
+            0,
+            at_most=True,
+            unit="events",
+            source="issue 37: never two recording streams (the event log's fencing tokens)",
+        ),
         Goal("events_lost", 0, at_most=True, unit="events", source="issue 21: every event recorded"),
     ],
 )
@@ -113,9 +148,23 @@ def stop_gracefully(child: ChildProcess) -> None:
     child.close()
 
 
+#: When each listener worker (by pid) said it was ready, ``time.monotonic()``.
+READY_AT: dict[int, float] = {}
+
+
 def listener_worker(env: dict[str, str], log: Path) -> ChildProcess:
     cmd = dramatiq_worker_argv("match_listeners", threads=8)
-    return start_proc(cmd, log, env, ready=True)
+    child = start_proc(cmd, log, env, ready=True)
+    READY_AT[child.proc.pid] = time.monotonic()
+    return child
+
+
+def wait_standbys_up(workers: list[ChildProcess], victim: ChildProcess, seconds: float) -> None:
+    """Wait until every worker but ``victim`` has been ready for ``seconds``."""
+    others = [READY_AT.get(w.proc.pid, 0.0) for w in workers if w is not victim]
+    wait = max((at + seconds for at in others), default=0.0) - time.monotonic()
+    if wait > 0:
+        time.sleep(wait)
 
 
 def _query(sql: str, params: tuple = ()) -> list[tuple]:
@@ -140,10 +189,10 @@ def wait_epoch_judged() -> None:
     from models.coordination import CoordinationStore
 
     settings = load_listener_settings(_env_file=None)
-    barriers = CoordinationStore.from_settings(settings)
+    coordination = CoordinationStore.from_settings(settings)
     window = settings.listener_worker_lease_seconds * 1.25 + 1
     while True:
-        age = barriers.live_worker_leases([])[1]
+        age = coordination.locks.live_worker_leases([])[1]
         if age is not None and age >= window + 1:
             return
         time.sleep(0.5)
@@ -188,6 +237,7 @@ def stop_loop(
     graceful: bool = False,
     workers: list,
     pause: bool = False,
+    standby_up: float = 0.0,
 ) -> list[Takeover]:
     """Stop the host of a match ``stops`` times (SIGKILL, SIGTERM with ``graceful``, SIGSTOP then
     SIGCONT with ``pause``), each time timing the takeover from srsim's side, then starting a
@@ -198,7 +248,8 @@ def stop_loop(
         rows = wait_rows(games.ids, timeout=timeout)
         victim = host_of(rows[games.ids[k % len(games.ids)]][1], workers)
         victims = [games.sr_of[m] for m in games.ids if host_of(rows[m][1], workers) is victim]
-        stopped_at = time.monotonic()
+        wait_standbys_up(workers, victim, standby_up)
+        stopped_at, stopped_wall = time.monotonic(), time.time()
         if pause:
             os.killpg(victim.proc.pid, signal.SIGSTOP)
         elif graceful:
@@ -210,7 +261,7 @@ def stop_loop(
         finally:
             if pause:
                 os.killpg(victim.proc.pid, signal.SIGCONT)
-        last = last_live_of_old(games.sim_url, victims, stopped_at, timeout=60)
+        ends = old_streams_end(games.sim_url, victims, stopped_at, timeout=60)
         if pause:
             pass  # it lives on: it fenced its runs and takes new starts
         elif graceful:
@@ -223,17 +274,80 @@ def stop_loop(
             kind,
             len(victims),
             max(first.values()) - stopped_at,
-            [first[sr] - last[sr] for sr in victims if sr in last],
+            [
+                handoff_gap(first[sr], *ends[sr]) if graceful else first[sr] - ends[sr][0]
+                for sr in victims
+                if sr in ends
+            ],
+            [first[sr] - stopped_at for sr in victims],
         )
+        if kind == "kill":
+            took.segments = kill_segments(games, rows, victims, stopped_at, stopped_wall)
         out.append(took)
         print(
             f"  {kind} {k + 1}/{stops}: {took.matches} matches live again after {took.seconds:.2f} s "
-            f"(without live data: {', '.join(f'{g:.2f}' for g in took.gaps)} s)",
+            f"(without live data: {', '.join(f'{g:.2f}' for g in took.gaps)} s)"
+            + "".join(
+                f"\n    {' + '.join(f'{name} {seg[name]:.2f}' for name in SEGMENTS)} s"
+                for seg in took.segments
+            ),
             flush=True,
         )
         if not pause:
             workers.append(listener_worker(env, logdir / f"w{TAG}-{time.monotonic_ns()}.log"))
     return out
+
+
+def kill_segments(
+    games: Games, before: dict[str, tuple[str, int]], victims: list[str], killed_at: float, killed_wall: float
+) -> list[dict[str, float]]:
+    """Per match of a kill: its takeover cut into segments (bench._takeover ``takeover_segments``), from
+    the rows it had before the kill and after, and srsim's new connection."""
+    conns = new_connections(games.sim_url, victims, killed_at)
+    by_sr = {sr: m for m, sr in games.sr_of.items()}
+    ids = [by_sr[sr] for sr in victims]
+    found = _query(
+        "SELECT id::text, match_id::text, extract(epoch FROM created_at)::float8,"
+        " extract(epoch FROM ended_at)::float8 FROM match_listener_records WHERE match_id = ANY(%s::uuid[])",
+        (ids,),
+    )
+    out = []
+    for sr in victims:
+        match_id = by_sr[sr]
+        old = next((end for rid, m, _, end in found if rid == before[match_id][0]), None)
+        created = [at for _, m, at, _ in found if m == match_id and at >= killed_wall]
+        if old is None or not created or sr not in conns:
+            continue
+        out.append(
+            takeover_segments(
+                killed_at=killed_at,
+                killed_wall=killed_wall,
+                old_closed_wall=old,
+                new_created_wall=min(created),
+                connection=conns[sr],
+            )
+        )
+    return out
+
+
+#: ``kickoff``'s exit status when a service did not answer (config.errors: unavailable, retry).
+EXIT_UNAVAILABLE = 5
+
+
+def enqueue_dispatch(env: dict[str, str], *, attempts: int = 10) -> None:
+    """``kickoff enqueue dispatch_upcoming_match_listeners``, again while a service does not answer (the
+    shared PostgreSQL of a loaded box at its connection limit), a second apart."""
+    for attempt in range(attempts):
+        done = subprocess.run(
+            [str(BIN / "kickoff"), "enqueue", "dispatch_upcoming_match_listeners"],
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
+        if done.returncode != EXIT_UNAVAILABLE or attempt == attempts - 1:
+            done.check_returncode()
+            return
+        time.sleep(1)
 
 
 def create_matches(n: int, league_name: str) -> dict[str, str]:
@@ -261,10 +375,10 @@ def stop_matches(match_ids: list[str]) -> None:
     from models.db import database
 
     settings = load_listener_settings(_env_file=None)
-    barriers = CoordinationStore.from_settings(settings)
+    coordination = CoordinationStore.from_settings(settings)
     try:
         for match_id in match_ids:
-            stop_match_listener(match_id, settings=settings, barriers=barriers, stopped_by="bench")
+            stop_match_listener(match_id, settings=settings, coordination=coordination, stopped_by="bench")
     finally:
         database.close()
 
@@ -279,6 +393,7 @@ def scenario(
     pauses: int = 0,
     logdir: Path,
     name: str,
+    standby_up: float = 0.0,
 ) -> dict[str, object]:
     """Matches on srsim with the real body, two listener workers, the stops; figures (takeovers,
     events lost)."""
@@ -297,20 +412,16 @@ def scenario(
     workers = [listener_worker(senv, logdir / f"w{TAG}-{time.monotonic_ns()}.log") for _ in range(2)]
     try:
         began = time.monotonic()
-        subprocess.run(
-            [str(BIN / "kickoff"), "enqueue", "dispatch_upcoming_match_listeners"],
-            env=senv,
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
+        enqueue_dispatch(senv)
         live_since(sim_url, list(games_by_id.values()), 0.0, timeout=180)
         print(
             f"{name}: every match streams ({time.monotonic() - began:.1f} s after the dispatch)", flush=True
         )
         first = {sr: s["position"] for sr, s in sim_sessions(sim_url).items()}
         wait_epoch_judged()
-        takeovers = stop_loop(kills, games, senv, logdir, timeout=300, graceful=False, workers=workers)
+        takeovers = stop_loop(
+            kills, games, senv, logdir, timeout=300, graceful=False, workers=workers, standby_up=standby_up
+        )
         takeovers += stop_loop(pauses, games, senv, logdir, timeout=120, pause=True, workers=workers)
         takeovers += stop_loop(handoffs, games, senv, logdir, timeout=120, graceful=True, workers=workers)
         stale: list[Takeover] = []
@@ -327,13 +438,20 @@ def scenario(
             )
         end = {sr: s["position"] for sr, s in sim_sessions(sim_url).items()}
         lost, sent = events_lost(script, Path(senv["DATA_DIR"]), first, end)
+        recorded_twice = recording_overlaps(games.ids)
         stop_matches(games.ids)
     finally:
         for w in workers:
             stop_gracefully(w)
         sim.kill()
         sim.wait(10)
-    return {"takeovers": takeovers, "stale": stale, "events_lost": lost, "events_sent": sent}
+    return {
+        "takeovers": takeovers,
+        "stale": stale,
+        "events_lost": lost,
+        "events_sent": sent,
+        "recording_overlaps": recorded_twice,
+    }
 
 
 def _summary(values: list[float]) -> dict[str, float] | None:
@@ -350,14 +468,24 @@ def _summary(values: list[float]) -> dict[str, float] | None:
 def figures_of(result: dict[str, object], without: dict[str, object] | None) -> dict[str, object]:
     takeovers: list[Takeover] = result["takeovers"]  # type: ignore[assignment]
     kills = [t.seconds for t in takeovers if t.kind == "kill"]
+    # The goals' sample: every match of every kill (the last match of a kill is ``kill_to_live_s``).
+    each = [e for t in takeovers if t.kind == "kill" for e in t.each]
+    segments = [seg for t in takeovers if t.kind == "kill" for seg in t.segments]
     pauses = [t.seconds for t in takeovers if t.kind == "pause"]
     handoffs = [t for t in takeovers if t.kind == "sigterm"]
     gaps = [g for t in handoffs for g in t.gaps]
     stale = [t.seconds for t in result["stale"]]  # type: ignore[union-attr]
     figures: dict[str, object] = {
         "kill_to_live_s": _summary(kills),
-        "kill_p50_s": percentile(kills, 50) if kills else None,
-        "kill_p99_s": percentile(kills, 99) if kills else None,
+        # Each match on its own (the figure above is the last of a kill's matches to stream again).
+        "kill_to_live_per_match_s": _summary(each),
+        "kill_to_connected_s": _summary(
+            [seg["death_seen"] + seg["restarted"] + seg["connected"] for seg in segments]
+        ),
+        # Where each match's takeover after a kill went (bench._takeover.takeover_segments).
+        "kill_segments_s": {name: _summary([seg[name] for seg in segments]) for name in SEGMENTS},
+        "kill_p50_s": percentile(each, 50) if each else None,
+        "kill_p99_s": percentile(each, 99) if each else None,
         "pause_to_live_s": _summary(pauses),
         "pause_p99_s": percentile(pauses, 99) if pauses else None,
         "handoff_gap_p99_s": percentile(gaps, 99) if gaps else None,
@@ -366,8 +494,10 @@ def figures_of(result: dict[str, object], without: dict[str, object] | None) -> 
         "sigterm_to_live_s": _summary([t.seconds for t in handoffs]),
         "handoff_gaps_s": _summary(gaps),
         "handoff_gap_max_s": max(gaps) if gaps else None,
-        # A paused worker's connections are sent to while it sleeps: no overlap of recording streams.
-        "overlaps": sum(t.overlaps for t in [*takeovers, *result["stale"]] if t.kind != "pause"),  # type: ignore[misc]
+        # After a kill, two connections live at once would be two streams; a paused worker's are sent to
+        # while it sleeps, and a hand-off overlaps by design: the event log's tokens say who recorded.
+        "overlaps": sum(t.overlaps for t in [*takeovers, *result["stale"]] if t.kind == "kill"),  # type: ignore[misc]
+        "recording_overlaps": result["recording_overlaps"],
         "events_lost": result["events_lost"],
         "events_sent": result["events_sent"],
         "events_lost_per_kill": result["events_lost"] / max(1, len(kills)),  # type: ignore[operator]
@@ -390,7 +520,11 @@ def print_figures(f: dict[str, object]) -> None:
         if s is not None:
             print(f"{name}: p50 {s['p50']:.2f} s, p99 {s['p99']:.2f} s, max {s['max']:.2f} s over {s['n']}")
 
-    line("kill to the next live byte on a new connection", f["kill_to_live_s"])  # type: ignore[arg-type]
+    line("kill to each match's next live byte on a new connection", f["kill_to_live_per_match_s"])  # type: ignore[arg-type]
+    line("  the last match of each kill", f["kill_to_live_s"])  # type: ignore[arg-type]
+    line("  kill to each match's new connection (its replay sent at once)", f["kill_to_connected_s"])  # type: ignore[arg-type]
+    for name, summary in f["kill_segments_s"].items():  # type: ignore[union-attr]
+        line(f"    of which {name}", summary)
     before = f["before"]
     print(
         f"  before the liveness signal (the lease path): p50 {before['kill_p50_s']:.1f} s, "
@@ -400,7 +534,11 @@ def print_figures(f: dict[str, object]) -> None:
     line("SIGTERM to the next live byte on a new connection", f["sigterm_to_live_s"])  # type: ignore[arg-type]
     line("hand-off, seconds without live data per match", f["handoff_gaps_s"])  # type: ignore[arg-type]
     line("stale path, kill to live data again", f["stale_kill_to_live_s"])  # type: ignore[arg-type]
-    print(f"overlaps (two connections of a match sending live data at once): {f['overlaps']}")
+    print(f"overlaps after a kill (two connections of a match sending live data at once): {f['overlaps']}")
+    print(
+        "recording overlaps (events logged under an older fencing token after a newer one): "
+        f"{f['recording_overlaps']}"
+    )
     print(
         f"events lost: {f['events_lost']} of {f['events_sent']} sent "
         f"({f['events_lost_per_kill']:.1f} per kill)"
@@ -427,6 +565,12 @@ def main() -> int:
     )
     parser.add_argument("--handoffs", type=int, default=5, help="graceful SIGTERM hand-offs timed (0: skip)")
     parser.add_argument("--matches", type=int, default=3, help="live matches (games on srsim)")
+    parser.add_argument(
+        "--standby-up",
+        type=float,
+        default=5.0,
+        help="seconds a kill's standby has been up before the kill (0: right after the replacement booted)",
+    )
     parser.add_argument("--stale-kills", type=int, default=0, help="kills timed on the stale path (0: skip)")
     parser.add_argument(
         "--compare-backfill",
@@ -474,7 +618,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     s = settings
     print(
         f"ran: --kills {args.kills} --pauses {args.pauses} --handoffs {args.handoffs} "
-        f"--matches {args.matches} "
+        f"--matches {args.matches} --standby-up {args.standby_up:g} "
         f"--stale-kills {args.stale_kills}; lease {s.listener_worker_lease_seconds:g} s (renewed every "
         f"{s.listener_worker_lease_seconds / 4:g} s), reaper poll {s.listener_reaper_poll_seconds:g} s, "
         f"liveness grace {s.listener_liveness_grace_seconds:g} s, "
@@ -498,6 +642,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             logdir=logdir,
             name="default",
             pauses=args.pauses,
+            standby_up=args.standby_up,
         )
         without = None
         if args.compare_backfill:

@@ -80,14 +80,12 @@ def result_cmd(
     from publisher.results import report_result
 
     obj.database()
-    obj.audit().record(  # before the report
-        "action.result", "action", tracking_id, after={"outcome": outcome, "reported_by": reported_by}
-    )
     out = report_result(
         tracking_id,
         outcome=outcome,
         details=parse_assignments(details, option="--detail"),
         reported_by=reported_by,
+        audit=obj.audit(),
     )
     echo_answer(
         as_json, out, f"result of {tracking_id} reported ({outcome}); verified at the next verification"

@@ -39,7 +39,7 @@ def _cells(e: BoardEntry) -> list[str]:
         e.title or "-",
         e.league,
         e.match_status,
-        e.badge,
+        f"{e.badge} (degraded)" if e.degraded else e.badge,
         "" if e.exit_code is None else str(e.exit_code),
         "" if e.heartbeat_age_s is None else f"{e.heartbeat_age_s:.0f}",
         str(e.attempts),

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 import click
 
@@ -29,38 +28,20 @@ class Check:
         return {"name": self.name, "status": self.status, "detail": self.detail}
 
 
-def _probe(name: str, ok_detail: str, fn: Callable[[], Any]) -> Check:
-    try:
-        fn()
-    except KickoffError as exc:
-        return Check(name, FAIL, str(exc))
-    return Check(name, OK, ok_detail)
-
-
-def _check_rabbitmq(obj: CliContext) -> None:
-    from publisher.amqp import publisher_from_settings
-    from publisher.queues import OUTBOX_QUEUES
-
-    with publisher_from_settings(obj.settings) as publisher:
-        for queue in OUTBOX_QUEUES:
-            publisher.check_queue(queue)
-
-
-def _check_broker(obj: CliContext) -> None:
-    from actors.broker import ping_broker
-
-    ping_broker(obj.settings)
-
-
 def service_checks(obj: CliContext) -> list[Check]:
-    """Each backing service answers at its configured address (RabbitMQ: the outbox queues exist)."""
-    s = obj.settings
-    return [
-        _probe("PostgreSQL", f"at DATABASE_URL={mask_url(s.database_url)}", obj.database),
-        _probe("Redis", f"at REDIS_URL={mask_url(s.redis_url)}", lambda: obj.barriers),
-        _probe("Dramatiq broker", f"at BROKER_URL={mask_url(s.broker_url)}", lambda: _check_broker(obj)),
-        _probe("RabbitMQ", f"at AMQP_URL={mask_url(s.amqp_url)}", lambda: _check_rabbitmq(obj)),
-    ]
+    """Each backing service answers at its configured address (RabbitMQ: the outbox queues exist):
+    the probes of api.probes, on this command's handles (the database bound once, a new AMQP
+    connection per probe)."""
+    from api.probes import Services, ask_all
+    from publisher.amqp import publisher_from_settings
+
+    services = Services(
+        settings=obj.settings,
+        bind_database=obj.database,
+        coordination=lambda: obj.coordination,
+        amqp=lambda: publisher_from_settings(obj.settings),
+    )
+    return [Check(a.probe.name, OK if a.ok else FAIL, a.detail) for a in ask_all(services)]
 
 
 def _migrations(obj: CliContext) -> Check:
@@ -163,7 +144,7 @@ def _scheduler(obj: CliContext) -> Check:
         now = utcnow()
         minutes = int(s.scheduler_alive_seconds // 60) + 1
         for back in range(minutes + 1):
-            if obj.barriers.any_tick_at(now - timedelta(minutes=back)):
+            if obj.coordination.ticks.any_tick_at(now - timedelta(minutes=back)):
                 ago = "this minute" if back == 0 else f"{back} min ago"
                 return Check("scheduler", OK, f"sent a tick {ago}")
     except KickoffError as exc:

@@ -108,8 +108,8 @@ class MatchIdType(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         from cli.context import CliContext
-        from config.errors import MatchNotFound
         from lifecycle.match_ref import resolve_match_id
+        from models.errors import MatchNotFound
 
         text = str(value).strip()
         if not text:

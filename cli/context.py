@@ -65,10 +65,10 @@ class CliContext:
         return AuditContext(self.actor, reason)
 
     @cached_property
-    def barriers(self) -> CoordinationStore:
-        """Redis barriers on REDIS_URL (pinged once, so an outage is one clear line)."""
+    def coordination(self) -> CoordinationStore:
+        """The Redis coordination store on REDIS_URL (pinged once, so an outage is one clear line)."""
         from models.coordination import CoordinationStore
 
-        barriers = CoordinationStore.from_settings(self.settings)
-        barriers.ping()
-        return barriers
+        coordination = CoordinationStore.from_settings(self.settings)
+        coordination.ping()
+        return coordination

@@ -15,7 +15,7 @@ QUEUE_CHOICE = click.Choice(["default", "match_listeners"])
 
 def _broker():
     import actors  # noqa: F401  configures the actor runtime
-    from actors.runtime import current
+    from actors.actor_runtime import current
 
     return current().broker
 
@@ -69,7 +69,7 @@ def retry_cmd(obj: CliContext, message_ids: tuple[str, ...], reason: str | None,
     broker = _broker()
     obj.database()
     results = [
-        retry_dead(broker, mid, barriers=obj.barriers, audit=AuditContext(obj.actor, reason))
+        retry_dead(broker, mid, coordination=obj.coordination, audit=AuditContext(obj.actor, reason))
         for mid in message_ids
     ]
     if as_json:

@@ -183,7 +183,7 @@ def _play(
     from lifecycle.dispatch import dispatch_upcoming_match_listeners
     from models.coordination import CoordinationStore
 
-    barriers = CoordinationStore.from_settings(settings)
+    coordination = CoordinationStore.from_settings(settings)
     killed = False
     next_nudge = next_board = 0.0
     while time.monotonic() - started < timeout:
@@ -197,9 +197,9 @@ def _play(
                 _create_match(g, speed_started=started)
             killed = True
         if now >= next_nudge:
-            sweep_stale_match_listeners(settings=settings, barriers=barriers)
+            sweep_stale_match_listeners(settings=settings, coordination=coordination)
             dispatch_upcoming_match_listeners(
-                is_test=True, settings=settings, barriers=barriers, send=send_start
+                is_test=True, settings=settings, coordination=coordination, send=send_start
             )
             next_nudge = now + 3
         if now >= next_board:
@@ -268,7 +268,7 @@ def _verify(game: DemoGame, settings: KickoffSettings) -> tuple[int | None, int 
     version, or None when the play-by-play cannot be read."""
     import requests
 
-    from config.errors import PlayByPlayError
+    from listener.errors import PlayByPlayError
     from listener.play_by_play import fetch_play_by_play, play_by_play_url
     from listener.verify import compare
     from models.boundary import connection

@@ -11,7 +11,8 @@ import click
 from cli.answers import answer_and_exit
 from cli.common import MATCH_ID, echo_json, json_option, parse_assignments, reason_option
 from cli.context import CliContext
-from config.errors import NotFound, StartAttemptsExhausted
+from config.errors import NotFound
+from lifecycle.errors import StartAttemptsExhausted
 
 
 def check_actor_kwargs(actor_name: str, fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
@@ -55,7 +56,7 @@ def enqueue(
     (actor.enqueue; a start as listener.start or listener.force_start).
     """
     import actors  # noqa: F401  configures the actor runtime
-    from actors.runtime import current
+    from actors.actor_runtime import current
 
     kwargs = parse_assignments(kws, option="--kw")
     broker = current().broker
@@ -70,7 +71,7 @@ def enqueue(
     if actor_name == "start_match_listener":
         from actors.listeners import send_start
         from lifecycle.dispatch import request_start
-        from lifecycle.start import load_match, validate_listener_settings
+        from lifecycle.listener_run import load_match_with_league, validate_listener_settings
         from models.audit import AuditContext
 
         overrides = kwargs.get("overrides")
@@ -83,13 +84,13 @@ def enqueue(
             )
         obj.database()
         kwargs["match_id"] = MATCH_ID.convert(str(kwargs["match_id"]), None, click.get_current_context())
-        match_id = str(load_match(kwargs["match_id"]).id)
+        match_id = str(load_match_with_league(kwargs["match_id"]).id)
         try:
             message, note = request_start(
                 match_id,
                 overrides=kwargs.get("overrides"),
                 force=bool(kwargs.get("force")),
-                barriers=obj.barriers,
+                coordination=obj.coordination,
                 send=send_start,
                 audit=AuditContext(obj.actor, reason),
             )
@@ -97,8 +98,7 @@ def enqueue(
             answer_and_exit(exc, as_json=as_json)
         message_id = message.message_id if message else None
     else:
-        from actors.broker import broker_errors
-        from models.audit import record_audit
+        from actors.broker import send_to_actor
 
         if (
             actor_name == "stop_match_listener"
@@ -109,16 +109,7 @@ def enqueue(
                 raise click.BadParameter("stopped_by is the CLI's user, not a --kw", param_hint="--kw")
             kwargs["stopped_by"] = obj.actor.name
         obj.database()
-        record_audit(  # before the send: an entry that cannot be written refuses it
-            actor=obj.actor,
-            action="actor.enqueue",
-            target_kind="actor",
-            target_id=actor_name,
-            reason=reason,
-            after={"kwargs": kwargs, "queue": actor.queue_name},
-        )
-        with broker_errors(actor.broker):
-            sent = actor.send_with_options(kwargs=kwargs)
+        sent = send_to_actor(actor, kwargs, audit=obj.audit(reason))
         message_id, note = (
             sent.message_id,
             f"enqueued {actor_name} as {sent.message_id} on {actor.queue_name}",

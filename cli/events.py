@@ -65,8 +65,8 @@ def prune_cmd(obj: CliContext, days: int, reason: str, as_json: bool) -> None:
     """
     import sys
 
-    from config.errors import ArchiveBusy
     from lifecycle.event_log_admin import prune_event_log
+    from listener.errors import ArchiveBusy
     from models.audit import AuditContext
 
     obj.database()

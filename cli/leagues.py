@@ -29,18 +29,15 @@ def _league_dict(league: object) -> dict[str, object]:
 @click.pass_obj
 def add(obj: CliContext, name: str, disabled: bool, as_json: bool) -> None:
     """Add league NAME (the feed's league segment, e.g. nfl); prints what was added."""
-    from lifecycle.leagues import InvalidLeagueName, add_league, check_league_name
+    from lifecycle.errors import InvalidLeagueName
+    from lifecycle.leagues import add_league, check_league_name
 
     try:
         check_league_name(name)
     except InvalidLeagueName as exc:
         raise click.BadParameter(str(exc), param_hint="NAME") from exc
-    from models.boundary import transaction
-
     obj.database()
-    with transaction():  # the league and its audit entry in one transaction
-        league = add_league(name, enabled=not disabled)
-        obj.audit().record("league.add", "league", league.name, after={"enabled": not disabled})
+    league = add_league(name, enabled=not disabled, audit=obj.audit())  # with its entry, one transaction
     state = "enabled" if league.enabled else "disabled"
     echo_answer(as_json, _league_dict(league), f"league {league.name} added ({state})")
 

@@ -58,8 +58,8 @@ def listen_command(
     exit status is the listener's exit code: 13 when the match is over, 10 after too many idle
     heartbeats, 11 data error, 12 connection error.
     """
-    from config.errors import ListenerHeld
     from config.settings import load_listener_settings
+    from lifecycle.errors import ListenerHeld
     from lifecycle.listen import listen
 
     obj.log_progress()

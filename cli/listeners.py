@@ -83,14 +83,14 @@ def dispatch_cmd(
 
     obj.database()
     is_test = True if test_only else (False if live_only else None)
+    audit_dispatch(AuditContext(obj.actor, reason), within_minutes=within_minutes, is_test=is_test)
     result = dispatch_upcoming_match_listeners(
         within_minutes=within_minutes,
         is_test=is_test,
         settings=obj.settings,
-        barriers=obj.barriers,
+        coordination=obj.coordination,
         send=_send_start(),
     )
-    audit_dispatch(result, AuditContext(obj.actor, reason))
     if as_json:
         echo_json(result.as_dict())
         return
@@ -135,9 +135,9 @@ def start_cmd(
     --force. A forced start needs --reason (kept in the audit log).
     """
     from cli.answers import answer_and_exit
-    from config.errors import StartAttemptsExhausted
     from lifecycle.dispatch import request_start
-    from lifecycle.start import load_match, validate_listener_settings
+    from lifecycle.errors import StartAttemptsExhausted
+    from lifecycle.listener_run import load_match_with_league, validate_listener_settings
     from models.audit import AuditContext
 
     if force and not reason:
@@ -145,14 +145,14 @@ def start_cmd(
     parsed = parse_assignments(overrides, option="--override")
     validate_listener_settings(parsed, source="--override")
     obj.database()
-    load_match(match_id)
+    load_match_with_league(match_id)
     data: dict[str, Any] = {"match_id": match_id, "enqueued": False, "message_id": None, "force": force}
     try:
         message, note = request_start(
             match_id,
             overrides=parsed or None,
             force=force,
-            barriers=obj.barriers,
+            coordination=obj.coordination,
             send=_send_start(),
             audit=AuditContext(obj.actor, reason),
         )
@@ -182,7 +182,7 @@ def stop_cmd(obj: CliContext, match_id: str, reason: str | None, as_json: bool) 
 
     obj.database()
     result = stop_match_listener(
-        match_id, settings=obj.settings, barriers=obj.barriers, audit=AuditContext(obj.actor, reason)
+        match_id, settings=obj.settings, coordination=obj.coordination, audit=AuditContext(obj.actor, reason)
     )
     if as_json:
         echo_json(result.as_dict())
@@ -239,8 +239,8 @@ def bulk_cmd(
     4 more than 500 matches, or the preview expired (300 s) before the answer.
     """
     from cli.answers import answer_and_exit
-    from config.errors import BulkConflict, BulkInvalid
     from lifecycle.bulk import bulk_filter, preview_bulk, run_bulk
+    from lifecycle.errors import BulkConflict, BulkInvalid
 
     if as_json and not (yes or dry_run):
         raise click.UsageError("--json needs --yes or --dry-run (a script cannot answer the question)")
@@ -251,7 +251,7 @@ def bulk_cmd(
             action,
             flt,
             settings=obj.settings,
-            barriers=obj.barriers,
+            coordination=obj.coordination,
             actor=obj.actor,
             reason=reason,
             keep=not dry_run,
@@ -278,7 +278,7 @@ def bulk_cmd(
             flt,
             preview.confirm,
             settings=obj.settings,
-            barriers=obj.barriers,
+            coordination=obj.coordination,
             send=_send_start() if action in ("start", "force-start") else None,
             actor=obj.actor,
             reason=reason,
@@ -327,18 +327,12 @@ def sweep_cmd(
     from models.audit import AuditContext
 
     obj.database()
+    audit_sweep(AuditContext(obj.actor, reason), heartbeat_stale_seconds=heartbeat_stale_seconds)
     result = sweep_stale_match_listeners(
         heartbeat_stale_seconds=heartbeat_stale_seconds,
         settings=obj.settings,
-        barriers=obj.barriers,
+        coordination=obj.coordination,
         send_backfill=_send_backfill(),
-    )
-    audit_sweep(
-        result,
-        AuditContext(obj.actor, reason),
-        before=None
-        if heartbeat_stale_seconds is None
-        else {"heartbeat_stale_seconds": heartbeat_stale_seconds},
     )
     if as_json:
         echo_json(result.as_dict())
@@ -407,7 +401,7 @@ def status_cmd(
 
     def draw() -> None:
         entries = listener_board(
-            settings=obj.settings, barriers=obj.barriers, match_id=match_id, active_only=active
+            settings=obj.settings, coordination=obj.coordination, match_id=match_id, active_only=active
         )[:limit]
         at = utcnow().isoformat(timespec="seconds")
         if as_json:

@@ -19,6 +19,7 @@ from cli.apikeys import apikeys
 from cli.audit import audit
 from cli.check import check
 from cli.config_cmd import config_group
+from cli.console import console
 from cli.context import CliContext
 from cli.db import db
 from cli.dead_letters import dead_letters
@@ -132,6 +133,7 @@ cli.add_command(actions)
 cli.add_command(amqp)
 cli.add_command(trades)
 cli.add_command(serve_command)
+cli.add_command(console)
 cli.add_command(apikeys)
 cli.add_command(audit)
 

@@ -19,7 +19,7 @@ from cli.common import (
 )
 from cli.context import CliContext
 from cli.table import echo_table, render_table
-from config.errors import ConstraintViolation, ErrorKind, KickoffError
+from config.errors import ErrorKind
 
 
 @click.group("matches")
@@ -52,36 +52,27 @@ def add(
 ) -> None:
     """Add a match; prints its internal id."""
     from config.clock import parse_iso8601
-    from lifecycle.leagues import get_league
-    from lifecycle.start import validate_listener_settings
-    from models.match import create_match
+    from lifecycle.listener_run import validate_listener_settings
+    from lifecycle.match_admin import add_match
     from models.status import normalise
 
     when = parse_iso8601(scheduled, what="--scheduled")
-    if normalise(status) is None:
+    normalised = normalise(status)
+    if normalised is None:
         raise click.BadParameter(f"unknown status {status!r}", param_hint="--status")
     validate_listener_settings(settings_, source="--setting")
     obj.database()
-    lg = get_league(league)
-    from models.boundary import transaction
-
-    try:
-        with transaction():  # the match and its audit entry in one transaction
-            match = create_match(
-                league=lg,
-                sr_id=sr_id,
-                scheduled=when,
-                status=normalise(status),
-                title=title,
-                is_test=is_test,
-                auto_dispatch_listener=not no_auto_dispatch,
-                listener_start_settings=settings_,
-            )
-            obj.audit().record(
-                "match.add", "match", str(match.id), after={"sr_id": sr_id, "league": lg.name, "title": title}
-            )
-    except ConstraintViolation as exc:
-        raise KickoffError(f"a match with sr_id {sr_id!r} already exists") from exc
+    match = add_match(
+        league=league,
+        sr_id=sr_id,
+        scheduled=when,
+        status=normalised,
+        title=title,
+        is_test=is_test,
+        auto_dispatch=not no_auto_dispatch,
+        settings=settings_,
+        audit=obj.audit(),
+    )
     echo_answer(as_json, {"id": str(match.id)}, str(match.id))
 
 
@@ -111,7 +102,9 @@ def list_(obj: CliContext, limit: int, as_json: bool) -> None:
         }
         for m in matches_by_start(limit)
     ]
-    board = listener_board(settings=obj.settings, barriers=obj.barriers, match_ids=[r["id"] for r in rows])
+    board = listener_board(
+        settings=obj.settings, coordination=obj.coordination, match_ids=[r["id"] for r in rows]
+    )
     badges = {e.match_id: e.badge for e in board}
     for r in rows:
         r["badge"] = badges.get(r["id"], "-")
@@ -153,12 +146,14 @@ def show(obj: CliContext, match_id: str, runs_limit: int, as_json: bool) -> None
     from lifecycle.match_admin import match_detail
 
     obj.database()
-    d = match_detail(match_id, settings=obj.settings, barriers=obj.barriers, runs_limit=runs_limit)
+    d = match_detail(match_id, settings=obj.settings, coordination=obj.coordination, runs_limit=runs_limit)
     if as_json:
         echo_json(d)
         return
     for key in ("id", "sr_id", "league", "title", "scheduled", "status", "is_test", "auto_dispatch", "badge"):
         click.echo(f"{key + ':':<15}{'' if d[key] is None else d[key]}")
+    if d["degraded"]:
+        click.echo(f"{'degraded:':<15}yes (the run's event log writing is behind)")
     b = d["barriers"]
     click.echo(
         f"{'barriers:':<15}pending={'yes' if b['pending'] else 'no'} attempts={b['attempts']} "
@@ -269,7 +264,7 @@ def set_dispatch(obj: CliContext, match_id: str, state: str, reason: str | None,
 
     obj.database()
     before = set_auto_dispatch(
-        match_id, state == "on", barriers=obj.barriers, audit=AuditContext(obj.actor, reason)
+        match_id, state == "on", coordination=obj.coordination, audit=AuditContext(obj.actor, reason)
     )
     data = {"match_id": match_id, "auto_dispatch": state == "on", "was": before}
     echo_answer(as_json, data, f"match {match_id}: auto-dispatch {state} (was {'on' if before else 'off'})")
@@ -312,7 +307,8 @@ def _archive_answer(run: Any) -> Any:
     """Run ``run()``; a play-by-play that cannot be had exits 5, a busy archive 4 (one line on stderr)."""
     import sys
 
-    from config.errors import ArchiveBusy, ServiceUnavailable
+    from config.errors import ServiceUnavailable
+    from listener.errors import ArchiveBusy
 
     try:
         return run()
@@ -341,8 +337,7 @@ def verify_archive(obj: CliContext, match_id: str, as_json: bool) -> None:
     from lifecycle.archive_verify import verify_match_archive
 
     obj.database()
-    obj.audit().record("archive.verify", "match", match_id)  # before the provider is called
-    result = _archive_answer(lambda: verify_match_archive(match_id, settings=obj.settings))
+    result = _archive_answer(lambda: verify_match_archive(match_id, settings=obj.settings, audit=obj.audit()))
     data = result.as_dict()
     if as_json:
         echo_json(data)
@@ -372,21 +367,14 @@ def backfill(obj: CliContext, match_id: str, reason: str | None, as_json: bool) 
     backfill is audited (match.backfill).
     """
     from lifecycle.archive_verify import backfill_match_archive
-    from models.audit import record_audit
 
     obj.database()
     result = _archive_answer(
-        lambda: backfill_match_archive(match_id, settings=obj.settings, barriers=obj.barriers)
+        lambda: backfill_match_archive(
+            match_id, settings=obj.settings, coordination=obj.coordination, audit=obj.audit(reason)
+        )
     )
     data = {**result.as_dict(), "backfilled": result.backfilled}
-    record_audit(
-        actor=obj.actor,
-        action="match.backfill",
-        target_kind="match",
-        target_id=match_id,
-        reason=reason,
-        after={"backfilled": result.backfilled, "ok": result.ok},
-    )
     if as_json:
         echo_json(data)
     else:

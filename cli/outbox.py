@@ -9,7 +9,7 @@ from cli.context import CliContext
 from config.clock import utcnow
 from models.audit import AuditContext
 from publisher.amqp import publisher_from_settings
-from publisher.drain import drain_outbox_concurrently, make_all_due
+from publisher.drain import REPORT_FIELDS, drain_outbox_concurrently
 from publisher.outbox import outbox_report, retry_dead
 from publisher.queues import TRIGGER_QUEUES
 
@@ -52,17 +52,16 @@ def drain_cmd(
     obj.database()
     with publisher_from_settings(obj.settings) as probe:
         probe.declare_durable([])  # BrokerConnectionError: one line naming AMQP_URL, exit 1
-    obj.audit().record("outbox.drain", "outbox", None, after={"now": now, "workers": workers})  # before it
-    if now:
-        make_all_due()
-    report = drain_outbox_concurrently(settings=obj.settings, workers=workers, max_seconds=max_seconds)
+    report = drain_outbox_concurrently(
+        settings=obj.settings, workers=workers, max_seconds=max_seconds, all_due=now, audit=obj.audit()
+    )
     if report.broker_error is not None:
         raise click.ClickException(report.broker_error)
     state = outbox_report(pending_limit=1)
     waiting = state.oldest_pending[0] if state.oldest_pending else None
     next_due = min((p.next_attempt_at for p in state.oldest_pending), default=None)
     if as_json:
-        echo_json({**report.as_json(), "backlog": state.backlog, "next_attempt_at": next_due})
+        echo_json({**report.as_json(REPORT_FIELDS), "backlog": state.backlog, "next_attempt_at": next_due})
         return
     click.echo(
         f"published {report.published}, failed {report.failed}, expired {report.expired}, "

@@ -46,9 +46,8 @@ def sync_cmd(obj: CliContext, source: str | None, as_json: bool) -> None:
     src = source or obj.settings.players_source.format(
         base_url=obj.settings.sportradar_base_url, league=PLAYERS.name
     )
-    obj.audit().record("players.sync", "players", None, after={"source": mask_url(src)})  # before the sync
     with publisher_from_settings(obj.settings) as publisher:
-        report = sync_players(src, publisher=publisher)
+        report = sync_players(src, publisher=publisher, audit=obj.audit())  # audited before the sync
     if as_json:
         echo_json({"source": mask_url(src), **report.as_json()})
         return
@@ -71,13 +70,10 @@ def roster_group() -> None:
 @click.pass_obj
 def roster_add(obj: CliContext, league_id: str, sleeper_ids: tuple[str, ...]) -> None:
     """Put players (Sleeper ids) on a league's roster; prints how many were added."""
-    from models.boundary import transaction
     from players.sync import add_to_roster
 
     obj.database()
-    with transaction():  # the roster rows and their audit entry in one transaction
-        added = add_to_roster(league_id, sleeper_ids)
-        obj.audit().record("roster.add", "league", league_id, after={"sleeper_ids": list(sleeper_ids)})
+    added = add_to_roster(league_id, sleeper_ids, audit=obj.audit())  # with its entry, one transaction
     click.echo(f"roster {league_id}: {added} added, {len(sleeper_ids) - added} already there")
 
 

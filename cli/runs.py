@@ -179,14 +179,15 @@ def drain(obj: CliContext, batch: int | None, as_json: bool) -> None:
     others are sent; its run stays queued and a launcher's rescan starts it.
     """
     from publisher.amqp import publisher_from_settings
-    from runs.publish import drain_job_runs
+    from runs.publish import RUN_OUTBOX, drain_job_runs
 
     obj.database()
-    obj.audit().record("runs.drain", "run_outbox", None, after={"batch": batch})  # before the drain
     with publisher_from_settings(obj.settings) as publisher:
-        report = drain_job_runs(publisher=publisher, batch=batch or obj.settings.job_run_drain_batch)
+        report = drain_job_runs(
+            publisher=publisher, batch=batch or obj.settings.job_run_drain_batch, audit=obj.audit()
+        )
     if as_json:
-        echo_json(report.to_dict())
+        echo_json(report.as_json(RUN_OUTBOX.report_fields))
         return
     click.echo(
         f"published {report.published}, stale {report.stale}, failed {report.failed}, dead {report.dead}"

@@ -22,7 +22,8 @@ from cli.context import CliContext
     "--proxy-headers",
     is_flag=True,
     help="Behind a proxy: take the client's address and scheme from X-Forwarded-For / X-Forwarded-Proto "
-    "of the proxies in API_TRUSTED_PROXIES (from anyone else they are ignored).",
+    "of the proxies in API_TRUSTED_PROXIES (from anyone else they are ignored); the console's sign-in "
+    "throttle then counts per client address too (API_PROXY_HEADERS=true does the same).",
 )
 @click.pass_obj
 def serve_command(
@@ -41,6 +42,9 @@ def serve_command(
     import uvicorn
 
     settings = obj.settings
+    proxy_headers = proxy_headers or settings.api_proxy_headers
+    if proxy_headers:  # the app (built from the environment) trusts forwarded addresses too
+        os.environ["API_PROXY_HEADERS"] = "true"
     if host:
         # The app is built from the environment (uvicorn's factory): its default API_ALLOWED_HOSTS
         # takes the address bound, so --host counts as API_HOST there too.

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import getpass
 
 import click
 
 from cli.common import LIMIT_OPTION, echo_answer, json_option, reason_option
 from cli.context import CliContext
 from cli.table import echo_listing
-from models.audit import AuditContext
+from models.audit import Actor, AuditContext
 from publisher.amqp import publisher_from_settings
 from publisher.queues import TRADE_QUEUES
 from publisher.trade_reconcile import STALE_CLAIM_SECONDS, Resolution, claims_to_reconcile, reconcile_claim
@@ -31,13 +30,25 @@ def trades() -> None:
     """
 
 
+LEAGUE_OPTION = click.option(
+    "--league",
+    "league_id",
+    default=None,
+    help="The league whose claim of the key it is (a key is claimed once per league); needed only "
+    "when more than one league claimed it.",
+)
+
+
 @trades.command("retry")
 @click.argument("queue", type=click.Choice(TRADE_QUEUES))
 @click.argument("claim_key")
+@LEAGUE_OPTION
 @reason_option(required=False)
 @json_option("Print the answer: {status, queue, claim_key, message_id, error}.")
 @click.pass_obj
-def retry_cmd(obj: CliContext, queue: str, claim_key: str, reason: str | None, as_json: bool) -> None:
+def retry_cmd(
+    obj: CliContext, queue: str, claim_key: str, league_id: str | None, reason: str | None, as_json: bool
+) -> None:
     """Publish a failed or pending claim (offer, decision or counter) again with its message id.
 
     Audited (trade.retry). A claim in any other status is refused (a conflict): reconcile it instead.
@@ -45,7 +56,11 @@ def retry_cmd(obj: CliContext, queue: str, claim_key: str, reason: str | None, a
     obj.database()
     with publisher_from_settings(obj.settings) as publisher:
         result = retry_claim(
-            queue=queue, claim_key=claim_key, publisher=publisher, audit=AuditContext(obj.actor, reason)
+            queue=queue,
+            claim_key=claim_key,
+            publisher=publisher,
+            audit=AuditContext(obj.actor, reason),
+            league_id=league_id,
         )
     echo_answer(
         as_json, result.as_json(), f"{queue} {claim_key}: {result.status} (message id {result.message_id})"
@@ -62,7 +77,11 @@ def retry_cmd(obj: CliContext, queue: str, claim_key: str, reason: str | None, a
     help="published: the worker got it (nothing is sent); republish: send it again now with the "
     "same message id; cancel: never send it (its key stays claimed).",
 )
-@click.option("--operator", default=getpass.getuser, help="Who resolved it (recorded on the claim).")
+@click.option(
+    "--operator",
+    default=lambda: Actor.cli().name,
+    help="Who resolved it (recorded on the claim; default: the user of the process's real uid @ host).",
+)
 @click.option(
     "--stale-seconds",
     type=click.FloatRange(min=0),
@@ -70,6 +89,7 @@ def retry_cmd(obj: CliContext, queue: str, claim_key: str, reason: str | None, a
     show_default=True,
     help="A claim stuck this long in `claimed` waits for an operator too.",
 )
+@LEAGUE_OPTION
 @LIMIT_OPTION
 @reason_option(required=False)
 @json_option('Print {"count", "claims": [{"queue", "claim_key", "status", ...}]}, or the resolved claim.')
@@ -81,6 +101,7 @@ def reconcile_cmd(
     resolution: str | None,
     operator: str,
     stale_seconds: float,
+    league_id: str | None,
     limit: int,
     reason: str | None,
     as_json: bool,
@@ -90,10 +111,11 @@ def reconcile_cmd(
     Without arguments: a table of queue, claim key, status, league, message id and error (the
     reason a claim was set aside), oldest first; "no trade claims to reconcile" when there is none.
     With QUEUE and CLAIM_KEY, --as is required and the claim is resolved; the line printed is
-    its new status (republish: as the broker answered).
+    its new status (republish: as the broker answered). A key is claimed once per league: --league
+    picks the claim when more than one league claimed the key.
     """
     if claim_key is None:
-        if queue is not None or resolution is not None:
+        if queue is not None or resolution is not None or league_id is not None:
             raise click.UsageError("give QUEUE, CLAIM_KEY and --as to resolve a claim (none to list them)")
         obj.database()
         echo_listing(
@@ -124,6 +146,7 @@ def reconcile_cmd(
             publisher=publisher,
             stale_claim_seconds=stale_seconds,
             audit=AuditContext(obj.actor, reason),
+            league_id=league_id,
         )
     echo_answer(
         as_json,

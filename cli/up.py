@@ -255,7 +255,7 @@ def _board_line(obj: CliContext) -> str:
 
     try:
         obj.database()
-        entries = listener_board(settings=obj.settings, barriers=obj.barriers)
+        entries = listener_board(settings=obj.settings, coordination=obj.coordination)
     except KickoffError as exc:
         return f"board: not readable ({exc})"
     counts = Counter(e.badge for e in entries)

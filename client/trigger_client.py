@@ -14,9 +14,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from config.backoff import backoff_seconds
-from config.errors import ServiceUnavailable, TriggerError, TriggerUnavailableError
+from config.errors import ServiceUnavailable
 from config.settings import KickoffSettings
 from publisher.amqp import AmqpPublisher
+from publisher.errors import TriggerError, TriggerUnavailableError
 from publisher.run_context import RUN_ID_HEADER, get_run_id
 from publisher.trigger_queues import queue_of_request
 from publisher.trigger_requests import TriggerRequest

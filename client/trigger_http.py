@@ -17,15 +17,15 @@ from typing import Any
 
 import requests
 
+from client.errors import ApiRequestError
 from client.trigger_client import is_retryable, retry_delays
-from config.errors import (
-    ApiRequestError,
+from config.settings import KickoffSettings, mask_url
+from publisher.errors import (
     TriggerConflictError,
     TriggerReferenceNotFound,
     TriggerUnavailableError,
     TriggerValidationError,
 )
-from config.settings import KickoffSettings, mask_url
 from publisher.run_context import RUN_ID_HEADER, get_run_id
 from publisher.trigger_queues import ROUTE_PREFIX, queue_of_request
 from publisher.trigger_requests import TriggerRequest

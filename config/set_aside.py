@@ -56,7 +56,9 @@ class SetAside:
 @functools.cache
 def set_aside_counter() -> Counter:
     """The process's ``kickoff_items_set_aside_total{loop,kind}`` (in the default registry)."""
-    from prometheus_client import Counter
+    # prometheus_client picks its (multiprocess) value class when first imported: a worker sets
+    # PROMETHEUS_MULTIPROC_DIR first (actors.prometheus), so the import waits for the first count
+    from prometheus_client import Counter  # noqa: PLC0415
 
     return Counter(
         METRIC.removesuffix("_total"),

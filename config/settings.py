@@ -13,8 +13,8 @@ context and the scheduler read KickoffSettings.
 MatchListenerEnvironment (``load_listener_settings``) adds the fields only a running listener reads
 (its body and pipeline, stream, backfill, reconnect, archive flush, the worker runtime's polls and
 hand-off, dry run and test knobs). It is built where a listener runs: ``kickoff listen``, a run's own
-settings (``lifecycle.start.resolve_listener_environment``), and a worker that consumes
-``match_listeners``, when it boots (``actors.runtime.listener_settings``: ``listener_settings_of`` the
+settings (``lifecycle.listener_run.resolve_listener_environment``), and a worker that consumes
+``match_listeners``, when it boots (``actors.actor_runtime.listener_settings``: ``listener_settings_of`` the
 runtime's KickoffSettings). The actor runtime of every other process (the API, the CLI's senders, the
 scheduler, a ``default``-queue worker) holds KickoffSettings only, so a bad listener-only value never
 stops it.
@@ -111,6 +111,17 @@ def mask_urls_in(text: str) -> str:
     if "://" not in text:
         return text
     return URL_IN_TEXT.sub(lambda found: mask_url(found.group(0)), text)
+
+
+def mask_urls_deep(value: Any) -> Any:
+    """``value`` (JSON-like: dicts, lists, text) with every URL in every text masked (``mask_urls_in``)."""
+    if isinstance(value, str):
+        return mask_urls_in(value)
+    if isinstance(value, dict):
+        return {k: mask_urls_deep(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [mask_urls_deep(v) for v in value]
+    return value
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -278,6 +289,9 @@ class KickoffSettings(BaseSettings):
     empty: localhost, 127.0.0.1, ::1 and API_HOST. Any other Host is 400 (DNS rebinding)."""
     api_metrics_require_key: bool = False
     """GET /metrics needs an API key (read scope or wider); off: open, as /healthz."""
+    api_proxy_headers: bool = False
+    """Take the client's address and scheme from the trusted proxies' forwarded headers (what `kickoff serve
+    --proxy-headers` turns on); the console's sign-in throttle then counts per client address too."""
     api_trusted_proxies: str = "127.0.0.1"
     """With `kickoff serve --proxy-headers`: the proxies (comma-separated addresses or networks, `*` any)
     whose X-Forwarded-For / X-Forwarded-Proto give the client's address and scheme; from anyone else they
@@ -359,7 +373,7 @@ class KickoffSettings(BaseSettings):
     """Lifetime of the per-slot key that stops a tick being sent twice."""
 
     # -- listener lifecycle: read by every process that starts, stops or judges listeners ------
-    # (dispatch, sweep, stop, force-start, the board and the match card, the actor runtime's barriers;
+    # (dispatch, sweep, stop, force-start, the board and the match card, the actor runtime's coordination;
     # API, console and CLI alike). A listener worker reads them too: they are the thresholds its runs
     # are judged by.
     listener_dispatch_within_minutes: NonNegativeInt = 10
@@ -375,11 +389,13 @@ class KickoffSettings(BaseSettings):
     renew for the lease less LISTENER_LOCK_LOSS_GRACE_SECONDS + LISTENER_STOP_POLL_SECONDS (5 s by default)
     stops its listeners, and a paused, frozen or cut-off worker's matches start again once it lapses; a
     killed one's at once, from its liveness signal (LISTENER_LIVENESS_GRACE_SECONDS)."""
-    listener_liveness_grace_seconds: PositiveFloat = 0.3
-    """A listener worker's liveness signal (a Redis connection it holds, closed by the kernel when the
-    process ends) that stays gone this long while its lease is fresh is a dead worker: its matches start
-    again at once. A worker alive but unable to re-establish its signal within this stops its listeners
-    (lifecycle.liveness)."""
+    listener_liveness_grace_seconds: PositiveFloat = 0.05
+    """A listener worker's liveness signal (two Redis connections it holds, closed by the kernel when the
+    process ends; Redis dropping one leaves it held, and a dropped one is subscribed again within
+    milliseconds) that stays gone this long while its lease is fresh is a dead worker: its matches start
+    again at once (a reaper whose own signal dropped within the last second, as after a Redis restart,
+    waits a second). A worker alive but unable to re-establish its signal within this stops its
+    listeners (lifecycle.liveness)."""
     listener_stop_flag_ttl_seconds: PositiveFloat = 300.0
     """Lifetime of an operator stop flag; starts in flight are skipped meanwhile."""
     listener_start_attempt_cap: PositiveInt = 15
@@ -522,10 +538,16 @@ class MatchListenerEnvironment(KickoffSettings):
     listener_reaper_poll_seconds: PositiveFloat = 0.5
     """How often every listener worker looks for open rows whose worker lease is gone, abandons them and
     starts their matches again at once (its own thread: never delays the lease's renewal)."""
+    listener_liveness_watch_seconds: PositiveFloat = 0.05
+    """Between two reaper polls, how often every listener worker reads in Redis alone (one script, no
+    PostgreSQL) the liveness signals and leases of the workers the last poll found running matches: a
+    killed worker's signal is seen this soon, and the full reaper step runs at once (actors.listeners)."""
     listener_handoff_seconds: NonNegativeFloat = 5.0
     """Graceful worker shutdown (SIGTERM): how long each listener keeps streaming while a start of its
-    match queued for another listener worker gets ready; it stops once its successor waits (which starts
-    the moment the start lock is released) or when this passes (then it hands off after). 0: stop at once."""
+    match queued for another listener worker gets ready; once its successor waits it hands the successor
+    its row and start lock and streams on until the successor's first live byte (at most this long
+    again), then stops; without a waiting successor it stops when this passes (then it hands off
+    after). 0: stop at once."""
     listener_handoff_poll_seconds: PositiveFloat = 0.05
     """During a hand-off, how often the stopping worker looks for successors that are ready and a waiting
     successor looks for the released start lock."""
@@ -565,6 +587,10 @@ class MatchListenerEnvironment(KickoffSettings):
     """Longest delay between two reconnect attempts."""
     listener_reconnect_reset_seconds: NonNegativeFloat = 60.0
     """A stream connection that lasted this long resets the reconnect count."""
+    listener_feed_lost_seconds: PositiveFloat = 15.0
+    """A run whose feed has sent nothing for this long while its reconnects fail (at least one; each
+    connect waits at most what is left of this) gives its match back: it ends (12, ``feed lost``) and the
+    match starts again at once, on a worker that reaches the feed (lifecycle.feed_reach)."""
     listener_max_line_bytes: PositiveInt = 1_048_576
     """A stream line longer than this is skipped (logged)."""
     listener_max_bad_lines: PositiveInt = 20
@@ -582,6 +608,9 @@ class MatchListenerEnvironment(KickoffSettings):
     away: the process's writer keeps it and writes it when PostgreSQL is back)."""
     listener_event_log_retry_seconds: PositiveFloat = 0.5
     """While PostgreSQL is away, how often the event log writer tries again."""
+    listener_event_inflight_messages: PositiveInt = 5_000
+    """Messages one listener holds read but not yet recorded and processed; past it the listener waits for its
+    writes (backpressure) and shows degraded, except while PostgreSQL is away (the buffer above decides)."""
     # LISTENER_DB_SLOTS_PER_PROCESS is the older name of the starts' half of this limit.
     listener_db_concurrency: PositiveInt = Field(
         8, validation_alias=AliasChoices("listener_db_concurrency", "listener_db_slots_per_process")

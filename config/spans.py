@@ -12,14 +12,24 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+)
 
-from config.tracing import BoundedTraceContext, enabled, tracer
+from config.tracing import BoundedTraceContext, enabled, tracer, valid_traceparent
 
 TRACEPARENT = "traceparent"
-#: This thread's last ``headers_of`` answer, by the span context it names.
+#: This thread's last ``headers_of`` answer: (the span context it names, the headers, the span).
 _last = threading.local()
 TRACESTATE = "tracestate"
 _PROPAGATOR = BoundedTraceContext()
@@ -27,47 +37,67 @@ _PROPAGATOR = BoundedTraceContext()
 __all__ = [
     "TRACEPARENT",
     "TRACESTATE",
+    "Span",
     "SpanKind",
     "context_of",
     "current_ids",
+    "current_span",
     "current_traceparent",
     "end_span",
     "event",
     "headers_of",
     "link_to",
     "span",
+    "span_or_within",
     "start_span",
     "trace_id_of",
     "traceparent_of",
 ]
 
 
+#: Attribute value types passed to the SDK as they are (anything else as its text).
+_PLAIN = frozenset({bool, int, float, str})
+
+
 def _attrs(attributes: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not attributes:
         return None
-    return {
-        k: v if isinstance(v, bool | int | float | str) else str(v)
-        for k, v in attributes.items()
-        if v is not None
-    }
+    return {k: v if type(v) in _PLAIN else str(v) for k, v in attributes.items() if v is not None}
 
 
 def context_of(traceparent: str | None, tracestate: str | None = None) -> Context | None:
     """The context a stored ``traceparent`` (and ``tracestate``) names; None when it is not a valid one."""
     if not traceparent:
         return None
-    carrier = {TRACEPARENT: traceparent, **({TRACESTATE: tracestate} if tracestate else {})}
-    context = _PROPAGATOR.extract(carrier)
+    last = getattr(_last, "headers", None)
+    if last is not None and last[1].get(TRACEPARENT) == traceparent and last[1].get(TRACESTATE) == tracestate:
+        # the text this thread just made of a live span (a trigger's outbox row, published at once):
+        # that span is the parent, without parsing its text back
+        return trace.set_span_in_context(last[2])
+    if (
+        not tracestate
+    ):  # the common case, parsed here: what the propagator's extract gives, a third of its cost
+        text = traceparent.strip()
+        if not valid_traceparent(text):
+            return None
+        remote = SpanContext(
+            trace_id=int(text[3:35], 16),
+            span_id=int(text[36:52], 16),
+            is_remote=True,
+            trace_flags=TraceFlags(int(text[53:55], 16)),
+        )
+        return trace.set_span_in_context(NonRecordingSpan(remote))
+    context = _PROPAGATOR.extract({TRACEPARENT: traceparent, TRACESTATE: tracestate})
     return context if trace.get_current_span(context).get_span_context().is_valid else None
 
 
 def _parent(parent: str | Mapping[str, Any] | Context | None) -> Context | None:
+    if parent is None or isinstance(parent, Context):  # first: a Context is a dict too
+        return parent
     if isinstance(parent, str):
         return context_of(parent)
-    if isinstance(parent, Mapping):  # message headers
-        tp, ts = parent.get(TRACEPARENT), parent.get(TRACESTATE)
-        return context_of(tp if isinstance(tp, str) else None, ts if isinstance(ts, str) else None)
-    return parent
+    tp, ts = parent.get(TRACEPARENT), parent.get(TRACESTATE)  # message headers
+    return context_of(tp if isinstance(tp, str) else None, ts if isinstance(ts, str) else None)
 
 
 @contextmanager
@@ -87,10 +117,58 @@ def span(
     if not enabled():
         yield None
         return
-    with tracer().start_as_current_span(
+    # start_span and attach by hand: what start_as_current_span does, without its two generator layers
+    # (a trigger makes this span on every request; issue 41 counts its CPU)
+    current = tracer().start_span(
         name, context=_parent(parent), kind=kind, attributes=_attrs(attributes), links=links
-    ) as current:
+    )
+    token = otel_context.attach(trace.set_span_in_context(current))
+    try:
         yield current
+    except Exception as exc:  # as use_span: Exception, not BaseException (GeneratorExit is no error)
+        if current.is_recording():
+            current.record_exception(exc)
+            current.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        raise
+    finally:
+        otel_context.detach(token)
+        current.end()
+
+
+@contextmanager
+def span_or_within(
+    within: Span | None,
+    name: str,
+    *,
+    parent: str | Mapping[str, Any] | Context | None = None,
+    attributes: Mapping[str, Any] | None = None,
+) -> Iterator[Span | None]:
+    """``span(name, parent=..., attributes=...)``, or, when ``within`` is a span, that span with
+    ``attributes`` added: a hop folded into the span it runs in (a trigger route's trigger is its
+    request's server span, one span fewer on the API's hottest path). An exception leaving the block
+    is recorded on whichever span it is."""
+    if within is None or not enabled():
+        with span(name, parent=parent, attributes=attributes) as made:
+            yield made
+        return
+    values = _attrs(attributes)
+    if values:
+        within.set_attributes(values)
+    try:
+        yield within
+    except Exception as exc:
+        if within.is_recording():
+            within.record_exception(exc)
+            within.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        raise
+
+
+def current_span() -> Span | None:
+    """The current span while tracing is on and there is one (a route hands its request's on); else None."""
+    if not enabled():
+        return None
+    current = trace.get_current_span()
+    return current if current.get_span_context().is_valid else None
 
 
 def start_span(
@@ -134,9 +212,12 @@ def headers_of(current: Span | None = None) -> dict[str, str]:
     last = getattr(_last, "headers", None)
     if last is not None and last[0] is context:  # a tick's thousand start messages: one span, one text
         return dict(last[1])
-    carrier: dict[str, str] = {}
-    _PROPAGATOR.inject(carrier, context=trace.set_span_in_context(target))
-    _last.headers = (context, carrier)
+    # the W3C text the propagator's inject writes, formatted here (it costs a trigger two lookups of
+    # the current context per span)
+    carrier = {TRACEPARENT: f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"}
+    if context.trace_state:
+        carrier[TRACESTATE] = context.trace_state.to_header()
+    _last.headers = (context, carrier, target)
     return dict(carrier)
 
 
@@ -198,7 +279,8 @@ def quiet() -> Iterator[None]:
     if not enabled():
         yield
         return
-    from opentelemetry.instrumentation.utils import suppress_instrumentation
+    # the instrumentation package loads only in a process that traces
+    from opentelemetry.instrumentation.utils import suppress_instrumentation  # noqa: PLC0415
 
     with suppress_instrumentation():
         yield
@@ -208,14 +290,10 @@ def attach(current: Span | None) -> object | None:
     """Make ``current`` the current span of this thread until ``detach`` (None: nothing to do)."""
     if current is None:
         return None
-    from opentelemetry import context
-
-    return context.attach(trace.set_span_in_context(current))
+    return otel_context.attach(trace.set_span_in_context(current))
 
 
 def detach(token: object | None) -> None:
     """Undo ``attach``."""
     if token is not None:
-        from opentelemetry import context
-
-        context.detach(token)  # type: ignore[arg-type]
+        otel_context.detach(token)  # type: ignore[arg-type]

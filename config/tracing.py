@@ -11,11 +11,14 @@ else is set. The SDK reads the rest itself: ``OTEL_SERVICE_NAME`` and ``OTEL_RES
 
 Spans leave the process from the batch processor's own thread: a collector that is away never
 slows a request, a publish or a listener; spans it cannot take are dropped and counted
-(``dropped_spans``: the queue was full, or an export failed). A client span with no parent (a
-worker's broker poll, a heartbeat's Redis call) is never recorded: only the hops of a traced piece
-of work are. Incoming context is W3C ``traceparent`` / ``tracestate`` only, and a ``traceparent``
-that is not a version-00 value of 55 characters, or a ``tracestate`` over 512 characters, is
-ignored: the work starts a new trace and the value is never passed on.
+(``dropped_spans``: the queue was full, an export failed, or the collector was away: after a failed
+export, or an OTLP collector that did not take a connection before the first batch or the first
+after a failure, the next 30 s of batches are dropped without being encoded or sent). A client span
+with no parent (a worker's broker poll, a heartbeat's Redis call) is never recorded: only the hops
+of a traced piece of work are. Incoming context is W3C ``traceparent`` /
+``tracestate`` only, and a ``traceparent`` that is not a version-00 value of 55 characters, or a
+``tracestate`` over 512 characters, is ignored: the work starts a new trace and the value is never
+passed on.
 """
 
 from __future__ import annotations
@@ -24,11 +27,15 @@ import atexit
 import logging
 import os
 import re
+import socket
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from importlib.metadata import entry_points
 from typing import Any
+from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -147,11 +154,12 @@ def _exporter_of(config: TracingConfig) -> SpanExporter:
                 f"OTEL_EXPORTER_OTLP_PROTOCOL={config.protocol}: kickoff ships the http/protobuf OTLP "
                 "exporter (install opentelemetry-exporter-otlp-proto-grpc for grpc)"
             )
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        # only the exporter OTEL_TRACES_EXPORTER names is loaded (the OTLP one pulls protobuf in)
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: PLC0415
 
         return OTLPSpanExporter()  # endpoint, headers, timeout, compression: OTEL_EXPORTER_OTLP_*
     if name == "console":  # one line of JSON per span (the SDK's default spreads one over 40 lines)
-        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter  # noqa: PLC0415  as above
 
         return ConsoleSpanExporter(formatter=lambda span: span.to_json(indent=None) + "\n")
     found = list(entry_points(group="opentelemetry_traces_exporter", name=name))
@@ -173,8 +181,6 @@ def collector_answers(config: TracingConfig, *, timeout: float = 2.0) -> str | N
     """None when the OTLP endpoint takes a TCP connection (or the exporter is not OTLP); else why not."""
     if config.exporter != "otlp" or not config.endpoint:
         return None
-    import socket
-    from urllib.parse import urlsplit
 
     parts = urlsplit(config.endpoint)
     port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -190,7 +196,7 @@ class _Drops:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.counts: dict[str, int] = {"queue_full": 0, "export_failed": 0}
+        self.counts: dict[str, int] = {"queue_full": 0, "export_failed": 0, "collector_away": 0}
 
     def add(self, reason: str, count: int) -> None:
         with self._lock:
@@ -222,20 +228,68 @@ class _DropMeterProvider(NoOpMeterProvider):
         return _DropMeter(name)
 
 
-class CountingExporter(SpanExporter):
-    """An exporter that counts the spans its inner exporter failed to send (``export_failed``)."""
+#: After an export failed, the batches of this many seconds are dropped (and counted) without being
+#: encoded or sent; the first batch after it tries the collector again.
+COLLECTOR_AWAY_SECONDS = 30.0
 
-    def __init__(self, inner: SpanExporter) -> None:
+
+class CountingExporter(SpanExporter):
+    """An exporter that counts the spans its inner exporter failed to send (``export_failed``).
+
+    Once an export failed (the collector is away: the OTLP exporter already retried it for up to
+    its timeout), the batches of the next ``away_seconds`` are dropped at once, counted as
+    ``collector_away``: each would cost the process the encoding of every span and a connection
+    attempt, and keep the batch queue full, only to fail again (issue 41: an away collector
+    measured 3 % of a trigger's CPU in the export thread alone). The first batch after that tries again.
+
+    ``probe`` (OTLP: ``collector_answers``, a TCP connection with a 1 s timeout) is asked before the
+    first batch and before the first after a failed export: when the collector does not take a
+    connection the batch is dropped at once (``collector_away``) and the next ``away_seconds`` are
+    too, instead of the OTLP exporter retrying it for up to its timeout (10 s) while the batch queue
+    fills and every span it refuses costs a log record (issue 41).
+    """
+
+    def __init__(
+        self,
+        inner: SpanExporter,
+        *,
+        away_seconds: float = COLLECTOR_AWAY_SECONDS,
+        probe: Callable[[], str | None] | None = None,
+    ) -> None:
         self.inner = inner
+        self.away_seconds = away_seconds
+        self.probe = probe
+        self._retry_at = 0.0
+        self._doubtful = True  # no export succeeded since the start or the last failure
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if time.monotonic() < self._retry_at:
+            _drops.add("collector_away", len(spans))
+            return SpanExportResult.FAILURE
+        if self._doubtful and self.probe is not None:
+            reason = self.probe()
+            if reason is not None:
+                _drops.add("collector_away", len(spans))
+                self._retry_at = time.monotonic() + self.away_seconds
+                logger.warning(
+                    "span collector away (%s): the spans of the next %gs are dropped",
+                    reason,
+                    self.away_seconds,
+                )
+                return SpanExportResult.FAILURE
         try:
             result = self.inner.export(spans)
         except Exception:  # an exporter must not raise; if it does, the spans are gone all the same
             logger.warning("span export raised; %d spans dropped", len(spans), exc_info=True)
             result = SpanExportResult.FAILURE
-        if result is not SpanExportResult.SUCCESS:
+        self._doubtful = result is not SpanExportResult.SUCCESS
+        if self._doubtful:
             _drops.add("export_failed", len(spans))
+            self._retry_at = time.monotonic() + self.away_seconds
+            logger.warning(
+                "span export failed: the spans of the next %gs are dropped without trying the collector",
+                self.away_seconds,
+            )
         return result
 
     def shutdown(self) -> None:
@@ -264,7 +318,7 @@ def _batch_processor(exporter: SpanExporter) -> BatchSpanProcessor:
 
 
 def dropped_spans() -> dict[str, int]:
-    """Spans this process dropped so far, by reason (``queue_full``, ``export_failed``)."""
+    """Spans this process dropped so far, by reason: ``queue_full``, ``export_failed``, ``collector_away``."""
     with _drops._lock:
         return dict(_drops.counts)
 
@@ -335,11 +389,6 @@ def enabled() -> bool:
     return _state.on
 
 
-def current_config() -> TracingConfig | None:
-    """The set-up ``configure_tracing`` read (None before it ran)."""
-    return _state.config
-
-
 def tracer() -> trace.Tracer:
     """kickoff's tracer (only called while ``enabled()``)."""
     assert _state.tracer is not None
@@ -348,9 +397,10 @@ def tracer() -> trace.Tracer:
 
 def _instrumentors() -> dict[str, Any]:
     """The maintained instrumentations of the client libraries kickoff calls, by their OTel names."""
-    from opentelemetry.instrumentation.psycopg2 import Psycopg2Instrumentor
-    from opentelemetry.instrumentation.redis import RedisInstrumentor
-    from opentelemetry.instrumentation.requests import RequestsInstrumentor
+    # the instrumentations load only in a process that traces
+    from opentelemetry.instrumentation.psycopg2 import Psycopg2Instrumentor  # noqa: PLC0415
+    from opentelemetry.instrumentation.redis import RedisInstrumentor  # noqa: PLC0415
+    from opentelemetry.instrumentation.requests import RequestsInstrumentor  # noqa: PLC0415
 
     return {
         "psycopg2": Psycopg2Instrumentor(),
@@ -406,7 +456,10 @@ def configure_tracing(
         if exporter is not None:
             processor = SimpleSpanProcessor(exporter)
         else:
-            processor = _batch_processor(CountingExporter(_exporter_of(config)))
+            probe = None
+            if config.exporter == "otlp" and config.protocol == "http/protobuf":
+                probe = partial(collector_answers, config, timeout=1.0)
+            processor = _batch_processor(CountingExporter(_exporter_of(config), probe=probe))
         env_sampler = TracerProvider(
             shutdown_on_exit=False
         ).sampler  # OTEL_TRACES_SAMPLER(_ARG), as the SDK reads it

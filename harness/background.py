@@ -8,40 +8,46 @@ from datetime import datetime
 from typing import Any
 
 from config.clock import utcnow
+from config.periodic import PeriodicThread
 from models.db import database
 
 
 class BackgroundLoop:
-    """Calls ``step()`` every ``interval`` seconds on its own thread from ``__enter__`` until
-    ``__exit__``, which waits up to ``join_seconds`` for it to end; the thread's database
-    connection is closed when it ends."""
+    """Calls ``step()`` every ``interval`` seconds on its own thread (a PeriodicThread) from
+    ``__enter__`` until ``__exit__``, which waits up to ``join_seconds`` for it to end; the thread's
+    database connection is closed when it ends. A step that raises is logged and the loop goes on."""
 
     interval = 0.02
     join_seconds = 5.0
 
     def __init__(self) -> None:
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=type(self).__name__, daemon=True)
+        self._loop = PeriodicThread(
+            self.step,
+            interval=lambda: self.interval,
+            name=type(self).__name__,
+            wait_first=False,
+            on_exit=_close_database,
+        )
 
     def step(self) -> None:
         raise NotImplementedError
 
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                self.step()
-                self._stop.wait(self.interval)
-        finally:
-            if database.obj is not None:  # the unit tier never binds the database
-                database.close()
+    @property
+    def alive(self) -> bool:
+        """Whether its thread still runs (after ``__exit__``: it outlived ``join_seconds``)."""
+        return self._loop.alive
 
     def __enter__(self) -> BackgroundLoop:
-        self._thread.start()
+        self._loop.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=self.join_seconds)
+        self._loop.stop(join_seconds=self.join_seconds)
+
+
+def _close_database() -> None:
+    if database.obj is not None:  # the unit tier never binds the database
+        database.close()
 
 
 class FirstSeen(BackgroundLoop):

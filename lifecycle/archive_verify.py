@@ -24,22 +24,18 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 
-from config.errors import (
-    ArchiveBusy,
-    LockNotOwned,
-    PlayByPlayError,
-    PlayByPlayUnavailable,
-    PlayByPlayUnusable,
-    StreamConnectionError,
-)
+from config.errors import LockNotOwned
 from config.settings import KickoffSettings, mask_url
+from lifecycle.errors import PlayByPlayUnavailable, PlayByPlayUnusable
 from lifecycle.match_ref import resolve_match
 from listener import log_writer
 from listener.backfill import merge
+from listener.errors import ArchiveBusy, PlayByPlayError, StreamConnectionError
 from listener.event_log import EventLog
 from listener.play_by_play import PlayByPlay, fetch_play_by_play, play_by_play_url
 from listener.verify import Verification, compare
 from listener.verify_store import record_verification
+from models.audit import AuditContext
 from models.coordination import CoordinationStore
 from models.event_log import messages_of
 from models.listener_record import has_open_run
@@ -58,7 +54,9 @@ FAILED_METRIC = "kickoff_archive_verification_failures_total"
 def verification_failures() -> Counter:
     """This process's count of verifications that found the archive and the play-by-play apart
     (made on first use, as config.set_aside's counter)."""
-    from prometheus_client import Counter
+    # prometheus_client picks its (multiprocess) value class when first imported: a worker sets
+    # PROMETHEUS_MULTIPROC_DIR (its Prometheus middleware) after importing this module
+    from prometheus_client import Counter  # noqa: PLC0415
 
     return Counter(
         FAILED_METRIC.removesuffix("_total"),
@@ -125,9 +123,16 @@ def _verify(match: Match, pbp: PlayByPlay, *, backfilled: int = 0) -> ArchiveVer
     )
 
 
-def verify_match_archive(match_ref: str, *, settings: KickoffSettings) -> ArchiveVerification:
-    """Compare the archive of the match ``match_ref`` names with its play-by-play; store the outcome."""
+def verify_match_archive(
+    match_ref: str, *, settings: KickoffSettings, audit: AuditContext | None = None
+) -> ArchiveVerification:
+    """Compare the archive of the match ``match_ref`` names with its play-by-play; store the outcome.
+
+    With ``audit``, the verification is audited (archive.verify) before the provider is called.
+    """
     match = resolve_match(match_ref)
+    if audit is not None:
+        audit.record("archive.verify", "match", str(match.id))
     pbp = fetch_match_play_by_play(match, settings=settings)
     return _verify(match, pbp)
 
@@ -137,18 +142,26 @@ def _has_open_row(match_id: str) -> bool:
 
 
 def backfill_match_archive(
-    match_ref: str, *, settings: KickoffSettings, barriers: CoordinationStore
+    match_ref: str,
+    *,
+    settings: KickoffSettings,
+    coordination: CoordinationStore,
+    audit: AuditContext | None = None,
 ) -> ArchiveVerification:
     """Merge what the match's archive lacks from its play-by-play, then verify and store the outcome.
 
     Refused (ArchiveBusy) while the match has an open lifecycle row or its start lock is held;
-    the start lock is held by this backfill (token ``backfill:...``) until it is done.
+    the start lock is held by this backfill (token ``backfill:...``) until it is done. With
+    ``audit``, the backfill is audited (match.backfill) before anything else: an entry that cannot be
+    written refuses it.
     """
     match = resolve_match(match_ref)
     mid = str(match.id)
-    lock = barriers.start_lock(mid)
+    if audit is not None:
+        audit.record("match.backfill", "match", mid)
+    lock = coordination.locks.start_lock(mid)
     if not lock.acquire(f"backfill:{uuid.uuid4()}"):
-        holder = barriers.start_lock_holder(mid)
+        holder = coordination.locks.start_lock_holder(mid)
         raise ArchiveBusy(f"match {mid}: its start lock is held ({holder}): a listener owns the archive")
     try:
         if _has_open_row(mid):

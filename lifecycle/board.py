@@ -6,22 +6,25 @@ dispatcher would otherwise start (enabled league, live, or pre-game/delayed insi
 that is what a stop leaves behind, also for a match stopped while its start was still queued
 (no row: badge ``-``, ``auto_dispatch`` false). Each entry shows the match's newest run, where an
 open row wins over a later closed one, with that run's gap counts and the match's last archive
-verification. One SQL query, one SCAN per key family and one pipelined
-round trip for the counters (of the matches that have keys). A live board passes a BoardCache:
-then the full query runs only when a cheap change token moved, see BoardCache.
+verification. An open run whose event log writing is behind (listener.ingest: the writer is away or
+half full, or its in-flight messages hit the bound) is ``degraded``: its heartbeat keeps a flag in
+Redis while so (lifecycle.heartbeat). One SQL query, one SCAN per key family, one pipelined
+round trip for the counters (of the matches that have keys) and one MGET of the open runs' degraded
+flags. A live board passes a BoardCache: then the full query runs only when a cheap change token
+moved, see BoardCache.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from config.errors import MatchNotFound
 from config.settings import KickoffSettings
 from lifecycle.sql.board import (
+    MatchOnBoard,
     board_change_token,
     board_row_of_match,
     board_rows,
@@ -31,6 +34,7 @@ from lifecycle.sql.board import (
 from models.badges import derive_badge
 from models.coordination import CoordinationStore
 from models.db import release_connection
+from models.errors import MatchNotFound
 from models.match import match_label
 from models.status import DISPATCH_ALWAYS, DISPATCH_IN_WINDOW
 
@@ -78,6 +82,9 @@ class BoardEntry:
     # How the newest run took its match over (lifecycle.takeover: death_seen, lease_lapsed, handoff);
     # None: it did not (a first start, a plain restart).
     takeover: str | None = None
+    # The newest run is open and its event log writing is behind (its heartbeat's flag, lifecycle.heartbeat):
+    # PostgreSQL away or the writer's buffer over half full, or the run's in-flight messages at the bound.
+    degraded: bool = False
 
     @property
     def label(self) -> str:
@@ -158,7 +165,7 @@ def _select(
     settings: KickoffSettings,
     now: datetime,
     match_ids: Sequence[str] | None = None,
-) -> list[tuple[Any, ...]]:
+) -> list[MatchOnBoard]:
     if match_id is not None:
         found = board_row_of_match(uuid.UUID(match_id))
         if not found:
@@ -192,11 +199,12 @@ class BoardCache:
     """
 
     token: tuple[Any, ...] | None = None
-    found: list[tuple[Any, ...]] | None = None
+    found: list[MatchOnBoard] | None = None
     counters: list[tuple[int, bool, bool]] | None = None
     entries: list[BoardEntry] | None = None  # in the order of ``found``
     order: list[int] | None = None  # indexes of ``found``, sorted by league and sr_id
     with_runs: frozenset[str] = frozenset()  # matches of ``found`` with a lifecycle row
+    rows: dict[str, Any] = field(default_factory=dict)  # a reader's own row of each entry (the console's)
     full_reads: int = 0
 
 
@@ -218,9 +226,11 @@ def board_badge(
     now: datetime,
     alive: set[str],
     settings: KickoffSettings,
+    stopped_by: str | None = None,
 ) -> str:
     """A run's badge as the board judges it: Late past two heartbeat intervals or with its worker
-    lease gone from ``alive``, Stale past the stale threshold, by PostgreSQL's ``now``."""
+    lease gone from ``alive``, Stale past the stale threshold, by PostgreSQL's ``now``; a 14 or 15 the
+    run reported itself (``stopped_by``) Ended."""
     return str(
         derive_badge(
             ended_at=ended_at,
@@ -230,91 +240,100 @@ def board_badge(
             stale_after_seconds=settings.listener_heartbeat_stale_seconds,
             late_after_seconds=2 * settings.listener_heartbeat_interval_seconds,
             lease_gone=lease is not None and lease not in alive,
+            stopped_by=stopped_by,
         )
     )
 
 
 def board_entry(
-    row: tuple[Any, ...],
+    row: MatchOnBoard,
     counts: tuple[int, bool, bool],
     *,
     now: datetime,
     alive: set[str],
     settings: KickoffSettings,
+    degraded: set[str] | frozenset[str] = frozenset(),
 ) -> BoardEntry:
-    """One board entry from its row (lifecycle.sql.board.ROW_COLUMNS), its Redis counters and the leases."""
+    """One board entry from its row (lifecycle.sql.board.MatchOnBoard), its Redis counters and the leases;
+    ``degraded``: the open runs whose degraded flag is set (``degraded_open_runs``)."""
     attempts, exhausted, pending = counts
-    mid, league, sr_id, status, auto, rid, heartbeat_at, ended_at, code, why, host, pid, lease = row[:13]
-    gaps, gap_seconds, backfilled, gaps_lost, events_lost, verification, verified_at = row[14:21]
-    title, scheduled, run_started_at = row[21:24]
-    takeover = row[24] if len(row) > 24 else None
-    archive_ok, missing, extra, differing = verification_counts(verification)
-    if rid is None:
+    archive_ok, missing, extra, differing = verification_counts(row.archive_verification)
+    ended_at = row.ended_at
+    if row.record_id is None or row.heartbeat_at is None:
         badge, age = NO_RUN, None
     else:
         badge = board_badge(
             ended_at=ended_at,
-            exit_code=code,
-            heartbeat_at=heartbeat_at,
-            lease=lease,
+            exit_code=row.exit_code,
+            heartbeat_at=row.heartbeat_at,
+            lease=row.worker_lease,
             now=now,
             alive=alive,
             settings=settings,
+            stopped_by=row.stopped_by,
         )
-        age = None if ended_at else round((now - heartbeat_at).total_seconds(), 1)
+        age = None if ended_at else round((now - row.heartbeat_at).total_seconds(), 1)
     return BoardEntry(
-        match_id=mid,
-        league=league,
-        sr_id=sr_id,
-        match_status=status,
+        match_id=row.match_id,
+        league=row.league,
+        sr_id=row.sr_id,
+        match_status=row.status,
         badge=badge,
-        record_id=rid,
+        record_id=row.record_id,
         heartbeat_age_s=age,
         attempts=attempts,
         exhausted=exhausted,
         pending=pending,
-        auto_dispatch=bool(auto),
-        exit_code=code if ended_at else None,
-        reason=why if ended_at else None,
-        host=host,
-        pid=pid,
-        gaps=gaps,
-        gap_seconds=None if gap_seconds is None else round(float(gap_seconds), 1),
-        events_backfilled=backfilled,
-        gaps_unrecovered=gaps_lost,
-        events_unrecovered=events_lost,
+        auto_dispatch=bool(row.auto_dispatch),
+        exit_code=row.exit_code if ended_at else None,
+        reason=row.exit_reason if ended_at else None,
+        host=row.host,
+        pid=row.pid,
+        gaps=row.gaps,
+        gap_seconds=None if row.gap_seconds is None else round(float(row.gap_seconds), 1),
+        events_backfilled=row.events_backfilled,
+        gaps_unrecovered=row.gaps_unrecovered,
+        events_unrecovered=row.events_unrecovered,
         archive_ok=archive_ok,
         archive_missing=missing,
         archive_extra=extra,
         archive_differing=differing,
-        archive_verified_at=verified_at.isoformat() if verified_at else None,
-        title=title,
-        scheduled=scheduled.isoformat() if scheduled else None,
-        run_started_at=run_started_at.isoformat() if run_started_at else None,
-        takeover=takeover,
+        archive_verified_at=row.archive_verified_at.isoformat() if row.archive_verified_at else None,
+        title=row.title,
+        scheduled=row.scheduled.isoformat() if row.scheduled else None,
+        run_started_at=row.run_started_at.isoformat() if row.run_started_at else None,
+        takeover=row.takeover_path,
+        degraded=row.is_open and row.record_id in degraded,
     )
 
 
-def is_open_row(row: tuple[Any, ...]) -> bool:
-    return row[5] is not None and row[7] is None
+def degraded_open_runs(coordination: CoordinationStore, found: list[MatchOnBoard]) -> set[str]:
+    """The open runs among ``found`` whose degraded flag is set (one MGET; none read without an open run)."""
+    open_runs = [row.record_id for row in found if row.is_open and row.record_id]
+    return coordination.locks.degraded_runs(open_runs) if open_runs else set()
+
+
+def open_worker_leases(found: list[MatchOnBoard]) -> set[str]:
+    """The worker leases the open runs among ``found`` started under."""
+    return {row.worker_lease for row in found if row.is_open and row.worker_lease}
 
 
 def row_counters(
-    barriers: CoordinationStore, found: list[tuple[Any, ...]], redis_ids: set[str] | None
+    coordination: CoordinationStore, found: list[MatchOnBoard], redis_ids: set[str] | None
 ) -> list[Any]:
     """Each row's Redis counters; with ``redis_ids`` (every match with a key) only those are read."""
     if redis_ids is None:
-        return barriers.counters([row[0] for row in found])
-    keyed = [row[0] for row in found if row[0] in redis_ids]
-    read = dict(zip(keyed, barriers.counters(keyed), strict=True))
+        return coordination.barriers.counters([row.match_id for row in found])
+    keyed = [row.match_id for row in found if row.match_id in redis_ids]
+    read = dict(zip(keyed, coordination.barriers.counters(keyed), strict=True))
     zero = (0, False, False)
-    return [read.get(row[0], zero) for row in found]
+    return [read.get(row.match_id, zero) for row in found]
 
 
 def listener_board(
     *,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     match_id: str | None = None,
     match_ids: Sequence[str] | None = None,
     active_only: bool = False,
@@ -331,7 +350,7 @@ def listener_board(
     ``cache`` (the full board only) keeps the reading for the next call: see BoardCache.
     """
     whole = match_id is None and match_ids is None
-    redis_ids = barriers.matches_with_keys() if whole else set()
+    redis_ids = coordination.barriers.matches_with_keys() if whole else set()
     if cache is not None and whole:
         now, token = _change_token(settings)
         # a match with a run is on the board whatever its Redis keys: only the others' keys count
@@ -339,22 +358,23 @@ def listener_board(
         if cache.token != token or cache.found is None:
             cache.token, cache.found, cache.entries, cache.order = None, None, None, None
             cache.found = _select(None, redis_ids=redis_ids, settings=settings, now=now)
-            cache.with_runs = frozenset(row[0] for row in cache.found if row[5] is not None)
+            cache.with_runs = frozenset(row.match_id for row in cache.found if row.record_id is not None)
             cache.token = (*token[:-1], frozenset(redis_ids - cache.with_runs))
             cache.full_reads += 1
         found = cache.found
     else:
         found = _select(match_id, redis_ids=redis_ids, settings=settings, now=_db_now(), match_ids=match_ids)
     release_connection()
-    open_leases = {row[12] for row in found if is_open_row(row) and row[12]}
-    alive = barriers.live_worker_leases(open_leases)[0] if open_leases else set()
-    counters = row_counters(barriers, found, redis_ids if whole else None)
+    open_leases = open_worker_leases(found)
+    alive = coordination.locks.live_worker_leases(open_leases)[0] if open_leases else set()
+    counters = row_counters(coordination, found, redis_ids if whole else None)
+    degraded = degraded_open_runs(coordination, found)
     if cache is not None and whole:
         reuse = cache.entries if cache.entries is not None and cache.counters is not None else None
         entries = [
             reuse[i]
-            if reuse is not None and not is_open_row(row) and cache.counters[i] == counts  # type: ignore[index]
-            else board_entry(row, counts, now=now, alive=alive, settings=settings)
+            if reuse is not None and not row.is_open and cache.counters[i] == counts  # type: ignore[index]
+            else board_entry(row, counts, now=now, alive=alive, settings=settings, degraded=degraded)
             for i, (row, counts) in enumerate(zip(found, counters, strict=True))
         ]
         if cache.order is None:
@@ -364,7 +384,7 @@ def listener_board(
     else:
         ordered = sorted(
             (
-                board_entry(row, counts, now=row[13], alive=alive, settings=settings)
+                board_entry(row, counts, now=row.now, alive=alive, settings=settings, degraded=degraded)
                 for row, counts in zip(found, counters, strict=True)
             ),
             key=lambda e: (e.league, e.sr_id),

@@ -2,7 +2,7 @@
 
 ``preview_bulk`` selects the matches of a filter (league, match status, board badge, match ids)
 and keeps the preview in Redis under a random confirm token for ``CONFIRM_SECONDS``
-(``CoordinationStore.save_bulk_preview``, keyed by the token's SHA-256): the action, the canonical
+(``BulkPreviews.save_bulk_preview``, keyed by the token's SHA-256): the action, the canonical
 filter, the sorted match ids and the caller. ``run_bulk`` takes that preview back (GETDEL: a
 confirm is used once), checks that it was issued for the same action, filter and caller, and
 acts on exactly the previewed ids: a match that joined the filter since is not touched, one that
@@ -27,11 +27,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from config.clock import utcnow
-from config.errors import BulkConflict, BulkInvalid, KickoffError
+from config.errors import KickoffError
 from config.settings import KickoffSettings
 from lifecycle.board import NO_RUN, listener_board
 from lifecycle.cleanup import set_auto_dispatch, stop_match_listener
 from lifecycle.dispatch import Sender, request_start
+from lifecycle.errors import BulkConflict, BulkInvalid
 from lifecycle.leagues import get_league
 from lifecycle.match_ref import resolve_match_id
 from models.audit import Actor, AuditContext
@@ -166,7 +167,7 @@ def _check(action: str, flt: BulkFilter, reason: str | None) -> str:
 
 
 def select_matches(
-    flt: BulkFilter, *, settings: KickoffSettings, barriers: CoordinationStore
+    flt: BulkFilter, *, settings: KickoffSettings, coordination: CoordinationStore
 ) -> list[BulkMatch]:
     """The matches of ``flt`` by league and sr_id, each with its board badge.
 
@@ -183,7 +184,9 @@ def select_matches(
     badges = (
         {
             e.match_id: e.badge
-            for e in listener_board(settings=settings, barriers=barriers, match_ids=[r[0] for r in rows])
+            for e in listener_board(
+                settings=settings, coordination=coordination, match_ids=[r[0] for r in rows]
+            )
         }
         if rows
         else {}
@@ -215,7 +218,7 @@ def preview_bulk(
     flt: BulkFilter,
     *,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     actor: Actor,
     reason: str | None,
     keep: bool = True,
@@ -227,7 +230,7 @@ def preview_bulk(
     the exact match ids and the caller (``actor``).
     """
     _check(action, flt, reason)
-    matches = select_matches(flt, settings=settings, barriers=barriers)
+    matches = select_matches(flt, settings=settings, coordination=coordination)
     if not keep or not matches:
         return BulkPreview(action, flt, matches, None, None)
     confirm = secrets.token_urlsafe(32)
@@ -239,13 +242,15 @@ def preview_bulk(
         "who_key_id": actor.key_id,
         "who": actor.name,
     }
-    barriers.save_bulk_preview(_digest(confirm), json.dumps(kept, sort_keys=True), ttl_seconds=ttl_seconds)
+    coordination.previews.save_bulk_preview(
+        _digest(confirm), json.dumps(kept, sort_keys=True), ttl_seconds=ttl_seconds
+    )
     logger.info("bulk %s previewed by %s: %d matches", action, actor.name, len(matches))
     return BulkPreview(action, flt, matches, confirm, expires)
 
 
 def _previewed_ids(
-    confirm: str, action: str, flt: BulkFilter, actor: Actor, barriers: CoordinationStore
+    confirm: str, action: str, flt: BulkFilter, actor: Actor, coordination: CoordinationStore
 ) -> list[str]:
     """The match ids kept for ``confirm`` (taken: used once); BulkConflict when it does not bind this call.
 
@@ -253,7 +258,7 @@ def _previewed_ids(
     confirm sent with another action, filter or key leaves it usable by its own caller.
     """
     digest = _digest(confirm)
-    raw = barriers.peek_bulk_preview(digest)
+    raw = coordination.previews.peek_bulk_preview(digest)
     if raw is None:
         raise BulkConflict("the confirm is unknown, expired or already used: preview again", field="confirm")
     kept = json.loads(raw)
@@ -263,7 +268,7 @@ def _previewed_ids(
         )
     if (kept["who_key_id"], kept["who"]) != (actor.key_id, actor.name):
         raise BulkConflict("the confirm was issued to another caller: preview again", field="confirm")
-    if barriers.take_bulk_preview(digest) is None:  # taken meanwhile by a concurrent confirm
+    if coordination.previews.take_bulk_preview(digest) is None:  # taken meanwhile by a concurrent confirm
         raise BulkConflict("the confirm is unknown, expired or already used: preview again", field="confirm")
     return list(kept["match_ids"])
 
@@ -273,13 +278,13 @@ def _act_on(
     match_id: str,
     *,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     send: Sender | None,
     audit: AuditContext,
 ) -> str:
     """Do ``action`` to one match through its single act's library function; the sentence to show."""
     if action == "stop":
-        r = stop_match_listener(match_id, settings=settings, barriers=barriers, audit=audit)
+        r = stop_match_listener(match_id, settings=settings, coordination=coordination, audit=audit)
         return f"stopped: {r.rows_closed} rows closed with 15; auto-dispatch off"
     if action in ("start", "force-start"):
         if send is None:
@@ -289,13 +294,13 @@ def _act_on(
             mid,
             overrides=None,
             force=action == "force-start",
-            barriers=barriers,
+            coordination=coordination,
             send=send,
             audit=audit,
         )
         return note
     on = action == "dispatch-on"
-    was = set_auto_dispatch(match_id, on, barriers=barriers, audit=audit)
+    was = set_auto_dispatch(match_id, on, coordination=coordination, audit=audit)
     return f"auto-dispatch {'on' if on else 'off'} (was {'on' if was else 'off'})"
 
 
@@ -305,7 +310,7 @@ def run_bulk(
     confirm: str,
     *,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     send: Sender | None,
     actor: Actor,
     reason: str | None,
@@ -319,13 +324,15 @@ def run_bulk(
     start messages (start and force-start).
     """
     audit = AuditContext(actor, reason=_check(action, flt, reason), request_id=request_id)
-    ids = _previewed_ids(confirm, action, flt, actor, barriers)
+    ids = _previewed_ids(confirm, action, flt, actor, coordination)
     labels = match_labels(ids)
     outcome = BulkOutcome(action)
     try:
         for mid in ids:
             try:
-                detail = _act_on(action, mid, settings=settings, barriers=barriers, send=send, audit=audit)
+                detail = _act_on(
+                    action, mid, settings=settings, coordination=coordination, send=send, audit=audit
+                )
                 outcome.results.append(BulkResult(mid, True, detail, labels.get(mid)))
             except KickoffError as exc:
                 logger.warning("match %s: bulk %s refused: %s", mid, action, exc)

@@ -27,12 +27,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from config import spans, tracing
-from config.errors import ErrorKind, KickoffError, LockNotOwned, ServiceUnavailable
+from config.errors import LockNotOwned, ServiceUnavailable
 from config.set_aside import SetAside, setting_aside
 from config.settings import KickoffSettings
 from lifecycle import takeover
+from lifecycle.errors import BackfillNotSent
+from lifecycle.listener_run import load_match_with_league
 from lifecycle.sql import rows
-from lifecycle.start import load_match
 from models.audit import AuditContext
 from models.boundary import transaction
 from models.coordination import CoordinationStore, LeaseState
@@ -55,14 +56,19 @@ def reap_dead_workers(
     match_ids: Iterable[str] | None = None,
     *,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     aside: list[SetAside] | None = None,
     signal_lost: list[str] | None = None,
+    leases_seen: list[str] | None = None,
+    grace_seconds: float | None = None,
 ) -> list[rows.ClosedRow]:
     """Abandon (14) the open rows of dead workers; free their locks and barriers.
 
     ``signal_lost``: gets the leases whose signal is gone but whose grace has not passed yet (the
-    caller judges again once it has).
+    caller judges again once it has). ``leases_seen``: set to the worker leases of the open rows read
+    (what ``watch_worker_leases`` watches until the next full step). ``grace_seconds``: the liveness
+    grace to judge with (default LISTENER_LIVENESS_GRACE_SECONDS; a reaper whose own signal is not
+    steady passes a longer one, lifecycle.liveness UNSTEADY_GRACE_SECONDS).
 
     A worker is dead when its liveness signal stayed gone for LISTENER_LIVENESS_GRACE_SECONDS while
     its lease was fresh (its process ended: the kernel closed its connection; lifecycle.liveness;
@@ -74,18 +80,20 @@ def reap_dead_workers(
     still tries. No lease is judged lapsed
     until Redis's data epoch is older than one lease plus one renewal: after Redis lost its data, every
     live worker re-creates its lease within that time. A dead signal needs no such wait: it is judged
-    only for a lease key that exists, and a live worker re-subscribes within milliseconds of a Redis
-    restart, well inside the grace. A row whose clean-up fails is set aside (appended to ``aside``) and
+    only for a lease key that exists, and after a Redis restart the reapers judge with a longer grace
+    (``grace_seconds``) while their own signal is not steady, inside which every live worker
+    re-subscribes. A row whose clean-up fails is set aside (appended to ``aside``) and
     the others go on.
     """
     match_ids = None if match_ids is None else list(match_ids)
     leases = rows.open_worker_leases(match_ids)
+    if leases_seen is not None:
+        leases_seen[:] = sorted(set(leases))
     if not leases:
         return []
     lease_ttl = settings.listener_worker_lease_seconds
-    judged = barriers.judge_worker_leases(
-        leases, grace_seconds=settings.listener_liveness_grace_seconds, ttl_seconds=lease_ttl
-    )
+    grace = settings.listener_liveness_grace_seconds if grace_seconds is None else grace_seconds
+    judged = coordination.locks.judge_worker_leases(leases, grace_seconds=grace, ttl_seconds=lease_ttl)
     dead = judged.among(LeaseState.DEAD)
     if signal_lost is not None:
         signal_lost.extend(sorted(judged.among(LeaseState.SIGNAL_LOST)))
@@ -102,16 +110,70 @@ def reap_dead_workers(
             "died (its liveness signal ended)" if row in died else "lease expired",
         )
         with _releasing_lock_of(row, aside):
-            barriers.delete_start_lock_if_token(row.match_id, row.record_id)
+            coordination.locks.delete_start_lock_if_token(row.match_id, row.record_id)
     closed = _in_order(died + lapsed)
-    _clear_barriers_of_dead(closed, barriers=barriers, aside=aside)
+    _clear_barriers_of_dead(closed, coordination=coordination, aside=aside)
+    return closed
+
+
+@dataclass(frozen=True)
+class LeaseWatch:
+    """What one watch of the leases found (``watch_worker_leases``)."""
+
+    dead: frozenset[str]  # leases whose liveness signal stayed gone past the grace: their processes ended
+    due: bool  # a lease is dead or lapsed: the full step (or ``reap_workers_seen_dead``) should run now
+    lost: bool  # a liveness signal is gone within its grace: judge again until the grace ends
+
+
+def watch_worker_leases(
+    leases: Iterable[str],
+    *,
+    settings: KickoffSettings,
+    coordination: CoordinationStore,
+    grace_seconds: float | None = None,
+) -> LeaseWatch:
+    """Between two full reaper steps: judge the leases the last one read, in Redis alone (one script,
+    no PostgreSQL): see ``LeaseWatch``.
+
+    So a killed worker is seen within LISTENER_LIVENESS_WATCH_SECONDS of its connection closing, for
+    one Redis script per watch per listener worker, O(leases watched), instead of the full step's
+    PostgreSQL reads every poll. Lapsed leases count only once Redis's data epoch is old enough, as
+    in ``reap_dead_workers``.
+    """
+    lease_ttl = settings.listener_worker_lease_seconds
+    grace = settings.listener_liveness_grace_seconds if grace_seconds is None else grace_seconds
+    judged = coordination.locks.judge_worker_leases(leases, grace_seconds=grace, ttl_seconds=lease_ttl)
+    young = judged.epoch_age is None or judged.epoch_age < lease_ttl * 1.25 + 1
+    dead = frozenset(judged.among(LeaseState.DEAD))
+    due = bool(dead) or (not young and bool(judged.among(LeaseState.LAPSED)))
+    return LeaseWatch(dead=dead, due=due, lost=bool(judged.among(LeaseState.SIGNAL_LOST)))
+
+
+def reap_workers_seen_dead(
+    leases: Iterable[str], *, coordination: CoordinationStore, aside: list[SetAside] | None = None
+) -> list[rows.ClosedRow]:
+    """The watch's fast path: abandon (14, ``WORKER_DIED``) the open rows of the workers whose liveness
+    signal a watch has just judged dead, free their locks and barriers, as ``reap_dead_workers`` does
+    for them, but with no read before the one write (the leases, their judgement and the other rows
+    wait for the next full step): the kill's matches are dispatched a few round trips sooner.
+    """
+    closed = _in_order(rows.abandon_rows_of_dead_workers(leases, reason=takeover.WORKER_DIED))
+    for row in closed:
+        logger.warning(
+            "match %s: row %s abandoned (exit 14): its worker died (its liveness signal ended)",
+            row.match_id,
+            row.record_id,
+        )
+        with _releasing_lock_of(row, aside):
+            coordination.locks.delete_start_lock_if_token(row.match_id, row.record_id)
+    _clear_barriers_of_dead(closed, coordination=coordination, aside=aside)
     return closed
 
 
 def release_locks_of_fenced_runs(
     *,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     aside: list[SetAside] | None = None,
 ) -> list[str]:
     """Free the start lock (and pending key) a closed row still holds once its worker lease is gone.
@@ -121,7 +183,7 @@ def release_locks_of_fenced_runs(
     start lock or clear its pending key: nobody could start the match again until the lock's TTL
     (the stale threshold) and then the sweep's ``reclaim_stale_pending``. A lease key that is gone
     proves its run may write nothing more (lifecycle.lease), so such a lock and pending key are
-    deleted at once, by one script that checks both again (``CoordinationStore.release_fenced_start_lock``:
+    deleted at once, by one script that checks both again (``Locks.release_fenced_start_lock``:
     never a live run's lock). Only rows closed within the stale threshold are read (a lock lives
     no longer), and nothing is judged until Redis's data epoch is older than one lease plus one
     renewal, as in ``reap_dead_workers``. Returns the matches freed (to be dispatched again); a
@@ -130,15 +192,16 @@ def release_locks_of_fenced_runs(
     closed = rows.recently_closed_leased_rows(within_seconds=settings.listener_heartbeat_stale_seconds)
     if not closed:
         return []
-    holders = barriers.start_lock_holders(sorted({match_id for _, match_id, _ in closed}))
-    holding = [(rid, mid, lease) for rid, mid, lease in closed if holders.get(mid) == rid]
+    holders = coordination.locks.start_lock_holders(sorted({row.match_id for row in closed}))
+    holding = [row for row in closed if holders.get(row.match_id) == row.record_id]
     if not holding:
         return []
-    alive, epoch_age = barriers.live_worker_leases(lease for _, _, lease in holding)
+    alive, epoch_age = coordination.locks.live_worker_leases(row.lease for row in holding)
     if epoch_age is None or epoch_age < settings.listener_worker_lease_seconds * 1.25 + 1:
         return []
     freed: set[str] = set()
-    for record_id, match_id, lease in holding:
+    for row in holding:
+        record_id, match_id, lease = row.record_id, row.match_id, row.lease
         if lease in alive:
             continue
         with setting_aside(
@@ -149,7 +212,7 @@ def release_locks_of_fenced_runs(
             match_id=match_id,
             record_id=record_id,
         ):
-            if barriers.release_fenced_start_lock(match_id, record_id, lease):
+            if coordination.locks.release_fenced_start_lock(match_id, record_id, lease):
                 logger.warning(
                     "match %s: released the start lock and pending key of run %s (closed, its worker"
                     " lease expired)",
@@ -166,7 +229,7 @@ def release_locks_of_fenced_runs(
 ORPHAN_RESTART_EVERY_SECONDS = 60.0
 
 
-def orphans_of_fenced_runs(*, settings: KickoffSettings, barriers: CoordinationStore) -> list[str]:
+def orphans_of_fenced_runs(*, settings: KickoffSettings, coordination: CoordinationStore) -> list[str]:
     """Matches a fenced or abandoned run left with nothing to restart them: to be dispatched again.
 
     A run that fenced itself (16) or was abandoned (14) leaves its start lock and pending key
@@ -184,10 +247,10 @@ def orphans_of_fenced_runs(*, settings: KickoffSettings, barriers: CoordinationS
     )
     if not candidates:
         return []
-    _, epoch_age = barriers.live_worker_leases(())
+    _, epoch_age = coordination.locks.live_worker_leases(())
     if epoch_age is None or epoch_age < settings.listener_worker_lease_seconds * 1.25 + 1:
         return []
-    orphans = barriers.claim_orphan_restarts(candidates, every_seconds=ORPHAN_RESTART_EVERY_SECONDS)
+    orphans = coordination.locks.claim_orphan_restarts(candidates, every_seconds=ORPHAN_RESTART_EVERY_SECONDS)
     for match_id in orphans:
         logger.warning("match %s: its fenced run left no start lock or pending key: restarting it", match_id)
     return orphans
@@ -206,7 +269,7 @@ def _releasing_lock_of(row: rows.ClosedRow, aside: list[SetAside] | None) -> Abs
 
 
 def _clear_barriers_of_dead(
-    closed: list[rows.ClosedRow], *, barriers: CoordinationStore, aside: list[SetAside] | None = None
+    closed: list[rows.ClosedRow], *, coordination: CoordinationStore, aside: list[SetAside] | None = None
 ) -> set[str]:
     """Clear pending, attempts and exhausted of each match with no active row left (each on its own)."""
     matches = {row.match_id for row in closed}
@@ -214,15 +277,15 @@ def _clear_barriers_of_dead(
         return set()
     active = rows.matches_with_active_rows(
         matches,
-        stale_seconds=barriers.stale_seconds,
-        active_max_age_seconds=barriers.active_max_age_seconds,
+        stale_seconds=coordination.stale_seconds,
+        active_max_age_seconds=coordination.active_max_age_seconds,
     )
     cleared: set[str] = set()
     for match_id in sorted(matches - active):
         with setting_aside(
             aside, loop=LOOP, item=f"match {match_id}", step="clear_start_barriers", match_id=match_id
         ):
-            barriers.clear_start_barriers(match_id)
+            coordination.barriers.clear_start_barriers(match_id)
             cleared.add(match_id)
     return cleared
 
@@ -243,7 +306,7 @@ def release_dead_holders_locks(
     closed: Iterable[rows.ClosedRow],
     *,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     aside: list[SetAside] | None = None,
 ) -> int:
     """Delete the start lock of each closed row whose holder is silent (token-compared).
@@ -255,7 +318,7 @@ def release_dead_holders_locks(
         if not _holder_silent(row, settings):
             continue
         with _releasing_lock_of(row, aside):
-            if barriers.delete_start_lock_if_token(row.match_id, row.record_id):
+            if coordination.locks.delete_start_lock_if_token(row.match_id, row.record_id):
                 logger.info("match %s: released the start lock of dead run %s", row.match_id, row.record_id)
                 n += 1
     return n
@@ -265,7 +328,7 @@ def after_abandon(
     closed: list[rows.ClosedRow],
     *,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     aside: list[SetAside] | None = None,
 ) -> set[str]:
     """Barrier clean-up after rows were abandoned; return the matches whose barriers were cleared.
@@ -282,12 +345,12 @@ def after_abandon(
             row.record_id,
             row.heartbeat_at.isoformat(),
         )
-    release_dead_holders_locks(closed, settings=settings, barriers=barriers, aside=aside)
-    return _clear_barriers_of_dead(closed, barriers=barriers, aside=aside)
+    release_dead_holders_locks(closed, settings=settings, coordination=coordination, aside=aside)
+    return _clear_barriers_of_dead(closed, coordination=coordination, aside=aside)
 
 
 def reclaim_stale_pending(
-    match_ids: Iterable[str] | None = None, *, barriers: CoordinationStore
+    match_ids: Iterable[str] | None = None, *, coordination: CoordinationStore
 ) -> list[str]:
     """Clear pending keys that no start can clear any more; return their match ids.
 
@@ -297,15 +360,15 @@ def reclaim_stale_pending(
     id stored and not consumed, so its pending key is kept. ``match_ids`` None: every pending
     key in Redis (the sweep).
     """
-    unlocked = barriers.pending_without_lock(match_ids)
+    unlocked = coordination.barriers.pending_without_lock(match_ids)
     if not unlocked:
         return []
     queued = {mid: message_id for mid, message_id in stored_message_ids(unlocked).items() if message_id}
-    consumed = barriers.consumed_among(list(queued.values()))
+    consumed = coordination.barriers.consumed_among(list(queued.values()))
     still_queued = {mid for mid, message_id in queued.items() if message_id not in consumed}
     reclaim = [mid for mid in unlocked if mid not in still_queued]
     if reclaim:
-        barriers.clear_pending(*reclaim)
+        coordination.barriers.clear_pending(*reclaim)
         logger.info("reclaimed %d pending keys no start could clear: %s", len(reclaim), reclaim)
     return reclaim
 
@@ -325,12 +388,6 @@ class SweepResult:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-class BackfillNotSent(KickoffError):
-    """The sweep could not enqueue a backfill (its broker did not take it): set aside, never raised."""
-
-    kind = ErrorKind.UNAVAILABLE
 
 
 def matches_needing_backfill(match_ids: Iterable[str]) -> list[str]:
@@ -363,7 +420,7 @@ def sweep_stale_match_listeners(
     *,
     heartbeat_stale_seconds: float | None = None,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     send_backfill: Callable[[str], None] | None = None,
 ) -> SweepResult:
     """Abandon (14) dead runs under the sweep lock; clear the barriers of their matches.
@@ -385,7 +442,7 @@ def sweep_stale_match_listeners(
         if heartbeat_stale_seconds is None
         else heartbeat_stale_seconds
     )
-    lock = barriers.sweep_lock()
+    lock = coordination.locks.sweep_lock()
     if not lock.acquire():
         logger.info("sweep skipped: another sweep holds the lock")
         return SweepResult(locked=True)
@@ -395,16 +452,16 @@ def sweep_stale_match_listeners(
     released: list[str] = []
     try:
         with setting_aside(aside, loop=LOOP, item="worker leases", step="judge_worker_leases"):
-            reaped = reap_dead_workers(settings=settings, barriers=barriers, aside=aside)
+            reaped = reap_dead_workers(settings=settings, coordination=coordination, aside=aside)
         closed = rows.abandon_stale_rows(stale_seconds=stale)
-        cleared = after_abandon(closed, settings=settings, barriers=barriers, aside=aside)
-        cleared |= _clear_barriers_of_dead(reaped, barriers=barriers, aside=aside)
+        cleared = after_abandon(closed, settings=settings, coordination=coordination, aside=aside)
+        cleared |= _clear_barriers_of_dead(reaped, coordination=coordination, aside=aside)
         closed = reaped + closed
         spans.link_runs((row.traceparent for row in closed), **{"kickoff.closed_by": "sweep"})
         with setting_aside(aside, loop=LOOP, item="fenced runs' locks", step="judge_fenced_locks"):
-            released = release_locks_of_fenced_runs(settings=settings, barriers=barriers, aside=aside)
+            released = release_locks_of_fenced_runs(settings=settings, coordination=coordination, aside=aside)
         with setting_aside(aside, loop=LOOP, item="pending keys", step="reclaim_pending"):
-            reclaimed = reclaim_stale_pending(barriers=barriers)
+            reclaimed = reclaim_stale_pending(coordination=coordination)
     finally:
         with contextlib.suppress(LockNotOwned):
             lock.release()
@@ -424,15 +481,12 @@ def sweep_stale_match_listeners(
     )
 
 
-def audit_sweep(result: SweepResult, audit: AuditContext, *, before: Any = None) -> None:
-    """Audit one sweep an operator ran (``listeners.sweep``: the CLI, the API, the console);
-    ``before``: the settings it ran with that differ from the defaults (the CLI's threshold)."""
+def audit_sweep(audit: AuditContext, *, heartbeat_stale_seconds: float | None = None) -> None:
+    """Audit one sweep an operator asks for (``listeners.sweep``: the CLI, the API, the console), before
+    it runs: an entry that cannot be written refuses it (no act without its record). The threshold
+    asked for (None: the setting's) is recorded; what it did is its answer and its log lines."""
     audit.record(
-        "listeners.sweep",
-        "listeners",
-        None,
-        before=before,
-        after={"locked": result.locked, "abandoned": result.abandoned, "matches": result.matches},
+        "listeners.sweep", "listeners", None, after={"heartbeat_stale_seconds": heartbeat_stale_seconds}
     )
 
 
@@ -454,7 +508,7 @@ def stop_match_listener(
     match_id: str,
     *,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     stopped_by: str = "operator",
     audit: AuditContext | None = None,
 ) -> StopResult:
@@ -466,7 +520,7 @@ def stop_match_listener(
     (listener.stop, with its reason and request id) before any of it: an entry that cannot be
     written refuses the stop.
     """
-    match = load_match(match_id)
+    match = load_match_with_league(match_id)
     mid = str(match.id)
     message_id = match.start_message_id
     if audit is not None:  # before the act: an entry that cannot be written refuses the stop
@@ -479,12 +533,12 @@ def stop_match_listener(
         )
     if tracing.enabled():  # read first: a run that sees the flag may close its own row before we do
         spans.link_runs(rows.open_run_traceparents(mid), **{"kickoff.closed_by": "stop"})
-    barriers.set_stop_flag(mid, ttl_seconds=settings.listener_stop_flag_ttl_seconds)
+    coordination.stops.set_stop_flag(mid, ttl_seconds=settings.listener_stop_flag_ttl_seconds)
     if message_id:
-        barriers.revoke_message(message_id)
+        coordination.barriers.revoke_message(message_id)
     closed = rows.close_open_rows_for_stop(mid, stopped_by=stopped_by)
-    released = release_dead_holders_locks(closed, settings=settings, barriers=barriers)
-    barriers.clear_start_barriers(mid)
+    released = release_dead_holders_locks(closed, settings=settings, coordination=coordination)
+    coordination.barriers.clear_start_barriers(mid)
     stop_dispatch(mid)
     logger.info(
         "match %s: stopped by %s: %d rows closed, message %s revoked",
@@ -507,7 +561,7 @@ def set_auto_dispatch(
     match_id: str,
     on: bool,
     *,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     audit: AuditContext | None = None,
 ) -> bool:
     """Turn a match's auto-dispatch on or off; turning it on also clears a leftover stop flag.
@@ -516,7 +570,7 @@ def set_auto_dispatch(
     e.g. one claimed inside a stop's race window. Returns the previous value. With ``audit``, the
     change is audited (match.dispatch_on/off, before and after) in the update's transaction.
     """
-    match = load_match(match_id)
+    match = load_match_with_league(match_id)
     before = bool(match.auto_dispatch_listener)
     with transaction():
         update_match_fields(match.id, {"auto_dispatch_listener": on})
@@ -529,6 +583,6 @@ def set_auto_dispatch(
                 after={"auto_dispatch": on},
             )
     if on:
-        barriers.clear_stop_flag(str(match.id))
-        reclaim_stale_pending([str(match.id)], barriers=barriers)
+        coordination.stops.clear_stop_flag(str(match.id))
+        reclaim_stale_pending([str(match.id)], coordination=coordination)
     return before

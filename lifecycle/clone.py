@@ -9,11 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from config.clock import utcnow
-from config.errors import SimulatorScriptError
+from lifecycle.listener_run import validate_listener_settings
 from lifecycle.match_ref import resolve_match
 from listener.events import current_events, event_of, operation_of
 from models.audit import AuditContext
+from models.boundary import transaction
+from models.db import connection_scope
 from models.event_log import messages_of
+from models.match import SRSIM_UNSERVED, create_match
+from srsim.errors import SimulatorScriptError
 from srsim.script import GameScript, save_script
 
 logger = logging.getLogger(__name__)
@@ -70,11 +74,6 @@ def clone_match(
     its script (``srsim_unserved``, cleared by srsim when it starts the session). With ``audit``,
     the clone is audited (match.clone) in the insert's transaction.
     """
-    from lifecycle.start import validate_listener_settings
-    from models.boundary import transaction
-    from models.db import connection_scope
-    from models.match import SRSIM_UNSERVED, create_match
-
     validate_listener_settings(settings, source="the clone's --setting")
 
     with connection_scope(), transaction():

@@ -17,12 +17,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from config.errors import KickoffError, LockNotOwned, ServiceUnavailable, StartAttemptsExhausted
+from config.errors import KickoffError, LockNotOwned, ServiceUnavailable
 from config.set_aside import SetAside, set_aside
 from config.settings import KickoffSettings
 from lifecycle.cleanup import after_abandon
+from lifecycle.dispatch_selection import find_candidates
+from lifecycle.errors import StartAttemptsExhausted
+from lifecycle.listener_run import stored_settings_problem
 from lifecycle.sql import rows
-from lifecycle.start import find_candidates, stored_settings_problem
 from models.audit import AuditContext
 from models.boundary import transaction
 from models.coordination import CoordinationStore
@@ -84,13 +86,12 @@ class DispatchResult:
         )
 
 
-def audit_dispatch(result: DispatchResult, audit: AuditContext) -> None:
-    """Audit one dispatch an operator ran (``listeners.dispatch``: the CLI, the API, the console)."""
+def audit_dispatch(audit: AuditContext, *, within_minutes: int, is_test: bool | None = None) -> None:
+    """Audit one dispatch an operator asks for (``listeners.dispatch``: the CLI, the API, the console),
+    before it runs: an entry that cannot be written refuses it (no act without its record). What it
+    did is its answer and its log lines; each start it sends is a message of its own."""
     audit.record(
-        "listeners.dispatch",
-        "listeners",
-        None,
-        after={"locked": result.locked, "enqueued": result.enqueued, "match_ids": result.match_ids},
+        "listeners.dispatch", "listeners", None, after={"within_minutes": within_minutes, "is_test": is_test}
     )
 
 
@@ -134,7 +135,7 @@ def dispatch_upcoming_match_listeners(
     within_minutes: int | None = None,
     is_test: bool | None = None,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     send: Sender,
     send_batch: BatchSender | None = None,
     use_lock: bool = True,
@@ -146,7 +147,7 @@ def dispatch_upcoming_match_listeners(
     dispatch's newer message id and does nothing).
     """
     within = settings.listener_dispatch_within_minutes if within_minutes is None else within_minutes
-    lock = barriers.dispatch_lock()
+    lock = coordination.locks.dispatch_lock()
     if use_lock and not lock.acquire():
         logger.info("dispatch skipped: another dispatch holds the lock")
         return DispatchResult(locked=True)
@@ -156,7 +157,7 @@ def dispatch_upcoming_match_listeners(
                 within=within,
                 is_test=is_test,
                 settings=settings,
-                barriers=barriers,
+                coordination=coordination,
                 send=send,
                 send_batch=send_batch,
             )
@@ -173,7 +174,7 @@ def dispatch_matches(
     match_ids: list[str],
     *,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     send_batch: BatchSender,
 ) -> DispatchResult:
     """Dispatch only ``match_ids``, without the dispatch lock.
@@ -192,7 +193,7 @@ def dispatch_matches(
                 within=settings.listener_dispatch_within_minutes,
                 is_test=settings.app_env.automatic_is_test,
                 settings=settings,
-                barriers=barriers,
+                coordination=coordination,
                 send=lambda message: send_batch([message]),
                 send_batch=send_batch,
                 match_ids=match_ids,
@@ -206,7 +207,7 @@ def _dispatch(
     within: int,
     is_test: bool | None,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     send: Sender,
     send_batch: BatchSender | None,
     match_ids: list[str] | None = None,
@@ -214,10 +215,10 @@ def _dispatch(
     found = find_candidates(
         within_minutes=within,
         is_test=is_test,
-        active_max_age_seconds=barriers.active_max_age_seconds,
-        stale_seconds=barriers.stale_seconds,
+        active_max_age_seconds=coordination.active_max_age_seconds,
+        stale_seconds=coordination.stale_seconds,
         match_ids=match_ids,
-        barriers=barriers,
+        coordination=coordination,
     )
     if not found:
         return DispatchResult()
@@ -229,23 +230,23 @@ def _dispatch(
         for mid, _, stored in found
         if stored is not None and (problem := stored_settings_problem(stored)) is not None
     ]
-    abandoned = rows.abandon_stale_rows(stale_seconds=barriers.stale_seconds, match_ids=with_stale)
-    after_abandon(abandoned, settings=settings, barriers=barriers)
-    exhausted = barriers.exhausted_among(ids)
+    abandoned = rows.abandon_stale_rows(stale_seconds=coordination.stale_seconds, match_ids=with_stale)
+    after_abandon(abandoned, settings=settings, coordination=coordination)
+    exhausted = coordination.barriers.exhausted_among(ids)
     unusable = {p.item for p in poisoned}
     candidates = [m for m in ids if m not in exhausted and m not in unusable]
-    claimed_flags = barriers.claim_pending_many(candidates)
+    claimed_flags = coordination.barriers.claim_pending_many(candidates)
     claimed = [m for m, ok in zip(candidates, claimed_flags, strict=True) if ok]
     try:
         message_ids = store_new_message_ids(claimed)
     except KickoffError:
-        barriers.clear_pending(*claimed)
+        coordination.barriers.clear_pending(*claimed)
         raise
     messages = [StartMessage(match_id=m, message_id=i) for m, i in zip(claimed, message_ids, strict=True)]
     sent, failed, refused = _send_all(messages, send=send, send_batch=send_batch)
     poisoned += refused
     if failed:
-        barriers.clear_pending(*failed)
+        coordination.barriers.clear_pending(*failed)
     logger.info(
         "dispatch: %d eligible, %d enqueued, %d already pending, %d exhausted, %d abandoned, %d set aside",
         len(ids),
@@ -320,7 +321,7 @@ def request_start(
     *,
     overrides: dict[str, Any] | None,
     force: bool,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     send: Sender,
     audit: AuditContext | None = None,
 ) -> tuple[StartMessage | None, str]:
@@ -334,19 +335,20 @@ def request_start(
     """
     busy = f"match {match_id}: a start is already queued or running (use --force to override)"
     if force:
-        barriers.clear_pending(match_id)
+        coordination.barriers.clear_pending(match_id)
     else:
-        if barriers.is_exhausted(match_id):
+        if coordination.barriers.is_exhausted(match_id):
             raise StartAttemptsExhausted(
-                f"match {match_id}: start attempts exhausted ({barriers.attempts(match_id)} failed"
-                f" starts, cap {barriers.attempt_cap}); a plain start would be skipped, nothing was"
+                f"match {match_id}: start attempts exhausted"
+                f" ({coordination.barriers.attempts(match_id)} failed starts,"
+                f" cap {coordination.attempt_cap}); a plain start would be skipped, nothing was"
                 " enqueued: start it with --force (API: force true) to clear the attempts"
             )
-        if barriers.start_lock_holder(match_id) is not None:
+        if coordination.locks.start_lock_holder(match_id) is not None:
             return None, busy  # a run holds the lock (its pending key may have expired)
-    if not barriers.claim_pending(match_id):
+    if not coordination.barriers.claim_pending(match_id):
         return None, busy
-    barriers.clear_stop_flag(match_id)
+    coordination.stops.clear_stop_flag(match_id)
     message = StartMessage(
         match_id=match_id, message_id=new_message_id(match_id), overrides=overrides, force=force
     )
@@ -362,7 +364,7 @@ def request_start(
                 )
         send(message)
     except Exception:
-        barriers.clear_pending(match_id)
+        coordination.barriers.clear_pending(match_id)
         raise
     return message, f"match {match_id}: start enqueued as {message.message_id}" + (
         " (force)" if force else ""

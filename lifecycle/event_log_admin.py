@@ -9,6 +9,7 @@ live, and audits it (``events.prune``).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from config.clock import utcnow
-from config.errors import ArchiveBusy, ArchivePathError
 from listener.archive import read_events, shortcode_for
+from listener.errors import ArchiveBusy, ArchivePathError
 from listener.event_log import stored_form
 from listener.events import FROM_PLAY_BY_PLAY, FROM_RESUME, backfilled_from, is_marker, message_key
 from models.audit import AuditContext
@@ -78,7 +79,6 @@ def _rows(match_id: str, messages: list[Any], summary: ImportSummary) -> list[Ne
 
 
 def _json(value: Any) -> str:
-    import json
 
     return json.dumps(value, separators=(",", ":"), default=str)
 

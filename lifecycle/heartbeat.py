@@ -1,8 +1,13 @@
-"""One heartbeat thread per worker process: one UPDATE and one Redis call per interval for all listeners.
+"""One heartbeat thread per worker process: one UPDATE and one Redis call per interval for all listeners
+(and one more while a run is degraded).
 
 Every interval the thread extends the start locks of every registered run (one Lua call),
-then writes ``heartbeat_at`` on their open rows (one UPDATE); the lock extension never waits
-on PostgreSQL. A run is told to stop when:
+sets the degraded flag of every run whose event log writing is behind (listener.ingest; the
+boards show it) and deletes it of a run that caught up (one more Redis call, only then), then
+writes ``heartbeat_at`` on their open rows (one UPDATE); the Redis calls never wait on
+PostgreSQL, so a run behind because PostgreSQL is away still shows as degraded. The flag lives
+``DEGRADED_FLAG_INTERVALS`` intervals: a run that stops beating stops showing it. A run is told
+to stop when:
 
 * its start lock no longer holds its token (someone deleted it, or it expired);
 * its row was closed by someone else (operator stop, sweep), or its fencing token is no longer
@@ -36,6 +41,8 @@ FENCED = "fenced: a newer run of the match started"
 LOCK_UNREACHABLE = "start lock could not be extended before it would expire"
 #: Reason given when the row's heartbeat could not be written in time (PostgreSQL failing or stuck).
 ROW_UNWRITABLE = "heartbeat could not be written before the stale threshold"
+#: A run's degraded flag outlives this many heartbeat intervals unless a beat sets it again.
+DEGRADED_FLAG_INTERVALS = 3
 
 
 @dataclass(eq=False)
@@ -47,6 +54,9 @@ class HeartbeatRegistration:
     record_id: str | None  # lifecycle row, None in a dry run without a row
     on_lost: Callable[[str], None]  # called (possibly repeatedly) with a reason when the run must stop
     lease_id: str | None = None  # the worker lease the run started under (lifecycle.lease)
+    # whether the run's event log writing is behind now (listener.ingest ``degraded``); None: never
+    degraded: Callable[[], bool] | None = None
+    flagged_degraded: bool = False  # its degraded flag is set in Redis (by the last beat that wrote it)
     fenced: bool = False  # its lease ran out: never extend its lock again
     # monotonic times of the last proof: set them to when the lock was taken / the row written
     last_lock_ok: float = field(default_factory=time.monotonic)
@@ -68,14 +78,14 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
     def __init__(
         self,
         *,
-        barriers: CoordinationStore,
+        coordination: CoordinationStore,
         interval_seconds: float,
         lock_ttl_seconds: float,
         grace_seconds: float,
         lease: WorkerLease | None = None,
     ) -> None:
         super().__init__(thread_name="kickoff-heartbeat", step_name="heartbeat beat")
-        self.barriers = barriers
+        self.coordination = coordination
         self.lease = lease  # the process's worker lease: a run under a lapsed one is fenced
         self.interval_seconds = interval_seconds
         self.lock_ttl_seconds = lock_ttl_seconds
@@ -121,7 +131,7 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
 
         extended = 0
         try:
-            results = self.barriers.extend_start_locks(
+            results = self.coordination.locks.extend_start_locks(
                 [(r.match_id, r.token) for r in regs], ttl_seconds=self.lock_ttl_seconds
             )
         except Exception as exc:
@@ -136,6 +146,7 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
                     extended += 1
                 else:
                     lost.setdefault(reg, "start lock lost")
+        self._flag_degraded(regs)
 
         record_ids = [r.record_id for r in regs if r.record_id]
         written: set[str] | None = None
@@ -165,6 +176,44 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
         self._notify(lost)
         return BeatReport(len(written or ()), extended, tuple(r.match_id for r in lost))
 
+    def _flag_degraded(self, regs: list[HeartbeatRegistration]) -> None:
+        """Set the degraded flag of every run behind now, delete it of those that caught up (one call,
+        none when no run is or was degraded); a failure is logged and the next beat tries again."""
+        degraded: list[HeartbeatRegistration] = []
+        recovered: list[HeartbeatRegistration] = []
+        for reg in regs:
+            if reg.record_id is None or reg.degraded is None:
+                continue
+            try:
+                behind = bool(reg.degraded())
+            except Exception:
+                logger.exception("match %s: reading whether the run is degraded failed", reg.match_id)
+                continue
+            if behind:
+                degraded.append(reg)
+            elif reg.flagged_degraded:
+                recovered.append(reg)
+        if not degraded and not recovered:
+            return
+        try:
+            self.coordination.locks.flag_degraded_runs(
+                [r.record_id for r in degraded if r.record_id],
+                [r.record_id for r in recovered if r.record_id],
+                ttl_seconds=DEGRADED_FLAG_INTERVALS * self.interval_seconds,
+            )
+        except Exception as exc:
+            logger.warning("heartbeat: flagging %d degraded runs failed: %s", len(degraded), exc)
+            return
+        for reg in degraded:
+            if not reg.flagged_degraded:
+                logger.info(
+                    "match %s: run %s is degraded (event log writing behind)", reg.match_id, reg.record_id
+                )
+            reg.flagged_degraded = True
+        for reg in recovered:
+            logger.info("match %s: run %s caught up (no longer degraded)", reg.match_id, reg.record_id)
+            reg.flagged_degraded = False
+
     def _fenced(self, record_ids: list[str]) -> set[str]:
         """Which rows the beat did not write were refused for their fencing token (none when unreadable)."""
         if not record_ids:
@@ -176,10 +225,6 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
             return set()
         finally:
             release_connection()
-
-    def wake(self) -> None:
-        """Beat now instead of at the end of the interval."""
-        self._wake.set()
 
     def enforce_deadlines(self, now: float | None = None) -> list[str]:
         """Tell every run whose lock or row has not been renewed in time to stop; return their match ids.

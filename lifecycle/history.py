@@ -50,12 +50,12 @@ class RollupResult:
         return asdict(self)
 
 
-def open_runs_by_badge(*, settings: KickoffSettings, barriers: CoordinationStore) -> dict[str, int]:
+def open_runs_by_badge(*, settings: KickoffSettings, coordination: CoordinationStore) -> dict[str, int]:
     """Open lifecycle rows by badge (Running, Late, Stale; 0 for a badge without one), judged as the
     board judges them: PostgreSQL's clock, two heartbeat intervals for Late, a lost worker lease."""
     now, runs = open_runs()
     leases = {lease for _, lease in runs if lease}
-    alive = barriers.live_worker_leases(leases)[0] if leases else set()
+    alive = coordination.locks.live_worker_leases(leases)[0] if leases else set()
     counts = Counter(
         board_badge(
             ended_at=None,
@@ -74,7 +74,7 @@ def open_runs_by_badge(*, settings: KickoffSettings, barriers: CoordinationStore
 def rollup_history(
     *,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     queues: Sequence[str],
     now: datetime,
 ) -> RollupResult:
@@ -84,7 +84,7 @@ def rollup_history(
     """
     minute = minute_of(now)
     with connection():
-        badges = open_runs_by_badge(settings=settings, barriers=barriers)
+        badges = open_runs_by_badge(settings=settings, coordination=coordination)
         depth = outbox_depth_by_queue()
         snapshot = {("listeners", badge, minute): float(n) for badge, n in badges.items()}
         for queue in sorted({*queues, *depth}):

@@ -11,7 +11,7 @@ from models.coordination import CoordinationStore
 from models.listener_record import newest_open_run
 
 
-def match_holder(match_id: str, *, barriers: CoordinationStore) -> dict[str, Any] | None:
+def match_holder(match_id: str, *, coordination: CoordinationStore) -> dict[str, Any] | None:
     """Describe whoever holds ``match_id`` (None: nobody).
 
     ``{"record_id", "host", "pid", "heartbeat_at"}`` of the newest open row when there is one;
@@ -26,10 +26,10 @@ def match_holder(match_id: str, *, barriers: CoordinationStore) -> dict[str, Any
             "pid": row.pid,
             "heartbeat_at": row.heartbeat_at.isoformat(),
         }
-    token = barriers.start_lock_holder(match_id)
+    token = coordination.locks.start_lock_holder(match_id)
     if token is not None:
         return {"token": token}
-    if barriers.is_pending(match_id):
+    if coordination.barriers.is_pending(match_id):
         return {"pending": True}
     return None
 

@@ -25,12 +25,19 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from config.errors import MalformedFeedEntry, ScheduleFetchError
+from config.errors import MalformedFeedEntry
 from config.feed_text import feed_id, feed_text
 from config.set_aside import set_aside
 from config.settings import KickoffSettings, mask_url
+from lifecycle.errors import ScheduleFetchError
+from lifecycle.leagues import ensure_league
 from lifecycle.schedule import RefreshResult, entries, entry_name, fetch
 from models.base import LeagueRecord
+from models.boundary import connection, transaction
+from models.league import update_league_fields
+from models.league_records import upsert_league_records
+from models.season import Season
+from models.team import Team
 
 logger = logging.getLogger(__name__)
 
@@ -166,11 +173,6 @@ def _store(
 
     Returns (rows created, rows updated, whether the league's metadata changed).
     """
-    from lifecycle.leagues import ensure_league
-    from models.boundary import connection, transaction
-    from models.league import update_league_fields
-    from models.league_records import upsert_league_records
-
     with connection():
         league = ensure_league(league_name)
         with transaction():
@@ -226,8 +228,6 @@ def _result(
 
 def refresh_league_metadata(settings: KickoffSettings, *, league: str) -> LeagueRefreshResult:
     """The hierarchy document: the league's metadata and each team's conference and division."""
-    from models.team import Team
-
     url, doc = _refresh(settings, league=league, document="hierarchy")
     metadata = parse_league(doc, url=url)
     teams = hierarchy_teams(doc, url=url)
@@ -236,8 +236,6 @@ def refresh_league_metadata(settings: KickoffSettings, *, league: str) -> League
 
 def refresh_league_teams(settings: KickoffSettings, *, league: str) -> LeagueRefreshResult:
     """The teams document: each team's name, market and alias (conference and division untouched)."""
-    from models.team import Team
-
     url, doc = _refresh(settings, league=league, document="teams")
     parse_league(doc, url=url)
     teams = checked("team", entries(doc.get("teams")), team_values, url=url)
@@ -246,8 +244,6 @@ def refresh_league_teams(settings: KickoffSettings, *, league: str) -> LeagueRef
 
 def refresh_league_seasons(settings: KickoffSettings, *, league: str) -> LeagueRefreshResult:
     """The seasons document: every season's year, type, status and dates."""
-    from models.season import Season
-
     url, doc = _refresh(settings, league=league, document="seasons")
     parse_league(doc, url=url)
     seasons = checked("season", entries(doc.get("seasons")), season_values, url=url)

@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-from config.errors import (
-    ArchivePathError,
-    ConfigurationError,
-    ConstraintViolation,
-    ErrorKind,
-    KickoffError,
-    LeagueNotFound,
-)
+from config.errors import ConstraintViolation
+from lifecycle.errors import InvalidLeagueName, LeagueExists, LeagueNotFound
 from listener.archive import safe_component
+from listener.errors import ArchivePathError
 from models.audit import AuditContext
-from models.boundary import transaction
+from models.boundary import connection, transaction
 from models.league import League, all_league_names, create_league, league_named, set_league_enabled_row
-
-
-class InvalidLeagueName(ConfigurationError, ValueError):
-    """Raised when a league name cannot be an archive directory ({DATA_DIR}/listener/{league})."""
-
-    kind = ErrorKind.INVALID  # an operator's or a feed's name, not a setting
+from models.leagues import declaration
 
 
 def check_league_name(name: str) -> str:
@@ -47,9 +37,6 @@ def league_names() -> list[str]:
 
 def undeclared_leagues() -> list[str]:
     """The leagues of the database with no declaration (models.leagues): dispatched for recording only."""
-    from models.boundary import connection
-    from models.leagues import declaration
-
     with connection():
         names = all_league_names()
     return [name for name in names if declaration(name) is None]
@@ -75,16 +62,21 @@ def ensure_league(name: str) -> League:
         return get_league(name)  # another refresh created it meanwhile
 
 
-def add_league(name: str, *, enabled: bool = True) -> League:
-    """Create league ``name``; refuses a bad name or one that exists in any case."""
+def add_league(name: str, *, enabled: bool = True, audit: AuditContext | None = None) -> League:
+    """Create league ``name``; refuses a bad name or one that exists in any case. With ``audit``, the
+    league and its entry (league.add) are written in one transaction."""
     check_league_name(name)
     existing = find_league(name)
     if existing is not None:
-        raise KickoffError(f"league {existing.name!r} already exists")
+        raise LeagueExists(f"league {existing.name!r} already exists")
     try:
-        return create_league(name, enabled=enabled)
+        with transaction():
+            league = create_league(name, enabled=enabled)
+            if audit is not None:
+                audit.record("league.add", "league", league.name, after={"enabled": enabled})
     except ConstraintViolation as exc:
-        raise KickoffError(f"league {name!r} already exists") from exc
+        raise LeagueExists(f"league {name!r} already exists") from exc
+    return league
 
 
 def set_league_enabled(

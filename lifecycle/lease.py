@@ -26,9 +26,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from config.errors import KickoffError, WorkerLeaseUnavailable
+from config.errors import KickoffError
+from lifecycle.errors import WorkerLeaseUnavailable
 from lifecycle.poller import RegistryPoller
-from models.coordination import CoordinationStore
+from models.coordination import Locks
 
 logger = logging.getLogger(__name__)
 
@@ -49,10 +50,8 @@ class LeaseRenewal:
 class WorkerLease:
     """This process's lease; thread-safe."""
 
-    def __init__(
-        self, *, barriers: CoordinationStore, ttl_seconds: float, fence_margin_seconds: float
-    ) -> None:
-        self.barriers = barriers
+    def __init__(self, *, locks: Locks, ttl_seconds: float, fence_margin_seconds: float) -> None:
+        self.locks = locks
         self.ttl_seconds = ttl_seconds
         self.fence_margin_seconds = fence_margin_seconds
         self._mu = threading.Lock()
@@ -109,7 +108,7 @@ class WorkerLease:
             known_epoch = self._epoch if self._lease_id is not None else ""
         sent_at = time.monotonic()  # before the command: the key lives at least ttl from here
         try:
-            state, epoch = self.barriers.renew_worker_lease(
+            state, epoch = self.locks.renew_worker_lease(
                 lease_id, known_epoch=known_epoch, new_epoch_id=uuid.uuid4().hex, ttl_seconds=self.ttl_seconds
             )
         except KickoffError as exc:
@@ -173,16 +172,42 @@ class PeriodicStep(RegistryPoller[object]):
         self._step()
 
 
+#: Workers a reaper's watch reads before it watches less often (``Reaper.watching``).
+WATCH_SPREAD = 10
+
+
 class Reaper(PeriodicStep):
-    """The thread that runs ``step`` (the reaper of other processes' dead runs) every ``period`` s, or
-    sooner once after ``soon`` (a liveness signal seen gone: judged again the moment its grace ends)."""
+    """The thread that runs ``step`` (the reaper of other processes' dead runs) every ``watch`` s (a
+    full step every ``period`` s, ``full_step_due``; a watch between), or sooner once after ``soon`` (a
+    liveness signal seen gone: judged again every few milliseconds until its grace ends)."""
 
     THREAD_NAME = "kickoff-worker-reaper"
     STEP_NAME = "dead worker reaper"
 
-    def __init__(self, *, period_seconds: float, step: Callable[[], None]) -> None:
+    def __init__(
+        self, *, period_seconds: float, step: Callable[[], None], watch_seconds: float | None = None
+    ) -> None:
         super().__init__(period_seconds=period_seconds, step=step)
+        self.full_period_seconds = period_seconds
+        self.watch_seconds = watch_seconds
+        self._watching = 0  # workers (leases) the watch reads
+        self._full_due = 0.0
         self._soon: float | None = None
+
+    def watching(self, leases: int) -> None:
+        """The watch reads ``leases`` leases: with more than WATCH_SPREAD, each worker watches that much
+        less often, so the fleet's watches per second (and Redis's CPU for them) stay flat while one of
+        its reapers still looks every ``watch`` s on average (the first to see a signal gone marks it
+        for all, and judges again the moment its grace ends)."""
+        self._watching = leases
+
+    def full_step_due(self, now: float | None = None) -> bool:
+        """Whether this step is a full one (one every ``period``): then the next is due a period on."""
+        now = time.monotonic() if now is None else now
+        if now < self._full_due:
+            return False
+        self._full_due = now + self.full_period_seconds
+        return True
 
     def soon(self, seconds: float) -> None:
         """Run the next step ``seconds`` after this one (when shorter than the period)."""
@@ -190,7 +215,10 @@ class Reaper(PeriodicStep):
 
     def period_seconds(self) -> float:
         soon, self._soon = self._soon, None
-        return self._period if soon is None else min(self._period, soon)
+        every = self._period
+        if self.watch_seconds is not None:
+            every = min(every, self.watch_seconds * max(1.0, self._watching / WATCH_SPREAD))
+        return every if soon is None else min(every, soon)
 
 
 class DeadlineWatch(PeriodicStep):

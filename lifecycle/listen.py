@@ -1,6 +1,6 @@
 """The worker-less listener behind ``kickoff listen``: one match, in this process, until it ends.
 
-A match with a Match row goes through the worker's start path (lifecycle.start_match
+A match with a Match row goes through the worker's start path (lifecycle.guarded_start
 ``start_match_listener`` without a message id): this process claims the match's pending start
 key, takes its start lock with the lifecycle row id as token, and runs under its own
 ListenerServices (the same heartbeat thread, stop watch and self-fencing as a listener worker).
@@ -27,18 +27,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from config.errors import ListenerError, ListenerHeld
 from config.settings import MatchListenerEnvironment
 from lifecycle.cleanup import after_abandon
+from lifecycle.errors import ListenerHeld
+from lifecycle.guarded_start import Skip, start_match_listener
 from lifecycle.holder import describe_holder, match_holder
 from lifecycle.match_ref import resolve_match
 from lifecycle.runtime import ListenerServices, RunHandle, operator_stop
 from lifecycle.sql import rows
-from lifecycle.start_match import Skip, start_match_listener
 from listener.body import ListenerContext
 from listener.match_listener import MatchListener
 from models.coordination import CoordinationStore
-from models.db import connection_scope
+from models.db import connection_scope, init_database
+from models.errors import ListenerError
+from models.match import match_by_sr_id
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +63,8 @@ class ListenResult:
 class ForegroundServices(ListenerServices):
     """ListenerServices of one foreground run: remembers its run; ``interrupt`` stops it as an operator."""
 
-    def __init__(self, *, settings: MatchListenerEnvironment, barriers: CoordinationStore) -> None:
-        super().__init__(settings=settings, barriers=barriers)
+    def __init__(self, *, settings: MatchListenerEnvironment, coordination: CoordinationStore) -> None:
+        super().__init__(settings=settings, coordination=coordination)
         self.handle: RunHandle | None = None
         self.interrupted = False
 
@@ -105,7 +107,7 @@ def listen(
     league: str | None = None,
     record_only: bool = True,
     install_signals: bool = False,
-    barriers: CoordinationStore | None = None,
+    coordination: CoordinationStore | None = None,
     match_id: str | None = None,
     sr_env: str | None = None,
 ) -> ListenResult:
@@ -114,8 +116,6 @@ def listen(
     ``match_id`` (internal id or sr_id) names the match the run is logged against (MatchNotFound
     if none); ``sr_env`` is the feed's access level (``listener_sr_env``: trial, production).
     """
-    from models.db import init_database
-    from models.match import match_by_sr_id
 
     init_database(
         settings.database_url,
@@ -128,7 +128,7 @@ def listen(
         return _archive_only(
             sr_id, settings=settings, league=league, sr_env=sr_env, install_signals=install_signals
         )
-    barriers = barriers or CoordinationStore.from_settings(settings)
+    coordination = coordination or CoordinationStore.from_settings(settings)
     # This process's own choices (not a message's): held to no per-run allowlist.
     local: dict[str, Any] = {"listener_body": LISTEN_BODY, "listener_skip_processing": record_only}
     if match.sr_id != sr_id:  # --match-id: this stream, that match's row
@@ -137,34 +137,36 @@ def listen(
         local["listener_sr_url_league"] = league
     if sr_env:
         local["listener_sr_env"] = sr_env
-    return _start(str(match.id), local, settings=settings, barriers=barriers, install_signals=install_signals)
+    return _start(
+        str(match.id), local, settings=settings, coordination=coordination, install_signals=install_signals
+    )
 
 
 def _held(
-    match_id: str, *, barriers: CoordinationStore, fallback: dict[str, Any] | None = None
+    match_id: str, *, coordination: CoordinationStore, fallback: dict[str, Any] | None = None
 ) -> ListenerHeld:
-    holder = match_holder(match_id, barriers=barriers) or fallback or {"pending": True}
+    holder = match_holder(match_id, coordination=coordination) or fallback or {"pending": True}
     return ListenerHeld(
         f"match {match_id} is already held by {describe_holder(holder)}; not started", holder=holder
     )
 
 
-def _claim(match_id: str, *, settings: MatchListenerEnvironment, barriers: CoordinationStore) -> None:
+def _claim(match_id: str, *, settings: MatchListenerEnvironment, coordination: CoordinationStore) -> None:
     """Claim the match like a dispatch would, or raise ListenerHeld naming whoever holds it.
 
     Stale open rows of the match are abandoned first (as dispatch and start do), so a dead
     listener does not block. A leftover operator stop flag is cleared once the claim is ours
     (running ``kickoff listen`` is an explicit start, like ``kickoff listeners start``).
     """
-    abandoned = rows.abandon_stale_rows(stale_seconds=barriers.stale_seconds, match_ids=[match_id])
-    after_abandon(abandoned, settings=settings, barriers=barriers)
-    if not barriers.claim_pending(match_id):
-        raise _held(match_id, barriers=barriers)
-    holder = match_holder(match_id, barriers=barriers)  # at least our own pending key
+    abandoned = rows.abandon_stale_rows(stale_seconds=coordination.stale_seconds, match_ids=[match_id])
+    after_abandon(abandoned, settings=settings, coordination=coordination)
+    if not coordination.barriers.claim_pending(match_id):
+        raise _held(match_id, coordination=coordination)
+    holder = match_holder(match_id, coordination=coordination)  # at least our own pending key
     if holder is not None and "pending" not in holder:  # an open row or a start lock
-        barriers.clear_pending(match_id)
-        raise _held(match_id, barriers=barriers, fallback=holder)
-    barriers.clear_stop_flag(match_id)
+        coordination.barriers.clear_pending(match_id)
+        raise _held(match_id, coordination=coordination, fallback=holder)
+    coordination.stops.clear_stop_flag(match_id)
 
 
 def _start(
@@ -172,11 +174,11 @@ def _start(
     local: dict[str, Any],
     *,
     settings: MatchListenerEnvironment,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     install_signals: bool,
 ) -> ListenResult:
-    services = ForegroundServices(settings=settings, barriers=barriers)  # checks the intervals first
-    _claim(match_id, settings=settings, barriers=barriers)
+    services = ForegroundServices(settings=settings, coordination=coordination)  # checks the intervals first
+    _claim(match_id, settings=settings, coordination=coordination)
     try:
         with _signals(services.interrupt, install=install_signals):
             result = start_match_listener(
@@ -184,7 +186,7 @@ def _start(
                 None,
                 message_id=None,
                 settings=settings,
-                barriers=barriers,
+                coordination=coordination,
                 services=services,
                 local=local,
             )
@@ -198,8 +200,8 @@ def _start(
     if result.skipped is not None:
         # Lost a race after the claim (another start took the lock or wrote a row first).
         if result.skipped is Skip.STOPPED:
-            barriers.clear_pending(match_id)
-        raise _held(match_id, barriers=barriers, fallback={"pending": True})
+            coordination.barriers.clear_pending(match_id)
+        raise _held(match_id, coordination=coordination, fallback={"pending": True})
     body = services.handle.body if services.handle is not None else None
     archive = getattr(body, "archive", None)
     stats = getattr(body, "stats", None)

@@ -8,18 +8,20 @@ from pathlib import Path
 from typing import Any
 
 from config import spans
-from config.errors import KickoffError
+from config.errors import ConstraintViolation
 from config.settings import KickoffSettings
 from lifecycle.board import listener_board
+from lifecycle.errors import InvalidMatchEdit, MatchExists
 from lifecycle.event_export import document_name
-from lifecycle.start import RUN_SETTINGS, load_match, validate_listener_settings
+from lifecycle.leagues import get_league
+from lifecycle.listener_run import RUN_SETTINGS, load_match_with_league, validate_listener_settings
 from listener.archive import TextLog, archive_path, shortcode_for
 from models.audit import AuditContext, audit_entries
 from models.boundary import transaction
 from models.coordination import CoordinationStore
 from models.event_log import log_summary
 from models.listener_record import MatchListenerRecord, newest_runs_of_match
-from models.match import METADATA_KEYS, Match, matches_with_keys_outside, update_match_fields
+from models.match import METADATA_KEYS, Match, create_match, matches_with_keys_outside, update_match_fields
 from models.status import normalise
 
 
@@ -55,7 +57,7 @@ def run_log_tail(
     match_id: str, record_id: str, *, settings: KickoffSettings, lines: int = 50
 ) -> tuple[Path | None, list[str]]:
     """The log file of run ``record_id`` of the match and its last ``lines`` lines ([] without a file)."""
-    match = load_match(match_id)
+    match = load_match_with_league(match_id)
     path = TextLog.for_run(match_archive(match, data_dir=settings.data_dir), record_id).path
     if path is None or not path.exists():
         return path, []
@@ -64,13 +66,13 @@ def run_log_tail(
 
 
 def match_detail(
-    match_id: str, *, settings: KickoffSettings, barriers: CoordinationStore, runs_limit: int = 20
+    match_id: str, *, settings: KickoffSettings, coordination: CoordinationStore, runs_limit: int = 20
 ) -> dict[str, Any]:
     """The match, its per-match listener settings, its newest runs (with their gap counts), its Redis
     barriers and its archive (path, events, last verification: the stored object or None)."""
-    match = load_match(match_id)
+    match = load_match_with_league(match_id)
     records = newest_runs_of_match(match.id, runs_limit)
-    [entry] = listener_board(settings=settings, barriers=barriers, match_id=str(match.id))
+    [entry] = listener_board(settings=settings, coordination=coordination, match_id=str(match.id))
     return {
         "id": str(match.id),
         "sr_id": match.sr_id,
@@ -81,6 +83,7 @@ def match_detail(
         "is_test": match.is_test,
         "auto_dispatch": match.auto_dispatch_listener,
         "badge": entry.badge,
+        "degraded": entry.degraded,  # the open run's event log writing is behind (lifecycle.board)
         "settings": match.start_settings_without_metadata(),
         "last_message_id": match.start_message_id,
         "runs": [
@@ -108,8 +111,8 @@ def match_detail(
             "pending": entry.pending,
             "attempts": entry.attempts,
             "exhausted": entry.exhausted,
-            "stop_flag": str(match.id) in barriers.stop_flags_among([match.id]),
-            "lock_holder": barriers.start_lock_holder(match.id),
+            "stop_flag": str(match.id) in coordination.stops.stop_flags_among([match.id]),
+            "lock_holder": coordination.locks.start_lock_holder(match.id),
         },
         "archive": {
             "path": document_name(match),
@@ -150,6 +153,48 @@ def match_timeline(
     return [{"at": _iso(at), **item} for at, item in items]
 
 
+def add_match(
+    *,
+    league: str,
+    sr_id: str,
+    scheduled: datetime,
+    status: str,
+    title: str | None = None,
+    is_test: bool = False,
+    auto_dispatch: bool = True,
+    settings: dict[str, Any] | None = None,
+    audit: AuditContext | None = None,
+) -> Match:
+    """Add a match by hand (``status`` already normalised, ``settings`` already checked); returns it.
+
+    LeagueNotFound for an unknown league; MatchExists when a match with ``sr_id`` exists. With
+    ``audit``, the match is audited (match.add) in the insert's transaction.
+    """
+    lg = get_league(league)
+    try:
+        with transaction():  # the match and its audit entry in one transaction
+            match = create_match(
+                league=lg,
+                sr_id=sr_id,
+                scheduled=scheduled,
+                status=status,
+                title=title,
+                is_test=is_test,
+                auto_dispatch_listener=auto_dispatch,
+                listener_start_settings=settings or {},
+            )
+            if audit is not None:
+                audit.record(
+                    "match.add",
+                    "match",
+                    str(match.id),
+                    after={"sr_id": sr_id, "league": lg.name, "title": title},
+                )
+    except ConstraintViolation as exc:
+        raise MatchExists(f"a match with sr_id {sr_id!r} already exists") from exc
+    return match
+
+
 def edit_match(
     match_id: str,
     *,
@@ -166,12 +211,12 @@ def edit_match(
     bookkeeping keys (``message_id``...) cannot be set or unset here. With ``audit``, a change is
     audited (match.edit, the changed fields before and after) in the update's transaction.
     """
-    match = load_match(match_id)
+    match = load_match_with_league(match_id)
     changes: dict[str, Any] = {}
     if status is not None:
         norm = normalise(status)
         if norm is None:
-            raise KickoffError(f"unknown status {status!r}")
+            raise InvalidMatchEdit(f"unknown status {status!r}", field="status")
         if norm != match.status:
             changes["status"] = norm
     if title is not None and title != match.title:
@@ -181,12 +226,16 @@ def edit_match(
     if set_settings or unset_settings:
         bookkeeping = sorted((set(set_settings or {}) | set(unset_settings or [])) & set(METADATA_KEYS))
         if bookkeeping:
-            raise KickoffError(f"{bookkeeping[0]} is kickoff's bookkeeping, not a listener setting")
+            raise InvalidMatchEdit(
+                f"{bookkeeping[0]} is kickoff's bookkeeping, not a listener setting", field="settings"
+            )
         stored = dict(match.listener_start_settings or {})
         user = {k: v for k, v in stored.items() if k not in METADATA_KEYS}
         missing = sorted(set(unset_settings or []) - set(user))
         if missing:
-            raise KickoffError(f"match {match.id} has no setting {missing[0]!r} to unset")
+            raise InvalidMatchEdit(
+                f"match {match.id} has no setting {missing[0]!r} to unset", field="settings"
+            )
         for key in unset_settings or []:
             user.pop(key)
         user.update(set_settings or {})

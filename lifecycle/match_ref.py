@@ -8,7 +8,7 @@ the reference is looked up as ``Match.id`` first and, when no match has that id,
 
 from __future__ import annotations
 
-from config.errors import MatchNotFound
+from models.errors import MatchNotFound
 from models.match import Match, match_by_reference
 
 

@@ -3,8 +3,8 @@
 Unlike the listener board (lifecycle.board), which lists the matches a listener has touched, this
 one lists every match whose scheduled start falls in the window, a match that never had a run
 too (badge ``-``). Each entry is the listener board's (lifecycle.board.BoardEntry: title, league,
-status, badge, dispatch, newest run and its gaps) read with the same query and the same badge
-rules. The search looks through the title, the sr_id and the names of the teams the title
+status, badge, dispatch, newest run and its gaps, degraded) read with the same query and the same
+badge rules. The search looks through the title, the sr_id and the names of the teams the title
 names by alias ("HOU @ KC" is found by "Royals" and "Kansas City" when the league's teams are
 known), case-insensitively, as plain text: quotes, ``%`` and markup are ordinary characters.
 
@@ -24,9 +24,16 @@ from typing import Any
 
 from config.errors import InvalidQuery
 from config.settings import KickoffSettings
-from lifecycle.board import NO_RUN, BoardEntry, board_entry, is_open_row, row_counters
+from lifecycle.board import (
+    NO_RUN,
+    BoardEntry,
+    board_entry,
+    degraded_open_runs,
+    open_worker_leases,
+    row_counters,
+)
 from lifecycle.leagues import league_names
-from lifecycle.sql.board import team_names_by_alias, window_change_token, window_rows
+from lifecycle.sql.board import MatchOnBoard, team_names_by_alias, window_change_token, window_rows
 from models.badges import Badge
 from models.coordination import CoordinationStore
 from models.db import release_connection
@@ -225,17 +232,18 @@ class MatchesCache:
     """A live Matches board's last reading of one window, kept between refreshes."""
 
     token: tuple[Any, ...] | None = None
-    found: list[tuple[Any, ...]] | None = None
+    found: list[MatchOnBoard] | None = None
     search: list[str] = field(default_factory=list)  # lowercased search text, in the order of ``found``
     teams: dict[tuple[str, str], str] = field(default_factory=dict)  # the teams the search texts know
     counters: list[Any] | None = None
     entries: list[BoardEntry] | None = None
     full_reads: int = 0
+    rows: dict[str, Any] = field(default_factory=dict)  # a reader's own row of each entry (the console's)
 
 
-def _search_text(row: tuple[Any, ...], teams: dict[tuple[str, str], str]) -> str:
+def _search_text(row: MatchOnBoard, teams: dict[tuple[str, str], str]) -> str:
     """Title, sr_id and the names of the teams the title names by alias, lowercased."""
-    league, sr_id, title = row[1], row[2], row[21]
+    league, sr_id, title = row.league, row.sr_id, row.title
     parts = [title or "", sr_id]
     for word in (title or "").replace(",", " ").split():
         name = teams.get((league, word))
@@ -249,7 +257,7 @@ def window_entries(
     day_to: date,
     *,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     cache: MatchesCache | None = None,
 ) -> tuple[list[BoardEntry], list[str]]:
     """Every match scheduled in the window as a board entry, and each one's lowercased search text.
@@ -270,12 +278,12 @@ def window_entries(
         # a match's search text is kept while its row and the teams read the same
         search: dict[str, str] = {}
         if teams == cache.teams:
-            search = {row[0]: text for row, text in zip(cache.found or [], cache.search, strict=True)}
+            search = {row.match_id: text for row, text in zip(cache.found or [], cache.search, strict=True)}
         cache.teams = teams
-        kept = [before.get(row[0]) for row in found]
-        same = [k is not None and _same_row(k[0], row) for k, row in zip(kept, found, strict=True)]
+        kept = [before.get(row.match_id) for row in found]
+        same = [k is not None and k[0].same_as(row) for k, row in zip(kept, found, strict=True)]
         cache.search = [
-            search[row[0]] if ok and row[0] in search else _search_text(row, teams)
+            search[row.match_id] if ok and row.match_id in search else _search_text(row, teams)
             for row, ok in zip(found, same, strict=True)
         ]
         reuse = [k[1] if ok and k is not None else None for k, ok in zip(kept, same, strict=True)]
@@ -284,39 +292,35 @@ def window_entries(
         cache.full_reads += 1
     release_connection()
     found = cache.found
-    redis_ids = barriers.matches_with_keys()
-    open_leases = {row[12] for row in found if is_open_row(row) and row[12]}
-    alive = barriers.live_worker_leases(open_leases)[0] if open_leases else set()
-    counters = row_counters(barriers, found, redis_ids)
+    redis_ids = coordination.barriers.matches_with_keys()
+    open_leases = open_worker_leases(found)
+    alive = coordination.locks.live_worker_leases(open_leases)[0] if open_leases else set()
+    counters = row_counters(coordination, found, redis_ids)
+    degraded = degraded_open_runs(coordination, found)
     entries = [
         reuse[i]  # type: ignore[misc]
-        if reuse is not None and reuse[i] is not None and not is_open_row(row) and cache.counters[i] == counts  # type: ignore[index]
-        else board_entry(row, counts, now=now, alive=alive, settings=settings)
+        if reuse is not None and reuse[i] is not None and not row.is_open and cache.counters[i] == counts  # type: ignore[index]
+        else board_entry(row, counts, now=now, alive=alive, settings=settings, degraded=degraded)
         for i, (row, counts) in enumerate(zip(found, counters, strict=True))
     ]
     cache.entries, cache.counters = entries, counters
     return entries, cache.search
 
 
-def _same_row(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
-    """Whether two readings of a match's board row agree (PostgreSQL's now() aside)."""
-    return old[:13] == new[:13] and old[14:] == new[14:]
-
-
 def _by_match(
-    found: list[tuple[Any, ...]], entries: list[BoardEntry] | None, counters: list[Any] | None
-) -> dict[str, tuple[tuple[Any, ...], BoardEntry | None, Any]]:
+    found: list[MatchOnBoard], entries: list[BoardEntry] | None, counters: list[Any] | None
+) -> dict[str, tuple[MatchOnBoard, BoardEntry | None, Any]]:
     """Match id -> (its last row, its entry, its counters) of the last reading."""
     if entries is None or counters is None:
-        return {row[0]: (row, None, None) for row in found}
-    return {row[0]: (row, e, c) for row, e, c in zip(found, entries, counters, strict=True)}
+        return {row.match_id: (row, None, None) for row in found}
+    return {row.match_id: (row, e, c) for row, e, c in zip(found, entries, counters, strict=True)}
 
 
 def matches_page(
     query: MatchesQuery,
     *,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     cache: MatchesCache | None = None,
     leagues: list[str] | None = None,
 ) -> MatchesPage:
@@ -325,7 +329,7 @@ def matches_page(
     ``leagues`` (every league's name; read when None) fills the league filter's choices.
     """
     entries, search = window_entries(
-        query.day_from, query.day_to, settings=settings, barriers=barriers, cache=cache
+        query.day_from, query.day_to, settings=settings, coordination=coordination, cache=cache
     )
     kept = [e for e, text in zip(entries, search, strict=True) if query.keeps(e, text)]
     kept.sort(key=SORTS[query.sort], reverse=query.descending)

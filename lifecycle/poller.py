@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import Generic, TypeVar
 
-logger = logging.getLogger(__name__)
+from config.periodic import PeriodicThread
 
 R = TypeVar("R")
 
@@ -33,21 +32,19 @@ class LockedSet(Generic[R]):
 
 
 class RegistryPoller(Generic[R]):
-    """Registrations plus one thread that calls ``step`` every ``period_seconds()`` until stopped.
+    """Registrations plus one PeriodicThread that calls ``step`` every ``period_seconds()`` until stopped.
 
-    Subclasses (the heartbeat, the stop-flag poller) implement ``period_seconds`` and ``step``;
-    ``step`` reads the registrations with ``snapshot``. A failing step is logged and the thread
-    carries on with the next period.
+    Subclasses (the heartbeat, the stop-flag poller, the lease threads) implement ``period_seconds``
+    and ``step``; ``step`` reads the registrations with ``snapshot``. A failing step is logged and
+    the thread carries on with the next period.
     """
 
     def __init__(self, *, thread_name: str, step_name: str) -> None:
-        self._thread_name = thread_name
-        self._step_name = step_name  # in the log line of a failed step: "<step_name> failed"
         self._regs: LockedSet[R] = LockedSet()
-        self._mu = threading.Lock()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._stopping = False
+        # "<step_name> failed" in the log line of a failed step
+        self._periodic = PeriodicThread(
+            self.step, interval=self.period_seconds, name=thread_name, label=step_name
+        )
 
     def period_seconds(self) -> float:
         raise NotImplementedError
@@ -70,26 +67,17 @@ class RegistryPoller(Generic[R]):
 
     # -- the thread ------------------------------------------------------------------
 
+    @property
+    def _stopping(self) -> bool:
+        return self._periodic.stopping
+
     def start(self) -> None:
         """Start the thread if it is not running (idempotent)."""
-        with self._mu:
-            if self._thread is not None and self._thread.is_alive():
-                return
-            self._stopping = False
-            self._thread = threading.Thread(target=self._run, name=self._thread_name, daemon=True)
-            self._thread.start()
+        self._periodic.start()
+
+    def wake(self) -> None:
+        """Step now instead of at the end of the period."""
+        self._periodic.wake()
 
     def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
-
-    def _run(self) -> None:
-        while not self._stopping:
-            self._wake.wait(self.period_seconds())
-            self._wake.clear()
-            if self._stopping:
-                break
-            try:
-                self.step()
-            except Exception:
-                logger.exception("%s failed", self._step_name)
+        self._periodic.stop()

@@ -13,16 +13,21 @@ PostgreSQL must never delay a renewal and fence a healthy worker).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from dramatiq.threading import raise_thread_exception
 
 from config.errors import ConfigurationError, KickoffError
 from config.settings import MatchListenerEnvironment
+from lifecycle.db_reach import DatabaseReach
+from lifecycle.feed_reach import FeedReach
+from lifecycle.fence_watch import FenceWatch
 from lifecycle.heartbeat import HeartbeatService
 from lifecycle.lease import LEASE_EXPIRED, DeadlineWatch, LeaseKeeper, Reaper, WorkerLease
 from lifecycle.liveness import LivenessSignal
@@ -33,9 +38,17 @@ from listener.body import ListenerBody, ListenerContext
 from listener.db_gate import db_gate
 from listener.exit_codes import ExitCode
 from models.coordination import CoordinationStore
-from models.db import release_connection
+from models.db import check_connection, release_connection
 
 logger = logging.getLogger(__name__)
+
+
+def _probe_database() -> None:
+    """One ``SELECT 1`` on this thread's pooled connection, handed back after (lifecycle.db_reach)."""
+    try:
+        check_connection()
+    finally:
+        release_connection()
 
 
 class ListenerInterrupted(BaseException):
@@ -89,6 +102,9 @@ class RunHandle:
     stop_deadline: float | None = None
     interrupted: bool = False
     in_body: bool = False  # only a thread still inside body.run may be interrupted
+    #: Hands the run's row and start lock to a waiting successor, its stream kept open (None: a run
+    #: without a row); raises KickoffError (lifecycle.listener_run ``_handing_over``).
+    hand_over: Callable[[], None] | None = None
     _mu: threading.Lock = field(default_factory=threading.Lock)
 
     def request_stop(self, cause: StopCause, *, grace_seconds: float) -> bool:
@@ -151,16 +167,17 @@ class ListenerServices:
         self,
         *,
         settings: MatchListenerEnvironment,
-        barriers: CoordinationStore,
+        coordination: CoordinationStore,
         reap: ReapStep | None = None,
         redispatch: Redispatcher | None = None,
         hand_over: HandOver | None = None,
     ) -> None:
         margin = settings.listener_heartbeat_interval_seconds + settings.listener_lock_loss_grace_seconds
-        if margin >= barriers.stale_seconds:
+        if margin >= coordination.stale_seconds:
             raise ConfigurationError(
                 "LISTENER_HEARTBEAT_INTERVAL_SECONDS + LISTENER_LOCK_LOSS_GRACE_SECONDS "
-                f"({margin:g}) must be below LISTENER_HEARTBEAT_STALE_SECONDS ({barriers.stale_seconds:g}): "
+                f"({margin:g}) must be below LISTENER_HEARTBEAT_STALE_SECONDS "
+                f"({coordination.stale_seconds:g}): "
                 "the start lock would expire between heartbeats"
             )
         lease_margin = settings.listener_lock_loss_grace_seconds + settings.listener_stop_poll_seconds
@@ -172,26 +189,46 @@ class ListenerServices:
                 f"({lease_margin:g}): the lease would expire between renewals"
             )
         self.settings = settings
-        self.barriers = barriers
+        self.coordination = coordination
         self.stop_grace_seconds = max(1.0, settings.listener_lock_loss_grace_seconds)
-        self.stop_watch = StopWatcher(barriers=barriers, poll_seconds=settings.listener_stop_poll_seconds)
+        self.stop_watch = StopWatcher(
+            stops=coordination.stops, poll_seconds=settings.listener_stop_poll_seconds
+        )
         # The deadlines on a thread of their own: the stop watcher's poll may hang in Redis.
         self.deadlines = DeadlineWatch(
             period_seconds=settings.listener_stop_poll_seconds, step=self.enforce_deadlines
         )
-        self.lease = WorkerLease(barriers=barriers, ttl_seconds=lease_ttl, fence_margin_seconds=lease_margin)
+        self.lease = WorkerLease(
+            locks=coordination.locks, ttl_seconds=lease_ttl, fence_margin_seconds=lease_margin
+        )
         self.heartbeat = HeartbeatService(
-            barriers=barriers,
+            coordination=coordination,
             interval_seconds=settings.listener_heartbeat_interval_seconds,
-            lock_ttl_seconds=barriers.stale_seconds,
+            lock_ttl_seconds=coordination.stale_seconds,
             grace_seconds=settings.listener_lock_loss_grace_seconds,
             lease=self.lease,
         )
         self.lease_keeper = LeaseKeeper(lease=self.lease, step=self.keep_lease)
         self.liveness = LivenessSignal(
-            barriers=barriers, lease=self.lease, grace_seconds=settings.listener_liveness_grace_seconds
+            coordination=coordination,
+            lease=self.lease,
+            grace_seconds=settings.listener_liveness_grace_seconds,
         )
-        self.reaper = Reaper(period_seconds=settings.listener_reaper_poll_seconds, step=self.reap_dead)
+        # Every watch interval: the reap step itself runs its full (PostgreSQL) pass every reaper poll
+        # and only watches the leases it read in between (actors.listeners).
+        self.reaper = Reaper(
+            period_seconds=settings.listener_reaper_poll_seconds,
+            watch_seconds=settings.listener_liveness_watch_seconds,
+            step=self.reap_dead,
+        )
+        self.database = DatabaseReach(probe=_probe_database)
+        # While the liveness signal is gone (peers may take this process's matches over at once), its
+        # runs learn from PostgreSQL within a poll that they were (docs/reliability.md finding 10).
+        self.fence_watch = FenceWatch(
+            signal_lost=lambda: not self.liveness.held(),
+            runs=self.heartbeat.snapshot,
+        )
+        self.feed = FeedReach.of_url(settings.sportradar_base_url)
         self.reap = reap
         self.redispatch = redispatch
         self.hand_over = hand_over
@@ -228,10 +265,24 @@ class ListenerServices:
         self.lease.renew()
         self.lease_keeper.start()
         self.liveness.start()
+        self.fence_watch.start()
         self.deadlines.start()
         self.stop_watch.start()
+        self.database.start()
+        self.feed.start()
         if self.reap is not None:
             self.reaper.start()
+
+    def import_listener_body(self) -> None:
+        """Import the module of the listener body (LISTENER_BODY) now, at a worker's boot: its first
+        start (often a takeover of a dead worker's matches) then does not spend a tenth of a second
+        importing it before it connects. A module that cannot be imported is only logged here: the
+        start that needs it fails and says so."""
+        module_name = self.settings.listener_body.partition(":")[0]
+        try:
+            importlib.import_module(module_name)
+        except Exception as exc:  # any import failure: the worker runs on
+            logger.warning("listener body %s not imported at boot: %s", module_name, exc)
 
     # -- the worker lease --------------------------------------------------------------
 
@@ -239,6 +290,7 @@ class ListenerServices:
         """The lease a new run starts under (taken, and its thread started, on first use)."""
         self.lease_keeper.start()
         self.liveness.start()
+        self.fence_watch.start()
         self.deadlines.start()
         return self.lease.require()
 
@@ -265,8 +317,16 @@ class ListenerServices:
             release_connection()  # back to the process's pool until the next step
 
     def ready_for_starts(self) -> bool:
-        """Whether a start may run here now: the lease is held and so is its liveness signal."""
-        return self.lease.current() is not None and self.liveness.held()
+        """Whether a start may run here now: the lease is held and so is its liveness signal, and
+        PostgreSQL answers (lifecycle.db_reach: a start taken by a worker cut from it would hold
+        the match until the connection's deadline), and so does the feed (lifecycle.feed_reach: a
+        match given back by a run that lost its feed goes to a worker that reaches it)."""
+        return (
+            self.lease.current() is not None
+            and self.liveness.held()
+            and self.database.reachable()
+            and self.feed.reachable()
+        )
 
     def _stop_lease_runs(self, lease_id: str, reason: str = LEASE_EXPIRED) -> None:
         for reg in self.heartbeat.snapshot():
@@ -315,10 +375,11 @@ class ListenerServices:
         """Graceful worker shutdown: end every running listener (exit 14); return how many.
 
         With ``hand_over`` and LISTENER_HANDOFF_SECONDS above 0, a thread of its own first queues
-        each match's successor start, then stops each run as soon as its successor waits for the
-        start lock (which it takes the moment this run releases it), and every other run once the
-        bound passes: never two streams at once, and a gap of the stop, the row's close and one
-        poll. Without, every run is asked to stop at once and hands its match off after.
+        each match's successor start; as soon as a successor waits for the start lock, the run hands
+        it its row and lock and keeps streaming until the successor's first live byte, then stops
+        (``_hand_over_all``): no second without live data; every run whose successor did not wait
+        stops once the bound passes and hands its match off after. Without, every run is asked to
+        stop at once and hands its match off after.
         """
         self.shutting_down = True
         runs = self.running()
@@ -338,7 +399,13 @@ class ListenerServices:
         return len(runs)
 
     def _hand_over_all(self, hand_over: HandOver, runs: list[RunHandle], bound: float) -> None:
-        """Queue the successors, stop each run whose successor waits, the rest once ``bound`` passed.
+        """Queue the successors; hand each run whose successor waits its row and start lock while its
+        stream stays open, and stop it at the successor's first live byte; the rest once ``bound`` passed.
+
+        The overlap (both streams open, from the successor's connect to its first live byte plus one
+        poll) is what makes a deploy leave no second without live data; the successor's fencing token
+        decides which run records (the event log's key de-duplicates the overlap), and a handed-over
+        run is stopped ``bound`` after its hand-off whether or not its successor went live.
 
         A run already told to stop (an operator stop, a lost lock) gets no successor, nor does a
         live match's run in develop (test clones only, ``AppEnv.automatic_is_test``): that one is
@@ -356,7 +423,7 @@ class ListenerServices:
         deadline = time.monotonic() + bound
         try:
             if waiting:
-                self.barriers.clear_handovers(list(waiting))
+                self.coordination.stops.clear_handovers(list(waiting), live_too=True)
                 hand_over(sorted(waiting))
         except Exception:
             logger.exception("handing %d listeners over failed: stopping them now", len(waiting))
@@ -364,22 +431,64 @@ class ListenerServices:
         finally:
             release_connection()
         poll = self.settings.listener_handoff_poll_seconds
-        while waiting and time.monotonic() < deadline:
-            try:
-                ready = self.barriers.handovers_ready(list(waiting))
-            except KickoffError as exc:
-                logger.warning("hand-off: reading the waiting successors failed: %s", exc)
-                ready = set()
+        handed: dict[str, tuple[RunHandle, float]] = {}  # handed over, streaming until the successor is live
+        while (waiting and time.monotonic() < deadline) or handed:
+            ready = self._read_handovers(self.coordination.stops.handovers_ready, waiting)
             for match_id in ready:
-                logger.info("match %s: its successor waits: stopping here", match_id)
-                self.stop(waiting.pop(match_id), worker_shutdown(successor_waiting=True))
-            if waiting:
+                handle = waiting.pop(match_id)
+                if self._hand_over_run(handle):
+                    handed[match_id] = (handle, time.monotonic() + bound)
+                else:
+                    self.stop(handle, worker_shutdown(successor_waiting=True))
+            live = self._read_handovers(self.coordination.stops.handovers_live, handed)
+            now = time.monotonic()
+            for match_id, (handle, until) in list(handed.items()):
+                if match_id in live or now >= until or handle.cause is not None:
+                    if match_id not in live and handle.cause is None:
+                        logger.warning(
+                            "match %s: its successor was not live within %g s: stopping", match_id, bound
+                        )
+                    else:
+                        logger.info("match %s: its successor is live: stopping here", match_id)
+                    del handed[match_id]
+                    self.stop(handle, worker_shutdown(successor_waiting=True))
+            if (waiting and time.monotonic() < deadline) or handed:
                 time.sleep(poll)
         for match_id, handle in waiting.items():
             logger.warning(
                 "match %s: no successor waited within %g s: stopping, then handing off", match_id, bound
             )
             self.stop(handle, worker_shutdown())
+
+    @staticmethod
+    def _read_handovers(read: Callable[[list[str]], set[str]], among: dict[str, Any]) -> set[str]:
+        """One hand-off mark family among ``among``'s matches (none when Redis cannot tell now)."""
+        if not among:
+            return set()
+        try:
+            return read(list(among))
+        except KickoffError as exc:
+            logger.warning("hand-off: reading the successors' marks failed: %s", exc)
+            return set()
+
+    def _hand_over_run(self, handle: RunHandle) -> bool:
+        """Hand a run whose successor waits its row and start lock, its stream kept open; False: not
+        done (a run without a row, a service error): it is stopped as before."""
+        if handle.hand_over is None or handle.cause is not None:
+            return False
+        try:
+            handle.hand_over()
+        except KickoffError as exc:
+            logger.warning(
+                "match %s: handing its run over failed (stopping it instead): %s", handle.ctx.match_id, exc
+            )
+            return False
+        finally:
+            release_connection()
+        logger.info(
+            "match %s: its successor waits: handed over, streaming until it is live", handle.ctx.match_id
+        )
+        return True
 
     def close(self) -> None:
         """Stop the threads (tests)."""
@@ -388,4 +497,7 @@ class ListenerServices:
         self.deadlines.stop()
         self.lease_keeper.stop()
         self.liveness.stop()
+        self.fence_watch.stop()
         self.reaper.stop()
+        self.database.stop()
+        self.feed.stop()

@@ -21,11 +21,16 @@ from typing import Any
 import requests
 
 from config.clock import parse_iso8601, utcnow
-from config.errors import InvalidTimeError, MalformedFeedEntry, ScheduleFetchError
+from config.errors import InvalidTimeError, MalformedFeedEntry
 from config.feed_text import feed_id, feed_text
 from config.set_aside import set_aside
 from config.settings import KickoffSettings, mask_url
+from lifecycle.errors import ScheduleFetchError
+from lifecycle.leagues import ensure_league, find_league
+from models.boundary import connection
 from models.leagues import Cadence, with_cadence
+from models.match import create_match, match_by_sr_id, reschedule_match
+from models.season import season_covering
 from models.season_calendar import season_year, week_of
 from models.status import normalise
 
@@ -139,10 +144,6 @@ def upsert_games(league_name: str, games: list[Any], *, url: str = "") -> tuple[
 
     A malformed game is set aside (``url`` names its document in the log line); the others go on.
     """
-    from lifecycle.leagues import ensure_league
-    from models.boundary import connection
-    from models.match import create_match, match_by_sr_id, reschedule_match
-
     created = updated = aside = 0
     now = utcnow()
     where = f" of {url}" if url else ""
@@ -260,10 +261,6 @@ def refresh_weekly(
 
 def active_season_year(league: str, today: date) -> int | None:
     """Year of ``league``'s stored season covering ``today``, else of the next to start; None if none."""
-    from lifecycle.leagues import find_league
-    from models.boundary import connection
-    from models.season import season_covering
-
     with connection():
         row = find_league(league)
         if row is None:

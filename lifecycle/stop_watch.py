@@ -1,7 +1,7 @@
 """One stop watcher per worker process: stops pushed over Redis pub/sub, and a poll (one MGET) as fallback.
 
 An operator stop sets the match's stop flag and publishes the match id on the stop channel
-(models.coordination). The push thread hears it at once and checks the flag (a stale push never
+(models.coordination.stop_signals). The push thread hears it at once and checks the flag (a stale push never
 stops a later run); the poll reads every registered match's flag each interval, so a stop
 still lands when the push was missed (Redis reconnecting, a subscription not yet made).
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from config.backoff import backoff_seconds
 from config.errors import KickoffError
 from lifecycle.poller import RegistryPoller
-from models.coordination import CoordinationStore
+from models.coordination import StopSignals
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +38,10 @@ class StopWatcher(RegistryPoller[StopRegistration]):
     """
 
     def __init__(
-        self, *, barriers: CoordinationStore, poll_seconds: float, tick: Callable[[], None] | None = None
+        self, *, stops: StopSignals, poll_seconds: float, tick: Callable[[], None] | None = None
     ) -> None:
         super().__init__(thread_name="kickoff-stop-watch", step_name="stop watch poll")
-        self.barriers = barriers
+        self.stops = stops
         self.poll_seconds = poll_seconds
         self.tick = tick
         self._push_thread: threading.Thread | None = None
@@ -62,10 +62,10 @@ class StopWatcher(RegistryPoller[StopRegistration]):
         while not self._stopping:
             pubsub = None
             try:
-                pubsub = self.barriers.stop_subscription()
+                pubsub = self.stops.stop_subscription()
                 failures = 0
                 while not self._stopping:
-                    match_id = self.barriers.next_stop_message(pubsub, timeout=1.0)
+                    match_id = self.stops.next_stop_message(pubsub, timeout=1.0)
                     if match_id is not None:
                         self.stop_pushed(match_id)
             except KickoffError as exc:
@@ -89,7 +89,7 @@ class StopWatcher(RegistryPoller[StopRegistration]):
         if not regs:
             return
         try:
-            if match_id not in self.barriers.stop_flags_among([match_id]):
+            if match_id not in self.stops.stop_flags_among([match_id]):
                 return
         except KickoffError as exc:
             logger.warning("match %s: stop pushed, flag unreadable (%s): the poll decides", match_id, exc)
@@ -117,7 +117,7 @@ class StopWatcher(RegistryPoller[StopRegistration]):
         if not regs:
             return set()
         try:
-            flagged = self.barriers.stop_flags_among({r.match_id for r in regs})
+            flagged = self.stops.stop_flags_among({r.match_id for r in regs})
         except KickoffError as exc:
             logger.warning("stop watch: reading %d stop flags failed: %s", len(regs), exc)
             return set()

@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from config.clock import utcnow
-from config.errors import ArchiveBusy, ArchivePathError, FencedWrite
+from listener.errors import ArchiveBusy, ArchivePathError
 from listener.events import EventIndex
+from models.errors import FencedWrite
 
 logger = logging.getLogger(__name__)
 

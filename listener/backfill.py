@@ -19,9 +19,9 @@ from typing import Any
 import requests
 
 from config.backoff import backoff_seconds
-from config.errors import PlayByPlayError
 from config.settings import MatchListenerEnvironment
 from listener.archive import EventArchive
+from listener.errors import PlayByPlayError
 from listener.event_log import EventLog
 from listener.play_by_play import PlayByPlay, backfill_messages, fetch_play_by_play, play_by_play_url
 
@@ -181,16 +181,30 @@ def merge(
     league: str,
     held_before: int,
     handle: Callable[[dict[str, Any]], None] | None = None,
+    record_all: Callable[[list[dict[str, Any]]], int] | None = None,
 ) -> int:
     """Record every message ``pbp`` holds that ``archive`` lacks, in game order; returns how many.
 
-    ``handle`` is called with each new message after it is recorded (the run's pipeline).
+    The event log records them in one batch (multi-row statements through the process's writer).
+    ``handle`` is called with each new message after it is recorded (the run's pipeline);
+    ``record_all``, when given, records and hands them on instead (a listener run's ingest, which
+    processes them after their batch committed, in order with the live stream's).
     """
-    recorded = 0
-    for message in backfill_messages(pbp, archive.index, sr_id=sr_id, league=league, held_before=held_before):
-        if archive.record(message):
-            recorded += 1
+    messages = backfill_messages(pbp, archive.index, sr_id=sr_id, league=league, held_before=held_before)
+    if record_all is not None:
+        recorded = record_all(messages) if messages else 0
+    elif isinstance(archive, EventLog):
+        new = archive.record_all(messages)
+        for message in new:
             if handle is not None:
                 handle(message)
+        recorded = len(new)
+    else:
+        recorded = 0
+        for message in messages:
+            if archive.record(message):
+                recorded += 1
+                if handle is not None:
+                    handle(message)
     archive.flush()
     return recorded

@@ -10,7 +10,11 @@ there, before its stop request arrives; a thread already past that check is stop
 store itself: every write carries ``ctx.fence_token`` and is refused (FencedWrite) once a
 successor took a newer one. A body may say why it ended in an ``exit_reason``
 attribute (e.g. ``feed answered HTTP 404 at ...``); the lifecycle row records that reason
-instead of the exit code's name.
+instead of the exit code's name, and with a true ``database_lost`` attribute that it ended because
+PostgreSQL did not answer: a run that ends so before its first live byte is started again at once
+(lifecycle.guarded_start), on a worker that reaches PostgreSQL; with a true ``feed_lost`` that it gave
+its match back because its feed stayed unreachable past LISTENER_FEED_LOST_SECONDS: started again at
+once, on a worker that reaches the feed.
 """
 
 from __future__ import annotations
@@ -38,9 +42,21 @@ class ListenerContext:
     #: The run's fencing token (models.fence), carried by every write it makes: the store refuses
     #: it (FencedWrite) once a newer run of the match took a newer one. None: never fenced.
     fence_token: int | None = None
-    #: Called once, from the body's thread, at the run's first live byte (its first feed message after
-    #: connecting): a run that took its match over records how long the takeover took (lifecycle.takeover).
+    #: Called once, from the body's thread, at the run's first live byte (its first feed message that is
+    #: not a resume's replay): a run handed over to this one closes its stream, and a run that took its
+    #: match over records how long the takeover took (lifecycle.takeover).
     on_live: Callable[[], None] = lambda: None
+    #: Set once a graceful shutdown hands the run's row and start lock to a successor while its stream
+    #: stays open (lifecycle.runtime ``shutdown_all``): the body records nothing more but keeps reading
+    #: until it is asked to stop (at the successor's first live byte); the successor resumes where the
+    #: event log ends, and a write of this run's the fence refuses ends its recording, not its run.
+    handing_over: threading.Event = field(default_factory=threading.Event)
+    #: Held by the body while it takes one message (records it, or hands it to its pipelined writer); a
+    #: hand-over sets ``handing_over``, takes it once, then waits for the body's ``drain_recorded`` (if it
+    #: has one: listener.match_listener), so no message is left recorded but unprocessed when the
+    #: successor takes its fencing token (a body that does neither is handed over all the same: the
+    #: fence decides).
+    recording: threading.Lock = field(default_factory=threading.Lock)
 
 
 class ListenerBody(Protocol):
@@ -59,3 +75,13 @@ def body_exit_reason(body: Any) -> str | None:
     """The reason a body gives for its last exit (its ``exit_reason`` text), or None when it gives none."""
     reason = getattr(body, "exit_reason", None)
     return (reason.strip()[:1000] or None) if isinstance(reason, str) else None
+
+
+def body_lost_database(body: Any) -> bool:
+    """Whether a body says its last run ended because PostgreSQL did not answer (``database_lost``)."""
+    return getattr(body, "database_lost", False) is True
+
+
+def body_lost_feed(body: Any) -> bool:
+    """Whether a body says its last run gave its match back: the feed stayed unreachable (``feed_lost``)."""
+    return getattr(body, "feed_lost", False) is True

@@ -3,16 +3,21 @@
 ``EventLog`` has the file archive's interface (``record``, ``count``, ``index``, ``flush``...)
 so the stream loop, the recovery and the backfill use either; it is what every run with a
 lifecycle row records into. ``open`` reads what the log holds (any host's, any run's) into the
-index; ``record`` skips a message the index knows, else hands it to the process's writer
-(listener.log_writer) and waits until PostgreSQL has it, so a message is durable before the
-pipeline sees it. The log's unique key decides, not the index: a message another run logged
-meanwhile comes back as not new. A refused write (a newer run's fencing token) raises FencedWrite.
-While PostgreSQL is away ``record`` waits at most ``listener_event_log_wait_seconds``: the message
-stays with the writer (written when PostgreSQL is back) and counts as recorded.
+index. Two ways to record:
 
-What jsonb cannot hold is kept byte for byte in ``raw``: a message with a NUL (``\\u0000``) as its
-JSON text (``message`` then holds a note), a line that is not UTF-8 or not JSON as kind
-``unreadable`` with its bytes (and, in ``message``, their base64).
+* ``record`` skips a message the index knows, else hands it to the process's writer
+  (listener.log_writer) and waits until PostgreSQL has it. While PostgreSQL is away it waits at
+  most ``listener_event_log_wait_seconds``: the message stays with the writer (written when
+  PostgreSQL is back) and counts as recorded.
+* ``prepare`` + ``send`` (the listener's stream loop, listener.ingest): the row is handed to the
+  writer without waiting, and the caller learns the outcome once its batch committed (``on_done``
+  on the writer's thread), so one listener's burst is written in a few multi-row statements.
+
+The log's unique key decides, not the index: a message another run logged meanwhile comes back as
+not logged. A refused write (a newer run's fencing token) raises FencedWrite (``record``,
+``maybe_flush``). A message is indexed when it is handed over; one the writer then drops (its buffer
+full) leaves the index again, so the play-by-play backfill can bring it back. A line that is not
+UTF-8 or not JSON is kept as kind ``unreadable`` with its bytes (and, in ``message``, their base64).
 """
 
 from __future__ import annotations
@@ -21,14 +26,15 @@ import base64
 import hashlib
 import json
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from config.clock import utcnow
-from config.errors import FencedWrite
 from listener.events import FROM_PLAY_BY_PLAY, FROM_RESUME, EventIndex, backfilled_from, message_key
 from listener.log_writer import LogWriter, Ticket
 from models import event_log
+from models.errors import FencedWrite
 from models.event_log import NewRow, key_text
 
 logger = logging.getLogger(__name__)
@@ -42,8 +48,16 @@ def kind_of(message: Any) -> str:
     return _KIND_OF_SOURCE.get(backfilled_from(message) or "", "live")
 
 
-def stored_form(message: dict[str, Any]) -> tuple[str, bytes | None]:
-    """(JSON text for ``message`` jsonb, bytes for ``raw`` or None): kickoff's notes left out, a NUL kept."""
+def stored_form(message: dict[str, Any], line: bytes | None = None) -> tuple[str, bytes | None]:
+    """(JSON text for ``message`` jsonb, bytes for ``raw`` or None): kickoff's notes left out, a NUL kept.
+
+    ``line``: the message as read (its UTF-8 JSON text), used as it is when kickoff added no note and it
+    holds no NUL (no second serialisation on the stream's path)."""
+    if line is not None and "kickoff" not in message and b"\\u0000" not in line:
+        try:
+            return line.decode("utf-8"), None
+        except UnicodeDecodeError:
+            pass
     provider = {k: v for k, v in message.items() if k != "kickoff"} if "kickoff" in message else message
     text = json.dumps(provider, separators=(",", ":"), ensure_ascii=False)
     if "\\u0000" in text:
@@ -80,6 +94,9 @@ class EventLog:
         self.last_resume_id: str | None = None  # the newest logged message's resume id (a successor's)
         self.pending: list[Ticket] = []  # tickets not known written when their wait ran out
         self.unreadable = 0
+        self._sent = threading.Condition()
+        self._unsettled = 0  # tickets handed over by ``send`` whose outcome is not known yet
+        self.dropped_sent = 0  # messages ``send`` handed over that the writer did not keep
 
     def open(self) -> EventLog:
         """Read what the log holds for the match (every run's, every host's) into the index."""
@@ -98,6 +115,7 @@ class EventLog:
 
     def messages(self) -> list[Any]:
         """Every logged message of the match, in arrival order (as the file archive held them)."""
+        self.wait_sent(self.wait_seconds)
         self.flush()
         return event_log.messages_of(self.match_id)
 
@@ -113,6 +131,75 @@ class EventLog:
             record_id=self.record_id,
             fence_token=self.fence_token,
         )
+
+    def prepare(self, message: Any, raw: bytes | None = None) -> NewRow | None:
+        """The row that logs ``message``, indexed as handed over; None when the index knows it already.
+        FencedWrite once a newer run holds the match."""
+        if self.fenced:
+            raise self._refused()
+        key = message_key(message)
+        if key is not None and key in self.index.keys:
+            return None
+        text, kept = stored_form(message, raw)
+        row_key = key_text(key) if key is not None else key_text(("message", _digest(text.encode())))
+        self.index.add(message, key)
+        self.count += 1
+        return self._row(row_key, kind_of(message), text, kept)
+
+    def send(
+        self, rows: Sequence[NewRow], messages: Sequence[Any], on_done: Callable[[Ticket], None]
+    ) -> Ticket:
+        """Hand ``rows`` (of ``messages``, from ``prepare``) to the writer without waiting; ``on_done`` gets
+        the ticket once their batch committed, was refused or dropped (on the writer's thread)."""
+        with self._sent:
+            self._unsettled += 1
+
+        def settled(ticket: Ticket) -> None:
+            if ticket.refused:
+                self.fenced = True
+            if ticket.dropped:
+                self.dropped_sent += len(rows)
+                self._unindex(messages)
+            try:
+                on_done(ticket)
+            finally:
+                with self._sent:
+                    self._unsettled -= 1
+                    self._sent.notify_all()
+
+        return self.writer.submit(rows, on_done=settled)
+
+    def wait_sent(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` until every ``send`` has its outcome; False when some still wait."""
+        with self._sent:
+            return self._sent.wait_for(lambda: self._unsettled == 0, timeout)
+
+    def record_all(self, messages: Sequence[Any]) -> list[Any]:
+        """Log the ``messages`` the index lacks in one batch and wait for it (as ``record`` waits); the ones
+        logged now, in order (all of them when PostgreSQL is away and the writer holds them)."""
+        prepared = [(row, m) for m in messages if (row := self.prepare(m)) is not None]
+        if not prepared:
+            return []
+        ticket = self.writer.submit([row for row, _ in prepared])
+        if ticket.dropped:
+            self._unindex([m for _, m in prepared])
+            logger.warning(
+                "match %s: event log buffer full, %d messages not kept", self.match_id, len(prepared)
+            )
+            if self.on_dropped is not None:
+                self.on_dropped(len(prepared))
+            return []
+        if not ticket.wait(0.0 if self.writer.degraded else self.wait_seconds):
+            self.pending.append(ticket)
+            return [m for _, m in prepared]
+        self._check([ticket])
+        return [m for row, m in prepared if row.message_key in ticket.logged]
+
+    def _unindex(self, messages: Sequence[Any]) -> None:
+        for message in messages:  # not in the log: the play-by-play may bring it back
+            key = message_key(message)
+            if key is not None:
+                self.index.keys.discard(key)
 
     def record(self, message: Any, raw: bytes | None = None) -> bool:
         """Log one feed message unless it is logged already; True when this call logged it (or the writer
@@ -193,6 +280,7 @@ class EventLog:
 
     def close(self, wait_seconds: float | None = None) -> None:
         """Wait a little for held writes (they stay with the process's writer); FencedWrite if refused."""
+        self.wait_sent(self.wait_seconds if wait_seconds is None else wait_seconds)
         for ticket in self.pending:
             ticket.wait(self.wait_seconds if wait_seconds is None else wait_seconds)
         self.maybe_flush()

@@ -136,6 +136,10 @@ def current_events(messages: Iterable[Any]) -> dict[str, dict[str, Any]]:
     return current
 
 
+#: ``EventIndex.add``'s key when the caller did not compute it.
+_UNKNOWN = object()
+
+
 class EventIndex:
     """What an archive holds, kept beside it: every message key, and each event id's current version.
 
@@ -154,9 +158,11 @@ class EventIndex:
         key = message_key(message)
         return key is not None and key in self.keys
 
-    def add(self, message: Any) -> bool:
-        """Index ``message``; False when an equal message is already indexed (it must not be recorded)."""
-        key = message_key(message)
+    def add(self, message: Any, key: Any = _UNKNOWN) -> bool:
+        """Index ``message`` (``key``: its ``message_key`` when the caller has it); False when an equal
+        message is already indexed (it must not be recorded)."""
+        if key is _UNKNOWN:
+            key = message_key(message)
         if key is not None:
             if key in self.keys:
                 return False

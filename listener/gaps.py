@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from datetime import timedelta
+from typing import Any
 
 from config import spans
+from config.clock import utcnow
 from models import history_recorder as history
 
 logger = logging.getLogger(__name__)
@@ -37,8 +41,11 @@ class GapCounts:
 class GapTracker:
     """Opens, closes and settles the gaps of one run (the stream loop's thread only)."""
 
-    def __init__(self, match_id: str) -> None:
+    def __init__(self, match_id: str, *, on_gap: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.match_id = match_id
+        #: Told of each gap as it closes: its cause, began and ended (UTC ISO), seconds, how it closed (the
+        #: run writes it to the event log as a ``gap`` marker: the match card draws it on its timeline).
+        self.on_gap = on_gap
         self.counts = GapCounts()
         self.seq = 0  # number of the last gap closed
         self._pending: dict[int, int] = {}  # closed gaps waiting for a backfill: number -> held at begin
@@ -80,6 +87,19 @@ class GapTracker:
         self._pending[self.seq] = self._open_held
         logger.warning("match %s gap: %s, %.1fs without a stream, %s", self.match_id, kind, seconds, how)
         spans.event("gap", kind=kind, seconds=round(seconds, 3), how=how)
+        if self.on_gap is not None:
+            ended = utcnow()
+            began = ended - timedelta(seconds=seconds)
+            self.on_gap(
+                {
+                    "cause": kind,
+                    "began": began.isoformat(),
+                    "ended": ended.isoformat(),
+                    "seconds": round(seconds, 3),
+                    "how": how,
+                    "number": self.seq,
+                }
+            )
         return seconds
 
     def silence(self, *, since: float, now: float, held: int) -> float:

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from config.errors import ConfigurationError
 from listener.body import ListenerContext
+from models.boundary import connection
 from models.leagues import DEFAULT
+from models.match import match_with_league
 
 
 def _status_at(obj: object) -> str | None:
@@ -43,16 +45,13 @@ class MatchInfo:
     has_row: bool
 
 
-def load_match(ctx: ListenerContext) -> MatchInfo:
+def load_match_info(ctx: ListenerContext) -> MatchInfo:
     """The run's match: its Match row, else the injected settings (``kickoff listen`` of an unknown id).
 
     Call it under the process's database gate.
     """
     s = ctx.settings
     if ctx.match_id:
-        from models.boundary import connection
-        from models.match import match_with_league
-
         with connection():
             match = match_with_league(ctx.match_id)
             if match is not None:

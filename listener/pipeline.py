@@ -6,8 +6,10 @@ keyword) with a ``process(message)`` method taking the parsed envelope and a ``c
 gets its league's declared question pipeline (models.leagues; listener.pipelines), or the one the
 ``listener_pipeline`` setting names for every match; a league with no declaration is recorded only
 (RecordOnlyPipeline), said once per process in the log. A message is recorded before it is
-processed: a kill between the two leaves that one message unprocessed (at most once), never
-processed twice.
+processed; a kill between the two leaves it past the match's processed watermark (models.processed)
+and the next run processes it at its start. A pipeline whose ``process_batch(messages, *, through)``
+moves the watermark in its own writes' transaction (listener.pipelines) is exactly once in effect;
+another one's batch may be processed again after a kill (the watermark moves after it).
 """
 
 from __future__ import annotations

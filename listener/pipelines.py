@@ -8,7 +8,9 @@ starts (``Opening``: the question is issued) and whether one ended (``Closing``:
 * issue and settle are idempotent and fenced (models.fence): a second issue of a key only sets its
   prompt again; a settle touches only an open question, and a unit whose end arrives before its
   start (a backfill's order) is created settled; the listener passes each distinct message once
-  across all runs of a match, so a backfill or a successor never issues or settles twice;
+  across all runs of a match (a successor replays only what lies past the match's processed
+  watermark, which ``process_batch`` moves with its writes), so a backfill or a successor never
+  issues or settles twice;
 * a later version of the event that settled a question (a correction, ``operation: update``) with
   another outcome settles it again, and its delete opens it again, each recorded in the question's
   ``settlements`` (models.question);
@@ -17,7 +19,13 @@ starts (``Opening``: the question is issued) and whether one ended (``Closing``:
   ``kickoff_items_set_aside_total{loop="question pipeline"}``) and the stream goes on.
 
 PostgreSQL is touched only on those events, through a short connection held under the process-wide
-gate, never for the whole game.
+gate, never for the whole game. ``process_batch`` handles the messages of one committed batch of the
+event log (listener.ingest) in order over one connection, in one fenced transaction: a busy stream
+costs a transaction per batch, not per question (a batch PostgreSQL refuses as a whole is handled
+again a message at a time). That transaction also advances the match's processed watermark
+(models.processed) past the batch, so its writes and the record that they were made commit
+together: a run that starts replays only what no committed processing covered, and no issue,
+settle, re-settle or reopen is applied twice.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +96,8 @@ class UnitPipeline:
         self.resettled = 0
         self.reopened = 0
         self.set_aside = 0
+        self._in_batch = False  # inside process_batch: writes are gathered, applied in one call
+        self._ops: list[tuple[dict[str, Any], Callable[[Any], None]]] = []
 
     # -- what each league says -------------------------------------------------------------
 
@@ -97,6 +108,69 @@ class UnitPipeline:
         raise NotImplementedError
 
     # -- the same for every league ----------------------------------------------------------
+
+    def process_batch(self, messages: list[dict[str, Any]], *, through: str | None = None) -> bool:
+        """Process ``messages`` in order in one fenced transaction (FencedWrite: a newer run holds it).
+
+        ``through``: the event log key of the last message. The match's processed watermark
+        (models.processed) moves to its row in that same transaction, so a crash before the commit
+        leaves these messages to the next run and nothing after it is processed twice. Returns True
+        when the watermark moved; a batch that writes nothing opens no transaction (False).
+        """
+        from config.errors import DatabaseUnavailable
+        from models.boundary import connection
+        from models.db import database
+        from models.errors import FencedWrite
+
+        if len(messages) == 1 and through is None:
+            self.process(messages[0])
+            return False
+        from models.processed import mark_processed
+        from models.question import apply_question_ops
+
+        state = self._state()
+        self._in_batch, self._ops = True, []
+        try:
+            for message in messages:
+                self.process(message)
+        finally:
+            self._in_batch = False
+        ops, self._ops = self._ops, []
+        if not ops:
+            return False
+        try:
+            with self.db_gate, connection(), database.atomic(), self._fenced("question writes"):
+                results = apply_question_ops(self.match_id, [op for op, _ in ops])
+                if through is not None:
+                    mark_processed(self.match_id, key=through, fence_token=self.fence_token)
+        except (FencedWrite, DatabaseUnavailable):
+            raise
+        except Exception:
+            logger.exception(
+                "match %s: a batch of %d events failed; one at a time", self.match_id, len(messages)
+            )
+            self._restore(state)
+            for message in messages:
+                self.process(message)
+            if through is None:
+                return False
+            with self._writing("processed watermark"):
+                mark_processed(self.match_id, key=through, fence_token=self.fence_token)
+            return True
+        for (_, then), result in zip(ops, results, strict=True):
+            then(result)
+        return through is not None
+
+    def _state(self) -> Any:
+        """What ``process`` keeps in memory between messages (restored when a batch is rolled back)."""
+        return self.open_key
+
+    def _restore(self, state: Any) -> None:
+        self.open_key = state
+
+    def _writing(self, what: str) -> contextlib.AbstractContextManager[None]:
+        """One write's connection and fence."""
+        return _one_write(self.db_gate, self._fenced(what))
 
     def process(self, message: dict[str, Any]) -> None:
         payload = message.get("payload")
@@ -135,31 +209,51 @@ class UnitPipeline:
             )
 
     def _issue(self, opening: Opening, *, current: bool) -> None:
-        from models.boundary import connection
         from models.question import issue_question
 
-        with self.db_gate, connection(), self._fenced("question insert"):
-            issue_question(self.match_id, key=opening.key, prompt=opening.prompt, details=opening.details)
+        if self._in_batch:
+            op = {"op": "issue", "key": opening.key, "prompt": opening.prompt, "details": opening.details}
+            self._ops.append((op, _ignore))
+        else:
+            with self._writing("question insert"):
+                issue_question(self.match_id, key=opening.key, prompt=opening.prompt, details=opening.details)
         if current:
             self.open_key = opening.key
         self.issued += 1
 
     def _settle(self, key: str, closing: Closing) -> None:
-        from models.boundary import connection
-        from models.question import RESETTLED, SETTLED, settle_question
+        from models.question import settle_question
 
         if key == self.open_key:
             self.open_key = None
-        with self.db_gate, connection(), self._fenced("question settle"):
+        at, details = utcnow(), {"event_id": key.partition(":")[2], **closing.details}
+        if self._in_batch:
+            op = {
+                "op": "settle",
+                "key": key,
+                "answer": closing.answer,
+                "at": at.isoformat(),
+                "prompt": closing.prompt,
+                "details": details,
+                "event_id": closing.event_id,
+            }
+            self._ops.append((op, lambda done: self._settled(done, key, closing)))
+            return
+        with self._writing("question settle"):
             done = settle_question(
                 self.match_id,
                 key=key,
                 answer=closing.answer,
-                at=utcnow(),
+                at=at,
                 prompt=closing.prompt,
-                details={"event_id": key.partition(":")[2], **closing.details},
+                details=details,
                 event_id=closing.event_id,
             )
+        self._settled(done, key, closing)
+
+    def _settled(self, done: str | None, key: str, closing: Closing) -> None:
+        from models.question import RESETTLED, SETTLED
+
         if done == SETTLED:
             self.settled += 1
         elif done == RESETTLED:
@@ -173,11 +267,17 @@ class UnitPipeline:
             )
 
     def _reopen(self, event_id: str) -> None:
-        from models.boundary import connection
         from models.question import reopen_question
 
-        with self.db_gate, connection(), self._fenced("question reopen"):
+        if self._in_batch:
+            op = {"op": "reopen", "event_id": event_id, "at": utcnow().isoformat()}
+            self._ops.append((op, lambda key: self._reopened(key, event_id)))
+            return
+        with self._writing("question reopen"):
             key = reopen_question(self.match_id, event_id=event_id, at=utcnow())
+        self._reopened(key, event_id)
+
+    def _reopened(self, key: str | None, event_id: str) -> None:
         if key is not None:
             self.reopened += 1
             logger.info("match %s question %s open again (event %s deleted)", self.match_id, key, event_id)
@@ -197,6 +297,18 @@ class UnitPipeline:
             self.reopened,
             self.set_aside,
         )
+
+
+def _ignore(_: Any) -> None:
+    return None
+
+
+@contextlib.contextmanager
+def _one_write(gate: threading.Semaphore, fence: contextlib.AbstractContextManager[None]) -> Iterator[None]:
+    from models.boundary import connection
+
+    with gate, connection(), fence:
+        yield
 
 
 def _unit_id(value: Any, unit: str) -> str:
@@ -294,6 +406,12 @@ class PeriodPipeline(UnitPipeline):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._opened: set[str] = set()
+
+    def _state(self) -> Any:
+        return self.open_key, set(self._opened)
+
+    def _restore(self, state: Any) -> None:
+        self.open_key, self._opened = state
 
     def read(
         self, event: dict[str, Any], meta: dict[str, Any], game: dict[str, Any]

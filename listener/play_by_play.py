@@ -29,8 +29,8 @@ from typing import Any
 import requests
 
 from config.clock import utcnow
-from config.errors import PlayByPlayError, StreamConnectionError, StreamDataError
 from config.settings import KickoffSettings, mask_url
+from listener.errors import PlayByPlayError, StreamConnectionError, StreamDataError
 from listener.events import FROM_PLAY_BY_PLAY, EventIndex
 from listener.stream import feed_get
 from models.leagues import declaration

@@ -24,16 +24,23 @@ from urllib.parse import quote
 import requests
 
 from config import spans
-from config.errors import PlayByPlayError
 from config.settings import MatchListenerEnvironment
 from listener.archive import EventArchive
 from listener.backfill import Backfiller, merge
+from listener.errors import PlayByPlayError
 from listener.event_log import EventLog
 from listener.gaps import GapCounts, GapTracker
 from listener.play_by_play import PlayByPlay, fetch_play_by_play, play_by_play_url
 from listener.verify import Verification, compare
+from models.errors import FencedWrite
 
 logger = logging.getLogger(__name__)
+
+#: The shortest wait a reconnect's connect is given (a feed that answers at all answers within it).
+MIN_CONNECT_SECONDS = 1.0
+
+#: Records a backfill's messages and hands each new one on; returns how many were new.
+RecordAll = Callable[[list[dict[str, Any]]], int]
 
 
 def last_resume_id(archive: EventArchive | EventLog) -> str | None:
@@ -73,7 +80,8 @@ class Recovery:
         self.match_id = match_id
         self._stop = stop
         self._may_write = may_write
-        self.gaps = GapTracker(match_id)
+        self.gaps = GapTracker(match_id, on_gap=self._log_gap)
+        self._logging_gap = False
         self.backfiller = (
             Backfiller(settings, league=league, sr_id=sr_id, match_id=match_id, stop=stop)
             if settings.listener_backfill
@@ -95,6 +103,21 @@ class Recovery:
     @property
     def counts(self) -> GapCounts:
         return self.gaps.counts
+
+    def _log_gap(self, gap: dict[str, Any]) -> None:
+        """Keep a closed gap in the record as a ``gap`` marker (the match card's timeline draws it).
+
+        A marker the full buffer drops closes a gap of its own: that one is not written (no loop). A
+        refused write is the next message's to raise (the log stays fenced)."""
+        if self._logging_gap:
+            return
+        self._logging_gap = True
+        try:
+            self.archive.append_marker("gap", **gap)
+        except FencedWrite:
+            logger.info("match %s: gap marker refused (a newer run holds the match)", self.match_id)
+        finally:
+            self._logging_gap = False
 
     # -- the connection ------------------------------------------------------------------
 
@@ -130,8 +153,10 @@ class Recovery:
         """The connection dropped: a gap begins at the last message or heartbeat seen."""
         self.gaps.begin("reconnect", since=self.last_seen or time.monotonic(), held=self.archive.count)
 
-    def seen(self, message: dict[str, Any] | None = None) -> None:
-        """A message or heartbeat arrived: close a silence, remember the heartbeat interval and resume id."""
+    def seen(self, message: dict[str, Any] | None = None, *, resume: bool = True) -> None:
+        """A message or heartbeat arrived: close a silence, remember the heartbeat interval and (``resume``)
+        its resume id; a message to record passes ``resume=False``: its id counts once the log holds it
+        (``resume_at``)."""
         now = time.monotonic()
         limit = (self.heartbeat_interval or 0.0) * self.settings.listener_gap_heartbeats
         if self.last_seen is not None and limit > 0 and now - self.last_seen > limit:
@@ -144,8 +169,39 @@ class Recovery:
         if isinstance(beat, dict) and isinstance(beat.get("interval"), int | float) and beat["interval"] > 0:
             self.heartbeat_interval = float(beat["interval"]) / 1000.0
         resume_id = message.get("resume_id")
-        if isinstance(resume_id, str) and resume_id:
+        if resume and isinstance(resume_id, str) and resume_id:
             self.resume_id = resume_id
+
+    def silence_limit(self) -> float | None:
+        """How long the open stream may stay silent before it is given up as dead and reconnected: the
+        silence that makes a gap (``listener_gap_heartbeats`` of the feed's heartbeat intervals; None
+        until a heartbeat said the interval). A feed black-holed mid-stream shows only as this silence."""
+        if self.heartbeat_interval is None:
+            return None
+        return self.heartbeat_interval * self.settings.listener_gap_heartbeats
+
+    def lost_for(self, *, since_start: float) -> float:
+        """Seconds since the feed was last heard (a message, a heartbeat or a connection; ``since_start``,
+        the run's first connect, when it never was)."""
+        return time.monotonic() - (self.last_seen if self.last_seen is not None else since_start)
+
+    def connect_timeout(self, *, since_start: float, reconnecting: bool) -> float:
+        """How long a connect may wait: a reconnect at most what is left of ``listener_feed_lost_seconds``
+        since the feed was last heard (at least a second), so a black-holed feed is given up by that bound."""
+        timeout = self.settings.listener_connect_timeout_seconds
+        if not reconnecting:
+            return timeout
+        left = self.settings.listener_feed_lost_seconds - self.lost_for(since_start=since_start)
+        return min(timeout, max(left, MIN_CONNECT_SECONDS))
+
+    def held_up(self) -> None:
+        """The run held its stream up (waiting for its own writes): no silence of the feed until now."""
+        self.last_seen = time.monotonic()
+
+    def resume_at(self, resume_id: str) -> None:
+        """The log holds the message with ``resume_id`` and everything read before it: a reconnect resumes
+        there (called in read order, from the run's processing thread too: one assignment)."""
+        self.resume_id = resume_id
 
     def overflowed(self, messages: int) -> None:
         """The event log's buffer was full (PostgreSQL away too long): ``messages`` were not kept, a gap
@@ -155,9 +211,9 @@ class Recovery:
         self.gaps.end(now=now, how=f"{messages} messages not kept while PostgreSQL was away")
         self._backfill()
 
-    def replayed(self) -> None:
-        """A resume replay brought one message the archive lacked."""
-        self.gaps.added(1)
+    def replayed(self, messages: int = 1) -> None:
+        """A resume replay brought ``messages`` the archive lacked."""
+        self.gaps.added(messages)
 
     # -- backfills -----------------------------------------------------------------------
 
@@ -169,9 +225,10 @@ class Recovery:
         if self.backfiller is not None:
             self.backfiller.request(held_before, self.gaps.seq)
 
-    def merge(self, handle: Callable[[dict[str, Any]], None]) -> int | None:
-        """Record a finished backfill's messages (``handle``: the pipeline); returns how many (None when no
-        backfill had finished: the gap counts did not change)."""
+    def merge(self, record_all: RecordAll) -> int | None:
+        """Record a finished backfill's messages (``record_all``: the run's ingest, which records them in
+        one batch and processes them once committed); returns how many (None when no backfill had
+        finished: the gap counts did not change)."""
         if self.backfiller is None or not self._may_write():
             return None
         fetched = self.backfiller.take()
@@ -194,7 +251,7 @@ class Recovery:
             sr_id=self.sr_id,
             league=self.league,
             held_before=fetched.held_before,
-            handle=handle,
+            record_all=record_all,
         )
         self.gaps.recovered(recorded, upto=fetched.upto)
         if recorded:
@@ -207,23 +264,21 @@ class Recovery:
         if self.backfiller is not None:
             self.backfiller.close()
 
-    def finish(self, *, game_over: bool, handle: Callable[[dict[str, Any]], None]) -> Verification | None:
+    def finish(self, *, game_over: bool, record_all: RecordAll) -> Verification | None:
         """The run ends: merge what was fetched; once the game is over, fetch the play-by-play once more,
         merge it and compare the archive with it (returned; None when it could not be fetched)."""
         if self.backfiller is None:  # backfill off: the gaps stay as they are, the comparison is made
             self.gaps.given_up()
-            return self._final_fetch(handle, merging=False) if game_over else None
+            return self._final_fetch(record_all, merging=False) if game_over else None
         if not self._stop.is_set():  # a stop returns at once: what is ready is merged, no more
             self.backfiller.wait(self.settings.listener_connect_timeout_seconds, stop=self._stop)
-        self.merge(handle)
+        self.merge(record_all)
         self.backfiller.close()
-        verification = self._final_fetch(handle) if game_over else None
+        verification = self._final_fetch(record_all) if game_over else None
         self.gaps.given_up()  # whatever is still pending was not recovered by this run
         return verification
 
-    def _final_fetch(
-        self, handle: Callable[[dict[str, Any]], None], *, merging: bool = True
-    ) -> Verification | None:
+    def _final_fetch(self, record_all: RecordAll, *, merging: bool = True) -> Verification | None:
         pbp = self._fetch_unless_stopped()
         if pbp is None or not self._may_write():
             return None
@@ -237,7 +292,7 @@ class Recovery:
             sr_id=self.sr_id,
             league=self.league,
             held_before=self.archive.count if held is None else held,
-            handle=handle,
+            record_all=record_all,
         )
         self.gaps.recovered(recorded)
         if recorded:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from urllib.parse import urlencode, urljoin, urlsplit
 
@@ -22,14 +23,28 @@ import requests
 import sseclient
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
-from config.errors import StreamConnectionError, StreamDataError, StreamResumeRefused
 from config.settings import mask_url
+from listener.errors import StreamConnectionError, StreamDataError, StreamResumeRefused
 
 logger = logging.getLogger(__name__)
 
 OVERSIZE = object()  # marker yielded instead of a line longer than the limit
 _MAX_REDIRECTS = 5
-_CHUNK = 16384
+#: Bytes one read of the socket asks for: a burst's messages of one read go to the event log as one batch, and
+#: fewer reads mean fewer waits for the GIL after each (a read releases it; processing threads hold it).
+_CHUNK = 262144
+#: The shortest silence a stream is given up for (a feed beating faster than this on a loaded machine
+#: is not dead for one late beat).
+MIN_SILENCE_SECONDS = 1.0
+
+#: When this process last read a byte of any feed connection (monotonic; None: never). A worker whose
+#: streams read bytes reaches the feed without a probe (lifecycle.feed_reach).
+_last_feed_byte_at: float | None = None
+
+
+def last_feed_byte_at() -> float | None:
+    """When this process last read a byte from the feed (``time.monotonic()``; None: never)."""
+    return _last_feed_byte_at
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
@@ -158,6 +173,17 @@ class StreamConfig:
     read_timeout: float
     max_line_bytes: int
     match_id: str = ""
+    #: How long the open stream may stay silent (no byte: no event and no heartbeat) before it is given
+    #: up as dead, asked by the silence watch (None: ``read_timeout``). The run knows the feed's heartbeat
+    #: interval once a heartbeat arrived (listener.recovery ``Recovery.silence_limit``).
+    silence_seconds: Callable[[], float | None] | None = None
+    #: How long the response's headers may take (None: ``read_timeout``; the body's reads wait the
+    #: silence limit): a reconnect gives up on a feed that accepts connections but does not answer within
+    #: what is left of its bound.
+    first_byte_timeout: float | None = None
+    #: Called on the reading thread before each read of the socket (one that may block): the listener
+    #: hands over the messages of the last read as one batch (listener.ingest ``flush``).
+    before_read: Callable[[], None] | None = None
 
 
 class FeedConnection:
@@ -170,6 +196,8 @@ class FeedConnection:
         self.content_type = ""
         self.final_url = ""
         self._closed = threading.Event()
+        self.last_read_at = time.monotonic()  # the last chunk read (monotonic)
+        self.silent_for: float | None = None  # set when the silence watch gave the stream up
 
     def open(self) -> FeedConnection:
         """Connect, follow redirects, check the status; raise StreamConnectionError / StreamDataError."""
@@ -178,7 +206,7 @@ class FeedConnection:
             self.config.url,
             api_key=self.config.api_key,
             accept="text/event-stream, application/x-ndjson;q=0.9, application/json;q=0.8",
-            timeout=(self.config.connect_timeout, self.config.read_timeout),
+            timeout=(self.config.connect_timeout, self.config.first_byte_timeout or self.config.read_timeout),
             stream=True,
             what="stream",
             match_id=self.config.match_id,
@@ -201,8 +229,9 @@ class FeedConnection:
     def messages(self) -> Iterator[bytes | object]:
         """Yield each message's JSON text (or OVERSIZE); StreamConnectionError when the connection drops."""
         assert self.response is not None
-        raw = self.response.iter_content(chunk_size=_CHUNK)
+        raw = self._noting_reads(self.response.iter_content(chunk_size=_CHUNK))
         lines = capped_lines(raw, self.config.max_line_bytes)
+        SILENCE_WATCH.watch(self)
         try:
             if self.content_type == "text/event-stream":
                 yield from self._sse(lines)
@@ -212,11 +241,44 @@ class FeedConnection:
                         yield line
         except (requests.ConnectionError, requests.Timeout, Urllib3HTTPError, OSError, ValueError) as exc:
             # ChunkedEncodingError (a truncated chunk) is a ConnectionError subclass; a socket we
-            # shut down from request_stop surfaces as one of these too.
-            raise StreamConnectionError(f"stream dropped: {type(exc).__name__}") from exc
+            # shut down from request_stop or the silence watch surfaces as one of these too.
+            raise StreamConnectionError(self._ended_why(f"stream dropped: {type(exc).__name__}")) from exc
         except requests.RequestException as exc:
-            raise StreamConnectionError(f"stream dropped: {type(exc).__name__}") from exc
-        raise StreamConnectionError("stream ended by the server")
+            raise StreamConnectionError(self._ended_why(f"stream dropped: {type(exc).__name__}")) from exc
+        finally:
+            SILENCE_WATCH.unwatch(self)
+        raise StreamConnectionError(self._ended_why("stream ended by the server"))
+
+    def _ended_why(self, otherwise: str) -> str:
+        return otherwise if self.silent_for is None else f"stream silent for {self.silent_for:.1f} s"
+
+    def _noting_reads(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        """The response's chunks, noting when each was read (this connection's and the process's);
+        ``before_read`` runs before each read."""
+        global _last_feed_byte_at
+        self.last_read_at = time.monotonic()
+        before_read = self.config.before_read
+        chunks = iter(chunks)
+        while True:
+            if before_read is not None:
+                before_read()
+            chunk = next(chunks, None)
+            if chunk is None:
+                return
+            self.last_read_at = _last_feed_byte_at = time.monotonic()
+            yield chunk
+
+    def silence_limit(self) -> float:
+        """How long this open stream may stay silent: the run's silence limit once it knows one (at least
+        MIN_SILENCE_SECONDS), else the read timeout."""
+        limit = self.config.silence_seconds() if self.config.silence_seconds is not None else None
+        limit = self.config.read_timeout if limit is None else max(limit, MIN_SILENCE_SECONDS)
+        return min(limit, self.config.read_timeout)
+
+    def silenced(self) -> None:
+        """The silence watch gave this stream up (silent past its limit): close it, and say why."""
+        self.silent_for = time.monotonic() - self.last_read_at
+        self.close()
 
     def _sse(self, lines: Iterator[bytes | object]) -> Iterator[bytes | object]:
         pending_oversize = []
@@ -253,3 +315,51 @@ class FeedConnection:
             resp.raw.shutdown()
         with contextlib.suppress(Exception):
             resp.close()
+
+
+class SilenceWatch:
+    """One thread per process that closes every open stream silent past its limit (``FeedConnection``
+    ``silence_limit``): a black hole (packets dropped, the connection left open) shows only as silence,
+    which the read timeout (30 s by default) would wait out. Started with the first stream watched."""
+
+    #: How often the open streams are looked at (the limit is met within this).
+    PERIOD_SECONDS = 0.25
+
+    def __init__(self) -> None:
+        self._mu = threading.Lock()
+        self._streams: set[FeedConnection] = set()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, conn: FeedConnection) -> None:
+        with self._mu:
+            self._streams.add(conn)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="kickoff-stream-silence", daemon=True)
+                self._thread.start()
+
+    def unwatch(self, conn: FeedConnection) -> None:
+        with self._mu:
+            self._streams.discard(conn)
+
+    def silent_streams(self, now: float) -> list[FeedConnection]:
+        """The watched streams silent past their limit at ``now`` (monotonic)."""
+        with self._mu:
+            streams = list(self._streams)
+        return [conn for conn in streams if now - conn.last_read_at > conn.silence_limit()]
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.PERIOD_SECONDS)
+            for conn in self.silent_streams(time.monotonic()):
+                self.unwatch(conn)
+                logger.info(
+                    "match %s stream silent for %.1f s (limit %.1f s): giving it up",
+                    conn.config.match_id,
+                    time.monotonic() - conn.last_read_at,
+                    conn.silence_limit(),
+                )
+                conn.silenced()
+
+
+#: The process's silence watch (its thread starts with the first stream).
+SILENCE_WATCH = SilenceWatch()

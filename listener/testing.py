@@ -33,6 +33,7 @@ class ScriptedListener:
             s.listener_test_exit_code,
             s.listener_test_hang,
         )
+        ctx.on_live()  # no stream: live at once (a run handed over to this one stops now)
         if not s.listener_test_hang:
             if self._stop.wait(duration):
                 logger.info("match %s: scripted listener stopping on request", ctx.match_id)

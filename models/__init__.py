@@ -1,4 +1,4 @@
-"""Peewee models on PostgreSQL, the database handle, pure status rules, badges and Redis barriers."""
+"""Peewee models on PostgreSQL, the database handle, pure status rules, badges and Redis coordination."""
 
 from models.badges import Badge, derive_badge
 from models.db import database, init_database

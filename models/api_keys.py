@@ -1,19 +1,35 @@
 """The store of ``api_keys`` (migration 0006 and later): the only module with SQL on API keys.
 
-A row is ``KeyRow``: (id, name, scope, created_at, revoked_at, leagues); ``api.keys`` turns it
-into an ``ApiKey``. Only a key's SHA-256 is stored (``key_hash``), never the key.
+A row is a ``KeyRow``; ``api.keys`` turns it into an ``ApiKey``. Only a key's SHA-256 is stored
+(``key_hash``), never the key.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from models.boundary import translate_database_errors
 from models.db import database
 
-#: (id, name, scope, created_at, revoked_at, leagues)
-KeyRow = tuple[Any, ...]
+
+class KeyRow(NamedTuple):
+    """One API key as _COLUMNS reads it."""
+
+    id: Any  # uuid
+    name: str
+    scope: str
+    created_at: datetime
+    revoked_at: datetime | None
+    leagues: list[str] | None  # None: every league
+
+
+class LiveKey(NamedTuple):
+    """A live key's row and its stored hash (compared in constant time by the caller)."""
+
+    row: KeyRow
+    key_hash: str
+
 
 _COLUMNS = "id, name, scope, created_at, revoked_at, leagues"
 
@@ -33,7 +49,8 @@ def insert_key(
 @translate_database_errors
 def all_key_rows() -> list[KeyRow]:
     """Every key's row, oldest first, revoked ones included."""
-    return database.execute_sql(f"SELECT {_COLUMNS} FROM api_keys ORDER BY created_at, id").fetchall()
+    rows = database.execute_sql(f"SELECT {_COLUMNS} FROM api_keys ORDER BY created_at, id").fetchall()
+    return [KeyRow(*row) for row in rows]
 
 
 @translate_database_errors
@@ -46,20 +63,21 @@ def names_of_keys(key_ids: list[str]) -> dict[str, str]:
 @translate_database_errors
 def revoke_key_row(key_id: str, *, at: datetime) -> KeyRow | None:
     """Mark key ``key_id`` revoked at ``at`` (a revoked key keeps its first time); its row, or None."""
-    return database.execute_sql(
+    row = database.execute_sql(
         f"UPDATE api_keys SET revoked_at = COALESCE(revoked_at, %s) WHERE id::text = %s RETURNING {_COLUMNS}",
         (at, key_id),
     ).fetchone()
+    return None if row is None else KeyRow(*row)
 
 
 @translate_database_errors
-def live_key_row_by_hash(key_hash: str) -> tuple[KeyRow, str] | None:
+def live_key_row_by_hash(key_hash: str) -> LiveKey | None:
     """The row of the live (not revoked) key whose hash is ``key_hash``, with the stored hash; or None."""
     row = database.execute_sql(
         f"SELECT {_COLUMNS}, key_hash FROM api_keys WHERE key_hash = %s AND revoked_at IS NULL",
         (key_hash,),
     ).fetchone()
-    return None if row is None else (tuple(row[:6]), row[6])
+    return None if row is None else LiveKey(KeyRow(*row[:6]), row[6])
 
 
 @translate_database_errors

@@ -21,6 +21,7 @@ from typing import Any
 
 import peewee
 import psycopg2.extensions
+from playhouse.db_url import parse
 from playhouse.pool import MaxConnectionsExceeded
 from playhouse.postgres_ext import PooledPostgresqlExtDatabase, PostgresqlExtDatabase
 
@@ -37,8 +38,6 @@ _bound_url: str | None = None
 
 def connect_kwargs_from_url(url: str) -> tuple[str, dict[str, object]]:
     """Split a ``postgresql://user:pw@host:port/db?opt=..`` URL into Peewee's (name, kwargs)."""
-    from playhouse.db_url import parse
-
     parsed = parse(url)
     name = parsed.pop("database")
     return name, parsed
@@ -466,7 +465,8 @@ def connection_scope() -> Iterator[None]:
     """
     depth = getattr(_scope, "depth", 0)
     if depth == 0 and database.is_closed():
-        database.connect()
+        with database_errors():  # a refused connect names DATABASE_URL, as a lost statement does
+            database.connect()
     _scope.depth = depth + 1
     failed = True
     try:

@@ -6,11 +6,12 @@ off the network) the connection looks alive: connect timeouts do not apply to an
 connection, and TCP keepalives are only sent on an idle one, so a statement or COMMIT waits on
 its socket until the link comes back, for ever if it never does. Every connection kickoff opens
 therefore uses ``deadline_cursor(seconds)``: each ``execute`` (Peewee sends BEGIN, COMMIT and
-ROLLBACK as statements too) is watched, and one that has not returned ``seconds`` after it
-started has its connection's socket shut, so the driver raises OperationalError ("server closed
-the connection unexpectedly"), which ``database_errors`` turns into DatabaseUnavailable and the
-pool drops the connection. What that statement did is unknown, as with any lost connection (a
-COMMIT may have been applied): callers treat it as they treat PostgreSQL going away.
+ROLLBACK as statements too) and ``copy_expert`` (the event log's batches) is watched, and one
+that has not returned ``seconds`` after it started has its connection's socket shut, so the
+driver raises OperationalError ("server closed the connection unexpectedly"), which
+``database_errors`` turns into DatabaseUnavailable and the pool drops the connection. What that
+statement did is unknown, as with any lost connection (a COMMIT may have been applied): callers
+treat it as they treat PostgreSQL going away.
 
 One watchdog thread per process, started on first use, checks the deadlines.
 """
@@ -102,6 +103,13 @@ def deadline_cursor(seconds: float) -> type[psycopg2.extensions.cursor]:
             token = WATCHDOG.watch(self.connection, seconds)
             try:
                 return super().execute(query, vars)
+            finally:
+                WATCHDOG.release(token)
+
+        def copy_expert(self, sql: Any, file: Any, size: int = 8192) -> Any:
+            token = WATCHDOG.watch(self.connection, seconds)
+            try:
+                return super().copy_expert(sql, file, size)
             finally:
                 WATCHDOG.release(token)
 

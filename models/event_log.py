@@ -1,11 +1,13 @@
 """The store of the match event log (``match_events``, its unique keys in ``match_event_keys``).
 
 One row per distinct message of a match (its identity: ``listener.events.message_key``), written
-only by ``insert_events``: one statement that locks each match row ``FOR SHARE``, keeps the rows
-whose run's fencing token is still the match's newest (models.fence), inserts their keys
-(``ON CONFLICT DO NOTHING``: a message already logged, by any host or run, is not logged again)
-and the messages of the keys it inserted. A successor's ``take_token`` waits for the statement
-(the share lock), so nothing of a stale run lands after its successor's first row.
+only by ``insert_events``: per batch one transaction whose statement (``_LOG``) locks each match
+row ``FOR SHARE``, keeps the rows whose run's fencing token is still the match's newest
+(models.fence), inserts their keys (``ON CONFLICT DO NOTHING``: a message already logged, by any
+host or run, is not logged again) and the messages of the keys it inserted. A successor's
+``take_token`` waits for the transaction (the share lock), so nothing of a stale run lands after
+its successor's first row. A big batch reaches the statement by COPY into a staging table of the
+session (``COPY_FROM``), a small one as the statement's array parameters.
 
 Readers get a match's messages in arrival order (``messages_of``, ``pages_of``), its counts
 (``log_summary``, ``event_counts``); ``prune_before`` drops what arrived before a day.
@@ -13,6 +15,7 @@ Readers get a match's messages in arrival order (``messages_of``, ``pages_of``),
 
 from __future__ import annotations
 
+import io
 import json
 import uuid
 from collections.abc import Iterator, Sequence
@@ -20,48 +23,84 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import peewee
 import psycopg2
 
 from models.boundary import translate_database_errors
 from models.db import connection_scope, database
+from models.fence import IDLE_SECONDS
 
 #: Kinds of a logged row (the ``kind`` column's CHECK lists them).
 KINDS = ("live", "resumed", "backfilled", "imported", "marker", "unreadable")
-#: Rows one INSERT writes at most.
-CHUNK = 1000
+#: Rows one INSERT writes at most (the writer's batch: one statement, one commit).
+CHUNK = 2000
 #: Rows one page of a reader fetches.
 PAGE = 1000
 
-_INSERT = """
-WITH input AS (
+#: A batch of at least this many rows goes to PostgreSQL by COPY into a staging table (parsing
+#: COPY's lines costs PostgreSQL less than a statement's array parameters); a smaller one, the
+#: common case of a quiet process, in the statement itself (fewer round trips).
+COPY_FROM = 100
+
+#: The session's staging table of a batch sent by COPY (``ord``: the row's place in the batch),
+#: emptied at each commit; made in the batch's transaction when missing (a pooler in transaction
+#: mode may hand each transaction another server session).
+_STAGE = """
+SET LOCAL client_min_messages = warning;
+SET LOCAL work_mem = '64MB';
+CREATE TEMP TABLE IF NOT EXISTS event_log_batch (
+    ord          INT8 NOT NULL,
+    match_id     UUID NOT NULL,
+    message_key  TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    message      JSONB NOT NULL,
+    raw          BYTEA,
+    record_id    UUID,
+    fence_token  INT8
+) ON COMMIT DELETE ROWS
+"""
+_COPY = (
+    "COPY event_log_batch (ord, match_id, message_key, kind, message, raw, record_id, fence_token) FROM STDIN"
+)
+#: A small batch's rows, from the statement's array parameters.
+_ARRAYS = """input AS (
     SELECT * FROM unnest(%(match)s::uuid[], %(key)s::text[], %(kind)s::text[], %(message)s::jsonb[],
-                         %(raw)s::bytea[], %(record)s::uuid[], %(token)s::int8[], %(ord)s::int4[])
-        AS t(match_id, message_key, kind, message, raw, record_id, fence_token, ord)
-), locked AS (
-    SELECT id, fence_token FROM matches WHERE id = ANY(%(matches)s::uuid[]) FOR SHARE
+                         %(raw)s::bytea[], %(record)s::uuid[], %(token)s::int8[])
+        WITH ORDINALITY AS t(match_id, message_key, kind, message, raw, record_id, fence_token, ord)
+), """
+#: Logs a batch's rows (``{rows}``: the staging table or the arrays): locks their matches' rows FOR
+#: SHARE (a successor's take_token waits for the commit), keeps the rows whose run's token is still
+#: the match's newest, inserts their keys (a key already there, from any host or run, is skipped)
+#: and the messages of the keys it inserted, in the batch's order. The batch holds each (match,
+#: key) once. Returns the ``ord``s logged and the ``ord``s refused (a newer token, or no such match).
+_LOG = """
+WITH {arrays}locked AS (
+    SELECT id, fence_token FROM matches WHERE id IN (SELECT match_id FROM {rows}) ORDER BY id FOR SHARE
 ), allowed AS (
-    SELECT DISTINCT ON (i.match_id, i.message_key) i.*
-      FROM input i JOIN locked l ON l.id = i.match_id
-     WHERE i.fence_token IS NULL OR i.fence_token >= l.fence_token
-     ORDER BY i.match_id, i.message_key, i.ord
+    SELECT b.ord, b.match_id, b.message_key
+      FROM {rows} b JOIN locked l ON l.id = b.match_id
+     WHERE b.fence_token IS NULL OR b.fence_token >= l.fence_token
 ), keys AS (
     INSERT INTO match_event_keys (match_id, message_key)
-    SELECT match_id, message_key FROM allowed
+    SELECT match_id, message_key FROM allowed ORDER BY ord
     ON CONFLICT DO NOTHING
     RETURNING match_id, message_key, arrived_at
 ), ins AS (
     INSERT INTO match_events (match_id, arrived_at, message_key, record_id, fence_token, kind, message, raw)
-    SELECT a.match_id, k.arrived_at, a.message_key, a.record_id, a.fence_token, a.kind, a.message, a.raw
-      FROM allowed a JOIN keys k USING (match_id, message_key)
-     ORDER BY a.ord
-    RETURNING match_id, message_key
+    SELECT b.match_id, k.arrived_at, b.message_key, b.record_id, b.fence_token, b.kind, b.message, b.raw
+      FROM {rows} b JOIN keys k USING (match_id, message_key)
+     ORDER BY b.ord
 )
-SELECT 'logged', match_id::text, message_key FROM ins
-UNION ALL
-SELECT 'refused', i.match_id::text, i.message_key FROM input i
- WHERE NOT EXISTS (SELECT 1 FROM locked l WHERE l.id = i.match_id
-                    AND (i.fence_token IS NULL OR i.fence_token >= l.fence_token))
+SELECT (SELECT array_agg(b.ord) FROM {rows} b JOIN keys k USING (match_id, message_key)),
+       (SELECT array_agg(ord) FROM {rows} WHERE ord NOT IN (SELECT ord FROM allowed))
 """
+# The insert holds its matches' rows FOR SHARE until its commit: a writer paused in between (SIGSTOP, a
+# frozen host) must not keep them from a reaper's dispatch (it stores the start's message id on the
+# match row) or its successor's fencing token for as long as it is paused, so PostgreSQL ends such a
+# session after IDLE_SECONDS (as models.fence ``fenced`` does), in the same round trip as the insert.
+_IDLE = f"SET LOCAL idle_in_transaction_session_timeout = '{IDLE_SECONDS}s';"
+_LOG_STAGED = _IDLE + _LOG.format(arrays="", rows="event_log_batch")
+_LOG_ARRAYS = _IDLE + _LOG.format(arrays=_ARRAYS, rows="input")
 
 _PAGE = """
 SELECT seq, arrived_at, kind, message::text, raw, record_id::text, fence_token
@@ -75,9 +114,11 @@ SELECT match_id::text, count(*) FILTER (WHERE kind <> 'marker'),
 """
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class NewRow:
-    """One message to log: its match, identity (text), kind, JSON text for jsonb, bytes kept as received."""
+    """One message to log: its match, identity (text), kind, JSON text for jsonb, bytes kept as received.
+
+    Not changed once made (not frozen: a frozen dataclass's init costs the stream loop ~2 us a message)."""
 
     match_id: str
     message_key: str
@@ -109,9 +150,19 @@ class LoggedRow:
     fence_token: int | None
 
 
+#: Writes a message identity's JSON when a part is not a string (``json.dumps`` makes one per call).
+_KEY_ENCODER = json.JSONEncoder(separators=(",", ":"))
+#: A string as ASCII JSON, as ``json.dumps`` writes it (its C function: once per message, on the
+#: stream loop's thread).
+_ascii_json = json.encoder.encode_basestring_ascii
+
+
 def key_text(key: tuple[str, ...]) -> str:
-    """A message identity as ``message_key`` holds it (ASCII JSON: no NUL reaches a text column)."""
-    return json.dumps(list(key), separators=(",", ":"))
+    """A message identity as ``message_key`` holds it: ``json.dumps(list(key), separators=(",", ":"))``
+    (ASCII JSON: no NUL reaches a text column), text for text whatever version wrote a row."""
+    if all(type(part) is str for part in key):
+        return "[" + ",".join(map(_ascii_json, key)) + "]"
+    return _KEY_ENCODER.encode(list(key))
 
 
 @translate_database_errors
@@ -122,34 +173,122 @@ def ensure_partitions(at: datetime) -> None:
         database.execute_sql("SELECT kickoff_match_events_partition(%s + interval '1 month')", (at,))
 
 
+def _copy_text(value: str) -> str:
+    """``value`` as a field of COPY's text format (a backslash, newline, carriage return or tab escaped)."""
+    if "\\" in value:
+        value = value.replace("\\", "\\\\")
+    if "\n" in value or "\r" in value or "\t" in value:
+        value = value.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    return value
+
+
+def _copy_lines(rows: Sequence[NewRow]) -> io.StringIO:
+    """The batch as COPY's text format, one line per row, ``ord`` its index (``\\N``: NULL)."""
+    null = "\\N"
+    lines = [
+        "\t".join(
+            (
+                str(ord_),
+                str(r.match_id),
+                _copy_text(r.message_key),
+                r.kind,
+                _copy_text(r.message),
+                null if r.raw is None else "\\\\x" + bytes(r.raw).hex(),
+                null if r.record_id is None else str(r.record_id),
+                null if r.fence_token is None else str(int(r.fence_token)),
+            )
+        )
+        for ord_, r in enumerate(rows)
+    ]
+    lines.append("")
+    return io.StringIO("\n".join(lines))
+
+
+def _first_of_each_key(rows: Sequence[NewRow]) -> list[NewRow]:
+    """``rows`` with a repeated (match, key) left out (the first one in the batch is the one logged)."""
+    seen: set[tuple[str, str]] = set()
+    out: list[NewRow] = []
+    for r in rows:
+        pair = (r.match_id, r.message_key)
+        if pair not in seen:
+            seen.add(pair)
+            out.append(r)
+    return out
+
+
+#: The driver's error classes peewee re-raises as its own (as ``execute_sql`` does): models.db
+#: translates those (a lost connection becomes DatabaseUnavailable and is dropped).
+_PEEWEE_ERRORS = {
+    name: getattr(peewee, name)
+    for name in (
+        "IntegrityError",
+        "DataError",
+        "NotSupportedError",
+        "ProgrammingError",
+        "InternalError",
+        "OperationalError",
+        "InterfaceError",
+        "DatabaseError",
+    )
+}
+
+
+def _copy(lines: io.StringIO) -> None:
+    """COPY ``lines`` into the staging table, a driver error raised as peewee's (as ``execute_sql``)."""
+    try:
+        database.cursor().copy_expert(_COPY, lines)
+    except psycopg2.Error as exc:
+        for cls in type(exc).__mro__:
+            if cls.__name__ in _PEEWEE_ERRORS:
+                raise _PEEWEE_ERRORS[cls.__name__](*exc.args) from exc
+        raise
+
+
+def _log_chunk(chunk: Sequence[NewRow]) -> tuple[list[int], list[int]]:
+    """Log one chunk (a transaction of the caller's): the 0-based places of the rows logged, and refused."""
+    if len(chunk) >= COPY_FROM:
+        database.execute_sql(_STAGE)
+        _copy(_copy_lines(chunk))
+        cursor = database.execute_sql(_LOG_STAGED)
+        base = 0
+    else:
+        params = {
+            "match": [r.match_id for r in chunk],
+            "key": [r.message_key for r in chunk],
+            "kind": [r.kind for r in chunk],
+            "message": [r.message for r in chunk],
+            "raw": [psycopg2.Binary(r.raw) if r.raw is not None else None for r in chunk],
+            "record": [r.record_id for r in chunk],
+            "token": [r.fence_token for r in chunk],
+        }
+        cursor = database.execute_sql(_LOG_ARRAYS, params)
+        base = 1  # WITH ORDINALITY counts from 1
+    logged, refused = cursor.fetchone()
+    return [n - base for n in logged or ()], [n - base for n in refused or ()]
+
+
 @translate_database_errors
 def insert_events(rows: Sequence[NewRow]) -> Outcome:
-    """Log ``rows`` (fenced, de-duplicated; one statement per CHUNK rows, each committed on its own)."""
+    """Log ``rows`` (fenced, de-duplicated: a (match, key) repeated in ``rows`` is logged once, the
+    first); one transaction per CHUNK rows, by COPY into the session's staging table from COPY_FROM
+    rows on."""
     logged: set[tuple[str, str]] = set()
     refused: set[tuple[str, str]] = set()
+    unique = _first_of_each_key(rows)
     with connection_scope():
-        for start in range(0, len(rows), CHUNK):
-            chunk = rows[start : start + CHUNK]
-            params = {
-                "match": [r.match_id for r in chunk],
-                "key": [r.message_key for r in chunk],
-                "kind": [r.kind for r in chunk],
-                "message": [r.message for r in chunk],
-                "raw": [psycopg2.Binary(r.raw) if r.raw is not None else None for r in chunk],
-                "record": [r.record_id for r in chunk],
-                "token": [r.fence_token for r in chunk],
-                "ord": list(range(len(chunk))),
-                "matches": sorted({r.match_id for r in chunk}),
-            }
+        for start in range(0, len(unique), CHUNK):
+            chunk = unique[start : start + CHUNK]
             with database.atomic():
-                for what, match_id, key in database.execute_sql(_INSERT, params).fetchall():
-                    (logged if what == "logged" else refused).add((match_id, key))
+                logged_at, refused_at = _log_chunk(chunk)
+            logged.update((chunk[n].match_id, chunk[n].message_key) for n in logged_at)
+            refused.update((chunk[n].match_id, chunk[n].message_key) for n in refused_at)
     return Outcome(logged=frozenset(logged), refused=frozenset(refused))
 
 
-def _row(
+def logged_row(
     seq: int, arrived_at: datetime, kind: str, text: str, raw: Any, record: Any, token: Any
 ) -> LoggedRow:
+    """A row of the log from its columns as ``_PAGE`` selects them."""
     if raw is not None and kind != "unreadable":
         text = bytes(raw).decode("utf-8")
     message = json.loads(text)
@@ -161,7 +300,7 @@ def page_of(match_id: uuid.UUID | str, *, after: int = 0, limit: int = PAGE) -> 
     """The match's rows after ``seq`` ``after``, in arrival order, at most ``limit`` (the console's pages)."""
     with connection_scope():
         rows = database.execute_sql(_PAGE, (str(match_id), after, limit)).fetchall()
-    return [_row(*row) for row in rows]
+    return [logged_row(*row) for row in rows]
 
 
 def pages_of(match_id: uuid.UUID | str) -> Iterator[list[LoggedRow]]:
@@ -349,7 +488,8 @@ def card_page(
     with connection_scope():
         rows = database.execute_sql(_CARD_PAGE, params).fetchall()
     return [
-        CardEvent(_row(*r[:7]), r[7], r[8], r[9], r[10], None if r[11] is None else int(r[11])) for r in rows
+        CardEvent(logged_row(*r[:7]), r[7], r[8], r[9], r[10], None if r[11] is None else int(r[11]))
+        for r in rows
     ]
 
 
@@ -359,3 +499,25 @@ def card_types(match_id: uuid.UUID | str) -> list[str]:
     with connection_scope():
         rows = database.execute_sql(_CARD_TYPES, (str(match_id),)).fetchall()
     return sorted(r[0] for r in rows if r[0])
+
+
+_GAP_MARKERS = """
+SELECT record_id::text, message FROM match_events
+ WHERE match_id = %s AND kind = 'marker' AND message->'kickoff'->>'marker' = 'gap'
+ ORDER BY seq
+"""
+
+
+@translate_database_errors
+def gap_markers(match_id: uuid.UUID | str) -> list[tuple[str | None, dict[str, Any]]]:
+    """The match's ``gap`` markers (each run writes one as a gap closes), oldest first: (run's record
+    id, the marker's fields)."""
+    with connection_scope():
+        rows = database.execute_sql(_GAP_MARKERS, (str(match_id),)).fetchall()
+    out = []
+    for record_id, message in rows:
+        message = json.loads(message) if isinstance(message, str) else message
+        fields = message.get("kickoff") if isinstance(message, dict) else None
+        if isinstance(fields, dict):
+            out.append((record_id, fields))
+    return out

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import peewee
 
-from config.errors import FencedWrite, MatchNotFound
 from models.db import database
+from models.errors import FencedWrite, MatchNotFound
 from models.match import Match
 
 #: Seconds a session may sit idle inside ``fenced`` before PostgreSQL ends it (a paused writer).

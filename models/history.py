@@ -9,7 +9,7 @@ deletes what is older than the retention. The rollup's derivations are models.hi
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -202,12 +202,3 @@ def history(
         labels=labels,
         keys=keys,
     )
-
-
-def flatten(points: Sequence[tuple[str, str, datetime, float]]) -> dict[PointKey, float]:
-    """Points as (series, key, minute, value) rows -> the mapping add_points and put_points take
-    (the same point twice: the values are summed)."""
-    out: dict[PointKey, float] = defaultdict(float)
-    for series, key, minute, value in points:
-        out[(series, key, minute_of(minute))] += value
-    return dict(out)

@@ -19,6 +19,7 @@ import time
 from datetime import UTC, datetime
 
 from config.errors import KickoffError
+from config.periodic import PeriodicThread
 from models.db import connection_scope
 from models.history import PointKey, add_points
 
@@ -31,8 +32,9 @@ class HistoryRecorder:
     def __init__(self) -> None:
         self._mu = threading.Lock()
         self._counts: dict[tuple[str, str, int], float] = {}
-        self._thread: threading.Thread | None = None
-        self._wake = threading.Event()
+        self._flusher = PeriodicThread(
+            self.flush, interval=lambda: self.interval_seconds, name="kickoff-history", label="history flush"
+        )
         self.enabled = False
         self.interval_seconds = 10.0
         self.max_pending = 100_000
@@ -92,30 +94,17 @@ class HistoryRecorder:
         self.interval_seconds = interval_seconds
         self.max_pending = max_pending
         with self._mu:
-            if self._thread is not None:
+            if self.enabled and self._flusher.running:
                 return
             self.enabled = True
-            self._thread = threading.Thread(target=self._run, name="kickoff-history", daemon=True)
-            self._thread.start()
+            self._flusher.start()
         atexit.register(self.stop)
 
     def stop(self) -> None:
         """Stop counting and flush what is left (the process is ending)."""
         self.enabled = False
-        self._wake.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=10)
+        self._flusher.stop(join_seconds=10)
         self.flush()
-
-    def _run(self) -> None:
-        while self.enabled:
-            self._wake.wait(self.interval_seconds)
-            try:
-                self.flush()
-            except Exception:  # one bad flush must not end the thread (the next one retries)
-                logger.exception("history flush failed")
-        self._thread = None
 
 
 #: The process's recorder (started at boot by the processes that keep history).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import peewee
 
@@ -59,19 +59,31 @@ class MatchListenerRecord(BaseModel):
             heartbeat_at=self.heartbeat_at,
             now=now or utcnow(),
             stale_after_seconds=stale_after_seconds,
+            stopped_by=self.stopped_by,
         )
 
 
+class RecordedMatch(NamedTuple):
+    """A match with a listener run (what a clone can replay)."""
+
+    id: str  # internal Match.id
+    sr_id: str
+    league: str  # league name
+    title: str | None
+    scheduled: datetime
+
+
 @translate_database_errors
-def recorded_match_rows(limit: int = 200) -> list[tuple[Any, ...]]:
-    """(id, sr_id, league name, title, scheduled) of the newest ``limit`` matches with a listener run."""
-    return database.execute_sql(
+def recorded_matches(limit: int = 200) -> list[RecordedMatch]:
+    """The newest ``limit`` matches (by scheduled start) with a listener run."""
+    rows = database.execute_sql(
         "SELECT m.id::text, m.sr_id, l.name, m.title, m.scheduled FROM matches m "
         "JOIN leagues l ON l.id = m.league_id "
         "WHERE EXISTS (SELECT 1 FROM match_listener_records r WHERE r.match_id = m.id) "
         "ORDER BY m.scheduled DESC LIMIT %s",
         (limit,),
     ).fetchall()
+    return [RecordedMatch(*row) for row in rows]
 
 
 @translate_database_errors

@@ -12,10 +12,10 @@ import peewee
 from playhouse.postgres_ext import BinaryJSONField
 
 from config.clock import utcnow
-from config.errors import FencedWrite, MatchNotFound
 from models.base import BaseModel, UTCDateTimeField
 from models.boundary import translate_database_errors
 from models.db import connection_scope, database
+from models.errors import FencedWrite, MatchNotFound
 from models.league import League
 from models.status import TERMINAL, apply_stream_status, refreshed_status
 
@@ -150,17 +150,6 @@ def matches_by_start(limit: int) -> list[Match]:
 def match_with_league(match_id: uuid.UUID) -> Match | None:
     """Match ``match_id`` with its league, or None."""
     return Match.select(Match, League).join(League).where(Match.id == match_id).first()
-
-
-@translate_database_errors
-def scheduled_of_matches(match_ids: list[str]) -> dict[str, datetime]:
-    """Match id (text) -> scheduled start of the matches ``match_ids`` (unknown ids left out)."""
-    if not match_ids:
-        return {}
-    rows = database.execute_sql(
-        "SELECT id::text, scheduled FROM matches WHERE id = ANY(%s::uuid[])", (match_ids,)
-    ).fetchall()
-    return dict(rows)
 
 
 def match_label(title: str | None, league: str | None, sr_id: str) -> str:

@@ -7,6 +7,7 @@ delete): ``{"op", "answer", "event_id", "at"}`` each, oldest first.
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime
 from typing import Any
@@ -81,62 +82,52 @@ def settle_question(
     another event, or with this answer: a settle touches only an open question).
     """
     with database.atomic():
-        return _settle(
-            match_id, key=key, answer=answer, at=at, prompt=prompt, details=details, event_id=event_id
+        row = (
+            Question.select(Question.id, Question.status, Question.answer, Question.details)
+            .where((Question.match == match_id) & (Question.key == key))
+            .for_update()
+            .first()
         )
-
-
-def _settle(
-    match_id: str,
-    *,
-    key: str,
-    answer: str,
-    at: datetime,
-    prompt: str,
-    details: dict[str, Any],
-    event_id: str | None,
-) -> str | None:
-    row = (
-        Question.select(Question.id, Question.status, Question.answer, Question.details)
-        .where((Question.match == match_id) & (Question.key == key))
-        .for_update()
-        .first()
-    )
-    if row is None:
-        record = _record(SETTLED, answer, event_id, at)
-        inserted = (
-            Question.insert(
-                match=match_id,
-                key=key,
-                prompt=prompt,
-                in_game=True,
-                status="settled",
-                answer=answer,
-                settled_at=at,
-                details={**details, "settled_by": event_id, "settlements": [record]},
+        if row is None:
+            record = _record(SETTLED, answer, event_id, at)
+            inserted = (
+                Question.insert(
+                    match=match_id,
+                    key=key,
+                    prompt=prompt,
+                    in_game=True,
+                    status="settled",
+                    answer=answer,
+                    settled_at=at,
+                    details={**details, "settled_by": event_id, "settlements": [record]},
+                )
+                .on_conflict_ignore()
+                .returning(Question.id)
+                .execute()
             )
-            .on_conflict_ignore()
-            .returning(Question.id)
-            .execute()
-        )
-        if list(inserted):
-            return SETTLED
-        return _settle(
-            match_id, key=key, answer=answer, at=at, prompt=prompt, details=details, event_id=event_id
-        )
-    held = dict(row.details or {})
-    if row.status == "open":
-        op = SETTLED
-    elif row.status == "settled" and event_id and held.get("settled_by") == event_id and row.answer != answer:
-        op = RESETTLED
-    else:
-        return None
-    held["settled_by"] = event_id
-    held["settlements"] = [*held.get("settlements", []), _record(op, answer, event_id, at)]
-    Question.update(status="settled", answer=answer, settled_at=at, details=held).where(
-        Question.id == row.id
-    ).execute()
-    return op
+            if list(inserted):
+                return SETTLED
+            return settle_question(  # a concurrent settle inserted it first: settle that row (a savepoint)
+                match_id, key=key, answer=answer, at=at, prompt=prompt, details=details, event_id=event_id
+            )
+        held = dict(row.details or {})
+        if row.status == "open":
+            op = SETTLED
+        elif (
+            row.status == "settled"
+            and event_id
+            and held.get("settled_by") == event_id
+            and row.answer != answer
+        ):
+            op = RESETTLED
+        else:
+            return None
+        held["settled_by"] = event_id
+        held["settlements"] = [*held.get("settlements", []), _record(op, answer, event_id, at)]
+        Question.update(status="settled", answer=answer, settled_at=at, details=held).where(
+            Question.id == row.id
+        ).execute()
+        return op
 
 
 @translate_database_errors
@@ -170,7 +161,17 @@ def _reopen(match_id: str, *, event_id: str, at: datetime) -> str | None:
 
 
 @translate_database_errors
-def questions_of(match_id: str) -> list[Question]:
-    """Every question of match ``match_id``, oldest first."""
-    query = Question.select().where(Question.match == match_id)
-    return list(query.order_by(Question.issued_at, Question.key))
+def apply_question_ops(match_id: str, ops: list[dict[str, Any]]) -> list[str | None]:
+    """Apply issues, settles and reopens of match ``match_id`` in order, in one call (the caller's
+    transaction; migration 0080's ``kickoff_question_ops``), each exactly as ``issue_question``,
+    ``settle_question`` and ``reopen_question`` do. An op is ``{"op": "issue", "key", "prompt",
+    "details"}``, ``{"op": "settle", "key", "answer", "at" (ISO 8601), "prompt", "details",
+    "event_id"}`` or ``{"op": "reopen", "event_id", "at"}``; the result per op is what those functions
+    return (None for an issue)."""
+    if not ops:
+        return []
+    text = json.dumps(ops, separators=(",", ":"), default=str)
+    (results,) = database.execute_sql(
+        "SELECT kickoff_question_ops(%s::uuid, %s::jsonb)", (str(match_id), text)
+    ).fetchone()
+    return list(results if not isinstance(results, str) else json.loads(results))

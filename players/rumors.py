@@ -23,11 +23,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from config.errors import TriggerValidationError
 from config.settings import KickoffSettings
+from models.audit import AuditContext
 from models.boundary import transaction
 from publisher import validation as v
 from publisher.amqp import AmqpPublisher
+from publisher.errors import TriggerValidationError
 from publisher.idempotency import lineup_key, waiver_key
 from publisher.sleeper_ids import sleeper_id_refusal, sleeper_only_ids
 from publisher.trace import check_traceparent
@@ -148,12 +149,22 @@ def _rule(s: RumorSignal, roster: dict[int, str]) -> str | tuple[None, str]:
 
 
 def evaluate_rumors(
-    request: RumorRequest, *, publisher: AmqpPublisher, settings: KickoffSettings, run_id: str | None = None
+    request: RumorRequest,
+    *,
+    publisher: AmqpPublisher,
+    settings: KickoffSettings,
+    run_id: str | None = None,
+    audit: AuditContext | None = None,
 ) -> list[RumorOutcome]:
     """Apply the rules to each signal and send the resulting moves; one outcome per signal.
 
-    Every move is checked first (see the module docstring): a refusal sends and saves nothing.
+    Every move is checked first (see the module docstring): a refusal sends and saves nothing. With
+    ``audit``, the request is audited (trigger.rumor_action, its league the target) before anything
+    else, and its triggers are not audited one by one.
     """
+    if audit is not None:
+        after = {"team_id": request.team, "signals": len(request.signals)}
+        audit.record("trigger.rumor_action", "league", request.league_id, after=after)
     _check(request)
     _refuse_sleeper_ids(request)
     inputs = {"season": request.season, "week": request.week}

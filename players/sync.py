@@ -29,11 +29,12 @@ from typing import Any
 import requests
 
 from config.clock import utcnow
-from config.errors import PlayerSyncError
 from config.set_aside import set_aside
 from config.settings import mask_url
+from models.audit import AuditContext
 from models.boundary import transaction
 from models.player import add_roster_rows, roster_rows, rostered_ids, rostered_players, upsert_players
+from players.errors import PlayerSyncError
 from publisher.alerts import InjuryChange, publish_injury_alerts, should_alert
 from publisher.amqp import AmqpPublisher
 from publisher.validation import MAX_ESPN_ID
@@ -161,11 +162,6 @@ def read_players_map(data: Any) -> PlayersMap:
     return PlayersMap(list(players.values()), skipped)
 
 
-def parse_players_map(data: Any) -> list[PlayerRecord]:
-    """The players of a decoded map that can be synced (see ``read_players_map``)."""
-    return read_players_map(data).players
-
-
 def load_players_map(source: str, *, timeout_seconds: float = 30.0) -> PlayersMap:
     """Read the players map from an http(s) URL or a file path (malformed records skipped)."""
     try:
@@ -187,8 +183,15 @@ def load_players_map(source: str, *, timeout_seconds: float = 30.0) -> PlayersMa
     return read_players_map(data)
 
 
-def sync_players(source: str, *, publisher: AmqpPublisher, now: datetime | None = None) -> SyncReport:
-    """One sync: alert the rostered players' injury changes, then save the map; see the module docstring."""
+def sync_players(
+    source: str, *, publisher: AmqpPublisher, now: datetime | None = None, audit: AuditContext | None = None
+) -> SyncReport:
+    """One sync: alert the rostered players' injury changes, then save the map; see the module docstring.
+
+    With ``audit``, the sync is audited (players.sync, the source masked) before anything is read.
+    """
+    if audit is not None:
+        audit.record("players.sync", "players", None, after={"source": mask_url(source)})
     now = now or utcnow()
     loaded = load_players_map(source)
     players, skipped = loaded.players, dict(loaded.skipped)
@@ -229,12 +232,18 @@ def sync_players(source: str, *, publisher: AmqpPublisher, now: datetime | None 
     return report
 
 
-def add_to_roster(league_id: str, sleeper_ids: Iterable[str]) -> int:
-    """Put players on a league's roster (already there: unchanged); returns how many were added."""
-    rows = [{"league_id": league_id, "sleeper_id": str(s), "added_at": utcnow()} for s in sleeper_ids]
+def add_to_roster(league_id: str, sleeper_ids: Iterable[str], *, audit: AuditContext | None = None) -> int:
+    """Put players on a league's roster (already there: unchanged); returns how many were added. With
+    ``audit``, the rows and their entry (roster.add) are written in one transaction."""
+    ids = [str(s) for s in sleeper_ids]
+    rows = [{"league_id": league_id, "sleeper_id": s, "added_at": utcnow()} for s in ids]
     if not rows:
         return 0
-    return add_roster_rows(rows)
+    with transaction():
+        added = add_roster_rows(rows)
+        if audit is not None:
+            audit.record("roster.add", "league", league_id, after={"sleeper_ids": ids})
+    return added
 
 
 def roster(league_id: str | None = None) -> list[dict[str, Any]]:

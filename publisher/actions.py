@@ -5,14 +5,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from config.clock import utcnow
-from config.errors import ActionNotFound, TriggerConflictError, TriggerValidationError
 from models.activity import PENDING_STATUSES, ActionStatus
 from models.boundary import transaction
+from publisher.errors import ActionNotFound, TriggerConflictError, TriggerValidationError
 from publisher.sql import actions as action_sql
-from publisher.sql import execute, fetch_one
 
 logger = logging.getLogger(__name__)
 
@@ -34,29 +32,31 @@ class ActionView:
     created_at: datetime
 
 
-def action_row(statement: str, tracking_id: str) -> tuple[Any, ...]:
-    """The one row ``statement`` (an action_sql SELECT by tracking id) returns; ActionNotFound if none."""
-    row = fetch_one(statement, (str(tracking_id),))
-    if row is None:
+def creator_key_of(tracking_id: str) -> str | None:
+    """The id of the API key that created the action (None: none did); ActionNotFound if there is none."""
+    creator = action_sql.action_creator(tracking_id)
+    if creator is None:
         raise ActionNotFound(f"no activity action has tracking id {tracking_id}")
-    return row
+    return creator.key_id
 
 
 def get_action(tracking_id: str) -> ActionView:
     """Return the action with ``tracking_id``; ActionNotFound if there is none."""
-    row = action_row(action_sql.SELECT_VIEW, tracking_id)
+    row = action_sql.read_action(tracking_id)
+    if row is None:
+        raise ActionNotFound(f"no activity action has tracking id {tracking_id}")
     return ActionView(
-        tracking_id=str(row[0]),
-        league_id=row[1],
-        kind=row[2],
-        team=row[3],
-        status=row[4],
-        idempotency_key=row[5],
-        after_tracking_id=None if row[6] is None else str(row[6]),
-        hold_until=row[7],
-        run_id=row[8],
-        error=row[9],
-        created_at=row[10],
+        tracking_id=str(row.tracking_id),
+        league_id=row.league_id,
+        kind=row.kind,
+        team=row.team,
+        status=row.status,
+        idempotency_key=row.idempotency_key,
+        after_tracking_id=None if row.after_tracking_id is None else str(row.after_tracking_id),
+        hold_until=row.hold_until,
+        run_id=row.run_id,
+        error=row.error,
+        created_at=row.created_at,
     )
 
 
@@ -84,8 +84,9 @@ def record_result(tracking_id: str, status: ActionStatus, *, error: str | None =
     finished = None if status in PENDING_STATUSES else now
     sources = sorted({s.value for s in REPORTABLE_FROM} | {status.value})
     with transaction():
-        params = (status.value, error, now, finished, str(tracking_id), sources)
-        changed = execute(action_sql.RECORD_RESULT, params)
+        changed = action_sql.record_result(
+            tracking_id, status=status.value, error=error, now=now, finished=finished, sources=sources
+        )
     if changed == 0:
         current = get_action(tracking_id).status  # ActionNotFound when there is none
         raise TriggerConflictError(

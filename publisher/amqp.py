@@ -17,7 +17,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from config import spans, tracing
-from config.errors import (
+from config.settings import KickoffSettings
+from publisher.amqp_link import AmqpLink, BatchResult, Publication
+from publisher.errors import (
     BrokerConnectionError,
     MissingQueueError,
     PublishError,
@@ -25,8 +27,6 @@ from config.errors import (
     PublishUncertainError,
     UnroutableMessageError,
 )
-from config.settings import KickoffSettings
-from publisher.amqp_link import AmqpLink, BatchResult, Publication
 from publisher.queues import declare_passive
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ use ``Channel.confirm_delivery(ack_nack_callback)`` with ``Basic.Ack``/``Basic.N
 handling; returns of mandatory messages ``Channel.add_on_return_callback``.
 
 This is the only module that names pika's exceptions: every failure pika raises or reports is
-translated here, once, into ``config.errors`` (BrokerConnectionError for a broker that cannot be
+translated here, once, into ``publisher.errors`` (BrokerConnectionError for a broker that cannot be
 reached, refuses the login or was lost; MissingQueueError for a queue that is not declared;
 PublishError for another refusal of the channel). Not thread-safe: one link per thread.
 
@@ -38,15 +38,9 @@ import pika.spec
 from pika.adapters.select_connection import IOLoop, SelectConnection
 from pika.adapters.utils.connection_workflow import AMQPConnectorException
 
-from config.errors import (
-    BrokerConnectionError,
-    ErrorKind,
-    KickoffError,
-    MissingQueueError,
-    PublishError,
-    UnencodableMessageError,
-)
+from config.errors import ErrorKind, KickoffError
 from config.settings import mask_url
+from publisher.errors import BrokerConnectionError, MissingQueueError, PublishError, UnencodableMessageError
 
 logger = logging.getLogger(__name__)
 

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import logging
 
-from config.errors import (
-    DatabaseRefused,
-    DatabaseUnavailable,
-    TriggerReferenceNotFound,
-    TriggerUnavailableError,
-    TriggerValidationError,
-)
+from config.errors import DatabaseRefused, DatabaseUnavailable
 from config.settings import KickoffSettings
 from models.activity import ActionStatus
+from publisher.errors import TriggerReferenceNotFound, TriggerUnavailableError, TriggerValidationError
 from publisher.queues import LINEUP_UPDATES
 from publisher.sql import actions as action_sql
 from publisher.validation import is_ir_swap
@@ -31,25 +26,24 @@ def check_parent(
     """
     timeout_ms = max(int(settings.activity_parent_read_timeout_seconds * 1000), 1)
     try:
-        row = action_sql.parent_action_row(after_tracking_id, timeout_ms=timeout_ms)
+        parent = action_sql.parent_action_row(after_tracking_id, timeout_ms=timeout_ms)
     except (DatabaseUnavailable, DatabaseRefused) as exc:
         logger.warning("cannot read parent action: tracking_id=%s: %s", after_tracking_id, exc)
         raise TriggerUnavailableError(
             f"cannot read parent action {after_tracking_id}; nothing was queued, retry"
         ) from exc
-    if row is None:
+    if parent is None:
         raise TriggerReferenceNotFound("after_tracking_id", f"no action has tracking id {after_tracking_id}")
-    kind, parent_league, parent_team, status, request = row
-    if kind != LINEUP_UPDATES or parent_league != league_id:
+    if parent.kind != LINEUP_UPDATES or parent.league_id != league_id:
         raise TriggerValidationError(
             "after_tracking_id", "the parent must be a lineup action of the same league"
         )
-    if parent_team != team:
+    if parent.team != team:
         raise TriggerValidationError(
-            "after_tracking_id", f"the parent belongs to team {parent_team}, not {team}"
+            "after_tracking_id", f"the parent belongs to team {parent.team}, not {team}"
         )
-    if not any(is_ir_swap(s) for s in (request or {}).get("swaps", [])):
+    if not any(is_ir_swap(s) for s in (parent.request or {}).get("swaps", [])):
         raise TriggerValidationError("after_tracking_id", "the parent contains no ir entry")
-    if status == ActionStatus.FAILED:
+    if parent.status == ActionStatus.FAILED:
         raise TriggerValidationError("after_tracking_id", "the parent IR move failed")
-    return ActionStatus(status)
+    return ActionStatus(parent.status)

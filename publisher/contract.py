@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from config.errors import ContractMismatch
+from publisher.errors import ContractMismatch
 from publisher.trigger_queues import TriggerQueue
 from publisher.validation import REQUEST_ONLY_FIELDS
 

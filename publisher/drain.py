@@ -1,10 +1,12 @@
-"""The drain runner: publish due outbox rows in batches, expire draft targets, resolve held claims.
+"""The activity outbox's drain: publish due outbox rows in batches, expire draft targets, resolve held claims.
 
-Each batch is claimed inside one transaction with ``FOR UPDATE SKIP LOCKED``, published with
-pipelined confirms, and marked published with one UPDATE; failures back off exponentially (capped)
-and only the broker's refusals of a message make it dead after OUTBOX_MAX_ATTEMPTS: an outage
-leaves every row pending however long it lasts. A crash between publish and mark rolls the transaction
-back, so the row is published again with the same message id (consumers drop the duplicate).
+The batches run in the one drain of every outbox (``publisher.outbox_drain``; ``ActivityOutbox``
+supplies this outbox's rows and marks): each is claimed inside one transaction with ``FOR UPDATE
+SKIP LOCKED``, published with pipelined confirms, and marked published with one UPDATE; failures
+back off exponentially (capped) and only the broker's refusals of a message make it dead after
+OUTBOX_MAX_ATTEMPTS: an outage leaves every row pending however long it lasts. A crash between
+publish and mark rolls the transaction back, so the row is published again with the same message
+id (consumers drop the duplicate).
 
 Each row is handled on its own: one that can never be published (headers that are not an object,
 a queue that is not an activity outbox queue, a message AMQP cannot encode) is marked dead at
@@ -15,56 +17,45 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from config.clock import utcnow
-from config.errors import BrokerConnectionError
-from config.records import json_fields
 from config.settings import KickoffSettings
 from models.activity import ActionStatus
+from models.audit import AuditContext
 from models.boundary import transaction
 from models.db import release_connection
 from models.outbox import OutboxStatus
-from publisher.amqp import AmqpPublisher, publisher_from_settings
+from publisher.amqp import AmqpPublisher, PublishOutcome, publisher_from_settings
+from publisher.errors import BrokerConnectionError
 from publisher.outbox import OutboxRow, mark_dead, record_outcomes
+from publisher.outbox_drain import DrainReport, Sendable, drain
 from publisher.queues import TRIGGER_QUEUES
 from publisher.sql import actions as action_sql
-from publisher.sql import execute, fetch_all
 from publisher.sql import outbox as outbox_sql
 from publisher.trades import redeliver_trades, redeliverable_trades
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class DrainReport:
-    """What one drain run did; ``broker_error`` says why it stopped early (broker unreachable)."""
-
-    batches: int = 0
-    published: int = 0
-    failed: int = 0
-    expired: int = 0
-    released: int = 0
-    cancelled: int = 0
-    trades: int = 0  # pending (known unsent) trade claims republished and confirmed
-    broker_error: str | None = None
-
-    def __add__(self, other: DrainReport) -> DrainReport:
-        counts = (
-            getattr(self, f.name) + getattr(other, f.name) for f in fields(self) if f.name != "broker_error"
-        )
-        return DrainReport(*counts, broker_error=self.broker_error or other.broker_error)
-
-    as_json = json_fields
+#: The DrainReport fields of an activity outbox drain (``kickoff outbox drain --json``, the actor).
+REPORT_FIELDS = (
+    "batches",
+    "published",
+    "failed",
+    "expired",
+    "released",
+    "cancelled",
+    "trades",
+    "broker_error",
+)
 
 
 def _skip_action(tracking_id: str, reason: str, *, now: datetime) -> None:
     """Mark an action skipped and release its key, so a fresh request can queue a new one."""
-    execute(action_sql.FINISH_RELEASING_KEY, (ActionStatus.SKIPPED.value, reason, now, now, tracking_id))
+    action_sql.finish_releasing_key(tracking_id, status=ActionStatus.SKIPPED.value, reason=reason, now=now)
 
 
 def resolve_held_claims(*, now: datetime | None = None) -> tuple[int, int]:
@@ -76,33 +67,32 @@ def resolve_held_claims(*, now: datetime | None = None) -> tuple[int, int]:
     now = now or utcnow()
     released = cancelled = 0
     with transaction():
-        rows = fetch_all(outbox_sql.SELECT_HELD_FOR_UPDATE)
-        for outbox_id, tracking_id, hold_until, parent_status in rows:
-            tracking_id = str(tracking_id)
+        for claim in outbox_sql.held_claims_for_update():
+            tracking_id, parent_status = str(claim.tracking_id), claim.parent_status
             if parent_status == ActionStatus.SUCCEEDED.value:
-                execute(outbox_sql.RELEASE_HOLD, (now, outbox_id))
+                outbox_sql.release_hold(claim.outbox_id, now=now)
                 released += 1
                 logger.info("chained claim released: tracking_id=%s", tracking_id)
                 continue
             if parent_status in (None, ActionStatus.FAILED.value, ActionStatus.SKIPPED.value):
                 reason = f"cancelled: parent IR move {parent_status or 'missing'}"
-            elif hold_until is not None and now >= hold_until:
+            elif claim.hold_until is not None and now >= claim.hold_until:
                 reason = "cancelled: parent IR move did not finish within the hold"
             else:
                 continue
-            execute(outbox_sql.SET_STATUS, (OutboxStatus.CANCELLED.value, reason, outbox_id))
+            outbox_sql.set_status(claim.outbox_id, status=OutboxStatus.CANCELLED.value, reason=reason)
             _skip_action(tracking_id, reason, now=now)
             cancelled += 1
             logger.warning("chained claim %s: tracking_id=%s", reason, tracking_id)
     return released, cancelled
 
 
-def _readable_rows(raw: Sequence[Sequence[Any]], *, now: datetime) -> list[OutboxRow]:
+def _readable_rows(raw: Sequence[outbox_sql.StoredRow], *, now: datetime) -> list[OutboxRow]:
     """The claimed rows that can be published; each of the others is marked dead with its reason."""
     rows: list[OutboxRow] = []
     for r in raw:
-        row_id, message_id, queue, tracking_id = r[0], str(r[1]), str(r[2]), r[5]
-        tracking = None if tracking_id is None else str(tracking_id)
+        row_id, message_id, queue = r.id, str(r.message_id), str(r.queue)
+        tracking = None if r.tracking_id is None else str(r.tracking_id)
         if queue not in TRIGGER_QUEUES:
             reason = f"queue {queue!r} is not an activity outbox queue ({', '.join(TRIGGER_QUEUES)})"
             kind = "unknown_queue"
@@ -124,34 +114,37 @@ def _readable_rows(raw: Sequence[Sequence[Any]], *, now: datetime) -> list[Outbo
     return rows
 
 
-def drain_batch(
-    *, publisher: AmqpPublisher, settings: KickoffSettings, limit: int | None = None
-) -> tuple[int, int, int, int]:
-    """Claim and publish one batch of due rows; returns (claimed, published, failed, expired).
+@dataclass(frozen=True)
+class ActivityOutbox:
+    """The activity outbox as the drain (publisher.outbox_drain) sees it: due rows, draft targets
+    expired before sending, rows that can never be published set aside (counted as failed)."""
 
-    A row that can never be published is marked dead at once (see the module docstring) and
-    counts as failed; the rest of the batch goes out.
-    """
-    now = utcnow()
-    limit = limit or settings.outbox_batch_size
-    with transaction():
-        raw = fetch_all(outbox_sql.CLAIM_DUE, (now, limit))
-        if not raw:
-            return 0, 0, 0, 0
-        rows = _readable_rows(raw, now=now)
+    settings: KickoffSettings
+    report_fields: tuple[str, ...] = field(default=REPORT_FIELDS, init=False)
+
+    def claim(self, limit: int, *, now: datetime) -> list[outbox_sql.StoredRow]:
+        return outbox_sql.claim_due(now=now, limit=limit)
+
+    def sendable(self, rows: Sequence[outbox_sql.StoredRow], *, now: datetime) -> Sendable[OutboxRow]:
+        readable = _readable_rows(rows, now=now)
         live: list[OutboxRow] = []
         expired: list[OutboxRow] = []
-        for r in rows:
+        for r in readable:
             (live if r.expires_at is None or r.expires_at > now else expired).append(r)
         if expired:
-            execute(outbox_sql.EXPIRE, (OutboxStatus.EXPIRED.value, [r.id for r in expired]))
+            outbox_sql.expire([r.id for r in expired], status=OutboxStatus.EXPIRED.value)
             for r in expired:
                 if r.tracking_id:
                     _skip_action(r.tracking_id, "expired: the pick's deadline passed in the outbox", now=now)
                 logger.warning("draft target expired in the outbox: tracking_id=%s", r.tracking_id)
-        outcomes = publisher.publish_many([r.message() for r in live])
-        published, failed = record_outcomes(live, outcomes, now=utcnow(), settings=settings)
-    return len(raw), published, failed + len(raw) - len(rows), len(expired)
+        handled = DrainReport(failed=len(rows) - len(readable), expired=len(expired))
+        return Sendable(live, [r.message() for r in live], handled)
+
+    def record(
+        self, rows: Sequence[OutboxRow], outcomes: Sequence[PublishOutcome], *, now: datetime
+    ) -> DrainReport:
+        published, failed = record_outcomes(rows, outcomes, now=now, settings=self.settings)
+        return DrainReport(published=published, failed=failed)
 
 
 def drain_outbox(
@@ -166,24 +159,16 @@ def drain_outbox(
 
     Stops early when the broker is unreachable (the rows keep their backoff).
     """
-    deadline = time.monotonic() + (
-        max_seconds if max_seconds is not None else settings.outbox_drain_max_seconds
-    )
     released, cancelled = resolve_held_claims() if resolve_claims else (0, 0)
-    report = DrainReport(released=released, cancelled=cancelled)
-    while time.monotonic() < deadline:
-        claimed, ok, bad, gone = drain_batch(publisher=publisher, settings=settings, limit=batch_size)
-        if not claimed:
-            break
-        report += DrainReport(batches=1, published=ok, failed=bad, expired=gone)
-        if bad and not ok:
-            broker_error = _broker_unreachable(publisher)
-            if broker_error is not None:
-                logger.warning("outbox drain stopped: %s (%s rows failed)", broker_error, bad)
-                report = replace(report, broker_error=broker_error)
-                break
+    report = DrainReport(released=released, cancelled=cancelled) + drain(
+        ActivityOutbox(settings),
+        publisher=publisher,
+        batch_size=batch_size or settings.outbox_batch_size,
+        max_seconds=max_seconds if max_seconds is not None else settings.outbox_drain_max_seconds,
+        broker_unreachable=lambda: _broker_unreachable(publisher),
+    )
     if report.batches or released or cancelled:
-        logger.info("outbox drain: %s", report.as_json())
+        logger.info("outbox drain: %s", report.as_json(REPORT_FIELDS))
     return report
 
 
@@ -194,15 +179,24 @@ def drain_outbox_concurrently(
     max_seconds: float | None = None,
     batch_size: int | None = None,
     publisher_factory: Callable[[], AmqpPublisher] | None = None,
+    all_due: bool = False,
+    audit: AuditContext | None = None,
 ) -> DrainReport:
     """Resolve held claims and republish pending (known unsent) trade claims once, then run
     ``workers`` drains side by side (OUTBOX_DRAIN_WORKERS).
+
+    ``all_due``: every pending row not held is made due first (``make_all_due``, backoffs ignored).
+    With ``audit``, the drain is audited (outbox.drain) before it starts.
 
     Each drain has its own AMQP connection (``publisher_factory``, default: AMQP_URL) and its own
     database connection; ``FOR UPDATE SKIP LOCKED`` keeps their batches apart, so a row is still
     published by one drain only. The drains take turns to write a batch (``AmqpLink.send_turn``):
     one writes while the others await their confirms, mark their rows and claim the next batch.
     """
+    if audit is not None:
+        audit.record("outbox.drain", "outbox", None, after={"now": all_due, "workers": workers})
+    if all_due:
+        make_all_due()
     workers = workers or settings.outbox_drain_workers
     make_publisher = publisher_factory or (lambda: publisher_from_settings(settings))
     released, cancelled = resolve_held_claims()
@@ -240,7 +234,7 @@ def drain_outbox_concurrently(
         raise errors[0]
     total = sum(reports, DrainReport(released=released, cancelled=cancelled, trades=trades))
     if workers > 1 and (total.batches or released or cancelled):
-        logger.info("outbox drain (%d workers): %s", workers, total.as_json())
+        logger.info("outbox drain (%d workers): %s", workers, total.as_json(REPORT_FIELDS))
     return total
 
 
@@ -265,4 +259,4 @@ def make_all_due(*, now: datetime | None = None) -> int:
     """Make every pending row that is not held due now (``kickoff outbox drain --now``); returns how many."""
     now = now or utcnow()
     with transaction():
-        return execute(outbox_sql.PULL_BACKOFF_IN, (now, now))
+        return outbox_sql.pull_backoff_in(now=now)

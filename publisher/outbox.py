@@ -22,13 +22,6 @@ from typing import Any
 
 from config.backoff import backoff_seconds
 from config.clock import utcnow
-from config.errors import (
-    BrokerConnectionError,
-    MissingQueueError,
-    PublishError,
-    PublishRefusedError,
-    UnencodableMessageError,
-)
 from config.records import json_fields
 from config.set_aside import set_aside
 from config.settings import KickoffSettings
@@ -37,9 +30,16 @@ from models.audit import AuditContext
 from models.boundary import transaction
 from models.outbox import OutboxStatus
 from publisher.amqp import AmqpPublisher, OutgoingMessage, PublishOutcome
+from publisher.errors import (
+    BrokerConnectionError,
+    MissingQueueError,
+    PublishError,
+    PublishRefusedError,
+    UnencodableMessageError,
+)
 from publisher.sql import actions as action_sql
-from publisher.sql import execute, fetch_all, fetch_one
 from publisher.sql import outbox as outbox_sql
+from publisher.sql.outbox import DeadRow, PendingRow
 
 logger = logging.getLogger(__name__)
 
@@ -104,21 +104,17 @@ def insert_row(
     expires_at: datetime | None = None,
 ) -> int:
     """Insert one pending outbox row (call inside the transaction that saves its action)."""
-    (outbox_id,) = fetch_one(
-        outbox_sql.INSERT,
-        (
-            message.message_id,
-            message.queue,
-            json.dumps(message.body, default=str),
-            json.dumps(message.headers),
-            tracking_id,
-            held_by,
-            next_attempt_at,
-            expires_at,
-            utcnow(),
-        ),
+    return outbox_sql.insert(
+        message_id=message.message_id,
+        queue=message.queue,
+        body=json.dumps(message.body, default=str),
+        headers=json.dumps(message.headers),
+        tracking_id=tracking_id,
+        held_by=held_by,
+        next_attempt_at=next_attempt_at,
+        expires_at=expires_at,
+        created_at=utcnow(),
     )
-    return outbox_id
 
 
 def backoff_delay(attempts: int, settings: KickoffSettings) -> timedelta:
@@ -134,12 +130,11 @@ def mark_published(rows: Sequence[OutboxRow], *, now: datetime) -> None:
     """Mark confirmed rows published and their queued actions delivered (one UPDATE each)."""
     if not rows:
         return
-    execute(outbox_sql.MARK_PUBLISHED, (OutboxStatus.PUBLISHED.value, now, [r.id for r in rows]))
+    outbox_sql.mark_published([r.id for r in rows], status=OutboxStatus.PUBLISHED.value, now=now)
     tracking = [r.tracking_id for r in rows if r.tracking_id]
     if tracking:
-        execute(
-            action_sql.MARK_DELIVERED,
-            (ActionStatus.DELIVERED.value, now, tracking, ActionStatus.QUEUED.value),
+        action_sql.mark_delivered(
+            tracking, status=ActionStatus.DELIVERED.value, from_status=ActionStatus.QUEUED.value, now=now
         )
 
 
@@ -167,15 +162,18 @@ def mark_failed(row: OutboxRow, error: PublishError, *, now: datetime, settings:
     if refused and (unencodable or attempts >= settings.outbox_max_attempts):
         status = OutboxStatus.DEAD
     next_at = now + backoff_delay(tries, settings)
-    execute(
-        outbox_sql.MARK_FAILED,
-        (status.value, attempts, tries, next_at, f"{type(error).__name__}: {error}", row.id),
+    outbox_sql.mark_failed(
+        row.id,
+        status=status.value,
+        attempts=attempts,
+        tries=tries,
+        next_attempt_at=next_at,
+        error=f"{type(error).__name__}: {error}",
     )
     if status is OutboxStatus.DEAD:
         if row.tracking_id:
-            execute(
-                action_sql.FAIL_QUEUED,
-                (ActionStatus.FAILED.value, f"delivery failed: {error}", now, now, row.tracking_id, "queued"),
+            action_sql.fail_queued(
+                row.tracking_id, status=ActionStatus.FAILED.value, error=f"delivery failed: {error}", now=now
             )
         set_aside(
             loop=LOOP,
@@ -214,11 +212,10 @@ def mark_dead(
     now: datetime,
 ) -> None:
     """Set aside a row that can never be published: dead with ``reason``, its queued action failed."""
-    execute(outbox_sql.SET_STATUS, (OutboxStatus.DEAD.value, reason, row_id))
+    outbox_sql.set_status(row_id, status=OutboxStatus.DEAD.value, reason=reason)
     if tracking_id:
-        execute(
-            action_sql.FAIL_QUEUED,
-            (ActionStatus.FAILED.value, f"delivery failed: {reason}", now, now, tracking_id, "queued"),
+        action_sql.fail_queued(
+            tracking_id, status=ActionStatus.FAILED.value, error=f"delivery failed: {reason}", now=now
         )
     set_aside(
         loop=LOOP,
@@ -239,15 +236,12 @@ def mark_unavailable(
     """
     if not rows:
         return
-    execute(
-        outbox_sql.MARK_UNAVAILABLE,
-        (
-            f"{type(error).__name__}: {error}",
-            now,
-            settings.outbox_backoff_base_seconds,
-            settings.outbox_backoff_max_seconds,
-            [r.id for r in rows],
-        ),
+    outbox_sql.mark_unavailable(
+        [r.id for r in rows],
+        error=f"{type(error).__name__}: {error}",
+        now=now,
+        base_seconds=settings.outbox_backoff_base_seconds,
+        max_seconds=settings.outbox_backoff_max_seconds,
     )
     logger.warning(
         "outbox publish of %s rows failed, they stay pending (queues %s, first message_id=%s): %s",
@@ -298,42 +292,13 @@ def publish_rows_now(
     Rows a drain holds or already published are missing from the answer.
     """
     with transaction():
-        raw = fetch_all(outbox_sql.CLAIM_MANY, (list(outbox_ids), OutboxStatus.PENDING.value, utcnow()))
+        raw = outbox_sql.claim_many(list(outbox_ids), status=OutboxStatus.PENDING.value, now=utcnow())
         rows = [OutboxRow.from_db(r) for r in raw]
         if not rows:
             return {}
         outcomes = publisher.publish_many([r.message() for r in rows])
         record_outcomes(rows, outcomes, now=utcnow(), settings=settings)
     return {row.id: outcome for row, outcome in zip(rows, outcomes, strict=True)}
-
-
-@dataclass(frozen=True)
-class DeadRow:
-    """A dead outbox row, as `kickoff outbox status` lists it."""
-
-    id: int
-    message_id: str
-    queue: str
-    tracking_id: str | None
-    attempts: int
-    last_error: str | None
-
-
-@dataclass(frozen=True)
-class PendingRow:
-    """One of the oldest pending rows, as `kickoff outbox status` lists it: when it is tried next."""
-
-    id: int
-    message_id: str
-    queue: str
-    tracking_id: str | None
-    attempts: int
-    tries: int
-    next_attempt_at: datetime
-    last_error: str | None
-    created_at: datetime
-
-    as_json = json_fields
 
 
 @dataclass(frozen=True)
@@ -357,15 +322,16 @@ def outbox_report(
     """Read the outbox state (pending rows not held count as backlog); the ``pending_limit``
     oldest pending rows not held come with their attempts, tries, next attempt time and last error."""
     now = now or utcnow()
-    by_queue = dict(fetch_all(outbox_sql.COUNT_DUE_BY_QUEUE))
-    held, oldest = fetch_one(outbox_sql.COUNT_HELD_AND_OLDEST_DUE)
-    dead = fetch_one(outbox_sql.COUNT_DEAD)[0]
-    dead_rows = tuple(DeadRow(*r) for r in fetch_all(outbox_sql.LIST_DEAD, (dead_limit,)))
-    oldest_pending = tuple(PendingRow(*r) for r in fetch_all(outbox_sql.LIST_DUE, (pending_limit,)))
+    by_queue = outbox_sql.due_by_queue()
+    counts = outbox_sql.held_and_oldest_due()
+    dead = outbox_sql.count_dead()
+    dead_rows = tuple(outbox_sql.list_dead(dead_limit))
+    oldest_pending = tuple(outbox_sql.list_due(pending_limit))
+    oldest = counts.oldest_due_created_at
     age = None if oldest is None else max((now - oldest).total_seconds(), 0.0)
     return OutboxReport(
         backlog=sum(by_queue.values()),
-        held=held,
+        held=counts.held,
         oldest_pending_age_seconds=age,
         dead=dead,
         dead_rows=dead_rows,
@@ -404,20 +370,20 @@ def retry_dead(
     rows = actions = superseded = 0
     revived: list[int] = []
     with transaction():
-        dead = fetch_all(outbox_sql.SELECT_DEAD_FOR_UPDATE, (None if ids is None else list(ids),) * 2)
-        for outbox_id, tracking_id, status, key, released, league_id, kind in dead:
-            if tracking_id is not None and status == ActionStatus.FAILED.value:
-                if key is None and released is not None:
-                    holder = fetch_one(action_sql.KEY_HELD, (league_id, kind, released))
-                    if holder is not None:
+        for row in outbox_sql.dead_for_update(None if ids is None else list(ids)):
+            outbox_id, tracking_id, released = row.outbox_id, row.tracking_id, row.released_key
+            if tracking_id is not None and row.status == ActionStatus.FAILED.value:
+                if row.idempotency_key is None and released is not None:
+                    assert row.league_id is not None and row.kind is not None  # the action exists
+                    if action_sql.key_held(league_id=row.league_id, kind=row.kind, key=released):
                         superseded += 1
                         logger.warning(
                             "dead row %s left dead: key %s now belongs to a newer action", outbox_id, released
                         )
                         continue
-                execute(action_sql.REQUEUE_TAKING_KEY_BACK, (ActionStatus.QUEUED.value, now, tracking_id))
+                action_sql.requeue_taking_key_back(tracking_id, status=ActionStatus.QUEUED.value, now=now)
                 actions += 1
-            execute(outbox_sql.REVIVE, (now, outbox_id))
+            outbox_sql.revive(outbox_id, now=now)
             rows += 1
             revived.append(outbox_id)
         if audit is not None:

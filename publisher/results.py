@@ -28,15 +28,17 @@ from typing import Any
 
 from config import spans
 from config.clock import utcnow
-from config.errors import DatabaseUnavailable, TriggerConflictError, TriggerValidationError
+from config.errors import DatabaseUnavailable
 from config.set_aside import set_aside
 from models.activity import PENDING_STATUSES, ActionStatus
+from models.audit import AuditContext
 from models.boundary import transaction
-from publisher.actions import action_row, record_result
+from publisher.actions import record_result
+from publisher.errors import ActionNotFound, TriggerConflictError, TriggerValidationError
 from publisher.sql import actions as action_sql
-from publisher.sql import execute, fetch_all, fetch_one
 from publisher.sql import outbox as outbox_sql
 from publisher.sql import results as result_sql
+from publisher.sql.results import ReportedResult, StoredResult
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +78,7 @@ def report_result(
     outcome: str,
     details: dict[str, Any] | None = None,
     reported_by: str | None = None,
+    audit: AuditContext | None = None,
 ) -> dict[str, Any]:
     """Record a consumer's result of one action (``reported``); a repeat before verification replaces it.
 
@@ -84,7 +87,15 @@ def report_result(
     verification set aside replaces it too (``reported`` again: the next pass settles it).
     ActionNotFound for an unknown tracking id; TriggerValidationError for an outcome other than
     succeeded or failed; TriggerConflictError once the result was settled (verified or failed).
+    With ``audit``, the report is audited (action.result) before anything else.
     """
+    if audit is not None:
+        audit.record(
+            "action.result",
+            "action",
+            str(tracking_id),
+            after={"outcome": outcome, "reported_by": reported_by},
+        )
     if outcome not in OUTCOMES:
         raise TriggerValidationError("outcome", f"must be one of {sorted(OUTCOMES)}, got {outcome!r}")
     if details is not None and not isinstance(details, dict):
@@ -97,29 +108,25 @@ def report_result(
     }
     now = utcnow()
     with transaction():
-        league_id, queue, team, status = action_row(result_sql.SELECT_ACTION, tracking_id)
-        late = status not in _PENDING
+        action = result_sql.action_of_result(tracking_id)
+        if action is None:
+            raise ActionNotFound(f"no activity action has tracking id {tracking_id}")
+        late = action.status not in _PENDING
         key = _claim_key(str(tracking_id))
-        row = fetch_one(
-            result_sql.UPSERT,
-            (
-                key,
-                queue,
-                league_id,
-                team,
-                uuid.uuid5(_NAMESPACE, key),
-                json.dumps(body),
-                REPORTED,
-                json.dumps(details or {}),
-                late,
-                now,
-                now,
-                spans.current_traceparent(),  # the report's span: the verification continues its trace
-                [REPORTED, SET_ASIDE],
-            ),
+        saved = result_sql.save_report(
+            claim_key=key,
+            action=action,
+            message_id=uuid.uuid5(_NAMESPACE, key),
+            body=json.dumps(body),
+            status=REPORTED,
+            result=json.dumps(details or {}),
+            late=late,
+            now=now,
+            traceparent=spans.current_traceparent(),  # the report's span: the verification continues it
+            replaceable=[REPORTED, SET_ASIDE],
         )
-        settled = None if row else fetch_one(result_sql.SELECT_STATUS, (key,))[0]
-    if row is None:
+        settled = None if saved else result_sql.result_status(key)
+    if not saved:
         raise TriggerConflictError(
             f"the result of {tracking_id} was already settled ({settled}); only a reported or set-aside "
             "result can be reported again"
@@ -148,22 +155,14 @@ def _check(
     return None
 
 
-def _settle(
-    row_id: int,
-    body_text: str,
-    late: bool,
-    tracking_id: str,
-    team: str | None,
-    status: str,
-    delivery: str | None,
-    *,
-    now: datetime,
-    report: VerifyReport,
-) -> None:
+def _settle(reported: ReportedResult, *, now: datetime, report: VerifyReport) -> None:
     """Settle one reported result (caller's savepoint): check it, then apply it unless it is late."""
-    body = json.loads(body_text)
-    reason = _check(body["outcome"], body.get("details") or {}, team=team, outbox_status=delivery)
-    late = late or status not in _PENDING
+    tracking_id = reported.tracking_id
+    body = json.loads(reported.body)
+    reason = _check(
+        body["outcome"], body.get("details") or {}, team=reported.team, outbox_status=reported.delivery
+    )
+    late = reported.late or reported.action_status not in _PENDING
     if not late:
         try:
             if reason is None:
@@ -172,7 +171,9 @@ def _settle(
                 record_result(tracking_id, ActionStatus.FAILED, error=reason)
         except TriggerConflictError:  # settled since the report (by hand, or another pass)
             late = True
-    execute(result_sql.SETTLE, (VERIFIED if reason is None else REJECTED, reason, late, now, row_id))
+    result_sql.settle(
+        reported.row_id, status=VERIFIED if reason is None else REJECTED, reason=reason, late=late, now=now
+    )
     if late:
         report.late.append(tracking_id)
         set_aside(
@@ -191,7 +192,7 @@ def _set_aside_result(
     row_id: int, tracking_id: str, exc: Exception, *, now: datetime, report: VerifyReport
 ) -> None:
     reason = f"cannot be settled: {type(exc).__name__}: {exc}"
-    execute(result_sql.SETTLE, (SET_ASIDE, reason, False, now, row_id))
+    result_sql.settle(row_id, status=SET_ASIDE, reason=reason, late=False, now=now)
     report.set_aside[tracking_id] = reason
     set_aside(
         loop=LOOP,
@@ -224,26 +225,20 @@ def verify_results(*, result_timeout_seconds: float, now: datetime | None = None
     now = now or utcnow()
     report = VerifyReport()
     with transaction():
-        rows = fetch_all(result_sql.SELECT_REPORTED_FOR_UPDATE, (REPORTED,))
-        for row_id, body_text, late, tracking_id, team, status, delivery, traceparent in rows:
+        reported = result_sql.reported_for_update(status=REPORTED)
+        for result in reported:
             try:  # the driver's errors translated per item: an outage is no item's fault
-                with transaction(), _verification_span(tracking_id, traceparent):
-                    _settle(
-                        row_id, body_text, late, tracking_id, team, status, delivery, now=now, report=report
-                    )
+                with transaction(), _verification_span(result.tracking_id, result.traceparent):
+                    _settle(result, now=now, report=report)
             except DatabaseUnavailable:
                 raise
             except Exception as exc:  # one result never stops the pass
-                _set_aside_result(row_id, tracking_id, exc, now=now, report=report)
-        stale = fetch_all(
-            action_sql.SELECT_UNREPORTED_SINCE,
-            (
-                ActionStatus.DELIVERED.value,
-                ActionStatus.RUNNING.value,
-                now - timedelta(seconds=result_timeout_seconds),
-            ),
+                _set_aside_result(result.row_id, result.tracking_id, exc, now=now, report=report)
+        stale = action_sql.unreported_since(
+            statuses=[ActionStatus.DELIVERED.value, ActionStatus.RUNNING.value],
+            published_before=now - timedelta(seconds=result_timeout_seconds),
         )
-        for (tracking_id,) in stale:
+        for tracking_id in stale:
             reason = f"no result reported within {result_timeout_seconds:g} s of delivery"
             try:
                 with transaction():
@@ -261,7 +256,7 @@ def verify_results(*, result_timeout_seconds: float, now: datetime | None = None
                 continue
             report.failed[tracking_id] = reason
             report.unreported.append(tracking_id)
-    if rows or stale:
+    if reported or stale:
         logger.info(
             "verification: %d verified, %d failed (%d unreported), %d late, %d set aside",
             len(report.verified),
@@ -275,54 +270,51 @@ def verify_results(*, result_timeout_seconds: float, now: datetime | None = None
 
 def set_aside_results() -> dict[str, int]:
     """How many reported results are late and how many were set aside unsettled (metrics)."""
-    late, unsettled = fetch_one(result_sql.COUNT_LATE_AND_SET_ASIDE, (SET_ASIDE,))
-    return {"late": late, "set_aside": unsettled}
+    counts = result_sql.count_late_and_set_aside(set_aside=SET_ASIDE)
+    return {"late": counts.late, "set_aside": counts.set_aside}
 
 
 def action_state(tracking_id: str) -> dict[str, Any]:
     """An action's delivery and verification state (``kickoff actions show``, GET /v1/actions/{id})."""
-    action = action_row(action_sql.SELECT_STATE, tracking_id)
-    outbox = fetch_one(outbox_sql.LATEST_DELIVERY_OF_ACTION, (str(tracking_id),))
-    result = fetch_one(result_sql.SELECT_RESULT, (_claim_key(str(tracking_id)),))
-    keys = (
-        "tracking_id",
-        "league_id",
-        "queue",
-        "team",
-        "status",
-        "error",
-        "created_at",
-        "finished_at",
-        "run_id",
-    )
-    out: dict[str, Any] = dict(zip(keys, action[: len(keys)], strict=True))
-    creator_id, creator_name, traceparent = action[len(keys) :]
-    out["created_by"] = None if creator_id is None else {"key_id": creator_id, "name": creator_name}
-    out["trace_id"] = spans.trace_id_of(traceparent)  # the trace it was created in (None: untraced)
-    out["delivery"] = (
-        None
-        if outbox is None
-        else dict(
-            zip(("message_id", "status", "published_at", "attempts", "last_error"), outbox, strict=True)
-        )
-    )
-    if result is None:
-        out["verification"] = {"status": "not reported"}
-    else:
-        try:
-            body = json.loads(result[0])
-        except ValueError:
-            body = {}
-        if not isinstance(body, dict):
-            body = {}
-        out["verification"] = {
-            "status": result[1],  # reported | verified | failed | set_aside
-            "late": result[5],  # reported after the action was settled: kept here, the action unchanged
-            "outcome": body.get("outcome"),
-            "reported_by": body.get("reported_by"),
-            "details": body.get("details"),
-            "reason": result[2],
-            "reported_at": result[3],
-            "settled_at": None if result[1] == REPORTED else result[4],
-        }
+    action = action_sql.action_state(tracking_id)
+    if action is None:
+        raise ActionNotFound(f"no activity action has tracking id {tracking_id}")
+    delivery = outbox_sql.latest_delivery_of_action(tracking_id)
+    result = result_sql.stored_result(_claim_key(str(tracking_id)))
+    out: dict[str, Any] = {
+        "tracking_id": action.tracking_id,
+        "league_id": action.league_id,
+        "queue": action.queue,
+        "team": action.team,
+        "status": action.status,
+        "error": action.error,
+        "created_at": action.created_at,
+        "finished_at": action.finished_at,
+        "run_id": action.run_id,
+    }
+    creator = action.creator_key_id
+    out["created_by"] = None if creator is None else {"key_id": creator, "name": action.creator_name}
+    out["trace_id"] = spans.trace_id_of(action.traceparent)  # the trace it was created in (None: untraced)
+    out["delivery"] = None if delivery is None else delivery._asdict()
+    out["verification"] = {"status": "not reported"} if result is None else _verification(result)
     return out
+
+
+def _verification(result: StoredResult) -> dict[str, Any]:
+    """A stored result as ``action_state`` shows it."""
+    try:
+        body = json.loads(result.body)
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    return {
+        "status": result.status,  # reported | verified | failed | set_aside
+        "late": result.late,  # reported after the action was settled: kept here, the action unchanged
+        "outcome": body.get("outcome"),
+        "reported_by": body.get("reported_by"),
+        "details": body.get("details"),
+        "reason": result.error,
+        "reported_at": result.created_at,
+        "settled_at": None if result.status == REPORTED else result.updated_at,
+    }

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from config.errors import TriggerValidationError
 from models.player import sleeper_ids_among
+from publisher.errors import TriggerValidationError
 
 
 def sleeper_only_ids(ids: Iterable[int]) -> set[int]:

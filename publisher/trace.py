@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import secrets
 
-from config.errors import TriggerValidationError
+from publisher.errors import TriggerValidationError
 
 TRACEPARENT_HEADER = "traceparent"
 

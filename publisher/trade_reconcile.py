@@ -18,11 +18,11 @@ from datetime import timedelta
 from enum import StrEnum
 
 from config.clock import utcnow
-from config.errors import TradeError, TriggerValidationError
 from models.audit import AuditContext
 from models.boundary import transaction
 from models.execution_log import ExecutionStatus
 from publisher.amqp import AmqpPublisher
+from publisher.errors import TradeError, TriggerValidationError
 from publisher.queues import TRADE_QUEUES
 from publisher.sql import trades as trade_sql
 from publisher.trades import ExecutionEntry, entry_from_row, get_entry, republish
@@ -91,6 +91,7 @@ def reconcile_claim(
     publisher: AmqpPublisher | None = None,
     stale_claim_seconds: float = STALE_CLAIM_SECONDS,
     audit: AuditContext | None = None,
+    league_id: str | None = None,
 ) -> ExecutionEntry:
     """Resolve one waiting claim as ``resolution`` and return it as it now stands.
 
@@ -99,37 +100,43 @@ def reconcile_claim(
     claim then stands as the broker answered: published, pending (the broker is away: known
     unsent, so the drain sends it), uncertain again, or failed. TradeNotFound for an unknown
     claim; UnusableTradeClaim when a set-aside claim still cannot be turned into its message.
-    With ``audit``, the resolution is audited (trade.reconcile) in its transaction.
+    The claim is the key's in ``league_id``, else its only one (TradeClaimAmbiguous when several
+    leagues claimed the key). With ``audit``, the resolution is audited (trade.reconcile) in its
+    transaction, before a republish is sent.
     """
     if queue not in TRADE_QUEUES:
         raise TriggerValidationError("queue", f"must be one of {list(TRADE_QUEUES)}")
     resolution = Resolution(resolution)
     if resolution is Resolution.REPUBLISH and publisher is None:
         raise TradeError("republish needs a publisher")
-    get_entry(queue, claim_key)  # TradeNotFound first, outside the transaction
+    found = get_entry(queue, claim_key, league_id=league_id)  # TradeNotFound first, outside the transaction
+    league = found.league_id
     with transaction():
-        row = trade_sql.lock_claim(queue, claim_key)
+        row = trade_sql.lock_claim(league, queue, claim_key)
         before = entry_from_row(row)
         _check_waiting(before, stale_claim_seconds)
+        if audit is not None:  # before the act: an entry that cannot be written refuses it, nothing sent
+            audit.record(
+                "trade.reconcile",
+                "trade",
+                f"{queue}/{claim_key}",
+                before={"status": str(before.status), "league_id": league},
+                after={"resolution": resolution.value},
+            )
         if resolution is Resolution.REPUBLISH:
             assert publisher is not None
             republish(before, publisher=publisher)
         else:
             trade_sql.set_claim_status(
-                queue, claim_key, status=SETTLED[resolution].value, error=before.error, at=utcnow()
+                league, queue, claim_key, status=SETTLED[resolution].value, error=before.error, at=utcnow()
             )
-        trade_sql.resolve_claim(queue, claim_key, resolution=resolution.value, operator=operator, at=utcnow())
-        if audit is not None:
-            audit.record(
-                "trade.reconcile",
-                "trade",
-                f"{queue}/{claim_key}",
-                before={"status": str(before.status)},
-                after={"resolution": resolution.value},
-            )
-    after = get_entry(queue, claim_key)
+        trade_sql.resolve_claim(
+            league, queue, claim_key, resolution=resolution.value, operator=operator, at=utcnow()
+        )
+    after = get_entry(queue, claim_key, league_id=league)
     logger.info(
-        "trade claim reconciled: queue=%s key=%s message_id=%s %s -> %s (%s by %s)",
+        "trade claim reconciled: league=%s queue=%s key=%s message_id=%s %s -> %s (%s by %s)",
+        league,
         queue,
         claim_key,
         after.message_id,

@@ -1,6 +1,7 @@
 """Direct trade publishers: claim the offer, decision or counter in execution_log first, then publish.
 
-No outbox: the claim (unique per queue and key) makes a second approval a duplicate; the
+No outbox: the claim (unique per league, queue and key: a key one league claimed is free in
+every other and says nothing of it) makes a second approval a duplicate; the
 publish follows at once to a durable-declared trade queue. The claim row keeps the body and
 message id, so it doubles as the outbox of an outage: a publish the unreachable broker never
 got marks the claim ``pending``, and ``redeliver_trades`` (run by every outbox drain) republishes
@@ -16,33 +17,34 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from config import spans
 from config.clock import utcnow
-from config.errors import (
-    BrokerConnectionError,
-    ConstraintViolation,
-    KickoffError,
-    MissingQueueError,
-    PublishError,
-    PublishUncertainError,
-    TradeClaimedElsewhere,
-    TradeError,
-    TradeNotFound,
-    TriggerValidationError,
-    UnusableTradeClaim,
-)
+from config.errors import ConstraintViolation, KickoffError
 from config.records import json_fields
 from models.audit import AuditContext
 from models.boundary import transaction
 from models.execution_log import ExecutionStatus
 from publisher import validation as v
 from publisher.amqp import AmqpPublisher, OutgoingMessage
+from publisher.errors import (
+    BrokerConnectionError,
+    MissingQueueError,
+    PublishError,
+    PublishUncertainError,
+    TradeClaimAmbiguous,
+    TradeError,
+    TradeNotFound,
+    TriggerValidationError,
+    UnusableTradeClaim,
+)
 from publisher.queues import TRADE_NEGOTIATIONS, TRADE_RESPONSES, TRADE_SUBMISSIONS
 from publisher.sql import trades as trade_sql
+from publisher.sql.trades import ClaimRow
 from publisher.trace import check_traceparent, trace_headers
 
 logger = logging.getLogger(__name__)
@@ -100,35 +102,47 @@ class ExecutionEntry:
     as_json = json_fields
 
 
-def entry_from_row(row: Any) -> ExecutionEntry:
-    """The claim of one row of ``trade_sql.ENTRY_COLUMNS``."""
+def entry_from_row(row: ClaimRow) -> ExecutionEntry:
+    """The claim a store's ClaimRow reads."""
     return ExecutionEntry(
-        queue=row[0],
-        claim_key=row[1],
-        league_id=row[2],
-        team=row[3],
-        message_id=str(row[4]),
-        status=row[5],
-        error=row[6],
-        resolution=row[7],
-        resolved_by=row[8],
-        resolved_at=row[9],
-        created_at=row[10],
-        trace_id=spans.trace_id_of(row[11]) if len(row) > 11 else None,
+        queue=row.queue,
+        claim_key=row.claim_key,
+        league_id=row.league_id,
+        team=row.team,
+        message_id=str(row.message_id),
+        status=row.status,
+        error=row.error,
+        resolution=row.resolution,
+        resolved_by=row.resolved_by,
+        resolved_at=row.resolved_at,
+        created_at=row.created_at,
+        trace_id=spans.trace_id_of(row.traceparent),
     )
 
 
 def _set_status(
-    queue: str, key: str, status: ExecutionStatus, error: str | None = None, *, only_claimed: bool = False
+    league_id: str,
+    queue: str,
+    key: str,
+    status: ExecutionStatus,
+    error: str | None = None,
+    *,
+    only_claimed: bool = False,
 ) -> bool:
     """Set the claim's status; ``only_claimed``: only while it is still ``claimed``. Whether it was set."""
     return trade_sql.set_claim_status(
-        queue, key, status=status.value, error=error, at=utcnow(), only_claimed=only_claimed
+        league_id, queue, key, status=status.value, error=error, at=utcnow(), only_claimed=only_claimed
     )
 
 
 def _publish_claimed(
-    *, queue: str, key: str, message: OutgoingMessage, publisher: AmqpPublisher, first: bool = False
+    *,
+    league_id: str,
+    queue: str,
+    key: str,
+    message: OutgoingMessage,
+    publisher: AmqpPublisher,
+    first: bool = False,
 ) -> TradeResult:
     """Publish a claim's message and record the outcome as its status.
 
@@ -138,12 +152,13 @@ def _publish_claimed(
     """
 
     def record(status: ExecutionStatus, error: str | None = None) -> None:
-        if _set_status(queue, key, status, error, only_claimed=first):
+        if _set_status(league_id, queue, key, status, error, only_claimed=first):
             return
         logger.warning(
-            "trade claim reconciled while its first publish was under way, it stays %s: queue=%s key=%s "
-            "message_id=%s publish=%s",
-            get_entry(queue, key).status,
+            "trade claim reconciled while its first publish was under way, it stays %s: league=%s queue=%s "
+            "key=%s message_id=%s publish=%s",
+            get_entry(queue, key, league_id=league_id).status,
+            league_id,
             queue,
             key,
             message.message_id,
@@ -222,16 +237,20 @@ def _claim_and_publish(
             traceparent=context,
             created_by_key_id=created_by_key_id,
         )
-    except ConstraintViolation:
-        existing = get_entry(queue, key)
-        if existing.league_id != league_id:  # another league's claim of this key: never a duplicate
-            raise TradeClaimedElsewhere(
-                f"{key!r} on {queue} is claimed for another league: it is no duplicate of this request"
-            ) from None
-        logger.info("trade already claimed: queue=%s key=%s status=%s", queue, key, existing.status)
+    except ConstraintViolation:  # this league's claim of the key (another league's never meets it)
+        existing = get_entry(queue, key, league_id=league_id)
+        logger.info(
+            "trade already claimed: league=%s queue=%s key=%s status=%s",
+            league_id,
+            queue,
+            key,
+            existing.status,
+        )
         return TradeResult(TradeStatus.DUPLICATE, queue, key, existing.message_id)
     message = OutgoingMessage(queue=queue, body=body, message_id=message_id, headers=trace_headers(context))
-    return _publish_claimed(queue=queue, key=key, message=message, publisher=publisher, first=True)
+    return _publish_claimed(
+        league_id=league_id, queue=queue, key=key, message=message, publisher=publisher, first=True
+    )
 
 
 def _ids(values: Any, field: str, check: Any) -> list[Any]:
@@ -248,6 +267,13 @@ def _players(give_player_ids: Any, receive_player_ids: Any, check: Any) -> dict[
     }
 
 
+def _audit_claim(audit: AuditContext | None, action: str, target_id: str, **after: Any) -> None:
+    """Write a claim request's entry (``action`` on trade ``target_id``) before anything else: an entry
+    that cannot be written refuses the request."""
+    if audit is not None:
+        audit.record(action, "trade", target_id, after=after)
+
+
 def submit_offer(
     *,
     offer_key: str,
@@ -259,8 +285,11 @@ def submit_offer(
     publisher: AmqpPublisher,
     traceparent: str | None = None,
     created_by_key_id: str | None = None,
+    audit: AuditContext | None = None,
 ) -> TradeResult:
-    """Approve an offer: claim ``offer_key``, publish to trade_submissions (ESPN player ids)."""
+    """Approve an offer: claim ``offer_key``, publish to trade_submissions (ESPN player ids). With
+    ``audit``, audited (trade.approve) before anything else."""
+    _audit_claim(audit, "trade.approve", offer_key, league_id=league_id)
     fields = {"counterparty_team_id": v.text(counterparty_team, "counterparty_team")}
     fields |= _players(give_player_ids, receive_player_ids, v.espn_id)
     return _claim_and_publish(
@@ -285,8 +314,11 @@ def respond_to_trade(
     publisher: AmqpPublisher,
     traceparent: str | None = None,
     created_by_key_id: str | None = None,
+    audit: AuditContext | None = None,
 ) -> TradeResult:
-    """Decide an incoming trade: claim ``decision_key``, publish accept/reject to trade_responses."""
+    """Decide an incoming trade: claim ``decision_key``, publish accept/reject to trade_responses. With
+    ``audit``, audited (trade.decide, the trade's id its target) before anything else."""
+    _audit_claim(audit, "trade.decide", trade_id, league_id=league_id, decision=decision)
     if decision not in DECISIONS:
         raise TriggerValidationError("decision", f"must be one of {sorted(DECISIONS)}")
     return _claim_and_publish(
@@ -312,8 +344,11 @@ def stage_counter(
     publisher: AmqpPublisher,
     traceparent: str | None = None,
     created_by_key_id: str | None = None,
+    audit: AuditContext | None = None,
 ) -> TradeResult:
-    """Stage a counter-offer on trade_negotiations: Sleeper player ids (the worker maps them)."""
+    """Stage a counter-offer on trade_negotiations: Sleeper player ids (the worker maps them). With
+    ``audit``, audited (trade.counter, the trade's id its target) before anything else."""
+    _audit_claim(audit, "trade.counter", trade_id, league_id=league_id, publication_key=publication_key)
     fields = {"trade_id": v.text(trade_id, "trade_id")}
     fields |= _players(give_player_ids, receive_player_ids, v.sleeper_id)
     return _claim_and_publish(
@@ -329,12 +364,36 @@ def stage_counter(
     )
 
 
-def get_entry(queue: str, claim_key: str) -> ExecutionEntry:
-    """Return the claim of ``claim_key`` on ``queue``; TradeNotFound if there is none."""
-    row = trade_sql.claim_row(queue, claim_key)
-    if row is None:
-        raise TradeNotFound(f"no execution_log claim for {claim_key!r} on {queue}")
-    return entry_from_row(row)
+def get_entry(
+    queue: str,
+    claim_key: str,
+    *,
+    league_id: str | None = None,
+    leagues: Collection[str] | None = None,
+) -> ExecutionEntry:
+    """The claim of ``claim_key`` on ``queue`` in league ``league_id``; without one, the only claim of
+    the key among ``leagues`` (None: every league; compared in any case, as a key's league limit).
+
+    TradeNotFound if there is none there (a league outside ``leagues`` has none, as if absent);
+    TradeClaimAmbiguous if no league was named and more than one of ``leagues`` has a claim of it.
+    """
+    allowed = None if leagues is None else {x.casefold() for x in leagues}
+    if league_id is not None:
+        row = trade_sql.claim_row(league_id, queue, claim_key)
+        rows = [row] if row is not None else []
+    else:
+        rows = trade_sql.claim_rows_of_key(queue, claim_key)
+    rows = [r for r in rows if allowed is None or str(r.league_id).casefold() in allowed]
+    where = f" in league {league_id}" if league_id is not None else ""
+    if not rows:
+        raise TradeNotFound(f"no execution_log claim for {claim_key!r} on {queue}{where}")
+    if len(rows) > 1:
+        named = ", ".join(r.league_id for r in rows)
+        raise TradeClaimAmbiguous(
+            f"{claim_key!r} on {queue} is claimed in {len(rows)} leagues ({named}): "
+            "name the league (league_id, --league)"
+        )
+    return entry_from_row(rows[0])
 
 
 def _message_of(entry: ExecutionEntry, body: Any) -> OutgoingMessage:
@@ -366,9 +425,15 @@ def republish(entry: ExecutionEntry, *, publisher: AmqpPublisher) -> TradeResult
     The claim's status follows the outcome as on a first publish. UnusableTradeClaim when the
     stored claim cannot be turned back into its message.
     """
-    body = trade_sql.claim_body(entry.queue, entry.claim_key)
+    body = trade_sql.claim_body(entry.league_id, entry.queue, entry.claim_key)
     message = _message_of(entry, body)
-    return _publish_claimed(queue=entry.queue, key=entry.claim_key, message=message, publisher=publisher)
+    return _publish_claimed(
+        league_id=entry.league_id,
+        queue=entry.queue,
+        key=entry.claim_key,
+        message=message,
+        publisher=publisher,
+    )
 
 
 #: The claim statuses a retry publishes again: refused by the broker, or never sent.
@@ -383,39 +448,69 @@ CLAIM_KINDS: dict[str, str] = {
 
 
 def retry_claim(
-    *, queue: str, claim_key: str, publisher: AmqpPublisher, audit: AuditContext | None = None
+    *,
+    queue: str,
+    claim_key: str,
+    publisher: AmqpPublisher,
+    audit: AuditContext | None = None,
+    league_id: str | None = None,
+    leagues: Collection[str] | None = None,
 ) -> TradeResult:
     """Publish a failed or pending claim (an offer, a decision or a counter) again with its message id.
 
-    The claim is locked while it is checked and sent, so two retries cannot both send it; a claim
-    in any other status is a TradeError (409), an unknown one TradeNotFound. With ``audit`` the
-    retry is audited (trade.retry) in its transaction.
+    The claim is the key's in ``league_id``, else its only one among ``leagues`` (get_entry). It is
+    locked while it is checked and sent, so two retries cannot both send it; a claim in any other
+    status is a TradeError (409), an unknown one TradeNotFound. With ``audit`` the retry is audited
+    (trade.retry) in its transaction, before the send (the outcome is the answer and a log line).
     """
     kind = CLAIM_KINDS.get(queue)
     if kind is None:
         raise TriggerValidationError("queue", f"must be one of {sorted(CLAIM_KINDS)}")
-    get_entry(queue, claim_key)  # TradeNotFound first, outside the transaction
+    found = get_entry(queue, claim_key, league_id=league_id, leagues=leagues)  # TradeNotFound first
     with transaction():
-        entry = entry_from_row(trade_sql.lock_claim(queue, claim_key))
+        entry = entry_from_row(trade_sql.lock_claim(found.league_id, queue, claim_key))
         if entry.status not in RETRYABLE:
             raise TradeError(
                 f"{kind} {claim_key!r} is {entry.status}; only a failed or pending {kind} can be retried"
             )
-        result = republish(entry, publisher=publisher)
-        if audit is not None:
+        if audit is not None:  # before the send: an entry that cannot be written refuses the retry
             audit.record(
                 "trade.retry",
                 "trade",
                 f"{queue}/{claim_key}",
-                before={"status": str(entry.status)},
-                after={"status": str(result.status)},
+                before={"status": str(entry.status), "league_id": entry.league_id},
+                after={"message_id": entry.message_id},
             )
+        result = republish(entry, publisher=publisher)
+    logger.info(
+        "trade claim retried: league=%s queue=%s key=%s %s -> %s",
+        entry.league_id,
+        queue,
+        claim_key,
+        entry.status,
+        result.status,
+    )
     return result
 
 
-def retry_decision(*, decision_key: str, publisher: AmqpPublisher) -> TradeResult:
-    """``.../decision/retry``: publish a failed or pending decision again with the same message id."""
-    return retry_claim(queue=TRADE_RESPONSES, claim_key=decision_key, publisher=publisher)
+def retry_decision(
+    *,
+    decision_key: str,
+    publisher: AmqpPublisher,
+    league_id: str | None = None,
+    leagues: Collection[str] | None = None,
+    audit: AuditContext | None = None,
+) -> TradeResult:
+    """``.../decision/retry``: publish a failed or pending decision again with the same message id (the
+    claim picked, and audited trade.retry, as by retry_claim)."""
+    return retry_claim(
+        queue=TRADE_RESPONSES,
+        claim_key=decision_key,
+        publisher=publisher,
+        league_id=league_id,
+        leagues=leagues,
+        audit=audit,
+    )
 
 
 @dataclass(frozen=True)
@@ -440,9 +535,10 @@ def trade_claim_counts() -> dict[str, int]:
 
 
 def _set_aside(entry: ExecutionEntry, reason: str) -> None:
-    _set_status(entry.queue, entry.claim_key, ExecutionStatus.SET_ASIDE, reason)
+    _set_status(entry.league_id, entry.queue, entry.claim_key, ExecutionStatus.SET_ASIDE, reason)
     logger.error(
-        "trade claim set aside, waits for an operator: queue=%s key=%s message_id=%s: %s",
+        "trade claim set aside, waits for an operator: league=%s queue=%s key=%s message_id=%s: %s",
+        entry.league_id,
         entry.queue,
         entry.claim_key,
         entry.message_id,

@@ -29,7 +29,7 @@ from pydantic import (
 from typing_extensions import TypeAliasType
 
 from config.clock import parse_iso8601
-from config.errors import TriggerValidationError
+from publisher.errors import TriggerValidationError
 
 #: Longest id (league, team, keys) and longest free text a body may carry.
 MAX_ID_LENGTH = 200

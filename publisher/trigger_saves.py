@@ -33,18 +33,18 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from config.clock import utcnow
-from config.errors import DatabaseRefused, DatabaseUnavailable, TriggerConflictError, TriggerValidationError
+from config.errors import DatabaseRefused, DatabaseUnavailable
 from config.records import json_fields
 from config.settings import KickoffSettings
 from models.activity import ActionStatus
 from models.boundary import transaction
 from models.outbox import OutboxStatus
 from publisher.amqp import AmqpPublisher, OutgoingMessage, PublishOutcome
+from publisher.errors import TriggerConflictError, TriggerValidationError
 from publisher.idempotency import key_is_released
 from publisher.outbox import insert_row, publish_rows_now
 from publisher.sleeper_ids import sleeper_id_refusal, sleeper_only_ids
 from publisher.sql import actions as action_sql
-from publisher.sql import execute, fetch_all, fetch_one
 from publisher.sql import outbox as outbox_sql
 from publisher.trace import trace_headers
 from publisher.trigger_queues import release_ttl
@@ -176,7 +176,7 @@ def _insert_new(news: Sequence[_New], *, now: datetime, grace: timedelta) -> dic
     """
     ordered = sorted(news, key=lambda n: (n.save.league_id, n.save.queue, n.save.key or ""))
     actions = [_action_values(new, now) for new in ordered]
-    inserted = {row[0] for row in fetch_all(action_sql.INSERT_MANY, _columns(actions, 15))}
+    inserted = action_sql.insert_many(_columns(actions, 15))
     saved = [n for n in ordered if n.tracking_id in inserted]
     if not saved:
         return {}
@@ -196,15 +196,11 @@ def _insert_new(news: Sequence[_New], *, now: datetime, grace: timedelta) -> dic
                 now,
             )
         )
-    return {
-        tracking_id: outbox_id
-        for outbox_id, tracking_id in fetch_all(outbox_sql.INSERT_MANY, _columns(rows, 9))
-    }
+    return outbox_sql.insert_many(_columns(rows, 9))
 
 
 def _row_published(outbox_id: int) -> bool:
-    row = fetch_one(outbox_sql.SELECT_STATUS, (outbox_id,))
-    return row is not None and row[0] == OutboxStatus.PUBLISHED.value
+    return outbox_sql.status_of(outbox_id) == OutboxStatus.PUBLISHED.value
 
 
 def _answer(tracking_id: str, outbox_id: int, outcome: PublishOutcome | None) -> SaveOutcome:
@@ -386,8 +382,8 @@ class _Delivery:
 
 def _existing_delivery(tracking_id: str) -> _Delivery:
     """The outbox row of an action's message (caller's transaction)."""
-    row = fetch_one(outbox_sql.SELECT_FIRST_OF_ACTION, (tracking_id,))
-    return _Delivery() if row is None else _Delivery(row[0], row[1], row[2], row[3])
+    row = outbox_sql.first_delivery_of_action(tracking_id)
+    return _Delivery() if row is None else _Delivery(row.outbox_id, row.status, row.held, row.expires_at)
 
 
 @dataclass(frozen=True)
@@ -411,12 +407,14 @@ def _settle_held_key(new: _New, *, settings: KickoffSettings) -> SaveOutcome | _
     duplicate: TriggerResult | None = None
     pending_outbox_id: int | None = None
     with transaction():
-        while fetch_one(action_sql.INSERT, _action_values(new, now)) is None:
-            existing = fetch_one(action_sql.SELECT_BY_KEY_FOR_UPDATE, (save.league_id, save.queue, save.key))
+        while not action_sql.insert_one(_action_values(new, now)):
+            existing = action_sql.key_action_for_update(
+                league_id=save.league_id, kind=save.queue, key=save.key
+            )
             if existing is None:
                 continue  # released by someone else meanwhile: try again
-            old_id, status, created_at = str(existing[0]), existing[1], existing[2]
-            if not key_is_released(status=status, created_at=created_at, ttl=ttl, now=now):
+            old_id = str(existing.tracking_id)
+            if not key_is_released(status=existing.status, created_at=existing.created_at, ttl=ttl, now=now):
                 delivery = _existing_delivery(old_id)
                 published = delivery.status == OutboxStatus.PUBLISHED.value
                 logger.info(
@@ -441,7 +439,7 @@ def _settle_held_key(new: _New, *, settings: KickoffSettings) -> SaveOutcome | _
                         )
                     pending_outbox_id = delivery.outbox_id
                 break
-            execute(action_sql.RELEASE_KEY, (now, old_id))
+            action_sql.release_key(old_id, now=now)
             logger.info("idempotency key released: tracking_id=%s key=%s", old_id, save.key)
         if duplicate is None:
             grace = timedelta(seconds=settings.outbox_immediate_grace_seconds)

@@ -24,17 +24,19 @@ from typing import Any
 
 from config import spans
 from config.clock import ensure_utc, utcnow
-from config.errors import DeadDeliveryError, KickoffError, TriggerConflictError, TriggerUnavailableError
+from config.errors import KickoffError
 from config.settings import KickoffSettings
 from models import history_recorder as history
 from models.activity import ActionStatus
+from models.audit import AuditContext
+from models.audit_acts import TRIGGER_ROUTE_ACTION
 from publisher import validation as v
 from publisher.amqp import AmqpPublisher
 from publisher.chain import check_parent
+from publisher.errors import DeadDeliveryError, TriggerConflictError, TriggerUnavailableError
 from publisher.idempotency import effective_key, key_is_released
 from publisher.run_context import get_run_id
 from publisher.sql import actions as action_sql
-from publisher.sql import fetch_one
 from publisher.sql import outbox as outbox_sql
 from publisher.trace import check_traceparent
 from publisher.trigger_queues import DRAFT_PICK, LINEUP, WAIVER, TriggerQueue, release_ttl
@@ -185,21 +187,20 @@ def waiver_save(
 
 
 def _pick_filled(queue: TriggerQueue, league_id: str, pick_number: int) -> bool:
-    params = (league_id, queue.name, ActionStatus.SUCCEEDED.value, pick_number)
-    row = fetch_one(action_sql.PICK_TAKEN, params)
-    return row is not None
+    return action_sql.pick_taken(
+        league_id=league_id, kind=queue.name, pick_number=pick_number, status=ActionStatus.SUCCEEDED.value
+    )
 
 
 def _key_held(queue: TriggerQueue, common: _Common, settings: KickoffSettings, now: datetime) -> bool:
     """Whether the request's key belongs to an earlier action that still holds it (pending or in its TTL)."""
     if common.key is None:
         return False
-    row = fetch_one(action_sql.SELECT_BY_KEY, (common.league_id, queue.name, common.key))
-    if row is None:
+    holder = action_sql.key_holder(league_id=common.league_id, kind=queue.name, key=common.key)
+    if holder is None:
         return False
-    status, created_at = row
     return not key_is_released(
-        status=status, created_at=created_at, ttl=release_ttl(queue.name, settings), now=now
+        status=holder.status, created_at=holder.created_at, ttl=release_ttl(queue.name, settings), now=now
     )
 
 
@@ -259,15 +260,14 @@ def _fields_save(
 
 def _refuse_if_dead(tracking_id: str) -> None:
     """DeadDeliveryError (409) when the target's message is dead: no retry with its key can deliver it."""
-    dead = fetch_one(outbox_sql.SELECT_DEAD_OF_ACTION, (tracking_id,))
+    dead = outbox_sql.dead_delivery_of_action(tracking_id)
     if dead is None:
         return
-    row_id, last_error = dead
     raise DeadDeliveryError(
         f"draft target {tracking_id} is dead: the broker refused its message to the last attempt "
-        f"({last_error or 'no error recorded'}), so a retry with this key cannot deliver it; after fixing "
-        f"the cause revive it with `kickoff outbox retry-dead {row_id}`, or send the pick with a new "
-        "idempotency key",
+        f"({dead.last_error or 'no error recorded'}), so a retry with this key cannot deliver it; after "
+        f"fixing the cause revive it with `kickoff outbox retry-dead {dead.outbox_id}`, or send the pick "
+        "with a new idempotency key",
         tracking_id=tracking_id,
     )
 
@@ -294,17 +294,25 @@ def send(
     run_id: str | None = None,
     committer: Committer | None = None,
     created_by_key_id: str | None = None,
+    in_span: spans.Span | None = None,
+    audit: AuditContext | None = None,
 ) -> TriggerResult:
     """Send ``request`` to trigger queue ``queue`` (the API's, the CLI's and every trigger function's path).
 
     The queue's own builder checks the request's fields; a queue without one validates the request
     with its model first (``_fields_save``). A ``must_deliver`` queue's trigger raises unless delivered.
-    While tracing is on it runs in a ``<queue> trigger`` span: a child of the current span (the HTTP
-    request's), else of the request's ``traceparent``; its action and outbox row keep that span's context.
+    While tracing is on it runs in a ``<queue> trigger`` span: a child of the current span, else of the
+    request's ``traceparent``; or, given ``in_span`` (a trigger route: its request's server span), in
+    that span, which takes the trigger's attributes. Its action and outbox row keep that span's context.
+    With ``audit``, the request is audited (trigger.send, its queue the target) before anything else:
+    an entry that cannot be written refuses it.
     """
+    if audit is not None:
+        after = {k: getattr(request, k, None) for k in ("league_id", "idempotency_key")}
+        audit.record(TRIGGER_ROUTE_ACTION, "queue", queue.name, after=after)
     build: SaveBuilder | None = queue.save_builder()
-    parent = None if spans.current_ids() else getattr(request, "traceparent", None)
-    with spans.span(f"{queue.name} trigger", parent=parent, attributes={"kickoff.queue": queue.name}) as span:
+    parent = None if in_span is not None or spans.current_ids() else getattr(request, "traceparent", None)
+    with spans.span_or_within(in_span, f"{queue.name} trigger", parent=parent) as span:
         try:
             if build is None:
                 request = request.checked()
@@ -312,9 +320,13 @@ def send(
             common = _Common.check(request, created_by_key_id, run_id)
             save = build(queue, request, common, settings)
             result, error = _send(save, publisher=publisher, settings=settings, committer=committer)
-            if span is not None:
+            if span is not None:  # at once, as it is known (one call into the SDK per trigger)
                 span.set_attributes(
-                    {"kickoff.tracking_id": result.tracking_id, "kickoff.status": result.status}
+                    {
+                        "kickoff.queue": queue.name,
+                        "kickoff.tracking_id": result.tracking_id,
+                        "kickoff.status": result.status,
+                    }
                 )
             if queue.must_deliver:
                 _require_delivered(result, error)

@@ -11,8 +11,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from config.errors import TriggerValidationError
 from config.feed_text import unstorable_text
+from publisher.errors import TriggerValidationError
 
 SWAP_FIELDS = frozenset({"player_id", "to_slot", "kind"})
 #: The largest id PostgreSQL's bigint (``players.espn_id``) holds.

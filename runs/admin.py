@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config.clock import utcnow
-from config.errors import RunError, RunNotFound, TriggerConflictError
 from config.records import json_fields
 from models.audit import AuditContext
 from models.boundary import transaction
 from models.run_log import RunLog, RunStatus, cancel_queued_run, locked_run
+from publisher.errors import TriggerConflictError
+from runs.errors import RunError, RunNotFound
 from runs.publish import CommandPublisher, enqueue_retry, get_run, send_outbox_rows
 
 logger = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ import jsonschema
 import yaml
 from croniter import croniter
 
-from config.errors import CatalogError, InvalidRunParams, UnknownJob
 from config.feed_text import unstorable_text
+from runs.errors import CatalogError, InvalidRunParams, UnknownJob
 from runs.param_rules import nonfinite_number, schema_problem
 
 logger = logging.getLogger(__name__)

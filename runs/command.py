@@ -7,10 +7,10 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from config.errors import InvalidRunCommand, UnknownJob
 from config.records import json_fields
 from models.run_log import Trigger
 from publisher.queues import JOB_RUNS
+from runs.errors import InvalidRunCommand, UnknownJob
 
 if TYPE_CHECKING:
     from runs.catalog import Catalog

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from config.errors import BrokerConnectionError
 from publisher.amqp_link import AmqpLink
+from publisher.errors import BrokerConnectionError
 from publisher.queues import JOB_RUNS
 
 logger = logging.getLogger(__name__)

@@ -7,9 +7,9 @@ import uuid
 from datetime import UTC, datetime
 
 from config.clock import ensure_utc
-from config.errors import InvalidTrigger
 from models.run_log import Trigger
 from runs.catalog import Job
+from runs.errors import InvalidTrigger
 
 #: Triggers whose dedupe key is the fresh run id.
 FRESH_KEY_TRIGGERS = frozenset({Trigger.MANUAL, Trigger.CLI, Trigger.MCP})

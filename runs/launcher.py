@@ -18,7 +18,7 @@ from typing import Any
 
 from config import spans
 from config.clock import utcnow
-from config.errors import BrokerUnavailable, DatabaseUnavailable, InvalidRunCommand, KickoffError
+from config.errors import BrokerUnavailable, DatabaseUnavailable, KickoffError
 from config.set_aside import set_aside
 from config.settings import KickoffSettings
 from models.db import database_errors
@@ -27,6 +27,7 @@ from publisher.amqp import OutgoingMessage
 from runs.catalog import Catalog, Job
 from runs.command import ERROR, REJECTED_QUEUE, RunCommand
 from runs.consumer import Delivery, RunConsumer
+from runs.errors import InvalidRunCommand
 from runs.process import find_run_process, process_alive, read_exit_code, run_files, spawn
 from runs.publish import CommandPublisher, drain_job_runs, send_outbox_rows
 from runs.state import (

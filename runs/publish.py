@@ -1,19 +1,22 @@
-"""publish_run and drain_job_runs: run_log row + run outbox in one transaction, then job_runs."""
+"""publish_run and drain_job_runs: run_log row + run outbox in one transaction, then job_runs.
+
+The run outbox drains in the one drain of every outbox (publisher.outbox_drain; ``RunOutbox``
+supplies its rows and marks)."""
 
 from __future__ import annotations
 
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from config import spans
 from config.clock import utcnow
-from config.errors import InvalidRunCommand, PublishError, RunNotFound
 from config.records import json_fields
 from config.set_aside import set_aside
+from config.settings import mask_urls_deep
 from models.audit import AuditContext
 from models.boundary import transaction
 from models.run_log import (
@@ -36,11 +39,14 @@ from models.run_log import (
     set_run_created_by,
 )
 from publisher.amqp import OutgoingMessage, PublishOutcome
+from publisher.errors import PublishError
+from publisher.outbox_drain import DrainReport, MessagePublisher, Sendable, drain, send_claimed
 from publisher.queues import JOB_RUNS
 from publisher.trace import trace_headers
 from runs.catalog import Catalog
 from runs.command import RunCommand
 from runs.dedupe import dedupe_key_for
+from runs.errors import InvalidRunCommand, RunNotFound
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +54,11 @@ logger = logging.getLogger(__name__)
 DRAIN_LOOP = "run drain"
 
 
-class CommandPublisher(Protocol):
-    """What sends RunCommands: publisher.amqp.AmqpPublisher (confirmed, mandatory, passive declare)."""
+#: What sends RunCommands: publisher.amqp.AmqpPublisher (confirmed, mandatory, passive declare).
+CommandPublisher = MessagePublisher
 
-    def publish_many(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]: ...
+#: The DrainReport fields of a run outbox drain (``kickoff runs drain --json``, tick_job_runs).
+REPORT_FIELDS = ("published", "stale", "failed", "dead")
 
 
 @dataclass(frozen=True)
@@ -64,18 +71,6 @@ class PublishResult:
     job: str
     dedupe_key: str
     published: bool = False  # the RunCommand reached job_runs now (else the drain sends it)
-
-    to_dict = json_fields
-
-
-@dataclass(frozen=True)
-class DrainReport:
-    """What one drain_job_runs call did with the unpublished outbox rows it took."""
-
-    published: int = 0  # confirmed by the broker and marked published
-    stale: int = 0  # the run had moved on (not queued at that attempt): marked without sending
-    failed: int = 0  # still unpublished; tried again by the next drain
-    dead: int = 0  # set aside: the payload is not a RunCommand of its row or cannot be encoded
 
     to_dict = json_fields
 
@@ -237,41 +232,60 @@ def _set_aside(row: JobRunOutbox, reason: str, *, now: datetime) -> None:
     set_aside(DRAIN_LOOP, f"run outbox row {row.id} (run {row.run_id} attempt {row.attempt})", reason)
 
 
-def _send_locked(rows: list[JobRunOutbox], *, publisher: CommandPublisher) -> DrainReport:
-    """Publish locked outbox rows (skipping stale ones, setting bad ones aside) and record each outcome."""
-    now = utcnow()
-    runs = runs_by_ids([row.run_id for row in rows])
-    live: list[tuple[JobRunOutbox, OutgoingMessage]] = []
-    stale = dead = 0
-    for row in rows:
-        run = runs.get(row.run_id)
-        if run is None or run.status != RunStatus.QUEUED.value or run.attempt != row.attempt:
-            row.published_at = now
-            row.last_error = "stale: the run was no longer queued at this attempt; not sent"
+@dataclass(frozen=True)
+class RunOutbox:
+    """The run outbox as the drain (publisher.outbox_drain) sees it: unpublished live rows, rows of
+    runs that moved on marked without sending (stale), rows that are not their run's RunCommand set
+    aside (dead); a refused publish leaves the row for the next drain."""
+
+    report_fields: tuple[str, ...] = field(default=REPORT_FIELDS, init=False)
+
+    def claim(self, limit: int, *, now: datetime) -> list[JobRunOutbox]:
+        return lock_unpublished_outbox_rows(limit=limit)
+
+    def sendable(self, rows: Sequence[JobRunOutbox], *, now: datetime) -> Sendable[JobRunOutbox]:
+        runs = runs_by_ids([row.run_id for row in rows])
+        live: list[JobRunOutbox] = []
+        messages: list[OutgoingMessage] = []
+        stale = dead = 0
+        for row in rows:
+            run = runs.get(row.run_id)
+            if run is None or run.status != RunStatus.QUEUED.value or run.attempt != row.attempt:
+                row.published_at = now
+                row.last_error = "stale: the run was no longer queued at this attempt; not sent"
+                save_run_outbox_row(row)
+                stale += 1
+                continue
+            try:
+                messages.append(_outgoing(row, run.traceparent))
+            except InvalidRunCommand as exc:
+                _set_aside(row, str(exc), now=now)
+                dead += 1
+                continue
+            live.append(row)
+        return Sendable(live, messages, DrainReport(stale=stale, dead=dead))
+
+    def record(
+        self, rows: Sequence[JobRunOutbox], outcomes: Sequence[PublishOutcome], *, now: datetime
+    ) -> DrainReport:
+        published = failed = 0
+        for row, outcome in zip(rows, outcomes, strict=True):
+            row.tries += 1
+            if outcome.confirmed:
+                row.published_at = now
+                row.last_error = None
+                published += 1
+            else:
+                row.last_error = str(outcome.error)[:500]
+                failed += 1
+                logger.warning(
+                    "run %s attempt %s: publish failed: %s", row.run_id, row.attempt, outcome.error
+                )
             save_run_outbox_row(row)
-            stale += 1
-            continue
-        try:
-            live.append((row, _outgoing(row, run.traceparent)))
-        except InvalidRunCommand as exc:
-            _set_aside(row, str(exc), now=now)
-            dead += 1
-    if not live:
-        return DrainReport(stale=stale, dead=dead)
-    outcomes = publisher.publish_many([message for _, message in live])
-    published = failed = 0
-    for (row, _), outcome in zip(live, outcomes, strict=True):
-        row.tries += 1
-        if outcome.confirmed:
-            row.published_at = utcnow()
-            row.last_error = None
-            published += 1
-        else:
-            row.last_error = str(outcome.error)[:500]
-            failed += 1
-            logger.warning("run %s attempt %s: publish failed: %s", row.run_id, row.attempt, outcome.error)
-        save_run_outbox_row(row)
-    return DrainReport(published=published, stale=stale, failed=failed, dead=dead)
+        return DrainReport(published=published, failed=failed)
+
+
+RUN_OUTBOX = RunOutbox()
 
 
 def send_outbox_rows(ids: Sequence[int], *, publisher: CommandPublisher) -> DrainReport:
@@ -283,26 +297,27 @@ def send_outbox_rows(ids: Sequence[int], *, publisher: CommandPublisher) -> Drai
         if not rows:
             return DrainReport()
         try:
-            return _send_locked(rows, publisher=publisher)
+            return send_claimed(RUN_OUTBOX, rows, publisher=publisher)
         except PublishError as exc:  # defensive: publish_many reports per message
             logger.warning("job_runs publish failed: %s", exc)
             return DrainReport(failed=len(rows))
 
 
-def drain_job_runs(*, publisher: CommandPublisher, batch: int = 100) -> DrainReport:
+def drain_job_runs(
+    *, publisher: CommandPublisher, batch: int = 100, audit: AuditContext | None = None
+) -> DrainReport:
     """Publish up to ``batch`` unpublished run outbox rows, oldest first; safe to call concurrently.
 
     Called by the drain actor and by the launcher loop. Each row is handled on its own: rows of
     runs that moved on are marked without sending; a row whose payload is not its run's
     RunCommand, or cannot be encoded, is set aside (dead_at, reason in last_error, counted in
     kickoff_items_set_aside_total{loop="run drain"}, one log line) and the others are sent; rows the broker
-    refused stay for the next call.
+    refused stay for the next call. One batch of the one outbox drain (publisher.outbox_drain). With
+    ``audit`` (an operator's drain), the drain is audited (runs.drain) before it starts.
     """
-    with transaction():
-        rows = lock_unpublished_outbox_rows(limit=batch)
-        if not rows:
-            return DrainReport()
-        report = _send_locked(rows, publisher=publisher)
+    if audit is not None:
+        audit.record("runs.drain", "run_outbox", None, after={"batch": batch})
+    report = drain(RUN_OUTBOX, publisher=publisher, batch_size=batch, max_batches=1)
     if report.published or report.failed or report.dead:
         logger.info(
             "drain_job_runs: %s published, %s stale, %s failed, %s dead",
@@ -354,6 +369,17 @@ def get_run(run_id: uuid.UUID | str) -> RunLog:
 def recent_runs(*, job: str | None = None, status: str | None = None, limit: int = 50) -> list[RunLog]:
     """The newest ``limit`` runs, newest first, optionally of one job and one status (CLI, API)."""
     return newest_runs(job=job, status=status, limit=limit)
+
+
+#: The fields of ``run_dict`` a caller chose or a failure wrote: masked for every reader but an admin.
+CALLER_TEXT_FIELDS = ("params", "reason", "error")
+
+
+def masked_run(run: dict[str, Any]) -> dict[str, Any]:
+    """``run`` (a run_dict) as a reader that is not an admin sees it: every URL in its params, reason
+    and error masked (passwords, ``?api_key=`` and other secret query values as ``***``). A run
+    published before params could not name places (issue 35) may hold a feed URL with its secret."""
+    return {**run, **{k: mask_urls_deep(run[k]) for k in CALLER_TEXT_FIELDS}}
 
 
 def run_dict(run: RunLog) -> dict[str, Any]:

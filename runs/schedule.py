@@ -9,9 +9,9 @@ from datetime import datetime, timedelta
 from croniter import croniter
 
 from config.clock import ensure_utc, utcnow
-from config.errors import RunError
 from models.run_log import Trigger
 from runs.catalog import Catalog, Job
+from runs.errors import RunError
 from runs.publish import CommandPublisher, PublishResult, publish_run
 
 logger = logging.getLogger(__name__)

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 from config import spans
 from config.clock import utcnow
-from config.errors import RunNotFound
 from config.settings import KickoffSettings, load_settings
 from config.tracing import configure_tracing
 from models.db import bound_url, init_database
 from models.run_log import RunStatus, Trigger, create_run, record_run_error, run_by_id, save_run
 from publisher.run_context import get_run_id, reset_run_id, set_run_id
+from runs.errors import RunNotFound
 from runs.process import TRACEPARENT_ENV
 
 logger = logging.getLogger(__name__)

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from config.clock import utcnow
-from config.errors import InvalidRunParams, RunError, UnknownJob
 from models.boundary import transaction
 from models.run_log import (
     RunLog,
@@ -26,6 +25,7 @@ from models.run_log import (
     save_run,
 )
 from runs.catalog import Catalog, Job, Overlap
+from runs.errors import InvalidRunParams, RunError, UnknownJob
 from runs.publish import enqueue_retry, enqueue_run
 
 logger = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ import periodiq
 
 from config.errors import RedisUnavailable
 from config.settings import KickoffSettings
-from models.coordination import CoordinationStore, tick_slot
+from models.coordination import CoordinationStore, SchedulerTicks, tick_slot
 from scheduler.table import PeriodicEntry, entries_for
 
 logger = logging.getLogger(__name__)
@@ -38,11 +38,16 @@ class TickSender:
     """A periodic entry as Periodiq's Scheduler sees it (``options['periodic']``, ``send_with_options``)."""
 
     def __init__(
-        self, entry: PeriodicEntry, *, send: TickSend, barriers: CoordinationStore, tick_ttl_seconds: float
+        self,
+        entry: PeriodicEntry,
+        *,
+        send: TickSend,
+        ticks: SchedulerTicks,
+        tick_ttl_seconds: float,
     ) -> None:
         self.entry = entry
         self.send = send
-        self.barriers = barriers
+        self.ticks = ticks
         self.tick_ttl_seconds = tick_ttl_seconds
         self.options = {"periodic": periodiq.cron(entry.cron)}
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
@@ -52,7 +57,7 @@ class TickSender:
 
     def claim(self, scheduled_at: str) -> bool:
         """SET NX this slot's key; False when another scheduler (or our previous life) sent it."""
-        return self.barriers.claim_tick(
+        return self.ticks.claim_tick(
             self.entry.name, pendulum.parse(scheduled_at), owner=self.owner, ttl_seconds=self.tick_ttl_seconds
         )
 
@@ -71,7 +76,9 @@ class TickSender:
         return True
 
 
-def build_senders(settings: KickoffSettings, *, broker: Any, barriers: CoordinationStore) -> list[TickSender]:
+def build_senders(
+    settings: KickoffSettings, *, broker: Any, coordination: CoordinationStore
+) -> list[TickSender]:
     """One TickSender per entry of ``settings.app_env``, sending through ``broker``'s actors."""
     senders = []
     for entry in entries_for(settings.app_env):
@@ -84,7 +91,7 @@ def build_senders(settings: KickoffSettings, *, broker: Any, barriers: Coordinat
             TickSender(
                 entry,
                 send=send,
-                barriers=barriers,
+                ticks=coordination.ticks,
                 tick_ttl_seconds=settings.scheduler_tick_ttl_seconds,
             )
         )
@@ -93,12 +100,14 @@ def build_senders(settings: KickoffSettings, *, broker: Any, barriers: Coordinat
 
 def run_scheduler() -> None:
     """Run the scheduler until the process is killed (``kickoff scheduler``)."""
-    import actors  # noqa: F401  configures the actor runtime from the settings read at process start
-    from actors.runtime import current
+    # importing actors configures the actor runtime from the settings read at process start: only
+    # the scheduler process does it, not every importer of this module (the CLI, tests)
+    import actors  # noqa: F401, PLC0415
+    from actors.actor_runtime import current  # noqa: PLC0415  as above
 
     rt = current()
     settings: KickoffSettings = rt.settings  # the scheduler reads no listener setting
-    senders = build_senders(settings, broker=rt.broker, barriers=rt.barriers)
+    senders = build_senders(settings, broker=rt.broker, coordination=rt.coordination)
     if not senders:
         logger.error("no periodic entry for app_env %s", settings.app_env)
         return

@@ -26,9 +26,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from config.errors import SimulatorScriptError
 from models.leagues import PLAYERS
 from srsim import leagues
+from srsim.errors import SimulatorScriptError
 from srsim.pbp import final_events
 from srsim.push import PushStream
 

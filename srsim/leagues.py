@@ -27,7 +27,8 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from config.errors import SimulatorScriptError
+from models.season_calendar import season_year
+from srsim.errors import SimulatorScriptError
 from srsim.models import model_of
 from srsim.script import GameScript
 
@@ -56,8 +57,6 @@ def read_league_file(path: Path | None) -> dict[str, Any]:
 
 def default_league(league: str, games: Iterable[GameScript], *, today: date) -> dict[str, Any]:
     """A league's data built from the games srsim serves for it (see the module docstring)."""
-    from models.season_calendar import season_year
-
     teams: dict[str, dict[str, str]] = {}
     for game in games:
         for name, market, alias in (game.home, game.away):

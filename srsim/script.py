@@ -39,9 +39,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from config.errors import SimulatorScriptError
 from models.leagues import DEFAULT
-from srsim.models import PER_UNIT
+from srsim.errors import SimulatorScriptError
+from srsim.models import PER_UNIT, model_of
 
 _TEAMS = [
     ("Royals", "Kansas City", "KC"),
@@ -224,8 +224,6 @@ class GameScript:
 
     def _resettle(self, original: dict[str, Any], seconds: float) -> dict[str, Any]:
         """The play that ended a unit again, later, with the other outcome (an update: a review)."""
-        from srsim.models import model_of
-
         env = json.loads(json.dumps(original))
         env["payload"]["event"]["updated_at"] = _later(env["payload"]["event"]["created_at"], seconds)
         env["metadata"]["operation"] = "update"
@@ -270,7 +268,6 @@ class GameScript:
         }
 
     def _generated(self, i: int, scheduled: datetime) -> dict[str, Any]:
-        from srsim.models import model_of
 
         return model_of(self.league).play(self, i, scheduled)
 

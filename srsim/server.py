@@ -72,7 +72,7 @@ from typing import Any
 
 import uvicorn
 
-from config.errors import SimulatorScriptError
+from srsim.errors import SimulatorScriptError
 from srsim.http import PBP_FAULTS, build_app
 from srsim.push import quiet_stream_cuts
 from srsim.script import GameScript, load_script

@@ -13,6 +13,8 @@ import queue
 import threading
 from datetime import datetime
 
+from models.match import mark_test_clone_served, write_test_match_status
+
 logger = logging.getLogger(__name__)
 
 
@@ -38,7 +40,6 @@ class StatusWriter:
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        from models.match import write_test_match_status
 
         while True:
             item = self._queue.get()
@@ -56,7 +57,6 @@ class StatusWriter:
                 logger.exception("srsim could not write status %s of sr_id=%s", status, sr_id)
 
     def _served(self, sr_id: str, scheduled: datetime) -> None:
-        from models.match import mark_test_clone_served
 
         try:
             if mark_test_clone_served(sr_id, scheduled):

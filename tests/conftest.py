@@ -178,9 +178,12 @@ def fresh_queues(amqp_vhost: str) -> Iterator[None]:
     yield
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_teardown(item: pytest.Item) -> None:
-    """Delete the queues the test made refuse every publish (``tests.publisher.helpers.reject_all``)."""
+    """Delete the queues the test made refuse every publish (``tests.publisher.helpers.reject_all``).
+
+    First, before the fixtures are torn down: after the last test the run's vhost (``amqp_vhost``,
+    session scope) is deleted with them, and a delete then fails on a vhost that is gone."""
     from tests.publisher.helpers import REJECTING
 
     while REJECTING:
@@ -205,7 +208,7 @@ def actor_runtime(
 ) -> Iterator[Callable[[MatchListenerEnvironment], object]]:
     """``actor_runtime(settings)``: this process's actors run with ``settings`` until the test ends.
 
-    The one place tests point actors elsewhere (``actors.runtime.configure``); the runtime of
+    The one place tests point actors elsewhere (``actors.actor_runtime.configure``); the runtime of
     this run's settings is configured afterwards. Not the runtime found before: a test module
     that imports ``actors`` at collection configures it from the shell's environment, and
     restoring that would point the model layer at the developer's database.
@@ -213,10 +216,10 @@ def actor_runtime(
     for key, value in test_env.items():
         monkeypatch.setenv(key, value)  # importing actors configures the runtime from the environment
     import actors  # noqa: F401
-    from actors import runtime
+    from actors import actor_runtime
 
-    yield runtime.configure
-    runtime.configure(settings)
+    yield actor_runtime.configure
+    actor_runtime.configure(settings)
 
 
 @pytest.fixture
@@ -230,7 +233,7 @@ def redis_client(settings: MatchListenerEnvironment):
 
 
 @pytest.fixture
-def barriers(settings: MatchListenerEnvironment, redis_client) -> CoordinationStore:
+def coordination(settings: MatchListenerEnvironment, redis_client) -> CoordinationStore:
     """CoordinationStore under this run's key prefix."""
     return CoordinationStore.from_settings(settings, client=redis_client)
 

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Which top-level folders each one's modules may not import.
+#: Which top-level folders each one's modules may not import. ``bench/tests`` (the benchmarks' own
+#: tests) is bench: it imports bench, never tests; ``tests/bench`` is the suite: it runs bench's
+#: scripts as processes, never imports them.
 FORBIDDEN = {"tests": {"bench"}, "bench": {"tests"}, "harness": {"tests", "bench"}}
 
 

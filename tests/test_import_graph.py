@@ -132,6 +132,6 @@ def test_the_cycle_finder_finds_a_circle_and_only_a_circle(graph, expected):
 
 def test_an_upward_import_is_seen_also_inside_a_function(tmp_path):
     source = tmp_path / "m.py"
-    source.write_text("def f():\n    from cli.main import main\n    import actors.runtime\n")
-    modules = {"cli.main": Path(), "actors.runtime": Path(), "actors": Path()}
-    assert _imports(source, modules) == {"cli.main", "actors.runtime"}
+    source.write_text("def f():\n    from cli.main import main\n    import actors.actor_runtime\n")
+    modules = {"cli.main": Path(), "actors.actor_runtime": Path(), "actors": Path()}
+    assert _imports(source, modules) == {"cli.main", "actors.actor_runtime"}

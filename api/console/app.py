@@ -24,7 +24,7 @@ from api.console.routes import (
 )
 from api.console.throttle import SignInThrottle
 from api.console.web import templates
-from config.errors import SignInRequired
+from api.errors import SignInRequired
 from lifecycle.board import BoardCache
 from lifecycle.matches_board import MatchesCache, MatchesQuery
 
@@ -41,23 +41,26 @@ def install_console(app: FastAPI) -> None:
     """
     for router in ROUTERS:
         app.include_router(router)
-    app.state.sign_in_throttle = SignInThrottle(app.state.ctx.settings.console_sign_in_failures_per_minute)
+    settings = app.state.ctx.settings
+    app.state.sign_in_throttle = SignInThrottle(
+        settings.console_sign_in_failures_per_minute, trust_address=settings.api_proxy_headers
+    )
     ctx = app.state.ctx
     app.state.matches_caches = WindowCaches()
     hub = app.state.board_hub = BoardHub(
         settings=ctx.settings,
-        barriers=lambda: ctx.barriers,
+        coordination=lambda: ctx.coordination,
         reads=app.state.metrics.board_reads,
         streams=app.state.metrics.board_streams,
     )
 
     def read_board(flt: BoardFilter, cache: BoardCache) -> tuple[list[BoardRow], int]:
-        rows, _ = board_rows(flt, settings=ctx.settings, barriers=ctx.barriers, cache=cache)
+        rows, _ = board_rows(flt, settings=ctx.settings, coordination=ctx.coordination, cache=cache)
         return rows, len(rows)
 
     def read_matches(query: MatchesQuery, cache: MatchesCache) -> tuple[list[BoardRow], int]:
         rows, page = matches_rows(
-            query, settings=ctx.settings, barriers=ctx.barriers, cache=cache, leagues=[]
+            query, settings=ctx.settings, coordination=ctx.coordination, cache=cache, leagues=[]
         )
         return rows, page.total
 

@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 from starlette.concurrency import run_in_threadpool
 
 from api.console.board_view import BoardRow
-from api.console.sessions import Session, SessionPolicy, session_for
-from config.errors import KickoffError, StreamLimitReached
+from api.console.sessions import Session, SessionPolicy, sessions_for
+from api.errors import StreamLimitReached
+from config.errors import KickoffError
 from models.boundary import transaction
 from models.db import release_connection
 
@@ -227,12 +228,13 @@ class _Kind:
 
 
 def _sessions(tokens: list[str], *, idle: timedelta) -> dict[str, Session | None]:
-    """Each token's live session (None: ended, idle ones too), read in one transaction, the connection
-    handed back. A stream's readings do not count as use: a board left open ends with its idle session.
+    """Each token's live session (None: ended, idle ones too), read in one statement whatever the number
+    of viewers, the connection handed back. A stream's readings do not count as use: a board left open
+    ends with its idle session.
     """
     try:
         with transaction():
-            return {token: session_for(token, idle=idle, touch=False) for token in tokens}
+            return sessions_for(tokens, idle=idle)
     finally:
         release_connection()
 
@@ -244,14 +246,14 @@ class BoardHub:
         self,
         *,
         settings: KickoffSettings,
-        barriers: Callable[[], CoordinationStore],
+        coordination: Callable[[], CoordinationStore],
         reads: PromCounter,
         streams: Gauge,
     ) -> None:
         self.settings = settings
         self.reads = reads
         streams.set_function(lambda: self.open_streams)
-        self._barriers = barriers
+        self._coordination = coordination
         self.views: dict[type, LiveView] = {}
         self.interval = settings.console_board_refresh_seconds
         self.per_session = settings.console_streams_per_session
@@ -262,8 +264,8 @@ class BoardHub:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     @property
-    def barriers(self) -> CoordinationStore:
-        return self._barriers()
+    def coordination(self) -> CoordinationStore:
+        return self._coordination()
 
     def add_view(self, kind: type, view: LiveView) -> None:
         """Serve the filters of class ``kind`` with ``view``."""

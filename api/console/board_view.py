@@ -6,7 +6,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from urllib.parse import urlencode
 
@@ -23,13 +23,27 @@ START_DISABLED = frozenset({Badge.RUNNING.value, Badge.LATE.value})
 
 @dataclass(frozen=True)
 class BoardFilter:
-    """What the operator asked to see: active only or all, one league, a title or sr_id substring."""
+    """What the operator asked to see: active only or all, one league, a title or sr_id substring; and the
+    session's league limit (``within``), which no query widens."""
 
     active: bool = False
     league: str = ""
     q: str = ""
+    within: tuple[str, ...] | None = None  # the session key's leagues, casefolded (None: every league)
+
+    def limited_to(self, leagues: tuple[str, ...] | None) -> BoardFilter:
+        """This filter inside the league limit ``leagues`` (a session's key's; None: no limit)."""
+        if leagues is None:
+            return self
+        return replace(self, within=tuple(sorted({x.casefold() for x in leagues})))
+
+    def allows(self, league: str) -> bool:
+        """Whether the league limit lets ``league``'s rows be seen."""
+        return self.within is None or league.casefold() in self.within
 
     def keeps(self, entry: BoardEntry) -> bool:
+        if not self.allows(entry.league):
+            return False
         if self.league and entry.league != self.league:
             return False
         if not self.q:
@@ -57,29 +71,50 @@ def board_rows(
     flt: BoardFilter,
     *,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     cache: BoardCache | None = None,
 ) -> tuple[list[BoardRow], list[str]]:
     """The filtered rows and every league on the unfiltered board (for the league filter).
 
     ``cache`` (a live board's, kept between refreshes) reads only what changed since.
     """
-    entries = listener_board(settings=settings, barriers=barriers, active_only=flt.active, cache=cache)
-    leagues = sorted({e.league for e in entries})
-    return [BoardRow(e) for e in entries if flt.keeps(e)], leagues
+    entries = listener_board(
+        settings=settings, coordination=coordination, active_only=flt.active, cache=cache
+    )
+    leagues = sorted({e.league for e in entries if flt.allows(e.league)})
+    filtered = flt.league or flt.q or flt.within is not None
+    kept = [e for e in entries if flt.keeps(e)] if filtered else entries
+    return rows_of(kept, cache), leagues
+
+
+def rows_of(entries: list[BoardEntry], cache: BoardCache | MatchesCache | None) -> list[BoardRow]:
+    """The rows of ``entries``; with a live board's ``cache``, an entry that is the very object it was last
+    time keeps its very row (the feed then knows it unchanged without comparing it)."""
+    if cache is None:
+        return [BoardRow(e) for e in entries]
+    last, rows = cache.rows, {}
+    out = []
+    for e in entries:
+        row = last.get(e.match_id)
+        if row is None or row.entry is not e:
+            row = BoardRow(e)
+        rows[e.match_id] = row
+        out.append(row)
+    cache.rows = rows
+    return out
 
 
 def matches_rows(
     query: MatchesQuery,
     *,
     settings: KickoffSettings,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     cache: MatchesCache | None = None,
     leagues: list[str] | None = None,
 ) -> tuple[list[BoardRow], MatchesPage]:
     """The Matches board's page of ``query`` as rows, and the page (totals, choices)."""
-    page = matches_page(query, settings=settings, barriers=barriers, cache=cache, leagues=leagues)
-    return [BoardRow(e) for e in page.entries], page
+    page = matches_page(query, settings=settings, coordination=coordination, cache=cache, leagues=leagues)
+    return rows_of(page.entries, cache), page
 
 
 def matches_url(query: MatchesQuery, **changes: object) -> str:

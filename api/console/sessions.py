@@ -15,9 +15,9 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from api.errors import SignInRefused
 from api.keys import ApiKey, Scope, authenticate, hash_key
 from config.clock import utcnow
-from config.errors import SignInRefused
 from config.settings import KickoffSettings
 from models import console_sessions as store
 from models.api_keys import lock_key
@@ -39,6 +39,7 @@ class Session:
     scope: Scope
     csrf_token: str
     expires_at: datetime
+    leagues: tuple[str, ...] | None = None  # the key's league limit (None: every league)
 
     @property
     def actor(self) -> Actor:
@@ -46,14 +47,20 @@ class Session:
         return Actor.api_key(self.api_key_id, self.key_name)
 
     @property
+    def limited(self) -> bool:
+        """Whether the session's key is limited to leagues: it sees its leagues' board and nothing else
+        (every other page shows or acts on every league) and acts on nothing."""
+        return self.leagues is not None
+
+    @property
     def can_act(self) -> bool:
-        """Whether the session may press action buttons (operator and admin keys)."""
-        return self.scope in (Scope.OPERATOR, Scope.ADMIN)
+        """Whether the session may press action buttons (operator and admin keys not limited to leagues)."""
+        return self.scope in (Scope.OPERATOR, Scope.ADMIN) and not self.limited
 
     @property
     def is_admin(self) -> bool:
-        """Whether the session may manage API keys (the Keys page; admin keys only)."""
-        return self.scope is Scope.ADMIN
+        """Whether the session may manage API keys (the Keys page; admin keys not limited to leagues)."""
+        return self.scope is Scope.ADMIN and not self.limited
 
     def csrf_ok(self, presented: str | None) -> bool:
         """Whether ``presented`` is this session's CSRF token (constant-time)."""
@@ -80,21 +87,30 @@ class SessionPolicy:
 def _refused(
     found: ApiKey | None, reason: str, *, address: str | None, request_id: str | None
 ) -> SignInRefused:
-    """A refused sign-in, audited (console.sign_in_failed: the key when it is known, else nobody)."""
-    actor = Actor.api_key(found.id, found.name) if found is not None else Actor(None, "unknown key")
-    audit = AuditContext(actor, reason=reason, request_id=request_id)
-    audit.record("console.sign_in_failed", "console", address)
+    """A refused sign-in; audited (console.sign_in_failed) when the key is a stored one. A key nobody
+    holds is no one's act: it is counted by the throttle (deletable, api.console.throttle) and logged,
+    never an undeletable audit entry per guess."""
+    if found is not None:
+        audit = AuditContext(Actor.api_key(found.id, found.name), reason=reason, request_id=request_id)
+        audit.record("console.sign_in_failed", "console", address)
     return SignInRefused(reason)
 
 
 def sign_in(
-    key: str, *, policy: SessionPolicy, address: str | None = None, request_id: str | None = None
+    key: str,
+    *,
+    policy: SessionPolicy,
+    address: str | None = None,
+    request_id: str | None = None,
+    origin: str | None = None,
 ) -> tuple[Session, str]:
     """Open a session for API key ``key``; returns it and the cookie token (SignInRefused if not).
 
     Ended and idle sessions are deleted first; then the key's sessions beyond the newest
     ``policy.per_key`` (the new one among them), oldest first. The sign-in and each refused one
-    are audited (console.sign_in, console.sign_in_failed; ``address`` is the client's).
+    of a stored key are audited (console.sign_in, console.sign_in_failed; ``address`` is the
+    client's). The session is bound to ``origin`` (the sign-in's scheme://host:port): ``session_for``
+    of another origin has none.
     """
     found = authenticate(key.strip()) if key.strip() else None
     if found is None:
@@ -105,13 +121,6 @@ def sign_in(
         raise _refused(
             found,
             f"a {found.scope.value} key cannot open the console (read, operator or admin needed)",
-            address=address,
-            request_id=request_id,
-        )
-    if found.leagues is not None:
-        raise _refused(
-            found,
-            "a key limited to leagues cannot open the console (it shows and acts on every league)",
             address=address,
             request_id=request_id,
         )
@@ -128,6 +137,7 @@ def sign_in(
             csrf_token=csrf,
             created_at=now,
             expires_at=now + policy.lifetime,
+            origin=origin,
         )
         ended = store.end_sessions_beyond(found.id, keep=policy.per_key)
         audit = AuditContext(Actor.api_key(found.id, found.name), request_id=request_id)
@@ -142,11 +152,14 @@ def sign_in(
             found.id,
             policy.per_key,
         )
-    return Session(found.id, found.name, found.scope, csrf, now + policy.lifetime), token
+    return Session(found.id, found.name, found.scope, csrf, now + policy.lifetime, found.leagues), token
 
 
-def session_for(token: str | None, *, idle: timedelta, touch: bool = True) -> Session | None:
-    """The live session of cookie token ``token``, or None (unknown, expired, idle, or its key revoked).
+def session_for(
+    token: str | None, *, idle: timedelta, touch: bool = True, origin: str | None = None
+) -> Session | None:
+    """The live session of cookie token ``token``, or None (unknown, expired, idle, its key revoked, or,
+    with ``origin``, opened on another origin: another port of the same host is another console).
 
     ``touch``: the request is the browser's (a page, a post, opening the live board): the session
     counts as used now. The live board's own re-checks pass False, so an open board alone does
@@ -155,10 +168,25 @@ def session_for(token: str | None, *, idle: timedelta, touch: bool = True) -> Se
     if not token:
         return None
     now = utcnow()
-    row = store.live_session_row(hash_key(token), now=now, idle_since=now - idle, touch=touch)
+    row = store.live_session_row(hash_key(token), now=now, idle_since=now - idle, touch=touch, origin=origin)
+    return _session_of(row)
+
+
+def _session_of(row: store.SessionRow | None) -> Session | None:
+    """The Session a live session row names (None: no row)."""
     if row is None:
         return None
-    return Session(row[0], row[1], Scope(row[2]), row[3], row[4])
+    leagues = tuple(row.leagues) if row.leagues else None
+    return Session(row.api_key_id, row.key_name, Scope(row.scope), row.csrf_token, row.expires_at, leagues)
+
+
+def sessions_for(tokens: list[str], *, idle: timedelta) -> dict[str, Session | None]:
+    """Each token's live session (None: unknown, expired, idle or its key revoked), read in one statement
+    and not counted as use (the live board's check of its viewers on every reading)."""
+    now = utcnow()
+    hashes = {token: hash_key(token) for token in tokens if token}
+    rows = store.live_session_rows(list(hashes.values()), now=now, idle_since=now - idle)
+    return {token: _session_of(rows.get(hashes.get(token, ""))) for token in tokens}
 
 
 def sign_out(token: str | None, *, audit: AuditContext | None = None, address: str | None = None) -> None:

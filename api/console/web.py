@@ -15,7 +15,7 @@ from datetime import datetime
 from ipaddress import ip_address
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
@@ -24,15 +24,17 @@ from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 
 from api.console.sessions import Session, SessionPolicy, session_for
-from api.errors import console_message, status_of
+from api.errors import SignInRequired, console_message, status_of
 from api.headers import ctx_of, request_id_of
 from config.clock import ensure_utc
-from config.errors import KickoffError, SignInRequired
+from config.errors import KickoffError
+from config.public_text import public_text
 from models.audit import AuditContext
 
 logger = logging.getLogger(__name__)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+DEFAULT_PORTS = {"http": 80, "https": 443}
 COOKIE = "kickoff_console"
 #: The cookie when Secure: with ``__Host-`` a browser refuses it without Secure, with a Domain or other Path.
 SECURE_COOKIE = "__Host-kickoff_console"
@@ -106,9 +108,54 @@ def _minute(value: datetime | str | None) -> str:
 
 
 templates.env.filters["age"] = _age
+templates.env.filters["public"] = public_text  # a stored error as a caller reads it (no address, no path)
 templates.env.filters["minute"] = _minute
 templates.env.filters["when"] = _when
 templates.env.globals["duration"] = _duration
+
+
+def _origin(url: str) -> tuple[str, str, int | None] | None:
+    """``(scheme, host, port)`` of ``url`` (default ports filled in), or None when it has none."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if not parts.scheme or not parts.hostname:
+        return None
+    scheme = parts.scheme.lower()
+    return scheme, parts.hostname.lower(), port or DEFAULT_PORTS.get(scheme)
+
+
+def request_origin(request: Request) -> str:
+    """``scheme://host:port`` of ``request`` (after --proxy-headers): the origin a session is bound to."""
+    return _text(_origin(str(request.url)))
+
+
+def cross_origin(request: Request) -> str | None:
+    """Why a post (the sign-in, any console post) is not from this console's own pages, or None when
+    it is (or cannot tell). Another port of the same host is another origin.
+
+    ``Origin`` decides; without it, ``Referer``; a client that sends neither (not a browser: a
+    browser sends Origin with every POST) passes, since it cannot carry another site's post.
+    """
+    presented = request.headers.get("origin")
+    what = "Origin"
+    if presented is None:
+        presented, what = request.headers.get("referer"), "Referer"
+        if presented is None:
+            return None
+    own, theirs = _origin(str(request.url)), _origin(presented)
+    if own is None or theirs != own:
+        hint = ""
+        if own and theirs and theirs[0] == "https" and own[0] == "http" and theirs[1] == own[1]:
+            hint = " (behind a TLS proxy? serve with --proxy-headers, API_TRUSTED_PROXIES)"
+        return f"{what} {presented[:100]!r} is not this console's origin {_text(own)}{hint}"
+    return None
+
+
+def _text(origin: tuple[str, str, int | None] | None) -> str:
+    return f"{origin[0]}://{origin[1]}:{origin[2]}" if origin else "(unknown)"
 
 
 def plain_localhost(request: Request) -> bool:
@@ -137,7 +184,12 @@ def secure_cookie(request: Request) -> bool:
 
 
 def cookie_name(request: Request) -> str:
-    return SECURE_COOKIE if secure_cookie(request) else COOKIE
+    """``__Host-kickoff_console`` when Secure; on plain localhost ``kickoff_console_<port>``: cookies are
+    not port-scoped, so the name keeps consoles on other ports of the host from overwriting it."""
+    if secure_cookie(request):
+        return SECURE_COOKIE
+    server = request.scope.get("server")
+    return f"{COOKIE}_{server[1]}" if server and server[1] else COOKIE
 
 
 def session_token(request: Request) -> str | None:
@@ -170,15 +222,29 @@ def session_policy(request: Request) -> SessionPolicy:
 
 async def session_of(request: Request, *, touch: bool = True) -> Session | None:
     """The live session of ``request``'s cookie (``touch``: it counts as used now), or None."""
-    idle = session_policy(request).idle
-    return await run_in_threadpool(lambda: session_for(session_token(request), idle=idle, touch=touch))
+    idle, origin = session_policy(request).idle, request_origin(request)
+    return await run_in_threadpool(
+        lambda: session_for(session_token(request), idle=idle, touch=touch, origin=origin)
+    )
+
+
+#: The only console paths a session of a key limited to leagues may use: its leagues' board, the
+#: board's live stream, and signing out. Every other page shows or acts on every league.
+LIMITED_SESSION_PATHS = frozenset({"/", "/events/board", "/sign-out"})
 
 
 async def _live_session(request: Request, refused: Exception) -> Session:
-    """The live session of ``request``, else ``refused`` raised."""
+    """The live session of ``request``, else ``refused`` raised; a session of a key limited to leagues
+    outside LIMITED_SESSION_PATHS is 403."""
     session = await session_of(request)
     if session is None:
         raise refused
+    if session.limited and request.url.path not in LIMITED_SESSION_PATHS:
+        raise HTTPException(
+            status_code=403,
+            detail=f"key {session.key_name!r} is limited to league(s) {', '.join(session.leagues or ())}: "
+            "the console shows it only its leagues' listener board",
+        )
     return session
 
 
@@ -198,6 +264,10 @@ async def stream_session(request: Request) -> Session:
 
 
 async def _posted_session(request: Request) -> Session:
+    foreign = cross_origin(request)
+    if foreign is not None:  # another site, or another port of this host: never a console post
+        logger.warning("console post %s refused: %s", request.url.path, foreign)
+        raise HTTPException(status_code=403, detail="this post came from another site or port")
     session = await _live_session(request, HTTPException(status_code=403, detail=SIGN_IN_FIRST))
     presented = request.headers.get(CSRF_HEADER)
     if presented is None:

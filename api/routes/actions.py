@@ -13,9 +13,9 @@ from api.errors import error_responses
 from api.headers import audit_of
 from api.schemas import ActionResultBody, PathId
 from config.errors import Forbidden, NotFound
-from publisher.actions import action_row
+from config.public_text import public_text
+from publisher.actions import creator_key_of
 from publisher.results import action_state, report_result
-from publisher.sql import actions as action_sql
 
 router = APIRouter(prefix="/v1/actions", tags=["actions"])
 
@@ -26,6 +26,16 @@ def _jsonable(value: Any) -> Any:
     return value.isoformat() if hasattr(value, "isoformat") else value
 
 
+def public_action(state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` (action_state) with its stored errors as a caller reads them (config.public_text)."""
+    out = {**state, "error": public_text(state.get("error"))}
+    if out.get("delivery"):
+        out["delivery"] = {**out["delivery"], "last_error": public_text(out["delivery"].get("last_error"))}
+    if out.get("verification", {}).get("reason"):
+        out["verification"] = {**out["verification"], "reason": public_text(out["verification"]["reason"])}
+    return out
+
+
 @router.get("/{tracking_id}", dependencies=[requires(Need.READ)])
 def show_action(tracking_id: PathId, request: Request) -> dict[str, Any]:
     """The action with its delivery (outbox message) and verification state (`kickoff actions show`);
@@ -34,7 +44,7 @@ def show_action(tracking_id: PathId, request: Request) -> dict[str, Any]:
     state = action_state(tracking_id)
     if not reads_league(request, state.get("league_id")):
         raise NotFound(f"no action {tracking_id}")
-    return _jsonable(state)
+    return _jsonable(public_action(state))
 
 
 @router.post(
@@ -51,23 +61,20 @@ async def report(tracking_id: PathId, body: ActionResultBody, request: Request) 
     (only that key, or an operator or admin key, reports it).
     """
     key = request.state.api_key
-    (creator,) = await run_in_threadpool(action_row, action_sql.SELECT_CREATOR, tracking_id)
+    creator = await run_in_threadpool(creator_key_of, tracking_id)
     if not may_act_for(key, creator):
         raise Forbidden(
             f"action {tracking_id} was created by another API key: only that key, or an operator or admin"
             " key, may report its result"
         )
-    await run_in_threadpool(
-        lambda: audit_of(request).record(
-            "action.result",
-            "action",
-            tracking_id,
-            after={"outcome": body.outcome, "reported_by": body.reported_by},
-        )
-    )
+    audit = audit_of(request)
     out = await run_in_threadpool(
         lambda: report_result(
-            tracking_id, outcome=body.outcome, details=body.details, reported_by=body.reported_by
+            tracking_id,
+            outcome=body.outcome,
+            details=body.details,
+            reported_by=body.reported_by,
+            audit=audit,
         )
     )
     return JSONResponse(out, status_code=202)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from contextlib import nullcontext
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -12,43 +12,22 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from api.auth import Need, requires
 from api.context import ApiContext
 from api.headers import ctx_of
-from config.errors import ConfigurationError, ServiceUnavailable
+from api.probes import Services, ask_all
 
 logger = logging.getLogger(__name__)
 
 router = APIRouter(tags=["health"])
 
 
-def _postgresql(ctx: ApiContext) -> None:
-    from models.db import check_connection
-
-    check_connection(ctx.settings.database_url)
-
-
-def _redis(ctx: ApiContext) -> None:
-    ctx.barriers.ping()
-
-
-def _dramatiq_broker(ctx: ApiContext) -> None:
-    from actors.broker import ping_broker
-
-    ping_broker(ctx.settings)
-
-
-def _rabbitmq(ctx: ApiContext) -> None:
-    from publisher.queues import OUTBOX_QUEUES
-
-    publisher = ctx.readiness.publisher()  # one AMQP connection, kept between probes
-    for queue in OUTBOX_QUEUES:
-        publisher.check_queue(queue, again=True)
-
-
-PROBES: tuple[tuple[str, Callable[[ApiContext], None]], ...] = (
-    ("PostgreSQL", _postgresql),
-    ("Redis", _redis),
-    ("Dramatiq broker", _dramatiq_broker),
-    ("RabbitMQ", _rabbitmq),
-)
+def _services(ctx: ApiContext) -> Services:
+    """The API's handles for the probes: the database bound at boot, the coordination store and the AMQP
+    connection the probes keep (``ctx.readiness``: reopened when the broker dropped it)."""
+    return Services(
+        settings=ctx.settings,
+        bind_database=lambda: None,
+        coordination=lambda: ctx.coordination,
+        amqp=lambda: nullcontext(ctx.readiness.publisher()),  # kept between probes, not closed
+    )
 
 
 @router.get("/healthz", dependencies=[requires(Need.PUBLIC)])
@@ -89,13 +68,10 @@ def _readiness(request: Request) -> tuple[dict[str, object], int]:
 
 def _probe(ctx: ApiContext) -> tuple[dict[str, object], int]:
     services: dict[str, str] = {}
-    for name, probe in PROBES:
-        try:
-            probe(ctx)
-            services[name] = "ok"
-        except (ServiceUnavailable, ConfigurationError) as exc:
-            logger.warning("readyz: %s is failing: %s", name, exc)
-            services[name] = "failing"
+    for answer in ask_all(_services(ctx)):
+        services[answer.probe.name] = "ok" if answer.ok else "failing"
+        if not answer.ok:
+            logger.warning("readyz: %s is failing: %s", answer.probe.name, answer.detail)
     failing = [name for name, state in services.items() if state != "ok"]
     body = {"status": "unavailable" if failing else "ready", "failing": failing, "services": services}
     return body, 503 if failing else 200

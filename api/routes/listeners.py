@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from api.auth import LeagueFrom, Need, limited_key, reads_league, requires
-from api.errors import error_responses, public_message
+from api.errors import RateLimited, error_responses, public_message
 from api.headers import actor_of, audit_of, ctx_of, request_id_of
 from api.openapi import also_200
 from api.schemas import (
@@ -19,6 +19,7 @@ from api.schemas import (
     BulkOutcomeAnswer,
     BulkPreviewAnswer,
     DispatchBody,
+    ListenerBoardAnswer,
     PathId,
     QueryId,
     StartListenerBody,
@@ -26,38 +27,34 @@ from api.schemas import (
     SweepBody,
 )
 from config.clock import utcnow
-from config.errors import NotFound, RateLimited
+from config.errors import NotFound
 from lifecycle.archive_verify import verify_match_archive
 from lifecycle.board import listener_board
 from lifecycle.bulk import bulk_filter, preview_bulk, run_bulk
 from lifecycle.cleanup import audit_sweep, set_auto_dispatch, stop_match_listener, sweep_stale_match_listeners
 from lifecycle.dispatch import audit_dispatch, dispatch_upcoming_match_listeners, request_start
 from lifecycle.event_export import document_name, export_lines
+from lifecycle.listener_run import validate_listener_settings
 from lifecycle.match_ref import resolve_match, resolve_match_id
-from lifecycle.start import validate_listener_settings
 from models.verification import ARCHIVE_VERIFY_INTERVAL_SECONDS, claim_archive_verification
 
 router = APIRouter(tags=["listeners"])
 
 
 @router.get("/v1/listeners", dependencies=[requires(Need.READ)], responses=error_responses(404))
-def board(request: Request, match_id: QueryId = None, active: bool = False) -> dict[str, Any]:
+def board(request: Request, match_id: QueryId = None, active: bool = False) -> ListenerBoardAnswer:
     """The listener board (as `kickoff listeners status --json`)."""
     ctx = ctx_of(request)
     entries = listener_board(
         settings=ctx.settings,
-        barriers=ctx.barriers,
+        coordination=ctx.coordination,
         match_id=None if match_id is None else resolve_match_id(match_id),
         active_only=active,
     )
     entries = [e for e in entries if reads_league(request, e.league)]  # a limited key: its leagues only
     if match_id is not None and not entries and limited_key(request) is not None:
         raise NotFound(f"no match {match_id}")
-    return {
-        "at": utcnow().isoformat(timespec="seconds"),
-        "count": len(entries),
-        "matches": [e.as_dict() for e in entries],
-    }
+    return ListenerBoardAnswer(at=utcnow().isoformat(timespec="seconds"), count=len(entries), matches=entries)
 
 
 @router.get("/v1/matches/{match_id}", dependencies=[requires(Need.READ)])
@@ -67,7 +64,7 @@ def show_match(match_id: PathId, request: Request) -> dict[str, Any]:
     match = resolve_match(match_id)
     if not reads_league(request, match.league.name):
         raise NotFound(f"no match {match_id}")
-    entries = listener_board(settings=ctx.settings, barriers=ctx.barriers, match_id=str(match.id))
+    entries = listener_board(settings=ctx.settings, coordination=ctx.coordination, match_id=str(match.id))
     return {
         "id": str(match.id),
         "sr_id": match.sr_id,
@@ -95,8 +92,7 @@ def verify_archive(match_id: PathId, request: Request) -> ArchiveVerificationAns
         raise RateLimited(
             f"match {match.id}: its archive was verified less than {ARCHIVE_VERIFY_INTERVAL_SECONDS} s ago"
         )
-    audit_of(request).record("archive.verify", "match", str(match.id))  # before the provider is called
-    result = verify_match_archive(str(match.id), settings=ctx_of(request).settings)
+    result = verify_match_archive(str(match.id), settings=ctx_of(request).settings, audit=audit_of(request))
     return ArchiveVerificationAnswer(**result.as_dict())
 
 
@@ -138,7 +134,7 @@ def start_listener(match_id: PathId, request: Request, body: StartListenerBody |
         mid,
         overrides=overrides or None,
         force=body.force,
-        barriers=ctx.barriers,
+        coordination=ctx.coordination,
         send=ctx.send_start(),
         audit=audit_of(request, body.reason),
     )
@@ -162,7 +158,7 @@ def stop_listener(match_id: PathId, body: StopListenerBody, request: Request) ->
     return stop_match_listener(
         mid,
         settings=ctx.settings,
-        barriers=ctx.barriers,
+        coordination=ctx.coordination,
         audit=audit_of(request, body.reason),
     ).as_dict()
 
@@ -176,7 +172,7 @@ def auto_dispatch(match_id: PathId, body: AutoDispatchBody, request: Request) ->
     before = set_auto_dispatch(
         mid,
         body.on,
-        barriers=ctx_of(request).barriers,
+        coordination=ctx_of(request).coordination,
         audit=audit_of(request, body.reason),
     )
     return {"match_id": mid, "auto_dispatch": body.on, "was": before}
@@ -187,16 +183,16 @@ def dispatch(request: Request, body: DispatchBody | None = None) -> dict[str, An
     """Run one dispatch now (as `kickoff listeners dispatch`; within_minutes defaults to 0)."""
     ctx = ctx_of(request)
     body = body or DispatchBody()
+    audit_dispatch(audit_of(request, body.reason), within_minutes=body.within_minutes, is_test=body.is_test)
     started = time.perf_counter()
     result = dispatch_upcoming_match_listeners(
         within_minutes=body.within_minutes,
         is_test=body.is_test,
         settings=ctx.settings,
-        barriers=ctx.barriers,
+        coordination=ctx.coordination,
         send=ctx.send_start(),
     )
     request.app.state.metrics.dispatch_tick.observe(time.perf_counter() - started)
-    audit_dispatch(result, audit_of(request, body.reason))
     return result.as_dict()
 
 
@@ -205,13 +201,13 @@ def sweep(request: Request, body: SweepBody | None = None) -> dict[str, Any]:
     """Close dead listeners' rows as Abandoned (14) and clear their barriers."""
     ctx = ctx_of(request)
     body = body or SweepBody()
+    audit_sweep(audit_of(request, body.reason), heartbeat_stale_seconds=body.heartbeat_stale_seconds)
     result = sweep_stale_match_listeners(
         heartbeat_stale_seconds=body.heartbeat_stale_seconds,
         settings=ctx.settings,
-        barriers=ctx.barriers,
+        coordination=ctx.coordination,
         send_backfill=ctx.send_backfill(),
     )
-    audit_sweep(result, audit_of(request, body.reason))
     return result.as_dict()
 
 
@@ -240,7 +236,7 @@ def bulk(body: BulkBody, request: Request) -> BulkPreviewAnswer | BulkOutcomeAns
             body.action,
             flt,
             settings=ctx.settings,
-            barriers=ctx.barriers,
+            coordination=ctx.coordination,
             actor=actor_of(request),
             reason=body.reason,
         )
@@ -251,7 +247,7 @@ def bulk(body: BulkBody, request: Request) -> BulkPreviewAnswer | BulkOutcomeAns
         flt,
         body.confirm,
         settings=ctx.settings,
-        barriers=ctx.barriers,
+        coordination=ctx.coordination,
         send=ctx.send_start() if body.action in ("start", "force-start") else None,
         actor=actor_of(request),
         reason=body.reason,

@@ -13,14 +13,31 @@ from api.headers import audit_of, ctx_of
 from api.openapi import also_200
 from api.schemas import PathId, QueryId, RunBody
 from config.errors import Forbidden, NotFound
+from config.public_text import public_text
+from lifecycle.match_admin import under_data_dir
 from models.run_log import RunStatus, Trigger
-from runs.publish import get_run, publish_run, recent_runs, run_dict
+from runs.publish import get_run, masked_run, publish_run, recent_runs, run_dict
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
 
 def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
     return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in data.items()}
+
+
+def _readable(request: Request, run: dict[str, Any]) -> dict[str, Any]:
+    """``run`` as the request's key may read it: its stored failure (reason, error) without addresses
+    or paths (config.public_text), its log file relative to DATA_DIR (its name when elsewhere); its
+    params whole for an admin key, else masked (masked_run)."""
+    key = getattr(request.state, "api_key", None)
+    data_dir = ctx_of(request).settings.data_dir
+    run = {
+        **run,
+        "reason": public_text(run["reason"]),
+        "error": public_text(run["error"]),
+        "log_path": run["log_path"] and under_data_dir(run["log_path"], data_dir=data_dir),
+    }
+    return run if key is not None and Need.ADMIN in COVERS[key.scope] else masked_run(run)
 
 
 @router.post(
@@ -64,7 +81,7 @@ def list_runs(
     """Recent runs, newest first (as `kickoff runs list --json`); a key limited to leagues sees only the
     runs it published (runs belong to no league)."""
     found = recent_runs(job=job, status=None if status is None else status.value, limit=limit)
-    runs = [_jsonable(run_dict(r)) for r in found]
+    runs = [_readable(request, _jsonable(run_dict(r))) for r in found]
     limited = limited_key(request)
     if limited is not None:
         runs = [r for r in runs if r.get("created_by_key_id") == limited.id]
@@ -73,8 +90,9 @@ def list_runs(
 
 @router.get("/{run_id}", dependencies=[requires(Need.READ)])
 def show_run(run_id: PathId, request: Request) -> dict[str, Any]:
-    """One run (404 if unknown, or, for a key limited to leagues, published by another key)."""
-    run = _jsonable(run_dict(get_run(run_id)))
+    """One run (404 if unknown, or, for a key limited to leagues, published by another key); URLs in its
+    params, reason and error masked for every key but an admin one."""
+    run = _readable(request, _jsonable(run_dict(get_run(run_id))))
     limited = limited_key(request)
     if limited is not None and run.get("created_by_key_id") != limited.id:
         raise NotFound(f"no run {run_id}")

@@ -19,7 +19,7 @@ from api.errors import error_responses
 from api.headers import audit_of, ctx_of, key_id_of, run_id, traceparent
 from api.openapi import also_200
 from api.schemas import RumorBody
-from models.audit_acts import TRIGGER_ROUTE_ACTION
+from config import spans
 from players.rumors import RumorRequest, evaluate_rumors, signals_from_json
 from publisher.trigger_queues import ROUTE_PREFIX, TriggerQueue, trigger_queues
 from publisher.trigger_requests import TriggerRequest
@@ -44,15 +44,6 @@ def _endpoint(queue: TriggerQueue) -> Callable[..., JSONResponse]:
     def endpoint(body: TriggerRequest, request: Request) -> JSONResponse:
         ctx = ctx_of(request)
         trigger_request = body.model_copy(update={"traceparent": traceparent(request, body.traceparent)})
-        audit_of(request).record(  # before the send: an entry that cannot be written refuses it
-            TRIGGER_ROUTE_ACTION,
-            "queue",
-            queue.name,
-            after={
-                "league_id": getattr(body, "league_id", None),
-                "idempotency_key": getattr(body, "idempotency_key", None),
-            },
-        )
         return answer(
             send(
                 queue,
@@ -62,6 +53,8 @@ def _endpoint(queue: TriggerQueue) -> Callable[..., JSONResponse]:
                 run_id=run_id(request),
                 committer=ctx.committer,
                 created_by_key_id=key_id_of(request),
+                in_span=spans.current_span(),  # the request's span is the trigger's (one span fewer)
+                audit=audit_of(request),  # trigger.send, before the send
             )
         )
 
@@ -112,12 +105,6 @@ def _roster_id(value: str) -> Any:
 def rumor_action(body: RumorBody, request: Request) -> JSONResponse:
     """Weigh rumor signals; one outcome per signal (the lineup and waiver triggers it sent)."""
     ctx = ctx_of(request)
-    audit_of(request).record(
-        "trigger.rumor_action",
-        "league",
-        body.league_id,
-        after={"team_id": body.team_id, "signals": len(body.signals)},
-    )
     rumor = RumorRequest(
         league_id=body.league_id,
         team=body.team_id,
@@ -129,7 +116,11 @@ def rumor_action(body: RumorBody, request: Request) -> JSONResponse:
         created_by_key_id=key_id_of(request),
     )
     outcomes = evaluate_rumors(
-        rumor, publisher=ctx.publisher(), settings=ctx.settings, run_id=run_id(request)
+        rumor,
+        publisher=ctx.publisher(),
+        settings=ctx.settings,
+        run_id=run_id(request),
+        audit=audit_of(request),
     )
     data = [o.as_json() for o in outcomes]
     sent_new = any(r["status"] != DUPLICATE for o in data for r in o["results"])

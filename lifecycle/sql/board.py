@@ -1,7 +1,7 @@
 """The listener board's readings (lifecycle.board): one query for the rows, one for the change token.
 
-``ROW_COLUMNS`` is each row's shape, as lifecycle.board reads it. Every function translates its
-driver errors (models.boundary).
+A board row comes back as a ``MatchOnBoard`` (named fields, never read by position above this
+module). Every function translates its driver errors (models.boundary).
 """
 
 from __future__ import annotations
@@ -9,20 +9,56 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from models.boundary import translate_database_errors
 from models.db import database
 
-#: One board row: match id, league, sr_id, status, auto-dispatch; the newest run's id, heartbeat,
-#: end, exit code, reason, host, pid, worker lease; now(); its gap counts; the match's verification; the
-#: match's title and scheduled start; the newest run's start and how it took the match over.
-ROW_COLUMNS = (
-    "match_id, league, sr_id, status, auto_dispatch, record_id, heartbeat_at, ended_at, exit_code, "
-    "exit_reason, host, pid, worker_lease, now, gaps, gap_seconds, events_backfilled, gaps_unrecovered, "
-    "events_unrecovered, archive_verification, archive_verified_at, title, scheduled, run_started_at, "
-    "takeover_path"
-)
+
+class MatchOnBoard(NamedTuple):
+    """One board row: the match, its newest run (an open row wins over a later closed one; the run's
+    fields are None without a run) and PostgreSQL's now, in ``_SELECT``'s column order."""
+
+    match_id: str
+    league: str  # league name
+    sr_id: str
+    status: str  # Match.status
+    auto_dispatch: bool
+    record_id: str | None  # the newest run's lifecycle row
+    heartbeat_at: datetime | None
+    ended_at: datetime | None
+    exit_code: int | None
+    exit_reason: str | None
+    host: str | None
+    pid: int | None
+    worker_lease: str | None
+    now: datetime  # PostgreSQL's now() of the reading
+    gaps: int | None
+    gap_seconds: Any  # Decimal or None
+    events_backfilled: int | None
+    gaps_unrecovered: int | None
+    events_unrecovered: int | None
+    archive_verification: Any  # the match's stored verification (a dict) or None
+    archive_verified_at: datetime | None
+    title: str | None
+    scheduled: datetime | None
+    run_started_at: datetime | None
+    takeover_path: str | None
+    stopped_by: str | None  # who ended the run: an operator, or models.badges.ENDED_BY_THE_RUN
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the newest run is an open row."""
+        return self.record_id is not None and self.ended_at is None
+
+    def same_as(self, other: MatchOnBoard) -> bool:
+        """Whether two readings of the match's row agree (PostgreSQL's now() aside)."""
+        return self._replace(now=None) == other._replace(now=None)
+
+
+def _rows(sql: str, params: Sequence[Any]) -> list[MatchOnBoard]:
+    return [MatchOnBoard(*row) for row in database.execute_sql(sql, params).fetchall()]
+
 
 _SELECT = """
 WITH ids AS (
@@ -32,7 +68,7 @@ SELECT m.id::text, l.name, m.sr_id, m.status, m.auto_dispatch_listener,
        r.id::text, r.heartbeat_at, r.ended_at, r.exit_code, r.exit_reason, r.host, r.pid,
        r.worker_lease, now(), r.gaps, r.gap_seconds, r.events_backfilled, r.gaps_unrecovered,
        r.events_unrecovered, m.archive_verification, m.archive_verified_at, m.title, m.scheduled,
-       r.created_at, r.takeover_path
+       r.created_at, r.takeover_path, r.stopped_by
   FROM ids
   JOIN matches m ON m.id = ids.id
   JOIN leagues l ON l.id = m.league_id
@@ -72,16 +108,16 @@ SELECT now(),
 
 
 @translate_database_errors
-def board_row_of_match(match_id: uuid.UUID) -> list[tuple[Any, ...]]:
+def board_row_of_match(match_id: uuid.UUID) -> list[MatchOnBoard]:
     """The board row of match ``match_id`` (empty: no such match)."""
-    return database.execute_sql(_SELECT.format(ids="SELECT %s::uuid AS id"), (match_id,)).fetchall()
+    return _rows(_SELECT.format(ids="SELECT %s::uuid AS id"), (match_id,))
 
 
 @translate_database_errors
-def board_rows_of_matches(match_ids: Sequence[str]) -> list[tuple[Any, ...]]:
+def board_rows_of_matches(match_ids: Sequence[str]) -> list[MatchOnBoard]:
     """The board rows of ``match_ids`` (unknown ids left out)."""
     ids = _SELECT.format(ids="SELECT DISTINCT unnest(%s::uuid[]) AS id")
-    return database.execute_sql(ids, ([str(m) for m in match_ids],)).fetchall()
+    return _rows(ids, ([str(m) for m in match_ids],))
 
 
 @translate_database_errors
@@ -92,12 +128,12 @@ def board_rows(
     in_window: list[str],
     window_from: datetime,
     window_to: datetime,
-) -> list[tuple[Any, ...]]:
+) -> list[MatchOnBoard]:
     """The rows of every match on the board: with a run, with Redis keys (``redis_ids``), or with
     auto-dispatch off where the dispatcher would start it (``always`` statuses, or ``in_window``
     ones scheduled between ``window_from`` and ``window_to``)."""
     params = (redis_ids, always, in_window, window_from, window_to)
-    return database.execute_sql(_SELECT.format(ids=_ALL_IDS), params).fetchall()
+    return _rows(_SELECT.format(ids=_ALL_IDS), params)
 
 
 #: The Matches board's ids: every match scheduled inside the window (matches_scheduled_idx).
@@ -124,9 +160,9 @@ def window_change_token() -> tuple[datetime, tuple[Any, ...]]:
 
 
 @translate_database_errors
-def window_rows(*, window_from: datetime, window_to: datetime) -> list[tuple[Any, ...]]:
+def window_rows(*, window_from: datetime, window_to: datetime) -> list[MatchOnBoard]:
     """The board rows of every match scheduled in [``window_from``, ``window_to``) (the Matches board)."""
-    return database.execute_sql(_SELECT.format(ids=_WINDOW_IDS), (window_from, window_to)).fetchall()
+    return _rows(_SELECT.format(ids=_WINDOW_IDS), (window_from, window_to))
 
 
 @translate_database_errors

@@ -1,4 +1,5 @@
-"""The dispatch selection's query (lifecycle.start.find_candidates): the matches needing a listener.
+"""The dispatch selection's query (lifecycle.dispatch_selection.find_candidates): the matches needing
+a listener.
 
 One query for a tick of any size; errors translated here (models.boundary).
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import peewee
 
@@ -19,8 +20,17 @@ from models.match import SRSIM_UNSERVED, Match
 from models.status import DISPATCH_ALWAYS, DISPATCH_IN_WINDOW
 
 
+class DispatchableMatch(NamedTuple):
+    """One match the dispatch selection takes (lifecycle.dispatch_selection.find_candidates)."""
+
+    match_id: str
+    has_stale: bool  # it has an open row whose heartbeat is stale
+    old_beating: bool  # it has an open row older than the active age that still beats
+    stored: Any  # its stored listener settings, None when they are {}
+
+
 @translate_database_errors
-def dispatchable_match_rows(
+def dispatchable_matches(
     *,
     now: datetime,
     within_minutes: int,
@@ -28,10 +38,8 @@ def dispatchable_match_rows(
     active_max_age_seconds: float,
     stale_seconds: float,
     match_ids: list[str] | None,
-) -> list[tuple[str, bool, bool, Any]]:
-    """(match id, has a stale open row, has an old open row still beating, its stored settings or
-    None when they are {}) of every match the selection of lifecycle.start.find_candidates takes,
-    by start time: see there."""
+) -> list[DispatchableMatch]:
+    """Every match lifecycle.dispatch_selection.find_candidates takes, by start time: see there."""
     R = MatchListenerRecord
     open_recent = R.select(R.id).where(
         R.match == Match.id,
@@ -76,4 +84,4 @@ def dispatchable_match_rows(
         .order_by(Match.scheduled, Match.id)
         .tuples()
     )
-    return list(query)
+    return [DispatchableMatch(*row) for row in query]

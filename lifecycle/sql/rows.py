@@ -27,6 +27,7 @@ from models.boundary import translate_database_errors
 from models.coordination import CoordinationStore
 from models.db import database
 from models.listener_record import MatchListenerRecord
+from models.match import Match
 
 R = MatchListenerRecord
 
@@ -125,6 +126,25 @@ def fenced_rows(record_ids: Sequence[str]) -> set[str]:
 
 
 @translate_database_errors
+def superseded_rows(record_ids: Sequence[str]) -> dict[str, bool]:
+    """The ids among ``record_ids`` whose run must stop (one query): True when a newer run of its
+    match took its fencing token (fenced), False when its row was closed by someone else (a reaper,
+    a stop, a sweep) and no newer token was taken yet (lifecycle.fence_watch, every 0.05 s while a
+    worker's liveness signal is gone: the ids go as one array parameter and the rows come back as
+    tuples, so 1,000 runs cost milliseconds, not a model per row)."""
+    if not record_ids:
+        return {}
+    fenced = R.fence_token.is_null(False) & (R.fence_token < Match.fence_token)
+    query = (
+        R.select(R.id, fenced)
+        .join(Match, on=(Match.id == R.match))
+        .where(R.id == peewee.SQL("ANY(%s::uuid[])", (list(record_ids),)), R.ended_at.is_null(False) | fenced)
+        .tuples()
+    )
+    return {str(record_id): bool(is_fenced) for record_id, is_fenced in query}
+
+
+@translate_database_errors
 def close_row(record_id: str, *, exit_code: int | None, reason: str, stopped_by: str | None = None) -> bool:
     """Write the shutdown of one run unless its row is already closed or the run fenced; True when written."""
     n = (
@@ -183,16 +203,25 @@ def open_worker_leases(match_ids: Iterable[str] | None = None) -> set[str]:
     return {lease for (lease,) in R.select(R.worker_lease).where(cond).distinct().tuples()}
 
 
+@dataclass(frozen=True)
+class LeasedRow:
+    """A closed row that ran under a worker lease."""
+
+    record_id: str  # MatchListenerRecord.id (its run's start-lock token)
+    match_id: str
+    lease: str  # the worker lease it ran under
+
+
 @translate_database_errors
-def recently_closed_leased_rows(*, within_seconds: float) -> list[tuple[str, str, str]]:
-    """``(record id, match id, worker lease)`` of rows closed within ``within_seconds`` under a lease.
+def recently_closed_leased_rows(*, within_seconds: float) -> list[LeasedRow]:
+    """The rows closed within ``within_seconds`` under a lease.
 
     One range read of a partial index (migration 0020): the rows whose start lock may still be
     held by their token after they closed (a run that could not reach Redis to release it).
     """
     cond = R.ended_at.is_null(False) & (R.ended_at >= db_ago(within_seconds)) & R.worker_lease.is_null(False)
     query = R.select(R.id, R.match, R.worker_lease).where(cond).tuples()
-    return [(str(rid), str(mid), str(lease)) for rid, mid, lease in query]
+    return [LeasedRow(str(rid), str(mid), str(lease)) for rid, mid, lease in query]
 
 
 @translate_database_errors
@@ -330,14 +359,14 @@ def matches_with_active_rows(
 
 @translate_database_errors
 def held_by_their_open_rows(
-    match_ids: Sequence[str], *, barriers: CoordinationStore, stale_seconds: float
+    match_ids: Sequence[str], *, coordination: CoordinationStore, stale_seconds: float
 ) -> set[str]:
     """Which of ``match_ids`` have their start lock held by one of their open rows that still beats.
 
     One MGET of the locks and one query of the holders' rows (nothing when ``match_ids`` is empty):
     such a run is alive whatever its age, so the open-row guard keeps it.
     """
-    holders = barriers.start_lock_holders(match_ids)
+    holders = coordination.locks.start_lock_holders(match_ids)
     tokens = {}
     for match_id, token in holders.items():
         try:

@@ -10,13 +10,14 @@ never call the driver. Job runs (``run_log``) use the Peewee model ``models.run_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from models.boundary import translate_database_refusals
 from models.db import database
 
-Params = Sequence[Any] | None
+#: Positional (``%s``) or named (``%(name)s``) parameters of a statement.
+Params = Sequence[Any] | Mapping[str, Any] | None
 
 
 @translate_database_refusals

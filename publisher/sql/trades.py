@@ -1,5 +1,8 @@
 """Named SQL statements on ``execution_log``'s trade claims (reported action results: ``sql/results.py``).
 
+A claim is one key on one queue in one league (the unique key ``(league_id, queue, claim_key)``):
+every statement on one claim names all three.
+
 The functions below run them (errors translated, models.boundary); no other module of the publisher
 sends SQL for trade claims.
 Reported action results share the table (their queues are the action queues): every statement that
@@ -9,7 +12,7 @@ reads claims by status takes the trade queues (``queue = ANY(%s)``) so it never 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from models.boundary import translate_database_errors
 from models.db import database
@@ -27,7 +30,8 @@ INSERT = (
 )
 
 SET_STATUS = (
-    "UPDATE execution_log SET status = %s, error = %s, updated_at = %s WHERE queue = %s AND claim_key = %s"
+    "UPDATE execution_log SET status = %s, error = %s, updated_at = %s WHERE league_id = %s AND queue = %s "
+    "AND claim_key = %s"
 )
 
 #: The first publish's outcome, only while the claim is still ``claimed``: an operator may have
@@ -35,15 +39,22 @@ SET_STATUS = (
 SET_STATUS_IF_CLAIMED = SET_STATUS + " AND status = 'claimed'"
 
 RESOLVE = (
-    "UPDATE execution_log SET resolution = %s, resolved_by = %s, resolved_at = %s WHERE queue = %s AND "
-    "claim_key = %s"
+    "UPDATE execution_log SET resolution = %s, resolved_by = %s, resolved_at = %s WHERE league_id = %s AND "
+    "queue = %s AND claim_key = %s"
 )
 
-SELECT_ENTRY = f"SELECT {ENTRY_COLUMNS} FROM execution_log WHERE queue = %s AND claim_key = %s"
+SELECT_ENTRY = (
+    f"SELECT {ENTRY_COLUMNS} FROM execution_log WHERE league_id = %s AND queue = %s AND claim_key = %s"
+)
+
+#: The claims of one key on one queue in every league (a caller that named no league), by league.
+SELECT_ENTRIES_OF_KEY = (
+    f"SELECT {ENTRY_COLUMNS} FROM execution_log WHERE queue = %s AND claim_key = %s ORDER BY league_id"
+)
 
 SELECT_ENTRY_FOR_UPDATE = SELECT_ENTRY + " FOR UPDATE"
 
-SELECT_BODY = "SELECT body FROM execution_log WHERE queue = %s AND claim_key = %s"
+SELECT_BODY = "SELECT body FROM execution_log WHERE league_id = %s AND queue = %s AND claim_key = %s"
 
 CLAIM_REPUBLISHABLE = (
     f"SELECT {ENTRY_COLUMNS} FROM execution_log WHERE queue = ANY(%s) AND status = %s "
@@ -58,6 +69,23 @@ SELECT_TO_RECONCILE = (
 COUNT_WITH_STATUS = "SELECT count(*) FROM execution_log WHERE queue = ANY(%s) AND status = %s"
 
 COUNT_BY_STATUS = "SELECT status, count(*) FROM execution_log WHERE queue = ANY(%s) GROUP BY status"
+
+
+class ClaimRow(NamedTuple):
+    """One claim as ENTRY_COLUMNS reads it."""
+
+    queue: str
+    claim_key: str
+    league_id: str
+    team: str
+    message_id: Any  # uuid
+    status: str
+    error: str | None
+    resolution: str | None
+    resolved_by: str | None
+    resolved_at: datetime | None
+    created_at: datetime
+    traceparent: str | None
 
 
 @translate_database_errors
@@ -99,26 +127,40 @@ def insert_claim(
 
 @translate_database_errors
 def set_claim_status(
-    queue: str, key: str, *, status: str, error: str | None, at: datetime, only_claimed: bool = False
+    league_id: str,
+    queue: str,
+    key: str,
+    *,
+    status: str,
+    error: str | None,
+    at: datetime,
+    only_claimed: bool = False,
 ) -> bool:
     """Set the claim's status (``only_claimed``: only while it is still ``claimed``); whether it was set."""
     with database.atomic():
         cursor = database.execute_sql(
-            SET_STATUS_IF_CLAIMED if only_claimed else SET_STATUS, (status, error, at, queue, key)
+            SET_STATUS_IF_CLAIMED if only_claimed else SET_STATUS, (status, error, at, league_id, queue, key)
         )
     return bool(cursor.rowcount)
 
 
 @translate_database_errors
-def claim_row(queue: str, key: str) -> tuple[Any, ...] | None:
-    """The claim of ``key`` on ``queue`` (ENTRY_COLUMNS), or None."""
-    return database.execute_sql(SELECT_ENTRY, (queue, key)).fetchone()
+def claim_row(league_id: str, queue: str, key: str) -> ClaimRow | None:
+    """The claim of ``key`` on ``queue`` in league ``league_id``, or None."""
+    row = database.execute_sql(SELECT_ENTRY, (league_id, queue, key)).fetchone()
+    return None if row is None else ClaimRow(*row)
 
 
 @translate_database_errors
-def claim_body(queue: str, key: str) -> Any:
-    """The stored message body of the claim of ``key`` on ``queue`` (the claim must exist)."""
-    (body,) = database.execute_sql(SELECT_BODY, (queue, key)).fetchone()
+def claim_rows_of_key(queue: str, key: str) -> list[ClaimRow]:
+    """The claims of ``key`` on ``queue`` in every league, by league."""
+    return [ClaimRow(*row) for row in database.execute_sql(SELECT_ENTRIES_OF_KEY, (queue, key)).fetchall()]
+
+
+@translate_database_errors
+def claim_body(league_id: str, queue: str, key: str) -> Any:
+    """The stored message body of the claim of ``key`` on ``queue`` in ``league_id`` (it must exist)."""
+    (body,) = database.execute_sql(SELECT_BODY, (league_id, queue, key)).fetchone()
     return body
 
 
@@ -135,29 +177,34 @@ def claim_counts_by_status(queues: list[str]) -> dict[str, int]:
 
 
 @translate_database_errors
-def lock_republishable_claims(queues: list[str], status: str, limit: int) -> list[tuple[Any, ...]]:
+def lock_republishable_claims(queues: list[str], status: str, limit: int) -> list[ClaimRow]:
     """The oldest ``limit`` claims on ``queues`` in ``status``, locked (SKIP LOCKED) for the caller's
     transaction."""
-    return database.execute_sql(CLAIM_REPUBLISHABLE, (queues, status, limit)).fetchall()
+    rows = database.execute_sql(CLAIM_REPUBLISHABLE, (queues, status, limit)).fetchall()
+    return [ClaimRow(*row) for row in rows]
 
 
 @translate_database_errors
 def claims_to_reconcile_rows(
     queues: list[str], *, waiting: list[str], claimed: str, claimed_before: datetime, limit: int
-) -> list[tuple[Any, ...]]:
+) -> list[ClaimRow]:
     """The oldest ``limit`` claims on ``queues`` in a ``waiting`` status, or ``claimed`` since before
     ``claimed_before``."""
     params = (queues, waiting, claimed, claimed_before, limit)
-    return database.execute_sql(SELECT_TO_RECONCILE, params).fetchall()
+    return [ClaimRow(*row) for row in database.execute_sql(SELECT_TO_RECONCILE, params).fetchall()]
 
 
 @translate_database_errors
-def lock_claim(queue: str, key: str) -> tuple[Any, ...] | None:
-    """The claim of ``key`` on ``queue`` locked FOR UPDATE (caller's transaction), or None."""
-    return database.execute_sql(SELECT_ENTRY_FOR_UPDATE, (queue, key)).fetchone()
+def lock_claim(league_id: str, queue: str, key: str) -> ClaimRow | None:
+    """The claim of ``key`` on ``queue`` in ``league_id`` locked FOR UPDATE (caller's transaction), or
+    None."""
+    row = database.execute_sql(SELECT_ENTRY_FOR_UPDATE, (league_id, queue, key)).fetchone()
+    return None if row is None else ClaimRow(*row)
 
 
 @translate_database_errors
-def resolve_claim(queue: str, key: str, *, resolution: str, operator: str, at: datetime) -> None:
-    """Record an operator's ``resolution`` of the claim of ``key`` on ``queue``."""
-    database.execute_sql(RESOLVE, (resolution, operator, at, queue, key))
+def resolve_claim(
+    league_id: str, queue: str, key: str, *, resolution: str, operator: str, at: datetime
+) -> None:
+    """Record an operator's ``resolution`` of the claim of ``key`` on ``queue`` in ``league_id``."""
+    database.execute_sql(RESOLVE, (resolution, operator, at, league_id, queue, key))

@@ -5,9 +5,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from api.errors import KeyNameTaken
 from api.keys import Scope, create_key
-from config.errors import KeyNameTaken, TriggerValidationError
 from models.audit import audit_entries
+from publisher.errors import TriggerValidationError
 from tests.api.conftest import bearer
 
 

@@ -52,7 +52,7 @@ def test_matches_board_actions_runs_audit_and_keys_of_other_leagues_are_404_or_l
     assert listed == {"op-l1", "admin-l1"}  # not the unlimited test keys
 
 
-def test_a_trade_claim_records_its_key_and_another_leagues_claim_is_never_a_duplicate(
+def test_a_trade_claim_records_its_key_and_a_key_claimed_in_one_league_is_free_in_another(
     api,
     limited,
     trade_queues,  # noqa: F811
@@ -68,4 +68,31 @@ def test_a_trade_claim_records_its_key_and_another_leagues_claim_is_never_a_dupl
     ).fetchone()
     assert claimed_by is not None
     other = api.post("/v1/trade/offers/t-35/approve", json={**OFFER, "league_id": "L2"})
-    assert other.status_code == 409 and "another league" in other.json()["error"], other.text
+    assert other.status_code == 202 and other.json()["status"] == "published", other.text
+    assert other.json()["message_id"] != mine.json()["message_id"]
+    assert "L1" not in other.text  # nothing of the other league's claim
+    again = op.post("/v1/trade/offers/t-35/approve", json=OFFER)
+    assert again.status_code == 200 and again.json()["message_id"] == mine.json()["message_id"]
+    leagues = database.execute_sql("SELECT league_id FROM execution_log WHERE claim_key = 't-35'").fetchall()
+    assert sorted(x for (x,) in leagues) == ["L1", "L2"]
+
+
+def test_a_limited_key_retrying_a_decision_only_another_league_claimed_sees_nothing_of_it(
+    api,
+    limited,
+    trade_queues,  # noqa: F811
+):
+    decision = {"league_id": "L9", "team_id": "7", "decision": "accept"}
+    assert api.post("/v1/trade/incoming/t-l9/decision", json=decision).status_code == 202
+    op, _ = limited
+    for body in ({}, {"decision_key": "t-l9"}):
+        retry = op.post("/v1/trade/incoming/t-l9/decision/retry", json=body)
+        assert retry.status_code == 404 and "L9" not in retry.text, retry.text
+    named = op.post("/v1/trade/incoming/t-l9/decision/retry", json={"league_id": "L9"})
+    assert named.status_code == 403, named.text  # naming another league is refused as any act there
+    # the same key claimed in this key's league is its own: retried there (409: it is published)
+    mine = op.post("/v1/trade/incoming/t-l9/decision", json={**decision, "league_id": "L1"})
+    assert mine.status_code == 202, mine.text
+    retry = op.post("/v1/trade/incoming/t-l9/decision/retry", json={})
+    assert retry.status_code == 409 and "only a failed or pending decision" in retry.json()["error"]
+    assert "L9" not in retry.text

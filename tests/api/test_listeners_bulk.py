@@ -16,7 +16,7 @@ def _body(action: str, league: str, **extra: object) -> dict[str, object]:
 
 
 def test_a_dry_run_changes_nothing_and_the_confirm_acts_on_exactly_the_previewed_matches(
-    api, make_match, barriers
+    api, make_match, coordination
 ):
     first = make_match("bulkl", status="inprogress")
     second = make_match("bulkl", status="inprogress")
@@ -56,7 +56,9 @@ def test_a_dry_run_changes_nothing_and_the_confirm_acts_on_exactly_the_previewed
     assert again.status_code == 409 and again.json()["field"] == "confirm"
 
 
-def test_a_stop_in_bulk_reports_a_match_deleted_since_the_preview_as_its_own_error(api, make_match, barriers):
+def test_a_stop_in_bulk_reports_a_match_deleted_since_the_preview_as_its_own_error(
+    api, make_match, coordination
+):
     kept = make_match("bulks", status="inprogress")
     gone = make_match("bulks", status="inprogress")
     preview = api.post(URL, json=_body("stop", "bulks", dry_run=True)).json()
@@ -71,15 +73,15 @@ def test_a_stop_in_bulk_reports_a_match_deleted_since_the_preview_as_its_own_err
     assert [e.target_id for e in audit_entries(action="listener.stop")] == [str(kept.id)]
 
 
-def test_a_bulk_start_enqueues_each_previewed_match(api, make_match, barriers):
+def test_a_bulk_start_enqueues_each_previewed_match(api, make_match, coordination):
     match = make_match("bulkst", status="scheduled")
     preview = api.post(URL, json=_body("start", "bulkst", dry_run=True)).json()
     done = api.post(URL, json=_body("start", "bulkst", confirm=preview["confirm"]))
     assert done.status_code == 200 and done.json()["results"][0]["ok"], done.text
-    assert barriers.is_pending(str(match.id))
+    assert coordination.barriers.is_pending(str(match.id))
 
 
-def test_a_tampered_expired_or_foreign_confirm_is_refused_and_changes_nothing(api, make_match, barriers):
+def test_a_tampered_expired_or_foreign_confirm_is_refused_and_changes_nothing(api, make_match, coordination):
     match = make_match("bulkt", status="inprogress")
     fresh = lambda: api.post(URL, json=_body("dispatch-off", "bulkt", dry_run=True)).json()["confirm"]  # noqa: E731
 
@@ -91,15 +93,15 @@ def test_a_tampered_expired_or_foreign_confirm_is_refused_and_changes_nothing(ap
     kept = fresh()
     other_action = api.post(URL, json=_body("stop", "bulkt", confirm=kept))
     assert other_action.status_code == 409 and "another action or filter" in other_action.json()["error"]
-    key = barriers.bulk_preview_key(hashlib.sha256(kept.encode()).hexdigest())
-    assert barriers.client.exists(key)  # a wrong confirm does not use up the preview
+    key = coordination.bulk_preview_key(hashlib.sha256(kept.encode()).hexdigest())
+    assert coordination.client.exists(key)  # a wrong confirm does not use up the preview
     other_filter = {**_body("dispatch-off", "bulkt"), "filter": {"league": "bulkt", "status": "closed"}}
     assert api.post(URL, json={**other_filter, "confirm": fresh()}).status_code == 409
 
     expiring = fresh()
-    key = barriers.bulk_preview_key(hashlib.sha256(expiring.encode()).hexdigest())
-    barriers.client.pexpire(key, 1)
-    wait_for(lambda: not barriers.client.exists(key), timeout=10, what="the preview to expire")
+    key = coordination.bulk_preview_key(hashlib.sha256(expiring.encode()).hexdigest())
+    coordination.client.pexpire(key, 1)
+    wait_for(lambda: not coordination.client.exists(key), timeout=10, what="the preview to expire")
     expired = api.post(URL, json=_body("dispatch-off", "bulkt", confirm=expiring))
     assert expired.status_code == 409 and "expired" in expired.json()["error"]
 
@@ -109,7 +111,7 @@ def test_a_tampered_expired_or_foreign_confirm_is_refused_and_changes_nothing(ap
     assert audit_entries(action="listeners.bulk") == []
 
 
-def test_a_bulk_action_without_a_reason_a_confirm_or_a_filter_is_422(api, make_match, barriers):
+def test_a_bulk_action_without_a_reason_a_confirm_or_a_filter_is_422(api, make_match, coordination):
     make_match("bulkr", status="inprogress")
     no_reason = api.post(URL, json={"action": "stop", "filter": {"league": "bulkr"}, "dry_run": True})
     assert no_reason.status_code == 422 and no_reason.json()["field"] == "reason"
@@ -124,7 +126,7 @@ def test_a_bulk_action_without_a_reason_a_confirm_or_a_filter_is_422(api, make_m
     assert unknown.status_code == 404
 
 
-def test_the_filter_by_badge_and_ids(api, make_match, barriers):
+def test_the_filter_by_badge_and_ids(api, make_match, coordination):
     a = make_match("bulkb", status="inprogress")
     b = make_match("bulkb", status="inprogress")
     api.post(f"/v1/matches/{a.id}/stop-listener", json={"reason": "drill"})  # no run: badge "-"

@@ -176,18 +176,18 @@ def test_metrics_report_each_service_of_readyz(api_server, broken_server, keys, 
     assert broken == {(("service", s),): (0.0 if s == "RabbitMQ" else 1.0) for s in services}
 
 
-def test_metrics_report_the_age_of_the_newest_scheduler_tick(api_server, barriers, redis_client):
+def test_metrics_report_the_age_of_the_newest_scheduler_tick(api_server, coordination, redis_client):
     def age() -> float:
         [value] = _gauges(_scrape(api_server.url), "kickoff_scheduler_last_tick_age_seconds").values()
         return value
 
-    ticks = list(redis_client.scan_iter(match=barriers.tick_key("*", "*"), count=1000))
+    ticks = list(redis_client.scan_iter(match=coordination.tick_key("*", "*"), count=1000))
     if ticks:
         redis_client.delete(*ticks)
     assert age() == math.inf
     now = utcnow()
-    barriers.claim_tick("tick_job_runs", now - timedelta(minutes=5), owner="test", ttl_seconds=60)
+    coordination.ticks.claim_tick("tick_job_runs", now - timedelta(minutes=5), owner="test", ttl_seconds=60)
     assert 300 <= age() < 400
-    barriers.claim_tick("drain_outbox", now - timedelta(minutes=2), owner="test", ttl_seconds=60)
+    coordination.ticks.claim_tick("drain_outbox", now - timedelta(minutes=2), owner="test", ttl_seconds=60)
     assert 120 <= age() < 220
     assert _gauges(_scrape(api_server.url), "kickoff_metrics_source_up")[(("source", "scheduler"),)] == 1

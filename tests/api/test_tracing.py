@@ -119,15 +119,17 @@ def test_a_trigger_with_a_traceparent_is_one_trace_from_the_caller_through_the_d
         lambda s: s.name == "action result verify" and s.trace_id == CALLER_TRACE, what="verify"
     )
     trace = receiver.spans(CALLER_TRACE)
+    # the trigger route's request span is the trigger's: it carries the action's tracking id
     request = one([s for s in trace if s.name == "POST /v1/trigger/lineup"], "request span")
     assert request.parent_id == CALLER_SPAN and request.kind == SERVER and request.service == "kickoff-api"
-    trigger = one(receiver.named("lineup_updates trigger", CALLER_TRACE), "trigger span")
-    assert trigger.parent_id == request.span_id and trigger.attributes["kickoff.tracking_id"] == tracking_id
+    assert request.attributes["kickoff.tracking_id"] == tracking_id
+    assert request.attributes["kickoff.queue"] == "lineup_updates"
+    assert receiver.named("lineup_updates trigger", CALLER_TRACE) == []
     publishes = receiver.named("lineup_updates publish", CALLER_TRACE)
     failed = one([p for p in publishes if p.service == "kickoff-api"], "the server's publish (RabbitMQ away)")
     drained = one([p for p in publishes if p.service == "kickoff-cli"], "the drain's publish")
     assert failed.status_code == 2 and drained.status_code != 2
-    assert failed.parent_id == drained.parent_id == trigger.span_id and drained.kind == PRODUCER
+    assert failed.parent_id == drained.parent_id == request.span_id and drained.kind == PRODUCER
     assert header == f"00-{CALLER_TRACE}-{drained.span_id}-01"  # the consumer's header names the publish span
 
     [consumed] = consumer.get_finished_spans()
@@ -142,7 +144,7 @@ def test_a_trigger_with_a_traceparent_is_one_trace_from_the_caller_through_the_d
     lines = [json.loads(line) for line in traced_server.log().splitlines() if line.startswith("{")]
     failed_lines = [d for d in lines if f"outbox publish failed: tracking_id={tracking_id}" in d["message"]]
     assert failed_lines, traced_server.log()[-2000:]
-    assert failed_lines[0]["trace_id"] == CALLER_TRACE and failed_lines[0]["span_id"] == trigger.span_id
+    assert failed_lines[0]["trace_id"] == CALLER_TRACE and failed_lines[0]["span_id"] == request.span_id
 
 
 @pytest.mark.parametrize(
@@ -171,13 +173,11 @@ def test_a_malformed_or_oversized_traceparent_starts_a_new_trace_and_never_reach
     assert header != headers["traceparent"] and tracing.valid_traceparent(header)
     assert CALLER_TRACE not in header.lower() and body["traceparent"] is None
     assert "tracestate" not in properties.headers
-    trigger = receiver.wait_for_span(
-        lambda s: (
-            s.name == "lineup_updates trigger" and s.attributes.get("kickoff.tracking_id") == tracking_id
-        )
+    request = receiver.wait_for_span(
+        lambda s: s.kind == SERVER and s.attributes.get("kickoff.tracking_id") == tracking_id
     )
-    request = one([s for s in receiver.spans(trigger.trace_id) if s.kind == SERVER], "request span")
-    assert request.parent_id == "" and trigger.trace_id != CALLER_TRACE
+    assert request.kind == SERVER and request.parent_id == "" and request.trace_id != CALLER_TRACE
+    assert spans.trace_id_of(header) == request.trace_id
 
 
 def test_an_oversized_tracestate_is_dropped_and_the_traceparent_still_continues_the_trace(

@@ -8,16 +8,16 @@ import sys
 
 import pytest
 
+from client.errors import ApiRequestError
 from client.trigger_http import HttpTriggerClient
-from config.errors import (
-    ApiRequestError,
+from harness.ports import free_port
+from publisher.actions import get_action
+from publisher.errors import (
     TriggerConflictError,
     TriggerReferenceNotFound,
     TriggerUnavailableError,
     TriggerValidationError,
 )
-from harness.ports import free_port
-from publisher.actions import get_action
 from publisher.triggers import LineupRequest
 from runs.scope import run_scope
 from tests.api.conftest import REPO

@@ -109,6 +109,17 @@ def test_a_filled_pick_is_409(api):
     assert r.status_code == 409 and "filled" in r.json()["error"]
 
 
+def test_a_same_key_repeat_of_the_pick_that_filled_it_is_200_duplicate_with_the_original_id(api):
+    """The key lookup comes before the filled check: the repeat is answered by its key, not 409."""
+    keyed = draft(idempotency_key="L1:12:4241457")  # publisher.idempotency.draft_key
+    first = api.post("/v1/trigger/draft-pick", json=keyed)
+    record_result(first.json()["tracking_id"], ActionStatus.SUCCEEDED)
+    again = api.post("/v1/trigger/draft-pick", json=keyed)
+    assert again.status_code == 200, again.text
+    assert again.json()["status"] == "duplicate"
+    assert again.json()["tracking_id"] == first.json()["tracking_id"]
+
+
 def test_an_expired_pick_is_409(api):
     r = api.post(
         "/v1/trigger/draft-pick", json=draft(expires_at=(utcnow() - timedelta(seconds=1)).isoformat())

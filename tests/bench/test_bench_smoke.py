@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCHES = sorted(
     p.stem for p in (ROOT / "bench").glob("*.py") if not p.stem.startswith("_") and p.stem != "docfigures"
 )
-#: Benches another helper owns and checks (the chaos suite; the event log's ingest and fleet).
-NOT_HERE = {"chaos", "stream_ingest", "fleet"}
+#: Benches another helper owns and checks (the chaos suite).
+NOT_HERE = {"chaos"}
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,27 @@ CASES = [
     ),
     Case(
         "api_latency",
+        ("--tracing", "--requests", "5", "--clients", "2", "--total", "8", "--rounds", "2"),
+        ("--goal-tracing-p50-ratio", "0"),
+        "tracing_p50_ratio",
+        "tracing_load_cpu_ratio",
+    ),
+    Case(
+        "dispatch",
+        ("--tracing", "--eligible", "20", "--sizes", "40", "--ticks", "1"),
+        ("--goal-tracing-tick-ratio", "0"),
+        "tracing_tick_ratio",
+        "tracing_cpu_ratio",
+    ),
+    Case(
+        "stream_ingest",
+        ("--tracing", "--events", "300", "--rounds", "1"),
+        ("--goal-tracing-ratio", "1e9"),
+        "tracing_ratio",
+        "spans_per_run",
+    ),
+    Case(
+        "api_latency",
         ("--viewers", "2", "--board", "20", "--seconds", "2", "--scrapers", "1"),
         ("--goal-tx-ratio", "0"),
         "tx_ratio",
@@ -115,6 +136,34 @@ CASES = [
         ("--goal-redis-death-seen-p99-ms", "0"),
         "redis_death_seen_p99_ms",
         "judge.10.ms_per_call",
+    ),
+    Case(
+        "stream_ingest",
+        ("--events", "300", "--leagues", "mlb"),
+        ("--goal-record-only-events-per-s", "1e9"),
+        "record_only_events_per_s",
+        "processing_on.mlb",
+    ),
+    Case(
+        "fleet",
+        (
+            "--workers",
+            "1",
+            "--listeners",
+            "3",
+            "--event-seconds",
+            "1",
+            "--warmup",
+            "2",
+            "--window",
+            "4",
+            "--max-seconds",
+            "60",
+        ),
+        ("--goal-peak-pg-connections", "0"),
+        "peak_pg_connections",
+        "commit_p99_s",
+        timeout=600,
     ),
     Case(
         "matches_board",

@@ -76,6 +76,26 @@ def test_two_connections_of_one_match_live_at_once_are_two_streams():
     assert violation["vias"] == ["h0w0g0", "h1w0g0"]
 
 
+@pytest.mark.parametrize("kind", ["deploy", "clock-skew"])
+def test_a_graceful_stops_hand_off_overlap_is_by_design_but_not_past_its_bound(kind):
+    """The old stream stays open, unrecorded, until its successor's first live byte (issue 37)."""
+    history = _clean()
+    history.faults = [FaultRecord(kind, 28.0, 40.0, 0, ("h0w0",), down=(("h0w0", 28.0, 40.0),))]
+    history.connections[1] = dataclasses.replace(history.connections[1], opened=29.0, first_live=29.0)
+    assert _kinds(history) == []  # 29 to 30 s: within the hand-off's overlap
+    history.connections[0] = dataclasses.replace(history.connections[0], closed=34.0, last_live=34.0)
+    [violation] = check(history, bound_seconds=BOUND).violations
+    assert violation["kind"] == "two-streams" and violation["seconds"] == pytest.approx(2.0)  # past 32 s
+
+
+def test_an_overlap_beside_a_kill_or_before_the_sigterm_is_no_hand_off():
+    history = _clean()  # a kill at 30 s
+    history.connections[1] = dataclasses.replace(history.connections[1], opened=29.0, first_live=29.0)
+    assert _kinds(history) == ["two-streams"]
+    history.faults = [FaultRecord("deploy", 29.5, 40.0, 0, ("h0w0",), down=(("h0w0", 29.5, 40.0),))]
+    assert _kinds(history) == ["two-streams"]  # live at 29 s, before the deploy's SIGTERM
+
+
 def test_a_frozen_workers_connection_does_not_count_as_a_stream_until_just_after_its_resume():
     history = _clean()
     history.connections[0] = dataclasses.replace(history.connections[0], closed=52.0, last_live=52.0)
@@ -311,3 +331,27 @@ def test_faults_count_what_was_injected_not_what_was_planned():
     ]
     counts = injected_counts(records, FAULT_KINDS)
     assert counts["kill"] == 1 and counts["pause"] == 0 and sum(counts.values()) == 1
+
+
+def test_each_kill_is_timed_from_the_kill_to_its_workers_matches_streaming_again():
+    history = _clean()  # a kill at 30 s of h0w0's stream; the successor's first live data at 38 s
+    assert check(history, bound_seconds=BOUND).kill_takeovers == [8.0]
+    assert "slow-kill-takeover" in [
+        v["kind"] for v in check(history, bound_seconds=BOUND, kill_bound_seconds=3.0).violations
+    ]
+    assert check(history, bound_seconds=BOUND, kill_bound_seconds=8.0).ok
+
+
+def test_a_kill_of_a_worker_that_streamed_nothing_times_no_takeover():
+    history = _clean()
+    history.faults = [FaultRecord("kill", 30.0, 33.0, 1, ("h1w1",), down=(("h1w1", 30.0, 33.0),))]
+    assert check(history, bound_seconds=BOUND).kill_takeovers == []
+
+
+def test_a_kills_takeover_leaves_out_the_time_no_worker_could_stream():
+    history = _clean()
+    # Every other slot paused from 31 to 36 s, the killed one down until 33 s: 2 of the 8 s no worker
+    # could stream the match.
+    others = tuple(slot for slot in SLOTS if slot != "h0w0")
+    history.faults.append(FaultRecord("pause", 31.0, 36.0, None, others, frozen=others))
+    assert check(history, bound_seconds=BOUND).kill_takeovers == [6.0]

@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from models.audit import audit_entries
+from models.db import database
 from models.listener_record import MatchListenerRecord
 
 pytestmark = pytest.mark.services
@@ -33,7 +34,6 @@ def test_console_acts_name_the_key_and_a_stop_needs_a_reason(
 
     actions = [(e.action, e.who, e.reason) for e in reversed(audit_entries())]
     assert actions == [
-        ("console.sign_in_failed", "unknown key", "the API key is not valid (unknown or revoked)"),
         ("console.sign_in", "console-operator", None),
         ("listener.stop", "console-operator", "pitch invasion"),
         ("console.sign_out", "console-operator", None),
@@ -89,3 +89,16 @@ def test_a_stop_whose_reason_breaks_the_text_rule_is_refused_before_it_stops(
     )
     assert bulk.status_code == 422, bulk.text
     assert MatchListenerRecord.get_by_id(record.id).ended_at is None
+
+
+def test_a_guessed_key_writes_no_audit_entry_but_a_stored_key_refused_does(console_server, console_keys):
+    """Issue 35: a refused sign-in of a key nobody holds is counted and logged, never an undeletable
+    audit entry per guess; a stored key refused (a trigger key) is that key's act and is audited."""
+    with httpx.Client(base_url=console_server.url, timeout=60) as client:
+        for n in range(3):
+            assert client.post("/sign-in", data={"api_key": f"kk_guess-{n}"}).status_code == 401
+        assert client.post("/sign-in", data={"api_key": console_keys["trigger"]}).status_code == 401
+    entries = audit_entries()
+    assert [(e.action, e.who) for e in entries] == [("console.sign_in_failed", "console-trigger")]
+    [[counted]] = database.execute_sql("SELECT count(*) FROM console_sign_in_refusals").fetchall()
+    assert counted == 4  # each refusal counted (per key: no trusted address here)

@@ -56,11 +56,11 @@ def test_sign_in_refuses_a_wrong_key_then_opens_the_board(browser, console_serve
         page.get_by_label("API key").fill("kk_wrong")
         page.get_by_role("button", name="Sign in").click()
         expect(page.get_by_role("alert")).to_contain_text("not valid")
-        assert not [c for c in context.cookies() if c["name"] == "kickoff_console"]
+        assert not [c for c in context.cookies() if c["name"].startswith("kickoff_console")]
         page.get_by_label("API key").fill(console_keys["operator"])
         page.get_by_role("button", name="Sign in").click()
         expect(page.get_by_role("heading", name="Outbox")).to_be_visible()
-        [cookie] = [c for c in context.cookies() if c["name"] == "kickoff_console"]
+        [cookie] = [c for c in context.cookies() if c["name"].startswith("kickoff_console_")]
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
         assert page.evaluate("document.cookie") == ""  # HttpOnly: the page's script cannot read it
     finally:
@@ -133,7 +133,7 @@ def test_stop_closes_the_row_with_15_and_shows_stopped_without_a_reload_start_di
         dialog.accept()
 
     page.on("dialog", accept)
-    lock = CoordinationStore.from_settings(settings, client=redis_client).start_lock(match.id)
+    lock = CoordinationStore.from_settings(settings, client=redis_client).locks.start_lock(match.id)
     wait_for(lock.locked, timeout=30, what="the listener holds its start lock")
     with FirstSeen(lambda: not lock.locked()) as released:
         row.get_by_label("Stop reason").fill("drill: stop from the board")

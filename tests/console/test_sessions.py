@@ -44,7 +44,7 @@ def untrusting_server(
 
 def _age(client: httpx.Client, *, minutes: float) -> None:
     """Move the client's session's last use ``minutes`` back (instead of waiting)."""
-    token = client.cookies["kickoff_console"]
+    [token] = [v for k, v in client.cookies.items() if k.startswith("kickoff_console_")]
     database.execute_sql(
         "UPDATE console_sessions SET last_seen_at = last_seen_at - %s WHERE token_hash = %s",
         (timedelta(minutes=minutes), hash_key(token)),
@@ -164,6 +164,10 @@ def test_refused_sign_ins_are_throttled_per_client_address_and_logged_without_th
     assert not any(key in log for key in (*wrong, console_keys["operator"]))
 
 
+def _port(server: Server) -> int:
+    return int(server.url.rsplit(":", 1)[1])
+
+
 def _cookie(answer: httpx.Response) -> tuple[str, set[str]]:
     """The Set-Cookie's name and its attributes (lower case, without values)."""
     first, *attrs = answer.headers["set-cookie"].split(";")
@@ -196,7 +200,7 @@ def test_the_cookie_is_secure_with_the_host_prefix_behind_a_trusted_tls_proxy(pr
 
     # Plain HTTP on the loopback address: the plain cookie, not Secure (browsers would not send it back).
     name, attrs = _cookie(_post_sign_in(proxied_server, console_keys["operator"]))
-    assert name == "kickoff_console" and "secure" not in attrs
+    assert name == f"kickoff_console_{_port(proxied_server)}" and "secure" not in attrs
 
 
 def sign_in_csrf(client: httpx.Client, headers: dict[str, str], token: str) -> str:
@@ -225,7 +229,7 @@ def test_forwarded_headers_are_ignored_without_proxy_headers_or_from_an_untruste
         answer = _post_sign_in(server, console_keys["read"], {"X-Forwarded-Proto": "https"})
         assert answer.status_code == 303
         name, attrs = _cookie(answer)
-        assert name == "kickoff_console" and "secure" not in attrs
+        assert name == f"kickoff_console_{_port(server)}" and "secure" not in attrs
 
     # A spoofed X-Forwarded-For does not make each guess another client.
     for n in range(10):
@@ -234,3 +238,132 @@ def test_forwarded_headers_are_ignored_without_proxy_headers_or_from_an_untruste
     answer = _post_sign_in(untrusting_server, console_keys["read"], {"X-Forwarded-For": "198.51.100.99"})
     assert answer.status_code == 429
     assert "console sign-in from 127.0.0.1 refused" in untrusting_server.log()
+
+
+def test_the_live_boards_check_reads_every_viewers_session_in_one_statement(db, monkeypatch):
+    """sessions_for: each token's live session (the same as session_for's), None for an unknown token
+    or a revoked key's, read with one statement however many viewers there are."""
+    from api.console.sessions import SessionPolicy, session_for, sessions_for, sign_in
+    from api.keys import Scope, create_key, revoke_key
+    from models.db import database as db_
+
+    policy = SessionPolicy(lifetime=timedelta(hours=1), idle=timedelta(minutes=30), per_key=5)
+    tokens = []
+    for n in range(6):
+        _, key = create_key(name=f"viewer-{n}", scope=Scope.OPERATOR)
+        tokens.append(sign_in(key, policy=policy)[1])
+    revoked_key, key = create_key(name="revoked", scope=Scope.READ)
+    revoked = sign_in(key, policy=policy)[1]
+    revoke_key(revoked_key.id)
+    statements: list[str] = []
+    real = db_.obj.execute_sql
+
+    def counted(sql, *args, **kwargs):
+        statements.append(sql)
+        return real(sql, *args, **kwargs)
+
+    monkeypatch.setattr(db_.obj, "execute_sql", counted)
+    found = sessions_for([*tokens, revoked, "no-such-token"], idle=policy.idle)
+    monkeypatch.undo()
+    assert len(statements) == 1
+    assert found["no-such-token"] is None and found[revoked] is None
+    for token in tokens:
+        assert found[token] == session_for(token, idle=policy.idle, touch=False)
+        assert found[token] is not None
+
+
+def test_without_trusted_forwarded_headers_refusals_lock_the_key_not_the_address_and_an_operator_unlocks_it(
+    console_server, console_env, console_keys
+):
+    """Issue 35: behind a proxy that sends no forwarded headers every client has the proxy's address, so
+    refusals count per key: one client's guesses lock out nobody else, the same key ten times locks
+    that key, and `kickoff console unlock` lifts it (audited)."""
+    import json
+
+    from api.console.throttle import account_bucket
+    from models.audit import audit_entries
+    from tests.api.test_trigger_http import _kickoff
+
+    limit = 10  # CONSOLE_SIGN_IN_FAILURES_PER_MINUTE's default
+    for n in range(limit + 2):
+        assert _post_sign_in(console_server, f"kk_guess-{n}").status_code == 401
+    assert _post_sign_in(console_server, console_keys["read"]).status_code == 303  # nobody else locked
+
+    revoked = "kk_a-revoked-or-mistyped-key"
+    for _ in range(limit):
+        assert _post_sign_in(console_server, revoked).status_code == 401
+    locked = _post_sign_in(console_server, revoked)
+    assert locked.status_code == 429 and 1 <= int(locked.headers["retry-after"]) <= 61
+    assert _post_sign_in(console_server, console_keys["operator"]).status_code == 303
+
+    listed = _kickoff(["console", "lockouts", "--json"], console_env)
+    assert listed.returncode == 0, listed.stderr
+    buckets = {x["bucket"]: x["refusals"] for x in json.loads(listed.stdout)["lockouts"]}
+    assert buckets == {account_bucket(revoked): limit}  # each guess was its own key: none is locked
+    assert revoked not in listed.stdout
+
+    refused = _kickoff(["console", "unlock", account_bucket(revoked)], console_env)
+    assert refused.returncode == 2  # a reason is required
+    unlocked = _kickoff(
+        ["console", "unlock", account_bucket(revoked), "--reason", "user fixed the typo", "--json"],
+        console_env,
+    )
+    assert unlocked.returncode == 0, unlocked.stderr
+    assert json.loads(unlocked.stdout) == {"bucket": account_bucket(revoked), "cleared": limit}
+    assert _post_sign_in(console_server, revoked).status_code == 401  # checked again, not 429
+    [entry] = audit_entries(action="console.unlock")
+    assert entry.reason == "user fixed the typo" and entry.target_id == account_bucket(revoked)
+    assert entry.before == {"refusals": limit}
+
+
+def test_a_session_opened_on_one_port_is_no_session_on_another_port_of_the_host(
+    console_server, untrusting_server, console_keys
+):
+    """Issue 35: cookies are not port-scoped, so a browser sends a plain-localhost console's cookie to
+    every port of the host. The cookie's name carries the port and the session its origin: another
+    console on another port (same database) neither reads nor accepts it."""
+    answer = _post_sign_in(console_server, console_keys["operator"])
+    name, _ = _cookie(answer)
+    assert name == f"kickoff_console_{_port(console_server)}"
+    token = answer.cookies[name]
+    other = f"kickoff_console_{_port(untrusting_server)}"
+    with httpx.Client(timeout=60, follow_redirects=False) as client:
+        assert client.get(console_server.url + "/", headers={"Cookie": f"{name}={token}"}).status_code == 200
+        for cookie in (f"{name}={token}", f"{other}={token}"):  # as sent, and renamed for the other port
+            page = client.get(untrusting_server.url + "/", headers={"Cookie": cookie})
+            assert page.status_code == 303 and page.headers["location"].startswith("/sign-in"), cookie
+            stream = client.get(untrusting_server.url + "/events/board", headers={"Cookie": cookie})
+            assert stream.status_code == 401, cookie
+
+
+def test_a_console_post_from_another_port_of_the_host_is_403_whatever_its_session_and_csrf_token(
+    console_server, console_keys, signed_in, make_match
+):
+    match = make_match(status="inprogress")
+    op = signed_in(console_keys["operator"])
+    other_port = console_server.url.rsplit(":", 1)[0] + f":{_port(console_server) + 1}"
+    for headers in (
+        {"Origin": other_port},
+        {"Referer": other_port + "/"},
+        {"Origin": "https://evil.example"},
+    ):
+        refused = op.client.post(
+            f"/matches/{match.id}/auto-dispatch",
+            data={"on": "0", "csrf_token": op.csrf},
+            headers=headers,
+            follow_redirects=False,
+        )
+        assert refused.status_code == 403 and "another site or port" in refused.text, headers
+    assert database.execute_sql(
+        "SELECT auto_dispatch_listener FROM matches WHERE id = %s", (match.id,)
+    ).fetchone()[0]
+    done = op.client.post(
+        f"/matches/{match.id}/auto-dispatch",
+        data={"on": "0", "csrf_token": op.csrf},
+        headers={"Origin": console_server.url},
+        follow_redirects=False,
+    )
+    assert done.status_code == 303, done.text
+    assert not database.execute_sql(
+        "SELECT auto_dispatch_listener FROM matches WHERE id = %s", (match.id,)
+    ).fetchone()[0]

@@ -6,19 +6,26 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from models.badges import Badge, derive_badge
+from models.badges import ENDED_BY_THE_RUN, Badge, derive_badge
 
 NOW = datetime(2024, 5, 21, 18, 0, tzinfo=UTC)
 STALE = 180.0
 
 
-def badge(*, heartbeat_age: float = 0.0, ended: bool = False, exit_code: int | None = None) -> Badge:
+def badge(
+    *,
+    heartbeat_age: float = 0.0,
+    ended: bool = False,
+    exit_code: int | None = None,
+    stopped_by: str | None = None,
+) -> Badge:
     return derive_badge(
         ended_at=NOW if ended else None,
         exit_code=exit_code,
         heartbeat_at=NOW - timedelta(seconds=heartbeat_age),
         now=NOW,
         stale_after_seconds=STALE,
+        stopped_by=stopped_by,
     )
 
 
@@ -40,6 +47,12 @@ def test_a_row_closed_with_14_is_abandoned():
 
 def test_a_row_closed_with_15_is_stopped():
     assert badge(ended=True, exit_code=15) is Badge.STOPPED
+    assert badge(ended=True, exit_code=15, stopped_by="operator") is Badge.STOPPED
+
+
+@pytest.mark.parametrize("code", [14, 15])
+def test_a_14_or_15_the_run_reported_itself_is_ended_not_abandoned_or_stopped(code):
+    assert badge(ended=True, exit_code=code, stopped_by=ENDED_BY_THE_RUN) is Badge.ENDED
 
 
 @pytest.mark.parametrize("code", [None, 0, 9, 10, 11, 12, 13, 16, 1, 137])

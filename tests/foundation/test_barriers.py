@@ -12,69 +12,69 @@ from config.errors import LockNotOwned, RedisCommandRefused, RedisUnavailable
 from models.coordination import CoordinationStore, TokenLock, connect_redis, redis_errors
 
 
-def other_client_lock(barriers: CoordinationStore, key_match: str, ttl: float = 5.0) -> TokenLock:
+def other_client_lock(coordination: CoordinationStore, key_match: str, ttl: float = 5.0) -> TokenLock:
     """The same lock key seen from a second, independent Redis client."""
-    second = connect_redis(barriers.url)
-    return TokenLock(second, barriers.start_lock_key(key_match), ttl_seconds=ttl, url=barriers.url)
+    second = connect_redis(coordination.url)
+    return TokenLock(second, coordination.start_lock_key(key_match), ttl_seconds=ttl, url=coordination.url)
 
 
-def test_a_start_lock_is_taken_by_one_holder_only(barriers):
+def test_a_start_lock_is_taken_by_one_holder_only(coordination):
     match_id = uuid.uuid4()
-    mine = barriers.start_lock(match_id)
-    theirs = other_client_lock(barriers, match_id)
+    mine = coordination.locks.start_lock(match_id)
+    theirs = other_client_lock(coordination, match_id)
     assert mine.acquire()
     assert not theirs.acquire()
     assert mine.owned() and not theirs.owned()
 
 
-def test_a_second_client_cannot_release_a_lock_it_does_not_hold(barriers):
+def test_a_second_client_cannot_release_a_lock_it_does_not_hold(coordination):
     match_id = uuid.uuid4()
-    mine = barriers.start_lock(match_id)
+    mine = coordination.locks.start_lock(match_id)
     assert mine.acquire()
-    theirs = other_client_lock(barriers, match_id).adopt("not-the-token")
+    theirs = other_client_lock(coordination, match_id).adopt("not-the-token")
     with pytest.raises(LockNotOwned):
         theirs.release()
     assert mine.owned()
 
 
-def test_a_second_client_cannot_extend_a_lock_it_does_not_hold(barriers, redis_client):
+def test_a_second_client_cannot_extend_a_lock_it_does_not_hold(coordination, redis_client):
     match_id = uuid.uuid4()
-    mine = barriers.start_lock(match_id)
+    mine = coordination.locks.start_lock(match_id)
     assert mine.acquire()
     redis_client.pexpire(mine.key, 1000)
-    theirs = other_client_lock(barriers, match_id).adopt("forged-token")
+    theirs = other_client_lock(coordination, match_id).adopt("forged-token")
     with pytest.raises(LockNotOwned):
         theirs.extend()
     assert redis_client.pttl(mine.key) <= 1000
 
 
-def test_the_holder_extends_its_lock_to_the_full_lifetime(barriers, redis_client):
+def test_the_holder_extends_its_lock_to_the_full_lifetime(coordination, redis_client):
     match_id = uuid.uuid4()
-    lock = barriers.start_lock(match_id)
+    lock = coordination.locks.start_lock(match_id)
     assert lock.acquire()
     redis_client.pexpire(lock.key, 500)
     lock.extend()
     assert redis_client.pttl(lock.key) > 170_000  # stale threshold is 180 s
 
 
-def test_a_holder_that_knows_the_token_can_release_from_another_process(barriers):
+def test_a_holder_that_knows_the_token_can_release_from_another_process(coordination):
     match_id = uuid.uuid4()
-    mine = barriers.start_lock(match_id)
+    mine = coordination.locks.start_lock(match_id)
     assert mine.acquire()
-    successor_view = other_client_lock(barriers, match_id).adopt(mine.token)
+    successor_view = other_client_lock(coordination, match_id).adopt(mine.token)
     successor_view.release()
     assert not mine.locked()
 
 
 def test_expiry_frees_a_lock_and_the_old_holder_can_no_longer_extend_it(settings, redis_client):
-    barriers = CoordinationStore.from_settings(
+    coordination = CoordinationStore.from_settings(
         settings.model_copy(update={"listener_heartbeat_stale_seconds": 0.2}), client=redis_client
     )
     match_id = uuid.uuid4()
-    old = barriers.start_lock(match_id)
+    old = coordination.locks.start_lock(match_id)
     assert old.acquire()
     time.sleep(0.35)
-    new = barriers.start_lock(match_id)
+    new = coordination.locks.start_lock(match_id)
     assert new.acquire()
     with pytest.raises(LockNotOwned):
         old.extend()
@@ -83,68 +83,68 @@ def test_expiry_frees_a_lock_and_the_old_holder_can_no_longer_extend_it(settings
     assert new.owned()
 
 
-def test_the_context_manager_releases_only_its_own_lock(barriers):
-    lock = barriers.dispatch_lock()
+def test_the_context_manager_releases_only_its_own_lock(coordination):
+    lock = coordination.locks.dispatch_lock()
     with lock as got:
         assert got
-        assert not barriers.dispatch_lock().acquire()
-    assert barriers.dispatch_lock().acquire()
+        assert not coordination.locks.dispatch_lock().acquire()
+    assert coordination.locks.dispatch_lock().acquire()
 
 
-def test_the_pending_key_is_claimed_once(barriers):
+def test_the_pending_key_is_claimed_once(coordination):
     match_id = uuid.uuid4()
-    assert barriers.claim_pending(match_id)
-    assert not barriers.claim_pending(match_id)
-    barriers.clear_pending(match_id)
-    assert barriers.claim_pending(match_id)
+    assert coordination.barriers.claim_pending(match_id)
+    assert not coordination.barriers.claim_pending(match_id)
+    coordination.barriers.clear_pending(match_id)
+    assert coordination.barriers.claim_pending(match_id)
 
 
-def test_failed_attempts_are_counted_with_a_ttl_and_exhaust_at_the_cap(barriers, redis_client):
+def test_failed_attempts_are_counted_with_a_ttl_and_exhaust_at_the_cap(coordination, redis_client):
     match_id = uuid.uuid4()
-    for n in range(1, barriers.attempt_cap):
-        assert barriers.record_failed_attempt(match_id) == n
-        assert not barriers.is_exhausted(match_id)
-    assert barriers.record_failed_attempt(match_id) == barriers.attempt_cap
-    assert barriers.is_exhausted(match_id)
-    ttl = redis_client.ttl(barriers.attempts_key(match_id))
+    for n in range(1, coordination.attempt_cap):
+        assert coordination.barriers.record_failed_attempt(match_id) == n
+        assert not coordination.barriers.is_exhausted(match_id)
+    assert coordination.barriers.record_failed_attempt(match_id) == coordination.attempt_cap
+    assert coordination.barriers.is_exhausted(match_id)
+    ttl = redis_client.ttl(coordination.attempts_key(match_id))
     assert 12 * 3600 - 5 < ttl <= 12 * 3600
-    assert barriers.exhausted_among([match_id, uuid.uuid4()]) == {str(match_id)}
+    assert coordination.barriers.exhausted_among([match_id, uuid.uuid4()]) == {str(match_id)}
 
 
-def test_clearing_start_barriers_never_touches_the_start_lock(barriers):
+def test_clearing_start_barriers_never_touches_the_start_lock(coordination):
     match_id = uuid.uuid4()
-    barriers.claim_pending(match_id)
-    barriers.record_failed_attempt(match_id)
-    lock = barriers.start_lock(match_id)
+    coordination.barriers.claim_pending(match_id)
+    coordination.barriers.record_failed_attempt(match_id)
+    lock = coordination.locks.start_lock(match_id)
     lock.acquire()
-    barriers.clear_start_barriers(match_id)
-    assert not barriers.is_pending(match_id) and barriers.attempts(match_id) == 0
+    coordination.barriers.clear_start_barriers(match_id)
+    assert not coordination.barriers.is_pending(match_id) and coordination.barriers.attempts(match_id) == 0
     assert lock.owned()
 
 
-def test_stop_flags_are_read_for_many_matches_in_one_call(barriers):
+def test_stop_flags_are_read_for_many_matches_in_one_call(coordination):
     ids = [uuid.uuid4() for _ in range(5)]
-    barriers.set_stop_flag(ids[1])
-    barriers.set_stop_flag(ids[3])
-    assert barriers.stop_flags_among(ids) == {str(ids[1]), str(ids[3])}
-    barriers.clear_stop_flag(ids[1])
-    assert barriers.stop_flags_among(ids) == {str(ids[3])}
+    coordination.stops.set_stop_flag(ids[1])
+    coordination.stops.set_stop_flag(ids[3])
+    assert coordination.stops.stop_flags_among(ids) == {str(ids[1]), str(ids[3])}
+    coordination.stops.clear_stop_flag(ids[1])
+    assert coordination.stops.stop_flags_among(ids) == {str(ids[3])}
 
 
-def test_revoked_message_ids_are_remembered(barriers):
+def test_revoked_message_ids_are_remembered(coordination):
     mid = f"start-match-listener.{uuid.uuid4()}.{uuid.uuid4()}"
-    assert not barriers.is_revoked(mid)
-    barriers.revoke_message(mid)
-    assert barriers.is_revoked(mid)
+    assert not coordination.barriers.is_revoked(mid)
+    coordination.barriers.revoke_message(mid)
+    assert coordination.barriers.is_revoked(mid)
 
 
-def test_every_key_carries_the_configured_prefix(barriers, redis_client, settings):
+def test_every_key_carries_the_configured_prefix(coordination, redis_client, settings):
     match_id = uuid.uuid4()
-    barriers.claim_pending(match_id)
-    barriers.record_failed_attempt(match_id)
-    barriers.start_lock(match_id).acquire()
-    barriers.set_stop_flag(match_id)
-    barriers.revoke_message("m1")
+    coordination.barriers.claim_pending(match_id)
+    coordination.barriers.record_failed_attempt(match_id)
+    coordination.locks.start_lock(match_id).acquire()
+    coordination.stops.set_stop_flag(match_id)
+    coordination.barriers.revoke_message("m1")
     keys = [k.decode() for k in redis_client.scan_iter(match=f"*{match_id}*")]
     assert len(keys) == 4
     assert all(k.startswith(settings.redis_key_prefix) for k in keys)
@@ -152,9 +152,9 @@ def test_every_key_carries_the_configured_prefix(barriers, redis_client, setting
 
 def test_an_unreachable_redis_is_reported_with_the_setting_and_address():
     url = "redis://127.0.0.1:1/0"
-    barriers = CoordinationStore(connect_redis(url), prefix="x:", url=url)
+    coordination = CoordinationStore(connect_redis(url), prefix="x:", url=url)
     with pytest.raises(RedisUnavailable, match=r"REDIS_URL=redis://127\.0\.0\.1:1/0"):
-        barriers.claim_pending("m")
+        coordination.barriers.claim_pending("m")
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from config.errors import ListenerStartSettingsError
-from lifecycle.start import validate_listener_settings
+from lifecycle.errors import ListenerStartSettingsError
+from lifecycle.listener_run import validate_listener_settings
 
 pytestmark = pytest.mark.unit
 

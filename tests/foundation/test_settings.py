@@ -106,11 +106,11 @@ def test_a_listener_environment_is_kickoff_settings_plus_listener_settings_only(
 LISTENER_RUN_CODE = (
     "listener/",
     "lifecycle/listen.py",
-    "lifecycle/start.py",
-    "lifecycle/start_match.py",
+    "lifecycle/listener_run.py",
+    "lifecycle/guarded_start.py",
     "lifecycle/runtime.py",
     "cli/listen.py",
-    "actors/runtime.py",  # a listener worker's runtime: LISTENER_DB_CONCURRENCY sizes its pool
+    "actors/actor_runtime.py",  # a listener worker's runtime: LISTENER_DB_CONCURRENCY sizes its pool
 )
 SHARED_WITH_LISTENERS = ("listener/play_by_play.py",)
 
@@ -174,7 +174,7 @@ BAD_LISTENER_ONLY = ("LISTENER_MAX_BAD_LINES", "0")
 
 SENDER_BOOT = """
 import actors
-from actors.runtime import current
+from actors.actor_runtime import current
 from api.app import create_app
 
 create_app()
@@ -200,21 +200,23 @@ def test_a_bad_listener_only_value_does_not_stop_a_process_that_only_sends(clean
 
 @pytest.fixture
 def kickoff_runtime(clean_env):
-    """The actor runtime on KickoffSettings (a StubBroker, in-memory barriers) until the test ends."""
+    """The actor runtime on KickoffSettings (a StubBroker, in-memory coordination) until the test ends."""
     from dramatiq.brokers.stub import StubBroker
 
     import actors  # noqa: F401  declares every actor
-    from actors import runtime
+    from actors import actor_runtime
     from actors.middleware import WorkerHooks
     from tests.fakes.coordination import MemoryCoordinationStore
 
-    original = runtime.current()
+    original = actor_runtime.current()
     settings = load_settings(_env_file=None, database_pool_max_connections=None, app_env="staging")
     broker = StubBroker()
     broker.add_middleware(WorkerHooks())
-    runtime.configure(settings, broker=broker, barriers=MemoryCoordinationStore.from_settings(settings))
-    yield runtime
-    runtime.configure(original.settings, broker=original.broker, barriers=original.barriers)
+    actor_runtime.configure(
+        settings, broker=broker, coordination=MemoryCoordinationStore.from_settings(settings)
+    )
+    yield actor_runtime
+    actor_runtime.configure(original.settings, broker=original.broker, coordination=original.coordination)
     broker.close()
 
 
@@ -249,7 +251,7 @@ def test_a_listener_worker_runs_on_its_kickoff_settings_plus_the_listener_ones(k
     assert settings.listener_max_bad_lines == 7 and settings.app_env == "staging"
     after = kickoff_runtime.current()
     assert after.settings is settings and kickoff_runtime.listener_settings() is settings
-    assert (after.broker, after.barriers) == (before.broker, before.barriers)
+    assert (after.broker, after.coordination) == (before.broker, before.coordination)
 
 
 def test_each_loader_builds_its_own_class(clean_env):
@@ -280,7 +282,7 @@ def test_the_scheduler_runs_on_kickoff_settings(clean_env):
 
     settings = load_settings(_env_file=None, app_env="staging", scheduler_tick_ttl_seconds=120)
     broker = _RecordingBroker()
-    senders = build_senders(settings, broker=broker, barriers=MemoryCoordinationStore())
+    senders = build_senders(settings, broker=broker, coordination=MemoryCoordinationStore())
     assert [s.entry.name for s in senders] == [e.name for e in entries_for("staging")]
     assert {s.tick_ttl_seconds for s in senders} == {120}
     assert senders[0].send_with_options(scheduled_at="2030-01-01T10:00:00+00:00") is True

@@ -11,7 +11,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry import context as otel_context
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
@@ -146,6 +147,49 @@ def test_a_message_header_that_names_no_context_is_replaced_not_passed_on(traced
     assert span.status.status_code.name == "ERROR"
 
 
+def test_a_context_given_as_parent_is_the_parent_not_read_as_headers(traced):
+    with spans.span("outer") as outer:
+        context = otel_context.get_current()
+    with spans.span("inner", parent=context):
+        pass
+    inner = next(s for s in traced.get_finished_spans() if s.name == "inner")
+    assert outer is not None and inner.parent.span_id == outer.get_span_context().span_id
+
+
+def test_a_hop_folded_into_the_span_it_runs_in_adds_its_attributes_there_and_makes_no_span(traced):
+    with spans.span("POST /v1/trigger/lineup", parent=CALLER) as request:
+        within = spans.current_span()
+        with spans.span_or_within(within, "lineup_updates trigger", attributes={"kickoff.queue": "q"}) as hop:
+            stored = spans.current_traceparent()
+    [span] = traced.get_finished_spans()
+    assert hop is request is within and span.name == "POST /v1/trigger/lineup"
+    assert span.attributes["kickoff.queue"] == "q"
+    assert stored == f"00-{span.context.trace_id:032x}-{span.context.span_id:016x}-01"
+
+
+def test_a_hop_with_no_span_to_fold_into_makes_its_own_from_its_parent(traced):
+    assert spans.current_span() is None
+    with spans.span_or_within(
+        None, "lineup_updates trigger", parent=CALLER, attributes={"kickoff.queue": "q"}
+    ):
+        pass
+    [span] = traced.get_finished_spans()
+    assert span.name == "lineup_updates trigger" and span.attributes["kickoff.queue"] == "q"
+    assert format(span.parent.span_id, "016x") == "b7ad6b7169203331"
+
+
+def test_an_error_leaving_a_folded_hop_is_recorded_on_the_span_it_ran_in(traced):
+    with (
+        spans.span("POST /v1/trigger/lineup"),
+        pytest.raises(ValueError),
+        spans.span_or_within(spans.current_span(), "t"),
+    ):
+        raise ValueError("bad swap")
+    [span] = traced.get_finished_spans()
+    assert span.status.status_code.name == "ERROR" and "bad swap" in span.status.description
+    assert [e.name for e in span.events] == ["exception"]
+
+
 def test_a_client_span_without_a_parent_is_not_recorded_but_one_inside_work_is(traced):
     tracer = tracing.tracer()
     tracer.start_span("poll", kind=SpanKind.CLIENT).end()
@@ -181,6 +225,7 @@ def test_while_tracing_is_off_every_helper_does_nothing():
     assert not tracing.enabled()
     with spans.span("x", parent=CALLER) as current:
         assert current is None and spans.current_traceparent() is None and spans.current_ids() is None
+        assert spans.current_span() is None
     assert spans.headers_of() == {} and spans.link_to(CALLER) == []
     message = OutgoingMessage(queue="q", body={}, message_id="m", headers={"traceparent": CALLER})
     assert publish_spans([message])[0][0].headers == {"traceparent": CALLER}
@@ -222,3 +267,62 @@ def test_an_unreachable_collector_never_slows_the_work_and_its_spans_are_dropped
     assert elapsed < 10, "the work waited for the collector"
     assert after["queue_full"] > before["queue_full"]
     assert after["export_failed"] > before["export_failed"]
+
+
+class _CountedFailures(SpanExporter):
+    """An exporter whose collector is away: every export fails; counts the exports it was asked for."""
+
+    def __init__(self) -> None:
+        self.exports = 0
+
+    def export(self, batch):
+        self.exports += 1
+        return SpanExportResult.FAILURE
+
+    def shutdown(self):
+        return None
+
+
+def test_after_a_failed_export_the_next_batches_are_dropped_without_trying_the_collector(monkeypatch):
+    inner = _CountedFailures()
+    exporter = tracing.CountingExporter(inner, away_seconds=30.0)
+    clock = [1000.0]
+    monkeypatch.setattr(tracing.time, "monotonic", lambda: clock[0])
+    before = tracing.dropped_spans()
+    batch = [object()] * 5
+    assert exporter.export(batch) is SpanExportResult.FAILURE and inner.exports == 1
+    clock[0] += 29.0
+    assert exporter.export(batch) is SpanExportResult.FAILURE and inner.exports == 1  # not tried
+    clock[0] += 2.0
+    exporter.export(batch)
+    assert inner.exports == 2  # the window is over: the collector is tried again
+    after = tracing.dropped_spans()
+    assert after["export_failed"] - before["export_failed"] == 10
+    assert after["collector_away"] - before["collector_away"] == 5
+
+
+def test_a_collector_that_takes_no_connection_drops_the_batch_without_the_exporter_retrying_it(monkeypatch):
+    inner = _CountedFailures()
+    refused: list[str | None] = ["connection refused"]
+    asked: list[int] = []
+
+    def probe() -> str | None:
+        asked.append(1)
+        return refused[0]
+
+    exporter = tracing.CountingExporter(inner, away_seconds=30.0, probe=probe)
+    clock = [1000.0]
+    monkeypatch.setattr(tracing.time, "monotonic", lambda: clock[0])
+    before = tracing.dropped_spans()
+    batch = [object()] * 5
+    assert exporter.export(batch) is SpanExportResult.FAILURE and inner.exports == 0 and len(asked) == 1
+    clock[0] += 29.0
+    assert exporter.export(batch) is SpanExportResult.FAILURE and len(asked) == 1  # inside the window
+    clock[0] += 2.0
+    refused[0] = None  # the collector takes connections again: the exporter is tried
+    inner.export = lambda spans: SpanExportResult.SUCCESS  # type: ignore[method-assign]
+    assert exporter.export(batch) is SpanExportResult.SUCCESS and len(asked) == 2
+    assert exporter.export(batch) is SpanExportResult.SUCCESS and len(asked) == 2  # not asked once it sent
+    after = tracing.dropped_spans()
+    assert after["collector_away"] - before["collector_away"] == 10
+    assert after["export_failed"] == before["export_failed"]

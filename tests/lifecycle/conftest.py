@@ -43,9 +43,9 @@ def lifecycle_env(monkeypatch: pytest.MonkeyPatch, test_env: dict[str, str]) -> 
 def actors_bound(lifecycle_env: dict[str, str]) -> None:
     """The actor runtime of this process runs with this run's settings and short intervals."""
     import actors  # noqa: F401  configures the runtime from the environment on first import
-    from actors import runtime
+    from actors import actor_runtime
 
-    runtime.configure(MatchListenerEnvironment(_env_file=None))
+    actor_runtime.configure(MatchListenerEnvironment(_env_file=None))
 
 
 @pytest.fixture
@@ -64,14 +64,16 @@ def lsettings(lifecycle_env: dict[str, str]) -> MatchListenerEnvironment:
 
 
 @pytest.fixture
-def lbarriers(lsettings: MatchListenerEnvironment, redis_client: Any) -> CoordinationStore:
+def lcoordination(lsettings: MatchListenerEnvironment, redis_client: Any) -> CoordinationStore:
     return CoordinationStore.from_settings(lsettings, client=redis_client)
 
 
 @pytest.fixture
-def services(lsettings: MatchListenerEnvironment, lbarriers: CoordinationStore) -> Iterator[ListenerServices]:
+def services(
+    lsettings: MatchListenerEnvironment, lcoordination: CoordinationStore
+) -> Iterator[ListenerServices]:
     """Fresh process-wide listener services for one test (threads stopped afterwards)."""
-    svc = ListenerServices(settings=lsettings, barriers=lbarriers)
+    svc = ListenerServices(settings=lsettings, coordination=lcoordination)
     yield svc
     svc.shutdown_all()
     time.sleep(0.05)
@@ -88,26 +90,33 @@ REAL_WORKER_CTX = pytest.mark.parametrize("ctx", ["real_worker"], indirect=True)
 def ctx(
     request: pytest.FixtureRequest,
     lsettings: MatchListenerEnvironment,
-    lbarriers: CoordinationStore,
+    lcoordination: CoordinationStore,
     redis_client: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> dict[str, Any]:
     """The keyword arguments of a lifecycle call: ``start(match, **ctx)``; its intervals by parameter.
 
-    ``in_process`` (unless parametrized): settings, barriers and listener services of this process
-    at short intervals. ``real_worker`` (``REAL_WORKER_CTX``): settings and barriers at
+    ``in_process`` (unless parametrized): settings, coordination store and listener services of this process
+    at short intervals. ``real_worker`` (``REAL_WORKER_CTX``): settings and coordination store at
     REAL_WORKER_DEFAULTS, also set in os.environ (for CLIs run in process), and no services: the
     listeners run in the workers.
     """
     row = getattr(request, "param", "in_process")
     if row == "in_process":
-        return {"settings": lsettings, "barriers": lbarriers, "services": request.getfixturevalue("services")}
+        return {
+            "settings": lsettings,
+            "coordination": lcoordination,
+            "services": request.getfixturevalue("services"),
+        }
     if row != "real_worker":
         raise ValueError(f"ctx: no intervals {row!r} (in_process or real_worker)")
     for key, value in REAL_WORKER_DEFAULTS.items():
         monkeypatch.setenv(key, value)
     settings = MatchListenerEnvironment(_env_file=None)
-    return {"settings": settings, "barriers": CoordinationStore.from_settings(settings, client=redis_client)}
+    return {
+        "settings": settings,
+        "coordination": CoordinationStore.from_settings(settings, client=redis_client),
+    }
 
 
 class Outbox:
@@ -168,7 +177,7 @@ def srsim(db) -> Iterator[Callable[..., Any]]:
     servers: list[SimServer] = []
 
     def start(games: list[Any], **kwargs: Any) -> SimServer:
-        server = SimServer(games, heartbeat_seconds=1.0, **kwargs).start_background()
+        server = SimServer(games, **{"heartbeat_seconds": 1.0, **kwargs}).start_background()
         servers.append(server)
         return server
 
@@ -182,7 +191,7 @@ def pointed_at(
     actor_runtime: Callable[[MatchListenerEnvironment], object],
 ) -> Callable[..., None]:
     """Point the actor runtime's settings at an srsim server; keywords update more."""
-    from actors.runtime import current
+    from actors.actor_runtime import current
 
     def point(server: Any, **update: Any) -> None:
         actor_runtime(
@@ -363,3 +372,26 @@ def deploy(repo_root, subprocess_env, lifecycle_env, tmp_path, amqp_vhost):
         return done.stdout
 
     return run
+
+
+class CountingStarts:
+    """A match_listeners consumer's inner consumer that always has a start: counts its fetches (a gated
+    DrainableConsumer fetches none)."""
+
+    def __init__(self) -> None:
+        self.fetches = 0
+
+    def __next__(self) -> str:
+        self.fetches += 1
+        return "start"
+
+
+@pytest.fixture
+def starts_ungated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No draining pause, and after the test no start gate and starts taken again (actors.draining)."""
+    from actors import draining
+
+    monkeypatch.setattr(draining, "DRAINING_IDLE_SECONDS", 0.0)
+    yield
+    draining.gate_starts_on(None)
+    draining.resume_taking_starts()

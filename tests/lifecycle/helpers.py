@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import threading
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 from config.clock import utcnow
+from config.periodic import PeriodicThread
 from harness.background import BackgroundLoop
-from lifecycle import start_match
+from lifecycle import guarded_start
 from lifecycle.dispatch import dispatch_upcoming_match_listeners
 from lifecycle.sql.rows import db_now
 from models.db import database
@@ -58,6 +58,7 @@ BOARD_ENTRY_KEYS = {
     "scheduled",
     "run_started_at",
     "takeover",
+    "degraded",
 }
 
 
@@ -78,28 +79,28 @@ def reload(match: Any) -> Match:
     return Match.get_by_id(match.id)
 
 
-def dead_run(match: Any, barriers: Any, *, age_seconds: float = 600.0, hold_lock: bool = True) -> str:
+def dead_run(match: Any, coordination: Any, *, age_seconds: float = 600.0, hold_lock: bool = True) -> str:
     """A hard-killed listener: an open row with an old heartbeat, its lock (if still held) and pending."""
     record_id = str(uuid.uuid4())
     past = utcnow() - timedelta(seconds=age_seconds)
     MatchListenerRecord.create(id=record_id, match=match.id, created_at=past, heartbeat_at=past)
     if hold_lock:
-        barriers.start_lock(match.id).acquire(record_id)
-    barriers.claim_pending(match.id)
+        coordination.locks.start_lock(match.id).acquire(record_id)
+    coordination.barriers.claim_pending(match.id)
     return record_id
 
 
-def poisoned_and_good_runs(make_match, barriers, redis_client, *, good: int = 3):
+def poisoned_and_good_runs(make_match, coordination, redis_client, *, good: int = 3):
     """The oldest dead run's start lock key holds a hash (WRONGTYPE for every string command); then
     ``good`` ordinary dead runs, each with its lock, pending key and failed attempts."""
     poisoned = make_match(status="inprogress")
-    poisoned_row = dead_run(poisoned, barriers, age_seconds=900, hold_lock=False)
-    redis_client.hset(barriers.start_lock_key(poisoned.id), "token", poisoned_row)
+    poisoned_row = dead_run(poisoned, coordination, age_seconds=900, hold_lock=False)
+    redis_client.hset(coordination.start_lock_key(poisoned.id), "token", poisoned_row)
     goods = []
     for _ in range(good):
         match = make_match(status="inprogress")
-        dead_run(match, barriers, age_seconds=600)
-        barriers.record_failed_attempt(match.id)
+        dead_run(match, coordination, age_seconds=600)
+        coordination.barriers.record_failed_attempt(match.id)
         goods.append(match)
     return poisoned, poisoned_row, goods
 
@@ -119,40 +120,36 @@ def beating_row(match: Any, *, every: float = 0.2) -> Iterator[str]:
     tests): a worker that boots slower than that would rightly abandon it.
     """
     record_id = live_row(match)
-    stop = threading.Event()
 
     def beat() -> None:
-        while not stop.wait(every):
-            MatchListenerRecord.update(heartbeat_at=db_now()).where(
-                MatchListenerRecord.id == record_id
-            ).execute()
-        database.close()
+        MatchListenerRecord.update(heartbeat_at=db_now()).where(MatchListenerRecord.id == record_id).execute()
 
-    thread = threading.Thread(target=beat, name="test-beating-row", daemon=True)
-    thread.start()
+    beater = PeriodicThread(beat, interval=every, name="test-beating-row", on_exit=database.close)
+    beater.start()
     try:
         yield record_id
     finally:
-        stop.set()
-        thread.join(timeout=10)
+        beater.stop(join_seconds=10)
 
 
-def start(match: Any, *, settings: Any, barriers: Any, services: Any, **kw: Any) -> start_match.StartResult:
+def start(
+    match: Any, *, settings: Any, coordination: Any, services: Any, **kw: Any
+) -> guarded_start.StartResult:
     """Call the start the actor calls, in-process."""
-    return start_match.start_match_listener(
+    return guarded_start.start_match_listener(
         str(match.id),
         kw.pop("overrides", None),
         kw.pop("force", False),
         message_id=kw.pop("message_id", None),
         settings=settings,
-        barriers=barriers,
+        coordination=coordination,
         services=services,
         handoff=kw.pop("handoff", False),
     )
 
 
-def dispatch(*, settings: Any, barriers: Any, send: Any, **kw: Any):
-    return dispatch_upcoming_match_listeners(settings=settings, barriers=barriers, send=send, **kw)
+def dispatch(*, settings: Any, coordination: Any, send: Any, **kw: Any):
+    return dispatch_upcoming_match_listeners(settings=settings, coordination=coordination, send=send, **kw)
 
 
 def quick(**settings: Any) -> dict[str, Any]:
@@ -178,10 +175,10 @@ class OpenRowMonitor(BackgroundLoop):
 
 
 def dispatch_now(ctx: dict[str, Any], send: Any) -> Any:
-    """One dispatch tick with ``ctx``'s settings and barriers; the test thread's connection closed after."""
+    """One dispatch tick with ``ctx``'s settings and coordination; its thread's connection closed after."""
     try:
         return dispatch_upcoming_match_listeners(
-            settings=ctx["settings"], barriers=ctx["barriers"], send=send
+            settings=ctx["settings"], coordination=ctx["coordination"], send=send
         )
     finally:
         database.close()

@@ -2,7 +2,7 @@
 senders build, the broker's middleware, and what an actor hands the library when a worker runs it.
 
 No service: the runtime runs on a StubBroker and the in-memory coordination store
-(``actors.runtime.configure(broker=..., barriers=...)``); the library functions the actors call
+(``actors.actor_runtime.configure(broker=..., coordination=...)``); the library functions the actors call
 are replaced by recorders. That real workers on Redis and RabbitMQ run these actors is proven by
 tests/lifecycle/test_actors.py and the worker tests.
 """
@@ -29,16 +29,18 @@ from tests.fakes.coordination import MemoryCoordinationStore
 @pytest.fixture
 def stub(lsettings) -> Iterator[StubBroker]:
     """This process's actors on a StubBroker and the in-memory store until the test ends."""
-    from actors import runtime
+    from actors import actor_runtime
 
-    original = runtime.current()
+    original = actor_runtime.current()
     broker = StubBroker()
     broker.add_middleware(CurrentMessage())
     for queue in QUEUES:
         broker.declare_queue(queue)
-    runtime.configure(lsettings, broker=broker, barriers=MemoryCoordinationStore.from_settings(lsettings))
+    actor_runtime.configure(
+        lsettings, broker=broker, coordination=MemoryCoordinationStore.from_settings(lsettings)
+    )
     yield broker
-    runtime.configure(original.settings, broker=original.broker, barriers=original.barriers)
+    actor_runtime.configure(original.settings, broker=original.broker, coordination=original.coordination)
     broker.close()
 
 
@@ -71,7 +73,13 @@ def test_every_other_actor_runs_on_the_default_queue() -> None:
 
 @pytest.mark.parametrize("name", sorted(actors_by_name()))
 def test_no_actor_is_retried_by_dramatiq(name: str) -> None:
+    """Only a start given back (StartGivenBack: it did nothing) goes back to the queue."""
+    from actors.listeners import given_back
+
     assert actors_by_name()[name].options.get("max_retries") == 0
+    assert actors_by_name()[name].options.get("retry_when") is (
+        given_back if name == "start_match_listener" else None
+    )
 
 
 def test_the_actors_of_every_module_are_declared() -> None:
@@ -158,7 +166,7 @@ def test_a_start_message_is_accepted_by_the_start_actor_signature(stub: StubBrok
 def test_the_develop_dispatch_asks_for_test_clones_only_with_the_runtime_store(
     stub: StubBroker, worker: dramatiq.Worker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from actors import listeners, runtime
+    from actors import actor_runtime, listeners
 
     calls: list[dict[str, Any]] = []
     monkeypatch.setattr(
@@ -171,7 +179,7 @@ def test_the_develop_dispatch_asks_for_test_clones_only_with_the_runtime_store(
     worker.join()
     (call,) = calls
     assert call["is_test"] is True and call["within_minutes"] is None
-    assert call["barriers"] is runtime.current().barriers
+    assert call["coordination"] is actor_runtime.current().coordination
     assert call["send"] is listeners.send_start and call["send_batch"] is listeners.send_starts
 
 
@@ -186,7 +194,7 @@ def test_a_start_runs_with_its_message_id(
         seen.append({"match_id": match_id, "force": force, **kw})
         return SimpleNamespace(success=True, as_dict=lambda: {"match_id": match_id})
 
-    monkeypatch.setattr(listeners.start_match, "start_match_listener", run)
+    monkeypatch.setattr(listeners.guarded_start, "start_match_listener", run)
     monkeypatch.setattr(listeners, "services", lambda: "the process's services")
     listeners.send_start(StartMessage(match_id="m1", message_id="start-match-listener.m1.abc"))
     stub.join(QUEUE_MATCH_LISTENERS, fail_fast=True)
@@ -207,13 +215,36 @@ def test_a_failed_start_fails_its_message(
     from actors import listeners
 
     failed = SimpleNamespace(success=False, match_id="m1", exit_code=9, reason="boom", attempts=2, sr_id=None)
-    monkeypatch.setattr(listeners.start_match, "start_match_listener", lambda *a, **kw: failed)
+    monkeypatch.setattr(listeners.guarded_start, "start_match_listener", lambda *a, **kw: failed)
     monkeypatch.setattr(listeners, "services", lambda: None)
     listeners.send_start(StartMessage(match_id="m1", message_id="id-failed"))
     stub.join(QUEUE_MATCH_LISTENERS, fail_fast=False)
     worker.join()
     (dead,) = stub.dead_letters_by_queue[QUEUE_MATCH_LISTENERS]
     assert dead.message_id == "id-failed"
+
+
+def test_a_start_given_back_runs_again_with_the_same_message_id(
+    stub: StubBroker, worker: dramatiq.Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actors import listeners
+    from lifecycle.errors import StartGivenBack
+
+    seen: list[str] = []
+
+    def run(match_id: str, overrides: Any, force: bool, *, message_id: str, **kw: Any) -> Any:
+        seen.append(message_id)
+        if len(seen) == 1:  # a worker cut from PostgreSQL or Redis: it did nothing
+            raise StartGivenBack("cut")
+        return SimpleNamespace(success=True, as_dict=lambda: {"match_id": match_id})
+
+    monkeypatch.setattr(listeners.guarded_start, "start_match_listener", run)
+    monkeypatch.setattr(listeners, "services", lambda: None)
+    listeners.send_start(StartMessage(match_id="m1", message_id="id-given-back"))
+    stub.join(QUEUE_MATCH_LISTENERS, fail_fast=False)
+    worker.join()
+    assert seen == ["id-given-back", "id-given-back"]
+    assert not stub.dead_letters_by_queue[QUEUE_MATCH_LISTENERS]
 
 
 def test_an_operator_stop_names_who_stopped(
@@ -303,10 +334,10 @@ def test_an_amqp_broker_url_selects_rabbitmq_with_a_quorum_listener_queue(lsetti
 
 
 def test_reconfiguring_with_the_same_broker_settings_keeps_the_broker(stub: StubBroker, lsettings) -> None:
-    from actors import runtime
+    from actors import actor_runtime
 
-    runtime.configure(lsettings)
-    assert runtime.current().broker is stub
+    actor_runtime.configure(lsettings)
+    assert actor_runtime.current().broker is stub
     assert dramatiq.get_broker() is stub
 
 

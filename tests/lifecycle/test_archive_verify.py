@@ -117,61 +117,67 @@ def test_an_unusable_play_by_play_is_its_own_error(make_match, lsettings, static
     assert "HTTP 404" in result.stderr and "SPORTRADAR_BASE_URL" in result.stderr
 
 
-def test_backfill_merges_what_the_archive_lacks_then_verifies(make_match, lsettings, lbarriers, pbp, kick):
+def test_backfill_merges_what_the_archive_lacks_then_verifies(
+    make_match, lsettings, lcoordination, pbp, kick
+):
     match = make_match(status="closed")
     path = _archive(lsettings, match, [A1])
     settings = pbp(match, [A2, B, C])
 
-    result = backfill_match_archive(str(match.id), settings=settings, barriers=lbarriers)
+    result = backfill_match_archive(str(match.id), settings=settings, coordination=lcoordination)
 
     assert result.ok and result.backfilled == 3
     held = current_events(messages_of(path))
     assert list(held) == ["a", "b", "c"] and held["a"]["payload"]["event"] == A2
     assert Match.get_by_id(match.id).archive_verification["ok"] is True
-    assert lbarriers.start_lock_holder(match.id) is None  # the backfill's own lock is released
+    assert lcoordination.locks.start_lock_holder(match.id) is None  # the backfill's own lock is released
     doc = json.loads(kick("matches", "backfill", str(match.id), "--json").stdout)
     assert doc["ok"] is True and doc["backfilled"] == 0 and doc["events"] == 3
 
 
-def test_backfill_refuses_while_a_listener_may_own_the_archive(make_match, lsettings, lbarriers, pbp, kick):
+def test_backfill_refuses_while_a_listener_may_own_the_archive(
+    make_match, lsettings, lcoordination, pbp, kick
+):
     match = make_match(status="closed")
     pbp(match, [A1])
     MatchListenerRecord.create(id=uuid.uuid4(), match=match.id)  # open row
     assert "open lifecycle row" in kick("matches", "backfill", str(match.id), code=4).stderr
     MatchListenerRecord.update(ended_at=match.scheduled, exit_code=14).execute()
-    lbarriers.start_lock(match.id).acquire("some-run")
+    lcoordination.locks.start_lock(match.id).acquire("some-run")
     assert "start lock is held" in kick("matches", "backfill", str(match.id), code=4).stderr
-    assert lbarriers.start_lock_holder(match.id) == "some-run"
+    assert lcoordination.locks.start_lock_holder(match.id) == "some-run"
     assert not archive_path(lsettings.data_dir, "nfl", match.sr_id).exists()
 
 
 def test_the_sweep_enqueues_one_backfill_per_closed_game_whose_run_it_abandoned(
-    make_match, lsettings, lbarriers
+    make_match, lsettings, lcoordination
 ):
     closed, live = make_match(status="closed"), make_match(status="inprogress")
-    dead_run(closed, lbarriers)
-    dead_run(closed, lbarriers, hold_lock=False)
-    dead_run(live, lbarriers)
+    dead_run(closed, lcoordination)
+    dead_run(closed, lcoordination, hold_lock=False)
+    dead_run(live, lcoordination)
     sent: list[str] = []
 
-    result = sweep_stale_match_listeners(settings=lsettings, barriers=lbarriers, send_backfill=sent.append)
+    result = sweep_stale_match_listeners(
+        settings=lsettings, coordination=lcoordination, send_backfill=sent.append
+    )
 
     assert result.abandoned == 3 and sent == [str(closed.id)] and result.backfills == [str(closed.id)]
     assert not result.set_aside
 
 
 def test_a_backfill_the_broker_refuses_is_set_aside_and_the_sweep_still_cleans(
-    make_match, lsettings, lbarriers
+    make_match, lsettings, lcoordination
 ):
     from config.errors import BrokerUnavailable
 
     match = make_match(status="complete")
-    dead_run(match, lbarriers)
+    dead_run(match, lcoordination)
 
     def refuse(match_id: str) -> None:
         raise BrokerUnavailable(service="the broker", setting="BROKER_URL", address="x", reason="down")
 
-    result = sweep_stale_match_listeners(settings=lsettings, barriers=lbarriers, send_backfill=refuse)
+    result = sweep_stale_match_listeners(settings=lsettings, coordination=lcoordination, send_backfill=refuse)
 
     assert result.abandoned == 1 and result.backfills == []
     [item] = result.set_aside
@@ -179,11 +185,11 @@ def test_a_backfill_the_broker_refuses_is_set_aside_and_the_sweep_still_cleans(
     assert str(match.id) in result.barriers_cleared
 
 
-def test_the_sweep_actor_sends_backfill_match_archive(make_match, lsettings, lbarriers, broker_queues):
+def test_the_sweep_actor_sends_backfill_match_archive(make_match, lsettings, lcoordination, broker_queues):
     from actors.listeners import sweep_stale_match_listeners as sweep_actor
 
     match = make_match(status="closed")
-    dead_run(match, lbarriers)
+    dead_run(match, lcoordination)
     assert sweep_actor.fn()["backfills"] == [str(match.id)]
     assert broker_queues("default") == 1
 
@@ -202,18 +208,20 @@ def test_a_verification_reads_as_counts_then_ids():
     ]
 
 
-def test_the_backfill_actor_leaves_a_match_a_listener_owns_to_it(make_match, lbarriers):
+def test_the_backfill_actor_leaves_a_match_a_listener_owns_to_it(make_match, lcoordination):
     from actors.archive import backfill_match_archive as actor
 
     match = make_match(status="closed")
-    lbarriers.start_lock(match.id).acquire("a-live-run")
+    lcoordination.locks.start_lock(match.id).acquire("a-live-run")
     assert "start lock is held" in actor.fn(str(match.id))["refused"]
-    assert lbarriers.start_lock_holder(match.id) == "a-live-run"
+    assert lcoordination.locks.start_lock_holder(match.id) == "a-live-run"
 
 
-def test_kickoff_listeners_sweep_sends_the_backfill_and_says_so(make_match, lbarriers, kick, broker_queues):
+def test_kickoff_listeners_sweep_sends_the_backfill_and_says_so(
+    make_match, lcoordination, kick, broker_queues
+):
     match = make_match(status="closed")
-    dead_run(match, lbarriers)
+    dead_run(match, lcoordination)
     line = kick("listeners", "sweep").output
     assert f"archive backfill enqueued for {match.id}" in line
     assert broker_queues("default") == 1

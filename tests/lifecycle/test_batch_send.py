@@ -15,7 +15,7 @@ pytestmark = pytest.mark.services  # a real broker on BROKER_URL
 
 @pytest.fixture
 def broker(lifecycle_env, worker_broker):
-    from actors.runtime import current
+    from actors.actor_runtime import current
 
     broker = current().broker
     yield broker

@@ -45,15 +45,15 @@ def _same(entry) -> dict:
 
 
 @pytest.fixture
-def board(bsettings, lbarriers, db):
+def board(bsettings, lcoordination, db):
     """The board by match id; a full board is read twice, fresh and through the test's one BoardCache
     (kept from reading to reading, as a live board keeps it), and both must agree."""
     cache = BoardCache()
 
     def read(**kw):
-        entries = listener_board(settings=bsettings, barriers=lbarriers, **kw)
+        entries = listener_board(settings=bsettings, coordination=lcoordination, **kw)
         if "match_id" not in kw and "match_ids" not in kw:
-            cached = listener_board(settings=bsettings, barriers=lbarriers, cache=cache, **kw)
+            cached = listener_board(settings=bsettings, coordination=lcoordination, cache=cache, **kw)
             assert [_same(e) for e in cached] == [_same(e) for e in entries]
             for fresh, kept in zip(entries, cached, strict=True):
                 assert (fresh.heartbeat_age_s is None) == (kept.heartbeat_age_s is None)
@@ -85,44 +85,44 @@ def a_row(
     return record_id
 
 
-def test_a_match_without_a_row_but_with_attempts_is_on_the_board(board, make_match, lbarriers):
+def test_a_match_without_a_row_but_with_attempts_is_on_the_board(board, make_match, lcoordination):
     match = make_match(status="closed")
-    lbarriers.record_failed_attempt(match.id)
-    lbarriers.record_failed_attempt(match.id)
+    lcoordination.barriers.record_failed_attempt(match.id)
+    lcoordination.barriers.record_failed_attempt(match.id)
     entry = board()[str(match.id)]
     assert entry.badge == NO_RUN and entry.record_id is None and entry.attempts == 2
     assert not entry.exhausted and not entry.pending and entry.league == "nfl"
 
 
-def test_an_exhausted_match_without_a_row_is_on_the_board(board, make_match, lbarriers):
+def test_an_exhausted_match_without_a_row_is_on_the_board(board, make_match, lcoordination):
     match = make_match(status="closed")
-    for _ in range(lbarriers.attempt_cap):
-        lbarriers.record_failed_attempt(match.id)
+    for _ in range(lcoordination.attempt_cap):
+        lcoordination.barriers.record_failed_attempt(match.id)
     entry = board()[str(match.id)]
-    assert entry.exhausted and entry.attempts == lbarriers.attempt_cap and entry.badge == NO_RUN
+    assert entry.exhausted and entry.attempts == lcoordination.attempt_cap and entry.badge == NO_RUN
 
 
-def test_a_pending_start_without_a_row_is_on_the_board_and_active(board, make_match, lbarriers):
+def test_a_pending_start_without_a_row_is_on_the_board_and_active(board, make_match, lcoordination):
     pending = make_match(status="scheduled")
     quiet = make_match(status="closed")
     a_row(quiet, age=500, exit_code=13, reason="not in progress")
-    assert lbarriers.claim_pending(pending.id)
+    assert lcoordination.barriers.claim_pending(pending.id)
     entry = board()[str(pending.id)]
     assert entry.pending and entry.badge == NO_RUN and entry.auto_dispatch
     assert set(board(active_only=True)) == {str(pending.id)}
 
 
 def test_a_match_stopped_while_its_start_was_queued_shows_auto_dispatch_false(
-    board, bsettings, lbarriers, make_match, outbox
+    board, bsettings, lcoordination, make_match, outbox
 ):
     match = make_match(status="inprogress")
-    assert dispatch(settings=bsettings, barriers=lbarriers, send=outbox).enqueued == 1
+    assert dispatch(settings=bsettings, coordination=lcoordination, send=outbox).enqueued == 1
     assert board()[str(match.id)].pending
-    stop_match_listener(str(match.id), settings=bsettings, barriers=lbarriers)
+    stop_match_listener(str(match.id), settings=bsettings, coordination=lcoordination)
     entry = board()[str(match.id)]
     assert entry.auto_dispatch is False and entry.badge == NO_RUN and not entry.pending
     # Still listed once the stop flag expired: dispatch would start it but auto-dispatch is off.
-    lbarriers.clear_stop_flag(match.id)
+    lcoordination.stops.clear_stop_flag(match.id)
     assert board()[str(match.id)].auto_dispatch is False
     # A finished match with auto-dispatch off and nothing else is not on the board.
     done = make_match(status="closed", auto_dispatch_listener=False)
@@ -139,7 +139,7 @@ def test_an_open_row_wins_over_a_later_closed_one(board, make_match):
     assert entry.heartbeat_age_s is not None and entry.host == "host-a" and entry.pid == 4242
 
 
-def test_late_between_running_and_stale_and_when_the_worker_lease_is_gone(board, make_match, lbarriers):
+def test_late_between_running_and_stale_and_when_the_worker_lease_is_gone(board, make_match, lcoordination):
     ages = {"Running": 10, "Late": 2 * INTERVAL + 40, "Stale": STALE + 60}
     rows = {}
     for badge, age in ages.items():
@@ -148,7 +148,7 @@ def test_late_between_running_and_stale_and_when_the_worker_lease_is_gone(board,
     entries = board()
     assert {badge: entries[mid].badge for badge, (mid, _) in rows.items()} == {b: b for b in ages}
     # A fresh heartbeat under a live worker lease is Running; under a lease gone from Redis, Late.
-    lease = WorkerLease(barriers=lbarriers, ttl_seconds=30, fence_margin_seconds=1)
+    lease = WorkerLease(locks=lcoordination.locks, ttl_seconds=30, fence_margin_seconds=1)
     live, dead = make_match(status="inprogress"), make_match(status="inprogress")
     a_row(live, age=1, worker_lease=lease.renew().lease_id)
     a_row(dead, age=1, worker_lease="a-lease-gone-from-redis")
@@ -156,12 +156,16 @@ def test_late_between_running_and_stale_and_when_the_worker_lease_is_gone(board,
     assert entries[str(live.id)].badge == "Running" and entries[str(dead.id)].badge == "Late"
 
 
-def test_a_cached_board_rereads_only_on_a_change_and_follows_time_alone(bsettings, lbarriers, db, make_match):
+def test_a_cached_board_rereads_only_on_a_change_and_follows_time_alone(
+    bsettings, lcoordination, db, make_match
+):
     """Badges move with time alone: a reused reading still turns Running into Late at the threshold."""
     cache = BoardCache()
 
     def read():
-        return {e.match_id: e for e in listener_board(settings=bsettings, barriers=lbarriers, cache=cache)}
+        return {
+            e.match_id: e for e in listener_board(settings=bsettings, coordination=lcoordination, cache=cache)
+        }
 
     running, closed = make_match(status="inprogress"), make_match(status="closed")
     a_row(running, age=2 * INTERVAL - 1.5)
@@ -172,7 +176,9 @@ def test_a_cached_board_rereads_only_on_a_change_and_follows_time_alone(bsetting
     assert late and cache.full_reads == 1
     again = read()
     assert again[str(closed.id)] is first[str(closed.id)]  # an entry that cannot move is kept as it was
-    lbarriers.record_failed_attempt(closed.id)  # a Redis counter: no SQL re-read, the entry rebuilt
+    lcoordination.barriers.record_failed_attempt(
+        closed.id
+    )  # a Redis counter: no SQL re-read, the entry rebuilt
     assert read()[str(closed.id)].attempts == 1 and cache.full_reads == 1
     MatchListenerRecord.update(ended_at=utcnow(), exit_code=15).where(
         MatchListenerRecord.match == running.id
@@ -238,7 +244,7 @@ def test_gap_and_archive_cells_are_compact():
 
 
 def test_an_unknown_match_is_not_found_and_a_known_one_is_shown_with_nothing(board, make_match):
-    from config.errors import MatchNotFound
+    from models.errors import MatchNotFound
 
     with pytest.raises(MatchNotFound):
         board(match_id=str(uuid.uuid4()))
@@ -264,7 +270,7 @@ def kick(db, redis_client, lifecycle_env, monkeypatch):
     return run
 
 
-def test_status_prints_a_header_and_a_reason_column(kick, make_match, lbarriers):
+def test_status_prints_a_header_and_a_reason_column(kick, make_match, lcoordination):
     ended = make_match(status="closed", sr_id="sr:match:ended")
     a_row(ended, age=30, exit_code=11, reason="HTTP 404")
     late = make_match(status="inprogress", sr_id="sr:match:late")
@@ -293,14 +299,14 @@ def test_status_prints_a_header_and_a_reason_column(kick, make_match, lbarriers)
     assert " Late " in late_line
 
 
-def test_status_json_is_one_object_and_match_shows_a_match_without_runs(kick, make_match, lbarriers):
+def test_status_json_is_one_object_and_match_shows_a_match_without_runs(kick, make_match, lcoordination):
     match = make_match(status="scheduled")
     empty = json.loads(kick("listeners", "status", "--json"))
     assert empty["matches"] == [] and empty["count"] == 0
     [entry] = json.loads(kick("listeners", "status", "--match", str(match.id), "--json"))["matches"]
     assert set(entry) == BOARD_ENTRY_KEYS and entry["badge"] == NO_RUN and entry["match_id"] == str(match.id)
     assert str(match.id) in kick("listeners", "status", "--match", str(match.id))
-    lbarriers.claim_pending(match.id)
+    lcoordination.barriers.claim_pending(match.id)
     other = make_match(status="closed")
     a_row(other, age=100, exit_code=13, reason="not in progress")
     listed = json.loads(kick("listeners", "status", "--active", "--json"))["matches"]
@@ -314,7 +320,9 @@ def _read_lines(stream, out: queue.Queue) -> None:
     out.put(None)
 
 
-def test_status_watch_redraws_until_ctrl_c_and_exits_0(make_match, subprocess_env, lifecycle_env, lbarriers):
+def test_status_watch_redraws_until_ctrl_c_and_exits_0(
+    make_match, subprocess_env, lifecycle_env, lcoordination
+):
     match = make_match(status="inprogress", sr_id="sr:match:watched")
     a_row(match, age=1)
     env = {**subprocess_env, **lifecycle_env}
@@ -356,9 +364,9 @@ def test_status_watch_redraws_until_ctrl_c_and_exits_0(make_match, subprocess_en
             proc.wait()
 
 
-def test_matches_list_shows_the_same_badge_as_the_board(kick, make_match, lbarriers):
+def test_matches_list_shows_the_same_badge_as_the_board(kick, make_match, lcoordination):
     """Every badge, including Late (lease gone) and "-" (no run), as `listeners status` shows it."""
-    lease = WorkerLease(barriers=lbarriers, ttl_seconds=30, fence_margin_seconds=1)
+    lease = WorkerLease(locks=lcoordination.locks, ttl_seconds=30, fence_margin_seconds=1)
     rows = {
         "running": dict(age=1, worker_lease=lease.renew().lease_id),
         "late": dict(age=2 * INTERVAL + 30),

@@ -92,12 +92,12 @@ def test_the_canonical_filter_sorts_and_dedupes_ids_and_blank_fields_are_unset()
     ],
 )
 def test_a_bulk_action_is_refused_before_anything_is_read(action, fields, reason, field):
-    from config.errors import BulkInvalid
     from lifecycle.bulk import bulk_filter, preview_bulk
+    from lifecycle.errors import BulkInvalid
     from models.audit import Actor
 
     with pytest.raises(BulkInvalid) as refused:
         preview_bulk(
-            action, bulk_filter(**fields), settings=None, barriers=None, actor=Actor.cli(), reason=reason
+            action, bulk_filter(**fields), settings=None, coordination=None, actor=Actor.cli(), reason=reason
         )
     assert refused.value.field == field

@@ -58,7 +58,7 @@ def test_check_is_ok_with_a_worker_on_each_queue_a_recent_tick_and_the_feed(
     feed,
     start_worker,
     lifecycle_env,
-    lbarriers,
+    lcoordination,
     broker_queues,
     app_role_url,
     rebind,
@@ -78,7 +78,7 @@ def test_check_is_ok_with_a_worker_on_each_queue_a_recent_tick_and_the_feed(
             broker.zcard(presence_key(ns, "default")) and broker.zcard(presence_key(ns, "match_listeners"))
         )
     )
-    lbarriers.claim_tick("test", datetime.now(UTC), owner="x", ttl_seconds=300)
+    lcoordination.ticks.claim_tick("test", datetime.now(UTC), owner="x", ttl_seconds=300)
     broker.zadd(f"{ns}:default.XQ", {"dead-1": time.time() * 1000})
     checks = by_name(kick("check", "--json").output)
     assert checks["_ok"]["status"] == "True"

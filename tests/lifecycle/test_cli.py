@@ -22,7 +22,7 @@ def test_leagues_add_prints_what_it_did_and_list_shows_it(kick):
     assert json.loads(kick("leagues", "add", "mlb", "--disabled", "--json").output)["enabled"] is False
     listed = json.loads(kick("leagues", "list", "--json").output)["leagues"]
     assert [(lg["name"], lg["enabled"]) for lg in listed] == [("mlb", False), ("nfl", True)]
-    dup = kick("leagues", "add", "nfl", code=1)
+    dup = kick("leagues", "add", "nfl", code=4)  # a conflict
     assert "already exists" in dup.output and len(dup.output.strip().splitlines()) == 1
 
 
@@ -113,11 +113,11 @@ def test_listeners_start_with_an_unknown_override_is_one_line(kick, make_match):
     assert "bogus" in out.output and len(out.output.strip().splitlines()) == 1
 
 
-def test_listeners_stop_and_sweep_print_what_they_did(kick, make_match, barriers):
+def test_listeners_stop_and_sweep_print_what_they_did(kick, make_match, coordination):
     from config.settings import MatchListenerEnvironment
     from models.coordination import CoordinationStore
 
-    b = CoordinationStore.from_settings(MatchListenerEnvironment(_env_file=None), client=barriers.client)
+    b = CoordinationStore.from_settings(MatchListenerEnvironment(_env_file=None), client=coordination.client)
     stopped = make_match()
     dead_run(stopped, b)
     out = json.loads(kick("listeners", "stop", str(stopped.id), "--reason", "drill", "--json").output)
@@ -129,14 +129,14 @@ def test_listeners_stop_and_sweep_print_what_they_did(kick, make_match, barriers
     assert rows_of(swept)[0].exit_code == 14 and rows_of(stopped)[0].exit_code == 15
 
 
-def test_listeners_status_json_lists_the_latest_run_per_match(kick, make_match, barriers):
+def test_listeners_status_json_lists_the_latest_run_per_match(kick, make_match, coordination):
     from config.settings import MatchListenerEnvironment
     from models.coordination import CoordinationStore
 
-    b = CoordinationStore.from_settings(MatchListenerEnvironment(_env_file=None), client=barriers.client)
+    b = CoordinationStore.from_settings(MatchListenerEnvironment(_env_file=None), client=coordination.client)
     match = make_match(sr_id="sr:match:status")
     dead_run(match, b)
-    b.record_failed_attempt(match.id)
+    b.barriers.record_failed_attempt(match.id)
     [row] = json.loads(kick("listeners", "status", "--json").output)["matches"]
     assert set(row) == BOARD_ENTRY_KEYS
     assert row["badge"] == "Stale" and row["attempts"] == 1 and row["exit_code"] is None
@@ -204,3 +204,32 @@ def test_the_scheduler_dispatch_keeps_the_settings_window():
 
     [entry] = [e for e in PERIODIC if e.name == "dispatch_upcoming_match_listeners"]
     assert "within_minutes" not in entry.kwargs  # the actor falls back to LISTENER_DISPATCH_WITHIN_MINUTES
+
+
+def test_a_match_added_twice_is_a_conflict_exit_4_in_one_line(kick):
+    kick("leagues", "add", "nfl")
+    kick(*add_match_args("sr:match:twice"))
+    dup = kick(*add_match_args("sr:match:twice"), code=4)
+    assert "a match with sr_id 'sr:match:twice' already exists" in dup.output
+    assert len(dup.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"status": "sideways"}, "status"),
+        ({"set_settings": {"message_id": "m"}}, "settings"),
+        ({"unset_settings": ["listener_dry_run"]}, "settings"),
+    ],
+    ids=["unknown-status", "bookkeeping-key", "unset-what-is-not-set"],
+)
+def test_a_match_edit_kickoff_cannot_make_is_invalid_and_changes_nothing(make_match, change, field):
+    from api.errors import status_of
+    from lifecycle.errors import InvalidMatchEdit
+    from lifecycle.match_admin import edit_match
+
+    match = make_match(status="scheduled")
+    with pytest.raises(InvalidMatchEdit) as info:
+        edit_match(str(match.id), **change)
+    assert info.value.field == field and status_of(info.value) == 422
+    assert reload(match).status == "scheduled" and reload(match).listener_start_settings == {}

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -35,13 +38,13 @@ def one_error_line(output: str) -> str:
     ],
 )
 def test_listeners_start_with_a_bad_override_enqueues_nothing(
-    kick, make_match, broker_queues, barriers, override, says
+    kick, make_match, broker_queues, coordination, override, says
 ):
     match = make_match()
     line = one_error_line(kick("listeners", "start", str(match.id), "--override", override, code=3).output)
     assert says in line and "--override" in line
     assert broker_queues("match_listeners") == 0
-    assert not barriers.is_pending(match.id)
+    assert not coordination.barriers.is_pending(match.id)
     assert reload(match).start_message_id is None
 
 
@@ -67,7 +70,7 @@ def test_league_names_are_unique_case_insensitively(kick):
     from models.league import League
 
     kick("leagues", "add", "nfl")
-    assert "league 'nfl' already exists" in one_error_line(kick("leagues", "add", "NFL", code=1).output)
+    assert "league 'nfl' already exists" in one_error_line(kick("leagues", "add", "NFL", code=4).output)
     assert [lg.name for lg in League.select()] == ["nfl"]
     kick(*add_match_args("sr:match:ci", league="NFL"))
 
@@ -131,7 +134,7 @@ def test_leagues_list_has_headers_and_says_when_empty(kick):
     assert len(kick("leagues", "list", "--limit", "1").output.strip().splitlines()) == 2
 
 
-def test_matches_show_prints_settings_runs_and_barriers(kick, make_match, barriers):
+def test_matches_show_prints_settings_runs_and_barriers(kick, make_match, coordination):
     from tests.lifecycle.helpers import dead_run
 
     match = make_match(sr_id="sr:match:show", listener_start_settings={"listener_dry_run": True})
@@ -139,9 +142,9 @@ def test_matches_show_prints_settings_runs_and_barriers(kick, make_match, barrie
     from config.settings import MatchListenerEnvironment
     from models.coordination import CoordinationStore
 
-    b = CoordinationStore.from_settings(MatchListenerEnvironment(_env_file=None), client=barriers.client)
+    b = CoordinationStore.from_settings(MatchListenerEnvironment(_env_file=None), client=coordination.client)
     dead_run(match, b)
-    b.record_failed_attempt(match.id)
+    b.barriers.record_failed_attempt(match.id)
     d = json.loads(kick("matches", "show", str(match.id), "--json").output)
     assert d["sr_id"] == "sr:match:show" and d["settings"] == {"listener_dry_run": True}
     assert len(d["runs"]) == 1 and d["barriers"]["attempts"] == 1
@@ -214,3 +217,22 @@ def test_check_fails_naming_each_match_that_stores_a_refused_setting(kick, make_
     doc = json.loads(kick("check", "--json", code=1).output)  # the workers and the feed still fail
     [found] = [c for c in doc["checks"] if c["name"] == "match settings"]
     assert found["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["listen", "sr:match:down"], ["listeners", "status"], ["matches", "list"]],
+    ids=["listen", "listeners-status", "matches-list"],
+)
+def test_with_postgresql_down_a_command_prints_the_database_url_line_and_exits_5(subprocess_env, argv):
+    """The connect itself is inside the driver's translation: one line naming DATABASE_URL, no
+    traceback, the unavailable exit (issue 38: ``kickoff listen`` printed an unexpected OperationalError)."""
+    env = {**subprocess_env, "DATABASE_URL": "postgresql://postgres@127.0.0.1:1/kickoff_down"}
+    kickoff = str(Path(sys.executable).parent / "kickoff")
+    out = subprocess.run([kickoff, *argv], env=env, capture_output=True, text=True, timeout=60)
+    lines = (out.stdout + out.stderr).strip().splitlines()
+    assert out.returncode == 5, lines
+    assert lines == [
+        "Error: cannot reach PostgreSQL at DATABASE_URL=postgresql://postgres@127.0.0.1:1/kickoff_down: "
+        'connection to server at "127.0.0.1", port 1 failed: Connection refused'
+    ]

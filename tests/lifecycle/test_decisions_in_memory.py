@@ -1,4 +1,4 @@
-"""The lifecycle's decisions on the in-memory coordination store (tests/fakes/coordination.py): no Redis.
+"""The lifecycle's decisions on the in-memory coordination store (tests/fakes/coordination/): no Redis.
 
 What is decided here (a lease fenced or re-created, a stop heard or ignored, a lock lost, a
 dispatch skipping a pending or exhausted match, a failed send releasing its claim) is the same
@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from config.errors import BrokerUnavailable, ConfigurationError, RedisUnavailable, WorkerLeaseUnavailable
-from lifecycle import cleanup, dispatch, takeover
+from config.errors import BrokerUnavailable, ConfigurationError, RedisUnavailable
+from lifecycle import cleanup, dispatch, liveness, takeover
 from lifecycle.dispatch import StartMessage, _send_all, cycle_collection_paused
+from lifecycle.errors import WorkerLeaseUnavailable
 from lifecycle.heartbeat import LOCK_UNREACHABLE, HeartbeatRegistration, HeartbeatService
 from lifecycle.lease import LEASE_EXPIRED, WorkerLease
 from lifecycle.liveness import LivenessSignal
@@ -48,7 +49,7 @@ def match_ids(n: int) -> list[str]:
 
 
 def lease_on(store: MemoryCoordinationStore) -> WorkerLease:
-    return WorkerLease(barriers=store, ttl_seconds=8.0, fence_margin_seconds=3.0)
+    return WorkerLease(locks=store.locks, ttl_seconds=8.0, fence_margin_seconds=3.0)
 
 
 def test_a_first_renewal_takes_a_lease_that_runs_may_start_under(store: MemoryCoordinationStore) -> None:
@@ -57,7 +58,7 @@ def test_a_first_renewal_takes_a_lease_that_runs_may_start_under(store: MemoryCo
     renewal = lease.renew()
     assert renewal.lease_id is not None and renewal.lost is None and not renewal.redis_reset
     assert lease.current() == renewal.lease_id
-    assert store.live_worker_leases([renewal.lease_id])[0] == {renewal.lease_id}
+    assert store.locks.live_worker_leases([renewal.lease_id])[0] == {renewal.lease_id}
 
 
 def test_a_lease_is_renewed_every_quarter_of_its_ttl(store: MemoryCoordinationStore) -> None:
@@ -113,7 +114,7 @@ def test_a_lease_lost_with_redis_data_is_re_created_not_fenced(store: MemoryCoor
     store.forget_everything()
     renewal = lease.renew()
     assert renewal.lease_id == lease_id and renewal.redis_reset and renewal.lost is None
-    assert store.live_worker_leases([lease_id])[0] == {lease_id}
+    assert store.locks.live_worker_leases([lease_id])[0] == {lease_id}
 
 
 def test_a_renewal_redis_does_not_answer_holds_no_lease_and_never_raises(
@@ -153,7 +154,7 @@ def stops() -> Stops:
 @pytest.fixture
 def watcher(store: MemoryCoordinationStore) -> StopWatcher:
     """A stop watcher whose threads are not started (the test calls its steps)."""
-    return StopWatcher(barriers=store, poll_seconds=60)
+    return StopWatcher(stops=store.stops, poll_seconds=60)
 
 
 def watching(watcher: StopWatcher, stops: Stops, n: int) -> list[str]:
@@ -166,19 +167,19 @@ def watching(watcher: StopWatcher, stops: Stops, n: int) -> list[str]:
 
 def test_a_poll_stops_only_the_flagged_runs(store: MemoryCoordinationStore, watcher, stops) -> None:
     flagged, _ = watching(watcher, stops, 2)
-    store.set_stop_flag(flagged)
+    store.stops.set_stop_flag(flagged)
     assert watcher.poll_once() == {flagged}
     assert stops.calls == [flagged]
 
 
 def test_a_poll_with_nothing_registered_reads_nothing(store: MemoryCoordinationStore) -> None:
     store.down = True
-    assert StopWatcher(barriers=store, poll_seconds=60).poll_once() == set()
+    assert StopWatcher(stops=store.stops, poll_seconds=60).poll_once() == set()
 
 
 def test_a_poll_redis_does_not_answer_stops_nothing(store: MemoryCoordinationStore, watcher, stops) -> None:
     (m,) = watching(watcher, stops, 1)
-    store.set_stop_flag(m)
+    store.stops.set_stop_flag(m)
     store.down = True
     assert watcher.poll_once() == set()
     assert stops.calls == []
@@ -194,8 +195,8 @@ def test_a_failing_stop_callback_does_not_keep_the_others_from_stopping(
         raise RuntimeError("callback bug")
 
     watcher._regs.add(StopRegistration(match_id=broken, on_stop=explode))
-    store.set_stop_flag(broken)
-    store.set_stop_flag(fine)
+    store.stops.set_stop_flag(broken)
+    store.stops.set_stop_flag(fine)
     assert watcher.poll_once() == {broken, fine}
     assert stops.calls == [fine]
 
@@ -206,7 +207,7 @@ def test_a_pushed_stop_is_obeyed_only_while_the_flag_is_set(
     (m,) = watching(watcher, stops, 1)
     watcher.stop_pushed(m)  # a stale push: the flag was cleared (a later run)
     assert stops.calls == []
-    store.set_stop_flag(m)
+    store.stops.set_stop_flag(m)
     watcher.stop_pushed(m)
     assert stops.calls == [m]
     watcher.stop_pushed(match_ids(1)[0])  # not a run of this process
@@ -217,7 +218,7 @@ def test_a_pushed_stop_with_an_unreadable_flag_is_left_to_the_poll(
     store: MemoryCoordinationStore, watcher, stops
 ) -> None:
     (m,) = watching(watcher, stops, 1)
-    store.set_stop_flag(m)
+    store.stops.set_stop_flag(m)
     store.down = True
     watcher.stop_pushed(m)
     assert stops.calls == []
@@ -225,12 +226,12 @@ def test_a_pushed_stop_with_an_unreadable_flag_is_left_to_the_poll(
 
 def test_the_push_thread_stops_a_run_as_soon_as_the_stop_is_published(store: MemoryCoordinationStore) -> None:
     stops = Stops()
-    watcher = StopWatcher(barriers=store, poll_seconds=3600)  # the poll never runs in this test
+    watcher = StopWatcher(stops=store.stops, poll_seconds=3600)  # the poll never runs in this test
     (m,) = match_ids(1)
     watcher.register(stops.registration(m))
     try:
         wait_for(lambda: store.subscriptions, what="the stop subscription")
-        store.set_stop_flag(m)
+        store.stops.set_stop_flag(m)
         wait_for(lambda: stops.calls == [m], what="the pushed stop")
     finally:
         watcher.stop()
@@ -238,7 +239,7 @@ def test_the_push_thread_stops_a_run_as_soon_as_the_stop_is_published(store: Mem
 
 def test_a_step_runs_the_tick_even_when_the_poll_fails(store: MemoryCoordinationStore) -> None:
     ticks: list[int] = []
-    watcher = StopWatcher(barriers=store, poll_seconds=60, tick=lambda: ticks.append(1))
+    watcher = StopWatcher(stops=store.stops, poll_seconds=60, tick=lambda: ticks.append(1))
     watcher._regs.add(Stops().registration(match_ids(1)[0]))
     store.down = True
     watcher.step()
@@ -250,7 +251,7 @@ def test_a_step_runs_the_tick_even_when_the_poll_fails(store: MemoryCoordination
 
 def beating(store: MemoryCoordinationStore, *, lease: WorkerLease | None = None) -> HeartbeatService:
     return HeartbeatService(
-        barriers=store, interval_seconds=5, lock_ttl_seconds=60, grace_seconds=2, lease=lease
+        coordination=store, interval_seconds=5, lock_ttl_seconds=60, grace_seconds=2, lease=lease
     )
 
 
@@ -267,7 +268,7 @@ def test_a_beat_extends_the_lock_of_every_run_it_holds(
     a, b = match_ids(2)
     lost: list[str] = []
     for m, token in ((a, "ta"), (b, "tb")):
-        store.start_lock(m).acquire(token=token)
+        store.locks.start_lock(m).acquire(token=token)
         service._regs.add(dry_run(m, token, lost))
     clock.advance(50)
     report = service.beat_once()
@@ -278,23 +279,23 @@ def test_a_beat_extends_the_lock_of_every_run_it_holds(
 def test_a_run_whose_lock_another_holder_took_is_told_to_stop(store: MemoryCoordinationStore) -> None:
     service = beating(store)
     (m,) = match_ids(1)
-    store.start_lock(m).acquire(token="successor")
+    store.locks.start_lock(m).acquire(token="successor")
     lost: list[str] = []
     service._regs.add(dry_run(m, "mine", lost))
     assert service.beat_once().lost == (m,)
     assert lost == ["start lock lost"]
-    assert store.start_lock_holder(m) == "successor"
+    assert store.locks.start_lock_holder(m) == "successor"
 
 
 def test_a_beat_retakes_a_lock_redis_forgot(store: MemoryCoordinationStore) -> None:
     service = beating(store)
     (m,) = match_ids(1)
-    store.start_lock(m).acquire(token="mine")
+    store.locks.start_lock(m).acquire(token="mine")
     store.forget_everything()
     lost: list[str] = []
     service._regs.add(dry_run(m, "mine", lost))
     assert service.beat_once().locks_extended == 1
-    assert store.start_lock_holder(m) == "mine" and lost == []
+    assert store.locks.start_lock_holder(m) == "mine" and lost == []
 
 
 def test_a_beat_redis_does_not_answer_stops_a_run_only_when_its_lock_could_lapse(
@@ -317,7 +318,7 @@ def test_a_run_under_a_lapsed_lease_is_stopped_without_touching_its_lock(
     lease = lease_on(store)
     service = beating(store, lease=lease)
     (m,) = match_ids(1)
-    store.start_lock(m).acquire(token="t")
+    store.locks.start_lock(m).acquire(token="t")
     lost: list[str] = []
     service._regs.add(dry_run(m, "t", lost, lease_id="a-lease-this-process-no-longer-holds"))
     report = service.beat_once()
@@ -387,7 +388,7 @@ def tick(
         within=0,
         is_test=None,
         settings=settings,
-        barriers=store,
+        coordination=store,
         send=sent,
         send_batch=sent.batch if batch else None,
     )
@@ -407,20 +408,20 @@ def test_a_tick_claims_and_sends_one_start_per_candidate(
     result = tick(store, settings, sent)
     assert (result.eligible, result.enqueued, result.match_ids) == (3, 3, ids)
     assert [m.match_id for m in sent.messages] == ids
-    assert all(store.is_pending(m) for m in ids)
+    assert all(store.barriers.is_pending(m) for m in ids)
 
 
 def test_a_tick_skips_pending_and_exhausted_matches(
     store: MemoryCoordinationStore, settings, selection
 ) -> None:
     queued, spent, free = match_ids(3)
-    store.claim_pending(queued)
+    store.barriers.claim_pending(queued)
     for _ in range(3):
-        store.record_failed_attempt(spent)
+        store.barriers.record_failed_attempt(spent)
     selection([queued, spent, free])
     result = tick(store, settings, Sent())
     assert (result.enqueued, result.skipped, result.exhausted, result.match_ids) == (1, 1, 1, [free])
-    assert not store.is_pending(spent)
+    assert not store.barriers.is_pending(spent)
 
 
 def test_a_second_tick_sends_nothing_while_the_starts_are_pending(
@@ -439,7 +440,7 @@ def test_a_send_the_broker_refused_releases_its_claim(
     selection(ids)
     result = tick(store, settings, Sent(down=True))
     assert (result.enqueued, result.failed, result.set_aside) == (0, 2, [])
-    assert not any(store.is_pending(m) for m in ids)
+    assert not any(store.barriers.is_pending(m) for m in ids)
 
 
 def test_a_message_that_cannot_be_sent_is_set_aside_and_the_others_go(
@@ -451,7 +452,7 @@ def test_a_message_that_cannot_be_sent_is_set_aside_and_the_others_go(
     assert (result.match_ids, result.failed) == ([good], 1)
     assert [a["item"] for a in result.set_aside] == [bad]
     assert "ValueError: message too large" in result.set_aside[0]["reason"]
-    assert store.is_pending(good) and not store.is_pending(bad)
+    assert store.barriers.is_pending(good) and not store.barriers.is_pending(bad)
 
 
 def test_a_batch_the_broker_refused_fails_whole(store: MemoryCoordinationStore, settings, selection) -> None:
@@ -459,7 +460,7 @@ def test_a_batch_the_broker_refused_fails_whole(store: MemoryCoordinationStore, 
     selection(ids)
     result = tick(store, settings, Sent(down=True), batch=True)
     assert (result.enqueued, result.failed) == (0, 3)
-    assert not any(store.is_pending(m) for m in ids)
+    assert not any(store.barriers.is_pending(m) for m in ids)
 
 
 def test_a_match_with_unusable_stored_settings_is_set_aside_unclaimed(
@@ -470,25 +471,27 @@ def test_a_match_with_unusable_stored_settings_is_set_aside_unclaimed(
     result = tick(store, settings, Sent())
     assert result.match_ids == [fine]
     assert [a["item"] for a in result.set_aside] == [poisoned]
-    assert not store.is_pending(poisoned)
+    assert not store.barriers.is_pending(poisoned)
 
 
 def test_a_dispatch_lock_held_elsewhere_skips_the_tick(
     store: MemoryCoordinationStore, settings, selection
 ) -> None:
     selection(match_ids(1))
-    assert store.dispatch_lock().acquire()
-    result = dispatch.dispatch_upcoming_match_listeners(settings=settings, barriers=store, send=Sent())
+    assert store.locks.dispatch_lock().acquire()
+    result = dispatch.dispatch_upcoming_match_listeners(settings=settings, coordination=store, send=Sent())
     assert result.locked and result.enqueued == 0
 
 
 def test_a_tick_under_the_lock_releases_it(store: MemoryCoordinationStore, settings, selection) -> None:
     selection(match_ids(1))
     assert (
-        dispatch.dispatch_upcoming_match_listeners(settings=settings, barriers=store, send=Sent()).enqueued
+        dispatch.dispatch_upcoming_match_listeners(
+            settings=settings, coordination=store, send=Sent()
+        ).enqueued
         == 1
     )
-    assert not store.dispatch_lock().locked()
+    assert not store.locks.dispatch_lock().locked()
 
 
 def test_send_all_one_by_one_reports_sent_failed_and_set_aside() -> None:
@@ -532,20 +535,20 @@ def closed_row(match_id: str, token: str, age: float) -> ClosedRow:
 
 def test_only_a_silent_holders_lock_is_released(store: MemoryCoordinationStore, settings) -> None:
     silent, maybe_alive = match_ids(2)
-    store.start_lock(silent).acquire(token="r1")
-    store.start_lock(maybe_alive).acquire(token="r2")
+    store.locks.start_lock(silent).acquire(token="r1")
+    store.locks.start_lock(maybe_alive).acquire(token="r2")
     stale = settings.listener_heartbeat_stale_seconds
     rows = [closed_row(silent, "r1", stale + 1), closed_row(maybe_alive, "r2", stale - 1)]
-    assert cleanup.release_dead_holders_locks(rows, settings=settings, barriers=store) == 1
-    assert store.start_lock_holders([silent, maybe_alive]) == {maybe_alive: "r2"}
+    assert cleanup.release_dead_holders_locks(rows, settings=settings, coordination=store) == 1
+    assert store.locks.start_lock_holders([silent, maybe_alive]) == {maybe_alive: "r2"}
 
 
 def test_a_dead_runs_lock_a_successor_took_is_left_alone(store: MemoryCoordinationStore, settings) -> None:
     (m,) = match_ids(1)
-    store.start_lock(m).acquire(token="successor")
+    store.locks.start_lock(m).acquire(token="successor")
     row = closed_row(m, "dead", settings.listener_heartbeat_stale_seconds + 1)
-    assert cleanup.release_dead_holders_locks([row], settings=settings, barriers=store) == 0
-    assert store.start_lock_holder(m) == "successor"
+    assert cleanup.release_dead_holders_locks([row], settings=settings, coordination=store) == 0
+    assert store.locks.start_lock_holder(m) == "successor"
 
 
 def test_after_abandon_clears_barriers_only_of_matches_with_no_active_row(
@@ -553,19 +556,19 @@ def test_after_abandon_clears_barriers_only_of_matches_with_no_active_row(
 ) -> None:
     alone, sibling = match_ids(2)
     for m in (alone, sibling):
-        store.claim_pending(m)
-        store.record_failed_attempt(m)
+        store.barriers.claim_pending(m)
+        store.barriers.record_failed_attempt(m)
     monkeypatch.setattr(
         cleanup.rows, "matches_with_active_rows", lambda matches, **_: {sibling} & set(matches)
     )
     rows = [closed_row(alone, "r1", 1.0), closed_row(sibling, "r2", 1.0)]
-    assert cleanup.after_abandon(rows, settings=settings, barriers=store) == {alone}
-    assert store.counters([alone, sibling]) == [(0, False, False), (1, False, True)]
+    assert cleanup.after_abandon(rows, settings=settings, coordination=store) == {alone}
+    assert store.barriers.counters([alone, sibling]) == [(0, False, False), (1, False, True)]
 
 
 def test_after_abandon_of_nothing_does_nothing(store: MemoryCoordinationStore, settings) -> None:
     store.down = True
-    assert cleanup.after_abandon([], settings=settings, barriers=store) == set()
+    assert cleanup.after_abandon([], settings=settings, coordination=store) == set()
 
 
 def test_a_pending_key_no_queued_start_can_clear_is_reclaimed(
@@ -573,13 +576,18 @@ def test_a_pending_key_no_queued_start_can_clear_is_reclaimed(
 ) -> None:
     forgotten, consumed, queued, locked = match_ids(4)
     for m in (forgotten, consumed, queued, locked):
-        store.claim_pending(m)
-    store.start_lock(locked).acquire(token="live")
-    store.consume_message("msg-consumed")
+        store.barriers.claim_pending(m)
+    store.locks.start_lock(locked).acquire(token="live")
+    store.barriers.consume_message("msg-consumed")
     stored = {forgotten: None, consumed: "msg-consumed", queued: "msg-queued"}
     monkeypatch.setattr(cleanup, "stored_message_ids", lambda ids: {m: stored.get(m) for m in ids})
-    assert sorted(cleanup.reclaim_stale_pending(barriers=store)) == sorted([forgotten, consumed])
-    assert [store.is_pending(m) for m in (forgotten, consumed, queued, locked)] == [False, False, True, True]
+    assert sorted(cleanup.reclaim_stale_pending(coordination=store)) == sorted([forgotten, consumed])
+    assert [store.barriers.is_pending(m) for m in (forgotten, consumed, queued, locked)] == [
+        False,
+        False,
+        True,
+        True,
+    ]
 
 
 def test_the_reaper_judges_nothing_until_the_epoch_is_older_than_a_lease(
@@ -593,12 +601,12 @@ def test_the_reaper_judges_nothing_until_the_epoch_is_older_than_a_lease(
         return []
 
     monkeypatch.setattr(cleanup.rows, "abandon_rows_of_dead_workers", abandon)
-    assert cleanup.reap_dead_workers(settings=settings, barriers=store) == []  # no epoch yet
-    store.renew_worker_lease("live-lease", known_epoch="", new_epoch_id="e", ttl_seconds=3600)
-    assert cleanup.reap_dead_workers(settings=settings, barriers=store) == []  # epoch too young
+    assert cleanup.reap_dead_workers(settings=settings, coordination=store) == []  # no epoch yet
+    store.locks.renew_worker_lease("live-lease", known_epoch="", new_epoch_id="e", ttl_seconds=3600)
+    assert cleanup.reap_dead_workers(settings=settings, coordination=store) == []  # epoch too young
     assert abandoned == []
     clock.advance(settings.listener_worker_lease_seconds * 1.25 + 2)
-    cleanup.reap_dead_workers(settings=settings, barriers=store)
+    cleanup.reap_dead_workers(settings=settings, coordination=store)
     assert abandoned == [{"dead-lease"}]
 
 
@@ -615,37 +623,58 @@ def test_the_reaper_takes_over_a_worker_whose_liveness_signal_stayed_gone_for_th
 
     monkeypatch.setattr(cleanup.rows, "abandon_rows_of_dead_workers", abandon)
     for lease in leases:
-        store.renew_worker_lease(lease, known_epoch="", new_epoch_id="e", ttl_seconds=3600)
+        store.locks.renew_worker_lease(lease, known_epoch="", new_epoch_id="e", ttl_seconds=3600)
     clock.advance(settings.listener_worker_lease_seconds * 1.25 + 2)
-    held = {lease: store.liveness_subscription(lease) for lease in leases}
-    assert cleanup.reap_dead_workers(settings=settings, barriers=store) == [] and abandoned == []
+    held = {lease: store.locks.liveness_subscription(lease) for lease in leases}
+    assert cleanup.reap_dead_workers(settings=settings, coordination=store) == [] and abandoned == []
     held["dead"].close()  # its process ended
     held["dropped"].kill()  # its connection was dropped: the worker subscribes again within the grace
-    cleanup.reap_dead_workers(settings=settings, barriers=store)
+    cleanup.reap_dead_workers(settings=settings, coordination=store)
     assert abandoned == []  # the grace has not passed: a dropped connection is not a death
-    held["dropped"] = store.liveness_subscription("dropped")
+    held["dropped"] = store.locks.liveness_subscription("dropped")
     clock.advance(settings.listener_liveness_grace_seconds)
-    cleanup.reap_dead_workers(settings=settings, barriers=store)
+    cleanup.reap_dead_workers(settings=settings, coordination=store)
     assert abandoned == [({"dead"}, takeover.WORKER_DIED)]
+
+
+def test_one_dropped_liveness_connection_keeps_the_signal_held_and_makes_it_unsteady_for_a_while(
+    store: MemoryCoordinationStore,
+) -> None:
+    lease = WorkerLease(locks=store.locks, ttl_seconds=8, fence_margin_seconds=3)
+    lease.renew()
+    signal = LivenessSignal(coordination=store, lease=lease, grace_seconds=0.05)
+    signal.start()
+    try:
+        wait_for(lambda: len(store.signals) == 2, timeout=5, what="both connections subscribed")
+        assert signal.steady_for() == float("inf")  # a worker that just booted: nothing ever dropped
+        store.signals[0].kill()  # Redis dropped one connection: the other one holds the signal
+        assert signal.held()
+        wait_for(lambda: len(store.signals) == 2, timeout=5, what="the dropped one subscribed again")
+        wait_for(lambda: signal.steady_for() < float("inf"), timeout=5, what="the drop noticed")
+        assert signal.steady_for() < liveness.UNSTEADY_GRACE_SECONDS  # its reaper judges with the long grace
+        assert not signal.must_fence(time.monotonic() + 10)
+    finally:
+        signal.stop()
 
 
 def test_a_worker_whose_signal_cannot_be_re_established_while_redis_answers_fences_itself(
     store: MemoryCoordinationStore, monkeypatch
 ) -> None:
-    lease = WorkerLease(barriers=store, ttl_seconds=8, fence_margin_seconds=3)
+    lease = WorkerLease(locks=store.locks, ttl_seconds=8, fence_margin_seconds=3)
     lease.renew()
-    signal = LivenessSignal(barriers=store, lease=lease, grace_seconds=0.05)
+    signal = LivenessSignal(coordination=store, lease=lease, grace_seconds=0.05)
     signal.start()
     try:
-        wait_for(signal.held, timeout=5, what="the signal held")
+        wait_for(lambda: signal.steady_for() > 0, timeout=5, what="the signal held on every connection")
 
-        def refused(lease_id: str) -> None:
+        def refused(lease_id: str, **_: object) -> None:
             raise RedisUnavailable(
                 service="Redis", setting="REDIS_URL", address="memory://", reason="refused"
             )
 
-        monkeypatch.setattr(store, "liveness_subscription", refused)
-        store.signals[0].kill()  # Redis dropped it; subscribing again fails from now on
+        monkeypatch.setattr(store.locks, "liveness_subscription", refused)
+        for held in list(store.signals):  # Redis dropped both connections; subscribing again fails now
+            held.kill()
         wait_for(lambda: not signal.held(), timeout=5, what="the drop noticed")
         assert not signal.must_fence(time.monotonic() + 10)  # Redis answered nobody since: no fence here
         lease.renew()  # Redis answers again: peers can see the signal gone
@@ -662,18 +691,26 @@ def test_a_worker_whose_signal_cannot_be_re_established_while_redis_answers_fenc
 class Run:
     """A stand-in RunHandle: a match's run that records the stop it was asked for."""
 
-    def __init__(self, match_id: str, cause: Any = None) -> None:
+    def __init__(self, match_id: str, cause: Any = None, *, with_row: bool = False) -> None:
         self.ctx = SimpleNamespace(match_id=match_id)
         self.cause = cause
         self.stops: list[Any] = []
+        self.handed_over = 0
+        # A run with a row hands its row and lock over to a waiting successor; one without is stopped.
+        self.hand_over = self._hand_over if with_row else None
+
+    def _hand_over(self) -> None:
+        self.handed_over += 1
 
     def request_stop(self, cause: Any, *, grace_seconds: float) -> bool:
+        if self.cause is None:
+            self.cause = cause
         self.stops.append(cause)
         return True
 
 
 def services_on(store: MemoryCoordinationStore, settings, **kwargs: Any) -> ListenerServices:
-    return ListenerServices(settings=settings, barriers=store, **kwargs)
+    return ListenerServices(settings=settings, coordination=store, **kwargs)
 
 
 def test_a_heartbeat_that_could_outlive_the_start_lock_is_refused(
@@ -739,7 +776,7 @@ def test_a_hand_off_that_fails_is_left_to_the_next_dispatch(
     services_on(store, lsettings, redispatch=redispatch).hand_off("m1")  # does not raise
     assert tried == [["m1"]]
     # Nothing claims the match, so the next dispatch starts it; the failure is logged with the match.
-    assert not store.is_pending("m1") and store.pending_match_ids() == []
+    assert not store.barriers.is_pending("m1") and store.barriers.pending_match_ids() == []
     [record] = [r for r in caplog.records if "m1" in r.getMessage()]
     assert record.levelname == "ERROR" and "next dispatch" in record.getMessage()
 
@@ -764,13 +801,13 @@ def handoff_settings(lsettings, *, bound: float):
 def test_a_shutdown_stops_each_run_as_soon_as_its_successor_waits(
     store: MemoryCoordinationStore, lsettings
 ) -> None:
-    store.announce_handover("m1", ttl_seconds=60)  # left from an older hand-off: cleared first
+    store.stops.announce_handover("m1", ttl_seconds=60)  # left from an older hand-off: cleared first
     handed: list[list[str]] = []
 
     def hand_over(ids: list[str]) -> None:
         handed.append(ids)
         for match_id in ids:  # each successor took its place in the queue and waits for the lock
-            store.announce_handover(match_id, ttl_seconds=60)
+            store.stops.announce_handover(match_id, ttl_seconds=60)
 
     svc = services_on(store, handoff_settings(lsettings, bound=60.0), hand_over=hand_over)
     runs = [Run("m1"), Run("m2"), Run("m3", cause=worker_shutdown())]
@@ -782,10 +819,45 @@ def test_a_shutdown_stops_each_run_as_soon_as_its_successor_waits(
     assert [r.stops for r in runs] == [[worker_shutdown(successor_waiting=True)]] * 2 + [[]]
 
 
+def test_a_shutdown_hands_a_run_over_and_stops_it_only_at_its_successors_first_live_byte(
+    store: MemoryCoordinationStore, lsettings
+) -> None:
+    store.stops.mark_live("m1", ttl_seconds=60)  # left from an older run: cleared first
+
+    def hand_over(ids: list[str]) -> None:
+        for match_id in ids:
+            store.stops.announce_handover(match_id, ttl_seconds=60)
+
+    svc = services_on(store, handoff_settings(lsettings, bound=60.0), hand_over=hand_over)
+    run = Run("m1", with_row=True)
+    svc.add(run)
+    svc.shutdown_all()
+    wait_for(lambda: run.handed_over == 1, timeout=30, what="the row and lock handed over")
+    assert run.stops == []  # still streaming: the successor is not live yet
+    store.stops.mark_live("m1", ttl_seconds=60)  # the successor's first live byte
+    wait_for(lambda: run.stops, timeout=30, what="the stop at the successor's first live byte")
+    assert run.stops == [worker_shutdown(successor_waiting=True)] and run.handed_over == 1
+
+
+def test_a_run_handed_over_stops_at_the_bound_when_its_successor_is_never_live(
+    store: MemoryCoordinationStore, lsettings
+) -> None:
+    svc = services_on(
+        store,
+        handoff_settings(lsettings, bound=0.2),
+        hand_over=lambda ids: [store.stops.announce_handover(m, ttl_seconds=60) for m in ids],
+    )
+    run = Run("m1", with_row=True)
+    svc.add(run)
+    svc.shutdown_all()
+    wait_for(lambda: run.stops, timeout=30, what="the stop at the bound")
+    assert run.handed_over == 1 and run.stops == [worker_shutdown(successor_waiting=True)]
+
+
 def test_a_shutdown_stops_a_run_whose_successor_never_waits_at_the_bound(
     store: MemoryCoordinationStore, lsettings
 ) -> None:
-    store.announce_handover("m1", ttl_seconds=60)  # an older hand-off's mark does not count
+    store.stops.announce_handover("m1", ttl_seconds=60)  # an older hand-off's mark does not count
     svc = services_on(store, handoff_settings(lsettings, bound=0.2), hand_over=lambda ids: None)
     run = Run("m1")
     svc.add(run)
@@ -816,7 +888,7 @@ def test_in_develop_a_shutdown_hands_over_test_clones_only(store: MemoryCoordina
     def hand_over(ids: list[str]) -> None:
         handed.append(ids)
         for match_id in ids:
-            store.announce_handover(match_id, ttl_seconds=60)
+            store.stops.announce_handover(match_id, ttl_seconds=60)
 
     develop = handoff_settings(lsettings, bound=60.0).model_copy(update={"app_env": AppEnv.DEVELOP})
     svc = services_on(store, develop, hand_over=hand_over)

@@ -22,7 +22,7 @@ def test_a_fresh_open_row_skips_the_start(make_match, ctx):
 
 def test_a_stale_open_row_is_abandoned_with_14_and_allows_the_restart(make_match, ctx):
     match = make_match(listener_start_settings={"listener_test_duration_seconds": 0})
-    dead_run(match, ctx["barriers"])
+    dead_run(match, ctx["coordination"])
     result = start(match, **ctx)
     assert result.exit_code == 0
     old, new = rows_of(match)
@@ -31,10 +31,10 @@ def test_a_stale_open_row_is_abandoned_with_14_and_allows_the_restart(make_match
 
 def test_the_pending_key_stops_dispatch_and_manual_start_double_enqueueing(make_match, ctx, outbox):
     match = make_match()
-    b = ctx["barriers"]
+    b = ctx["coordination"]
     assert dispatch(send=outbox, **_sb(ctx)).enqueued == 1
     assert dispatch(send=outbox, **_sb(ctx)).skipped == 1
-    message, note = request_start(str(match.id), overrides=None, force=False, barriers=b, send=outbox)
+    message, note = request_start(str(match.id), overrides=None, force=False, coordination=b, send=outbox)
     assert message is None and "already queued" in note
     assert len(outbox.messages) == 1
 
@@ -43,24 +43,24 @@ def test_the_attempt_counter_counts_failed_starts_with_a_ttl(make_match, ctx):
     match = make_match(listener_start_settings={"listener_force_exit_code": 11})
     start(match, **ctx)
     start(match, **ctx)
-    b = ctx["barriers"]
-    assert b.attempts(match.id) == 2
+    b = ctx["coordination"]
+    assert b.barriers.attempts(match.id) == 2
     ttl = b.client.ttl(b.attempts_key(match.id))
     assert 0 < ttl <= ctx["settings"].listener_start_attempts_ttl_seconds
 
 
 def test_the_exhausted_flag_makes_dispatch_skip_the_match(make_match, ctx, outbox):
     match = make_match()
-    b = ctx["barriers"]
+    b = ctx["coordination"]
     for _ in range(b.attempt_cap):
-        b.record_failed_attempt(match.id)
+        b.barriers.record_failed_attempt(match.id)
     result = dispatch(send=outbox, **_sb(ctx))
     assert result.exhausted == 1 and result.enqueued == 0
 
 
 def test_the_dispatch_lock_allows_one_dispatch_at_a_time(make_match, ctx, outbox):
     make_match()
-    held = ctx["barriers"].dispatch_lock()
+    held = ctx["coordination"].locks.dispatch_lock()
     assert held.acquire()
     assert dispatch(send=outbox, **_sb(ctx)).locked is True
     held.release()
@@ -70,20 +70,24 @@ def test_the_dispatch_lock_allows_one_dispatch_at_a_time(make_match, ctx, outbox
 def test_the_sweep_lock_allows_one_sweeper_and_the_threshold_is_optional(make_match, ctx):
     match = make_match()
     live_row(match)  # fresh heartbeat
-    held = ctx["barriers"].sweep_lock()
+    held = ctx["coordination"].locks.sweep_lock()
     assert held.acquire()
-    assert sweep_stale_match_listeners(settings=ctx["settings"], barriers=ctx["barriers"]).locked is True
+    assert (
+        sweep_stale_match_listeners(settings=ctx["settings"], coordination=ctx["coordination"]).locked is True
+    )
     held.release()
-    assert sweep_stale_match_listeners(settings=ctx["settings"], barriers=ctx["barriers"]).abandoned == 0
+    assert (
+        sweep_stale_match_listeners(settings=ctx["settings"], coordination=ctx["coordination"]).abandoned == 0
+    )
     forced = sweep_stale_match_listeners(
-        heartbeat_stale_seconds=0, settings=ctx["settings"], barriers=ctx["barriers"]
+        heartbeat_stale_seconds=0, settings=ctx["settings"], coordination=ctx["coordination"]
     )
     assert forced.abandoned == 1 and rows_of(match)[0].exit_code == 14
 
 
 def test_the_start_lock_holds_one_starter_per_match_and_is_extended_by_heartbeats(make_match, ctx, runner):
     match = make_match()
-    b = ctx["barriers"]
+    b = ctx["coordination"]
     future = runner(start, match, **ctx)
     [row] = wait_for(lambda: open_rows(match))
     key = b.start_lock_key(match.id)
@@ -94,7 +98,7 @@ def test_the_start_lock_holds_one_starter_per_match_and_is_extended_by_heartbeat
     time.sleep(ctx["settings"].listener_heartbeat_stale_seconds * 1.5)
     assert b.client.get(key).decode() == str(row.id)
     assert 0 < b.client.pttl(key) <= ttl_ms
-    stop_match_listener(str(match.id), settings=ctx["settings"], barriers=b)
+    stop_match_listener(str(match.id), settings=ctx["settings"], coordination=b)
     future.result(timeout=5)
     assert b.client.get(key) is None
 
@@ -131,10 +135,12 @@ def test_a_redelivered_start_of_a_run_that_died_before_its_row_frees_the_pending
     match = make_match()
     dispatch(send=outbox, **_sb(ctx))
     [message] = outbox.messages
-    ctx["barriers"].consume_message(message.message_id)  # first delivery consumed it, then the worker died
+    ctx["coordination"].barriers.consume_message(
+        message.message_id
+    )  # first delivery consumed it, then the worker died
     again = start(match, message_id=message.message_id, **ctx)
     assert again.as_dict()["skipped_revoked"] is True and rows_of(match) == []
-    assert not ctx["barriers"].is_pending(match.id)
+    assert not ctx["coordination"].barriers.is_pending(match.id)
     assert dispatch(send=outbox, **_sb(ctx)).enqueued == 1
 
 
@@ -142,13 +148,13 @@ def test_a_start_superseded_by_a_newer_message_does_nothing(make_match, ctx, out
     match = make_match()
     dispatch(send=outbox, **_sb(ctx))
     old = outbox.messages[0]
-    request_start(str(match.id), overrides=None, force=True, barriers=ctx["barriers"], send=outbox)
+    request_start(str(match.id), overrides=None, force=True, coordination=ctx["coordination"], send=outbox)
     assert start(match, message_id=old.message_id, **ctx).as_dict()["skipped_superseded"] is True
     assert rows_of(match) == []
 
 
 def _sb(ctx):
-    return {"settings": ctx["settings"], "barriers": ctx["barriers"]}
+    return {"settings": ctx["settings"], "coordination": ctx["coordination"]}
 
 
 def _age_rows(match, *, hours: float) -> None:
@@ -167,20 +173,20 @@ def test_a_run_older_than_the_active_age_that_holds_its_lock_gets_no_start_and_k
     make_match, ctx, outbox, runner
 ):
     match = make_match(status="inprogress")
-    b = ctx["barriers"]
+    b = ctx["coordination"]
     assert dispatch(send=outbox, **_sb(ctx)).enqueued == 1
     [message] = outbox.messages
     future = runner(start, match, message_id=message.message_id, **ctx)
     [row] = wait_for(lambda: open_rows(match))
     _age_rows(match, hours=13)  # older than LISTENER_ACTIVE_MAX_AGE_SECONDS (12 h), still beating
-    b.clear_pending(match.id)  # its pending key expired after the active age
+    b.barriers.clear_pending(match.id)  # its pending key expired after the active age
     for _ in range(3):  # one tick a minute
         result = dispatch(send=outbox, **_sb(ctx))
         assert result.eligible == 0 and result.enqueued == 0
     assert len(outbox.messages) == 1
     assert reload(match).start_message_id == message.message_id
-    assert b.start_lock_holder(match.id) == str(row.id)
-    stop_match_listener(str(match.id), settings=ctx["settings"], barriers=b)
+    assert b.locks.start_lock_holder(match.id) == str(row.id)
+    stop_match_listener(str(match.id), settings=ctx["settings"], coordination=b)
     future.result(timeout=10)
 
 
@@ -190,5 +196,5 @@ def test_an_old_beating_row_that_holds_no_lock_is_still_dispatched_by_its_age(ma
     match = make_match(status="inprogress")
     with beating_row(match):
         _age_rows(match, hours=13)
-        assert ctx["barriers"].start_lock_holder(match.id) is None
+        assert ctx["coordination"].locks.start_lock_holder(match.id) is None
         assert dispatch(send=outbox, **_sb(ctx)).enqueued == 1

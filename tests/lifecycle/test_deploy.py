@@ -95,18 +95,18 @@ def test_the_staging_deploy_refuses_an_unreadable_environment_file(repo_root, tm
     assert done.returncode == 1 and "missing" in done.stderr and "+ " not in done.stdout
 
 
-def _healthy_run(match, barriers) -> str:
+def _healthy_run(match, coordination) -> str:
     """A listener that is alive elsewhere: open row with a fresh heartbeat, its start lock, pending."""
     record_id = str(uuid.uuid4())
     MatchListenerRecord.create(id=record_id, match=match.id, host=socket.gethostname(), pid=os.getpid())
-    assert barriers.start_lock(match.id).acquire(record_id)
-    assert barriers.claim_pending(match.id)
+    assert coordination.locks.start_lock(match.id).acquire(record_id)
+    assert coordination.barriers.claim_pending(match.id)
     return record_id
 
 
 @pytest.mark.e2e
 def test_rerunning_the_staging_deploy_closes_no_healthy_listener(
-    repo_root, make_match, barriers, subprocess_env, test_env, amqp_vhost, tmp_path
+    repo_root, make_match, coordination, subprocess_env, test_env, amqp_vhost, tmp_path
 ):
     from models.coordination import connect_redis
     from publisher.amqp import AmqpPublisher
@@ -116,9 +116,11 @@ def test_rerunning_the_staging_deploy_closes_no_healthy_listener(
         admin.declare_durable(list(OUTBOX_QUEUES))  # so `kickoff check` passes
     from models.coordination import CoordinationStore
 
-    locks = CoordinationStore(barriers.client, prefix=barriers.prefix, url=barriers.url, stale_seconds=180)
+    coordination_180 = CoordinationStore(
+        coordination.client, prefix=coordination.prefix, url=coordination.url, stale_seconds=180
+    )
     matches = [make_match(status="inprogress", sr_id=f"sr:match:deploy{i}") for i in range(3)]
-    record_ids = {str(m.id): _healthy_run(m, locks) for m in matches}
+    record_ids = {str(m.id): _healthy_run(m, coordination_180) for m in matches}
     # The settings come from the environment file only (the process environment says otherwise).
     env_file = tmp_path / "kickoff.env"
     file_settings = {**test_env, **intervals.env("production")}
@@ -150,7 +152,7 @@ def test_rerunning_the_staging_deploy_closes_no_healthy_listener(
         for match in matches:
             [row] = open_rows(match)
             assert str(row.id) == record_ids[str(match.id)] and row.exit_code is None
-            assert locks.start_lock(match.id).adopt(str(row.id)).owned()
+            assert coordination_180.locks.start_lock(match.id).adopt(str(row.id)).owned()
         board = out[out.index("listeners status") :]
         for match in matches:
             [line] = [ln for ln in board.splitlines() if str(match.id) in ln]

@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from config.clock import utcnow
-from lifecycle.start import find_upcoming_matches_needing_listeners
+from lifecycle.dispatch_selection import find_upcoming_matches_needing_listeners
 from models.listener_record import MatchListenerRecord
 from models.status import DELAYED, LIVE, PREGAME, TERMINAL
 from tests.lifecycle.helpers import dispatch
@@ -23,14 +23,14 @@ MARGIN = 60.0  # seconds inside / outside an edge: more than a loaded box takes 
 
 
 @pytest.fixture
-def select(lbarriers, db):
+def select(lcoordination, db):
     def run(*, within_minutes: int = WITHIN, is_test: bool | None = None) -> set[str]:
         return set(
             find_upcoming_matches_needing_listeners(
                 within_minutes=within_minutes,
                 is_test=is_test,
-                active_max_age_seconds=lbarriers.active_max_age_seconds,
-                stale_seconds=lbarriers.stale_seconds,
+                active_max_age_seconds=lcoordination.active_max_age_seconds,
+                stale_seconds=lcoordination.stale_seconds,
             )
         )
 
@@ -41,8 +41,8 @@ def _at(seconds: float):
     return utcnow() + timedelta(seconds=seconds)
 
 
-def test_both_window_edges_select_inside_and_drop_outside(select, make_match, lbarriers):
-    age = lbarriers.active_max_age_seconds
+def test_both_window_edges_select_inside_and_drop_outside(select, make_match, lcoordination):
+    age = lcoordination.active_max_age_seconds
     inside_old = make_match(scheduled=_at(-age + MARGIN))
     outside_old = make_match(scheduled=_at(-age - MARGIN))
     inside_new = make_match(scheduled=_at(WITHIN * 60 - MARGIN))
@@ -54,8 +54,10 @@ def test_both_window_edges_select_inside_and_drop_outside(select, make_match, lb
     assert select(within_minutes=0) == {str(inside_old.id)}
 
 
-def test_an_inprogress_match_started_more_than_12_hours_ago_is_still_selected(select, make_match, lbarriers):
-    old = _at(-lbarriers.active_max_age_seconds - 3600)
+def test_an_inprogress_match_started_more_than_12_hours_ago_is_still_selected(
+    select, make_match, lcoordination
+):
+    old = _at(-lcoordination.active_max_age_seconds - 3600)
     live = {s: make_match(status=s, scheduled=old) for s in sorted(LIVE)}
     pre = make_match(status="scheduled", scheduled=old)
     got = select()
@@ -73,10 +75,10 @@ def test_an_inprogress_match_started_more_than_12_hours_ago_is_still_selected(se
     ids=["pre-game", "live", "delayed", "terminal"],
 )
 def test_each_status_class_is_selected_as_the_spec_says(
-    select, make_match, lbarriers, statuses, in_window, outside_window
+    select, make_match, lcoordination, statuses, in_window, outside_window
 ):
     now_ids = {str(make_match(status=s, scheduled=_at(0)).id) for s in sorted(statuses)}
-    far = _at(-lbarriers.active_max_age_seconds - 3600)
+    far = _at(-lcoordination.active_max_age_seconds - 3600)
     far_ids = {str(make_match(status=s, scheduled=far).id) for s in sorted(statuses)}
     got = select()
     assert (now_ids <= got) is in_window and (not now_ids & got) is (not in_window)
@@ -101,15 +103,15 @@ def _open_row(match, *, created_age: float, heartbeat_age: float = 0.0) -> None:
 
 
 def test_an_open_row_blocks_only_while_younger_than_12_hours_with_a_fresh_heartbeat(
-    select, make_match, lbarriers
+    select, make_match, lcoordination
 ):
-    age = lbarriers.active_max_age_seconds
+    age = lcoordination.active_max_age_seconds
     young = make_match(status="inprogress")
     _open_row(young, created_age=age - 60)
     old = make_match(status="inprogress")
     _open_row(old, created_age=age + 60)
     stale = make_match(status="inprogress")
-    _open_row(stale, created_age=60, heartbeat_age=lbarriers.stale_seconds + 60)
+    _open_row(stale, created_age=60, heartbeat_age=lcoordination.stale_seconds + 60)
     closed = make_match(status="inprogress")
     _open_row(closed, created_age=60)
     MatchListenerRecord.update(ended_at=utcnow(), exit_code=13).where(
@@ -128,15 +130,15 @@ def test_the_is_test_filter_in_all_three_values(select, make_match, is_test, exp
     assert select(is_test=is_test) == {ids[k] for k in expected}
 
 
-def test_an_exhausted_match_is_selected_but_not_sent(make_match, lsettings, lbarriers, outbox):
+def test_an_exhausted_match_is_selected_but_not_sent(make_match, lsettings, lcoordination, outbox):
     exhausted = make_match(status="inprogress")
     other = make_match(status="inprogress")
-    for _ in range(lbarriers.attempt_cap):
-        lbarriers.record_failed_attempt(exhausted.id)
-    assert lbarriers.is_exhausted(exhausted.id)
-    result = dispatch(settings=lsettings, barriers=lbarriers, send=outbox, within_minutes=WITHIN)
+    for _ in range(lcoordination.attempt_cap):
+        lcoordination.barriers.record_failed_attempt(exhausted.id)
+    assert lcoordination.barriers.is_exhausted(exhausted.id)
+    result = dispatch(settings=lsettings, coordination=lcoordination, send=outbox, within_minutes=WITHIN)
     assert result.eligible == 2 and result.exhausted == 1 and result.enqueued == 1
-    assert outbox.match_ids == [str(other.id)] and not lbarriers.is_pending(exhausted.id)
+    assert outbox.match_ids == [str(other.id)] and not lcoordination.barriers.is_pending(exhausted.id)
 
 
 def test_auto_dispatch_off_is_not_selected_in_or_out_of_the_window(select, make_match):
@@ -146,7 +148,7 @@ def test_auto_dispatch_off_is_not_selected_in_or_out_of_the_window(select, make_
 
 
 def test_a_tick_stores_for_every_match_the_message_id_it_sends_unique_per_match_and_per_tick(
-    make_match, lsettings, lbarriers
+    make_match, lsettings, lcoordination
 ):
     from models.start_messages import stored_message_ids
 
@@ -157,7 +159,7 @@ def test_a_tick_stores_for_every_match_the_message_id_it_sends_unique_per_match_
         sent: list = []
         result = dispatch(
             settings=lsettings,
-            barriers=lbarriers,
+            coordination=lcoordination,
             send=sent.append,
             send_batch=sent.extend,
             within_minutes=WITHIN,
@@ -165,7 +167,7 @@ def test_a_tick_stores_for_every_match_the_message_id_it_sends_unique_per_match_
         assert result.enqueued == 30
         assert stored_message_ids(ids) == {m.match_id: m.message_id for m in sent}
         ticks.append({m.message_id for m in sent})
-        lbarriers.clear_pending(*ids)
+        lcoordination.barriers.clear_pending(*ids)
 
     assert len(ticks[0]) == len(ticks[1]) == 30 and not ticks[0] & ticks[1]
     for tick in ticks:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from config.errors import ListenerStartSettingsError
+from lifecycle.board import listener_board
 from lifecycle.cleanup import stop_match_listener, sweep_stale_match_listeners
-from models.badges import Badge
-from tests.lifecycle.helpers import dead_run, rows_of, start
+from lifecycle.errors import ListenerStartSettingsError
+from models.badges import ENDED_BY_THE_RUN, Badge
+from models.listener_record import MatchListenerRecord
+from tests.lifecycle.helpers import dead_run, dispatch, open_rows, quick, rows_of, start
+from tests.waiting import wait_for
 
 SUCCESS = [(0, "clean"), (10, "max heartbeats"), (13, "not in progress")]
 FAILURE = [
@@ -29,7 +32,7 @@ def test_a_success_exit_ends_the_row_and_counts_no_attempt(make_match, ctx, code
     [row] = rows_of(match)
     assert row.exit_code == code and row.exit_reason == reason and row.ended_at is not None
     assert row.badge(stale_after_seconds=60) is Badge.ENDED
-    assert ctx["barriers"].attempts(match.id) == 0
+    assert ctx["coordination"].barriers.attempts(match.id) == 0
 
 
 @pytest.mark.parametrize(
@@ -52,8 +55,8 @@ def test_a_body_returning_none_or_raising_system_exit_closes_its_row_with_the_sp
     assert result.success is success and result.exit_code == code
     [row] = rows_of(match)
     assert row.ended_at is not None and row.exit_code == code and row.exit_reason == reason
-    assert ctx["barriers"].attempts(match.id) == (0 if success else 1)
-    assert not ctx["barriers"].start_lock(match.id).locked()
+    assert ctx["coordination"].barriers.attempts(match.id) == (0 if success else 1)
+    assert not ctx["coordination"].locks.start_lock(match.id).locked()
 
 
 @pytest.mark.parametrize(
@@ -68,8 +71,8 @@ def test_a_failure_exit_ends_the_row_and_counts_one_failed_attempt(make_match, c
     [row] = rows_of(match)
     assert row.exit_code == code and row.exit_reason == reason
     assert row.badge(stale_after_seconds=60) is Badge.ENDED
-    assert ctx["barriers"].attempts(match.id) == 1
-    assert not ctx["barriers"].is_pending(match.id)
+    assert ctx["coordination"].barriers.attempts(match.id) == 1
+    assert not ctx["coordination"].barriers.is_pending(match.id)
 
 
 def test_an_exception_in_the_body_is_exit_9(make_match, ctx, monkeypatch):
@@ -79,17 +82,46 @@ def test_an_exception_in_the_body_is_exit_9(make_match, ctx, monkeypatch):
     assert result.exit_code == 9 and not result.success
 
 
-def test_exit_14_is_recorded_by_cleanup_not_by_a_live_run_and_is_not_counted(make_match, ctx):
-    match = make_match()
-    dead_run(match, ctx["barriers"])
-    sweep_stale_match_listeners(settings=ctx["settings"], barriers=ctx["barriers"])
-    [row] = rows_of(match)
-    assert row.exit_code == 14 and row.badge(stale_after_seconds=60) is Badge.ABANDONED
-    assert ctx["barriers"].attempts(match.id) == 0
-    # Not by a live run: a run that reports 14 itself is a failed start, counted.
-    live = make_match(listener_start_settings={"listener_force_exit_code": 14})
-    assert not start(live, **ctx).success
-    assert ctx["barriers"].attempts(live.id) == 1
+def _cleanup(how: str, match, ctx) -> None:
+    """One of the three places the spec lets write 14: the sweep, dispatch, a start's own check."""
+    if how == "sweep":
+        sweep_stale_match_listeners(settings=ctx["settings"], coordination=ctx["coordination"])
+    elif how == "dispatch":
+        dispatch(settings=ctx["settings"], coordination=ctx["coordination"], send=lambda message: None)
+    else:
+        start(match, **ctx)
+
+
+@pytest.mark.parametrize("how", ["sweep", "dispatch", "start"])
+def test_exit_14_is_recorded_by_cleanup_not_by_a_live_run_and_is_not_counted(make_match, ctx, runner, how):
+    """Recorded by cleanup: a stale open row is closed 14 (Abandoned) by the sweep, by dispatch and
+    by a start's own check, uncounted. Not by a live run: the same cleanup beside a running
+    listener writes nothing on its row, and a run that reports 14 itself is a counted failure."""
+    b = ctx["coordination"]
+    dead = make_match(status="inprogress", listener_start_settings=quick())
+    record_id = dead_run(dead, b, hold_lock=(how != "start"))
+    if how == "start":
+        b.barriers.clear_pending(dead.id)  # a start's own check: its pending key is the new start's to claim
+    _cleanup(how, dead, ctx)
+    stale = next(r for r in rows_of(dead) if str(r.id) == record_id)
+    assert stale.exit_code == 14 and stale.exit_reason == "heartbeat stale" and stale.stopped_by is None
+    assert stale.badge(stale_after_seconds=60) is Badge.ABANDONED
+    assert b.barriers.attempts(dead.id) == 0
+
+    live = make_match(status="inprogress")
+    future = runner(start, live, **ctx)
+    [row] = wait_for(lambda: open_rows(live))
+    wait_for(lambda: b.locks.start_lock_holder(live.id) == str(row.id))
+    _cleanup(how, live, ctx)
+    assert [r.id for r in open_rows(live)] == [row.id]  # a live run's row is never closed 14
+    assert MatchListenerRecord.get_by_id(row.id).exit_code is None and not future.done()
+    stop_match_listener(str(live.id), settings=ctx["settings"], coordination=b)
+    assert future.result(timeout=10).exit_code == 15
+
+    # A run that reports 14 itself is no cleanup: a failed start, counted.
+    own = make_match(listener_start_settings={"listener_force_exit_code": 14})
+    result = start(own, **ctx)
+    assert not result.success and result.attempts == 1 and b.barriers.attempts(own.id) == 1
 
 
 @pytest.mark.parametrize(
@@ -105,7 +137,8 @@ def test_exit_14_is_recorded_by_cleanup_not_by_a_live_run_and_is_not_counted(mak
 def test_a_run_that_exits_14_or_15_by_itself_is_a_counted_failed_start(
     make_match, ctx, how, code, monkeypatch
 ):
-    """Only the cleanup's and the stop's own writes of 14 / 15 are uncounted; a run's own is a failure."""
+    """Only the cleanup's and the stop's own writes of 14 / 15 are uncounted; a run's own is a failure,
+    and its badge says what happened: Ended (no cleanup abandoned it, no operator stopped it)."""
     if how == "force":
         match = make_match(listener_start_settings={"listener_force_exit_code": code})
     else:
@@ -113,16 +146,23 @@ def test_a_run_that_exits_14_or_15_by_itself_is_a_counted_failed_start(
         match = make_match()
     result = start(match, **ctx)
     assert result.exit_code == code and not result.success and result.attempts == 1
-    assert ctx["barriers"].attempts(match.id) == 1
-    assert not ctx["barriers"].is_pending(match.id)
+    assert ctx["coordination"].barriers.attempts(match.id) == 1
+    assert not ctx["coordination"].barriers.is_pending(match.id)
+    [row] = rows_of(match)
+    assert row.exit_code == code and row.stopped_by == ENDED_BY_THE_RUN
+    assert row.badge(stale_after_seconds=60) is Badge.ENDED
+    [entry] = listener_board(
+        settings=ctx["settings"], coordination=ctx["coordination"], match_id=str(match.id)
+    )
+    assert entry.badge == Badge.ENDED.value and entry.exit_code == code
 
 
 def test_a_run_exiting_14_by_itself_stops_being_dispatched_at_the_attempt_cap(make_match, ctx):
     match = make_match(listener_start_settings={"listener_force_exit_code": 14})
-    b = ctx["barriers"]
+    b = ctx["coordination"]
     for _ in range(b.attempt_cap):
         start(match, **ctx)
-    assert b.is_exhausted(match.id)
+    assert b.barriers.is_exhausted(match.id)
     assert start(match, **ctx).skipped == "skipped_exhausted"
 
 
@@ -133,13 +173,13 @@ def test_exit_15_is_recorded_by_the_stop_and_is_not_counted(make_match, ctx, run
     match = make_match()
     future = runner(start, match, **ctx)
     wait_for(lambda: open_rows(match))
-    stop_match_listener(str(match.id), settings=ctx["settings"], barriers=ctx["barriers"])
+    stop_match_listener(str(match.id), settings=ctx["settings"], coordination=ctx["coordination"])
     result = future.result(timeout=5)
     assert result.exit_code == 15 and result.success
     [row] = rows_of(match)
     assert row.exit_code == 15 and row.stopped_by == "operator"
     assert row.badge(stale_after_seconds=60) is Badge.STOPPED
-    assert ctx["barriers"].attempts(match.id) == 0
+    assert ctx["coordination"].barriers.attempts(match.id) == 0
 
 
 @pytest.mark.parametrize(
@@ -149,13 +189,13 @@ def test_a_settings_error_is_a_failed_start_counted_without_a_row(make_match, ct
     stored = {"no_such_setting": 1} if where == "listener_start_settings" else {}
     match = make_match(listener_start_settings=stored)
     overrides = {"no_such_setting": 1} if where == "overrides" else None
-    ctx["barriers"].claim_pending(match.id)
+    ctx["coordination"].barriers.claim_pending(match.id)
     with pytest.raises(ListenerStartSettingsError, match="no_such_setting"):
         start(match, overrides=overrides, **ctx)
     assert rows_of(match) == []
-    assert ctx["barriers"].attempts(match.id) == 1
-    assert not ctx["barriers"].is_pending(match.id)
-    assert not ctx["barriers"].start_lock(match.id).locked()
+    assert ctx["coordination"].barriers.attempts(match.id) == 1
+    assert not ctx["coordination"].barriers.is_pending(match.id)
+    assert not ctx["coordination"].locks.start_lock(match.id).locked()
 
 
 def test_an_intentional_skip_is_a_successful_result_with_a_skipped_flag(make_match, ctx):

@@ -123,7 +123,7 @@ def _tags(event: dict[str, Any]) -> dict[str, str]:
 
 @pytest.mark.e2e
 def test_each_failed_attempt_is_one_event_fingerprinted_by_match_and_without_the_api_key(
-    make_match, lbarriers, start_worker, sentry_endpoint, clean_broker
+    make_match, lcoordination, start_worker, sentry_endpoint, clean_broker
 ):
     from actors.listeners import send_start
 
@@ -133,7 +133,11 @@ def test_each_failed_attempt_is_one_event_fingerprinted_by_match_and_without_the
 
     def start(match, **overrides) -> None:
         message, note = request_start(
-            str(match.id), overrides=overrides or None, force=False, barriers=lbarriers, send=send_start
+            str(match.id),
+            overrides=overrides or None,
+            force=False,
+            coordination=lcoordination,
+            send=send_start,
         )
         assert message is not None, note
 
@@ -146,7 +150,7 @@ def test_each_failed_attempt_is_one_event_fingerprinted_by_match_and_without_the
         # a message can no longer carry one (per-run settings are an allowlist).
         start(failing)
         wait_for(lambda: len(sentry_endpoint.events()) >= 1, timeout=60)
-        wait_for(lambda: not lbarriers.is_pending(failing.id), timeout=30)
+        wait_for(lambda: not lcoordination.barriers.is_pending(failing.id), timeout=30)
         start(failing)
         wait_for(lambda: len(sentry_endpoint.events()) >= 2, timeout=60)
 

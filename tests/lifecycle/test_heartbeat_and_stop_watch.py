@@ -13,21 +13,25 @@ from tests.lifecycle.helpers import live_row, open_rows, rows_of, start
 from tests.waiting import wait_for
 
 
-def test_one_beat_writes_every_row_and_extends_every_lock_in_one_statement_each(make_match, lbarriers):
+def test_one_beat_writes_every_row_and_extends_every_lock_in_one_statement_each(make_match, lcoordination):
     matches = [make_match() for _ in range(50)]
     lost: list[str] = []
-    service = HeartbeatService(barriers=lbarriers, interval_seconds=10, lock_ttl_seconds=5, grace_seconds=0)
+    service = HeartbeatService(
+        coordination=lcoordination, interval_seconds=10, lock_ttl_seconds=5, grace_seconds=0
+    )
     for m in matches:
         record = live_row(m)
-        lbarriers.start_lock(m.id).acquire(record)
+        lcoordination.locks.start_lock(m.id).acquire(record)
         service.register(HeartbeatRegistration(str(m.id), record, record, on_lost=lost.append))
     report = service.beat_once()
     service.stop()
     assert report.rows_written == 50 and report.locks_extended == 50 and lost == []
-    assert lbarriers.client.pttl(lbarriers.start_lock_key(matches[0].id)) > 4000
+    assert lcoordination.client.pttl(lcoordination.start_lock_key(matches[0].id)) > 4000
 
 
-def test_a_beat_refuses_the_heartbeat_of_a_run_whose_match_has_a_newer_fencing_token(make_match, lbarriers):
+def test_a_beat_refuses_the_heartbeat_of_a_run_whose_match_has_a_newer_fencing_token(
+    make_match, lcoordination
+):
     import uuid
 
     from lifecycle.heartbeat import FENCED
@@ -38,8 +42,10 @@ def test_a_beat_refuses_the_heartbeat_of_a_run_whose_match_has_a_newer_fencing_t
     for record in (old, new):  # the older run "paused"; its successor took the next token
         rows.create_row(record_id=record, match_id=str(match.id), message_id=None, dry_run=False)
     lost: list[tuple[str, str]] = []
-    service = HeartbeatService(barriers=lbarriers, interval_seconds=10, lock_ttl_seconds=5, grace_seconds=0)
-    lbarriers.start_lock(match.id).acquire(old)  # its lock still holds: only the fence refuses it
+    service = HeartbeatService(
+        coordination=lcoordination, interval_seconds=10, lock_ttl_seconds=5, grace_seconds=0
+    )
+    lcoordination.locks.start_lock(match.id).acquire(old)  # its lock still holds: only the fence refuses it
     service.register(
         HeartbeatRegistration(str(match.id), old, old, on_lost=lambda reason: lost.append((old, reason)))
     )
@@ -52,7 +58,7 @@ def test_a_listener_whose_start_lock_was_taken_stops_itself_with_16(make_match, 
     match = make_match()
     future = runner(start, match, **ctx)
     wait_for(lambda: open_rows(match))
-    b = ctx["barriers"]
+    b = ctx["coordination"]
     b.client.set(b.start_lock_key(match.id), "a-successor")
     result = future.result(timeout=3)
     assert result.exit_code == 16 and "start lock lost" in result.reason
@@ -66,27 +72,31 @@ def test_a_listener_whose_row_was_closed_elsewhere_stops_without_counting_a_fail
     match = make_match()
     future = runner(start, match, **ctx)
     wait_for(lambda: open_rows(match))
-    sweep_stale_match_listeners(heartbeat_stale_seconds=0, settings=ctx["settings"], barriers=ctx["barriers"])
+    sweep_stale_match_listeners(
+        heartbeat_stale_seconds=0, settings=ctx["settings"], coordination=ctx["coordination"]
+    )
     result = future.result(timeout=3)
     assert result.success and rows_of(match)[0].exit_code == 14
-    assert ctx["barriers"].attempts(match.id) == 0
-    assert not ctx["barriers"].start_lock(match.id).locked()
+    assert ctx["coordination"].barriers.attempts(match.id) == 0
+    assert not ctx["coordination"].locks.start_lock(match.id).locked()
 
 
-def test_redis_unreachable_stops_the_listener_before_its_lock_could_expire(make_match, lbarriers):
+def test_redis_unreachable_stops_the_listener_before_its_lock_could_expire(make_match, lcoordination):
     match = make_match()
     record = live_row(match)
     ttl = 2.0
-    assert lbarriers.start_lock(match.id).acquire(record)
-    lbarriers.client.pexpire(lbarriers.start_lock_key(match.id), int(ttl * 1000))
+    assert lcoordination.locks.start_lock(match.id).acquire(record)
+    lcoordination.client.pexpire(lcoordination.start_lock_key(match.id), int(ttl * 1000))
     dead = CoordinationStore(
         connect_redis("redis://127.0.0.1:1/0"),
-        prefix=lbarriers.prefix,
+        prefix=lcoordination.prefix,
         url="redis://127.0.0.1:1/0",
         stale_seconds=ttl,
     )
     stopped_at: list[float] = []
-    service = HeartbeatService(barriers=dead, interval_seconds=0.1, lock_ttl_seconds=ttl, grace_seconds=0.5)
+    service = HeartbeatService(
+        coordination=dead, interval_seconds=0.1, lock_ttl_seconds=ttl, grace_seconds=0.5
+    )
     acquired = time.monotonic()
     service.register(
         HeartbeatRegistration(
@@ -98,12 +108,12 @@ def test_redis_unreachable_stops_the_listener_before_its_lock_could_expire(make_
     assert 0.5 < stopped_at[0] - acquired < ttl  # kept going while it could, stopped before expiry
 
 
-def test_one_mget_per_poll_notifies_only_the_flagged_listeners(lbarriers, redis_client):
+def test_one_mget_per_poll_notifies_only_the_flagged_listeners(lcoordination, redis_client):
     calls: list[str] = []
-    watcher = StopWatcher(barriers=lbarriers, poll_seconds=10)
+    watcher = StopWatcher(stops=lcoordination.stops, poll_seconds=10)
     for mid in ("a", "b", "c"):
         watcher.register(StopRegistration(mid, on_stop=lambda mid=mid: calls.append(mid)))
-    lbarriers.set_stop_flag("b")
+    lcoordination.stops.set_stop_flag("b")
     assert watcher.poll_once() == {"b"}
     watcher.stop()
     assert set(calls) == {"b"}  # the stop pushed with the flag may have notified b a second time
@@ -116,11 +126,11 @@ def test_a_hung_body_that_ignores_stop_is_interrupted_after_the_grace(make_match
     future = runner(start, match, **ctx)
     wait_for(lambda: open_rows(match))
     begun = time.monotonic()
-    stop_match_listener(str(match.id), settings=ctx["settings"], barriers=ctx["barriers"])
+    stop_match_listener(str(match.id), settings=ctx["settings"], coordination=ctx["coordination"])
     result = future.result(timeout=5)
     assert result.exit_code == 15
     assert time.monotonic() - begun < ctx["services"].stop_grace_seconds + 1.0
-    assert not ctx["barriers"].start_lock(match.id).locked()
+    assert not ctx["coordination"].locks.start_lock(match.id).locked()
 
 
 def test_a_graceful_worker_shutdown_ends_running_listeners_with_a_recorded_14(make_match, ctx, runner):
@@ -135,8 +145,11 @@ def test_a_graceful_worker_shutdown_ends_running_listeners_with_a_recorded_14(ma
     for m in matches:
         [row] = rows_of(m)
         assert row.exit_code == 14 and row.exit_reason == "worker shutdown"
-        assert not ctx["barriers"].is_pending(m.id) and not ctx["barriers"].start_lock(m.id).locked()
-        assert ctx["barriers"].attempts(m.id) == 0
+        assert (
+            not ctx["coordination"].barriers.is_pending(m.id)
+            and not ctx["coordination"].locks.start_lock(m.id).locked()
+        )
+        assert ctx["coordination"].barriers.attempts(m.id) == 0
 
 
 def test_a_run_holds_no_database_connection_while_the_game_runs(make_match, ctx, runner, monkeypatch):
@@ -164,10 +177,10 @@ def test_a_run_holds_no_database_connection_while_the_game_runs(make_match, ctx,
     assert seen == [True]
 
 
-def test_intervals_that_would_let_the_lock_expire_between_heartbeats_are_refused(lsettings, lbarriers):
+def test_intervals_that_would_let_the_lock_expire_between_heartbeats_are_refused(lsettings, lcoordination):
     from config.errors import ConfigurationError
     from lifecycle.runtime import ListenerServices
 
-    bad = lsettings.model_copy(update={"listener_heartbeat_interval_seconds": lbarriers.stale_seconds})
+    bad = lsettings.model_copy(update={"listener_heartbeat_interval_seconds": lcoordination.stale_seconds})
     with pytest.raises(ConfigurationError, match="LISTENER_HEARTBEAT_STALE_SECONDS"):
-        ListenerServices(settings=bad, barriers=lbarriers)
+        ListenerServices(settings=bad, coordination=lcoordination)

@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from lifecycle.heartbeat import HeartbeatRegistration, HeartbeatService
+from lifecycle.listener_run import run_match_listener
 from lifecycle.sql import rows
-from lifecycle.start import run_match_listener
 from lifecycle.stop_watch import StopWatcher
 from models.coordination import CoordinationStore
 from tests.lifecycle.helpers import live_row, open_rows, rows_of, start
@@ -33,13 +33,13 @@ def test_a_heartbeat_stuck_in_postgresql_still_stops_the_listener_before_its_loc
     future = runner(start, match, **ctx)
     [row] = wait_for(lambda: open_rows(match))
     record_id = str(row.id)
-    services, barriers = ctx["services"], ctx["barriers"]
+    services, coordination = ctx["services"], ctx["coordination"]
     [handle] = wait_for(services.running)
     blocker = _row_locker(ctx["settings"].database_url, record_id)
     try:
         wait_for(lambda: handle.cause is not None, timeout=5)
         # Told to stop while its lock still holds its token: no successor could have started yet.
-        assert barriers.start_lock_holder(match.id) == record_id
+        assert coordination.locks.start_lock_holder(match.id) == record_id
         assert handle.cause.code == 16
     finally:
         blocker.rollback()
@@ -62,15 +62,15 @@ def test_the_lease_fence_stops_a_run_while_every_redis_call_of_its_worker_hangs(
     future = runner(start, match, **ctx)
     wait_for(lambda: open_rows(match))
     [handle] = wait_for(ctx["services"].running)
-    barriers, released = ctx["barriers"], threading.Event()
+    coordination, released = ctx["coordination"], threading.Event()
 
     def hang(*args, **kwargs):
         released.wait(60)
         raise RedisUnavailable(service="Redis", setting="REDIS_URL", address="x", reason="timeout")
 
-    monkeypatch.setattr(barriers, "stop_flags_among", hang)
-    monkeypatch.setattr(barriers, "extend_start_locks", hang)
-    monkeypatch.setattr(barriers, "renew_worker_lease", hang)
+    monkeypatch.setattr(coordination.stops, "stop_flags_among", hang)
+    monkeypatch.setattr(coordination.locks, "extend_start_locks", hang)
+    monkeypatch.setattr(coordination.locks, "renew_worker_lease", hang)
     try:
         lease = ctx["settings"].listener_worker_lease_seconds
         wait_for(lambda: handle.cause is not None, timeout=lease + 5, what="the run fenced")
@@ -84,12 +84,12 @@ def test_the_lease_fence_stops_a_run_while_every_redis_call_of_its_worker_hangs(
 
 
 def test_a_row_write_that_keeps_failing_does_not_stop_the_lock_from_being_extended(
-    make_match, lbarriers, monkeypatch
+    make_match, lcoordination, monkeypatch
 ):
     match = make_match()
     record = live_row(match)
-    assert lbarriers.start_lock(match.id).acquire(record)
-    lbarriers.client.pexpire(lbarriers.start_lock_key(match.id), 1000)
+    assert lcoordination.locks.start_lock(match.id).acquire(record)
+    lcoordination.client.pexpire(lcoordination.start_lock_key(match.id), 1000)
 
     def broken(record_ids):
         raise peewee.InterfaceError("connection already closed")
@@ -97,26 +97,26 @@ def test_a_row_write_that_keeps_failing_does_not_stop_the_lock_from_being_extend
     monkeypatch.setattr(rows, "heartbeat_rows", broken)
     lost: list[str] = []
     service = HeartbeatService(
-        barriers=lbarriers, interval_seconds=0.1, lock_ttl_seconds=1.5, grace_seconds=0.2
+        coordination=lcoordination, interval_seconds=0.1, lock_ttl_seconds=1.5, grace_seconds=0.2
     )
     reg = HeartbeatRegistration(str(match.id), record, record, on_lost=lost.append)
     service.register(reg)
     report = service.beat_once()
     service.stop()
     assert report.locks_extended == 1 and report.rows_written == 0 and lost == []
-    assert lbarriers.client.pttl(lbarriers.start_lock_key(match.id)) > 1200
+    assert lcoordination.client.pttl(lcoordination.start_lock_key(match.id)) > 1200
     reg.last_row_ok -= 10  # the row has not been written for longer than the margin
     service.beat_once()
     assert lost and "heartbeat could not be written" in lost[0]
 
 
 @pytest.mark.parametrize("which", ["lock", "row"], ids=["lock deadline", "row deadline"])
-def test_the_stop_watch_tick_enforces_the_heartbeat_deadlines_of_every_run(make_match, lbarriers, which):
+def test_the_stop_watch_tick_enforces_the_heartbeat_deadlines_of_every_run(make_match, lcoordination, which):
     match = make_match()
     record = live_row(match)
     lost: list[str] = []
     service = HeartbeatService(
-        barriers=lbarriers, interval_seconds=0.1, lock_ttl_seconds=1.5, grace_seconds=0.2
+        coordination=lcoordination, interval_seconds=0.1, lock_ttl_seconds=1.5, grace_seconds=0.2
     )
     reg = HeartbeatRegistration(str(match.id), record, record, on_lost=lost.append)
     service.register(reg)
@@ -130,16 +130,16 @@ def test_the_stop_watch_tick_enforces_the_heartbeat_deadlines_of_every_run(make_
     assert len(lost) == 1
 
 
-def test_the_stop_watch_tick_runs_even_when_the_poll_fails_with_a_redis_error(lbarriers):
+def test_the_stop_watch_tick_runs_even_when_the_poll_fails_with_a_redis_error(lcoordination):
     broken = CoordinationStore(
         redis.Redis(db=99),  # SELECT 99 answers an error that is not a connection error
-        prefix=lbarriers.prefix,
+        prefix=lcoordination.prefix,
         url="redis://127.0.0.1:6379/99",
     )
     ticks: list[int] = []
     from lifecycle.stop_watch import StopRegistration
 
-    watcher = StopWatcher(barriers=broken, poll_seconds=10, tick=lambda: ticks.append(1))
+    watcher = StopWatcher(stops=broken.stops, poll_seconds=10, tick=lambda: ticks.append(1))
     watcher.register(StopRegistration("m", on_stop=lambda: None))
     watcher.stop()
     watcher.step()
@@ -149,8 +149,8 @@ def test_the_stop_watch_tick_runs_even_when_the_poll_fails_with_a_redis_error(lb
 def test_the_lock_deadline_counts_from_when_the_lock_was_taken_not_from_registration(make_match, ctx):
     match = make_match()
     token = "0" * 8 + "-0000-4000-8000-" + "0" * 12
-    barriers = ctx["barriers"]
-    assert barriers.start_lock(match.id).acquire(token)
+    coordination = ctx["coordination"]
+    assert coordination.locks.start_lock(match.id).acquire(token)
     begun = time.monotonic()
     # The lock was taken long ago (a slow start): the run must be stopped at once.
     outcome = run_match_listener(

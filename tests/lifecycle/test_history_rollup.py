@@ -62,7 +62,7 @@ def _job_run(job: str, status: str, now: datetime, *, ended_ago: float, seconds:
 
 
 def test_the_rollup_derives_ends_takeovers_publishes_and_job_runs_and_snapshots_badges_and_depth(
-    lsettings, lbarriers, make_match
+    lsettings, lcoordination, make_match
 ):
     # real time: the badges are judged by PostgreSQL's clock, as the board judges them
     now = utcnow()
@@ -84,7 +84,7 @@ def test_the_rollup_derives_ends_takeovers_publishes_and_job_runs_and_snapshots_
     _job_run("noop", "succeeded", now, ended_ago=61, seconds=4.0)
     _job_run("noop", "failed", now, ended_ago=61, seconds=1.0)
     queues = ["lineup_updates", "waiver_actions"]
-    result = rollup_history(settings=lsettings, barriers=lbarriers, queues=queues, now=now)
+    result = rollup_history(settings=lsettings, coordination=lcoordination, queues=queues, now=now)
     ends: dict = {}
     for key, seconds_ago in (("Abandoned", 130), ("Failed", 125), ("Ended", 62)):
         ends[(key, at(seconds_ago))] = ends.get((key, at(seconds_ago)), 0) + 1
@@ -101,22 +101,22 @@ def test_the_rollup_derives_ends_takeovers_publishes_and_job_runs_and_snapshots_
     assert _stored("job_run_seconds") == {("noop", at(61)): pytest.approx(7.0 / 3)}
     assert _stored("listeners") == {("Running", at(0)): 1, ("Late", at(0)): 0, ("Stale", at(0)): 1}
     assert result.snapshot_points == 5
-    again = rollup_history(settings=lsettings, barriers=lbarriers, queues=queues, now=now)
+    again = rollup_history(settings=lsettings, coordination=lcoordination, queues=queues, now=now)
     assert again.derived_points == result.derived_points  # the same minutes derived again, not added
     assert _stored("job_runs") == {("noop succeeded", at(61)): 2, ("noop failed", at(61)): 1}
 
 
 def test_the_rollup_derives_again_from_its_previous_minute_so_a_missed_tick_is_filled_in(
-    lsettings, lbarriers, make_match
+    lsettings, lcoordination, make_match
 ):
-    rollup_history(settings=lsettings, barriers=lbarriers, queues=[], now=NOW - timedelta(minutes=40))
+    rollup_history(settings=lsettings, coordination=lcoordination, queues=[], now=NOW - timedelta(minutes=40))
     _job_run("noop", "succeeded", NOW, ended_ago=30 * 60, seconds=1.0)  # ended while no rollup ran
-    result = rollup_history(settings=lsettings, barriers=lbarriers, queues=[], now=NOW)
+    result = rollup_history(settings=lsettings, coordination=lcoordination, queues=[], now=NOW)
     assert result.derived_from == (M - timedelta(minutes=40 + REDERIVE_MINUTES)).isoformat()
     assert _stored("job_runs") == {("noop succeeded", minute_of(NOW - timedelta(minutes=30))): 1}
 
 
-def test_the_rollup_prunes_what_is_older_than_the_retention(lsettings, lbarriers, db):
+def test_the_rollup_prunes_what_is_older_than_the_retention(lsettings, lcoordination, db):
     add_points({("events", "m", M - timedelta(minutes=lsettings.history_retention_days * 1440 + 5)): 1})
-    result = rollup_history(settings=lsettings, barriers=lbarriers, queues=[], now=NOW)
+    result = rollup_history(settings=lsettings, coordination=lcoordination, queues=[], now=NOW)
     assert result.pruned == 1 and _stored("events") == {}

@@ -24,6 +24,8 @@ ELSEWHERE = {
     "events prune": "tests/lifecycle/test_event_log_admin.py",
     "players sync": "tests/publisher/test_players.py",
     "actions result": "tests/publisher/test_results.py",
+    "console lockouts": "tests/console/test_sessions.py",
+    "console unlock": "tests/console/test_sessions.py",
 }
 LINEUP = ["--league", "L1", "--team", "7", "--swap", "3139477:BE", "--season", "2024", "--week", "3"]
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from config.errors import ScheduleFetchError
+from lifecycle.errors import ScheduleFetchError
 from models import League, Match, Season, Team
 from srsim.script import GameScript
 from tests.waiting import wait_for

@@ -15,6 +15,7 @@ import uuid
 
 import pytest
 
+from harness.ports import free_port
 from listener.play_by_play import PlayByPlay
 from listener.verify import compare
 from models import Match, Question
@@ -77,18 +78,22 @@ def test_every_leagues_questions_are_issued_and_settled_once_through_a_kill_and_
     make_match, ctx, send_start, start_worker, lifecycle_env
 ):
     games = [_game(d.name) for d in declared()]
-    server = SimServer(games, heartbeat_seconds=1.0).start_background()
+    port = free_port()
+    server = SimServer(games, heartbeat_seconds=1.0, port=port)
     try:
         matches = [make_match(g.league, sr_id=g.sr_id, status="inprogress") for g in games]
         env = {
             **REAL_WORKER_DEFAULTS,
             "LISTENER_BODY": "listener.match_listener:MatchListener",
-            "SPORTRADAR_BASE_URL": server.base_url,
+            "SPORTRADAR_BASE_URL": f"http://127.0.0.1:{port}",
             "LISTENER_STATUS_RELOAD_HEARTBEATS": "3",
             "LISTENER_MAX_CONSECUTIVE_HEARTBEATS": "120",
         }
         with OpenRowMonitor(m.id for m in matches) as monitor:
             doomed = start_worker(env=env)
+            # The games' clocks start once the worker is up (a loaded box boots it in tens of seconds):
+            # each run must see the reviews live, before the kill, to settle those questions twice.
+            server.start_background()
             assert dispatch_now(ctx, send_start).enqueued == len(games)
             for g in games:
                 wait_for(

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from config.errors import MatchNotFound
 from lifecycle.match_ref import resolve_match_id
+from models.errors import MatchNotFound
 from models.listener_record import MatchListenerRecord
 from tests.lifecycle.helpers import reload
 

@@ -16,12 +16,12 @@ from models.team import Team
 
 
 @pytest.fixture
-def page(lsettings, lbarriers, db):
+def page(lsettings, lcoordination, db):
     """``page(**typed)``: the Matches board's page for the parameters as typed (today: the real date)."""
 
     def read(cache: MatchesCache | None = None, **typed: str):
         query = matches_query(today=utcnow().date(), **typed)
-        return matches_page(query, settings=lsettings, barriers=lbarriers, cache=cache)
+        return matches_page(query, settings=lsettings, coordination=lcoordination, cache=cache)
 
     return read
 
@@ -33,7 +33,7 @@ def _teams(league: str, *teams: tuple[str, str, str]) -> None:
 
 
 def test_a_match_due_tomorrow_that_never_had_a_run_is_listed_and_the_listener_board_does_not_know_it(
-    page, make_match, lsettings, lbarriers
+    page, make_match, lsettings, lcoordination
 ):
     tomorrow = make_match("mlb", title="HOU @ KC", status="scheduled", scheduled=utcnow() + timedelta(days=1))
     [entry] = page().entries
@@ -41,7 +41,7 @@ def test_a_match_due_tomorrow_that_never_had_a_run_is_listed_and_the_listener_bo
     assert entry.badge == NO_RUN
     assert entry.auto_dispatch and entry.record_id is None and entry.run_started_at is None
     assert entry.scheduled == tomorrow.scheduled.isoformat()
-    assert listener_board(settings=lsettings, barriers=lbarriers) == []
+    assert listener_board(settings=lsettings, coordination=lcoordination) == []
 
 
 def test_the_default_window_is_yesterday_to_two_days_ahead_in_utc_days(page, make_match):
@@ -146,29 +146,29 @@ def test_each_bad_parameter_is_refused_naming_it(typed, field, words):
 
 
 def test_a_cached_reading_rereads_the_window_only_when_a_table_changed_and_rebuilds_open_runs(
-    lsettings, lbarriers, make_match
+    lsettings, lcoordination, make_match
 ):
     day = utcnow().date()
     match = make_match(title="HOU @ KC", status="inprogress")
     cache = MatchesCache()
-    first, _ = window_entries(day, day, settings=lsettings, barriers=lbarriers, cache=cache)
-    again, _ = window_entries(day, day, settings=lsettings, barriers=lbarriers, cache=cache)
+    first, _ = window_entries(day, day, settings=lsettings, coordination=lcoordination, cache=cache)
+    again, _ = window_entries(day, day, settings=lsettings, coordination=lcoordination, cache=cache)
     assert cache.full_reads == 1 and again[0] is first[0]  # nothing changed: the same entry object
     MatchListenerRecord.create(match=match.id)
-    moved, _ = window_entries(day, day, settings=lsettings, barriers=lbarriers, cache=cache)
+    moved, _ = window_entries(day, day, settings=lsettings, coordination=lcoordination, cache=cache)
     assert cache.full_reads == 2 and moved[0].badge == "Running"
-    open_again, _ = window_entries(day, day, settings=lsettings, barriers=lbarriers, cache=cache)
+    open_again, _ = window_entries(day, day, settings=lsettings, coordination=lcoordination, cache=cache)
     assert cache.full_reads == 2 and open_again[0] is not moved[0]  # an open run is rebuilt each time
-    lbarriers.record_failed_attempt(match.id)
-    counted, _ = window_entries(day, day, settings=lsettings, barriers=lbarriers, cache=cache)
+    lcoordination.barriers.record_failed_attempt(match.id)
+    counted, _ = window_entries(day, day, settings=lsettings, coordination=lcoordination, cache=cache)
     assert cache.full_reads == 2 and counted[0].attempts == 1  # Redis counters are read every time
 
 
-def test_a_team_added_later_is_found_by_a_cached_reading(lsettings, lbarriers, make_match):
+def test_a_team_added_later_is_found_by_a_cached_reading(lsettings, lcoordination, make_match):
     match = make_match("mlb", title="SEA @ OAK")
     cache = MatchesCache()
     query = matches_query(today=utcnow().date(), q="Mariners")
-    assert matches_page(query, settings=lsettings, barriers=lbarriers, cache=cache).total == 0
+    assert matches_page(query, settings=lsettings, coordination=lcoordination, cache=cache).total == 0
     _teams("mlb", ("SEA", "Seattle", "Mariners"))
-    found = matches_page(query, settings=lsettings, barriers=lbarriers, cache=cache)
+    found = matches_page(query, settings=lsettings, coordination=lcoordination, cache=cache)
     assert [e.match_id for e in found.entries] == [str(match.id)] and cache.full_reads == 2

@@ -31,7 +31,7 @@ def bouncer():
 
 
 def test_the_lifecycle_runs_with_every_worker_and_cli_connection_through_pgbouncer_in_transaction_mode(
-    make_match, lsettings, lbarriers, start_worker, subprocess_env, lifecycle_env, bouncer
+    make_match, lsettings, lcoordination, start_worker, subprocess_env, lifecycle_env, bouncer
 ):
     from lifecycle.cleanup import stop_match_listener
 
@@ -53,6 +53,6 @@ def test_the_lifecycle_runs_with_every_worker_and_cli_connection_through_pgbounc
     for m in matches:  # the heartbeat thread's UPDATEs go through pgbouncer too
         first = rows[m.id].heartbeat_at
         wait_for(lambda m=m, first=first: MatchListenerRecord.get_by_id(rows[m.id].id).heartbeat_at > first)
-    stop_match_listener(str(matches[0].id), settings=lsettings, barriers=lbarriers)
+    stop_match_listener(str(matches[0].id), settings=lsettings, coordination=lcoordination)
     wait_for(lambda: rows_of(matches[0])[0].exit_code == 15, timeout=30)
     assert all(len(open_rows(m)) == 1 for m in matches[1:])

@@ -41,7 +41,7 @@ def real_senders(send_start):
 
 
 def test_dispatch_sets_aside_matches_whose_stored_settings_would_fail_the_start_and_sends_the_rest(
-    make_match, lsettings, lbarriers, real_senders, broker_queues, caplog
+    make_match, lsettings, lcoordination, real_senders, broker_queues, caplog
 ):
     first = utcnow() - timedelta(minutes=5)  # the selection's order is by scheduled time
     unknown = make_match(status="inprogress", scheduled=first, listener_start_settings={"no_such_setting": 1})
@@ -67,7 +67,7 @@ def test_dispatch_sets_aside_matches_whose_stored_settings_would_fail_the_start_
     before = set_aside_count("dispatch")
     caplog.set_level(logging.INFO)
 
-    result = dispatch(settings=lsettings, barriers=lbarriers, **real_senders)
+    result = dispatch(settings=lsettings, coordination=lcoordination, **real_senders)
 
     poisoned = [str(m.id) for m in (unknown, invalid, not_object)]
     assert sorted(result.match_ids) == sorted(str(m.id) for m in good)
@@ -78,7 +78,7 @@ def test_dispatch_sets_aside_matches_whose_stored_settings_would_fail_the_start_
     assert "listener_max_bad_lines" in reasons[poisoned[1]]
     assert "not an object" in reasons[poisoned[2]]
     for mid in poisoned:
-        assert not lbarriers.is_pending(mid)
+        assert not lcoordination.barriers.is_pending(mid)
     assert all(reload(m).start_message_id is None for m in (unknown, invalid, not_object))
     assert set_aside_count("dispatch") == before + 3
     lines = _set_aside_lines(caplog, "dispatch")
@@ -86,7 +86,7 @@ def test_dispatch_sets_aside_matches_whose_stored_settings_would_fail_the_start_
 
 
 def test_a_batch_send_that_fails_on_one_message_is_sent_one_by_one_and_only_that_start_is_set_aside(
-    make_match, lsettings, lbarriers, real_senders, broker_queues, caplog
+    make_match, lsettings, lcoordination, real_senders, broker_queues, caplog
 ):
     first = utcnow() - timedelta(minutes=5)
     bad = make_match(status="inprogress", scheduled=first)
@@ -107,19 +107,19 @@ def test_a_batch_send_that_fails_on_one_message_is_sent_one_by_one_and_only_that
 
     before = set_aside_count("dispatch")
     caplog.set_level(logging.INFO)
-    result = dispatch(settings=lsettings, barriers=lbarriers, send=send, send_batch=send_batch)
+    result = dispatch(settings=lsettings, coordination=lcoordination, send=send, send_batch=send_batch)
 
     assert sorted(result.match_ids) == sorted(str(m.id) for m in good)
     assert broker_queues("match_listeners") == 3
     [entry] = result.set_aside
     assert entry["item"] == str(bad.id) and "ValueError: message too large" in entry["reason"]
-    assert result.failed == 1 and not lbarriers.is_pending(bad.id)
+    assert result.failed == 1 and not lcoordination.barriers.is_pending(bad.id)
     assert set_aside_count("dispatch") == before + 1
     assert len(_set_aside_lines(caplog, "dispatch")) == 1
 
 
 def test_a_failed_batch_send_to_a_broker_that_is_down_is_not_retried_one_by_one(
-    make_match, lsettings, lbarriers
+    make_match, lsettings, lcoordination
 ):
     from config.errors import RedisUnavailable
 
@@ -130,14 +130,14 @@ def test_a_failed_batch_send_to_a_broker_that_is_down_is_not_retried_one_by_one(
         calls.append(args)
         raise RedisUnavailable(service="Redis", setting="BROKER_URL", address="x", reason="refused")
 
-    result = dispatch(settings=lsettings, barriers=lbarriers, send=down, send_batch=down)
+    result = dispatch(settings=lsettings, coordination=lcoordination, send=down, send_batch=down)
     assert len(calls) == 1 and result.failed == 3 and result.set_aside == []
-    assert not any(lbarriers.is_pending(m.id) for m in matches)
+    assert not any(lcoordination.barriers.is_pending(m.id) for m in matches)
 
 
 @pytest.mark.services  # a private redis-server as the broker
 def test_a_full_broker_redis_fails_the_batch_as_an_outage_and_sets_no_match_aside(
-    make_match, lsettings, lbarriers, actor_runtime, tmp_path
+    make_match, lsettings, lcoordination, actor_runtime, tmp_path
 ):
     """Redis at maxmemory (noeviction) refuses every write: not one bad message per match."""
     from actors.listeners import send_start, send_starts
@@ -153,17 +153,19 @@ def test_a_full_broker_redis_fails_the_batch_as_an_outage_and_sets_no_match_asid
             for n in range(1000):
                 client.set(f"fill{n}", "x" * 10_000)
         before = set_aside_count("dispatch")
-        result = dispatch(settings=lsettings, barriers=lbarriers, send=send_start, send_batch=send_starts)
+        result = dispatch(
+            settings=lsettings, coordination=lcoordination, send=send_start, send_batch=send_starts
+        )
         client.close()
     assert result.failed == 3 and result.enqueued == 0 and result.set_aside == []
     assert set_aside_count("dispatch") == before
-    assert not any(lbarriers.is_pending(m.id) for m in matches)
+    assert not any(lcoordination.barriers.is_pending(m.id) for m in matches)
 
 
 def test_a_start_whose_stored_settings_are_not_an_object_is_a_counted_settings_failure(
-    make_match, lsettings, lbarriers, services
+    make_match, lsettings, lcoordination, services
 ):
-    from config.errors import ListenerStartSettingsError
+    from lifecycle.errors import ListenerStartSettingsError
     from models.db import database
     from tests.lifecycle.helpers import rows_of, start
 
@@ -172,8 +174,8 @@ def test_a_start_whose_stored_settings_are_not_an_object_is_a_counted_settings_f
         "UPDATE matches SET listener_start_settings = '\"fast\"'::jsonb WHERE id = %s", (str(match.id),)
     )
     with pytest.raises(ListenerStartSettingsError, match="not an object"):
-        start(match, settings=lsettings, barriers=lbarriers, services=services)
-    assert lbarriers.attempts(match.id) == 1 and rows_of(match) == []
+        start(match, settings=lsettings, coordination=lcoordination, services=services)
+    assert lcoordination.barriers.attempts(match.id) == 1 and rows_of(match) == []
 
 
 # -- schedule and league refresh -------------------------------------------------------------

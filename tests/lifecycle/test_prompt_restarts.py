@@ -26,10 +26,26 @@ from tests.lifecycle.helpers import start
 from tests.waiting import wait_for
 
 
-def _epoch_aged(barriers: CoordinationStore, seconds: float) -> None:
+def _start_with_body(match: Any, restarting: dict[str, Any], body: str) -> Any:
+    """Start ``match`` in-process on ``restarting``'s services with this module's listener body ``body``."""
+    from lifecycle import guarded_start
+
+    return guarded_start.start_match_listener(
+        str(match.id),
+        None,
+        False,
+        message_id=None,
+        settings=restarting["settings"],
+        coordination=restarting["coordination"],
+        services=restarting["services"],
+        local={"listener_body": f"tests.lifecycle.test_prompt_restarts:{body}"},
+    )
+
+
+def _epoch_aged(coordination: CoordinationStore, seconds: float) -> None:
     """Pretend Redis has kept its data for ``seconds`` (the reaper judges nothing before)."""
-    now = int(barriers.client.time()[0])
-    barriers.client.set(barriers.epoch_key, f"test:{now - int(seconds)}")
+    now = int(coordination.client.time()[0])
+    coordination.client.set(coordination.epoch_key, f"test:{now - int(seconds)}")
 
 
 @pytest.fixture
@@ -40,7 +56,7 @@ def sent() -> Outbox:
 
 @pytest.fixture
 def restarting(
-    lsettings: MatchListenerEnvironment, lbarriers: CoordinationStore, sent: Outbox
+    lsettings: MatchListenerEnvironment, lcoordination: CoordinationStore, sent: Outbox
 ) -> Iterator[dict[str, Any]]:
     """Start arguments whose services restart matches through the real dispatch into ``sent``.
 
@@ -49,10 +65,12 @@ def restarting(
     settings = lsettings.model_copy(update={"listener_reconnect_reset_seconds": 1.0})
 
     def redispatch(match_ids: list[str]) -> None:
-        dispatch.dispatch_matches(match_ids, settings=settings, barriers=lbarriers, send_batch=sent.extend)
+        dispatch.dispatch_matches(
+            match_ids, settings=settings, coordination=lcoordination, send_batch=sent.extend
+        )
 
-    svc = ListenerServices(settings=settings, barriers=lbarriers, redispatch=redispatch)
-    yield {"settings": settings, "barriers": lbarriers, "services": svc}
+    svc = ListenerServices(settings=settings, coordination=lcoordination, redispatch=redispatch)
+    yield {"settings": settings, "coordination": lcoordination, "services": svc}
     svc.shutdown_all()
     svc.close()
 
@@ -73,7 +91,7 @@ def test_a_run_that_ran_out_of_reconnects_after_streaming_is_dispatched_again_at
     assert result.exit_code == int(ExitCode.CONNECTION_ERROR) and not result.success
     assert result.attempts == 1  # still a counted failure
     assert sent.match_ids == [str(match.id)]  # not left for the next dispatch tick
-    assert restarting["barriers"].is_pending(match.id)  # the new start holds the pending key
+    assert restarting["coordination"].barriers.is_pending(match.id)  # the new start holds the pending key
     assert Match.get_by_id(match.id).start_message_id == sent.messages[0].message_id
 
 
@@ -86,15 +104,15 @@ def test_a_run_that_lost_the_feed_at_once_waits_for_the_dispatch_tick(make_match
 
 
 def test_a_match_that_is_exhausted_stopped_or_over_is_not_dispatched_again(make_match, restarting, sent):
-    barriers: CoordinationStore = restarting["barriers"]
+    coordination: CoordinationStore = restarting["coordination"]
     exhausted = make_match(status="inprogress")
-    for _ in range(barriers.attempt_cap - 1):
-        barriers.record_failed_attempt(exhausted.id)
+    for _ in range(coordination.attempt_cap - 1):
+        coordination.barriers.record_failed_attempt(exhausted.id)
     not_auto = make_match(status="inprogress", auto_dispatch_listener=False)
     over = make_match(status="closed")
     for match in (exhausted, not_auto, over):
         assert start(match, overrides=_feed_lost_after(1.2), **restarting).exit_code == 12
-    assert barriers.is_exhausted(exhausted.id)  # this exit reached the cap: nothing sent
+    assert coordination.barriers.is_exhausted(exhausted.id)  # this exit reached the cap: nothing sent
     assert sent.messages == []
 
 
@@ -123,55 +141,57 @@ def _closed_row(match: Match, *, exit_code: int, lease: str | None = "a-fenced-w
 
 
 def test_the_reaper_restarts_a_fenced_runs_match_that_lost_its_keys_once_per_spacing(
-    make_match, wide, lbarriers
+    make_match, wide, lcoordination
 ):
     fenced, abandoned = make_match(status="inprogress"), make_match(status="inprogress")
     _closed_row(fenced, exit_code=int(ExitCode.CANCELLED))
     _closed_row(abandoned, exit_code=int(ExitCode.ABANDONED))
-    _epoch_aged(lbarriers, 1)
-    assert orphans_of_fenced_runs(settings=wide, barriers=lbarriers) == []  # Redis just restarted
-    _epoch_aged(lbarriers, 3600)
-    assert orphans_of_fenced_runs(settings=wide, barriers=lbarriers) == sorted(
+    _epoch_aged(lcoordination, 1)
+    assert orphans_of_fenced_runs(settings=wide, coordination=lcoordination) == []  # Redis just restarted
+    _epoch_aged(lcoordination, 3600)
+    assert orphans_of_fenced_runs(settings=wide, coordination=lcoordination) == sorted(
         [str(fenced.id), str(abandoned.id)]
     )
-    assert orphans_of_fenced_runs(settings=wide, barriers=lbarriers) == []  # once per spacing
-    left = lbarriers.client.ttl(lbarriers.orphan_restart_key(fenced.id))
+    assert orphans_of_fenced_runs(settings=wide, coordination=lcoordination) == []  # once per spacing
+    left = lcoordination.client.ttl(lcoordination.orphan_restart_key(fenced.id))
     assert 0 < left <= ORPHAN_RESTART_EVERY_SECONDS
 
 
 def test_the_reaper_leaves_matches_that_something_else_restarts_or_that_ended_otherwise(
-    make_match, wide, lbarriers
+    make_match, wide, lcoordination
 ):
     locked, pending, running, stopped, unleased = (make_match(status="inprogress") for _ in range(5))
     for match in (locked, pending, running):
         _closed_row(match, exit_code=int(ExitCode.CANCELLED))
-    lbarriers.start_lock(locked.id).acquire("a-starting-run")
-    lbarriers.claim_pending(pending.id)
+    lcoordination.locks.start_lock(locked.id).acquire("a-starting-run")
+    lcoordination.barriers.claim_pending(pending.id)
     MatchListenerRecord.create(match=running.id)  # its successor runs
     _closed_row(stopped, exit_code=int(ExitCode.STOPPED))
     _closed_row(unleased, exit_code=int(ExitCode.CANCELLED), lease=None)
-    _epoch_aged(lbarriers, 3600)
-    assert orphans_of_fenced_runs(settings=wide, barriers=lbarriers) == []
+    _epoch_aged(lcoordination, 3600)
+    assert orphans_of_fenced_runs(settings=wide, coordination=lcoordination) == []
 
 
-def test_a_reaper_thread_dispatches_the_orphaned_match_once(make_match, lsettings, wide, lbarriers, sent):
+def test_a_reaper_thread_dispatches_the_orphaned_match_once(make_match, lsettings, wide, lcoordination, sent):
     match = make_match(status="inprogress")
     _closed_row(match, exit_code=int(ExitCode.CANCELLED))
-    _epoch_aged(lbarriers, 3600)
+    _epoch_aged(lcoordination, 3600)
 
     def redispatch(match_ids: list[str]) -> None:
-        dispatch.dispatch_matches(match_ids, settings=lsettings, barriers=lbarriers, send_batch=sent.extend)
+        dispatch.dispatch_matches(
+            match_ids, settings=lsettings, coordination=lcoordination, send_batch=sent.extend
+        )
 
     svc = ListenerServices(
         settings=lsettings,
-        barriers=lbarriers,
-        reap=lambda: orphans_of_fenced_runs(settings=wide, barriers=lbarriers),
+        coordination=lcoordination,
+        reap=lambda: orphans_of_fenced_runs(settings=wide, coordination=lcoordination),
         redispatch=redispatch,
     )
     svc.start()
     try:
         wait_for(lambda: sent.match_ids == [str(match.id)], timeout=30, what="the orphan's restart")
-        assert lbarriers.is_pending(match.id)
+        assert lcoordination.barriers.is_pending(match.id)
     finally:
         svc.shutdown_all()
         svc.close()
@@ -181,49 +201,258 @@ def test_a_reaper_thread_dispatches_the_orphaned_match_once(make_match, lsetting
 # -- finding 3: a restart taken by a worker cut from PostgreSQL ---------------------------------
 
 
+def _cut(service: str = "PostgreSQL"):
+    from config.errors import DatabaseUnavailable, RedisUnavailable
+
+    cls = DatabaseUnavailable if service == "PostgreSQL" else RedisUnavailable
+
+    def unreachable(*args, **kwargs):
+        raise cls(service=service, setting="X_URL", address="x", reason="cut")
+
+    return unreachable
+
+
+def _start_of(match, restart, **ctx):
+    from lifecycle import guarded_start
+
+    return guarded_start.start_match_listener(
+        str(match.id), None, False, message_id=restart.message_id, **ctx
+    )
+
+
 def test_a_restart_a_worker_cut_from_postgresql_gave_up_is_sent_again_by_a_healthy_reaper(
-    make_match, lsettings, wide, lbarriers, sent, services, monkeypatch
+    make_match, lsettings, wide, lcoordination, sent, services, monkeypatch
 ):
     """The fenced run's match was restarted, the start went to a host cut from PostgreSQL and
-    freed its pending key: the next reaper step elsewhere restarts it (not the dispatch tick)."""
+    could not give its message back (Redis did not answer either): it freed its pending key, and
+    the next reaper step elsewhere restarts it (not the dispatch tick)."""
     from config.errors import DatabaseUnavailable
-    from lifecycle import start_match
+    from lifecycle import guarded_start
 
     match = make_match(status="inprogress")
     _closed_row(match, exit_code=int(ExitCode.CANCELLED))
-    _epoch_aged(lbarriers, 3600)
-    dispatch.dispatch_matches([str(match.id)], settings=lsettings, barriers=lbarriers, send_batch=sent.extend)
+    _epoch_aged(lcoordination, 3600)
+    dispatch.dispatch_matches(
+        [str(match.id)], settings=lsettings, coordination=lcoordination, send_batch=sent.extend
+    )
     [restart] = sent.messages  # the restart the fence's reaper sent
-    assert orphans_of_fenced_runs(settings=wide, barriers=lbarriers) == []  # its start is pending
+    assert orphans_of_fenced_runs(settings=wide, coordination=lcoordination) == []  # its start is pending
 
-    def unreachable(match_id):
-        raise DatabaseUnavailable(service="PostgreSQL", setting="DATABASE_URL", address="db", reason="cut")
-
-    monkeypatch.setattr(start_match, "stored_message_id", unreachable)  # (a host cut from PostgreSQL)
+    monkeypatch.setattr(guarded_start, "stored_message_id", _cut())  # (a host cut from PostgreSQL)
+    monkeypatch.setattr(lcoordination.barriers, "unconsume_message", _cut("Redis"))  # (and then from Redis)
     with pytest.raises(DatabaseUnavailable):
-        start_match.start_match_listener(
-            str(match.id),
-            None,
-            False,
-            message_id=restart.message_id,
-            settings=lsettings,
-            barriers=lbarriers,
-            services=services,
-        )
+        _start_of(match, restart, settings=lsettings, coordination=lcoordination, services=services)
     monkeypatch.undo()
-    assert not lbarriers.is_pending(match.id)
-    again = orphans_of_fenced_runs(settings=wide, barriers=lbarriers)  # a healthy worker's reaper
+    assert not lcoordination.barriers.is_pending(match.id)
+    again = orphans_of_fenced_runs(settings=wide, coordination=lcoordination)  # a healthy worker's reaper
     assert again == [str(match.id)]
-    dispatch.dispatch_matches(again, settings=lsettings, barriers=lbarriers, send_batch=sent.extend)
+    dispatch.dispatch_matches(again, settings=lsettings, coordination=lcoordination, send_batch=sent.extend)
     assert sent.match_ids == [str(match.id)] * 2
     assert Match.get_by_id(match.id).start_message_id == sent.messages[1].message_id
+
+
+# -- findings 6 and 7: a start that meets a service unreachable gives its message back ----------
+
+
+@pytest.mark.parametrize("where", ["PostgreSQL after the consume", "Redis at the consume"])
+def test_a_start_that_cannot_reach_a_service_before_its_lock_gives_its_message_back(
+    make_match, lsettings, lcoordination, sent, services, monkeypatch, where
+):
+    """It raises StartGivenBack (the actor sends the same message again within seconds), keeps the
+    pending key (the message still stands for it) and leaves the message unconsumed, so the copy
+    runs on a worker that reaches both. Before, a start cut from Redis at its consume died and left
+    the pending key and the stored message id of a message nobody would run: no dispatch, reaper
+    or sweep restarted the match (finding 7); one cut from PostgreSQL freed the key and left the
+    match for a reaper's restart or the dispatch tick (finding 6)."""
+    from lifecycle import guarded_start
+    from lifecycle.errors import StartGivenBack
+
+    match = make_match(status="inprogress")
+    dispatch.dispatch_matches(
+        [str(match.id)], settings=lsettings, coordination=lcoordination, send_batch=sent.extend
+    )
+    [restart] = sent.messages
+    services.database.probe_once()
+    if where.startswith("PostgreSQL"):
+        monkeypatch.setattr(guarded_start, "stored_message_id", _cut())
+    else:
+        monkeypatch.setattr(lcoordination.barriers, "consume_message", _cut("Redis"))
+    with pytest.raises(StartGivenBack):
+        _start_of(match, restart, settings=lsettings, coordination=lcoordination, services=services)
+    monkeypatch.undo()
+    assert lcoordination.barriers.is_pending(match.id)  # kept for the message given back
+    assert lcoordination.barriers.consumed_among([restart.message_id]) == set()  # the copy will run
+    assert Match.get_by_id(match.id).start_message_id == restart.message_id  # not superseded
+    assert services.database.reachable() == where.startswith("Redis")  # cut from PostgreSQL: no starts
+    assert lcoordination.barriers.consume_message(
+        restart.message_id
+    )  # what the copy does first, on another worker
+
+
+def test_a_revoked_start_is_never_given_back(
+    make_match, lsettings, lcoordination, sent, services, monkeypatch
+):
+    """An operator stop revoked the message: removing a consumed mark never removes a revocation."""
+    from config.errors import DatabaseUnavailable
+
+    match = make_match(status="inprogress")
+    dispatch.dispatch_matches(
+        [str(match.id)], settings=lsettings, coordination=lcoordination, send_batch=sent.extend
+    )
+    [restart] = sent.messages
+    lcoordination.barriers.revoke_message(restart.message_id)
+    assert not lcoordination.barriers.unconsume_message(restart.message_id)
+    assert lcoordination.barriers.consumed_among([restart.message_id]) == {restart.message_id}
+    from lifecycle import guarded_start
+
+    monkeypatch.setattr(guarded_start, "stored_message_id", _cut())
+    with pytest.raises(DatabaseUnavailable):  # not consumed here, and not given back
+        _start_of(match, restart, settings=lsettings, coordination=lcoordination, services=services)
+
+
+def test_only_a_start_given_back_is_retried_and_a_bounded_number_of_times():
+    from actors.listeners import GIVE_BACK_RETRIES, given_back
+    from lifecycle.errors import ListenerRunFailed, StartGivenBack
+
+    assert given_back(0, StartGivenBack("x")) and given_back(GIVE_BACK_RETRIES - 1, StartGivenBack("x"))
+    assert not given_back(GIVE_BACK_RETRIES, StartGivenBack("x"))
+    assert not given_back(0, ListenerRunFailed("x")) and not given_back(0, RuntimeError("x"))
+
+
+# -- finding 8: a run refused by PostgreSQL before its first live byte ---------------------------
+
+
+class DatabaseGoneBody:
+    """A body whose first query PostgreSQL refused (the server at its connection limit): no stream."""
+
+    live_first = False
+
+    def __init__(self) -> None:
+        self.database_lost = False
+        self.exit_reason = ""
+
+    def run(self, ctx: Any) -> int:
+        if self.live_first:
+            ctx.on_live()
+        self.database_lost = True
+        self.exit_reason = "DatabaseUnavailable: too many clients already"
+        return int(ExitCode.UNEXPECTED_ERROR)
+
+    def request_stop(self) -> None:
+        pass
+
+
+class DatabaseGoneAfterStreamingBody(DatabaseGoneBody):
+    live_first = True
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["before its first live byte", "after streaming"])
+def test_a_run_refused_by_postgresql_before_it_streamed_is_started_again_at_once(
+    make_match, restarting, sent, streamed
+):
+    """It is counted, this worker takes no start until its probe answers, and the match is sent
+    again now (not at the next dispatch tick); a run that had streamed is left to the usual rules."""
+
+    match = make_match(status="inprogress")
+    body = "DatabaseGoneAfterStreamingBody" if streamed else "DatabaseGoneBody"
+    services = restarting["services"]
+    services.database.probe_once()
+    result = _start_with_body(match, restarting, body)
+    assert result.exit_code == int(ExitCode.UNEXPECTED_ERROR) and result.attempts == 1
+    assert sent.match_ids == ([] if streamed else [str(match.id)])
+    assert services.database.reachable() == streamed
+
+
+def test_the_match_listener_says_postgresql_did_not_answer(lsettings, monkeypatch):
+    from listener import match_listener
+    from listener.body import ListenerContext, body_lost_database
+
+    monkeypatch.setattr(match_listener, "load_match_info", _cut())  # its first query refused
+    body = match_listener.MatchListener()
+    ctx = ListenerContext(match_id=str(uuid.uuid4()), record_id=None, is_test=False, settings=lsettings)
+    assert body.run(ctx) == int(ExitCode.UNEXPECTED_ERROR)
+    assert body_lost_database(body) and body.exit_reason.startswith("DatabaseUnavailable")
+
+
+# -- finding 5: a run that lost its feed gives its match back ---------------------------------
+
+
+class FeedLostBody:
+    """A body that streamed, then lost its feed past LISTENER_FEED_LOST_SECONDS (a host cut from it)."""
+
+    def __init__(self) -> None:
+        self.feed_lost = False
+        self.exit_reason = ""
+
+    def run(self, ctx: Any) -> int:
+        ctx.on_live()
+        self.feed_lost = True
+        self.exit_reason = "feed lost for 15.2 s: cannot connect: ConnectTimeout"
+        return int(ExitCode.CONNECTION_ERROR)
+
+    def request_stop(self) -> None:
+        pass
+
+
+def test_a_run_that_gave_its_match_back_for_a_lost_feed_is_started_again_at_once_elsewhere(
+    make_match, restarting, sent
+):
+    """Whatever its age (not the one-minute rule of a run that ran out of reconnects): counted, this
+    worker takes no start until it reaches the feed again, and the match is sent now."""
+
+    match = make_match(status="inprogress")
+    services = restarting["services"]
+    result = _start_with_body(match, restarting, "FeedLostBody")
+    assert result.exit_code == int(ExitCode.CONNECTION_ERROR) and result.attempts == 1
+    assert sent.match_ids == [str(match.id)]
+    assert not services.feed.reachable() and not services.ready_for_starts()
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "reason"),
+    [
+        ("FeedLostBody", ExitCode.CONNECTION_ERROR, "feed lost"),
+        ("DatabaseGoneBody", ExitCode.UNEXPECTED_ERROR, "DatabaseUnavailable"),
+    ],
+    ids=["feed lost", "refused by postgresql"],
+)
+def test_a_run_that_gave_its_match_back_closes_its_row_once_postgresql_answers_then_sends_the_match(
+    make_match, restarting, sent, monkeypatch, body, code, reason
+):
+    """PostgreSQL refuses the row's close too (the host cut from it, the server at its connection
+    limit), and a start would skip a match whose open row has a fresh heartbeat; the give-back
+    closes it once PostgreSQL answers, then sends the match."""
+    from config.errors import DatabaseUnavailable
+    from lifecycle import guarded_start
+    from lifecycle.sql import rows
+
+    refusals = [2]
+    close_row = rows.close_row
+
+    def refused_twice(*args: Any, **kwargs: Any) -> bool:
+        if refusals[0]:
+            refusals[0] -= 1
+            raise DatabaseUnavailable(
+                service="PostgreSQL", setting="DATABASE_URL", address="db", reason="cut"
+            )
+        return close_row(*args, **kwargs)
+
+    monkeypatch.setattr(rows, "close_row", refused_twice)
+    monkeypatch.setattr(guarded_start, "GIVE_BACK_RETRY_SECONDS", 0.01)
+    match = make_match(status="inprogress")
+    result = _start_with_body(match, restarting, body)
+    assert result.exit_code == int(code) and refusals == [0]
+    [row] = MatchListenerRecord.select().where(MatchListenerRecord.match == match.id)
+    assert row.ended_at is not None and row.exit_code == int(code)
+    assert row.exit_reason.startswith(reason)
+    assert sent.match_ids == [str(match.id)]
 
 
 # -- develop restarts test clones only (issue 38, row 3) ---------------------------------------
 
 
 def test_in_develop_a_restart_dispatches_the_test_clone_and_leaves_the_live_match(
-    make_match, lsettings, lbarriers, sent
+    make_match, lsettings, lcoordination, sent
 ):
     """The reaper's, the sweep's, a shutdown's hand-off and a reconnect restart all send through
     dispatch_matches: in develop only is_test matches, as develop's periodic dispatch."""
@@ -233,11 +462,11 @@ def test_in_develop_a_restart_dispatches_the_test_clone_and_leaves_the_live_matc
     clone = make_match(status="inprogress", is_test=True)
     develop = lsettings.model_copy(update={"app_env": AppEnv.DEVELOP})
     ids = [str(live.id), str(clone.id)]
-    dispatch.dispatch_matches(ids, settings=develop, barriers=lbarriers, send_batch=sent.extend)
+    dispatch.dispatch_matches(ids, settings=develop, coordination=lcoordination, send_batch=sent.extend)
     assert sent.match_ids == [str(clone.id)]
-    assert not lbarriers.is_pending(live.id)
+    assert not lcoordination.barriers.is_pending(live.id)
     staging = lsettings.model_copy(update={"app_env": AppEnv.STAGING})
-    dispatch.dispatch_matches(ids, settings=staging, barriers=lbarriers, send_batch=sent.extend)
+    dispatch.dispatch_matches(ids, settings=staging, coordination=lcoordination, send_batch=sent.extend)
     assert sent.match_ids == [str(clone.id), str(live.id)]  # elsewhere live matches too
 
 
@@ -250,7 +479,7 @@ def test_in_develop_a_live_run_that_lost_the_feed_after_streaming_is_not_restart
 
     def redispatch(match_ids: list[str]) -> None:
         dispatch.dispatch_matches(
-            match_ids, settings=develop, barriers=restarting["barriers"], send_batch=sent.extend
+            match_ids, settings=develop, coordination=restarting["coordination"], send_batch=sent.extend
         )
 
     restarting["services"].redispatch = redispatch

@@ -15,11 +15,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("worker_broker", [ON_AMQP
 
 
 def test_a_running_listener_holds_no_unacked_delivery_so_no_consumer_timeout_can_redeliver_it(
-    make_match, lsettings, lbarriers, send_start, start_worker, lifecycle_env
+    make_match, lsettings, lcoordination, send_start, start_worker, lifecycle_env
 ):
     matches = [make_match(status="inprogress") for _ in range(3)]
     worker = start_worker(threads=4)
-    ctx = {"settings": lsettings, "barriers": lbarriers}
+    ctx = {"settings": lsettings, "coordination": lcoordination}
     assert dispatch_now(ctx, send_start).enqueued == 3
     for m in matches:
         wait_for(lambda m=m: open_rows(m), timeout=60)
@@ -39,7 +39,7 @@ def test_a_running_listener_holds_no_unacked_delivery_so_no_consumer_timeout_can
 
 
 def test_a_listener_run_that_fails_after_its_early_ack_is_still_dead_lettered(
-    make_match, lbarriers, send_start, start_worker, lifecycle_env
+    make_match, lcoordination, send_start, start_worker, lifecycle_env
 ):
     from lifecycle.dispatch import request_start
     from publisher.amqp import read_messages
@@ -47,7 +47,7 @@ def test_a_listener_run_that_fails_after_its_early_ack_is_still_dead_lettered(
 
     failing = make_match(listener_start_settings=quick(listener_force_exit_code=11))
     message, _ = request_start(
-        str(failing.id), overrides=None, force=False, barriers=lbarriers, send=send_start
+        str(failing.id), overrides=None, force=False, coordination=lcoordination, send=send_start
     )
     start_worker(threads=1)
     dead: list[str] = []

@@ -32,22 +32,24 @@ def test_the_table_by_app_env(env, expected):
 
 
 def test_every_entry_names_an_actor_the_broker_knows(lifecycle_env):
-    from actors.runtime import current
+    from actors.actor_runtime import current
 
     for entry in PERIODIC:
         assert entry.actor in current().broker.actors, entry
     assert len({e.name for e in PERIODIC}) == len(PERIODIC)
 
 
-def _sender(barriers, sent, name="dispatch_upcoming_match_listeners"):
+def _sender(coordination, sent, name="dispatch_upcoming_match_listeners"):
     entry = PeriodicEntry(name, actor=name, cron="* * * * *", envs=frozenset(AppEnv))
-    return TickSender(entry, send=lambda kw, at: sent.append(at), barriers=barriers, tick_ttl_seconds=60)
+    return TickSender(
+        entry, send=lambda kw, at: sent.append(at), ticks=coordination.ticks, tick_ttl_seconds=60
+    )
 
 
-def test_a_second_scheduler_or_a_restart_inside_the_minute_sends_nothing_twice(lbarriers):
+def test_a_second_scheduler_or_a_restart_inside_the_minute_sends_nothing_twice(lcoordination):
     sent: list[str] = []
-    first = _sender(lbarriers, sent)
-    second = _sender(lbarriers, sent)  # another process, or our restart
+    first = _sender(lcoordination, sent)
+    second = _sender(lcoordination, sent)  # another process, or our restart
     assert first.send_with_options(scheduled_at="2030-01-01T10:00:00+00:00") is True
     assert second.send_with_options(scheduled_at="2030-01-01T10:00:37+00:00") is False
     assert first.send_with_options(scheduled_at="2030-01-01T10:00:59+00:00") is False

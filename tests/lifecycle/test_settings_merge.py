@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from config.errors import ListenerStartSettingsError
-from lifecycle.start import resolve_listener_environment, validate_override_keys
+from lifecycle.errors import ListenerStartSettingsError
+from lifecycle.listener_run import resolve_listener_environment, validate_override_keys
 
 
 def _match(make_match, **stored):
@@ -74,7 +74,7 @@ def test_every_allowed_run_setting_is_a_listener_setting_and_docs_list_exactly_t
     import re
 
     from config.settings import REPO_ROOT, MatchListenerEnvironment
-    from lifecycle.start import RUN_SETTINGS
+    from lifecycle.listener_run import RUN_SETTINGS
 
     assert set(MatchListenerEnvironment.model_fields) >= RUN_SETTINGS
     text = (REPO_ROOT / "docs" / "lifecycle.md").read_text()
@@ -100,12 +100,12 @@ def test_a_match_carrying_the_reserved_celery_task_id_is_dispatched_and_starts_u
     from tests.lifecycle.helpers import dispatch, start
 
     match = make_match(listener_start_settings={"celery_task_id": "start-match-listener.x.y"})
-    report = dispatch(settings=ctx["settings"], barriers=ctx["barriers"], send=outbox)
+    report = dispatch(settings=ctx["settings"], coordination=ctx["coordination"], send=outbox)
     assert report.enqueued == 1 and [m.match_id for m in outbox.messages] == [str(match.id)]
-    ctx["barriers"].clear_pending(match.id)
+    ctx["coordination"].barriers.clear_pending(match.id)
     result = start(match, overrides={"listener_force_exit_code": 0}, **ctx)
     assert result.success and result.exit_code == 0
-    assert ctx["barriers"].attempts(match.id) == 0
+    assert ctx["coordination"].barriers.attempts(match.id) == 0
 
 
 @pytest.mark.parametrize("where", ["call-overrides", "match-settings"])

@@ -11,24 +11,24 @@ from tests.waiting import wait_for
 
 
 @pytest.fixture
-def sb(lsettings, lbarriers):
-    return {"settings": lsettings, "barriers": lbarriers}
+def sb(lsettings, lcoordination):
+    return {"settings": lsettings, "coordination": lcoordination}
 
 
 def _sweep(sb):
-    return sweep_stale_match_listeners(settings=sb["settings"], barriers=sb["barriers"])
+    return sweep_stale_match_listeners(settings=sb["settings"], coordination=sb["coordination"])
 
 
 def test_a_start_that_died_holding_the_lock_before_its_row_stops_blocking_dispatch_once_the_lock_expired(
     make_match, sb, outbox
 ):
     match = make_match()
-    b = sb["barriers"]
+    b = sb["coordination"]
     dispatch(send=outbox, **sb)
     [message] = outbox.messages
-    b.consume_message(message.message_id)  # the start began ...
+    b.barriers.consume_message(message.message_id)  # the start began ...
     short = CoordinationStore(b.client, prefix=b.prefix, url=b.url, stale_seconds=2)  # (a lock TTL of 2 s)
-    lock = short.start_lock(match.id)
+    lock = short.locks.start_lock(match.id)
     assert lock.acquire("dead-token")  # ... took the lock, then its worker died
     assert _sweep(sb).pending_reclaimed == []  # the lock still holds: it may be alive
     assert lock.locked()  # (it was still held during that sweep)
@@ -41,7 +41,7 @@ def test_a_queued_start_keeps_its_pending_key_through_a_sweep(make_match, sb, ou
     match = make_match()
     dispatch(send=outbox, **sb)  # stored and sent, not consumed yet: no lock, no row
     assert _sweep(sb).pending_reclaimed == []
-    assert sb["barriers"].is_pending(match.id)
+    assert sb["coordination"].barriers.is_pending(match.id)
     assert dispatch(send=outbox, **sb).enqueued == 0
 
 
@@ -49,58 +49,79 @@ def test_a_pending_key_left_inside_a_stops_race_window_is_cleared_when_dispatch_
     make_match, sb, outbox
 ):
     match = make_match()
-    b = sb["barriers"]
+    b = sb["coordination"]
     stop_match_listener(str(match.id), **sb)
-    b.claim_pending(match.id)  # claimed by a start racing the stop; its start skipped as stopped
-    set_auto_dispatch(str(match.id), True, barriers=b)
-    assert not b.is_pending(match.id)
+    b.barriers.claim_pending(match.id)  # claimed by a start racing the stop; its start skipped as stopped
+    set_auto_dispatch(str(match.id), True, coordination=b)
+    assert not b.barriers.is_pending(match.id)
     assert dispatch(send=outbox, **sb).enqueued == 1
 
 
-def test_a_start_that_cannot_reach_postgresql_frees_its_pending_key_for_the_next_dispatch(
-    make_match, sb, outbox, services, monkeypatch
-):
+def _unreachable(*args, **kwargs):
     from config.errors import DatabaseUnavailable
-    from lifecycle import start_match
+
+    raise DatabaseUnavailable(service="PostgreSQL", setting="DATABASE_URL", address="db", reason="cut")
+
+
+def _redis_gone(*args, **kwargs):
+    from config.errors import RedisUnavailable
+
+    raise RedisUnavailable(service="Redis", setting="REDIS_URL", address="r", reason="cut")
+
+
+@pytest.mark.parametrize("handoff", [False, True], ids=["start", "hand-off successor"])
+def test_a_start_that_cannot_reach_postgresql_gives_its_message_back_and_keeps_its_pending_key(
+    make_match, sb, outbox, services, monkeypatch, handoff
+):
+    """The same message runs again within seconds on a worker that reaches PostgreSQL (findings 6, 7)."""
+    from lifecycle import guarded_start
+    from lifecycle.errors import StartGivenBack
 
     match = make_match(status="inprogress")
     dispatch(send=outbox, **sb)
     [message] = outbox.messages
-
-    def unreachable(match_id):
-        raise DatabaseUnavailable(service="PostgreSQL", setting="DATABASE_URL", address="db", reason="cut")
-
-    monkeypatch.setattr(start_match, "stored_message_id", unreachable)  # (a host cut from PostgreSQL)
-    with pytest.raises(DatabaseUnavailable):
-        start_match.start_match_listener(
-            str(match.id), None, False, message_id=message.message_id, services=services, **sb
+    # a hand-off successor's lock is taken after its wait for the predecessor, under a second slot
+    monkeypatch.setattr(guarded_start, "_take_start_lock" if handoff else "stored_message_id", _unreachable)
+    with pytest.raises(StartGivenBack):
+        guarded_start.start_match_listener(
+            str(match.id),
+            None,
+            False,
+            message_id=message.message_id,
+            services=services,
+            handoff=handoff,
+            **sb,
         )
-    assert not sb["barriers"].is_pending(match.id)
-    assert sb["barriers"].attempts(match.id) == 0  # not the match's failure
+    assert sb["coordination"].barriers.is_pending(match.id)  # the message given back still stands for it
+    assert sb["coordination"].barriers.consumed_among([message.message_id]) == set()
+    assert sb["coordination"].barriers.attempts(match.id) == 0  # not the match's failure
+
+
+@pytest.mark.parametrize("handoff", [False, True], ids=["start", "hand-off successor"])
+def test_a_start_that_cannot_reach_postgresql_nor_give_its_message_back_frees_its_pending_key(
+    make_match, sb, outbox, services, monkeypatch, handoff
+):
+    from config.errors import DatabaseUnavailable
+    from lifecycle import guarded_start
+
+    match = make_match(status="inprogress")
+    dispatch(send=outbox, **sb)
+    [message] = outbox.messages
+    monkeypatch.setattr(guarded_start, "_take_start_lock" if handoff else "stored_message_id", _unreachable)
+    monkeypatch.setattr(
+        sb["coordination"].barriers, "unconsume_message", _redis_gone
+    )  # (Redis went away too)
+    with pytest.raises(DatabaseUnavailable):
+        guarded_start.start_match_listener(
+            str(match.id),
+            None,
+            False,
+            message_id=message.message_id,
+            services=services,
+            handoff=handoff,
+            **sb,
+        )
+    assert not sb["coordination"].barriers.is_pending(match.id)
+    assert sb["coordination"].barriers.attempts(match.id) == 0  # not the match's failure
     monkeypatch.undo()
     assert dispatch(send=outbox, **sb).enqueued == 1  # at once, not after the sweep's reclaim
-
-
-def test_a_hand_off_successor_that_cannot_reach_postgresql_frees_its_pending_key_too(
-    make_match, sb, outbox, services, monkeypatch
-):
-    from config.errors import DatabaseUnavailable
-    from lifecycle import start_match
-
-    match = make_match(status="inprogress")
-    dispatch(send=outbox, **sb)
-    [message] = outbox.messages
-
-    def unreachable(*args, **kwargs):
-        raise DatabaseUnavailable(service="PostgreSQL", setting="DATABASE_URL", address="db", reason="cut")
-
-    # the successor's lock is taken after its wait for the predecessor, under a second database slot
-    monkeypatch.setattr(start_match, "_take_start_lock", unreachable)
-    with pytest.raises(DatabaseUnavailable):
-        start_match.start_match_listener(
-            str(match.id), None, False, message_id=message.message_id, services=services, handoff=True, **sb
-        )
-    assert not sb["barriers"].is_pending(match.id)
-    assert sb["barriers"].attempts(match.id) == 0
-    monkeypatch.undo()
-    assert dispatch(send=outbox, **sb).enqueued == 1

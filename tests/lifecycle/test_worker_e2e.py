@@ -71,7 +71,7 @@ def test_hard_kill_goes_stale_then_abandoned_then_a_new_running_row_never_two_li
             # The Redis broker re-delivers the dead worker's start; it must do nothing. (RabbitMQ
             # does not: the start was acked once consumed; see the settled-start test.)
             wait_for(lambda: "skipped_revoked" in second.output(), timeout=60)
-        swept = sweep_stale_match_listeners(settings=ctx["settings"], barriers=ctx["barriers"])
+        swept = sweep_stale_match_listeners(settings=ctx["settings"], coordination=ctx["coordination"])
         assert swept.abandoned == 1
         assert MatchListenerRecord.get_by_id(old.id).exit_code == 14
         assert dispatch_now(ctx, send_start).enqueued == 1
@@ -90,7 +90,7 @@ def test_stop_closes_the_running_row_with_15_within_2_s_and_the_match_is_not_re_
     start_worker()
     dispatch_now(ctx, send_start)
     [row] = wait_for(lambda: open_rows(match), timeout=60)
-    lock = ctx["barriers"].start_lock(match.id)
+    lock = ctx["coordination"].locks.start_lock(match.id)
     wait_for(lock.locked, timeout=30, what="the listener holds its start lock")
     kickoff = str(Path(sys.executable).parent / "kickoff")
     with FirstSeen(lambda: not lock.locked()) as released:
@@ -119,7 +119,7 @@ def test_a_stop_while_the_start_is_queued_prevents_the_start(make_match, ctx, se
 
     match = make_match()
     assert dispatch_now(ctx, send_start).enqueued == 1
-    stop_match_listener(str(match.id), settings=ctx["settings"], barriers=ctx["barriers"])
+    stop_match_listener(str(match.id), settings=ctx["settings"], coordination=ctx["coordination"])
     worker = start_worker()
     wait_for(lambda: "skipped_revoked" in worker.output(), timeout=60)
     assert rows_of(match) == []
@@ -134,12 +134,16 @@ def test_sigterm_ends_running_listeners_with_a_recorded_14_and_releases_their_ba
     for m in matches:
         wait_for(lambda m=m: open_rows(m), timeout=60)
     assert worker.terminate() == 0
-    b = ctx["barriers"]
+    b = ctx["coordination"]
     for m in matches:
         [row] = rows_of(m)
         assert row.exit_code == 14 and row.exit_reason == "worker shutdown"
         # Released its lock, counted nothing, and handed the match off: a new start is queued.
-        assert not b.start_lock(m.id).locked() and b.is_pending(m.id) and b.attempts(m.id) == 0
+        assert (
+            not b.locks.start_lock(m.id).locked()
+            and b.barriers.is_pending(m.id)
+            and b.barriers.attempts(m.id) == 0
+        )
     assert dispatch_now(ctx, send_start).enqueued == 0  # already queued: nothing is sent twice
     start_worker()  # the next listener worker takes the handed-off starts at once
     for m in matches:

@@ -90,7 +90,7 @@ def test_a_sigterm_hands_each_match_over_to_the_other_worker_which_starts_as_the
         first, second = _old_and_new_rows(m, reason="worker shutdown")
         assert second.created_at >= first.ended_at  # the successor's row opened after the old one closed
     out = old_worker.output()
-    assert out.count("its successor waits: stopping here") == 2  # handed over, not stopped then sent
+    assert out.count("its successor waits: handed over") == 2  # handed over, not stopped then sent
     assert "no successor waited" not in out
     assert monitor.max_open == 1  # never two open rows (two streams) for one match
 

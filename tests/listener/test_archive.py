@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from config.errors import ArchivePathError
 from listener.archive import EventArchive, TextLog, archive_path, read_events, shortcode_for
+from listener.errors import ArchivePathError
 
 
 def _events(n: int, start: int = 0) -> list[dict]:

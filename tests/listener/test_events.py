@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from config.errors import PlayByPlayError
 from listener.archive import EventArchive, read_events
 from listener.backfill import merge
+from listener.errors import PlayByPlayError
 from listener.events import (
     FROM_PLAY_BY_PLAY,
     EventIndex,

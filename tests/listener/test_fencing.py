@@ -12,7 +12,6 @@ import uuid
 
 import pytest
 
-from config.errors import FencedWrite
 from lifecycle.sql import rows
 from listener.archive import EventArchive, read_events
 from listener.body import ListenerContext
@@ -21,6 +20,7 @@ from listener.pipeline import QuestionPipeline
 from listener.verify import Verification
 from listener.verify_store import record_verification
 from models import Match, MatchListenerRecord, Question
+from models.errors import FencedWrite
 from models.event_log import log_summary
 from srsim.script import GameScript
 from tests.listener.conftest import start_listener

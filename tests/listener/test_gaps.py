@@ -103,3 +103,58 @@ def test_the_row_gets_gap_seconds_rounded_to_milliseconds() -> None:
         "gaps_unrecovered": 0,
         "events_unrecovered": 0,
     }
+
+
+def test_each_closed_gap_is_told_with_its_wall_times_for_the_cards_timeline() -> None:
+    from datetime import datetime
+
+    told: list[dict] = []
+    gaps = GapTracker("m1", on_gap=told.append)
+    gaps.begin("reconnect", since=10.0, held=0)
+    gaps.end(now=12.5, how="reconnected")
+    gaps.end(now=20.0, how="reconnected")  # no gap open: nothing told
+    (gap,) = told
+    began, ended = datetime.fromisoformat(gap["began"]), datetime.fromisoformat(gap["ended"])
+    assert (ended - began).total_seconds() == pytest.approx(2.5)
+    assert (gap["cause"], gap["seconds"], gap["how"], gap["number"]) == ("reconnect", 2.5, "reconnected", 1)
+
+
+class _FullLog:
+    """An archive whose every marker the full buffer drops (as EventLog: on_dropped closes a gap)."""
+
+    count = 0
+    last_written_at = None
+
+    def __init__(self) -> None:
+        self.markers: list[dict] = []
+        self.recovery = None
+
+    def append_marker(self, kind: str, **fields) -> None:
+        self.markers.append({"marker": kind, **fields})
+        self.recovery.overflowed(1)  # the marker was not kept: a gap of its own
+
+
+def test_a_recovery_writes_a_gap_marker_and_a_dropped_marker_does_not_loop(tmp_path) -> None:
+    import threading
+
+    from config.settings import MatchListenerEnvironment
+    from listener.recovery import Recovery
+
+    log = _FullLog()
+    settings = MatchListenerEnvironment(listener_backfill=False, data_dir=tmp_path)
+    recovery = Recovery(
+        settings,
+        archive=log,
+        league="mlb",
+        sr_id="sr:match:1",
+        match_id="m1",
+        stop=threading.Event(),
+        live_at_start=False,
+    )
+    log.recovery = recovery
+    recovery.connected(resumed=False)
+    recovery.dropped()
+    recovery.connected(resumed=False)
+    assert [m["marker"] for m in log.markers] == ["gap"]
+    assert log.markers[0]["cause"] == "reconnect"
+    assert recovery.counts.gaps == 2  # the reconnect and the dropped marker's own gap

@@ -64,14 +64,14 @@ def test_kickoff_listen_refuses_a_held_match_in_one_line_without_opening_a_strea
     has_row, has_lock, has_pending = HOLDERS[held_by]
     feed = raw_feed(b"")
     match = make_match("mlb", status="inprogress")
-    barriers = _locks(settings, redis_client)
+    coordination = _locks(settings, redis_client)
     token = str(uuid.uuid4())
     if has_row:
         MatchListenerRecord.create(id=token, match=match.id, host="worker-host-7", pid=31337)
     if has_lock:
-        assert barriers.start_lock(match.id).acquire(token)
+        assert coordination.locks.start_lock(match.id).acquire(token)
     if has_pending:
-        assert barriers.claim_pending(match.id)
+        assert coordination.barriers.claim_pending(match.id)
     data_dir = tmp_path / "data"
     env = dict(subprocess_env, SPORTRADAR_BASE_URL=feed.base_url, DATA_DIR=str(data_dir))
     done = subprocess.run(
@@ -89,8 +89,10 @@ def test_kickoff_listen_refuses_a_held_match_in_one_line_without_opening_a_strea
     assert feed.requests == [] and not data_dir.exists()
     rows = MatchListenerRecord.select().where(MatchListenerRecord.match == match.id)
     assert [(str(r.id), r.ended_at) for r in rows] == ([(token, None)] if has_row else [])
-    assert barriers.start_lock(match.id).adopt(token).owned() is has_lock
-    assert barriers.is_pending(match.id) is has_pending  # a pending key it claimed was given back
+    assert coordination.locks.start_lock(match.id).adopt(token).owned() is has_lock
+    assert (
+        coordination.barriers.is_pending(match.id) is has_pending
+    )  # a pending key it claimed was given back
     held = subprocess.run(
         [_kickoff(), "listen", match.sr_id, "--json"], env=env, capture_output=True, text=True, timeout=120
     )
@@ -123,7 +125,7 @@ def test_kickoff_listen_takes_the_lock_beats_obeys_a_stop_and_releases_everythin
         stderr=subprocess.PIPE,
         text=True,
     )
-    barriers = _locks(settings, redis_client)
+    coordination = _locks(settings, redis_client)
     try:
 
         def open_row():
@@ -134,8 +136,8 @@ def test_kickoff_listen_takes_the_lock_beats_obeys_a_stop_and_releases_everythin
             )
 
         row = wait_for(open_row, timeout=60, interval=0.1, what="an open row")
-        assert barriers.client.get(barriers.start_lock_key(match.id)).decode() == str(row.id)
-        assert barriers.is_pending(match.id)
+        assert coordination.client.get(coordination.start_lock_key(match.id)).decode() == str(row.id)
+        assert coordination.barriers.is_pending(match.id)
         first_beat = row.heartbeat_at
         wait_for(
             lambda: open_row() and open_row().heartbeat_at > first_beat,
@@ -143,7 +145,7 @@ def test_kickoff_listen_takes_the_lock_beats_obeys_a_stop_and_releases_everythin
             interval=0.1,
             what="a heartbeat",
         )
-        stop_match_listener(str(match.id), settings=settings, barriers=barriers)
+        stop_match_listener(str(match.id), settings=settings, coordination=coordination)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -154,8 +156,8 @@ def test_kickoff_listen_takes_the_lock_beats_obeys_a_stop_and_releases_everythin
     assert out["started"] is True and out["record_id"] == str(row.id) and out["exit_code"] == 15
     closed = MatchListenerRecord.get_by_id(row.id)
     assert closed.exit_code == 15 and closed.ended_at is not None
-    assert barriers.client.get(barriers.start_lock_key(match.id)) is None
-    assert not barriers.is_pending(match.id)
+    assert coordination.client.get(coordination.start_lock_key(match.id)) is None
+    assert not coordination.barriers.is_pending(match.id)
 
 
 def test_kickoff_listen_of_an_unknown_match_records_the_archive_only(

@@ -96,9 +96,12 @@ def test_a_rain_delay_longer_than_the_heartbeat_limit_keeps_the_listener_up(
     )
     out = run_listener(_ctx(match, settings), timeout=20)
     assert out.code == ExitCode.NOT_IN_PROGRESS
-    assert out.listener.stats.events == 7
     archive = recorded(out.listener)
-    markers = [e["kickoff"] for e in archive if "kickoff" in e]
+    # Every event once, live or (a listener started after the first one, on a loaded box) from the
+    # start's play-by-play backfill.
+    events = [e for e in archive if "marker" not in e.get("kickoff", {})]
+    assert len(events) == 7 and out.listener.stats.events <= 7
+    markers = [e["kickoff"] for e in archive if "marker" in e.get("kickoff", {})]
     assert markers and all(m["marker"] == "delay" and m["status"] == "delayed" for m in markers)
     assert out.listener.stats.delay_markers == len(markers)
 

@@ -163,3 +163,49 @@ def _break(league: str, broken: list[dict]) -> None:
     else:
         start["period"] = {"number": 1}
         end["home_points"] = None
+
+
+def _state(match_id: str) -> dict[str, tuple]:
+    """Each question as a comparison sees it: status, answer, prompt, details without the times."""
+    out = {}
+    for key, q in _questions(match_id).items():
+        details = dict(q.details)
+        details["settlements"] = [
+            {k: v for k, v in s.items() if k != "at"} for s in details.get("settlements", [])
+        ]
+        out[key] = (q.status, q.answer, q.prompt, details)
+    return out
+
+
+@pytest.mark.parametrize("league", LEAGUES)
+def test_a_batch_of_committed_events_writes_what_the_events_one_by_one_write(league, make_match):
+    # The listener hands the pipeline each committed batch of the event log at once (one call to
+    # kickoff_question_ops): issues, settles, corrections, deletes and a backfill's reversed order
+    # end exactly as the same events processed one at a time.
+    envelopes = _game(league, resettles=1).envelopes(START)
+    corrected = next(
+        e for e in envelopes if e["metadata"]["operation"] == "update" and _is_resettle(e, envelopes)
+    )
+    event = corrected["payload"]["event"]
+    delete = {
+        "payload": {
+            "event": {"id": event["id"], "type": event["type"], "deleted": "2030-01-01T05:00:00+00:00"}
+        },
+        "metadata": {**corrected["metadata"], "operation": "delete"},
+    }
+    backfill = [{**e, "kickoff": {"backfilled": "play_by_play"}} for e in reversed(envelopes)]
+    stream = [*envelopes, delete, *backfill]
+    one, batched = make_match(league), make_match(league)
+    single = _pipeline(str(one.id), league)
+    for env in stream:
+        single.process(env)
+    batches = _pipeline(str(batched.id), league, token=None)
+    for start in range(0, len(stream), 5):
+        batches.process_batch(stream[start : start + 5])
+    assert _state(str(batched.id)) == _state(str(one.id)) and _state(str(one.id))
+    assert (batches.issued, batches.settled, batches.resettled, batches.reopened) == (
+        single.issued,
+        single.settled,
+        single.resettled,
+        single.reopened,
+    )

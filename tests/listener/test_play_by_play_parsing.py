@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from config.errors import PlayByPlayError
+from listener.errors import PlayByPlayError
 from listener.events import FROM_PLAY_BY_PLAY, EventIndex
 from listener.play_by_play import PlayByPlay, backfill_messages, parse_play_by_play, play_by_play_url
 

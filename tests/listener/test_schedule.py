@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from config.errors import ScheduleFetchError
+from lifecycle.errors import ScheduleFetchError
 from lifecycle.schedule import daily_path, games_of, refresh, weekly_path
 from models import Match
 from srsim.script import GameScript

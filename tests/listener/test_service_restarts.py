@@ -17,7 +17,7 @@ import pytest
 
 from harness.faultproxy import FaultProxy
 from harness.private_redis import PrivateRedis
-from lifecycle import start_match
+from lifecycle import guarded_start
 from lifecycle.cleanup import reap_dead_workers
 from lifecycle.dispatch import dispatch_upcoming_match_listeners
 from lifecycle.heartbeat import ROW_UNWRITABLE
@@ -43,15 +43,15 @@ QUICK_INTERVALS = intervals.fields("service_restarts")
 class Runs:
     """Listener starts running in background threads; their StartResults (or exceptions) kept."""
 
-    def __init__(self, *, settings, barriers, services) -> None:
-        self.kw = {"settings": settings, "barriers": barriers, "services": services}
+    def __init__(self, *, settings, coordination, services) -> None:
+        self.kw = {"settings": settings, "coordination": coordination, "services": services}
         self.results: dict[str, Any] = {}
         self.threads: dict[str, threading.Thread] = {}
 
     def start(self, match_id: str) -> None:
         def run() -> None:
             try:
-                self.results[match_id] = start_match.start_match_listener(
+                self.results[match_id] = guarded_start.start_match_listener(
                     match_id, None, False, message_id=None, **self.kw
                 )
             except Exception as exc:  # recorded for the test to inspect
@@ -126,16 +126,18 @@ def test_redis_restarted_empty_mid_game_keeps_every_listener_and_starts_no_secon
                 "listener_worker_lease_seconds": 4.0,
             }
         )
-        barriers = CoordinationStore.from_settings(lsettings)
+        coordination = CoordinationStore.from_settings(lsettings)
         restarted: list[list[str]] = []
         services = ListenerServices(
             settings=lsettings,
-            barriers=barriers,
-            reap=lambda: [r.match_id for r in reap_dead_workers(settings=lsettings, barriers=barriers)],
+            coordination=coordination,
+            reap=lambda: [
+                r.match_id for r in reap_dead_workers(settings=lsettings, coordination=coordination)
+            ],
             redispatch=restarted.append,
         )
         services.start()
-        runs = Runs(settings=lsettings, barriers=barriers, services=services)
+        runs = Runs(settings=lsettings, coordination=coordination, services=services)
         try:
             with OpenRowMonitor(ids) as monitor:
                 for mid in ids:
@@ -149,23 +151,23 @@ def test_redis_restarted_empty_mid_game_keeps_every_listener_and_starts_no_secon
                 private.restart(down_seconds=0.5)  # every lock, lease and pending key is gone
                 sent: list[Any] = []
                 after = dispatch_upcoming_match_listeners(
-                    settings=lsettings, barriers=barriers, send=sent.append
+                    settings=lsettings, coordination=coordination, send=sent.append
                 )
                 assert after.enqueued == 0 and sent == []  # fresh heartbeats: no second listener
-                blocked = start_match.start_match_listener(
+                blocked = guarded_start.start_match_listener(
                     ids[0],
                     None,
                     False,
                     message_id=None,
                     settings=lsettings,
-                    barriers=barriers,
+                    coordination=coordination,
                     services=services,
                 )
                 assert blocked.skipped is not None  # the start guard sees the live row
 
                 # The running listeners take their locks again and renew a re-created lease.
                 def relocked() -> bool:
-                    held = [barriers.client.get(barriers.start_lock_key(m)) for m in ids]
+                    held = [coordination.client.get(coordination.start_lock_key(m)) for m in ids]
                     return held == [tokens[m].encode() for m in ids]
 
                 wait_for(relocked, timeout=30)
@@ -191,15 +193,15 @@ def test_postgresql_going_away_mid_game_keeps_listeners_streaming_until_their_ro
     matches = _matches(make_match, server, games, tmp_path, monkeypatch)
     ids = [str(m.id) for m in matches]
     lsettings = settings.model_copy(update={**QUICK_INTERVALS, "listener_heartbeat_stale_seconds": 12.0})
-    barriers = CoordinationStore.from_settings(lsettings, client=redis_client)
-    services = ListenerServices(settings=lsettings, barriers=barriers)
+    coordination = CoordinationStore.from_settings(lsettings, client=redis_client)
+    services = ListenerServices(settings=lsettings, coordination=coordination)
     proxy = FaultProxy(("127.0.0.1", 5432)).start()
     init_database(
         proxy.url_via(settings.database_url),
         connect_timeout_seconds=2,
         statement_timeout_seconds=settings.database_statement_timeout_seconds,
     )
-    runs = Runs(settings=lsettings, barriers=barriers, services=services)
+    runs = Runs(settings=lsettings, coordination=coordination, services=services)
     try:
         for mid in ids:
             runs.start(mid)

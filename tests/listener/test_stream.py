@@ -220,7 +220,11 @@ def test_the_capture_replayed_on_every_reconnect_and_bad_lines_leave_each_messag
         for m in map(json.loads, body.splitlines())
         if m.get("metadata", {}).get("match") == f"sd:match:{OURS}"
     ]
-    assert recorded(out.listener) == [*ours, json.loads(nul)]  # each once, the NUL kept
+    logged = recorded(out.listener)
+    gaps = [m for m in logged if m.get("kickoff", {}).get("marker") == "gap"]
+    assert [m for m in logged if m not in gaps] == [*ours, json.loads(nul)]  # each once, the NUL kept
+    # each of the three reconnects closed a gap, written as a marker for the card's timeline
+    assert [g["kickoff"]["how"] for g in gaps] == ["reconnected"] * 3
     rows = [r for page in pages_of(match.id) for r in page]
     [unreadable] = [r for r in rows if r.kind == "unreadable"]
     assert unreadable.message["kickoff"]["unreadable"] == "invalid UTF-8"

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from lifecycle import start_match
+from lifecycle import guarded_start
 from lifecycle.runtime import ListenerServices
 from listener.exit_codes import ExitCode
 from models import MatchListenerRecord
@@ -16,6 +16,7 @@ from models.coordination import CoordinationStore
 from models.event_log import messages_of
 from srsim.script import GameScript
 from tests import intervals
+from tests.lifecycle.helpers import start
 from tests.waiting import wait_for
 
 
@@ -26,9 +27,9 @@ def services(settings, redis_client):
             "in_process", "listener_heartbeat_interval_seconds", "listener_stop_poll_seconds"
         )
     )
-    barriers = CoordinationStore.from_settings(lsettings, client=redis_client)
-    svc = ListenerServices(settings=lsettings, barriers=barriers)
-    yield lsettings, barriers, svc
+    coordination = CoordinationStore.from_settings(lsettings, client=redis_client)
+    svc = ListenerServices(settings=lsettings, coordination=coordination)
+    yield lsettings, coordination, svc
     svc.shutdown_all()
     time.sleep(0.05)
     svc.close()
@@ -62,13 +63,11 @@ def _game_and_match(
 def test_a_start_runs_the_default_body_to_exit_13_and_closes_the_row(
     sim, services, make_match, tmp_path, monkeypatch
 ):
-    settings, barriers, svc = services
+    settings, coordination, svc = services
     game, _, match = _game_and_match(
         sim, make_match, tmp_path, monkeypatch, start_after=0.5, event_interval=0.03, event_count=12
     )
-    result = start_match.start_match_listener(
-        str(match.id), None, False, message_id=None, settings=settings, barriers=barriers, services=svc
-    )
+    result = start(match, settings=settings, coordination=coordination, services=svc)
     assert result.exit_code == ExitCode.NOT_IN_PROGRESS and result.success
     [row] = MatchListenerRecord.select().where(MatchListenerRecord.match == match.id)
     assert row.exit_code == 13 and row.ended_at is not None
@@ -79,7 +78,7 @@ def test_a_start_runs_the_default_body_to_exit_13_and_closes_the_row(
 
 
 def test_an_operator_stop_ends_the_default_body_with_15(sim, services, make_match, tmp_path, monkeypatch):
-    settings, lbarriers, svc = services
+    settings, lcoordination, svc = services
     _, server, match = _game_and_match(  # no traffic at all: the body is blocked in recv
         sim,
         make_match,
@@ -92,13 +91,13 @@ def test_an_operator_stop_ends_the_default_body_with_15(sim, services, make_matc
     results = []
     t = threading.Thread(
         target=lambda: results.append(
-            start_match.start_match_listener(
+            guarded_start.start_match_listener(
                 str(match.id),
                 None,
                 False,
                 message_id=None,
                 settings=settings,
-                barriers=lbarriers,
+                coordination=lcoordination,
                 services=svc,
             )
         ),
@@ -107,7 +106,7 @@ def test_an_operator_stop_ends_the_default_body_with_15(sim, services, make_matc
     t.start()
     wait_for(lambda: server.streams_open > 0, timeout=10, what="the listener's stream")
     t0 = time.monotonic()
-    lbarriers.set_stop_flag(match.id, ttl_seconds=30)
+    lcoordination.stops.set_stop_flag(match.id, ttl_seconds=30)
     t.join(5)
     assert not t.is_alive() and time.monotonic() - t0 < 2.0
     assert results[0].exit_code == ExitCode.STOPPED
@@ -120,7 +119,7 @@ def test_a_dry_run_writes_no_row_except_for_is_test_and_a_live_one_still_writes_
     """Decision: a dry run skips the lifecycle row only; a live match's status still follows the stream."""
     from models import Match
 
-    settings, barriers, svc = services
+    settings, coordination, svc = services
     _, _, match = _game_and_match(
         sim,
         make_match,
@@ -132,9 +131,7 @@ def test_a_dry_run_writes_no_row_except_for_is_test_and_a_live_one_still_writes_
         event_interval=0.03,
         event_count=8,
     )
-    result = start_match.start_match_listener(
-        str(match.id), None, False, message_id=None, settings=settings, barriers=barriers, services=svc
-    )
+    result = start(match, settings=settings, coordination=coordination, services=svc)
     assert result.exit_code == ExitCode.NOT_IN_PROGRESS and result.success
     rows = list(MatchListenerRecord.select().where(MatchListenerRecord.match == match.id))
     if is_test:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from config.errors import MissingQueueError
 from publisher.alerts import InjuryChange, publish_injury_alerts
+from publisher.errors import MissingQueueError
 
 
 def _change(**kw):

@@ -7,15 +7,15 @@ import uuid
 
 import pytest
 
-from config.errors import (
+from harness.faultproxy import FaultProxy
+from publisher.amqp import AmqpPublisher, OutgoingMessage
+from publisher.errors import (
     MissingQueueError,
     PublishError,
     PublishNackedError,
     PublishUncertainError,
     UnroutableMessageError,
 )
-from harness.faultproxy import FaultProxy
-from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.queues import LINEUP_UPDATES, TRADE_RESPONSES, WAIVER_ACTIONS
 from tests.intervals import SLACK_SECONDS
 from tests.publisher.helpers import never_confirming, reject_all

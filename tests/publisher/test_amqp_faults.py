@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from config.errors import BrokerConnectionError, PublishUncertainError
 from harness.faultproxy import FaultProxy
 from publisher.amqp import AmqpPublisher, OutgoingMessage
+from publisher.errors import BrokerConnectionError, PublishUncertainError
 from publisher.queues import LINEUP_UPDATES, WAIVER_ACTIONS
 from tests.waiting import wait_for
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import psycopg2
 import pytest
 
-from config.errors import TriggerUnavailableError, TriggerValidationError
 from models.activity import ActionStatus
 from models.db import connect_kwargs_from_url
 from publisher.actions import get_action, record_result
 from publisher.amqp import AmqpPublisher
 from publisher.drain import drain_outbox
+from publisher.errors import TriggerUnavailableError, TriggerValidationError
 from publisher.triggers import TriggerStatus, trigger_lineup, trigger_waiver
 from tests.publisher.helpers import action, count, ir_move, lineup, outbox_row, waiver
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from config.errors import DeadDeliveryError, TriggerUnavailableError
 from models.activity import ActionStatus
 from publisher.actions import get_action
+from publisher.errors import DeadDeliveryError, TriggerUnavailableError
 from publisher.outbox import retry_dead
 from publisher.queues import DRAFT_TARGETS
 from publisher.triggers import TriggerStatus, trigger_draft_pick

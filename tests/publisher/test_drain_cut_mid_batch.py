@@ -14,8 +14,9 @@ from harness.faultproxy import FaultProxy
 from models.db import database
 from publisher.amqp import AmqpPublisher, read_messages
 from publisher.amqp_link import AmqpLink
-from publisher.drain import drain_batch, drain_outbox
+from publisher.drain import ActivityOutbox, drain_outbox
 from publisher.outbox import outbox_report
+from publisher.outbox_drain import drain_batch
 from publisher.queues import LINEUP_UPDATES
 from tests.publisher.helpers import due_rows
 from tests.waiting import wait_for
@@ -48,11 +49,9 @@ def test_a_cut_between_flush_turns_loses_nothing_and_repeats_only_what_was_sent(
         try:
             publisher.check_queue(LINEUP_UPDATES)  # connected and checked before the cut is armed
             hit = proxy.cut_on(lambda data: any(m in data for m in middle))
-            claimed, published, failed, _ = drain_batch(
-                publisher=publisher, settings=pub_settings, limit=BATCH
-            )
+            batch = drain_batch(ActivityOutbox(pub_settings), publisher=publisher, limit=BATCH)
             assert hit.is_set(), "the cut never met the middle of the batch"
-            assert claimed == BATCH and failed > 0 and published + failed == BATCH
+            assert batch.batches == 1 and batch.failed > 0 and batch.published + batch.failed == BATCH
             left = _first_errors()
             # sent but never confirmed, and never sent at all: both are there, and neither is a loss
             assert "PublishUncertainError" in left.values()

@@ -8,13 +8,13 @@ import uuid
 import pytest
 
 from config.clock import utcnow
-from config.errors import MissingQueueError
 from config.set_aside import set_aside_count
 from models.activity import ActionStatus
 from models.db import database
 from publisher.actions import get_action
 from publisher.amqp import AmqpPublisher, OutgoingMessage
 from publisher.drain import drain_outbox
+from publisher.errors import MissingQueueError
 from publisher.outbox import insert_row, outbox_report
 from publisher.queues import LINEUP_UPDATES
 from publisher.triggers import TriggerStatus, trigger_lineup

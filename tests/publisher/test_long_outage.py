@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from config.errors import TriggerUnavailableError
 from harness.background import BackgroundLoop
 from harness.faultproxy import FaultProxy
 from models.db import database
@@ -24,6 +23,7 @@ from models.run_log import JobRunOutbox, RunLog, RunStatus
 from publisher import trades
 from publisher.amqp import AmqpPublisher, read_messages
 from publisher.drain import drain_outbox_concurrently
+from publisher.errors import TriggerUnavailableError
 from publisher.outbox import outbox_report
 from publisher.queues import DRAFT_TARGETS, JOB_RUNS, LINEUP_UPDATES, TRADE_SUBMISSIONS, WAIVER_ACTIONS
 from publisher.trades import TradeStatus
@@ -69,7 +69,7 @@ class Drainer(BackgroundLoop):
 
     def __exit__(self, *exc_info: object) -> None:
         super().__exit__(*exc_info)
-        assert not self._thread.is_alive(), "the drainer did not stop"
+        assert not self.alive, "the drainer did not stop"
 
 
 def _offer(publisher: AmqpPublisher, n: int) -> trades.TradeResult:

@@ -12,9 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import cli
-from config.errors import PlayerSyncError, TriggerValidationError
 from harness.ports import free_port
+from players.errors import PlayerSyncError
 from players.sync import add_to_roster, load_players_map, roster, sync_players
+from publisher.errors import TriggerValidationError
 from publisher.queues import WAIVER_ACTIONS
 from publisher.triggers import trigger_draft_pick, trigger_waiver
 from srsim.server import SimServer

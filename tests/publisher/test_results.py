@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from cli.main import cli
 from config.clock import utcnow
-from config.errors import ActionNotFound, TriggerConflictError, TriggerValidationError
 from models.db import database
+from publisher.errors import ActionNotFound, TriggerConflictError, TriggerValidationError
 from publisher.results import action_state, report_result, verify_results
 from publisher.triggers import TriggerStatus, trigger_lineup
 from tests.publisher.helpers import counter, lineup

@@ -11,12 +11,13 @@ from click.testing import CliRunner
 
 from cli.main import cli
 from config.clock import utcnow
-from config.errors import DatabaseUnavailable, TriggerConflictError
+from config.errors import DatabaseUnavailable
 from config.set_aside import set_aside_count
 from models.activity import ActionStatus
 from models.db import connect_kwargs_from_url, database
 from publisher.actions import get_action, record_result
 from publisher.drain import drain_outbox
+from publisher.errors import TriggerConflictError
 from publisher.results import action_state, report_result, verify_results
 from publisher.triggers import TriggerStatus, trigger_lineup, trigger_waiver
 from tests.publisher.helpers import ir_move, lineup, waiver

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from config.errors import TriggerValidationError
 from models.db import database
 from players.rumors import RumorRequest, RumorSignal, evaluate_rumors
+from publisher.errors import TriggerValidationError
 from tests.publisher.helpers import count
 
 ROSTER = {3139477: "QB", 4362628: "RB", 4430807: "BE"}

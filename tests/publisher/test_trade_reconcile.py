@@ -9,10 +9,10 @@ from datetime import timedelta
 import pytest
 
 from config.clock import utcnow
-from config.errors import TradeError, UnusableTradeClaim
 from models.db import database
 from publisher import trades
 from publisher.amqp import AmqpPublisher
+from publisher.errors import TradeError, UnusableTradeClaim
 from publisher.results import action_state, report_result, verify_results
 from publisher.trade_reconcile import Resolution, claims_to_reconcile, reconcile_claim
 from publisher.trades import TradeStatus, redeliver_trades
@@ -267,3 +267,40 @@ def test_trades_retry_sends_a_pending_offer_again_with_its_message_id_and_audits
     assert entry.target_id == "trade_submissions/offer-r1" and entry.reason == "broker back"
     code, out = run("trades", "retry", "trade_submissions", "offer-r1")
     assert code != 0 and "only a failed or pending offer can be retried" in out
+
+
+@pytest.mark.parametrize("how", ["retry", "reconcile-republish"])
+def test_a_resend_whose_audit_entry_cannot_be_written_sends_nothing(
+    db, fresh_queues, amqp_vhost, read_queue, how
+):
+    """Issue 35: no act without its record. The entry is written before the send, so a reason the
+    audit refuses (a NUL) refuses the resend: nothing reaches the queue and the claim stays as it was."""
+    from config.errors import InvalidText
+    from models.audit import Actor, AuditContext, audit_entries
+
+    lost = pending_offer(offer_key="offer-unrecorded")
+    if how == "reconcile-republish":
+        database.execute_sql(
+            "UPDATE execution_log SET status = 'uncertain' WHERE claim_key = 'offer-unrecorded'"
+        )
+    unwritable = AuditContext(Actor.cli(), "bad\x00reason")
+    with AmqpPublisher(url=amqp_vhost) as up, pytest.raises(InvalidText):
+        up.declare_durable(["trade_submissions"])  # so an empty queue can be read
+        if how == "retry":
+            trades.retry_claim(
+                queue="trade_submissions", claim_key="offer-unrecorded", publisher=up, audit=unwritable
+            )
+        else:
+            reconcile_claim(
+                queue="trade_submissions",
+                claim_key="offer-unrecorded",
+                resolution=Resolution.REPUBLISH,
+                operator="op",
+                publisher=up,
+                audit=unwritable,
+            )
+    assert read_queue("trade_submissions") == []
+    assert status_of("offer-unrecorded", "trade_submissions") == (
+        "pending" if how == "retry" else "uncertain"
+    )
+    assert audit_entries() == [] and lost.status is TradeStatus.PENDING

@@ -6,10 +6,10 @@ import logging
 
 import pytest
 
-from config.errors import TradeError, TriggerValidationError
 from publisher import trades
 from publisher.amqp import AmqpPublisher
 from publisher.drain import drain_outbox_concurrently
+from publisher.errors import TradeError, TriggerValidationError
 from publisher.trades import TradeStatus
 from tests.publisher.helpers import TRACEPARENT, counter, offer, reject_all
 from tests.publisher.trade_claims import DOWN_URL, pending_offer, poison, status_of, uncertain_offer
@@ -243,3 +243,32 @@ def test_request_only_fields_are_stripped_before_publishing():
 
     body = {"a": 1, "decision_inputs": {}, "swap_kind": "ir", "after_tracking_id": "x"}
     assert strip_request_only(body) == {"a": 1}
+
+
+def test_a_key_is_claimed_once_per_league_and_a_repeat_is_a_duplicate_in_its_own_league_only(
+    db, fresh_queues, amqp_vhost, read_queue
+):
+    """Issue 35: the claim's unique key is (league, queue, key): another league's claim of a key neither
+    blocks nor answers this league's request, and a caller names the league when both claimed it."""
+    from publisher.errors import TradeClaimAmbiguous, TradeNotFound
+
+    down = AmqpPublisher(url="amqp://guest:guest@127.0.0.1:1/%2F", connect_timeout=1)
+    kw = {"decision_key": "t-shared", "team": "7", "trade_id": "t-shared", "decision": "accept"}
+    pending = trades.respond_to_trade(league_id="L1", publisher=down, **kw)
+    with AmqpPublisher(url=amqp_vhost) as up:
+        other = trades.respond_to_trade(league_id="L2", publisher=up, **kw)
+        assert pending.status is TradeStatus.PENDING and other.status is TradeStatus.PUBLISHED
+        again = trades.respond_to_trade(league_id="L2", publisher=up, **kw)
+        assert again.status is TradeStatus.DUPLICATE and again.message_id == other.message_id
+        with pytest.raises(TradeClaimAmbiguous, match="name the league"):
+            trades.retry_decision(decision_key="t-shared", publisher=up)
+        with pytest.raises(TradeNotFound) as absent:
+            trades.retry_decision(decision_key="t-shared", publisher=up, leagues=["L9"])
+        assert "L1" not in str(absent.value) and "L2" not in str(absent.value)
+        # a caller limited to L1 reaches L1's claim without naming it; L2's stays as it was
+        retried = trades.retry_decision(decision_key="t-shared", publisher=up, leagues=["l1"])
+        assert retried.status is TradeStatus.PUBLISHED and retried.message_id == pending.message_id
+    assert trades.get_entry("trade_responses", "t-shared", league_id="L1").status == "published"
+    assert trades.get_entry("trade_responses", "t-shared", league_id="L2").message_id == other.message_id
+    bodies = read_queue("trade_responses")
+    assert sorted(b["league_id"] for b, _ in bodies) == ["L1", "L2"]

@@ -5,13 +5,9 @@ from __future__ import annotations
 import pytest
 
 from client.trigger_client import TriggerClient, is_retryable, retry_delays
-from config.errors import (
-    DatabaseUnavailable,
-    TriggerConflictError,
-    TriggerUnavailableError,
-    TriggerValidationError,
-)
+from config.errors import DatabaseUnavailable
 from publisher.actions import get_action
+from publisher.errors import TriggerConflictError, TriggerUnavailableError, TriggerValidationError
 from publisher.run_context import bound_run_id
 from tests.publisher.helpers import draft, lineup
 

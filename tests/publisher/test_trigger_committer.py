@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from config.errors import DatabaseUnavailable, TriggerValidationError
+from config.errors import DatabaseUnavailable
 from models.db import database
 from publisher import trigger_saves
 from publisher.amqp import AmqpPublisher
+from publisher.errors import TriggerValidationError
 from publisher.queues import LINEUP_UPDATES
 from publisher.trigger_saves import TriggerCommitter, TriggerResult, TriggerSave, TriggerStatus
 from publisher.triggers import trigger_lineup

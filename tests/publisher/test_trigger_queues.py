@@ -22,9 +22,9 @@ from api.app import create_app
 from api.auth import Need, route_rules
 from cli.main import cli
 from config.clock import utcnow
-from config.errors import ContractMismatch, TriggerUnavailableError
 from config.settings import MatchListenerEnvironment
 from publisher.contract import check_trigger_queue, load_contract
+from publisher.errors import ContractMismatch, TriggerUnavailableError
 from publisher.queues import DELIVERY, OUTBOX_QUEUES, TRIGGER_QUEUES, Delivery, declare_passive
 from publisher.trigger_queues import (
     ROUTE_PREFIX,

@@ -8,11 +8,11 @@ from datetime import timedelta
 import pytest
 
 from config.clock import utcnow
-from config.errors import TriggerConflictError, TriggerUnavailableError, TriggerValidationError
 from models.activity import ActionStatus
 from publisher.actions import get_action, record_result
 from publisher.amqp import AmqpPublisher
 from publisher.drain import drain_outbox
+from publisher.errors import TriggerConflictError, TriggerUnavailableError, TriggerValidationError
 from publisher.run_context import bound_run_id
 from publisher.triggers import TriggerStatus, trigger_draft_pick, trigger_lineup, trigger_waiver
 from tests.publisher.helpers import TRACEPARENT, action, count, draft, lineup, outbox_row, waiver

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from config.errors import CatalogError, ConfigurationError, InvalidRunParams, UnknownJob
+from config.errors import ConfigurationError
 from runs.catalog import Overlap, load_catalog, parse_catalog
+from runs.errors import CatalogError, InvalidRunParams, UnknownJob
 
 GOOD_JOB = {"command": ["{python}", "-m", "runs.jobs.noop"]}
 

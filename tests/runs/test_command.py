@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from config.errors import InvalidRunCommand
 from runs.catalog import parse_catalog
 from runs.command import INVALID, NOT_JSON, UNKNOWN_JOB, RunCommand
+from runs.errors import InvalidRunCommand
 
 RUN_ID = str(uuid.uuid4())
 GOOD = {

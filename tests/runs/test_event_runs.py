@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from config.errors import InvalidTrigger
 from models.run_log import JobRunOutbox, RunLog
+from runs.errors import InvalidTrigger
 from runs.publish import publish_run
 from tests.runs.conftest import roomy_debounce, window_end
 from tests.runs.test_cli_runs import kickoff

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from config.errors import InvalidRunParams, InvalidTrigger, UnknownJob
 from models.run_log import JobRunOutbox, RunLog, RunStatus, Trigger
 from publisher.amqp import AmqpPublisher, read_messages
 from publisher.queues import JOB_RUNS
+from runs.errors import InvalidRunParams, InvalidTrigger, UnknownJob
 from runs.publish import drain_job_runs, publish_run
 from tests.racing import race
 

@@ -7,10 +7,10 @@ import uuid
 import pytest
 
 from client.trigger_client import TriggerClient
-from config.errors import RunNotFound
 from models.run_log import RunLog, RunStatus
 from publisher.amqp import AmqpPublisher
 from publisher.run_context import get_run_id
+from runs.errors import RunNotFound
 from runs.publish import publish_run
 from runs.scope import run_scope
 from tests.runs.conftest import read_traces, step_until

@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from config.errors import MatchNotFound
 from lifecycle.clone import clone_match
 from models import Match
+from models.errors import MatchNotFound
 from srsim.script import load_script
 from tests.logged import event_log_of
 from tests.waiting import wait_for
@@ -64,7 +64,7 @@ def _recorded(make_match, data_dir, events: int = 4):
 
 
 def _dispatchable(settings) -> set[str]:
-    from lifecycle.start import find_upcoming_matches_needing_listeners
+    from lifecycle.dispatch_selection import find_upcoming_matches_needing_listeners
 
     return set(
         find_upcoming_matches_needing_listeners(
@@ -79,7 +79,7 @@ def _dispatchable(settings) -> set[str]:
 def test_a_clone_stores_its_settings_and_bad_ones_are_refused_before_anything_is_written(
     make_match, tmp_path
 ):
-    from config.errors import ListenerStartSettingsError
+    from lifecycle.errors import ListenerStartSettingsError
 
     source = _recorded(make_match, tmp_path)
     clone, _, _ = clone_match(source.sr_id, data_dir=tmp_path, settings={"listener_force_exit_code": 11})

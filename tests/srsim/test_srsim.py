@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import pytest
 import requests
 
-from config.errors import SimulatorScriptError
 from models import Match
+from srsim.errors import SimulatorScriptError
 from srsim.script import GameScript, load_script
 from srsim.status import StatusWriter
 from tests.waiting import wait_for

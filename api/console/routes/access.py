@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
@@ -16,21 +15,22 @@ from api.console.web import (
     PACKAGE_DIR,
     PostSession,
     clear_session_cookie,
+    cross_origin,
     render,
+    request_origin,
     safe_next,
     session_audit,
     session_policy,
     session_token,
     set_session_cookie,
 )
+from api.errors import SignInRefused
 from api.headers import ctx_of, request_id_of
-from config.errors import NotFound, SignInRefused
+from config.errors import NotFound
 
 logger = logging.getLogger(__name__)
 
 router = APIRouter(include_in_schema=False)
-
-DEFAULT_PORTS = {"http": 80, "https": 443}
 
 #: The files under api/console/static the pages link to (nothing else is served).
 STATIC = {
@@ -49,44 +49,6 @@ def sign_in_form(request: Request, next: str = "/") -> Response:
     return render(request, "sign_in.html", next=safe_next(next), error=None)
 
 
-def _origin(url: str) -> tuple[str, str, int | None] | None:
-    """``(scheme, host, port)`` of ``url`` (default ports filled in), or None when it has none."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return None
-    if not parts.scheme or not parts.hostname:
-        return None
-    scheme = parts.scheme.lower()
-    return scheme, parts.hostname.lower(), port or DEFAULT_PORTS.get(scheme)
-
-
-def cross_origin(request: Request) -> str | None:
-    """Why the sign-in post is not from this console's own pages, or None when it is (or cannot tell).
-
-    ``Origin`` decides; without it, ``Referer``; a client that sends neither (not a browser: a
-    browser sends Origin with every POST) passes, since it cannot carry another site's post.
-    """
-    presented = request.headers.get("origin")
-    what = "Origin"
-    if presented is None:
-        presented, what = request.headers.get("referer"), "Referer"
-        if presented is None:
-            return None
-    own, theirs = _origin(str(request.url)), _origin(presented)
-    if own is None or theirs != own:
-        hint = ""
-        if own and theirs and theirs[0] == "https" and own[0] == "http" and theirs[1] == own[1]:
-            hint = " (behind a TLS proxy? serve with --proxy-headers, API_TRUSTED_PROXIES)"
-        return f"{what} {presented[:100]!r} is not this console's origin {_text(own)}{hint}"
-    return None
-
-
-def _text(origin: tuple[str, str, int | None] | None) -> str:
-    return f"{origin[0]}://{origin[1]}:{origin[2]}" if origin else "(unknown)"
-
-
 def client_address(request: Request) -> str:
     """The client's address (X-Forwarded-For's when `kickoff serve --proxy-headers` trusts the proxy)."""
     return request.client.host if request.client else "unknown"
@@ -96,13 +58,14 @@ def client_address(request: Request) -> str:
 async def sign_in_post(request: Request, api_key: str = Form(""), next: str = Form("/")) -> Response:
     """Open a session for a read or operator key; the form again with the reason otherwise.
 
-    Refused: a post from another site (403), an address past its refused sign-ins of the
-    minute, those being checked included (429, before the key is looked at), an unknown,
-    revoked or trigger key (401).
+    Refused: a post from another site (403), a key (or, behind a trusted proxy, a client address)
+    past its refused sign-ins of the minute, those being checked included (429, before the key is
+    looked at: api.console.throttle), an unknown, revoked or trigger key (401).
     """
     settings = ctx_of(request).settings
     throttle: SignInThrottle = request.app.state.sign_in_throttle
     address = client_address(request)
+    buckets = throttle.buckets(api_key, address)
     foreign = cross_origin(request)
     if foreign is not None:
         logger.warning("console sign-in from %s refused: %s", address, foreign)
@@ -113,14 +76,14 @@ async def sign_in_post(request: Request, api_key: str = Form(""), next: str = Fo
             next=safe_next(next),
             error="sign in from the console's own sign-in page (this form came from another site)",
         )
-    wait = throttle.admit(address)
+    wait = await run_in_threadpool(throttle.admit, buckets)
     if wait is not None:
         answer = render(
             request,
             "sign_in.html",
             status_code=429,
             next=safe_next(next),
-            error=f"too many refused sign-ins from this address: try again in {wait} s",
+            error=f"too many refused sign-ins with this key or from this address: try again in {wait} s",
         )
         answer.headers["Retry-After"] = str(wait)
         return answer
@@ -131,19 +94,26 @@ async def sign_in_post(request: Request, api_key: str = Form(""), next: str = Fo
             policy=session_policy(request),
             address=address,
             request_id=request_id_of(request),
+            origin=request_origin(request),
         )
     except BaseException as exc:
         if not isinstance(exc, SignInRefused):
-            throttle.passed(address)  # not a refusal (e.g. PostgreSQL down): not counted
+            throttle.passed(buckets)  # not a refusal (e.g. PostgreSQL down): not counted
             raise
-        count = throttle.refused(address)
+        count = await run_in_threadpool(throttle.refused, buckets)
         limit = settings.console_sign_in_failures_per_minute
         held = f"; its sign-ins answer 429 for up to {WINDOW_SECONDS:.0f} s" if count >= limit else ""
         logger.warning(
-            "console sign-in from %s refused (%s/%s in a minute%s): %s", address, count, limit, held, exc
+            "console sign-in from %s refused (%s, %s/%s in a minute%s): %s",
+            address,
+            buckets[0],
+            count,
+            limit,
+            held,
+            exc,
         )
         return render(request, "sign_in.html", status_code=401, next=safe_next(next), error=str(exc))
-    throttle.passed(address)
+    throttle.passed(buckets)
     answer = RedirectResponse(safe_next(next), status_code=303)
     set_session_cookie(answer, request, token)
     return answer

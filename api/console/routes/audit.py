@@ -11,9 +11,10 @@ from fastapi.responses import Response
 from api.auth import Need, requires
 from api.console.web import PageSession, render
 from config.clock import parse_iso8601
-from config.errors import InvalidTimeError, MatchNotFound
+from config.errors import InvalidTimeError
 from lifecycle.match_ref import resolve_match_id
 from models.audit import audit_entries
+from models.errors import MatchNotFound
 
 #: Every page and action here checks the console session itself (api.console.web).
 router = APIRouter(include_in_schema=False, dependencies=[requires(Need.CONSOLE)])

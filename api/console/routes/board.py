@@ -48,7 +48,8 @@ Filter = Annotated[BoardFilter, Depends(board_filter)]
 def board_page(request: Request, session: PageSession, flt: Filter) -> Response:
     """The listeners board: one row per match the status board knows, with filters and actions."""
     ctx = ctx_of(request)
-    rows, leagues = board_rows(flt, settings=ctx.settings, barriers=ctx.barriers)
+    flt = flt.limited_to(session.leagues)
+    rows, leagues = board_rows(flt, settings=ctx.settings, coordination=ctx.coordination)
     choices = bulk_choices() if session.can_act else {}
     return render(
         request, "board.html", rows=rows, leagues=leagues, flt=flt, here=str(request.url.path), **choices
@@ -62,9 +63,11 @@ async def board_events(request: Request, session: StreamSession, flt: Filter) ->
     Every stream of one filter shares one reading per interval (``id:`` is its number); the
     session is checked on every reading (without counting as use), so a revoked key, a sign-out or
     the idle timeout ends the stream; without a live session, 401. Past
-    CONSOLE_STREAMS_PER_SESSION or CONSOLE_STREAMS_PER_PROCESS the answer is 429.
+    CONSOLE_STREAMS_PER_SESSION or CONSOLE_STREAMS_PER_PROCESS the answer is 429. A session of a
+    key limited to leagues gets its leagues' rows only (the filter carries the limit, so its feed is
+    never shared with a wider one).
     """
-    return live_stream(request, session, flt)
+    return live_stream(request, session, flt.limited_to(session.leagues))
 
 
 def live_stream(request: Request, session: Session, flt: Any) -> StreamingResponse:
@@ -133,7 +136,7 @@ async def start(
             mid,
             overrides=None,
             force=forced,
-            barriers=ctx.barriers,
+            coordination=ctx.coordination,
             send=ctx.send_start(),
             audit=session_audit(request, session, why),
         )
@@ -153,7 +156,7 @@ async def stop(match_id: str, request: Request, session: OperatorSession, reason
         result = stop_match_listener(
             mid,
             settings=ctx.settings,
-            barriers=ctx.barriers,
+            coordination=ctx.coordination,
             audit=session_audit(request, session, why),
         )
         revoked = f", revoked {result.revoked_message_id}" if result.revoked_message_id else ""
@@ -176,7 +179,7 @@ async def auto_dispatch(
         set_auto_dispatch(
             mid,
             wanted,
-            barriers=ctx.barriers,
+            coordination=ctx.coordination,
             audit=session_audit(request, session, why),
         )
         return f"auto-dispatch {'on' if wanted else 'off'}"
@@ -190,13 +193,15 @@ async def dispatch_now(request: Request, session: OperatorSession) -> Response:
     ctx = ctx_of(request)
 
     def call() -> str:
+        dispatch.audit_dispatch(
+            session_audit(request, session), within_minutes=dispatch.MANUAL_WITHIN_MINUTES
+        )
         r = dispatch.dispatch_upcoming_match_listeners(
             within_minutes=dispatch.MANUAL_WITHIN_MINUTES,
             settings=ctx.settings,
-            barriers=ctx.barriers,
+            coordination=ctx.coordination,
             send=ctx.send_start(),
         )
-        dispatch.audit_dispatch(r, session_audit(request, session))
         return r.summary()
 
     return await act(request, call)
@@ -208,10 +213,10 @@ async def sweep_now(request: Request, session: OperatorSession) -> Response:
     ctx = ctx_of(request)
 
     def call() -> str:
+        audit_sweep(session_audit(request, session))
         r = sweep_stale_match_listeners(
-            settings=ctx.settings, barriers=ctx.barriers, send_backfill=ctx.send_backfill()
+            settings=ctx.settings, coordination=ctx.coordination, send_backfill=ctx.send_backfill()
         )
-        audit_sweep(r, session_audit(request, session))
         if r.locked:
             return "sweep skipped: another sweep is running"
         return f"sweep: {r.abandoned} rows abandoned (14) on {len(r.matches)} matches"

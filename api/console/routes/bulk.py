@@ -83,7 +83,12 @@ async def bulk_preview(request: Request, session: OperatorSession) -> Response:
 
     def preview(action: str, flt: BulkFilter, reason: str, _confirm: str) -> object:
         return preview_bulk(
-            action, flt, settings=ctx.settings, barriers=ctx.barriers, actor=session.actor, reason=reason
+            action,
+            flt,
+            settings=ctx.settings,
+            coordination=ctx.coordination,
+            actor=session.actor,
+            reason=reason,
         )
 
     return await _step(request, preview, "preview", confirm_minutes=CONFIRM_MINUTES)
@@ -100,7 +105,7 @@ async def bulk_confirm(request: Request, session: OperatorSession) -> Response:
             flt,
             confirm,
             settings=ctx.settings,
-            barriers=ctx.barriers,
+            coordination=ctx.coordination,
             send=ctx.send_start() if action in ("start", "force-start") else None,
             actor=session.actor,
             reason=reason,

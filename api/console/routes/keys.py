@@ -10,8 +10,9 @@ from api.auth import Need, requires
 from api.console.web import AdminPageSession, AdminSession, act, render, session_audit, wants_json
 from api.errors import public_message, status_of
 from api.keys import Scope, create_key, list_keys, revoke_key
-from config.errors import KickoffError, TriggerValidationError
+from config.errors import KickoffError
 from config.text_rule import checked_reason, checked_text
+from publisher.errors import TriggerValidationError
 
 #: Every page and action here checks the console session itself (api.console.web).
 router = APIRouter(include_in_schema=False, dependencies=[requires(Need.CONSOLE)])

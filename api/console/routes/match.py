@@ -17,15 +17,18 @@ from api.errors import status_of
 from api.headers import ctx_of
 from config.assignments import split_assignment
 from config.clock import utcnow
-from config.errors import KickoffError, ListenerStartSettingsError
+from config.errors import KickoffError
+from lifecycle.clone import clone_match
 from lifecycle.dispatch import request_start
+from lifecycle.errors import ListenerStartSettingsError
 from lifecycle.event_export import document_name, export_lines
+from lifecycle.gap_timeline import gap_timeline
 from lifecycle.match_admin import edit_match, match_detail, run_log_tail, under_data_dir
 from lifecycle.match_ref import resolve_match, resolve_match_id
-from models.event_log import card_page, card_types, event_counts
+from models.event_log import card_page, card_types, event_counts, gap_markers
 from models.history import history
 from models.history_series import ALL
-from models.listener_record import recorded_match_rows
+from models.listener_record import recorded_matches
 
 #: Every page and action here checks the console session itself (api.console.web).
 router = APIRouter(include_in_schema=False, dependencies=[requires(Need.CONSOLE)])
@@ -101,10 +104,11 @@ def match_card(
     before: str = "",
     event_type: str = Query("", alias="type"),
 ) -> Response:
-    """The admin card of one match: its internal id, runs with exits and durations, the game's record
-    (its events from the event log, newest first, paged and filtered by type), log, settings."""
+    """The admin card of one match: its internal id, runs with exits and durations, its stream's timeline
+    (runs and the gaps without a stream), the game's record (its events from the event log, newest
+    first, paged and filtered by type), log, settings."""
     ctx = ctx_of(request)
-    detail = match_detail(resolve_match_id(match_id), settings=ctx.settings, barriers=ctx.barriers)
+    detail = match_detail(resolve_match_id(match_id), settings=ctx.settings, coordination=ctx.coordination)
     newest = detail["runs"][0] if detail["runs"] else None
     log_path, log_lines = (None, [])
     if newest is not None:
@@ -126,6 +130,7 @@ def match_card(
         here=f"/matches/{detail['id']}",
         events_chart=(events, summary(events)),
         record=_event_list(detail["id"], before, event_type),
+        stream=gap_timeline(detail["runs"], gap_markers(detail["id"]), now=utcnow()),
         all_key=ALL,
     )
 
@@ -163,7 +168,9 @@ async def save_settings(
     def call() -> str:
         mid = resolve_match_id(match_id)
         wanted = parse_settings(settings, source="settings")
-        current = match_detail(mid, settings=ctx_of(request).settings, barriers=ctx_of(request).barriers)
+        current = match_detail(
+            mid, settings=ctx_of(request).settings, coordination=ctx_of(request).coordination
+        )
         unset = sorted(set(current["settings"]) - set(wanted))
         changed = edit_match(
             mid,
@@ -183,11 +190,13 @@ async def save_settings(
 def _recorded_matches(data_dir: Any) -> list[dict[str, Any]]:
     """Matches with a listener run whose archive exists: what a clone can replay."""
     out = []
-    rows = recorded_match_rows(200)
-    logged = event_counts([row[0] for row in rows])
-    for mid, sr_id, league, title, scheduled in rows:
-        if logged.get(str(mid), (0, 0))[0]:
-            out.append({"id": mid, "sr_id": sr_id, "league": league, "title": title, "scheduled": scheduled})
+    recorded = recorded_matches(200)
+    logged = event_counts([m.id for m in recorded])
+    for m in recorded:
+        if logged.get(str(m.id), (0, 0))[0]:
+            out.append(
+                {"id": m.id, "sr_id": m.sr_id, "league": m.league, "title": m.title, "scheduled": m.scheduled}
+            )
     return out
 
 
@@ -207,7 +216,6 @@ async def clone_post(
     start_now: str = Form(""),
 ) -> Response:
     """Create an is_test clone of ``sr_id`` (as `kickoff sim clone`), optionally start its listener now."""
-    from lifecycle.clone import clone_match
 
     ctx = ctx_of(request)
 
@@ -225,7 +233,7 @@ async def clone_post(
                 str(clone.id),
                 overrides=None,
                 force=False,
-                barriers=ctx.barriers,
+                coordination=ctx.coordination,
                 send=ctx.send_start(),
                 audit=session_audit(request, session),
             )

@@ -109,7 +109,7 @@ def matches_page(request: Request, session: PageSession, values: Typed) -> Respo
         query = _query(values, leagues)
         with request.app.state.matches_caches.of(query) as cache:
             rows, page = matches_rows(
-                query, settings=ctx.settings, barriers=ctx.barriers, cache=cache, leagues=leagues
+                query, settings=ctx.settings, coordination=ctx.coordination, cache=cache, leagues=leagues
             )
     except InvalidQuery as exc:
         logger.info("matches board query refused: %s", exc)

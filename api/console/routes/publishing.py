@@ -14,12 +14,14 @@ from api.console.web import OperatorSession, PageSession, act, render, session_a
 from api.errors import status_of
 from api.headers import ctx_of
 from config.assignments import split_assignment
-from config.errors import InvalidRunParams, KickoffError, NotFound, RunError
+from config.errors import KickoffError, NotFound
+from config.settings import mask_urls_in
 from models.run_log import RunStatus, Trigger
 from publisher.outbox import outbox_report, retry_dead
 from publisher.results import action_state
 from runs.admin import cancel_run, retry_run, run_log_tail
-from runs.publish import get_run, publish_run, recent_runs, run_dict
+from runs.errors import InvalidRunParams, RunError
+from runs.publish import get_run, masked_run, publish_run, recent_runs, run_dict
 
 #: Every page and action here checks the console session itself (api.console.web).
 router = APIRouter(include_in_schema=False, dependencies=[requires(Need.CONSOLE)])
@@ -72,6 +74,7 @@ def runs_page(request: Request, session: PageSession, status: str = "", job: str
     """Job runs, newest first, filtered by status and job."""
     wanted = status if status in {s.value for s in RunStatus} else ""
     runs = [run_dict(r) for r in recent_runs(job=job or None, status=wanted or None, limit=100)]
+    runs = runs if session.is_admin else [masked_run(r) for r in runs]
     jobs = sorted(ctx_of(request).catalog.jobs)
     return render(
         request,
@@ -129,13 +132,16 @@ async def run_job(request: Request, session: OperatorSession) -> Response:
 
 @router.get("/runs/{run_id}")
 def run_page(run_id: str, request: Request, session: PageSession) -> Response:
-    """One run with the tail of its current attempt's log, and Retry / Cancel."""
+    """One run with the tail of its current attempt's log, and Retry / Cancel; URLs in its params,
+    reason, error and log masked for every session but an admin one."""
     run = run_dict(get_run(run_id))
     try:
         _run, tail = run_log_tail(run_id, lines=60)
         log_note = None
     except RunError as exc:
         tail, log_note = [], str(exc)
+    if not session.is_admin:  # URLs a caller chose or a job printed: masked but for an admin
+        run, tail = masked_run(run), [mask_urls_in(line) for line in tail]
     return render(request, "run.html", run=run, tail=tail, log_note=log_note, here=f"/runs/{run['run_id']}")
 
 

@@ -8,7 +8,7 @@ from fastapi.responses import Response
 from api.auth import Need, requires
 from api.console.web import OperatorSession, PageSession, act, render, session_audit
 from api.headers import ctx_of
-from config.errors import TriggerValidationError
+from publisher.errors import TriggerValidationError
 from publisher.trade_reconcile import STALE_CLAIM_SECONDS, Resolution, claims_to_reconcile, reconcile_claim
 
 #: Every page and action here checks the console session itself (api.console.web).
@@ -42,9 +42,11 @@ def trades_page(request: Request, session: PageSession) -> Response:
 @router.post("/trades/reconcile")
 async def trades_reconcile(request: Request, session: OperatorSession) -> Response:
     """Resolve one claim (as `kickoff trades reconcile QUEUE KEY --as CHOICE`): form fields queue,
-    claim_key and resolution."""
+    claim_key, resolution and league_id (the claim's league: a key is claimed once per league)."""
     form = await request.form()
-    queue, key, choice = (str(form.get(name, "")) for name in ("queue", "claim_key", "resolution"))
+    queue, key, choice, league = (
+        str(form.get(name, "")) for name in ("queue", "claim_key", "resolution", "league_id")
+    )
     ctx = ctx_of(request)
 
     def call() -> str:
@@ -61,6 +63,7 @@ async def trades_reconcile(request: Request, session: OperatorSession) -> Respon
             operator=f"console {session.key_name}",
             publisher=ctx.publisher() if resolution is Resolution.REPUBLISH else None,
             audit=session_audit(request, session),
+            league_id=league or None,
         )
         done = f"{entry.status} ({entry.resolution}, message id {entry.message_id})"
         return f"{entry.queue} {entry.claim_key}: {done}"

@@ -1,4 +1,5 @@
-"""Listener start-up: which matches need a listener, the settings merge, and one listener run.
+"""One listener run: the settings a run may set (the merge of overrides, stored and injected
+settings) and ``run_match_listener``.
 
 ``run_match_listener`` writes the lifecycle row, registers the run with the process's single
 heartbeat thread and stop watcher, calls the body named by ``listener_body`` through
@@ -13,20 +14,21 @@ import importlib
 import json
 import logging
 import math
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from config import spans
-from config.clock import utcnow
-from config.errors import DatabaseUnavailable, ListenerStartSettingsError, MatchNotFound
+from config.errors import DatabaseUnavailable, KickoffError
 from config.feed_text import unstorable_text
 from config.settings import MatchListenerEnvironment
 from lifecycle import takeover
+from lifecycle.errors import ListenerStartSettingsError
 from lifecycle.heartbeat import ROW_CLOSED_ELSEWHERE, HeartbeatRegistration
 from lifecycle.runtime import (
     ListenerInterrupted,
@@ -39,88 +41,17 @@ from lifecycle.runtime import (
     worker_shutdown,
 )
 from lifecycle.sql import rows
-from lifecycle.sql.dispatch import dispatchable_match_rows
 from lifecycle.stop_watch import StopRegistration
-from listener.body import ListenerBody, ListenerContext, body_exit_reason
+from listener.body import ListenerBody, ListenerContext, body_exit_reason, body_lost_database, body_lost_feed
 from listener.exit_codes import ExitCode, describe, exit_code_of, system_exit_reason
-from models.coordination import CoordinationStore
+from models.badges import ENDED_BY_THE_RUN
+from models.errors import MatchNotFound
 from models.match import METADATA_KEYS, Match, match_with_league
 
 logger = logging.getLogger(__name__)
 
 #: Injected from the match unless the call overrides set them.
 INJECTED_KEYS = ("listener_sr_request_match_uuid", "listener_sr_url_league")
-
-
-# -- selection ------------------------------------------------------------------------
-
-
-def find_upcoming_matches_needing_listeners(
-    *,
-    within_minutes: int,
-    is_test: bool | None,
-    active_max_age_seconds: float,
-    stale_seconds: float,
-    now: datetime | None = None,
-    barriers: CoordinationStore | None = None,
-) -> list[str]:
-    """Internal ids of matches the dispatcher should start a listener for (one query); see below."""
-    return [
-        candidate[0]
-        for candidate in find_candidates(
-            within_minutes=within_minutes,
-            is_test=is_test,
-            active_max_age_seconds=active_max_age_seconds,
-            stale_seconds=stale_seconds,
-            now=now,
-            barriers=barriers,
-        )
-    ]
-
-
-#: ``(match id, has a stale open row, its listener_start_settings or None when they are {})``.
-Candidate = tuple[str, bool, Any]
-
-
-def find_candidates(
-    *,
-    within_minutes: int,
-    is_test: bool | None,
-    active_max_age_seconds: float,
-    stale_seconds: float,
-    now: datetime | None = None,
-    match_ids: list[str] | None = None,
-    barriers: CoordinationStore | None = None,
-) -> list[Candidate]:
-    """A Candidate for every match needing a listener (one query; see below for the rare second).
-
-    Enabled league, ``auto_dispatch_listener`` on; live statuses always, pre-game and delayed
-    ones when ``scheduled`` is in [now - active age, now + within_minutes]; ``is_test`` filters
-    test vs live (None: both); a match with an open row created within the active age and a
-    fresh heartbeat is dropped (stale open rows do not block: dispatch abandons them); an is_test
-    clone no srsim serves yet (``srsim_unserved``) is not selected.
-    ``match_ids`` limits the selection to those matches (a restart of known matches).
-
-    The open-row guard follows the start lock, not only the row's age: with ``barriers``, a
-    match whose open row is older than the active age but still beats and still holds the
-    match's start lock (its token is the row id) is dropped too (one MGET and one query, only
-    when the selection flagged such rows).
-    """
-    now = now or utcnow()
-    found = dispatchable_match_rows(
-        now=now,
-        within_minutes=within_minutes,
-        is_test=is_test,
-        active_max_age_seconds=active_max_age_seconds,
-        stale_seconds=stale_seconds,
-        match_ids=match_ids,
-    )
-    held = set()
-    if barriers is not None:
-        held = rows.held_by_their_open_rows(
-            [mid for mid, _, old, _ in found if old], barriers=barriers, stale_seconds=stale_seconds
-        )
-    return [(mid, bool(has_stale), stored) for mid, has_stale, _, stored in found if mid not in held]
 
 
 # -- settings merge -------------------------------------------------------------------
@@ -321,6 +252,10 @@ class RunOutcome:
     stop_cause: StopCause | None  # set when the lifecycle ended the run (stop, lost lock, shutdown)
     sr_id: str | None = None  # the provider's match id (for failure reports)
     closed_elsewhere: bool = False  # a stop or a sweep closed the row first; exit_code is theirs
+    went_live: bool = False  # the run's feed sent its first live byte (ctx.on_live)
+    database_lost: bool = False  # the body ended by itself because PostgreSQL did not answer
+    feed_lost: bool = False  # the body gave its match back: its feed stayed unreachable past the bound
+    row_left_open: bool = False  # PostgreSQL did not answer the row's close
 
     @property
     def recorded_by_lifecycle(self) -> bool:
@@ -328,7 +263,7 @@ class RunOutcome:
         return self.stop_cause is not None or self.closed_elsewhere
 
 
-def load_match(match_id: str) -> Match:
+def load_match_with_league(match_id: str) -> Match:
     """The Match with its league, or MatchNotFound."""
     try:
         key = uuid.UUID(match_id)
@@ -355,10 +290,71 @@ def run_match_listener(match_id: str, overrides: dict[str, Any] | None, **run: A
         return outcome
 
 
+#: How long a hand-over waits for the message its run is recording to be recorded and processed.
+HANDOVER_RECORDING_WAIT_SECONDS = 2.0
+
+
+def _went_live(
+    live: threading.Event, services: ListenerServices, record_id: str | None, match_id: str
+) -> None:
+    """The run's first live byte: remember it, and record the takeover (a run with a row)."""
+    live.set()
+    if record_id:
+        _record_takeover(services, record_id, match_id)
+
+
 def _record_takeover(services: ListenerServices, record_id: str, match_id: str) -> None:
-    """The run's first live byte: record how it took its match over, if it did (lifecycle.takeover)."""
+    """The run's first live byte: say so to a run handed over to this one (it closes its stream now),
+    then record how this run took its match over, if it did (lifecycle.takeover)."""
+    try:
+        services.coordination.stops.mark_live(
+            match_id, ttl_seconds=2 * services.settings.listener_handoff_seconds + 1
+        )
+    except KickoffError as exc:  # the handed-over run closes at its bound instead
+        logger.warning("match %s: marking the first live byte failed: %s", match_id, exc)
     with services.db_slot():
         takeover.record_at_first_live_byte(record_id, match_id)
+
+
+def _handing_over(
+    services: ListenerServices, ctx: ListenerContext, hb: HeartbeatRegistration, token: str, body: Any
+) -> Callable[[], None]:
+    """The hand-off of a running run to a successor waiting for its start lock, its stream kept open.
+
+    Stops the run's recording (``ctx.handing_over``, once the message being recorded is done), leaves
+    the heartbeat (its row is closed now: exit 14, ``worker shutdown``, the hand-off path), closes the
+    row, then deletes the start lock (token-compared), in that order: the successor takes the lock,
+    opens its row (a newer fencing token: the fence refuses any write of this run's still in flight)
+    and connects, resuming where the event log ends, while this run still streams; the run closes its
+    stream at the successor's first live byte (lifecycle.runtime). Raises KickoffError.
+    """
+
+    def hand_over() -> None:
+        assert ctx.record_id is not None
+        ctx.handing_over.set()
+        # The message being recorded now, if any, is recorded and processed before the successor can
+        # take its token (the body takes this lock per message and records nothing once it is set).
+        if ctx.recording.acquire(timeout=HANDOVER_RECORDING_WAIT_SECONDS):
+            ctx.recording.release()
+        else:
+            logger.warning(
+                "match %s: hand-over: the message being recorded did not finish: the fence decides",
+                ctx.match_id,
+            )
+        # A pipelined body's messages taken but not yet committed and processed (listener.ingest) are,
+        # before the successor can take its token: a batch it refused would be the successor's to record.
+        drain = getattr(body, "drain_recorded", None)
+        if drain is not None and not drain(HANDOVER_RECORDING_WAIT_SECONDS):
+            logger.warning(
+                "match %s: hand-over: messages taken were not all processed in time: the fence decides",
+                ctx.match_id,
+            )
+        services.heartbeat.unregister(hb)
+        with services.db_slot():
+            rows.close_row(ctx.record_id, exit_code=int(ExitCode.ABANDONED), reason=takeover.WORKER_SHUTDOWN)
+        services.coordination.locks.delete_start_lock_if_token(ctx.match_id, token)
+
+    return hand_over
 
 
 def _run_listener(
@@ -383,7 +379,7 @@ def _run_listener(
     if lock_acquired_at is None:
         lock_acquired_at = time.monotonic()
     with services.db_slot():  # the connection is closed at the end: none is held while the game runs
-        match = load_match(match_id)
+        match = load_match_with_league(match_id)
         env = resolve_listener_environment(match, overrides, local=local)
         body_cls = load_body_class(env.listener_body)
         is_test = bool(match.is_test)
@@ -411,6 +407,7 @@ def _run_listener(
         fence_token,
     )
 
+    live = threading.Event()  # the run's first live byte arrived
     ctx = ListenerContext(
         match_id=match_id,
         record_id=record_id,
@@ -418,7 +415,7 @@ def _run_listener(
         settings=env,
         may_write=lambda: services.lease.holds(lease_id),
         fence_token=fence_token,
-        on_live=(lambda: _record_takeover(services, record_id, match_id)) if record_id else (lambda: None),
+        on_live=lambda: _went_live(live, services, record_id, match_id),
     )
     body = body_cls()
     handle = RunHandle(ctx=ctx, body=body)
@@ -429,10 +426,16 @@ def _run_listener(
         last_lock_ok=lock_acquired_at,
         last_row_ok=row_written_at,
         lease_id=lease_id,
-        on_lost=lambda reason: services.stop(
-            handle, row_closed_elsewhere(reason) if reason == ROW_CLOSED_ELSEWHERE else lost_lock(reason)
+        degraded=lambda: bool(getattr(body, "degraded", False)),  # listener.ingest: writing behind
+        on_lost=lambda reason: (
+            ctx.handing_over.is_set()  # its row and lock are the successor's now
+            or services.stop(
+                handle, row_closed_elsewhere(reason) if reason == ROW_CLOSED_ELSEWHERE else lost_lock(reason)
+            )
         ),
     )
+    if record_id:
+        handle.hand_over = _handing_over(services, ctx, hb, token, body)
     sw = StopRegistration(match_id=match_id, on_stop=lambda: services.stop(handle, operator_stop()))
     services.add(handle)
     services.heartbeat.register(hb)
@@ -470,19 +473,22 @@ def _run_listener(
         services.remove(handle)
 
     cause = handle.cause
-    closed_elsewhere = False
+    closed_elsewhere = row_left_open = False
     if cause is not None:
         code, reason, stopped_by = cause.code, cause.reason, cause.stopped_by
     else:
-        reason, stopped_by = exit_reason or describe(code), None
+        # 14 / 15 the run reported itself: no cleanup or stop wrote them, the row says so (its badge is Ended)
+        reason = exit_reason or describe(code)
+        stopped_by = ENDED_BY_THE_RUN if code in (ExitCode.ABANDONED, ExitCode.STOPPED) else None
     if record_id:
         with services.db_slot():
             try:
                 written = rows.close_row(record_id, exit_code=code, reason=reason, stopped_by=stopped_by)
             except DatabaseUnavailable as exc:
-                # The row stays open and goes stale; the sweep abandons it. The exit is reported.
+                # The row stays open and goes stale; the sweep abandons it, unless the start gives
+                # the match back and closes it once PostgreSQL answers. The exit is reported.
                 logger.warning("match %s: row %s not closed: %s", match_id, record_id, exc)
-                written = True
+                written = row_left_open = True
             if not written:
                 # Closed by a stop (15) or a sweep (14) first: report what the row says.
                 recorded, recorded_reason = rows.recorded_exit(record_id)
@@ -498,4 +504,8 @@ def _run_listener(
         stop_cause=cause,
         sr_id=sr_id,
         closed_elsewhere=closed_elsewhere,
+        went_live=live.is_set(),
+        database_lost=cause is None and body_lost_database(body),
+        feed_lost=cause is None and body_lost_feed(body),
+        row_left_open=row_left_open,
     )

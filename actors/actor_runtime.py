@@ -1,4 +1,4 @@
-"""The actor runtime: one per process, configured once (settings, Redis barriers, database, broker).
+"""The actor runtime: one per process, configured once (settings, Redis coordination store, database, broker).
 
 ``actors/__init__.py`` calls ``configure`` with the KickoffSettings read at process start, before it
 imports the actor modules; every actor reads ``current()`` when it runs, never a copy of its own.
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import dramatiq
 
+from actors.broker import build_broker, worker_hooks
 from config.errors import ConfigurationError
 from config.settings import KickoffSettings, MatchListenerEnvironment, listener_settings_of
 from models.coordination import CoordinationStore
@@ -31,7 +32,7 @@ class ActorRuntime:
     # Read once at process start (or set by a test): KickoffSettings (actors/__init__.py); in a process
     # that runs listeners, its MatchListenerEnvironment once read (``listener_settings``).
     settings: KickoffSettings
-    barriers: CoordinationStore  # Redis keys on REDIS_URL under REDIS_KEY_PREFIX
+    coordination: CoordinationStore  # Redis keys on REDIS_URL under REDIS_KEY_PREFIX
     broker: dramatiq.Broker  # Dramatiq's global broker (actors.broker.build_broker)
 
 
@@ -57,15 +58,14 @@ def configure(
     settings: KickoffSettings,
     *,
     broker: dramatiq.Broker | None = None,
-    barriers: CoordinationStore | None = None,
+    coordination: CoordinationStore | None = None,
 ) -> ActorRuntime:
-    """Make ``settings`` this process's runtime: broker (set as Dramatiq's), database proxy, barriers.
+    """Make ``settings`` this process's runtime: broker (set as Dramatiq's), database proxy, coordination.
 
-    ``broker`` and ``barriers`` replace the ones ``settings`` select (tests: Dramatiq's
+    ``broker`` and ``coordination`` replace the ones ``settings`` select (tests: Dramatiq's
     ``StubBroker``, an in-memory coordination store); every actor declared so far moves to ``broker``.
     """
     global _current
-    from actors.broker import build_broker, worker_hooks
 
     with _mu:
         old = _current
@@ -95,7 +95,9 @@ def configure(
         )
         _current = ActorRuntime(
             settings=settings,
-            barriers=barriers if barriers is not None else CoordinationStore.from_settings(settings),
+            coordination=coordination
+            if coordination is not None
+            else CoordinationStore.from_settings(settings),
             broker=broker,
         )
         return _current
@@ -114,7 +116,7 @@ def listener_settings() -> MatchListenerEnvironment:
 
     The first call reads them (``listener_settings_of`` the runtime's KickoffSettings: the fields only
     a running listener reads, from the environment, then ``.env``, then defaults) and configures the
-    runtime again with them, on the same broker and barriers, its database pool now sized for
+    runtime again with them, on the same broker and coordination store, its database pool now sized for
     LISTENER_DB_CONCURRENCY. A listener worker makes that call at boot, before its threads take a
     message (``actors.listeners.read_listener_settings``); a process that only sends messages never
     does. Raises ConfigurationError naming an invalid setting.
@@ -124,5 +126,5 @@ def listener_settings() -> MatchListenerEnvironment:
         if isinstance(runtime.settings, MatchListenerEnvironment):
             return runtime.settings
         settings = listener_settings_of(runtime.settings)
-        configure(settings, broker=runtime.broker, barriers=runtime.barriers)
+        configure(settings, broker=runtime.broker, coordination=runtime.coordination)
         return settings

@@ -18,12 +18,13 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-from config.errors import DatabaseUnavailable, KickoffError, LockNotOwned
+from config.errors import DatabaseUnavailable, KickoffError, LockNotOwned, ServiceUnavailable
 from config.settings import MatchListenerEnvironment
 from lifecycle.cleanup import after_abandon, reap_dead_workers
+from lifecycle.errors import StartGivenBack
+from lifecycle.listener_run import RunOutcome, run_match_listener, validate_override_keys
 from lifecycle.runtime import ListenerServices
 from lifecycle.sql import rows
-from lifecycle.start import RunOutcome, run_match_listener, validate_override_keys
 from listener.exit_codes import ExitCode, is_success
 from models.coordination import CoordinationStore
 from models.db import release_connection
@@ -82,20 +83,20 @@ def is_counted_failure(code: int | None, *, by_lifecycle: bool = False) -> bool:
     return not (by_lifecycle and code in NOT_COUNTED)
 
 
-def _count_failure(match_id: str, barriers: CoordinationStore) -> int:
-    count = barriers.record_failed_attempt(match_id)
-    logger.warning("match %s: failed start %d of %d", match_id, count, barriers.attempt_cap)
+def _count_failure(match_id: str, coordination: CoordinationStore) -> int:
+    count = coordination.barriers.record_failed_attempt(match_id)
+    logger.warning("match %s: failed start %d of %d", match_id, count, coordination.attempt_cap)
     return count
 
 
-def _unwind(match_id: str, token: str, barriers: CoordinationStore) -> None:
+def _unwind(match_id: str, token: str, coordination: CoordinationStore) -> None:
     """Release our start lock and the pending key; leave both alone if a successor holds the lock."""
-    lock = barriers.start_lock(match_id).adopt(token)
+    lock = coordination.locks.start_lock(match_id).adopt(token)
     try:
         with contextlib.suppress(LockNotOwned):
             lock.release()
-        if barriers.start_lock_holder(match_id) in (None, token):
-            barriers.clear_pending(match_id)
+        if coordination.locks.start_lock_holder(match_id) in (None, token):
+            coordination.barriers.clear_pending(match_id)
     except KickoffError as exc:
         logger.warning("match %s: releasing start barriers failed (they expire): %s", match_id, exc)
 
@@ -115,7 +116,7 @@ def start_match_listener(
     *,
     message_id: str | None,
     settings: MatchListenerEnvironment,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     services: ListenerServices,
     on_consumed: Callable[[], None] | None = None,
     local: dict[str, Any] | None = None,
@@ -140,35 +141,53 @@ def start_match_listener(
     record the outcome.
     """
     mid = str(uuid.UUID(str(match_id)))
+    consumed: list[bool] = []  # Redis's answer to this start's consume, once it answered
     try:
         with services.db_slot():
             taken = _consume_message(
-                mid, message_id, barriers=barriers, on_consumed=on_consumed
-            ) or _check_guards(mid, overrides, force, barriers=barriers, services=services)
+                mid, message_id, coordination=coordination, on_consumed=on_consumed, answered=consumed
+            ) or _check_guards(mid, overrides, force, coordination=coordination, services=services)
             if taken is None and not handoff:
-                taken = _take_start_lock(mid, force, settings=settings, barriers=barriers)
-    except DatabaseUnavailable:
-        _give_up_pending(mid, barriers)
-        raise
-    if taken is None:  # a hand-off's successor
-        _await_predecessor(mid, settings=settings, barriers=barriers)
-        try:
+                taken = _take_start_lock(mid, force, settings=settings, coordination=coordination)
+        if taken is None:  # a hand-off's successor
+            _await_predecessor(mid, settings=settings, coordination=coordination)
             with services.db_slot():
-                taken = _take_start_lock(mid, force, settings=settings, barriers=barriers)
-        except DatabaseUnavailable:
-            _give_up_pending(mid, barriers)
-            raise
+                taken = _take_start_lock(mid, force, settings=settings, coordination=coordination)
+    except ServiceUnavailable as exc:
+        _give_back(mid, message_id, exc, consumed=consumed, coordination=coordination, services=services)
+        raise
     if isinstance(taken, Skip):
         logger.info("match %s: start %s: %s", mid, message_id, taken)
         return StartResult(match_id=mid, message_id=message_id, skipped=taken)
     outcome = _run(
-        mid, overrides, taken, message_id=message_id, barriers=barriers, services=services, local=local
+        mid,
+        overrides,
+        taken,
+        message_id=message_id,
+        coordination=coordination,
+        services=services,
+        local=local,
     )
     failed = is_counted_failure(outcome.exit_code, by_lifecycle=outcome.recorded_by_lifecycle)
-    attempts = _count_failure(mid, barriers) if failed else None
-    if _lost_the_feed_after_streaming(outcome, lock=taken, settings=settings):
+    attempts = _count_failure(mid, coordination) if failed else None
+    if outcome.feed_lost:
+        # Its feed stayed unreachable past LISTENER_FEED_LOST_SECONDS (a host cut from the feed): this
+        # worker takes no start until it reaches the feed again, and the match starts at once on one
+        # that does (docs/reliability.md finding 5). Counted, as every exit 12.
+        logger.warning("match %s: the feed was lost: starting it again at once elsewhere", mid)
+        services.feed.unreachable()
+        _send_again_once_closed(mid, outcome, settings=settings, services=services)
+    elif _lost_the_feed_after_streaming(outcome, lock=taken, settings=settings):
         logger.warning("match %s: the feed's reconnects ran out: starting it again at once", mid)
         services.hand_off(mid)  # after the count: an exhausted match is not sent again
+    elif outcome.database_lost and not outcome.went_live:
+        # Refused by PostgreSQL after it took its lock (a cut, the server at its connection limit):
+        # this worker takes no start until its probe answers; another runs the match now, not at
+        # the next dispatch tick (docs/reliability.md finding 8). Counted: a lasting refusal
+        # exhausts the match's attempts instead of restarting it for ever.
+        logger.warning("match %s: PostgreSQL did not answer the run: starting it again at once", mid)
+        services.database.unreachable()
+        _send_again_once_closed(mid, outcome, settings=settings, services=services)
     return StartResult(
         match_id=mid,
         message_id=message_id,
@@ -179,6 +198,48 @@ def start_match_listener(
         attempts=attempts,
         sr_id=outcome.sr_id,
     )
+
+
+#: How often a run that gave its match back tries again to close its row and send the match, while
+#: PostgreSQL does not answer.
+GIVE_BACK_RETRY_SECONDS = 0.5
+
+
+def _send_again_once_closed(
+    mid: str, outcome: RunOutcome, *, settings: MatchListenerEnvironment, services: ListenerServices
+) -> None:
+    """Close the run's row if PostgreSQL did not answer its close, then send the match again.
+
+    A run that gave its match back (its feed lost, or PostgreSQL refusing it: a host cut from the
+    feed and from PostgreSQL at once, the server at its connection limit) may have left its row
+    open under a lease that is still renewed: no reaper takes it, and a new start skips a match
+    whose open row has a fresh heartbeat (``skipped_active``). So this start keeps trying, every
+    GIVE_BACK_RETRY_SECONDS, for up to half the stale threshold (then the sweep abandons the row,
+    as before), and sends the match once the row is closed (bench/chaos.py: seed 62, 48 s without a
+    stream; seed 13, 66 s, a run refused by PostgreSQL at its connection limit).
+    """
+    deadline = time.monotonic() + settings.listener_heartbeat_stale_seconds / 2
+    closed = not (outcome.row_left_open and outcome.record_id)
+    while True:
+        if not closed and outcome.record_id:
+            try:
+                with services.db_slot():
+                    rows.close_row(outcome.record_id, exit_code=outcome.exit_code, reason=outcome.reason)
+                closed = True
+                logger.info("match %s: row %s closed once PostgreSQL answered", mid, outcome.record_id)
+            except DatabaseUnavailable:
+                pass
+        if closed:
+            try:
+                if services.redispatch is not None:
+                    services.redispatch([mid])
+                return
+            except KickoffError as exc:
+                logger.warning("match %s: restarting it elsewhere failed, trying again: %s", mid, exc)
+        if time.monotonic() >= deadline or services.shutting_down:
+            logger.warning("match %s: given back, but not sent again (the next dispatch or sweep will)", mid)
+            return
+        time.sleep(GIVE_BACK_RETRY_SECONDS)
 
 
 def _lost_the_feed_after_streaming(
@@ -201,20 +262,25 @@ def _consume_message(
     mid: str,
     message_id: str | None,
     *,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     on_consumed: Callable[[], None] | None = None,
+    answered: list[bool] | None = None,
 ) -> Skip | None:
-    """Use the start message once (then ``on_consumed``); skip a revoked, re-delivered or superseded one."""
+    """Use the start message once (then ``on_consumed``); skip a revoked, re-delivered or superseded one.
+
+    ``answered`` gets Redis's answer to the consume (True: consumed here)."""
     if message_id is None:
         return None
-    consumed = barriers.consume_message(message_id)
+    consumed = coordination.barriers.consume_message(message_id)
+    if answered is not None:
+        answered.append(consumed)
     if consumed and on_consumed is not None:
         on_consumed()
     current = stored_message_id(mid)
     if not consumed:
         if current == message_id:
             # Re-delivered after its worker died (a stop would have removed the stored id).
-            recover_pending_of_dead_start(mid, barriers=barriers)
+            recover_pending_of_dead_start(mid, coordination=coordination)
         return Skip.REVOKED
     if current != message_id:
         # Every sender stores its message id before sending, so a message that is not the stored
@@ -229,74 +295,76 @@ def _check_guards(
     overrides: dict[str, Any] | None,
     force: bool,
     *,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     services: ListenerServices,
 ) -> Skip | None:
     """Worker shutdown (hand-off), the overrides, the stop flag and the attempt cap."""
     if services.shutting_down:
         # Taken from the queue while this worker stops: send a new start for another worker.
-        barriers.clear_pending(mid)
+        coordination.barriers.clear_pending(mid)
         services.hand_off(mid)
         return Skip.SHUTDOWN
     if force:
         # Cleared, then re-acquired: the forced run holds the pending key like any start.
-        barriers.retake_for_forced_start(mid)
-        barriers.clear_stop_flag(mid)
+        coordination.barriers.retake_for_forced_start(mid)
+        coordination.stops.clear_stop_flag(mid)
     try:
         validate_override_keys(overrides)
     except KickoffError:
-        barriers.clear_pending(mid)
-        _count_failure(mid, barriers)
+        coordination.barriers.clear_pending(mid)
+        _count_failure(mid, coordination)
         raise
     if force:
         return None
-    if barriers.stop_flags_among([mid]):
+    if coordination.stops.stop_flags_among([mid]):
         # A stop raced the dispatch that sent this start: free the key it claimed, or a plain
         # Start would answer "already queued or running" until a sweep reclaims it.
-        barriers.clear_pending(mid)
+        coordination.barriers.clear_pending(mid)
         return Skip.STOPPED
-    if barriers.is_exhausted(mid):
-        barriers.clear_pending(mid)
+    if coordination.barriers.is_exhausted(mid):
+        coordination.barriers.clear_pending(mid)
         return Skip.EXHAUSTED
     return None
 
 
-def _await_predecessor(mid: str, *, settings: MatchListenerEnvironment, barriers: CoordinationStore) -> None:
+def _await_predecessor(
+    mid: str, *, settings: MatchListenerEnvironment, coordination: CoordinationStore
+) -> None:
     """Say this successor waits, then wait until the start lock is free (bounded; see the caller)."""
     bound = 2 * settings.listener_handoff_seconds
-    barriers.announce_handover(mid, ttl_seconds=bound + 1)
+    coordination.stops.announce_handover(mid, ttl_seconds=bound + 1)
     deadline = time.monotonic() + bound
-    while barriers.start_lock_holder(mid) is not None:
+    while coordination.locks.start_lock_holder(mid) is not None:
         if time.monotonic() >= deadline:
             logger.warning("match %s: hand-off: the start lock is still held after %g s", mid, bound)
             break
         time.sleep(settings.listener_handoff_poll_seconds)
-    barriers.clear_handovers([mid])
+    coordination.stops.clear_handovers([mid])
 
 
 def _take_start_lock(
-    mid: str, force: bool, *, settings: MatchListenerEnvironment, barriers: CoordinationStore
+    mid: str, force: bool, *, settings: MatchListenerEnvironment, coordination: CoordinationStore
 ) -> HeldLock | Skip:
     """Abandon dead runs of the match, then take its start lock unless a live run holds it."""
     stale_kw = {
-        "stale_seconds": barriers.stale_seconds,
-        "active_max_age_seconds": barriers.active_max_age_seconds,
+        "stale_seconds": coordination.stale_seconds,
+        "active_max_age_seconds": coordination.active_max_age_seconds,
     }
-    reap_dead_workers([mid], settings=settings, barriers=barriers)
-    abandoned = rows.abandon_stale_rows(stale_seconds=barriers.stale_seconds, match_ids=[mid])
-    after_abandon(abandoned, settings=settings, barriers=barriers)
+    reap_dead_workers([mid], settings=settings, coordination=coordination)
+    abandoned = rows.abandon_stale_rows(stale_seconds=coordination.stale_seconds, match_ids=[mid])
+    after_abandon(abandoned, settings=settings, coordination=coordination)
     if not force and rows.has_active_row(mid, **stale_kw):
-        barriers.clear_pending(mid)
+        coordination.barriers.clear_pending(mid)
         return Skip.ACTIVE
 
     lock = HeldLock(token=str(uuid.uuid4()), acquired_at=time.monotonic())
-    if not barriers.start_lock(mid).acquire(lock.token):
+    if not coordination.locks.start_lock(mid).acquire(lock.token):
         if not force:
-            barriers.clear_pending(mid)
+            coordination.barriers.clear_pending(mid)
         return Skip.LOCKED
     try:
         if not force and rows.has_active_row(mid, **stale_kw):
-            _unwind(mid, lock.token, barriers)
+            _unwind(mid, lock.token, coordination)
             return Skip.ACTIVE
         if force:
             superseded = rows.supersede_open_rows(mid)
@@ -305,7 +373,7 @@ def _take_start_lock(
                     "match %s: forced start closed %d open rows of dead runs", mid, len(superseded)
                 )
     except KickoffError:
-        _unwind(mid, lock.token, barriers)
+        _unwind(mid, lock.token, coordination)
         raise
     return lock
 
@@ -316,7 +384,7 @@ def _run(
     lock: HeldLock,
     *,
     message_id: str | None,
-    barriers: CoordinationStore,
+    coordination: CoordinationStore,
     services: ListenerServices,
     local: dict[str, Any] | None = None,
 ) -> RunOutcome:
@@ -332,10 +400,10 @@ def _run(
             local=local,
         )
     except KickoffError:
-        _count_failure(mid, barriers)
+        _count_failure(mid, coordination)
         raise
     finally:
-        _unwind(mid, lock.token, barriers)
+        _unwind(mid, lock.token, coordination)
         release_connection()
     if message_id is not None:
         with services.db_slot(), contextlib.suppress(KickoffError):
@@ -345,7 +413,43 @@ def _run(
     return outcome
 
 
-def _give_up_pending(match_id: str, barriers: CoordinationStore) -> None:
+def _give_back(
+    mid: str,
+    message_id: str | None,
+    exc: ServiceUnavailable,
+    *,
+    consumed: list[bool],
+    coordination: CoordinationStore,
+    services: ListenerServices,
+) -> None:
+    """PostgreSQL or Redis did not answer before the start took its lock: raise StartGivenBack (the
+    actor retries the message within seconds, on whichever worker takes it) when the message can
+    run again; else free the pending key (PostgreSQL unreachable) and let ``exc`` go on.
+
+    The message can run again when Redis did not answer this start's consume (``consumed`` empty)
+    or this start consumed it and its mark could be removed (``unconsume_message``; a message
+    revoked or used before is never given back); its pending key stays
+    (the message still stands for it). Without this, a start taken by a worker cut from Redis
+    died before its consume and left its pending key with a stored message id nobody would ever
+    run: no dispatch, reaper or sweep restarted the match (docs/reliability.md finding 7); one cut
+    from PostgreSQL left its match for a reaper's restart or the dispatch tick (finding 6).
+    """
+    if isinstance(exc, DatabaseUnavailable):
+        services.database.unreachable()  # no more starts here until PostgreSQL answers again
+    if message_id is not None:
+        try:
+            again = not consumed or (consumed[0] and coordination.barriers.unconsume_message(message_id))
+        except KickoffError as undo:
+            logger.warning("match %s: giving start %s back failed: %s", mid, message_id, undo)
+            again = False
+        if again:
+            logger.warning("match %s: start %s given back (%s): it runs again", mid, message_id, exc)
+            raise StartGivenBack(f"match {mid}: start given back: {exc}") from exc
+    if isinstance(exc, DatabaseUnavailable):
+        _give_up_pending(mid, coordination)
+
+
+def _give_up_pending(match_id: str, coordination: CoordinationStore) -> None:
     """A start that could not reach PostgreSQL before its run began: free its pending key.
 
     Otherwise the key (held for this start) would keep every dispatch from sending the match
@@ -354,22 +458,24 @@ def _give_up_pending(match_id: str, barriers: CoordinationStore) -> None:
     held; not a counted failure (the match is fine, the database was away).
     """
     try:
-        if barriers.clear_pending_unless_started(match_id):
+        if coordination.barriers.clear_pending_unless_started(match_id):
             logger.warning("match %s: start gave up (PostgreSQL unreachable): pending key freed", match_id)
     except KickoffError as exc:
         logger.warning("match %s: freeing the pending key failed (the sweep reclaims it): %s", match_id, exc)
 
 
-def recover_pending_of_dead_start(match_id: str, *, barriers: CoordinationStore) -> bool:
+def recover_pending_of_dead_start(match_id: str, *, coordination: CoordinationStore) -> bool:
     """Clear a pending key nobody can clear any more (start lock free, no active row); True if cleared.
 
     Used for a re-delivered start whose first delivery died before writing its row.
     """
-    if barriers.start_lock_holder(match_id) is not None:
+    if coordination.locks.start_lock_holder(match_id) is not None:
         return False
     if rows.has_active_row(
-        match_id, stale_seconds=barriers.stale_seconds, active_max_age_seconds=barriers.active_max_age_seconds
+        match_id,
+        stale_seconds=coordination.stale_seconds,
+        active_max_age_seconds=coordination.active_max_age_seconds,
     ):
         return False
-    barriers.clear_pending(match_id)
+    coordination.barriers.clear_pending(match_id)
     return True
