@@ -175,3 +175,18 @@ def apply_question_ops(match_id: str, ops: list[dict[str, Any]]) -> list[str | N
         "SELECT kickoff_question_ops(%s::uuid, %s::jsonb)", (str(match_id), text)
     ).fetchone()
     return list(results if not isinstance(results, str) else json.loads(results))
+
+
+#: Questions of one match the card shows (the newest issued).
+CARD_QUESTIONS = 200
+
+
+@translate_database_errors
+def match_questions(match_id: str, *, limit: int = CARD_QUESTIONS) -> list[Question]:
+    """Match ``match_id``'s questions, the newest issued first (the match card's list), at most ``limit``."""
+    return list(
+        Question.select()
+        .where(Question.match == match_id)
+        .order_by(Question.issued_at.desc(), Question.key)
+        .limit(limit)
+    )
