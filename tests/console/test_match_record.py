@@ -99,5 +99,6 @@ def test_the_card_lists_the_questions_issued_and_settled_with_each_settle_escape
     assert "Hit &lt;b&gt;or&lt;/b&gt; out?" in card and "<b>or</b>" not in card
     assert "by event <code>e9</code>" in card and "settled (yes), resettled (no)" in card
     assert "settled (yes), reopened" in card
+    assert "<summary>3 questions (2 open, 1 settled)</summary>" in card  # folded: a game issues hundreds
     empty = signed_in(console_keys["read"]).client.get(f"/matches/{make_match('mlb').id}").text
     assert "No question issued for this game." in empty

@@ -29,7 +29,7 @@ from models.event_log import card_page, card_types, event_counts, gap_markers
 from models.history import history
 from models.history_series import ALL
 from models.listener_record import recorded_matches
-from models.question import match_questions
+from models.question import match_questions, question_counts
 
 #: Every page and action here checks the console session itself (api.console.web).
 router = APIRouter(include_in_schema=False, dependencies=[requires(Need.CONSOLE)])
@@ -132,6 +132,7 @@ def match_card(
         events_chart=(events, summary(events)),
         record=_event_list(detail["id"], before, event_type),
         questions=match_questions(detail["id"]),
+        question_counts=question_counts(detail["id"]),
         stream=gap_timeline(detail["runs"], gap_markers(detail["id"]), now=utcnow()),
         all_key=ALL,
     )
