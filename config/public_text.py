@@ -4,8 +4,8 @@ Error texts reach callers in answers (``api.errors``), in stored errors the API 
 show (an outbox row's ``last_error``, a trade claim's or a run's ``error``) and in console notices.
 ``public_text`` takes out what locates a service or a file: URLs (a URL after ``SETTING=`` becomes
 the setting's name), ``host:port`` addresses and pika's ``('host', port)``, RabbitMQ virtual host
-names, and absolute file system paths (``DATA_DIR`` and any other; an API route such as
-``/v1/runs`` stays). The full text stays in the logs and the CLI, on the box.
+names and quoted user names, and absolute file system paths (``DATA_DIR`` and any other; an API
+route such as ``/v1/runs`` stays). The full text stays in the logs and the CLI, on the box.
 """
 
 from __future__ import annotations
@@ -27,16 +27,18 @@ _HOST_PORT = re.compile(
     r"(?<![\w.-])(?:\d{1,3}(?:\.\d{1,3}){3}|\[[0-9A-Fa-f:.]+\]|localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
     r":\d{1,5}\b"
 )
-#: pika's and socket's address tuples: ``('127.0.0.1', 5672)``.
-_ADDRESS_TUPLE = re.compile(r"\(\s*'[^']*'\s*,\s*\d{1,5}\s*(?:,[^)]*)?\)")
+#: pika's, socket's and asyncio's address tuples: ``('127.0.0.1', 5672)``, ``("127.0.0.1", 5672)``.
+_ADDRESS_TUPLE = re.compile(r"\(\s*(['\"])[^'\"]*\1\s*,\s*\d{1,5}\s*(?:,[^)]*)?\)")
 #: A RabbitMQ virtual host named in a broker's reply (``vhost 'kickoff_x'``, ``virtual host kickoff``).
 _VHOST = re.compile(r"\b(vhost|virtual host)\b\s*[=:]?\s*(?:'[^']*'|\"[^\"]*\"|[^\s,;)]+)", re.IGNORECASE)
+#: A quoted user name in a broker's reply (``refused for user 'guest'``).
+_USER = re.compile(r"\b(user|username|login)\b\s*[=:]?\s*(?:'[^']*'|\"[^\"]*\")", re.IGNORECASE)
 #: An absolute path of two or more parts (an API route under ``/v1/`` is no path on disk).
 _PATH = re.compile(r"(?<![\w.:/~-])/(?!v1/)(?:[\w.@%+~-]+/)+[\w.@%+~-]*")
 
 
 def public_text(text: str | None) -> str | None:
-    """``text`` without URLs, addresses, virtual host names or absolute paths (None stays None)."""
+    """``text`` without URLs, addresses, virtual host or user names or absolute paths (None stays None)."""
     if not text:
         return text
     out = _URL.sub(lambda found: found.group(1) or ADDRESS, text)
@@ -44,4 +46,5 @@ def public_text(text: str | None) -> str | None:
     out = _ADDRESS_TUPLE.sub(ADDRESS, out)
     out = _HOST_PORT.sub(ADDRESS, out)
     out = _VHOST.sub(lambda found: f"{found.group(1)} <hidden>", out)
+    out = _USER.sub(lambda found: f"{found.group(1)} <hidden>", out)
     return _PATH.sub(PATH, out)

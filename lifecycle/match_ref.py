@@ -12,6 +12,12 @@ from models.errors import MatchNotFound
 from models.match import Match, match_by_reference
 
 
+def match_not_found(ref: str) -> MatchNotFound:
+    """The error of a reference no match has: also what a key limited to leagues is answered for another
+    league's match (the same words, so the answer does not tell that the match exists)."""
+    return MatchNotFound(f"no match with id or sr_id {str(ref).strip()!r}")
+
+
 def resolve_match(ref: str) -> Match:
     """The Match (with its league) whose internal id, else whose sr_id, is ``ref``; MatchNotFound if none."""
     text = str(ref).strip()
@@ -19,7 +25,7 @@ def resolve_match(ref: str) -> Match:
         raise MatchNotFound("a match id or sr_id is required")
     found = match_by_reference(text)
     if found is None:
-        raise MatchNotFound(f"no match with id or sr_id {text!r}")
+        raise match_not_found(text)
     return found
 
 

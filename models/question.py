@@ -175,3 +175,30 @@ def apply_question_ops(match_id: str, ops: list[dict[str, Any]]) -> list[str | N
         "SELECT kickoff_question_ops(%s::uuid, %s::jsonb)", (str(match_id), text)
     ).fetchone()
     return list(results if not isinstance(results, str) else json.loads(results))
+
+
+#: Questions of one match the card shows (the newest issued; a game issues hundreds).
+CARD_QUESTIONS = 50
+
+
+@translate_database_errors
+def match_questions(match_id: str, *, limit: int = CARD_QUESTIONS) -> list[Question]:
+    """Match ``match_id``'s questions, the newest issued first (the match card's list), at most ``limit``."""
+    return list(
+        Question.select()
+        .where(Question.match == match_id)
+        .order_by(Question.issued_at.desc(), Question.key)
+        .limit(limit)
+    )
+
+
+@translate_database_errors
+def question_counts(match_id: str) -> dict[str, int]:
+    """How many questions match ``match_id`` has, by status (``open``, ``settled``, ``void``)."""
+    rows = (
+        Question.select(Question.status, peewee.fn.COUNT(Question.id))
+        .where(Question.match == match_id)
+        .group_by(Question.status)
+        .tuples()
+    )
+    return {str(status): int(n) for status, n in rows}

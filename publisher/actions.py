@@ -32,11 +32,17 @@ class ActionView:
     created_at: datetime
 
 
+def action_not_found(tracking_id: str) -> ActionNotFound:
+    """The error of a tracking id no action has: also what a key limited to leagues is answered for
+    another league's action (the same words, so the answer does not tell that it exists)."""
+    return ActionNotFound(f"no activity action has tracking id {tracking_id}")
+
+
 def creator_key_of(tracking_id: str) -> str | None:
     """The id of the API key that created the action (None: none did); ActionNotFound if there is none."""
     creator = action_sql.action_creator(tracking_id)
     if creator is None:
-        raise ActionNotFound(f"no activity action has tracking id {tracking_id}")
+        raise action_not_found(tracking_id)
     return creator.key_id
 
 
@@ -44,7 +50,7 @@ def get_action(tracking_id: str) -> ActionView:
     """Return the action with ``tracking_id``; ActionNotFound if there is none."""
     row = action_sql.read_action(tracking_id)
     if row is None:
-        raise ActionNotFound(f"no activity action has tracking id {tracking_id}")
+        raise action_not_found(tracking_id)
     return ActionView(
         tracking_id=str(row.tracking_id),
         league_id=row.league_id,

@@ -354,6 +354,12 @@ def dead_outbox_rows(*, limit: int = 50) -> list[dict[str, Any]]:
     ]
 
 
+def run_not_found(run_id: uuid.UUID | str) -> RunNotFound:
+    """The error of a run id no run has: also what a key limited to leagues is answered for a run
+    another key published (the same words, so the answer does not tell that it exists)."""
+    return RunNotFound(f"no run {run_id} in run_log")
+
+
 def get_run(run_id: uuid.UUID | str) -> RunLog:
     """The run_log row ``run_id`` or RunNotFound."""
     try:
@@ -362,7 +368,7 @@ def get_run(run_id: uuid.UUID | str) -> RunLog:
         raise RunNotFound(f"{run_id!r} is not a run id (a UUID)") from exc
     run = run_by_id(key)
     if run is None:
-        raise RunNotFound(f"no run {run_id} in run_log")
+        raise run_not_found(run_id)
     return run
 
 

@@ -12,9 +12,9 @@ from api.auth import LeagueFrom, Need, may_act_for, reads_league, requires
 from api.errors import error_responses
 from api.headers import audit_of
 from api.schemas import ActionResultBody, PathId
-from config.errors import Forbidden, NotFound
+from config.errors import Forbidden
 from config.public_text import public_text
-from publisher.actions import creator_key_of
+from publisher.actions import action_not_found, creator_key_of
 from publisher.results import action_state, report_result
 
 router = APIRouter(prefix="/v1/actions", tags=["actions"])
@@ -43,7 +43,7 @@ def show_action(tracking_id: PathId, request: Request) -> dict[str, Any]:
     404 for an action of a league the key is not limited to."""
     state = action_state(tracking_id)
     if not reads_league(request, state.get("league_id")):
-        raise NotFound(f"no action {tracking_id}")
+        raise action_not_found(tracking_id)
     return _jsonable(public_action(state))
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field
 
-from api.auth import Need, requires
+from api.auth import Need, limited_key, requires
 from api.schemas import MAX_ID_LENGTH, NON_BLANK, aware_time
+from config.errors import Forbidden
 from models.history import history
 from models.history_series import DEFAULT_TOP, MAX_TOP, RANGES, SERIES
 
@@ -48,6 +49,7 @@ class HistoryAnswer(BaseModel):
 
 @router.get("/v1/history/{series}", dependencies=[requires(Need.READ)])
 def history_series(
+    request: Request,
     series: Annotated[SeriesName, Path(description="The series (docs/api.md lists each).")],
     range: Annotated[
         RangeName, Query(description="The span: 1h (1 min buckets), 24h (5 min), 7d (30 min).")
@@ -72,7 +74,14 @@ def history_series(
     ] = None,
 ) -> HistoryAnswer:
     """One history series (the console's History page draws the same): an unknown series or range, a
-    ``top`` out of bounds or a malformed ``until`` is 422."""
+    ``top`` out of bounds or a malformed ``until`` is 422. The series count every league (and name
+    each league's matches): a key limited to leagues is refused (403), as on the console."""
+    limited = limited_key(request)
+    if limited is not None:
+        raise Forbidden(
+            f"key {limited.name!r} is limited to league(s) {', '.join(limited.leagues or ())}: "
+            "the history counts every league"
+        )
     end = None
     if until is not None:
         try:

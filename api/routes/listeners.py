@@ -27,7 +27,6 @@ from api.schemas import (
     SweepBody,
 )
 from config.clock import utcnow
-from config.errors import NotFound
 from lifecycle.archive_verify import verify_match_archive
 from lifecycle.board import listener_board
 from lifecycle.bulk import bulk_filter, preview_bulk, run_bulk
@@ -35,7 +34,7 @@ from lifecycle.cleanup import audit_sweep, set_auto_dispatch, stop_match_listene
 from lifecycle.dispatch import audit_dispatch, dispatch_upcoming_match_listeners, request_start
 from lifecycle.event_export import document_name, export_lines
 from lifecycle.listener_run import validate_listener_settings
-from lifecycle.match_ref import resolve_match, resolve_match_id
+from lifecycle.match_ref import match_not_found, resolve_match, resolve_match_id
 from models.verification import ARCHIVE_VERIFY_INTERVAL_SECONDS, claim_archive_verification
 
 router = APIRouter(tags=["listeners"])
@@ -53,7 +52,7 @@ def board(request: Request, match_id: QueryId = None, active: bool = False) -> L
     )
     entries = [e for e in entries if reads_league(request, e.league)]  # a limited key: its leagues only
     if match_id is not None and not entries and limited_key(request) is not None:
-        raise NotFound(f"no match {match_id}")
+        raise match_not_found(match_id)
     return ListenerBoardAnswer(at=utcnow().isoformat(timespec="seconds"), count=len(entries), matches=entries)
 
 
@@ -63,7 +62,7 @@ def show_match(match_id: PathId, request: Request) -> dict[str, Any]:
     ctx = ctx_of(request)
     match = resolve_match(match_id)
     if not reads_league(request, match.league.name):
-        raise NotFound(f"no match {match_id}")
+        raise match_not_found(match_id)
     entries = listener_board(settings=ctx.settings, coordination=ctx.coordination, match_id=str(match.id))
     return {
         "id": str(match.id),
@@ -98,15 +97,17 @@ def verify_archive(match_id: PathId, request: Request) -> ArchiveVerificationAns
 
 @router.get(
     "/v1/matches/{match_id}/archive",
-    dependencies=[requires(Need.READ, league=LeagueFrom.MATCH)],
+    dependencies=[requires(Need.READ)],
     response_class=StreamingResponse,
     responses={200: {"content": {"application/json": {}}, "description": "The {shortcode}.json document."}},
 )
-def archive(match_id: PathId) -> StreamingResponse:
+def archive(match_id: PathId, request: Request) -> StreamingResponse:
     """The match's event log as the spec's ``{shortcode}.json`` document (as `kickoff matches export`):
     a JSON array, one message per line, every distinct message once, in arrival order; streamed a page
-    of the log at a time."""
+    of the log at a time (404 if unknown, or of a league the key is not limited to)."""
     match = resolve_match(match_id)
+    if not reads_league(request, match.league.name):  # a read: authorize checks leagues of acts only
+        raise match_not_found(match_id)
     return StreamingResponse(
         export_lines(str(match.id)),
         media_type="application/json",

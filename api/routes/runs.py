@@ -12,11 +12,11 @@ from api.errors import error_responses
 from api.headers import audit_of, ctx_of
 from api.openapi import also_200
 from api.schemas import PathId, QueryId, RunBody
-from config.errors import Forbidden, NotFound
+from config.errors import Forbidden
 from config.public_text import public_text
 from lifecycle.match_admin import under_data_dir
 from models.run_log import RunStatus, Trigger
-from runs.publish import get_run, masked_run, publish_run, recent_runs, run_dict
+from runs.publish import get_run, masked_run, publish_run, recent_runs, run_dict, run_not_found
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
@@ -95,5 +95,5 @@ def show_run(run_id: PathId, request: Request) -> dict[str, Any]:
     run = _readable(request, _jsonable(run_dict(get_run(run_id))))
     limited = limited_key(request)
     if limited is not None and run.get("created_by_key_id") != limited.id:
-        raise NotFound(f"no run {run_id}")
+        raise run_not_found(run_id)
     return run

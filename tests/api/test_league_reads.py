@@ -43,6 +43,10 @@ def test_matches_board_actions_runs_audit_and_keys_of_other_leagues_are_404_or_l
     run = api.post("/v1/runs", json={"job": "noop"}).json()["run_id"]
     assert op.get(f"/v1/runs/{run}").status_code == 404
     assert run not in {r["run_id"] for r in op.get("/v1/runs").json()["runs"]}
+    absent = "00000000-0000-4000-8000-000000000035"
+    for path, ref in (("/v1/actions/{}", other), ("/v1/runs/{}", run)):  # in the words of an absent one
+        said = op.get(path.format(ref)).json()["error"].replace(ref, "REF")
+        assert said == op.get(path.format(absent)).json()["error"].replace(absent, "REF"), path
 
     assert op.post(f"/v1/matches/{theirs.id}/archive/verify").status_code == 403  # acts: another league
     entries = op.get("/v1/audit").json()["entries"]
@@ -96,3 +100,30 @@ def test_a_limited_key_retrying_a_decision_only_another_league_claimed_sees_noth
     retry = op.post("/v1/trade/incoming/t-l9/decision/retry", json={})
     assert retry.status_code == 409 and "only a failed or pending decision" in retry.json()["error"]
     assert "L9" not in retry.text
+
+
+def test_a_limited_key_reads_its_leagues_match_archive_and_another_leagues_is_404_as_if_absent(
+    limited, make_match
+):
+    op, _ = limited
+    mine, theirs = make_match(league="nfl"), make_match(league="mlb")
+    own = op.get(f"/v1/matches/{mine.id}/archive")
+    assert own.status_code == 200 and own.json() == [], own.text
+    for ref in (str(theirs.id), theirs.sr_id):
+        other = op.get(f"/v1/matches/{ref}/archive")
+        assert other.status_code == 404, other.text
+        assert "mlb" not in other.text
+    # another league's match is answered in the very words of a match that does not exist
+    for path in ("/v1/matches/{}", "/v1/matches/{}/archive", "/v1/listeners?match_id={}"):
+        other = op.get(path.format(theirs.sr_id))
+        absent = op.get(path.format("sr:match:absent"))
+        assert other.status_code == absent.status_code == 404, (path, other.text)
+        said = other.json()["error"].replace(theirs.sr_id, "REF")
+        assert said == absent.json()["error"].replace("sr:match:absent", "REF"), path
+
+
+def test_the_history_of_every_league_is_403_to_a_limited_key_and_read_by_an_unlimited_one(api, limited):
+    op, _ = limited
+    refused = op.get("/v1/history/events")
+    assert refused.status_code == 403 and "limited to league(s) L1, nfl" in refused.json()["error"]
+    assert api.get("/v1/history/events").status_code == 200

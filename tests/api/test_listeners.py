@@ -10,6 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from models import Match
+from models.audit import audit_entries
 from models.db import database
 from models.listener_record import MatchListenerRecord
 
@@ -212,6 +213,9 @@ def test_archive_verify_answers_the_comparison_and_names_the_setting_when_the_fe
     assert answer.status_code == 200, answer.text
     assert answer.json() == {"ok": False, "missing": ["e1", "e2"], "extra": [], "differing": [], "events": 2}
     assert Match.get_by_id(match.id).archive_verification["missing_count"] == 2
+    # audited before each call of the provider (the 502 too); the refused 429 called nothing
+    verified = audit_entries(action="archive.verify")
+    assert [e.target for e in verified] == [f"match:{match.id}"] * 2
 
 
 def test_the_archive_is_the_event_log_as_the_specs_document_streamed(api, make_match):

@@ -71,3 +71,34 @@ def test_a_bad_page_or_type_is_said_on_the_card_not_a_500(
         assert answer.status_code == 200 and said in answer.text, query
         assert "<script>" not in answer.text
         assert len(ROW.findall(answer.text)) == 1
+
+
+QUESTION = re.compile(r'<tr data-key="([^"]+)" data-status="(\w+)">')
+
+
+def test_the_card_lists_the_questions_issued_and_settled_with_each_settle_escaped(
+    console_server, console_keys, signed_in, make_match
+):
+    from datetime import UTC, datetime
+
+    from models.question import issue_question, reopen_question, settle_question
+
+    match = make_match("mlb", sr_id="sr:match:questions")
+    at = datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+    issue_question(str(match.id), key="atbat:1", prompt="Hit <b>or</b> out?", details={})
+    issue_question(str(match.id), key="atbat:2", prompt="Strikeout?", details={})
+    settle_question(str(match.id), key="atbat:2", answer="yes", at=at, prompt="", details={}, event_id="e9")
+    settle_question(str(match.id), key="atbat:2", answer="no", at=at, prompt="", details={}, event_id="e9")
+    issue_question(str(match.id), key="atbat:3", prompt="Walk?", details={})
+    settle_question(str(match.id), key="atbat:3", answer="yes", at=at, prompt="", details={}, event_id="e7")
+    reopen_question(str(match.id), event_id="e7", at=at)
+
+    card = signed_in(console_keys["read"]).client.get(f"/matches/{match.id}").text
+    shown = sorted(QUESTION.findall(card))
+    assert shown == [("atbat:1", "open"), ("atbat:2", "settled"), ("atbat:3", "open")]
+    assert "Hit &lt;b&gt;or&lt;/b&gt; out?" in card and "<b>or</b>" not in card
+    assert "by event <code>e9</code>" in card and "settled (yes), resettled (no)" in card
+    assert "settled (yes), reopened" in card
+    assert "<summary>3 questions (2 open, 1 settled)</summary>" in card  # folded: a game issues hundreds
+    empty = signed_in(console_keys["read"]).client.get(f"/matches/{make_match('mlb').id}").text
+    assert "No question issued for this game." in empty

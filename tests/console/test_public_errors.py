@@ -116,6 +116,12 @@ def test_a_runs_failure_and_its_missing_log_name_no_path_on_the_api_or_the_conso
         ("StreamLost: reset by ('10.0.0.5', 5672)", "StreamLost: reset by <address>"),
         ("lost rabbit.internal:5672 at 16:23:40", "lost <address> at 16:23:40"),
         ("530 NOT_ALLOWED - vhost kickoff_x not found", "530 NOT_ALLOWED - vhost <hidden> not found"),
+        (
+            "530 NOT_ALLOWED - access to vhost 'kickoff_x' refused for user 'guest'",
+            "530 NOT_ALLOWED - access to vhost <hidden> refused for user <hidden>",
+        ),
+        ('Connect call failed ("127.0.0.1", 5672)', "Connect call failed <address>"),
+        ("the user asked twice", "the user asked twice"),
         ("cannot write /data/kickoff/archive/a.json", "cannot write <path>"),
         ("DATA_DIR=/data is not writable", "DATA_DIR is not writable"),
         ("use POST /v1/trade/reconcile", "use POST /v1/trade/reconcile"),

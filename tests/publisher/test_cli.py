@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+from models.audit import audit_entries
 from publisher.amqp import AmqpPublisher
 from publisher.queues import ALL_QUEUES
 
@@ -109,6 +110,8 @@ def test_outbox_status_and_drain(run):
     assert code == 0 and json.loads(out)["backlog"] == 0 and json.loads(out)["dead"] == 0
     code, out = run("outbox", "drain", "--json")
     assert code == 0 and json.loads(out)["published"] == 0
+    [entry] = audit_entries(action="outbox.drain")  # an operator's drain is audited (issue 35)
+    assert entry.who_key_id is None and entry.target == "outbox"
 
 
 def test_trigger_show_and_result_and_the_chained_claim(run):

@@ -12,7 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import cli
+from config.settings import mask_url
 from harness.ports import free_port
+from models.audit import audit_entries
 from players.errors import PlayerSyncError
 from players.sync import add_to_roster, load_players_map, roster, sync_players
 from publisher.errors import TriggerValidationError
@@ -119,6 +121,8 @@ def test_the_cli_keeps_the_roster_and_syncs(db, fresh_queues, publisher, test_en
     write(p1466="Doubtful")
     again = json.loads(runner.invoke(cli, ["players", "sync", "--source", url, "--json"], env=env).output)
     assert len(again["alerts"]) == 1
+    synced_entries = audit_entries(action="players.sync")  # each operator's sync is audited (issue 35)
+    assert len(synced_entries) == 2 and synced_entries[0].after == {"source": mask_url(url)}
     listed = json.loads(runner.invoke(cli, ["players", "roster", "list", "--json"], env=env).output)
     assert {p["sleeper_id"]: p["injury_status"] for p in listed["players"]} == {
         "4046": None,

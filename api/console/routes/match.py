@@ -29,6 +29,7 @@ from models.event_log import card_page, card_types, event_counts, gap_markers
 from models.history import history
 from models.history_series import ALL
 from models.listener_record import recorded_matches
+from models.question import match_questions, question_counts
 
 #: Every page and action here checks the console session itself (api.console.web).
 router = APIRouter(include_in_schema=False, dependencies=[requires(Need.CONSOLE)])
@@ -106,7 +107,7 @@ def match_card(
 ) -> Response:
     """The admin card of one match: its internal id, runs with exits and durations, its stream's timeline
     (runs and the gaps without a stream), the game's record (its events from the event log, newest
-    first, paged and filtered by type), log, settings."""
+    first, paged and filtered by type), the questions issued and settled, log, settings."""
     ctx = ctx_of(request)
     detail = match_detail(resolve_match_id(match_id), settings=ctx.settings, coordination=ctx.coordination)
     newest = detail["runs"][0] if detail["runs"] else None
@@ -130,6 +131,8 @@ def match_card(
         here=f"/matches/{detail['id']}",
         events_chart=(events, summary(events)),
         record=_event_list(detail["id"], before, event_type),
+        questions=match_questions(detail["id"]),
+        question_counts=question_counts(detail["id"]),
         stream=gap_timeline(detail["runs"], gap_markers(detail["id"]), now=utcnow()),
         all_key=ALL,
     )
