@@ -2,8 +2,8 @@
 
 start_match_listener runs on the ``match_listeners`` queue with no time limit and no retries
 (failed starts are counted by the attempt counter, not retried), except a start given back
-(StartGivenBack: PostgreSQL or Redis did not answer before it took its lock), which goes back to
-the queue within seconds; the others run on ``default``.
+(StartGivenBack: PostgreSQL or Redis did not answer before it took its lock or before its run
+began), which goes back to the queue within seconds; the others run on ``default``.
 A failed start raises, so its message fails (and, with SENTRY_DSN, is one report: actors.reporting).
 """
 

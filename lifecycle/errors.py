@@ -79,12 +79,27 @@ class ListenerRunFailed(ListenerError):
 
 class StartGivenBack(ListenerError):
     """Raised by a start that did nothing because PostgreSQL or Redis did not answer before it took
-    the match's start lock: its message goes back to the queue (the start_match_listener actor
-    retries it within seconds, lifecycle.guarded_start) for a worker that reaches both. Not a failed
-    start: nothing is counted.
+    the match's start lock, or before its run under the lock began (RunNotBegun): its message goes
+    back to the queue (the start_match_listener actor retries it within seconds,
+    lifecycle.guarded_start) for a worker that reaches both. Not a failed start: nothing is counted.
     """
 
     kind = ErrorKind.UNAVAILABLE
+
+
+class RunNotBegun(ListenerError):
+    """Raised by a listener run (lifecycle.listener_run) whose own first work, under the start lock it
+    was given, met PostgreSQL or Redis unreachable: reading its match or writing its row (the
+    server at its connection limit, a cut). Its body never ran; its row was not written, or the
+    write's answer was lost. ``cause``: the ServiceUnavailable it met. The start gives its message
+    back as one cut before its lock does (lifecycle.guarded_start); not a failed start.
+    """
+
+    kind = ErrorKind.UNAVAILABLE
+
+    def __init__(self, match_id: str, cause: ServiceUnavailable) -> None:
+        super().__init__(f"match {match_id}: the run could not begin: {cause}")
+        self.cause = cause
 
 
 class WorkerLeaseUnavailable(ListenerError):

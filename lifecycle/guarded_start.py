@@ -21,7 +21,7 @@ from typing import Any
 from config.errors import DatabaseUnavailable, KickoffError, LockNotOwned, ServiceUnavailable
 from config.settings import MatchListenerEnvironment
 from lifecycle.cleanup import after_abandon, reap_dead_workers
-from lifecycle.errors import StartGivenBack
+from lifecycle.errors import RunNotBegun, StartGivenBack
 from lifecycle.listener_run import RunOutcome, run_match_listener, validate_override_keys
 from lifecycle.runtime import ListenerServices
 from lifecycle.sql import rows
@@ -159,15 +159,23 @@ def start_match_listener(
     if isinstance(taken, Skip):
         logger.info("match %s: start %s: %s", mid, message_id, taken)
         return StartResult(match_id=mid, message_id=message_id, skipped=taken)
-    outcome = _run(
-        mid,
-        overrides,
-        taken,
-        message_id=message_id,
-        coordination=coordination,
-        services=services,
-        local=local,
-    )
+    try:
+        outcome = _run(
+            mid,
+            overrides,
+            taken,
+            message_id=message_id,
+            coordination=coordination,
+            services=services,
+            local=local,
+        )
+    except RunNotBegun as exc:
+        # Its lock and pending key are freed (_run); nothing ran: given back as before the lock.
+        logger.warning("%s", exc)
+        _give_back(
+            mid, message_id, exc.cause, consumed=consumed, coordination=coordination, services=services
+        )
+        raise
     failed = is_counted_failure(outcome.exit_code, by_lifecycle=outcome.recorded_by_lifecycle)
     attempts = _count_failure(mid, coordination) if failed else None
     if outcome.feed_lost:
@@ -399,6 +407,8 @@ def _run(
             lock_acquired_at=lock.acquired_at,
             local=local,
         )
+    except RunNotBegun:
+        raise  # nothing ran: the caller gives the message back, not a failed start
     except KickoffError:
         _count_failure(mid, coordination)
         raise
@@ -422,9 +432,10 @@ def _give_back(
     coordination: CoordinationStore,
     services: ListenerServices,
 ) -> None:
-    """PostgreSQL or Redis did not answer before the start took its lock: raise StartGivenBack (the
-    actor retries the message within seconds, on whichever worker takes it) when the message can
-    run again; else free the pending key (PostgreSQL unreachable) and let ``exc`` go on.
+    """PostgreSQL or Redis did not answer before the start took its lock, or before its run under the
+    lock began (RunNotBegun: its match read or its row written): raise StartGivenBack (the actor
+    retries the message within seconds, on whichever worker takes it) when the message can run
+    again; else free the pending key (PostgreSQL unreachable) and let ``exc`` go on.
 
     The message can run again when Redis did not answer this start's consume (``consumed`` empty)
     or this start consumed it and its mark could be removed (``unconsume_message``; a message

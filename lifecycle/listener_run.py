@@ -24,11 +24,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from config import spans
-from config.errors import DatabaseUnavailable, KickoffError
+from config.errors import DatabaseUnavailable, KickoffError, ServiceUnavailable
 from config.feed_text import unstorable_text
 from config.settings import MatchListenerEnvironment
 from lifecycle import takeover
-from lifecycle.errors import ListenerStartSettingsError
+from lifecycle.errors import ListenerStartSettingsError, RunNotBegun
 from lifecycle.heartbeat import ROW_CLOSED_ELSEWHERE, HeartbeatRegistration
 from lifecycle.runtime import (
     ListenerInterrupted,
@@ -374,30 +374,36 @@ def _run_listener(
     ``token`` becomes the lifecycle row's id, so cleanup can tell whose lock it is.
     ``lock_acquired_at`` (``time.monotonic()`` taken just before the lock was acquired) starts
     the lock's deadline clock; without it, the registration time does. Raises MatchNotFound /
-    ListenerStartSettingsError before any row is written.
+    ListenerStartSettingsError before any row is written, and RunNotBegun when PostgreSQL or Redis
+    did not answer that work (its body never ran).
     """
     if lock_acquired_at is None:
         lock_acquired_at = time.monotonic()
-    with services.db_slot():  # the connection is closed at the end: none is held while the game runs
-        match = load_match_with_league(match_id)
-        env = resolve_listener_environment(match, overrides, local=local)
-        body_cls = load_body_class(env.listener_body)
-        is_test = bool(match.is_test)
-        sr_id = str(match.sr_id)
-        write_row = is_test or not env.listener_dry_run
-        record_id = token if write_row else None
-        lease_id = services.lease_for_run()
-        row_written_at = time.monotonic()  # taken before the write: the row's heartbeat is not older
-        fence_token: int | None = None  # a dry run without a row writes nothing to fence
-        if record_id:
-            fence_token = rows.create_row(
-                record_id=record_id,
-                match_id=match_id,
-                message_id=message_id,
-                dry_run=env.listener_dry_run,
-                worker_lease=lease_id,
-                traceparent=spans.current_traceparent(),
-            )
+    try:
+        with services.db_slot():  # the connection is closed at the end: none is held while the game runs
+            match = load_match_with_league(match_id)
+            env = resolve_listener_environment(match, overrides, local=local)
+            body_cls = load_body_class(env.listener_body)
+            is_test = bool(match.is_test)
+            sr_id = str(match.sr_id)
+            write_row = is_test or not env.listener_dry_run
+            record_id = token if write_row else None
+            lease_id = services.lease_for_run()
+            row_written_at = time.monotonic()  # taken before the write: the row's heartbeat is not older
+            fence_token: int | None = None  # a dry run without a row writes nothing to fence
+            if record_id:
+                fence_token = rows.create_row(
+                    record_id=record_id,
+                    match_id=match_id,
+                    message_id=message_id,
+                    dry_run=env.listener_dry_run,
+                    worker_lease=lease_id,
+                    traceparent=spans.current_traceparent(),
+                )
+    except ServiceUnavailable as exc:
+        # E.g. a new pool connection refused by a server at its connection limit (bench/chaos.py,
+        # seed 7: the match waited a minute for the dispatch tick; docs/reliability.md finding 11).
+        raise RunNotBegun(match_id, exc) from exc
     logger.info(
         "match %s: listener started (row %s, message %s, worker lease %s, fencing token %s)",
         match_id,

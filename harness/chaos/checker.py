@@ -17,9 +17,10 @@ PostgreSQL's times, compared only with each other):
 
 **A stream is live** (one rule for every check, ``live_spans``) from the first to the last live
 data srsim sent on it, except while its worker was frozen (a pause, until ``FROZEN_GRACE_SECONDS``
-after the SIGCONT) or its host's feed was black-holed (until ``blackhole_grace`` after the heal,
-when srsim's queued bytes can have reached the host; for ever when the host gave the connection
-up inside the black hole: srsim's sends after the heal go to a dead connection).
+after the SIGCONT) or, for a connection open during it, its host's feed was black-holed (until
+``blackhole_grace`` after the heal, when srsim's queued bytes can have reached the host; for ever
+when the host gave the connection up inside the black hole: srsim's sends after the heal go to a
+dead connection). A connection opened after the heal carries nothing the black hole held back.
 
 **A worker slot cannot stream** (``unable_spans``), by what was done:
 
@@ -258,7 +259,8 @@ def _injected(history: History) -> list[FaultRecord]:
 
 def live_spans(conn: Connection, history: History) -> list[Interval]:
     """When ``conn`` carried a live stream (the module's rule): srsim's first to last live data on
-    it, less its worker's frozen time and its host's black-holed time (each with its grace)."""
+    it, less its worker's frozen time and, when it was open before the heal, its host's black-holed
+    time (each with its grace)."""
     if conn.first_live is None:
         return []
     end = conn.closed if conn.closed is not None else _end_of(history)
@@ -271,6 +273,8 @@ def live_spans(conn: Connection, history: History) -> list[Interval]:
         if conn.via and conn.via in fault.frozen:
             holes.append((fault.started, fault.healed + FROZEN_GRACE_SECONDS))
         if fault.feed_blackholed and fault.host is not None and fault.host == conn.host:
+            if conn.opened >= fault.healed:
+                continue  # connected after the heal: nothing of the black hole is queued on it
             if conn.port is not None and conn.port in fault.gave_up:
                 holes.append((fault.started, float("inf")))
             else:

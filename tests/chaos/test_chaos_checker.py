@@ -294,6 +294,29 @@ def test_a_connection_given_up_inside_a_black_hole_never_streams_again_after_the
     assert live_spans(history.connections[0], history) == [(-1.0, 30.0), (60.0, 100.0)]
 
 
+def test_a_connection_opened_after_a_black_hole_healed_streams_from_its_first_live_byte():
+    """docs/reliability.md finding 12 (seed 7): h0w1 paused at 88 s; h2w0 took its matches over on a
+    connection opened at 95.9 s, after host 2's feed black hole (64.6-94.2 s) healed. That black
+    hole's grace (srsim's bytes queued during it) was applied to every connection of host 2, so the
+    new one counted only from 125.7 s: 37.7 s "without a stream" for an 8 s takeover."""
+    history = _clean()
+    history.connections = [
+        Connection("m1", "h0w1g1", 0, -1.0, 55.9, first_live=-1.0, last_live=55.7),
+        Connection("m1", "h2w0g3", 2, 47.9, 100.5, first_live=48.2, last_live=100.0),
+    ]
+    history.faults = [
+        FaultRecord("partition-feed", 16.6, 46.2, 2, feed_blackholed=True),
+        FaultRecord("pause", 40.0, 55.9, 0, ("h0w1",), frozen=("h0w1g1",)),
+    ]
+    verdict = check(history, bound_seconds=BOUND)
+    assert verdict.ok, verdict.violations
+    assert verdict.max_takeover_seconds == 8.2  # the pause at 40 s to h2w0's first live byte
+    # A connection open through the black hole still waits for the grace after the heal.
+    history.connections[1] = dataclasses.replace(history.connections[1], opened=10.0, first_live=10.0)
+    [before, after] = live_spans(history.connections[1], history)
+    assert before == (10.0, 16.6) and after == (pytest.approx(77.8), 100.0)  # 46.2 + 29.6 + 2
+
+
 def test_a_row_seen_open_at_a_poll_where_its_successor_existed_is_a_violation_even_if_closed_later():
     history = _clean()
     # The poll at 38 s saw r2 (created 37.8 s) beside r1 still open; r1's close (dated 37.5 s) was

@@ -289,6 +289,42 @@ def test_a_start_that_cannot_reach_a_service_before_its_lock_gives_its_message_b
     )  # what the copy does first, on another worker
 
 
+@pytest.mark.parametrize("where", ["its match's read", "its row's write"])
+def test_a_run_that_cannot_reach_postgresql_before_its_row_gives_its_message_back(
+    make_match, lsettings, lcoordination, sent, services, monkeypatch, where
+):
+    """A start took its lock, then its run's own first query was refused (a new pool connection
+    against a server at its connection limit; finding 11: seed 7's 10-minute run, 62.7 s). Its body
+    never ran, yet it was counted as a failed start and nothing sent the match again: it waited for
+    the dispatch tick. Now it is given back as a start cut before its lock is: StartGivenBack, not
+    counted, its lock freed, its message unconsumed and still the stored one, and this worker
+    takes no start until PostgreSQL answers."""
+    from lifecycle import listener_run
+    from lifecycle.errors import StartGivenBack
+    from lifecycle.sql import rows
+
+    match = make_match(status="inprogress")
+    dispatch.dispatch_matches(
+        [str(match.id)], settings=lsettings, coordination=lcoordination, send_batch=sent.extend
+    )
+    [restart] = sent.messages
+    services.database.probe_once()
+    if where == "its match's read":
+        monkeypatch.setattr(listener_run, "match_with_league", _cut())
+    else:
+        monkeypatch.setattr(rows, "create_row", _cut())
+    with pytest.raises(StartGivenBack):
+        _start_of(match, restart, settings=lsettings, coordination=lcoordination, services=services)
+    monkeypatch.undo()
+    assert lcoordination.barriers.attempts(match.id) == 0  # not a failed start
+    assert lcoordination.locks.start_lock_holder(match.id) is None
+    assert lcoordination.barriers.consumed_among([restart.message_id]) == set()  # the copy will run
+    assert Match.get_by_id(match.id).start_message_id == restart.message_id
+    assert not services.database.reachable()
+    assert not MatchListenerRecord.select().where(MatchListenerRecord.match == match.id).exists()
+    assert lcoordination.barriers.consume_message(restart.message_id)  # the copy, on another worker
+
+
 def test_a_revoked_start_is_never_given_back(
     make_match, lsettings, lcoordination, sent, services, monkeypatch
 ):
