@@ -207,6 +207,12 @@ def main() -> int:
     )
     parser.add_argument("--rounds", type=int, default=6, help="Rounds of --tracing (each gives its ratios).")
     parser.add_argument(
+        "--aa",
+        action="store_true",
+        help="With --tracing: an A/A run, both servers with tracing off (the 'on' server too), to show "
+        "the bench's own noise on this machine: its ratios should be about 1. Saved as tracing-aa.",
+    )
+    parser.add_argument(
         "--matches-viewers",
         type=int,
         default=None,
@@ -220,12 +226,15 @@ def main() -> int:
         parser.error("--viewers and --scrapers must be >= 0, --seconds positive, --board at least 20")
     if args.matches_viewers is not None and not 0 <= args.matches_viewers <= args.viewers:
         parser.error("--matches-viewers must be between 0 and --viewers")
+    if args.aa and not args.tracing:
+        parser.error("--aa is an A/A run of --tracing: give both")
     logging.basicConfig(level=logging.WARNING)
     with BENCH.output(args):
         if args.tracing:
             figures = _tracing_overhead(args)
             skipped = (*TRIGGER_GOALS, *VIEWER_GOALS)
-            return BENCH.finish(args, figures, variant="tracing", skipped=skipped)
+            variant = "tracing-aa" if args.aa else "tracing"
+            return BENCH.finish(args, figures, variant=variant, skipped=skipped)
         figures = measure(args)
         skipped = (*(TRIGGER_GOALS if args.viewers else VIEWER_GOALS), *TRACING_GOALS)
         return BENCH.finish(args, figures, variant="viewers" if args.viewers else "", skipped=skipped)
@@ -298,7 +307,10 @@ def _tracing_overhead(args: argparse.Namespace) -> dict[str, object]:
             "LOG_LEVEL": "WARNING",
             "DATABASE_POOL_MAX_CONNECTIONS": str(TRACING_POOL),
         }
-        servers = {mode: serve_api({**base, **tracing_env(mode == "on")}) for mode in MODES}
+        # --aa: the "on" server traces nothing either (an A/A pair: the bench's own noise)
+        servers = {mode: serve_api({**base, **tracing_env(mode == "on" and not args.aa)}) for mode in MODES}
+        if args.aa:
+            print("A/A run: both servers with tracing off; 'on' below names the second server")
         try:
             clients = {mode: _Client(url, key) for mode, (_, url) in servers.items()}
             _alternate(clients, range(-WARMUP, 0))  # warm-up (its unpublished ones do not count)
@@ -352,16 +364,16 @@ class _Client:
         self.conn.close()
 
 
-def _alternate(clients: dict[str, _Client], numbers: range) -> tuple[dict[str, list[float]], int]:
+def _alternate(clients: dict[str, _Client], numbers: range) -> tuple[dict[str, list[float]], dict[str, int]]:
     """One trigger to each server per number, the one going first alternating: the published ones'
-    times by mode, and how many were not published."""
+    times by mode, and how many were not published by mode."""
     times: dict[str, list[float]] = {mode: [] for mode in clients}
-    unpublished = 0
+    unpublished = dict.fromkeys(clients, 0)
     for i in numbers:
         for mode in MODES if i % 2 == 0 else MODES[::-1]:
             took = clients[mode].trigger(_body(i, f"1{mode}"))
             if took is None:
-                unpublished += 1
+                unpublished[mode] += 1
             else:
                 times[mode].append(took)
     return times, unpublished
@@ -392,7 +404,7 @@ def _tracing_round(
         _TAG = f"r{n}{mode}{part}"
         before = _cpu_seconds(procs[mode])
         load = _many_clients(servers[mode][1], key, args.clients, half)
-        unpublished += load["load_unpublished"]
+        unpublished[mode] += load["load_unpublished"]
         done[mode] += half - load["load_unpublished"]
         seconds[mode] += load["seconds"]
         load_cpu[mode] += (_cpu_seconds(procs[mode]) - before) / (2 * half)
@@ -410,7 +422,7 @@ def _tracing_round(
         f"(one client), {ratios['load_cpu_ms_per_trigger']:.3f} (loaded)   load average "
         f"{os.getloadavg()[0]:.1f}"
     )
-    return {**figures, "ratio": ratios, "unpublished": unpublished}
+    return {**figures, "ratio": ratios, "unpublished": unpublished}  # unpublished by mode
 
 
 def _tracing_figures(rounds: list[dict[str, Any]]) -> dict[str, object]:
@@ -437,10 +449,12 @@ def _tracing_figures(rounds: list[dict[str, Any]]) -> dict[str, object]:
             f"  server CPU per trigger, {what}: {medians[name]['on']:.2f} / {medians[name]['off']:.2f} ms: "
             f"ratio {ratios[name]:.3f} (rounds {spread[name]})"
         )
-    unpublished = sum(int(r["unpublished"]) for r in rounds)
-    print(f"  not published: {unpublished} triggers (goal 0; issue 36)")
+    by_mode = {mode: sum(int(r["unpublished"][mode]) for r in rounds) for mode in MODES}
+    unpublished = sum(by_mode.values())
+    print(f"  not published: {unpublished} triggers (off {by_mode['off']}, on {by_mode['on']}; goal 0)")
     return {
         "unpublished": unpublished,
+        "unpublished_by_tracing": by_mode,
         "rounds": len(rounds),
         "http_p50_ms_by_tracing": medians["http_p50_ms"],
         "triggers_per_s_by_tracing": medians["triggers_per_s"],
