@@ -188,9 +188,16 @@ def _many_clients(url: str, key: str, clients: int, total: int) -> dict[str, flo
 
 def main() -> int:
     parser = BENCH.parser()
-    parser.add_argument("--requests", type=int, default=500, help="Requests of the one-client run.")
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=None,
+        help="Requests of the one-client run (default 500; --tracing: per server per round, default 150).",
+    )
     parser.add_argument("--clients", type=int, default=32, help="Concurrent clients of the load run.")
-    parser.add_argument("--total", type=int, default=4000, help="Triggers of the load run.")
+    parser.add_argument(
+        "--total", type=int, default=None, help="Triggers of the load run (default 4000; --tracing: 8000)."
+    )
     parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes of kickoff serve.")
     parser.add_argument("--viewers", type=int, default=0, help="Live board viewers (0: the trigger runs).")
     parser.add_argument("--scrapers", type=int, default=4, help="/metrics scrapers, every 15 s each.")
@@ -205,7 +212,13 @@ def main() -> int:
         "printed beside them). --requests: one-client triggers per server per round; --total: load "
         "triggers per server over all rounds.",
     )
-    parser.add_argument("--rounds", type=int, default=6, help="Rounds of --tracing (each gives its ratios).")
+    parser.add_argument("--rounds", type=int, default=12, help="Rounds of --tracing (each gives its ratios).")
+    parser.add_argument(
+        "--aa",
+        action="store_true",
+        help="With --tracing: an A/A run, both servers with tracing off (the 'on' server too), to show "
+        "the bench's own noise on this machine: its ratios should be about 1. Saved as tracing-aa.",
+    )
     parser.add_argument(
         "--matches-viewers",
         type=int,
@@ -213,6 +226,10 @@ def main() -> int:
         help="Of the viewers, how many watch the Matches board (default: half of them).",
     )
     args = parser.parse_args()
+    if args.requests is None:
+        args.requests = TRACING_REQUESTS if args.tracing else 500
+    if args.total is None:
+        args.total = TRACING_TOTAL if args.tracing else 4000
     for name in ("requests", "clients", "total", "workers", "board", "rounds"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
@@ -220,12 +237,15 @@ def main() -> int:
         parser.error("--viewers and --scrapers must be >= 0, --seconds positive, --board at least 20")
     if args.matches_viewers is not None and not 0 <= args.matches_viewers <= args.viewers:
         parser.error("--matches-viewers must be between 0 and --viewers")
+    if args.aa and not args.tracing:
+        parser.error("--aa is an A/A run of --tracing: give both")
     logging.basicConfig(level=logging.WARNING)
     with BENCH.output(args):
         if args.tracing:
             figures = _tracing_overhead(args)
             skipped = (*TRIGGER_GOALS, *VIEWER_GOALS)
-            return BENCH.finish(args, figures, variant="tracing", skipped=skipped)
+            variant = "tracing-aa" if args.aa else "tracing"
+            return BENCH.finish(args, figures, variant=variant, skipped=skipped)
         figures = measure(args)
         skipped = (*(TRIGGER_GOALS if args.viewers else VIEWER_GOALS), *TRACING_GOALS)
         return BENCH.finish(args, figures, variant="viewers" if args.viewers else "", skipped=skipped)
@@ -273,8 +293,18 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
 #: the default 40 each beside other work on a shared PostgreSQL ran it out of connections ("too many
 #: clients"), failing the triggers of whichever server asked second.
 TRACING_POOL = 16
-#: One-client requests per server discarded before the first round (connections, caches, JIT-free warm-up).
+#: One-client requests per server before the first round (connections, caches), then a load of this many
+#: triggers per client: every request thread and its PostgreSQL connection exist before the rounds.
 WARMUP = 20
+#: --tracing's default one-client triggers per server per round: a round's one-client part lasts 3 to
+#: 6 s, shorter than the 10 s after which an idle request thread ends and its connection is closed, so
+#: the rounds reuse the warm-up's threads and connections instead of opening ~16 per server per round
+#: (each a chance of "too many clients" on a shared PostgreSQL: a 503, an unpublished trigger).
+TRACING_REQUESTS = 150
+#: --tracing's default --total (load triggers per server over all rounds: 333 per part of 12 rounds).
+TRACING_TOTAL = 8000
+#: The servers' DATABASE_POOL_MAX_AGE_SECONDS in --tracing: no connection is retired by age during a run.
+TRACING_POOL_MAX_AGE = 1800
 
 
 def _tracing_overhead(args: argparse.Namespace) -> dict[str, object]:
@@ -287,9 +317,17 @@ def _tracing_overhead(args: argparse.Namespace) -> dict[str, object]:
     of the p50, of the triggers/s and of the server's CPU per trigger (every thread, user + system,
     from /proc: the machine's other load weighs on it far less than on the times); the figures are
     the medians of the rounds' ratios, so a round that a burst of other work fell on moves them little.
+
+    Before the rounds each server gets 20 one-client triggers, then a load of 20 per client, so every
+    request thread and its PostgreSQL connection exist; the servers keep them (no age limit in a run;
+    a round's one-client part, 150 triggers each, ends before an idle thread would), so the rounds open
+    no connections: on a PostgreSQL shared with other work, each opening is a chance of "too many
+    clients", a 503 and an unpublished trigger (the run prints the sessions it opened). Every trigger
+    the bench sends counts toward ``unpublished``, the warm-up's too.
     """
     from bench._setup import tracing_env
 
+    global _TAG
     with bench_environment() as settings:
         _, key = create_key(name="bench", scope=Scope.TRIGGER)
         base = {
@@ -297,19 +335,46 @@ def _tracing_overhead(args: argparse.Namespace) -> dict[str, object]:
             "AMQP_URL": settings.amqp_url,
             "LOG_LEVEL": "WARNING",
             "DATABASE_POOL_MAX_CONNECTIONS": str(TRACING_POOL),
+            "DATABASE_POOL_MAX_AGE_SECONDS": str(TRACING_POOL_MAX_AGE),
         }
-        servers = {mode: serve_api({**base, **tracing_env(mode == "on")}) for mode in MODES}
+        # --aa: the "on" server traces nothing either (an A/A pair: the bench's own noise)
+        servers = {mode: serve_api({**base, **tracing_env(mode == "on" and not args.aa)}) for mode in MODES}
+        if args.aa:
+            print("A/A run: both servers with tracing off; 'on' below names the second server")
         try:
             clients = {mode: _Client(url, key) for mode, (_, url) in servers.items()}
-            _alternate(clients, range(-WARMUP, 0))  # warm-up (its unpublished ones do not count)
+            _, warm_unpublished = _alternate(clients, range(-WARMUP, 0))
+            for mode, (_, url) in servers.items():  # every request thread and its connection exist
+                _TAG = f"warm{mode}"
+                warm = _many_clients(url, key, args.clients, WARMUP * args.clients)
+                warm_unpublished[mode] += warm["load_unpublished"]
+            sessions_before = _sessions()
             rounds = [_tracing_round(n, servers, clients, key, args) for n in range(args.rounds)]
+            sessions = _sessions() - sessions_before
             for client in clients.values():
                 client.close()
         finally:
             for proc, _ in servers.values():
                 proc.terminate()
                 proc.wait(timeout=30)
-    return _tracing_figures(rounds)
+    figures = _tracing_figures(rounds)
+    print(
+        f"  PostgreSQL sessions opened during the rounds: {sessions} (both servers; 0: the warm-up's were "
+        f"reused throughout); not published in the warm-up: {sum(warm_unpublished.values())} (counted)"
+    )
+    figures["unpublished"] = int(str(figures["unpublished"])) + sum(warm_unpublished.values())
+    figures["sessions_opened"] = sessions
+    return figures
+
+
+def _sessions() -> int:
+    """PostgreSQL sessions opened so far to the bench's database (pg_stat_database.sessions)."""
+    from models.db import database
+
+    row = database.execute_sql(
+        "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
+    ).fetchone()
+    return int(row[0])
 
 
 #: The two servers of --tracing, by the mode of their tracing.
@@ -352,16 +417,16 @@ class _Client:
         self.conn.close()
 
 
-def _alternate(clients: dict[str, _Client], numbers: range) -> tuple[dict[str, list[float]], int]:
+def _alternate(clients: dict[str, _Client], numbers: range) -> tuple[dict[str, list[float]], dict[str, int]]:
     """One trigger to each server per number, the one going first alternating: the published ones'
-    times by mode, and how many were not published."""
+    times by mode, and how many were not published by mode."""
     times: dict[str, list[float]] = {mode: [] for mode in clients}
-    unpublished = 0
+    unpublished = dict.fromkeys(clients, 0)
     for i in numbers:
         for mode in MODES if i % 2 == 0 else MODES[::-1]:
             took = clients[mode].trigger(_body(i, f"1{mode}"))
             if took is None:
-                unpublished += 1
+                unpublished[mode] += 1
             else:
                 times[mode].append(took)
     return times, unpublished
@@ -392,7 +457,7 @@ def _tracing_round(
         _TAG = f"r{n}{mode}{part}"
         before = _cpu_seconds(procs[mode])
         load = _many_clients(servers[mode][1], key, args.clients, half)
-        unpublished += load["load_unpublished"]
+        unpublished[mode] += load["load_unpublished"]
         done[mode] += half - load["load_unpublished"]
         seconds[mode] += load["seconds"]
         load_cpu[mode] += (_cpu_seconds(procs[mode]) - before) / (2 * half)
@@ -410,7 +475,7 @@ def _tracing_round(
         f"(one client), {ratios['load_cpu_ms_per_trigger']:.3f} (loaded)   load average "
         f"{os.getloadavg()[0]:.1f}"
     )
-    return {**figures, "ratio": ratios, "unpublished": unpublished}
+    return {**figures, "ratio": ratios, "unpublished": unpublished}  # unpublished by mode
 
 
 def _tracing_figures(rounds: list[dict[str, Any]]) -> dict[str, object]:
@@ -437,10 +502,12 @@ def _tracing_figures(rounds: list[dict[str, Any]]) -> dict[str, object]:
             f"  server CPU per trigger, {what}: {medians[name]['on']:.2f} / {medians[name]['off']:.2f} ms: "
             f"ratio {ratios[name]:.3f} (rounds {spread[name]})"
         )
-    unpublished = sum(int(r["unpublished"]) for r in rounds)
-    print(f"  not published: {unpublished} triggers (goal 0; issue 36)")
+    by_mode = {mode: sum(int(r["unpublished"][mode]) for r in rounds) for mode in MODES}
+    unpublished = sum(by_mode.values())
+    print(f"  not published: {unpublished} triggers (off {by_mode['off']}, on {by_mode['on']}; goal 0)")
     return {
         "unpublished": unpublished,
+        "unpublished_by_tracing": by_mode,
         "rounds": len(rounds),
         "http_p50_ms_by_tracing": medians["http_p50_ms"],
         "triggers_per_s_by_tracing": medians["triggers_per_s"],

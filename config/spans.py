@@ -151,7 +151,7 @@ def span_or_within(
         with span(name, parent=parent, attributes=attributes) as made:
             yield made
         return
-    values = _attrs(attributes)
+    values = _attrs(attributes) if within.is_recording() else None
     if values:
         within.set_attributes(values)
     try:
@@ -190,6 +190,9 @@ def start_span(
 def end_span(current: Span | None, *, error: BaseException | str | None = None, **attributes: Any) -> None:
     """End ``current`` (a no-op for None) with ``attributes``; ``error`` marks it failed."""
     if current is None:
+        return
+    if not current.is_recording():  # sampled out: nothing it is given is kept
+        current.end()
         return
     values = _attrs(attributes)
     if values:

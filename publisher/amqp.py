@@ -147,13 +147,17 @@ class AmqpPublisher:
         if outcome.error is not None:
             raise outcome.error
 
-    def publish_many(self, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+    def publish_many(
+        self, messages: Sequence[OutgoingMessage], *, traced: bool = True
+    ) -> list[PublishOutcome]:
         """Publish ``messages`` back to back, then wait for all confirms; one outcome per message.
 
         While tracing is on each message is published in its own span (``publish_spans``), whose
-        context its ``traceparent`` header carries.
+        context its ``traceparent`` header carries. ``traced=False``: the span each message's header
+        names is still open and records this publish itself (a trigger's span: its ``kickoff.status``
+        says whether the broker confirmed it), so no publish span is made and the headers go as they are.
         """
-        if not tracing.enabled():
+        if not traced or not tracing.enabled():
             return self._publish_many(messages)
         traced, opened = publish_spans(messages)
         outcomes: list[PublishOutcome] = []

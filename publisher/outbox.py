@@ -283,20 +283,25 @@ def record_outcomes(
 
 
 def publish_rows_now(
-    outbox_ids: Sequence[int], *, publisher: AmqpPublisher, settings: KickoffSettings
+    outbox_ids: Sequence[int],
+    *,
+    publisher: AmqpPublisher,
+    settings: KickoffSettings,
+    traced: bool = True,
 ) -> dict[int, PublishOutcome]:
     """Publish saved rows at once: outbox id -> the broker's answer, for the rows it could claim.
 
     One transaction: the claim of the rows still pending (not held, not expired, not taken by
     a drain: ``FOR UPDATE SKIP LOCKED``), the publish with one wait for every confirm, the marks.
-    Rows a drain holds or already published are missing from the answer.
+    Rows a drain holds or already published are missing from the answer. ``traced``: as
+    ``AmqpPublisher.publish_many``'s (False: the spans the rows' headers name record the publish).
     """
     with transaction():
         raw = outbox_sql.claim_many(list(outbox_ids), status=OutboxStatus.PENDING.value, now=utcnow())
         rows = [OutboxRow.from_db(r) for r in raw]
         if not rows:
             return {}
-        outcomes = publisher.publish_many([r.message() for r in rows])
+        outcomes = publisher.publish_many([r.message() for r in rows], traced=traced)
         record_outcomes(rows, outcomes, now=utcnow(), settings=settings)
     return {row.id: outcome for row, outcome in zip(rows, outcomes, strict=True)}
 

@@ -268,7 +268,9 @@ def save_and_publish(
     """
     news = [_New(save) for save in saves]
     answers, to_publish = _save_all(news, settings=settings)
-    _publish_saved(to_publish, answers, publisher=publisher, settings=settings)
+    # each save's trigger span is open meanwhile (``send`` waits for this answer) and records the
+    # outcome: no publish span of its own
+    _publish_saved(to_publish, answers, publisher=publisher, settings=settings, traced=False)
     return [answers[i] for i in range(len(news))]
 
 
@@ -313,12 +315,18 @@ def _publish_saved(
     *,
     publisher: AmqpPublisher,
     settings: KickoffSettings,
+    traced: bool = True,
 ) -> None:
-    """Publish the saved messages at once (one wait for every confirm); their answers into ``answers``."""
+    """Publish the saved messages at once (one wait for every confirm); their answers into ``answers``.
+
+    ``traced=False``: no publish spans (the triggers' own spans, still open, record the outcomes)."""
     if to_publish:
         try:
             outcomes = publish_rows_now(
-                [p.outbox_id for p in to_publish.values()], publisher=publisher, settings=settings
+                [p.outbox_id for p in to_publish.values()],
+                publisher=publisher,
+                settings=settings,
+                traced=traced,
             )
         except Exception as exc:  # the rows are saved; the drain publishes them
             log = logger.warning if isinstance(exc, DatabaseUnavailable) else logger.exception

@@ -304,6 +304,9 @@ def send(
     While tracing is on it runs in a ``<queue> trigger`` span: a child of the current span, else of the
     request's ``traceparent``; or, given ``in_span`` (a trigger route: its request's server span), in
     that span, which takes the trigger's attributes. Its action and outbox row keep that span's context.
+    The immediate publish makes no span of its own: the trigger's span records it (``kickoff.status``
+    ``queued`` is the broker's confirm; a ``publish failed`` event says why not), and the message's
+    ``traceparent`` header names that span. A row published later by the drain gets the drain's span.
     With ``audit``, the request is audited (trigger.send, its queue the target) before anything else:
     an entry that cannot be written refuses it.
     """
@@ -320,7 +323,7 @@ def send(
             common = _Common.check(request, created_by_key_id, run_id)
             save = build(queue, request, common, settings)
             result, error = _send(save, publisher=publisher, settings=settings, committer=committer)
-            if span is not None:  # at once, as it is known (one call into the SDK per trigger)
+            if span is not None and span.is_recording():  # at once, as it is known (one call per trigger)
                 span.set_attributes(
                     {
                         "kickoff.queue": queue.name,
@@ -328,6 +331,8 @@ def send(
                         "kickoff.status": result.status,
                     }
                 )
+                if error is not None:  # saved, not published now (the drain's publish span follows)
+                    span.add_event("publish failed", {"error": str(error)[:500]})
             if queue.must_deliver:
                 _require_delivered(result, error)
         except KickoffError as exc:

@@ -125,11 +125,14 @@ def test_a_trigger_with_a_traceparent_is_one_trace_from_the_caller_through_the_d
     assert request.attributes["kickoff.tracking_id"] == tracking_id
     assert request.attributes["kickoff.queue"] == "lineup_updates"
     assert receiver.named("lineup_updates trigger", CALLER_TRACE) == []
+    # the server's own publish (RabbitMQ away) is recorded by the request span, not a span of its own
+    assert request.attributes["kickoff.status"] == "pending"
+    [(_, failed)] = [e for e in request.events if e[0] == "publish failed"]
+    assert failed["error"], request.events
     publishes = receiver.named("lineup_updates publish", CALLER_TRACE)
-    failed = one([p for p in publishes if p.service == "kickoff-api"], "the server's publish (RabbitMQ away)")
-    drained = one([p for p in publishes if p.service == "kickoff-cli"], "the drain's publish")
-    assert failed.status_code == 2 and drained.status_code != 2
-    assert failed.parent_id == drained.parent_id == request.span_id and drained.kind == PRODUCER
+    drained = one(publishes, "the drain's publish")
+    assert drained.service == "kickoff-cli" and drained.status_code != 2
+    assert drained.parent_id == request.span_id and drained.kind == PRODUCER
     assert header == f"00-{CALLER_TRACE}-{drained.span_id}-01"  # the consumer's header names the publish span
 
     [consumed] = consumer.get_finished_spans()

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from config import tracing
 from config.clock import utcnow
 from models.activity import ActionStatus
 from publisher.actions import get_action, record_result
@@ -16,6 +19,7 @@ from publisher.errors import TriggerConflictError, TriggerUnavailableError, Trig
 from publisher.run_context import bound_run_id
 from publisher.triggers import TriggerStatus, trigger_draft_pick, trigger_lineup, trigger_waiver
 from tests.publisher.helpers import TRACEPARENT, action, count, draft, lineup, outbox_row, waiver
+from tests.waiting import wait_for
 
 DOWN_URL = "amqp://guest:guest@127.0.0.1:1/%2F"
 
@@ -70,6 +74,49 @@ def test_a_lineup_trigger_saves_action_and_message_and_publishes_at_once(publish
     assert "decision_inputs" not in body
     assert body["traceparent"] == TRACEPARENT and props.headers == {"traceparent": TRACEPARENT}
     assert props.message_id == str(row["message_id"])
+
+
+@pytest.fixture
+def traced() -> Iterator[InMemorySpanExporter]:
+    """Tracing on in this process (the SDK's in-memory exporter); off again afterwards."""
+    exporter = InMemorySpanExporter()
+    tracing.configure_tracing(service="kickoff-test", exporter=exporter, environ={})
+    yield exporter
+    tracing.disable_tracing()
+
+
+@pytest.mark.parametrize("up", [True, False], ids=["broker-up", "broker-down"])
+def test_a_traced_trigger_records_its_immediate_publish_in_its_own_span_and_its_message_names_that_span(
+    db, fresh_queues, pub_settings, amqp_vhost, read_queue, traced, up
+):
+    sender = AmqpPublisher(url=amqp_vhost if up else DOWN_URL, connect_timeout=1, confirm_timeout=5.0)
+    try:
+        result = trigger_lineup(lineup(traceparent=TRACEPARENT), publisher=sender, settings=pub_settings)
+    finally:
+        sender.close()
+    [trigger] = traced.get_finished_spans()  # no publish span beside it: the trigger's span records it
+    assert trigger.name == "lineup_updates trigger"
+    assert format(trigger.parent.span_id, "016x") == TRACEPARENT.split("-")[2]
+    assert trigger.attributes["kickoff.tracking_id"] == result.tracking_id
+    assert trigger.attributes["kickoff.status"] == ("queued" if up else "pending")
+    failures = [e for e in trigger.events if e.name == "publish failed"]
+    assert bool(failures) is not up and all(e.attributes["error"] for e in failures)
+    names_it = f"00-{format(trigger.context.trace_id, '032x')}-{format(trigger.context.span_id, '016x')}-01"
+    if not up:  # the drain publishes the saved row once its (test-sized) backoff is over
+        with AmqpPublisher(url=amqp_vhost) as drainer:
+            wait_for(
+                lambda: drain_outbox(publisher=drainer, settings=pub_settings).published == 1,
+                timeout=30,
+                what="the drain to publish the row",
+            )
+    [(body, props)] = read_queue("lineup_updates")
+    assert body["traceparent"] == TRACEPARENT  # the caller's, in the body; the header names the hop
+    if up:
+        assert props.headers == {"traceparent": names_it}
+    else:  # published by the drain, in a publish span whose parent is the trigger's span
+        [publish] = [s for s in traced.get_finished_spans() if s.name == "lineup_updates publish"]
+        assert publish.parent.span_id == trigger.context.span_id
+        assert props.headers["traceparent"] == names_it[:36] + format(publish.context.span_id, "016x") + "-01"
 
 
 def test_with_the_broker_down_the_trigger_answers_pending_and_the_drain_delivers_later(
