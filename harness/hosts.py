@@ -173,6 +173,9 @@ class TestHost:
     #: service -> upstream ports of the connections this host gave up while black-holed from it
     #: (closed on its side, so never streaming again): ``heal`` resets them on the proxy at once.
     given_up: dict[str, set[int]] = field(default_factory=dict)
+    #: Every give-up in order, ``(service, upstream port)``: a port the host gave up, reused later
+    #: and given up again is listed twice (``given_up`` holds it once).
+    given_up_log: list[tuple[str, int]] = field(default_factory=list)
     _rules: dict[str, list[list[str]]] = field(default_factory=dict)  # service -> iptables rule specs
     _mu: threading.Lock = field(default_factory=threading.Lock)
 
@@ -329,7 +332,9 @@ class TestHost:
         }
         dead = {(client, upstream) for client, upstream in proxy.open_links() if client not in alive}
         with self._mu:
-            self.given_up.setdefault(service, set()).update(u for _, u in dead if u is not None)
+            ports = sorted(u for _, u in dead if u is not None)
+            self.given_up.setdefault(service, set()).update(ports)
+            self.given_up_log.extend((service, port) for port in ports)
         proxy.cut_clients({client for client, _ in dead})
 
     def is_cut(self, service: str) -> bool:

@@ -154,6 +154,7 @@ def test_a_heal_resets_the_connections_the_host_gave_up_and_keeps_the_others(
     host.heal("redis")
     assert host.proxies["redis"].connections == 1  # reset at the heal, not at a retransmission
     assert len(host.given_up["redis"]) == 1
+    assert host.given_up_log == [("redis", *host.given_up["redis"])]
     send.touch()
     client.proc.wait(timeout=20)
     assert client.output().split() == ["open", "closed", "echo"]  # the other one carried on

@@ -17,10 +17,11 @@ PostgreSQL's times, compared only with each other):
 
 **A stream is live** (one rule for every check, ``live_spans``) from the first to the last live
 data srsim sent on it, except while its worker was frozen (a pause, until ``FROZEN_GRACE_SECONDS``
-after the SIGCONT) or, for a connection open during it, its host's feed was black-holed (until
-``blackhole_grace`` after the heal, when srsim's queued bytes can have reached the host; for ever
-when the host gave the connection up inside the black hole: srsim's sends after the heal go to a
-dead connection). A connection opened after the heal carries nothing the black hole held back.
+after the SIGCONT) or its host's feed was black-holed (until ``blackhole_grace`` after the heal,
+when srsim's queued bytes can have reached the host; for ever when the host gave the connection
+up inside the black hole: srsim's sends after the heal go to a dead connection). A black hole
+touches only the connections open while it was on: one opened after the heal is another connection,
+even from a port given up inside it (ports are reused).
 
 **A worker slot cannot stream** (``unable_spans``), by what was done:
 
@@ -272,14 +273,23 @@ def live_spans(conn: Connection, history: History) -> list[Interval]:
     for fault in _injected(history):
         if conn.via and conn.via in fault.frozen:
             holes.append((fault.started, fault.healed + FROZEN_GRACE_SECONDS))
-        if fault.feed_blackholed and fault.host is not None and fault.host == conn.host:
-            if conn.opened >= fault.healed:
-                continue  # connected after the heal: nothing of the black hole is queued on it
+        if (
+            fault.feed_blackholed
+            and fault.host is not None
+            and fault.host == conn.host
+            and _open_in(conn, fault)
+        ):
             if conn.port is not None and conn.port in fault.gave_up:
                 holes.append((fault.started, float("inf")))
             else:
                 holes.append((fault.started, fault.healed + blackhole_grace(fault.healed - fault.started)))
     return _subtract(span, holes)
+
+
+def _open_in(conn: Connection, fault: FaultRecord) -> bool:
+    """Whether ``conn`` was open while ``fault`` was on (a connection opened after a black hole's heal
+    is no part of it, even from a port the host gave up inside it: ports are reused)."""
+    return conn.opened < fault.healed and (conn.closed is None or conn.closed > fault.started)
 
 
 def worker_slots(history: History) -> dict[str, int]:

@@ -245,14 +245,16 @@ class Nemesis:
         if fault.kind in PARTITION_SERVICES:
             assert host is not None and fault.mode is not None
             services = PARTITION_SERVICES[fault.kind]
-            before = set(self.hosts[host].given_up.get("feed", set()))
+            log_mark = len(self.hosts[host].given_up_log)
             self._cut(host, services, fault.mode)
             cut = time.monotonic()
             time.sleep(fault.seconds)
             self._heal(host, services)
             healed = time.monotonic()
             blackholed = fault.mode == "blackhole" and "feed" in services
-            gave_up = tuple(sorted(set(self.hosts[host].given_up.get("feed", set())) - before))
+            # From the log, not the set: a reused port given up in an earlier black hole counts again.
+            given = self.hosts[host].given_up_log[log_mark:]
+            gave_up = tuple(sorted({port for service, port in given if service == "feed"}))
             return FaultRecord(
                 fault.kind,
                 cut,

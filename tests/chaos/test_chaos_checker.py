@@ -317,6 +317,32 @@ def test_a_connection_opened_after_a_black_hole_healed_streams_from_its_first_li
     assert before == (10.0, 16.6) and after == (pytest.approx(77.8), 100.0)  # 46.2 + 29.6 + 2
 
 
+def test_a_connection_opened_after_a_black_holes_heal_streams_from_its_first_live_byte():
+    history = _clean()
+    # Host 1's feed black-holed 5-36 s: its old connections' queued bytes may cross until 68 s (the
+    # heal's grace), but the successor's connection opened at 38 s is new (seed 7's run: 29.6 s of
+    # a takeover's live data read as none, three matches 37.7 s "without a stream" after a pause).
+    history.faults.append(FaultRecord("partition-feed", 5.0, 36.0, 1, feed_blackholed=True))
+    assert live_spans(history.connections[1], history) == [(38.0, 100.5)]
+    assert _kinds(history) == []
+    # A connection open in the black hole waits for the grace.
+    history.connections[1] = _conn("h1w0g0", 4.0, 100.5)
+    assert live_spans(history.connections[1], history) == [(4.0, 5.0), (68.0, 100.5)]
+
+
+def test_a_later_connection_from_a_port_given_up_in_an_earlier_black_hole_streams():
+    history = _clean()
+    # Host 1's feed black-holed 5-27 s gave up port 41942; at 38 s host 1's proxy reuses that port
+    # for the successor's stream (seed 13's run: 122 s of srsim's live data on it read as none).
+    history.connections[1] = _conn("h1w0g0", 38.0, 100.5, port=41942)
+    history.faults.append(FaultRecord("partition-feed", 5.0, 27.0, 1, feed_blackholed=True, gave_up=(41942,)))
+    assert live_spans(history.connections[1], history) == [(38.0, 100.5)]
+    assert _kinds(history) == []
+    # The connection that was open in the black hole is still the one given up.
+    history.connections[1] = _conn("h1w0g0", 4.0, 100.5, port=41942)
+    assert live_spans(history.connections[1], history) == [(4.0, 5.0)]
+
+
 def test_a_row_seen_open_at_a_poll_where_its_successor_existed_is_a_violation_even_if_closed_later():
     history = _clean()
     # The poll at 38 s saw r2 (created 37.8 s) beside r1 still open; r1's close (dated 37.5 s) was
