@@ -295,6 +295,20 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture
+def traced() -> Iterator[Any]:
+    """Tracing on in this process, every ended span in the returned exporter (the SDK's in-memory
+    one); off again afterwards."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from config import tracing
+
+    exporter = InMemorySpanExporter()
+    tracing.configure_tracing(service="kickoff-test", exporter=exporter, environ={})
+    yield exporter
+    tracing.disable_tracing()
+
+
 #: Fixtures that reach PostgreSQL, Redis or RabbitMQ (directly or through the processes they start).
 SERVICE_FIXTURES = frozenset({"migrated_database", "amqp_vhost", "redis_client", "subprocess_env"})
 #: Marks of tests that need a service (or start processes that do) or an installed tool: never in

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
 
 import pytest
 from opentelemetry import context as otel_context
@@ -22,15 +21,6 @@ from config.log import KickoffFormatter, LogContextFilter
 from publisher.amqp import OutgoingMessage, PublishOutcome, end_publish_spans, publish_spans
 
 CALLER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-
-
-@pytest.fixture
-def traced() -> Iterator[InMemorySpanExporter]:
-    """Tracing on in this process, every ended span in the returned exporter; off again afterwards."""
-    exporter = InMemorySpanExporter()
-    tracing.configure_tracing(service="kickoff-test", exporter=exporter, environ={})
-    yield exporter
-    tracing.disable_tracing()
 
 
 def test_tracing_is_off_unless_otel_traces_exporter_names_an_exporter():

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from config import tracing
 from config.clock import utcnow
 from models.activity import ActionStatus
 from publisher.actions import get_action, record_result
@@ -74,15 +71,6 @@ def test_a_lineup_trigger_saves_action_and_message_and_publishes_at_once(publish
     assert "decision_inputs" not in body
     assert body["traceparent"] == TRACEPARENT and props.headers == {"traceparent": TRACEPARENT}
     assert props.message_id == str(row["message_id"])
-
-
-@pytest.fixture
-def traced() -> Iterator[InMemorySpanExporter]:
-    """Tracing on in this process (the SDK's in-memory exporter); off again afterwards."""
-    exporter = InMemorySpanExporter()
-    tracing.configure_tracing(service="kickoff-test", exporter=exporter, environ={})
-    yield exporter
-    tracing.disable_tracing()
 
 
 @pytest.mark.parametrize("up", [True, False], ids=["broker-up", "broker-down"])
