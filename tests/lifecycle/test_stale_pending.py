@@ -69,6 +69,15 @@ def _redis_gone(*args, **kwargs):
     raise RedisUnavailable(service="Redis", setting="REDIS_URL", address="r", reason="cut")
 
 
+def _start_stored(match, message, *, services, handoff: bool, sb: dict) -> None:
+    """The start of ``match`` its dispatch stored as ``message`` (a hand-off successor's when told)."""
+    from lifecycle import guarded_start
+
+    guarded_start.start_match_listener(
+        str(match.id), None, False, message_id=message.message_id, services=services, handoff=handoff, **sb
+    )
+
+
 @pytest.mark.parametrize("handoff", [False, True], ids=["start", "hand-off successor"])
 def test_a_start_that_cannot_reach_postgresql_gives_its_message_back_and_keeps_its_pending_key(
     make_match, sb, outbox, services, monkeypatch, handoff
@@ -83,15 +92,7 @@ def test_a_start_that_cannot_reach_postgresql_gives_its_message_back_and_keeps_i
     # a hand-off successor's lock is taken after its wait for the predecessor, under a second slot
     monkeypatch.setattr(guarded_start, "_take_start_lock" if handoff else "stored_message_id", _unreachable)
     with pytest.raises(StartGivenBack):
-        guarded_start.start_match_listener(
-            str(match.id),
-            None,
-            False,
-            message_id=message.message_id,
-            services=services,
-            handoff=handoff,
-            **sb,
-        )
+        _start_stored(match, message, services=services, handoff=handoff, sb=sb)
     assert sb["coordination"].barriers.is_pending(match.id)  # the message given back still stands for it
     assert sb["coordination"].barriers.consumed_among([message.message_id]) == set()
     assert sb["coordination"].barriers.attempts(match.id) == 0  # not the match's failure
@@ -112,15 +113,7 @@ def test_a_start_that_cannot_reach_postgresql_nor_give_its_message_back_frees_it
         sb["coordination"].barriers, "unconsume_message", _redis_gone
     )  # (Redis went away too)
     with pytest.raises(DatabaseUnavailable):
-        guarded_start.start_match_listener(
-            str(match.id),
-            None,
-            False,
-            message_id=message.message_id,
-            services=services,
-            handoff=handoff,
-            **sb,
-        )
+        _start_stored(match, message, services=services, handoff=handoff, sb=sb)
     assert not sb["coordination"].barriers.is_pending(match.id)
     assert sb["coordination"].barriers.attempts(match.id) == 0  # not the match's failure
     monkeypatch.undo()
