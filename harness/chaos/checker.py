@@ -209,6 +209,9 @@ class Verdict:
     #: Per match a killed worker streamed, the kill to the match's next live data on another
     #: connection (issue 37: under 3 s), whatever else was on; empty when no kill hit a stream.
     kill_takeovers: list[float] = field(default_factory=list)
+    #: Those of a death alone, which the kill bound judges (the others were compound: a Redis restart,
+    #: or a fault of the host that took the match over, on meanwhile; ``KillTakeover``).
+    kill_takeovers_alone: list[float] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -600,13 +603,52 @@ def check_tail(history: History, *, bound_seconds: float) -> list[dict[str, Any]
     return []
 
 
-def kill_takeovers(history: History) -> list[float]:
+@dataclass(frozen=True)
+class KillTakeover:
+    """One match's takeover after a kill (``kill_takeovers``): its seconds, and the other faults on
+    meanwhile that take it out of the kill bound (``compound``: their kinds, none for a death alone)."""
+
+    seconds: float
+    compound: tuple[str, ...] = ()
+
+
+def _host_of(slot: str) -> int | None:
+    """The host of a worker slot (``h1w0`` -> 1)."""
+    head = slot.split("w", 1)[0]
+    return int(head[1:]) if head.startswith("h") and head[1:].isdigit() else None
+
+
+def _compounding(
+    history: History, kill: FaultRecord, until: float, successor_host: int | None
+) -> tuple[str, ...]:
+    """The other faults on between a kill and its match's next live data that issue 37's death path
+    cannot see past: a Redis restart (every liveness signal and lease is lost with Redis's data, so
+    the death is judged by its lease, as a pause's is: the epoch rule) or any fault of the host that
+    took the match over (its start met the fault, not the death)."""
+    kinds = []
+    for fault in _injected(history):
+        if (
+            fault is kill
+            or fault.kind in ("exited", "kill")
+            or fault.healed < kill.started
+            or fault.started > until
+        ):
+            continue
+        hosts = {fault.host} | {_host_of(slot) for slot in fault.workers}
+        if fault.kind == "redis-restart" or (successor_host is not None and successor_host in hosts):
+            kinds.append(fault.kind)
+    return tuple(sorted(set(kinds)))
+
+
+def kill_takeovers(history: History) -> list[KillTakeover]:
     """For each injected kill and each match its worker was streaming at the kill, the seconds from
     the kill to that match's next live data on a connection opened after it, less the time no worker
     at all could stream it (``excused``, as for every recovery; a match whose game ended first is left
-    out). The worker's own connections, not the host's: ``via`` names the slot."""
+    out), and the other faults that made it a compound one (``_compounding``: judged by the recovery
+    bound alone, as every gap is, not by the kill bound). The worker's own connections, not the
+    host's: ``via`` names the slot."""
     none_able = excused(history)
-    out: list[float] = []
+    out: list[KillTakeover] = []
     for fault in _injected(history):
         if fault.kind != "kill":
             continue
@@ -621,28 +663,41 @@ def kill_takeovers(history: History) -> list[float]:
             and (conn.closed is None or conn.closed >= fault.started)
         }
         for sr_id in sorted(hit):
-            if history.game_ends.get(sr_id, float("inf")) <= fault.started:
+            game_end = history.game_ends.get(sr_id, float("inf"))
+            if game_end <= fault.started:
                 continue
-            next_live = [
-                c.first_live
+            after = [
+                c
                 for c in history.connections
                 if c.sr_id == sr_id and c.first_live is not None and c.opened > fault.started
             ]
-            if next_live and min(next_live) <= history.game_ends.get(sr_id, float("inf")):
-                out.append(round(_length(_subtract((fault.started, min(next_live)), none_able)), 3))
+            if not after:
+                continue
+            successor = min(after, key=lambda c: c.first_live or 0.0)
+            next_live = successor.first_live or 0.0
+            if next_live > game_end:
+                continue
+            host = _host_of(slot_of(successor.via)) if successor.via else None
+            out.append(
+                KillTakeover(
+                    round(_length(_subtract((fault.started, next_live), none_able)), 3),
+                    _compounding(history, fault, next_live, host),
+                )
+            )
     return out
 
 
 def check(history: History, *, bound_seconds: float, kill_bound_seconds: float | None = None) -> Verdict:
     """Every check over ``history``; ``bound_seconds``: the takeover bound from a stream's loss;
     ``kill_bound_seconds`` (None: not judged): the bound from a kill to each of its worker's matches
-    streaming again (``kill_takeovers``)."""
+    streaming again, for a death alone (``kill_takeovers``: a compound one, with a Redis restart or a
+    fault of the successor's host on meanwhile, is judged by ``bound_seconds`` as every gap is)."""
     recovery, takeover, gap, by_kind = check_recovery(history, bound_seconds=bound_seconds)
     after_kills = kill_takeovers(history)
     slow_kills = [
-        {"kind": "slow-kill-takeover", "seconds": t, "bound": kill_bound_seconds}
-        for t in after_kills
-        if kill_bound_seconds is not None and t > kill_bound_seconds
+        {"kind": "slow-kill-takeover", "seconds": k.seconds, "bound": kill_bound_seconds}
+        for k in after_kills
+        if kill_bound_seconds is not None and not k.compound and k.seconds > kill_bound_seconds
     ]
     violations = (
         check_recorder(history)
@@ -660,7 +715,8 @@ def check(history: History, *, bound_seconds: float, kill_bound_seconds: float |
         max_takeover_seconds=round(takeover, 2),
         max_unstreamed_seconds=round(gap, 2),
         max_takeover_by_fault=by_kind,
-        kill_takeovers=after_kills,
+        kill_takeovers=[k.seconds for k in after_kills],
+        kill_takeovers_alone=[k.seconds for k in after_kills if not k.compound],
     )
 
 

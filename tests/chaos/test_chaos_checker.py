@@ -397,6 +397,44 @@ def test_a_kill_of_a_worker_that_streamed_nothing_times_no_takeover():
     assert check(history, bound_seconds=BOUND).kill_takeovers == []
 
 
+@pytest.mark.parametrize(
+    "other",
+    [
+        FaultRecord("redis-restart", 30.2, 31.5),  # every liveness signal and lease lost with its data
+        FaultRecord("partition-feed", 31.0, 45.0, 1),  # the successor's host refused by the feed
+        FaultRecord("clock-skew", 32.0, 60.0, 1, ("h1w0",)),  # the successor's worker restarted skewed
+    ],
+    ids=lambda f: f.kind,
+)
+def test_a_kill_with_a_redis_restart_or_a_fault_of_the_successors_host_meanwhile_is_judged_by_the_bound(
+    other,
+):
+    history = _clean()  # the kill at 30 s, the successor on h1w0 live at 38 s
+    history.faults.append(other)
+    verdict = check(history, bound_seconds=BOUND, kill_bound_seconds=3.0)
+    assert len(verdict.kill_takeovers) == 1 and verdict.kill_takeovers_alone == []  # (a restart is excused)
+    assert "slow-kill-takeover" not in [v["kind"] for v in verdict.violations]
+    # ... and by the recovery bound, as every gap is
+    assert "slow-recovery" in [v["kind"] for v in check(history, bound_seconds=6.0).violations]
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        FaultRecord("partition-feed", 31.0, 45.0, 2),  # a host that took nothing over
+        FaultRecord("redis-restart", 38.5, 40.0),  # after the successor streamed
+        FaultRecord("pause", 20.0, 29.0, 1, ("h1w0",), frozen=("h1w0",)),  # healed before the kill
+    ],
+    ids=["another host", "after the takeover", "before the kill"],
+)
+def test_a_kill_with_no_fault_in_its_way_is_judged_by_the_kill_bound(other):
+    history = _clean()
+    history.faults.append(other)
+    verdict = check(history, bound_seconds=BOUND, kill_bound_seconds=3.0)
+    assert verdict.kill_takeovers_alone == [8.0]
+    assert "slow-kill-takeover" in [v["kind"] for v in verdict.violations]
+
+
 def test_a_kills_takeover_leaves_out_the_time_no_worker_could_stream():
     history = _clean()
     # Every other slot paused from 31 to 36 s, the killed one down until 33 s: 2 of the 8 s no worker
