@@ -44,7 +44,8 @@ def services() -> ListenerServices:
     They hold the process's worker lease, and their reaper thread restarts at once the matches
     of listener workers whose lease is gone (also those whose run closed its row but could not
     release its start lock: a worker cut from Redis; and those whose fenced run's lock and
-    pending key a Redis restart lost: ``cleanup.orphans_of_fenced_runs``); a shutdown hands this
+    pending key a Redis restart lost: ``cleanup.orphans_of_fenced_runs``; and those whose run gave the
+    match back but could not close its row: ``cleanup.close_given_back_rows``); a shutdown hands this
     process's runs over to successor starts queued for other workers (lifecycle.runtime
     ``shutdown_all``).
     """
@@ -94,7 +95,8 @@ def services() -> ListenerServices:
         if lost:  # a worker's liveness signal is gone: judge it again until its grace ends
             svc.reaper.soon(REJUDGE_SECONDS)
         freed = cleanup.release_locks_of_fenced_runs(settings=rt.settings, coordination=rt.coordination)
-        return sorted({row.match_id for row in closed} | set(freed) | set(orphans))
+        given_back = cleanup.close_given_back_rows(coordination=rt.coordination)
+        return sorted({row.match_id for row in closed} | set(freed) | set(orphans) | set(given_back))
 
     def redispatch(match_ids: list[str]) -> None:
         dispatch.dispatch_matches(

@@ -170,6 +170,38 @@ def reap_workers_seen_dead(
     return closed
 
 
+def close_given_back_rows(
+    *, coordination: CoordinationStore, aside: list[SetAside] | None = None
+) -> list[str]:
+    """Close the rows that runs gave back open, and return their matches, to be dispatched again at once.
+
+    A run that gave its match back (its feed lost past LISTENER_FEED_LOST_SECONDS, or PostgreSQL
+    refusing it) on a host also cut from PostgreSQL cannot close its row, and a start skips a
+    match whose open row has a fresh heartbeat: the match waited for that cut to end (seed 62: a
+    feed cut overlapping the host's PostgreSQL cut, 40.9-52.6 s without a stream; docs/reliability.md
+    finding 5). Such a run marks its row in Redis (``Locks.give_back_row``); any reaper that reaches
+    PostgreSQL closes it with the run's own exit code and reason (the run's stream is gone, its
+    writes are over, and its fencing token is still the match's: nothing was started since), marks
+    it closed (the run stops trying), and its match is sent again. One Redis read per step, one
+    more when a run gave its row back. A row closed already (by its run, a stop or the sweep) is
+    only marked; an item whose clean-up fails is set aside (``aside``) and the others go on.
+    """
+    freed: set[str] = set()
+    for run in coordination.locks.given_back_rows():
+        with _row_step(aside, "close_given_back_row", run.match_id, run.record_id):
+            if rows.close_row(run.record_id, exit_code=run.exit_code, reason=run.reason):
+                logger.warning(
+                    "match %s: closed row %s (exit %s) for its run, which gave the match back but could"
+                    " not reach PostgreSQL: starting it again",
+                    run.match_id,
+                    run.record_id,
+                    run.exit_code,
+                )
+                freed.add(run.match_id)
+            coordination.locks.settle_given_back_row(run.record_id)
+    return sorted(freed)
+
+
 def release_locks_of_fenced_runs(
     *,
     settings: KickoffSettings,
@@ -204,14 +236,7 @@ def release_locks_of_fenced_runs(
         record_id, match_id, lease = row.record_id, row.match_id, row.lease
         if lease in alive:
             continue
-        with setting_aside(
-            aside,
-            loop=LOOP,
-            item=f"match {match_id} row {record_id}",
-            step="release_fenced_lock",
-            match_id=match_id,
-            record_id=record_id,
-        ):
+        with _row_step(aside, "release_fenced_lock", match_id, record_id):
             if coordination.locks.release_fenced_start_lock(match_id, record_id, lease):
                 logger.warning(
                     "match %s: released the start lock and pending key of run %s (closed, its worker"
@@ -256,16 +281,17 @@ def orphans_of_fenced_runs(*, settings: KickoffSettings, coordination: Coordinat
     return orphans
 
 
+def _row_step(
+    aside: list[SetAside] | None, step: str, match_id: str, record_id: str
+) -> AbstractContextManager[None]:
+    """One row's step of the clean-up, set aside on its own when it fails."""
+    item = f"match {match_id} row {record_id}"
+    return setting_aside(aside, loop=LOOP, item=item, step=step, match_id=match_id, record_id=record_id)
+
+
 def _releasing_lock_of(row: rows.ClosedRow, aside: list[SetAside] | None) -> AbstractContextManager[None]:
     """The sweep's step of releasing one dead row's start lock, set aside on its own when it fails."""
-    return setting_aside(
-        aside,
-        loop=LOOP,
-        item=f"match {row.match_id} row {row.record_id}",
-        step="release_start_lock",
-        match_id=row.match_id,
-        record_id=row.record_id,
-    )
+    return _row_step(aside, "release_start_lock", row.match_id, row.record_id)
 
 
 def _clear_barriers_of_dead(

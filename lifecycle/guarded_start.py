@@ -26,7 +26,7 @@ from lifecycle.listener_run import RunOutcome, run_match_listener, validate_over
 from lifecycle.runtime import ListenerServices
 from lifecycle.sql import rows
 from listener.exit_codes import ExitCode, is_success
-from models.coordination import CoordinationStore
+from models.coordination import CoordinationStore, GivenBackRow
 from models.db import release_connection
 from models.start_messages import forget_message_id, stored_message_id
 
@@ -220,21 +220,37 @@ def _send_again_once_closed(
 
     A run that gave its match back (its feed lost, or PostgreSQL refusing it: a host cut from the
     feed and from PostgreSQL at once, the server at its connection limit) may have left its row
-    open under a lease that is still renewed: no reaper takes it, and a new start skips a match
-    whose open row has a fresh heartbeat (``skipped_active``). So this start keeps trying, every
-    GIVE_BACK_RETRY_SECONDS, for up to half the stale threshold (then the sweep abandons the row,
-    as before), and sends the match once the row is closed (bench/chaos.py: seed 62, 48 s without a
-    stream; seed 13, 66 s, a run refused by PostgreSQL at its connection limit).
+    open under a lease that is still renewed: no reaper takes it for a dead worker's, and a new
+    start skips a match whose open row has a fresh heartbeat (``skipped_active``). So, every
+    GIVE_BACK_RETRY_SECONDS for up to half the stale threshold (then the sweep abandons the row, as
+    before), this start marks the row given back in Redis (``Locks.give_back_row``: the reaper of any
+    worker that reaches PostgreSQL closes it and sends the match, ``cleanup.close_given_back_rows``;
+    marked again each try, as a Redis restart loses it) and tries to close it itself; it sends the
+    match once it closed the row, and stops once a reaper did (bench/chaos.py: seed 62, 48 s and
+    then 40.9-52.6 s without a stream; seed 13, 66 s, a run refused by PostgreSQL at its
+    connection limit).
     """
     deadline = time.monotonic() + settings.listener_heartbeat_stale_seconds / 2
-    closed = not (outcome.row_left_open and outcome.record_id)
+    record_id = outcome.record_id if outcome.row_left_open else None
+    closed = record_id is None
+    run = GivenBackRow(record_id or "", mid, outcome.exit_code, outcome.reason)
     while True:
-        if not closed and outcome.record_id:
+        if not closed and record_id:
+            try:
+                if services.coordination.locks.give_back_row(run, ttl_seconds=deadline - time.monotonic()):
+                    logger.info(
+                        "match %s: row %s closed by another worker, which sent the match", mid, record_id
+                    )
+                    return
+            except KickoffError as exc:  # Redis away too: this start closes the row itself once it can
+                logger.warning("match %s: marking row %s given back failed: %s", mid, record_id, exc)
             try:
                 with services.db_slot():
-                    rows.close_row(outcome.record_id, exit_code=outcome.exit_code, reason=outcome.reason)
+                    rows.close_row(record_id, exit_code=outcome.exit_code, reason=outcome.reason)
                 closed = True
-                logger.info("match %s: row %s closed once PostgreSQL answered", mid, outcome.record_id)
+                logger.info("match %s: row %s closed once PostgreSQL answered", mid, record_id)
+                with contextlib.suppress(KickoffError):  # the mark expires, and a reaper only settles it
+                    services.coordination.locks.forget_given_back_row(record_id)
             except DatabaseUnavailable:
                 pass
         if closed:

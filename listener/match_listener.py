@@ -377,6 +377,12 @@ class MatchListener:
                     cap=s.listener_reconnect_backoff_max_seconds,
                 )
                 lost = recovery.lost_for(since_start=first_connect_at)
+                if not self._live and not ctx.feed_reachable():
+                    # Never live, and this worker's probe finds the feed unreachable (its host cut
+                    # from it since the start was taken): give the match back now, to a worker
+                    # that reaches the feed, rather than retry until the bound (finding 13).
+                    self.feed_lost = True
+                    raise StreamConnectionError(f"feed lost before going live: {exc}") from exc
                 if failures > 1 and lost + delay >= s.listener_feed_lost_seconds:
                     # A reconnect failed and the next would come past the bound: give the match
                     # back, to start at once on a worker that reaches the feed (lifecycle.guarded_start).

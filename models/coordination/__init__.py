@@ -7,7 +7,7 @@ the internal Match.id. No other module touches the Redis client: they call a con
 - ``start_barriers`` (``coordination.barriers``): pending keys, attempts, exhausted flags, the
   start messages' once-only marks;
 - ``locks`` (``coordination.locks``): start, dispatch and sweep locks, worker leases, liveness
-  signals, orphan restarts and degraded flags;
+  signals, orphan restarts, degraded flags and given-back rows;
 - ``stop_signals`` (``coordination.stops``): stop flags and their push, graceful hand-off marks;
 - ``ticks`` (``coordination.ticks``): scheduler ticks;
 - ``bulk_previews`` (``coordination.previews``): bulk actions' previews.
@@ -43,6 +43,13 @@ listener_degraded_{row id}                 3 x heartbeat    a run's event log wr
                                                             (listener.ingest): set by each beat
                                                             while so, deleted when it caught up;
                                                             the boards show the run "degraded"
+given_back_{row id}                        half the stale   a run gave its match back and could
+                                           threshold        not close its row (its host cut from
+                                                            PostgreSQL): a reaper elsewhere
+                                                            closes it, sends the match, and
+                                                            writes "closed" (the run stops)
+given_back_runs                            none             the set of those row ids (the
+                                                            reapers' one read; expired dropped)
 redis_epoch                                none             "{id}:{unix s}" written when found
                                                             missing: Redis lost its data then
 scheduler_tick_{entry}_{YYYYmmddTHHMM}     tick TTL (1 h)   one send per periodic entry and slot
@@ -79,7 +86,14 @@ from models.coordination.keys import (
     CoordinationKeys,
     CoordinationThresholds,
 )
-from models.coordination.locks import LeaseJudgement, LeaseState, Locks, TokenLock, TokenLockContext
+from models.coordination.locks import (
+    GivenBackRow,
+    LeaseJudgement,
+    LeaseState,
+    Locks,
+    TokenLock,
+    TokenLockContext,
+)
 from models.coordination.start_barriers import StartBarriers
 from models.coordination.stop_signals import StopSignals
 from models.coordination.store import CoordinationStore
@@ -95,6 +109,7 @@ __all__ = [
     "CoordinationKeys",
     "CoordinationStore",
     "CoordinationThresholds",
+    "GivenBackRow",
     "LeaseJudgement",
     "LeaseState",
     "Locks",

@@ -14,6 +14,7 @@ DISPATCH_LOCK = "dispatch_upcoming_match_listeners"
 SWEEP_LOCK = "sweep_stale_match_listeners"
 EPOCH_KEY = "redis_epoch"
 STOP_CHANNEL = "listener_stops"
+GIVEN_BACK_INDEX = "given_back_runs"
 
 
 def _key_of(name: str) -> Callable[[CoordinationKeys, object], str]:
@@ -45,9 +46,15 @@ class CoordinationKeys:
     orphan_restart_key = _key_of("orphan_restart_")
     bulk_preview_key = _key_of("bulk_preview_")  # of a confirm token's SHA-256
     degraded_key = _key_of("listener_degraded_")  # of a run's lifecycle row id
+    given_back_key = _key_of("given_back_")  # of a run's lifecycle row id
 
     def tick_key(self, entry: str, slot: str) -> str:
         return f"{self.prefix}scheduler_tick_{entry}_{slot}"
+
+    @property
+    def given_back_index(self) -> str:
+        """The set of the lifecycle row ids that have a ``given_back_key`` (the reapers' one read)."""
+        return self.prefix + GIVEN_BACK_INDEX
 
     @property
     def epoch_key(self) -> str:

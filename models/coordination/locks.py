@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -124,6 +125,28 @@ for i = 1, #KEYS, 3 do
 end
 return out
 """
+
+
+#: A given-back mark's value once a reaper closed the run's row.
+GIVEN_BACK_CLOSED = "closed"
+
+
+@dataclass(frozen=True)
+class GivenBackRow:
+    """A run that gave its match back with its row left open: what closing the row writes."""
+
+    record_id: str  # the run's lifecycle row id
+    match_id: str
+    exit_code: int
+    reason: str
+
+    def encoded(self) -> str:
+        return json.dumps({"match_id": self.match_id, "exit_code": self.exit_code, "reason": self.reason})
+
+    @classmethod
+    def decoded(cls, record_id: str, value: str) -> GivenBackRow:
+        fields = json.loads(value)
+        return cls(record_id, str(fields["match_id"]), int(fields["exit_code"]), str(fields["reason"]))
 
 
 class TokenLockContext:
@@ -327,6 +350,54 @@ class Locks(RedisConcern):
     def degraded_runs(self, record_ids: Iterable[str]) -> set[str]:
         """Which of ``record_ids`` (lifecycle row ids) have their degraded flag set, in one MGET."""
         return self._set_among(self.degraded_key, record_ids)
+
+    # -- runs given back with their row left open -------------------------------------
+
+    @translated
+    def give_back_row(self, run: GivenBackRow, *, ttl_seconds: float) -> bool:
+        """Mark the open row of a run that gave its match back but could not close it (its host cut
+        from PostgreSQL): a reaper of any worker that reaches PostgreSQL closes it for the run and
+        sends the match (``given_back_rows``, ``settle_given_back_row``). Set if missing (a Redis
+        restart loses it: the run marks it again each try), for ``ttl_seconds``; True once a reaper
+        has closed the row (the run stops trying), in one round trip."""
+        key = self.given_back_key(run.record_id)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.set(key, run.encoded(), nx=True, px=max(1, int(ttl_seconds * 1000)))
+        pipe.sadd(self.given_back_index, run.record_id)
+        pipe.get(key)
+        return text(pipe.execute()[-1]) == GIVEN_BACK_CLOSED
+
+    @translated
+    def given_back_rows(self) -> list[GivenBackRow]:
+        """The runs given back whose rows no reaper has closed yet: one SMEMBERS (and, when there are
+        any, one MGET); index entries whose mark expired are dropped."""
+        ids = sorted(text(i) for i in self.client.smembers(self.given_back_index))
+        if not ids:
+            return []
+        values = [
+            text(v) if v is not None else None for v in self.client.mget(self.given_back_key(i) for i in ids)
+        ]
+        gone = [i for i, v in zip(ids, values, strict=True) if v is None]
+        if gone:
+            self.client.srem(self.given_back_index, *gone)
+        return [
+            GivenBackRow.decoded(i, v)
+            for i, v in zip(ids, values, strict=True)
+            if v is not None and v != GIVEN_BACK_CLOSED
+        ]
+
+    @translated
+    def settle_given_back_row(self, record_id: str) -> None:
+        """A reaper closed (or found closed) a given-back run's row: its mark says so until it expires."""
+        self.client.set(self.given_back_key(record_id), GIVEN_BACK_CLOSED, xx=True, keepttl=True)
+
+    @translated
+    def forget_given_back_row(self, record_id: str) -> None:
+        """The run closed its row itself: no mark left for a reaper."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.delete(self.given_back_key(record_id))
+        pipe.srem(self.given_back_index, record_id)
+        pipe.execute()
 
     # -- worker leases -----------------------------------------------------------------
 

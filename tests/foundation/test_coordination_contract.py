@@ -750,3 +750,35 @@ def test_a_message_given_back_can_be_consumed_again_and_a_revoked_one_stays_revo
     assert b.barriers.consume_message("msg-4") is True
     b.barriers.revoke_message("msg-5")
     assert b.barriers.unconsume_message("msg-5") is False and b.barriers.is_revoked("msg-5")
+
+
+def test_a_given_back_row_is_listed_until_a_reaper_settles_it_and_then_says_so_to_its_run(
+    store: Store,
+) -> None:
+    from models.coordination import GivenBackRow
+
+    b = store.coordination
+    row, match, other = ids(3)
+    run = GivenBackRow(row, match, 12, "feed lost for 15.2 s")
+    assert b.locks.given_back_rows() == []
+    assert b.locks.give_back_row(run, ttl_seconds=30) is False
+    assert b.locks.give_back_row(run, ttl_seconds=30) is False  # marked again each try: one mark
+    assert b.locks.given_back_rows() == [run]
+    assert 29 < store.ttl(b.given_back_key(row)) <= 30
+    b.locks.settle_given_back_row(row)  # a reaper closed its row
+    assert b.locks.given_back_rows() == []
+    assert 0 < store.ttl(b.given_back_key(row)) <= 30  # its ttl kept
+    assert b.locks.give_back_row(run, ttl_seconds=30) is True  # the run learns it and stops trying
+    b.locks.settle_given_back_row(other)  # settling no mark writes none
+    assert b.locks.give_back_row(GivenBackRow(other, match, 12, "x"), ttl_seconds=30) is False
+    b.locks.forget_given_back_row(other)  # its run closed it itself
+    assert b.locks.given_back_rows() == [] and b.barriers.matches_with_keys() == set()
+
+
+def test_a_given_back_mark_no_run_renews_expires_and_leaves_the_list(store: Store) -> None:
+    from models.coordination import GivenBackRow
+
+    b = store.coordination
+    row, match = ids(2)
+    b.locks.give_back_row(GivenBackRow(row, match, 1, "DatabaseUnavailable"), ttl_seconds=1)
+    store.elapse(1, lambda: b.locks.given_back_rows() == [])

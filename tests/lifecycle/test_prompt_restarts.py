@@ -444,7 +444,8 @@ def test_a_run_that_gave_its_match_back_for_a_lost_feed_is_started_again_at_once
     assert not services.feed.reachable() and not services.ready_for_starts()
 
 
-@pytest.mark.parametrize(
+#: The two bodies whose run gives its match back, with the exit code and reason its row is closed with.
+GIVE_BACK_BODIES = pytest.mark.parametrize(
     ("body", "code", "reason"),
     [
         ("FeedLostBody", ExitCode.CONNECTION_ERROR, "feed lost"),
@@ -452,13 +453,15 @@ def test_a_run_that_gave_its_match_back_for_a_lost_feed_is_started_again_at_once
     ],
     ids=["feed lost", "refused by postgresql"],
 )
+
+
+@GIVE_BACK_BODIES
 def test_a_run_that_gave_its_match_back_closes_its_row_once_postgresql_answers_then_sends_the_match(
     make_match, restarting, sent, monkeypatch, body, code, reason
 ):
     """PostgreSQL refuses the row's close too (the host cut from it, the server at its connection
     limit), and a start would skip a match whose open row has a fresh heartbeat; the give-back
     closes it once PostgreSQL answers, then sends the match."""
-    from config.errors import DatabaseUnavailable
     from lifecycle import guarded_start
     from lifecycle.sql import rows
 
@@ -468,9 +471,7 @@ def test_a_run_that_gave_its_match_back_closes_its_row_once_postgresql_answers_t
     def refused_twice(*args: Any, **kwargs: Any) -> bool:
         if refusals[0]:
             refusals[0] -= 1
-            raise DatabaseUnavailable(
-                service="PostgreSQL", setting="DATABASE_URL", address="db", reason="cut"
-            )
+            _cut()()
         return close_row(*args, **kwargs)
 
     monkeypatch.setattr(rows, "close_row", refused_twice)
@@ -482,6 +483,85 @@ def test_a_run_that_gave_its_match_back_closes_its_row_once_postgresql_answers_t
     assert row.ended_at is not None and row.exit_code == int(code)
     assert row.exit_reason.startswith(reason)
     assert sent.match_ids == [str(match.id)]
+
+
+@GIVE_BACK_BODIES
+def test_a_row_given_back_on_a_host_cut_from_postgresql_is_closed_by_a_healthy_reaper_and_sent_once(
+    make_match, restarting, sent, lcoordination, monkeypatch, body, code, reason
+):
+    """The run's host stays cut from PostgreSQL, so its own close waits; it marks the row given back,
+    a reaper of a worker that reaches PostgreSQL closes it (the run's exit code and reason) and sends
+    the match at once, and the run, told so, stops trying: the match is sent once (finding 5)."""
+    import threading
+
+    from lifecycle import cleanup, guarded_start
+    from lifecycle.sql import rows
+
+    close_row = rows.close_row
+    cut_host: list[threading.Thread] = []
+
+    def refused_on_the_cut_host(*args: Any, **kwargs: Any) -> bool:
+        if threading.current_thread() in cut_host:
+            _cut()()
+        return close_row(*args, **kwargs)
+
+    monkeypatch.setattr(rows, "close_row", refused_on_the_cut_host)
+    monkeypatch.setattr(guarded_start, "GIVE_BACK_RETRY_SECONDS", 0.05)
+    match = make_match(status="inprogress")
+    results: list[Any] = []
+    run = threading.Thread(target=lambda: results.append(_start_with_body(match, restarting, body)))
+    cut_host.append(run)
+    run.start()
+    [mark] = wait_for(lcoordination.locks.given_back_rows, timeout=30, what="the row marked given back")
+    assert (mark.match_id, mark.exit_code) == (str(match.id), int(code)) and mark.reason.startswith(reason)
+    [row] = MatchListenerRecord.select().where(MatchListenerRecord.match == match.id)
+    assert row.ended_at is None and sent.match_ids == []  # the run's own close is refused
+    freed = cleanup.close_given_back_rows(coordination=lcoordination)  # a healthy worker's reaper
+    assert freed == [str(match.id)]
+    restarting["services"].redispatch(freed)
+    run.join(timeout=30)
+    assert not run.is_alive() and results[0].exit_code == int(code)
+    row = MatchListenerRecord.get_by_id(row.id)
+    assert row.exit_code == int(code) and row.exit_reason.startswith(reason)
+    assert sent.match_ids == [str(match.id)]
+    assert lcoordination.locks.given_back_rows() == []
+    assert cleanup.close_given_back_rows(coordination=lcoordination) == []
+
+
+@pytest.mark.e2e
+def test_a_listener_workers_reaper_closes_a_row_given_back_and_runs_its_match_again(
+    make_match, lcoordination, start_worker
+):
+    """What a host cut from PostgreSQL leaves: an open row under a live lease, marked given back. A
+    real listener worker's reaper closes it with the run's exit and starts the match again at once."""
+    from lifecycle.sql import rows
+    from models.coordination import GivenBackRow
+    from tests.lifecycle.helpers import open_rows
+
+    match = make_match(status="inprogress")
+    lease = f"a-worker-cut-from-postgresql-{uuid.uuid4().hex[:8]}"
+    lcoordination.client.set(lcoordination.worker_lease_key(lease), "alive", px=600_000)  # no signal held
+    record_id = str(uuid.uuid4())
+    rows.create_row(
+        record_id=record_id,
+        match_id=str(match.id),
+        message_id=None,
+        dry_run=False,
+        worker_lease=lease,
+        traceparent=None,
+    )
+    given = GivenBackRow(record_id, str(match.id), int(ExitCode.CONNECTION_ERROR), "feed lost for 15.2 s")
+    assert lcoordination.locks.give_back_row(given, ttl_seconds=120) is False
+    start_worker()
+    wait_for(
+        lambda: MatchListenerRecord.get_by_id(record_id).ended_at is not None,
+        timeout=60,
+        what="the given-back row closed by the worker's reaper",
+    )
+    row = MatchListenerRecord.get_by_id(record_id)
+    assert (row.exit_code, row.exit_reason) == (int(ExitCode.CONNECTION_ERROR), "feed lost for 15.2 s")
+    wait_for(lambda: open_rows(match), timeout=60, what="the match running again")
+    assert lcoordination.locks.give_back_row(given, ttl_seconds=120) is True  # a run still trying stops
 
 
 # -- develop restarts test clones only (issue 38, row 3) ---------------------------------------

@@ -79,6 +79,19 @@ def test_a_stream_silent_past_its_limit_is_given_up_long_before_the_read_timeout
     assert seen == [b'{"heartbeat":{"interval":200}}']
 
 
+def _lost_at_4_s(listener_settings, base_url: str, **more: float):
+    """Settings of a run behind ``base_url`` whose feed is lost 4 s after it was last heard (the bound
+    decides, not the reconnect count), reconnecting every 0.2-0.5 s."""
+    return listener_settings(
+        sportradar_base_url=base_url,
+        listener_reconnect_attempts=100,
+        listener_reconnect_backoff_seconds=0.2,
+        listener_reconnect_backoff_max_seconds=0.5,
+        listener_feed_lost_seconds=4.0,
+        **more,
+    )
+
+
 @pytest.mark.parametrize("cut", ["blackhole", "refuse"])
 def test_a_run_whose_feed_stays_lost_gives_its_match_back(sim, listener_settings, make_match, cut):
     game = GameScript(
@@ -87,15 +100,12 @@ def test_a_run_whose_feed_stays_lost_gives_its_match_back(sim, listener_settings
     match = make_match("mlb", sr_id=game.sr_id)
     server = sim([game], resume=True, heartbeat_seconds=0.05)
     with FaultProxy(("127.0.0.1", server.port)) as proxy:
-        settings = listener_settings(
-            sportradar_base_url=proxy.url_via(server.base_url),
+        settings = _lost_at_4_s(
+            listener_settings,
+            proxy.url_via(server.base_url),
             listener_read_timeout_seconds=READ_TIMEOUT_SECONDS,
             listener_connect_timeout_seconds=READ_TIMEOUT_SECONDS,
             listener_gap_heartbeats=20,  # 1 s of silence at 0.05 s beats
-            listener_reconnect_attempts=100,  # the feed-lost bound decides, not the count
-            listener_reconnect_backoff_seconds=0.2,
-            listener_reconnect_backoff_max_seconds=0.5,
-            listener_feed_lost_seconds=4.0,
         )
         record = MatchListenerRecord.create(match=match)
         ctx = ListenerContext(
@@ -111,3 +121,40 @@ def test_a_run_whose_feed_stays_lost_gives_its_match_back(sim, listener_settings
     assert out.listener.exit_reason.startswith("feed lost for"), out.listener.exit_reason
     assert body_lost_feed(out.listener)
     assert out.listener.stats.reconnects >= 1  # it reconnected before giving the match back
+
+
+@pytest.mark.parametrize(
+    "reached", [False, True], ids=["its worker finds the feed away", "its worker reaches it"]
+)
+def test_a_run_never_live_gives_its_match_back_at_its_first_failed_connect_once_its_worker_lost_the_feed(
+    sim, listener_settings, make_match, reached
+):
+    """A start taken just before its host was cut from the feed (docs/reliability.md finding 13): once
+    the worker's probe finds the feed away, the run gives its match back at once, not at the bound."""
+    game = GameScript(
+        sr_id=str(uuid.uuid4()), league="mlb", start_after=0.3, event_interval=0.1, event_count=200
+    )
+    match = make_match("mlb", sr_id=game.sr_id)
+    server = sim([game], resume=True, heartbeat_seconds=0.05)
+    with FaultProxy(("127.0.0.1", server.port)) as proxy:
+        proxy.refuse()
+        settings = _lost_at_4_s(listener_settings, proxy.url_via(server.base_url))
+        record = MatchListenerRecord.create(match=match)
+        ctx = ListenerContext(
+            match_id=str(match.id),
+            record_id=str(record.id),
+            is_test=False,
+            settings=settings,
+            feed_reachable=lambda: reached,
+        )
+        out = start_listener(ctx)
+        assert out.thread is not None
+        out.thread.join(READ_TIMEOUT_SECONDS / 2)
+        assert not out.thread.is_alive(), "the run did not give its match back before half the read timeout"
+    assert out.code == ExitCode.CONNECTION_ERROR and body_lost_feed(out.listener), out.listener.exit_reason
+    if reached:
+        assert out.listener.exit_reason.startswith("feed lost for"), out.listener.exit_reason
+        assert out.listener.stats.reconnects >= 1
+    else:
+        assert out.listener.exit_reason.startswith("feed lost before going live"), out.listener.exit_reason
+        assert out.listener.stats.reconnects == 0

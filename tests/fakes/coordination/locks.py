@@ -8,7 +8,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from config.errors import LockNotOwned, RedisUnavailable
-from models.coordination import DISPATCH_LOCK, SWEEP_LOCK, LeaseJudgement, Locks, TokenLockContext
+from models.coordination import (
+    DISPATCH_LOCK,
+    SWEEP_LOCK,
+    GivenBackRow,
+    LeaseJudgement,
+    Locks,
+    TokenLockContext,
+)
+from models.coordination.locks import GIVEN_BACK_CLOSED
 from tests.fakes.coordination._memory import MemoryConcern, MemoryRedis, served
 
 
@@ -152,6 +160,36 @@ class MemoryLocks(MemoryConcern):
     @served
     def degraded_runs(self, record_ids: Iterable[str]) -> set[str]:
         return self._set_among(self.degraded_key, record_ids)
+
+    # -- runs given back with their row left open -------------------------------------------
+
+    @served
+    def give_back_row(self, run: GivenBackRow, *, ttl_seconds: float) -> bool:
+        key = self.given_back_key(run.record_id)
+        self._set(key, run.encoded(), ttl=max(1, int(ttl_seconds * 1000)) / 1000, nx=True)
+        return self._value(key) == GIVEN_BACK_CLOSED
+
+    @served
+    def given_back_rows(self) -> list[GivenBackRow]:
+        start = self.given_back_key("")
+        marks = {k[len(start) :]: self._value(k) for k in self._keys(start)}
+        return [
+            GivenBackRow.decoded(record_id, value)
+            for record_id, value in sorted(marks.items())
+            if value is not None and value != GIVEN_BACK_CLOSED
+        ]
+
+    @served
+    def settle_given_back_row(self, record_id: str) -> None:
+        key = self.given_back_key(record_id)
+        with self.mu:
+            entry = self._live(key)
+            if entry is not None:
+                self.space._data[key] = (GIVEN_BACK_CLOSED, entry[1])
+
+    @served
+    def forget_given_back_row(self, record_id: str) -> None:
+        self._delete(self.given_back_key(record_id))
 
     # -- worker leases ---------------------------------------------------------------------
 
