@@ -234,6 +234,7 @@ def _send_again_once_closed(
     record_id = outcome.record_id if outcome.row_left_open else None
     closed = record_id is None
     run = GivenBackRow(record_id or "", mid, outcome.exit_code, outcome.reason)
+    mark_failed = False
     while True:
         if not closed and record_id:
             try:
@@ -243,7 +244,9 @@ def _send_again_once_closed(
                     )
                     return
             except KickoffError as exc:  # Redis away too: this start closes the row itself once it can
-                logger.warning("match %s: marking row %s given back failed: %s", mid, record_id, exc)
+                if not mark_failed:  # once, not every try
+                    logger.warning("match %s: marking row %s given back failed: %s", mid, record_id, exc)
+                mark_failed = True
             try:
                 with services.db_slot():
                     rows.close_row(record_id, exit_code=outcome.exit_code, reason=outcome.reason)
