@@ -82,6 +82,14 @@ class ServiceReach:
             )
         return answered and not hung
 
+    def finds_away(self, now: float | None = None) -> bool:
+        """Whether the last probe found the service away (it failed, or one has waited past the bound);
+        False before any probe finished."""
+        now = time.monotonic() if now is None else now
+        with self._mu:
+            hung = self._asked_at is not None and now - self._asked_at >= self.hang_seconds
+            return self._answered is False or hung
+
     def unreachable(self) -> None:
         """A step of this process found the service unreachable: take no start until a probe answers."""
         with self._mu:

@@ -422,7 +422,7 @@ def _run_listener(
         may_write=lambda: services.lease.holds(lease_id),
         fence_token=fence_token,
         on_live=lambda: _went_live(live, services, record_id, match_id),
-        feed_reachable=services.feed.reachable,
+        feed_reachable=lambda: not services.feed.finds_away(),
     )
     body = body_cls()
     handle = RunHandle(ctx=ctx, body=body)

@@ -46,10 +46,10 @@ class ListenerContext:
     #: not a resume's replay): a run handed over to this one closes its stream, and a run that took its
     #: match over records how long the takeover took (lifecycle.takeover).
     on_live: Callable[[], None] = lambda: None
-    #: Whether this process reaches the feed now (lifecycle.feed_reach: its probe closed the start gate
-    #: or not; True when not judged): a run that never went live gives its match back at its first
-    #: failed connect once this is False, instead of retrying until LISTENER_FEED_LOST_SECONDS
-    #: (docs/reliability.md finding 13).
+    #: Whether this process reaches the feed now (lifecycle.feed_reach: False once its last probe found
+    #: the feed away, even in a worker booted on a cut host, whose start gate a refusal does not close):
+    #: a run that never went live gives its match back at its first failed connect once this is False,
+    #: instead of retrying until LISTENER_FEED_LOST_SECONDS (docs/reliability.md finding 13).
     feed_reachable: Callable[[], bool] = lambda: True
     #: Set once a graceful shutdown hands the run's row and start lock to a successor while its stream
     #: stays open (lifecycle.runtime ``shutdown_all``): the body records nothing more but keeps reading

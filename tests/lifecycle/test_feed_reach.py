@@ -52,6 +52,20 @@ def test_a_feed_never_reached_since_boot_is_not_judged_and_stops_no_start():
     assert reach.reachable()  # a feed not up yet: the runs say why they fail
 
 
+def test_a_probe_finds_the_feed_away_judged_or_not_and_nothing_before_its_first_answer():
+    """What a run that never went live asks (docs/reliability.md finding 13): a worker booted on a
+    host whose feed is refused keeps its gate open, but its runs give their matches back."""
+    probe = Probe()
+    reach = FeedReach(probe=probe, last_byte_at=lambda: None)
+    assert not reach.finds_away()  # no probe finished yet
+    probe.answers = False
+    reach.probe_once()
+    assert reach.reachable() and reach.finds_away()  # not judged, found away all the same
+    probe.answers = True
+    reach.probe_once()
+    assert reach.reachable() and not reach.finds_away()
+
+
 def test_a_feed_black_holed_since_boot_is_judged_at_its_first_timeout():
     def probe() -> None:
         raise TimeoutError("timed out")  # socket.create_connection's timeout: a dropped SYN
