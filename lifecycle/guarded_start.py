@@ -252,7 +252,7 @@ def _send_again_once_closed(
                     rows.close_row(record_id, exit_code=outcome.exit_code, reason=outcome.reason)
                 closed = True
                 logger.info("match %s: row %s closed once PostgreSQL answered", mid, record_id)
-                with contextlib.suppress(KickoffError):  # the mark expires, and a reaper only settles it
+                with contextlib.suppress(KickoffError):  # if left, a reaper finds the row closed: no send
                     services.coordination.locks.forget_given_back_row(record_id)
             except DatabaseUnavailable:
                 pass
