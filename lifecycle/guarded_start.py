@@ -232,11 +232,11 @@ def _send_again_once_closed(
     """
     deadline = time.monotonic() + settings.listener_heartbeat_stale_seconds / 2
     record_id = outcome.record_id if outcome.row_left_open else None
-    closed = record_id is None
-    run = GivenBackRow(record_id or "", mid, outcome.exit_code, outcome.reason)
+    run = None if record_id is None else GivenBackRow(record_id, mid, outcome.exit_code, outcome.reason)
+    closed = run is None
     mark_failed = False
     while True:
-        if not closed and record_id:
+        if run is not None and not closed:
             try:
                 if services.coordination.locks.give_back_row(run, ttl_seconds=deadline - time.monotonic()):
                     logger.info(
@@ -249,11 +249,11 @@ def _send_again_once_closed(
                 mark_failed = True
             try:
                 with services.db_slot():
-                    rows.close_row(record_id, exit_code=outcome.exit_code, reason=outcome.reason)
+                    rows.close_row(run.record_id, exit_code=run.exit_code, reason=run.reason)
                 closed = True
-                logger.info("match %s: row %s closed once PostgreSQL answered", mid, record_id)
+                logger.info("match %s: row %s closed once PostgreSQL answered", mid, run.record_id)
                 with contextlib.suppress(KickoffError):  # if left, a reaper finds the row closed: no send
-                    services.coordination.locks.forget_given_back_row(record_id)
+                    services.coordination.locks.forget_given_back_row(run.record_id)
             except DatabaseUnavailable:
                 pass
         if closed:
