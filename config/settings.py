@@ -608,6 +608,10 @@ class MatchListenerEnvironment(KickoffSettings):
     away: the process's writer keeps it and writes it when PostgreSQL is back)."""
     listener_event_log_retry_seconds: PositiveFloat = 0.5
     """While PostgreSQL is away, how often the event log writer tries again."""
+    listener_event_log_linger_seconds: NonNegativeFloat = 0.05
+    """How long the event log writer lets a batch smaller than its 2,000 rows gather more before it commits
+    it: a process following many quiet streams commits their messages together instead of one commit each
+    (0: every batch at once). A message reaches its processing at most this much later."""
     listener_event_inflight_messages: PositiveInt = 5_000
     """Messages one listener holds read but not yet recorded and processed; past it the listener waits for its
     writes (backpressure) and shows degraded, except while PostgreSQL is away (the buffer above decides)."""

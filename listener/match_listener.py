@@ -212,6 +212,7 @@ class MatchListener:
             writer=log_writer.writer(
                 buffer_limit=s.listener_event_buffer_messages,
                 retry_seconds=s.listener_event_log_retry_seconds,
+                linger_seconds=s.listener_event_log_linger_seconds,
             ),
             record_id=ctx.record_id,
             fence_token=ctx.fence_token,

@@ -245,6 +245,12 @@ class FeedConnection:
             raise StreamConnectionError(self._ended_why(f"stream dropped: {type(exc).__name__}")) from exc
         except requests.RequestException as exc:
             raise StreamConnectionError(self._ended_why(f"stream dropped: {type(exc).__name__}")) from exc
+        except AttributeError as exc:
+            # closed from another thread (the silence watch, a stop) while this one was between two reads:
+            # urllib3 then reads from the response it has let go (``_fp`` is None), not from a socket
+            if not self._closed.is_set():
+                raise
+            raise StreamConnectionError(self._ended_why("stream closed while reading")) from exc
         finally:
             SILENCE_WATCH.unwatch(self)
         raise StreamConnectionError(self._ended_why("stream ended by the server"))

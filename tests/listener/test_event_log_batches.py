@@ -193,3 +193,52 @@ def test_an_idle_writer_gives_its_connection_back_so_more_writers_than_the_pool_
     finally:
         database.close()
         init_database(db)
+
+
+def _counting_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The rows of each batch the writer commits (the real insert, counted)."""
+    from listener import log_writer
+
+    batches: list[int] = []
+    real = log_writer.insert_events
+
+    def counted(rows):
+        batches.append(len(rows))
+        return real(rows)
+
+    monkeypatch.setattr(log_writer, "insert_events", counted)
+    return batches
+
+
+def test_a_small_batch_lingers_so_many_quiet_streams_messages_share_one_commit(db, make_match, monkeypatch):
+    # Issue 34's fleet: a thousand quiet streams each hand over one message at a time; without the linger
+    # each became a commit of its own (491 commits/s for 500 events/s). Submits made within the linger of
+    # the first go in the first's batch.
+    batches = _counting_batches(monkeypatch)
+    matches = [make_match("mlb", status="inprogress") for _ in range(3)]
+    writer = LogWriter(buffer_limit=100, retry_seconds=0.05, linger_seconds=5.0)
+    first = writer.submit([_row(matches[0], "q0", json.dumps({"n": 0}))])
+    assert not first.wait(1.0), "a lone message was committed before its linger passed"
+    tickets = [first] + [
+        writer.submit([_row(matches[n % 3], f"q{n}", json.dumps({"n": n}))]) for n in range(1, 12)
+    ]
+    for ticket in tickets:
+        assert ticket.wait(60) and not ticket.dropped and len(ticket.logged) == 1
+    assert batches == [12]
+
+
+def test_a_batch_that_fills_ends_the_linger_and_a_lone_one_waits_only_the_linger(db, make_match, monkeypatch):
+    batches = _counting_batches(monkeypatch)
+    match = make_match("mlb", status="inprogress")
+    # a linger far longer than the wait below: only a full batch can end it in time
+    full = LogWriter(buffer_limit=100, retry_seconds=0.05, batch_rows=5, linger_seconds=600.0)
+    first = full.submit([_row(match, "f0", json.dumps({"n": 0}))])
+    assert not first.wait(1.0), "a lone message was committed before its linger passed"
+    tickets = [first] + [full.submit([_row(match, f"f{n}", json.dumps({"n": n}))]) for n in range(1, 5)]
+    assert all(ticket.wait(60) for ticket in tickets), "a full batch waited out its linger"
+    assert batches == [5]
+    # a lone message is committed once its linger passed, with nothing more coming
+    lone = LogWriter(buffer_limit=100, retry_seconds=0.05, linger_seconds=0.2)
+    ticket = lone.submit([_row(match, "lone", json.dumps({"n": "lone"}))])
+    assert ticket.wait(60) and ticket.logged == {event_log.key_text(("event", "lone"))}
+    assert batches == [5, 1]

@@ -229,3 +229,49 @@ def test_the_capture_replayed_on_every_reconnect_and_bad_lines_leave_each_messag
     [unreadable] = [r for r in rows if r.kind == "unreadable"]
     assert unreadable.message["kickoff"]["unreadable"] == "invalid UTF-8"
     assert out.listener.stats.events == len(ours) + 1 and out.listener.stats.skipped >= 8
+
+
+@pytest.mark.parametrize("content_type", ["application/x-ndjson", "text/event-stream"])
+def test_a_close_from_another_thread_between_two_reads_ends_the_stream_as_dropped_not_a_crash(content_type):
+    """The silence watch (or a stop) closes a stream while its reader is between two reads, not blocked in
+    one: the next read finds the response closed. That is a dropped stream (StreamConnectionError: the
+    run reconnects), never an AttributeError out of urllib3 (a crash, exit 9: issue 34's 10,000-listener
+    run met it 968 times in two minutes)."""
+    import socket
+    import threading
+
+    from listener.errors import StreamConnectionError
+
+    server = socket.create_server(("127.0.0.1", 0))
+    release = threading.Event()
+    line = HEARTBEAT if content_type != "text/event-stream" else b"data: " + HEARTBEAT.strip() + b"\n\n"
+
+    def serve() -> None:
+        peer, _ = server.accept()
+        with peer:
+            peer.recv(65536)
+            peer.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: " + content_type.encode() + b"\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(line), line)
+            )
+            release.wait(30)  # the connection stays open: the reader is not woken by the server
+
+    threading.Thread(target=serve, daemon=True).start()
+    config = StreamConfig(
+        url=f"http://127.0.0.1:{server.getsockname()[1]}/stream",
+        api_key="k",
+        connect_timeout=5,
+        read_timeout=30,
+        max_line_bytes=1 << 20,
+    )
+    try:
+        with requests.Session() as session:
+            conn = FeedConnection(config, session=session).open()
+            messages = conn.messages()
+            assert json.loads(next(messages)) == {"heartbeat": {"interval": 5000}}
+            conn.close()  # what the silence watch does from its own thread
+            with pytest.raises(StreamConnectionError):
+                next(messages)
+    finally:
+        release.set()
+        server.close()
