@@ -275,3 +275,42 @@ def test_a_close_from_another_thread_between_two_reads_ends_the_stream_as_droppe
     finally:
         release.set()
         server.close()
+
+
+def test_the_silence_watch_finds_the_streams_silent_past_their_limit():
+    from listener.stream import MIN_SILENCE_SECONDS, SilenceWatch
+
+    asked: list[str] = []
+
+    def connection(name: str, *, silent_for: float, limit: float | None, read_timeout: float = 30.0):
+        def silence_seconds() -> float | None:
+            asked.append(name)
+            return limit
+
+        config = StreamConfig(
+            url="http://127.0.0.1:9/s",
+            api_key="k",
+            connect_timeout=1,
+            read_timeout=read_timeout,
+            max_line_bytes=1024,
+            silence_seconds=silence_seconds,
+        )
+        conn = FeedConnection(config, session=None)  # type: ignore[arg-type]
+        conn.last_read_at = now - silent_for
+        return conn
+
+    now = time.monotonic()
+    watch = SilenceWatch()
+    streams = {
+        "fresh": connection("fresh", silent_for=MIN_SILENCE_SECONDS / 2, limit=0.1),
+        "within-limit": connection("within-limit", silent_for=5.0, limit=15.0),
+        "past-limit": connection("past-limit", silent_for=16.0, limit=15.0),
+        "no-heartbeat-yet": connection("no-heartbeat-yet", silent_for=31.0, limit=None),
+        "short-read-timeout": connection("short-read-timeout", silent_for=0.4, limit=None, read_timeout=0.3),
+    }
+    for conn in streams.values():
+        watch._streams.add(conn)
+    found = {name for name, conn in streams.items() if conn in watch.silent_streams(now)}
+    # a limit under MIN_SILENCE_SECONDS counts as it; no limit yet: the read timeout
+    assert found == {"past-limit", "no-heartbeat-yet", "short-read-timeout"}
+    assert set(asked) == set(streams)
