@@ -314,3 +314,69 @@ def test_the_silence_watch_finds_the_streams_silent_past_their_limit():
     # a limit under MIN_SILENCE_SECONDS counts as it; no limit yet: the read timeout
     assert found == {"past-limit", "no-heartbeat-yet", "short-read-timeout"}
     assert set(asked) == set(streams)
+
+
+def test_a_stream_past_its_silence_limit_with_bytes_waiting_is_kept_and_a_silent_one_given_up(caplog):
+    """A starved process (issue 34's 10,000-listener attempt) reads late: its streams' sockets hold bytes
+    while their last read ages past the limit. Those are not silent; giving them up would add a
+    reconnect and a resume each. A stream whose feed sent nothing more is silent, as before."""
+    import socket
+    import threading
+
+    from listener.stream import SilenceWatch
+    from tests.waiting import wait_for
+
+    frame = b"%x\r\n%s\r\n" % (len(HEARTBEAT), HEARTBEAT)
+    servers: list[socket.socket] = []
+    release = threading.Event()
+
+    def feed(send_more: threading.Event) -> str:
+        server = socket.create_server(("127.0.0.1", 0))
+        servers.append(server)
+
+        def serve() -> None:
+            peer, _ = server.accept()
+            with peer:
+                peer.recv(65536)
+                peer.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+                    b"Transfer-Encoding: chunked\r\n\r\n" + frame
+                )
+                if send_more.wait(30):
+                    peer.sendall(frame)  # arrives while the reader is not reading
+                release.wait(30)
+
+        threading.Thread(target=serve, daemon=True).start()
+        return f"http://127.0.0.1:{server.getsockname()[1]}/stream"
+
+    def opened(url: str) -> tuple[FeedConnection, object]:
+        config = StreamConfig(url=url, api_key="k", connect_timeout=5, read_timeout=5, max_line_bytes=1 << 20)
+        conn = FeedConnection(config, session=session).open()
+        messages = conn.messages()
+        assert json.loads(next(messages)) == {"heartbeat": {"interval": 5000}}
+        return conn, messages
+
+    more, nothing = threading.Event(), threading.Event()
+    watch = SilenceWatch()
+    try:
+        with requests.Session() as session:
+            behind, _b = opened(feed(more))
+            silent, _s = opened(feed(nothing))
+            more.set()
+            wait_for(behind.has_unread_bytes, timeout=30, what="the second frame waiting in the socket")
+            assert not silent.has_unread_bytes()
+            for conn in (behind, silent):
+                conn.last_read_at = time.monotonic() - 60  # past the 5 s limit
+                watch._streams.add(conn)
+            now = time.monotonic()
+            assert set(watch.silent_streams(now)) == {behind, silent}
+            with caplog.at_level(logging.WARNING, logger="listener.stream"):
+                assert watch.streams_to_give_up(now) == [silent]
+            assert "1 streams past their silence limit hold bytes not read yet" in caplog.text
+            silent.close()
+            assert not silent.has_unread_bytes()  # closed: no socket to ask, no error
+            behind.close()
+    finally:
+        release.set()
+        for server in servers:
+            server.close()
