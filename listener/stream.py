@@ -284,9 +284,10 @@ class FeedConnection:
 
     def has_unread_bytes(self) -> bool:
         """Whether the feed sent bytes this process has not read yet (the connection's socket is
-        readable): the stream is not silent, its reader is behind (a process starved of CPU)."""
-        resp = self.response
-        sock = getattr(resp.raw.connection, "sock", None) if resp is not None else None
+        readable): the stream is not silent, its reader is behind (a process starved of CPU, or a run
+        waiting for room for its own writes)."""
+        raw = getattr(self.response, "raw", None)  # urllib3's response, holding its connection
+        sock = getattr(getattr(raw, "connection", None), "sock", None)
         if sock is None:
             return False
         poller = select.poll()  # not select(): a worker's sockets are past FD_SETSIZE
@@ -399,15 +400,21 @@ class SilenceWatch:
     def _run(self) -> None:
         while True:
             time.sleep(self.PERIOD_SECONDS)
-            for conn in self.streams_to_give_up(time.monotonic()):
-                self.unwatch(conn)
-                logger.info(
-                    "match %s stream silent for %.1f s (limit %.1f s): giving it up",
-                    conn.config.match_id,
-                    time.monotonic() - conn.last_read_at,
-                    conn.silence_limit(),
-                )
-                conn.silenced()
+            try:
+                self._give_up_silent()
+            except Exception:  # the watch outlives any one pass: every stream depends on it
+                logger.exception("silence watch pass failed")
+
+    def _give_up_silent(self) -> None:
+        for conn in self.streams_to_give_up(time.monotonic()):
+            self.unwatch(conn)
+            logger.info(
+                "match %s stream silent for %.1f s (limit %.1f s): giving it up",
+                conn.config.match_id,
+                time.monotonic() - conn.last_read_at,
+                conn.silence_limit(),
+            )
+            conn.silenced()
 
 
 #: The process's silence watch (its thread starts with the first stream).
