@@ -4,18 +4,30 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
+import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 
 import pytest
 import requests
 
 from config.settings import mask_url
 from listener.body import ListenerContext
+from listener.errors import StreamConnectionError
 from listener.exit_codes import ExitCode
-from listener.stream import OVERSIZE, FeedConnection, StreamConfig, capped_lines
+from listener.stream import (
+    MIN_SILENCE_SECONDS,
+    OVERSIZE,
+    FeedConnection,
+    SilenceWatch,
+    StreamConfig,
+    capped_lines,
+)
 from models import League, Match
 from tests.listener.conftest import FIXTURES, recorded, run_listener
+from tests.waiting import wait_for
 
 OURS = "5f0c3a6e-1d2b-4c8e-9a7f-2b1e6d4c8a10"
 HEARTBEAT = b'{"heartbeat":{"interval":5000}}\n'
@@ -231,55 +243,70 @@ def test_the_capture_replayed_on_every_reconnect_and_bad_lines_leave_each_messag
     assert out.listener.stats.events == len(ours) + 1 and out.listener.stats.skipped >= 8
 
 
+def _frame(content_type: str, message: bytes = HEARTBEAT) -> bytes:
+    """One chunk of a chunked response holding ``message`` in ``content_type``'s framing."""
+    line = b"data: " + message.strip() + b"\n\n" if content_type == "text/event-stream" else message
+    return b"%x\r\n%s\r\n" % (len(line), line)
+
+
+@pytest.fixture
+def held_open_feed() -> Iterator[Callable[..., str]]:
+    """``held_open_feed(content_type, send_more=None)``: a feed URL that answers one stream with one
+    heartbeat and keeps the connection open (its reader is never woken by the server); a second heartbeat
+    follows once ``send_more`` is set."""
+    release = threading.Event()
+    servers: list[socket.socket] = []
+
+    def start(content_type: str = "application/x-ndjson", send_more: threading.Event | None = None) -> str:
+        server = socket.create_server(("127.0.0.1", 0))
+        servers.append(server)
+
+        def serve() -> None:
+            peer, _ = server.accept()
+            with peer:
+                peer.recv(65536)
+                peer.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: " + content_type.encode() + b"\r\n"
+                    b"Transfer-Encoding: chunked\r\n\r\n" + _frame(content_type)
+                )
+                if send_more is not None and send_more.wait(30):
+                    peer.sendall(_frame(content_type))
+                release.wait(30)
+
+        threading.Thread(target=serve, daemon=True).start()
+        return f"http://127.0.0.1:{server.getsockname()[1]}/stream"
+
+    yield start
+    release.set()
+    for server in servers:
+        server.close()
+
+
+def _open_at_first_message(url: str, session: requests.Session) -> tuple[FeedConnection, Iterator[object]]:
+    """A connection to ``url`` and its messages, the first (a heartbeat) read."""
+    config = StreamConfig(url=url, api_key="k", connect_timeout=5, read_timeout=5, max_line_bytes=1 << 20)
+    conn = FeedConnection(config, session=session).open()
+    messages = conn.messages()
+    assert json.loads(next(messages)) == {"heartbeat": {"interval": 5000}}
+    return conn, messages
+
+
 @pytest.mark.parametrize("content_type", ["application/x-ndjson", "text/event-stream"])
-def test_a_close_from_another_thread_between_two_reads_ends_the_stream_as_dropped_not_a_crash(content_type):
+def test_a_close_from_another_thread_between_two_reads_ends_the_stream_as_dropped_not_a_crash(
+    content_type, held_open_feed
+):
     """The silence watch (or a stop) closes a stream while its reader is between two reads, not blocked in
     one: the next read finds the response closed. That is a dropped stream (StreamConnectionError: the
     run reconnects), never an AttributeError out of urllib3 (a crash, exit 9: issue 34's 10,000-listener
     run met it 968 times in two minutes)."""
-    import socket
-    import threading
-
-    from listener.errors import StreamConnectionError
-
-    server = socket.create_server(("127.0.0.1", 0))
-    release = threading.Event()
-    line = HEARTBEAT if content_type != "text/event-stream" else b"data: " + HEARTBEAT.strip() + b"\n\n"
-
-    def serve() -> None:
-        peer, _ = server.accept()
-        with peer:
-            peer.recv(65536)
-            peer.sendall(
-                b"HTTP/1.1 200 OK\r\nContent-Type: " + content_type.encode() + b"\r\n"
-                b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(line), line)
-            )
-            release.wait(30)  # the connection stays open: the reader is not woken by the server
-
-    threading.Thread(target=serve, daemon=True).start()
-    config = StreamConfig(
-        url=f"http://127.0.0.1:{server.getsockname()[1]}/stream",
-        api_key="k",
-        connect_timeout=5,
-        read_timeout=30,
-        max_line_bytes=1 << 20,
-    )
-    try:
-        with requests.Session() as session:
-            conn = FeedConnection(config, session=session).open()
-            messages = conn.messages()
-            assert json.loads(next(messages)) == {"heartbeat": {"interval": 5000}}
-            conn.close()  # what the silence watch does from its own thread
-            with pytest.raises(StreamConnectionError):
-                next(messages)
-    finally:
-        release.set()
-        server.close()
+    with requests.Session() as session:
+        conn, messages = _open_at_first_message(held_open_feed(content_type), session)
+        conn.close()  # what the silence watch does from its own thread
+        with pytest.raises(StreamConnectionError):
+            next(messages)
 
 
 def test_the_silence_watch_finds_the_streams_silent_past_their_limit():
-    from listener.stream import MIN_SILENCE_SECONDS, SilenceWatch
-
     asked: list[str] = []
 
     def connection(name: str, *, silent_for: float, limit: float | None, read_timeout: float = 30.0):
@@ -316,67 +343,28 @@ def test_the_silence_watch_finds_the_streams_silent_past_their_limit():
     assert set(asked) == set(streams)
 
 
-def test_a_stream_past_its_silence_limit_with_bytes_waiting_is_kept_and_a_silent_one_given_up(caplog):
+def test_a_stream_past_its_silence_limit_with_bytes_waiting_is_kept_and_a_silent_one_given_up(
+    caplog, held_open_feed
+):
     """A starved process (issue 34's 10,000-listener attempt) reads late: its streams' sockets hold bytes
     while their last read ages past the limit. Those are not silent; giving them up would add a
     reconnect and a resume each. A stream whose feed sent nothing more is silent, as before."""
-    import socket
-    import threading
-
-    from listener.stream import SilenceWatch
-    from tests.waiting import wait_for
-
-    frame = b"%x\r\n%s\r\n" % (len(HEARTBEAT), HEARTBEAT)
-    servers: list[socket.socket] = []
-    release = threading.Event()
-
-    def feed(send_more: threading.Event) -> str:
-        server = socket.create_server(("127.0.0.1", 0))
-        servers.append(server)
-
-        def serve() -> None:
-            peer, _ = server.accept()
-            with peer:
-                peer.recv(65536)
-                peer.sendall(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
-                    b"Transfer-Encoding: chunked\r\n\r\n" + frame
-                )
-                if send_more.wait(30):
-                    peer.sendall(frame)  # arrives while the reader is not reading
-                release.wait(30)
-
-        threading.Thread(target=serve, daemon=True).start()
-        return f"http://127.0.0.1:{server.getsockname()[1]}/stream"
-
-    def opened(url: str) -> tuple[FeedConnection, object]:
-        config = StreamConfig(url=url, api_key="k", connect_timeout=5, read_timeout=5, max_line_bytes=1 << 20)
-        conn = FeedConnection(config, session=session).open()
-        messages = conn.messages()
-        assert json.loads(next(messages)) == {"heartbeat": {"interval": 5000}}
-        return conn, messages
-
-    more, nothing = threading.Event(), threading.Event()
+    more = threading.Event()
     watch = SilenceWatch()
-    try:
-        with requests.Session() as session:
-            behind, _b = opened(feed(more))
-            silent, _s = opened(feed(nothing))
-            more.set()
-            wait_for(behind.has_unread_bytes, timeout=30, what="the second frame waiting in the socket")
-            assert not silent.has_unread_bytes()
-            for conn in (behind, silent):
-                conn.last_read_at = time.monotonic() - 60  # past the 5 s limit
-                watch._streams.add(conn)
-            now = time.monotonic()
-            assert set(watch.silent_streams(now)) == {behind, silent}
-            with caplog.at_level(logging.WARNING, logger="listener.stream"):
-                assert watch.streams_to_give_up(now) == [silent]
-            assert "1 streams past their silence limit hold bytes not read yet" in caplog.text
-            silent.close()
-            assert not silent.has_unread_bytes()  # closed: no socket to ask, no error
-            behind.close()
-    finally:
-        release.set()
-        for server in servers:
-            server.close()
+    with requests.Session() as session:
+        behind, _b = _open_at_first_message(held_open_feed(send_more=more), session)
+        silent, _s = _open_at_first_message(held_open_feed(), session)
+        more.set()  # the second heartbeat arrives while the reader is not reading
+        wait_for(behind.has_unread_bytes, timeout=30, what="the second frame waiting in the socket")
+        assert not silent.has_unread_bytes()
+        for conn in (behind, silent):
+            conn.last_read_at = time.monotonic() - 60  # past the 5 s limit
+            watch._streams.add(conn)
+        now = time.monotonic()
+        assert set(watch.silent_streams(now)) == {behind, silent}
+        with caplog.at_level(logging.WARNING, logger="listener.stream"):
+            assert watch.streams_to_give_up(now) == [silent]
+        assert "1 streams past their silence limit hold bytes not read yet" in caplog.text
+        silent.close()
+        assert not silent.has_unread_bytes()  # closed: no socket to ask, no error
+        behind.close()
