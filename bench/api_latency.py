@@ -468,39 +468,55 @@ def _tracing_round(
         "cpu_ms_per_trigger": {mode: c * 1000 for mode, c in one_cpu.items()},
         "load_cpu_ms_per_trigger": {mode: c * 1000 for mode, c in load_cpu.items()},
     }
-    ratios = {name: by_mode["on"] / by_mode["off"] for name, by_mode in figures.items()}
+    # None: not measured in this round (a small round's CPU can be 0 ticks of /proc's 10 ms on the off server)
+    ratios = {
+        name: by_mode["on"] / by_mode["off"] if by_mode["off"] else None for name, by_mode in figures.items()
+    }
     print(
-        f"round {n + 1}/{args.rounds}: on / off  p50 {ratios['http_p50_ms']:.3f}  "
-        f"triggers/s {ratios['triggers_per_s']:.3f}  CPU per trigger {ratios['cpu_ms_per_trigger']:.3f} "
-        f"(one client), {ratios['load_cpu_ms_per_trigger']:.3f} (loaded)   load average "
+        f"round {n + 1}/{args.rounds}: on / off  p50 {_ratio_text(ratios['http_p50_ms'])}  "
+        f"triggers/s {_ratio_text(ratios['triggers_per_s'])}  CPU per trigger "
+        f"{_ratio_text(ratios['cpu_ms_per_trigger'])} (one client), "
+        f"{_ratio_text(ratios['load_cpu_ms_per_trigger'])} (loaded)   load average "
         f"{os.getloadavg()[0]:.1f}"
     )
     return {**figures, "ratio": ratios, "unpublished": unpublished}  # unpublished by mode
 
 
-def _tracing_figures(rounds: list[dict[str, Any]]) -> dict[str, object]:
-    """The medians of the rounds' figures and of their on / off ratios."""
+def _ratio_text(ratio: float | None) -> str:
+    return "n/a" if ratio is None else f"{ratio:.3f}"
 
-    def median_of(name: str, mode: str) -> float:
-        return statistics.median(r[name][mode] for r in rounds)
+
+def _rounded(ratio: float | None) -> float | None:
+    return None if ratio is None else round(ratio, 3)
+
+
+def _tracing_figures(rounds: list[dict[str, Any]]) -> dict[str, object]:
+    """The medians of the rounds' figures and of their on / off ratios (a ratio over the rounds that
+    measured it; None when none did)."""
+
+    def median_of(name: str, mode: str) -> float | None:
+        values = [r[name][mode] for r in rounds if r[name][mode] is not None]
+        return statistics.median(values) if values else None
 
     names = ("http_p50_ms", "triggers_per_s", "cpu_ms_per_trigger", "load_cpu_ms_per_trigger")
     medians = {name: {mode: median_of(name, mode) for mode in MODES} for name in names}
     ratios = {name: median_of("ratio", name) for name in names}
-    spread = {name: [round(r["ratio"][name], 3) for r in rounds] for name in names}
+    spread = {
+        name: [None if (x := r["ratio"][name]) is None else round(x, 3) for r in rounds] for name in names
+    }
     print(f"medians of {len(rounds)} rounds (on / off):")
     print(
         f"  HTTP p50 {medians['http_p50_ms']['on']:.2f} / {medians['http_p50_ms']['off']:.2f} ms: "
-        f"ratio {ratios['http_p50_ms']:.3f} (rounds {spread['http_p50_ms']})"
+        f"ratio {_ratio_text(ratios['http_p50_ms'])} (rounds {spread['http_p50_ms']})"
     )
     print(
         f"  {medians['triggers_per_s']['on']:.0f} / {medians['triggers_per_s']['off']:.0f} published "
-        f"triggers/s: ratio {ratios['triggers_per_s']:.3f} (rounds {spread['triggers_per_s']})"
+        f"triggers/s: ratio {_ratio_text(ratios['triggers_per_s'])} (rounds {spread['triggers_per_s']})"
     )
     for name, what in (("cpu_ms_per_trigger", "one client"), ("load_cpu_ms_per_trigger", "loaded")):
         print(
             f"  server CPU per trigger, {what}: {medians[name]['on']:.2f} / {medians[name]['off']:.2f} ms: "
-            f"ratio {ratios[name]:.3f} (rounds {spread[name]})"
+            f"ratio {_ratio_text(ratios[name])} (rounds {spread[name]})"
         )
     by_mode = {mode: sum(int(r["unpublished"][mode]) for r in rounds) for mode in MODES}
     unpublished = sum(by_mode.values())
