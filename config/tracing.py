@@ -50,7 +50,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExporter,
     SpanExportResult,
 )
-from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
+from opentelemetry.sdk.trace.sampling import DEFAULT_ON, Decision, Sampler, SamplingResult
 from opentelemetry.trace import SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -332,6 +332,10 @@ class NoOrphanClientSpans(Sampler):
 
     def __init__(self, inner: Sampler) -> None:
         self.inner = inner
+        # the SDK's default (parentbased_always_on) is decided here from one look at the parent, with
+        # the answers ParentBased(ALWAYS_ON) gives: it looks the parent up twice more (issue 41: every
+        # trigger makes two spans, and the sampler was a tenth of each one's cost)
+        self._parent_based_on = inner.get_description() == DEFAULT_ON.get_description()
 
     def should_sample(
         self,
@@ -343,8 +347,16 @@ class NoOrphanClientSpans(Sampler):
         links: Any = None,
         trace_state: Any = None,
     ) -> SamplingResult:
-        if kind is SpanKind.CLIENT and not trace.get_current_span(parent_context).get_span_context().is_valid:
-            return SamplingResult(Decision.DROP)
+        parent = trace.get_current_span(parent_context).get_span_context()
+        if not parent.is_valid:
+            if kind is SpanKind.CLIENT:
+                return SamplingResult(Decision.DROP)
+            if self._parent_based_on:  # a root: ALWAYS_ON
+                return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes)
+        elif self._parent_based_on:  # the parent's decision, its trace state kept
+            if parent.trace_flags.sampled:
+                return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes, parent.trace_state)
+            return SamplingResult(Decision.DROP, None, parent.trace_state)
         return self.inner.should_sample(parent_context, trace_id, name, kind, attributes, links, trace_state)
 
     def get_description(self) -> str:

@@ -13,7 +13,15 @@ import pytest
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.sdk.trace.sampling import DEFAULT_ON, Decision, ParentBasedTraceIdRatio
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    TraceFlags,
+    TraceState,
+    set_span_in_context,
+)
 
 from config import spans, tracing
 from config.errors import ConfigurationError
@@ -186,6 +194,42 @@ def test_a_client_span_without_a_parent_is_not_recorded_but_one_inside_work_is(t
     with spans.span("work"):
         tracer.start_span("query", kind=SpanKind.CLIENT).end()
     assert sorted(s.name for s in traced.get_finished_spans()) == ["query", "work"]
+
+
+_PARENTS = {
+    "none": None,
+    "remote sampled": SpanContext(
+        0xA1, 0xB1, is_remote=True, trace_flags=TraceFlags(1), trace_state=TraceState([("k", "v")])
+    ),
+    "remote not sampled": SpanContext(0xA2, 0xB2, is_remote=True, trace_flags=TraceFlags(0)),
+    "local sampled": SpanContext(0xA3, 0xB3, is_remote=False, trace_flags=TraceFlags(1)),
+    "local not sampled": SpanContext(
+        0xA4, 0xB4, is_remote=False, trace_flags=TraceFlags(0), trace_state=TraceState([("x", "y")])
+    ),
+}
+
+
+@pytest.mark.parametrize("parent", sorted(_PARENTS))
+@pytest.mark.parametrize("kind", [SpanKind.SERVER, SpanKind.INTERNAL, SpanKind.PRODUCER, SpanKind.CLIENT])
+def test_the_default_sampler_decides_as_the_sdks_parent_based_always_on(parent, kind):
+    context = None if _PARENTS[parent] is None else set_span_in_context(NonRecordingSpan(_PARENTS[parent]))
+    attributes = {"a": 1}
+    ours = tracing.NoOrphanClientSpans(DEFAULT_ON).should_sample(context, 0xA0, "n", kind, attributes)
+    if parent == "none" and kind is SpanKind.CLIENT:  # kickoff's own rule: an orphan client span
+        assert ours.decision is Decision.DROP
+        return
+    sdks = DEFAULT_ON.should_sample(context, 0xA0, "n", kind, attributes)
+    assert (ours.decision, dict(ours.attributes), ours.trace_state) == (
+        sdks.decision,
+        dict(sdks.attributes),
+        sdks.trace_state,
+    )
+
+
+def test_a_sampler_other_than_the_default_is_asked_itself():
+    ratio = ParentBasedTraceIdRatio(0.0)
+    root = tracing.NoOrphanClientSpans(ratio).should_sample(None, 0xA0, "n", SpanKind.SERVER)
+    assert root.decision is Decision.DROP  # the default would have recorded it
 
 
 def test_a_log_line_written_inside_a_span_carries_its_trace_and_span_ids(traced):
