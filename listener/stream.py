@@ -199,6 +199,9 @@ class FeedConnection:
         self._closed = threading.Event()
         self.last_read_at = time.monotonic()  # the last chunk read (monotonic)
         self.silent_for: float | None = None  # set when the silence watch gave the stream up
+        #: No silence limit of this stream is shorter (``silence_limit``): a stream read more recently
+        #: is not silent, which the watch knows without asking the run.
+        self.least_silence = min(MIN_SILENCE_SECONDS, config.read_timeout)
 
     def open(self) -> FeedConnection:
         """Connect, follow redirects, check the status; raise StreamConnectionError / StreamDataError."""
@@ -345,8 +348,9 @@ class SilenceWatch:
     which the read timeout (30 s by default) would wait out. A stream whose socket holds bytes not read
     yet is not silent and is kept (``streams_to_give_up``). Started with the first stream watched."""
 
-    #: How often the open streams are looked at (the limit is met within this).
-    PERIOD_SECONDS = 0.25
+    #: How often the open streams are looked at (the limit, at least MIN_SILENCE_SECONDS, is met within
+    #: this). Every 0.25 s the passes were a quarter of an idle 1,000-listener worker's CPU (issue 34).
+    PERIOD_SECONDS = 0.5
 
     #: At most one warning this often while streams past their limit hold unread bytes.
     BEHIND_LOG_SECONDS = 30.0
@@ -372,7 +376,11 @@ class SilenceWatch:
         """The watched streams silent past their limit at ``now`` (monotonic)."""
         with self._mu:
             streams = list(self._streams)
-        return [conn for conn in streams if now - conn.last_read_at > conn.silence_limit()]
+        return [
+            conn
+            for conn in streams
+            if now - conn.last_read_at > conn.least_silence and now - conn.last_read_at > conn.silence_limit()
+        ]
 
     def streams_to_give_up(self, now: float) -> list[FeedConnection]:
         """The silent streams (``silent_streams``) whose sockets hold no unread bytes. A stream past its

@@ -340,7 +340,8 @@ def test_the_silence_watch_finds_the_streams_silent_past_their_limit():
     found = {name for name, conn in streams.items() if conn in watch.silent_streams(now)}
     # a limit under MIN_SILENCE_SECONDS counts as it; no limit yet: the read timeout
     assert found == {"past-limit", "no-heartbeat-yet", "short-read-timeout"}
-    assert set(asked) == set(streams)
+    # a stream read more recently than any limit can be is not asked for its limit (a pass is cheap)
+    assert set(asked) == set(streams) - {"fresh"}
 
 
 def test_a_stream_past_its_silence_limit_with_bytes_waiting_is_kept_and_a_silent_one_given_up(
