@@ -129,3 +129,24 @@ def test_an_unexpected_error_is_500_with_nosniff_too(settings):
     assert answer.status_code == 500 and answer.json()["error"] == "internal error"
     assert answer.headers["x-content-type-options"] == "nosniff"
     assert answer.headers["referrer-policy"] == "same-origin"
+
+
+@pytest.mark.parametrize("freeze", [True, False])
+def test_the_served_app_keeps_its_boot_heap_out_of_the_collectors_passes_a_built_one_does_not(
+    settings, freeze
+):
+    import gc
+
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+
+    app = create_app(settings.model_copy(update={"api_allowed_hosts": "testserver"}), freeze_boot_heap=freeze)
+    before = gc.get_freeze_count()
+    try:
+        with TestClient(app) as client:
+            assert client.get("/healthz").status_code == 200
+            frozen = gc.get_freeze_count()
+    finally:
+        gc.unfreeze()  # this test process builds many apps: nothing of it stays frozen
+    assert (frozen > before) is freeze
