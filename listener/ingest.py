@@ -91,7 +91,7 @@ class ProcessingThreads:
                 drain = self._queue.popleft()
             try:
                 drain()
-            except Exception:
+            except BaseException:  # as a ThreadPoolExecutor's worker: the thread outlives any one drain
                 logger.exception("event processing failed")
 
 

@@ -72,3 +72,15 @@ def test_a_drain_that_blocks_or_raises_stops_no_other():
     threads.submit(ran.set)
     assert ran.wait(30)
     blocked.set()
+
+
+def test_a_drain_that_raises_even_system_exit_leaves_its_thread_running():
+    threads = ProcessingThreads(1)  # one thread: the next drain runs only if it survived
+    ran = threading.Event()
+
+    def exits() -> None:
+        raise SystemExit(3)
+
+    threads.submit(exits)
+    threads.submit(ran.set)
+    assert ran.wait(30)
