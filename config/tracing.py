@@ -333,8 +333,8 @@ class NoOrphanClientSpans(Sampler):
     def __init__(self, inner: Sampler) -> None:
         self.inner = inner
         # the SDK's default (parentbased_always_on) is decided here from one look at the parent, with
-        # the answers ParentBased(ALWAYS_ON) gives: it looks the parent up twice more (issue 41: every
-        # trigger makes two spans, and the sampler was a tenth of each one's cost)
+        # the answers ParentBased(ALWAYS_ON) gives: it looks the parent up twice more (issue 41: the
+        # sampler was about a tenth of a span's cost)
         self._parent_based_on = inner.get_description() == DEFAULT_ON.get_description()
 
     def should_sample(

@@ -348,8 +348,8 @@ class SilenceWatch:
     which the read timeout (30 s by default) would wait out. A stream whose socket holds bytes not read
     yet is not silent and is kept (``streams_to_give_up``). Started with the first stream watched."""
 
-    #: How often the open streams are looked at (the limit, at least MIN_SILENCE_SECONDS, is met within
-    #: this). Every 0.25 s the passes were a quarter of an idle 1,000-listener worker's CPU (issue 34).
+    #: How often the open streams are looked at (a stream is given up at most this long past its limit).
+    #: Every 0.25 s the passes were a quarter of an idle 1,000-listener worker's Python samples (issue 34).
     PERIOD_SECONDS = 0.5
 
     #: At most one warning this often while streams past their limit hold unread bytes.
