@@ -501,9 +501,7 @@ def _tracing_figures(rounds: list[dict[str, Any]]) -> dict[str, object]:
     names = ("http_p50_ms", "triggers_per_s", "cpu_ms_per_trigger", "load_cpu_ms_per_trigger")
     medians = {name: {mode: median_of(name, mode) for mode in MODES} for name in names}
     ratios = {name: median_of("ratio", name) for name in names}
-    spread = {
-        name: [None if (x := r["ratio"][name]) is None else round(x, 3) for r in rounds] for name in names
-    }
+    spread = {name: [_rounded(r["ratio"][name]) for r in rounds] for name in names}
     print(f"medians of {len(rounds)} rounds (on / off):")
     print(
         f"  HTTP p50 {medians['http_p50_ms']['on']:.2f} / {medians['http_p50_ms']['off']:.2f} ms: "

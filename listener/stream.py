@@ -379,7 +379,8 @@ class SilenceWatch:
         return [
             conn
             for conn in streams
-            if now - conn.last_read_at > conn.least_silence and now - conn.last_read_at > conn.silence_limit()
+            if (silent_for := now - conn.last_read_at) > conn.least_silence
+            and silent_for > conn.silence_limit()
         ]
 
     def streams_to_give_up(self, now: float) -> list[FeedConnection]:
