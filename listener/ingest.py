@@ -56,7 +56,9 @@ class ProcessingThreads:
     holds the messages of dozens of quiet runs, and their drains wake at most ``threads`` threads, each
     taking drains until none is left, instead of one wake (a futex, the GIL changing hands) and one
     future per message as with a ThreadPoolExecutor (issue 34: at 0.5 events/s per listener, every
-    event was a submit of its own). A drain that raises is logged; the thread goes on.
+    event was a submit of its own). When every idle thread is woken already (or none is idle), a drain
+    starts one more thread, up to ``threads``, so a drain waiting on PostgreSQL holds up no other while
+    the threads are still being started. A drain that raises is logged; the thread goes on.
     """
 
     def __init__(self, threads: int, *, name: str = "event-processing") -> None:
@@ -74,7 +76,7 @@ class ProcessingThreads:
             if self._idle > self._woken:
                 self._woken += 1
                 self._cond.notify()
-            elif self._started < self.threads and self._idle == 0:
+            elif self._started < self.threads:  # every idle thread is woken already: one more
                 self._started += 1
                 threading.Thread(target=self._run, name=f"{self.name}-{self._started}", daemon=True).start()
 

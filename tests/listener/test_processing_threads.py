@@ -84,3 +84,19 @@ def test_a_drain_that_raises_even_system_exit_leaves_its_thread_running():
     threads.submit(exits)
     threads.submit(ran.set)
     assert ran.wait(30)
+
+
+def test_drains_submitted_before_a_woken_thread_runs_start_the_threads_not_started_yet():
+    threads = ProcessingThreads(2)
+    threads.submit(lambda: None)  # one thread started, then idle
+    _idle(threads, 1)
+    blocked = threading.Event()
+    ran = threading.Event()
+    with threads._cond:  # both drains arrive before the woken thread can take the first
+        threads.submit(lambda: blocked.wait(60))  # a drain waiting on PostgreSQL
+        threads.submit(ran.set)
+    try:
+        # the second thread runs the second drain; without it, the drain waits behind the first
+        assert ran.wait(30)
+    finally:
+        blocked.set()
