@@ -3,6 +3,7 @@ and shutdown hooks."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
@@ -199,7 +200,10 @@ class WorkerHooks(Middleware):
     The listener lifecycle registers a boot check (a listener worker reads its listener settings
     before its threads start: an invalid one stops it), a boot hook (a listener worker takes its
     lease and starts reaping dead workers' runs at once) and a shutdown hook (running listeners
-    end with a recorded exit instead of leaving their rows open).
+    end with a recorded exit instead of leaving their rows open). In a worker process the ``dramatiq``
+    command started, what the process holds once the boot hooks ran is frozen (``gc.freeze``): left
+    out of the garbage collector's passes. A worker started in another process (a test's) freezes
+    nothing of it.
     """
 
     def __init__(self) -> None:
@@ -207,6 +211,7 @@ class WorkerHooks(Middleware):
         self._boot: list[Callable[[Any], None]] = []
         self._hooks: list[Callable[[], None]] = []
         self._lock = threading.Lock()
+        self._worker_process = False  # the dramatiq command's worker process (its process boot ran)
 
     def _add(self, registry: list[Callable[..., None]], hook: Callable[..., None]) -> None:
         with self._lock:
@@ -225,6 +230,7 @@ class WorkerHooks(Middleware):
             self.register_boot(hook)
         for plain in other._copy(other._hooks):
             self.register(plain)
+        self._worker_process = self._worker_process or other._worker_process
 
     def register_boot_check(self, check: Callable[[Any], None]) -> None:
         """Call ``check(worker)`` (once) before the worker process starts its threads.
@@ -242,6 +248,9 @@ class WorkerHooks(Middleware):
         """Call ``hook()`` (once) at the start of the worker's graceful shutdown."""
         self._add(self._hooks, hook)
 
+    def after_process_boot(self, broker: Any) -> None:
+        self._worker_process = True  # emitted only by the dramatiq command, in each worker process
+
     def before_worker_boot(self, broker: Any, worker: Any) -> None:
         for check in self._copy(self._checks):
             try:
@@ -256,6 +265,12 @@ class WorkerHooks(Middleware):
                 hook(worker)
             except Exception:
                 logger.exception("worker boot hook %r failed", hook)
+        if self._worker_process:
+            # What boot made (modules, the broker, pools, the hooks' services) lives as long as the
+            # process: kept out of the collector's full passes, as ``kickoff serve`` does (api.app). A
+            # 1,000-listener worker's full passes then scan about 280,000 objects instead of 400,000:
+            # 55 ms instead of 75 ms each, all its threads stopped meanwhile (docs/scaling.md).
+            gc.freeze()
 
     def before_worker_shutdown(self, broker: Any, worker: Any) -> None:
         for hook in self._copy(self._hooks):

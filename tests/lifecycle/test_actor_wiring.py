@@ -344,3 +344,34 @@ def test_reconfiguring_with_the_same_broker_settings_keeps_the_broker(stub: Stub
 def test_a_given_broker_takes_every_declared_actor(stub: StubBroker) -> None:
     assert set(stub.actors) == set(actors_by_name())
     assert all(actor.broker is stub for actor in stub.actors.values())
+
+
+@pytest.mark.parametrize("process_boot", [True, False])
+def test_a_worker_process_of_the_dramatiq_command_freezes_its_boot_heap_once_its_boot_hooks_ran(
+    process_boot: bool,
+) -> None:
+    """``dramatiq`` emits process_boot in each worker process it starts; a worker started without it (a
+    test's, in the test process) must freeze nothing of that process."""
+    import gc
+
+    from actors.middleware import WorkerHooks
+
+    broker = StubBroker()
+    broker.add_middleware(WorkerHooks())
+    in_hook: list[int] = []
+    hooks = next(m for m in broker.middleware if isinstance(m, WorkerHooks))
+    hooks.register_boot(lambda _worker: in_hook.append(gc.get_freeze_count()))
+    before = gc.get_freeze_count()
+    if process_boot:
+        broker.emit_after("process_boot")
+    worker = dramatiq.Worker(broker, worker_threads=1)
+    try:
+        worker.start()
+        after = gc.get_freeze_count()
+    finally:
+        worker.stop()
+        broker.close()
+        if process_boot:
+            gc.unfreeze()  # nothing of this test process stays frozen
+    assert in_hook == [before]  # the boot hooks ran before the freeze
+    assert (after > before) is process_boot
