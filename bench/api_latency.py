@@ -22,7 +22,9 @@ Matches board (issue 40; --matches-viewers M: M of them):
 
 With --tracing (issue 41) it starts two servers, tracing off and on (spans dropped), and measures
 them in turns over --rounds rounds: the one-client p50, triggers/s with 32 clients and each server's
-CPU per trigger, judged on the medians of the rounds' on / off ratios.
+CPU per trigger, judged on the medians of the rounds' on / off ratios; beside them, what each loaded
+trigger cost PostgreSQL, RabbitMQ and the bench's own clients in CPU (not judged: it says whether
+tracing's cost is the server's alone, and how much of the machine the server is).
 
 Run: .venv/bin/python bench/api_latency.py [--requests N] [--clients C] [--total T] [--workers W]
      .venv/bin/python bench/api_latency.py --viewers 50 --scrapers 4 --board 5000 [--seconds S]
@@ -36,6 +38,7 @@ Goals (issue 41): tracing on / off, medians of the rounds: HTTP p50 <= 1.05 x, t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import logging
@@ -451,12 +454,15 @@ def _tracing_round(
     seconds = dict.fromkeys(MODES, 0.0)
     done = dict.fromkeys(MODES, 0)
     load_cpu = dict.fromkeys(MODES, 0.0)
+    beside: dict[str, dict[str, float]] = {mode: dict.fromkeys(BESIDE, 0.0) for mode in MODES}
     # off, on, on, off (every other round on, off, off, on): a machine growing busier or quieter during
     # the round weighs on both alike, and neither always finds PostgreSQL busy with the other's commits
     for part, mode in enumerate(MODES + MODES[::-1] if n % 2 == 0 else MODES[::-1] + MODES):
         _TAG = f"r{n}{mode}{part}"
-        before = _cpu_seconds(procs[mode])
+        before, beside_before = _cpu_seconds(procs[mode]), _beside_cpu_seconds()
         load = _many_clients(servers[mode][1], key, args.clients, half)
+        for name, seconds_now in _beside_cpu_seconds().items():
+            beside[mode][name] += (seconds_now - beside_before[name]) / (2 * half)
         unpublished[mode] += load["load_unpublished"]
         done[mode] += half - load["load_unpublished"]
         seconds[mode] += load["seconds"]
@@ -468,6 +474,7 @@ def _tracing_round(
         "cpu_ms_per_trigger": {mode: c * 1000 for mode, c in one_cpu.items()},
         "load_cpu_ms_per_trigger": {mode: c * 1000 for mode, c in load_cpu.items()},
     }
+    beside_ms = {mode: {name: c * 1000 for name, c in by_name.items()} for mode, by_name in beside.items()}
     # None: not measured in this round (a small round's CPU can be 0 ticks of /proc's 10 ms on the off server)
     ratios = {
         name: by_mode["on"] / by_mode["off"] if by_mode["off"] else None for name, by_mode in figures.items()
@@ -479,7 +486,8 @@ def _tracing_round(
         f"{_ratio_text(ratios['load_cpu_ms_per_trigger'])} (loaded)   load average "
         f"{os.getloadavg()[0]:.1f}"
     )
-    return {**figures, "ratio": ratios, "unpublished": unpublished}  # unpublished by mode
+    # unpublished by mode; beside: the other processes' CPU per trigger under load, by mode
+    return {**figures, "ratio": ratios, "unpublished": unpublished, "beside": beside_ms}
 
 
 def _ratio_text(ratio: float | None) -> str:
@@ -516,6 +524,12 @@ def _tracing_figures(rounds: list[dict[str, Any]]) -> dict[str, object]:
             f"  server CPU per trigger, {what}: {medians[name]['on']:.2f} / {medians[name]['off']:.2f} ms: "
             f"ratio {_ratio_text(ratios[name])} (rounds {spread[name]})"
         )
+    beside = {
+        mode: {name: statistics.median(r["beside"][mode][name] for r in rounds) for name in BESIDE}
+        for mode in MODES
+    }
+    pairs = (f"{what} {beside['off'][n]:.2f} / {beside['on'][n]:.2f} ms" for n, what in BESIDE.items())
+    print("  CPU per trigger beside the server, loaded (off / on): " + ", ".join(pairs))
     by_mode = {mode: sum(int(r["unpublished"][mode]) for r in rounds) for mode in MODES}
     unpublished = sum(by_mode.values())
     print(f"  not published: {unpublished} triggers (off {by_mode['off']}, on {by_mode['on']}; goal 0)")
@@ -527,12 +541,34 @@ def _tracing_figures(rounds: list[dict[str, Any]]) -> dict[str, object]:
         "triggers_per_s_by_tracing": medians["triggers_per_s"],
         "cpu_ms_per_trigger_by_tracing": medians["cpu_ms_per_trigger"],
         "load_cpu_ms_per_trigger_by_tracing": medians["load_cpu_ms_per_trigger"],
+        "beside_cpu_ms_per_trigger_by_tracing": beside,
         "tracing_p50_ratio": ratios["http_p50_ms"],
         "tracing_rate_ratio": ratios["triggers_per_s"],
         "tracing_cpu_ratio": ratios["cpu_ms_per_trigger"],
         "tracing_load_cpu_ratio": ratios["load_cpu_ms_per_trigger"],
         "round_ratios": spread,
     }
+
+
+#: What else a trigger costs the machine under load, beside its server (``_beside_cpu_seconds``).
+BESIDE = {"postgres": "PostgreSQL", "rabbitmq": "RabbitMQ", "clients": "the bench's clients"}
+
+
+def _beside_cpu_seconds() -> dict[str, float]:
+    """User and system CPU seconds so far of every PostgreSQL process of the machine (its other work
+    too, if any), of RabbitMQ's Erlang VM (``beam.smp``) and of this process (the load's clients). The
+    servers keep their connections through the rounds, so no backend's CPU leaves the sum midway."""
+    import psutil
+
+    seconds = dict.fromkeys(BESIDE, 0.0)
+    seconds["clients"] = sum(psutil.Process().cpu_times()[:2])
+    for proc in psutil.process_iter(["name"]):
+        name = {"postgres": "postgres", "beam.smp": "rabbitmq"}.get(proc.info["name"] or "")
+        if name is None:
+            continue
+        with contextlib.suppress(psutil.Error):  # a backend that ended meanwhile
+            seconds[name] += sum(proc.cpu_times()[:2])
+    return seconds
 
 
 def _cpu_seconds(proc: object) -> float:
