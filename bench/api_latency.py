@@ -23,8 +23,9 @@ Matches board (issue 40; --matches-viewers M: M of them):
 With --tracing (issue 41) it starts two servers, tracing off and on (spans dropped), and measures
 them in turns over --rounds rounds: the one-client p50, triggers/s with 32 clients and each server's
 CPU per trigger, judged on the medians of the rounds' on / off ratios; beside them, what each loaded
-trigger cost PostgreSQL, RabbitMQ and the bench's own clients in CPU (not judged: it says whether
-tracing's cost is the server's alone, and how much of the machine the server is).
+trigger cost the bench database's PostgreSQL backends, RabbitMQ and the bench's own clients in CPU
+(not judged: it says whether tracing's cost is the server's alone, and how much of the machine the
+server is).
 
 Run: .venv/bin/python bench/api_latency.py [--requests N] [--clients C] [--total T] [--workers W]
      .venv/bin/python bench/api_latency.py --viewers 50 --scrapers 4 --board 5000 [--seconds S]
@@ -55,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from api.keys import Scope, create_key
 from bench._board_load import published
-from bench._setup import bench_environment, percentile, serve_api
+from bench._setup import BackendCpu, bench_environment, percentile, serve_api
 from bench._verdict import Bench, Goal
 from publisher.amqp import AmqpPublisher
 from publisher.triggers import LineupRequest, trigger_lineup
@@ -351,9 +352,13 @@ def _tracing_overhead(args: argparse.Namespace) -> dict[str, object]:
                 _TAG = f"warm{mode}"
                 warm = _many_clients(url, key, args.clients, WARMUP * args.clients)
                 warm_unpublished[mode] += warm["load_unpublished"]
-            sessions_before = _sessions()
-            rounds = [_tracing_round(n, servers, clients, key, args) for n in range(args.rounds)]
-            sessions = _sessions() - sessions_before
+            # its one connection opens before the count of sessions starts
+            with BackendCpu(urlsplit(settings.database_url).path.lstrip("/")) as postgres:
+                sessions_before = _sessions()
+                rounds = [
+                    _tracing_round(n, servers, clients, key, args, postgres) for n in range(args.rounds)
+                ]
+                sessions = _sessions() - sessions_before
             for client in clients.values():
                 client.close()
         finally:
@@ -441,8 +446,10 @@ def _tracing_round(
     clients: dict[str, _Client],
     key: str,
     args: argparse.Namespace,
+    postgres: BackendCpu,
 ) -> dict[str, Any]:
-    """Round ``n``: the one-client p50 and CPU per trigger, then triggers/s and CPU per trigger under load."""
+    """Round ``n``: the one-client p50 and CPU per trigger, then triggers/s and CPU per trigger under load
+    (the server's, and beside it ``postgres``'s, RabbitMQ's and the clients')."""
     global _TAG
     procs = {mode: proc for mode, (proc, _) in servers.items()}
     for client in clients.values():
@@ -459,9 +466,9 @@ def _tracing_round(
     # the round weighs on both alike, and neither always finds PostgreSQL busy with the other's commits
     for part, mode in enumerate(MODES + MODES[::-1] if n % 2 == 0 else MODES[::-1] + MODES):
         _TAG = f"r{n}{mode}{part}"
-        before, beside_before = _cpu_seconds(procs[mode]), _beside_cpu_seconds()
+        before, beside_before = _cpu_seconds(procs[mode]), _beside_cpu_seconds(postgres)
         load = _many_clients(servers[mode][1], key, args.clients, half)
-        for name, seconds_now in _beside_cpu_seconds().items():
+        for name, seconds_now in _beside_cpu_seconds(postgres).items():
             beside[mode][name] += (seconds_now - beside_before[name]) / (2 * half)
         unpublished[mode] += load["load_unpublished"]
         done[mode] += half - load["load_unpublished"]
@@ -554,20 +561,18 @@ def _tracing_figures(rounds: list[dict[str, Any]]) -> dict[str, object]:
 BESIDE = {"postgres": "PostgreSQL", "rabbitmq": "RabbitMQ", "clients": "the bench's clients"}
 
 
-def _beside_cpu_seconds() -> dict[str, float]:
-    """User and system CPU seconds so far of every PostgreSQL process of the machine (its other work
-    too, if any), of RabbitMQ's Erlang VM (``beam.smp``) and of this process (the load's clients). The
-    servers keep their connections through the rounds, so no backend's CPU leaves the sum midway."""
+def _beside_cpu_seconds(postgres: BackendCpu) -> dict[str, float]:
+    """User and system CPU seconds so far of the bench database's PostgreSQL backends (``postgres``), of
+    RabbitMQ's Erlang VM (``beam.smp``: the vhost's work and any other's) and of this process (the load's
+    clients)."""
     import psutil
 
-    seconds = dict.fromkeys(BESIDE, 0.0)
-    seconds["clients"] = sum(psutil.Process().cpu_times()[:2])
+    clients = sum(psutil.Process().cpu_times()[:2])
+    seconds = {"postgres": postgres.so_far(), "rabbitmq": 0.0, "clients": clients}
     for proc in psutil.process_iter(["name"]):
-        name = {"postgres": "postgres", "beam.smp": "rabbitmq"}.get(proc.info["name"] or "")
-        if name is None:
-            continue
-        with contextlib.suppress(psutil.Error):  # a backend that ended meanwhile
-            seconds[name] += sum(proc.cpu_times()[:2])
+        if proc.info["name"] == "beam.smp":
+            with contextlib.suppress(psutil.Error):  # ended meanwhile
+                seconds["rabbitmq"] += sum(proc.cpu_times()[:2])
     return seconds
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -37,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._setup import ADMIN_DB
+from bench._setup import ADMIN_DB, BackendCpu
 from bench._srsim import start_sim, write_games
 from bench._verdict import Bench, Goal
 from config import spans
@@ -93,63 +92,6 @@ class TimedListener(MatchListener):
     def _on_recorded(self, messages: list[dict], keys: list[str] | None, *, replayed: bool = False) -> None:
         super()._on_recorded(messages, keys, replayed=replayed)
         self.last = time.perf_counter()
-
-
-class BackendCpu:
-    """CPU seconds PostgreSQL spent for one database while the block ran: its backends' user and system
-    time from /proc (PostgreSQL on this host), sampled every 0.1 s so a backend that ends between two
-    samples loses at most its last 0.1 s. None when /proc cannot be read. A figure of CPU per event
-    depends far less on the box's load than events/s does."""
-
-    def __init__(self, database: str) -> None:
-        self.database = database
-        self.seconds: float | None = None
-        self._first: dict[int, float] = {}
-        self._last: dict[int, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample_until_stopped, daemon=True)
-
-    def __enter__(self) -> BackendCpu:
-        import psycopg2
-
-        self._conn = psycopg2.connect(f"{ADMIN_DB}/{self.database}")
-        self._conn.autocommit = True
-        self._sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        try:
-            self._sample()
-        finally:
-            self._conn.close()
-        if self._last:
-            self.seconds = sum(self._last[pid] - self._first[pid] for pid in self._last)
-
-    def _sample_until_stopped(self) -> None:
-        while not self._stop.wait(0.1):
-            self._sample()
-
-    def _sample(self) -> None:
-        import os
-
-        with self._conn.cursor() as cursor:
-            cursor.execute(
-                "SELECT pid FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            pids = [pid for (pid,) in cursor.fetchall()]
-        ticks = os.sysconf("SC_CLK_TCK")
-        for pid in pids:
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            seconds = (int(fields[11]) + int(fields[12])) / ticks
-            self._first.setdefault(pid, seconds)
-            self._last[pid] = seconds
 
 
 def _database_name() -> str:
