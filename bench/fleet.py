@@ -3,8 +3,10 @@
 A throw-away database, two private ``redis-server`` processes (kickoff's keys and, with the Redis
 broker, the broker: so their command counts are this benchmark's alone), a RabbitMQ vhost with
 ``--broker amqp``, and K ``kickoff sim serve --no-db`` processes holding every game (worker i
-streams from simulator i mod K). Each game sends a stream heartbeat every ``--stream-heartbeat``
-seconds and an event every ``--event-seconds`` (kick-offs spread over one event interval). Each
+streams from simulator i mod K), in the provider's framing (newline-delimited JSON over chunked HTTP;
+``--format sse``: srsim's SSE, which every run saved before the option read). Each game sends a stream
+heartbeat every ``--stream-heartbeat`` seconds and an event every ``--event-seconds`` (kick-offs
+spread over one event interval). Each
 listener runs the whole lifecycle (row, start lock, the process's heartbeat thread, stop watcher,
 worker lease) around a record-only MatchListener. Then:
 
@@ -26,8 +28,8 @@ Goals (issue 34 and the fleet's own): tick <= 1 s, every listener running throug
 lifecycle heartbeat lag <= 2 s, <= 100 PostgreSQL connections, message to row p99 <= 1 s.
 
     .venv/bin/python bench/fleet.py [--workers 10] [--listeners 1000] [--broker redis|amqp]
-        [--sims K] [--stream-heartbeat 5] [--event-seconds 30] [--window 90] [--db-slots 4]
-        [--db-pool P] [--pgbouncer POOL] [--json] [--save]
+        [--sims K] [--format ndjson|sse] [--stream-heartbeat 5] [--event-seconds 30] [--window 90]
+        [--db-slots 4] [--db-pool P] [--pgbouncer POOL] [--json] [--save]
 
 Issue 34's size: ``--workers 10 --listeners 1000 --event-seconds 2 --window 300`` (10,000
 listeners at 0.5 events/s each, 5,000 events/s in all, for 5 minutes).
@@ -60,6 +62,8 @@ from harness.private_pgbouncer import PrivatePgbouncer
 from harness.private_redis import PrivateRedis
 
 QUEUE = "match_listeners"
+#: The stream framings the listeners can ask srsim for (--format), as the report names them.
+_FORMATS = {"ndjson": "NDJSON streams", "sse": "SSE streams"}
 BENCH = Bench(
     "fleet",
     __doc__,
@@ -251,6 +255,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "LISTENER_HEARTBEAT_STALE_SECONDS": str(max(180.0, 6 * args.lifecycle_heartbeat)),
             "LISTENER_READ_TIMEOUT_SECONDS": str(max(30.0, 3 * args.stream_heartbeat)),
             "LISTENER_DB_SLOTS_PER_PROCESS": str(args.db_slots),
+            "LISTENER_STREAM_FORMAT": args.format,
             "LOG_LEVEL": "WARNING",
         }
     )
@@ -407,6 +412,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "broker": args.broker,
             "sims": args.sims,
             "stream_heartbeat_s": args.stream_heartbeat,
+            "stream_format": args.format,
             "event_s": args.event_seconds,
             "lifecycle_heartbeat_s": args.lifecycle_heartbeat,
             "db_slots": args.db_slots,
@@ -462,9 +468,10 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
 def report(r: dict[str, Any]) -> None:
     total = r["total"]
+    streams = _FORMATS[r.get("stream_format", "sse")]
     print(
         f"fleet: {r['workers']} listener workers x {r['listeners']} listeners = {total:,} live listeners, "
-        f"{r['broker']} broker, {r['sims']} simulators; stream heartbeat every "
+        f"{r['broker']} broker, {r['sims']} simulators; {streams}, heartbeat every "
         f"{r['stream_heartbeat_s']:g} s, an event every {r['event_s']:g} s per game; "
         f"lifecycle heartbeat every {r['lifecycle_heartbeat_s']:g} s"
     )
@@ -520,6 +527,13 @@ def main() -> int:
     )
     parser.add_argument(
         "--stream-heartbeat", type=float, default=5.0, help="seconds between stream heartbeats"
+    )
+    parser.add_argument(
+        "--format",
+        choices=tuple(_FORMATS),
+        default="ndjson",
+        help="LISTENER_STREAM_FORMAT: ndjson (default: the provider's push framing, newline-delimited "
+        "JSON over chunked HTTP) or sse (srsim's default; runs saved before this option read SSE)",
     )
     parser.add_argument(
         "--event-seconds", type=float, default=30.0, help="seconds between two events of a game"
