@@ -27,12 +27,12 @@ from pathlib import Path
 
 import requests
 
-from config import spans
+from config import feed_json, spans
 from config.backoff import backoff_seconds
 from config.clock import utcnow
 from config.errors import ConfigurationError, DatabaseUnavailable
 from config.set_aside import set_aside
-from listener import feed_json, log_writer
+from listener import log_writer
 from listener.archive import EventArchive, TextLog, archive_path, shortcode_for
 from listener.body import ListenerContext
 from listener.db_gate import db_gate

@@ -26,6 +26,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from config import feed_json
 from models.leagues import PLAYERS
 from srsim import leagues
 from srsim.errors import SimulatorScriptError
@@ -172,7 +173,7 @@ class _Endpoints:
             return Response(body, media_type="application/json", headers=_CLOSE)
         if fault not in (None, "noids"):
             return json_response(500, {"message": f"unknown pbp fault {fault!r} (one of {PBP_FAULTS})"})
-        messages = [json.loads(line) for line in session.lines[: session.position()]]
+        messages = [feed_json.loads(line) for line in session.lines[: session.position()]]
         events = final_events(messages)
         if fault == "noids":
             events = [{k: v for k, v in e.items() if k != "id"} for e in events]

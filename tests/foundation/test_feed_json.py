@@ -1,4 +1,4 @@
-"""A feed line's JSON (listener.feed_json): orjson's speed, json.loads's answer for every input."""
+"""A feed line's JSON (config.feed_json): orjson's speed, json.loads's answer for every input."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from listener import feed_json
+from config import feed_json
 
 pytestmark = pytest.mark.unit
 
@@ -40,3 +40,18 @@ def _answer(fn, raw: bytes) -> tuple[str, str]:
 @pytest.mark.parametrize("raw", LINES)
 def test_a_line_parses_to_what_json_loads_gives_value_or_error(raw: bytes) -> None:
     assert _answer(feed_json.loads, raw) == _answer(json.loads, raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "long"),
+    [
+        (b"1234567890123456789", True),  # 19 digits
+        (b'{"n":123456789012345678}', False),  # 18
+        (b'{"n":-12345678901234567890}', True),
+        (b'{"s":"x1234567890123456789y"}', True),  # in a string too: a conservative look
+        (b"123456789.0123456789", False),  # two runs of 9 and 10
+        (b"", False),
+    ],
+)
+def test_a_long_number_is_19_digits_in_a_row(raw: bytes, long: bool) -> None:
+    assert feed_json.has_long_number(raw) is long
