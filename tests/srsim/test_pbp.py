@@ -186,6 +186,18 @@ def test_a_client_closing_its_stream_stops_counting_at_once(server):
     wait_for(lambda: srv.connections(game.sr_id) == 0, timeout=5, what="the closed stream uncounted")
 
 
+def test_a_cut_reaches_a_stream_waiting_for_its_next_frame_at_once(server):
+    game = _game(event_count=10, start_after=60)  # heartbeats only
+    srv = server([game], heartbeat_seconds=30)  # the stream waits 30 s for its next frame
+    outcomes: list[str] = []
+    _open_stream(srv, game, outcomes)
+    wait_for(lambda: srv.connections(game.sr_id) == 1, what="the stream counted")
+    assert srv.drop_streams(game.sr_id) == 1
+    # the wait ends with the cut, not at the next heartbeat (nor at the client's 10 s read timeout)
+    wait_for(lambda: outcomes, timeout=5, what="the client saw the cut")
+    assert outcomes == ["ChunkedEncodingError"]  # no final chunk
+
+
 def test_the_connection_log_names_who_connected_through_a_via_prefix_and_when_each_stream_closed(server):
     game = _game(event_count=400, event_interval=0.05)
     srv = server([game])
