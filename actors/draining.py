@@ -9,10 +9,16 @@ The same holds while the process's worker lease is not held (``gate_starts_on``)
 from REDIS_URL but not from the broker would take the starts the other workers' reapers send for
 its own fenced runs and fail each at its first lock, leaving the match's pending key set until
 the sweep reclaims it minutes later (found by bench/chaos.py, seed 38).
+
+Starts the Redis consumer fetched in its last batch but had not handed to the worker yet go back to
+the queue as soon as it stops taking starts, and when it closes (``DrainableConsumer``): Dramatiq
+leaves them in the worker's ack set until the broker's heartbeat timeout (docs/reliability.md
+finding 15, still open).
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -20,6 +26,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import dramatiq
+
+from config.errors import KickoffError
+from models.coordination import redis_errors
+
+logger = logging.getLogger(__name__)
 
 #: Set from a listener worker's graceful shutdown on; cleared when a worker boots.
 _draining = threading.Event()
@@ -90,6 +101,7 @@ class DrainableConsumer(dramatiq.Consumer):
 
     def __next__(self) -> Any:
         if not taking_starts():
+            self._hand_back_prefetched()
             time.sleep(DRAINING_IDLE_SECONDS)
             return None
         _starts_sent.clear()  # before the fetch: a start sent from here on ends the wait below
@@ -108,4 +120,31 @@ class DrainableConsumer(dramatiq.Consumer):
         self.consumer.requeue(messages)
 
     def close(self) -> None:
+        self._hand_back_prefetched()
         self.consumer.close()
+
+    def _hand_back_prefetched(self) -> None:
+        """Requeue the starts the inner consumer fetched but has not handed to the worker yet.
+
+        Dramatiq's Redis consumer fetches a batch (up to its prefetch) and keeps what it has not
+        returned yet in its ``message_cache``, already in the broker's ack set of this worker.
+        Nothing requeues that batch when the worker stops taking starts or shuts down. Those starts
+        would wait out the broker's heartbeat timeout (60 s) before another worker could run them
+        (one way a start given back as its host is deployed can wait that long: docs/reliability.md
+        finding 15). Called on the consumer's thread, the only one that touches the cache.
+        """
+        # the Redis consumer's batch: a name without an underscore, but documented nowhere
+        # (tests/lifecycle/test_start_gate.py fails if it goes); RabbitMQ's consumer has none
+        cache = getattr(self.consumer, "message_cache", None)
+        if not cache:
+            return
+        messages = [dramatiq.Message.decode(data) for data in cache if data is not None]
+        url = getattr(getattr(self.consumer, "broker", None), "kickoff_url", None) or "<unset>"
+        try:
+            with redis_errors(url=url, setting="BROKER_URL", service="the Dramatiq broker (Redis)"):
+                self.consumer.requeue(messages)
+        except KickoffError as exc:  # kept: tried again at the next look, else the heartbeat timeout's
+            logger.warning("could not hand %d prefetched starts back to the broker: %s", len(messages), exc)
+            return
+        cache.clear()
+        logger.info("handed %d prefetched starts back to the broker for the other workers", len(messages))
