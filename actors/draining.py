@@ -131,7 +131,8 @@ class DrainableConsumer(dramatiq.Consumer):
         Nothing requeues that batch when the worker stops taking starts or shuts down. Those starts
         would wait out the broker's heartbeat timeout (60 s) before another worker could run them
         (one way a start given back as its host is deployed can wait that long: docs/reliability.md
-        finding 15). Called on the consumer's thread, the only one that touches the cache.
+        finding 15). Called on the consumer's thread, the only one that touches the cache while it
+        runs, and by ``close`` once it stopped.
         """
         # the Redis consumer's batch: a name without an underscore, but documented nowhere
         # (tests/lifecycle/test_start_gate.py fails if it goes); RabbitMQ's consumer has none
