@@ -78,7 +78,11 @@ class KickoffRedisBroker(RedisBroker):
         # An idle consumer waits at most LISTENER_CONSUMER_IDLE_MS between fetches, and not at all once
         # this process sent a start (a reaper's takeover): Dramatiq's own back-off is cut to nothing.
         inner = super().consume(queue_name, prefetch, min(timeout, INNER_CONSUMER_IDLE_MS))
-        return DrainableConsumer(inner, idle_seconds=min(timeout, LISTENER_CONSUMER_IDLE_MS) / 1000)
+        return DrainableConsumer(
+            inner,
+            idle_seconds=min(timeout, LISTENER_CONSUMER_IDLE_MS) / 1000,
+            broker_errors=lambda: broker_errors(self),
+        )
 
 
 def is_rabbitmq(broker_url: str) -> bool:

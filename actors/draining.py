@@ -23,12 +23,12 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import dramatiq
 
 from config.errors import KickoffError
-from models.coordination import redis_errors
 
 logger = logging.getLogger(__name__)
 
@@ -91,10 +91,16 @@ class DrainableConsumer(dramatiq.Consumer):
     and whose idle wait between two fetches ends at once when this process sends starts."""
 
     def __init__(
-        self, consumer: dramatiq.Consumer, *, idle_seconds: float = LISTENER_CONSUMER_IDLE_MS / 1000
+        self,
+        consumer: dramatiq.Consumer,
+        *,
+        idle_seconds: float = LISTENER_CONSUMER_IDLE_MS / 1000,
+        broker_errors: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> None:
         self.consumer = consumer
         self.idle_seconds = idle_seconds
+        #: The broker's error translation (actors.broker ``broker_errors``) around a hand-back's requeue.
+        self.broker_errors = broker_errors
 
     def __iter__(self) -> DrainableConsumer:
         return self
@@ -140,9 +146,8 @@ class DrainableConsumer(dramatiq.Consumer):
         if not cache:
             return
         messages = [dramatiq.Message.decode(data) for data in cache if data is not None]
-        url = getattr(getattr(self.consumer, "broker", None), "kickoff_url", None) or "<unset>"
         try:
-            with redis_errors(url=url, setting="BROKER_URL", service="the Dramatiq broker (Redis)"):
+            with self.broker_errors():
                 self.consumer.requeue(messages)
         except KickoffError as exc:  # kept: tried again at the next look, else the heartbeat timeout's
             logger.warning("could not hand %d prefetched starts back to the broker: %s", len(messages), exc)
