@@ -344,6 +344,8 @@ class MatchListener:
             conn = FeedConnection(config, session=session)
             with self._conn_lock:
                 self._conn = conn
+            if self._stopped():  # a stop that came before request_stop could see this connection
+                conn.close()
             connected_at = time.monotonic()
             try:
                 conn.open()

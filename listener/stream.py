@@ -217,6 +217,11 @@ class FeedConnection:
             closed=self._closed,
         )
         self.response = resp
+        if self._closed.is_set():
+            # closed while the GET waited for the headers: close saw no response to shut down, so a
+            # read now would block until the feed sends (a stop or the silence watch would be missed)
+            resp.close()
+            raise StreamConnectionError(f"stream closed while connecting to {mask_url(url)}")
         if resp.status_code == 410:
             resp.close()
             raise StreamResumeRefused(f"feed refused the resume at {mask_url(url)}: {_message_of(resp)}")

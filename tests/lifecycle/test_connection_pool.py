@@ -10,6 +10,8 @@ import psycopg2
 import pytest
 
 from config.errors import DatabaseUnavailable
+from lifecycle.runtime import ListenerServices
+from models.coordination import CoordinationStore
 from models.db import (
     PooledKickoffDatabase,
     database,
@@ -18,6 +20,7 @@ from models.db import (
     pool_size,
     release_connection,
 )
+from tests import intervals
 from tests.lifecycle.helpers import start
 from tests.racing import on_own_thread
 from tests.waiting import wait_for
@@ -186,15 +189,31 @@ def test_the_pool_of_a_worker_is_its_listener_database_slots_plus_two_and_at_lea
 
 
 def test_many_listener_starts_open_no_more_connections_than_the_pool(
-    lsettings, ctx, runner, make_match, rebind
+    lsettings, redis_client, runner, make_match, rebind
 ):
     init_database(lsettings.database_url, pool_max_connections=3, connect_timeout_seconds=30)
     matches = [make_match() for _ in range(30)]
     database.close()
     overrides = {"listener_test_duration_seconds": 0.2}
-
-    futures = [runner(start, m, overrides=overrides, **ctx) for m in matches]
-    results = [f.result(timeout=60) for f in futures]
+    # Sixteen runs share three connections: a heartbeat may wait seconds for one, so the start lock
+    # gets a realistic stale threshold (the in-process 1.5 s expired under CI's load, failing a start).
+    settings = lsettings.model_copy(
+        update=intervals.fields(
+            "listen_subprocess",
+            "listener_heartbeat_interval_seconds",
+            "listener_heartbeat_stale_seconds",
+            "listener_lock_loss_grace_seconds",
+        )
+    )
+    coordination = CoordinationStore.from_settings(settings, client=redis_client)
+    services = ListenerServices(settings=settings, coordination=coordination)
+    ctx = {"settings": settings, "coordination": coordination, "services": services}
+    try:
+        futures = [runner(start, m, overrides=overrides, **ctx) for m in matches]
+        results = [f.result(timeout=120) for f in futures]
+    finally:
+        services.shutdown_all()
+        services.close()
 
     assert all(r.exit_code == 0 and r.record_id for r in results), results
     # Without a pool each start opens two connections (its guards, its row) and closes them.

@@ -306,6 +306,31 @@ def test_a_close_from_another_thread_between_two_reads_ends_the_stream_as_droppe
             next(messages)
 
 
+def test_a_close_while_the_stream_waits_for_its_headers_ends_the_open_instead_of_a_blocked_read(
+    held_open_feed,
+):
+    """A stop (or the silence watch) that comes while the GET waits for the feed's headers finds no
+    response to shut down. The open must then fail as a dropped stream: handing the socket to a read
+    would block it until the feed next sends (an operator's stop missed for a heartbeat interval, CI's
+    ``test_an_operator_stop_ends_the_default_body_with_15``)."""
+    conns: list[FeedConnection] = []
+
+    class ClosedDuringTheGet(requests.Session):
+        def get(self, *args, **kwargs):  # type: ignore[override]
+            resp = super().get(*args, **kwargs)
+            conns[0].close()  # from another thread, between the headers' arrival and open's next step
+            return resp
+
+    config = StreamConfig(
+        url=held_open_feed(), api_key="k", connect_timeout=5, read_timeout=5, max_line_bytes=1 << 20
+    )
+    with ClosedDuringTheGet() as session:
+        conns.append(FeedConnection(config, session=session))
+        with pytest.raises(StreamConnectionError, match="closed while connecting"):
+            conns[0].open()
+        assert conns[0].response is not None and conns[0].response.raw.closed
+
+
 def test_the_silence_watch_finds_the_streams_silent_past_their_limit():
     asked: list[str] = []
 

@@ -105,10 +105,9 @@ def test_an_operator_stop_ends_the_default_body_with_15(sim, services, make_matc
     )
     t.start()
     wait_for(lambda: server.streams_open > 0, timeout=10, what="the listener's stream")
-    t0 = time.monotonic()
     lcoordination.stops.set_stop_flag(match.id, ttl_seconds=30)
-    t.join(5)
-    assert not t.is_alive() and time.monotonic() - t0 < 2.0
+    t.join(20)  # the feed's next byte, a heartbeat, is 30 s away: only the stop can end the run sooner
+    assert not t.is_alive()
     assert results[0].exit_code == ExitCode.STOPPED
 
 
