@@ -126,8 +126,7 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
             else:
                 regs.append(reg)
         if not regs:
-            self._notify(lost)
-            return BeatReport(0, 0, tuple(r.match_id for r in lost))
+            return BeatReport(0, 0, self._notify(lost))
 
         extended = 0
         try:
@@ -146,6 +145,7 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
                     extended += 1
                 else:
                     lost.setdefault(reg, "start lock lost")
+            self._let_go_of_ended(regs, results)
         self._flag_degraded(regs)
 
         record_ids = [r.record_id for r in regs if r.record_id]
@@ -173,8 +173,24 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
             else:
                 lost.setdefault(reg, ROW_CLOSED_ELSEWHERE)
 
-        self._notify(lost)
-        return BeatReport(len(written or ()), extended, tuple(r.match_id for r in lost))
+        return BeatReport(len(written or ()), extended, self._notify(lost))
+
+    def _let_go_of_ended(self, regs: list[HeartbeatRegistration], extended: list[bool]) -> None:
+        """Delete again each lock this beat took again for a run that ended meanwhile.
+
+        The extension takes a missing lock again (``extend_start_locks``: Redis lost its data); a run
+        unregisters before it releases its lock, so a run gone from the registrations may have
+        released its lock after this beat's snapshot, and the beat brought it back under the ended
+        run's token: no start of the match could run until it expired. A successor's lock holds
+        another token and is left alone.
+        """
+        for reg, ok in zip(regs, extended, strict=True):
+            if not ok or reg in self._regs:
+                continue
+            try:
+                self.coordination.locks.delete_start_lock_if_token(reg.match_id, reg.token)
+            except Exception as exc:
+                logger.warning("match %s: releasing an ended run's start lock failed: %s", reg.match_id, exc)
 
     def _flag_degraded(self, regs: list[HeartbeatRegistration]) -> None:
         """Set the degraded flag of every run behind now, delete it of those that caught up (one call,
@@ -239,13 +255,20 @@ class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
                 lost[reg] = LOCK_UNREACHABLE
             elif reg.record_id is not None and self._too_late(reg.last_row_ok, now):
                 lost[reg] = ROW_UNWRITABLE
-        self._notify(lost)
-        return [r.match_id for r in lost]
+        return list(self._notify(lost))
 
-    def _notify(self, lost: dict[HeartbeatRegistration, str]) -> None:
+    def _notify(self, lost: dict[HeartbeatRegistration, str]) -> tuple[str, ...]:
+        """Tell each run still registered why it must stop; returns their match ids."""
+        told = []
         for reg, reason in lost.items():
+            if reg not in self._regs:
+                # the run ended while the beat ran (its own close made its row look closed by
+                # another process): there is nothing to stop, and no reason to log one
+                continue
+            told.append(reg.match_id)
             logger.warning("match %s: listener must stop: %s", reg.match_id, reason)
             try:
                 reg.on_lost(reason)
             except Exception:
                 logger.exception("match %s: stop callback failed", reg.match_id)
+        return tuple(told)

@@ -25,6 +25,10 @@ class LockedSet(Generic[R]):
         with self._mu:
             self._items.discard(item)
 
+    def __contains__(self, item: object) -> bool:
+        with self._mu:
+            return item in self._items
+
     def snapshot(self) -> list[R]:
         """The members now (a copy: callers iterate without holding the lock)."""
         with self._mu:

@@ -287,6 +287,33 @@ def test_a_run_whose_lock_another_holder_took_is_told_to_stop(store: MemoryCoord
     assert store.locks.start_lock_holder(m) == "successor"
 
 
+@pytest.mark.parametrize("then", ["nothing", "a successor starts"])
+def test_a_run_that_ends_while_the_beat_runs_is_not_told_to_stop_nor_its_lock_kept(
+    then: str, store: MemoryCoordinationStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its lock and row were let go by the run itself: the beat neither stops it nor keeps its lock."""
+    service = beating(store)
+    (m,) = match_ids(1)
+    lost: list[str] = []
+    reg = dry_run(m, "mine", lost)
+    lock = store.locks.start_lock(m)
+    lock.acquire(token="mine")
+    service._regs.add(reg)
+    extend = store.locks.extend_start_locks
+
+    def the_run_ends_first(*args: Any, **kwargs: Any) -> Any:
+        service.unregister(reg)
+        lock.release()
+        if then == "a successor starts":
+            store.locks.start_lock(m).acquire(token="successor")
+        return extend(*args, **kwargs)
+
+    monkeypatch.setattr(store.locks, "extend_start_locks", the_run_ends_first)
+    assert service.beat_once().lost == () and lost == []
+    # the extension takes a missing lock again (Redis lost it, as far as it knows): let go again
+    assert store.locks.start_lock_holder(m) == (None if then == "nothing" else "successor")
+
+
 def test_a_beat_retakes_a_lock_redis_forgot(store: MemoryCoordinationStore) -> None:
     service = beating(store)
     (m,) = match_ids(1)
