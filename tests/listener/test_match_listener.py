@@ -194,8 +194,15 @@ def test_request_stop_ends_a_running_listener_within_a_second_with_15(sim, liste
 def test_the_default_pipeline_issues_and_settles_in_game_questions(sim, listener_settings, make_match):
     game = _game(event_count=12)  # three at-bats: hit, out, out
     match = make_match("mlb", sr_id=game.sr_id)
-    settings = listener_settings(sportradar_base_url=sim([game]).base_url)
-    out = run_listener(_ctx(match, settings), timeout=15)
+    # Only the stream's closing status ends this run (a live match: no status reload brings it). A
+    # stream given up as silent after 1 s, the in-process simulator starved on a loaded box, came
+    # back after the game had closed: exit 10 once the heartbeats ran out. 5 s of silence it is.
+    settings = listener_settings(
+        sportradar_base_url=sim([game]).base_url,
+        listener_gap_heartbeats=100,
+        listener_read_timeout_seconds=10.0,
+    )
+    out = run_listener(_ctx(match, settings), timeout=30)
     assert out.code == ExitCode.NOT_IN_PROGRESS
     questions = list(Question.select().where(Question.match == match.id).order_by(Question.issued_at))
     assert len(questions) == 3
