@@ -10,8 +10,11 @@ the upstream issue whose resolution would remove it:
    on each call), so the first message goes through Dramatiq's own ``enqueue``; ``store_messages``
    stores every other one as that script does: the storage layout (``{namespace}:{queue}``, the
    list of message ids, and ``{namespace}:{queue}.msgs``, the hash of bodies by id), each message
-   under its ``redis_message_id`` option. Upstream: see ``UPSTREAM`` (each internal's issue or
-   pull request).
+   under its ``redis_message_id`` option. The same layout, with the ack sets
+   (``{namespace}:__acks__.{broker_id}.{queue}``: what a process fetched and has not acked), lets a
+   reaper requeue at once what a dead listener worker had fetched (``requeue_fetched_by_leases``,
+   actors.fetched_starts), which Dramatiq's maintenance does only after its heartbeat timeout.
+   Upstream: see ``UPSTREAM`` (each internal's issue or pull request).
 2. **``RabbitmqBroker._build_queue_arguments``**, extended by actors.rabbitmq to declare quorum
    queues (``x-queue-type``): the broker has no public way to add queue arguments.
 3. **A RabbitMQ delivery's ``_tag``** (``_RabbitmqMessage``): actors.rabbitmq's consumer hands a
@@ -25,7 +28,8 @@ message is read through the proxy's public attributes, so neither needs a privat
 Importing this module checks the names of 1. (``client``, ``scripts`` and the ``redis_message_id``
 option in the RedisBroker's source), 2. and 3. against the installed dramatiq and raises
 ImportError naming its version and what differs; 1.'s storage layout is checked by a test that
-stores a batch and one ``enqueue`` side by side (tests/lifecycle/test_batch_send.py). Checked
+stores a batch and one ``enqueue`` side by side (tests/lifecycle/test_batch_send.py), its ack sets by
+one that finds a consumer's fetched messages there (tests/lifecycle/test_fetched_starts.py). Checked
 against dramatiq 1.17 and 2.2.
 """
 
@@ -160,6 +164,66 @@ def store_messages(
         messages_key(broker, queue_name), mapping={i: encode(m) for i, m in zip(ids, messages, strict=True)}
     )
     pipe.rpush(queue_key(broker, queue_name), *ids)
+
+
+# -- 1. (the storage layout) the starts a dead worker had fetched ---------------------------------
+
+#: kickoff's record, in the broker's Redis, of the Dramatiq consumer (the RedisBroker's ``broker_id``)
+#: of the process that holds a listener worker lease: ``{namespace}:kickoff_consumer_of.{lease id}``.
+CONSUMER_OF_LEASE = "kickoff_consumer_of"
+
+#: Requeue what the consumers of the given leases had fetched and not acked, as Dramatiq's own
+#: maintenance does for a worker whose heartbeat is older than its timeout (``dispatch.lua``: each id
+#: of ``{namespace}:__acks__.{broker_id}.{queue}`` whose body is still in ``{queue}.msgs`` pushed
+#: back on ``{queue}``, the ack set deleted), at once and for these consumers only; their records go
+#: too. ARGV: namespace, queue, lease ids. Returns the messages requeued.
+_REQUEUE_FETCHED = """
+local ns, queue = ARGV[1], ARGV[2]
+local queued, bodies = ns .. ":" .. queue, ns .. ":" .. queue .. ".msgs"
+local n = 0
+for i = 3, #ARGV do
+  local record = ns .. ":kickoff_consumer_of." .. ARGV[i]
+  local consumer = redis.call("get", record)
+  if consumer then
+    local acks = ns .. ":__acks__." .. consumer .. "." .. queue
+    for _, id in ipairs(redis.call("smembers", acks)) do
+      if redis.call("hexists", bodies, id) == 1 then
+        redis.call("rpush", queued, id)
+        n = n + 1
+      end
+    end
+    redis.call("del", acks)
+  end
+  redis.call("del", record)
+end
+return n
+"""
+
+
+def fetched_key(broker: RedisBroker, consumer_id: str, queue_name: str) -> str:
+    """The set of message ids a consumer fetched from a queue and has not acked yet."""
+    return f"{broker.namespace}:__acks__.{consumer_id}.{queue_name}"
+
+
+def consumer_id(broker: dramatiq.Broker) -> str | None:
+    """The id under which this process's RedisBroker fetches (its ``broker_id``: its heartbeat and
+    its ack sets); None for another broker (RabbitMQ requeues a closed channel's deliveries itself)."""
+    return getattr(broker, "broker_id", None) if isinstance(broker, RedisBroker) else None
+
+
+def record_consumer_of_lease(broker: RedisBroker, lease_id: str, *, ttl_seconds: float) -> None:
+    """Record that the process holding ``lease_id`` fetches as this broker's consumer."""
+    key = f"{broker.namespace}:{CONSUMER_OF_LEASE}.{lease_id}"
+    broker.client.set(key, str(consumer_id(broker)), px=max(1, int(ttl_seconds * 1000)))
+
+
+def requeue_fetched_by_leases(broker: RedisBroker, queue_name: str, lease_ids: Sequence[str]) -> int:
+    """Put back on ``queue_name`` what the consumers of these (dead) workers' leases had fetched and not
+    acked (``_REQUEUE_FETCHED``); the number of messages requeued."""
+    if not lease_ids:
+        return 0
+    script = broker.client.register_script(_REQUEUE_FETCHED)
+    return int(script(keys=[], args=[broker.namespace, queue_name, *lease_ids]))
 
 
 # -- 2. queue arguments of the RabbitmqBroker ----------------------------------------------------

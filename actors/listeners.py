@@ -21,6 +21,7 @@ from actors.archive import send_backfill
 from actors.batch import enqueue_many
 from actors.broker import QUEUE_DEFAULT, QUEUE_MATCH_LISTENERS, broker_errors, worker_hooks
 from actors.draining import gate_starts_on, resume_taking_starts, starts_sent, stop_taking_starts
+from actors.fetched_starts import FetchedStarts
 from actors.rabbitmq import settle_early
 from config.errors import KickoffError
 from lifecycle import cleanup, dispatch, guarded_start, liveness
@@ -52,11 +53,13 @@ def services() -> ListenerServices:
     settings = listener_settings()
     rt = current()
     watched: list[str] = []  # the worker leases of open rows, as the last full step read them
+    fetched = FetchedStarts(rt.broker)  # the starts dead workers had fetched (the Redis broker)
 
     def reap() -> list[str]:
         # Between full steps (every LISTENER_REAPER_POLL_SECONDS) the reaper thread only watches the
         # leases the last one read, in Redis (every LISTENER_LIVENESS_WATCH_SECONDS): a dead one's rows
         # are abandoned at once (the watch's fast path), a lapsed one makes the full step run at once.
+        fetched.record(svc.lease.current())
         grace = rt.settings.listener_liveness_grace_seconds
         if svc.liveness.steady_for() < liveness.UNSTEADY_GRACE_SECONDS:
             # This worker's own signal dropped just now: Redis may have dropped every connection at
@@ -75,6 +78,7 @@ def services() -> ListenerServices:
                 # watched again before the next full step, and the others are watched again at once
                 # (a lapsed one among them runs the full step then).
                 closed = cleanup.reap_workers_seen_dead(seen.dead, coordination=rt.coordination)
+                fetched.requeue_of(seen.dead)
                 watched[:] = [lease for lease in watched if lease not in seen.dead]
                 svc.reaper.soon(REJUDGE_SECONDS)
                 return sorted({row.match_id for row in closed})
@@ -84,13 +88,16 @@ def services() -> ListenerServices:
         # mark stays unused, for the case that restart fails on a worker cut from PostgreSQL).
         orphans = cleanup.orphans_of_fenced_runs(settings=rt.settings, coordination=rt.coordination)
         lost: list[str] = []
+        dead: list[str] = []
         closed = cleanup.reap_dead_workers(
             settings=rt.settings,
             coordination=rt.coordination,
             signal_lost=lost,
             leases_seen=watched,
             grace_seconds=grace,
+            dead_leases=dead,
         )
+        fetched.requeue_of(dead)
         svc.reaper.watching(len(watched))
         if lost:  # a worker's liveness signal is gone: judge it again until its grace ends
             svc.reaper.soon(REJUDGE_SECONDS)

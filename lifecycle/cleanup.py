@@ -61,6 +61,7 @@ def reap_dead_workers(
     signal_lost: list[str] | None = None,
     leases_seen: list[str] | None = None,
     grace_seconds: float | None = None,
+    dead_leases: list[str] | None = None,
 ) -> list[rows.ClosedRow]:
     """Abandon (14) the open rows of dead workers; free their locks and barriers.
 
@@ -83,7 +84,7 @@ def reap_dead_workers(
     only for a lease key that exists, and after a Redis restart the reapers judge with a longer grace
     (``grace_seconds``) while their own signal is not steady, inside which every live worker
     re-subscribes. A row whose clean-up fails is set aside (appended to ``aside``) and
-    the others go on.
+    the others go on. ``dead_leases``: gets the leases judged dead or lapsed (their rows abandoned).
     """
     match_ids = None if match_ids is None else list(match_ids)
     leases = rows.open_worker_leases(match_ids)
@@ -99,6 +100,8 @@ def reap_dead_workers(
         signal_lost.extend(sorted(judged.among(LeaseState.SIGNAL_LOST)))
     young = judged.epoch_age is None or judged.epoch_age < lease_ttl * 1.25 + 1
     gone = set() if young else judged.among(LeaseState.LAPSED)
+    if dead_leases is not None:
+        dead_leases.extend(sorted(dead | gone))
     abandon = rows.abandon_rows_of_dead_workers
     died = abandon(dead, match_ids=match_ids, reason=takeover.WORKER_DIED) if dead else []
     lapsed = abandon(gone, match_ids=match_ids) if gone else []

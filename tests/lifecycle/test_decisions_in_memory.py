@@ -633,8 +633,9 @@ def test_the_reaper_judges_nothing_until_the_epoch_is_older_than_a_lease(
     assert cleanup.reap_dead_workers(settings=settings, coordination=store) == []  # epoch too young
     assert abandoned == []
     clock.advance(settings.listener_worker_lease_seconds * 1.25 + 2)
-    cleanup.reap_dead_workers(settings=settings, coordination=store)
-    assert abandoned == [{"dead-lease"}]
+    dead: list[str] = []
+    cleanup.reap_dead_workers(settings=settings, coordination=store, dead_leases=dead)
+    assert abandoned == [{"dead-lease"}] and dead == ["dead-lease"]
 
 
 def test_the_reaper_takes_over_a_worker_whose_liveness_signal_stayed_gone_for_the_grace(
@@ -660,8 +661,10 @@ def test_the_reaper_takes_over_a_worker_whose_liveness_signal_stayed_gone_for_th
     assert abandoned == []  # the grace has not passed: a dropped connection is not a death
     held["dropped"] = store.locks.liveness_subscription("dropped")
     clock.advance(settings.listener_liveness_grace_seconds)
-    cleanup.reap_dead_workers(settings=settings, coordination=store)
+    dead: list[str] = []
+    cleanup.reap_dead_workers(settings=settings, coordination=store, dead_leases=dead)
     assert abandoned == [({"dead"}, takeover.WORKER_DIED)]
+    assert dead == ["dead"]  # what it fetched and never ran goes back on the queue (actors.fetched_starts)
 
 
 def test_one_dropped_liveness_connection_keeps_the_signal_held_and_makes_it_unsteady_for_a_while(

@@ -144,6 +144,28 @@ def test_a_redelivered_start_of_a_run_that_died_before_its_row_frees_the_pending
     assert dispatch(send=outbox, **_sb(ctx)).enqueued == 1
 
 
+def test_a_redelivered_start_whose_worker_died_before_its_run_sends_the_match_again_at_once(
+    make_match, ctx, outbox
+):
+    """A worker killed after it took a start and before its run began: a reaper requeues that start
+    (actors.fetched_starts), and its re-delivery sends the match again at once instead of leaving it to
+    the next dispatch tick; while a run holds the match, a re-delivery sends nothing."""
+    match = make_match()
+    dispatch(send=outbox, **_sb(ctx))
+    [message] = outbox.messages
+    ctx["coordination"].barriers.consume_message(message.message_id)  # taken, then its worker died
+    sent: list[list[str]] = []
+    ctx["services"].redispatch = sent.append
+    lock = ctx["coordination"].locks.start_lock(match.id)
+    lock.acquire(token="a-live-run")
+    held = start(match, message_id=message.message_id, **ctx)
+    assert held.as_dict()["skipped_revoked"] is True and sent == []
+    lock.release()
+    again = start(match, message_id=message.message_id, **ctx)
+    assert again.as_dict()["skipped_revoked"] is True and rows_of(match) == []
+    assert sent == [[str(match.id)]]
+
+
 def test_a_start_superseded_by_a_newer_message_does_nothing(make_match, ctx, outbox):
     match = make_match()
     dispatch(send=outbox, **_sb(ctx))

@@ -444,6 +444,24 @@ def test_a_run_that_gave_its_match_back_for_a_lost_feed_is_started_again_at_once
     assert not services.feed.reachable() and not services.ready_for_starts()
 
 
+def test_a_run_that_lost_its_feed_as_redis_restarts_is_sent_again_uncounted(
+    make_match, restarting, sent, monkeypatch
+):
+    """Counting the failed start needs Redis; a count Redis refuses must not keep the match from
+    being sent again (chaos seed 62: the private Redis restarting as a host's run lost its feed,
+    the start raised there and the match waited 40 s for the dispatch tick)."""
+    from config.errors import RedisUnavailable
+
+    def refused(match_id: object) -> int:
+        raise RedisUnavailable(service="Redis", setting="REDIS_URL", address="x", reason="restarting")
+
+    monkeypatch.setattr(restarting["coordination"].barriers, "record_failed_attempt", refused)
+    match = make_match(status="inprogress")
+    result = _start_with_body(match, restarting, "FeedLostBody")
+    assert result.exit_code == int(ExitCode.CONNECTION_ERROR) and result.attempts is None
+    assert sent.match_ids == [str(match.id)]
+
+
 #: The two bodies whose run gives its match back, with the exit code and reason its row is closed with.
 GIVE_BACK_BODIES = pytest.mark.parametrize(
     ("body", "code", "reason"),
