@@ -78,10 +78,11 @@ def services() -> ListenerServices:
                 # watched again before the next full step, and the others are watched again at once
                 # (a lapsed one among them runs the full step then).
                 closed = cleanup.reap_workers_seen_dead(seen.dead, coordination=rt.coordination)
+                begun = cleanup.release_starts_of_dead(seen.dead, coordination=rt.coordination)
                 fetched.requeue_of(seen.dead)
                 watched[:] = [lease for lease in watched if lease not in seen.dead]
                 svc.reaper.soon(REJUDGE_SECONDS)
-                return sorted({row.match_id for row in closed})
+                return sorted({row.match_id for row in closed} | set(begun))
             if not seen.due:
                 return []
         # Orphans first: a match the two steps after it free is not taken for one (its restart
@@ -97,13 +98,16 @@ def services() -> ListenerServices:
             grace_seconds=grace,
             dead_leases=dead,
         )
+        begun = cleanup.release_starts_of_dead(dead, coordination=rt.coordination)
         fetched.requeue_of(dead)
         svc.reaper.watching(len(watched))
         if lost:  # a worker's liveness signal is gone: judge it again until its grace ends
             svc.reaper.soon(REJUDGE_SECONDS)
         freed = cleanup.release_locks_of_fenced_runs(settings=rt.settings, coordination=rt.coordination)
         given_back = cleanup.close_given_back_rows(coordination=rt.coordination)
-        return sorted({row.match_id for row in closed} | set(freed) | set(orphans) | set(given_back))
+        return sorted(
+            {row.match_id for row in closed} | set(begun) | set(freed) | set(orphans) | set(given_back)
+        )
 
     def redispatch(match_ids: list[str]) -> None:
         dispatch.dispatch_matches(

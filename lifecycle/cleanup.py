@@ -173,6 +173,22 @@ def reap_workers_seen_dead(
     return closed
 
 
+def release_starts_of_dead(leases: Iterable[str], *, coordination: CoordinationStore) -> list[str]:
+    """Release the start locks (and pending keys) that starts of these dead workers took before their
+    runs wrote a row, and return those matches, to be sent again at once.
+
+    A start takes its match's lock, then its run writes the row (lifecycle.guarded_start); a worker
+    killed in between leaves a lock no row names, which no reaper abandons and which only its TTL
+    (LISTENER_HEARTBEAT_STALE_SECONDS) would end: chaos seed 62 killed a worker that had just begun
+    ten starts (docs/reliability.md finding 15). Each start notes its lock under its worker's lease
+    (``Locks.note_start_taken``); a lock a successor holds now is left alone.
+    """
+    released = coordination.locks.release_starts_taken(leases)
+    for match_id in released:
+        logger.warning("match %s: released the start lock a dead worker took before its run began", match_id)
+    return released
+
+
 def close_given_back_rows(
     *, coordination: CoordinationStore, aside: list[SetAside] | None = None
 ) -> list[str]:

@@ -96,13 +96,15 @@ def _count_failure(match_id: str, coordination: CoordinationStore) -> int | None
     return count
 
 
-def _unwind(match_id: str, token: str, coordination: CoordinationStore) -> None:
+def _unwind(match_id: str, held: HeldLock, coordination: CoordinationStore) -> None:
     """Release our start lock and the pending key; leave both alone if a successor holds the lock."""
-    lock = coordination.locks.start_lock(match_id).adopt(token)
+    lock = coordination.locks.start_lock(match_id).adopt(held.token)
     try:
+        if held.lease_id is not None:
+            coordination.locks.forget_start_taken(held.lease_id, match_id)
         with contextlib.suppress(LockNotOwned):
             lock.release()
-        if coordination.locks.start_lock_holder(match_id) in (None, token):
+        if coordination.locks.start_lock_holder(match_id) in (None, held.token):
             coordination.barriers.clear_pending(match_id)
     except KickoffError as exc:
         logger.warning("match %s: releasing start barriers failed (they expire): %s", match_id, exc)
@@ -114,6 +116,7 @@ class HeldLock:
 
     token: str  # the holder's token, also the run's lifecycle row id
     acquired_at: float  # time.monotonic() just before SET NX: the lock's TTL runs from no earlier
+    lease_id: str | None = None  # the worker lease it was noted under (``Locks.note_start_taken``)
 
 
 def start_match_listener(
@@ -149,6 +152,11 @@ def start_match_listener(
     """
     mid = str(uuid.UUID(str(match_id)))
     consumed: list[bool] = []  # Redis's answer to this start's consume, once it answered
+
+    def take_lock() -> HeldLock | Skip:
+        lease_id = services.lease.held_id()  # the lock is noted under it (a kill before the row)
+        return _take_start_lock(mid, force, settings=settings, coordination=coordination, lease_id=lease_id)
+
     try:
         with services.db_slot():
             taken = _consume_message(
@@ -160,11 +168,11 @@ def start_match_listener(
                 on_orphaned=lambda: services.hand_off(mid),
             ) or _check_guards(mid, overrides, force, coordination=coordination, services=services)
             if taken is None and not handoff:
-                taken = _take_start_lock(mid, force, settings=settings, coordination=coordination)
+                taken = take_lock()
         if taken is None:  # a hand-off's successor
             _await_predecessor(mid, settings=settings, coordination=coordination)
             with services.db_slot():
-                taken = _take_start_lock(mid, force, settings=settings, coordination=coordination)
+                taken = take_lock()
     except ServiceUnavailable as exc:
         _give_back(mid, message_id, exc, consumed=consumed, coordination=coordination, services=services)
         raise
@@ -395,9 +403,19 @@ def _await_predecessor(
 
 
 def _take_start_lock(
-    mid: str, force: bool, *, settings: MatchListenerEnvironment, coordination: CoordinationStore
+    mid: str,
+    force: bool,
+    *,
+    settings: MatchListenerEnvironment,
+    coordination: CoordinationStore,
+    lease_id: str | None = None,
 ) -> HeldLock | Skip:
-    """Abandon dead runs of the match, then take its start lock unless a live run holds it."""
+    """Abandon dead runs of the match, then take its start lock unless a live run holds it.
+
+    The lock taken is noted under the worker's ``lease_id``: should the worker die before its run
+    writes its row (a kill in a burst of starts), a reaper that finds the lease dead releases the
+    lock and sends the match again (``cleanup.release_starts_of_dead``); nothing else would before
+    the lock's TTL (LISTENER_HEARTBEAT_STALE_SECONDS)."""
     stale_kw = {
         "stale_seconds": coordination.stale_seconds,
         "active_max_age_seconds": coordination.active_max_age_seconds,
@@ -409,14 +427,18 @@ def _take_start_lock(
         coordination.barriers.clear_pending(mid)
         return Skip.ACTIVE
 
-    lock = HeldLock(token=str(uuid.uuid4()), acquired_at=time.monotonic())
+    lock = HeldLock(token=str(uuid.uuid4()), acquired_at=time.monotonic(), lease_id=lease_id)
     if not coordination.locks.start_lock(mid).acquire(lock.token):
         if not force:
             coordination.barriers.clear_pending(mid)
         return Skip.LOCKED
     try:
+        if lease_id is not None:
+            coordination.locks.note_start_taken(
+                lease_id, mid, lock.token, ttl_seconds=coordination.stale_seconds
+            )
         if not force and rows.has_active_row(mid, **stale_kw):
-            _unwind(mid, lock.token, coordination)
+            _unwind(mid, lock, coordination)
             return Skip.ACTIVE
         if force:
             superseded = rows.supersede_open_rows(mid)
@@ -425,7 +447,7 @@ def _take_start_lock(
                     "match %s: forced start closed %d open rows of dead runs", mid, len(superseded)
                 )
     except KickoffError:
-        _unwind(mid, lock.token, coordination)
+        _unwind(mid, lock, coordination)
         raise
     return lock
 
@@ -457,7 +479,7 @@ def _run(
         _count_failure(mid, coordination)
         raise
     finally:
-        _unwind(mid, lock.token, coordination)
+        _unwind(mid, lock, coordination)
         release_connection()
     if message_id is not None:
         with services.db_slot(), contextlib.suppress(KickoffError):

@@ -47,6 +47,7 @@ class CoordinationKeys:
     bulk_preview_key = _key_of("bulk_preview_")  # of a confirm token's SHA-256
     degraded_key = _key_of("listener_degraded_")  # of a run's lifecycle row id
     given_back_key = _key_of("given_back_")  # of a run's lifecycle row id
+    starts_taken_key = _key_of("starts_taken_")  # of a lease id: a hash, match id -> start lock token
 
     def tick_key(self, entry: str, slot: str) -> str:
         return f"{self.prefix}scheduler_tick_{entry}_{slot}"

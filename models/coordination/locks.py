@@ -113,6 +113,15 @@ end
 return 0
 """
 
+# KEYS: a start lock, its match's pending key; ARGV[1]: the token. Both deleted if the token holds it.
+_RELEASE_IF_TOKEN = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  redis.call('del', KEYS[1], KEYS[2])
+  return 1
+end
+return 0
+"""
+
 # KEYS: per match, its start lock, pending key and restart mark; ARGV[1]: the mark's TTL (s).
 _CLAIM_ORPHANS = """
 local out = {}
@@ -311,6 +320,37 @@ class Locks(RedisConcern):
         """
         keys = [self.start_lock_key(match_id), self.worker_lease_key(lease_id), self.pending_key(match_id)]
         return bool(self._script(_RELEASE_FENCED)(keys=keys, args=[token]))
+
+    @translated
+    def note_start_taken(self, lease_id: str, match_id: object, token: str, *, ttl_seconds: float) -> None:
+        """Note that a start under ``lease_id`` took ``match_id``'s start lock as ``token``, until
+        ``forget_start_taken``: should its worker die before the run writes its row, a reaper releases
+        the lock (``release_starts_taken``), which nothing else would before its TTL."""
+        key = self.starts_taken_key(lease_id)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hset(key, str(match_id), token)
+        pipe.pexpire(key, max(1, int(ttl_seconds * 1000)))
+        pipe.execute()
+
+    @translated
+    def forget_start_taken(self, lease_id: str, match_id: object) -> None:
+        """The start noted under ``lease_id`` for ``match_id`` let its lock go (or its run ended)."""
+        self.client.hdel(self.starts_taken_key(lease_id), str(match_id))
+
+    @translated
+    def release_starts_taken(self, lease_ids: Iterable[str]) -> list[str]:
+        """Release the start locks (and pending keys) the starts of these dead workers' leases took
+        and still hold, and forget them; the matches released (to be sent again)."""
+        released: list[str] = []
+        script = self._script(_RELEASE_IF_TOKEN)
+        for lease_id in sorted(set(lease_ids)):
+            key = self.starts_taken_key(lease_id)
+            for match_id, token in sorted(self.client.hgetall(key).items()):
+                match, held = str(text(match_id)), str(text(token))
+                if script(keys=[self.start_lock_key(match), self.pending_key(match)], args=[held]):
+                    released.append(match)
+            self.client.delete(key)
+        return released
 
     @translated
     def claim_orphan_restarts(self, match_ids: Sequence[str], *, every_seconds: float) -> list[str]:

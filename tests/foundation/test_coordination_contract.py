@@ -454,6 +454,28 @@ def test_a_fenced_runs_lock_and_pending_key_go_only_once_its_worker_lease_is_gon
     assert b.locks.start_lock_holder(m) is None and not b.barriers.is_pending(m)
 
 
+def test_the_starts_a_dead_workers_lease_took_are_released_only_where_they_still_hold_the_lock(
+    store: Store,
+) -> None:
+    b = store.coordination
+    held, handed, forgotten, other = ids(4)
+    for m, token in ((held, "s1"), (handed, "s2"), (forgotten, "s3")):
+        b.locks.start_lock(m).acquire(token=token)
+        assert b.barriers.claim_pending(m)
+        b.locks.note_start_taken("dead", m, token, ttl_seconds=60)
+    b.locks.start_lock(other).acquire(token="s4")
+    b.locks.note_start_taken("alive", other, "s4", ttl_seconds=60)
+    b.locks.delete_start_lock_if_token(handed, "s2")
+    b.locks.start_lock(handed).acquire(token="successor")  # the match started again meanwhile
+    b.locks.forget_start_taken("dead", forgotten)  # its run let the lock go itself (and its row ended)
+    assert b.locks.release_starts_taken(["dead", "never-noted"]) == [held]
+    assert b.locks.start_lock_holder(held) is None and not b.barriers.is_pending(held)
+    assert b.locks.start_lock_holder(handed) == "successor" and b.barriers.is_pending(handed)
+    assert b.locks.start_lock_holder(forgotten) == "s3" and b.locks.start_lock_holder(other) == "s4"
+    assert b.locks.release_starts_taken(["dead"]) == []  # forgotten with the release
+    assert b.locks.release_starts_taken(["alive"]) == [other]
+
+
 def test_an_orphan_restart_is_claimed_only_without_lock_or_pending_key_and_once_per_spacing(
     store: Store,
 ) -> None:

@@ -166,6 +166,35 @@ def test_a_redelivered_start_whose_worker_died_before_its_run_sends_the_match_ag
     assert sent == [[str(match.id)]]
 
 
+def test_a_start_lock_whose_worker_died_before_the_row_is_released_by_a_reaper_and_a_run_forgets_its_note(
+    make_match, ctx, runner
+):
+    """A start takes its match's lock, then its run writes the row: a worker killed in between leaves a
+    lock no row names, which only its TTL (the stale threshold) would end. The start notes the lock
+    under its worker's lease, and a reaper that finds the lease dead releases it; a run that began
+    forgets the note once it lets the lock go."""
+    from lifecycle import cleanup, guarded_start
+
+    coordination = ctx["coordination"]
+    match = make_match(listener_start_settings={"listener_test_duration_seconds": 1.0})
+    assert coordination.barriers.claim_pending(match.id)
+    taken = guarded_start._take_start_lock(
+        str(match.id), False, settings=ctx["settings"], coordination=coordination, lease_id="killed"
+    )
+    assert isinstance(taken, guarded_start.HeldLock)  # then its worker was killed: no row, no unwind
+    assert rows_of(match) == [] and coordination.locks.start_lock_holder(match.id) == taken.token
+    assert cleanup.release_starts_of_dead(["killed"], coordination=coordination) == [str(match.id)]
+    assert coordination.locks.start_lock_holder(match.id) is None
+    assert not coordination.barriers.is_pending(match.id)
+
+    lease = ctx["services"].lease.renew().lease_id
+    noted = coordination.locks.starts_taken_key(lease)
+    future = runner(start, match, **ctx)
+    wait_for(lambda: coordination.locks.client.hexists(noted, str(match.id)), what="the run's lock noted")
+    assert future.result(timeout=60).exit_code == 0
+    assert not coordination.locks.client.hexists(noted, str(match.id))
+
+
 def test_a_start_superseded_by_a_newer_message_does_nothing(make_match, ctx, outbox):
     match = make_match()
     dispatch(send=outbox, **_sb(ctx))

@@ -139,6 +139,31 @@ class MemoryLocks(MemoryConcern):
             self._delete(self.start_lock_key(match_id), self.pending_key(match_id))
             return True
 
+    # the hash of a lease's taken starts as one key per match: ``{starts_taken_key}|{match id}``
+    @served
+    def note_start_taken(self, lease_id: str, match_id: object, token: str, *, ttl_seconds: float) -> None:
+        base = self.starts_taken_key(lease_id)
+        self._set(f"{base}|{match_id}", token, ttl=ttl_seconds)
+        for key in self._keys(f"{base}|"):
+            self._expire(key, ttl_seconds)
+
+    @served
+    def forget_start_taken(self, lease_id: str, match_id: object) -> None:
+        self._delete(f"{self.starts_taken_key(lease_id)}|{match_id}")
+
+    @served
+    def release_starts_taken(self, lease_ids: Iterable[str]) -> list[str]:
+        released = []
+        with self.mu:
+            for lease_id in sorted(set(lease_ids)):
+                for key in sorted(self._keys(f"{self.starts_taken_key(lease_id)}|")):
+                    match = key.rsplit("|", 1)[1]
+                    if self._value(self.start_lock_key(match)) == self._value(key):
+                        self._delete(self.start_lock_key(match), self.pending_key(match))
+                        released.append(match)
+                    self._delete(key)
+        return released
+
     @served
     def claim_orphan_restarts(self, match_ids: Sequence[str], *, every_seconds: float) -> list[str]:
         out = []
