@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from config import spans, tracing
-from config.errors import LockNotOwned, ServiceUnavailable
+from config.errors import KickoffError, LockNotOwned, ServiceUnavailable
 from config.set_aside import SetAside, setting_aside
 from config.settings import KickoffSettings
 from lifecycle import takeover
@@ -181,9 +181,14 @@ def release_starts_of_dead(leases: Iterable[str], *, coordination: CoordinationS
     killed in between leaves a lock no row names, which no reaper abandons and which only its TTL
     (LISTENER_HEARTBEAT_STALE_SECONDS) would end: chaos seed 62 killed a worker that had just begun
     ten starts (docs/reliability.md finding 15). Each start notes its lock under its worker's lease
-    (``Locks.note_start_taken``); a lock a successor holds now is left alone.
+    (``Locks.note_start_taken``); a lock a successor holds now is left alone. Redis not answering is
+    logged and nothing is released (the locks expire), so the reaper's other steps go on.
     """
-    released = coordination.locks.release_starts_taken(leases)
+    try:
+        released = coordination.locks.release_starts_taken(leases)
+    except KickoffError as exc:
+        logger.warning("releasing the start locks dead workers took failed (they expire): %s", exc)
+        return []
     for match_id in released:
         logger.warning("match %s: released the start lock a dead worker took before its run began", match_id)
     return released

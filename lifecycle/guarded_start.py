@@ -100,12 +100,12 @@ def _unwind(match_id: str, held: HeldLock, coordination: CoordinationStore) -> N
     """Release our start lock and the pending key; leave both alone if a successor holds the lock."""
     lock = coordination.locks.start_lock(match_id).adopt(held.token)
     try:
-        if held.lease_id is not None:
-            coordination.locks.forget_start_taken(held.lease_id, match_id)
         with contextlib.suppress(LockNotOwned):
             lock.release()
         if coordination.locks.start_lock_holder(match_id) in (None, held.token):
             coordination.barriers.clear_pending(match_id)
+        if held.lease_id is not None:  # last: a note left behind names a lock its token no longer holds
+            coordination.locks.forget_start_taken(held.lease_id, match_id)
     except KickoffError as exc:
         logger.warning("match %s: releasing start barriers failed (they expire): %s", match_id, exc)
 

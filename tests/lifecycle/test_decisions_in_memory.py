@@ -314,6 +314,19 @@ def test_a_run_that_ends_while_the_beat_runs_is_not_told_to_stop_nor_its_lock_ke
     assert store.locks.start_lock_holder(m) == (None if then == "nothing" else "successor")
 
 
+def test_releasing_a_dead_workers_start_locks_with_redis_away_releases_nothing_and_lets_the_reaper_go_on(
+    store: MemoryCoordinationStore,
+) -> None:
+    (m,) = match_ids(1)
+    store.locks.start_lock(m).acquire(token="t")
+    store.locks.note_start_taken("dead", m, "t", ttl_seconds=60)
+    store.down = True
+    assert cleanup.release_starts_of_dead(["dead"], coordination=store) == []  # no raise: logged
+    store.down = False
+    assert cleanup.release_starts_of_dead(["dead"], coordination=store) == [m]
+    assert store.locks.start_lock_holder(m) is None
+
+
 def test_a_beat_retakes_a_lock_redis_forgot(store: MemoryCoordinationStore) -> None:
     service = beating(store)
     (m,) = match_ids(1)
