@@ -13,7 +13,7 @@ the sweep reclaims it minutes later (found by bench/chaos.py, seed 38).
 Starts the Redis consumer fetched in its last batch but had not handed to the worker yet go back to
 the queue as soon as it stops taking starts, and when it closes (``DrainableConsumer``): Dramatiq
 leaves them in the worker's ack set until the broker's heartbeat timeout (docs/reliability.md
-finding 15, still open).
+finding 15; a killed worker's are requeued by the reapers, actors.fetched_starts).
 """
 
 from __future__ import annotations

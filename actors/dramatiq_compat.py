@@ -176,13 +176,13 @@ CONSUMER_OF_LEASE = "kickoff_consumer_of"
 #: maintenance does for a worker whose heartbeat is older than its timeout (``dispatch.lua``: each id
 #: of ``{namespace}:__acks__.{broker_id}.{queue}`` whose body is still in ``{queue}.msgs`` pushed
 #: back on ``{queue}``, the ack set deleted), at once and for these consumers only; their records go
-#: too. ARGV: namespace, queue, lease ids. Returns the messages requeued.
+#: too. ARGV: namespace, queue, the records' key prefix, lease ids. Returns the messages requeued.
 _REQUEUE_FETCHED = """
-local ns, queue = ARGV[1], ARGV[2]
+local ns, queue, records = ARGV[1], ARGV[2], ARGV[3]
 local queued, bodies = ns .. ":" .. queue, ns .. ":" .. queue .. ".msgs"
 local n = 0
-for i = 3, #ARGV do
-  local record = ns .. ":kickoff_consumer_of." .. ARGV[i]
+for i = 4, #ARGV do
+  local record = records .. ARGV[i]
   local consumer = redis.call("get", record)
   if consumer then
     local acks = ns .. ":__acks__." .. consumer .. "." .. queue
@@ -211,9 +211,14 @@ def consumer_id(broker: dramatiq.Broker) -> str | None:
     return getattr(broker, "broker_id", None) if isinstance(broker, RedisBroker) else None
 
 
+def _consumer_records(broker: RedisBroker) -> str:
+    """The key prefix of the lease -> consumer records (the lease id follows)."""
+    return f"{broker.namespace}:{CONSUMER_OF_LEASE}."
+
+
 def record_consumer_of_lease(broker: RedisBroker, lease_id: str, *, ttl_seconds: float) -> None:
     """Record that the process holding ``lease_id`` fetches as this broker's consumer."""
-    key = f"{broker.namespace}:{CONSUMER_OF_LEASE}.{lease_id}"
+    key = f"{_consumer_records(broker)}{lease_id}"
     broker.client.set(key, str(consumer_id(broker)), px=max(1, int(ttl_seconds * 1000)))
 
 
@@ -223,7 +228,7 @@ def requeue_fetched_by_leases(broker: RedisBroker, queue_name: str, lease_ids: S
     if not lease_ids:
         return 0
     script = broker.client.register_script(_REQUEUE_FETCHED)
-    return int(script(keys=[], args=[broker.namespace, queue_name, *lease_ids]))
+    return int(script(keys=[], args=[broker.namespace, queue_name, _consumer_records(broker), *lease_ids]))
 
 
 # -- 2. queue arguments of the RabbitmqBroker ----------------------------------------------------
