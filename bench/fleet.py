@@ -256,6 +256,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "LISTENER_READ_TIMEOUT_SECONDS": str(max(30.0, 3 * args.stream_heartbeat)),
             "LISTENER_DB_SLOTS_PER_PROCESS": str(args.db_slots),
             "LISTENER_STREAM_FORMAT": args.format,
+            "LISTENER_STREAM_READERS": str(args.readers),
             "LOG_LEVEL": "WARNING",
         }
     )
@@ -413,6 +414,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "sims": args.sims,
             "stream_heartbeat_s": args.stream_heartbeat,
             "stream_format": args.format,
+            "stream_readers": args.readers,
             "event_s": args.event_seconds,
             "lifecycle_heartbeat_s": args.lifecycle_heartbeat,
             "db_slots": args.db_slots,
@@ -475,6 +477,12 @@ def report(r: dict[str, Any]) -> None:
         f"{r['stream_heartbeat_s']:g} s, an event every {r['event_s']:g} s per game; "
         f"lifecycle heartbeat every {r['lifecycle_heartbeat_s']:g} s"
     )
+    readers = r.get("stream_readers", 0)  # a run saved before the readers: a thread per stream
+    print(
+        f"streams read by {readers} reader threads per worker"
+        if readers and r.get("stream_format") == "ndjson"
+        else "each stream read by its own thread"
+    )
     print(f"load average (1, 5, 15 min) at the end: {r['load_avg']}")
     if r["pgbouncer_pool"]:
         print(f"workers reach PostgreSQL through pgbouncer (transaction mode, pool {r['pgbouncer_pool']})")
@@ -534,6 +542,13 @@ def main() -> int:
         default="ndjson",
         help="LISTENER_STREAM_FORMAT: ndjson (default: the provider's push framing, newline-delimited "
         "JSON over chunked HTTP) or sse (srsim's default; runs saved before this option read SSE)",
+    )
+    parser.add_argument(
+        "--readers",
+        type=int,
+        default=4,
+        help="LISTENER_STREAM_READERS: threads per worker reading its NDJSON streams (0: a thread per "
+        "stream, as every run before this option; SSE streams always are)",
     )
     parser.add_argument(
         "--event-seconds", type=float, default=30.0, help="seconds between two events of a game"

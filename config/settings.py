@@ -561,6 +561,10 @@ class MatchListenerEnvironment(KickoffSettings):
     # -- stream, archive ----------------------------------------------------------
     listener_stream_format: str = "sse"
     """Framing to ask the feed for: sse | ndjson (the response content type decides)."""
+    listener_stream_readers: NonNegativeInt = 4
+    """Threads of a process that read its open newline-delimited JSON streams (plain HTTP, uncompressed)
+    and handle their messages, each waiting on many sockets at once; 0: each stream is read by its run's
+    own thread, as an SSE, TLS or compressed stream always is (docs/listener.md, "Reading the streams")."""
     listener_stream_path: str = ""
     """Path of the push stream under SPORTRADAR_BASE_URL ({league}, {access} filled in) for every league;
     empty: each league's declared push path (models.leagues)."""

@@ -45,7 +45,8 @@ from listener.match_info import MatchInfo, load_match_info, stream_status_of
 from listener.pipeline import Pipeline, RecordOnlyPipeline, load_pipeline, pipeline_for
 from listener.processed_mark import UNMARKED_LIMIT, ProcessedMark
 from listener.recovery import Recovery
-from listener.stream import OVERSIZE, FeedConnection, StreamConfig, subscribe_url
+from listener.stream import OVERSIZE, FeedConnection, StreamConfig, reader_session, subscribe_url
+from listener.stream_reader import STREAM_READERS
 from listener.verify import Verification
 from models import history_recorder as history
 from models.errors import FencedWrite
@@ -105,6 +106,7 @@ class MatchListener:
         self._replayed_told = 0
         self._mark: ProcessedMark | None = None  # the match's processed watermark (models.processed)
         self._batch_marks = False  # the pipeline's process_batch moves it with its writes (``through``)
+        self._reload_due = False  # a status reload waits for a free database slot (``_reload_status``)
 
     # -- lifecycle interface -----------------------------------------------------------
 
@@ -305,7 +307,8 @@ class MatchListener:
             )
         else:
             self._ingest = InlineIngest(self.archive, self._on_recorded)
-        session = self._session or requests.Session()
+        shared = bool(s.listener_stream_readers) and s.listener_stream_format == "ndjson"
+        session = self._session or (reader_session() if shared else requests.Session())
         failures = 0
         self._idle = 0
         self._bad = 0
@@ -356,6 +359,10 @@ class MatchListener:
                 spans.event("connect", resumed=resuming, content_type=conn.content_type)
                 recovery.connected(resumed=resuming)
                 self._write_gaps()
+                if (readers := s.listener_stream_readers) and STREAM_READERS.follow(
+                    conn, self._handle, should_stop=self._stopped, threads=readers
+                ):
+                    return ExitCode.STOPPED  # a reader's stream returns only for a stop
                 for raw in conn.messages():
                     self._handle(raw)
                     if self._stopped():
@@ -790,25 +797,42 @@ class MatchListener:
         if self.archive is not None:
             self.archive.flush()
         if self._idle % s.listener_status_reload_heartbeats == 0:
+            self._reload_due = True
+        if self._reload_due:
             self._reload_status()
         if self._idle >= s.listener_max_consecutive_heartbeats:
             raise _Exit(ExitCode.MAX_HEARTBEATS, f"{self._idle} consecutive heartbeats without an event")
 
     def _reload_status(self) -> None:
-        self.stats.status_reloads += 1
+        """Read the match's status (every ``listener_status_reload_heartbeats`` idle heartbeats). It never
+        waits for a database slot or for processing's status write: the stream's reader may be a shared
+        one (listener.stream_reader), whose other streams would wait with it; the reload then comes at the
+        next heartbeat."""
         status = self._status
         if self._info.has_row:
             from models.boundary import connection
             from models.match import status_of_match
 
-            stored = None
+            gate = self._gate()
+            if not self._status_lock.acquire(blocking=False):  # processing is writing a status
+                return
             try:
-                with self._status_lock, self._gate(), connection():
-                    stored = status_of_match(self._ctx.match_id)
-            except DatabaseUnavailable as exc:
-                logger.warning("match %s: status reload skipped: %s", self._ctx.match_id, exc)
+                if not gate.acquire(blocking=False):
+                    return
+                stored = None
+                try:
+                    with connection():
+                        stored = status_of_match(self._ctx.match_id)
+                except DatabaseUnavailable as exc:
+                    logger.warning("match %s: status reload skipped: %s", self._ctx.match_id, exc)
+                finally:
+                    gate.release()
+            finally:
+                self._status_lock.release()
             status = stored if stored is not None else status
             self._status = status
+        self._reload_due = False
+        self.stats.status_reloads += 1
         self._log.write("status check: %s after %d idle heartbeats", status, self._idle)
         phase = phase_of(status)
         if phase is Phase.TERMINAL or (status in TERMINAL):

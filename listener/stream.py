@@ -12,16 +12,23 @@ Lines longer than ``max_line_bytes`` are skipped without being buffered.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import logging
+import os
 import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlencode, urljoin, urlsplit
 
 import requests
+import requests.adapters
 import sseclient
+import urllib3
+import urllib3.connection
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
 from config.settings import mask_url
@@ -48,6 +55,12 @@ def last_feed_byte_at() -> float | None:
     return _last_feed_byte_at
 
 
+def note_feed_read(conn: FeedConnection) -> None:
+    """``conn`` just read bytes from the feed (its silence, and the process's reach of the feed)."""
+    global _last_feed_byte_at
+    conn.last_read_at = _last_feed_byte_at = time.monotonic()
+
+
 def _origin(url: str) -> tuple[str, str, int | None]:
     """(scheme, host, port) of ``url``, the port made explicit for http/https (None if unparsable)."""
     try:
@@ -70,48 +83,65 @@ def subscribe_url(*, base_url: str, path: str, league: str, access: str, sr_id: 
     return f"{base_url.rstrip('/')}{rel}?{urlencode(query, safe=':')}"
 
 
-def capped_lines(chunks: Iterator[bytes], max_bytes: int) -> Iterator[bytes | object]:
-    """Split a byte stream into lines (without the newline); a line over ``max_bytes`` becomes OVERSIZE.
+class LineSplitter:
+    """Splits a byte stream fed chunk by chunk into lines (without the newline); a line over
+    ``max_bytes`` becomes OVERSIZE.
 
     An over-long line is dropped as it arrives, so memory stays bounded by the limit. A partial
-    last line (the stream cut mid-line) is dropped: it is not a complete message.
+    last line (the stream cut mid-line) is never returned: it is not a complete message.
     """
-    parts: list[bytes] = []
-    pending = 0
-    skipping = False
-    for chunk in chunks:
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._parts: list[bytes] = []
+        self._pending = 0
+        self._skipping = False
+
+    def feed(self, chunk: bytes) -> list[bytes | object]:
+        """The lines ``chunk`` completes, in order."""
+        out: list[bytes | object] = []
         if not chunk:
-            continue
+            return out
+        max_bytes = self.max_bytes
         if b"\n" not in chunk:
-            if not skipping:
-                parts.append(chunk)
-                pending += len(chunk)
-                if pending > max_bytes:
-                    skipping = True
-                    parts, pending = [], 0
-                    yield OVERSIZE
-            continue
+            if not self._skipping:
+                self._parts.append(chunk)
+                self._pending += len(chunk)
+                if self._pending > max_bytes:
+                    self._skipping = True
+                    self._parts, self._pending = [], 0
+                    out.append(OVERSIZE)
+            return out
         pieces = chunk.split(b"\n")
-        if skipping:
-            skipping = False
+        if self._skipping:
+            self._skipping = False
         else:
+            parts = self._parts
             parts.append(pieces[0])
             line = b"".join(parts) if len(parts) > 1 else parts[0]
             if len(line) > max_bytes:
-                yield OVERSIZE
+                out.append(OVERSIZE)
             else:
-                yield line[:-1] if line.endswith(b"\r") else line
+                out.append(line[:-1] if line.endswith(b"\r") else line)
         for line in pieces[1:-1]:
             if len(line) > max_bytes:
-                yield OVERSIZE
+                out.append(OVERSIZE)
             else:
-                yield line[:-1] if line.endswith(b"\r") else line
+                out.append(line[:-1] if line.endswith(b"\r") else line)
         last = pieces[-1]
-        parts, pending = ([last], len(last)) if last else ([], 0)
-        if pending > max_bytes:
-            skipping = True
-            parts, pending = [], 0
-            yield OVERSIZE
+        self._parts, self._pending = ([last], len(last)) if last else ([], 0)
+        if self._pending > max_bytes:
+            self._skipping = True
+            self._parts, self._pending = [], 0
+            out.append(OVERSIZE)
+        return out
+
+
+def capped_lines(chunks: Iterator[bytes], max_bytes: int) -> Iterator[bytes | object]:
+    """The lines of a chunk iterator (``LineSplitter``), as they complete."""
+    splitter = LineSplitter(max_bytes)
+    for chunk in chunks:
+        yield from splitter.feed(chunk)
 
 
 def feed_get(
@@ -164,6 +194,46 @@ def _message_of(resp: requests.Response) -> str:
     return str(message)[:200] if message else resp.text[:200]
 
 
+class _UnbufferedResponse(http.client.HTTPResponse):
+    """http.client's response reading its socket without a buffer: the headers are parsed a byte at a
+    time and no byte of the body is read ahead with them, so a shared reader finds the whole body in
+    the socket (http.client's own file would hold what came with the headers, out of a reader's reach)."""
+
+    def __init__(self, sock: socket.socket, *args: Any, **kwargs: Any) -> None:
+        super().__init__(sock, *args, **kwargs)
+        buffered, self.fp = self.fp, sock.makefile("rb", buffering=0)
+        buffered.close()  # nothing was read through it
+
+
+class _UnbufferedConnection(urllib3.connection.HTTPConnection):
+    response_class = _UnbufferedResponse
+
+
+class _UnbufferedPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _UnbufferedConnection
+
+
+class UnbufferedAdapter(requests.adapters.HTTPAdapter):
+    """requests' adapter whose plain-HTTP responses read nothing past their headers
+    (``_UnbufferedResponse``), through urllib3's public pool and connection classes."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {
+            **self.poolmanager.pool_classes_by_scheme,
+            "http": _UnbufferedPool,
+        }
+
+
+def reader_session() -> requests.Session:
+    """A session for streams a shared reader may take (``FeedConnection.take_socket``): plain HTTP
+    through ``UnbufferedAdapter``. Use it for nothing else: a thread reading its body would read
+    each chunk's size line a byte at a time."""
+    session = requests.Session()
+    session.mount("http://", UnbufferedAdapter())
+    return session
+
+
 @dataclass
 class StreamConfig:
     """What the client needs to follow one match."""
@@ -202,6 +272,10 @@ class FeedConnection:
         #: No silence limit of this stream is shorter (``silence_limit``): a stream read more recently
         #: is not silent, which the watch knows without asking the run.
         self.least_silence = min(MIN_SILENCE_SECONDS, config.read_timeout)
+        #: Set while a shared reader reads this stream (listener.stream_reader): a close calls it, which
+        #: asks the reader to end the stream (True; the reader holds its socket registered) or, once the
+        #: stream ended, does nothing (False: the close goes on as for any stream).
+        self.close_by_reader: Callable[[], bool] | None = None
 
     def open(self) -> FeedConnection:
         """Connect, follow redirects, check the status; raise StreamConnectionError / StreamDataError."""
@@ -251,26 +325,26 @@ class FeedConnection:
         except (requests.ConnectionError, requests.Timeout, Urllib3HTTPError, OSError, ValueError) as exc:
             # ChunkedEncodingError (a truncated chunk) is a ConnectionError subclass; a socket we
             # shut down from request_stop or the silence watch surfaces as one of these too.
-            raise StreamConnectionError(self._ended_why(f"stream dropped: {type(exc).__name__}")) from exc
+            raise StreamConnectionError(self.ended_why(f"stream dropped: {type(exc).__name__}")) from exc
         except requests.RequestException as exc:
-            raise StreamConnectionError(self._ended_why(f"stream dropped: {type(exc).__name__}")) from exc
+            raise StreamConnectionError(self.ended_why(f"stream dropped: {type(exc).__name__}")) from exc
         except AttributeError as exc:
             # closed from another thread (the silence watch, a stop) while this one was between two reads:
             # urllib3 then reads from the response it has let go (``_fp`` is None), not from a socket
             if not self._closed.is_set():
                 raise
-            raise StreamConnectionError(self._ended_why("stream closed while reading")) from exc
+            raise StreamConnectionError(self.ended_why("stream closed while reading")) from exc
         finally:
             SILENCE_WATCH.unwatch(self)
-        raise StreamConnectionError(self._ended_why("stream ended by the server"))
+        raise StreamConnectionError(self.ended_why("stream ended by the server"))
 
-    def _ended_why(self, otherwise: str) -> str:
+    def ended_why(self, otherwise: str) -> str:
+        """Why the stream ended: silent past its limit if the silence watch gave it up, else ``otherwise``."""
         return otherwise if self.silent_for is None else f"stream silent for {self.silent_for:.1f} s"
 
     def _noting_reads(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
         """The response's chunks, noting when each was read (this connection's and the process's);
         ``before_read`` runs before each read."""
-        global _last_feed_byte_at
         self.last_read_at = time.monotonic()
         before_read = self.config.before_read
         chunks = iter(chunks)
@@ -280,7 +354,7 @@ class FeedConnection:
             chunk = next(chunks, None)
             if chunk is None:
                 return
-            self.last_read_at = _last_feed_byte_at = time.monotonic()
+            note_feed_read(self)
             yield chunk
 
     def silence_limit(self) -> float:
@@ -294,13 +368,13 @@ class FeedConnection:
         """Whether the feed sent bytes this process has not read yet (the connection's socket is
         readable): the stream is not silent, its reader is behind (a process starved of CPU, or a run
         waiting for room for its own writes)."""
-        raw = getattr(self.response, "raw", None)  # urllib3's response, holding its connection
-        sock = getattr(getattr(raw, "connection", None), "sock", None)
-        if sock is None:
+        try:
+            fd = self.response.raw.fileno()  # type: ignore[union-attr]
+        except (AttributeError, OSError, ValueError):  # no response, or closed meanwhile
             return False
         poller = select.poll()  # not select(): a worker's sockets are past FD_SETSIZE
         try:
-            poller.register(sock, select.POLLIN)
+            poller.register(fd, select.POLLIN)
             return bool(poller.poll(0))
         except (OSError, ValueError):  # closed meanwhile
             return False
@@ -329,6 +403,33 @@ class FeedConnection:
             pending_oversize.pop()
             yield OVERSIZE
 
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def take_socket(self) -> tuple[socket.socket, bool] | None:
+        """A non-blocking socket on the open stream's connection (a duplicate of its descriptor, which the
+        caller closes) for a shared reader (listener.stream_reader), and whether the body is chunked;
+        None when a reader cannot read it: a response not made through a ``reader_session`` (its client
+        may hold body bytes read ahead with the headers), an SSE stream, a compressed or sized body."""
+        resp = self.response
+        if resp is None or self.content_type == "text/event-stream" or self.closed:
+            return None
+        if not isinstance(self.session.get_adapter(resp.url or self.config.url), UnbufferedAdapter):
+            return None
+        headers = resp.headers
+        if headers.get("Content-Encoding", "identity").lower() not in ("", "identity"):
+            return None
+        chunked = "chunked" in headers.get("Transfer-Encoding", "").lower()
+        if not chunked and "Content-Length" in headers:
+            return None
+        try:
+            sock = socket.socket(fileno=os.dup(resp.raw.fileno()))
+        except (OSError, ValueError):
+            return None
+        sock.setblocking(False)  # the descriptors share the flag: nothing reads the response's any more
+        return sock, chunked
+
     def close(self) -> None:
         """Close from any thread: wakes a reader blocked in recv by shutting the socket down.
 
@@ -338,6 +439,8 @@ class FeedConnection:
         then no read is waiting. The response is closed afterwards.
         """
         self._closed.set()
+        if self.close_by_reader is not None and self.close_by_reader():
+            return  # its reader unregisters the socket; the run closes the response then
         resp = self.response
         if resp is None:
             return
