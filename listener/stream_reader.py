@@ -91,9 +91,9 @@ class ChunkedBody:
                 self.ended = not line
                 continue
             size_text = line.split(b";", 1)[0].strip()
-            if not size_text or any(c not in b"0123456789abcdefABCDEF" for c in size_text):
+            if not size_text.isalnum():  # int() would take a sign, spaces or underscores
                 raise ValueError(f"bad chunk size {size_text[:20]!r}")
-            size = int(size_text, 16)
+            size = int(size_text, 16)  # ValueError for a letter past f
             self._trailers = size == 0
             self._left = size
         if i < n and not self.ended:

@@ -67,6 +67,8 @@ def test_chunk_extensions_and_trailers_are_passed_over():
     [
         pytest.param(b"zz\r\nhello\r\n", id="a-size-not-hex"),
         pytest.param(b"-5\r\nhello\r\n", id="a-negative-size"),
+        pytest.param(b"1_0\r\nhello\r\n", id="an-underscore-int-would-take"),
+        pytest.param(b"\r\nhello\r\n", id="no-size"),
         pytest.param(b"5\r\nhelloXX", id="data-not-followed-by-crlf"),
         pytest.param(b"1" * 2000, id="an-endless-size-line"),
     ],
