@@ -8,14 +8,16 @@ resumes and exits as before (listener.match_listener). What ends a stream reache
 a drop as StreamConnectionError (the same reasons as a thread's read: "stream dropped: ...",
 "stream ended by the server", "stream silent for ..."), and whatever the run's handling raised.
 
-Only a stream a reader can decode is handed over (``FeedConnection.take_socket``): newline-delimited
-JSON (the provider's framing) on a plain socket, chunked or ended by the close, not compressed. A
-``text/event-stream`` (kickoff's SSE framing, parsed by sseclient-py), a TLS socket or a compressed
-body is read by its run's thread as before.
+Only a stream a reader can read is handed over (``FeedConnection.take_socket``): one opened through
+a ``reader_session`` (no body byte read ahead with the headers), newline-delimited JSON (the
+provider's framing) over plain HTTP, chunked or ended by the close, not compressed. A
+``text/event-stream`` (kickoff's SSE framing, parsed by sseclient-py), a TLS connection, a
+compressed or sized body is read by its run's thread as before.
 
-A message's handling runs on the reader's thread, so it must not wait long: a run's backpressure or
-a status read holds the reader's other streams for that while (their bytes wait in their sockets,
-which the silence watch counts as not silent: listener.stream ``SilenceWatch``).
+A message's handling runs on the reader's thread, so it must not wait long: a run's backpressure (its
+in-flight bound) or a backfill's merge holds the reader's other streams for that while (their bytes
+wait in their sockets, which the silence watch counts as not silent: listener.stream
+``SilenceWatch``); the status reload takes a database slot only when one is free.
 """
 
 from __future__ import annotations
