@@ -117,7 +117,7 @@ def test_an_ndjson_stream_is_handled_on_a_reader_thread_unless_readers_are_off(
 
 @pytest.fixture
 def socket_feed() -> Iterator[tuple[str, list[socket.socket]]]:
-    """A feed that answers one GET with ``the headers and its first chunk in one write`` and keeps the
+    """A feed that answers each GET with its headers and first chunk in one write and keeps the
     connection for the test to write more (the accepted sockets in the list)."""
     server = socket.create_server(("127.0.0.1", 0))
     accepted: list[socket.socket] = []
@@ -129,11 +129,11 @@ def socket_feed() -> Iterator[tuple[str, list[socket.socket]]]:
             except OSError:
                 return
             conn.recv(65536)
+            accepted.append(conn)  # before the write: a test that saw the first message writes more
             conn.sendall(
                 b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
                 + _chunked(_event(0), 1 << 20)[:-5]  # the first message, not the last chunk
             )
-            accepted.append(conn)
 
     threading.Thread(target=serve, daemon=True).start()
     yield f"http://127.0.0.1:{server.getsockname()[1]}/stream", accepted
