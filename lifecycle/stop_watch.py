@@ -56,14 +56,24 @@ class StopWatcher(RegistryPoller[StopRegistration]):
             self._push_thread = threading.Thread(target=self._listen, name="kickoff-stop-push", daemon=True)
             self._push_thread.start()
 
+    def register(self, reg: StopRegistration) -> None:
+        """Watch ``reg``'s match, and stop its run at once if its flag is set already: a stop pushed
+        after the run's row opened and before this registration found no run to stop here, and would
+        otherwise wait for the poll."""
+        super().register(reg)
+        self.stop_pushed(reg.match_id)
+
     def _listen(self) -> None:
-        """Follow the stop channel until stopped; resubscribe with backoff after a Redis error."""
+        """Follow the stop channel until stopped; resubscribe with backoff after a Redis error. Each
+        (re)subscription is followed by one poll: a stop pushed while no subscription listened (the
+        process starting, Redis restarting) would otherwise wait for the next poll."""
         failures = 0
         while not self._stopping:
             pubsub = None
             try:
                 pubsub = self.stops.stop_subscription()
                 failures = 0
+                self.poll_once()
                 while not self._stopping:
                     match_id = self.stops.next_stop_message(pubsub, timeout=1.0)
                     if match_id is not None:

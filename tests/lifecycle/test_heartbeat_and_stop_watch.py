@@ -119,6 +119,41 @@ def test_one_mget_per_poll_notifies_only_the_flagged_listeners(lcoordination, re
     assert set(calls) == {"b"}  # the stop pushed with the flag may have notified b a second time
 
 
+def test_a_stop_flagged_before_a_run_registers_stops_it_at_its_registration_not_at_the_poll(lcoordination):
+    """A stop pushed after a run's row opened and before it registered with the watcher found no run to
+    stop (CI: the operator-stop push test timed out on a loaded box): the registration reads the flag."""
+    import threading
+
+    calls: list[tuple[str, str]] = []
+    watcher = StopWatcher(stops=lcoordination.stops, poll_seconds=300)
+    lcoordination.stops.set_stop_flag("flagged")  # pushed now, while nothing here listens
+    try:
+        for mid in ("flagged", "other"):
+            watcher.register(
+                StopRegistration(
+                    mid, on_stop=lambda mid=mid: calls.append((mid, threading.current_thread().name))
+                )
+            )
+        # The registering thread stopped it (the push thread's poll once subscribed may do it again).
+        assert ("flagged", threading.current_thread().name) in calls
+        assert {mid for mid, _ in calls} == {"flagged"}
+    finally:
+        watcher.stop()
+
+
+def test_a_stop_pushed_before_the_push_thread_subscribed_is_caught_when_it_subscribes(lcoordination):
+    calls: list[str] = []
+    watcher = StopWatcher(stops=lcoordination.stops, poll_seconds=300)
+    # Registered without the registration's own check: only the subscription's poll can find it.
+    watcher._regs.add(StopRegistration("m", on_stop=lambda: calls.append("m")))
+    lcoordination.stops.set_stop_flag("m")  # its push comes before the subscription
+    try:
+        watcher.start()
+        wait_for(lambda: calls, timeout=20, what="the stop, well before the 300 s poll")
+    finally:
+        watcher.stop()
+
+
 def test_a_hung_body_that_ignores_stop_is_interrupted_after_the_grace(make_match, ctx, runner):
     from lifecycle.cleanup import stop_match_listener
 
