@@ -26,6 +26,7 @@ from opentelemetry.trace import (
     TraceFlags,
 )
 
+from config.recorded_span import PLAIN_TYPES
 from config.tracing import BoundedTraceContext, enabled, tracer, valid_traceparent
 
 TRACEPARENT = "traceparent"
@@ -55,14 +56,10 @@ __all__ = [
 ]
 
 
-#: Attribute value types passed to the SDK as they are (anything else as its text).
-_PLAIN = frozenset({bool, int, float, str})
-
-
 def _attrs(attributes: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not attributes:
         return None
-    return {k: v if type(v) in _PLAIN else str(v) for k, v in attributes.items() if v is not None}
+    return {k: v if type(v) in PLAIN_TYPES else str(v) for k, v in attributes.items() if v is not None}
 
 
 def context_of(traceparent: str | None, tracestate: str | None = None) -> Context | None:

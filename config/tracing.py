@@ -43,7 +43,7 @@ from opentelemetry.metrics import NoOpCounter, NoOpMeter, NoOpMeterProvider
 from opentelemetry.propagate import set_global_textmap
 from opentelemetry.propagators.textmap import CarrierT, Getter, default_getter
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SynchronousMultiSpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     SimpleSpanProcessor,
@@ -55,6 +55,7 @@ from opentelemetry.trace import SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from config.errors import ConfigurationError
+from config.recorded_span import KickoffTracer
 from config.settings import mask_url
 
 logger = logging.getLogger(__name__)
@@ -387,7 +388,7 @@ class _State:
         self.lock = threading.Lock()
         self.config: TracingConfig | None = None
         self.provider: TracerProvider | None = None
-        self.tracer: trace.Tracer | None = None
+        self.tracer: KickoffTracer | None = None
         self.on = False
         self.global_set = False
         self.exit_flush = False
@@ -477,8 +478,14 @@ def configure_tracing(
         ).sampler  # OTEL_TRACES_SAMPLER(_ARG), as the SDK reads it
         given = os.environ if environ is None else environ
         resource = Resource.create({} if _env(given, "OTEL_SERVICE_NAME") else {SERVICE_NAME: service})
+        # the provider's processors, given so kickoff's tracer ends its spans into them too (a processor
+        # added to the provider later is one of them)
+        processors = SynchronousMultiSpanProcessor()
         provider = TracerProvider(
-            resource=resource, sampler=NoOrphanClientSpans(env_sampler), shutdown_on_exit=False
+            resource=resource,
+            sampler=NoOrphanClientSpans(env_sampler),
+            shutdown_on_exit=False,
+            active_span_processor=processors,
         )
         provider.add_span_processor(processor)
         if not _state.global_set:  # for code outside kickoff (a job's own spans); settable once
@@ -490,7 +497,7 @@ def configure_tracing(
             atexit.register(_flush_at_exit)
             _state.exit_flush = True
         _state.config, _state.provider, _state.on = config, provider, True
-        _state.tracer = provider.get_tracer("kickoff")
+        _state.tracer = KickoffTracer(provider, processors)  # kickoff's own spans (config.recorded_span)
     logger.info("tracing on: %s", config.describe())
     return config
 
