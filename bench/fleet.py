@@ -24,6 +24,12 @@ worker lease) around a record-only MatchListener. Then:
   game's smallest such lag (srsim's dates are off by a constant per game: ``_commit_latency``), and
   PostgreSQL bytes per event (the log's tables and indexes after the window over their rows).
 
+The window measures live games only: the simulated games last ``--max-seconds`` from when their
+simulator listens (srsim starts its clocks then), after which their streams carry heartbeats and
+nothing else; so the window ends 15 s before the first simulator's games close at the latest (the
+report says so when it is cut). The report counts the runs that ended during the window by exit
+code and reason (a run that ends is a listener lost unless its reason says otherwise).
+
 Goals (issue 34 and the fleet's own): tick <= 1 s, every listener running through the window,
 lifecycle heartbeat lag <= 2 s, <= 100 PostgreSQL connections, message to row p99 <= 1 s.
 
@@ -210,6 +216,23 @@ def _commit_latency(since: Any) -> tuple[float | None, float | None, int]:
     return (None if p50 is None else float(p50), None if p99 is None else float(p99), int(n))
 
 
+#: Seconds before the first simulated games close at which the window ends at the latest.
+GAME_END_MARGIN = 15.0
+
+
+def _ended_since(since: Any) -> dict[str, int]:
+    """Runs ended since ``since``, counted by exit code and reason (``"0: game over"``)."""
+    from models.db import connection_scope, database
+
+    with connection_scope():
+        rows = database.execute_sql(
+            "SELECT exit_code, coalesce(exit_reason, ''), count(*) FROM match_listener_records "
+            "WHERE ended_at >= %s GROUP BY 1, 2 ORDER BY 3 DESC",
+            (since,),
+        ).fetchall()
+    return {f"{code}: {reason}": int(n) for code, reason, n in rows}
+
+
 def _log_bytes() -> float | None:
     """PostgreSQL bytes per logged message: the log's tables, partitions and indexes over its rows."""
     from models.db import connection_scope, database
@@ -309,9 +332,16 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         with ThreadPoolExecutor(max_workers=args.sims) as pool:  # each builds every session: in parallel
             sims = list(
                 pool.map(
-                    lambda _: start_sim(script, heartbeat_seconds=args.stream_heartbeat), range(args.sims)
+                    lambda _: (
+                        start_sim(script, heartbeat_seconds=args.stream_heartbeat),
+                        time.monotonic(),  # the simulator listens: its games' clock starts (srsim)
+                    ),
+                    range(args.sims),
                 )
             )
+        # the first simulator's games close first: the last event, then "closed" one interval later
+        games_close_at = min(at for _, at in sims) + (events - 1) * args.event_seconds + args.event_seconds
+        sims = [sim for sim, _ in sims]
         procs.extend(p for p, _ in sims)
         sim_ports = {int(url.rsplit(":", 1)[1]) for _, url in sims}
 
@@ -383,8 +413,18 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             with connection_scope():
                 (window_from,) = database.execute_sql("SELECT now()").fetchone()
             w0 = time.monotonic()
+            # the window measures live games: it ends GAME_END_MARGIN s before the first games close
+            # (after that their streams carry heartbeats only)
+            window = min(args.window, games_close_at - GAME_END_MARGIN - w0)
+            if window <= 0:
+                raise SystemExit(
+                    f"the simulated games close {games_close_at - w0:.0f} s after the warm-up: no window "
+                    "left to measure (raise --max-seconds, or shorten --warmup)"
+                )
+            if window < args.window:
+                _progress(f"the window is cut to {window:.0f} s: the first simulator's games close then")
             ages, counts = [], []
-            while time.monotonic() - w0 < args.window:
+            while time.monotonic() - w0 < window:
                 with connection_scope():
                     count, age = database.execute_sql(open_sql).fetchone()
                 counts.append(int(count))
@@ -398,6 +438,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             pg1 = _pg_counters(db_name)
             ev1 = _archived_lines(archive)
             commit = _commit_latency(window_from)
+            ended = _ended_since(window_from)
             log_bytes = _log_bytes()
             rss = [w.memory_info().rss for w in workers]
             sim_rss = [p.memory_info().rss for p in sim_procs]
@@ -423,6 +464,8 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "tick_s": tick_s,
             "ramp_s": ramp_s,
             "running_min": min(counts),
+            "ended_in_window": ended,
+            "window_cut": window < args.window,
             "hb_age_max_s": max(ages),
             "hb_lag_max_s": max(0.0, max(ages) - args.lifecycle_heartbeat),
             "peak_pg_connections": peak_pg,
@@ -493,7 +536,10 @@ def report(r: dict[str, Any]) -> None:
         f"all {total:,} streaming (open row and stream connection each) after {r['ramp_s']:.1f} s "
         f"({total / r['ramp_s']:.0f} starts/s)"
     )
-    print(f"open rows during the {r['window_s']:.0f} s window: min {r['running_min']:,}")
+    cut = " (cut: the first games closed then)" if r.get("window_cut") else ""
+    print(f"open rows during the {r['window_s']:.0f} s window{cut}: min {r['running_min']:,}")
+    for why, n in (r.get("ended_in_window") or {}).items():
+        print(f"  runs ended during the window: {n:,} ({why})")
     print(
         f"largest lifecycle heartbeat lag: {r['hb_lag_max_s']:.1f} s "
         f"(oldest heartbeat {r['hb_age_max_s']:.1f} s,"

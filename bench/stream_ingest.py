@@ -257,9 +257,25 @@ def measure(args: Any) -> dict[str, Any]:
     return figures
 
 
+#: --tracing's defaults. Runs of 20,000 events lasted about 1 s over SSE here, and 3 rounds of
+#: them gave on / off ratios of 1.91, 0.85 and 0.84 for one and the same code (tracing adds no call
+#: per event: a run's calls counted with tracing on and off, 249 per event both); 40,000 events make
+#: each run 2 s or more. The second run of a round was the slower one (7 rounds over SSE: 0.87,
+#: 1.00, 0.76, 0.77 with tracing off first, 1.03, 1.07, 0.90 with it on first): a run starts after
+#: the garbage of the one before is collected, and the rounds are even in number, so each order
+#: weighs alike in the median.
+TRACING_EVENTS = 40_000
+TRACING_ROUNDS = 8
+
+
 def main() -> int:
     parser = BENCH.parser()
-    parser.add_argument("--events", type=int, default=20_000, help="events of the fast game")
+    parser.add_argument(
+        "--events",
+        type=int,
+        default=None,
+        help=f"events of the fast game (default 20,000; --tracing: {TRACING_EVENTS:,})",
+    )
     parser.add_argument(
         "--leagues", default="mlb,nfl,nhl,nba", help="leagues run with processing on (comma-separated)"
     )
@@ -271,8 +287,17 @@ def main() -> int:
         "unreachable OTLP collector), the file archive; judged on the median of the rounds' on / off "
         "events/s ratios (this process's CPU per event and the spans of a run printed beside)",
     )
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of --tracing (each gives its ratio)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=TRACING_ROUNDS,
+        help="rounds of --tracing (each gives its ratio)",
+    )
     args = parser.parse_args()
+    if args.tracing and args.rounds % 2:
+        parser.error("--rounds: an even number (each round's order, tracing off or on first, as often)")
+    if args.events is None:
+        args.events = TRACING_EVENTS if args.tracing else 20_000
     with BENCH.output(args):
         if args.tracing:
             skipped = ("record_only_events_per_s", "processing_on_events_per_s")
@@ -286,6 +311,7 @@ def _tracing_figures(events: int, rounds: int) -> dict[str, Any]:
     """Issue 41: each framing (file archive) in ``rounds`` rounds of a run with tracing off and one on
     (which goes first alternating); the medians of the rounds' on / off ratios of events/s and of this
     process's CPU seconds per event, and the spans one run made (one: the run's, none per message)."""
+    import gc
     import os
     import statistics
 
@@ -321,6 +347,7 @@ def _tracing_figures(events: int, rounds: int) -> dict[str, Any]:
                     tracing._state.on = on
                     tmp = Path(d) / f"{fmt}-{n}-{on}"  # a fresh archive each run
                     tmp.mkdir()
+                    gc.collect()  # the run before's garbage (a 40,000-event game) is not this run's cost
                     ended, began = Counted.ended, time.process_time()
                     outcome = run(events, fmt, tmp, log=False)
                     cpu[on] = (time.process_time() - began) / max(outcome["events"], 1)

@@ -97,7 +97,7 @@ CASES = [
     ),
     Case(
         "stream_ingest",
-        ("--tracing", "--events", "300", "--rounds", "1"),
+        ("--tracing", "--events", "300", "--rounds", "2"),
         ("--goal-tracing-ratio", "1e9"),
         "tracing_ratio",
         "spans_per_run",
