@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -289,16 +290,15 @@ def test_a_host_cut_from_redis_stops_streaming_and_the_other_host_takes_over_at_
 
 
 #: A refused run's stream closes this long after its successor's first live byte at the latest: its
-#: fence watch polls every 0.05 s (lifecycle.fence_watch), and the loaded box gets a lot of slack. Not
-#: what tells the watch from the fence: that run's next event write would close it within a second
-#: too; its log line does (below).
+#: fence watch polls every 0.05 s (lifecycle.fence_watch), and the loaded box gets a lot of slack.
 REFUSED_CLOSE_BOUND = 5.0
 
 
 def test_a_host_refused_by_redis_closes_its_streams_once_the_other_host_takes_its_matches_over(fleet):
     """docs/reliability.md finding 10: a refusal drops h1's liveness signal at once, h2's reaper takes
     its matches over (``death_seen``), and h1's runs, which still stream, learn it from PostgreSQL
-    (their fence watch) and close their streams, not at their next write's fence."""
+    (their fence watch, or whichever reader of that proof comes first) and close their streams soon after
+    their successor's first live byte."""
     fleet = fleet()
     with OpenRowMonitor(m.id for m in fleet.matches) as rows_monitor, Dispatcher(fleet.ctx, fleet.send):
         _started_on_h1_with_h2_standing_by(fleet)
@@ -331,10 +331,16 @@ def test_a_host_refused_by_redis_closes_its_streams_once_the_other_host_takes_it
         first, successor = rows_of(m)[:2]
         assert first.exit_code == 14 and first.exit_reason == WORKER_DIED, first.exit_reason
         assert successor.takeover_path == "death_seen"
-    # What closed them: the fence watch (a write refused by the fence would log "fenced: ... refused").
-    assert fleet.output(fleet.h1).count("taken over while this worker's liveness signal is gone") >= len(
-        fleet.matches
-    )
+    # What closed them: PostgreSQL's proof that they were taken over. The fence watch polled it (it
+    # starts once the signal is gone); which reader of that proof told each run first is a race on a
+    # loaded box (a CI run had none told by the watch): the watch, the heartbeat's beat (both log
+    # "listener must stop"), or the run's next write refused by the fence. tests/lifecycle/
+    # test_fence_watch.py holds the watch to its part alone.
+    output = fleet.output(fleet.h1)
+    assert "liveness signal gone: checking the fencing" in output, output[-6000:]
+    for m in fleet.matches:
+        told = re.search(rf"match {m.id}(: .*listener must stop: | event log write refused: )", output)
+        assert told is not None, output[-6000:]
 
 
 def test_a_host_cut_from_postgresql_streams_until_its_row_deadline_then_stops(fleet):
