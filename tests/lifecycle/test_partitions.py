@@ -30,6 +30,7 @@ from config.errors import KickoffError
 from config.settings import MatchListenerEnvironment
 from harness.background import BackgroundLoop
 from harness.hosts import HostNetwork, TestHost, most_concurrent
+from lifecycle.heartbeat import FENCED, ROW_CLOSED_ELSEWHERE
 from lifecycle.takeover import WORKER_DIED
 from listener.events import message_key
 from listener.play_by_play import PlayByPlay
@@ -333,13 +334,19 @@ def test_a_host_refused_by_redis_closes_its_streams_once_the_other_host_takes_it
         assert successor.takeover_path == "death_seen"
     # What closed them: PostgreSQL's proof that they were taken over. The fence watch polled it (it
     # starts once the signal is gone); which reader of that proof told each run first is a race on a
-    # loaded box (a CI run had none told by the watch): the watch, the heartbeat's beat (both log
-    # "listener must stop"), or the run's next write refused by the fence. tests/lifecycle/
+    # loaded box (a CI run had none told by the watch): the watch or the heartbeat's beat (both log
+    # "listener must stop" with the row closed elsewhere or fenced), or the run's next write refused
+    # by the fence; never a stop for Redis's silence (a start lock out of reach). tests/lifecycle/
     # test_fence_watch.py holds the watch to its part alone.
     output = fleet.output(fleet.h1)
     assert "liveness signal gone: checking the fencing" in output, output[-6000:]
+    proof = "|".join(re.escape(reason) for reason in (ROW_CLOSED_ELSEWHERE, FENCED))
     for m in fleet.matches:
-        told = re.search(rf"match {m.id}(: .*listener must stop: | event log write refused: )", output)
+        told = re.search(
+            rf"match {m.id}(: (taken over while this worker's liveness signal is gone: )?listener must stop: "
+            rf"({proof})| event log write refused: )",
+            output,
+        )
         assert told is not None, output[-6000:]
 
 
