@@ -27,7 +27,10 @@ lifecycle row and each match's event log (its newest row's fencing token) each h
 srsim logs every stream connection with the worker that made it (``/_via/{tag}``).
 At the end harness/chaos/checker.check judges the history (see there); ``--json`` prints one
 object ``{"ok", "seed", "faults", "violations", "events_missing", "max_takeover_seconds",
-"max_unstreamed_seconds", "max_kill_takeover_seconds", ...}``. Exit 1 on any violation.
+"max_unstreamed_seconds", "max_kill_takeover_seconds", ...}``. Exit 1 on any violation. The first
+recovery violations (``slow-recovery``, ``not-recovered``) carry the match's ``story``: srsim's
+connections of the match and its lines of every worker log around the stretch without a stream
+(harness/chaos/story.py), so a CI run, which keeps no log, still says why.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from harness.chaos.checker import ArchiveResult, Connection, History, check, inj
 from harness.chaos.nemesis import WORKERS_PER_HOST, Fleet, Nemesis, log  # noqa: E402
 from harness.chaos.recorder import Recorder  # noqa: E402
 from harness.chaos.schedule import FAULT_KINDS, counts, plan  # noqa: E402
+from harness.chaos.story import story  # noqa: E402
 from harness.faultproxy import stable_port  # noqa: E402
 from harness.hosts import HostNetwork  # noqa: E402
 from harness.private_redis import PrivateRedis  # noqa: E402
@@ -73,6 +77,10 @@ TAIL_SECONDS = 10.0
 #: Takeover bound after a fault or a heal: a worker lease (8 s) and its reaper poll, the longest
 #: reconnect backoff step a cut of up to 30 s reaches (16 s), and a few seconds of start.
 DEFAULT_BOUND_SECONDS = 30.0
+#: Violations whose report carries the match's story (harness/chaos/story.py), and how many do:
+#: a CI run keeps no log, so the report is all there is to say why a recovery was slow.
+RECOVERY_KINDS = frozenset({"slow-recovery", "not-recovered"})
+MAX_STORIES = 3
 _VIA = re.compile(r"^h(?P<host>\d+)w(?P<slot>\d+)g(?P<gen>\d+)$")
 WORKER_ENV = {
     "APP_ENV": "staging",  # the scheduler dispatches live matches and sweeps every minute
@@ -290,7 +298,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             return open_now >= set(sr_ids)
 
         wait_until(all_streaming, 60, "every match streaming")
-        t0 = time.monotonic()
+        t0, wall_t0 = time.monotonic(), time.time()
         log(f"every match streams; the nemesis starts ({time.strftime('%H:%M:%S')})")
         nemesis = Nemesis(fleet, hosts, redis)
         nemesis.run(faults, t0)
@@ -335,6 +343,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             lost_polls=recorder.lost_polls,
         )
         verdict = check(history, bound_seconds=args.bound, kill_bound_seconds=args.kill_bound)
+        match_of = {sr_id: match_id for match_id, sr_id in matches.items()}
+        for violation in [v for v in verdict.violations if v["kind"] in RECOVERY_KINDS][:MAX_STORIES]:
+            violation["story"] = story(
+                violation,
+                match_id=match_of[violation["sr_id"]],
+                connections=history.connections,
+                logdir=logdir,
+                t0=t0,
+                wall_t0=wall_t0,
+            )
         violations = (
             verdict.violations + late + [{"kind": "fault-not-injected", "detail": e} for e in nemesis.errors]
         )
