@@ -405,7 +405,8 @@ class ListenerServices:
         The overlap (both streams open, from the successor's connect to its first live byte plus one
         poll) is what makes a deploy leave no second without live data; the successor's fencing token
         decides which run records (the event log's key de-duplicates the overlap), and a handed-over
-        run is stopped ``bound`` after its hand-off whether or not its successor went live.
+        run is stopped ``bound`` after its hand-off whether or not its successor went live (if not,
+        its match is dispatched again after: the dispatch skips it while the successor runs).
 
         A run already told to stop (an operator stop, a lost lock) gets no successor, nor does a
         live match's run in develop (test clones only, ``AppEnv.automatic_is_test``): that one is
@@ -444,14 +445,23 @@ class ListenerServices:
             now = time.monotonic()
             for match_id, (handle, until) in list(handed.items()):
                 if match_id in live or now >= until or handle.cause is not None:
+                    cause = worker_shutdown(successor_waiting=True)
                     if match_id not in live and handle.cause is None:
+                        # Its successor may never come: a worker that died between saying it waits and
+                        # writing its row leaves nothing a reaper restarts. So the match is dispatched
+                        # again once this run ends; the dispatch skips it while a successor runs or is
+                        # pending (its row, its start lock, its pending key).
                         logger.warning(
-                            "match %s: its successor was not live within %g s: stopping", match_id, bound
+                            "match %s: its successor was not live within %g s: stopping, then starting "
+                            "it again unless the successor runs",
+                            match_id,
+                            bound,
                         )
+                        cause = worker_shutdown()
                     else:
                         logger.info("match %s: its successor is live: stopping here", match_id)
                     del handed[match_id]
-                    self.stop(handle, worker_shutdown(successor_waiting=True))
+                    self.stop(handle, cause)
             if (waiting and time.monotonic() < deadline) or handed:
                 time.sleep(poll)
         for match_id, handle in waiting.items():

@@ -894,7 +894,9 @@ def test_a_run_handed_over_stops_at_the_bound_when_its_successor_is_never_live(
     svc.add(run)
     svc.shutdown_all()
     wait_for(lambda: run.stops, timeout=30, what="the stop at the bound")
-    assert run.handed_over == 1 and run.stops == [worker_shutdown(successor_waiting=True)]
+    # Then handed off: a successor that said it waits may have died before its row (nothing else
+    # would start the match before the next dispatch tick); the dispatch skips one that runs.
+    assert run.handed_over == 1 and run.stops == [worker_shutdown()]
 
 
 def test_a_shutdown_stops_a_run_whose_successor_never_waits_at_the_bound(
