@@ -52,7 +52,7 @@ def services() -> ListenerServices:
     """
     settings = listener_settings()
     rt = current()
-    watched: list[str] = []  # the worker leases of open rows, as the last full step read them
+    watched: list[str] = []  # the worker leases the last full step judged (open rows', every worker's)
     fetched = FetchedStarts(rt.broker)  # the starts dead workers had fetched (the Redis broker)
 
     def reap() -> list[str]:

@@ -66,8 +66,8 @@ def reap_dead_workers(
     """Abandon (14) the open rows of dead workers; free their locks and barriers.
 
     ``signal_lost``: gets the leases whose signal is gone but whose grace has not passed yet (the
-    caller judges again once it has). ``leases_seen``: set to the worker leases of the open rows read
-    (what ``watch_worker_leases`` watches until the next full step). ``grace_seconds``: the liveness
+    caller judges again once it has). ``leases_seen``: set to the worker leases judged (what
+    ``watch_worker_leases`` watches until the next full step). ``grace_seconds``: the liveness
     grace to judge with (default LISTENER_LIVENESS_GRACE_SECONDS; a reaper whose own signal is not
     steady passes a longer one, lifecycle.liveness UNSTEADY_GRACE_SECONDS).
 
@@ -85,9 +85,17 @@ def reap_dead_workers(
     (``grace_seconds``) while their own signal is not steady, inside which every live worker
     re-subscribes. A row whose clean-up fails is set aside (appended to ``aside``) and
     the others go on. ``dead_leases``: gets the leases judged dead or lapsed (their rows abandoned).
+    Without ``match_ids`` (a reaper's full step) the leases judged are those of the open rows and
+    every listener worker's (``Locks.leases_to_judge``: those with no row are found dead too, and
+    the caller releases their starts and requeues what they fetched).
     """
     match_ids = None if match_ids is None else list(match_ids)
     leases = rows.open_worker_leases(match_ids)
+    if match_ids is None:
+        # And every listener worker's lease (Locks.leases_to_judge): a worker killed with no open row
+        # of its own is found by no row, and the starts it had fetched or begun would wait for the
+        # next dispatch tick or their locks' TTL (docs/reliability.md finding 15).
+        leases = sorted(set(leases) | set(coordination.locks.leases_to_judge()))
     if leases_seen is not None:
         leases_seen[:] = sorted(set(leases))
     if not leases:

@@ -6,8 +6,9 @@ a stopped container) the kernel closes its sockets at once and Redis frees the c
 milliseconds. So each listener worker also holds CONNECTIONS (two) connections subscribed to its
 lease's own channel (``listener_worker_alive_{lease id}``, nothing is ever published on it), each
 kept by a thread of its own, and the reaper of
-every other worker reads ``PUBSUB NUMSUB`` for the leases of open rows
-(``Locks.judge_worker_leases``): a lease that is fresh but whose signal stayed gone for
+every other worker reads ``PUBSUB NUMSUB`` for the leases of open rows and of every worker that
+held its signal (``Locks.leases_to_judge``: the subscription adds the lease;
+``Locks.judge_worker_leases``): a lease that is fresh but whose signal stayed gone for
 LISTENER_LIVENESS_GRACE_SECONDS is a dead process, taken over at once (``cleanup.reap_workers_seen_dead``
 from the reaper's watch, ``cleanup.reap_dead_workers`` from its full step).
 

@@ -15,6 +15,7 @@ SWEEP_LOCK = "sweep_stale_match_listeners"
 EPOCH_KEY = "redis_epoch"
 STOP_CHANNEL = "listener_stops"
 GIVEN_BACK_INDEX = "given_back_runs"
+LISTENER_LEASES_INDEX = "listener_worker_leases"
 
 
 def _key_of(name: str) -> Callable[[CoordinationKeys, object], str]:
@@ -56,6 +57,12 @@ class CoordinationKeys:
     def given_back_index(self) -> str:
         """The set of the lifecycle row ids that have a ``given_back_key`` (the reapers' one read)."""
         return self.prefix + GIVEN_BACK_INDEX
+
+    @property
+    def listener_leases_index(self) -> str:
+        """The set of the listener worker leases that held a liveness signal or noted a start: the
+        reapers judge them beside the leases of open rows, until one is found dead or lapsed."""
+        return self.prefix + LISTENER_LEASES_INDEX
 
     @property
     def epoch_key(self) -> str:

@@ -330,6 +330,7 @@ class Locks(RedisConcern):
         pipe = self.client.pipeline(transaction=False)
         pipe.hset(key, str(match_id), token)
         pipe.pexpire(key, max(1, int(ttl_seconds * 1000)))
+        pipe.sadd(self.listener_leases_index, lease_id)
         pipe.execute()
 
     @translated
@@ -338,18 +339,31 @@ class Locks(RedisConcern):
         self.client.hdel(self.starts_taken_key(lease_id), str(match_id))
 
     @translated
+    def leases_to_judge(self) -> list[str]:
+        """The listener worker leases that held a liveness signal (``liveness_subscription``) or noted a
+        start (``note_start_taken``) and were not found dead or lapsed since (``release_starts_taken``
+        forgets them): a reaper judges them beside the leases of open rows, since a worker killed with
+        no open row of its own (its runs taken over after a pause, or none begun yet after a burst of
+        starts) is found by no row, and the starts it fetched or began would wait for the next dispatch
+        tick or their locks' TTL."""
+        return sorted(str(text(lease)) for lease in self.client.smembers(self.listener_leases_index))
+
+    @translated
     def release_starts_taken(self, lease_ids: Iterable[str]) -> list[str]:
         """Release the start locks (and pending keys) the starts of these dead workers' leases took
-        and still hold, and forget them; the matches released (to be sent again)."""
+        and still hold, and forget them (and the leases); the matches released (to be sent again)."""
         released: list[str] = []
         script = self._script(_RELEASE_IF_TOKEN)
-        for lease_id in sorted(set(lease_ids)):
+        leases = sorted(set(lease_ids))
+        for lease_id in leases:
             key = self.starts_taken_key(lease_id)
             for match_id, token in sorted(self.client.hgetall(key).items()):
                 match, held = str(text(match_id)), str(text(token))
                 if script(keys=[self.start_lock_key(match), self.pending_key(match)], args=[held]):
                     released.append(match)
             self.client.delete(key)
+        if leases:
+            self.client.srem(self.listener_leases_index, *leases)
         return released
 
     @translated
@@ -521,6 +535,7 @@ class Locks(RedisConcern):
         while time.monotonic() < deadline:
             message = pubsub.get_message(timeout=0.5)
             if message is not None and message.get("type") == "subscribe":
+                self.client.sadd(self.listener_leases_index, lease_id)  # judged by every reaper from now
                 return
         raise redis.TimeoutError("no confirmation of the liveness subscription within 5 s")
 

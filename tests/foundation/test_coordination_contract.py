@@ -468,12 +468,27 @@ def test_the_starts_a_dead_workers_lease_took_are_released_only_where_they_still
     b.locks.delete_start_lock_if_token(handed, "s2")
     b.locks.start_lock(handed).acquire(token="successor")  # the match started again meanwhile
     b.locks.forget_start_taken("dead", forgotten)  # its run let the lock go itself (and its row ended)
+    assert b.locks.leases_to_judge() == ["alive", "dead"]
     assert b.locks.release_starts_taken(["dead", "never-noted"]) == [held]
+    assert b.locks.leases_to_judge() == ["alive"]  # a released lease is no longer judged
     assert b.locks.start_lock_holder(held) is None and not b.barriers.is_pending(held)
     assert b.locks.start_lock_holder(handed) == "successor" and b.barriers.is_pending(handed)
     assert b.locks.start_lock_holder(forgotten) == "s3" and b.locks.start_lock_holder(other) == "s4"
     assert b.locks.release_starts_taken(["dead"]) == []  # forgotten with the release
     assert b.locks.release_starts_taken(["alive"]) == [other]
+
+
+def test_a_lease_is_judged_from_its_first_liveness_signal_until_a_reaper_releases_it(store: Store) -> None:
+    b = store.coordination
+    assert b.locks.leases_to_judge() == []
+    signal = b.locks.liveness_subscription("w1")
+    try:
+        assert b.locks.leases_to_judge() == ["w1"]
+    finally:
+        signal.close()
+    assert b.locks.leases_to_judge() == ["w1"]  # a closed signal is a reaper's to judge
+    assert b.locks.release_starts_taken(["w1"]) == []
+    assert b.locks.leases_to_judge() == []
 
 
 def test_an_orphan_restart_is_claimed_only_without_lock_or_pending_key_and_once_per_spacing(

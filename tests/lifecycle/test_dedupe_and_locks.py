@@ -195,6 +195,42 @@ def test_a_start_lock_whose_worker_died_before_the_row_is_released_by_a_reaper_a
     assert not coordination.locks.client.hexists(noted, str(match.id))
 
 
+def test_a_reapers_full_step_finds_a_worker_killed_before_any_of_its_runs_wrote_a_row(make_match, ctx):
+    """A worker killed right after a burst of starts, none of whose runs wrote a row yet, is named by
+    no open row: the reapers judge every listener worker's lease too (each one that held its liveness
+    signal), so its locks are released at once, not at their TTL (the stale threshold: 88-209 s
+    without a stream in a chaos run that killed such a worker 0.5 s after a deploy sent it starts),
+    and what it fetched goes back to the queue (the caller's ``dead_leases``)."""
+    from lifecycle import cleanup, guarded_start
+
+    coordination, settings = ctx["coordination"], ctx["settings"]
+    match = make_match()
+    coordination.locks.renew_worker_lease("killed", known_epoch="", new_epoch_id="e", ttl_seconds=60)
+    signal = coordination.locks.liveness_subscription("killed")  # a worker that held its signal
+    assert "killed" in coordination.locks.leases_to_judge()
+    assert coordination.barriers.claim_pending(match.id)
+    taken = guarded_start._take_start_lock(
+        str(match.id), False, settings=settings, coordination=coordination, lease_id="killed"
+    )
+    assert isinstance(taken, guarded_start.HeldLock) and rows_of(match) == []
+    signal.close()  # its process ended: no connection holds its liveness signal, no row names its lease
+
+    def judged_dead() -> bool:
+        dead: list[str] = []
+        seen: list[str] = []
+        cleanup.reap_dead_workers(
+            settings=settings, coordination=coordination, dead_leases=dead, leases_seen=seen
+        )
+        assert "killed" in seen  # watched between full steps too
+        return "killed" in dead
+
+    wait_for(judged_dead, timeout=30, what="the lease judged dead by a full step")
+    assert cleanup.release_starts_of_dead(["killed"], coordination=coordination) == [str(match.id)]
+    assert coordination.locks.start_lock_holder(match.id) is None
+    assert not coordination.barriers.is_pending(match.id)
+    assert "killed" not in coordination.locks.leases_to_judge()
+
+
 def test_a_start_superseded_by_a_newer_message_does_nothing(make_match, ctx, outbox):
     match = make_match()
     dispatch(send=outbox, **_sb(ctx))

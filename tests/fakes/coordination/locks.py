@@ -146,6 +146,12 @@ class MemoryLocks(MemoryConcern):
         self._set(f"{base}|{match_id}", token, ttl=ttl_seconds)
         for key in self._keys(f"{base}|"):
             self._expire(key, ttl_seconds)
+        self._set(f"{self.listener_leases_index}|{lease_id}", "1", ttl=None)
+
+    # the set of leases to judge as one key per lease: ``{listener_leases_index}|{lease id}``
+    @served
+    def leases_to_judge(self) -> list[str]:
+        return sorted(key.rsplit("|", 1)[1] for key in self._keys(f"{self.listener_leases_index}|"))
 
     @served
     def forget_start_taken(self, lease_id: str, match_id: object) -> None:
@@ -162,6 +168,7 @@ class MemoryLocks(MemoryConcern):
                         self._delete(self.start_lock_key(match), self.pending_key(match))
                         released.append(match)
                     self._delete(key)
+                self._delete(f"{self.listener_leases_index}|{lease_id}")
         return released
 
     @served
@@ -263,6 +270,7 @@ class MemoryLocks(MemoryConcern):
         signal = MemoryLiveness(self.space, lease_id)
         with self.mu:
             self.space.signals.append(signal)
+        self._set(f"{self.listener_leases_index}|{lease_id}", "1", ttl=None)
         return signal
 
     @staticmethod
