@@ -60,6 +60,7 @@ from harness.chaos.checker import ArchiveResult, Connection, History, check, inj
 from harness.chaos.nemesis import WORKERS_PER_HOST, Fleet, Nemesis, log  # noqa: E402
 from harness.chaos.recorder import Recorder  # noqa: E402
 from harness.chaos.schedule import FAULT_KINDS, counts, plan  # noqa: E402
+from harness.chaos.schedule import load as load_schedule  # noqa: E402
 from harness.chaos.story import story  # noqa: E402
 from harness.faultproxy import stable_port  # noqa: E402
 from harness.hosts import HostNetwork  # noqa: E402
@@ -232,15 +233,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:8]
     logdir = Path(f"/tmp/kickoff-bench-chaos-{tag}")
     logdir.mkdir(parents=True)
-    faults = plan(
-        args.seed,
-        minutes=args.minutes,
-        hosts=args.hosts,
-        workers_per_host=WORKERS_PER_HOST,
-        kinds=tuple(k for k in FAULT_KINDS if k not in args.without),
-    )
+    if args.schedule is not None:
+        faults = load_schedule(args.schedule, hosts=args.hosts, workers_per_host=WORKERS_PER_HOST)
+    else:
+        faults = plan(
+            args.seed,
+            minutes=args.minutes,
+            hosts=args.hosts,
+            workers_per_host=WORKERS_PER_HOST,
+            kinds=tuple(k for k in FAULT_KINDS if k not in args.without),
+        )
+    source = f"schedule {args.schedule}" if args.schedule is not None else f"seed {args.seed}"
     log(
-        f"seed {args.seed}, {args.minutes:g} min, {args.hosts} hosts x {WORKERS_PER_HOST} workers, "
+        f"{source}, {args.minutes:g} min, {args.hosts} hosts x {WORKERS_PER_HOST} workers, "
         f"{MATCHES} matches, bound {args.bound:g} s; logs in {logdir}; schedule:"
     )
     for fault in faults:
@@ -359,7 +364,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         (logdir / "history.json").write_text(json.dumps(history, default=lambda o: o.__dict__))
         return {
             "ok": not violations,
-            "seed": args.seed,
+            "seed": None if args.schedule is not None else args.seed,
+            "schedule_file": None if args.schedule is None else str(args.schedule),
             "faults": injected_counts(nemesis.records, FAULT_KINDS),
             "faults_planned": counts(faults),
             "violations": violations,
@@ -426,9 +432,31 @@ def main() -> int:
         choices=FAULT_KINDS,
         help="leave this kind of fault out of the schedule (repeatable)",
     )
+    parser.add_argument(
+        "--schedule",
+        type=Path,
+        help="run these faults instead of the seed's: a JSON list, as a run's --json prints its"
+        ' "schedule" (e.g. bench/schedules/deploy-during-feed-cut.json); --minutes still sets the'
+        " games' length, so it must cover the last fault",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object (the rest goes to stderr)")
     parser.add_argument("--keep-logs", action="store_true", help="keep the archives beside the logs")
     args = parser.parse_args()
+    if args.schedule is not None:
+        try:
+            last = max(
+                (
+                    f.heals_at
+                    for f in load_schedule(args.schedule, hosts=args.hosts, workers_per_host=WORKERS_PER_HOST)
+                ),
+                default=0.0,
+            )
+        except ValueError as exc:
+            parser.error(str(exc))
+        if last > args.minutes * 60:
+            parser.error(
+                f"{args.schedule}: its last fault heals at {last:g} s, after --minutes {args.minutes:g}"
+            )
     faulthandler.enable()  # a crash of this process leaves its traceback on stderr, not only an exit code
     result = run(args)
     if args.json:
@@ -436,8 +464,9 @@ def main() -> int:
     else:
         for violation in result["violations"]:
             print(f"violation: {json.dumps(violation)}")
+        source = result["schedule_file"] or f"seed {result['seed']}"
         print(
-            f"seed {result['seed']}: {'ok' if result['ok'] else 'VIOLATIONS'}; faults "
+            f"{source}: {'ok' if result['ok'] else 'VIOLATIONS'}; faults "
             + ", ".join(f"{k} {n}" for k, n in result["faults"].items())
             + f"; events missing {result['events_missing']};"
             f" worst takeover {result['max_takeover_seconds']} s;"

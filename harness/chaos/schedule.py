@@ -10,8 +10,10 @@ so what follows it measures recovery.
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 #: Every kind of fault the nemesis injects.
@@ -57,6 +59,39 @@ class Fault:
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None and (k != "skew_seconds" or v)}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], *, hosts: int, workers_per_host: int) -> Fault:
+        """A fault as ``as_dict`` wrote it (a run's JSON ``schedule``, a schedule file); ValueError
+        naming what is wrong (an unknown kind or mode, a host or worker the run has not, a missing
+        or negative time)."""
+        known = {"at", "kind", "host", "worker", "seconds", "mode", "skew_seconds"}
+        if not isinstance(raw, dict) or set(raw) - known:
+            raise ValueError(f"a fault is an object with keys among {sorted(known)}: {raw!r}")
+        kind = raw.get("kind")
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r} (one of {', '.join(FAULT_KINDS)})")
+        host, worker, mode = raw.get("host"), raw.get("worker"), raw.get("mode")
+        try:
+            at, seconds = float(raw["at"]), float(raw.get("seconds", 0.0))
+            skew = float(raw.get("skew_seconds", 0.0))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{kind}: 'at' and 'seconds' are seconds: {raw!r}") from exc
+        if at < 0 or seconds < 0:
+            raise ValueError(f"{kind}: 'at' and 'seconds' are not negative: {raw!r}")
+        if (kind == "redis-restart") != (host is None):
+            raise ValueError(f"{kind}: {'no' if kind == 'redis-restart' else 'a'} host: {raw!r}")
+        if host is not None and not (isinstance(host, int) and 0 <= host < hosts):
+            raise ValueError(f"{kind}: host {host!r} is not one of the run's {hosts} hosts")
+        if (kind in WORKER_KINDS) != (worker is not None):
+            raise ValueError(f"{kind}: {'a' if kind in WORKER_KINDS else 'no'} worker: {raw!r}")
+        if worker is not None and not (isinstance(worker, int) and 0 <= worker < workers_per_host):
+            raise ValueError(f"{kind}: worker {worker!r} is not one of a host's {workers_per_host}")
+        if (kind in PARTITION_SERVICES) != (mode is not None) or (
+            mode is not None and mode not in PARTITION_MODES
+        ):
+            raise ValueError(f"{kind}: mode {mode!r} (a partition's is one of {', '.join(PARTITION_MODES)})")
+        return cls(at, kind, host, worker, seconds, mode, skew)
 
     def describe(self) -> str:
         """One line: ``  12.3 s  partition-feed host 1 (blackhole) for 17.0 s``."""
@@ -142,3 +177,16 @@ def counts(faults: list[Fault]) -> dict[str, int]:
     for fault in faults:
         out[fault.kind] += 1
     return out
+
+
+def load(path: Path, *, hosts: int, workers_per_host: int) -> list[Fault]:
+    """The faults of a schedule file (a JSON list, as a run's ``--json`` prints its ``schedule``), in
+    time order; ValueError naming the file and what is wrong."""
+    try:
+        raw = json.loads(path.read_text())
+        if not isinstance(raw, list):
+            raise ValueError("a schedule is a JSON list of faults")
+        faults = [Fault.from_dict(item, hosts=hosts, workers_per_host=workers_per_host) for item in raw]
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: {exc}") from exc
+    return sorted(faults, key=lambda f: f.at)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import json
+import re
+from pathlib import Path
 
 import pytest
 
-from harness.chaos.schedule import FAULT_KINDS, PARTITION_SERVICES, WORKER_KINDS, counts, plan
+from harness.chaos.schedule import FAULT_KINDS, PARTITION_SERVICES, WORKER_KINDS, counts, load, plan
 
 
 def test_the_same_seed_gives_the_same_schedule_and_another_seed_another():
@@ -52,3 +55,42 @@ def test_a_fault_describes_itself_on_one_line_and_as_a_dict():
     fault = next(f for f in plan(5, minutes=10, hosts=3) if f.kind == "partition-feed")
     assert "partition-feed host" in fault.describe() and fault.mode in fault.describe()
     assert fault.as_dict()["kind"] == "partition-feed" and "skew_seconds" not in fault.as_dict()
+
+
+def test_a_schedule_written_as_a_runs_json_reads_back_as_the_same_faults(tmp_path):
+    faults = plan(62, minutes=2, hosts=3)
+    path = tmp_path / "schedule.json"
+    path.write_text(json.dumps([f.as_dict() for f in faults]))
+    assert load(path, hosts=3, workers_per_host=2) == faults
+
+
+def test_the_schedule_files_in_bench_load():
+    for path in sorted((Path(__file__).resolve().parents[2] / "bench" / "schedules").glob("*.json")):
+        assert load(path, hosts=3, workers_per_host=2), path
+
+
+@pytest.mark.parametrize(
+    ("fault", "says"),
+    [
+        ({"at": 1, "kind": "flood", "host": 0}, "unknown fault kind 'flood'"),
+        ({"at": 1, "kind": "kill", "host": 3, "worker": 0}, "host 3 is not one of the run's 3 hosts"),
+        ({"at": 1, "kind": "kill", "host": 0}, "kill: a worker"),
+        ({"at": 1, "kind": "deploy", "host": 0, "worker": 1}, "deploy: no worker"),
+        (
+            {"at": 1, "kind": "pause", "host": 0, "worker": 2, "seconds": 9},
+            "worker 2 is not one of a host's 2",
+        ),
+        ({"at": 1, "kind": "redis-restart", "host": 0, "seconds": 2}, "redis-restart: no host"),
+        ({"at": 1, "kind": "partition-feed", "host": 0, "seconds": 5}, "mode None"),
+        ({"at": 1, "kind": "partition-feed", "host": 0, "seconds": 5, "mode": "drop"}, "mode 'drop'"),
+        ({"at": -1, "kind": "deploy", "host": 0}, "not negative"),
+        ({"kind": "deploy", "host": 0}, "'at' and 'seconds' are seconds"),
+        ({"at": 1, "kind": "deploy", "host": 0, "when": 3}, "keys among"),
+    ],
+)
+def test_a_bad_fault_in_a_schedule_file_is_named(tmp_path, fault, says):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([fault]))
+    with pytest.raises(ValueError, match=re.escape(says)) as raised:
+        load(path, hosts=3, workers_per_host=2)
+    assert str(path) in str(raised.value)
