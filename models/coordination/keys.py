@@ -15,7 +15,7 @@ SWEEP_LOCK = "sweep_stale_match_listeners"
 EPOCH_KEY = "redis_epoch"
 STOP_CHANNEL = "listener_stops"
 GIVEN_BACK_INDEX = "given_back_runs"
-LISTENER_LEASES_INDEX = "listener_worker_leases"
+LISTENER_LEASES_INDEX = "worker_leases_judged"
 
 
 def _key_of(name: str) -> Callable[[CoordinationKeys, object], str]:
