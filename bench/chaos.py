@@ -59,7 +59,7 @@ from cli.processes import ChildProcess, dramatiq_worker_argv  # noqa: E402
 from harness.chaos.checker import ArchiveResult, Connection, History, check, injected_counts  # noqa: E402
 from harness.chaos.nemesis import WORKERS_PER_HOST, Fleet, Nemesis, log  # noqa: E402
 from harness.chaos.recorder import Recorder  # noqa: E402
-from harness.chaos.schedule import FAULT_KINDS, counts, plan  # noqa: E402
+from harness.chaos.schedule import FAULT_KINDS, Fault, counts, plan  # noqa: E402
 from harness.chaos.schedule import load as load_schedule  # noqa: E402
 from harness.chaos.story import story  # noqa: E402
 from harness.faultproxy import stable_port  # noqa: E402
@@ -225,7 +225,7 @@ def _timed_out(condition: Any, timeout: float, what: str) -> list[RuntimeError]:
     return []
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace, faults: list[Fault]) -> dict[str, Any]:
     from models.coordination import connect_redis
     from models.db import init_database
     from models.migrate import drop_database, migrate
@@ -233,16 +233,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:8]
     logdir = Path(f"/tmp/kickoff-bench-chaos-{tag}")
     logdir.mkdir(parents=True)
-    if args.schedule is not None:
-        faults = load_schedule(args.schedule, hosts=args.hosts, workers_per_host=WORKERS_PER_HOST)
-    else:
-        faults = plan(
-            args.seed,
-            minutes=args.minutes,
-            hosts=args.hosts,
-            workers_per_host=WORKERS_PER_HOST,
-            kinds=tuple(k for k in FAULT_KINDS if k not in args.without),
-        )
     source = f"schedule {args.schedule}" if args.schedule is not None else f"seed {args.seed}"
     log(
         f"{source}, {args.minutes:g} min, {args.hosts} hosts x {WORKERS_PER_HOST} workers, "
@@ -444,21 +434,24 @@ def main() -> int:
     args = parser.parse_args()
     if args.schedule is not None:
         try:
-            last = max(
-                (
-                    f.heals_at
-                    for f in load_schedule(args.schedule, hosts=args.hosts, workers_per_host=WORKERS_PER_HOST)
-                ),
-                default=0.0,
-            )
+            faults = load_schedule(args.schedule, hosts=args.hosts, workers_per_host=WORKERS_PER_HOST)
         except ValueError as exc:
             parser.error(str(exc))
+        last = max((f.heals_at for f in faults), default=0.0)
         if last > args.minutes * 60:
             parser.error(
                 f"{args.schedule}: its last fault heals at {last:g} s, after --minutes {args.minutes:g}"
             )
+    else:
+        faults = plan(
+            args.seed,
+            minutes=args.minutes,
+            hosts=args.hosts,
+            workers_per_host=WORKERS_PER_HOST,
+            kinds=tuple(k for k in FAULT_KINDS if k not in args.without),
+        )
     faulthandler.enable()  # a crash of this process leaves its traceback on stderr, not only an exit code
-    result = run(args)
+    result = run(args, faults)
     if args.json:
         print(json.dumps(result))
     else:
