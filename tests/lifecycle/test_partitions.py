@@ -142,6 +142,24 @@ class Fleet:
     def _periods(self, sr_id: str) -> list[Any]:
         return [p for p in self.network.streaming_periods(self.server.stream_history) if p.sr_id == sr_id]
 
+    def story(self, sr_id: str, match_id: object, since: float, limit: int = 60) -> str:
+        """What a failed bound prints: every stream of ``sr_id`` (host, seconds from ``since`` to its
+        open, first live byte and close) and h1's log lines about ``match_id``, its liveness signal,
+        lease and fence watch (the last ``limit``)."""
+
+        def at(t: float | None) -> str:
+            return "-" if t is None else f"{t - since:+.2f} s"
+
+        streams = [
+            f"stream on {getattr(self.network.host_of('feed', r.peer), 'name', None)}: opened {at(r.opened)},"
+            f" first live {at(r.first_live)}, closed {at(r.closed)}"
+            for r in self.server.stream_history
+            if r.sr_id == sr_id
+        ]
+        words = (str(match_id), "liveness", "fence", "lease")
+        lines = [line for line in self.output(self.h1).splitlines() if any(w in line for w in words)]
+        return "\n".join([*streams, "h1's log:", *lines[-limit:]])
+
     def most_concurrent(self) -> dict[str, int]:
         return most_concurrent(self.network.streaming_periods(self.server.stream_history))
 
@@ -328,7 +346,7 @@ def test_a_host_refused_by_redis_closes_its_streams_once_the_other_host_takes_it
             f"redis refuse: {g.sr_id[:8]} h1 closed {closed - cut_at:.2f} s after the cut,"
             f" {closed - live:+.2f} s from h2's first live byte"
         )
-        assert closed - live <= REFUSED_CLOSE_BOUND
+        assert closed - live <= REFUSED_CLOSE_BOUND, fleet.story(g.sr_id, m.id, cut_at)
         first, successor = rows_of(m)[:2]
         assert first.exit_code == 14 and first.exit_reason == WORKER_DIED, first.exit_reason
         assert successor.takeover_path == "death_seen"
