@@ -118,6 +118,17 @@ class SharedStream:
     error: BaseException | None = None  # what ended it (None: a stop the run asked for)
 
 
+#: Set on each reader thread (``on_reader_thread``).
+_READER_THREAD = threading.local()
+
+
+def on_reader_thread() -> bool:
+    """Whether this thread is a stream reader (a message's handling here must not wait on PostgreSQL:
+    the reader's other streams wait with it, their bytes unread, and the silence watch may give them up;
+    under load the waits of a few streams' gap markers and backfills made the silences of hundreds)."""
+    return getattr(_READER_THREAD, "active", False)
+
+
 class StreamReader:
     """One reading thread: its streams' sockets in one selector, each read's messages handled here."""
 
@@ -151,6 +162,7 @@ class StreamReader:
             self._wake_w.send(b"\0")
 
     def _run(self) -> None:
+        _READER_THREAD.active = True
         while True:
             # A pass at most every PASS_SECONDS: the sockets that became readable meanwhile are read
             # in one wake-up (a thousand quiet streams make one message each, spread over the second).
