@@ -14,10 +14,11 @@ provider's framing) over plain HTTP, chunked or ended by the close, not compress
 ``text/event-stream`` (kickoff's SSE framing, parsed by sseclient-py), a TLS connection, a
 compressed or sized body is read by its run's thread as before.
 
-A message's handling runs on the reader's thread, so it must not wait long: a run's backpressure (its
-in-flight bound) or a backfill's merge holds the reader's other streams for that while (their bytes
-wait in their sockets, which the silence watch counts as not silent: listener.stream
-``SilenceWatch``); the status reload takes a database slot only when one is free.
+A message's handling runs on the reader's thread, so it must not wait long (``on_reader_thread``): a
+gap's marker and a backfill merged here go to the event log's writer without waiting for PostgreSQL,
+and the status reload takes a database slot only when one is free; only a run's backpressure (its
+in-flight bound) holds the reader's other streams for that while (their bytes wait in their sockets,
+which the silence watch counts as not silent: listener.stream ``SilenceWatch``).
 """
 
 from __future__ import annotations
