@@ -126,7 +126,7 @@ _READER_THREAD = threading.local()
 def on_reader_thread() -> bool:
     """Whether this thread is a stream reader (a message's handling here must not wait on PostgreSQL:
     the reader's other streams wait with it, their bytes unread, and the silence watch may give them up;
-    under load the waits of a few streams' gap markers and backfills made the silences of hundreds)."""
+    a profile of readers past capacity found half their time in the waits of gap markers and backfills)."""
     return getattr(_READER_THREAD, "active", False)
 
 
