@@ -214,8 +214,9 @@ def test_a_writer_paused_before_its_commit_lets_go_of_its_match_row_after_the_id
         paused.close()
 
 
-def _held_writer() -> tuple[LogWriter, threading.Event]:
-    """A writer whose batches wait for the returned event before PostgreSQL sees them."""
+def _held_log(match, record_id: str, token: int) -> tuple[EventLog, threading.Event]:  # type: ignore[no-untyped-def]
+    """The run's EventLog (a 30 s wait) on a writer of its own whose batches wait for the returned
+    event before PostgreSQL sees them."""
     writer = LogWriter(buffer_limit=1000, retry_seconds=0.05)
     release = threading.Event()
     write = writer._write
@@ -225,7 +226,10 @@ def _held_writer() -> tuple[LogWriter, threading.Event]:
         write(batch)
 
     writer._write = held  # type: ignore[method-assign]
-    return writer, release
+    log = EventLog(
+        match_id=str(match.id), writer=writer, record_id=record_id, fence_token=token, wait_seconds=30
+    )
+    return log.open(), release
 
 
 def _returned_while_held(call, release: threading.Event):  # type: ignore[no-untyped-def]
@@ -243,10 +247,7 @@ def test_a_marker_is_handed_to_the_writer_without_waiting_and_a_refusal_is_learn
     # token refusing it raises at the log's next flush.
     match = make_match("mlb", status="inprogress")
     record_id, token = _new_run(match)
-    writer, release = _held_writer()
-    log = EventLog(
-        match_id=str(match.id), writer=writer, record_id=record_id, fence_token=token, wait_seconds=30
-    ).open()
+    log, release = _held_log(match, record_id, token)
     _returned_while_held(lambda: log.append_marker("gap", cause="silence", seconds=12.5), release)
     _returned_while_held(lambda: log.record_unreadable(b"\xff\xfe not json", "invalid UTF-8"), release)
     assert len(log.pending) == 2 and not any(t.done.is_set() for t in log.pending)  # not waited for
@@ -255,10 +256,7 @@ def test_a_marker_is_handed_to_the_writer_without_waiting_and_a_refusal_is_learn
     kinds = [r.kind for page in event_log.pages_of(match.id) for r in page]
     assert kinds == ["marker", "unreadable"]
 
-    writer, release = _held_writer()
-    stale = EventLog(
-        match_id=str(match.id), writer=writer, record_id=record_id, fence_token=token, wait_seconds=30
-    ).open()
+    stale, release = _held_log(match, record_id, token)
     stale.append_marker("delay", status="delayed")
     _new_run(match)  # a successor takes the match's fencing token meanwhile
     release.set()
@@ -277,10 +275,7 @@ def test_a_backfill_not_waited_for_is_counted_at_once_and_its_refusal_ends_the_r
     def process(messages: list[dict], keys: list[str] | None) -> None:
         processed.extend(m["payload"]["event"]["id"] for m in messages)
 
-    writer, release = _held_writer()
-    log = EventLog(
-        match_id=str(match.id), writer=writer, record_id=record_id, fence_token=token, wait_seconds=30
-    ).open()
+    log, release = _held_log(match, record_id, token)
     with ThreadPoolExecutor(1) as pool:
         ingest = PipelinedIngest(log, process, pool=pool, limit=100, stop=threading.Event())
         backfill = [_atbat("b0"), _atbat("b1")]
@@ -292,10 +287,7 @@ def test_a_backfill_not_waited_for_is_counted_at_once_and_its_refusal_ends_the_r
     assert processed == ["b0", "b1"]
     assert [m["payload"]["event"]["id"] for m in event_log.messages_of(match.id)] == ["b0", "b1"]
 
-    writer, release = _held_writer()
-    stale = EventLog(
-        match_id=str(match.id), writer=writer, record_id=record_id, fence_token=token, wait_seconds=30
-    ).open()
+    stale, release = _held_log(match, record_id, token)
     with ThreadPoolExecutor(1) as pool:
         ingest = PipelinedIngest(stale, process, pool=pool, limit=100, stop=threading.Event())
         assert _returned_while_held(lambda: ingest.take_all([_atbat("c0")], wait=False), release) == 1
