@@ -201,6 +201,38 @@ def test_a_message_is_handled_on_a_reader_thread_which_says_so(socket_feed):
     assert not on_reader_thread()
 
 
+def test_a_backfill_merged_on_a_reader_thread_is_not_waited_for_and_one_on_the_run_thread_is(socket_feed):
+    # MatchListener._record_all: a reader's other streams must not wait for a backfill's commit; the
+    # run's own thread (its last backfill, at the end) still waits for it.
+    url, _ = socket_feed
+
+    class Ingest:
+        def __init__(self) -> None:
+            self.waits: list[bool] = []
+
+        def take_all(self, messages: list[dict], *, wait: bool = True) -> int:
+            self.waits.append(wait)
+            return len(messages)
+
+    listener = MatchListener()
+    listener._ingest = ingest = Ingest()  # type: ignore[assignment]
+
+    class Merges(list):
+        def append(self, _line: object) -> None:  # each message: a backfill merged while handling it
+            super().append(listener._record_all([{"id": "backfilled"}]))
+
+    merged = Merges()
+    with reader_session() as session:
+        conn = _open(url, session)
+        outcome = _follow(conn, merged)
+        wait_for(lambda: merged, timeout=20, what="the first message")
+        conn.close()
+        outcome["thread"].join(20)
+    assert merged == [1] and ingest.waits == [False]
+    assert listener._record_all([{"id": "last"}]) == 1
+    assert ingest.waits == [False, True]
+
+
 def test_a_close_from_another_thread_ends_the_stream_at_once(socket_feed):
     url, _ = socket_feed
     got: list = []
