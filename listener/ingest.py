@@ -128,7 +128,7 @@ class InlineIngest:
         self._process([message], None)
         return True
 
-    def take_all(self, messages: list[dict[str, Any]], *, wait: bool = True) -> int:
+    def take_all(self, messages: list[dict[str, Any]]) -> int:
         new = [m for m in messages if self.archive.record(m)]
         if new:
             self._process(new, None)
@@ -223,19 +223,17 @@ class PipelinedIngest:
                 self._pending_rows, self._pending_messages = [], []
             self._send(rows, messages, counted=True)
 
-    def take_all(self, messages: list[dict[str, Any]], *, wait: bool = True) -> int:
-        """Hand a backfill's messages over in one batch and, with ``wait``, wait for it (at most the log's
-        wait, none while PostgreSQL is away); returns how many it logged for the first time (all of them
-        while held or not waited for: a stream's reader thread does not wait, listener.stream_reader).
-        A batch refused or dropped while nobody waits ends the run or makes a gap as the stream's own
-        do (``check``, ``take_dropped``)."""
+    def take_all(self, messages: list[dict[str, Any]]) -> int:
+        """Hand a backfill's messages over in one batch and wait for it (at most the log's wait, none while
+        PostgreSQL is away); returns how many it logged for the first time (all of them while held)."""
         self.check()
         self.flush()  # what the stream read before goes first
         prepared = [(row, m) for m in messages if (row := self.log.prepare(m)) is not None]
         if not prepared:
             return 0
         ticket = self._send([row for row, _ in prepared], [m for _, m in prepared])
-        if not ticket.wait(self.log.wait_seconds if wait and not self.log.writer.degraded else 0.0):
+        wait = 0.0 if self.log.writer.degraded else self.log.wait_seconds
+        if not ticket.wait(wait):
             return len(prepared)
         if ticket.refused:
             raise self.log._refused()

@@ -46,7 +46,7 @@ from listener.pipeline import Pipeline, RecordOnlyPipeline, load_pipeline, pipel
 from listener.processed_mark import UNMARKED_LIMIT, ProcessedMark
 from listener.recovery import Recovery
 from listener.stream import OVERSIZE, FeedConnection, StreamConfig, reader_session, subscribe_url
-from listener.stream_reader import STREAM_READERS, on_reader_thread
+from listener.stream_reader import STREAM_READERS
 from listener.verify import Verification
 from models import history_recorder as history
 from models.errors import FencedWrite
@@ -555,10 +555,8 @@ class MatchListener:
             )
 
     def _record_all(self, messages: list[dict]) -> int:
-        """Record a backfill's messages: waited for, except on a stream's reader thread (it serves other
-        streams; listener.stream_reader ``on_reader_thread``)."""
         assert self._ingest is not None
-        return self._ingest.take_all(messages, wait=not on_reader_thread())
+        return self._ingest.take_all(messages)
 
     def _merge_backfill(self) -> None:
         if self._muted or self._ctx.handing_over.is_set() or not self._ctx.may_write():

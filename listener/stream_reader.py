@@ -14,11 +14,10 @@ provider's framing) over plain HTTP, chunked or ended by the close, not compress
 ``text/event-stream`` (kickoff's SSE framing, parsed by sseclient-py), a TLS connection, a
 compressed or sized body is read by its run's thread as before.
 
-A message's handling runs on the reader's thread, so it must not wait long (``on_reader_thread``): a
-gap's marker and a backfill merged here go to the event log's writer without waiting for PostgreSQL,
-and the status reload takes a database slot only when one is free; only a run's backpressure (its
-in-flight bound) holds the reader's other streams for that while (their bytes wait in their sockets,
-which the silence watch counts as not silent: listener.stream ``SilenceWatch``).
+A message's handling runs on the reader's thread, so it must not wait long: a run's backpressure (its
+in-flight bound) or a backfill's merge holds the reader's other streams for that while (their bytes
+wait in their sockets, which the silence watch counts as not silent: listener.stream
+``SilenceWatch``); the status reload takes a database slot only when one is free.
 """
 
 from __future__ import annotations
@@ -119,17 +118,6 @@ class SharedStream:
     error: BaseException | None = None  # what ended it (None: a stop the run asked for)
 
 
-#: Set on each reader thread (``on_reader_thread``).
-_READER_THREAD = threading.local()
-
-
-def on_reader_thread() -> bool:
-    """Whether this thread is a stream reader (a message's handling here must not wait on PostgreSQL:
-    the reader's other streams wait with it, their bytes unread, and the silence watch may give them up;
-    a profile of readers past capacity found half their time in the waits of gap markers and backfills)."""
-    return getattr(_READER_THREAD, "active", False)
-
-
 class StreamReader:
     """One reading thread: its streams' sockets in one selector, each read's messages handled here."""
 
@@ -163,7 +151,6 @@ class StreamReader:
             self._wake_w.send(b"\0")
 
     def _run(self) -> None:
-        _READER_THREAD.active = True
         while True:
             # A pass at most every PASS_SECONDS: the sockets that became readable meanwhile are read
             # in one wake-up (a thousand quiet streams make one message each, spread over the second).

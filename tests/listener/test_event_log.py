@@ -80,7 +80,6 @@ def test_a_nul_and_an_unreadable_line_are_kept_byte_for_byte(make_match):
     log = _log(match, None, None)
     assert log.record(_atbat("n", text="a\x00b"))
     log.record_unreadable(b"\xff\xfe{not json", "invalid UTF-8")
-    log.close()  # an unreadable line is not waited for (the writer has it; the run's close waits)
     rows_ = [r for page in event_log.pages_of(match.id) for r in page]
     assert rows_[0].message["payload"]["event"]["text"] == "a\x00b"
     assert rows_[1].kind == "unreadable" and rows_[1].message["kickoff"]["bytes"] == 11
@@ -212,88 +211,3 @@ def test_a_writer_paused_before_its_commit_lets_go_of_its_match_row_after_the_id
             assert pool.submit(store_new_message_ids, [str(match.id)]).result(timeout=30)
     finally:
         paused.close()
-
-
-def _held_log(match, record_id: str, token: int) -> tuple[EventLog, threading.Event]:  # type: ignore[no-untyped-def]
-    """The run's EventLog (a 30 s wait) on a writer of its own whose batches wait for the returned
-    event before PostgreSQL sees them."""
-    writer = LogWriter(buffer_limit=1000, retry_seconds=0.05)
-    release = threading.Event()
-    write = writer._write
-
-    def held(batch):  # type: ignore[no-untyped-def]
-        release.wait(60)
-        write(batch)
-
-    writer._write = held  # type: ignore[method-assign]
-    log = EventLog(
-        match_id=str(match.id), writer=writer, record_id=record_id, fence_token=token, wait_seconds=30
-    )
-    return log.open(), release
-
-
-def _returned_while_held(call, release: threading.Event):  # type: ignore[no-untyped-def]
-    """``call()``'s result, asserting it returned while the writer is still held (a call that waited
-    for PostgreSQL would wait out the log's 30 s)."""
-    with ThreadPoolExecutor(1) as pool:
-        result = pool.submit(call).result(timeout=20)
-    assert not release.is_set()
-    return result
-
-
-def test_a_marker_is_handed_to_the_writer_without_waiting_and_a_refusal_is_learnt_after(make_match):
-    # A gap marker is written on a stream's reader thread, which serves other streams: it must not
-    # wait for PostgreSQL (listener.stream_reader). Held, it is still written, and a newer run's
-    # token refusing it raises at the log's next flush.
-    match = make_match("mlb", status="inprogress")
-    record_id, token = _new_run(match)
-    log, release = _held_log(match, record_id, token)
-    _returned_while_held(lambda: log.append_marker("gap", cause="silence", seconds=12.5), release)
-    _returned_while_held(lambda: log.record_unreadable(b"\xff\xfe not json", "invalid UTF-8"), release)
-    assert len(log.pending) == 2 and not any(t.done.is_set() for t in log.pending)  # not waited for
-    release.set()
-    log.close()
-    kinds = [r.kind for page in event_log.pages_of(match.id) for r in page]
-    assert kinds == ["marker", "unreadable"]
-
-    stale, release = _held_log(match, record_id, token)
-    stale.append_marker("delay", status="delayed")
-    _new_run(match)  # a successor takes the match's fencing token meanwhile
-    release.set()
-    wait_for(lambda: all(t.done.is_set() for t in stale.pending), timeout=30, what="the marker written")
-    with pytest.raises(FencedWrite):
-        stale.maybe_flush()
-
-
-def test_a_backfill_not_waited_for_is_counted_at_once_and_its_refusal_ends_the_run(make_match):
-    # take_all(wait=False): what a reader thread's backfill merge does. The batch goes on as the
-    # stream's own do: committed, then processed; refused, the run's next message raises.
-    match = make_match("mlb", status="inprogress")
-    record_id, token = _new_run(match)
-    processed: list[str] = []
-
-    def process(messages: list[dict], keys: list[str] | None) -> None:
-        processed.extend(m["payload"]["event"]["id"] for m in messages)
-
-    log, release = _held_log(match, record_id, token)
-    with ThreadPoolExecutor(1) as pool:
-        ingest = PipelinedIngest(log, process, pool=pool, limit=100, stop=threading.Event())
-        backfill = [_atbat("b0"), _atbat("b1")]
-        taken = _returned_while_held(lambda: ingest.take_all(backfill, wait=False), release)
-        assert taken == 2  # all of them, as while PostgreSQL is away
-        assert processed == [] and ingest.inflight == 2
-        release.set()
-        assert ingest.drain(30)
-    assert processed == ["b0", "b1"]
-    assert [m["payload"]["event"]["id"] for m in event_log.messages_of(match.id)] == ["b0", "b1"]
-
-    stale, release = _held_log(match, record_id, token)
-    with ThreadPoolExecutor(1) as pool:
-        ingest = PipelinedIngest(stale, process, pool=pool, limit=100, stop=threading.Event())
-        assert _returned_while_held(lambda: ingest.take_all([_atbat("c0")], wait=False), release) == 1
-        _new_run(match)  # a successor's token: the held batch is refused
-        release.set()
-        assert ingest.drain(30)
-        with pytest.raises(FencedWrite):
-            ingest.check()
-    assert processed == ["b0", "b1"]

@@ -15,7 +15,7 @@ from listener.errors import StreamConnectionError
 from listener.exit_codes import ExitCode
 from listener.match_listener import MatchListener
 from listener.stream import OVERSIZE, FeedConnection, StreamConfig, reader_session
-from listener.stream_reader import STREAM_READERS, ChunkedBody, on_reader_thread
+from listener.stream_reader import STREAM_READERS, ChunkedBody
 from tests.listener.conftest import recorded, run_listener
 from tests.waiting import wait_for
 
@@ -180,57 +180,6 @@ def test_bytes_read_with_the_headers_are_not_lost_and_the_body_goes_on(socket_fe
     assert got[1:] == [_event(1).rstrip(b"\n"), OVERSIZE, _event(2).rstrip(b"\n")]
     assert isinstance(outcome["raised"], StreamConnectionError)
     assert "stream ended by the server" in str(outcome["raised"])  # the last chunk came
-
-
-def test_a_message_is_handled_on_a_reader_thread_which_says_so(socket_feed):
-    # What the listener asks before it waits for PostgreSQL (a backfill's batch): never on a reader.
-    url, _ = socket_feed
-
-    class Seen(list):
-        def append(self, _line: object) -> None:  # each message: the thread handling it
-            super().append(on_reader_thread())
-
-    seen = Seen()
-    with reader_session() as session:
-        conn = _open(url, session)
-        outcome = _follow(conn, seen)
-        wait_for(lambda: seen, timeout=20, what="the first message")
-        conn.close()
-        outcome["thread"].join(20)
-    assert seen == [True]
-    assert not on_reader_thread()
-
-
-def test_a_backfill_merged_on_a_reader_thread_is_not_waited_for_and_one_on_the_run_thread_is(socket_feed):
-    # MatchListener._record_all: a reader's other streams must not wait for a backfill's commit; the
-    # run's own thread (its last backfill, at the end) still waits for it.
-    url, _ = socket_feed
-
-    class Ingest:
-        def __init__(self) -> None:
-            self.waits: list[bool] = []
-
-        def take_all(self, messages: list[dict], *, wait: bool = True) -> int:
-            self.waits.append(wait)
-            return len(messages)
-
-    listener = MatchListener()
-    listener._ingest = ingest = Ingest()  # type: ignore[assignment]
-
-    class Merges(list):
-        def append(self, _line: object) -> None:  # each message: a backfill merged while handling it
-            super().append(listener._record_all([{"id": "backfilled"}]))
-
-    merged = Merges()
-    with reader_session() as session:
-        conn = _open(url, session)
-        outcome = _follow(conn, merged)
-        wait_for(lambda: merged, timeout=20, what="the first message")
-        conn.close()
-        outcome["thread"].join(20)
-    assert merged == [1] and ingest.waits == [False]
-    assert listener._record_all([{"id": "last"}]) == 1
-    assert ingest.waits == [False, True]
 
 
 def test_a_close_from_another_thread_ends_the_stream_at_once(socket_feed):
