@@ -21,7 +21,8 @@ worker lease) around a record-only MatchListener. Then:
 * from a message's send to its row committed in the event log (issue 34): p50/p99 over the
   window's live rows, ``arrived_at`` (the insert's transaction time) minus the event's
   ``created_at`` (srsim's send time at speed 1, so srsim's own lateness is included), less each
-  game's smallest such lag (srsim's dates are off by a constant per game: ``_commit_latency``), and
+  game's smallest such lag (srsim's dates are off by a constant per game: ``_commit_latency``),
+  and its p99 by minute of the window (whether a miss is a backlog draining or the steady state), and
   PostgreSQL bytes per event (the log's tables and indexes after the window over their rows).
 
 The window measures live games only: the simulated games last ``--max-seconds`` from when their
@@ -203,6 +204,32 @@ SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY lag),
                  WHERE arrived_at >= %(since)s AND kind = 'live'
                    AND message->'payload'->'event' ? 'created_at') b) t
 """
+
+
+#: The same lags, their p99 by minute of the window (the per-game correction over the whole window).
+_COMMIT_LATENCY_BY_MINUTE = """
+SELECT minute, percentile_cont(0.99) WITHIN GROUP (ORDER BY lag)
+  FROM (SELECT floor(extract(epoch FROM arrived_at - %(since)s::timestamptz) / 60)::int AS minute,
+               lag - min(lag) OVER (PARTITION BY match_id) AS lag
+          FROM (SELECT match_id, arrived_at,
+                       extract(epoch FROM arrived_at
+                                          - (message->'payload'->'event'->>'created_at')::timestamptz)
+                           AS lag
+                  FROM match_events
+                 WHERE arrived_at >= %(since)s AND kind = 'live'
+                   AND message->'payload'->'event' ? 'created_at') b) t
+ GROUP BY minute ORDER BY minute
+"""
+
+
+def _commit_p99_by_minute(since: Any) -> list[float]:
+    """The p99 of ``_commit_latency``'s lag by minute of the window, first to last: whether a miss is a
+    backlog draining (the ramp's) or the steady state's (not a goal: the goal is the whole window's)."""
+    from models.db import connection_scope, database
+
+    with connection_scope():
+        rows = database.execute_sql(_COMMIT_LATENCY_BY_MINUTE, {"since": since}).fetchall()
+    return [float(p99) for _, p99 in rows]
 
 
 def _commit_latency(since: Any) -> tuple[float | None, float | None, int]:
@@ -455,6 +482,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             pg1 = _pg_counters(db_name)
             ev1 = _archived_lines(archive)
             commit = _commit_latency(window_from)
+            commit_by_minute = _commit_p99_by_minute(window_from)
             ended = _ended_since(window_from)
             log_bytes = _log_bytes()
             rss = [w.memory_info().rss for w in workers]
@@ -500,6 +528,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "commit_p50_s": commit[0],
             "commit_p99_s": commit[1],
             "commit_rows": commit[2],
+            "commit_p99_by_minute_s": commit_by_minute,
             "pg_bytes_per_event": log_bytes,
             "running_fraction": min(counts) / total,
             "stream_messages_s": events_s + heartbeats_s,
@@ -584,6 +613,9 @@ def report(r: dict[str, Any]) -> None:
             f"message sent to its row committed: p50 {r['commit_p50_s']:.3f} s, "
             f"p99 {r['commit_p99_s']:.3f} s over {r['commit_rows']:,} live rows"
         )
+    if r.get("commit_p99_by_minute_s"):  # saved results before it have none
+        minutes = ", ".join(f"{p99:.2f}" for p99 in r["commit_p99_by_minute_s"])
+        print(f"  its p99 by minute of the window, first to last: {minutes} s")
     if r["pg_bytes_per_event"] is not None:
         print(f"event log in PostgreSQL: {r['pg_bytes_per_event']:,.0f} bytes per event (tables and indexes)")
 
