@@ -25,18 +25,21 @@ worker lease) around a record-only MatchListener. Then:
   and its p99 by minute of the window (whether a miss is a backlog draining or the steady state), and
   PostgreSQL bytes per event (the log's tables and indexes after the window over their rows).
 
-The window measures live games only: the simulated games last ``--max-seconds`` from when their
-simulator listens (srsim starts its clocks then), after which their streams carry heartbeats and
-nothing else; so the window ends 15 s before the first simulator's games close at the latest (the
-report says so when it is cut). The report counts the runs that ended during the window by exit
-code and reason (a run that ends is a listener lost unless its reason says otherwise).
+The window measures live games only: the simulated games last ``--max-seconds`` from their
+kick-off, ``--kickoff-after`` seconds after their simulator listens (srsim starts its clocks then;
+default 0, so listeners that connect during a long ramp get their game so far replayed first: a
+backlog the window may still be reading), after which their streams carry heartbeats and nothing
+else; so the window ends 15 s before the first simulator's games close at the latest (the report
+says so when it is cut). With ``--kickoff-after`` the warm-up starts at kick-off. The report
+counts the runs that ended during the window by exit code and reason (a run that ends is a
+listener lost unless its reason says otherwise).
 
 Goals (issue 34 and the fleet's own): tick <= 1 s, every listener running through the window,
 lifecycle heartbeat lag <= 2 s, <= 100 PostgreSQL connections, message to row p99 <= 1 s.
 
     .venv/bin/python bench/fleet.py [--workers 10] [--listeners 1000] [--broker redis|amqp]
         [--sims K] [--format ndjson|sse] [--stream-heartbeat 5] [--event-seconds 30] [--window 90]
-        [--db-slots 4] [--db-pool P] [--pgbouncer POOL] [--json] [--save]
+        [--db-slots 4] [--db-pool P] [--pgbouncer POOL] [--kickoff-after S] [--json] [--save]
 
 Issue 34's size: ``--workers 10 --listeners 1000 --event-seconds 2 --window 300`` (10,000
 listeners at 0.5 events/s each, 5,000 events/s in all, for 5 minutes).
@@ -366,7 +369,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         script = write_games(
             tmp / "games.json",
             sr_ids,
-            start_after=0,
+            start_after=args.kickoff_after,
             event_interval=args.event_seconds,
             event_count=events,
             is_test=True,
@@ -384,7 +387,8 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 )
             )
         # the first simulator's games close first: the last event, then "closed" one interval later
-        games_close_at = min(at for _, at in sims) + (events - 1) * args.event_seconds + args.event_seconds
+        kickoff_at = min(at for _, at in sims) + args.kickoff_after
+        games_close_at = kickoff_at + (events - 1) * args.event_seconds + args.event_seconds
         sims = [sim for sim, _ in sims]
         procs.extend(p for p, _ in sims)
         sim_ports = {int(url.rsplit(":", 1)[1]) for _, url in sims}
@@ -443,6 +447,14 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             )
             if rows < total or streams < total:
                 raise SystemExit(f"after {ramp_s:.0f} s: {rows} open rows and {streams} streams of {total}")
+            if args.kickoff_after:
+                before = kickoff_at - time.monotonic()
+                _progress(
+                    f"the games kick off {before:.0f} s after the ramp"
+                    if before >= 0
+                    else f"the ramp ended {-before:.0f} s after the games kicked off (replays on connect)"
+                )
+                time.sleep(max(0.0, before))
             time.sleep(args.warmup)
 
             sim_procs = [psutil.Process(p.pid) for p, _ in sims]
@@ -502,6 +514,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "stream_format": args.format,
             "stream_readers": args.readers,
             "event_s": args.event_seconds,
+            "kickoff_after_s": args.kickoff_after,
             "lifecycle_heartbeat_s": args.lifecycle_heartbeat,
             "db_slots": args.db_slots,
             "db_pool": pool_size(pool_max_connections=args.db_pool, listener_db_concurrency=args.db_slots),
@@ -571,6 +584,12 @@ def report(r: dict[str, Any]) -> None:
         f"streams read by {readers} reader threads per worker"
         if readers and r.get("stream_format") == "ndjson"
         else "each stream read by its own thread"
+    )
+    kickoff = r.get("kickoff_after_s") or 0  # saved runs before the option: at once
+    print(
+        f"the games kicked off {kickoff:g} s after their simulators listened"
+        if kickoff
+        else "the games kicked off as their simulators listened (a connect replays the game so far)"
     )
     print(f"load average (1, 5, 15 min) at the end: {r['load_avg']}")
     if r["pgbouncer_pool"]:
@@ -672,6 +691,15 @@ def main() -> int:
         "--ramp-timeout", type=float, default=1500.0, help="give up if not all stream by then"
     )
     parser.add_argument("--max-seconds", type=float, default=600.0, help="length of the simulated games")
+    parser.add_argument(
+        "--kickoff-after",
+        type=float,
+        default=0.0,
+        help="seconds after the simulators listen at which the games kick off (default 0: at once, so "
+        "the listeners of a long ramp connect into running games and each gets its game so far "
+        "replayed; give more than the ramp to have every listener streaming before kick-off, as the "
+        "dispatcher's window does; the warm-up then starts at kick-off)",
+    )
     args = parser.parse_args()
     if not args.sims:
         args.sims = max(1, round(args.workers * args.listeners / 2500))
