@@ -15,8 +15,8 @@ Goals (issue 3; the stop latency bound this bench has stated since): a tick of 1
 <= 250 ms (the slowest table size's median, per 1,000 starts with another ``--eligible``) and
 the 100k/10k ratio (the most stored / the fewest) <= 1.5 (cost follows eligible matches, not
 table size); stop latency p95 <= 250 ms.
-``--tracing`` (issue 41): ``--ticks`` rounds (default 20) of four ticks (tracing off, on, on, off; then on, off,
-off, on) at the first size; the median of the rounds' on / off tick ratios <= 1.05
+``--tracing`` (issue 41): ``--ticks`` rounds (default 20) of four ticks (tracing off, on, on, off;
+then on, off, off, on) at the first size; the median of the rounds' on / off tick ratios <= 1.05
 (``dispatch-tracing.json``), this process's CPU per tick beside it.
 ``--json`` prints one JSON object, ``--save`` writes it to bench/results/ (``dispatch.json``, or
 ``dispatch-<eligible>.json`` with another ``--eligible``); exit 1 when a goal is missed.
