@@ -433,8 +433,8 @@ def scale(settings, coordination, n: int) -> dict[str, float]:
 
 
 #: --tracing's default rounds. A tick at 1,000 eligible lasts about 25 ms here, and 5 rounds of them
-#: gave 1.113 where three runs of 20 minutes later gave 1.010 to 1.020 (one and the same code): a
-#: burst of other work on one tick of five moves the median past the 5 % measured.
+#: gave 1.113 where four runs of 20 rounds, minutes later, gave 1.010 to 1.020 (one and the same
+#: code): a burst of other work on one tick of five moves the median past the 5 % measured.
 TRACING_ROUNDS = 20
 
 

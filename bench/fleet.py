@@ -195,32 +195,27 @@ def _archived_lines(archive_dir: Path) -> int:
     return total_events()
 
 
-_COMMIT_LATENCY = """
+#: Each live row committed since ``since``: its match, when it arrived, and its lag over the event's
+#: ``created_at`` less its match's smallest such lag (``_commit_latency``).
+_LAGS = """
+SELECT match_id, arrived_at, lag - min(lag) OVER (PARTITION BY match_id) AS lag
+  FROM (SELECT match_id, arrived_at,
+               extract(epoch FROM arrived_at - (message->'payload'->'event'->>'created_at')::timestamptz)
+                   AS lag
+          FROM match_events
+         WHERE arrived_at >= %(since)s AND kind = 'live'
+           AND message->'payload'->'event' ? 'created_at') b
+"""
+_COMMIT_LATENCY = f"""
 SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY lag),
        percentile_cont(0.99) WITHIN GROUP (ORDER BY lag), count(*)
-  FROM (SELECT lag - min(lag) OVER (PARTITION BY match_id) AS lag
-          FROM (SELECT match_id,
-                       extract(epoch FROM arrived_at
-                                          - (message->'payload'->'event'->>'created_at')::timestamptz)
-                           AS lag
-                  FROM match_events
-                 WHERE arrived_at >= %(since)s AND kind = 'live'
-                   AND message->'payload'->'event' ? 'created_at') b) t
+  FROM ({_LAGS}) t
 """
-
-
-#: The same lags, their p99 by minute of the window (the per-game correction over the whole window).
-_COMMIT_LATENCY_BY_MINUTE = """
-SELECT minute, percentile_cont(0.99) WITHIN GROUP (ORDER BY lag)
-  FROM (SELECT floor(extract(epoch FROM arrived_at - %(since)s::timestamptz) / 60)::int AS minute,
-               lag - min(lag) OVER (PARTITION BY match_id) AS lag
-          FROM (SELECT match_id, arrived_at,
-                       extract(epoch FROM arrived_at
-                                          - (message->'payload'->'event'->>'created_at')::timestamptz)
-                           AS lag
-                  FROM match_events
-                 WHERE arrived_at >= %(since)s AND kind = 'live'
-                   AND message->'payload'->'event' ? 'created_at') b) t
+#: The same lags' p99 by minute of the window (each match's correction over the whole window).
+_COMMIT_LATENCY_BY_MINUTE = f"""
+SELECT floor(extract(epoch FROM arrived_at - %(since)s::timestamptz) / 60)::int AS minute,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY lag)
+  FROM ({_LAGS}) t
  GROUP BY minute ORDER BY minute
 """
 
