@@ -696,6 +696,11 @@ def main() -> int:
         "dispatcher's window does; the warm-up then starts at kick-off)",
     )
     args = parser.parse_args()
+    for name in ("kickoff_after", "warmup"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name.replace('_', '-')}: seconds, at least 0")
+    if args.window <= 0:
+        parser.error("--window: seconds, more than 0")
     if not args.sims:
         args.sims = max(1, round(args.workers * args.listeners / 2500))
     with BENCH.output(args), tempfile.TemporaryDirectory() as d:
