@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,11 @@ def serve(
         resume=s.srsim_resume if resume is None else resume,
         resume_window_seconds=resume_window or s.srsim_resume_window_seconds,
     )
+
+    # Every game's session (its script's lines and times, built above) lives as long as the process:
+    # kept out of the collector's passes, which otherwise visit every line of every script (2,500
+    # games: full passes of 2.4-7.3 s, every stream of the process stopped meanwhile; docs/scaling.md).
+    gc.freeze()
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
