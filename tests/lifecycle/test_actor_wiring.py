@@ -10,6 +10,7 @@ tests/lifecycle/test_actors.py and the worker tests.
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -24,6 +25,7 @@ from config.settings import AppEnv
 from lifecycle.dispatch import DispatchResult, StartMessage
 from scheduler.table import PERIODIC, entries_for
 from tests.fakes.coordination import MemoryCoordinationStore
+from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -351,13 +353,10 @@ def test_a_worker_process_of_the_dramatiq_command_freezes_its_boot_heap_once_its
     process_boot: bool,
 ) -> None:
     """``dramatiq`` emits process_boot in each worker process it starts; a worker started without it (a
-    test's, in the test process) must freeze nothing of that process and leave its collector's
-    thresholds as they were."""
+    test's, in the test process) must freeze nothing of that process, nor start its freezer."""
     import gc
 
-    from actors.middleware import WORKER_FULL_PASS_AFTER, WorkerHooks
-
-    thresholds = gc.get_threshold()
+    from actors.middleware import WorkerHooks
 
     broker = StubBroker()
     broker.add_middleware(WorkerHooks())
@@ -371,14 +370,16 @@ def test_a_worker_process_of_the_dramatiq_command_freezes_its_boot_heap_once_its
     try:
         worker.start()
         after = gc.get_freeze_count()
-        booted_thresholds = gc.get_threshold()
+        freezers = [t.name for t in threading.enumerate() if t.name == "kickoff-heap-freezer"]
     finally:
         worker.stop()
         broker.close()
         if process_boot:
             gc.unfreeze()  # nothing of this test process stays frozen
-        gc.set_threshold(*thresholds)
     assert in_hook == [before]  # the boot hooks ran before the freeze
     assert (after > before) is process_boot
-    expected = (*thresholds[:2], WORKER_FULL_PASS_AFTER) if process_boot else thresholds
-    assert booted_thresholds == expected
+    assert bool(freezers) is process_boot
+    wait_for(
+        lambda: not any(t.name == "kickoff-heap-freezer" for t in threading.enumerate()),
+        what="the freezer's thread ended with the worker",
+    )
