@@ -3,6 +3,7 @@ and shutdown hooks."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
@@ -14,7 +15,6 @@ import pendulum
 from dramatiq.middleware import Middleware, MiddlewareError, SkipMessage
 from periodiq import PeriodiqMiddleware
 
-from actors.collector import HeapFreezer
 from config import spans
 from config.log import install_formatter, set_log_context
 from config.periodic import PeriodicThread
@@ -194,6 +194,15 @@ class BootCheckFailed(MiddlewareError):
     """
 
 
+#: The collector's full passes of a worker process the ``dramatiq`` command started come after this
+#: many passes of its middle generation (CPython's default: 10). A 2,500-listener worker holds about
+#: 700,000 tracked objects; a full pass over them took 0.6 s of a core, every thread of the process
+#: stopped meanwhile, and came every 16 s: about 4 % of the process's stream messages were late by up
+#: to 0.6 s, the tail of issue 34's 10,000-listener figure (docs/scaling.md). The objects a full pass
+#: finds to free are few (a cycle left by an ended run), so freeing them later costs little memory.
+WORKER_FULL_PASS_AFTER = 100
+
+
 class WorkerHooks(Middleware):
     """Run registered callbacks as a worker process boots and when it starts a graceful shutdown.
 
@@ -202,9 +211,9 @@ class WorkerHooks(Middleware):
     lease and starts reaping dead workers' runs at once) and a shutdown hook (running listeners
     end with a recorded exit instead of leaving their rows open). In a worker process the ``dramatiq``
     command started, what the process holds once the boot hooks ran is frozen (``gc.freeze``): left
-    out of the garbage collector's passes, as what it holds later is every minute
-    (actors.collector). A worker started in another process (a test's) changes nothing of that
-    process's collector.
+    out of the garbage collector's passes, and its full passes come ten times less often
+    (``WORKER_FULL_PASS_AFTER``). A worker started in another process (a test's) changes nothing of
+    that process's collector.
     """
 
     def __init__(self) -> None:
@@ -213,7 +222,6 @@ class WorkerHooks(Middleware):
         self._hooks: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self._worker_process = False  # the dramatiq command's worker process (its process boot ran)
-        self._freezer: HeapFreezer | None = None  # its collector's freezer (that process only)
 
     def _add(self, registry: list[Callable[..., None]], hook: Callable[..., None]) -> None:
         with self._lock:
@@ -269,15 +277,16 @@ class WorkerHooks(Middleware):
                 logger.exception("worker boot hook %r failed", hook)
         if self._worker_process:
             # What boot made (modules, the broker, pools, the hooks' services) lives as long as the
-            # process, and what its runs make lives for hours: frozen now and every minute, thawed and
-            # collected every 15 minutes, so the collector's passes (every thread of the process
-            # stopped meanwhile) stay short (actors.collector; docs/scaling.md).
-            self._freezer = HeapFreezer()
-            self._freezer.start()
+            # process: kept out of the collector's full passes, as ``kickoff serve`` does (api.app). A
+            # 1,000-listener worker's full passes then scan about 280,000 objects instead of 400,000:
+            # 55 ms instead of 75 ms each, all its threads stopped meanwhile (docs/scaling.md).
+            gc.freeze()
+            # A full pass stops every thread of the process: one every WORKER_FULL_PASS_AFTER passes
+            # of the middle generation, not CPython's 10 (a 2,500-listener worker: 0.6 s every 16 s).
+            young, middle, _ = gc.get_threshold()
+            gc.set_threshold(young, middle, WORKER_FULL_PASS_AFTER)
 
     def before_worker_shutdown(self, broker: Any, worker: Any) -> None:
-        if self._freezer is not None:
-            self._freezer.stop()
         for hook in self._copy(self._hooks):
             try:
                 hook()

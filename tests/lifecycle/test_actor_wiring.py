@@ -10,7 +10,6 @@ tests/lifecycle/test_actors.py and the worker tests.
 from __future__ import annotations
 
 import inspect
-import threading
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -25,7 +24,6 @@ from config.settings import AppEnv
 from lifecycle.dispatch import DispatchResult, StartMessage
 from scheduler.table import PERIODIC, entries_for
 from tests.fakes.coordination import MemoryCoordinationStore
-from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -353,10 +351,13 @@ def test_a_worker_process_of_the_dramatiq_command_freezes_its_boot_heap_once_its
     process_boot: bool,
 ) -> None:
     """``dramatiq`` emits process_boot in each worker process it starts; a worker started without it (a
-    test's, in the test process) must freeze nothing of that process, nor start its freezer."""
+    test's, in the test process) must freeze nothing of that process and leave its collector's
+    thresholds as they were."""
     import gc
 
-    from actors.middleware import WorkerHooks
+    from actors.middleware import WORKER_FULL_PASS_AFTER, WorkerHooks
+
+    thresholds = gc.get_threshold()
 
     broker = StubBroker()
     broker.add_middleware(WorkerHooks())
@@ -370,16 +371,14 @@ def test_a_worker_process_of_the_dramatiq_command_freezes_its_boot_heap_once_its
     try:
         worker.start()
         after = gc.get_freeze_count()
-        freezers = [t.name for t in threading.enumerate() if t.name == "kickoff-heap-freezer"]
+        booted_thresholds = gc.get_threshold()
     finally:
         worker.stop()
         broker.close()
         if process_boot:
             gc.unfreeze()  # nothing of this test process stays frozen
+        gc.set_threshold(*thresholds)
     assert in_hook == [before]  # the boot hooks ran before the freeze
     assert (after > before) is process_boot
-    assert bool(freezers) is process_boot
-    wait_for(
-        lambda: not any(t.name == "kickoff-heap-freezer" for t in threading.enumerate()),
-        what="the freezer's thread ended with the worker",
-    )
+    expected = (*thresholds[:2], WORKER_FULL_PASS_AFTER) if process_boot else thresholds
+    assert booted_thresholds == expected
