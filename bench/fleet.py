@@ -221,6 +221,14 @@ SELECT floor(extract(epoch FROM arrived_at - %(since)s::timestamptz) / 60)::int 
 ANALYSIS_TIMEOUT_SECONDS = 900.0
 
 
+def _db_now() -> Any:
+    """PostgreSQL's clock now (the window's bounds are compared with ``arrived_at``, set by it)."""
+    from models.db import connection_scope, database
+
+    with connection_scope():
+        return database.execute_sql("SELECT now()").fetchone()[0]
+
+
 def _commit_latency(since: Any, until: Any) -> tuple[float | None, float | None, int, list[float]]:
     """(p50, p99, rows, p99 by minute) of a live message's send to its row committed, over the rows
     committed from ``since`` to ``until``: ``arrived_at`` minus the event's ``created_at``, less the
@@ -233,10 +241,8 @@ def _commit_latency(since: Any, until: Any) -> tuple[float | None, float | None,
 
     with connection_scope():
         rows = database.execute_sql(_COMMIT_LATENCY, {"since": since, "until": until}).fetchall()
-    if not rows:
-        return None, None, 0, []
-    _, p50, p99, n = rows[0]
-    by_minute = [float(m99) for minute, _, m99, _ in rows[1:] if minute is not None]
+    (_, p50, p99, n), minutes = rows[0], rows[1:]  # the whole window first (grouping set ()), always one row
+    by_minute = [float(m99) for _, _, m99, _ in minutes]
     return (None if p50 is None else float(p50), None if p99 is None else float(p99), int(n), by_minute)
 
 
@@ -458,8 +464,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             )
             pg0 = _pg_counters(db_name)
             ev0 = _archived_lines(archive)
-            with connection_scope():
-                (window_from,) = database.execute_sql("SELECT now()").fetchone()
+            window_from = _db_now()
             w0 = time.monotonic()
             # the window measures live games: it ends GAME_END_MARGIN s before the first games close
             # (after that their streams carry heartbeats only)
@@ -485,8 +490,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             )
             pg1 = _pg_counters(db_name)
             ev1 = _archived_lines(archive)
-            with connection_scope():
-                (window_to,) = database.execute_sql("SELECT now()").fetchone()
+            window_to = _db_now()
             *commit, commit_by_minute = _commit_latency(window_from, window_to)
             ended = _ended_since(window_from)
             log_bytes = _log_bytes()
