@@ -38,8 +38,11 @@ def write_games(
     return path
 
 
-def start_sim(script: Path, *, heartbeat_seconds: float) -> tuple[subprocess.Popen[str], str]:
-    """Start srsim without a database; return the process (the caller kills it) and its base URL."""
+def start_sim(
+    script: Path, *, heartbeat_seconds: float, stamp_sends: bool = False
+) -> tuple[subprocess.Popen[str], str]:
+    """Start srsim without a database (``stamp_sends``: each event frame says when it was sent);
+    return the process (the caller kills it) and its base URL."""
     kickoff = str(Path(sys.executable).with_name("kickoff"))
     proc = subprocess.Popen(
         [
@@ -53,6 +56,7 @@ def start_sim(script: Path, *, heartbeat_seconds: float) -> tuple[subprocess.Pop
             str(script),
             "--heartbeat-seconds",
             str(heartbeat_seconds),
+            *(["--stamp-sends"] if stamp_sends else []),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

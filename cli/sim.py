@@ -91,6 +91,14 @@ def sim_group() -> None:
     metavar="SECONDS",
     help="Refuse (410) a resume from a message sent longer ago (default SRSIM_RESUME_WINDOW_SECONDS, 600).",
 )
+@click.option(
+    "--stamp-sends",
+    is_flag=True,
+    help=(
+        'Add "srsim_sent_at" (Unix seconds) to every event frame when it is written: benchmarks'
+        " measure from the send, not from the script's schedule."
+    ),
+)
 @click.pass_obj
 def serve(
     obj: CliContext,
@@ -108,6 +116,7 @@ def serve(
     league_file: Path | None,
     resume: bool | None,
     resume_window: float | None,
+    stamp_sends: bool,
 ) -> None:
     """Serve every game's session until Ctrl-C / SIGTERM.
 
@@ -146,6 +155,7 @@ def serve(
         league_file=league_file,
         resume=s.srsim_resume if resume is None else resume,
         resume_window_seconds=resume_window or s.srsim_resume_window_seconds,
+        stamp_sends=stamp_sends,
     )
 
     # Every game's session (its script's lines and times, built above) lives as long as the process:

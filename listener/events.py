@@ -4,9 +4,9 @@ The archive records every distinct message once. A message's identity is its eve
 operation and its version: ``payload.event.updated_at`` (or a delete's ``deleted`` time), else a
 digest of the event's content, so a corrected copy without a timestamp is still a new version.
 A message without an event id is identified by a digest of the whole message. The fields a feed
-adds per delivery (``resume_id``, ``replay``) and kickoff's own ``kickoff`` annotations are no
-part of the identity: a resume replay or a play-by-play copy of a recorded message is the same
-message.
+adds per delivery (``resume_id``, ``replay``; srsim's ``srsim_sent_at``) and kickoff's own
+``kickoff`` annotations are no part of the identity: a resume replay or a play-by-play copy of a
+recorded message is the same message.
 
 Readers get each event's current state by id (``current_events``): a later version supersedes an
 earlier one (by ``updated_at`` when both have one, else by archive order), a ``delete`` removes
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 #: Top-level fields a feed or kickoff adds per delivery; never part of a message's identity.
-DELIVERY_FIELDS = frozenset({"resume_id", "replay", "kickoff"})
+DELIVERY_FIELDS = frozenset({"resume_id", "replay", "srsim_sent_at", "kickoff"})
 
 #: The ``kickoff.backfilled`` value of a message recovered from the play-by-play / a resume replay.
 FROM_PLAY_BY_PLAY = "play_by_play"

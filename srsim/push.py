@@ -60,10 +60,12 @@ class PushStream:
     live: int
     via: str
 
-    def _frame(self, idx: int) -> bytes:
+    def _frame(self, idx: int, sent_at: bytes) -> bytes:
         line = self.session.lines[idx]
         if idx < self.live:  # sent before this connection: a replay, marked so
             line = line[:-1] + b',"replay":true}'
+        if sent_at:
+            line = line[:-1] + sent_at
         if not self.sse:
             return line + b"\n"
         token = self.sim.resume_token
@@ -109,8 +111,9 @@ class PushStream:
                 due = origin + times[idx] if idx < len(times) else float("inf")
                 if due <= now:
                     frames = []
+                    sent_at = b',"srsim_sent_at":%.6f}' % time.time() if sim.stamp_sends else b""
                     while idx < len(times) and origin + times[idx] <= now:
-                        frames.append(self._frame(idx))
+                        frames.append(self._frame(idx, sent_at))
                         idx += 1
                     await send({"type": "http.response.body", "body": b"".join(frames), "more_body": True})
                     if idx > self.live:  # the frames held a live event, not only replays

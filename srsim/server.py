@@ -15,7 +15,11 @@ listens, so a late or reconnecting listener gets the live position unless it res
   ``{"message": ...}`` for a malformed, unknown or other-instance id, one sent more than
   ``resume_window_seconds`` ago (real seconds from its scheduled send time) or more than
   ``resume_max_messages`` missed. ``resume=False`` models a feed without resume: no resume ids,
-  bare-index ``id:`` lines, the parameter ignored.
+  bare-index ``id:`` lines, the parameter ignored. ``stamp_sends=True`` (benchmarks) adds
+  ``"srsim_sent_at"`` to every event frame: the Unix time it was written to the socket, so a
+  measurement can start from the send rather than from the script's schedule (a simulator late
+  for a core sends late; kickoff records such a per-delivery field with the message, no part
+  of its identity).
 * ``GET /{league}/{access}[/v7][/en]/games/{id}/pbp.json`` - play-by-play: ``game`` (``id``,
   ``status``, ``scheduled``, ``home``, ``away``) and ``events``, the ``payload.event`` of every
   message sent so far, each once in its final version with deleted ones left out
@@ -121,7 +125,9 @@ class SimServer:
         resume: bool = True,
         resume_window_seconds: float = 600.0,
         resume_max_messages: int = 5000,
+        stamp_sends: bool = False,
     ) -> None:
+        self.stamp_sends = stamp_sends
         self.resume = resume
         self.resume_window_seconds = resume_window_seconds
         self.resume_max_messages = resume_max_messages

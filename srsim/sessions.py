@@ -131,6 +131,7 @@ class Simulator(Protocol):
     api_key: str | None
     resume: bool
     heartbeat: float  # real seconds between heartbeats
+    stamp_sends: bool  # each event frame carries srsim_sent_at, when it was sent (benchmarks)
 
     @property
     def resume_token(self) -> str | None: ...

@@ -41,6 +41,10 @@ def test_a_copy_is_the_same_message_whatever_the_delivery_adds():
     replayed = {**json.loads(json.dumps(live)), "resume_id": "tok.7", "replay": True}
     backfilled = {**json.loads(json.dumps(live)), "kickoff": {"backfilled": FROM_PLAY_BY_PLAY}}
     assert message_key(live) == message_key(replayed) == message_key(backfilled)
+    # without an event id the whole message is the identity, less what the delivery adds
+    bare = {"payload": {"note": "no id"}, "resume_id": "tok.8"}
+    resent = {**bare, "resume_id": "tok.9", "replay": True, "srsim_sent_at": 1733529600.25}
+    assert message_key(bare) == message_key(resent) != message_key({"payload": {"note": "other"}})
     assert backfilled_from(backfilled) == FROM_PLAY_BY_PLAY and backfilled_from(live) is None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from urllib.parse import parse_qs, urlsplit
 
@@ -182,3 +183,23 @@ def test_a_server_without_resume_sends_no_resume_ids_and_ignores_the_parameter(s
     assert all(event_id is not None and event_id.isdigit() for event_id, _ in frames)  # bare indexes
     assert all("resume_id" not in data for _, data in frames)
     assert all(b"resume_id" not in line for line in session.lines)
+
+
+def test_stamped_sends_say_when_each_event_frame_was_written(server):
+    game = _game(event_count=400)
+    plain = server([game])
+    assert all("srsim_sent_at" not in m for m in _events(_url(plain, game), 3))  # off by default
+    stamped = server([game], stamp_sends=True)
+    before = time.time()
+    events = _events(_url(stamped, game), 3)
+    after = time.time()
+    stamps = [m["srsim_sent_at"] for m in events]
+    assert all(isinstance(t, float) and before <= t <= after for t in stamps), (before, stamps, after)
+    assert stamps == sorted(stamps)
+    # the frame is the script's line plus the stamp
+    session = stamped.sessions[game.sr_id]
+    line = json.loads(session.lines[_index(events[0])])
+    assert {k: v for k, v in events[0].items() if k != "srsim_sent_at"} == line
+    # a replay is stamped too, after its replay mark
+    resumed = _events(_url(stamped, game, resume_id=events[0]["resume_id"]), 1)[0]
+    assert resumed["replay"] is True and resumed["srsim_sent_at"] >= stamps[-1]
