@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
@@ -18,8 +19,11 @@ class PeriodicThread:
 
     ``interval`` is a number or a callable read before each wait (a setting that may change).
     ``wait_first``: wait one interval before the first step (a heartbeat, a flush) or step at once
-    (a sampler). A step that raises is logged (``<label> failed``; the label is the thread's name
-    unless given) and the next period comes.
+    (a sampler). ``fixed_rate``: steps start every interval (the wait is what the last step left of
+    it; a step longer than the interval is followed at once), not an interval after the last step
+    ended: a heartbeat whose own write takes a second under load still beats every interval.
+    A step that raises is logged (``<label> failed``; the label is the thread's name unless given)
+    and the next period comes.
     ``wake()`` ends the current wait early: the step runs at once. ``on_exit`` runs on the thread
     as it ends (closing its database connection). ``start`` is idempotent; a stopped thread may be
     started again (a new thread: the old one only ever sees its own stop).
@@ -33,6 +37,7 @@ class PeriodicThread:
         name: str,
         label: str | None = None,
         wait_first: bool = True,
+        fixed_rate: bool = False,
         on_exit: Callable[[], object] | None = None,
     ) -> None:
         self.name = name
@@ -40,6 +45,7 @@ class PeriodicThread:
         self._step = step
         self._interval: Callable[[], float] = interval if callable(interval) else (lambda: interval)
         self._wait_first = wait_first
+        self._fixed_rate = fixed_rate
         self._on_exit = on_exit
         self._mu = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -91,13 +97,18 @@ class PeriodicThread:
     def _run(self, stop: threading.Event, wake: threading.Event) -> None:
         try:
             waits = self._wait_first
+            started: float | None = None  # when the last step started (fixed_rate)
             while not stop.is_set():
                 if waits:
-                    wake.wait(self._interval())
+                    wait = self._interval()
+                    if self._fixed_rate and started is not None:
+                        wait = max(0.0, wait - (time.monotonic() - started))
+                    wake.wait(wait)
                     wake.clear()
                     if stop.is_set():
                         break
                 waits = True
+                started = time.monotonic()
                 try:
                     self._step()
                 except Exception:

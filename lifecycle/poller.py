@@ -40,14 +40,21 @@ class RegistryPoller(Generic[R]):
 
     Subclasses (the heartbeat, the stop-flag poller, the lease threads) implement ``period_seconds``
     and ``step``; ``step`` reads the registrations with ``snapshot``. A failing step is logged and
-    the thread carries on with the next period.
+    the thread carries on with the next period. ``FIXED_RATE``: the steps start every period, the
+    step's own time taken from the wait (``PeriodicThread``'s ``fixed_rate``).
     """
+
+    FIXED_RATE = False
 
     def __init__(self, *, thread_name: str, step_name: str) -> None:
         self._regs: LockedSet[R] = LockedSet()
         # "<step_name> failed" in the log line of a failed step
         self._periodic = PeriodicThread(
-            self.step, interval=self.period_seconds, name=thread_name, label=step_name
+            self.step,
+            interval=self.period_seconds,
+            name=thread_name,
+            label=step_name,
+            fixed_rate=self.FIXED_RATE,
         )
 
     def period_seconds(self) -> float:

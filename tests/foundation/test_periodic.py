@@ -99,3 +99,58 @@ def test_stop_from_its_own_step_does_not_join_itself() -> None:
     holder.append(loop)
     loop.start()
     assert ended.wait(10)
+
+
+class _StepClock:
+    """``config.periodic``'s clock, moved on by the steps: a step "takes" what it adds."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("fixed_rate", [True, False])
+def test_a_fixed_rate_takes_the_steps_own_time_from_the_wait(
+    monkeypatch: pytest.MonkeyPatch, fixed_rate: bool
+) -> None:
+    import config.periodic
+
+    clock = _StepClock()
+    monkeypatch.setattr(config.periodic, "time", clock)
+    steps = threading.Semaphore(0)
+
+    def step() -> None:  # each step takes longer than the interval
+        clock.now += LONG + 1
+        steps.release()
+
+    loop = PeriodicThread(step, interval=LONG, name="t-periodic", wait_first=False, fixed_rate=fixed_rate)
+    loop.start()
+    try:
+        assert steps.acquire(timeout=10)
+        if fixed_rate:  # nothing of the interval left: the next step at once, no wake
+            assert steps.acquire(timeout=10) and steps.acquire(timeout=10)
+        else:  # an interval after the step ended: its hour
+            assert not steps.acquire(timeout=0.5)
+    finally:
+        loop.stop(join_seconds=10)
+
+
+def test_a_fixed_rate_waits_what_the_step_left_of_the_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    import config.periodic
+
+    clock = _StepClock()
+    monkeypatch.setattr(config.periodic, "time", clock)
+    steps = threading.Semaphore(0)
+
+    def step() -> None:  # each step takes all of the interval but 0.05 s
+        clock.now += LONG - 0.05
+        steps.release()
+
+    loop = PeriodicThread(step, interval=LONG, name="t-periodic", wait_first=False, fixed_rate=True)
+    loop.start()
+    try:
+        assert all(steps.acquire(timeout=10) for _ in range(3))  # 0.05 s waits, not hours
+    finally:
+        loop.stop(join_seconds=10)
