@@ -14,6 +14,7 @@ name): baseball's ``abbr`` and ``leagues``, the others' ``alias`` and ``conferen
 
 from __future__ import annotations
 
+import functools
 import pkgutil
 import uuid
 from datetime import datetime, timedelta
@@ -30,7 +31,13 @@ _HITTERS = ["Adalberto Mondesi", "Whit Merrifield", "Jose Altuve", "Alex Bregman
 
 
 def _uid(game: GameScript, *parts: object) -> str:
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join([game.sr_id, *map(str, parts)])))
+    return _name_uuid("/".join([game.sr_id, *map(str, parts)]))
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_uuid(name: str) -> str:
+    """A name-based UUID (a unit's id is named again by each of its plays: computed once)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
 
 
 class EventModel:
