@@ -15,7 +15,10 @@ index. Two ways to record:
 
 The log's unique key decides, not the index: a message another run logged meanwhile comes back as
 not logged. A refused write (a newer run's fencing token) raises FencedWrite (``record``,
-``maybe_flush``). A message is indexed when it is handed over; one the writer then drops (its buffer
+``maybe_flush``). A marker (``append_marker``: a gap, a delay) is handed over without waiting: a
+gap's is written on a stream's reader thread (listener.stream_reader), which must not wait for
+PostgreSQL while its other streams' bytes wait; ``maybe_flush`` and ``close`` learn its outcome.
+A message is indexed when it is handed over; one the writer then drops (its buffer
 full) leaves the index again, so the play-by-play backfill can bring it back. A line that is not
 UTF-8 or not JSON is kept as kind ``unreadable`` with its bytes (and, in ``message``, their base64).
 """
@@ -213,7 +216,10 @@ class EventLog:
         row_key = key_text(key) if key is not None else key_text(("message", _digest(text.encode())))
         return self._log(self._row(row_key, kind_of(message), text, kept), message)
 
-    def _log(self, row: NewRow, message: Any) -> bool:
+    def _log(self, row: NewRow, message: Any, *, wait: bool = True) -> bool:
+        """Hand ``row`` to the writer; ``wait``: until PostgreSQL has it (at most ``wait_seconds``, none
+        while the writer is degraded). Not waited for, it is held like a message PostgreSQL did not
+        take in time: ``maybe_flush`` learns its outcome (and raises FencedWrite if it was refused)."""
         ticket = self.writer.submit([row])
         if ticket.dropped:
             logger.warning("match %s: event log buffer full, message not kept (a gap)", self.match_id)
@@ -221,7 +227,7 @@ class EventLog:
                 self.on_dropped(1)
             return False
         # PostgreSQL away (the writer's last try failed): the stream does not wait for each message.
-        if not ticket.wait(0.0 if self.writer.degraded else self.wait_seconds):
+        if not ticket.wait(self.wait_seconds if wait and not self.writer.degraded else 0.0):
             self.pending.append(ticket)
             self.index.add(message)
             self.count += 1
@@ -241,10 +247,14 @@ class EventLog:
         self._log(self._row(key, "unreadable", json.dumps(note), raw), None)
 
     def append_marker(self, kind: str, **fields: Any) -> None:
-        """Log a synthetic kickoff marker (a rain delay seen by a status check...)."""
+        """Log a synthetic kickoff marker (a rain delay seen by a status check, a gap...), not waited for:
+        a reader thread that closed a gap of each of its streams at once (the box stalled them all) waited
+        for one marker's commit after another, 30-60 s in all, its streams unread meanwhile: silent again,
+        more gaps (docs/scaling.md)."""
         marker = {"kickoff": {"marker": kind, "at": utcnow().isoformat(), **fields}}
         text = json.dumps(marker, separators=(",", ":"), default=str)
-        self._log(self._row(key_text(("marker", _digest(text.encode()))), "marker", text, None), marker)
+        row = self._row(key_text(("marker", _digest(text.encode()))), "marker", text, None)
+        self._log(row, marker, wait=False)
 
     def _check(self, tickets: list[Ticket]) -> None:
         for ticket in tickets:

@@ -211,3 +211,46 @@ def test_a_writer_paused_before_its_commit_lets_go_of_its_match_row_after_the_id
             assert pool.submit(store_new_message_ids, [str(match.id)]).result(timeout=30)
     finally:
         paused.close()
+
+
+def _held_writer() -> tuple[LogWriter, threading.Event]:
+    """A writer whose batches wait for the returned event before PostgreSQL sees them."""
+    writer = LogWriter(buffer_limit=1000, retry_seconds=0.05)
+    release = threading.Event()
+    write = writer._write
+
+    def held(batch):  # type: ignore[no-untyped-def]
+        release.wait(60)
+        write(batch)
+
+    writer._write = held  # type: ignore[method-assign]
+    return writer, release
+
+
+def test_a_marker_is_handed_to_the_writer_without_waiting_and_a_refusal_is_learnt_after(make_match):
+    # A gap marker is written on a stream's reader thread, which serves other streams: it must not
+    # wait for PostgreSQL. Held, it is still written (close waits for it), and a newer run's token
+    # refusing it raises at the log's next flush.
+    match = make_match("mlb", status="inprogress")
+    record_id, token = _new_run(match)
+    writer, release = _held_writer()
+    log = EventLog(
+        match_id=str(match.id), writer=writer, record_id=record_id, fence_token=token, wait_seconds=30
+    ).open()
+    with ThreadPoolExecutor(1) as pool:  # a wait for PostgreSQL would wait out the log's 30 s
+        pool.submit(log.append_marker, "gap", cause="silence", seconds=12.5).result(timeout=20)
+    assert not release.is_set() and len(log.pending) == 1 and not log.pending[0].done.is_set()
+    release.set()
+    log.close()
+    assert [r.kind for page in event_log.pages_of(match.id) for r in page] == ["marker"]
+
+    writer, release = _held_writer()
+    stale = EventLog(
+        match_id=str(match.id), writer=writer, record_id=record_id, fence_token=token, wait_seconds=30
+    ).open()
+    stale.append_marker("delay", status="delayed")
+    _new_run(match)  # a successor takes the match's fencing token meanwhile
+    release.set()
+    wait_for(lambda: all(t.done.is_set() for t in stale.pending), timeout=30, what="the marker written")
+    with pytest.raises(FencedWrite):
+        stale.maybe_flush()
