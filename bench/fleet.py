@@ -247,7 +247,8 @@ def _commit_latency(since: Any, until: Any) -> dict[str, Any]:
     clock as PostgreSQL), ``commit_*`` from srsim's schedule (the event's ``created_at``, less the
     match's smallest such lag: srsim dates its events from when it built its scripts, seconds before
     its clocks start, so each game's ``created_at`` is off by a constant; that figure leaves out the
-    fastest message's own latency, a few milliseconds, and counts srsim's lateness). Each has its p50,
+    fastest message's own latency, a few milliseconds while the listeners keep up but a backlog's
+    smallest lag when they do not, and counts srsim's lateness). Each has its p50,
     p99 and p99 by minute, first to last: whether a miss is a backlog draining (the ramp's) or the
     steady state's (not a goal: the goal is the whole window's)."""
     from models.db import connection_scope, database
@@ -651,8 +652,9 @@ def report(r: dict[str, Any]) -> None:
             f"{since}: p50 {r[f'{prefix}_p50_s']:.3f} s, "
             f"p99 {r[f'{prefix}_p99_s']:.3f} s over {r['commit_rows']:,} live rows"
         )
-        if r.get(f"{prefix}_p99_by_minute_s"):  # saved results before it have none
-            minutes = ", ".join(f"{p99:.2f}" for p99 in r[f"{prefix}_p99_by_minute_s"])
+        by_minute = r.get(f"{prefix}_p99_by_minute_s")
+        if by_minute:  # saved results before it have none
+            minutes = ", ".join("-" if p99 is None else f"{p99:.2f}" for p99 in by_minute)
             print(f"  its p99 by minute of the window, first to last: {minutes} s")
     if r["pg_bytes_per_event"] is not None:
         print(f"event log in PostgreSQL: {r['pg_bytes_per_event']:,.0f} bytes per event (tables and indexes)")

@@ -248,9 +248,9 @@ class EventLog:
 
     def append_marker(self, kind: str, **fields: Any) -> None:
         """Log a synthetic kickoff marker (a rain delay seen by a status check, a gap...), not waited for:
-        a reader thread that closed a gap of each of its streams at once (the box stalled them all) waited
-        for one marker's commit after another, 30-60 s in all, its streams unread meanwhile: silent again,
-        more gaps (docs/scaling.md)."""
+        a reader thread that closes the gaps of many of its streams at once (the box stalled them all)
+        would wait for one marker's commit after another, its other streams unread meanwhile, silent
+        again: a state two 10,000-listener runs never left (docs/scaling.md)."""
         marker = {"kickoff": {"marker": kind, "at": utcnow().isoformat(), **fields}}
         text = json.dumps(marker, separators=(",", ":"), default=str)
         row = self._row(key_text(("marker", _digest(text.encode()))), "marker", text, None)
