@@ -75,9 +75,9 @@ class BeatReport:
 class HeartbeatService(RegistryPoller[HeartbeatRegistration]):
     """The process's single heartbeat thread; register a run when it starts, unregister at its end.
 
-    A beat starts every interval, whatever its own writes took (``FIXED_RATE``): a beat of 2,500
-    rows that took a second under load used to push every later one a second back, and each row's
-    heartbeat aged by as much past the interval (issue 34's heartbeat lag)."""
+    A beat starts every interval, whatever its own writes took (``FIXED_RATE``): a beat that takes a
+    second under load would otherwise push every later one a second back, and each row's heartbeat
+    would age by as much past the interval (a part of issue 34's heartbeat lag)."""
 
     FIXED_RATE = True
 
