@@ -31,7 +31,6 @@ with the other outcome (operation ``update``: a review), so a question settles a
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import uuid
@@ -42,7 +41,7 @@ from typing import Any
 
 from models.leagues import DEFAULT
 from srsim.errors import SimulatorScriptError
-from srsim.models import PER_UNIT, model_of
+from srsim.models import PER_UNIT, model_of, name_uuid
 
 _TEAMS = [
     ("Royals", "Kansas City", "KC"),
@@ -52,13 +51,6 @@ _TEAMS = [
     ("Cubs", "Chicago", "CHC"),
     ("Dodgers", "Los Angeles", "LAD"),
 ]
-
-
-@functools.lru_cache(maxsize=1024)
-def _team_id(abbr: str) -> str:
-    """A team's id: a name-based UUID of its abbreviation (every message of a game names both teams:
-    computed once per team, not per message, it was a fifth of building a session)."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, abbr))
 
 
 @dataclass
@@ -261,8 +253,8 @@ class GameScript:
     def teams(self) -> tuple[dict[str, str], dict[str, str]]:
         """The home and away teams as the push payload's ``game.home`` and ``game.away``."""
         (hn, hm, ha), (an, am, aa) = self.home, self.away
-        home = {"name": hn, "market": hm, "abbr": ha, "id": _team_id(ha)}
-        away = {"name": an, "market": am, "abbr": aa, "id": _team_id(aa)}
+        home = {"name": hn, "market": hm, "abbr": ha, "id": name_uuid(ha)}
+        away = {"name": an, "market": am, "abbr": aa, "id": name_uuid(aa)}
         return home, away
 
     def _game(self, status: str, scheduled: datetime) -> dict[str, Any]:
