@@ -63,7 +63,7 @@ def init_reporting(settings: KickoffSettings) -> bool:
             environment=str(settings.app_env),
             integrations=[DramatiqIntegration(), LoggingIntegration(event_level=None)],
             before_send=before_send,
-            send_default_pii=False,
+            data_collection={"user_info": False},  # no user identity, the old send_default_pii=False
         )
         _initialised = True
     logger.info("failure reports enabled (environment %s)", settings.app_env)

@@ -11,6 +11,9 @@ from __future__ import annotations
 import gzip
 import http.server
 import json
+import os
+import subprocess
+import sys
 import threading
 import zlib
 from collections.abc import Iterator
@@ -164,9 +167,54 @@ def test_each_failed_attempt_is_one_event_fingerprinted_by_match_and_without_the
             assert event["exception"]["values"][-1]["type"] == "ListenerRunFailed"
         assert [r.exit_code for r in rows_of(fine)] == [0] and rows_of(skipped)[0].ended_at is None
         sent = b"".join(sentry_endpoint.bodies)
+        # The key is nowhere (the run's settings hold it as a SecretStr); that the scrub replaces it
+        # where it does appear is the next test's.
         assert API_KEY.encode() not in sent
-        assert b"[Filtered]" in sent  # it was there, and replaced
         assert "ListenerRunFailed" in worker.output()
+
+
+#: A process that starts reports as a worker does, then fails with the key in a log line's
+#: breadcrumb, in a frame's local variable and in the exception's message.
+_LEAKING_PROCESS = """
+import logging, sys
+import sentry_sdk
+from actors.reporting import init_reporting
+from config.settings import KickoffSettings
+
+assert init_reporting(KickoffSettings(_env_file=None))
+key = sys.argv[1]
+logging.getLogger("kickoff.test").warning("GET /feed?api_key=%s", key)
+
+def fetch(value):
+    raise RuntimeError("the provider refused " + value)
+
+try:
+    fetch(key)
+except RuntimeError:
+    sentry_sdk.capture_exception()
+sentry_sdk.flush(timeout=30)
+"""
+
+
+def test_the_api_key_is_replaced_wherever_an_event_holds_it(lifecycle_env, sentry_endpoint):
+    env = {**os.environ, "SENTRY_DSN": sentry_endpoint.dsn, "SPORTRADAR_API_KEY": API_KEY}
+    done = subprocess.run(
+        [sys.executable, "-c", _LEAKING_PROCESS, API_KEY],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: len(sentry_endpoint.events()) >= 1, timeout=60)
+    sent = b"".join(sentry_endpoint.bodies)
+    assert API_KEY.encode() not in sent
+    (event,) = sentry_endpoint.events()
+    assert event["exception"]["values"][-1]["value"] == "the provider refused [Filtered]"
+    frame = event["exception"]["values"][-1]["stacktrace"]["frames"][-1]
+    assert frame["function"] == "fetch" and frame["vars"]["value"] == "'[Filtered]'"
+    crumbs = [c.get("message") for c in event["breadcrumbs"]["values"]]
+    assert "GET /feed?api_key=[Filtered]" in crumbs, crumbs
 
 
 def test_without_a_dsn_sentry_is_never_initialised(lsettings):
