@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -39,7 +40,7 @@ def import_cmd(obj: CliContext, data_dir: Path | None, as_json: bool) -> None:
     obj.database()
     root = data_dir or Path(obj.settings.data_dir)
     files = archive_files(root)
-    with click.progressbar(length=len(files), label="importing", file=click.get_text_stream("stderr")) as bar:
+    with click.progressbar(length=len(files), label="importing", file=sys.stderr) as bar:
         summary = import_archives(root, progress=lambda _path: bar.update(1))
     if as_json:
         echo_json(summary.as_dict())
