@@ -3,8 +3,8 @@
 Every failed Dramatiq message becomes one event (the integration captures the exception the
 actor raised). A failed listener attempt is fingerprinted by the internal match id, so all 15
 attempts of one match group into one issue, and tagged with ``sr_id``, ``exit_code`` and
-``attempt``. Log records are breadcrumbs only, never events of their own, so one attempt is one
-event. Every string of an event that contains the provider API key has it replaced before the
+``attempt``. Log records are breadcrumbs only, never events or Sentry logs of their own, so one
+attempt is one event. Every string of an event that contains the provider API key has it replaced before the
 event leaves the process.
 """
 
@@ -61,7 +61,8 @@ def init_reporting(settings: KickoffSettings) -> bool:
         sentry_sdk.init(
             dsn=dsn,
             environment=str(settings.app_env),
-            integrations=[DramatiqIntegration(), LoggingIntegration(event_level=None)],
+            # log records: breadcrumbs only (sentry-sdk 3's ``level`` would ship each as a Sentry log)
+            integrations=[DramatiqIntegration(), LoggingIntegration(level=None, event_level=None)],
             before_send=before_send,
             data_collection={"user_info": False},  # no user identity, the old send_default_pii=False
         )

@@ -209,6 +209,8 @@ def test_the_api_key_is_replaced_wherever_an_event_holds_it(lifecycle_env, sentr
     wait_for(lambda: len(sentry_endpoint.events()) >= 1, timeout=60)
     sent = b"".join(sentry_endpoint.bodies)
     assert API_KEY.encode() not in sent
+    kinds = {header.get("type") for body in sentry_endpoint.bodies for header, _ in parse_envelope(body)}
+    assert "log" not in kinds, kinds  # log records are breadcrumbs, never Sentry logs of their own
     (event,) = sentry_endpoint.events()
     assert event["exception"]["values"][-1]["value"] == "the provider refused [Filtered]"
     frame = event["exception"]["values"][-1]["stacktrace"]["frames"][-1]
