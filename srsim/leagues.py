@@ -21,7 +21,6 @@ type is ``{"code": "REG"}``.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterable
 from datetime import date, timedelta
 from pathlib import Path
@@ -29,17 +28,17 @@ from typing import Any
 
 from models.season_calendar import season_year
 from srsim.errors import SimulatorScriptError
-from srsim.models import model_of
+from srsim.models import model_of, name_uuid
 from srsim.script import GameScript
 
 
 def _id(*parts: str) -> str:
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(parts)))
+    return name_uuid("/".join(parts))
 
 
 def team_id(alias: str) -> str:
     """The id srsim gives a team (the same one its push payloads carry)."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, alias))
+    return name_uuid(alias)
 
 
 def read_league_file(path: Path | None) -> dict[str, Any]:

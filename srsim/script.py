@@ -271,7 +271,7 @@ class GameScript:
     def _delay_event(self, i: int, scheduled: datetime) -> dict[str, Any]:
         created = (scheduled + timedelta(seconds=i * self.event_interval)).isoformat()
         event = {
-            "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self.sr_id}/delay")),
+            "id": name_uuid(f"{self.sr_id}/delay"),
             "type": "delay",
             "description": "Rain delay",
             "sequence_number": i,

@@ -9,6 +9,7 @@ behaviour (test_worker_lease.py, test_heartbeat_and_stop_watch.py, test_dedupe_a
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -946,3 +947,43 @@ def test_in_develop_a_shutdown_hands_over_test_clones_only(store: MemoryCoordina
     assert handed == [["clone"]]
     assert live.stops == [worker_shutdown()]  # its hand-off's dispatch skips it too (develop)
     assert clone.stops == [worker_shutdown(successor_waiting=True)]
+
+
+@pytest.mark.parametrize("as_shipped", [True, False])
+def test_the_heartbeat_takes_a_slow_beats_time_from_its_wait_the_other_pollers_do_not(
+    store: MemoryCoordinationStore, monkeypatch: pytest.MonkeyPatch, as_shipped: bool
+) -> None:
+    """Each beat "takes" more than the interval on ``config.periodic``'s clock: the heartbeat
+    as shipped (``FIXED_RATE``) beats again at once; made fixed-delay, as the other pollers are, it
+    waits a whole interval (the control: the test tells the two apart)."""
+    import config.periodic
+
+    periodic_clock = SimpleNamespace(now=1000.0)
+    monkeypatch.setattr(config.periodic, "time", SimpleNamespace(monotonic=lambda: periodic_clock.now))
+    if not as_shipped:
+        monkeypatch.setattr(HeartbeatService, "FIXED_RATE", False)
+    hour = 3600.0
+    beats = threading.Semaphore(0)
+    extend = store.locks.extend_start_locks
+
+    def slow_extend(holders: Any, *, ttl_seconds: float) -> list[bool]:
+        periodic_clock.now += hour + 1
+        beats.release()
+        return extend(holders, ttl_seconds=ttl_seconds)
+
+    monkeypatch.setattr(store.locks, "extend_start_locks", slow_extend)
+    service = HeartbeatService(
+        coordination=store, interval_seconds=hour, lock_ttl_seconds=2 * hour, grace_seconds=2
+    )
+    (match_id,) = match_ids(1)
+    store.locks.start_lock(match_id).acquire(token="t")
+    service.register(dry_run(match_id, "t", []))
+    try:
+        service.wake()  # the first beat now, not in an hour
+        assert beats.acquire(timeout=10)
+        if as_shipped:
+            assert beats.acquire(timeout=10) and beats.acquire(timeout=10)
+        else:
+            assert not beats.acquire(timeout=0.5)
+    finally:
+        service.stop()
