@@ -126,7 +126,8 @@ class ApiContext:
         return send_backfill
 
     def close(self) -> None:
-        """Close every publisher this process opened."""
+        """Close every publisher this process opened; stop counting history and flush what is left."""
+        recorder.stop()
         with self._lock:
             pubs, self._publishers = self._publishers, []
         for pub in pubs:

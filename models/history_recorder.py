@@ -40,6 +40,7 @@ class HistoryRecorder:
         self.max_pending = 100_000
         self.dropped = 0  # counts dropped because too many points waited
         self.flushed = 0  # points written so far
+        self._stop_at_exit = False  # ``stop`` registered to run at the process's exit
 
     def count(self, series: str, key: str = "", n: float = 1.0) -> None:
         """Add ``n`` to ``series``/``key`` in the current minute (nothing before ``start``)."""
@@ -89,8 +90,8 @@ class HistoryRecorder:
         self.enabled = True
 
     def start(self, *, interval_seconds: float, max_pending: int) -> None:
-        """Count from now on and flush every ``interval_seconds`` (once per process; later calls only
-        adjust the interval)."""
+        """Count from now on and flush every ``interval_seconds`` (a call while it runs only adjusts the
+        interval; ``stop`` at the process's exit, registered once)."""
         self.interval_seconds = interval_seconds
         self.max_pending = max_pending
         with self._mu:
@@ -98,10 +99,12 @@ class HistoryRecorder:
                 return
             self.enabled = True
             self._flusher.start()
-        atexit.register(self.stop)
+            if not self._stop_at_exit:
+                atexit.register(self.stop)
+                self._stop_at_exit = True
 
     def stop(self) -> None:
-        """Stop counting and flush what is left (the process is ending)."""
+        """Stop counting and flush what is left (the process, or the API app, is ending)."""
         self.enabled = False
         self._flusher.stop(join_seconds=10)
         self.flush()

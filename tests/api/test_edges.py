@@ -150,3 +150,17 @@ def test_the_served_app_keeps_its_boot_heap_out_of_the_collectors_passes_a_built
     finally:
         gc.unfreeze()  # this test process builds many apps: nothing of it stays frozen
     assert (frozen > before) is freeze
+
+
+def test_the_apps_shutdown_stops_the_history_recorder_it_started(settings):
+    """A test process builds many apps: none leaves the process-wide recorder counting or flushing."""
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from models.history_recorder import recorder
+
+    app = create_app(settings.model_copy(update={"api_allowed_hosts": "testserver"}))
+    with TestClient(app) as client:
+        assert client.get("/healthz").status_code == 200
+        assert recorder.enabled
+    assert not recorder.enabled and recorder.pending() == 0
