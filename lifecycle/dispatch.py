@@ -55,6 +55,10 @@ MANUAL_WITHIN_MINUTES = 0
 
 #: Sends one start message to the broker (the actors module provides the Dramatiq one).
 Sender = Callable[[StartMessage], None]
+#: Start messages per batch of a tick: a batch is one broker round trip (its commands stay bounded,
+#: and one that times out on a saturated broker fails only itself and the batches after it).
+SEND_BATCH = 1000
+
 #: Sends many start messages at once (one round trip); all or nothing as far as the caller knows.
 BatchSender = Callable[[list[StartMessage]], None]
 
@@ -273,28 +277,50 @@ def _send_all(
 ) -> tuple[list[str], list[str], list[SetAside]]:
     """Send ``messages``: ``(sent, failed, set aside)`` match ids (the failed include the set aside).
 
-    With ``send_batch`` they go in one call. A batch the broker's service refused (down,
-    unreachable) fails whole; a batch that failed otherwise (a message it could not take) is
-    sent again one message at a time, so one bad message is set aside and the others go (a
-    message the batch did send arrives twice with one message id: its second copy does nothing).
+    With ``send_batch`` they go in batches of ``SEND_BATCH`` (one call each). A batch the broker's
+    service refused (down, unreachable, too slow to answer) fails with every batch after it, which
+    are not tried (the next tick sends them); the batches before it are sent. A batch that failed
+    otherwise (a message it could not take) is sent again one message at a time, so one bad message
+    is set aside and the others go (a message the batch did send arrives twice with one message id:
+    its second copy does nothing).
     """
+    if send_batch is None or not messages:
+        return _send_one_by_one(messages, send=send)
     sent: list[str] = []
     failed: list[str] = []
     refused: list[SetAside] = []
-    if send_batch is not None and messages:
+    for start in range(0, len(messages), SEND_BATCH):
+        batch = messages[start : start + SEND_BATCH]
         try:
-            send_batch(messages)
+            send_batch(batch)
         except ServiceUnavailable:
-            logger.exception("sending %d start messages failed", len(messages))
-            return sent, [m.match_id for m in messages], refused
+            logger.exception(
+                "sending %d start messages failed (%d sent before them)", len(messages) - start, start
+            )
+            return sent, failed + [m.match_id for m in messages[start:]], refused
         except Exception as exc:
             logger.warning(
                 "sending %d start messages in one batch failed (%s): sending them one by one",
-                len(messages),
+                len(batch),
                 _one_line(exc),
             )
+            one_sent, one_failed, one_refused = _send_one_by_one(batch, send=send)
+            sent += one_sent
+            failed += one_failed
+            refused += one_refused
         else:
-            return [m.match_id for m in messages], failed, refused
+            sent += [m.match_id for m in batch]
+    return sent, failed, refused
+
+
+def _send_one_by_one(
+    messages: list[StartMessage], *, send: Sender
+) -> tuple[list[str], list[str], list[SetAside]]:
+    """``_send_all`` one message at a time: a refused service fails the message, any other error
+    sets it aside."""
+    sent: list[str] = []
+    failed: list[str] = []
+    refused: list[SetAside] = []
     for message in messages:
         try:
             send(message)

@@ -551,6 +551,30 @@ def test_send_all_sends_a_good_batch_in_one_call() -> None:
     )
 
 
+def test_send_all_sends_batches_until_the_broker_refuses_one_and_fails_that_one_and_the_rest() -> None:
+    messages = [StartMessage(f"m{n}", f"id{n}") for n in range(dispatch.SEND_BATCH * 2 + 500)]
+    calls: list[int] = []
+
+    def batch(chunk: list[StartMessage]) -> None:
+        calls.append(len(chunk))
+        if len(calls) == 2:  # the second batch times out on a saturated broker
+            raise BROKER_DOWN
+
+    sent, failed, aside = _send_all(messages, send=lambda _: pytest.fail("one by one"), send_batch=batch)
+    assert calls == [dispatch.SEND_BATCH, dispatch.SEND_BATCH]  # the third is not tried
+    assert sent == [m.match_id for m in messages[: dispatch.SEND_BATCH]]
+    assert failed == [m.match_id for m in messages[dispatch.SEND_BATCH :]] and aside == []
+
+
+def test_send_all_sends_only_the_batch_holding_a_bad_message_one_by_one() -> None:
+    messages = [StartMessage(f"m{n}", f"id{n}") for n in range(dispatch.SEND_BATCH + 2)]
+    sender = Sent(refuse={"m1"})  # in the first batch
+    sent, failed, aside = _send_all(messages, send=sender, send_batch=sender.batch)
+    assert failed == ["m1"] and [a.item for a in aside] == ["m1"]
+    assert sent == [m.match_id for m in messages if m.match_id != "m1"]
+    assert [m.match_id for m in sender.messages] == sent  # the second batch went whole, once
+
+
 def test_overlapping_ticks_turn_the_collector_back_on_only_after_the_last() -> None:
     import gc
 
