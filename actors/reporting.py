@@ -4,8 +4,8 @@ Every failed Dramatiq message becomes one event (the integration captures the ex
 actor raised). A failed listener attempt is fingerprinted by the internal match id, so all 15
 attempts of one match group into one issue, and tagged with ``sr_id``, ``exit_code`` and
 ``attempt``. Log records are breadcrumbs only, never events or Sentry logs of their own, so one
-attempt is one event. Every string of an event that contains the provider API key has it replaced before the
-event leaves the process.
+attempt is one event. Every string of an event that contains the provider API key has it replaced
+before the event leaves the process.
 """
 
 from __future__ import annotations
