@@ -162,6 +162,41 @@ def test_a_full_broker_redis_fails_the_batch_as_an_outage_and_sets_no_match_asid
     assert not any(lcoordination.barriers.is_pending(m.id) for m in matches)
 
 
+@pytest.mark.services  # a private redis-server as the broker
+def test_a_broker_lost_mid_tick_keeps_the_batches_sent_before_and_fails_that_one_and_the_rest(
+    make_match, lsettings, lcoordination, actor_runtime, tmp_path, monkeypatch
+):
+    """The tick's batches (``SEND_BATCH``, 2 here) go through the real sender; the broker's Redis
+    stops before the second: the first batch is queued, the other three starts fail and are released."""
+    from actors.listeners import send_start, send_starts
+    from harness.private_redis import PrivateRedis
+    from lifecycle import dispatch as dispatch_module
+
+    monkeypatch.setattr(dispatch_module, "SEND_BATCH", 2)
+    matches = [make_match(status="inprogress") for _ in range(5)]
+    queued: list[int] = []
+    with PrivateRedis(tmp_path / "redis") as private:
+        actor_runtime(lsettings.model_copy(update={"broker_url": private.url()}))
+        calls: list[int] = []
+
+        def send_batch(messages):
+            calls.append(len(messages))
+            if len(calls) == 2:  # what the first batch left in the broker, then the broker goes away
+                client = redis.Redis(port=private.port)
+                queued.append(client.llen(f"{lsettings.broker_namespace}:match_listeners"))
+                client.close()
+                private.stop()
+            send_starts(messages)
+
+        result = dispatch(
+            settings=lsettings, coordination=lcoordination, send=send_start, send_batch=send_batch
+        )
+    assert calls == [2, 2] and queued == [2]  # the third batch is not tried
+    assert result.enqueued == 2 and result.failed == 3 and result.set_aside == []
+    sent = set(result.match_ids)
+    assert all(lcoordination.barriers.is_pending(m.id) is (str(m.id) in sent) for m in matches)
+
+
 def test_a_start_whose_stored_settings_are_not_an_object_is_a_counted_settings_failure(
     make_match, lsettings, lcoordination, services
 ):
