@@ -57,10 +57,10 @@ MANUAL_WITHIN_MINUTES = 0
 Sender = Callable[[StartMessage], None]
 #: Start messages per batch of a tick: a batch is one broker round trip (its commands stay bounded,
 #: and one that times out on a saturated broker fails only itself and the batches after it). Each
-#: round trip waits for the broker's Redis, which the workers' consumers keep busy as soon as the
-#: first batch lands: on the fleet bench's box 10,000 starts took 757 ms in one batch, 1.8-2.0 s in
-#: ten of 1,000.
-SEND_BATCH = 5000
+#: round trip after the first waits for a broker the workers' consumers are busy with once the first
+#: batch lands: on the fleet bench's box 10,000 starts took 0.76 s in one batch, 1.46 s in two of
+#: 5,000 and 1.8-2.0 s in ten of 1,000 (docs/scaling.md).
+SEND_BATCH = 10000
 
 #: Sends many start messages at once (one round trip); all or nothing as far as the caller knows.
 BatchSender = Callable[[list[StartMessage]], None]
