@@ -3,8 +3,8 @@
 Cost follows the eligible matches, not the table: one indexed query (which also flags stale
 open rows), one UPDATE abandoning those stale rows (only when there are any), one MGET for
 exhausted flags, one script call claiming the pending keys (SET NX), one UPDATE saving every
-message id (made in SQL from one uuid4 per tick), then the sends (one pipelined round trip with
-a batch sender).
+message id (made in SQL from one uuid4 per tick), then the sends (one pipelined round trip per
+``SEND_BATCH`` starts with a batch sender).
 """
 
 from __future__ import annotations
@@ -149,8 +149,8 @@ def dispatch_upcoming_match_listeners(
 ) -> DispatchResult:
     """One dispatch tick under the dispatch lock (``use_lock=False`` only to test the pending keys).
 
-    With ``send_batch`` the start messages go out in one call; a batch that raises releases
-    every pending key of the batch (a start that did go out is then superseded by the next
+    With ``send_batch`` the start messages go out in calls of ``SEND_BATCH``; a batch that raises
+    releases every pending key of the batch (a start that did go out is then superseded by the next
     dispatch's newer message id and does nothing).
     """
     within = settings.listener_dispatch_within_minutes if within_minutes is None else within_minutes
